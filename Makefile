@@ -1,0 +1,45 @@
+# The two commands of the README's quick start: `make run` and `make test`.
+# Both work on a fresh machine: they create .venv, install what they need and go.
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+CONFIG ?= config/server.properties
+PYTEST_ARGS ?=
+
+.PHONY: run test venv test-deps system-deps unit integration protocol clean
+
+run: $(VENV)/.installed
+	$(BIN)/pybroker serve $(CONFIG)
+
+test: $(VENV)/.installed-test system-deps
+	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+unit: $(VENV)/.installed-test
+	$(BIN)/python -m pytest -q tests/unit $(PYTEST_ARGS)
+
+integration: $(VENV)/.installed-test system-deps
+	$(BIN)/python -m pytest -q tests/integration $(PYTEST_ARGS)
+
+# Regenerate the protocol codecs from ../shared/kafka-protocol (only developers need this).
+protocol: $(VENV)/.installed
+	$(BIN)/python tools/gen_protocol.py
+
+$(VENV)/bin/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+
+$(VENV)/.installed: pyproject.toml | $(VENV)/bin/python
+	$(BIN)/python -m pip install -q -e .
+	touch $@
+
+$(VENV)/.installed-test: pyproject.toml | $(VENV)/bin/python
+	$(BIN)/python -m pip install -q -e '.[test]'
+	touch $(VENV)/.installed $@
+
+# Debian packages the tests drive for real (kcat).
+system-deps:
+	@tools/install-system-deps.sh
+
+clean:
+	rm -rf $(VENV) .pytest_cache build *.egg-info

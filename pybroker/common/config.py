@@ -1,0 +1,280 @@
+"""Broker configuration: every key declared once, as data, with Kafka's names and defaults.
+
+A key has a type, a default, an optional validator and a doc line. `BrokerConfig` parses a
+Java-style `.properties` file plus `--override key=value` pairs, converts each value to its
+type and validates it; an invalid value raises `ConfigError` naming the key. Keys that are not
+declared are kept (as strings) and reported, as Kafka does with "not a known config".
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Mapping
+
+LONG_MAX = 2**63 - 1
+INT_MAX = 2**31 - 1
+
+
+class ConfigError(ValueError):
+    """A configuration value that cannot be used; the message names the key."""
+
+
+Validator = Callable[[str, Any], None]
+
+
+def at_least(minimum: int | float) -> Validator:
+    def check(key: str, value: Any) -> None:
+        if value is not None and value < minimum:
+            raise ConfigError(f"Invalid value {value} for configuration {key}: Value must be at least {minimum}")
+
+    return check
+
+
+def one_of(*choices: str) -> Validator:
+    def check(key: str, value: Any) -> None:
+        values = value if isinstance(value, list) else [value]
+        for item in values:
+            if item is not None and item not in choices:
+                raise ConfigError(
+                    f"Invalid value {item} for configuration {key}: String must be one of: {', '.join(choices)}"
+                )
+
+    return check
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigKey:
+    """One declared configuration key."""
+
+    name: str
+    type: str  # "int", "long", "double", "boolean", "string", "list", "password"
+    default: Any
+    doc: str
+    validator: Validator | None = None
+    # Name of the topic-level config that this broker key provides the default for.
+    topic_key: str | None = None
+
+
+def _parse(key: ConfigKey, raw: str) -> Any:
+    text = raw.strip()
+    try:
+        if key.type in ("int", "long"):
+            value: Any = int(text)
+            limit = INT_MAX if key.type == "int" else LONG_MAX
+            if not -limit - 1 <= value <= limit:
+                raise ValueError(text)
+            return value
+        if key.type == "double":
+            return float(text)
+        if key.type == "boolean":
+            if text.lower() not in ("true", "false"):
+                raise ValueError(text)
+            return text.lower() == "true"
+        if key.type == "list":
+            return [item.strip() for item in text.split(",") if item.strip()]
+        return raw if key.type == "password" else text
+    except ValueError:
+        raise ConfigError(
+            f"Invalid value {raw!r} for configuration {key.name}: Expected value to be of type {key.type}"
+        ) from None
+
+
+_KEYS: list[ConfigKey] = [
+    # Identity and cluster
+    ConfigKey("broker.id", "int", -1, "The broker id; -1 lets the broker pick one (0 in single-node mode).", at_least(-1)),
+    ConfigKey("broker.rack", "string", None, "Rack of the broker, used for rack-aware replica assignment."),
+    ConfigKey("zookeeper.connect", "string", None, "ZooKeeper connection string host:port[,host:port][/chroot]. Unset = embedded single-node metadata."),
+    ConfigKey("zookeeper.session.timeout.ms", "int", 18000, "ZooKeeper session timeout.", at_least(1)),
+    ConfigKey("zookeeper.connection.timeout.ms", "int", None, "Max time to wait for a ZooKeeper connection; defaults to the session timeout."),
+    # Network
+    ConfigKey("listeners", "list", ["PLAINTEXT://:9092"], "Listener URIs the broker binds, e.g. PLAINTEXT://127.0.0.1:9092."),
+    ConfigKey("advertised.listeners", "list", None, "Listener URIs published to clients; defaults to listeners."),
+    ConfigKey("num.network.threads", "int", 3, "Accepted for compatibility; pybroker serves all connections on one event loop.", at_least(1)),
+    ConfigKey("num.io.threads", "int", 8, "Accepted for compatibility; pybroker serves all connections on one event loop.", at_least(1)),
+    ConfigKey("socket.send.buffer.bytes", "int", 102400, "SO_SNDBUF for client sockets (-1 = OS default)."),
+    ConfigKey("socket.receive.buffer.bytes", "int", 102400, "SO_RCVBUF for client sockets (-1 = OS default)."),
+    ConfigKey("socket.request.max.bytes", "int", 104857600, "Largest request frame accepted; checked before the frame is buffered.", at_least(1)),
+    ConfigKey("queued.max.requests", "int", 500, "Requests in flight per connection before the broker stops reading from it.", at_least(1)),
+    ConfigKey("connections.max.idle.ms", "long", 600000, "Idle connections are closed after this long."),
+    # Topics
+    ConfigKey("auto.create.topics.enable", "boolean", True, "Create a topic on Metadata/Produce for an unknown name."),
+    ConfigKey("delete.topic.enable", "boolean", True, "Allow DeleteTopics."),
+    ConfigKey("num.partitions", "int", 1, "Partitions of an auto-created topic.", at_least(1)),
+    ConfigKey("default.replication.factor", "int", 1, "Replication factor of an auto-created topic.", at_least(1)),
+    ConfigKey("min.insync.replicas", "int", 1, "Minimum ISR size for acks=all.", at_least(1), topic_key="min.insync.replicas"),
+    ConfigKey("unclean.leader.election.enable", "boolean", False, "Allow an out-of-sync replica to become leader.", topic_key="unclean.leader.election.enable"),
+    ConfigKey("message.max.bytes", "int", 1048588, "Largest record batch accepted.", at_least(0), topic_key="max.message.bytes"),
+    ConfigKey("compression.type", "string", "producer", "Final compression of a topic's data; only 'producer' (keep what the producer sent) is implemented.", one_of("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"), topic_key="compression.type"),
+    ConfigKey("fetch.max.bytes", "int", 57671680, "Largest fetch response the broker builds.", at_least(1024)),
+    # Log
+    ConfigKey("log.dir", "string", "/tmp/kafka-logs", "Data directory, used when log.dirs is unset."),
+    ConfigKey("log.dirs", "list", None, "Data directories; each partition lives in one of them."),
+    ConfigKey("log.segment.bytes", "int", 1073741824, "Size at which a segment is rolled.", at_least(14), topic_key="segment.bytes"),
+    ConfigKey("log.roll.ms", "long", None, "Time after which a segment is rolled; overrides log.roll.hours.", topic_key="segment.ms"),
+    ConfigKey("log.roll.hours", "int", 168, "Time after which a segment is rolled.", at_least(1)),
+    ConfigKey("log.retention.ms", "long", None, "Retention time; overrides minutes and hours; -1 = unlimited.", topic_key="retention.ms"),
+    ConfigKey("log.retention.minutes", "int", None, "Retention time; overrides hours."),
+    ConfigKey("log.retention.hours", "int", 168, "Retention time."),
+    ConfigKey("log.retention.bytes", "long", -1, "Retained bytes per partition; -1 = unlimited.", topic_key="retention.bytes"),
+    ConfigKey("log.retention.check.interval.ms", "long", 300000, "How often retention runs.", at_least(1)),
+    ConfigKey("log.index.interval.bytes", "int", 4096, "Bytes between offset-index entries.", at_least(0), topic_key="index.interval.bytes"),
+    ConfigKey("log.index.size.max.bytes", "int", 10485760, "Preallocated size of an index file.", at_least(4), topic_key="segment.index.bytes"),
+    ConfigKey("log.flush.interval.messages", "long", LONG_MAX, "Messages appended before a forced fsync.", at_least(1), topic_key="flush.messages"),
+    ConfigKey("log.flush.interval.ms", "long", None, "Time before a forced fsync; defaults to log.flush.scheduler.interval.ms.", topic_key="flush.ms"),
+    ConfigKey("log.flush.scheduler.interval.ms", "long", LONG_MAX, "How often the flusher checks whether a log needs an fsync."),
+    ConfigKey("log.flush.offset.checkpoint.interval.ms", "int", 60000, "How often recovery points are checkpointed.", at_least(0)),
+    ConfigKey("log.flush.start.offset.checkpoint.interval.ms", "int", 60000, "How often log start offsets are checkpointed.", at_least(0)),
+    ConfigKey("log.message.timestamp.type", "string", "CreateTime", "CreateTime or LogAppendTime.", one_of("CreateTime", "LogAppendTime"), topic_key="message.timestamp.type"),
+    ConfigKey("log.cleanup.policy", "list", ["delete"], "delete and/or compact.", one_of("delete", "compact"), topic_key="cleanup.policy"),
+    ConfigKey("log.segment.delete.delay.ms", "long", 60000, "Delay before a deleted segment's files are removed.", at_least(0), topic_key="file.delete.delay.ms"),
+    ConfigKey("log.preallocate", "boolean", False, "Preallocate segment files.", topic_key="preallocate"),
+    # Group coordinator and internal topics
+    ConfigKey("offsets.topic.num.partitions", "int", 50, "Partitions of __consumer_offsets.", at_least(1)),
+    ConfigKey("offsets.topic.replication.factor", "int", 3, "Replication factor of __consumer_offsets (capped at the live brokers).", at_least(1)),
+    ConfigKey("offsets.retention.minutes", "int", 10080, "Committed offsets of an empty group expire after this.", at_least(1)),
+    ConfigKey("group.initial.rebalance.delay.ms", "int", 3000, "Delay of the first rebalance of an empty group."),
+    ConfigKey("transaction.state.log.num.partitions", "int", 50, "Partitions of __transaction_state.", at_least(1)),
+    ConfigKey("transaction.state.log.replication.factor", "int", 3, "Replication factor of __transaction_state.", at_least(1)),
+    ConfigKey("transaction.state.log.min.isr", "int", 2, "min.insync.replicas of __transaction_state.", at_least(1)),
+    ConfigKey("producer.id.expiration.ms", "int", 86400000, "Idle producer ids are forgotten after this.", at_least(1)),
+]
+
+CONFIG_KEYS: dict[str, ConfigKey] = {key.name: key for key in _KEYS}
+
+_LINE_CONTINUATION = re.compile(r"(?<!\\)(\\\\)*\\$")
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Parse Java `.properties` text: `key=value` or `key: value`, `#`/`!` comments, `\\` continuations."""
+    result: dict[str, str] = {}
+    pending = ""
+    for raw_line in text.splitlines():
+        line = raw_line.strip() if not pending else raw_line.lstrip()
+        if not pending and (not line or line[0] in "#!"):
+            continue
+        if _LINE_CONTINUATION.search(line):
+            pending += line[:-1]
+            continue
+        line = pending + line
+        pending = ""
+        match = re.match(r"([^=:\s]+)\s*[=:\s]\s*(.*)$", line)
+        if match:
+            result[match.group(1)] = match.group(2)
+        else:
+            result[line] = ""
+    return result
+
+
+class BrokerConfig:
+    """Typed broker configuration with Kafka's precedence rules for derived values."""
+
+    def __init__(self, values: Mapping[str, str]):
+        self.raw: dict[str, str] = dict(values)
+        self.unknown: list[str] = sorted(k for k in values if k not in CONFIG_KEYS)
+        self._values: dict[str, Any] = {}
+        for key in _KEYS:
+            value = key.default if key.name not in values else _parse(key, values[key.name])
+            if key.validator is not None:
+                key.validator(key.name, value)
+            self._values[key.name] = value
+        self._check_listeners()
+
+    @classmethod
+    def load(cls, path: str | None, overrides: Iterable[str] = ()) -> "BrokerConfig":
+        values: dict[str, str] = {}
+        if path is not None:
+            try:
+                with open(path, encoding="utf-8") as handle:
+                    values.update(parse_properties(handle.read()))
+            except OSError as exc:
+                raise ConfigError(f"Cannot read config file {path}: {exc.strerror}") from None
+        for item in overrides:
+            if "=" not in item:
+                raise ConfigError(f"Invalid override {item!r}: expected key=value")
+            key, value = item.split("=", 1)
+            values[key.strip()] = value
+        return cls(values)
+
+    def __getitem__(self, name: str) -> Any:
+        return self._values[name]
+
+    def is_set(self, name: str) -> bool:
+        return name in self.raw
+
+    # Derived values, with Kafka's precedence rules.
+
+    @property
+    def log_dirs(self) -> list[str]:
+        return self["log.dirs"] or [self["log.dir"]]
+
+    @property
+    def retention_ms(self) -> int:
+        if self["log.retention.ms"] is not None:
+            return self["log.retention.ms"]
+        if self["log.retention.minutes"] is not None:
+            return self["log.retention.minutes"] * 60_000
+        return self["log.retention.hours"] * 3_600_000
+
+    @property
+    def roll_ms(self) -> int:
+        return self["log.roll.ms"] if self["log.roll.ms"] is not None else self["log.roll.hours"] * 3_600_000
+
+    @property
+    def flush_ms(self) -> int:
+        value = self["log.flush.interval.ms"]
+        return value if value is not None else self["log.flush.scheduler.interval.ms"]
+
+    @property
+    def listeners(self) -> list[tuple[str, str, int]]:
+        return [parse_listener(uri) for uri in self["listeners"]]
+
+    @property
+    def advertised_listeners(self) -> list[tuple[str, str, int]]:
+        uris = self["advertised.listeners"] or self["listeners"]
+        return [parse_listener(uri) for uri in uris]
+
+    def topic_defaults(self) -> dict[str, str]:
+        """Broker-level defaults of topic configs, as the strings a topic override would carry."""
+        defaults: dict[str, str] = {}
+        derived = {"segment.ms": self.roll_ms, "retention.ms": self.retention_ms, "flush.ms": self.flush_ms}
+        for key in _KEYS:
+            if key.topic_key is None:
+                continue
+            value = derived.get(key.topic_key, self[key.name])
+            if isinstance(value, list):
+                defaults[key.topic_key] = ",".join(value)
+            elif isinstance(value, bool):
+                defaults[key.topic_key] = "true" if value else "false"
+            else:
+                defaults[key.topic_key] = str(value)
+        return defaults
+
+    def _check_listeners(self) -> None:
+        for name in ("listeners", "advertised.listeners"):
+            for uri in self[name] or []:
+                try:
+                    parse_listener(uri)
+                except ValueError as exc:
+                    raise ConfigError(f"Invalid value {uri} for configuration {name}: {exc}") from None
+
+
+def parse_listener(uri: str) -> tuple[str, str, int]:
+    """Split `NAME://host:port` into (name, host, port); an empty host means all interfaces."""
+    match = re.fullmatch(r"([A-Za-z0-9_]+)://(\[[^\]]*\]|[^:/]*):(\d+)", uri.strip())
+    if not match:
+        raise ValueError("listener must look like PLAINTEXT://host:port")
+    host = match.group(2).strip("[]")
+    port = int(match.group(3))
+    if port > 65535:
+        raise ValueError(f"port {port} out of range")
+    return match.group(1), host, port
+
+
+def render_reference() -> str:
+    """The configuration reference as Markdown, generated from the table above."""
+    lines = ["| key | type | default | description |", "|---|---|---|---|"]
+    for key in _KEYS:
+        default = ",".join(key.default) if isinstance(key.default, list) else key.default
+        lines.append(f"| `{key.name}` | {key.type} | `{default}` | {key.doc} |")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,225 @@
+"""Single-node metadata: topics, ids, partition counts and configs in one local JSON document.
+
+File format (`pybroker-metadata.json` in the first log dir), rewritten whole on every change
+through a temp file, fsync and rename, so a crash leaves either the old or the new document:
+
+    {"version": 1, "cluster_id": "<22 chars>", "next_producer_id": 1000,
+     "topics": {"<name>": {"topic_id": "<22 chars>", "partitions": 3, "configs": {"k": "v"}}}}
+
+Every partition of every topic is led by this broker with leader epoch 0.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from typing import Callable, Mapping, Sequence
+
+from pybroker.common.topic import new_topic_id, topic_id_from_string, topic_id_to_string, topic_name_error
+from pybroker.controller.errors import (
+    InvalidPartitionsError,
+    InvalidReplicaAssignmentError,
+    InvalidReplicationFactorError,
+    InvalidTopicError,
+    TopicDeletionDisabledError,
+    TopicExistsError,
+    UnknownTopicError,
+)
+from pybroker.controller.metadata import BrokerInfo, PartitionInfo, TopicInfo, TopicListener
+
+METADATA_FILE = "pybroker-metadata.json"
+PRODUCER_ID_BLOCK = 1000
+MAX_PARTITIONS = 100_000
+
+
+class EmbeddedMetadata:
+    """`ClusterMetadata` for a one-broker cluster, persisted under `data_dir`."""
+
+    def __init__(self, data_dir: str, broker: BrokerInfo, *,
+                 validate_configs: Callable[[Mapping[str, str]], None],
+                 delete_topic_enable: bool = True):
+        self._path = os.path.join(data_dir, METADATA_FILE)
+        self._broker = broker
+        self._validate_configs = validate_configs
+        self._delete_enabled = delete_topic_enable
+        self._listeners: list[TopicListener] = []
+        self._topics: dict[str, TopicInfo] = {}
+        self._by_id: dict[uuid.UUID, TopicInfo] = {}
+        self.controller_id = broker.broker_id
+        self.cluster_id, self._next_producer_id = self._load()
+        self._producer_id_limit = self._next_producer_id
+
+    # Reads
+
+    def brokers(self) -> Sequence[BrokerInfo]:
+        return (self._broker,)
+
+    def topics(self) -> Mapping[str, TopicInfo]:
+        return self._topics
+
+    def topic(self, name: str) -> TopicInfo | None:
+        return self._topics.get(name)
+
+    def topic_by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
+        return self._by_id.get(topic_id)
+
+    def add_listener(self, listener: TopicListener) -> None:
+        self._listeners.append(listener)
+
+    # Writes
+
+    async def create_topic(self, name: str, num_partitions: int, replication_factor: int,
+                           configs: Mapping[str, str],
+                           assignments: Mapping[int, Sequence[int]] | None = None,
+                           *, validate_only: bool = False) -> TopicInfo:
+        error = topic_name_error(name)
+        if error:
+            raise InvalidTopicError(error)
+        if name in self._topics:
+            raise TopicExistsError(f"Topic '{name}' already exists.")
+        if assignments:
+            num_partitions, replication_factor = self._check_assignments(assignments)
+        if num_partitions < 1 or num_partitions > MAX_PARTITIONS:
+            raise InvalidPartitionsError("Number of partitions must be larger than 0.")
+        if replication_factor < 1:
+            raise InvalidReplicationFactorError("Replication factor must be larger than 0.")
+        if replication_factor > 1:
+            raise InvalidReplicationFactorError(
+                f"Unable to replicate the partition {replication_factor} time(s): "
+                "The target replication factor of "
+                f"{replication_factor} cannot be reached because only 1 broker(s) are registered.")
+        self._validate_configs(configs)
+        info = self._topic_info(name, new_topic_id(), num_partitions, dict(configs))
+        if not validate_only:
+            self._store(info)
+        return info
+
+    async def delete_topic(self, name: str) -> None:
+        if not self._delete_enabled:
+            raise TopicDeletionDisabledError("Topic deletion is disabled.")
+        info = self._topics.pop(name, None)
+        if info is None:
+            raise UnknownTopicError(f"Topic '{name}' does not exist.")
+        del self._by_id[info.topic_id]
+        self._save()
+        self._notify(name, None)
+
+    async def create_partitions(self, name: str, total: int,
+                                assignments: Sequence[Sequence[int]] | None = None,
+                                *, validate_only: bool = False) -> TopicInfo:
+        info = self._topics.get(name)
+        if info is None:
+            raise UnknownTopicError(f"Topic '{name}' does not exist.")
+        current = len(info.partitions)
+        if total <= current:
+            raise InvalidPartitionsError(
+                f"Topic currently has {current} partitions, which is higher than the requested {total}.")
+        if total > MAX_PARTITIONS:
+            raise InvalidPartitionsError(f"Number of partitions must be at most {MAX_PARTITIONS}.")
+        if assignments is not None:
+            if len(assignments) != total - current:
+                raise InvalidReplicaAssignmentError(
+                    f"Increasing the number of partitions by {total - current} but "
+                    f"{len(assignments)} assignments provided.")
+            for replicas in assignments:
+                self._check_replicas(replicas)
+        new_info = self._topic_info(name, info.topic_id, total, dict(info.configs))
+        if not validate_only:
+            self._store(new_info)
+        return new_info
+
+    async def alter_topic_configs(self, name: str, configs: Mapping[str, str]) -> TopicInfo:
+        info = self._topics.get(name)
+        if info is None:
+            raise UnknownTopicError(f"Topic '{name}' does not exist.")
+        self._validate_configs(configs)
+        new_info = self._topic_info(name, info.topic_id, len(info.partitions), dict(configs))
+        self._store(new_info)
+        return new_info
+
+    async def allocate_producer_id(self) -> int:
+        """Hand out ids from blocks reserved on disk first, so a restart never reuses one."""
+        if self._next_producer_id >= self._producer_id_limit:
+            self._producer_id_limit = self._next_producer_id + PRODUCER_ID_BLOCK
+            self._save()
+        producer_id = self._next_producer_id
+        self._next_producer_id += 1
+        return producer_id
+
+    # Internals
+
+    def _check_assignments(self, assignments: Mapping[int, Sequence[int]]) -> tuple[int, int]:
+        partitions = sorted(assignments)
+        if partitions != list(range(len(partitions))):
+            raise InvalidReplicaAssignmentError("Partitions should be a consecutive 0-based integer sequence")
+        factors = {len(replicas) for replicas in assignments.values()}
+        if len(factors) != 1:
+            raise InvalidReplicaAssignmentError("All partitions should have the same number of replicas")
+        for replicas in assignments.values():
+            self._check_replicas(replicas)
+        return len(partitions), factors.pop()
+
+    def _check_replicas(self, replicas: Sequence[int]) -> None:
+        if len(set(replicas)) != len(replicas):
+            raise InvalidReplicaAssignmentError(f"Duplicate brokers not allowed in replica assignment: {list(replicas)}")
+        unknown = [broker for broker in replicas if broker != self._broker.broker_id]
+        if unknown:
+            raise InvalidReplicaAssignmentError(f"Unknown broker(s) in replica assignment: {unknown}")
+
+    def _topic_info(self, name: str, topic_id: uuid.UUID, partitions: int, configs: dict[str, str]) -> TopicInfo:
+        me = self._broker.broker_id
+        return TopicInfo(
+            name=name, topic_id=topic_id, configs=configs,
+            partitions={p: PartitionInfo(p, (me,), me, 0, (me,)) for p in range(partitions)},
+        )
+
+    def _store(self, info: TopicInfo) -> None:
+        self._topics[info.name] = info
+        self._by_id[info.topic_id] = info
+        self._save()
+        self._notify(info.name, info)
+
+    def _notify(self, name: str, info: TopicInfo | None) -> None:
+        for listener in self._listeners:
+            listener(name, info)
+
+    def _load(self) -> tuple[str, int]:
+        try:
+            with open(self._path, encoding="utf-8") as handle:
+                document = json.load(handle)
+        except FileNotFoundError:
+            cluster_id = topic_id_to_string(new_topic_id())
+            self.cluster_id, self._next_producer_id = cluster_id, 0
+            self._producer_id_limit = 0
+            self._save()
+            return cluster_id, 0
+        for name, entry in document["topics"].items():
+            info = self._topic_info(name, topic_id_from_string(entry["topic_id"]), entry["partitions"],
+                                    dict(entry.get("configs", {})))
+            self._topics[name] = info
+            self._by_id[info.topic_id] = info
+        return document["cluster_id"], document.get("next_producer_id", 0)
+
+    def _save(self) -> None:
+        document = {
+            "version": 1,
+            "cluster_id": self.cluster_id,
+            "next_producer_id": self._producer_id_limit,
+            "topics": {
+                name: {"topic_id": topic_id_to_string(info.topic_id), "partitions": len(info.partitions),
+                       "configs": dict(info.configs)}
+                for name, info in sorted(self._topics.items())
+            },
+        }
+        tmp = self._path + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as handle:
+            json.dump(document, handle, indent=1, sort_keys=True)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, self._path)
+        directory = os.open(os.path.dirname(self._path) or ".", os.O_RDONLY)
+        try:
+            os.fsync(directory)
+        finally:
+            os.close(directory)

@@ -1,0 +1,78 @@
+"""The cluster-metadata seam: what the broker asks of whoever owns topic metadata.
+
+In single-node mode the owner is `EmbeddedMetadata` (a JSON document under the first log dir);
+in cluster mode a ZooKeeper-backed controller implements the same `ClusterMetadata` protocol.
+Nothing here knows wire error codes: failures are the exceptions in `controller.errors`.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Callable, Mapping, Protocol, Sequence
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerInfo:
+    broker_id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionInfo:
+    partition: int
+    replicas: tuple[int, ...]
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class TopicInfo:
+    name: str
+    topic_id: uuid.UUID
+    partitions: Mapping[int, PartitionInfo]
+    configs: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def replication_factor(self) -> int:
+        first = self.partitions.get(0)
+        return len(first.replicas) if first else 0
+
+
+TopicListener = Callable[[str, "TopicInfo | None"], None]
+"""Called with (name, new info) after a topic changes, and (name, None) after it is deleted."""
+
+
+class ClusterMetadata(Protocol):
+    """Topic and broker metadata of the cluster, as this broker sees it."""
+
+    cluster_id: str
+    controller_id: int
+
+    def brokers(self) -> Sequence[BrokerInfo]: ...
+
+    def topics(self) -> Mapping[str, TopicInfo]: ...
+
+    def topic(self, name: str) -> TopicInfo | None: ...
+
+    def topic_by_id(self, topic_id: uuid.UUID) -> TopicInfo | None: ...
+
+    def add_listener(self, listener: TopicListener) -> None: ...
+
+    async def create_topic(self, name: str, num_partitions: int, replication_factor: int,
+                           configs: Mapping[str, str],
+                           assignments: Mapping[int, Sequence[int]] | None = None,
+                           *, validate_only: bool = False) -> TopicInfo: ...
+
+    async def delete_topic(self, name: str) -> None: ...
+
+    async def create_partitions(self, name: str, total: int,
+                                assignments: Sequence[Sequence[int]] | None = None,
+                                *, validate_only: bool = False) -> TopicInfo: ...
+
+    async def alter_topic_configs(self, name: str, configs: Mapping[str, str]) -> TopicInfo: ...
+
+    async def allocate_producer_id(self) -> int: ...

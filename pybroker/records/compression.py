@@ -1,0 +1,205 @@
+"""Compression codecs for the records section of a v2 batch (RECORDS.md §1.5).
+
+Only framing is implemented here; the codecs themselves come from zlib,
+python-snappy, lz4 and zstandard. Output framing matches what the Java client
+writes so that every client can read batches we build (coordinator records,
+tests), and the readers accept every framing seen in the wild (xerial and raw
+snappy, multi-member gzip, concatenated lz4/zstd frames, zstd frames without a
+content size as written by zstd-jni).
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from collections.abc import Callable
+
+import lz4.frame
+import snappy
+import zstandard
+
+from .constants import Compression
+from .errors import CorruptRecordError, UnsupportedCompressionError
+
+__all__ = [
+    "compress",
+    "decompress",
+    "xerial_snappy_compress",
+    "snappy_decompress",
+    "XERIAL_MAGIC",
+    "XERIAL_HEADER",
+    "XERIAL_BLOCK_SIZE",
+    "GZIP_LEVEL",
+    "ZSTD_LEVEL",
+]
+
+Buffer = bytes | bytearray | memoryview
+
+# 0x82 'SNAPPY' 0x00, then int32 version 1 and int32 min-compatible version 1.
+XERIAL_MAGIC = b"\x82SNAPPY\x00"
+XERIAL_HEADER = XERIAL_MAGIC + struct.pack(">ii", 1, 1)
+XERIAL_BLOCK_SIZE = 32 * 1024  # snappy-java SnappyOutputStream default
+GZIP_LEVEL = 6  # Java Deflater.DEFAULT_COMPRESSION, Kafka's compression.gzip.level default
+ZSTD_LEVEL = 3  # zstd default, Kafka's compression.zstd.level default
+_GZIP_WBITS = 16 + zlib.MAX_WBITS  # gzip container (header + crc32 trailer)
+_INT32 = struct.Struct(">i")
+
+
+# --------------------------------------------------------------------------- gzip
+
+
+def _gzip_compress(data: Buffer) -> bytes:
+    # zlib writes mtime=0, so the output is deterministic (byte-identical rebuilds).
+    c = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, _GZIP_WBITS)
+    return c.compress(data) + c.flush()
+
+
+def _gzip_decompress(data: Buffer) -> bytes:
+    # Loop over members: GZIPInputStream accepts concatenated gzip members.
+    out: list[bytes] = []
+    rest: bytes | memoryview = memoryview(data)
+    while True:
+        d = zlib.decompressobj(_GZIP_WBITS)
+        out.append(d.decompress(rest))
+        if not d.eof:
+            raise CorruptRecordError("truncated gzip stream")
+        rest = d.unused_data
+        if not rest:
+            return b"".join(out)
+
+
+# --------------------------------------------------------------------------- snappy
+
+
+def xerial_snappy_compress(data: Buffer, block_size: int = XERIAL_BLOCK_SIZE) -> bytes:
+    """snappy-java ``SnappyOutputStream`` framing, as the Java client writes it."""
+    mv = memoryview(data)
+    parts = [XERIAL_HEADER]
+    for i in range(0, len(mv), block_size):
+        block = snappy.compress(mv[i : i + block_size])
+        parts.append(_INT32.pack(len(block)))
+        parts.append(block)
+    return b"".join(parts)
+
+
+def snappy_decompress(data: Buffer) -> bytes:
+    """Read xerial-framed snappy if the magic header is present, else one raw block.
+
+    librdkafka writes raw snappy while the Java client, kafka-python and aiokafka
+    write the xerial framing, so both must be accepted (RECORDS.md §1.5).
+    """
+    mv = memoryview(data)
+    n = len(mv)
+    if n < 16 or mv[:8] != XERIAL_MAGIC:
+        return snappy.decompress(mv)
+    out: list[bytes] = []
+    pos = 16
+    while pos < n:
+        # snappy-java accepts concatenated streams: a new header may start a chunk.
+        if n - pos >= 16 and mv[pos : pos + 8] == XERIAL_MAGIC:
+            pos += 16
+            continue
+        if n - pos < 4:
+            raise CorruptRecordError("truncated xerial snappy block length")
+        (length,) = _INT32.unpack_from(mv, pos)
+        pos += 4
+        if length < 0 or pos + length > n:
+            raise CorruptRecordError(f"invalid xerial snappy block length {length}")
+        out.append(snappy.decompress(mv[pos : pos + length]))
+        pos += length
+    return b"".join(out)
+
+
+# --------------------------------------------------------------------------- lz4
+
+
+def _lz4_compress(data: Buffer) -> bytes:
+    # Kafka's Lz4BlockOutputStream: 64 KiB independent blocks, no checksums and
+    # no content size in the frame descriptor.
+    return lz4.frame.compress(
+        data,
+        block_size=lz4.frame.BLOCKSIZE_MAX64KB,
+        block_linked=False,
+        content_checksum=False,
+        store_size=False,
+    )
+
+
+def _lz4_decompress(data: Buffer) -> bytes:
+    # lz4.frame.decompress silently ignores bytes after the first frame; use the
+    # incremental decompressor so truncation and trailing frames are handled.
+    out: list[bytes] = []
+    rest: bytes | memoryview = memoryview(data)
+    while True:
+        d = lz4.frame.LZ4FrameDecompressor()
+        out.append(d.decompress(rest))
+        if not d.eof:
+            raise CorruptRecordError("truncated lz4 frame")
+        rest = d.unused_data
+        if not rest:
+            return b"".join(out)
+
+
+# --------------------------------------------------------------------------- zstd
+
+
+def _zstd_compress(data: Buffer) -> bytes:
+    return zstandard.ZstdCompressor(level=ZSTD_LEVEL).compress(data)
+
+
+def _zstd_decompress(data: Buffer) -> bytes:
+    # decompressobj works without a content size in the frame header (zstd-jni
+    # streaming output); loop to accept concatenated frames.
+    out: list[bytes] = []
+    rest: bytes | memoryview = memoryview(data)
+    dctx = zstandard.ZstdDecompressor()
+    while True:
+        d = dctx.decompressobj()
+        out.append(d.decompress(rest))
+        if not d.eof:
+            raise CorruptRecordError("truncated zstd frame")
+        rest = d.unused_data
+        if not rest:
+            return b"".join(out)
+
+
+# --------------------------------------------------------------------------- dispatch
+
+_COMPRESSORS: dict[int, Callable[[Buffer], bytes]] = {
+    Compression.GZIP: _gzip_compress,
+    Compression.SNAPPY: xerial_snappy_compress,
+    Compression.LZ4: _lz4_compress,
+    Compression.ZSTD: _zstd_compress,
+}
+
+_DECOMPRESSORS: dict[int, Callable[[Buffer], bytes]] = {
+    Compression.GZIP: _gzip_decompress,
+    Compression.SNAPPY: snappy_decompress,
+    Compression.LZ4: _lz4_decompress,
+    Compression.ZSTD: _zstd_decompress,
+}
+
+
+def compress(codec: Compression | int, data: Buffer) -> bytes:
+    """Compress a records section with the framing Kafka's Java client uses."""
+    if codec == Compression.NONE:
+        return bytes(data)
+    fn = _COMPRESSORS.get(codec)
+    if fn is None:
+        raise UnsupportedCompressionError(f"unknown compression codec {codec}")
+    return fn(data)
+
+
+def decompress(codec: Compression | int, data: Buffer) -> bytes:
+    """Decompress a records section; any codec failure becomes CorruptRecordError."""
+    if codec == Compression.NONE:
+        return bytes(data)
+    fn = _DECOMPRESSORS.get(codec)
+    if fn is None:
+        raise UnsupportedCompressionError(f"unknown compression codec {codec}")
+    try:
+        return fn(data)
+    except CorruptRecordError:
+        raise
+    except (zlib.error, RuntimeError, snappy.UncompressError, zstandard.ZstdError) as exc:
+        raise CorruptRecordError(f"cannot decompress {Compression(codec).name}: {exc}") from exc

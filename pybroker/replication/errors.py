@@ -1,0 +1,25 @@
+"""Failures of partition operations; the server maps them to Kafka error codes in one place."""
+
+
+class ReplicationError(Exception):
+    pass
+
+
+class UnknownPartitionError(ReplicationError):
+    """This broker hosts no replica of the partition."""
+
+
+class NotLeaderError(ReplicationError):
+    """This broker hosts the partition but does not lead it."""
+
+
+class NotEnoughReplicasError(ReplicationError):
+    """acks=all was asked while the ISR is smaller than min.insync.replicas."""
+
+
+class FencedLeaderEpochError(ReplicationError):
+    """The request names an older leader epoch than the current one."""
+
+
+class UnknownLeaderEpochError(ReplicationError):
+    """The request names a newer leader epoch than this broker knows."""

@@ -1,0 +1,143 @@
+"""Wiring: config -> metadata -> logs -> partitions -> listener, plus the background schedules.
+
+This is the one place that decides the event loop, the listening socket and the lifecycle.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Awaitable, Callable, Mapping
+
+from pybroker.common.config import BrokerConfig
+from pybroker.controller.embedded import EmbeddedMetadata
+from pybroker.controller.errors import InvalidTopicConfigError
+from pybroker.controller.metadata import BrokerInfo, ClusterMetadata, TopicInfo
+from pybroker.log.config import LogConfig
+from pybroker.log.manager import LogManager
+from pybroker.replication.manager import ReplicaManager
+from pybroker.server.dispatcher import Dispatcher
+from pybroker.server.handlers import ALL_HANDLERS
+from pybroker.server.network import KafkaConnection
+from pybroker.server.topic_configs import TopicConfigs
+
+log = logging.getLogger("pybroker.server")
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig):
+        self.config = config
+        self.broker_id = max(config["broker.id"], 0)
+        _, bind_host, bind_port = config.listeners[0]
+        self._bind = (bind_host or "0.0.0.0", bind_port)
+        _, host, port = config.advertised_listeners[0]
+        self.advertised = (host or "localhost", port)
+        self.topic_configs = TopicConfigs(config)
+        self.log_manager = LogManager(config.log_dirs, self.topic_configs.log_config({}))
+        self.replica_manager = ReplicaManager(self.log_manager, self.broker_id)
+        self.metadata: ClusterMetadata | None = None
+        self.dispatcher = Dispatcher(self, ALL_HANDLERS)
+        self._server: asyncio.base_events.Server | None = None
+        self._connections: set[KafkaConnection] = set()
+        self._tasks: list[asyncio.Task[None]] = []
+        self.bound_port: int | None = None
+
+    async def start(self) -> None:
+        if self.config["zookeeper.connect"]:
+            raise NotImplementedError("ZooKeeper mode (zookeeper.connect) is not implemented yet; "
+                                      "leave it unset for a single-node broker")
+        self.log_manager.startup(now_ms())
+        self._server = await asyncio.get_running_loop().create_server(
+            self._new_connection, self._bind[0], self._bind[1], reuse_address=True, backlog=1024)
+        self.bound_port = self._server.sockets[0].getsockname()[1]
+        if self.advertised[1] == 0:
+            self.advertised = (self.advertised[0], self.bound_port)
+        metadata = EmbeddedMetadata(
+            self.config.log_dirs[0], BrokerInfo(self.broker_id, *self.advertised, self.config["broker.rack"]),
+            validate_configs=self.validate_topic_configs,
+            delete_topic_enable=self.config["delete.topic.enable"])
+        metadata.add_listener(self._on_topic_change)
+        self.metadata = metadata
+        for name, info in metadata.topics().items():
+            self._on_topic_change(name, info)
+        self._schedule("log-retention", self.config["log.retention.check.interval.ms"], self._retention)
+        self._schedule("log-flusher", min(self.config.flush_ms, 1000), self._flush)
+        self._schedule("recovery-point-checkpoint", self.config["log.flush.offset.checkpoint.interval.ms"],
+                       self._checkpoint)
+        log.info("[KafkaServer id=%d] started (cluster id %s), listening on %s:%d", self.broker_id,
+                 metadata.cluster_id, self._bind[0], self.bound_port)
+
+    async def stop(self) -> None:
+        log.info("[KafkaServer id=%d] shutting down", self.broker_id)
+        for task in self._tasks:
+            task.cancel()
+        if self._server is not None:
+            self._server.close()
+        for connection in list(self._connections):
+            connection.close()
+        if self._server is not None:
+            await self._server.wait_closed()
+        self.log_manager.shutdown()
+        log.info("[KafkaServer id=%d] shut down completed", self.broker_id)
+
+    # Topics
+
+    def validate_topic_configs(self, overrides: Mapping[str, str]) -> None:
+        try:
+            self.topic_configs.validate(overrides)
+        except ValueError as exc:
+            raise InvalidTopicConfigError(str(exc)) from None
+
+    def _on_topic_change(self, name: str, info: TopicInfo | None) -> None:
+        if info is None:
+            self.replica_manager.remove_topic(name)
+            return
+        log_config = self.topic_configs.log_config(info.configs)
+        min_isr = self.topic_configs.min_insync_replicas(info.configs)
+        for index, partition in info.partitions.items():
+            if partition.leader == self.broker_id:
+                self.replica_manager.become_leader(
+                    name, index, info.topic_id, leader_epoch=partition.leader_epoch, replicas=partition.replicas,
+                    isr=partition.isr, config=log_config, min_insync_replicas=min_isr)
+        self.replica_manager.update_config(name, log_config, min_isr)
+
+    async def auto_create_topic(self, name: str) -> TopicInfo:
+        assert self.metadata is not None
+        return await self.metadata.create_topic(name, self.config["num.partitions"],
+                                                self.config["default.replication.factor"], {})
+
+    # Background work
+
+    def _new_connection(self) -> KafkaConnection:
+        return KafkaConnection(self.dispatcher, max_frame_size=self.config["socket.request.max.bytes"],
+                               max_in_flight=self.config["queued.max.requests"], connections=self._connections)
+
+    def _schedule(self, name: str, interval_ms: int, work: Callable[[], Awaitable[None] | None]) -> None:
+        async def loop() -> None:
+            while True:
+                await asyncio.sleep(interval_ms / 1000)
+                try:
+                    result = work()
+                    if result is not None:
+                        await result
+                except Exception:
+                    log.exception("Background task %s failed", name)
+
+        self._tasks.append(asyncio.get_running_loop().create_task(loop(), name=name))
+
+    def _retention(self) -> None:
+        deleted = self.log_manager.run_retention(now_ms())
+        if deleted:
+            log.info("Retention deleted %d segment(s)", deleted)
+
+    def _flush(self) -> None:
+        self.log_manager.flush_dirty(now_ms())
+
+    def _checkpoint(self) -> None:
+        self.log_manager.checkpoint()
+

@@ -1,0 +1,55 @@
+"""Routes a request frame to its handler and frames the handler's answer.
+
+Kafka's rules for requests it cannot serve: an ApiVersions request at a version we do not know
+gets a v0-encoded UNSUPPORTED_VERSION answer listing our range for key 18 (KIP-511); any other
+unknown API key or version closes the connection.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Iterable
+
+from pybroker.protocol.api_keys import ApiKey
+from pybroker.protocol.error_codes import ErrorCode
+from pybroker.protocol.frame import decode_request_header, encode_response
+from pybroker.protocol.messages import ApiVersionsResponse
+from pybroker.server.context import RequestContext
+from pybroker.server.network import CloseConnection
+from pybroker.server.registry import ApiHandler
+
+if TYPE_CHECKING:
+    from pybroker.server.broker import Broker
+
+
+class Dispatcher:
+    def __init__(self, broker: "Broker", handlers: Iterable[ApiHandler]):
+        self._broker = broker
+        self.handlers: dict[int, ApiHandler] = {handler.api_key: handler for handler in handlers}
+
+    async def dispatch(self, frame: memoryview, peer: str) -> bytes | None:
+        header, body_offset = decode_request_header(frame)
+        key, version = header.request_api_key, header.request_api_version
+        handler = self.handlers.get(key)
+        if handler is None:
+            raise CloseConnection(f"unsupported API key {key}")
+        if not handler.min_version <= version <= handler.max_version:
+            if key == ApiKey.API_VERSIONS:
+                return self._unsupported_api_versions(header.correlation_id)
+            raise CloseConnection(f"unsupported version {version} of API key {key}")
+        request = handler.request_class.decode(frame[body_offset:], version)
+        context = RequestContext(self._broker, version, header.correlation_id, header.client_id, peer,
+                                 int(time.time() * 1000))
+        response = await handler.handle(context, request)
+        if response is None:
+            return None
+        return encode_response(header.correlation_id, key, version, response.encode(version))
+
+    def _unsupported_api_versions(self, correlation_id: int) -> bytes:
+        own = self.handlers[ApiKey.API_VERSIONS]
+        response = ApiVersionsResponse(
+            error_code=ErrorCode.UNSUPPORTED_VERSION,
+            api_keys=[ApiVersionsResponse.ApiVersion(api_key=own.api_key, min_version=own.min_version,
+                                                     max_version=own.max_version)],
+        )
+        return encode_response(correlation_id, ApiKey.API_VERSIONS, 0, response.encode(0))

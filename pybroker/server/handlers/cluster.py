@@ -1,0 +1,24 @@
+"""DescribeCluster (60): the brokers, the controller and the cluster id."""
+
+from __future__ import annotations
+
+from pybroker.protocol.api_keys import ApiKey
+from pybroker.protocol.messages import DescribeClusterRequest, DescribeClusterResponse
+from pybroker.server.context import RequestContext
+from pybroker.server.registry import api
+
+BROKERS_ENDPOINT_TYPE = 1
+
+
+@api(ApiKey.DESCRIBE_CLUSTER, 0, 1)
+async def handle(ctx: RequestContext, request: DescribeClusterRequest) -> DescribeClusterResponse:
+    metadata = ctx.broker.metadata
+    if request.endpoint_type != BROKERS_ENDPOINT_TYPE:
+        return DescribeClusterResponse(error_code=35, error_message="Only broker endpoints can be described",
+                                       endpoint_type=request.endpoint_type, cluster_id=metadata.cluster_id)
+    brokers = [DescribeClusterResponse.DescribeClusterBroker(broker_id=b.broker_id, host=b.host, port=b.port,
+                                                             rack=b.rack)
+               for b in metadata.brokers()]
+    return DescribeClusterResponse(throttle_time_ms=0, error_code=0, endpoint_type=BROKERS_ENDPOINT_TYPE,
+                                   cluster_id=metadata.cluster_id, controller_id=metadata.controller_id,
+                                   brokers=brokers)

@@ -1,0 +1,136 @@
+"""Fetch (1): read whole batches up to the high watermark, long-polling until min_bytes or max_wait.
+
+Fetch sessions (KIP-227) are not cached: a request that asks for a new session (id 0, epoch 0)
+gets session id 0 back, which tells the client to keep sending full requests; a request naming a
+session id gets FETCH_SESSION_ID_NOT_FOUND, as from a Kafka broker whose session cache is full.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass, field
+
+from pybroker.log.errors import OffsetOutOfRangeError
+from pybroker.protocol.api_keys import ApiKey
+from pybroker.protocol.error_codes import ErrorCode
+from pybroker.protocol.messages import FetchRequest, FetchResponse
+from pybroker.server.context import RequestContext
+from pybroker.server.error_mapping import error_code_for
+from pybroker.server.registry import api
+
+PartitionData = FetchResponse.PartitionData
+FIRST_TOPIC_ID_VERSION = 13
+FINAL_EPOCH = -1
+INITIAL_EPOCH = 0
+
+
+@dataclass(slots=True)
+class _Wanted:
+    """One requested partition, resolved to a topic name (or the error that prevents it)."""
+
+    topic: str
+    topic_id: uuid.UUID
+    request: FetchRequest.FetchPartition
+    error: ErrorCode = ErrorCode.NONE
+
+
+@dataclass(slots=True)
+class _Result:
+    partitions: list[tuple[_Wanted, PartitionData]] = field(default_factory=list)
+    bytes: int = 0
+    has_error: bool = False
+
+
+@api(ApiKey.FETCH, 4, 17)
+async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
+    session_error = _session_error(request)
+    if session_error is not ErrorCode.NONE:
+        return FetchResponse(throttle_time_ms=0, error_code=session_error, session_id=0, responses=[])
+    wanted = _resolve(ctx, request)
+    result = _read_all(ctx, request, wanted)
+    deadline = time.monotonic() + request.max_wait_ms / 1000
+    keys = [(w.topic, w.request.partition) for w in wanted if w.topic is not None]
+    while result.bytes < request.min_bytes and not result.has_error and keys:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            break
+        await ctx.broker.replica_manager.wait_for_append(keys, remaining)
+        result = _read_all(ctx, request, wanted)
+    return FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=_group(ctx, result))
+
+
+def _session_error(request: FetchRequest) -> ErrorCode:
+    if request.session_id != 0:
+        return ErrorCode.FETCH_SESSION_ID_NOT_FOUND
+    if request.session_epoch not in (FINAL_EPOCH, INITIAL_EPOCH):
+        return ErrorCode.INVALID_FETCH_SESSION_EPOCH
+    return ErrorCode.NONE
+
+
+def _resolve(ctx: RequestContext, request: FetchRequest) -> list[_Wanted]:
+    """Name each requested partition's topic; v13+ requests name topics by id only."""
+    metadata = ctx.broker.metadata
+    wanted = []
+    for topic in request.topics:
+        if ctx.api_version >= FIRST_TOPIC_ID_VERSION:
+            info = metadata.topic_by_id(topic.topic_id)
+            error = ErrorCode.UNKNOWN_TOPIC_ID
+        else:
+            info = metadata.topic(topic.topic)
+            error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        name = info.name if info else topic.topic
+        topic_id = info.topic_id if info else topic.topic_id
+        for partition in topic.partitions:
+            wanted.append(_Wanted(name, topic_id, partition, ErrorCode.NONE if info else error))
+    return wanted
+
+
+def _read_all(ctx: RequestContext, request: FetchRequest, wanted: list[_Wanted]) -> _Result:
+    """Read each partition in request order within max_bytes; the first non-empty one may exceed it."""
+    result = _Result()
+    budget = request.max_bytes if ctx.api_version >= 3 else 2**31 - 1
+    budget = min(budget, ctx.broker.config["fetch.max.bytes"])
+    for item in wanted:
+        data = PartitionData(partition_index=item.request.partition, error_code=item.error, high_watermark=-1,
+                             last_stable_offset=-1, log_start_offset=-1, records=b"")
+        if item.error is ErrorCode.NONE:
+            try:
+                _read_partition(ctx, request, item, data, max(budget - result.bytes, 0),
+                                min_one_batch=result.bytes == 0)
+            except OffsetOutOfRangeError as exc:
+                data.error_code = ErrorCode.OFFSET_OUT_OF_RANGE
+                data.log_start_offset = exc.log_start_offset
+                data.high_watermark = data.last_stable_offset = exc.log_end_offset
+            except Exception as exc:
+                data.error_code = error_code_for(exc)
+        if data.error_code:
+            result.has_error = True
+        result.bytes += len(data.records)
+        result.partitions.append((item, data))
+    return result
+
+
+def _read_partition(ctx: RequestContext, request: FetchRequest, item: _Wanted, data: PartitionData,
+                    budget: int, *, min_one_batch: bool) -> None:
+    partition = ctx.broker.replica_manager.leader_partition(item.topic, item.request.partition)
+    partition.check_leader_epoch(item.request.current_leader_epoch)
+    log = partition.log
+    info = log.read(item.request.fetch_offset, min(item.request.partition_max_bytes, budget),
+                    max_offset=log.high_watermark, min_one_batch=min_one_batch)
+    data.high_watermark = data.last_stable_offset = info.high_watermark
+    data.log_start_offset = info.log_start_offset
+    data.aborted_transactions = None if request.isolation_level == 0 else []
+    if info.slices is not None:
+        data.records = info.slices.read()
+
+
+def _group(ctx: RequestContext, result: _Result) -> list[FetchResponse.FetchableTopicResponse]:
+    """Group partition results back into topics, keeping the request's order."""
+    topics: list[FetchResponse.FetchableTopicResponse] = []
+    for item, data in result.partitions:
+        if not topics or topics[-1].topic != item.topic or topics[-1].topic_id != item.topic_id:
+            topics.append(FetchResponse.FetchableTopicResponse(topic=item.topic, topic_id=item.topic_id,
+                                                                partitions=[]))
+        topics[-1].partitions.append(data)
+    return topics

@@ -1,0 +1,35 @@
+"""OffsetForLeaderEpoch (23): the end offset of a leader epoch, for consumers validating positions.
+
+A single-node broker keeps every partition at the epoch it was created with, so the answer is the
+log end offset for the current epoch and "undefined" (-1, -1) for an epoch it never had.
+"""
+
+from __future__ import annotations
+
+from pybroker.protocol.api_keys import ApiKey
+from pybroker.protocol.messages import OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse
+from pybroker.server.context import RequestContext
+from pybroker.server.error_mapping import error_code_for
+from pybroker.server.registry import api
+
+EpochEndOffset = OffsetForLeaderEpochResponse.EpochEndOffset
+
+
+@api(ApiKey.OFFSET_FOR_LEADER_EPOCH, 2, 4)
+async def handle(ctx: RequestContext, request: OffsetForLeaderEpochRequest) -> OffsetForLeaderEpochResponse:
+    topics = []
+    for topic in request.topics:
+        partitions = []
+        for requested in topic.partitions:
+            result = EpochEndOffset(error_code=0, partition=requested.partition, leader_epoch=-1, end_offset=-1)
+            try:
+                partition = ctx.broker.replica_manager.leader_partition(topic.topic, requested.partition)
+                partition.check_leader_epoch(requested.current_leader_epoch)
+                if requested.leader_epoch <= partition.leader_epoch:
+                    result.leader_epoch = partition.leader_epoch
+                    result.end_offset = partition.log.log_end_offset
+            except Exception as exc:
+                result.error_code = error_code_for(exc)
+            partitions.append(result)
+        topics.append(OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult(topic=topic.topic, partitions=partitions))
+    return OffsetForLeaderEpochResponse(throttle_time_ms=0, topics=topics)

@@ -1,0 +1,54 @@
+"""ListOffsets (2): earliest, latest, max-timestamp and by-timestamp offset lookups."""
+
+from __future__ import annotations
+
+from pybroker.protocol.api_keys import ApiKey
+from pybroker.protocol.messages import ListOffsetsRequest, ListOffsetsResponse
+from pybroker.server.context import RequestContext
+from pybroker.server.error_mapping import error_code_for
+from pybroker.server.registry import api
+
+PartitionResponse = ListOffsetsResponse.ListOffsetsPartitionResponse
+
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL_TIMESTAMP = -4
+EARLIEST_PENDING_UPLOAD_TIMESTAMP = -5
+
+
+@api(ApiKey.LIST_OFFSETS, 1, 10)
+async def handle(ctx: RequestContext, request: ListOffsetsRequest) -> ListOffsetsResponse:
+    topics = []
+    for topic in request.topics:
+        partitions = [_list_partition(ctx, request, topic.name, p) for p in topic.partitions]
+        topics.append(ListOffsetsResponse.ListOffsetsTopicResponse(name=topic.name, partitions=partitions))
+    return ListOffsetsResponse(throttle_time_ms=0, topics=topics)
+
+
+def _list_partition(ctx: RequestContext, request: ListOffsetsRequest, topic: str,
+                    requested: ListOffsetsRequest.ListOffsetsPartition) -> PartitionResponse:
+    response = PartitionResponse(partition_index=requested.partition_index, error_code=0, timestamp=-1, offset=-1)
+    try:
+        partition = ctx.broker.replica_manager.leader_partition(topic, requested.partition_index)
+        partition.check_leader_epoch(requested.current_leader_epoch)
+        log = partition.log
+        target = requested.timestamp
+        if target == LATEST_TIMESTAMP:
+            # Consumers see up to the high watermark; the last stable offset equals it without transactions.
+            response.offset = log.high_watermark
+        elif target in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP, EARLIEST_PENDING_UPLOAD_TIMESTAMP):
+            response.offset = log.log_start_offset
+        elif target == MAX_TIMESTAMP:
+            found = log.latest_timestamp_offset()
+            if found is not None:
+                response.offset, response.timestamp = found
+        else:
+            found = log.fetch_offset_by_timestamp(target)
+            if found is not None:
+                response.offset, response.timestamp = found
+        if response.offset >= 0:
+            response.leader_epoch = partition.leader_epoch
+    except Exception as exc:
+        response.error_code = error_code_for(exc)
+    return response

@@ -1,0 +1,69 @@
+"""Metadata (3): brokers, controller, cluster id and topic/partition leadership.
+
+An unknown topic named in the request is created when both the request (v4+) and
+`auto.create.topics.enable` allow it; internal topics are listed only when asked for by name.
+"""
+
+from __future__ import annotations
+
+from pybroker.common.topic import INTERNAL_TOPICS, ZERO_UUID, topic_name_error
+from pybroker.controller.metadata import TopicInfo
+from pybroker.protocol.api_keys import ApiKey
+from pybroker.protocol.error_codes import ErrorCode
+from pybroker.protocol.messages import MetadataRequest, MetadataResponse
+from pybroker.server.context import RequestContext
+from pybroker.server.error_mapping import error_code_for
+from pybroker.server.registry import api
+
+Topic = MetadataResponse.MetadataResponseTopic
+Partition = MetadataResponse.MetadataResponsePartition
+
+
+@api(ApiKey.METADATA, 0, 12)
+async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataResponse:
+    broker = ctx.broker
+    metadata = broker.metadata
+    all_topics = request.topics is None or (ctx.api_version == 0 and not request.topics)
+    topics: list[Topic] = []
+    if all_topics:
+        topics = [_describe(info) for name, info in sorted(metadata.topics().items()) if name not in INTERNAL_TOPICS]
+    else:
+        for requested in request.topics:
+            topics.append(await _lookup(ctx, requested, request.allow_auto_topic_creation))
+    brokers = [MetadataResponse.MetadataResponseBroker(node_id=b.broker_id, host=b.host, port=b.port, rack=b.rack)
+               for b in metadata.brokers()]
+    return MetadataResponse(throttle_time_ms=0, brokers=brokers, cluster_id=metadata.cluster_id,
+                            controller_id=metadata.controller_id, topics=topics)
+
+
+async def _lookup(ctx: RequestContext, requested: MetadataRequest.MetadataRequestTopic, allow_create: bool) -> Topic:
+    metadata = ctx.broker.metadata
+    if requested.name is None:
+        info = metadata.topic_by_id(requested.topic_id)
+        if info is None:
+            return Topic(error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None, topic_id=requested.topic_id)
+        return _describe(info)
+    info = metadata.topic(requested.name)
+    if info is not None:
+        return _describe(info)
+    if topic_name_error(requested.name):
+        return Topic(error_code=ErrorCode.INVALID_TOPIC_EXCEPTION, name=requested.name)
+    if allow_create and ctx.broker.config["auto.create.topics.enable"] and requested.name not in INTERNAL_TOPICS:
+        try:
+            return _describe(await ctx.broker.auto_create_topic(requested.name))
+        except Exception as exc:  # a racing creation or a policy error: report it for this topic only
+            info = metadata.topic(requested.name)
+            if info is not None:
+                return _describe(info)
+            return Topic(error_code=error_code_for(exc), name=requested.name)
+    return Topic(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name=requested.name)
+
+
+def _describe(info: TopicInfo) -> Topic:
+    partitions = [
+        Partition(error_code=0, partition_index=index, leader_id=p.leader, leader_epoch=p.leader_epoch,
+                  replica_nodes=list(p.replicas), isr_nodes=list(p.isr), offline_replicas=[])
+        for index, p in sorted(info.partitions.items())
+    ]
+    return Topic(error_code=0, name=info.name, topic_id=info.topic_id or ZERO_UUID,
+                 is_internal=info.name in INTERNAL_TOPICS, partitions=partitions)

@@ -1,0 +1,112 @@
+"""CreateTopics (19), DeleteTopics (20) and CreatePartitions (37): thin calls into cluster metadata."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from pybroker.protocol.api_keys import ApiKey
+from pybroker.protocol.error_codes import ErrorCode
+from pybroker.protocol.messages import (
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+    DeleteTopicsRequest,
+    DeleteTopicsResponse,
+)
+from pybroker.server.context import RequestContext
+from pybroker.server.error_mapping import error_code_for, error_message_for
+from pybroker.server.registry import api
+
+CreatableTopicResult = CreateTopicsResponse.CreatableTopicResult
+DEFAULT_FROM_BROKER = -1
+
+
+@api(ApiKey.CREATE_TOPICS, 2, 7)
+async def create_topics(ctx: RequestContext, request: CreateTopicsRequest) -> CreateTopicsResponse:
+    counts = Counter(topic.name for topic in request.topics)
+    results = []
+    for topic in request.topics:
+        if counts[topic.name] > 1:
+            results.append(CreatableTopicResult(name=topic.name, error_code=ErrorCode.INVALID_REQUEST,
+                                                error_message=f"Create topics request from client `{ctx.client_id}` "
+                                                              f"contains multiple entries for the topic {topic.name}"))
+            continue
+        results.append(await _create_one(ctx, topic, request.validate_only))
+    return CreateTopicsResponse(throttle_time_ms=0, topics=results)
+
+
+async def _create_one(ctx: RequestContext, topic: CreateTopicsRequest.CreatableTopic,
+                      validate_only: bool) -> CreatableTopicResult:
+    broker = ctx.broker
+    partitions = topic.num_partitions
+    factor = topic.replication_factor
+    assignments = {a.partition_index: a.broker_ids for a in topic.assignments} or None
+    if assignments and (partitions != DEFAULT_FROM_BROKER or factor != DEFAULT_FROM_BROKER):
+        return CreatableTopicResult(name=topic.name, error_code=ErrorCode.INVALID_REQUEST,
+                                    error_message="Both numPartitions or replicationFactor and replicasAssignments "
+                                                  "were set. Both cannot be used at the same time.")
+    if partitions == DEFAULT_FROM_BROKER:
+        partitions = broker.config["num.partitions"]
+    if factor == DEFAULT_FROM_BROKER:
+        factor = broker.config["default.replication.factor"]
+    configs = {config.name: config.value for config in topic.configs}
+    try:
+        info = await broker.metadata.create_topic(topic.name, partitions, factor, configs, assignments,
+                                                  validate_only=validate_only)
+    except Exception as exc:
+        return CreatableTopicResult(name=topic.name, error_code=error_code_for(exc), error_message=error_message_for(exc))
+    described = [
+        CreateTopicsResponse.CreatableTopicConfigs(name=c.name, value=c.value, read_only=False,
+                                                   config_source=c.source, is_sensitive=False)
+        for c in broker.topic_configs.describe(info.configs)
+    ]
+    return CreatableTopicResult(name=topic.name, topic_id=info.topic_id, error_code=0,
+                                num_partitions=len(info.partitions), replication_factor=info.replication_factor,
+                                configs=described)
+
+
+@api(ApiKey.DELETE_TOPICS, 1, 6)
+async def delete_topics(ctx: RequestContext, request: DeleteTopicsRequest) -> DeleteTopicsResponse:
+    metadata = ctx.broker.metadata
+    requested = [(t.name, t.topic_id) for t in request.topics] if ctx.api_version >= 6 \
+        else [(name, None) for name in request.topic_names]
+    results = []
+    for name, topic_id in requested:
+        result = DeleteTopicsResponse.DeletableTopicResult(name=name, error_code=0)
+        if name is None:
+            info = metadata.topic_by_id(topic_id)
+            if info is None:
+                result.topic_id = topic_id
+                result.error_code = ErrorCode.UNKNOWN_TOPIC_ID
+                results.append(result)
+                continue
+            name = result.name = info.name
+        info = metadata.topic(name)
+        if info is not None:
+            result.topic_id = info.topic_id
+        try:
+            await metadata.delete_topic(name)
+        except Exception as exc:
+            result.error_code, result.error_message = error_code_for(exc), error_message_for(exc)
+        results.append(result)
+    return DeleteTopicsResponse(throttle_time_ms=0, responses=results)
+
+
+@api(ApiKey.CREATE_PARTITIONS, 0, 3)
+async def create_partitions(ctx: RequestContext, request: CreatePartitionsRequest) -> CreatePartitionsResponse:
+    counts = Counter(topic.name for topic in request.topics)
+    results = []
+    for topic in request.topics:
+        result = CreatePartitionsResponse.CreatePartitionsTopicResult(name=topic.name, error_code=0)
+        if counts[topic.name] > 1:
+            result.error_code, result.error_message = ErrorCode.INVALID_REQUEST, "Duplicate topic in request."
+        else:
+            assignments = None if topic.assignments is None else [a.broker_ids for a in topic.assignments]
+            try:
+                await ctx.broker.metadata.create_partitions(topic.name, topic.count, assignments,
+                                                            validate_only=request.validate_only)
+            except Exception as exc:
+                result.error_code, result.error_message = error_code_for(exc), error_message_for(exc)
+        results.append(result)
+    return CreatePartitionsResponse(throttle_time_ms=0, results=results)

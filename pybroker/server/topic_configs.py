@@ -1,0 +1,104 @@
+"""Topic configs: broker-level defaults, per-topic overrides, validation and description.
+
+A topic config's effective value is its override when the topic has one, else the broker key that
+provides its default (e.g. `retention.ms` <- `log.retention.ms`/`minutes`/`hours`), as in Kafka.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+from pybroker.common.config import CONFIG_KEYS, BrokerConfig
+from pybroker.log.config import TOPIC_CONFIG_KEYS, LogConfig
+
+# DescribeConfigs ConfigSource values.
+DYNAMIC_TOPIC_CONFIG = 1
+STATIC_BROKER_CONFIG = 4
+DEFAULT_CONFIG = 5
+
+# DescribeConfigs ConfigType values (v3+).
+CONFIG_TYPES = {"boolean": 1, "string": 2, "int": 3, "short": 4, "long": 5, "double": 6, "list": 7,
+                "class": 8, "password": 9}
+
+_BROKER_KEY_FOR_TOPIC_KEY = {key.topic_key: key for key in CONFIG_KEYS.values() if key.topic_key}
+_COMPRESSION_TYPES = ("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd")
+
+
+@dataclass(frozen=True, slots=True)
+class DescribedConfig:
+    name: str
+    value: str | None
+    source: int
+    config_type: int
+    doc: str
+
+    @property
+    def is_default(self) -> bool:
+        return self.source == DEFAULT_CONFIG
+
+
+class TopicConfigs:
+    def __init__(self, broker_config: BrokerConfig):
+        self._broker_config = broker_config
+        self.defaults = broker_config.topic_defaults()
+        self._base = LogConfig.from_topic_configs(LogConfig(), self._log_keys(self.defaults))
+        self.known_keys = sorted(set(TOPIC_CONFIG_KEYS) | set(self.defaults))
+
+    def validate(self, overrides: Mapping[str, str | None]) -> None:
+        """Raise ValueError naming the first unknown key or unusable value."""
+        for name, value in overrides.items():
+            if name not in self.known_keys:
+                raise ValueError(f"Unknown topic config name: {name}")
+            if value is None:
+                raise ValueError(f"Null value not supported for topic configs: {name}")
+        self.log_config(overrides)
+        self.min_insync_replicas(overrides)
+        if overrides.get("compression.type", "producer") not in _COMPRESSION_TYPES:
+            raise ValueError(f"Invalid value {overrides['compression.type']} for configuration compression.type")
+        unclean = overrides.get("unclean.leader.election.enable", "false").lower()
+        if unclean not in ("true", "false"):
+            raise ValueError(f"Invalid value {unclean} for configuration unclean.leader.election.enable")
+
+    def log_config(self, overrides: Mapping[str, str]) -> LogConfig:
+        return LogConfig.from_topic_configs(self._base, self._log_keys(overrides))
+
+    def min_insync_replicas(self, overrides: Mapping[str, str]) -> int:
+        raw = overrides.get("min.insync.replicas", self.defaults["min.insync.replicas"])
+        try:
+            value = int(raw)
+        except ValueError:
+            raise ValueError(f"Invalid value {raw} for configuration min.insync.replicas") from None
+        if value < 1:
+            raise ValueError(f"Invalid value {raw} for configuration min.insync.replicas: Value must be at least 1")
+        return value
+
+    def describe(self, overrides: Mapping[str, str], keys: list[str] | None = None) -> list[DescribedConfig]:
+        described = []
+        for name in self.known_keys:
+            if keys is not None and name not in keys:
+                continue
+            broker_key = _BROKER_KEY_FOR_TOPIC_KEY.get(name)
+            if name in overrides:
+                value, source = overrides[name], DYNAMIC_TOPIC_CONFIG
+            elif name in self.defaults:
+                value = self.defaults[name]
+                source = STATIC_BROKER_CONFIG if broker_key and self._broker_config.is_set(broker_key.name) \
+                    else DEFAULT_CONFIG
+            else:
+                value, source = _log_default(name), DEFAULT_CONFIG
+            config_type = broker_key.type if broker_key else TOPIC_CONFIG_KEYS[name][1]
+            doc = broker_key.doc if broker_key else TOPIC_CONFIG_KEYS[name][3]
+            described.append(DescribedConfig(name, value, source, CONFIG_TYPES.get(config_type, 2), doc))
+        return described
+
+    @staticmethod
+    def _log_keys(values: Mapping[str, str]) -> dict[str, str]:
+        return {name: value for name, value in values.items() if name in TOPIC_CONFIG_KEYS}
+
+
+def _log_default(name: str) -> str:
+    default = TOPIC_CONFIG_KEYS[name][2]
+    if isinstance(default, bool):
+        return "true" if default else "false"
+    return str(default)

@@ -1,0 +1,87 @@
+"""Run the real broker as a child process on an ephemeral loopback port."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+READY = re.compile(r"listening on [^:]+:(\d+)")
+REPO = Path(__file__).resolve().parents[2]
+
+
+class BrokerProcess:
+    """A `pybroker serve` child; its stderr is kept in `log_lines` for assertions about its log."""
+
+    def __init__(self, data_dir: Path, overrides: dict[str, str] | None = None):
+        self.data_dir = data_dir
+        self.overrides = {"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(data_dir / "logs"),
+                          **(overrides or {})}
+        self.process: subprocess.Popen[str] | None = None
+        self.port: int | None = None
+        self.log_lines: list[str] = []
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 30.0) -> "BrokerProcess":
+        config = self.data_dir / "server.properties"
+        config.write_text("broker.id=0\n")
+        args = [sys.executable, "-m", "pybroker", "serve", str(config)]
+        for key, value in self.overrides.items():
+            args += ["--override", f"{key}={value}"]
+        self.process = subprocess.Popen(args, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
+                                        cwd=REPO, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        ready = threading.Event()
+
+        def pump() -> None:
+            assert self.process is not None and self.process.stderr is not None
+            for line in self.process.stderr:
+                self.log_lines.append(line.rstrip("\n"))
+                match = READY.search(line)
+                if match:
+                    self.port = int(match.group(1))
+                    ready.set()
+            ready.set()
+
+        threading.Thread(target=pump, daemon=True).start()
+        if not ready.wait(timeout) or self.port is None:
+            self.kill()
+            raise RuntimeError("broker did not start:\n" + "\n".join(self.log_lines[-30:]))
+        # Re-use the same port on restart, so clients configured with it keep working.
+        self.overrides["listeners"] = f"PLAINTEXT://127.0.0.1:{self.port}"
+        return self
+
+    def stop(self, timeout: float = 30.0) -> int:
+        """SIGTERM and wait: a clean shutdown."""
+        return self._signal(signal.SIGTERM, timeout)
+
+    def kill(self) -> int:
+        """SIGKILL: an unclean shutdown."""
+        return self._signal(signal.SIGKILL, 30.0)
+
+    def _signal(self, sig: int, timeout: float) -> int:
+        if self.process is None:
+            return 0
+        if self.process.poll() is None:
+            self.process.send_signal(sig)
+        code = self.process.wait(timeout)
+        self.process = None
+        return code
+
+    def log_text(self) -> str:
+        return "\n".join(self.log_lines)
+
+    def wait_for_log(self, pattern: str, timeout: float = 10.0) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if re.search(pattern, self.log_text()):
+                return True
+            time.sleep(0.05)
+        return False
