@@ -1,0 +1,197 @@
+"""Sans-IO framing: size-prefixed frames, request/response headers.
+
+Nothing here touches sockets or asyncio; a connection handler feeds received
+bytes into :class:`FrameDecoder` and writes whatever :func:`encode_response`
+returns.  That keeps framing testable byte-for-byte and reusable by clients.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import struct
+
+from pybroker.protocol.api_keys import (
+    REQUEST_FLEXIBLE_MIN,
+    REQUEST_VERSIONS,
+    RESPONSE_FLEXIBLE_MIN,
+)
+from pybroker.protocol.errors import DecodeError, FrameTooLarge
+from pybroker.protocol.messages.request_header import RequestHeader
+from pybroker.protocol.messages.response_header import ResponseHeader
+from pybroker.protocol.primitives import BytesLike, Reader, Writer
+from pybroker.protocol.schema import Message
+
+__all__ = [
+    "FrameDecoder",
+    "request_header_version",
+    "response_header_version",
+    "decode_request_header",
+    "decode_response_header",
+    "encode_response",
+    "encode_response_message",
+    "encode_request",
+    "API_VERSIONS_KEY",
+    "CONTROLLED_SHUTDOWN_KEY",
+]
+
+API_VERSIONS_KEY = 18
+CONTROLLED_SHUTDOWN_KEY = 7
+
+_SIZE = struct.Struct(">i")
+_HEADER_V0 = struct.Struct(">ii")  # size, correlation id
+
+
+class FrameDecoder:
+    """Splits a byte stream into frames (payloads without the int32 size prefix).
+
+    Each frame's length is validated as soon as its 4-byte prefix is complete,
+    before any of its body is buffered.  Complete frames that arrive inside one
+    ``feed`` call are returned as zero-copy slices of that (immutable) chunk;
+    a frame spread over several calls is accumulated in its own bytearray,
+    which is never touched again once returned, so no byte is copied twice and
+    returned views stay valid.  After an exception the stream is unusable: close
+    the connection.
+    """
+
+    __slots__ = ("max_frame_size", "_head", "_body", "_need")
+
+    def __init__(self, max_frame_size: int) -> None:
+        self.max_frame_size = max_frame_size
+        self._head = bytearray()  # partial 4-byte size prefix
+        self._body: bytearray | None = None  # partial frame body
+        self._need = 0  # bytes still missing from _body
+
+    @property
+    def buffered(self) -> int:
+        """Bytes received but not yet returned as part of a frame."""
+        return len(self._head) + (len(self._body) if self._body is not None else 0)
+
+    def _check(self, size: int) -> None:
+        if size < 0:
+            raise DecodeError(f"negative frame size {size}")
+        if size > self.max_frame_size:
+            raise FrameTooLarge(size, self.max_frame_size)
+
+    def feed(self, data: BytesLike) -> list[memoryview]:
+        """Consume ``data``; return the payload of every frame it completes."""
+        if not isinstance(data, bytes):
+            data = bytes(data)  # callers may reuse mutable buffers; our views must not change
+        mv = memoryview(data)
+        n = len(mv)
+        pos = 0
+        frames: list[memoryview] = []
+        while pos < n:
+            body = self._body
+            if body is not None:
+                take = min(self._need, n - pos)
+                body += mv[pos : pos + take]
+                pos += take
+                self._need -= take
+                if self._need == 0:
+                    frames.append(memoryview(body))
+                    self._body = None
+                continue
+            head = self._head
+            if not head and n - pos >= 4:
+                (size,) = _SIZE.unpack_from(mv, pos)
+                pos += 4
+            else:
+                take = min(4 - len(head), n - pos)
+                head += mv[pos : pos + take]
+                pos += take
+                if len(head) < 4:
+                    break
+                (size,) = _SIZE.unpack(head)
+                head.clear()
+            self._check(size)
+            if n - pos >= size:  # whole frame inside this chunk: zero-copy slice
+                frames.append(mv[pos : pos + size])
+                pos += size
+            else:
+                self._body = bytearray(mv[pos:])
+                self._need = size - (n - pos)
+                pos = n
+        return frames
+
+
+def request_header_version(api_key: int, api_version: int) -> int:
+    """Request header version: 2 for flexible request versions, else 1; ControlledShutdown v0: 0."""
+    if api_key == CONTROLLED_SHUTDOWN_KEY and api_version == 0:
+        return 0
+    fmin = REQUEST_FLEXIBLE_MIN.get(api_key)
+    return 2 if fmin is not None and api_version >= fmin else 1
+
+
+def response_header_version(api_key: int, api_version: int) -> int:
+    """Response header version: 1 for flexible versions, else 0; ApiVersions always 0 (KIP-511)."""
+    if api_key == API_VERSIONS_KEY:
+        return 0
+    fmin = RESPONSE_FLEXIBLE_MIN.get(api_key)
+    return 1 if fmin is not None and api_version >= fmin else 0
+
+
+def decode_request_header(frame: BytesLike) -> tuple[RequestHeader, int]:
+    """Parse a request frame's header; return it and the offset where the body starts.
+
+    Unknown API keys and out-of-range versions are still parsed as a v1 header
+    (key, version, correlation id, client id; no tagged fields) so the server
+    can reply UNSUPPORTED_VERSION to the right correlation id.
+    """
+    r = Reader(frame)
+    api_key = r.read_int16()
+    api_version = r.read_int16()
+    r.pos = 0
+    supported = REQUEST_VERSIONS.get(api_key)
+    if supported is not None and supported[0] <= api_version <= supported[1]:
+        version = request_header_version(api_key, api_version)
+        return RequestHeader.read(r, version), r.pos
+    header = RequestHeader.read(r, 1)
+    return header, r.pos
+
+
+def decode_response_header(frame: BytesLike, api_key: int,
+                           api_version: int) -> tuple[ResponseHeader, int]:
+    """Parse a response frame's header (client side); return it and the body offset."""
+    r = Reader(frame)
+    header = ResponseHeader.read(r, response_header_version(api_key, api_version))
+    return header, r.pos
+
+
+def encode_response(correlation_id: int, api_key: int, api_version: int,
+                    body: BytesLike) -> bytes:
+    """Full response frame: size prefix, header of the right version, then ``body``."""
+    if response_header_version(api_key, api_version) == 0:
+        head = _HEADER_V0.pack(4 + len(body), correlation_id)
+    else:  # v1: correlation id + empty tagged-field section
+        head = _HEADER_V0.pack(5 + len(body), correlation_id) + b"\x00"
+    return b"".join((head, body))
+
+
+def encode_response_message(correlation_id: int, api_key: int, api_version: int,
+                            msg: Message) -> bytearray:
+    """Like :func:`encode_response` but encodes ``msg`` straight into the frame buffer.
+
+    Saves two copies of large payloads (Fetch records) compared with
+    ``encode_response(..., msg.encode(v))``; the returned bytearray is the caller's.
+    """
+    w = Writer()
+    buf = w.buf
+    buf += _HEADER_V0.pack(0, correlation_id)
+    if response_header_version(api_key, api_version) == 1:
+        buf.append(0)  # empty tagged-field section
+    msg.write(w, api_version)
+    _SIZE.pack_into(buf, 0, len(buf) - 4)
+    return buf
+
+
+def encode_request(header: RequestHeader, body_msg: Message, api_version: int) -> bytes:
+    """Full request frame (client side); the header's key/version are taken from the body."""
+    if (header.request_api_key, header.request_api_version) != (body_msg.API_KEY, api_version):
+        header = dataclasses.replace(header, request_api_key=body_msg.API_KEY,
+                                     request_api_version=api_version)
+    w = Writer()
+    w.buf += b"\x00\x00\x00\x00"
+    header.write(w, request_header_version(body_msg.API_KEY, api_version))
+    body_msg.write(w, api_version)
+    _SIZE.pack_into(w.buf, 0, len(w.buf) - 4)
+    return bytes(w.buf)

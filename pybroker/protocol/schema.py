@@ -1,0 +1,444 @@
+"""The small engine that interprets the generated schema tables.
+
+Generated message modules contain only dataclasses plus a ``_SCHEMA`` tuple of
+:class:`FieldSpec` rows per class (plain data, Kafka's JSON specs translated
+1:1).  On first use of a ``(class, version)`` pair we compile those rows into a
+:class:`Plan`: a tuple of ``(attribute, reader, writer)`` codecs with every
+version/nullability/flexibility decision already taken, so the hot encode and
+decode loops never look at version ranges again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import struct
+import sys
+from collections.abc import Callable
+from typing import Any, ClassVar, NamedTuple, Self
+
+from pybroker.protocol.errors import DecodeError, EncodeError
+from pybroker.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
+
+__all__ = [
+    "FieldSpec",
+    "Struct",
+    "Message",
+    "Plan",
+    "get_plan",
+    "resolve_struct",
+    "owner_of",
+    "is_flexible",
+    "PRIMITIVE_TYPES",
+    "ZERO_UUID",
+    "Records",
+]
+
+#: Upper bound used for open-ended version ranges such as ``"3+"`` (Java's Short.MAX_VALUE).
+MAX_VERSION = 0x7FFF
+
+#: What a ``records`` field may hold: any bytes-like object (decoded as a zero-copy memoryview).
+Records = BytesLike
+
+Read = Callable[[Reader], Any]
+Write = Callable[[Writer, Any], None]
+
+
+class FieldSpec(NamedTuple):
+    """One field of a generated schema table (a row of Kafka's JSON spec).
+
+    Version ranges are inclusive ``(low, high)`` pairs; ``(0, -1)`` means "none".
+    ``flexible`` overrides the message's flexible versions for this field only
+    (RequestHeader.ClientId stays a non-compact string in header v2).
+    """
+
+    name: str
+    kafka_name: str
+    type: str
+    versions: tuple[int, int]
+    nullable: tuple[int, int] | None = None
+    tag: int | None = None
+    tagged: tuple[int, int] | None = None
+    flexible: tuple[int, int] | None = None
+
+
+class Plan(NamedTuple):
+    """Precompiled codecs of one struct/message class at one version."""
+
+    cls: type
+    version: int
+    flexible: bool
+    fields: tuple[tuple[str, Read, Write], ...]
+    #: ``(tag, attribute, writer, default)`` sorted by tag, for encoding.
+    tagged: tuple[tuple[int, str, Write, Any], ...]
+    #: ``tag -> (constructor position, reader)`` for decoding.
+    tag_readers: dict[int, tuple[int, Read]]
+    #: Lower bound of the encoded size, used to reject absurd array counts early.
+    min_size: int
+    #: Decoding builds ``cls(*values)``: immutable defaults in constructor order ...
+    template: tuple[Any, ...]
+    #: ... fresh mutable defaults for fields not on the wire at this version ...
+    factories: tuple[tuple[int, Callable[[], Any]], ...]
+    #: ... and ``(constructor position, reader)`` of the regular fields, in wire order.
+    readers: tuple[tuple[int, Read], ...]
+
+
+def _in(rng: tuple[int, int] | None, version: int) -> bool:
+    return rng is not None and rng[0] <= version <= rng[1]
+
+
+# --------------------------------------------------------------------------- primitives
+
+# type -> (reader, writer, fixed size, struct format char for bulk array codecs)
+_FIXED: dict[str, tuple[Read, Write, int, str]] = {
+    "bool": (Reader.read_bool, Writer.write_bool, 1, "?"),
+    "int8": (Reader.read_int8, Writer.write_int8, 1, "b"),
+    "int16": (Reader.read_int16, Writer.write_int16, 2, "h"),
+    "uint16": (Reader.read_uint16, Writer.write_uint16, 2, "H"),
+    "int32": (Reader.read_int32, Writer.write_int32, 4, "i"),
+    "uint32": (Reader.read_uint32, Writer.write_uint32, 4, "I"),
+    "int64": (Reader.read_int64, Writer.write_int64, 8, "q"),
+    "float64": (Reader.read_float64, Writer.write_float64, 8, "d"),
+    "uuid": (Reader.read_uuid, Writer.write_uuid, 16, ""),
+}
+
+# type -> (non-compact reader, compact reader, non-compact writer, compact writer, min sizes)
+_VARIABLE: dict[str, tuple[Read, Read, Write, Write, int, int]] = {
+    "string": (Reader.read_string, Reader.read_compact_string,
+               Writer.write_string, Writer.write_compact_string, 2, 1),
+    "bytes": (Reader.read_bytes, Reader.read_compact_bytes,
+              Writer.write_bytes, Writer.write_compact_bytes, 4, 1),
+    # records are handed out as zero-copy memoryview slices of the input
+    "records": (Reader.read_bytes_view, Reader.read_compact_bytes_view,
+                Writer.write_bytes, Writer.write_compact_bytes, 4, 1),
+}
+
+PRIMITIVE_TYPES: frozenset[str] = frozenset(_FIXED) | frozenset(_VARIABLE)
+
+
+def _non_null_reader(read: Read, what: str) -> Read:
+    def read_non_null(r: Reader) -> Any:
+        v = read(r)
+        if v is None:
+            raise DecodeError(f"non-nullable field {what} was serialized as null")
+        return v
+
+    return read_non_null
+
+
+def _non_null_writer(write: Write, what: str) -> Write:
+    def write_non_null(w: Writer, v: Any) -> None:
+        if v is None:
+            raise EncodeError(f"field {what} is not nullable in this version")
+        write(w, v)
+
+    return write_non_null
+
+
+def _array_codec(elem: str, read: Read, write: Write, elem_min: int, compact: bool,
+                 nullable: bool, what: str) -> tuple[Read, Write]:
+    """Build codecs for ``[]elem``; fixed-size numeric elements use one bulk (un)pack."""
+    fmt = _FIXED[elem][3] if elem in _FIXED else ""
+
+    def read_array(r: Reader) -> list[Any] | None:
+        n = r.read_uvarint() - 1 if compact else r.read_int32()
+        if n < 0:
+            if n == -1 and nullable:
+                return None
+            raise DecodeError(f"invalid or unexpected null length {n} for array {what}")
+        # every element costs >= 1 byte in practice; also caps lists of empty structs
+        if n * (elem_min or 1) > r.end - r.pos:
+            raise DecodeError(f"array {what} claims {n} elements but only "
+                              f"{r.end - r.pos} bytes remain")
+        if fmt:
+            items = list(struct.unpack_from(f">{n}{fmt}", r.buf, r.pos))
+            r.pos += n * elem_min
+            return items
+        return [read(r) for _ in range(n)]
+
+    def write_array(w: Writer, v: list[Any] | None) -> None:
+        if v is None:
+            if not nullable:
+                raise EncodeError(f"array {what} is not nullable in this version")
+            if compact:
+                w.buf.append(0)
+            else:
+                w.buf += b"\xff\xff\xff\xff"
+            return
+        n = len(v)
+        if compact:
+            w.write_uvarint(n + 1)
+        else:
+            w.write_int32(n)
+        if fmt:
+            w.buf += struct.pack(f">{n}{fmt}", *v)
+        else:
+            for item in v:
+                write(w, item)
+
+    return read_array, write_array
+
+
+def _struct_codec(scls: type[Struct], plan: Plan, nullable: bool) -> tuple[Read, Write]:
+    def read_struct(r: Reader) -> Any:
+        return _read_with(plan, r)
+
+    def write_struct(w: Writer, v: Any) -> None:
+        _write_with(v, plan, w)
+
+    if not nullable:
+        return read_struct, write_struct
+
+    def read_nullable(r: Reader) -> Any:
+        return None if r.read_int8() < 0 else _read_with(plan, r)
+
+    def write_nullable(w: Writer, v: Any) -> None:
+        if v is None:
+            w.buf.append(0xFF)
+        else:
+            w.buf.append(1)
+            _write_with(v, plan, w)
+
+    return read_nullable, write_nullable
+
+
+def _codec(owner: type, typ: str, compact: bool, nullable: bool, version: int,
+           what: str) -> tuple[Read, Write, int]:
+    """Return ``(reader, writer, min_size)`` for one Kafka type at one version."""
+    if typ in _FIXED:
+        read, write, size, _ = _FIXED[typ]
+        return read, write, size
+    if typ in _VARIABLE:
+        rd, crd, wr, cwr, size, csize = _VARIABLE[typ]
+        read, write, min_size = (crd, cwr, csize) if compact else (rd, wr, size)
+        if not nullable:
+            read, write = _non_null_reader(read, what), _non_null_writer(write, what)
+        return read, write, min_size
+    if typ.startswith("[]"):
+        elem = typ[2:]
+        eread, ewrite, emin = _codec(owner, elem, compact, False, version, what + "[]")
+        read, write = _array_codec(elem, eread, ewrite, emin, compact, nullable, what)
+        return read, write, 1 if compact else 4
+    scls = resolve_struct(owner, typ)
+    plan = get_plan(scls, version)
+    read, write = _struct_codec(scls, plan, nullable)
+    return read, write, 1 if nullable else plan.min_size
+
+
+# --------------------------------------------------------------------------- plans
+
+_PLANS: dict[tuple[type, int], Plan] = {}
+_OWNERS: dict[type, type] = {}
+
+
+def owner_of(cls: type) -> type:
+    """The top-level message class a (possibly nested) struct class belongs to."""
+    owner = _OWNERS.get(cls)
+    if owner is None:
+        owner = cls
+        root = cls.__qualname__.split(".", 1)[0]
+        module = sys.modules.get(cls.__module__)
+        candidate = getattr(module, root, None) if module is not None else None
+        if isinstance(candidate, type):
+            owner = candidate
+        _OWNERS[cls] = owner
+    return owner
+
+
+def resolve_struct(cls: type, name: str) -> type[Struct]:
+    """Find the struct class ``name`` referenced from a schema of ``cls``'s message."""
+    scls = getattr(owner_of(cls), name, None)
+    if not (isinstance(scls, type) and issubclass(scls, Struct)):
+        raise TypeError(f"{cls.__qualname__}: unknown struct type {name!r}")
+    return scls
+
+
+def is_flexible(cls: type, version: int) -> bool:
+    """Whether ``version`` of ``cls``'s message uses the flexible (KIP-482) encoding."""
+    fmin = getattr(owner_of(cls), "FLEXIBLE_MIN", None)
+    return fmin is not None and version >= fmin
+
+
+def _defaults(cls: type) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):
+        if f.default is not dataclasses.MISSING:
+            out[f.name] = f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            out[f.name] = f.default_factory()
+    return out
+
+
+def _constructor_layout(cls: type, wire: set[str]) -> tuple[dict[str, int], tuple[Any, ...],
+                                                            tuple[tuple[int, Any], ...]]:
+    """Positions, immutable-default template and factories for ``cls(*values)``."""
+    position: dict[str, int] = {}
+    template: list[Any] = []
+    factories: list[tuple[int, Any]] = []
+    for i, f in enumerate(dataclasses.fields(cls)):
+        position[f.name] = i
+        if f.default is not dataclasses.MISSING:
+            template.append(f.default)
+        else:
+            template.append(None)
+            if f.name not in wire and f.default_factory is not dataclasses.MISSING:
+                factories.append((i, f.default_factory))
+    return position, tuple(template), tuple(factories)
+
+
+def get_plan(cls: type, version: int) -> Plan:
+    """The cached :class:`Plan` of ``cls`` at ``version`` (compiled on first use)."""
+    plan = _PLANS.get((cls, version))
+    if plan is None:
+        plan = _compile(cls, version)
+        _PLANS[(cls, version)] = plan
+    return plan
+
+
+def _compile(cls: type, version: int) -> Plan:
+    owner = owner_of(cls)
+    flexible = is_flexible(cls, version)
+    defaults = _defaults(cls)
+    fields: list[tuple[str, Read, Write]] = []
+    tagged: list[tuple[int, str, Write, Any]] = []
+    tag_readers: dict[int, tuple[str, Read]] = {}
+    readers: list[tuple[str, Read]] = []
+    min_size = 1 if flexible else 0
+    spec: FieldSpec
+    for spec in cls._SCHEMA:  # type: ignore[attr-defined]
+        if not _in(spec.versions, version):
+            continue
+        compact = flexible if spec.flexible is None else _in(spec.flexible, version)
+        what = f"{cls.__qualname__}.{spec.name}"
+        read, write, size = _codec(owner, spec.type, compact, _in(spec.nullable, version),
+                                   version, what)
+        if flexible and spec.tag is not None and _in(spec.tagged, version):
+            tagged.append((spec.tag, spec.name, write, defaults.get(spec.name)))
+            tag_readers[spec.tag] = (spec.name, read)
+        else:
+            fields.append((spec.name, read, write))
+            readers.append((spec.name, read))
+            min_size += size
+    tagged.sort(key=lambda t: t[0])
+    pos, template, factories = _constructor_layout(cls, {name for name, _ in readers})
+    return Plan(cls, version, flexible, tuple(fields), tuple(tagged),
+                {tag: (pos[name], rd) for tag, (name, rd) in tag_readers.items()}, min_size,
+                template, factories, tuple((pos[name], rd) for name, rd in readers))
+
+
+# --------------------------------------------------------------------------- interpreter
+
+def _read_with(plan: Plan, r: Reader) -> Any:
+    values = list(plan.template)
+    for i, factory in plan.factories:
+        values[i] = factory()
+    for i, read in plan.readers:
+        values[i] = read(r)
+    if plan.flexible:
+        _read_tagged(plan, r, values)
+    return plan.cls(*values)
+
+
+def _read_tagged(plan: Plan, r: Reader, values: list[Any]) -> None:
+    count = r.read_uvarint()
+    readers = plan.tag_readers
+    for _ in range(count):
+        tag = r.read_uvarint()
+        size = r.read_uvarint()
+        end = r.pos + size
+        if end > r.end:
+            raise DecodeError(f"tagged field {tag} of {plan.cls.__qualname__} claims "
+                              f"{size} bytes but only {r.end - r.pos} remain")
+        entry = readers.get(tag)
+        if entry is None:  # unknown tag: skip it
+            r.pos = end
+            continue
+        index, read = entry
+        # decode from a zero-copy sub-view so the value cannot read past its own size
+        values[index] = read(Reader(r.buf[r.pos : end]))
+        r.pos = end
+
+
+def _write_with(obj: Any, plan: Plan, w: Writer) -> None:
+    name = "?"
+    try:
+        for name, _, write in plan.fields:
+            write(w, getattr(obj, name))
+        if plan.flexible:
+            tagged = plan.tagged
+            if not tagged:
+                w.buf.append(0)
+                return
+            items: list[tuple[int, bytearray]] = []
+            for tag, name, write, default in tagged:
+                value = getattr(obj, name)
+                if value != default:
+                    tmp = Writer()
+                    write(tmp, value)
+                    items.append((tag, tmp.buf))
+            w.write_uvarint(len(items))
+            for tag, data in items:
+                w.write_uvarint(tag)
+                w.write_uvarint(len(data))
+                w.buf += data
+    except (EncodeError, TypeError, ValueError, AttributeError, OverflowError,
+            struct.error) as e:
+        raise EncodeError(f"{type(obj).__qualname__}.{name} (v{plan.version}): {e}") from e
+
+
+class Struct:
+    """Base of every generated struct: encode/decode through the schema engine."""
+
+    __slots__ = ()
+    _SCHEMA: ClassVar[tuple[FieldSpec, ...]] = ()
+
+    def write(self, w: Writer, version: int) -> None:
+        """Append this object's encoding at ``version`` to ``w``."""
+        _write_with(self, get_plan(type(self), version), w)
+
+    @classmethod
+    def read(cls, r: Reader, version: int) -> Self:
+        """Decode one object at ``version`` from ``r`` (advancing ``r.pos``)."""
+        return _read_with(get_plan(cls, version), r)  # type: ignore[no-any-return]
+
+    def encode(self, version: int) -> bytes:
+        """This object's encoding at ``version`` (body only: no header, no size prefix)."""
+        w = Writer()
+        self.write(w, version)
+        return bytes(w.buf)
+
+    @classmethod
+    def decode(cls, data: BytesLike, version: int) -> Self:
+        """Decode an object at ``version`` from ``data`` (trailing bytes are ignored)."""
+        return cls.read(Reader(data), version)
+
+
+class Message(Struct):
+    """Base of every generated top-level message (request, response, header, data)."""
+
+    __slots__ = ()
+    API_KEY: ClassVar[int] = -1
+    MIN_VERSION: ClassVar[int] = 0
+    MAX_VERSION: ClassVar[int] = 0
+    FLEXIBLE_MIN: ClassVar[int | None] = None
+    LATEST_VERSION_UNSTABLE: ClassVar[bool] = False
+
+    def write(self, w: Writer, version: int) -> None:
+        """Append this message's body at ``version`` to ``w``."""
+        cls = type(self)
+        if not cls.MIN_VERSION <= version <= cls.MAX_VERSION:
+            raise EncodeError(f"{cls.__qualname__} does not support version {version} "
+                              f"(valid: {cls.MIN_VERSION}-{cls.MAX_VERSION})")
+        _write_with(self, get_plan(cls, version), w)
+
+    @classmethod
+    def read(cls, r: Reader, version: int) -> Self:
+        """Decode a message body at ``version``; unsupported versions raise DecodeError(35)."""
+        if not cls.MIN_VERSION <= version <= cls.MAX_VERSION:
+            raise DecodeError(f"{cls.__qualname__} does not support version {version} "
+                              f"(valid: {cls.MIN_VERSION}-{cls.MAX_VERSION})", error_code=35)
+        return _read_with(get_plan(cls, version), r)  # type: ignore[no-any-return]
+
+    @classmethod
+    def is_flexible(cls, version: int) -> bool:
+        """Whether ``version`` uses the flexible (compact + tagged fields) encoding."""
+        return cls.FLEXIBLE_MIN is not None and version >= cls.FLEXIBLE_MIN
