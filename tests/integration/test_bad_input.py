@@ -74,7 +74,9 @@ def metadata_ok(bootstrap: str) -> bool:
 def test_api_versions_at_an_unknown_version_gets_a_v0_unsupported_answer(shared_broker):
     client = WireClient(shared_broker.bootstrap)
     header = RequestHeader(request_api_key=18, request_api_version=99, correlation_id=5, client_id="x")
-    client.sock.sendall(encode_request(header, ApiVersionsRequest(), 3))
+    frame = bytearray(encode_request(header, ApiVersionsRequest(), 3))
+    frame[6:8] = struct.pack(">h", 99)  # a version from the future, past what encode_request would write
+    client.sock.sendall(bytes(frame))
     frame = client.read_frame()
     response = ApiVersionsResponse.decode(frame[4:], 0)
     assert response.error_code == ErrorCode.UNSUPPORTED_VERSION

@@ -64,7 +64,7 @@ def test_index_lookups_exact_across_many_small_segments(broker: BrokerProcess):
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-    admin.create_topics([NewTopic(topic, 1, 1, config={"segment.bytes": "20000", "index.interval.bytes": "500"})]
+    admin.create_topics([NewTopic(topic, 1, 1, config={"segment.bytes": "8000", "index.interval.bytes": "500"})]
                         )[topic].result(30)
     producer = Producer({"bootstrap.servers": broker.bootstrap, "batch.num.messages": 20, "linger.ms": 1})
     base_ts = 1_600_000_000_000

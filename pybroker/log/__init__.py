@@ -1,0 +1,70 @@
+"""Partition logs on local disk, in Kafka's on-disk format.
+
+Layers, smallest first (each module's docstring states its file format):
+``index`` (OffsetIndex/TimeIndex over mmap) -> ``segment`` (.log + indexes) -> ``loader``
+(crash recovery passes) -> ``log`` (PartitionLog: offsets, roll, read, truncate, retention)
+-> ``manager`` (all logs of the broker's log dirs, checkpoints, clean-shutdown marker).
+``producer_state`` checks idempotent sequences, ``checkpoint`` writes the small text files,
+``file_slice`` is what reads hand to the server. Imports only ``pybroker.records`` and the
+standard library; no sockets, threads or asyncio: the server schedules periodic work.
+"""
+
+from __future__ import annotations
+
+from pybroker.log.checkpoint import LeaderEpochCheckpointFile, OffsetCheckpointFile, PartitionMetadataFile
+from pybroker.log.config import TOPIC_CONFIG_KEYS, LogConfig, TopicConfigKey
+from pybroker.log.errors import (
+    CorruptLogError,
+    CorruptRecordError,
+    InvalidLogConfig,
+    InvalidProducerEpochError,
+    LogClosedError,
+    LogError,
+    LogStorageError,
+    OffsetOutOfRangeError,
+    OutOfOrderSequenceError,
+    ProducerStateError,
+    RecordTooLargeError,
+    SliceUnavailableError,
+    UnexpectedAppendOffsetError,
+    UnknownProducerIdError,
+)
+from pybroker.log.file_slice import FileSlice
+from pybroker.log.index import OffsetIndex, TimeIndex
+from pybroker.log.log import AppendInfo, FetchInfo, PartitionLog
+from pybroker.log.manager import LogManager
+from pybroker.log.producer_state import ProducerStateManager, SequenceCheck
+from pybroker.log.segment import LogSegment
+
+__all__ = [
+    "AppendInfo",
+    "CorruptLogError",
+    "CorruptRecordError",
+    "FetchInfo",
+    "FileSlice",
+    "InvalidLogConfig",
+    "InvalidProducerEpochError",
+    "LeaderEpochCheckpointFile",
+    "LogClosedError",
+    "LogConfig",
+    "LogError",
+    "LogManager",
+    "LogSegment",
+    "LogStorageError",
+    "OffsetCheckpointFile",
+    "OffsetIndex",
+    "OffsetOutOfRangeError",
+    "OutOfOrderSequenceError",
+    "PartitionLog",
+    "PartitionMetadataFile",
+    "ProducerStateError",
+    "ProducerStateManager",
+    "RecordTooLargeError",
+    "SequenceCheck",
+    "SliceUnavailableError",
+    "TOPIC_CONFIG_KEYS",
+    "TimeIndex",
+    "TopicConfigKey",
+    "UnexpectedAppendOffsetError",
+    "UnknownProducerIdError",
+]

@@ -1,0 +1,175 @@
+"""Per-log configuration with Kafka's topic-config names and semantics.
+
+``LogConfig`` is what every ``PartitionLog`` reads; ``LogConfig.from_topic_configs`` applies the
+string overrides a topic carries (``/config/topics/<topic>`` or CreateTopics configs) on top of a
+base config (the broker's defaults). ``TOPIC_CONFIG_KEYS`` is the one table of the keys the log
+understands, so DescribeConfigs can list names, types, defaults and docs from it.
+Keys the log does not use (``min.insync.replicas``, ``compression.type``...) are ignored here;
+the server validates those against its own table.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, NamedTuple
+
+from pybroker.log.errors import InvalidLogConfig
+
+__all__ = ["LogConfig", "TopicConfigKey", "TOPIC_CONFIG_KEYS", "InvalidLogConfig"]
+
+INT_MAX = 2**31 - 1
+LONG_MAX = 2**63 - 1
+
+
+class TopicConfigKey(NamedTuple):
+    """One topic config key: the LogConfig field it sets, Kafka type name, default and doc."""
+
+    field: str
+    type: str  # Kafka ConfigDef type name: "int", "long", "boolean", "string", "list"
+    default: Any
+    doc: str
+
+
+TOPIC_CONFIG_KEYS: dict[str, TopicConfigKey] = {
+    "segment.bytes": TopicConfigKey(
+        "segment_bytes", "int", 1073741824, "Segment file size at which the log rolls a new segment."),
+    "segment.ms": TopicConfigKey(
+        "segment_ms", "long", 604800000, "Time after which the log rolls even if the segment is not full."),
+    "segment.index.bytes": TopicConfigKey(
+        "segment_index_bytes", "int", 10485760, "Preallocated size of the offset and time index files."),
+    "index.interval.bytes": TopicConfigKey(
+        "index_interval_bytes", "int", 4096, "Bytes appended between two offset-index entries."),
+    "retention.ms": TopicConfigKey(
+        "retention_ms", "long", 604800000, "Age after which a segment is deleted; -1 = unlimited."),
+    "retention.bytes": TopicConfigKey(
+        "retention_bytes", "long", -1, "Partition size above which old segments are deleted; -1 = unlimited."),
+    "flush.messages": TopicConfigKey(
+        "flush_messages", "long", LONG_MAX, "Messages appended before the log is fsynced."),
+    "flush.ms": TopicConfigKey(
+        "flush_ms", "long", LONG_MAX, "Time after which unflushed data is fsynced."),
+    "max.message.bytes": TopicConfigKey(
+        "max_message_bytes", "int", 1048588, "Largest record batch the log accepts."),
+    "message.timestamp.type": TopicConfigKey(
+        "message_timestamp_type", "string", "CreateTime", "CreateTime or LogAppendTime."),
+    "cleanup.policy": TopicConfigKey(
+        "cleanup_policy", "list", "delete", "Comma-separated 'delete' and/or 'compact'."),
+    "file.delete.delay.ms": TopicConfigKey(
+        "file_delete_delay_ms", "long", 60000, "Delay between renaming a deleted segment to .deleted and removing it."),
+    "preallocate": TopicConfigKey(
+        "preallocate", "boolean", False, "Preallocate segment files (accepted; pybroker does not preallocate)."),
+}
+
+_FIELD_TO_KEY = {spec.field: key for key, spec in TOPIC_CONFIG_KEYS.items()}
+
+
+def _at_least(minimum: int) -> Callable[[Any], str | None]:
+    return lambda v: None if v >= minimum else f"Value must be at least {minimum}"
+
+
+def _timestamp_type(v: Any) -> str | None:
+    return None if v in ("CreateTime", "LogAppendTime") else "String must be one of: CreateTime, LogAppendTime"
+
+
+def _cleanup_policy(v: Any) -> str | None:
+    items = [p.strip() for p in str(v).split(",")]
+    if not items or any(p not in ("delete", "compact") for p in items):
+        return "String must be one of: compact, delete"
+    return None
+
+
+# Kafka's LogConfig validators (ConfigDef.Range.atLeast / ValidString / ValidList).
+_VALIDATORS: dict[str, Callable[[Any], str | None]] = {
+    "segment_bytes": _at_least(14),  # LegacyRecord.RECORD_OVERHEAD_V0
+    "segment_ms": _at_least(1),
+    "segment_index_bytes": _at_least(4),
+    "index_interval_bytes": _at_least(0),
+    "retention_ms": _at_least(-1),
+    "flush_messages": _at_least(1),
+    "flush_ms": _at_least(0),
+    "max_message_bytes": _at_least(0),
+    "file_delete_delay_ms": _at_least(0),
+    "message_timestamp_type": _timestamp_type,
+    "cleanup_policy": _cleanup_policy,
+}
+
+
+def _convert(key: str, spec: TopicConfigKey, raw: str) -> Any:
+    """Convert one override string to the field's Python type, or raise naming the key."""
+    text = str(raw).strip()
+    if spec.type in ("int", "long"):
+        try:
+            value = int(text)
+        except ValueError:
+            raise InvalidLogConfig(key, raw, "Expected value to be a 32-bit integer" if spec.type == "int"
+                                   else "Expected value to be a 64-bit integer") from None
+        limit = INT_MAX if spec.type == "int" else LONG_MAX
+        if not -limit - 1 <= value <= limit:
+            raise InvalidLogConfig(key, raw, f"Value out of range for type {spec.type}")
+        return value
+    if spec.type == "boolean":
+        if text.lower() not in ("true", "false"):
+            raise InvalidLogConfig(key, raw, "Expected value to be either true or false")
+        return text.lower() == "true"
+    if spec.type == "list":
+        return ",".join(p.strip() for p in text.split(",") if p.strip())
+    return text
+
+
+@dataclass(frozen=True)
+class LogConfig:
+    """Settings of one partition log; field names are Kafka's topic keys in snake_case."""
+
+    segment_bytes: int = 1073741824
+    segment_ms: int = 604800000
+    segment_index_bytes: int = 10485760
+    index_interval_bytes: int = 4096
+    retention_ms: int = 604800000
+    retention_bytes: int = -1
+    flush_messages: int = LONG_MAX
+    flush_ms: int = LONG_MAX
+    max_message_bytes: int = 1048588
+    message_timestamp_type: str = "CreateTime"
+    cleanup_policy: str = "delete"
+    file_delete_delay_ms: int = 60000
+    preallocate: bool = False
+
+    def __post_init__(self) -> None:
+        for name, check in _VALIDATORS.items():
+            reason = check(getattr(self, name))
+            if reason is not None:
+                raise InvalidLogConfig(_FIELD_TO_KEY[name], getattr(self, name), reason)
+
+    @classmethod
+    def from_topic_configs(cls, base: LogConfig, overrides: Mapping[str, str]) -> LogConfig:
+        """``base`` with every known Kafka topic key in ``overrides`` applied (unknown keys ignored)."""
+        changes: dict[str, Any] = {}
+        for key, raw in overrides.items():
+            spec = TOPIC_CONFIG_KEYS.get(key)
+            if spec is None or raw is None:
+                continue
+            changes[spec.field] = _convert(key, spec, raw)
+        return dataclasses.replace(base, **changes)
+
+    def to_topic_configs(self) -> dict[str, str]:
+        """Every key as the string Kafka would show in DescribeConfigs."""
+        out: dict[str, str] = {}
+        for key, spec in TOPIC_CONFIG_KEYS.items():
+            value = getattr(self, spec.field)
+            out[key] = str(value).lower() if isinstance(value, bool) else str(value)
+        return out
+
+    @property
+    def log_append_time(self) -> bool:
+        """True when the broker stamps its own clock into every appended batch."""
+        return self.message_timestamp_type == "LogAppendTime"
+
+    @property
+    def delete_enabled(self) -> bool:
+        """True when time/size retention applies ("delete" is in cleanup.policy)."""
+        return "delete" in self.cleanup_policy.split(",")
+
+    @property
+    def compact_enabled(self) -> bool:
+        """True when "compact" is in cleanup.policy (pybroker does not compact yet)."""
+        return "compact" in self.cleanup_policy.split(",")

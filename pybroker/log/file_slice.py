@@ -1,0 +1,111 @@
+"""A byte range of a segment's ``.log`` file, handed to the server for a Fetch response.
+
+A read does not copy record bytes into Python: ``LogSegment.read`` returns a ``FileSlice``
+(path, position, size) plus the segment's open descriptor, and the server either copies the
+range into the response with ``read()`` or streams it with ``os.sendfile`` (``send``).
+
+Lifetime. The descriptor belongs to the segment (``LogFile``), never to the slice. It stays
+open while the segment lives; retention and truncation first rename the files to ``.deleted``
+and close the descriptor only ``file.delete.delay.ms`` later (Kafka's grace period for
+in-flight reads), and ``close()``/``delete()`` of the log close it at once. After that every
+use of the slice raises ``SliceUnavailableError`` (a ``LogError``) instead of touching a
+descriptor number the OS may have reused for another file. A slice whose range was cut by a
+later truncation raises the same error from ``read()`` (short read). Callers must therefore
+ask for ``fileno()`` (or call ``send``) right before each system call, never cache the number
+across an ``await``.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from pybroker.log.errors import LogStorageError, SliceUnavailableError
+
+__all__ = ["FileSlice", "LogFile"]
+
+
+class LogFile:
+    """The open descriptor of one ``.log`` file, shared by its segment and its slices."""
+
+    def __init__(self, path: str, fd: int) -> None:
+        self.path = path
+        self._fd: int | None = fd
+
+    @classmethod
+    def open(cls, path: str) -> LogFile:
+        """Open (creating if needed) for appends and positional reads."""
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        except OSError as exc:
+            raise LogStorageError(f"cannot open {path}: {exc}") from exc
+        return cls(path, fd)
+
+    @property
+    def closed(self) -> bool:
+        return self._fd is None
+
+    def fileno(self) -> int:
+        """The descriptor, or SliceUnavailableError once closed."""
+        if self._fd is None:
+            raise SliceUnavailableError(f"{self.path} is closed (segment deleted or log closed)")
+        return self._fd
+
+    def pread(self, size: int, position: int) -> bytes:
+        """Up to ``size`` bytes at ``position`` (short at end of file)."""
+        fd = self.fileno()
+        try:
+            return os.pread(fd, size, position)
+        except OSError as exc:
+            raise LogStorageError(f"read of {self.path} at {position} failed: {exc}") from exc
+
+    def close(self) -> None:
+        """Close the descriptor; idempotent."""
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            os.close(fd)
+
+
+@dataclass(frozen=True)
+class FileSlice:
+    """Whole record batches ``[position, position + size)`` of the ``.log`` file at ``path``."""
+
+    path: str
+    position: int
+    size: int
+    file: LogFile | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def end(self) -> int:
+        """Byte position just past the slice."""
+        return self.position + self.size
+
+    def _file(self) -> LogFile:
+        if self.file is None:
+            raise SliceUnavailableError(f"slice of {self.path} has no open file")
+        return self.file
+
+    def fileno(self) -> int:
+        """Descriptor to pass to ``os.sendfile``; valid only until control returns to the loop."""
+        return self._file().fileno()
+
+    def read(self) -> bytes:
+        """The slice's bytes (one pread)."""
+        if self.size == 0:
+            return b""
+        data = self._file().pread(self.size, self.position)
+        if len(data) != self.size:
+            raise SliceUnavailableError(
+                f"{self.path} was truncated: wanted {self.size} bytes at {self.position}, got {len(data)}")
+        return data
+
+    def send(self, out_fd: int, sent: int = 0) -> int:
+        """``os.sendfile`` the rest of the slice after ``sent`` bytes to ``out_fd``; returns bytes sent.
+
+        BlockingIOError from a full non-blocking socket propagates to the caller, who retries
+        later with the updated ``sent``; a closed segment raises SliceUnavailableError.
+        """
+        remaining = self.size - sent
+        if remaining <= 0:
+            return 0
+        return os.sendfile(out_fd, self.fileno(), self.position + sent, remaining)

@@ -1,0 +1,363 @@
+"""Sparse, memory-mapped offset and time indexes of one log segment.
+
+Both indexes are arrays of fixed-size big-endian entries in a file named after the segment's
+base offset (``00000000000000368769.index`` / ``.timeindex``), exactly Kafka's layout, so a
+Kafka tool can read them. They carry no checksum: after an unclean shutdown they are rebuilt
+from the ``.log`` (``LogSegment.recover``), and ``sanity_check`` catches the damage a crash can
+leave in them (a torn entry, the zero-filled preallocated tail, an entry past the log end).
+
+The file of the active segment is preallocated to ``segment.index.bytes`` so that appends never
+grow the file or remap; ``trim_to_valid_size`` cuts it back to the real entries when the segment
+is rolled or closed. A file's entry count is its length divided by the entry size, as in
+Kafka: a preallocated file that was never trimmed (crash) therefore reports zero entries at its
+tail, which ``sanity_check`` rejects as "entries not increasing".
+
+Entries are read with ``struct.unpack_from`` straight from the ``mmap``: no copy of the file, no
+per-entry objects beyond the unpacked tuple, and the page cache is the only cache. Lookups are a
+binary search over entry slots. Like Kafka's ``AbstractIndex`` we first try the *warm section*
+(the last 8 KiB of entries): almost every lookup comes from a consumer or follower near the log
+end, so it only touches the few pages that are already hot, instead of the pages a textbook
+binary search would visit at 1/2, 1/4, ... of the file.
+
+Not thread-safe: the single event loop that owns the log serialises every call.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+from typing import Iterator
+
+from pybroker.log.errors import CorruptLogError, LogClosedError, LogError
+
+__all__ = ["OffsetIndex", "TimeIndex", "OffsetPosition", "TimestampOffset"]
+
+INT32_MAX = 2**31 - 1
+_WARM_BYTES = 8192  # Kafka AbstractIndex: warm section covers the last 8 KiB of entries
+
+OffsetPosition = tuple[int, int]
+"""(absolute offset, byte position in the .log file)."""
+
+TimestampOffset = tuple[int, int]
+"""(timestamp ms, absolute offset)."""
+
+
+class _MmapIndex:
+    """Shared mmap bookkeeping; subclasses define the entry struct and the search key."""
+
+    ENTRY: struct.Struct
+    KIND = "index"
+
+    def __init__(self, path: str, base_offset: int, max_index_size: int = 10485760,
+                 *, preallocate: bool = False) -> None:
+        self.path = path
+        self.base_offset = base_offset
+        self._entry_size = self.ENTRY.size
+        self._max_index_size = max(self._entry_size, max_index_size - max_index_size % self._entry_size)
+        self._mm: mmap.mmap | None = None
+        self._closed = False
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            self._file_length = os.fstat(fd).st_size  # kept for sanity_check (torn entry)
+            self._entries = self._file_length // self._entry_size
+            self._length = self._file_length
+            if preallocate and self._length != self._max_index_size:
+                os.ftruncate(fd, self._max_index_size)
+                self._length = self._max_index_size
+                self._entries = min(self._entries, self._length // self._entry_size)
+            if self._length > 0:
+                self._mm = mmap.mmap(fd, self._length)
+        finally:
+            os.close(fd)  # mmap keeps its own duplicate of the descriptor
+
+    # -- properties ---------------------------------------------------------------------------
+
+    @property
+    def entries(self) -> int:
+        """Number of valid entries."""
+        return self._entries
+
+    @property
+    def max_entries(self) -> int:
+        """Entries that fit in the current mapping (shrinks to ``entries`` once trimmed)."""
+        return self._length // self._entry_size
+
+    @property
+    def is_full(self) -> bool:
+        """True when no further entry fits; the segment must roll."""
+        return self._entries >= self.max_entries
+
+    @property
+    def size_in_bytes(self) -> int:
+        """Bytes of valid entries (the file is longer while preallocated)."""
+        return self._entries * self._entry_size
+
+    # -- internals ----------------------------------------------------------------------------
+
+    def _map(self) -> mmap.mmap:
+        if self._closed:
+            raise LogClosedError(f"{self.KIND} {self.path} is closed")
+        assert self._mm is not None, "entries > 0 implies a mapping"
+        return self._mm
+
+    def _entry(self, slot: int) -> tuple[int, int]:
+        return self.ENTRY.unpack_from(self._map(), slot * self._entry_size)  # type: ignore[return-value]
+
+    def _largest_lower_bound_slot(self, target: int, field: int = 0) -> int:
+        """Slot of the last entry whose ``field`` is <= target, or -1 (binary search, warm first).
+
+        ``field`` 0 is the search key (relative offset / timestamp); the time index also
+        searches by its field 1 (relative offset) when truncating.
+        """
+        n = self._entries
+        if n == 0:
+            return -1
+        mm, size, unpack = self._map(), self._entry_size, self.ENTRY.unpack_from
+
+        def key(slot: int) -> int:
+            return unpack(mm, slot * size)[field]  # type: ignore[no-any-return]
+
+        if key(0) > target:
+            return -1
+        warm = max(0, n - 1 - _WARM_BYTES // size)
+        lo, hi = (warm, n - 1) if key(warm) <= target else (0, warm)
+        while lo < hi:  # invariant: key(lo) <= target and the answer is in [lo, hi]
+            mid = (lo + hi + 1) // 2
+            if key(mid) <= target:
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo
+
+    def _truncate_to_entries(self, entries: int) -> None:
+        self._entries = max(0, min(entries, self._entries))
+
+    def _relative(self, offset: int) -> int:
+        rel = offset - self.base_offset
+        if not 0 <= rel <= INT32_MAX:
+            raise LogError(f"offset {offset} does not fit {self.KIND} of segment {self.base_offset}")
+        return rel
+
+    def _check_length(self) -> None:
+        if self._file_length % self._entry_size:
+            raise CorruptLogError(
+                f"Corrupt {self.KIND} {self.path}: length {self._file_length} is not a multiple of "
+                f"{self._entry_size}")
+
+    # -- public maintenance -------------------------------------------------------------------
+
+    def iter_entries(self) -> Iterator[tuple[int, int]]:
+        """Raw entries in file order (relative offsets as stored)."""
+        if self._entries == 0:
+            return iter(())
+        return self.ENTRY.iter_unpack(self._map()[: self._entries * self._entry_size])  # type: ignore[return-value]
+
+    def reset(self) -> None:
+        """Forget every entry and preallocate again, ready for a rebuild (Kafka ``reset``)."""
+        self._entries = 0
+        self.resize(self._max_index_size)
+
+    def resize(self, new_size: int) -> None:
+        """Remap at ``new_size`` bytes (rounded down to whole entries), keeping entries that fit."""
+        if self._closed:
+            raise LogClosedError(f"{self.KIND} {self.path} is closed")
+        new_len = new_size - new_size % self._entry_size
+        if new_len == self._length:
+            return
+        if self._mm is not None:
+            self._mm.close()
+            self._mm = None
+        os.truncate(self.path, new_len)
+        self._length = self._file_length = new_len
+        self._entries = min(self._entries, new_len // self._entry_size)
+        if new_len > 0:
+            fd = os.open(self.path, os.O_RDWR)
+            try:
+                self._mm = mmap.mmap(fd, new_len)
+            finally:
+                os.close(fd)
+
+    def preallocate(self) -> None:
+        """Grow back to ``segment.index.bytes`` (a truncated segment becomes active again)."""
+        self.resize(self._max_index_size)
+
+    def trim_to_valid_size(self) -> None:
+        """Cut the file to its real entries (on roll and close)."""
+        self.resize(self._entries * self._entry_size)
+
+    def flush(self) -> None:
+        """msync the mapping so the entries reach the disk."""
+        if self._mm is not None and not self._closed:
+            self._mm.flush()
+
+    def rename(self, new_path: str) -> None:
+        """Rename the file (e.g. to ``.deleted``); the mapping stays valid."""
+        os.rename(self.path, new_path)
+        self.path = new_path
+
+    def close(self) -> None:
+        """Trim, unmap and forget; further calls raise LogClosedError."""
+        if self._closed:
+            return
+        if os.path.exists(self.path):
+            self.trim_to_valid_size()
+        if self._mm is not None:
+            self._mm.close()
+            self._mm = None
+        self._closed = True
+
+    def delete(self) -> None:
+        """Unmap and remove the file."""
+        if self._mm is not None:
+            self._mm.close()
+            self._mm = None
+        self._closed = True
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+
+
+class OffsetIndex(_MmapIndex):
+    """Sparse map from offset to byte position in the segment's ``.log`` file (``.index``).
+
+    Format: 8-byte big-endian entries ``relativeOffset int32 | position int32`` where
+    ``relativeOffset = offset - base_offset`` (so a segment holds at most 2**31 offsets) and
+    ``position`` is the byte position of a batch start in the ``.log``. Following Kafka's
+    ``LogSegment.append``, the key is the *largest* offset of the appended batch(es) and the
+    position is where that append started, so ``lookup(t)`` names a batch that ends at or before
+    ``t``; the reader scans batch headers forward from there to the first batch whose last
+    offset is >= ``t``. Entries are strictly increasing in both fields.
+    """
+
+    ENTRY = struct.Struct(">ii")
+    KIND = "offset index"
+
+    @property
+    def last_offset(self) -> int:
+        """Offset of the last entry, or the base offset when empty (Kafka ``lastOffset``)."""
+        if self._entries == 0:
+            return self.base_offset
+        return self.base_offset + self._entry(self._entries - 1)[0]
+
+    def entry(self, slot: int) -> OffsetPosition:
+        """Absolute (offset, position) of entry ``slot``."""
+        rel, pos = self._entry(slot)
+        return self.base_offset + rel, pos
+
+    def lookup(self, target_offset: int) -> OffsetPosition:
+        """Greatest entry with offset <= target; ``(base_offset, 0)`` when there is none."""
+        slot = self._largest_lower_bound_slot(target_offset - self.base_offset)
+        return (self.base_offset, 0) if slot < 0 else self.entry(slot)
+
+    def append(self, offset: int, position: int) -> bool:
+        """Add an entry; ignored (False) unless offset and position both grow, or when full."""
+        rel = self._relative(offset)
+        if self._entries:
+            last_rel, last_pos = self._entry(self._entries - 1)
+            if rel <= last_rel or position <= last_pos:
+                return False
+        if self.is_full or not 0 <= position <= INT32_MAX:
+            return False
+        self.ENTRY.pack_into(self._map(), self._entries * self._entry_size, rel, position)
+        self._entries += 1
+        return True
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop every entry whose offset is >= ``offset`` (Kafka ``OffsetIndex.truncateTo``)."""
+        slot = self._largest_lower_bound_slot(offset - self.base_offset)
+        if slot < 0:
+            self._truncate_to_entries(0)
+        elif self._entry(slot)[0] == offset - self.base_offset:
+            self._truncate_to_entries(slot)
+        else:
+            self._truncate_to_entries(slot + 1)
+
+    def sanity_check(self, log_size: int | None = None) -> None:
+        """Raise CorruptLogError unless every entry is in range and strictly increasing."""
+        self._check_length()
+        prev_rel, prev_pos = -1, -1
+        for rel, pos in self.iter_entries():
+            if rel <= prev_rel or pos <= prev_pos or pos < 0:
+                raise CorruptLogError(
+                    f"Corrupt offset index {self.path}: entry ({rel}, {pos}) does not follow "
+                    f"({prev_rel}, {prev_pos})")
+            prev_rel, prev_pos = rel, pos
+        if log_size is not None and prev_pos >= max(log_size, 1):
+            raise CorruptLogError(
+                f"Corrupt offset index {self.path}: position {prev_pos} is beyond the log end {log_size}")
+
+
+class TimeIndex(_MmapIndex):
+    """Sparse map from timestamp to offset (``.timeindex``).
+
+    Format: 12-byte big-endian entries ``timestamp int64 | relativeOffset int32``. An entry
+    (T, O) means "the largest timestamp seen up to offset O is T", so timestamps are strictly
+    increasing and offsets never decrease. One slot is always kept free so that rolling the
+    segment can record its final max timestamp (Kafka ``TimeIndex.isFull``).
+    """
+
+    ENTRY = struct.Struct(">qi")
+    KIND = "time index"
+
+    @property
+    def is_full(self) -> bool:
+        return self._entries >= self.max_entries - 1
+
+    def entry(self, slot: int) -> TimestampOffset:
+        """Absolute (timestamp, offset) of entry ``slot``."""
+        ts, rel = self._entry(slot)
+        return ts, self.base_offset + rel
+
+    @property
+    def last_entry(self) -> TimestampOffset:
+        """Last (timestamp, offset), or ``(-1, base_offset)`` when empty."""
+        if self._entries == 0:
+            return -1, self.base_offset
+        return self.entry(self._entries - 1)
+
+    def lookup(self, target_timestamp: int) -> TimestampOffset:
+        """Greatest entry with timestamp <= target; ``(-1, base_offset)`` when there is none."""
+        slot = self._largest_lower_bound_slot(target_timestamp)
+        return (-1, self.base_offset) if slot < 0 else self.entry(slot)
+
+    def maybe_append(self, timestamp: int, offset: int, *, skip_full_check: bool = False) -> bool:
+        """Add (timestamp, offset) if the timestamp grows; False when ignored."""
+        if timestamp < 0:
+            return False
+        rel = self._relative(offset)
+        if self._entries:
+            last_ts, last_rel = self._entry(self._entries - 1)
+            if timestamp <= last_ts or rel < last_rel:
+                return False
+        if self._entries >= self.max_entries or (self.is_full and not skip_full_check):
+            return False
+        self.ENTRY.pack_into(self._map(), self._entries * self._entry_size, timestamp, rel)
+        self._entries += 1
+        return True
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop every entry whose offset is >= ``offset``."""
+        target = offset - self.base_offset
+        slot = self._largest_lower_bound_slot(target, field=1)
+        if slot < 0:
+            self._truncate_to_entries(0)
+        elif self._entry(slot)[1] == target:
+            # Several entries may share an offset; keep none of them.
+            while slot > 0 and self._entry(slot - 1)[1] == target:
+                slot -= 1
+            self._truncate_to_entries(slot)
+        else:
+            self._truncate_to_entries(slot + 1)
+
+    def sanity_check(self, log_size: int | None = None) -> None:
+        """Raise CorruptLogError unless timestamps strictly increase and offsets never decrease."""
+        self._check_length()
+        prev_ts, prev_rel = -1, 0
+        for ts, rel in self.iter_entries():
+            if ts <= prev_ts or rel < prev_rel:
+                raise CorruptLogError(
+                    f"Corrupt time index {self.path}: entry ({ts}, {rel}) does not follow "
+                    f"({prev_ts}, {prev_rel})")
+            prev_ts, prev_rel = ts, rel

@@ -1,0 +1,562 @@
+"""``PartitionLog``: the ordered segments of one partition and its offsets.
+
+Directory ``<log.dir>/<topic>-<partition>`` holds the segment files (see ``segment.py``),
+``partition.metadata`` (see ``checkpoint.py``) and, in flight, ``*.deleted`` / ``*.swap``
+files cleaned up by ``loader.py`` at the next open.
+
+Offsets kept here (Kafka ``UnifiedLog``): ``log_start_offset`` (first visible offset; moved by
+retention), ``log_end_offset`` (LEO, next offset to assign), ``high_watermark`` (set by the
+replication layer, clamped to [log start, LEO]; retention never deletes at or above it) and
+``recovery_point`` (everything below it was fsynced, so an unclean restart only re-validates
+from the segment holding it).
+
+Every method is synchronous and short enough for the event loop; time comes in as ``now_ms``.
+Not thread-safe.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import uuid
+from bisect import bisect_right
+from dataclasses import dataclass
+
+from pybroker.log.checkpoint import PartitionMetadataFile, fsync_dir
+from pybroker.log.config import LogConfig
+from pybroker.log.errors import (
+    LogClosedError,
+    OffsetOutOfRangeError,
+    UnexpectedAppendOffsetError,
+)
+from pybroker.log.file_slice import FileSlice
+from pybroker.log.loader import load_segments
+from pybroker.log.producer_state import ProducerStateManager, SequenceCheck
+from pybroker.log.retention import (
+    Predicate,
+    deletable_segments,
+    log_start_breached,
+    retention_ms_breached,
+    retention_size_breached,
+)
+from pybroker.log.segment import LogSegment
+from pybroker.records.batch import (
+    RecordBatch,
+    increment_sequence,
+    set_base_offset,
+    set_log_append_time,
+    set_partition_leader_epoch,
+    validate_batch,
+)
+from pybroker.records.constants import CONTROL_FLAG_MASK, RECORD_BATCH_OVERHEAD
+from pybroker.records.errors import CorruptRecordError, RecordTooLargeError
+
+__all__ = ["PartitionLog", "AppendInfo", "FetchInfo"]
+
+logger = logging.getLogger("pybroker.log")
+
+PARTITION_METADATA_FILE = "partition.metadata"
+
+
+@dataclass(frozen=True)
+class AppendInfo:
+    """Outcome of an append; ``duplicate`` means an idempotent retry answered from state."""
+
+    first_offset: int
+    last_offset: int
+    log_append_time: int  # -1 unless message.timestamp.type=LogAppendTime
+    log_start_offset: int
+    duplicate: bool
+    max_timestamp: int
+    offset_of_max_timestamp: int
+
+
+@dataclass(frozen=True)
+class FetchInfo:
+    """Whole batches read from one segment (None when there is nothing to return)."""
+
+    slices: FileSlice | None
+    log_start_offset: int
+    log_end_offset: int
+    high_watermark: int
+
+
+class PartitionLog:
+    """One partition's log; open it with ``PartitionLog.open``. See the module doc."""
+
+    def __init__(self, dir_path: str, topic: str, partition: int, config: LogConfig,
+                 segments: list[LogSegment], *, log_start_offset: int, log_end_offset: int,
+                 recovery_point: int, high_watermark: int, now_ms: int) -> None:
+        self._dir = dir_path
+        self._topic = topic
+        self._partition = partition
+        self._config = config
+        self._segments = segments
+        self._log_start_offset = log_start_offset
+        self._leo = log_end_offset
+        self._recovery_point = recovery_point
+        self._high_watermark = max(log_start_offset, min(high_watermark, log_end_offset))
+        self._now_ms = now_ms
+        self._last_flush_ms = now_ms
+        self._dir_dirty = False  # a segment file was created since the last directory fsync
+        self._pending_deletes: list[tuple[int, LogSegment]] = []
+        self._closed = False
+        self.producer_state = ProducerStateManager()
+        self._rebuild_producer_state()
+
+    @classmethod
+    def open(cls, dir_path: str, topic: str, partition: int, config: LogConfig, *, now_ms: int,
+             recovery_point: int = 0, log_start_offset: int = 0, clean_shutdown: bool = False,
+             high_watermark: int | None = None) -> PartitionLog:
+        """Load (recovering if needed, see ``loader.py``) or create the log in ``dir_path``."""
+        loaded = load_segments(dir_path, config, now_ms=now_ms, recovery_point=recovery_point,
+                               log_start_offset=log_start_offset, clean_shutdown=clean_shutdown)
+        hw = loaded.log_end_offset if high_watermark is None else high_watermark
+        log = cls(dir_path, topic, partition, config, loaded.segments,
+                  log_start_offset=loaded.log_start_offset, log_end_offset=loaded.log_end_offset,
+                  recovery_point=loaded.recovery_point, high_watermark=hw, now_ms=now_ms)
+        logger.info("Loaded log %s: log start %d, log end %d, %d segment(s)", dir_path,
+                    log.log_start_offset, log.log_end_offset, len(loaded.segments))
+        return log
+
+    def __repr__(self) -> str:
+        return (f"PartitionLog({self._topic}-{self._partition}, start={self._log_start_offset}, "
+                f"end={self._leo}, hw={self._high_watermark})")
+
+    # -- properties ---------------------------------------------------------------------------
+
+    @property
+    def topic(self) -> str:
+        return self._topic
+
+    @property
+    def partition(self) -> int:
+        return self._partition
+
+    @property
+    def dir(self) -> str:
+        return self._dir
+
+    @property
+    def config(self) -> LogConfig:
+        return self._config
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        """LEO: the offset the next appended record gets."""
+        return self._leo
+
+    @property
+    def recovery_point(self) -> int:
+        """Everything below this offset is fsynced."""
+        return self._recovery_point
+
+    @property
+    def last_flush_ms(self) -> int:
+        return self._last_flush_ms
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def high_watermark(self) -> int:
+        return self._high_watermark
+
+    @high_watermark.setter
+    def high_watermark(self, offset: int) -> None:
+        self.set_high_watermark(offset)
+
+    def set_high_watermark(self, offset: int) -> int:
+        """Set the HW clamped to [log start, LEO]; returns the value stored."""
+        self._high_watermark = max(self._log_start_offset, min(offset, self._leo))
+        return self._high_watermark
+
+    @property
+    def segments(self) -> list[LogSegment]:
+        """The segments in base-offset order (a copy); the last one is active."""
+        return list(self._segments)
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._segments[-1]
+
+    @property
+    def size_in_bytes(self) -> int:
+        return sum(s.size for s in self._segments)
+
+    @property
+    def unflushed_messages(self) -> int:
+        return self._leo - self._recovery_point
+
+    @property
+    def topic_id(self) -> uuid.UUID | None:
+        """Topic id recorded in ``partition.metadata``, None when absent."""
+        return PartitionMetadataFile(os.path.join(self._dir, PARTITION_METADATA_FILE)).read()
+
+    def assign_topic_id(self, topic_id: uuid.UUID) -> None:
+        """Write ``partition.metadata`` (atomically)."""
+        PartitionMetadataFile(os.path.join(self._dir, PARTITION_METADATA_FILE)).write(topic_id)
+
+    def update_config(self, config: LogConfig) -> None:
+        """New settings apply to the next append, roll and retention run."""
+        self._config = config
+
+    # -- appends ------------------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise LogClosedError(f"log {self._dir} is closed")
+
+    def append_as_leader(self, batch: bytearray, *, leader_epoch: int, now_ms: int) -> AppendInfo:
+        """Assign offsets to ONE validated v2 batch, stamp it in place and write it.
+
+        The caller validated the CRC. Raises RecordTooLargeError, OutOfOrderSequenceError,
+        InvalidProducerEpochError or UnknownProducerIdError without writing anything; an
+        idempotent retry of a retained batch returns its original offsets (duplicate=True).
+        """
+        self._check_open()
+        self._now_ms = now_ms
+        rb = RecordBatch(batch)
+        size = rb.size
+        if size != len(batch):
+            raise CorruptRecordError(f"expected exactly one batch of {size} bytes, got {len(batch)} bytes")
+        if size > self._config.max_message_bytes:
+            raise RecordTooLargeError(
+                f"batch of {size} bytes exceeds max.message.bytes {self._config.max_message_bytes}")
+        h = rb.header()
+        idempotent = h.producer_id >= 0 and h.base_sequence >= 0 and not rb.is_control
+        last_seq = increment_sequence(h.base_sequence, h.last_offset_delta) if idempotent else -1
+        if idempotent:
+            check = self.producer_state.check_and_prepare(h.producer_id, h.producer_epoch,
+                                                          h.base_sequence, last_seq)
+            if check.kind is SequenceCheck.DUPLICATE and check.duplicate is not None:
+                dup = check.duplicate
+                return AppendInfo(dup.first_offset, dup.last_offset,
+                                  dup.timestamp if self._config.log_append_time else -1,
+                                  self._log_start_offset, True, dup.timestamp, dup.last_offset)
+        base = self._leo
+        last = base + h.last_offset_delta
+        set_base_offset(batch, 0, base)
+        set_partition_leader_epoch(batch, 0, leader_epoch)
+        log_append_time = -1
+        max_ts = h.max_timestamp
+        if self._config.log_append_time:
+            set_log_append_time(batch, 0, now_ms)
+            log_append_time = max_ts = now_ms
+        segment = self._maybe_roll_for(size, now_ms, max_ts, last)
+        segment.append(last, max_ts, last, batch)
+        self._leo = last + 1
+        if idempotent:
+            self.producer_state.update(h.producer_id, h.producer_epoch, h.base_sequence, last_seq,
+                                       base, last, max_ts)
+        elif h.producer_id >= 0:
+            self.producer_state.load_batch(h.producer_id, h.producer_epoch, h.base_sequence, last_seq,
+                                           base, last, max_ts, is_control=rb.is_control)
+        if self.unflushed_messages >= self._config.flush_messages:
+            self.flush()
+        return AppendInfo(base, last, log_append_time, self._log_start_offset, False, max_ts, last)
+
+    def append_as_follower(self, batches: bytes | bytearray | memoryview, *,
+                           now_ms: int | None = None) -> AppendInfo:
+        """Append batches fetched from the leader as-is (offsets already assigned).
+
+        Each batch is CRC-checked; the first must start at or after the LEO and offsets must
+        grow, else UnexpectedAppendOffsetError. A trailing partial batch (a fetch response cut
+        at max_bytes) is ignored, as Kafka's MemoryRecords iteration does. One ``os.write`` per
+        batch keeps every index entry exact and lets a roll happen between batches.
+        """
+        self._check_open()
+        if now_ms is not None:
+            self._now_ms = now_ms
+        view = memoryview(batches)
+        parsed: list[RecordBatch] = []
+        pos, prev_last = 0, self._leo - 1
+        while pos + RECORD_BATCH_OVERHEAD <= len(view):
+            if pos + RecordBatch(view, pos).size > len(view):
+                break
+            rb = validate_batch(view, pos)
+            if rb.base_offset <= prev_last:
+                raise UnexpectedAppendOffsetError(
+                    f"Out of order offsets in append to {self._dir}: batch at {rb.base_offset} after "
+                    f"offset {prev_last} (log end {self._leo})", rb.base_offset, rb.last_offset)
+            prev_last = rb.last_offset
+            parsed.append(rb)
+            pos += rb.size
+        if not parsed:
+            return AppendInfo(-1, -1, -1, self._log_start_offset, False, -1, -1)
+        max_ts, offset_of_max = -1, -1
+        for rb in parsed:
+            h = rb.header()
+            last = rb.last_offset
+            segment = self._maybe_roll_for(rb.size, self._now_ms, h.max_timestamp, last, first=h.base_offset)
+            segment.append(last, h.max_timestamp, last, rb.raw())
+            self._leo = last + 1
+            if h.max_timestamp > max_ts:
+                max_ts, offset_of_max = h.max_timestamp, last
+            last_seq = increment_sequence(h.base_sequence, h.last_offset_delta) if h.base_sequence >= 0 else -1
+            self.producer_state.load_batch(h.producer_id, h.producer_epoch, h.base_sequence, last_seq,
+                                           h.base_offset, last, h.max_timestamp, is_control=rb.is_control)
+        if self.unflushed_messages >= self._config.flush_messages:
+            self.flush()
+        return AppendInfo(parsed[0].base_offset, parsed[-1].last_offset, -1, self._log_start_offset,
+                          False, max_ts, offset_of_max)
+
+    def _maybe_roll_for(self, size: int, now_ms: int, max_timestamp: int, max_offset: int,
+                        first: int | None = None) -> LogSegment:
+        active = self._segments[-1]
+        if active.should_roll(size, now_ms, self._config, max_timestamp=max_timestamp, max_offset=max_offset):
+            return self.roll(now_ms, max(first if first is not None else self._leo, self._leo))
+        return active
+
+    def roll(self, now_ms: int, new_base: int | None = None) -> LogSegment:
+        """Close the active segment for appends and start one at ``new_base`` (default LEO)."""
+        self._check_open()
+        base = self._leo if new_base is None else max(new_base, self._leo)
+        active = self._segments[-1]
+        if active.base_offset == base and active.size == 0:
+            return active
+        active.roll_close()
+        segment = LogSegment.open(self._dir, base, self._config, created_ms=now_ms, active=True)
+        if segment.size:  # a stale file with this base offset (e.g. a crash during truncation)
+            logger.warning("Newly rolled segment %s already exists; deleting its content", segment.log_path)
+            segment.truncate_to(base)
+        self._segments.append(segment)
+        self._dir_dirty = True
+        logger.info("Rolled new segment %s for %s-%d", segment.log_path, self._topic, self._partition)
+        return segment
+
+    def maybe_roll(self, now_ms: int) -> bool:
+        """Roll the active segment if segment.ms elapsed since it was created (idle partitions)."""
+        self._check_open()
+        self._now_ms = now_ms
+        if self._segments[-1].should_roll(0, now_ms, self._config):
+            self.roll(now_ms)
+            return True
+        return False
+
+    # -- reads --------------------------------------------------------------------------------
+
+    def _floor_segment_index(self, offset: int) -> int:
+        return max(0, bisect_right([s.base_offset for s in self._segments], offset) - 1)
+
+    def read(self, fetch_offset: int, max_bytes: int, *, max_offset: int | None = None,
+             min_one_batch: bool = True) -> FetchInfo:
+        """Whole batches from the one holding ``fetch_offset``, from a single segment (like Kafka).
+
+        ``max_offset`` is an exclusive bound (e.g. the high watermark for consumers).
+        """
+        self._check_open()
+        if fetch_offset < self._log_start_offset or fetch_offset > self._leo:
+            raise OffsetOutOfRangeError(fetch_offset, self._log_start_offset, self._leo)
+        found: FileSlice | None = None
+        if fetch_offset < self._leo and (max_offset is None or fetch_offset < max_offset):
+            for segment in self._segments[self._floor_segment_index(fetch_offset):]:
+                found = segment.read(fetch_offset, max_bytes, min_one_batch=min_one_batch,
+                                     max_offset=max_offset)
+                if found is not None:
+                    break
+        return FetchInfo(found if found is not None and found.size else None,
+                         self._log_start_offset, self._leo, self._high_watermark)
+
+    def fetch_offset_by_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record with timestamp >= ``timestamp``, else None.
+
+        -2 (EARLIEST) answers ``(log_start_offset, -1)``, -1 (LATEST) ``(LEO, -1)`` and -3
+        (MAX_TIMESTAMP) ``latest_timestamp_offset()``. Capping at the high watermark for
+        consumers is the caller's job (Kafka does it in Partition, not in the log).
+        """
+        self._check_open()
+        if timestamp == -2:
+            return self._log_start_offset, -1
+        if timestamp == -1:
+            return self._leo, -1
+        if timestamp == -3:
+            found = self.latest_timestamp_offset()
+            return None if found[0] < 0 else found
+        for segment in self._segments:
+            if segment.max_timestamp_so_far >= timestamp:
+                hit = segment.find_offset_by_timestamp(timestamp, self._log_start_offset)
+                if hit is not None:
+                    return hit
+        return None
+
+    def latest_timestamp_offset(self) -> tuple[int, int]:
+        """(offset, timestamp) of the first record with the largest timestamp; (-1, -1) if none."""
+        self._check_open()
+        best: LogSegment | None = None
+        for segment in self._segments:
+            if segment.max_timestamp_so_far >= 0 and (
+                    best is None or segment.max_timestamp_so_far > best.max_timestamp_so_far):
+                best = segment
+        hit = best.offset_of_max_timestamp() if best is not None else None
+        return hit if hit is not None else (-1, -1)
+
+    # -- truncation ---------------------------------------------------------------------------
+
+    def truncate_to(self, offset: int) -> bool:
+        """Remove everything at or after ``offset`` (follower truncation); False if nothing to do.
+
+        A batch straddling ``offset`` is removed whole and the LEO becomes its base offset.
+        """
+        self._check_open()
+        if offset < 0:
+            raise ValueError(f"cannot truncate to negative offset {offset}")
+        if offset >= self._leo:
+            return False
+        if offset < self._segments[0].base_offset:
+            self.truncate_fully_and_start_at(offset)
+            return True
+        doomed = [s for s in self._segments if s.base_offset > offset]
+        self._segments = [s for s in self._segments if s.base_offset <= offset]
+        self._schedule_delete(doomed)
+        active = self._segments[-1]
+        straddling = active.find_batch(offset)
+        new_end = offset
+        if straddling is not None and straddling[1].base_offset < offset:
+            new_end = straddling[1].base_offset
+        active.truncate_to(offset)
+        logger.info("Truncated %s to offset %d", self._dir, offset)
+        self._leo = new_end
+        self._log_start_offset = min(self._log_start_offset, new_end)
+        self._recovery_point = min(self._recovery_point, new_end)
+        self._high_watermark = min(self._high_watermark, new_end)
+        if self.producer_state.needs_rebuild_after_truncation(new_end):
+            self._rebuild_producer_state()
+        return True
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Delete every segment and restart empty at ``offset`` (a follower far behind)."""
+        self._check_open()
+        self._schedule_delete(self._segments)
+        self._segments = [LogSegment.open(self._dir, offset, self._config, created_ms=self._now_ms,
+                                          active=True)]
+        self._dir_dirty = True
+        self._leo = self._log_start_offset = self._high_watermark = offset
+        self._recovery_point = min(self._recovery_point, offset)
+        self.producer_state.clear()
+        self.producer_state.truncate_head(offset)
+        logger.info("Truncated %s fully; it now starts at offset %d", self._dir, offset)
+
+    def _rebuild_producer_state(self) -> None:
+        """Replay producer fields of every batch header (records are never decoded)."""
+        self.producer_state.clear()
+        for segment in self._segments:
+            for _, h in segment.iter_headers():
+                if h.producer_id < 0:
+                    continue
+                last = h.base_offset + h.last_offset_delta
+                last_seq = increment_sequence(h.base_sequence, h.last_offset_delta) if h.base_sequence >= 0 else -1
+                self.producer_state.load_batch(h.producer_id, h.producer_epoch, h.base_sequence, last_seq,
+                                               h.base_offset, last, h.max_timestamp,
+                                               is_control=bool(h.attributes & CONTROL_FLAG_MASK))
+        self.producer_state.truncate_head(self._log_start_offset)
+
+    def increment_log_start_offset(self, offset: int) -> bool:
+        """Move the log start forward (DeleteRecords); it may not pass the high watermark."""
+        self._check_open()
+        if offset > self._high_watermark:
+            raise OffsetOutOfRangeError(offset, self._log_start_offset, self._high_watermark)
+        if offset <= self._log_start_offset:
+            return False
+        self._log_start_offset = offset
+        self.producer_state.truncate_head(offset)
+        return True
+
+    # -- flush, retention, deletion -----------------------------------------------------------
+
+    def flush(self, up_to: int | None = None, *, now_ms: int | None = None) -> None:
+        """fsync every segment holding offsets in [recovery point, up_to) and advance it."""
+        self._check_open()
+        target = self._leo if up_to is None else min(up_to, self._leo)
+        if now_ms is not None:
+            self._now_ms = now_ms
+        if target > self._recovery_point:
+            start = self._floor_segment_index(self._recovery_point)
+            for segment in self._segments[start:]:
+                if segment.base_offset >= target and segment is not self._segments[start]:
+                    break
+                segment.flush()
+            self._recovery_point = target
+        if self._dir_dirty:
+            fsync_dir(self._dir)
+            self._dir_dirty = False
+        self._last_flush_ms = self._now_ms
+
+    def delete_old_segments(self, now_ms: int) -> int:
+        """Apply log-start, retention.ms and retention.bytes (see ``retention.py``); returns count."""
+        self._check_open()
+        self._now_ms = now_ms
+        self._delete_expired_files(now_ms)
+        deleted = self._delete_segments(log_start_breached(self._log_start_offset))
+        if self._config.delete_enabled and self._config.retention_ms >= 0:
+            deleted += self._delete_segments(retention_ms_breached(now_ms, self._config.retention_ms))
+        if self._config.delete_enabled and 0 <= self._config.retention_bytes < self.size_in_bytes:
+            deleted += self._delete_segments(
+                retention_size_breached(self.size_in_bytes, self._config.retention_bytes))
+        return deleted
+
+    def _delete_segments(self, predicate: Predicate) -> int:
+        doomed = deletable_segments(self._segments, self._high_watermark, self._leo, predicate)
+        if not doomed:
+            return 0
+        if len(doomed) == len(self._segments):
+            self.roll(self._now_ms)  # there must always be an active segment
+        self._segments = self._segments[len(doomed):]
+        self._schedule_delete(doomed)
+        if self._segments[0].base_offset > self._log_start_offset:
+            self._log_start_offset = self._segments[0].base_offset
+            self._high_watermark = max(self._high_watermark, self._log_start_offset)
+            self._recovery_point = max(self._recovery_point, self._log_start_offset)
+        self.producer_state.truncate_head(self._log_start_offset)
+        logger.info("Deleted %d segment(s) of %s; log start offset is now %d", len(doomed), self._dir,
+                    self._log_start_offset)
+        return len(doomed)
+
+    def _schedule_delete(self, segments: list[LogSegment]) -> None:
+        """Rename to ``.deleted`` now; remove after file.delete.delay.ms so open slices finish."""
+        for segment in segments:
+            segment.rename_to_deleted()
+            if self._config.file_delete_delay_ms <= 0:
+                segment.delete()
+            else:
+                self._pending_deletes.append((self._now_ms + self._config.file_delete_delay_ms, segment))
+
+    def _delete_expired_files(self, now_ms: int, *, force: bool = False) -> None:
+        keep: list[tuple[int, LogSegment]] = []
+        for deadline, segment in self._pending_deletes:
+            if force or now_ms >= deadline:
+                segment.delete()
+            else:
+                keep.append((deadline, segment))
+        self._pending_deletes = keep
+
+    def close(self) -> None:
+        """Flush, close every segment (trimming indexes) and remove pending deletions."""
+        if self._closed:
+            return
+        self.flush()
+        for segment in self._segments:
+            segment.close()
+        self._delete_expired_files(self._now_ms, force=True)
+        self._closed = True
+
+    def delete(self, rename_to: str | None = None) -> None:
+        """Close without flushing and remove the directory, renamed to ``rename_to`` first.
+
+        The rename comes first so that a crash mid-way leaves a ``-delete`` directory that
+        the next startup removes, never a half-deleted partition that would be loaded.
+        """
+        if rename_to is not None:
+            os.rename(self._dir, rename_to)
+            self._dir = rename_to
+        for segment in self._segments:
+            segment.delete()  # closes descriptors; the unlinks miss after a rename, rmtree does them
+        self._delete_expired_files(self._now_ms, force=True)
+        self._closed = True
+        shutil.rmtree(self._dir, ignore_errors=True)
