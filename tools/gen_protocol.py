@@ -1,6 +1,9 @@
 #!/usr/bin/env python3
 """Generate pybroker/protocol/messages/*.py from Apache Kafka's JSON message specs.
 
+Reads ``message/`` (API messages, headers, embedded data schemas) and
+``coordinator-records/`` (internal-topic and producer-snapshot record schemas).
+
 The output is committed: plain dataclasses plus per-class ``_SCHEMA`` data tables
 that the hand-written engine in ``pybroker/protocol/schema.py`` interprets.  Nothing
 is exec'd or compiled at import time, and the output is byte-for-byte deterministic
@@ -10,6 +13,7 @@ Usage::
 
     python tools/gen_protocol.py            # (re)write the generated files
     python tools/gen_protocol.py --check    # exit 1 and list files that differ
+    python tools/gen_protocol.py --spec-dir A --spec-dir B   # other spec folders
 """
 
 from __future__ import annotations
@@ -25,7 +29,8 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
-DEFAULT_SPEC_DIR = REPO.parent / "shared" / "kafka-protocol" / "message"
+KAFKA_PROTOCOL_DIR = REPO.parent / "shared" / "kafka-protocol"
+DEFAULT_SPEC_DIRS = [KAFKA_PROTOCOL_DIR / "message", KAFKA_PROTOCOL_DIR / "coordinator-records"]
 PROTOCOL_DIR = REPO / "pybroker" / "protocol"
 MESSAGES_DIR = PROTOCOL_DIR / "messages"
 
@@ -183,12 +188,17 @@ def load_message(path: Path) -> MessageDef:
             if nullable and not (elem not in PRIMITIVES or t.startswith("[]") or t in NULLABLE_OK):
                 raise SystemExit(f"{path.name}: {f['name']} of type {t} cannot be nullable")
             tag = f.get("tag")
+            tagged = parse_versions(f.get("taggedVersions"))
+            # Like Kafka's FieldSpec: a tagged field without "versions" exists in its tagged versions.
+            versions = parse_versions(f.get("versions")) or tagged
+            if versions is None:
+                raise SystemExit(f"{path.name}: {f['name']} has no versions")
             out.append(FieldDef(
                 name=f["name"], attr=attr, type=t,
-                versions=parse_versions(f["versions"]) or NO_VERSIONS,
+                versions=versions,
                 nullable=nullable,
                 tag=None if tag is None else int(tag),
-                tagged=parse_versions(f.get("taggedVersions")),
+                tagged=tagged,
                 flexible=parse_versions(f.get("flexibleVersions")),
                 default=f.get("default"),
                 about=" ".join(str(f.get("about", "")).split()),
@@ -401,12 +411,19 @@ def api_base(name: str) -> str:
     return name
 
 
-def generate(spec_dir: Path) -> dict[Path, str]:
-    """Return ``{output path: content}`` for every generated file."""
-    paths = sorted(spec_dir.glob("*.json"))
-    if not paths:
-        raise SystemExit(f"no *.json specs found in {spec_dir}")
+def generate(spec_dirs: list[Path]) -> dict[Path, str]:
+    """Return ``{output path: content}`` for every generated file, from all ``spec_dirs``."""
+    paths: list[Path] = []
+    for spec_dir in spec_dirs:
+        found = sorted(spec_dir.glob("*.json"))
+        if not found:
+            raise SystemExit(f"no *.json specs found in {spec_dir}")
+        paths += found
     msgs = [load_message(p) for p in paths]
+    by_name: dict[str, str] = {}
+    for m, p in zip(msgs, paths):
+        if by_name.setdefault(m.name, str(p)) != str(p):
+            raise SystemExit(f"{m.name} defined in both {by_name[m.name]} and {p}")
     modules: dict[str, list[MessageDef]] = {}
     api_names: dict[int, str] = {}
     for m in msgs:
@@ -554,12 +571,13 @@ def _existing(out_dir: Path) -> set[Path]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    ap.add_argument("--spec-dir", type=Path, default=DEFAULT_SPEC_DIR,
-                    help="directory of Kafka *.json message specs (default: %(default)s)")
+    ap.add_argument("--spec-dir", type=Path, action="append", dest="spec_dirs",
+                    help="directory of Kafka *.json specs; repeatable (default: "
+                         f"{' and '.join(str(d) for d in DEFAULT_SPEC_DIRS)})")
     ap.add_argument("--check", action="store_true",
                     help="do not write; exit 1 if committed files differ from the specs")
     args = ap.parse_args(argv)
-    files = generate(args.spec_dir)
+    files = generate(args.spec_dirs or DEFAULT_SPEC_DIRS)
     stale = _existing(MESSAGES_DIR) - set(files)
     if args.check:
         bad = sorted(

@@ -66,6 +66,8 @@ if TYPE_CHECKING:
     from pybroker.protocol.messages.fetch_snapshot import FetchSnapshotRequest, FetchSnapshotResponse
     from pybroker.protocol.messages.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
     from pybroker.protocol.messages.get_telemetry_subscriptions import GetTelemetrySubscriptionsRequest, GetTelemetrySubscriptionsResponse
+    from pybroker.protocol.messages.group_metadata_key import GroupMetadataKey
+    from pybroker.protocol.messages.group_metadata_value import GroupMetadataValue
     from pybroker.protocol.messages.heartbeat import HeartbeatRequest, HeartbeatResponse
     from pybroker.protocol.messages.incremental_alter_configs import IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse
     from pybroker.protocol.messages.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
@@ -82,10 +84,13 @@ if TYPE_CHECKING:
     from pybroker.protocol.messages.list_transactions import ListTransactionsRequest, ListTransactionsResponse
     from pybroker.protocol.messages.metadata import MetadataRequest, MetadataResponse
     from pybroker.protocol.messages.offset_commit import OffsetCommitRequest, OffsetCommitResponse
+    from pybroker.protocol.messages.offset_commit_key import OffsetCommitKey
+    from pybroker.protocol.messages.offset_commit_value import OffsetCommitValue
     from pybroker.protocol.messages.offset_delete import OffsetDeleteRequest, OffsetDeleteResponse
     from pybroker.protocol.messages.offset_fetch import OffsetFetchRequest, OffsetFetchResponse
     from pybroker.protocol.messages.offset_for_leader_epoch import OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse
     from pybroker.protocol.messages.produce import ProduceRequest, ProduceResponse
+    from pybroker.protocol.messages.producer_snapshot import ProducerSnapshot
     from pybroker.protocol.messages.push_telemetry import PushTelemetryRequest, PushTelemetryResponse
     from pybroker.protocol.messages.read_share_group_state import ReadShareGroupStateRequest, ReadShareGroupStateResponse
     from pybroker.protocol.messages.read_share_group_state_summary import ReadShareGroupStateSummaryRequest, ReadShareGroupStateSummaryResponse
@@ -103,6 +108,8 @@ if TYPE_CHECKING:
     from pybroker.protocol.messages.snapshot_header_record import SnapshotHeaderRecord
     from pybroker.protocol.messages.stop_replica import StopReplicaRequest, StopReplicaResponse
     from pybroker.protocol.messages.sync_group import SyncGroupRequest, SyncGroupResponse
+    from pybroker.protocol.messages.transaction_log_key import TransactionLogKey
+    from pybroker.protocol.messages.transaction_log_value import TransactionLogValue
     from pybroker.protocol.messages.txn_offset_commit import TxnOffsetCommitRequest, TxnOffsetCommitResponse
     from pybroker.protocol.messages.unregister_broker import UnregisterBrokerRequest, UnregisterBrokerResponse
     from pybroker.protocol.messages.update_features import UpdateFeaturesRequest, UpdateFeaturesResponse
@@ -313,6 +320,8 @@ _MODULE_OF: dict[str, str] = {
     'FindCoordinatorResponse': 'find_coordinator',
     'GetTelemetrySubscriptionsRequest': 'get_telemetry_subscriptions',
     'GetTelemetrySubscriptionsResponse': 'get_telemetry_subscriptions',
+    'GroupMetadataKey': 'group_metadata_key',
+    'GroupMetadataValue': 'group_metadata_value',
     'HeartbeatRequest': 'heartbeat',
     'HeartbeatResponse': 'heartbeat',
     'IncrementalAlterConfigsRequest': 'incremental_alter_configs',
@@ -341,8 +350,10 @@ _MODULE_OF: dict[str, str] = {
     'ListTransactionsResponse': 'list_transactions',
     'MetadataRequest': 'metadata',
     'MetadataResponse': 'metadata',
+    'OffsetCommitKey': 'offset_commit_key',
     'OffsetCommitRequest': 'offset_commit',
     'OffsetCommitResponse': 'offset_commit',
+    'OffsetCommitValue': 'offset_commit_value',
     'OffsetDeleteRequest': 'offset_delete',
     'OffsetDeleteResponse': 'offset_delete',
     'OffsetFetchRequest': 'offset_fetch',
@@ -351,6 +362,7 @@ _MODULE_OF: dict[str, str] = {
     'OffsetForLeaderEpochResponse': 'offset_for_leader_epoch',
     'ProduceRequest': 'produce',
     'ProduceResponse': 'produce',
+    'ProducerSnapshot': 'producer_snapshot',
     'PushTelemetryRequest': 'push_telemetry',
     'PushTelemetryResponse': 'push_telemetry',
     'ReadShareGroupStateRequest': 'read_share_group_state',
@@ -381,6 +393,8 @@ _MODULE_OF: dict[str, str] = {
     'StopReplicaResponse': 'stop_replica',
     'SyncGroupRequest': 'sync_group',
     'SyncGroupResponse': 'sync_group',
+    'TransactionLogKey': 'transaction_log_key',
+    'TransactionLogValue': 'transaction_log_value',
     'TxnOffsetCommitRequest': 'txn_offset_commit',
     'TxnOffsetCommitResponse': 'txn_offset_commit',
     'UnregisterBrokerRequest': 'unregister_broker',
@@ -685,6 +699,8 @@ __all__ = [
     'FindCoordinatorResponse',
     'GetTelemetrySubscriptionsRequest',
     'GetTelemetrySubscriptionsResponse',
+    'GroupMetadataKey',
+    'GroupMetadataValue',
     'HeartbeatRequest',
     'HeartbeatResponse',
     'IncrementalAlterConfigsRequest',
@@ -713,8 +729,10 @@ __all__ = [
     'ListTransactionsResponse',
     'MetadataRequest',
     'MetadataResponse',
+    'OffsetCommitKey',
     'OffsetCommitRequest',
     'OffsetCommitResponse',
+    'OffsetCommitValue',
     'OffsetDeleteRequest',
     'OffsetDeleteResponse',
     'OffsetFetchRequest',
@@ -723,6 +741,7 @@ __all__ = [
     'OffsetForLeaderEpochResponse',
     'ProduceRequest',
     'ProduceResponse',
+    'ProducerSnapshot',
     'PushTelemetryRequest',
     'PushTelemetryResponse',
     'REQUEST_CLASSES',
@@ -755,6 +774,8 @@ __all__ = [
     'StopReplicaResponse',
     'SyncGroupRequest',
     'SyncGroupResponse',
+    'TransactionLogKey',
+    'TransactionLogValue',
     'TxnOffsetCommitRequest',
     'TxnOffsetCommitResponse',
     'UnregisterBrokerRequest',

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[3]
-SPEC_DIR = REPO.parent / "shared" / "kafka-protocol" / "message"
+SPEC_DIRS = [REPO.parent / "shared" / "kafka-protocol" / d for d in ("message", "coordinator-records")]
 
 
-@pytest.mark.skipif(not SPEC_DIR.is_dir(),
-                    reason=f"Kafka message specs not present at {SPEC_DIR} (../shared is absent)")
+@pytest.mark.skipif(not all(d.is_dir() for d in SPEC_DIRS),
+                    reason=f"Kafka specs not present at {SPEC_DIRS} (../shared is absent)")
 def test_generated_files_are_up_to_date() -> None:
     proc = subprocess.run([sys.executable, str(REPO / "tools" / "gen_protocol.py"), "--check"],
                           capture_output=True, text=True, timeout=120)
