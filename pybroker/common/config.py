@@ -31,6 +31,14 @@ def at_least(minimum: int | float) -> Validator:
     return check
 
 
+def between(minimum: int | float, maximum: int | float) -> Validator:
+    def check(key: str, value: Any) -> None:
+        if value is not None and not minimum <= value <= maximum:
+            raise ConfigError(f"Invalid value {value} for configuration {key}: Value must be between {minimum} and {maximum}")
+
+    return check
+
+
 def one_of(*choices: str) -> Validator:
     def check(key: str, value: Any) -> None:
         values = value if isinstance(value, list) else [value]
@@ -129,6 +137,14 @@ _KEYS: list[ConfigKey] = [
     ConfigKey("log.cleanup.policy", "list", ["delete"], "delete and/or compact.", one_of("delete", "compact"), topic_key="cleanup.policy"),
     ConfigKey("log.segment.delete.delay.ms", "long", 60000, "Delay before a deleted segment's files are removed.", at_least(0), topic_key="file.delete.delay.ms"),
     ConfigKey("log.preallocate", "boolean", False, "Preallocate segment files.", topic_key="preallocate"),
+    ConfigKey("log.cleaner.enable", "boolean", True, "Run the log cleaner, which compacts topics whose cleanup.policy contains compact."),
+    ConfigKey("log.cleaner.backoff.ms", "long", 15000, "Pause between two log cleaner passes.", at_least(0)),
+    ConfigKey("log.cleaner.threads", "int", 1, "Logs cleaned at the same time, each in a worker thread.", at_least(0)),
+    ConfigKey("log.cleaner.dedupe.buffer.size", "long", 134217728, "Memory budget of the key -> offset maps of all cleaner threads.", at_least(0)),
+    ConfigKey("log.cleaner.min.cleanable.ratio", "double", 0.5, "Dirty bytes / total bytes above which a log is cleaned.", between(0, 1), topic_key="min.cleanable.dirty.ratio"),
+    ConfigKey("log.cleaner.delete.retention.ms", "long", 86400000, "How long tombstones stay in a compacted log after the cleaner first saw them.", at_least(0), topic_key="delete.retention.ms"),
+    ConfigKey("log.cleaner.min.compaction.lag.ms", "long", 0, "Minimum age of a record before it may be compacted.", at_least(0), topic_key="min.compaction.lag.ms"),
+    ConfigKey("log.cleaner.max.compaction.lag.ms", "long", LONG_MAX, "Maximum age of an uncompacted record before its log is cleaned regardless of the ratio.", at_least(1), topic_key="max.compaction.lag.ms"),
     # Group coordinator and internal topics
     ConfigKey("offsets.topic.num.partitions", "int", 50, "Partitions of __consumer_offsets.", at_least(1)),
     ConfigKey("offsets.topic.replication.factor", "int", 3, "Replication factor of __consumer_offsets (capped at the live brokers).", at_least(1)),

@@ -5,13 +5,16 @@ Layers, smallest first (each module's docstring states its file format):
 (crash recovery passes) -> ``log`` (PartitionLog: offsets, roll, read, truncate, retention)
 -> ``manager`` (all logs of the broker's log dirs, checkpoints, clean-shutdown marker).
 ``producer_state`` checks idempotent sequences, ``checkpoint`` writes the small text files,
-``file_slice`` is what reads hand to the server. Imports only ``pybroker.records`` and the
-standard library; no sockets, threads or asyncio: the server schedules periodic work.
+``file_slice`` is what reads hand to the server. ``cleaner`` (which logs and segments to
+compact, the swap) and ``compactor`` (key map, per-batch rules, ``.cleaned`` files) implement
+log compaction. Imports only ``pybroker.records`` and the standard library; no sockets, threads
+or asyncio: the server schedules periodic work and runs ``CleaningJob.run`` in a thread.
 """
 
 from __future__ import annotations
 
 from pybroker.log.checkpoint import LeaderEpochCheckpointFile, OffsetCheckpointFile, PartitionMetadataFile
+from pybroker.log.cleaner import CleaningJob
 from pybroker.log.config import TOPIC_CONFIG_KEYS, LogConfig, TopicConfigKey
 from pybroker.log.errors import (
     CorruptLogError,
@@ -38,6 +41,7 @@ from pybroker.log.segment import LogSegment
 
 __all__ = [
     "AppendInfo",
+    "CleaningJob",
     "CorruptLogError",
     "CorruptRecordError",
     "FetchInfo",

@@ -26,7 +26,7 @@ class TopicConfigKey(NamedTuple):
     """One topic config key: the LogConfig field it sets, Kafka type name, default and doc."""
 
     field: str
-    type: str  # Kafka ConfigDef type name: "int", "long", "boolean", "string", "list"
+    type: str  # Kafka ConfigDef type name: "int", "long", "double", "boolean", "string", "list"
     default: Any
     doc: str
 
@@ -56,6 +56,17 @@ TOPIC_CONFIG_KEYS: dict[str, TopicConfigKey] = {
         "cleanup_policy", "list", "delete", "Comma-separated 'delete' and/or 'compact'."),
     "file.delete.delay.ms": TopicConfigKey(
         "file_delete_delay_ms", "long", 60000, "Delay between renaming a deleted segment to .deleted and removing it."),
+    "delete.retention.ms": TopicConfigKey(
+        "delete_retention_ms", "long", 86400000,
+        "How long tombstones stay in a compacted log after the cleaner first saw them."),
+    "min.cleanable.dirty.ratio": TopicConfigKey(
+        "min_cleanable_dirty_ratio", "double", 0.5,
+        "Dirty bytes / total bytes above which the cleaner compacts the log."),
+    "min.compaction.lag.ms": TopicConfigKey(
+        "min_compaction_lag_ms", "long", 0, "Minimum age of a record before it may be compacted."),
+    "max.compaction.lag.ms": TopicConfigKey(
+        "max_compaction_lag_ms", "long", LONG_MAX,
+        "Maximum age of an uncompacted record; older ones make the log eligible regardless of the ratio."),
     "preallocate": TopicConfigKey(
         "preallocate", "boolean", False, "Preallocate segment files (accepted; pybroker does not preallocate)."),
 }
@@ -65,6 +76,10 @@ _FIELD_TO_KEY = {spec.field: key for key, spec in TOPIC_CONFIG_KEYS.items()}
 
 def _at_least(minimum: int) -> Callable[[Any], str | None]:
     return lambda v: None if v >= minimum else f"Value must be at least {minimum}"
+
+
+def _ratio(v: Any) -> str | None:
+    return None if 0 <= v <= 1 else "Value must be between 0 and 1"
 
 
 def _timestamp_type(v: Any) -> str | None:
@@ -89,6 +104,10 @@ _VALIDATORS: dict[str, Callable[[Any], str | None]] = {
     "flush_ms": _at_least(0),
     "max_message_bytes": _at_least(0),
     "file_delete_delay_ms": _at_least(0),
+    "delete_retention_ms": _at_least(0),
+    "min_cleanable_dirty_ratio": _ratio,
+    "min_compaction_lag_ms": _at_least(0),
+    "max_compaction_lag_ms": _at_least(1),
     "message_timestamp_type": _timestamp_type,
     "cleanup_policy": _cleanup_policy,
 }
@@ -107,6 +126,11 @@ def _convert(key: str, spec: TopicConfigKey, raw: str) -> Any:
         if not -limit - 1 <= value <= limit:
             raise InvalidLogConfig(key, raw, f"Value out of range for type {spec.type}")
         return value
+    if spec.type == "double":
+        try:
+            return float(text)
+        except ValueError:
+            raise InvalidLogConfig(key, raw, "Expected value to be a double") from None
     if spec.type == "boolean":
         if text.lower() not in ("true", "false"):
             raise InvalidLogConfig(key, raw, "Expected value to be either true or false")
@@ -132,6 +156,10 @@ class LogConfig:
     message_timestamp_type: str = "CreateTime"
     cleanup_policy: str = "delete"
     file_delete_delay_ms: int = 60000
+    delete_retention_ms: int = 86400000
+    min_cleanable_dirty_ratio: float = 0.5
+    min_compaction_lag_ms: int = 0
+    max_compaction_lag_ms: int = LONG_MAX
     preallocate: bool = False
 
     def __post_init__(self) -> None:
@@ -139,6 +167,10 @@ class LogConfig:
             reason = check(getattr(self, name))
             if reason is not None:
                 raise InvalidLogConfig(_FIELD_TO_KEY[name], getattr(self, name), reason)
+        if self.min_compaction_lag_ms > self.max_compaction_lag_ms:
+            raise InvalidLogConfig("min.compaction.lag.ms", self.min_compaction_lag_ms,
+                                   f"conflicts with max.compaction.lag.ms {self.max_compaction_lag_ms}: "
+                                   "the minimum lag must not exceed the maximum")
 
     @classmethod
     def from_topic_configs(cls, base: LogConfig, overrides: Mapping[str, str]) -> LogConfig:
@@ -171,5 +203,16 @@ class LogConfig:
 
     @property
     def compact_enabled(self) -> bool:
-        """True when "compact" is in cleanup.policy (pybroker does not compact yet)."""
+        """True when "compact" is in cleanup.policy: the log cleaner keeps the latest record per key."""
         return "compact" in self.cleanup_policy.split(",")
+
+    @property
+    def max_segment_ms(self) -> int:
+        """segment.ms, capped by max.compaction.lag.ms on compacted logs (Kafka ``maxSegmentMs``).
+
+        The active segment is never cleaned, so it must roll in time for its oldest record to
+        be compacted within max.compaction.lag.ms.
+        """
+        if self.compact_enabled and self.max_compaction_lag_ms > 0:
+            return min(self.max_compaction_lag_ms, self.segment_ms)
+        return self.segment_ms

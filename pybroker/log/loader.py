@@ -2,9 +2,13 @@
 
 1. Delete files left in flight: ``*.deleted`` (retention/truncation), ``*.cleaned`` (a cleaner
    run that did not finish), ``*.tmp`` (checkpoint writes), and index files without a ``.log``.
-2. Finish interrupted swaps: a ``X.log.swap`` is a complete replacement written by the cleaner
-   before it crashed, so the segments it covers are removed and it is renamed to ``X.log``;
-   index ``.swap`` files are dropped (rebuilt in pass 3).
+   A ``.swap`` whose base offset is at or above the lowest ``.cleaned`` base offset belongs to a
+   cleaner pass that had not finished renaming its outputs, and is deleted too (Kafka's
+   KAFKA-6264 rule; the cleaner renames its outputs to ``.swap`` in ascending order).
+2. Finish interrupted swaps: a ``X.log.swap`` is a complete, fsynced replacement written by the
+   cleaner (``cleaner.py``), so the segments whose base offsets lie in [X, last offset of the
+   swap] are removed and it is renamed to ``X.log``; index ``.swap`` files are dropped and the
+   indexes rebuilt in pass 3 (a segment without index files is recovered).
 3. Open every ``<20 digits>.log`` in base-offset order. A non-empty segment whose index files
    are missing, or whose indexes fail ``sanity_check``, is recovered (indexes rebuilt) even
    after a clean shutdown.
@@ -104,11 +108,18 @@ def _clean_temporary_files(dir_path: str) -> list[str]:
     names = os.listdir(dir_path)
     swaps: list[str] = []
     logs = {n[: -len(LOG_SUFFIX)] for n in names if n.endswith(LOG_SUFFIX)}
+    cleaned = [p[0] for n in names if n.endswith(CLEANED_SUFFIX) and (p := _segment_file_name(n))]
+    min_cleaned = min(cleaned, default=None)
     for name in names:
         path = os.path.join(dir_path, name)
         if not os.path.isfile(path):
             continue
-        if name.endswith((DELETED_SUFFIX, CLEANED_SUFFIX, TMP_SUFFIX)):
+        parsed = _segment_file_name(name)
+        if (name.endswith(SWAP_SUFFIX) and min_cleaned is not None and parsed is not None
+                and parsed[0] >= min_cleaned):
+            logger.info("Deleting swap file %s of a cleaner pass that did not finish", path)
+            _unlink(path)
+        elif name.endswith((DELETED_SUFFIX, CLEANED_SUFFIX, TMP_SUFFIX)):
             logger.info("Deleting stray temporary file %s", path)
             _unlink(path)
         elif name.endswith(SWAP_SUFFIX):

@@ -1,8 +1,9 @@
 """``PartitionLog``: the ordered segments of one partition and its offsets.
 
 Directory ``<log.dir>/<topic>-<partition>`` holds the segment files (see ``segment.py``),
-``partition.metadata`` (see ``checkpoint.py``) and, in flight, ``*.deleted`` / ``*.swap``
-files cleaned up by ``loader.py`` at the next open.
+``partition.metadata`` (see ``checkpoint.py``) and, in flight, ``*.deleted`` / ``*.cleaned`` /
+``*.swap`` files cleaned up by ``loader.py`` at the next open. ``replace_segments`` swaps in
+the output of the log cleaner (``cleaner.py``).
 
 Offsets kept here (Kafka ``UnifiedLog``): ``log_start_offset`` (first visible offset; moved by
 retention), ``log_end_offset`` (LEO, next offset to assign), ``high_watermark`` (set by the
@@ -27,11 +28,12 @@ from pybroker.log.checkpoint import PartitionMetadataFile, fsync_dir
 from pybroker.log.config import LogConfig
 from pybroker.log.errors import (
     LogClosedError,
+    LogError,
     OffsetOutOfRangeError,
     UnexpectedAppendOffsetError,
 )
 from pybroker.log.file_slice import FileSlice
-from pybroker.log.loader import load_segments
+from pybroker.log.loader import SWAP_SUFFIX, load_segments
 from pybroker.log.producer_state import ProducerStateManager, SequenceCheck
 from pybroker.log.retention import (
     Predicate,
@@ -40,7 +42,7 @@ from pybroker.log.retention import (
     retention_ms_breached,
     retention_size_breached,
 )
-from pybroker.log.segment import LogSegment
+from pybroker.log.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment, filename_prefix
 from pybroker.records.batch import (
     RecordBatch,
     increment_sequence,
@@ -102,6 +104,7 @@ class PartitionLog:
         self._dir_dirty = False  # a segment file was created since the last directory fsync
         self._pending_deletes: list[tuple[int, LogSegment]] = []
         self._closed = False
+        self._truncations = 0  # lets the cleaner see that segments it read were rewritten in place
         self.producer_state = ProducerStateManager()
         self._rebuild_producer_state()
 
@@ -189,6 +192,11 @@ class PartitionLog:
     @property
     def size_in_bytes(self) -> int:
         return sum(s.size for s in self._segments)
+
+    @property
+    def truncations(self) -> int:
+        """How many times the log was truncated (truncate_to / truncate_fully_and_start_at)."""
+        return self._truncations
 
     @property
     def unflushed_messages(self) -> int:
@@ -409,6 +417,7 @@ class PartitionLog:
             raise ValueError(f"cannot truncate to negative offset {offset}")
         if offset >= self._leo:
             return False
+        self._truncations += 1
         if offset < self._segments[0].base_offset:
             self.truncate_fully_and_start_at(offset)
             return True
@@ -433,6 +442,7 @@ class PartitionLog:
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Delete every segment and restart empty at ``offset`` (a follower far behind)."""
         self._check_open()
+        self._truncations += 1
         self._schedule_delete(self._segments)
         self._segments = [LogSegment.open(self._dir, offset, self._config, created_ms=self._now_ms,
                                           active=True)]
@@ -467,6 +477,41 @@ class PartitionLog:
         self._log_start_offset = offset
         self.producer_state.truncate_head(offset)
         return True
+
+    # -- compaction -----------------------------------------------------------------------------
+
+    def holds_segments(self, segments: list[LogSegment]) -> bool:
+        """True when ``segments`` are, in order, consecutive inactive segments of this log."""
+        if self._closed or not segments:
+            return False
+        try:
+            start = next(i for i, s in enumerate(self._segments) if s is segments[0])
+        except StopIteration:
+            return False
+        run = self._segments[start:start + len(segments)]
+        return (len(run) == len(segments) and all(a is b for a, b in zip(run, segments))
+                and start + len(segments) < len(self._segments))
+
+    def replace_segments(self, old: list[LogSegment], new_base: int, *, now_ms: int) -> LogSegment:
+        """Install ``<new_base>.{log,index,timeindex}.swap`` in place of ``old`` (Kafka ``replaceSegments``).
+
+        Order matters for crash safety: the old segments are renamed to ``.deleted`` first and
+        only then the swap files lose their suffix, so a crash leaves either a ``.swap`` (which
+        the loader completes) or the finished segment, never two live files for one offset.
+        """
+        self._check_open()
+        if not self.holds_segments(old) or new_base != old[0].base_offset:
+            raise LogError(f"segments {[s.base_offset for s in old]} of {self._dir} cannot be replaced")
+        start = next(i for i, s in enumerate(self._segments) if s is old[0])
+        self._now_ms = now_ms
+        self._schedule_delete(old)
+        prefix = os.path.join(self._dir, filename_prefix(new_base))
+        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, LOG_SUFFIX):
+            os.rename(prefix + suffix + SWAP_SUFFIX, prefix + suffix)
+        segment = LogSegment.open(self._dir, new_base, self._config, created_ms=now_ms)
+        self._segments[start:start + len(old)] = [segment]
+        self._dir_dirty = True
+        return segment
 
     # -- flush, retention, deletion -----------------------------------------------------------
 

@@ -6,13 +6,16 @@ Layout of each log directory root (Kafka ``LogManager``)::
       recovery-point-offset-checkpoint   topic partition offset (flushed up to here)
       log-start-offset-checkpoint        topic partition offset (only logs whose start moved)
       replication-offset-checkpoint      topic partition high-watermark
+      cleaner-offset-checkpoint          topic partition first-dirty-offset (compacted logs, cleaner.py)
       .kafka_cleanshutdown               present only between a clean shutdown and the next start
       <topic>-<partition>/               one PartitionLog each
       <topic>-<partition>.<uuid>-delete  a deletion in progress (removed at startup)
 
 Anything else in the root (``meta.properties``, a metadata store, ``*-stray``/``*-future``
 directories) is left alone. The manager owns no timer: the server calls ``flush_dirty``,
-``run_retention`` and ``checkpoint`` periodically with the current time.
+``run_retention`` and ``checkpoint`` periodically with the current time, and runs the log
+cleaner as ``plan_cleaning`` (loop) -> ``CleaningJob.run`` (worker thread) ->
+``finish_cleaning`` (loop); see ``cleaner.py``.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import uuid
 from typing import Mapping
 
 from pybroker.log.checkpoint import OffsetCheckpointFile, fsync_dir
+from pybroker.log.cleaner import CleaningJob, assess_log, discard_outputs, install_cleaned, map_capacity
 from pybroker.log.config import LogConfig
 from pybroker.log.errors import CorruptLogError, LogError
 from pybroker.log.log import PartitionLog
@@ -36,6 +40,8 @@ logger = logging.getLogger("pybroker.log")
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 HIGH_WATERMARK_CHECKPOINT = "replication-offset-checkpoint"
+CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
+DEFAULT_DEDUPE_BUFFER_SIZE = 134217728
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 DELETE_DIR_SUFFIX = "-delete"
 _SKIPPED_DIR_SUFFIXES = (DELETE_DIR_SUFFIX, "-stray", "-future")
@@ -75,6 +81,10 @@ class LogManager:
         self._logs: dict[TopicPartition, PartitionLog] = {}
         self._root_of: dict[TopicPartition, str] = {}
         self._now_ms = 0
+        self._cleaner_offsets: dict[TopicPartition, int] = {}  # first dirty offset per compacted log
+        self._tombstone_horizons: dict[TopicPartition, int] = {}  # earliest horizon of kept tombstones
+        self._cleaning: set[TopicPartition] = set()  # a job is planned or running
+        self._uncleanable: set[TopicPartition] = set()  # a pass failed; skipped until restart/deletion
 
     @property
     def log_dirs(self) -> list[str]:
@@ -101,6 +111,7 @@ class LogManager:
             recovery = _read_checkpoint(os.path.join(root, RECOVERY_POINT_CHECKPOINT))
             starts = _read_checkpoint(os.path.join(root, LOG_START_OFFSET_CHECKPOINT))
             hws = _read_checkpoint(os.path.join(root, HIGH_WATERMARK_CHECKPOINT))
+            self._cleaner_offsets.update(_read_checkpoint(os.path.join(root, CLEANER_OFFSET_CHECKPOINT)))
             logger.info("Loading logs from %s (%s shutdown)", root, "clean" if clean else "unclean")
             for name in sorted(os.listdir(root)):
                 path = os.path.join(root, name)
@@ -195,6 +206,10 @@ class LogManager:
         target = os.path.join(root, f"{topic}-{partition}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
         log.delete(rename_to=target)
         fsync_dir(root)
+        if self._cleaner_offsets.pop(tp, None) is not None:
+            self._write_cleaner_checkpoint(root)
+        self._tombstone_horizons.pop(tp, None)
+        self._uncleanable.discard(tp)
         logger.info("Deleted log for %s-%d", topic, partition)
         return True
 
@@ -224,6 +239,78 @@ class LogManager:
         """Apply retention to every log; returns the number of segments deleted."""
         self._now_ms = now_ms
         return sum(log.delete_old_segments(now_ms) for log in self._logs.values())
+
+    # -- log cleaner --------------------------------------------------------------------------
+
+    def plan_cleaning(self, now_ms: int, *, max_jobs: int = 1,
+                      dedupe_buffer_size: int = DEFAULT_DEDUPE_BUFFER_SIZE) -> list[CleaningJob]:
+        """Up to ``max_jobs`` jobs for the dirtiest compacted logs (loop thread).
+
+        Each returned job must be handed back to ``finish_cleaning`` (after ``run``); until
+        then its log is not planned again.
+        """
+        self._now_ms = now_ms
+        candidates = []
+        for tp, log in self._logs.items():
+            if not log.config.compact_enabled or tp in self._cleaning or tp in self._uncleanable:
+                continue
+            candidate = assess_log(log, self._cleaner_offsets.get(tp), now_ms, self._tombstone_horizons.get(tp))
+            if candidate.should_clean:
+                candidates.append(candidate)
+        candidates.sort(key=lambda c: c.dirty_ratio, reverse=True)
+        capacity = map_capacity(dedupe_buffer_size, max_jobs)
+        jobs = [CleaningJob.plan(c, now_ms, capacity) for c in candidates[:max(0, max_jobs)]]
+        for job in jobs:
+            self._cleaning.add(job.topic_partition)
+            logger.info("Beginning cleaning of log %s-%d (dirty section from %d, ratio %.2f, %d segment(s))",
+                        job.log.topic, job.log.partition, job.first_dirty, job.dirty_ratio, len(job.refs))
+        return jobs
+
+    def finish_cleaning(self, job: CleaningJob, now_ms: int) -> bool:
+        """Install a job's result (loop thread); False when it failed or went stale.
+
+        On success the log's cleaner checkpoint moves to the end of the cleaned dirty section
+        and ``cleaner-offset-checkpoint`` of its log dir is rewritten.
+        """
+        self._now_ms = now_ms
+        tp = job.topic_partition
+        self._cleaning.discard(tp)
+        if job.error is not None and not job.stale:
+            logger.error("Cleaning of %s-%d failed; it is skipped until restart: %s", tp[0], tp[1], job.error)
+            self._uncleanable.add(tp)
+        installed = False
+        if self._logs.get(tp) is job.log:
+            try:
+                installed = install_cleaned(job, now_ms)
+            except OSError as exc:
+                logger.error("Swapping in cleaned segments of %s-%d failed; it is skipped until restart: %s",
+                             tp[0], tp[1], exc)
+                self._uncleanable.add(tp)
+        if not installed:
+            discard_outputs(job)
+            logger.info("Discarded the cleaning result of %s-%d (%s)", tp[0], tp[1],
+                        "failed" if job.error is not None else "its segments changed meanwhile")
+            return False
+        self._cleaner_offsets[tp] = job.end_offset
+        if job.tombstone_horizon is None:
+            self._tombstone_horizons.pop(tp, None)
+        else:
+            self._tombstone_horizons[tp] = job.tombstone_horizon
+        root = self._root_of[tp]
+        self._write_cleaner_checkpoint(root)
+        logger.info("Cleaned log %s-%d (dirty section [%d, %d), ratio %.2f): %d records removed, "
+                    "%d -> %d bytes in %d segment(s), %.3f s", tp[0], tp[1], job.first_dirty, job.end_offset,
+                    job.dirty_ratio, job.records_removed, job.bytes_read, job.bytes_written, len(job.outputs),
+                    job.elapsed_s)
+        return True
+
+    def cleaner_offset(self, topic: str, partition: int) -> int | None:
+        """The log's cleaner checkpoint (first dirty offset), None before its first pass."""
+        return self._cleaner_offsets.get((topic, partition))
+
+    def _write_cleaner_checkpoint(self, root: str) -> None:
+        OffsetCheckpointFile(os.path.join(root, CLEANER_OFFSET_CHECKPOINT)).write(
+            {tp: offset for tp, offset in self._cleaner_offsets.items() if self._root_of.get(tp) == root})
 
     def checkpoint(self) -> None:
         """Write the recovery-point, log-start and high-watermark checkpoints of every log dir."""

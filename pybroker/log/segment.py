@@ -262,7 +262,7 @@ class LogSegment:
             return False  # rolling an empty segment would recreate the same base offset
         if self._size > config.segment_bytes - batch_size:
             return True
-        if self.time_waited_for_roll(now_ms, max_timestamp) > config.segment_ms:
+        if self.time_waited_for_roll(now_ms, max_timestamp) > config.max_segment_ms:
             return True
         if self.offset_index.is_full or self.time_index.is_full:
             return True

@@ -67,6 +67,8 @@ class Broker:
             self._on_topic_change(name, info)
         self._schedule("log-retention", self.config["log.retention.check.interval.ms"], self._retention)
         self._schedule("log-flusher", min(self.config.flush_ms, 1000), self._flush)
+        if self.config["log.cleaner.enable"]:
+            self._schedule("log-cleaner", self.config["log.cleaner.backoff.ms"], self._clean)
         self._schedule("recovery-point-checkpoint", self.config["log.flush.offset.checkpoint.interval.ms"],
                        self._checkpoint)
         log.info("[KafkaServer id=%d] started (cluster id %s), listening on %s:%d", self.broker_id,
@@ -134,6 +136,14 @@ class Broker:
         deleted = self.log_manager.run_retention(now_ms())
         if deleted:
             log.info("Retention deleted %d segment(s)", deleted)
+
+    async def _clean(self) -> None:
+        """One log-cleaner pass: plan on the loop, segment I/O in threads, swap on the loop."""
+        jobs = self.log_manager.plan_cleaning(now_ms(), max_jobs=self.config["log.cleaner.threads"],
+                                              dedupe_buffer_size=self.config["log.cleaner.dedupe.buffer.size"])
+        await asyncio.gather(*(asyncio.to_thread(job.run) for job in jobs))
+        for job in jobs:
+            self.log_manager.finish_cleaning(job, now_ms())
 
     def _flush(self) -> None:
         self.log_manager.flush_dirty(now_ms())
