@@ -158,3 +158,15 @@ def test_sigkill_during_cleaning_leaves_a_consistent_log(tmp_path):
         if worker.is_alive():
             worker.join(30)
         broker.kill()
+
+
+def test_compacted_topic_refuses_records_without_a_key(broker: BrokerProcess):
+    create_compacted_topic(broker.bootstrap, "keyless")
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "retries": 0, "linger.ms": 0})
+    errors: list[KafkaError] = []
+    producer.produce("keyless", value=b"no key", on_delivery=lambda err, _msg: errors.append(err))
+    assert producer.flush(30) == 0
+    producer.produce("keyless", key=b"k", value=b"keyed", on_delivery=lambda err, _msg: errors.append(err))
+    assert producer.flush(30) == 0
+    assert [e.code() if e else None for e in errors] == [KafkaError.INVALID_RECORD, None]
+    assert [(key, value) for _, key, value in read_partition(broker.bootstrap, "keyless")] == [(b"k", b"keyed")]

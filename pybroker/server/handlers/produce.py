@@ -1,7 +1,9 @@
 """Produce (0): validate one v2 batch per partition by its header and CRC, then append it.
 
 The records inside a batch are never decoded here: the CRC covers them, offsets and the leader
-epoch are stamped into the header in place. acks=0 requests get no response at all.
+epoch are stamped into the header in place. The one exception is Kafka's rule for compacted
+topics: every record needs a key, so only there the batch's keys are read. acks=0 requests get
+no response at all.
 """
 
 from __future__ import annotations
@@ -53,6 +55,9 @@ def _produce_partition(ctx: RequestContext, request: ProduceRequest, topic: str,
             raise InvalidRecordError("Clients may not produce control batches")
         if batch.compression == Compression.ZSTD and ctx.api_version < FIRST_ZSTD_VERSION:
             raise UnsupportedCompressionError("zstd compression needs Produce v7 or later")
+        if partition.log.config.compact_enabled and any(record.key is None for record in batch.records()):
+            raise InvalidRecordError(f"Compacted topic cannot accept message without key in topic partition "
+                                     f"{topic}-{data.index}.")
         info = ctx.broker.replica_manager.append(topic, data.index, bytearray(records),
                                                  required_acks=request.acks, now_ms=ctx.now_ms)
     except InvalidRecordError as exc:
