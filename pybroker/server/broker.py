@@ -18,6 +18,7 @@ from pybroker.log.config import LogConfig
 from pybroker.log.manager import LogManager
 from pybroker.replication.manager import ReplicaManager
 from pybroker.server.dispatcher import Dispatcher
+from pybroker.server.group_service import GroupService
 from pybroker.server.handlers import ALL_HANDLERS
 from pybroker.server.network import KafkaConnection
 from pybroker.server.topic_configs import TopicConfigs
@@ -41,6 +42,7 @@ class Broker:
         self.log_manager = LogManager(config.log_dirs, self.topic_configs.log_config({}))
         self.replica_manager = ReplicaManager(self.log_manager, self.broker_id)
         self.metadata: ClusterMetadata | None = None
+        self.groups = GroupService(self, now_ms)
         self.dispatcher = Dispatcher(self, ALL_HANDLERS)
         self._server: asyncio.base_events.Server | None = None
         self._connections: set[KafkaConnection] = set()
@@ -65,6 +67,7 @@ class Broker:
         self.metadata = metadata
         for name, info in metadata.topics().items():
             self._on_topic_change(name, info)
+        self._tasks.append(self.groups.start())
         self._schedule("log-retention", self.config["log.retention.check.interval.ms"], self._retention)
         self._schedule("log-flusher", min(self.config.flush_ms, 1000), self._flush)
         if self.config["log.cleaner.enable"]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 
 from pybroker.controller import errors as controller
+from pybroker.coordinator.runtime import CoordinatorStorageError
 from pybroker.log import errors as log_errors
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.records import errors as records
@@ -13,6 +14,7 @@ from pybroker.replication import errors as replication
 log = logging.getLogger("pybroker.server")
 
 _CODES: list[tuple[type[BaseException], ErrorCode]] = [
+    (CoordinatorStorageError, ErrorCode.COORDINATOR_NOT_AVAILABLE),
     (records.RecordTooLargeError, ErrorCode.MESSAGE_TOO_LARGE),
     (records.UnsupportedCompressionError, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE),
     (records.CorruptRecordError, ErrorCode.CORRUPT_MESSAGE),

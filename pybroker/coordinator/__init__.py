@@ -1,0 +1,1 @@
+"""Group coordinator: classic consumer groups and committed offsets, persisted in __consumer_offsets."""

@@ -1,0 +1,146 @@
+"""Group membership APIs: FindCoordinator (10), JoinGroup (11), Heartbeat (12), LeaveGroup (13),
+SyncGroup (14), DescribeGroups (15), ListGroups (16) and DeleteGroups (42).
+
+Thin: each handler makes sure the coordinator's topic exists, then hands the request to the
+group coordinator through its runtime; the coordinator decides everything else.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from pybroker.coordinator.coordinator import JoinRequest, join_error
+from pybroker.coordinator.runtime import CoordinatorStorageError
+from pybroker.protocol.api_keys import ApiKey
+from pybroker.protocol.error_codes import ErrorCode
+from pybroker.protocol.messages import (
+    DeleteGroupsRequest,
+    DeleteGroupsResponse,
+    DescribeGroupsRequest,
+    DescribeGroupsResponse,
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
+    HeartbeatRequest,
+    HeartbeatResponse,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    LeaveGroupRequest,
+    LeaveGroupResponse,
+    ListGroupsRequest,
+    ListGroupsResponse,
+    SyncGroupRequest,
+    SyncGroupResponse,
+)
+from pybroker.server.context import RequestContext
+from pybroker.server.error_mapping import error_code_for
+from pybroker.server.registry import api
+
+KEY_TYPE_GROUP = 0
+KEY_TYPE_TRANSACTION = 1
+FIRST_BATCHED_FIND_VERSION = 4
+
+
+async def coordinate(ctx: RequestContext, operation: Callable[[Any, int], Any],
+                     on_error: Callable[[ErrorCode], Any]) -> Any:
+    """Run one coordinator operation; storage or topic-creation failures become COORDINATOR_NOT_AVAILABLE."""
+    service = ctx.broker.groups
+    try:
+        await service.ensure_offsets_topic()
+        return await service.call(operation)
+    except CoordinatorStorageError:
+        return on_error(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    except Exception as exc:
+        code = error_code_for(exc)
+        return on_error(ErrorCode.COORDINATOR_NOT_AVAILABLE if code is ErrorCode.UNKNOWN_SERVER_ERROR else code)
+
+
+def client_host(ctx: RequestContext) -> str:
+    """Kafka reports a member's host as Java's InetAddress.toString: "/127.0.0.1"."""
+    host = ctx.client_host.rsplit(":", 1)[0]
+    return "/" + host.strip("[]")
+
+
+@api(ApiKey.FIND_COORDINATOR, 0, 6)
+async def find_coordinator(ctx: RequestContext, request: FindCoordinatorRequest) -> FindCoordinatorResponse:
+    keys = request.coordinator_keys if ctx.api_version >= FIRST_BATCHED_FIND_VERSION else [request.key]
+    coordinators = [await _find_one(ctx, key, request.key_type) for key in keys]
+    if ctx.api_version >= FIRST_BATCHED_FIND_VERSION:
+        return FindCoordinatorResponse(coordinators=coordinators)
+    found = coordinators[0]
+    return FindCoordinatorResponse(error_code=found.error_code, error_message=found.error_message,
+                                   node_id=found.node_id, host=found.host, port=found.port)
+
+
+async def _find_one(ctx: RequestContext, key: str, key_type: int) -> FindCoordinatorResponse.Coordinator:
+    def failed(code: ErrorCode, message: str | None = None) -> FindCoordinatorResponse.Coordinator:
+        return FindCoordinatorResponse.Coordinator(key=key, node_id=-1, host="", port=-1, error_code=code,
+                                                   error_message=message or code.message)
+
+    broker = ctx.broker
+    if key_type == KEY_TYPE_TRANSACTION:
+        node_id: int | None = broker.broker_id
+    elif key_type == KEY_TYPE_GROUP:
+        try:
+            await broker.groups.ensure_offsets_topic()
+        except Exception as exc:
+            return failed(ErrorCode.COORDINATOR_NOT_AVAILABLE, str(exc))
+        node_id = broker.groups.coordinator_node(broker.groups.coordinator.partition_of(key))
+    else:
+        return failed(ErrorCode.INVALID_REQUEST, f"Unknown coordinator key type {key_type}")
+    node = next((b for b in broker.metadata.brokers() if b.broker_id == node_id), None)
+    if node is None:
+        return failed(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    return FindCoordinatorResponse.Coordinator(key=key, node_id=node.broker_id, host=node.host, port=node.port,
+                                               error_code=0, error_message=None)
+
+
+@api(ApiKey.JOIN_GROUP, 0, 9)
+async def join_group(ctx: RequestContext, request: JoinGroupRequest) -> JoinGroupResponse:
+    join = JoinRequest(request, ctx.api_version, ctx.client_id or "", client_host(ctx))
+    return await coordinate(ctx, lambda waiter, now: ctx.broker.groups.coordinator.join_group(waiter, join, now),
+                            lambda code: join_error(code, request.member_id, ctx.api_version))
+
+
+@api(ApiKey.SYNC_GROUP, 0, 5)
+async def sync_group(ctx: RequestContext, request: SyncGroupRequest) -> SyncGroupResponse:
+    return await coordinate(ctx, lambda waiter, now: ctx.broker.groups.coordinator.sync_group(waiter, request, now),
+                            lambda code: SyncGroupResponse(error_code=code))
+
+
+@api(ApiKey.HEARTBEAT, 0, 4)
+async def heartbeat(ctx: RequestContext, request: HeartbeatRequest) -> HeartbeatResponse:
+    return await coordinate(ctx, lambda waiter, now: ctx.broker.groups.coordinator.heartbeat(waiter, request, now),
+                            lambda code: HeartbeatResponse(error_code=code))
+
+
+@api(ApiKey.LEAVE_GROUP, 0, 5)
+async def leave_group(ctx: RequestContext, request: LeaveGroupRequest) -> LeaveGroupResponse:
+    coordinator = ctx.broker.groups.coordinator
+    return await coordinate(ctx, lambda waiter, now: coordinator.leave_group(waiter, request, ctx.api_version, now),
+                            lambda code: LeaveGroupResponse(error_code=code))
+
+
+@api(ApiKey.DESCRIBE_GROUPS, 0, 5)
+async def describe_groups(ctx: RequestContext, request: DescribeGroupsRequest) -> DescribeGroupsResponse:
+    coordinator = ctx.broker.groups.coordinator
+    return DescribeGroupsResponse(groups=[
+        coordinator.describe_group(group_id, ctx.api_version, request.include_authorized_operations)
+        for group_id in request.groups])
+
+
+@api(ApiKey.LIST_GROUPS, 0, 5)
+async def list_groups(ctx: RequestContext, request: ListGroupsRequest) -> ListGroupsResponse:
+    groups = ctx.broker.groups.coordinator.list_groups(request.states_filter, request.types_filter)
+    return ListGroupsResponse(error_code=0, groups=groups)
+
+
+@api(ApiKey.DELETE_GROUPS, 0, 2)
+async def delete_groups(ctx: RequestContext, request: DeleteGroupsRequest) -> DeleteGroupsResponse:
+    coordinator = ctx.broker.groups.coordinator
+
+    def failed(code: ErrorCode) -> DeleteGroupsResponse:
+        return DeleteGroupsResponse(results=[DeleteGroupsResponse.DeletableGroupResult(group_id=g, error_code=code)
+                                             for g in request.groups_names])
+
+    return await coordinate(ctx, lambda waiter, now: coordinator.delete_groups(waiter, request.groups_names, now),
+                            failed)

@@ -1,0 +1,105 @@
+"""Committed offsets: OffsetCommit (8), OffsetFetch (9) and OffsetDelete (47).
+
+Partitions of topics this cluster does not have are answered UNKNOWN_TOPIC_OR_PARTITION here,
+as Kafka's request layer does, and never reach the coordinator.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from pybroker.coordinator.coordinator import GroupCoordinator
+from pybroker.protocol.api_keys import ApiKey
+from pybroker.protocol.error_codes import ErrorCode
+from pybroker.protocol.messages import (
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetDeleteRequest,
+    OffsetDeleteResponse,
+    OffsetFetchRequest,
+    OffsetFetchResponse,
+)
+from pybroker.server.context import RequestContext
+from pybroker.server.handlers.groups import coordinate
+from pybroker.server.registry import api
+
+FIRST_BATCHED_FETCH_VERSION = 8
+NO_OFFSET = -1
+
+
+def _known_topics(ctx: RequestContext, topics: list[Any]) -> list[Any]:
+    """The request's topics, keeping only partitions that exist."""
+    kept = []
+    for topic in topics:
+        info = ctx.broker.metadata.topic(topic.name)
+        partitions = [p for p in topic.partitions if info is not None and p.partition_index in info.partitions]
+        if partitions:
+            kept.append(dataclasses.replace(topic, partitions=partitions))
+    return kept
+
+
+def _merge(requested: list[Any], answered: list[Any], topic_cls: Any, partition_cls: Any) -> list[Any]:
+    """Answers in request order; partitions the coordinator never saw are unknown."""
+    codes = {(t.name, p.partition_index): p.error_code for t in answered for p in t.partitions}
+    return [topic_cls(name=t.name, partitions=[partition_cls(
+        partition_index=p.partition_index,
+        error_code=codes.get((t.name, p.partition_index), ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+        for p in t.partitions]) for t in requested]
+
+
+@api(ApiKey.OFFSET_COMMIT, 2, 9)
+async def offset_commit(ctx: RequestContext, request: OffsetCommitRequest) -> OffsetCommitResponse:
+    known_topics = _known_topics(ctx, request.topics)
+    known_request = dataclasses.replace(request, topics=known_topics)
+    coordinator = ctx.broker.groups.coordinator
+
+    def failed(code: ErrorCode) -> OffsetCommitResponse:
+        return OffsetCommitResponse(topics=[OffsetCommitResponse.OffsetCommitResponseTopic(
+            name=t.name, partitions=[OffsetCommitResponse.OffsetCommitResponsePartition(
+                partition_index=p.partition_index, error_code=code) for p in t.partitions]) for t in known_topics])
+
+    answered: OffsetCommitResponse = await coordinate(
+        ctx, lambda waiter, now: coordinator.commit_offsets(waiter, known_request, now), failed)
+    return OffsetCommitResponse(topics=_merge(request.topics, answered.topics,
+                                              OffsetCommitResponse.OffsetCommitResponseTopic,
+                                              OffsetCommitResponse.OffsetCommitResponsePartition))
+
+
+@api(ApiKey.OFFSET_FETCH, 1, 9)
+async def offset_fetch(ctx: RequestContext, request: OffsetFetchRequest) -> OffsetFetchResponse:
+    await ctx.broker.groups.ensure_offsets_topic()
+    coordinator = ctx.broker.groups.coordinator
+    if ctx.api_version >= FIRST_BATCHED_FETCH_VERSION:
+        return OffsetFetchResponse(groups=[OffsetFetchResponse.OffsetFetchResponseGroup(
+            group_id=group.group_id,
+            topics=_fetched(coordinator, group.group_id, group.topics, OffsetFetchResponse.OffsetFetchResponseTopics,
+                            OffsetFetchResponse.OffsetFetchResponsePartitions)) for group in request.groups])
+    return OffsetFetchResponse(error_code=0, topics=_fetched(
+        coordinator, request.group_id, request.topics, OffsetFetchResponse.OffsetFetchResponseTopic,
+        OffsetFetchResponse.OffsetFetchResponsePartition))
+
+
+def _fetched(coordinator: GroupCoordinator, group_id: str, topics: list[Any] | None, topic_cls: Any,
+             partition_cls: Any) -> list[Any]:
+    """Committed offsets as OffsetFetch reports them: -1 and empty metadata where nothing is committed."""
+    wanted = None if topics is None else [(t.name, t.partition_indexes) for t in topics]
+    return [topic_cls(name=topic, partitions=[partition_cls(
+        partition_index=index, committed_offset=c.offset if c else NO_OFFSET,
+        committed_leader_epoch=c.leader_epoch if c else -1, metadata=c.metadata if c else "")
+        for index, c in partitions]) for topic, partitions in coordinator.fetch_offsets(group_id, wanted)]
+
+
+@api(ApiKey.OFFSET_DELETE, 0, 0)
+async def offset_delete(ctx: RequestContext, request: OffsetDeleteRequest) -> OffsetDeleteResponse:
+    known_topics = _known_topics(ctx, request.topics)
+    known_request = dataclasses.replace(request, topics=known_topics)
+    coordinator = ctx.broker.groups.coordinator
+    answered: OffsetDeleteResponse = await coordinate(
+        ctx, lambda waiter, now: coordinator.delete_offsets(waiter, known_request, now),
+        lambda code: OffsetDeleteResponse(error_code=code))
+    if answered.error_code:
+        return answered
+    return OffsetDeleteResponse(error_code=0, topics=_merge(request.topics, answered.topics,
+                                                            OffsetDeleteResponse.OffsetDeleteResponseTopic,
+                                                            OffsetDeleteResponse.OffsetDeleteResponsePartition))
