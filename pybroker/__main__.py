@@ -8,18 +8,24 @@ import logging
 import signal
 import sys
 
+from pybroker.admin import TOOLS, tool_main
 from pybroker.common.config import BrokerConfig, ConfigError
 
 LOG_FORMAT = "[%(asctime)s] %(levelname)s %(message)s (%(name)s)"
 
 
 def main(argv: list[str] | None = None) -> int:
+    args_list = sys.argv[1:] if argv is None else argv
+    if args_list and args_list[0] in TOOLS:  # each tool parses its own flags
+        return tool_main(args_list[0])(args_list[1:])
     parser = argparse.ArgumentParser(prog="pybroker", description="A Kafka-compatible broker written in Python.")
     commands = parser.add_subparsers(dest="command", required=True)
     serve = commands.add_parser("serve", help="run a broker", description="Run a broker.")
     serve.add_argument("config", help="server.properties file")
     serve.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                        help="override a property of the config file (repeatable)")
+    for name, (_, summary) in TOOLS.items():
+        commands.add_parser(name, help=summary, add_help=False)
     args = parser.parse_args(argv)
     if args.command == "serve":
         return serve_command(args.config, args.override)

@@ -1,0 +1,119 @@
+"""What every admin tool shares: argument parsing with Kafka's exit codes, connection options, errors."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import re
+import sys
+from dataclasses import dataclass
+from typing import Awaitable, Callable, NoReturn, Sequence, TypeVar
+
+from pybroker.client import AdminClient, KafkaClient
+from pybroker.common.config import parse_properties
+from pybroker.common.topic import INTERNAL_TOPICS
+
+T = TypeVar("T")
+
+DEFAULT_TIMEOUT_MS = 30000
+EXIT_OK = 0
+EXIT_FAILURE = 1  # Kafka's tools exit 1 on bad arguments and on failed commands alike
+
+
+class UsageError(Exception):
+    """Bad or conflicting command-line arguments, reported as one line and exit code 1."""
+
+
+class CommandError(Exception):
+    """A failed command, printed after the tool's error prefix (Kafka's tools exit 1 for these)."""
+
+
+class ToolParser(argparse.ArgumentParser):
+    """argparse with a one-line error and Kafka's exit code 1 (argparse would use 2)."""
+
+    def error(self, message: str) -> NoReturn:
+        print(f"{self.prog}: error: {message} (see --help)", file=sys.stderr)
+        sys.exit(EXIT_FAILURE)
+
+
+@dataclass(frozen=True, slots=True)
+class ClientSettings:
+    bootstrap: str
+    timeout_s: float
+    client_id: str
+
+
+def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--bootstrap-server", metavar="HOST:PORT[,HOST:PORT...]",
+                        help="the broker(s) to connect to (required)")
+    parser.add_argument("--command-config", metavar="FILE",
+                        help="client properties file; client.id, default.api.timeout.ms and request.timeout.ms "
+                             "are used, security settings other than PLAINTEXT are refused")
+    parser.add_argument("--command-timeout", type=int, metavar="MS",
+                        help=f"bound on reaching the cluster and on each request (default {DEFAULT_TIMEOUT_MS}, "
+                             "or default.api.timeout.ms from --command-config)")
+
+
+def client_settings(args: argparse.Namespace, default_client_id: str) -> ClientSettings:
+    """Connection settings from the flags and the optional --command-config file; UsageError if unusable."""
+    if getattr(args, "zookeeper", None) is not None:
+        raise UsageError("--zookeeper is not supported yet (ZooKeeper clusters come with the cluster work); "
+                         "use --bootstrap-server")
+    if not args.bootstrap_server:
+        raise UsageError("--bootstrap-server must be specified")
+    properties: dict[str, str] = {}
+    if args.command_config:
+        try:
+            with open(args.command_config, encoding="utf-8") as handle:
+                properties = parse_properties(handle.read())
+        except OSError as exc:
+            raise UsageError(f"Cannot read {args.command_config}: {exc.strerror}") from None
+    protocol = properties.get("security.protocol", "PLAINTEXT").upper()
+    secured = [k for k in properties if k.startswith(("sasl.", "ssl."))]
+    if protocol != "PLAINTEXT" or secured:
+        raise UsageError(f"{args.command_config}: only security.protocol=PLAINTEXT is supported "
+                         f"(found {'security.protocol=' + protocol if protocol != 'PLAINTEXT' else secured[0]})")
+    timeout_ms = args.command_timeout
+    if timeout_ms is None:
+        configured = properties.get("default.api.timeout.ms") or properties.get("request.timeout.ms")
+        try:
+            timeout_ms = int(configured) if configured else DEFAULT_TIMEOUT_MS
+        except ValueError:
+            raise UsageError(f"{args.command_config}: invalid timeout {configured!r}") from None
+    if timeout_ms <= 0:
+        raise UsageError(f"the timeout must be positive, got {timeout_ms} ms")
+    return ClientSettings(args.bootstrap_server, timeout_ms / 1000, properties.get("client.id", default_client_id))
+
+
+def topic_filter(pattern: str | None, exclude_internal: bool, names: Sequence[str]) -> list[str]:
+    """Kafka's topic include-list: a regex over whole names, ',' meaning '|', quotes and spaces dropped."""
+    regex = None
+    if pattern is not None:
+        cleaned = re.sub(r"[\"']+$", "", re.sub(r"^[\"']+", "", pattern.strip().replace(",", "|").replace(" ", "")))
+        try:
+            regex = re.compile(cleaned)
+        except re.error:
+            raise CommandError(f"{cleaned} is an invalid regex.") from None
+    return [n for n in names
+            if (regex is None or regex.fullmatch(n)) and not (exclude_internal and n in INTERNAL_TOPICS)]
+
+
+def run_admin(settings: ClientSettings, operation: Callable[[AdminClient], Awaitable[T]]) -> T:
+    """Run ``operation`` with a connected admin client; client failures propagate as KafkaClientError."""
+
+    async def go() -> T:
+        try:
+            client = KafkaClient(settings.bootstrap, client_id=settings.client_id, timeout=settings.timeout_s)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+        async with client:
+            return await operation(AdminClient(client))
+
+    return asyncio.run(go())
+
+
+def report(prefix: str, error: Exception) -> int:
+    """Print Kafka's one-line failure message to stderr; return the exit code."""
+    print(f"{prefix}{error}", file=sys.stderr)
+    return EXIT_FAILURE
+

@@ -1,0 +1,35 @@
+"""Connection settings from --bootstrap-server, --command-timeout and --command-config."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pybroker.admin.tool import ClientSettings, UsageError, client_settings
+from pybroker.admin.topics import build_parser
+
+
+def settings(*argv: str) -> ClientSettings:
+    return client_settings(build_parser().parse_args(["--list", *argv]), "tool")
+
+
+def test_command_config_supplies_client_id_and_timeout(tmp_path: Path) -> None:
+    config = tmp_path / "client.properties"
+    config.write_text("client.id=ops\ndefault.api.timeout.ms=2500\nunrelated.key=1\n")
+    assert settings("--bootstrap-server", "h:1", "--command-config", str(config)) == ClientSettings("h:1", 2.5, "ops")
+    assert settings("--bootstrap-server", "h:1", "--command-config", str(config),
+                    "--command-timeout", "700").timeout_s == 0.7
+    assert settings("--bootstrap-server", "h:1") == ClientSettings("h:1", 30.0, "tool")
+
+
+def test_security_settings_we_cannot_honour_are_refused(tmp_path: Path) -> None:
+    config = tmp_path / "client.properties"
+    config.write_text("security.protocol=SASL_SSL\n")
+    with pytest.raises(UsageError, match="only security.protocol=PLAINTEXT is supported"):
+        settings("--bootstrap-server", "h:1", "--command-config", str(config))
+
+
+def test_zookeeper_is_refused_before_anything_else() -> None:
+    with pytest.raises(UsageError, match="--zookeeper is not supported yet"):
+        settings("--zookeeper", "zk:2181")
