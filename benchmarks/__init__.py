@@ -1,0 +1,1 @@
+"""Side-by-side benchmarks of pybroker and a peer broker (Tansu); run `python -m benchmarks.run`."""

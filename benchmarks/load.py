@@ -1,0 +1,268 @@
+"""Client load, run in a process of its own: `python -m benchmarks.load OP JSON` prints one JSON result.
+
+Every operation creates the topics it uses, bounds each wait by `params["timeout"]` seconds,
+and raises on any delivery or fetch error (the harness records that as n/a with the message).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import multiprocessing
+import socket
+import sys
+import time
+from collections.abc import Callable
+from multiprocessing.synchronize import Barrier
+from typing import Any
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+Params = dict[str, Any]
+Result = dict[str, float]
+PAYLOAD = b"x" * 100
+BATCHING = {"linger.ms": 5, "batch.size": 1048576, "acks": 1}
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Nearest-rank percentile, `q` in 0..100."""
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(q / 100 * len(ordered)) - 1)]
+
+
+def _raise_error(err: KafkaError | None, _msg: Message) -> None:
+    if err is not None:
+        raise KafkaException(err)
+
+
+def producer(bootstrap: str, **config: Any) -> Producer:
+    """A producer that only reports failed deliveries, which raise from poll()/flush()."""
+    return Producer({"bootstrap.servers": bootstrap, "on_delivery": _raise_error,
+                     "delivery.report.only.error": True, **config})
+
+
+def create_topic(bootstrap: str, topic: str, partitions: int, timeout: float) -> None:
+    """Create `topic` and wait until every partition has a leader."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(timeout)
+    deadline = time.monotonic() + timeout
+    while True:
+        found = admin.list_topics(topic=topic, timeout=timeout).topics.get(topic)
+        if found and found.error is None and len(found.partitions) == partitions \
+                and all(p.leader >= 0 for p in found.partitions.values()):
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"topic {topic} has no leaders after {timeout:.0f} s")
+        time.sleep(0.05)
+
+
+def produce_all(client: Producer, topic: str, count: int, partitions: int, payload: bytes, timeout: float) -> float:
+    """Produce `count` messages round-robin over `partitions`, flush, return the seconds taken."""
+    start = time.perf_counter()
+    for i in range(count):
+        while True:
+            try:
+                client.produce(topic, payload, partition=i % partitions)
+                break
+            except BufferError:
+                client.poll(0.001)
+    if client.flush(timeout):
+        raise RuntimeError(f"messages still undelivered after {timeout:.0f} s")
+    return time.perf_counter() - start
+
+
+def consume_all(bootstrap: str, topic: str, count: int, partitions: int, timeout: float) -> float:
+    """Read `count` messages from the beginning of every partition (assign, no group join); return msgs/s.
+
+    The clock runs from the first batch received to the last, so librdkafka's start-up (metadata,
+    ListOffsets retry timer) is left out; `fetch.queue.backoff.ms=0` stops it pausing fetches for a second
+    whenever its local queue is full, which otherwise caps both brokers at the same client-side rate.
+    """
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "benchmarks", "enable.auto.commit": False,
+                         "fetch.queue.backoff.ms": 0})
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+    got = first = 0
+    deadline = time.perf_counter() + timeout
+    start = 0.0
+    while got < count:
+        if time.perf_counter() > deadline:
+            raise RuntimeError(f"consumed {got} of {count} messages in {timeout:.0f} s")
+        for message in consumer.consume(num_messages=10000, timeout=1.0):
+            if message.error():
+                raise KafkaException(message.error())
+            got += 1
+        if not first and got:
+            first, start = got, time.perf_counter()
+    rate = (got - first) / max(time.perf_counter() - start, 1e-9)  # 0 if one batch held everything
+    consumer.close()
+    return rate
+
+
+def warmup(p: Params) -> Result:
+    """Touch the produce, fetch and coordinator paths once, outside any measurement."""
+    create_topic(p["bootstrap"], "warmup", 1, p["timeout"])
+    produce_all(producer(p["bootstrap"], **BATCHING), "warmup", 1000, 1, PAYLOAD, p["timeout"])
+    consume_all(p["bootstrap"], "warmup", 1000, 1, p["timeout"])
+    return {}
+
+
+def produce_consume(p: Params) -> Result:
+    """W1 then W2: produce `messages` with BATCHING and `codec`, then consume them all from the beginning."""
+    create_topic(p["bootstrap"], p["topic"], p["partitions"], p["timeout"])
+    client = producer(p["bootstrap"], **BATCHING, **{"compression.type": p["codec"]})
+    produced = produce_all(client, p["topic"], p["messages"], p["partitions"], PAYLOAD, p["timeout"])
+    consumed = consume_all(p["bootstrap"], p["topic"], p["messages"], p["partitions"], p["timeout"])
+    return {"produce": p["messages"] / produced, "consume": consumed}
+
+
+class _Stats:
+    """Keeps librdkafka's latest statistics JSON; counts the Produce requests sent so far."""
+
+    def __init__(self) -> None:
+        self.latest: str | None = None
+
+    def __call__(self, raw: str) -> None:
+        self.latest = raw
+
+    def produce_requests(self, client: Producer, timeout: float) -> int:
+        self.latest = None
+        deadline = time.monotonic() + timeout
+        while self.latest is None:
+            if time.monotonic() > deadline:
+                raise RuntimeError("no librdkafka statistics")
+            client.poll(0.05)
+        brokers = json.loads(self.latest)["brokers"].values()
+        return sum(int(b.get("req", {}).get("Produce", 0)) for b in brokers)
+
+
+def _rate_producer(p: Params, partition: int, barrier: Barrier, results: Any) -> None:
+    """One W3 producer process: put its outcome, or its error, on `results`."""
+    try:
+        results.put(_rate_produce(p, partition, barrier))
+    except Exception as exc:  # noqa: BLE001 - reported to the parent, which raises it
+        results.put({"error": f"{type(exc).__name__}: {exc}"})
+
+
+def _rate_produce(p: Params, partition: int, barrier: Barrier) -> dict[str, Any]:
+    """Keep up to `window` messages in flight for `seconds`; return requests/s and the latencies."""
+    stats = _Stats()
+    client = Producer({"bootstrap.servers": p["bootstrap"], "linger.ms": 0, "acks": "all",
+                       "statistics.interval.ms": 100, "stats_cb": stats})
+    latencies: list[float] = []
+    in_flight = 0
+
+    def delivered(err: KafkaError | None, msg: Message) -> None:
+        nonlocal in_flight
+        in_flight -= 1
+        if err is not None:
+            raise KafkaException(err)
+        latency = msg.latency()
+        if latency is not None:
+            latencies.append(latency)
+
+    for _ in range(10):
+        in_flight += 1
+        client.produce(p["topic"], PAYLOAD, partition=partition, on_delivery=delivered)
+    client.flush(p["timeout"])
+    before = stats.produce_requests(client, p["timeout"])
+    latencies.clear()
+    barrier.wait(p["timeout"])
+    start = time.perf_counter()
+    end = start + p["seconds"]
+    while time.perf_counter() < end:
+        if in_flight < p["window"]:
+            in_flight += 1
+            client.produce(p["topic"], PAYLOAD, partition=partition, on_delivery=delivered)
+            client.poll(0)
+        else:
+            client.poll(0.05)
+    if client.flush(p["timeout"]):
+        raise RuntimeError("messages still undelivered")
+    elapsed = time.perf_counter() - start
+    requests = stats.produce_requests(client, p["timeout"]) - before
+    return {"requests_per_s": requests / elapsed, "latencies": latencies}
+
+
+def request_rate(p: Params) -> Result:
+    """W3: `producers` processes, one partition each, linger.ms=0, acks=all; requests/s summed, p99 pooled."""
+    create_topic(p["bootstrap"], p["topic"], p["producers"], p["timeout"])
+    ctx = multiprocessing.get_context("spawn")
+    barrier = ctx.Barrier(p["producers"])
+    results = ctx.Queue()
+    workers = [ctx.Process(target=_rate_producer, args=(p, i, barrier, results)) for i in range(p["producers"])]
+    for worker in workers:
+        worker.start()
+    outcomes = [results.get(timeout=p["timeout"] + p["seconds"]) for _ in workers]
+    for worker in workers:
+        worker.join(p["timeout"])
+    errors = [o["error"] for o in outcomes if "error" in o]
+    if errors:
+        raise RuntimeError(errors[0])
+    latencies = [lat for outcome in outcomes for lat in outcome["latencies"]]
+    return {"requests_per_s": sum(o["requests_per_s"] for o in outcomes),
+            "p99_ms": percentile(latencies, 99) * 1000}
+
+
+def roundtrip(p: Params) -> Result:
+    """W4: produce one message with acks=all, flush, repeat `sends` times; p50/p99 in ms."""
+    create_topic(p["bootstrap"], p["topic"], 1, p["timeout"])
+    client = producer(p["bootstrap"], **{"linger.ms": 0, "acks": "all"})
+    samples: list[float] = []
+    for i in range(p["sends"] + 50):
+        start = time.perf_counter()
+        client.produce(p["topic"], PAYLOAD, partition=0)
+        if client.flush(p["timeout"]):
+            raise RuntimeError("message undelivered")
+        if i >= 50:  # the first 50 only warm the connection up
+            samples.append(time.perf_counter() - start)
+    return {"p50_ms": percentile(samples, 50) * 1000, "p99_ms": percentile(samples, 99) * 1000}
+
+
+def many_partitions(p: Params) -> Result:
+    """W5: a topic of `partitions`; Metadata latency p50 for it, then round-robin produce of `messages`."""
+    create_topic(p["bootstrap"], p["topic"], p["partitions"], p["timeout"])
+    admin = AdminClient({"bootstrap.servers": p["bootstrap"]})
+    samples: list[float] = []
+    for _ in range(p["metadata_requests"]):
+        start = time.perf_counter()
+        admin.list_topics(topic=p["topic"], timeout=p["timeout"])
+        samples.append(time.perf_counter() - start)
+    client = producer(p["bootstrap"], **BATCHING)
+    produced = produce_all(client, p["topic"], p["messages"], p["partitions"], PAYLOAD, p["timeout"])
+    return {"metadata_ms": percentile(samples, 50) * 1000, "produce": p["messages"] / produced}
+
+
+def fill(p: Params) -> Result:
+    """W7 set-up: write `bytes` of 1,000-byte messages over `partitions` (not a measurement)."""
+    create_topic(p["bootstrap"], p["topic"], p["partitions"], p["timeout"])
+    payload = b"y" * 1000
+    produce_all(producer(p["bootstrap"], **BATCHING), p["topic"], p["bytes"] // len(payload), p["partitions"],
+                payload, p["timeout"])
+    return {}
+
+
+def sink_send(p: Params) -> Result:
+    """Machine limit: send `bytes` to the sink in 1 MiB writes; time until it has appended them all."""
+    chunk = memoryview(bytes(1 << 20))
+    with socket.create_connection(("127.0.0.1", p["port"]), timeout=p["timeout"]) as conn:
+        start = time.perf_counter()
+        sent = 0
+        while sent < p["bytes"]:
+            n = min(len(chunk), p["bytes"] - sent)
+            conn.sendall(chunk[:n])
+            sent += n
+        conn.shutdown(socket.SHUT_WR)
+        if conn.recv(1) != b"k":
+            raise RuntimeError("sink closed without acknowledging")
+        elapsed = time.perf_counter() - start
+    return {"msgs_per_s": p["bytes"] / len(PAYLOAD) / elapsed, "mib_per_s": p["bytes"] / (1 << 20) / elapsed}
+
+
+OPS: dict[str, Callable[[Params], Result]] = {
+    "warmup": warmup, "produce_consume": produce_consume, "request_rate": request_rate, "roundtrip": roundtrip,
+    "many_partitions": many_partitions, "fill": fill, "sink_send": sink_send,
+}
+
+if __name__ == "__main__":
+    print(json.dumps(OPS[sys.argv[1]](json.loads(sys.argv[2]))))

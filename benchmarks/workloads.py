@@ -1,0 +1,193 @@
+"""The harness side of each workload: which broker runs, which client load drives it, what is recorded."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from benchmarks.brokers import REPO, BrokerProcess, PyBroker, Tansu
+from benchmarks.report import LIMIT, Metric, Report
+from benchmarks.sink import running_sink
+
+MIB = 1 << 20
+W1_VARIANTS = (("none", 1), ("none", 8), ("lz4", 1), ("lz4", 8))
+
+
+class LoadError(RuntimeError):
+    """A client load failed or timed out; its message becomes the n/a reason."""
+
+
+def run_load(op: str, params: dict[str, Any], timeout: float) -> dict[str, float]:
+    """Run one `benchmarks.load` operation in its own process group, killed on error or after 2x`timeout`+30 s."""
+    command = [sys.executable, "-m", "benchmarks.load", op, json.dumps({**params, "timeout": timeout})]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
+                               start_new_session=True)
+    try:
+        out, err = process.communicate(timeout=2 * timeout + 30)
+    except subprocess.TimeoutExpired as exc:
+        raise LoadError(f"{op} timed out") from exc
+    finally:
+        with suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+    if process.returncode != 0:
+        lines = [line for line in err.splitlines() if line.strip() and not line.startswith("%")]
+        raise LoadError(lines[-1][-200:] if lines else f"{op} exited with code {process.returncode}")
+    return dict(json.loads(out.strip().splitlines()[-1]))
+
+
+@dataclass
+class Bench:
+    """What every workload needs: the options, a scratch directory, the peer binary and the report."""
+
+    args: argparse.Namespace
+    scratch: Path
+    tansu: Path
+    report: Report
+
+    def new(self, side: str, overrides: dict[str, str] | None = None) -> BrokerProcess:
+        workdir = Path(tempfile.mkdtemp(prefix=f"{side}-", dir=self.scratch))
+        return PyBroker(workdir, overrides) if side == "pybroker" else Tansu(workdir, self.tansu)
+
+    def measure(self, side: str, metrics: dict[Metric, str], op: str, **params: Any) -> bool:
+        """Run one load and keep `metrics` (metric → result key) from it, or n/a for all of them if it fails."""
+        try:
+            result = run_load(op, params, self.args.timeout)
+        except LoadError as exc:
+            for metric in metrics:
+                self.report.na(metric, side, str(exc))
+            print(f"  {side}: n/a ({exc})", file=sys.stderr)
+            return False
+        self.keep(side, metrics, result)
+        return True
+
+    def keep(self, side: str, metrics: dict[Metric, str], result: dict[str, float]) -> None:
+        for metric, key in metrics.items():
+            self.report.add(metric, side, result[key])
+        print(f"  {side}: " + ", ".join(f"{m.name} {result[k]:,.3f} {m.unit}" for m, k in metrics.items()),
+              file=sys.stderr)
+
+
+@contextmanager
+def running(broker: BrokerProcess, timeout: float) -> Iterator[BrokerProcess]:
+    """A started broker, stopped cleanly and its directory removed afterwards."""
+    try:
+        broker.start(timeout)
+        yield broker
+    finally:
+        broker.stop()
+        shutil.rmtree(broker.workdir, ignore_errors=True)
+
+
+def w1_w2(bench: Bench, side: str) -> None:
+    """W1 produce throughput and W2 consume-from-the-beginning of the same data, per codec and partition count."""
+    wanted = set(bench.args.only)
+    with running(bench.new(side), bench.args.timeout) as broker:
+        run_load("warmup", {"bootstrap": broker.bootstrap}, bench.args.timeout)
+        for codec, partitions in W1_VARIANTS:
+            label = f"{codec}, {partitions} partition{'s' if partitions > 1 else ''}"
+            metrics = {metric: key for metric, key in
+                       ((Metric("W1 produce", label, "msgs/s", True), "produce"),
+                        (Metric("W2 consume", label, "msgs/s", True), "consume")) if metric.code in wanted}
+            for rep in range(bench.args.repetitions):
+                print(f"W1/W2 {label} rep {rep + 1}", file=sys.stderr)
+                bench.measure(side, metrics, "produce_consume", bootstrap=broker.bootstrap,
+                              topic=f"w1-{codec}-{partitions}-{rep}", codec=codec, partitions=partitions,
+                              messages=bench.args.messages)
+
+
+def w3(bench: Bench, side: str) -> None:
+    """W3 request rate: concurrent producers, linger.ms=0, acks=all."""
+    label = f"{bench.args.w3_producers} producers, window {bench.args.w3_window}"
+    metrics = {Metric("W3 request rate", label, "requests/s", True): "requests_per_s",
+               Metric("W3 request rate", label + ", p99", "ms", False): "p99_ms"}
+    with running(bench.new(side), bench.args.timeout) as broker:
+        for rep in range(bench.args.repetitions):
+            print(f"W3 rep {rep + 1}", file=sys.stderr)
+            bench.measure(side, metrics, "request_rate", bootstrap=broker.bootstrap, topic=f"w3-{rep}",
+                          producers=bench.args.w3_producers, seconds=bench.args.w3_seconds,
+                          window=bench.args.w3_window)
+
+
+def w4(bench: Bench, side: str) -> None:
+    """W4 single-message acks=all round trip."""
+    label = f"acks=all round trip, {bench.args.w4_sends} sends"
+    metrics = {Metric("W4 latency", label + ", p50", "ms", False): "p50_ms",
+               Metric("W4 latency", label + ", p99", "ms", False): "p99_ms"}
+    with running(bench.new(side), bench.args.timeout) as broker:
+        for rep in range(bench.args.repetitions):
+            print(f"W4 rep {rep + 1}", file=sys.stderr)
+            bench.measure(side, metrics, "roundtrip", bootstrap=broker.bootstrap, topic=f"w4-{rep}",
+                          sends=bench.args.w4_sends)
+
+
+def w5(bench: Bench, side: str) -> None:
+    """W5 many partitions, on a fresh broker per repetition so that RSS holds one such topic."""
+    n = bench.args.w5_partitions
+    metrics = {Metric("W5 partitions", f"{n} partitions: Metadata p50", "ms", False): "metadata_ms",
+               Metric("W5 partitions", f"{n} partitions: round-robin produce", "msgs/s", True): "produce"}
+    rss = Metric("W5 partitions", f"{n} partitions: broker RSS after produce", "MiB", False)
+    for rep in range(bench.args.repetitions):
+        print(f"W5 rep {rep + 1}", file=sys.stderr)
+        with running(bench.new(side), bench.args.timeout) as broker:
+            if bench.measure(side, metrics, "many_partitions", bootstrap=broker.bootstrap, topic="w5", partitions=n,
+                             messages=bench.args.w5_messages, metadata_requests=bench.args.w5_metadata_requests):
+                bench.report.add(rss, side, broker.rss_mb())
+
+
+def w7(bench: Bench, side: str) -> None:
+    """W7 start-up over a data directory of many segments, after SIGKILL and after SIGTERM."""
+    size, segment = bench.args.w7_mb, bench.args.w7_segment_mb
+    clean = Metric("W7 start-up", f"{size} MiB in {segment} MiB segments, after clean stop (SIGTERM)", "s", False)
+    unclean = Metric("W7 start-up", f"{size} MiB in {segment} MiB segments, after unclean stop (SIGKILL)", "s",
+                     False)
+    if side == "tansu":
+        for metric in (clean, unclean):
+            bench.report.na(metric, side, f"{Tansu.storage} storage: nothing on disk")
+        return
+    for rep in range(bench.args.repetitions):
+        print(f"W7 rep {rep + 1}", file=sys.stderr)
+        broker = bench.new(side, {"log.segment.bytes": str(segment * MIB)})
+        try:
+            broker.start(bench.args.timeout)
+            run_load("fill", {"bootstrap": broker.bootstrap, "topic": "w7", "partitions": 4, "bytes": size * MIB},
+                     bench.args.timeout)
+            broker.kill()
+            segments = sum(1 for _ in Path(broker.workdir, "logs").glob("w7-*/*.log"))
+            took = {"unclean": broker.start(bench.args.timeout)}
+            broker.stop()
+            took["clean"] = broker.start(bench.args.timeout)
+            bench.keep(side, {unclean: "unclean", clean: "clean"}, took)
+            if rep == 0:
+                bench.report.notes.append(f"W7 data directory: {size} MiB in {segments} segment files, 4 partitions")
+        finally:
+            broker.stop()
+            shutil.rmtree(broker.workdir, ignore_errors=True)
+
+
+def machine_limit(bench: Bench, side: str) -> None:
+    """Loopback TCP into a file with a minimal uvloop receiver, same payload volume as W1."""
+    volume = bench.args.messages * 100
+    label = f"loopback TCP → file, {volume / MIB:.0f} MiB"
+    metrics = {Metric(LIMIT, label + " (100-byte message equivalents)", "msgs/s", True): "msgs_per_s",
+               Metric(LIMIT, label, "MiB/s", True): "mib_per_s"}
+    workdir = Path(tempfile.mkdtemp(prefix="sink-", dir=bench.scratch))
+    try:
+        for rep in range(bench.args.repetitions):
+            print(f"LIMIT rep {rep + 1}", file=sys.stderr)
+            with running_sink(workdir / f"sink-{rep}.bin") as port:
+                bench.measure(side, metrics, "sink_send", port=port, bytes=volume)
+            (workdir / f"sink-{rep}.bin").unlink()
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
