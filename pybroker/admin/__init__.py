@@ -7,7 +7,11 @@ Each tool module has `main(argv) -> exit code`.
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 from typing import Callable
+
+EXIT_BROKEN_PIPE = 1
 
 #: subcommand -> (module under pybroker.admin, one-line help); modules are imported on use only.
 TOOLS: dict[str, tuple[str, str]] = {
@@ -15,10 +19,27 @@ TOOLS: dict[str, tuple[str, str]] = {
     "broker-api-versions": ("api_versions", "print the API versions each broker supports "
                                             "(kafka-broker-api-versions.sh)"),
     "get-offsets": ("get_offsets", "print partition offsets by time (kafka-get-offsets.sh)"),
+    "console-producer": ("console_producer", "send lines from stdin to a topic (kafka-console-producer.sh)"),
+    "console-consumer": ("console_consumer", "print the records of a topic (kafka-console-consumer.sh)"),
+    "consumer-groups": ("consumer_groups", "list, describe, reset offsets of and delete consumer groups "
+                                           "(kafka-consumer-groups.sh)"),
+    "configs": ("configs", "describe and alter topic and broker configs (kafka-configs.sh)"),
+    "dump-log": ("dump_log", "print the batches and index entries of log segment files "
+                             "(kafka-dump-log.sh)"),
 }
 
 
 def tool_main(name: str) -> Callable[[list[str]], int]:
     module = importlib.import_module(f"{__name__}.{TOOLS[name][0]}")
     entry: Callable[[list[str]], int] = module.main
-    return entry
+
+    def run(argv: list[str]) -> int:
+        try:
+            return entry(argv)
+        except BrokenPipeError:
+            # The reader went away (`| head`): stop quietly, as a shell tool does, and keep Python from
+            # reporting the failed flush of stdout at exit.
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return EXIT_BROKEN_PIPE
+
+    return run

@@ -6,18 +6,11 @@ lines joined by `,` and a closing `)`. "usable" is the version our own client wo
 
 from __future__ import annotations
 
+import argparse
 from typing import Mapping, Sequence
 
-from pybroker.admin.tool import (
-    EXIT_OK,
-    ToolParser,
-    UsageError,
-    add_connection_arguments,
-    client_settings,
-    report,
-    run_admin,
-)
-from pybroker.client import BrokerNode, KafkaClientError, VersionRange
+from pybroker.admin.tool import ClientSettings, ToolParser, add_connection_arguments, run_admin, run_tool
+from pybroker.client import BrokerNode, VersionRange
 from pybroker.client.versions import api_name, client_versions
 
 ERROR_PREFIX = "Error while executing broker-api-versions command : "
@@ -31,19 +24,14 @@ def build_parser() -> ToolParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    try:
-        settings = client_settings(args, "pybroker-broker-api-versions")
-        advertised = run_admin(settings, lambda admin: admin.api_versions())
-    except UsageError as exc:
-        parser.error(str(exc))
-    except KafkaClientError as exc:
-        return report(ERROR_PREFIX, exc)
+    return run_tool(build_parser(), argv, "pybroker-broker-api-versions", ERROR_PREFIX, command)
+
+
+def command(_: argparse.Namespace, settings: ClientSettings) -> None:
+    advertised = run_admin(settings, lambda admin: admin.api_versions())
     ours = client_versions()
     for broker, versions in advertised.items():
         print(f"{node_text(broker)} -> {versions_text(versions, ours)}")
-    return EXIT_OK
 
 
 def node_text(broker: BrokerNode) -> str:

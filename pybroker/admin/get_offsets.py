@@ -11,17 +11,16 @@ import sys
 from typing import Sequence
 
 from pybroker.admin.tool import (
-    EXIT_OK,
+    ClientSettings,
     CommandError,
     ToolParser,
     UsageError,
     add_connection_arguments,
-    client_settings,
-    report,
     run_admin,
+    run_tool,
     topic_filter,
 )
-from pybroker.client import AdminClient, KafkaClientError, ListedOffset, OffsetSpec
+from pybroker.client import AdminClient, ListedOffset, OffsetSpec
 from pybroker.common.topic import TopicPartition
 
 ERROR_PREFIX = "Error occurred: "
@@ -43,24 +42,19 @@ def build_parser() -> ToolParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    try:
-        settings = client_settings(args, "pybroker-get-offsets")
-        timestamp = parse_time(args.time)
-        partitions = parse_partitions(args.partitions)
-        offsets = run_admin(settings, lambda admin: fetch_offsets(admin, args.topic, partitions, timestamp,
-                                                                  args.exclude_internal_topics))
-    except UsageError as exc:
-        parser.error(str(exc))
-    except (KafkaClientError, CommandError) as exc:
-        return report(ERROR_PREFIX, exc)
+    return run_tool(build_parser(), argv, "pybroker-get-offsets", ERROR_PREFIX, command)
+
+
+def command(args: argparse.Namespace, settings: ClientSettings) -> None:
+    timestamp = parse_time(args.time)
+    partitions = parse_partitions(args.partitions)
+    offsets = run_admin(settings, lambda admin: fetch_offsets(admin, args.topic, partitions, timestamp,
+                                                              args.exclude_internal_topics))
     for tp, listed in sorted(offsets.items()):
         if listed.error is not None:
             print(f"Skip getting offsets for topic-partition {tp} due to error: {listed.error}", file=sys.stderr)
         else:
             print(f"{tp.topic}:{tp.partition}:{listed.offset if listed.offset >= 0 else ''}")
-    return EXIT_OK
 
 
 def parse_time(text: str) -> int:

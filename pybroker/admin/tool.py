@@ -9,7 +9,7 @@ import sys
 from dataclasses import dataclass
 from typing import Awaitable, Callable, NoReturn, Sequence, TypeVar
 
-from pybroker.client import AdminClient, KafkaClient
+from pybroker.client import AdminClient, KafkaClient, KafkaClientError
 from pybroker.common.config import parse_properties
 from pybroker.common.topic import INTERNAL_TOPICS
 
@@ -54,6 +54,24 @@ def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
                              "or default.api.timeout.ms from --command-config)")
 
 
+def run_tool(parser: ToolParser, argv: Sequence[str] | None, default_client_id: str, error_prefix: str,
+             command: Callable[[argparse.Namespace, ClientSettings], int | None], *,
+             command_error_prefix: str | None = None) -> int:
+    """A tool's main: parse, build the connection settings, run ``command``; its exit code (0 for None).
+
+    Usage errors end as one line and exit 1 through the parser; failed commands print the tool's error
+    prefix and the message (``command_error_prefix`` for CommandError if the tool words those apart)."""
+    args = parser.parse_args(argv)
+    try:
+        return command(args, client_settings(args, default_client_id)) or EXIT_OK
+    except UsageError as exc:
+        parser.error(str(exc))
+    except KafkaClientError as exc:
+        return report(error_prefix, exc)
+    except CommandError as exc:
+        return report(error_prefix if command_error_prefix is None else command_error_prefix, exc)
+
+
 def client_settings(args: argparse.Namespace, default_client_id: str) -> ClientSettings:
     """Connection settings from the flags and the optional --command-config file; UsageError if unusable."""
     if getattr(args, "zookeeper", None) is not None:
@@ -85,6 +103,17 @@ def client_settings(args: argparse.Namespace, default_client_id: str) -> ClientS
     return ClientSettings(args.bootstrap_server, timeout_ms / 1000, properties.get("client.id", default_client_id))
 
 
+def parse_key_values(items: Sequence[str], option: str) -> dict[str, str]:
+    """`key=value` items of a repeatable option (`--property`); UsageError naming a malformed one."""
+    parsed = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"Invalid {option} {item!r}: expected key=value")
+        parsed[key.strip()] = value
+    return parsed
+
+
 def topic_filter(pattern: str | None, exclude_internal: bool, names: Sequence[str]) -> list[str]:
     """Kafka's topic include-list: a regex over whole names, ',' meaning '|', quotes and spaces dropped."""
     regex = None
@@ -100,6 +129,11 @@ def topic_filter(pattern: str | None, exclude_internal: bool, names: Sequence[st
 
 def run_admin(settings: ClientSettings, operation: Callable[[AdminClient], Awaitable[T]]) -> T:
     """Run ``operation`` with a connected admin client; client failures propagate as KafkaClientError."""
+    return run_client(settings, lambda client: operation(AdminClient(client)))
+
+
+def run_client(settings: ClientSettings, operation: Callable[[KafkaClient], Awaitable[T]]) -> T:
+    """Run ``operation`` with a client for the cluster, closed afterwards; UsageError for a bad bootstrap list."""
 
     async def go() -> T:
         try:
@@ -107,7 +141,7 @@ def run_admin(settings: ClientSettings, operation: Callable[[AdminClient], Await
         except ValueError as exc:
             raise UsageError(str(exc)) from None
         async with client:
-            return await operation(AdminClient(client))
+            return await operation(client)
 
     return asyncio.run(go())
 

@@ -12,18 +12,16 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from pybroker.admin.tool import (
-    EXIT_OK,
+    ClientSettings,
     CommandError,
     ToolParser,
     UsageError,
     add_connection_arguments,
-    client_settings,
-    report,
     run_admin,
+    run_tool,
     topic_filter,
 )
-from pybroker.client import (AdminClient, ConfigEntry, KafkaClientError, NewTopic, PartitionInfo,
-                             TopicDescription)
+from pybroker.client import AdminClient, ConfigEntry, NewTopic, PartitionInfo, TopicDescription
 from pybroker.common.topic import ZERO_UUID, topic_id_to_string
 from pybroker.protocol.error_codes import ErrorCode
 
@@ -91,23 +89,13 @@ def build_parser() -> ToolParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    try:
-        settings = client_settings(args, "pybroker-topics")
-        action = check_arguments(args)
-        new_topic = parse_new_topic(args) if action in ("create", "alter") else None
-    except UsageError as exc:
-        parser.error(str(exc))
-    except CommandError as exc:
-        return report(ERROR_PREFIX, exc)
-    try:
-        run_admin(settings, lambda admin: COMMANDS[action](admin, args, new_topic))
-    except UsageError as exc:
-        parser.error(str(exc))
-    except (KafkaClientError, CommandError) as exc:
-        return report(ERROR_PREFIX, exc)
-    return EXIT_OK
+    return run_tool(build_parser(), argv, "pybroker-topics", ERROR_PREFIX, command)
+
+
+def command(args: argparse.Namespace, settings: ClientSettings) -> None:
+    action = check_arguments(args)
+    new_topic = parse_new_topic(args) if action in ("create", "alter") else None
+    run_admin(settings, lambda admin: COMMANDS[action](admin, args, new_topic))
 
 
 def check_arguments(args: argparse.Namespace) -> str:

@@ -5,8 +5,11 @@ Apache Kafka as well as pybroker.
 """
 
 from pybroker.client.admin import (
+    BROKER_RESOURCE,
+    TOPIC_RESOURCE,
     AdminClient,
     ConfigEntry,
+    ConfigSynonym,
     ListedOffset,
     NewTopic,
     OffsetSpec,
@@ -23,11 +26,17 @@ from pybroker.client.errors import (
     ResponseError,
     UnsupportedVersionError,
 )
+from pybroker.client.fetcher import ConsumerRecord, Fetcher, FetchSettings, PartitionFetch
+from pybroker.client.groups import GroupAdmin, GroupDescription, ListedGroup, MemberDescription
+from pybroker.client.membership import GroupMember, MembershipSettings
+from pybroker.client.producer import Producer, ProduceResult
 from pybroker.client.versions import NegotiatedVersions, VersionRange
 
 __all__ = [
-    "AdminClient", "BrokerAddress", "BrokerNode", "ConfigEntry", "Connection", "KafkaClient", "KafkaClientError",
-    "KafkaConnectionError", "KafkaTimeoutError", "ListedOffset", "NegotiatedVersions", "NewTopic", "OffsetSpec",
-    "PartitionInfo", "ResponseError", "TopicDescription", "TopicResult", "UnsupportedVersionError", "VersionRange",
-    "parse_bootstrap",
+    "BROKER_RESOURCE", "TOPIC_RESOURCE", "AdminClient", "BrokerAddress", "BrokerNode", "ConfigEntry", "ConfigSynonym",
+    "Connection", "ConsumerRecord", "FetchSettings", "Fetcher", "GroupAdmin", "GroupDescription", "GroupMember",
+    "KafkaClient", "KafkaClientError", "KafkaConnectionError", "KafkaTimeoutError", "ListedGroup", "ListedOffset",
+    "MemberDescription", "MembershipSettings", "NegotiatedVersions", "NewTopic", "OffsetSpec", "PartitionFetch",
+    "PartitionInfo", "ProduceResult", "Producer", "ResponseError", "TopicDescription", "TopicResult",
+    "UnsupportedVersionError", "VersionRange", "parse_bootstrap",
 ]

@@ -26,11 +26,16 @@ from pybroker.protocol.messages import (
     DeleteTopicsResponse,
     DescribeConfigsRequest,
     DescribeConfigsResponse,
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
     ListOffsetsRequest,
     ListOffsetsResponse,
 )
 
 TOPIC_RESOURCE = 2
+BROKER_RESOURCE = 4
+SET_CONFIG = 0
+DELETE_CONFIG = 1
 DEFAULT_CONFIG_SOURCE = 5
 DEFAULT_FROM_BROKER = -1
 # Kafka's CreateTopics accepts -1 for "broker default" partitions/replication factor from v4 (KIP-464).
@@ -87,6 +92,13 @@ class TopicDescription:
 
 
 @dataclass(frozen=True, slots=True)
+class ConfigSynonym:
+    name: str
+    value: str | None
+    source: int
+
+
+@dataclass(frozen=True, slots=True)
 class ConfigEntry:
     name: str
     value: str | None
@@ -94,6 +106,7 @@ class ConfigEntry:
     is_default: bool
     read_only: bool = False
     is_sensitive: bool = False
+    synonyms: tuple[ConfigSynonym, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,23 +197,48 @@ class AdminClient:
 
     async def describe_topic_configs(self, names: Sequence[str]) -> dict[str, list[ConfigEntry]]:
         """Every config of each topic with its source; ResponseError for the first topic that fails."""
-        if not names:
-            return {}
-        request = DescribeConfigsRequest(resources=[
-            DescribeConfigsRequest.DescribeConfigsResource(resource_type=TOPIC_RESOURCE, resource_name=n,
-                                                           configuration_keys=None) for n in names])
-        connection = await self.client.connect()
-        version = connection.versions.version_for(request.API_KEY)
-        response = await connection.send_at(request, version, DescribeConfigsResponse)
-        configs = {}
-        for result in response.results:
-            check(result.error_code, result.error_message)
-            configs[result.resource_name] = [
-                ConfigEntry(c.name, c.value, c.config_source,
-                            c.is_default if version == 0 else c.config_source == DEFAULT_CONFIG_SOURCE,
-                            c.read_only, c.is_sensitive)
-                for c in result.configs]
+        return await self.describe_configs(TOPIC_RESOURCE, names)
+
+    async def describe_configs(self, resource_type: int, names: Sequence[str], *,
+                               include_synonyms: bool = False) -> dict[str, list[ConfigEntry]]:
+        """Configs of topics or brokers (``names`` are broker ids then) with their sources; ResponseError for
+        the first resource that fails. Broker resources are asked of that broker, as Kafka's AdminClient does."""
+        targets: dict[int | None, list[str]] = defaultdict(list)  # broker id, or None for any broker
+        for name in names:
+            targets[int(name) if resource_type == BROKER_RESOURCE and name.isdigit() else None].append(name)
+        configs: dict[str, list[ConfigEntry]] = {}
+        for target, target_names in targets.items():
+            request = DescribeConfigsRequest(
+                resources=[DescribeConfigsRequest.DescribeConfigsResource(
+                    resource_type=resource_type, resource_name=n, configuration_keys=None) for n in target_names],
+                include_synonyms=include_synonyms)
+            connection = await (self.client.connect() if target is None else self.client.node(target))
+            version = connection.versions.version_for(request.API_KEY)
+            response = await connection.send_at(request, version, DescribeConfigsResponse)
+            for result in response.results:
+                check(result.error_code, result.error_message)
+                configs[result.resource_name] = [
+                    ConfigEntry(c.name, c.value, c.config_source,
+                                c.is_default if version == 0 else c.config_source == DEFAULT_CONFIG_SOURCE,
+                                c.read_only, c.is_sensitive,
+                                tuple(ConfigSynonym(s.name, s.value, s.source) for s in c.synonyms or ()))
+                    for c in result.configs]
         return configs
+
+    async def incremental_alter_configs(self, resource_type: int, name: str, *, set_configs: Mapping[str, str],
+                                        delete_configs: Sequence[str]) -> None:
+        """Set and delete config overrides of one topic or broker; ResponseError when the broker refuses."""
+        operations = [IncrementalAlterConfigsRequest.AlterableConfig(name=k, config_operation=SET_CONFIG, value=v)
+                      for k, v in set_configs.items()]
+        operations += [IncrementalAlterConfigsRequest.AlterableConfig(name=k, config_operation=DELETE_CONFIG,
+                                                                       value=None) for k in delete_configs]
+        request = IncrementalAlterConfigsRequest(resources=[IncrementalAlterConfigsRequest.AlterConfigsResource(
+            resource_type=resource_type, resource_name=name, configs=operations)])
+        connection = await (self.client.node(int(name)) if resource_type == BROKER_RESOURCE and name.isdigit()
+                            else self.client.controller())
+        response = await connection.send(request, IncrementalAlterConfigsResponse)
+        for result in response.responses:
+            check(result.error_code, result.error_message)
 
     async def list_offsets(self, specs: Mapping[TopicPartition, int], *,
                            isolation_level: int = 0) -> dict[TopicPartition, ListedOffset]:

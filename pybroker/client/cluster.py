@@ -104,12 +104,15 @@ class KafkaClient:
             await asyncio.sleep(min(backoff, remaining))
             backoff = min(backoff * 2, RETRY_BACKOFF_MAX)
 
-    async def metadata(self, topics: Sequence[str] | None = None) -> MetadataResponse:
-        """Metadata for ``topics`` (None: all topics) without auto-creating any; refreshes the broker list."""
+    async def metadata(self, topics: Sequence[str] | None = None, *, auto_create: bool = False) -> MetadataResponse:
+        """Metadata for ``topics`` (None: all topics); refreshes the broker list.
+
+        ``auto_create`` lets the broker create missing topics (if its `auto.create.topics.enable` allows),
+        as producers and consumers ask; admin requests never do."""
         connection = await self.connect()
         request = MetadataRequest(
             topics=None if topics is None else [MetadataRequest.MetadataRequestTopic(name=t) for t in topics],
-            allow_auto_topic_creation=False)
+            allow_auto_topic_creation=auto_create)
         response = await connection.send(request, MetadataResponse, min_version=MIN_METADATA_VERSION)
         self.brokers = {b.node_id: BrokerNode(b.node_id, b.host, b.port, b.rack) for b in response.brokers}
         self.controller_id = response.controller_id

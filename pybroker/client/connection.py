@@ -108,6 +108,15 @@ class Connection:
             raise TypeError(f"expected {response_type.__name__}, got {type(message).__name__}")
         return message
 
+    async def send_without_response(self, request: Message, *, min_version: int = 0) -> None:
+        """Send at the negotiated version when no answer will come (Produce with acks=0)."""
+        if self._closed is not None:
+            raise self._closed
+        version = self.versions.version_for(request.API_KEY, min_version)
+        _, frame = self._wire.encode_request(request, version, expect_response=False)
+        self._writer.write(frame)
+        await self._writer.drain()
+
     async def _read_loop(self) -> None:
         reason = "connection closed by the broker"
         try:

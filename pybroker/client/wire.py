@@ -56,14 +56,19 @@ class ClientWire:
     def in_flight(self) -> int:
         return len(self._pending)
 
-    def encode_request(self, message: Message, api_version: int) -> tuple[int, bytes]:
-        """Frame ``message`` at ``api_version``; return its correlation id and the bytes to send."""
+    def encode_request(self, message: Message, api_version: int, *,
+                       expect_response: bool = True) -> tuple[int, bytes]:
+        """Frame ``message`` at ``api_version``; return its correlation id and the bytes to send.
+
+        ``expect_response=False`` is for Produce with acks=0, which the broker never answers.
+        """
         correlation_id = self._next_id
         self._next_id = (self._next_id + 1) & 0x7FFFFFFF
         header = RequestHeader(request_api_key=message.API_KEY, request_api_version=api_version,
                                correlation_id=correlation_id, client_id=self.client_id)
         frame = encode_request(header, message, api_version)
-        self._pending[correlation_id] = PendingRequest(message.API_KEY, api_version)
+        if expect_response:
+            self._pending[correlation_id] = PendingRequest(message.API_KEY, api_version)
         return correlation_id, frame
 
     def abandon(self, correlation_id: int) -> None:

@@ -68,3 +68,12 @@ def test_unsupported_api_versions_answer_is_read_as_v0() -> None:
     assert response.api_version == 0
     assert response.message.error_code == 35
     assert [(k.api_key, k.max_version) for k in response.message.api_keys] == [(18, 2)]
+
+
+def test_a_request_without_response_is_not_waited_for() -> None:
+    """Produce with acks=0: the broker never answers, so nothing may stay pending for it."""
+    wire = ClientWire("tool")
+    wire.encode_request(MetadataRequest(), 12, expect_response=False)
+    assert wire.in_flight == 0
+    answered, _ = wire.encode_request(MetadataRequest(), 12)
+    assert [r.correlation_id for r in wire.receive(metadata_response(answered, 12, "a"))] == [answered]
