@@ -21,6 +21,7 @@ from pybroker.coordinator.group import CommittedOffset, Group, GroupState, Membe
 from pybroker.coordinator.records import (
     GroupEntry,
     OffsetEntry,
+    PendingTxnOffset,
     Record,
     group_key,
     group_record,
@@ -47,6 +48,7 @@ from pybroker.protocol.messages import (
     OffsetDeleteResponse,
     SyncGroupRequest,
     SyncGroupResponse,
+    TxnOffsetCommitRequest,
 )
 
 FIRST_MEMBER_ID_REQUIRED_VERSION = 4
@@ -96,6 +98,8 @@ class GroupCoordinator:
     def __init__(self, config: GroupConfig) -> None:
         self.config = config
         self.groups: dict[str, Group] = {}
+        # producer id -> offsets committed in its open transaction, visible once it commits
+        self.pending_txn_offsets: dict[int, list[OffsetEntry]] = {}
         self._next_expiry_check_ms: int | None = None
 
     # ------------------------------------------------------------------ queries
@@ -575,6 +579,64 @@ class GroupCoordinator:
                             offset_record(group.group_id, topic, partition.partition_index, committed)))
         return ErrorCode.NONE
 
+    def validate_txn_offsets(self, request: TxnOffsetCommitRequest) -> ErrorCode:
+        """TxnOffsetCommit's group checks (Kafka ``doTxnCommitOffsets``); the offsets are written by
+        the caller as a transactional batch and handed to ``stage_txn_offsets`` once persisted."""
+        group = self.groups.get(request.group_id)
+        if group is None:
+            return ErrorCode.NONE if request.generation_id < 0 else ErrorCode.ILLEGAL_GENERATION
+        if group.is_in(GroupState.DEAD):
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if _is_fenced(group, request.group_instance_id, request.member_id):
+            return ErrorCode.FENCED_INSTANCE_ID
+        if request.member_id and request.member_id not in group.members:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if request.generation_id >= 0 and request.generation_id != group.generation_id:
+            return ErrorCode.ILLEGAL_GENERATION
+        return ErrorCode.NONE
+
+    def txn_offset_records(self, request: TxnOffsetCommitRequest, now_ms: int
+                           ) -> tuple[list[OffsetEntry], list[Record], dict[tuple[str, int], ErrorCode]]:
+        """The offsets of a valid TxnOffsetCommit, their records, and per-partition errors."""
+        entries: list[OffsetEntry] = []
+        errors: dict[tuple[str, int], ErrorCode] = {}
+        for topic in request.topics:
+            for p in topic.partitions:
+                metadata = p.committed_metadata or ""
+                if len(metadata.encode("utf-8")) > self.config.offset_metadata_max_bytes:
+                    errors[(topic.name, p.partition_index)] = ErrorCode.OFFSET_METADATA_TOO_LARGE
+                    continue
+                committed = CommittedOffset(p.committed_offset, p.committed_leader_epoch, metadata, now_ms, None)
+                entries.append(OffsetEntry(request.group_id, topic.name, p.partition_index, committed))
+        records = [offset_record(e.group_id, e.topic, e.partition, e.committed) for e in entries
+                   if e.committed is not None]
+        return entries, records, errors
+
+    def stage_txn_offsets(self, producer_id: int, entries: Iterable[OffsetEntry]) -> None:
+        """Offsets written in ``producer_id``'s transaction; ``complete_txn_offsets`` applies them."""
+        self.pending_txn_offsets.setdefault(producer_id, []).extend(entries)
+
+    def complete_txn_offsets(self, producer_id: int, partition: int, *, commit: bool, now_ms: int) -> None:
+        """A COMMIT/ABORT marker reached ``partition`` of __consumer_offsets for ``producer_id``."""
+        pending = self.pending_txn_offsets.pop(producer_id, [])
+        kept = [e for e in pending if self.partition_of(e.group_id) != partition]
+        if kept:
+            self.pending_txn_offsets[producer_id] = kept
+        if not commit:
+            return
+        for entry in pending:
+            if self.partition_of(entry.group_id) != partition or entry.committed is None:
+                continue
+            group = self.groups.get(entry.group_id)
+            if group is None:
+                group = self.groups[entry.group_id] = Group(entry.group_id, state_timestamp_ms=now_ms)
+            group.offsets[(entry.topic, entry.partition)] = entry.committed
+
+    def pending_txn_partitions(self, group_id: str) -> set[tuple[str, int]]:
+        """Partitions of ``group_id`` whose offset an open transaction is committing."""
+        return {(e.topic, e.partition) for entries in self.pending_txn_offsets.values() for e in entries
+                if e.group_id == group_id}
+
     def fetch_offsets(self, group_id: str, topics: Iterable[tuple[str, Iterable[int]]] | None
                       ) -> list[tuple[str, list[tuple[int, CommittedOffset | None]]]]:
         """Committed offsets per requested topic-partition (None when absent); all of them when topics is None."""
@@ -667,9 +729,14 @@ class GroupCoordinator:
 
     # ------------------------------------------------------------------ loading
 
-    def load(self, entries: Iterable[OffsetEntry | GroupEntry], now_ms: int) -> None:
-        """Replay ``__consumer_offsets`` (oldest first) into groups; members must heartbeat again."""
+    def load(self, entries: Iterable[OffsetEntry | GroupEntry | PendingTxnOffset], now_ms: int) -> None:
+        """Replay ``__consumer_offsets`` (oldest first) into groups; members must heartbeat again.
+
+        Offsets of transactions still open at the end of the log are staged, not applied."""
         for entry in entries:
+            if isinstance(entry, PendingTxnOffset):
+                self.stage_txn_offsets(entry.producer_id, [entry.entry])
+                continue
             group = self.groups.get(entry.group_id)
             if isinstance(entry, OffsetEntry):
                 if entry.committed is None:

@@ -105,6 +105,14 @@ class OffsetEntry:
 
 
 @dataclass(frozen=True, slots=True)
+class PendingTxnOffset:
+    """An offset written in a transaction that had no marker yet when the log was replayed."""
+
+    producer_id: int
+    entry: OffsetEntry
+
+
+@dataclass(frozen=True, slots=True)
 class GroupEntry:
     group_id: str
     value: GroupMetadataValue | None  # None: tombstone

@@ -40,6 +40,7 @@ from pybroker.log.segment import (
     filename_prefix,
     offset_from_filename,
 )
+from pybroker.log.txn_index import TXN_INDEX_SUFFIX
 from pybroker.records.constants import BATCH_HEADER, LOG_OVERHEAD, RECORD_BATCH_OVERHEAD
 
 __all__ = ["LoadedLog", "load_segments", "CLEANED_SUFFIX", "SWAP_SUFFIX"]
@@ -78,7 +79,7 @@ def _segment_file_name(name: str) -> tuple[int, str] | None:
 
 def _delete_segment_files(dir_path: str, base_offset: int) -> None:
     prefix = os.path.join(dir_path, filename_prefix(base_offset))
-    for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+    for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
         _unlink(prefix + suffix)
 
 
@@ -124,7 +125,7 @@ def _clean_temporary_files(dir_path: str) -> list[str]:
             _unlink(path)
         elif name.endswith(SWAP_SUFFIX):
             swaps.append(name)
-        elif name.endswith((INDEX_SUFFIX, TIME_INDEX_SUFFIX)) and _segment_file_name(name):
+        elif name.endswith((INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)) and _segment_file_name(name):
             if name.rsplit(".", 1)[0] not in logs:
                 logger.info("Deleting index file %s that has no log file", path)
                 _unlink(path)

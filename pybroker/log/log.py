@@ -7,9 +7,18 @@ the output of the log cleaner (``cleaner.py``).
 
 Offsets kept here (Kafka ``UnifiedLog``): ``log_start_offset`` (first visible offset; moved by
 retention), ``log_end_offset`` (LEO, next offset to assign), ``high_watermark`` (set by the
-replication layer, clamped to [log start, LEO]; retention never deletes at or above it) and
-``recovery_point`` (everything below it was fsynced, so an unclean restart only re-validates
-from the segment holding it).
+replication layer, clamped to [log start, LEO]; retention never deletes at or above it),
+``last_stable_offset`` (LSO: the high watermark, or the first offset of the oldest open
+transaction if that is lower) and ``recovery_point`` (everything below it was fsynced, so an
+unclean restart only re-validates from the segment holding it).
+
+Producer state (``producer_state.py``) is snapshotted to ``<offset>.snapshot`` files
+(``producer_snapshot.py``) at every roll and at close; opening the log loads the newest snapshot
+at or below the recovery point and replays only the batches after it.
+
+Transaction markers (control batches) close a producer's transaction; an ABORT adds an entry
+to the ``.txnindex`` of the segment it lands in, which ``collect_aborted`` reads for
+read-committed fetches.
 
 Every method is synchronous and short enough for the event loop; time comes in as ``now_ms``.
 Not thread-safe.
@@ -27,6 +36,7 @@ from dataclasses import dataclass
 from pybroker.log.checkpoint import PartitionMetadataFile, fsync_dir
 from pybroker.log.config import LogConfig
 from pybroker.log.errors import (
+    InvalidProducerEpochError,
     LogClosedError,
     LogError,
     OffsetOutOfRangeError,
@@ -34,6 +44,8 @@ from pybroker.log.errors import (
 )
 from pybroker.log.file_slice import FileSlice
 from pybroker.log.loader import SWAP_SUFFIX, load_segments
+from pybroker.log.producer_snapshot import delete_snapshots, read_snapshot, snapshot_offsets, snapshot_path, \
+    write_snapshot
 from pybroker.log.producer_state import ProducerStateManager, SequenceCheck
 from pybroker.log.retention import (
     Predicate,
@@ -43,7 +55,9 @@ from pybroker.log.retention import (
     retention_size_breached,
 )
 from pybroker.log.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment, filename_prefix
+from pybroker.log.txn_index import AbortedTxn
 from pybroker.records.batch import (
+    BatchHeader,
     RecordBatch,
     increment_sequence,
     set_base_offset,
@@ -51,8 +65,15 @@ from pybroker.records.batch import (
     set_partition_leader_epoch,
     validate_batch,
 )
-from pybroker.records.constants import CONTROL_FLAG_MASK, RECORD_BATCH_OVERHEAD
-from pybroker.records.errors import CorruptRecordError, RecordTooLargeError
+from pybroker.records.constants import (
+    CONTROL_FLAG_MASK,
+    LOG_OVERHEAD,
+    RECORD_BATCH_OVERHEAD,
+    TRANSACTIONAL_FLAG_MASK,
+    ControlRecordType,
+)
+from pybroker.records.control import parse_control_key, parse_end_txn_marker
+from pybroker.records.errors import CorruptRecordError, RecordsError, RecordTooLargeError
 
 __all__ = ["PartitionLog", "AppendInfo", "FetchInfo"]
 
@@ -181,6 +202,14 @@ class PartitionLog:
         return self._high_watermark
 
     @property
+    def last_stable_offset(self) -> int:
+        """Read-committed consumers read below this: no open transaction starts before it."""
+        first_unstable = self.producer_state.first_unstable_offset()
+        if first_unstable is None:
+            return self._high_watermark
+        return max(self._log_start_offset, min(first_unstable, self._high_watermark))
+
+    @property
     def segments(self) -> list[LogSegment]:
         """The segments in base-offset order (a copy); the last one is active."""
         return list(self._segments)
@@ -240,6 +269,12 @@ class PartitionLog:
         h = rb.header()
         idempotent = h.producer_id >= 0 and h.base_sequence >= 0 and not rb.is_control
         last_seq = increment_sequence(h.base_sequence, h.last_offset_delta) if idempotent else -1
+        if h.producer_id >= 0 and not idempotent:  # markers and TxnOffsetCommit batches: epoch only
+            entry = self.producer_state.get(h.producer_id)
+            if entry is not None and h.producer_epoch < entry.epoch:
+                raise InvalidProducerEpochError(
+                    f"Batch of producer {h.producer_id} has epoch {h.producer_epoch}, "
+                    f"older than the current epoch {entry.epoch}")
         if idempotent:
             check = self.producer_state.check_and_prepare(h.producer_id, h.producer_epoch,
                                                           h.base_sequence, last_seq)
@@ -262,10 +297,9 @@ class PartitionLog:
         self._leo = last + 1
         if idempotent:
             self.producer_state.update(h.producer_id, h.producer_epoch, h.base_sequence, last_seq,
-                                       base, last, max_ts)
-        elif h.producer_id >= 0:
-            self.producer_state.load_batch(h.producer_id, h.producer_epoch, h.base_sequence, last_seq,
-                                           base, last, max_ts, is_control=rb.is_control)
+                                       base, last, max_ts, transactional=rb.is_transactional)
+        else:
+            self._apply_producer_batch(h._replace(base_offset=base, max_timestamp=max_ts), rb, segment)
         if self.unflushed_messages >= self._config.flush_messages:
             self.flush()
         return AppendInfo(base, last, log_append_time, self._log_start_offset, False, max_ts, last)
@@ -307,9 +341,7 @@ class PartitionLog:
             self._leo = last + 1
             if h.max_timestamp > max_ts:
                 max_ts, offset_of_max = h.max_timestamp, last
-            last_seq = increment_sequence(h.base_sequence, h.last_offset_delta) if h.base_sequence >= 0 else -1
-            self.producer_state.load_batch(h.producer_id, h.producer_epoch, h.base_sequence, last_seq,
-                                           h.base_offset, last, h.max_timestamp, is_control=rb.is_control)
+            self._apply_producer_batch(h, rb, segment)
         if self.unflushed_messages >= self._config.flush_messages:
             self.flush()
         return AppendInfo(parsed[0].base_offset, parsed[-1].last_offset, -1, self._log_start_offset,
@@ -336,6 +368,7 @@ class PartitionLog:
             segment.truncate_to(base)
         self._segments.append(segment)
         self._dir_dirty = True
+        self._take_snapshot(base)
         logger.info("Rolled new segment %s for %s-%d", segment.log_path, self._topic, self._partition)
         return segment
 
@@ -432,6 +465,7 @@ class PartitionLog:
         active.truncate_to(offset)
         logger.info("Truncated %s to offset %d", self._dir, offset)
         self._leo = new_end
+        delete_snapshots(self._dir, above=new_end)
         self._log_start_offset = min(self._log_start_offset, new_end)
         self._recovery_point = min(self._recovery_point, new_end)
         self._high_watermark = min(self._high_watermark, new_end)
@@ -451,21 +485,91 @@ class PartitionLog:
         self._recovery_point = min(self._recovery_point, offset)
         self.producer_state.clear()
         self.producer_state.truncate_head(offset)
+        delete_snapshots(self._dir, above=-1)
         logger.info("Truncated %s fully; it now starts at offset %d", self._dir, offset)
 
     def _rebuild_producer_state(self) -> None:
-        """Replay producer fields of every batch header (records are never decoded)."""
-        self.producer_state.clear()
-        for segment in self._segments:
-            for _, h in segment.iter_headers():
+        """Load the newest usable snapshot, then replay the batch headers after it; markers replayed
+        also rebuild their ``.txnindex`` entries.
+
+        Only snapshots at or below the recovery point are used: above it, the data (and the
+        ``.txnindex`` entries) the snapshot summarises may not have reached the disk.
+        """
+        delete_snapshots(self._dir, above=self._leo)
+        start = self._load_snapshot()
+        for segment in self._segments[self._floor_segment_index(start):]:
+            segment.txn_index.truncate_to(start)
+            for position, h in segment.iter_headers(start):
                 if h.producer_id < 0:
                     continue
-                last = h.base_offset + h.last_offset_delta
-                last_seq = increment_sequence(h.base_sequence, h.last_offset_delta) if h.base_sequence >= 0 else -1
-                self.producer_state.load_batch(h.producer_id, h.producer_epoch, h.base_sequence, last_seq,
-                                               h.base_offset, last, h.max_timestamp,
-                                               is_control=bool(h.attributes & CONTROL_FLAG_MASK))
+                batch = None
+                if h.attributes & CONTROL_FLAG_MASK:
+                    batch = segment.read_batch(position, h.batch_length + LOG_OVERHEAD)
+                self._apply_producer_batch(h, batch, segment)
         self.producer_state.truncate_head(self._log_start_offset)
+
+    def _load_snapshot(self) -> int:
+        """Restore the newest readable snapshot within [first segment base, recovery point];
+        returns the offset to replay from."""
+        self.producer_state.clear()
+        first = self._segments[0].base_offset
+        for offset in reversed(snapshot_offsets(self._dir)):
+            if offset > self._recovery_point:
+                continue
+            if offset < first:
+                break
+            entries = read_snapshot(snapshot_path(self._dir, offset))
+            if entries is None:
+                logger.warning("Deleting damaged producer snapshot %s", snapshot_path(self._dir, offset))
+                os.unlink(snapshot_path(self._dir, offset))
+                continue
+            self.producer_state.restore(entries)
+            return offset
+        return first
+
+    def _take_snapshot(self, offset: int) -> None:
+        write_snapshot(self._dir, offset, list(self.producer_state.producers.values()))
+
+    def _apply_producer_batch(self, h: BatchHeader, batch: RecordBatch | None, segment: LogSegment) -> None:
+        """Update producer state for a written batch that needs no sequence check.
+
+        ``batch`` is needed for control batches only: a COMMIT/ABORT marker closes the
+        producer's transaction, and an aborted one is indexed in ``segment``'s ``.txnindex``.
+        """
+        if h.producer_id < 0:
+            return
+        last = h.base_offset + h.last_offset_delta
+        if h.attributes & CONTROL_FLAG_MASK:
+            marker = _marker_of(batch) if batch is not None else None
+            if marker is None:
+                self.producer_state.load_batch(h.producer_id, h.producer_epoch, -1, -1, h.base_offset, last,
+                                               h.max_timestamp, is_control=True)
+                return
+            commit, coordinator_epoch = marker
+            completed = self.producer_state.complete_txn(h.producer_id, h.producer_epoch, h.base_offset,
+                                                         commit=commit, coordinator_epoch=coordinator_epoch,
+                                                         timestamp=h.max_timestamp)
+            if completed.is_aborted:
+                first_unstable = self.producer_state.first_unstable_offset()
+                lso = completed.last_offset + 1 if first_unstable is None else first_unstable
+                segment.txn_index.append(AbortedTxn(h.producer_id, completed.first_offset,
+                                                    completed.last_offset, lso))
+            return
+        last_seq = increment_sequence(h.base_sequence, h.last_offset_delta) if h.base_sequence >= 0 else -1
+        self.producer_state.load_batch(h.producer_id, h.producer_epoch, h.base_sequence, last_seq,
+                                       h.base_offset, last, h.max_timestamp,
+                                       transactional=bool(h.attributes & TRANSACTIONAL_FLAG_MASK))
+
+    def collect_aborted(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
+        """Aborted transactions overlapping [fetch_offset, upper_bound), for read-committed fetches."""
+        self._check_open()
+        found: list[AbortedTxn] = []
+        for segment in self._segments[self._floor_segment_index(fetch_offset):]:
+            entries, complete = segment.txn_index.collect(fetch_offset, upper_bound)
+            found.extend(entries)
+            if complete:
+                break
+        return found
 
     def increment_log_start_offset(self, offset: int) -> bool:
         """Move the log start forward (DeleteRecords); it may not pass the high watermark."""
@@ -504,11 +608,14 @@ class PartitionLog:
             raise LogError(f"segments {[s.base_offset for s in old]} of {self._dir} cannot be replaced")
         start = next(i for i, s in enumerate(self._segments) if s is old[0])
         self._now_ms = now_ms
+        aborted = [entry for replaced in old for entry in replaced.txn_index.entries]
         self._schedule_delete(old)
         prefix = os.path.join(self._dir, filename_prefix(new_base))
         for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, LOG_SUFFIX):
             os.rename(prefix + suffix + SWAP_SUFFIX, prefix + suffix)
         segment = LogSegment.open(self._dir, new_base, self._config, created_ms=now_ms)
+        for entry in aborted:  # the cleaner copies transactional data and markers untouched
+            segment.txn_index.append(entry)
         self._segments[start:start + len(old)] = [segment]
         self._dir_dirty = True
         return segment
@@ -559,6 +666,7 @@ class PartitionLog:
             self._high_watermark = max(self._high_watermark, self._log_start_offset)
             self._recovery_point = max(self._recovery_point, self._log_start_offset)
         self.producer_state.truncate_head(self._log_start_offset)
+        delete_snapshots(self._dir, below=self._segments[0].base_offset)
         logger.info("Deleted %d segment(s) of %s; log start offset is now %d", len(doomed), self._dir,
                     self._log_start_offset)
         return len(doomed)
@@ -586,6 +694,7 @@ class PartitionLog:
         if self._closed:
             return
         self.flush()
+        self._take_snapshot(self._leo)
         for segment in self._segments:
             segment.close()
         self._delete_expired_files(self._now_ms, force=True)
@@ -605,3 +714,19 @@ class PartitionLog:
         self._delete_expired_files(self._now_ms, force=True)
         self._closed = True
         shutil.rmtree(self._dir, ignore_errors=True)
+
+
+def _marker_of(batch: RecordBatch) -> tuple[bool, int] | None:
+    """(commit?, coordinator epoch) of a transaction-marker batch; None for other control batches."""
+    try:
+        records = batch.records()
+        if not records:
+            return None
+        _, control_type = parse_control_key(records[0].key)
+        if control_type not in (ControlRecordType.COMMIT, ControlRecordType.ABORT):
+            return None
+        _, coordinator_epoch = parse_end_txn_marker(records[0].value)
+    except RecordsError as exc:
+        logger.warning("Unreadable control batch at offset %d: %s", batch.base_offset, exc)
+        return None
+    return control_type == ControlRecordType.COMMIT, coordinator_epoch

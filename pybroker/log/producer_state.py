@@ -16,9 +16,14 @@ the batch twice. The rules (``ProducerAppendInfo.checkProducerEpoch/checkSequenc
    removed (the log head was deleted, or the id expired) the answer is
    ``UnknownProducerIdError`` so the client resets its sequence; if not, ``OutOfOrderSequenceError``.
 
-The state is in memory only (no ``.snapshot`` files yet): ``PartitionLog`` rebuilds it at open
-and after truncation by replaying batch headers (``load_batch``), which carry producer id,
-epoch, base sequence and offsets, so no record is ever decoded. Not thread-safe.
+Transactions: the first transactional batch of a producer opens a transaction at its base
+offset; the producer's COMMIT or ABORT marker closes it (``complete_txn``). The smallest first
+offset of the open transactions is the *first unstable offset*: the last stable offset (LSO)
+read-committed consumers may read up to is the smaller of it and the high watermark.
+
+``PartitionLog`` rebuilds this state at open and after truncation from the newest usable
+``.snapshot`` file (``producer_snapshot.py``) plus the batch headers after it (``load_batch``;
+only markers have their one control record decoded). Not thread-safe.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from pybroker.log.errors import (
 
 __all__ = [
     "BatchMetadata",
+    "CompletedTxn",
     "ProducerCheckResult",
     "ProducerStateEntry",
     "ProducerStateManager",
@@ -67,6 +73,16 @@ class BatchMetadata:
 
 
 @dataclass(frozen=True, slots=True)
+class CompletedTxn:
+    """A transaction closed by a marker at ``last_offset``; aborted ones go to the ``.txnindex``."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    is_aborted: bool
+
+
+@dataclass(frozen=True, slots=True)
 class ProducerCheckResult:
     """``kind`` plus, for a duplicate, the original batch."""
 
@@ -82,6 +98,8 @@ class ProducerStateEntry:
     epoch: int
     batches: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=NUM_BATCHES_TO_RETAIN))
     last_timestamp: int = -1
+    coordinator_epoch: int = -1
+    current_txn_first_offset: int | None = None
 
     @property
     def last_seq(self) -> int:
@@ -115,6 +133,7 @@ class ProducerStateManager:
 
     def __init__(self) -> None:
         self._producers: dict[int, ProducerStateEntry] = {}
+        self._ongoing: dict[int, int] = {}  # producer id -> first offset of its open transaction
         self._expired: set[int] = set()
         self._head_truncated = False
 
@@ -160,21 +179,53 @@ class ProducerStateManager:
         return ProducerCheckResult(SequenceCheck.OK)
 
     def update(self, producer_id: int, epoch: int, first_seq: int, last_seq: int,
-               first_offset: int, last_offset: int, timestamp: int) -> None:
+               first_offset: int, last_offset: int, timestamp: int, *, transactional: bool = False) -> None:
         """Record a batch that was appended (after check_and_prepare accepted it)."""
         entry = self._producers.get(producer_id)
         if entry is None:
             entry = self._producers[producer_id] = ProducerStateEntry(producer_id, epoch)
             self._expired.discard(producer_id)
         entry.add(epoch, BatchMetadata(first_seq, last_seq, first_offset, last_offset, timestamp))
+        if transactional and entry.current_txn_first_offset is None:
+            entry.current_txn_first_offset = first_offset
+            self._ongoing[producer_id] = first_offset
+
+    def complete_txn(self, producer_id: int, epoch: int, marker_offset: int, *, commit: bool,
+                     coordinator_epoch: int, timestamp: int) -> CompletedTxn:
+        """Apply a COMMIT/ABORT marker of ``producer_id`` written at ``marker_offset``.
+
+        A marker without an open transaction (a retry, or an abort of a transaction that wrote
+        nothing here) still completes one from the marker to itself, as Kafka does.
+        """
+        entry = self._producers.get(producer_id)
+        if entry is None:
+            entry = self._producers[producer_id] = ProducerStateEntry(producer_id, epoch)
+        elif epoch != entry.epoch:
+            entry.epoch = epoch
+            entry.batches.clear()
+        first = entry.current_txn_first_offset
+        entry.current_txn_first_offset = None
+        entry.coordinator_epoch = coordinator_epoch
+        entry.last_timestamp = max(entry.last_timestamp, timestamp)
+        self._ongoing.pop(producer_id, None)
+        return CompletedTxn(producer_id, marker_offset if first is None else first, marker_offset, not commit)
+
+    def first_unstable_offset(self) -> int | None:
+        """First offset of the oldest open transaction, None when none is open."""
+        return min(self._ongoing.values(), default=None)
+
+    def ongoing_first_offsets(self) -> Mapping[int, int]:
+        """Producer id -> first offset of each open transaction."""
+        return self._ongoing
 
     def load_batch(self, producer_id: int, epoch: int, first_seq: int, last_seq: int,
                    first_offset: int, last_offset: int, timestamp: int, *,
-                   is_control: bool = False) -> None:
-        """Replay a batch header found in the log (load, truncation, follower append): no checks.
+                   is_control: bool = False, transactional: bool = False) -> None:
+        """Replay a data batch header found in the log (load, truncation, follower append): no checks.
 
         A batch with an older epoch than the one already seen is skipped rather than letting
-        the epoch go backwards; a control batch (transaction marker) only moves the epoch.
+        the epoch go backwards; a control batch only moves the epoch (markers go through
+        ``complete_txn``).
         """
         if producer_id < 0:
             return
@@ -189,7 +240,8 @@ class ProducerStateManager:
                 entry.batches.clear()
             entry.last_timestamp = max(entry.last_timestamp, timestamp)
             return
-        self.update(producer_id, epoch, first_seq, last_seq, first_offset, last_offset, timestamp)
+        self.update(producer_id, epoch, first_seq, last_seq, first_offset, last_offset, timestamp,
+                    transactional=transactional)
 
     def needs_rebuild_after_truncation(self, offset: int) -> bool:
         """True when some retained batch ends at or after ``offset`` (state must be replayed)."""
@@ -205,8 +257,10 @@ class ProducerStateManager:
             self._head_truncated = True
 
     def remove_expired(self, now_ms: int, expiration_ms: int) -> int:
-        """Drop producers idle for longer than ``expiration_ms``; returns how many."""
-        expired = [pid for pid, e in self._producers.items() if now_ms - e.last_timestamp >= expiration_ms]
+        """Drop producers idle for longer than ``expiration_ms`` (``producer.id.expiration.ms``)
+        that have no open transaction; returns how many."""
+        expired = [pid for pid, e in self._producers.items()
+                   if now_ms - e.last_timestamp >= expiration_ms and e.current_txn_first_offset is None]
         for pid in expired:
             del self._producers[pid]
             if len(self._expired) < _MAX_EXPIRED_REMEMBERED:
@@ -216,3 +270,12 @@ class ProducerStateManager:
     def clear(self) -> None:
         """Forget everything (before a full replay)."""
         self._producers.clear()
+        self._ongoing.clear()
+
+    def restore(self, entries: list[ProducerStateEntry]) -> None:
+        """Start from the entries of a snapshot (replacing everything)."""
+        self.clear()
+        for entry in entries:
+            self._producers[entry.producer_id] = entry
+            if entry.current_txn_first_offset is not None:
+                self._ongoing[entry.producer_id] = entry.current_txn_first_offset

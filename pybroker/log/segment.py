@@ -1,10 +1,11 @@
-"""One log segment: a ``.log`` data file plus its ``.index`` and ``.timeindex``.
+"""One log segment: a ``.log`` data file plus its ``.index``, ``.timeindex`` and ``.txnindex``.
 
 Files. All three are named by the segment's base offset zero-padded to 20 digits in the
 partition directory (``00000000000000368769.log``), Kafka's ``LogFileUtils`` naming. The
 ``.log`` holds v2 record batches back to back exactly as on the wire, with absolute offsets;
-the indexes are described in :mod:`pybroker.log.index`. A segment about to be removed gets the
-``.deleted`` suffix on all three files.
+the indexes are described in :mod:`pybroker.log.index` and :mod:`pybroker.log.txn_index` (the
+latter exists only once a transaction was aborted). A segment about to be removed gets the
+``.deleted`` suffix on all its files.
 
 Reads never decode records: they walk 61-byte batch headers (``os.pread`` of small chunks)
 starting at the position the sparse offset index gives, and hand back a ``FileSlice`` covering
@@ -23,6 +24,7 @@ from typing import TYPE_CHECKING, Iterator
 from pybroker.log.errors import CorruptLogError, LogError, LogStorageError
 from pybroker.log.file_slice import FileSlice, LogFile
 from pybroker.log.index import OffsetIndex, TimeIndex
+from pybroker.log.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
 from pybroker.records.batch import BatchHeader, RecordBatch, validate_batch
 from pybroker.records.constants import (
     BATCH_HEADER,
@@ -79,6 +81,7 @@ class LogSegment:
         self._size = os.fstat(self._log.fileno()).st_size
         self.offset_index = OffsetIndex(prefix + INDEX_SUFFIX, base_offset, max_index_size, preallocate=active)
         self.time_index = TimeIndex(prefix + TIME_INDEX_SUFFIX, base_offset, max_index_size, preallocate=active)
+        self.txn_index = TransactionIndex(prefix + TXN_INDEX_SUFFIX)
         self._index_interval_bytes = index_interval_bytes
         self._bytes_since_last_index_entry = 0
         self.created_ms = created_ms
@@ -417,6 +420,7 @@ class LogSegment:
         found = self.find_batch(offset)
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
+        self.txn_index.truncate_to(offset)
         self.offset_index.preallocate()
         self.time_index.preallocate()
         truncated = 0
@@ -445,6 +449,7 @@ class LogSegment:
             raise LogStorageError(f"fsync of {self.log_path} failed: {exc}") from exc
         self.offset_index.flush()
         self.time_index.flush()
+        self.txn_index.flush()
 
     def make_active(self) -> None:
         """Preallocate the indexes again: this segment receives the appends from now on."""
@@ -459,8 +464,8 @@ class LogSegment:
         self.time_index.trim_to_valid_size()
 
     def rename_to_deleted(self) -> None:
-        """Add ``.deleted`` to all three file names; open slices keep working until delete()."""
-        for target in (self._log, self.offset_index, self.time_index):
+        """Add ``.deleted`` to every file name; open slices keep working until delete()."""
+        for target in (self._log, self.offset_index, self.time_index, self.txn_index):
             path = target.path
             if not path.endswith(DELETED_SUFFIX) and os.path.exists(path):
                 if isinstance(target, LogFile):
@@ -481,7 +486,7 @@ class LogSegment:
         self._log.close()
 
     def delete(self) -> None:
-        """Close everything and remove the three files (whatever their current suffix)."""
+        """Close everything and remove the files (whatever their current suffix)."""
         self._log.close()
         try:
             os.unlink(self._log.path)
@@ -489,3 +494,4 @@ class LogSegment:
             pass
         self.offset_index.delete()
         self.time_index.delete()
+        self.txn_index.delete()

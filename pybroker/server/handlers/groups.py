@@ -78,7 +78,11 @@ async def _find_one(ctx: RequestContext, key: str, key_type: int) -> FindCoordin
 
     broker = ctx.broker
     if key_type == KEY_TYPE_TRANSACTION:
-        node_id: int | None = broker.broker_id
+        try:
+            await broker.txns.ensure_txn_topic()
+        except Exception as exc:
+            return failed(ErrorCode.COORDINATOR_NOT_AVAILABLE, str(exc))
+        node_id: int | None = broker.txns.coordinator_node(key)
     elif key_type == KEY_TYPE_GROUP:
         try:
             await broker.groups.ensure_offsets_topic()

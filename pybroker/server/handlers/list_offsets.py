@@ -1,4 +1,8 @@
-"""ListOffsets (2): earliest, latest, max-timestamp and by-timestamp offset lookups."""
+"""ListOffsets (2): earliest, latest, max-timestamp and by-timestamp offset lookups.
+
+LATEST is the high watermark for read_uncommitted and the last stable offset for read_committed
+(isolation_level=1); lookups by timestamp never answer an offset at or past that bound.
+"""
 
 from __future__ import annotations
 
@@ -15,6 +19,7 @@ EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL_TIMESTAMP = -4
 EARLIEST_PENDING_UPLOAD_TIMESTAMP = -5
+READ_COMMITTED = 1
 
 
 @api(ApiKey.LIST_OFFSETS, 1, 10)
@@ -34,9 +39,9 @@ def _list_partition(ctx: RequestContext, request: ListOffsetsRequest, topic: str
         partition.check_leader_epoch(requested.current_leader_epoch)
         log = partition.log
         target = requested.timestamp
+        visible = log.last_stable_offset if request.isolation_level == READ_COMMITTED else log.high_watermark
         if target == LATEST_TIMESTAMP:
-            # Consumers see up to the high watermark; the last stable offset equals it without transactions.
-            response.offset = log.high_watermark
+            response.offset = visible
         elif target in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP, EARLIEST_PENDING_UPLOAD_TIMESTAMP):
             response.offset = log.log_start_offset
         elif target == MAX_TIMESTAMP:
@@ -45,7 +50,7 @@ def _list_partition(ctx: RequestContext, request: ListOffsetsRequest, topic: str
                 response.offset, response.timestamp = found
         else:
             found = log.fetch_offset_by_timestamp(target)
-            if found is not None:
+            if found is not None and found[0] < visible:
                 response.offset, response.timestamp = found
         if response.offset >= 0:
             response.leader_epoch = partition.leader_epoch

@@ -1,7 +1,9 @@
 """Committed offsets: OffsetCommit (8), OffsetFetch (9) and OffsetDelete (47).
 
 Partitions of topics this cluster does not have are answered UNKNOWN_TOPIC_OR_PARTITION here,
-as Kafka's request layer does, and never reach the coordinator.
+as Kafka's request layer does, and never reach the coordinator. OffsetFetch with require_stable
+(v7+, KIP-447) answers UNSTABLE_OFFSET_COMMIT for a partition while a transaction that commits
+its offset is still open, so a new consumer does not start from an offset about to change.
 """
 
 from __future__ import annotations
@@ -74,19 +76,23 @@ async def offset_fetch(ctx: RequestContext, request: OffsetFetchRequest) -> Offs
         return OffsetFetchResponse(groups=[OffsetFetchResponse.OffsetFetchResponseGroup(
             group_id=group.group_id,
             topics=_fetched(coordinator, group.group_id, group.topics, OffsetFetchResponse.OffsetFetchResponseTopics,
-                            OffsetFetchResponse.OffsetFetchResponsePartitions)) for group in request.groups])
+                            OffsetFetchResponse.OffsetFetchResponsePartitions, request.require_stable))
+            for group in request.groups])
     return OffsetFetchResponse(error_code=0, topics=_fetched(
         coordinator, request.group_id, request.topics, OffsetFetchResponse.OffsetFetchResponseTopic,
-        OffsetFetchResponse.OffsetFetchResponsePartition))
+        OffsetFetchResponse.OffsetFetchResponsePartition, request.require_stable))
 
 
 def _fetched(coordinator: GroupCoordinator, group_id: str, topics: list[Any] | None, topic_cls: Any,
-             partition_cls: Any) -> list[Any]:
+             partition_cls: Any, require_stable: bool) -> list[Any]:
     """Committed offsets as OffsetFetch reports them: -1 and empty metadata where nothing is committed."""
     wanted = None if topics is None else [(t.name, t.partition_indexes) for t in topics]
-    return [topic_cls(name=topic, partitions=[partition_cls(
-        partition_index=index, committed_offset=c.offset if c else NO_OFFSET,
-        committed_leader_epoch=c.leader_epoch if c else -1, metadata=c.metadata if c else "")
+    pending = coordinator.pending_txn_partitions(group_id) if require_stable else set()
+    return [topic_cls(name=topic, partitions=[
+        partition_cls(partition_index=index, committed_offset=NO_OFFSET, committed_leader_epoch=-1, metadata="",
+                      error_code=ErrorCode.UNSTABLE_OFFSET_COMMIT) if (topic, index) in pending else
+        partition_cls(partition_index=index, committed_offset=c.offset if c else NO_OFFSET,
+                      committed_leader_epoch=c.leader_epoch if c else -1, metadata=c.metadata if c else "")
         for index, c in partitions]) for topic, partitions in coordinator.fetch_offsets(group_id, wanted)]
 
 

@@ -1,0 +1,318 @@
+"""Kafka's transaction coordinator as a pure state machine: requests and timers in, answers out.
+
+Rules of this module (the same as ``coordinator.py``'s):
+
+1. No I/O and no clock: every entry point takes ``now_ms`` and returns a ``TxnOutcome`` with the
+   answers to deliver, the ``__transaction_state`` records to persist first, and the
+   transaction markers to write after those records and before the answers.
+2. Ending a transaction is two steps, as in Kafka's ``TransactionCoordinator``: EndTxn (or a
+   timeout, or a fencing InitProducerId) moves it to PrepareCommit/PrepareAbort and asks for
+   markers; once the runtime wrote them it calls ``markers_written``, which moves it to
+   CompleteCommit/CompleteAbort. A transaction found in a Prepare state (markers that failed,
+   or a restart after the Prepare record) gets its markers again on the next abort check.
+3. Errors follow Kafka: a wrong producer id is INVALID_PRODUCER_ID_MAPPING, a wrong epoch is
+   PRODUCER_FENCED (INVALID_PRODUCER_EPOCH for requests too old to know it), a request racing a
+   commit or abort is CONCURRENT_TRANSACTIONS.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from pybroker.coordinator.group import Waiter
+from pybroker.coordinator.records import Record, partition_for
+from pybroker.coordinator.txn_records import TopicPartition, TxnEntry, TxnMetadata, TxnState, txn_key, txn_record
+from pybroker.protocol.error_codes import ErrorCode
+
+MAX_EPOCH = 2**15 - 1
+NO_PRODUCER_ID = -1
+
+
+@dataclass(frozen=True, slots=True)
+class TxnConfig:
+    """The broker settings the coordinator obeys (Kafka's key names in the field docs)."""
+
+    num_partitions: int = 50  # transaction.state.log.num.partitions
+    max_timeout_ms: int = 900000  # transaction.max.timeout.ms
+    id_expiration_ms: int = 604800000  # transactional.id.expiration.ms
+    abort_check_interval_ms: int = 10000  # transaction.abort.timed.out.transaction.cleanup.interval.ms
+    expiration_check_interval_ms: int = 3600000  # transaction.remove.expired.transaction.cleanup.interval.ms
+
+
+@dataclass(frozen=True, slots=True)
+class MarkerRequest:
+    """Write a COMMIT/ABORT marker for ``producer_id`` to every partition of the transaction."""
+
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    coordinator_epoch: int
+    commit: bool
+    partitions: tuple[TopicPartition, ...]
+
+
+@dataclass(slots=True)
+class TxnOutcome:
+    replies: list[tuple[Waiter, Any]] = field(default_factory=list)
+    records: list[tuple[int, Record]] = field(default_factory=list)
+    """(partition of __transaction_state, record)."""
+    markers: list[MarkerRequest] = field(default_factory=list)
+
+    def reply(self, waiter: Waiter, response: Any) -> None:
+        self.replies.append((waiter, response))
+
+
+@dataclass(frozen=True, slots=True)
+class InitResult:
+    """InitProducerId's answer: an error, or the producer id and epoch to use."""
+
+    error: ErrorCode
+    producer_id: int = NO_PRODUCER_ID
+    producer_epoch: int = -1
+
+
+class TransactionCoordinator:
+    def __init__(self, config: TxnConfig) -> None:
+        self.config = config
+        self.transactions: dict[str, TxnMetadata] = {}
+        self.coordinator_epochs: dict[int, int] = {}  # partition -> leader epoch of __transaction_state
+        self._next_abort_check_ms: int | None = None
+        self._next_expiration_check_ms: int | None = None
+
+    # ------------------------------------------------------------------ queries
+
+    def partition_of(self, transactional_id: str) -> int:
+        return partition_for(transactional_id, self.config.num_partitions)
+
+    def needs_producer_id(self, transactional_id: str) -> bool:
+        """True when InitProducerId would hand out a new producer id (unknown id, epoch exhausted)."""
+        meta = self.transactions.get(transactional_id)
+        return meta is None or meta.producer_epoch >= MAX_EPOCH - 1
+
+    def next_deadline_ms(self) -> int | None:
+        deadlines = [d for d in (self._next_abort_check_ms, self._next_expiration_check_ms) if d is not None]
+        return min(deadlines, default=None)
+
+    # ------------------------------------------------------------------ InitProducerId
+
+    def init_producer_id(self, waiter: Waiter, transactional_id: str, timeout_ms: int, producer_id: int,
+                         producer_epoch: int, fresh_producer_id: int | None, now_ms: int) -> TxnOutcome:
+        """InitProducerId with a transactional id; ``fresh_producer_id`` is used if a new id is needed."""
+        out = TxnOutcome()
+        if not 0 < timeout_ms <= self.config.max_timeout_ms:
+            out.reply(waiter, InitResult(ErrorCode.INVALID_TRANSACTION_TIMEOUT))
+            return out
+        meta = self.transactions.get(transactional_id)
+        if meta is None:
+            if fresh_producer_id is None:
+                out.reply(waiter, InitResult(ErrorCode.CONCURRENT_TRANSACTIONS))
+                return out
+            meta = self.transactions[transactional_id] = TxnMetadata(
+                transactional_id, fresh_producer_id, 0, timeout_ms, TxnState.EMPTY, last_update_ms=now_ms)
+            self._persist(out, meta)
+            out.reply(waiter, InitResult(ErrorCode.NONE, meta.producer_id, meta.producer_epoch))
+            return out
+        if producer_id != NO_PRODUCER_ID:
+            retried = producer_id == meta.producer_id and producer_epoch == meta.last_producer_epoch \
+                and meta.state in (TxnState.EMPTY, TxnState.COMPLETE_ABORT, TxnState.COMPLETE_COMMIT)
+            if retried:  # KIP-360: the answer to this bump was lost; hand out the same epoch again
+                out.reply(waiter, InitResult(ErrorCode.NONE, meta.producer_id, meta.producer_epoch))
+                return out
+            if producer_id != meta.producer_id or producer_epoch != meta.producer_epoch:
+                out.reply(waiter, InitResult(ErrorCode.PRODUCER_FENCED))
+                return out
+        if meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+            out.reply(waiter, InitResult(ErrorCode.CONCURRENT_TRANSACTIONS))
+            return out
+        if meta.state is TxnState.ONGOING:
+            # A new instance of this producer: fence the old one and abort its transaction with
+            # the bumped epoch; the client retries and then gets the next epoch.
+            self._bump_epoch(meta, None)
+            self._prepare_end(out, meta, commit=False, now_ms=now_ms)
+            out.reply(waiter, InitResult(ErrorCode.CONCURRENT_TRANSACTIONS))
+            return out
+        if meta.producer_epoch >= MAX_EPOCH - 1 and fresh_producer_id is None:
+            out.reply(waiter, InitResult(ErrorCode.CONCURRENT_TRANSACTIONS))
+            return out
+        self._bump_epoch(meta, fresh_producer_id)
+        meta.timeout_ms = timeout_ms
+        meta.state = TxnState.EMPTY
+        meta.partitions.clear()
+        meta.start_ms = -1
+        meta.last_update_ms = now_ms
+        self._persist(out, meta)
+        out.reply(waiter, InitResult(ErrorCode.NONE, meta.producer_id, meta.producer_epoch))
+        return out
+
+    def _bump_epoch(self, meta: TxnMetadata, fresh_producer_id: int | None) -> None:
+        if meta.producer_epoch >= MAX_EPOCH - 1 and fresh_producer_id is not None:
+            meta.producer_id, meta.producer_epoch, meta.last_producer_epoch = fresh_producer_id, 0, -1
+        else:
+            meta.last_producer_epoch = meta.producer_epoch
+            meta.producer_epoch += 1
+
+    # ------------------------------------------------------------------ AddPartitions / AddOffsets
+
+    def add_partitions(self, waiter: Waiter, transactional_id: str, producer_id: int, producer_epoch: int,
+                       partitions: Iterable[TopicPartition], now_ms: int, *, verify_only: bool = False
+                       ) -> TxnOutcome:
+        """AddPartitionsToTxn / AddOffsetsToTxn: the reply is one ErrorCode for all partitions.
+
+        ``verify_only`` (the v4+ broker-to-broker form) only checks that the partitions are
+        already part of the ongoing transaction.
+        """
+        out = TxnOutcome()
+        wanted = set(partitions)
+        meta = self.transactions.get(transactional_id)
+        error = self._check_producer(meta, producer_id, producer_epoch)
+        if error is ErrorCode.NONE and meta is not None:
+            if meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+                error = ErrorCode.CONCURRENT_TRANSACTIONS
+            elif verify_only:
+                if meta.state is not TxnState.ONGOING or not wanted <= meta.partitions:
+                    error = ErrorCode.INVALID_TXN_STATE
+            elif not wanted <= meta.partitions or meta.state is not TxnState.ONGOING:
+                if meta.state is not TxnState.ONGOING:
+                    meta.partitions.clear()
+                    meta.start_ms = now_ms
+                    meta.state = TxnState.ONGOING
+                meta.partitions |= wanted
+                meta.last_update_ms = now_ms
+                self._persist(out, meta)
+        out.reply(waiter, error)
+        return out
+
+    def _check_producer(self, meta: TxnMetadata | None, producer_id: int, producer_epoch: int) -> ErrorCode:
+        if meta is None or meta.producer_id != producer_id:
+            return ErrorCode.INVALID_PRODUCER_ID_MAPPING
+        if meta.producer_epoch != producer_epoch:
+            return ErrorCode.PRODUCER_FENCED
+        return ErrorCode.NONE
+
+    def check_ongoing(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                      partition: TopicPartition) -> ErrorCode:
+        """Whether a transactional write to ``partition`` belongs to the producer's open transaction."""
+        meta = self.transactions.get(transactional_id)
+        error = self._check_producer(meta, producer_id, producer_epoch)
+        if error is ErrorCode.NONE and meta is not None and (
+                meta.state is not TxnState.ONGOING or partition not in meta.partitions):
+            return ErrorCode.INVALID_TXN_STATE
+        return error
+
+    # ------------------------------------------------------------------ EndTxn
+
+    def end_txn(self, waiter: Waiter, transactional_id: str, producer_id: int, producer_epoch: int,
+                commit: bool, now_ms: int) -> TxnOutcome:
+        out = TxnOutcome()
+        meta = self.transactions.get(transactional_id)
+        error = self._check_producer(meta, producer_id, producer_epoch)
+        if error is ErrorCode.NONE and meta is not None:
+            match meta.state:
+                case TxnState.ONGOING:
+                    self._prepare_end(out, meta, commit=commit, now_ms=now_ms)
+                case TxnState.COMPLETE_COMMIT | TxnState.COMPLETE_ABORT:
+                    # A retry of the EndTxn that completed this transaction succeeds again.
+                    if (meta.state is TxnState.COMPLETE_COMMIT) != commit:
+                        error = ErrorCode.INVALID_TXN_STATE
+                case TxnState.PREPARE_COMMIT | TxnState.PREPARE_ABORT:
+                    same = (meta.state is TxnState.PREPARE_COMMIT) == commit
+                    error = ErrorCode.CONCURRENT_TRANSACTIONS if same else ErrorCode.INVALID_TXN_STATE
+                case _:
+                    error = ErrorCode.INVALID_TXN_STATE
+        out.reply(waiter, error)
+        return out
+
+    def _prepare_end(self, out: TxnOutcome, meta: TxnMetadata, *, commit: bool, now_ms: int) -> None:
+        meta.state = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
+        meta.last_update_ms = now_ms
+        self._persist(out, meta)
+        out.markers.append(self._marker_request(meta))
+
+    def _marker_request(self, meta: TxnMetadata) -> MarkerRequest:
+        return MarkerRequest(meta.transactional_id, meta.producer_id, meta.producer_epoch,
+                             self.coordinator_epochs.get(self.partition_of(meta.transactional_id), 0),
+                             meta.state is TxnState.PREPARE_COMMIT, tuple(sorted(meta.partitions)))
+
+    def markers_written(self, marker: MarkerRequest, now_ms: int) -> TxnOutcome:
+        """Every marker of ``marker`` is written: complete the transaction."""
+        out = TxnOutcome()
+        meta = self.transactions.get(marker.transactional_id)
+        expected = TxnState.PREPARE_COMMIT if marker.commit else TxnState.PREPARE_ABORT
+        if meta is None or meta.state is not expected or meta.producer_id != marker.producer_id \
+                or meta.producer_epoch != marker.producer_epoch:
+            return out
+        meta.state = TxnState.COMPLETE_COMMIT if marker.commit else TxnState.COMPLETE_ABORT
+        meta.partitions.clear()
+        meta.last_update_ms = now_ms
+        self._persist(out, meta)
+        return out
+
+    # ------------------------------------------------------------------ timers
+
+    def tick(self, now_ms: int) -> TxnOutcome:
+        out = TxnOutcome()
+        if self._next_abort_check_ms is None or now_ms >= self._next_abort_check_ms:
+            self._next_abort_check_ms = now_ms + self.config.abort_check_interval_ms
+            self.abort_timed_out(out, now_ms)
+        if self._next_expiration_check_ms is None:
+            self._next_expiration_check_ms = now_ms + self.config.expiration_check_interval_ms
+        elif now_ms >= self._next_expiration_check_ms:
+            self._next_expiration_check_ms = now_ms + self.config.expiration_check_interval_ms
+            self.expire_ids(out, now_ms)
+        return out
+
+    def abort_timed_out(self, out: TxnOutcome, now_ms: int) -> None:
+        """Abort transactions open longer than their timeout (fencing their producer), and resend
+        the markers of transactions stuck in a Prepare state."""
+        for meta in self.transactions.values():
+            if meta.state is TxnState.ONGOING and now_ms >= meta.start_ms + meta.timeout_ms:
+                self._bump_epoch(meta, None)
+                self._prepare_end(out, meta, commit=False, now_ms=now_ms)
+            elif meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+                out.markers.append(self._marker_request(meta))
+
+    def expire_ids(self, out: TxnOutcome, now_ms: int) -> None:
+        """Forget transactional ids unused for ``transactional.id.expiration.ms`` (tombstones)."""
+        idle = (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
+        for transactional_id, meta in list(self.transactions.items()):
+            if meta.state in idle and now_ms - meta.last_update_ms >= self.config.id_expiration_ms:
+                del self.transactions[transactional_id]
+                out.records.append((self.partition_of(transactional_id), (txn_key(transactional_id), None)))
+
+    # ------------------------------------------------------------------ admin
+
+    def describe(self, transactional_id: str) -> TxnMetadata | None:
+        return self.transactions.get(transactional_id)
+
+    def list_transactions(self, states: Iterable[str], producer_ids: Iterable[int], min_duration_ms: int,
+             now_ms: int) -> list[TxnMetadata]:
+        """ListTransactions' filters: state names, producer ids, open longer than a duration (-1: any)."""
+        wanted_states = set(states)
+        wanted_ids = set(producer_ids)
+        return [meta for meta in sorted(self.transactions.values(), key=lambda m: m.transactional_id)
+                if (not wanted_states or meta.state.display_name in wanted_states)
+                and (not wanted_ids or meta.producer_id in wanted_ids)
+                and (min_duration_ms < 0 or (meta.state is TxnState.ONGOING
+                                             and now_ms - meta.start_ms >= min_duration_ms))]
+
+    # ------------------------------------------------------------------ loading
+
+    def load(self, entries: Iterable[TxnEntry]) -> None:
+        """Replay ``__transaction_state`` (oldest first); open and half-ended transactions are
+        finished by the timers (timeout abort, marker resend)."""
+        for entry in entries:
+            if entry.metadata is None:
+                self.transactions.pop(entry.transactional_id, None)
+            else:
+                previous = self.transactions.get(entry.transactional_id)
+                if previous is not None and previous.producer_id == entry.metadata.producer_id \
+                        and previous.producer_epoch < entry.metadata.producer_epoch:
+                    entry.metadata.last_producer_epoch = previous.producer_epoch
+                elif previous is not None and previous.producer_id == entry.metadata.producer_id:
+                    entry.metadata.last_producer_epoch = previous.last_producer_epoch
+                self.transactions[entry.transactional_id] = entry.metadata
+        self._next_abort_check_ms = None
+
+    def _persist(self, out: TxnOutcome, meta: TxnMetadata) -> None:
+        out.records.append((self.partition_of(meta.transactional_id), txn_record(meta)))

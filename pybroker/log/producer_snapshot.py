@@ -1,0 +1,111 @@
+"""Producer-state snapshots: ``<20-digit offset>.snapshot`` files in the partition directory.
+
+Format (Kafka ``ProducerStateManager.writeSnapshot``, RECORDS.md §3.3)::
+
+    version int16 (1) | crc uint32 | ProducerSnapshot v1 entries (int32 count, then per producer:
+    producerId int64, epoch int16, lastSequence int32, lastOffset int64, offsetDelta int32,
+    timestamp int64, coordinatorEpoch int32, currentTxnFirstOffset int64)
+
+The CRC-32C covers every byte after the CRC. The file name's offset is the log end offset the
+state belongs to: loading the newest snapshot at or below the log end and replaying only the
+batches after it gives the same state as replaying the whole log. Only the last batch of each
+producer is kept (Kafka does the same), so a duplicate check after a restart reaches back one
+batch. Snapshots are written to ``.tmp``, fsynced and renamed, so a file that exists is whole;
+one whose CRC does not match is deleted and an older one used.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import struct
+
+import crc32c
+
+from pybroker.log.checkpoint import fsync_dir
+from pybroker.log.producer_state import BatchMetadata, ProducerStateEntry
+from pybroker.log.segment import filename_prefix, offset_from_filename
+from pybroker.protocol.errors import DecodeError
+from pybroker.protocol.messages import ProducerSnapshot
+
+__all__ = ["SNAPSHOT_SUFFIX", "snapshot_offsets", "write_snapshot", "read_snapshot", "delete_snapshots"]
+
+logger = logging.getLogger("pybroker.log")
+
+SNAPSHOT_SUFFIX = ".snapshot"
+SNAPSHOT_VERSION = 1
+_VERSION = struct.Struct(">h")
+_CRC = struct.Struct(">I")
+_ENTRIES_OFFSET = _VERSION.size + _CRC.size
+NO_OFFSET = -1
+
+
+def snapshot_path(dir_path: str, offset: int) -> str:
+    return os.path.join(dir_path, filename_prefix(offset) + SNAPSHOT_SUFFIX)
+
+
+def snapshot_offsets(dir_path: str) -> list[int]:
+    """Offsets of the snapshot files in ``dir_path``, ascending."""
+    offsets = []
+    for name in os.listdir(dir_path):
+        if name.endswith(SNAPSHOT_SUFFIX):
+            try:
+                offsets.append(offset_from_filename(name))
+            except ValueError:
+                continue
+    return sorted(offsets)
+
+
+def write_snapshot(dir_path: str, offset: int, entries: list[ProducerStateEntry]) -> None:
+    snapshot = ProducerSnapshot(crc=0, producer_entries=[ProducerSnapshot.ProducerEntry(
+        producer_id=e.producer_id, epoch=e.epoch, last_sequence=e.last_seq, last_offset=e.last_offset,
+        offset_delta=(e.batches[-1].last_offset - e.batches[-1].first_offset) if e.batches else 0,
+        timestamp=e.last_timestamp, coordinator_epoch=e.coordinator_epoch,
+        current_txn_first_offset=NO_OFFSET if e.current_txn_first_offset is None else e.current_txn_first_offset)
+        for e in entries])
+    body = bytearray(_VERSION.pack(SNAPSHOT_VERSION) + snapshot.encode(SNAPSHOT_VERSION))
+    _CRC.pack_into(body, _VERSION.size, crc32c.crc32c(bytes(body[_ENTRIES_OFFSET:])))
+    path = snapshot_path(dir_path, offset)
+    with open(path + ".tmp", "wb") as f:
+        f.write(body)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(path + ".tmp", path)
+    fsync_dir(dir_path)
+
+
+def read_snapshot(path: str) -> list[ProducerStateEntry] | None:
+    """The entries of a snapshot file, or None when it is damaged (the caller falls back)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    if len(data) < _ENTRIES_OFFSET:
+        return None
+    (version,) = _VERSION.unpack_from(data)
+    (crc,) = _CRC.unpack_from(data, _VERSION.size)
+    if version != SNAPSHOT_VERSION or crc != crc32c.crc32c(data[_ENTRIES_OFFSET:]):
+        return None
+    try:
+        snapshot = ProducerSnapshot.decode(data[_VERSION.size:], SNAPSHOT_VERSION)
+    except DecodeError:
+        return None
+    entries = []
+    for p in snapshot.producer_entries:
+        entry = ProducerStateEntry(p.producer_id, p.epoch, last_timestamp=p.timestamp,
+                                   coordinator_epoch=p.coordinator_epoch,
+                                   current_txn_first_offset=None if p.current_txn_first_offset < 0
+                                   else p.current_txn_first_offset)
+        if p.last_sequence >= 0 and p.last_offset >= 0:
+            entry.batches.append(BatchMetadata(p.last_sequence - p.offset_delta, p.last_sequence,
+                                               p.last_offset - p.offset_delta, p.last_offset, p.timestamp))
+        entries.append(entry)
+    return entries
+
+
+def delete_snapshots(dir_path: str, *, below: int | None = None, above: int | None = None) -> None:
+    """Remove snapshots with an offset < ``below`` or > ``above``."""
+    for offset in snapshot_offsets(dir_path):
+        if (below is not None and offset < below) or (above is not None and offset > above):
+            try:
+                os.unlink(snapshot_path(dir_path, offset))
+            except FileNotFoundError:
+                pass

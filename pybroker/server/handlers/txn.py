@@ -1,0 +1,237 @@
+"""Transaction APIs: AddPartitionsToTxn (24), AddOffsetsToTxn (25), EndTxn (26), WriteTxnMarkers (27),
+TxnOffsetCommit (28), DescribeProducers (61), DescribeTransactions (65), ListTransactions (66).
+
+Thin: requests are checked for what the request layer owns (this broker is the coordinator,
+the topics exist), then handed to the transaction coordinator through ``TxnService``.
+EndTxn v5 and TxnOffsetCommit v5 (transaction.version 2, KIP-890 part 2) are not served: this
+broker finalizes no transaction.version feature, so clients use the classic flow.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Iterable
+
+from pybroker.coordinator.runtime import CoordinatorStorageError
+from pybroker.coordinator.txn_records import TopicPartition, TxnState
+from pybroker.protocol.api_keys import ApiKey
+from pybroker.protocol.error_codes import ErrorCode
+from pybroker.protocol.messages import (
+    AddOffsetsToTxnRequest,
+    AddOffsetsToTxnResponse,
+    AddPartitionsToTxnRequest,
+    AddPartitionsToTxnResponse,
+    DescribeProducersRequest,
+    DescribeProducersResponse,
+    DescribeTransactionsRequest,
+    DescribeTransactionsResponse,
+    EndTxnRequest,
+    EndTxnResponse,
+    ListTransactionsRequest,
+    ListTransactionsResponse,
+    TxnOffsetCommitRequest,
+    TxnOffsetCommitResponse,
+    WriteTxnMarkersRequest,
+    WriteTxnMarkersResponse,
+)
+from pybroker.server.context import RequestContext
+from pybroker.server.error_mapping import error_code_for
+from pybroker.server.group_service import OFFSETS_TOPIC
+from pybroker.server.registry import api
+
+FIRST_PRODUCER_FENCED_VERSION = 2  # AddPartitionsToTxn, AddOffsetsToTxn, EndTxn
+FIRST_BATCHED_ADD_VERSION = 4
+AddResult = AddPartitionsToTxnResponse.AddPartitionsToTxnPartitionResult
+AddTopicResult = AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult
+
+
+def fenced_code(code: ErrorCode, version: int, first_fenced_version: int) -> ErrorCode:
+    """Clients older than KIP-588 only understand INVALID_PRODUCER_EPOCH."""
+    if code is ErrorCode.PRODUCER_FENCED and version < first_fenced_version:
+        return ErrorCode.INVALID_PRODUCER_EPOCH
+    return code
+
+
+async def txn_call(ctx: RequestContext, transactional_id: str, operation: Callable[[Any, int], Any]) -> Any:
+    """Run a coordinator operation for ``transactional_id``; returns its answer or an ErrorCode."""
+    service = ctx.broker.txns
+    if not transactional_id:
+        return ErrorCode.INVALID_REQUEST
+    try:
+        await service.ensure_txn_topic()
+        if service.coordinator_node(transactional_id) != ctx.broker.broker_id:
+            return ErrorCode.NOT_COORDINATOR
+        return await service.call(operation)
+    except CoordinatorStorageError:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE
+    except Exception as exc:
+        code = error_code_for(exc)
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE if code is ErrorCode.UNKNOWN_SERVER_ERROR else code
+
+
+def _unknown_partitions(ctx: RequestContext, partitions: Iterable[TopicPartition]) -> set[TopicPartition]:
+    metadata = ctx.broker.metadata
+    unknown = set()
+    for topic, index in partitions:
+        info = metadata.topic(topic)
+        if info is None or index not in info.partitions:
+            unknown.add((topic, index))
+    return unknown
+
+
+async def _add_partitions(ctx: RequestContext, txn: AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction,
+                          *, verify_only: bool) -> list[AddTopicResult]:
+    """One transaction of AddPartitionsToTxn: the same code for every partition (Kafka's rule), except
+    that unknown partitions fail the request and the known ones are then OPERATION_NOT_ATTEMPTED."""
+    wanted = [(t.name, p) for t in txn.topics for p in t.partitions]
+    unknown = _unknown_partitions(ctx, wanted)
+    codes: dict[TopicPartition, ErrorCode]
+    if unknown:
+        codes = {tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else ErrorCode.OPERATION_NOT_ATTEMPTED
+                 for tp in wanted}
+    else:
+        coordinator = ctx.broker.txns.coordinator
+        code = await txn_call(ctx, txn.transactional_id, lambda waiter, now: coordinator.add_partitions(
+            waiter, txn.transactional_id, txn.producer_id, txn.producer_epoch, wanted, now, verify_only=verify_only))
+        code = fenced_code(code, ctx.api_version, FIRST_PRODUCER_FENCED_VERSION)
+        codes = {tp: code for tp in wanted}
+    return [AddTopicResult(name=t.name, results_by_partition=[
+        AddResult(partition_index=p, partition_error_code=codes[(t.name, p)]) for p in t.partitions])
+        for t in txn.topics]
+
+
+@api(ApiKey.ADD_PARTITIONS_TO_TXN, 0, 5)
+async def add_partitions_to_txn(ctx: RequestContext, request: AddPartitionsToTxnRequest
+                                ) -> AddPartitionsToTxnResponse:
+    if ctx.api_version < FIRST_BATCHED_ADD_VERSION:
+        txn = AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction(
+            transactional_id=request.v3_and_below_transactional_id,
+            producer_id=request.v3_and_below_producer_id, producer_epoch=request.v3_and_below_producer_epoch,
+            topics=request.v3_and_below_topics)
+        return AddPartitionsToTxnResponse(throttle_time_ms=0,
+                                          results_by_topic_v3_and_below=await _add_partitions(ctx, txn,
+                                                                                              verify_only=False))
+    results = [AddPartitionsToTxnResponse.AddPartitionsToTxnResult(
+        transactional_id=txn.transactional_id, topic_results=await _add_partitions(ctx, txn,
+                                                                                   verify_only=txn.verify_only))
+        for txn in request.transactions]
+    return AddPartitionsToTxnResponse(throttle_time_ms=0, error_code=0, results_by_transaction=results)
+
+
+@api(ApiKey.ADD_OFFSETS_TO_TXN, 0, 4)
+async def add_offsets_to_txn(ctx: RequestContext, request: AddOffsetsToTxnRequest) -> AddOffsetsToTxnResponse:
+    groups = ctx.broker.groups
+    try:
+        await groups.ensure_offsets_topic()
+    except Exception:
+        return AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    partition = (OFFSETS_TOPIC, groups.coordinator.partition_of(request.group_id))
+    coordinator = ctx.broker.txns.coordinator
+    code = await txn_call(ctx, request.transactional_id, lambda waiter, now: coordinator.add_partitions(
+        waiter, request.transactional_id, request.producer_id, request.producer_epoch, [partition], now))
+    return AddOffsetsToTxnResponse(throttle_time_ms=0,
+                                   error_code=fenced_code(code, ctx.api_version, FIRST_PRODUCER_FENCED_VERSION))
+
+
+@api(ApiKey.END_TXN, 0, 4)
+async def end_txn(ctx: RequestContext, request: EndTxnRequest) -> EndTxnResponse:
+    coordinator = ctx.broker.txns.coordinator
+    code = await txn_call(ctx, request.transactional_id, lambda waiter, now: coordinator.end_txn(
+        waiter, request.transactional_id, request.producer_id, request.producer_epoch, request.committed, now))
+    return EndTxnResponse(throttle_time_ms=0, error_code=fenced_code(code, ctx.api_version,
+                                                                     FIRST_PRODUCER_FENCED_VERSION))
+
+
+@api(ApiKey.TXN_OFFSET_COMMIT, 0, 4)
+async def txn_offset_commit(ctx: RequestContext, request: TxnOffsetCommitRequest) -> TxnOffsetCommitResponse:
+    wanted = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
+    unknown = _unknown_partitions(ctx, wanted)
+    groups = ctx.broker.groups
+    try:
+        await groups.ensure_offsets_topic()
+        if groups.coordinator_node(groups.coordinator.partition_of(request.group_id)) != ctx.broker.broker_id:
+            codes = {tp: ErrorCode.NOT_COORDINATOR for tp in wanted}
+        else:
+            codes = ctx.broker.txns.commit_offsets(request)
+    except Exception:
+        codes = {tp: ErrorCode.COORDINATOR_NOT_AVAILABLE for tp in wanted}
+    return TxnOffsetCommitResponse(throttle_time_ms=0, topics=[
+        TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic(name=t.name, partitions=[
+            TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition(
+                partition_index=p.partition_index,
+                error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if (t.name, p.partition_index) in unknown
+                else codes.get((t.name, p.partition_index), ErrorCode.NONE))
+            for p in t.partitions]) for t in request.topics])
+
+
+@api(ApiKey.WRITE_TXN_MARKERS, 1, 1)
+async def write_txn_markers(ctx: RequestContext, request: WriteTxnMarkersRequest) -> WriteTxnMarkersResponse:
+    results = []
+    for marker in request.markers:
+        partitions = [(t.name, p) for t in marker.topics for p in t.partition_indexes]
+        codes = ctx.broker.txns.write_marker(marker.producer_id, marker.producer_epoch, marker.coordinator_epoch,
+                                             marker.transaction_result, partitions)
+        results.append(WriteTxnMarkersResponse.WritableTxnMarkerResult(producer_id=marker.producer_id, topics=[
+            WriteTxnMarkersResponse.WritableTxnMarkerTopicResult(name=t.name, partitions=[
+                WriteTxnMarkersResponse.WritableTxnMarkerPartitionResult(
+                    partition_index=p, error_code=codes.get((t.name, p), ErrorCode.NONE))
+                for p in t.partition_indexes]) for t in marker.topics]))
+    return WriteTxnMarkersResponse(markers=results)
+
+
+@api(ApiKey.DESCRIBE_PRODUCERS, 0, 0)
+async def describe_producers(ctx: RequestContext, request: DescribeProducersRequest) -> DescribeProducersResponse:
+    topics = []
+    for topic in request.topics:
+        partitions = []
+        for index in topic.partition_indexes:
+            response = DescribeProducersResponse.PartitionResponse(partition_index=index, error_code=0)
+            try:
+                state = ctx.broker.replica_manager.leader_partition(topic.name, index).log.producer_state
+                response.active_producers = [DescribeProducersResponse.ProducerState(
+                    producer_id=e.producer_id, producer_epoch=e.epoch, last_sequence=e.last_seq,
+                    last_timestamp=e.last_timestamp, coordinator_epoch=e.coordinator_epoch,
+                    current_txn_start_offset=-1 if e.current_txn_first_offset is None
+                    else e.current_txn_first_offset) for e in state.producers.values()]
+            except Exception as exc:
+                response.error_code = error_code_for(exc)
+                response.error_message = str(exc)
+            partitions.append(response)
+        topics.append(DescribeProducersResponse.TopicResponse(name=topic.name, partitions=partitions))
+    return DescribeProducersResponse(throttle_time_ms=0, topics=topics)
+
+
+@api(ApiKey.DESCRIBE_TRANSACTIONS, 0, 0)
+async def describe_transactions(ctx: RequestContext, request: DescribeTransactionsRequest
+                                ) -> DescribeTransactionsResponse:
+    service = ctx.broker.txns
+    states = []
+    for transactional_id in request.transactional_ids:
+        meta = service.coordinator.describe(transactional_id)
+        state = DescribeTransactionsResponse.TransactionState(transactional_id=transactional_id, error_code=0)
+        if service.coordinator_node(transactional_id) not in (None, ctx.broker.broker_id):
+            state.error_code = ErrorCode.NOT_COORDINATOR
+        elif meta is None:
+            state.error_code = ErrorCode.TRANSACTIONAL_ID_NOT_FOUND
+        else:
+            by_topic: dict[str, list[int]] = {}
+            for topic, index in sorted(meta.partitions):
+                by_topic.setdefault(topic, []).append(index)
+            state.transaction_state = meta.state.display_name
+            state.transaction_timeout_ms = meta.timeout_ms
+            state.transaction_start_time_ms = meta.start_ms
+            state.producer_id = meta.producer_id
+            state.producer_epoch = meta.producer_epoch
+            state.topics = [DescribeTransactionsResponse.TopicData(topic=t, partitions=p) for t, p in by_topic.items()]
+        states.append(state)
+    return DescribeTransactionsResponse(throttle_time_ms=0, transaction_states=states)
+
+
+@api(ApiKey.LIST_TRANSACTIONS, 0, 1)
+async def list_transactions(ctx: RequestContext, request: ListTransactionsRequest) -> ListTransactionsResponse:
+    unknown = [name for name in request.state_filters if TxnState.from_name(name) is None]
+    listed = ctx.broker.txns.coordinator.list_transactions(request.state_filters, request.producer_id_filters,
+                                                           request.duration_filter, ctx.now_ms)
+    return ListTransactionsResponse(throttle_time_ms=0, error_code=0, unknown_state_filters=unknown,
+                                    transaction_states=[ListTransactionsResponse.TransactionState(
+                                        transactional_id=m.transactional_id, producer_id=m.producer_id,
+                                        transaction_state=m.state.display_name) for m in listed])

@@ -1,0 +1,209 @@
+"""The broker's transaction coordinator: the pure state machine, its runtime, ``__transaction_state``
+and the transaction markers.
+
+The internal topic is created on first use (FindCoordinator for a transactional id, or any
+transactional request), compacted, with ``transaction.state.log.num.partitions`` partitions.
+At start-up every partition this broker leads is replayed into the coordinator before the broker
+answers requests; transactions found open are then aborted when they time out, and those found
+in PrepareCommit/PrepareAbort get their markers again (RECORDS.md §4).
+
+Markers are written here, to partitions this broker leads (the single-broker case; WriteTxnMarkers
+uses the same path when another coordinator sends them). A marker reaching a partition of
+``__consumer_offsets`` also makes the offsets of that transaction visible, or drops them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
+
+from pybroker.coordinator.loader import decoded_records
+from pybroker.coordinator.txn_coordinator import MarkerRequest, TransactionCoordinator, TxnConfig, TxnOutcome
+from pybroker.coordinator.txn_records import TopicPartition, TxnEntry, decode_txn_record
+from pybroker.coordinator.txn_runtime import TxnRuntime
+from pybroker.protocol.error_codes import ErrorCode
+from pybroker.protocol.messages import TxnOffsetCommitRequest
+from pybroker.records import RecordInput, build_batch, build_end_txn_marker, iter_batches
+from pybroker.replication.errors import UnknownPartitionError
+from pybroker.server.error_mapping import error_code_for
+from pybroker.server.group_service import OFFSETS_TOPIC, _chunks
+
+if TYPE_CHECKING:
+    from pybroker.server.broker import Broker
+
+log = logging.getLogger("pybroker.coordinator")
+
+TXN_TOPIC = "__transaction_state"
+
+
+class TxnService:
+    def __init__(self, broker: "Broker", clock: Callable[[], int]) -> None:
+        config = broker.config
+        self._broker = broker
+        self._clock = clock
+        self.coordinator = TransactionCoordinator(TxnConfig(
+            num_partitions=config["transaction.state.log.num.partitions"],
+            max_timeout_ms=config["transaction.max.timeout.ms"],
+            id_expiration_ms=config["transactional.id.expiration.ms"],
+            abort_check_interval_ms=config["transaction.abort.timed.out.transaction.cleanup.interval.ms"],
+            expiration_check_interval_ms=config["transaction.remove.expired.transaction.cleanup.interval.ms"],
+        ))
+        self.runtime = TxnRuntime(self.coordinator, self._persist, self.write_markers, clock)
+        self._creating: asyncio.Lock | None = None
+        self._verify = config["transaction.partition.verification.enable"]
+
+    def start(self) -> asyncio.Task[None]:
+        """Replay the internal topic, then run the coordinator's timers."""
+        self._load()
+        return asyncio.get_running_loop().create_task(self.runtime.run_timers(), name="txn-coordinator")
+
+    async def call(self, operation: Callable[[Any, int], TxnOutcome]) -> Any:
+        """Run one coordinator operation, creating the internal topic first if needed."""
+        await self.ensure_txn_topic()
+        return await self.runtime.call(operation)  # type: ignore[arg-type]
+
+    async def ensure_txn_topic(self) -> None:
+        """Create ``__transaction_state`` if it does not exist yet (Kafka does this on first use)."""
+        metadata = self._broker.metadata
+        assert metadata is not None
+        if metadata.topic(TXN_TOPIC) is not None:
+            return
+        if self._creating is None:
+            self._creating = asyncio.Lock()
+        async with self._creating:
+            if metadata.topic(TXN_TOPIC) is not None:
+                return
+            config = self._broker.config
+            factor = min(config["transaction.state.log.replication.factor"], len(metadata.brokers()))
+            await metadata.create_topic(TXN_TOPIC, config["transaction.state.log.num.partitions"], factor, {
+                "cleanup.policy": "compact",
+                "segment.bytes": str(config["transaction.state.log.segment.bytes"]),
+                "min.insync.replicas": str(min(config["transaction.state.log.min.isr"], factor)),
+                "compression.type": "producer",
+            })
+            log.info("Created internal topic %s with %d partitions", TXN_TOPIC,
+                     config["transaction.state.log.num.partitions"])
+            self._refresh_coordinator_epochs()
+
+    def coordinator_node(self, transactional_id: str) -> int | None:
+        """The broker leading the transactional id's partition of ``__transaction_state``."""
+        metadata = self._broker.metadata
+        assert metadata is not None
+        info = metadata.topic(TXN_TOPIC)
+        partition = self.coordinator.partition_of(transactional_id)
+        if info is None or partition not in info.partitions:
+            return None
+        leader = info.partitions[partition].leader
+        return leader if leader >= 0 else None
+
+    # ------------------------------------------------------------------ markers
+
+    def write_markers(self, marker: MarkerRequest) -> bool:
+        """The runtime's marker writer: True when every partition has its marker."""
+        results = self.write_marker(marker.producer_id, marker.producer_epoch, marker.coordinator_epoch,
+                                    marker.commit, marker.partitions)
+        failed = {tp: code for tp, code in results.items() if code is not ErrorCode.NONE}
+        if failed:
+            log.warning("Markers of transaction %s not written yet: %s", marker.transactional_id, failed)
+        return not failed
+
+    def write_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool,
+                     partitions: Iterable[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
+        """Append a COMMIT/ABORT marker to each partition; a partition that no longer exists is
+        done (Kafka drops markers of deleted topics)."""
+        results: dict[TopicPartition, ErrorCode] = {}
+        for topic, index in partitions:
+            now = self._clock()
+            batch = build_end_txn_marker(commit, producer_id=producer_id, producer_epoch=producer_epoch,
+                                         coordinator_epoch=coordinator_epoch, timestamp=now)
+            try:
+                self._broker.replica_manager.append(topic, index, bytearray(batch), required_acks=-1, now_ms=now)
+            except UnknownPartitionError:
+                if self._broker.metadata is not None and self._broker.metadata.topic(topic) is not None:
+                    results[(topic, index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                    continue
+                # the topic was deleted: nothing left to mark
+            except Exception as exc:
+                results[(topic, index)] = error_code_for(exc)
+                continue
+            if topic == OFFSETS_TOPIC:
+                self._broker.groups.coordinator.complete_txn_offsets(producer_id, index, commit=commit, now_ms=now)
+            results[(topic, index)] = ErrorCode.NONE
+        return results
+
+    def verify_partition(self, transactional_id: str | None, producer_id: int, producer_epoch: int,
+                         partition: TopicPartition) -> ErrorCode:
+        """Produce's check that a transactional batch belongs to an ongoing transaction that holds
+        ``partition`` (KIP-890 part 1, ``transaction.partition.verification.enable``), so a late
+        batch cannot open a transaction that nobody will end. Only done when this broker is the
+        coordinator; epoch problems are left to the log, which answers INVALID_PRODUCER_EPOCH."""
+        if not self._verify or transactional_id is None \
+                or self.coordinator_node(transactional_id) != self._broker.broker_id:
+            return ErrorCode.NONE
+        code = self.coordinator.check_ongoing(transactional_id, producer_id, producer_epoch, partition)
+        return code if code is ErrorCode.INVALID_TXN_STATE else ErrorCode.NONE
+
+    # ------------------------------------------------------------------ TxnOffsetCommit
+
+    def commit_offsets(self, request: TxnOffsetCommitRequest) -> dict[tuple[str, int], ErrorCode]:
+        """Write a TxnOffsetCommit's offsets in the producer's transaction: visible on COMMIT."""
+        groups = self._broker.groups.coordinator
+        wanted = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
+        error = groups.validate_txn_offsets(request)
+        if error is not ErrorCode.NONE:
+            return {tp: error for tp in wanted}
+        entries, records, errors = groups.txn_offset_records(request, self._clock())
+        if records:
+            batch = build_batch([RecordInput(key, value) for key, value in records],
+                                producer_id=request.producer_id, producer_epoch=request.producer_epoch,
+                                is_transactional=True)
+            try:
+                self._broker.replica_manager.append(OFFSETS_TOPIC, groups.partition_of(request.group_id),
+                                                    bytearray(batch), required_acks=-1, now_ms=self._clock())
+            except Exception as exc:
+                code = error_code_for(exc)
+                if code is ErrorCode.UNKNOWN_SERVER_ERROR:
+                    code = ErrorCode.COORDINATOR_NOT_AVAILABLE
+                return {tp: errors.get(tp, code) for tp in wanted}
+            groups.stage_txn_offsets(request.producer_id, entries)
+        return {tp: errors.get(tp, ErrorCode.NONE) for tp in wanted}
+
+    # ------------------------------------------------------------------ storage
+
+    def _persist(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> None:
+        batch = build_batch([RecordInput(key, value) for key, value in records])
+        self._broker.replica_manager.append(TXN_TOPIC, partition, bytearray(batch), required_acks=-1,
+                                            now_ms=self._clock())
+
+    def _refresh_coordinator_epochs(self) -> None:
+        metadata = self._broker.metadata
+        info = metadata.topic(TXN_TOPIC) if metadata is not None else None
+        if info is not None:
+            self.coordinator.coordinator_epochs = {index: p.leader_epoch for index, p in info.partitions.items()}
+
+    def _load(self) -> None:
+        metadata = self._broker.metadata
+        assert metadata is not None
+        info = metadata.topic(TXN_TOPIC)
+        if info is None:
+            return
+        self._refresh_coordinator_epochs()
+        loaded = 0
+        for index in sorted(info.partitions):
+            if info.partitions[index].leader != self._broker.broker_id:
+                continue  # another broker coordinates these transactional ids
+            partition_log = self._broker.log_manager.get_log(TXN_TOPIC, index)
+            if partition_log is None:
+                continue
+            self.coordinator.load(_replay(_chunks(partition_log)))
+            loaded += 1
+        log.info("Loaded %d transactional id(s) from %d partition(s) of %s", len(self.coordinator.transactions),
+                 loaded, TXN_TOPIC)
+
+
+def _replay(chunks: Iterable[bytes]) -> Iterator[TxnEntry]:
+    for chunk in chunks:
+        for batch in iter_batches(chunk):
+            if not batch.is_control:
+                yield from decoded_records(batch, decode_txn_record, TXN_TOPIC)
