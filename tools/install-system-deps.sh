@@ -3,6 +3,10 @@
 set -euo pipefail
 missing=()
 command -v kcat >/dev/null 2>&1 || missing+=(kcat)
+# ZooKeeper for the cluster tests (tests/cluster/zookeeper.py starts it from these jars with java).
+[ -f /usr/share/java/zookeeper.jar ] || missing+=(zookeeper)
+# Java runs ZooKeeper and Spark 4 (tests/spark; Spark 4 needs Java 17 or 21, Debian's default JRE since 12).
+command -v java >/dev/null 2>&1 || missing+=(default-jre-headless)
 [ ${#missing[@]} -eq 0 ] && exit 0
 echo "installing Debian packages: ${missing[*]}"
 sudo=""

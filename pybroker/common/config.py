@@ -95,6 +95,21 @@ _KEYS: list[ConfigKey] = [
     ConfigKey("zookeeper.connect", "string", None, "ZooKeeper connection string host:port[,host:port][/chroot]. Unset = embedded single-node metadata."),
     ConfigKey("zookeeper.session.timeout.ms", "int", 18000, "ZooKeeper session timeout.", at_least(1)),
     ConfigKey("zookeeper.connection.timeout.ms", "int", None, "Max time to wait for a ZooKeeper connection; defaults to the session timeout."),
+    # Replication and controller (ZooKeeper mode)
+    ConfigKey("replica.lag.time.max.ms", "long", 30000, "A follower not caught up for this long leaves the ISR.", at_least(1)),
+    ConfigKey("replica.fetch.wait.max.ms", "int", 500, "Longest a follower's fetch waits at the leader for data.", at_least(0)),
+    ConfigKey("replica.fetch.min.bytes", "int", 1, "Bytes a follower's fetch waits for at the leader.", at_least(1)),
+    ConfigKey("replica.fetch.max.bytes", "int", 1048576, "Bytes a follower fetches per partition per request.", at_least(0)),
+    ConfigKey("replica.fetch.response.max.bytes", "int", 10485760, "Bytes a follower fetches per request.", at_least(0)),
+    ConfigKey("replica.fetch.backoff.ms", "int", 1000, "Pause of a follower after a failed fetch.", at_least(0)),
+    ConfigKey("replica.socket.timeout.ms", "int", 30000, "Timeout of a follower's requests to its leader.", at_least(1)),
+    ConfigKey("controller.socket.timeout.ms", "int", 30000, "Timeout of the controller's requests to brokers.", at_least(1)),
+    ConfigKey("controlled.shutdown.enable", "boolean", True, "On SIGTERM, ask the controller to move leadership off this broker first."),
+    ConfigKey("controlled.shutdown.max.retries", "int", 3, "Controlled shutdown attempts before shutting down regardless.", at_least(0)),
+    ConfigKey("controlled.shutdown.retry.backoff.ms", "long", 5000, "Pause between controlled shutdown attempts.", at_least(0)),
+    ConfigKey("auto.leader.rebalance.enable", "boolean", True, "The controller moves leadership back to preferred replicas."),
+    ConfigKey("leader.imbalance.check.interval.seconds", "long", 300, "How often the controller checks leader balance.", at_least(1)),
+    ConfigKey("leader.imbalance.per.broker.percentage", "int", 10, "Share of a broker's preferred partitions led elsewhere that triggers a rebalance.", at_least(0)),
     # Network
     ConfigKey("listeners", "list", ["PLAINTEXT://:9092"], "Listener URIs the broker binds, e.g. PLAINTEXT://127.0.0.1:9092."),
     ConfigKey("advertised.listeners", "list", None, "Listener URIs published to clients; defaults to listeners."),
@@ -160,6 +175,13 @@ _KEYS: list[ConfigKey] = [
     ConfigKey("transaction.state.log.replication.factor", "int", 3, "Replication factor of __transaction_state.", at_least(1)),
     ConfigKey("transaction.state.log.min.isr", "int", 2, "min.insync.replicas of __transaction_state.", at_least(1)),
     ConfigKey("producer.id.expiration.ms", "int", 86400000, "Idle producer ids are forgotten after this.", at_least(1)),
+    ConfigKey("producer.id.expiration.check.interval.ms", "int", 600000, "How often idle producer ids are looked for.", at_least(1)),
+    ConfigKey("transaction.state.log.segment.bytes", "int", 104857600, "Segment size of __transaction_state.", at_least(1)),
+    ConfigKey("transaction.max.timeout.ms", "int", 900000, "Largest transaction timeout a producer may ask for.", at_least(1)),
+    ConfigKey("transactional.id.expiration.ms", "int", 604800000, "A transactional id unused for this long is forgotten.", at_least(1)),
+    ConfigKey("transaction.abort.timed.out.transaction.cleanup.interval.ms", "int", 10000, "How often transactions past their timeout are aborted.", at_least(1)),
+    ConfigKey("transaction.partition.verification.enable", "boolean", True, "Refuse transactional batches for partitions not added to an ongoing transaction."),
+    ConfigKey("transaction.remove.expired.transaction.cleanup.interval.ms", "int", 3600000, "How often expired transactional ids are removed.", at_least(1)),
 ]
 
 CONFIG_KEYS: dict[str, ConfigKey] = {key.name: key for key in _KEYS}

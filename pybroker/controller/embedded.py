@@ -26,14 +26,15 @@ from pybroker.controller.errors import (
     TopicExistsError,
     UnknownTopicError,
 )
-from pybroker.controller.metadata import BrokerInfo, PartitionInfo, TopicInfo, TopicListener
+from pybroker.controller.election import check_assignment, check_replicas
+from pybroker.controller.metadata import BrokerInfo, PartitionInfo, TopicInfo, TopicRegistry
 
 METADATA_FILE = "pybroker-metadata.json"
 PRODUCER_ID_BLOCK = 1000
 MAX_PARTITIONS = 100_000
 
 
-class EmbeddedMetadata:
+class EmbeddedMetadata(TopicRegistry):
     """`ClusterMetadata` for a one-broker cluster, persisted under `data_dir`."""
 
     def __init__(self, data_dir: str, broker: BrokerInfo, *,
@@ -43,9 +44,7 @@ class EmbeddedMetadata:
         self._broker = broker
         self._validate_configs = validate_configs
         self._delete_enabled = delete_topic_enable
-        self._listeners: list[TopicListener] = []
-        self._topics: dict[str, TopicInfo] = {}
-        self._by_id: dict[uuid.UUID, TopicInfo] = {}
+        super().__init__()
         self.controller_id = broker.broker_id
         self.cluster_id, self._next_producer_id = self._load()
         self._producer_id_limit = self._next_producer_id
@@ -54,18 +53,6 @@ class EmbeddedMetadata:
 
     def brokers(self) -> Sequence[BrokerInfo]:
         return (self._broker,)
-
-    def topics(self) -> Mapping[str, TopicInfo]:
-        return self._topics
-
-    def topic(self, name: str) -> TopicInfo | None:
-        return self._topics.get(name)
-
-    def topic_by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
-        return self._by_id.get(topic_id)
-
-    def add_listener(self, listener: TopicListener) -> None:
-        self._listeners.append(listener)
 
     # Writes
 
@@ -79,7 +66,7 @@ class EmbeddedMetadata:
         if name in self._topics:
             raise TopicExistsError(f"Topic '{name}' already exists.")
         if assignments:
-            num_partitions, replication_factor = self._check_assignments(assignments)
+            num_partitions, replication_factor = check_assignment(assignments, {self._broker.broker_id})
         if num_partitions < 1 or num_partitions > MAX_PARTITIONS:
             raise InvalidPartitionsError("Number of partitions must be larger than 0.")
         if replication_factor < 1:
@@ -123,7 +110,7 @@ class EmbeddedMetadata:
                     f"Increasing the number of partitions by {total - current} but "
                     f"{len(assignments)} assignments provided.")
             for replicas in assignments:
-                self._check_replicas(replicas)
+                check_replicas(replicas, {self._broker.broker_id})
         new_info = self._topic_info(name, info.topic_id, total, dict(info.configs))
         if not validate_only:
             self._store(new_info)
@@ -149,24 +136,6 @@ class EmbeddedMetadata:
 
     # Internals
 
-    def _check_assignments(self, assignments: Mapping[int, Sequence[int]]) -> tuple[int, int]:
-        partitions = sorted(assignments)
-        if partitions != list(range(len(partitions))):
-            raise InvalidReplicaAssignmentError("Partitions should be a consecutive 0-based integer sequence")
-        factors = {len(replicas) for replicas in assignments.values()}
-        if len(factors) != 1:
-            raise InvalidReplicaAssignmentError("All partitions should have the same number of replicas")
-        for replicas in assignments.values():
-            self._check_replicas(replicas)
-        return len(partitions), factors.pop()
-
-    def _check_replicas(self, replicas: Sequence[int]) -> None:
-        if len(set(replicas)) != len(replicas):
-            raise InvalidReplicaAssignmentError(f"Duplicate brokers not allowed in replica assignment: {list(replicas)}")
-        unknown = [broker for broker in replicas if broker != self._broker.broker_id]
-        if unknown:
-            raise InvalidReplicaAssignmentError(f"Unknown broker(s) in replica assignment: {unknown}")
-
     def _topic_info(self, name: str, topic_id: uuid.UUID, partitions: int, configs: dict[str, str]) -> TopicInfo:
         me = self._broker.broker_id
         return TopicInfo(
@@ -179,10 +148,6 @@ class EmbeddedMetadata:
         self._by_id[info.topic_id] = info
         self._save()
         self._notify(info.name, info)
-
-    def _notify(self, name: str, info: TopicInfo | None) -> None:
-        for listener in self._listeners:
-            listener(name, info)
 
     def _load(self) -> tuple[str, int]:
         try:

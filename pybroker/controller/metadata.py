@@ -76,3 +76,29 @@ class ClusterMetadata(Protocol):
     async def alter_topic_configs(self, name: str, configs: Mapping[str, str]) -> TopicInfo: ...
 
     async def allocate_producer_id(self) -> int: ...
+
+
+class TopicRegistry:
+    """Topic lookups by name and id, and change listeners: the part of `ClusterMetadata` every
+    implementation keeps the same way."""
+
+    def __init__(self) -> None:
+        self._topics: dict[str, TopicInfo] = {}
+        self._by_id: dict[uuid.UUID, TopicInfo] = {}
+        self._listeners: list[TopicListener] = []
+
+    def topics(self) -> Mapping[str, TopicInfo]:
+        return self._topics
+
+    def topic(self, name: str) -> TopicInfo | None:
+        return self._topics.get(name)
+
+    def topic_by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
+        return self._by_id.get(topic_id)
+
+    def add_listener(self, listener: TopicListener) -> None:
+        self._listeners.append(listener)
+
+    def _notify(self, name: str, info: TopicInfo | None) -> None:
+        for listener in self._listeners:
+            listener(name, info)

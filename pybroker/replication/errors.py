@@ -23,3 +23,11 @@ class FencedLeaderEpochError(ReplicationError):
 
 class UnknownLeaderEpochError(ReplicationError):
     """The request names a newer leader epoch than this broker knows."""
+
+
+class NotEnoughReplicasAfterAppendError(ReplicationError):
+    """acks=all: the batch was written, but the ISR shrank below min.insync.replicas before it was replicated."""
+
+
+class ReplicaTimeoutError(ReplicationError):
+    """acks=all: the ISR did not replicate the batch within the request's timeout."""

@@ -1,30 +1,88 @@
-"""The partitions this broker hosts: their roles, appends, reads and long-poll wake-ups.
+"""The partitions this broker hosts: their roles, appends, reads, replication and the purgatories.
 
-Fetches that find too little data wait on `wait_for_append`; every append to a partition wakes
-the waiters registered on it, and they re-read (Kafka's delayed-fetch purgatory in miniature).
+Two waiting rooms (Kafka's delayed-fetch and delayed-produce purgatories in miniature):
+- fetches that find too little data wait on `wait_for_append`; every append to a partition, and
+  every high-watermark move, wakes them and they re-read;
+- acks=all produces wait on `wait_for_high_watermark` until the ISR holds their last offset.
+
+In a cluster, the controller's LeaderAndIsr drives `become_leader` / `become_follower`; a follower's
+partitions are fetched by one `ReplicaFetcher` per leader broker. ISR changes decided here are
+written through the `IsrWriter` seam (ZooKeeper in production), one write per partition at a time.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
+import time
 import uuid
-from typing import Iterable
+from dataclasses import dataclass
+from typing import Callable, Iterable, Protocol
 
 from pybroker.log.config import LogConfig
 from pybroker.log.log import AppendInfo, PartitionLog
 from pybroker.log.manager import LogManager
-from pybroker.replication.errors import NotLeaderError, UnknownPartitionError
-from pybroker.replication.partition import Partition
+from pybroker.replication.errors import (
+    NotEnoughReplicasAfterAppendError,
+    NotLeaderError,
+    ReplicaTimeoutError,
+    UnknownPartitionError,
+)
+from pybroker.replication.fetcher import FetcherConfig, ReplicaFetcher
+from pybroker.replication.leader_endpoint import LeaderEndPoint
+from pybroker.replication.partition import Partition, epoch_cache_of
+
+log = logging.getLogger("pybroker.replication")
 
 TopicPartitionKey = tuple[str, int]
 
 
+class IsrWriter(Protocol):
+    async def __call__(self, topic: str, partition: int, *, leader: int, leader_epoch: int, isr: tuple[int, ...],
+                       controller_epoch: int, zk_version: int) -> int | None:
+        """Store the new ISR if the stored state still has `zk_version`; the new version, or None
+        when the state changed meanwhile (the controller moved leadership: a LeaderAndIsr follows)."""
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionRole:
+    """What the controller says about one partition (a LeaderAndIsr partition state)."""
+
+    topic: str
+    index: int
+    topic_id: uuid.UUID
+    leader: int
+    leader_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    zk_version: int
+    controller_epoch: int
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
 class ReplicaManager:
-    def __init__(self, log_manager: LogManager, broker_id: int):
+    def __init__(self, log_manager: LogManager, broker_id: int, *, replica_lag_time_max_ms: int = 30000,
+                 now_ms: Callable[[], int] = _now_ms):
         self.log_manager = log_manager
         self.broker_id = broker_id
+        self.replica_lag_time_max_ms = replica_lag_time_max_ms
+        self.isr_writer: IsrWriter | None = None
+        self._now_ms = now_ms
         self._partitions: dict[TopicPartitionKey, Partition] = {}
         self._waiters: dict[TopicPartitionKey, set[asyncio.Future[None]]] = {}
+        self._fetchers: dict[int, ReplicaFetcher] = {}
+        self._fetcher_addresses: dict[int, tuple[str, int]] = {}
+        self._fetcher_config: FetcherConfig | None = None
+        self._endpoint_factory: Callable[[int, str, int], LeaderEndPoint] | None = None
+        self._isr_tasks: set[asyncio.Task[None]] = set()
+
+    def enable_fetching(self, config: FetcherConfig,
+                        endpoint_factory: Callable[[int, str, int], LeaderEndPoint]) -> None:
+        self._fetcher_config = config
+        self._endpoint_factory = endpoint_factory
 
     def partition(self, topic: str, index: int) -> Partition:
         partition = self._partitions.get((topic, index))
@@ -38,28 +96,103 @@ class ReplicaManager:
             raise NotLeaderError(f"Broker {self.broker_id} is not the leader of {topic}-{index}")
         return partition
 
+    def hosted(self, topic: str, index: int) -> Partition | None:
+        return self._partitions.get((topic, index))
+
     def partitions(self) -> Iterable[Partition]:
         return self._partitions.values()
 
-    def become_leader(self, topic: str, index: int, topic_id: uuid.UUID, *, leader_epoch: int,
-                      replicas: tuple[int, ...], isr: tuple[int, ...], config: LogConfig,
-                      min_insync_replicas: int) -> Partition:
+    # Roles
+
+    def _hosted(self, topic: str, index: int, topic_id: uuid.UUID, config: LogConfig, min_isr: int,
+                leader_epoch: int) -> Partition:
         key = (topic, index)
         partition = self._partitions.get(key)
         if partition is None:
-            log = self.log_manager.get_or_create_log(topic, index, config, topic_id)
-            partition = Partition(topic, index, topic_id, log, self.broker_id, self.broker_id, leader_epoch,
-                                  replicas, isr, min_insync_replicas)
+            log_ = self.log_manager.get_or_create_log(topic, index, config, topic_id)
+            partition = Partition(topic, index, topic_id, log_, self.broker_id, -1, leader_epoch, (), (),
+                                  min_isr, epoch_cache=epoch_cache_of(log_))
             self._partitions[key] = partition
         else:
-            partition.leader_id = self.broker_id
-            partition.leader_epoch = leader_epoch
-            partition.replicas, partition.isr = replicas, isr
-            partition.min_insync_replicas = min_insync_replicas
             partition.log.update_config(config)
-        if isr == (self.broker_id,):
-            partition.log.set_high_watermark(partition.log.log_end_offset)
+            partition.min_insync_replicas = min_isr
         return partition
+
+    def become_leader(self, topic: str, index: int, topic_id: uuid.UUID, *, leader_epoch: int,
+                      replicas: tuple[int, ...], isr: tuple[int, ...], config: LogConfig,
+                      min_insync_replicas: int, zk_version: int = 0, controller_epoch: int = 0) -> Partition:
+        partition = self._hosted(topic, index, topic_id, config, min_insync_replicas, leader_epoch)
+        self._stop_fetching((topic, index))
+        partition.controller_epoch = controller_epoch
+        partition.make_leader(leader_epoch=leader_epoch, replicas=replicas, isr=isr, zk_version=zk_version,
+                              now_ms=self._now_ms())
+        self._wake((topic, index))
+        return partition
+
+    def become_follower(self, role: PartitionRole, leader_address: tuple[str, int] | None, *, config: LogConfig,
+                        min_insync_replicas: int) -> Partition:
+        key = (role.topic, role.index)
+        partition = self._hosted(role.topic, role.index, role.topic_id, config, min_insync_replicas,
+                                 role.leader_epoch)
+        self._stop_fetching(key)
+        partition.controller_epoch = role.controller_epoch
+        partition.make_follower(leader_id=role.leader, leader_epoch=role.leader_epoch, replicas=role.replicas,
+                                isr=role.isr, zk_version=role.zk_version)
+        self._wake(key)
+        if leader_address is not None and role.leader >= 0:
+            self._fetcher_for(role.leader, leader_address).add(key, role.leader_epoch)
+        return partition
+
+    def apply_role(self, role: PartitionRole, leader_address: tuple[str, int] | None, *, config: LogConfig,
+                   min_insync_replicas: int) -> None:
+        """A LeaderAndIsr partition state; stale epochs were filtered by the caller."""
+        log.info("%s-%d: %s at leader epoch %d, ISR %s", role.topic, role.index,
+                 "leader" if role.leader == self.broker_id else f"follower of {role.leader}", role.leader_epoch,
+                 list(role.isr))
+        if role.leader == self.broker_id:
+            self.become_leader(role.topic, role.index, role.topic_id, leader_epoch=role.leader_epoch,
+                               replicas=role.replicas, isr=role.isr, config=config,
+                               min_insync_replicas=min_insync_replicas, zk_version=role.zk_version,
+                               controller_epoch=role.controller_epoch)
+        else:
+            self.become_follower(role, leader_address, config=config, min_insync_replicas=min_insync_replicas)
+
+    def _fetcher_for(self, leader_id: int, address: tuple[str, int]) -> ReplicaFetcher:
+        fetcher = self._fetchers.get(leader_id)
+        if fetcher is not None and self._fetcher_addresses.get(leader_id) != address:
+            self._close_fetcher(leader_id)
+            fetcher = None
+        if fetcher is None:
+            if self._fetcher_config is None or self._endpoint_factory is None:
+                raise RuntimeError("replica fetching is not enabled on this broker")
+            fetcher = ReplicaFetcher(leader_id, self._endpoint_factory(leader_id, *address), self._fetcher_config,
+                                     self._partitions.get, self._on_follower_append, self._now_ms)
+            self._fetchers[leader_id] = fetcher
+            self._fetcher_addresses[leader_id] = address
+        return fetcher
+
+    def _stop_fetching(self, key: TopicPartitionKey) -> None:
+        for leader_id, fetcher in list(self._fetchers.items()):
+            fetcher.remove(key)
+            if fetcher.empty:
+                self._close_fetcher(leader_id)
+
+    def _close_fetcher(self, leader_id: int) -> None:
+        fetcher = self._fetchers.pop(leader_id, None)
+        self._fetcher_addresses.pop(leader_id, None)
+        if fetcher is not None:
+            self._spawn(fetcher.close())
+
+    def _on_follower_append(self, key: TopicPartitionKey) -> None:
+        self._wake(key)
+
+    def stop_replica(self, topic: str, index: int, *, delete: bool) -> None:
+        key = (topic, index)
+        self._stop_fetching(key)
+        partition = self._partitions.pop(key, None)
+        if partition is not None and delete:
+            self.log_manager.delete_log(topic, index)
+        self._wake(key)
 
     def update_config(self, topic: str, config: LogConfig, min_insync_replicas: int) -> None:
         for (name, _), partition in self._partitions.items():
@@ -69,9 +202,19 @@ class ReplicaManager:
 
     def remove_topic(self, topic: str) -> None:
         for key in [key for key in self._partitions if key[0] == topic]:
-            self._partitions.pop(key)
-            self.log_manager.delete_log(*key)
-            self._wake(key)
+            self.stop_replica(*key, delete=True)
+
+    async def shutdown(self) -> None:
+        fetchers = list(self._fetchers.values())
+        self._fetchers.clear()
+        self._fetcher_addresses.clear()
+        await asyncio.gather(*(fetcher.close() for fetcher in fetchers), return_exceptions=True)
+        tasks = list(self._isr_tasks)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    # Leader side
 
     def append(self, topic: str, index: int, batch: bytearray, *, required_acks: int, now_ms: int) -> AppendInfo:
         partition = self.leader_partition(topic, index)
@@ -83,8 +226,78 @@ class ReplicaManager:
     def log(self, topic: str, index: int) -> PartitionLog:
         return self.leader_partition(topic, index).log
 
+    def record_follower_fetch(self, topic: str, index: int, replica_id: int, fetch_offset: int, *,
+                              current_leader_epoch: int) -> None:
+        """A follower asked for `fetch_offset`: it holds everything before it."""
+        partition = self.leader_partition(topic, index)
+        partition.check_leader_epoch(current_leader_epoch)
+        partition.record_follower_fetch(replica_id, fetch_offset, self._now_ms())
+        if partition.maybe_advance_high_watermark():
+            self._wake((topic, index))
+        joining = partition.isr_to_add()
+        if joining and not partition.isr_update_pending:
+            self._change_isr(partition, partition.isr + joining)
+
+    def shrink_isrs(self) -> None:
+        """Drop followers that lagged longer than replica.lag.time.max.ms (run periodically)."""
+        now = self._now_ms()
+        for partition in self._partitions.values():
+            if not partition.is_leader or partition.isr_update_pending:
+                continue
+            lagging = partition.isr_to_remove(now, self.replica_lag_time_max_ms)
+            if lagging:
+                log.info("Shrinking ISR of %s-%d from %s: %s lagged more than %d ms", partition.topic,
+                         partition.index, list(partition.isr), list(lagging), self.replica_lag_time_max_ms)
+                self._change_isr(partition, tuple(r for r in partition.isr if r not in lagging))
+
+    def _change_isr(self, partition: Partition, isr: tuple[int, ...]) -> None:
+        if self.isr_writer is None:
+            return
+        partition.isr_update_pending = True
+        self._spawn(self._write_isr(partition, isr))
+
+    async def _write_isr(self, partition: Partition, isr: tuple[int, ...]) -> None:
+        assert self.isr_writer is not None
+        epoch, version = partition.leader_epoch, partition.zk_version
+        try:
+            new_version = await self.isr_writer(partition.topic, partition.index, leader=self.broker_id,
+                                                leader_epoch=epoch, isr=isr,
+                                                controller_epoch=partition.controller_epoch, zk_version=version)
+        finally:
+            partition.isr_update_pending = False
+        if new_version is None or not partition.is_leader or partition.leader_epoch != epoch:
+            return
+        log.info("ISR of %s-%d is now %s", partition.topic, partition.index, list(isr))
+        partition.isr, partition.zk_version = isr, new_version
+        partition.maybe_advance_high_watermark()
+        self._wake((partition.topic, partition.index))
+
+    def _spawn(self, work) -> None:  # type: ignore[no-untyped-def]
+        task = asyncio.get_running_loop().create_task(work)
+        self._isr_tasks.add(task)
+        task.add_done_callback(self._isr_tasks.discard)
+
+    # Waiting
+
+    async def wait_for_high_watermark(self, topic: str, index: int, offset: int, timeout_s: float) -> None:
+        """acks=all: return once the high watermark reaches `offset` with at least min.insync.replicas
+        in the ISR. Raises NotLeaderError, NotEnoughReplicasAfterAppendError or ReplicaTimeoutError."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            partition = self.leader_partition(topic, index)
+            if partition.log.high_watermark >= offset:
+                if len(partition.isr) < partition.min_insync_replicas:
+                    raise NotEnoughReplicasAfterAppendError(
+                        f"The size of the current ISR {list(partition.isr)} is insufficient to satisfy the min.isr "
+                        f"requirement of {partition.min_insync_replicas} for partition {topic}-{index}")
+                return
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise ReplicaTimeoutError(f"Replication of {topic}-{index} up to offset {offset} timed out")
+            await self.wait_for_append([(topic, index)], remaining)
+
     async def wait_for_append(self, keys: Iterable[TopicPartitionKey], timeout_s: float) -> None:
-        """Return after the first append to any of `keys`, or after `timeout_s`."""
+        """Return after the first append (or watermark or role change) on any of `keys`, or after `timeout_s`."""
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         registered = list(keys)
         for key in registered:

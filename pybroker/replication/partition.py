@@ -1,21 +1,33 @@
-"""One partition replica hosted by this broker: its log, its role and the high-watermark rule.
+"""One partition replica hosted by this broker: its log, its role, its leader epochs and, as leader,
+what it knows about its followers (see `replica_state.py` for the ISR and high-watermark rules).
 
-Single-node rule (the only one until followers exist): the leader is the whole ISR, so the high
-watermark moves to the log end offset after every append.
+Concurrency notes: everything here runs on the event loop and is synchronous; the only
+asynchronous step, writing a changed ISR to ZooKeeper, is driven by `ReplicaManager`, which marks
+the partition `isr_update_pending` meanwhile so two ISR writes never race. Until such a write
+succeeds the committed ISR stays in force (for the high watermark and for acks=all).
 """
 
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pybroker.log.log import AppendInfo, PartitionLog
+from pybroker.records.batch import iter_batches
+from pybroker.replication import replica_state as rs
+from pybroker.replication.epoch_cache import EpochCache
 from pybroker.replication.errors import (
     FencedLeaderEpochError,
     NotEnoughReplicasError,
     NotLeaderError,
     UnknownLeaderEpochError,
 )
+
+
+def epoch_cache_of(log: PartitionLog) -> EpochCache:
+    """Rebuild the epoch cache from the log's batch headers."""
+    return EpochCache.from_batches((h.partition_leader_epoch, h.base_offset)
+                                   for segment in log.segments for _, h in segment.iter_headers())
 
 
 @dataclass(slots=True)
@@ -30,6 +42,11 @@ class Partition:
     replicas: tuple[int, ...]
     isr: tuple[int, ...]
     min_insync_replicas: int = 1
+    zk_version: int = 0
+    controller_epoch: int = 0
+    epoch_cache: EpochCache = field(default_factory=EpochCache)
+    followers: dict[int, rs.FollowerState] = field(default_factory=dict)
+    isr_update_pending: bool = False
 
     @property
     def is_leader(self) -> bool:
@@ -43,6 +60,27 @@ class Partition:
             raise FencedLeaderEpochError(f"{self.topic}-{self.index}: epoch {requested_epoch} < {self.leader_epoch}")
         raise UnknownLeaderEpochError(f"{self.topic}-{self.index}: epoch {requested_epoch} > {self.leader_epoch}")
 
+    # Role changes
+
+    def make_leader(self, *, leader_epoch: int, replicas: tuple[int, ...], isr: tuple[int, ...],
+                    zk_version: int, now_ms: int) -> None:
+        self.leader_id, self.leader_epoch = self.broker_id, leader_epoch
+        self.replicas, self.isr, self.zk_version = replicas, isr, zk_version
+        self.isr_update_pending = False
+        self.epoch_cache.assign(leader_epoch, self.log.log_end_offset)
+        self.followers = {r: rs.initial_follower(r, in_isr=r in isr, now_ms=now_ms)
+                          for r in replicas if r != self.broker_id}
+        self.maybe_advance_high_watermark()
+
+    def make_follower(self, *, leader_id: int, leader_epoch: int, replicas: tuple[int, ...],
+                      isr: tuple[int, ...], zk_version: int) -> None:
+        self.leader_id, self.leader_epoch = leader_id, leader_epoch
+        self.replicas, self.isr, self.zk_version = replicas, isr, zk_version
+        self.followers = {}
+        self.isr_update_pending = False
+
+    # Leader side
+
     def append_as_leader(self, batch: bytearray, *, required_acks: int, now_ms: int) -> AppendInfo:
         if not self.is_leader:
             raise NotLeaderError(f"Broker {self.broker_id} is not the leader of {self.topic}-{self.index}")
@@ -51,6 +89,47 @@ class Partition:
                 f"The size of the current ISR {list(self.isr)} is insufficient to satisfy the min.isr "
                 f"requirement of {self.min_insync_replicas} for partition {self.topic}-{self.index}")
         info = self.log.append_as_leader(batch, leader_epoch=self.leader_epoch, now_ms=now_ms)
-        if self.isr == (self.broker_id,):
-            self.log.set_high_watermark(self.log.log_end_offset)
+        self.maybe_advance_high_watermark()
         return info
+
+    def record_follower_fetch(self, replica_id: int, fetch_offset: int, now_ms: int) -> None:
+        state = self.followers.get(replica_id) or rs.initial_follower(replica_id, in_isr=False, now_ms=now_ms)
+        self.followers[replica_id] = rs.on_follower_fetch(state, fetch_offset=fetch_offset,
+                                                          leader_leo=self.log.log_end_offset, now_ms=now_ms)
+
+    def maybe_advance_high_watermark(self) -> bool:
+        """Apply the high-watermark rule; True when it moved."""
+        before = self.log.high_watermark
+        target = rs.high_watermark(before, self.log.log_end_offset, self.isr, self.broker_id, self.followers)
+        if target > before:
+            self.log.set_high_watermark(target)
+        return self.log.high_watermark > before
+
+    def isr_to_add(self) -> tuple[int, ...]:
+        start = self.epoch_cache.start_offset_of_latest()
+        return tuple(r for r, state in self.followers.items() if r not in self.isr and r in self.replicas
+                     and rs.may_join_isr(state, high_watermark=self.log.high_watermark, epoch_start_offset=start))
+
+    def isr_to_remove(self, now_ms: int, max_lag_ms: int) -> tuple[int, ...]:
+        return rs.out_of_sync(self.isr, self.broker_id, self.followers, now_ms=now_ms, max_lag_ms=max_lag_ms)
+
+    # Follower side
+
+    def append_as_follower(self, records: bytes, *, leader_high_watermark: int, now_ms: int) -> None:
+        if records:
+            self.log.append_as_follower(records, now_ms=now_ms)
+            for batch in iter_batches(records):
+                if batch.base_offset < self.log.log_end_offset:
+                    self.epoch_cache.assign(batch.partition_leader_epoch, batch.base_offset)
+        # Monotonic: a new leader may report a lower watermark than this replica already saw committed.
+        target = min(leader_high_watermark, self.log.log_end_offset)
+        if target > self.log.high_watermark:
+            self.log.set_high_watermark(target)
+
+    def truncate_to(self, offset: int) -> None:
+        if self.log.truncate_to(offset):
+            self.epoch_cache.truncate_from_end(self.log.log_end_offset)
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        self.log.truncate_fully_and_start_at(offset)
+        self.epoch_cache.truncate_from_end(offset)

@@ -22,6 +22,8 @@ from pybroker.server.group_service import GroupService
 from pybroker.server.handlers import ALL_HANDLERS
 from pybroker.server.network import KafkaConnection
 from pybroker.server.topic_configs import TopicConfigs
+from pybroker.server.zk_mode import ZkMode
+from pybroker.server.txn_service import TxnService
 
 log = logging.getLogger("pybroker.server")
 
@@ -40,9 +42,12 @@ class Broker:
         self.advertised = (host or "localhost", port)
         self.topic_configs = TopicConfigs(config)
         self.log_manager = LogManager(config.log_dirs, self.topic_configs.log_config({}))
-        self.replica_manager = ReplicaManager(self.log_manager, self.broker_id)
+        self.replica_manager = ReplicaManager(self.log_manager, self.broker_id,
+                                              replica_lag_time_max_ms=config["replica.lag.time.max.ms"])
         self.metadata: ClusterMetadata | None = None
+        self.zk_mode = ZkMode(self) if config["zookeeper.connect"] else None
         self.groups = GroupService(self, now_ms)
+        self.txns = TxnService(self, now_ms)
         self.dispatcher = Dispatcher(self, ALL_HANDLERS)
         self._server: asyncio.base_events.Server | None = None
         self._connections: set[KafkaConnection] = set()
@@ -50,24 +55,31 @@ class Broker:
         self.bound_port: int | None = None
 
     async def start(self) -> None:
-        if self.config["zookeeper.connect"]:
-            raise NotImplementedError("ZooKeeper mode (zookeeper.connect) is not implemented yet; "
-                                      "leave it unset for a single-node broker")
         self.log_manager.startup(now_ms())
         self._server = await asyncio.get_running_loop().create_server(
             self._new_connection, self._bind[0], self._bind[1], reuse_address=True, backlog=1024)
         self.bound_port = self._server.sockets[0].getsockname()[1]
         if self.advertised[1] == 0:
             self.advertised = (self.advertised[0], self.bound_port)
-        metadata = EmbeddedMetadata(
-            self.config.log_dirs[0], BrokerInfo(self.broker_id, *self.advertised, self.config["broker.rack"]),
-            validate_configs=self.validate_topic_configs,
-            delete_topic_enable=self.config["delete.topic.enable"])
+        metadata: ClusterMetadata
+        if self.zk_mode is not None:
+            metadata = await self.zk_mode.start()
+            self._tasks.append(asyncio.get_running_loop().create_task(self.zk_mode.run_events(), name="zookeeper"))
+            self._schedule("isr-expiration", self.config["replica.lag.time.max.ms"] // 2,
+                           self.replica_manager.shrink_isrs)
+        else:
+            metadata = EmbeddedMetadata(
+                self.config.log_dirs[0], BrokerInfo(self.broker_id, *self.advertised, self.config["broker.rack"]),
+                validate_configs=self.validate_topic_configs,
+                delete_topic_enable=self.config["delete.topic.enable"])
         metadata.add_listener(self._on_topic_change)
         self.metadata = metadata
         for name, info in metadata.topics().items():
             self._on_topic_change(name, info)
         self._tasks.append(self.groups.start())
+        self._tasks.append(self.txns.start())
+        self._schedule("producer-id-expiration", self.config["producer.id.expiration.check.interval.ms"],
+                       self._expire_producer_ids)
         self._schedule("log-retention", self.config["log.retention.check.interval.ms"], self._retention)
         self._schedule("log-flusher", min(self.config.flush_ms, 1000), self._flush)
         if self.config["log.cleaner.enable"]:
@@ -79,6 +91,8 @@ class Broker:
 
     async def stop(self) -> None:
         log.info("[KafkaServer id=%d] shutting down", self.broker_id)
+        if self.zk_mode is not None:  # while the listener, tasks and ZooKeeper session still run
+            await self.zk_mode.controlled_shutdown()
         for task in self._tasks:
             task.cancel()
         if self._server is not None:
@@ -87,6 +101,8 @@ class Broker:
             connection.close()
         if self._server is not None:
             await self._server.wait_closed()
+        if self.zk_mode is not None:
+            await self.zk_mode.stop()
         self.log_manager.shutdown()
         log.info("[KafkaServer id=%d] shut down completed", self.broker_id)
 
@@ -104,11 +120,13 @@ class Broker:
             return
         log_config = self.topic_configs.log_config(info.configs)
         min_isr = self.topic_configs.min_insync_replicas(info.configs)
-        for index, partition in info.partitions.items():
-            if partition.leader == self.broker_id:
-                self.replica_manager.become_leader(
-                    name, index, info.topic_id, leader_epoch=partition.leader_epoch, replicas=partition.replicas,
-                    isr=partition.isr, config=log_config, min_insync_replicas=min_isr)
+        if self.zk_mode is None:  # in a cluster, the controller's LeaderAndIsr assigns the roles
+            for index, partition in info.partitions.items():
+                if partition.leader == self.broker_id:
+                    self.replica_manager.become_leader(
+                        name, index, info.topic_id, leader_epoch=partition.leader_epoch,
+                        replicas=partition.replicas, isr=partition.isr, config=log_config,
+                        min_insync_replicas=min_isr)
         self.replica_manager.update_config(name, log_config, min_isr)
 
     async def auto_create_topic(self, name: str) -> TopicInfo:
@@ -150,6 +168,11 @@ class Broker:
 
     def _flush(self) -> None:
         self.log_manager.flush_dirty(now_ms())
+
+    def _expire_producer_ids(self) -> None:
+        expiration_ms, now = self.config["producer.id.expiration.ms"], now_ms()
+        for partition in self.replica_manager.partitions():
+            partition.log.producer_state.remove_expired(now, expiration_ms)
 
     def _checkpoint(self) -> None:
         self.log_manager.checkpoint()

@@ -6,6 +6,7 @@ from pybroker.server.handlers import (
     configs,
     fetch,
     groups,
+    inter_broker,
     leader_epoch,
     list_offsets,
     metadata,
@@ -13,6 +14,7 @@ from pybroker.server.handlers import (
     produce,
     producer_id,
     topics,
+    txn,
 )
 from pybroker.server.registry import ApiHandler
 
@@ -21,6 +23,10 @@ ALL_HANDLERS: tuple[ApiHandler, ...] = (
     fetch.handle,
     list_offsets.handle,
     metadata.handle,
+    inter_broker.leader_and_isr,
+    inter_broker.stop_replica,
+    inter_broker.update_metadata,
+    inter_broker.controlled_shutdown,
     api_versions.handle,
     topics.create_topics,
     topics.delete_topics,
@@ -42,4 +48,12 @@ ALL_HANDLERS: tuple[ApiHandler, ...] = (
     offsets.offset_commit,
     offsets.offset_fetch,
     offsets.offset_delete,
+    txn.add_partitions_to_txn,
+    txn.add_offsets_to_txn,
+    txn.end_txn,
+    txn.write_txn_markers,
+    txn.txn_offset_commit,
+    txn.describe_producers,
+    txn.describe_transactions,
+    txn.list_transactions,
 )

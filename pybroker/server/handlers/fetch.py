@@ -1,5 +1,10 @@
 """Fetch (1): read whole batches up to the high watermark, long-polling until min_bytes or max_wait.
 
+isolation_level=1 (read_committed) reads only up to the last stable offset and lists the aborted
+transactions between the fetch offset and the LSO, so the client drops their records (entries
+past the returned batches are harmless: clients apply an entry only when they reach its first
+offset); control batches are returned as they are and clients skip them, as with Kafka.
+
 Fetch sessions (KIP-227) are not cached: a request that asks for a new session (id 0, epoch 0)
 gets session id 0 back, which tells the client to keep sending full requests; a request naming a
 session id gets FETCH_SESSION_ID_NOT_FOUND, as from a Kafka broker whose session cache is full.
@@ -12,9 +17,11 @@ import uuid
 from dataclasses import dataclass, field
 
 from pybroker.log.errors import OffsetOutOfRangeError
+from pybroker.log.log import PartitionLog
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.messages import FetchRequest, FetchResponse
+from pybroker.replication.errors import ReplicationError
 from pybroker.server.context import RequestContext
 from pybroker.server.error_mapping import error_code_for
 from pybroker.server.registry import api
@@ -23,6 +30,8 @@ PartitionData = FetchResponse.PartitionData
 FIRST_TOPIC_ID_VERSION = 13
 FINAL_EPOCH = -1
 INITIAL_EPOCH = 0
+READ_COMMITTED = 1
+FIRST_REPLICA_STATE_VERSION = 15
 
 
 @dataclass(slots=True)
@@ -48,6 +57,7 @@ async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
     if session_error is not ErrorCode.NONE:
         return FetchResponse(throttle_time_ms=0, error_code=session_error, session_id=0, responses=[])
     wanted = _resolve(ctx, request)
+    _record_follower_fetch(ctx, request, wanted)
     result = _read_all(ctx, request, wanted)
     deadline = time.monotonic() + request.max_wait_ms / 1000
     keys = [(w.topic, w.request.partition) for w in wanted if w.topic is not None]
@@ -116,13 +126,47 @@ def _read_partition(ctx: RequestContext, request: FetchRequest, item: _Wanted, d
     partition = ctx.broker.replica_manager.leader_partition(item.topic, item.request.partition)
     partition.check_leader_epoch(item.request.current_leader_epoch)
     log = partition.log
+    read_committed = request.isolation_level == READ_COMMITTED
+    last_stable = log.last_stable_offset
     info = log.read(item.request.fetch_offset, min(item.request.partition_max_bytes, budget),
-                    max_offset=log.high_watermark, min_one_batch=min_one_batch)
-    data.high_watermark = data.last_stable_offset = info.high_watermark
+                    max_offset=_max_offset(ctx, request, log), min_one_batch=min_one_batch)
+    data.high_watermark = info.high_watermark
+    data.last_stable_offset = last_stable
     data.log_start_offset = info.log_start_offset
-    data.aborted_transactions = None if request.isolation_level == 0 else []
+    data.aborted_transactions = [] if read_committed else None
     if info.slices is not None:
         data.records = info.slices.read()
+        if read_committed:
+            data.aborted_transactions = [
+                FetchResponse.AbortedTransaction(producer_id=txn.producer_id, first_offset=txn.first_offset)
+                for txn in log.collect_aborted(item.request.fetch_offset, last_stable)]
+
+
+def _replica_id(ctx: RequestContext, request: FetchRequest) -> int:
+    """The fetching follower's broker id, or -1 for a consumer (v15+ moved it into ReplicaState)."""
+    return request.replica_id if ctx.api_version < FIRST_REPLICA_STATE_VERSION else request.replica_state.replica_id
+
+
+def _max_offset(ctx: RequestContext, request: FetchRequest, log: PartitionLog) -> int | None:
+    """Followers read up to the log end; consumers up to the high watermark or, read_committed, the LSO."""
+    if _replica_id(ctx, request) >= 0:
+        return None
+    return log.last_stable_offset if request.isolation_level == READ_COMMITTED else log.high_watermark
+
+
+def _record_follower_fetch(ctx: RequestContext, request: FetchRequest, wanted: list[_Wanted]) -> None:
+    """A follower's fetch offsets are its log end offsets: the leader's ISR and watermark use them."""
+    replica_id = _replica_id(ctx, request)
+    if replica_id < 0:
+        return
+    for item in wanted:
+        if item.error is ErrorCode.NONE:
+            try:
+                ctx.broker.replica_manager.record_follower_fetch(
+                    item.topic, item.request.partition, replica_id, item.request.fetch_offset,
+                    current_leader_epoch=item.request.current_leader_epoch)
+            except ReplicationError:  # not the leader (any more), or another epoch: the read reports it
+                continue
 
 
 def _group(ctx: RequestContext, result: _Result) -> list[FetchResponse.FetchableTopicResponse]:

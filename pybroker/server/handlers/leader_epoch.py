@@ -1,7 +1,9 @@
-"""OffsetForLeaderEpoch (23): the end offset of a leader epoch, for consumers validating positions.
+"""OffsetForLeaderEpoch (23): where a leader epoch ends in the leader's log, for consumers validating
+positions after a leader change (KIP-320) and followers finding where to truncate (KIP-101/279).
 
-A single-node broker keeps every partition at the epoch it was created with, so the answer is the
-log end offset for the current epoch and "undefined" (-1, -1) for an epoch it never had.
+The answer is the largest epoch at or below the requested one and the start offset of the epoch
+after it (the log end offset for the current epoch), or "undefined" (-1, -1) when the log has no
+such epoch (see replication/epoch_cache.py).
 """
 
 from __future__ import annotations
@@ -25,9 +27,8 @@ async def handle(ctx: RequestContext, request: OffsetForLeaderEpochRequest) -> O
             try:
                 partition = ctx.broker.replica_manager.leader_partition(topic.topic, requested.partition)
                 partition.check_leader_epoch(requested.current_leader_epoch)
-                if requested.leader_epoch <= partition.leader_epoch:
-                    result.leader_epoch = partition.leader_epoch
-                    result.end_offset = partition.log.log_end_offset
+                result.leader_epoch, result.end_offset = partition.epoch_cache.end_offset_for(
+                    requested.leader_epoch, partition.log.log_end_offset)
             except Exception as exc:
                 result.error_code = error_code_for(exc)
             partitions.append(result)

@@ -24,45 +24,51 @@ async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataRespo
     broker = ctx.broker
     metadata = broker.metadata
     all_topics = request.topics is None or (ctx.api_version == 0 and not request.topics)
+    live = {b.broker_id for b in metadata.brokers()}
     topics: list[Topic] = []
     if all_topics:
-        topics = [_describe(info) for name, info in sorted(metadata.topics().items()) if name not in INTERNAL_TOPICS]
+        topics = [_describe(info, live) for name, info in sorted(metadata.topics().items())
+                  if name not in INTERNAL_TOPICS]
     else:
         for requested in request.topics:
-            topics.append(await _lookup(ctx, requested, request.allow_auto_topic_creation))
+            topics.append(await _lookup(ctx, requested, request.allow_auto_topic_creation, live))
     brokers = [MetadataResponse.MetadataResponseBroker(node_id=b.broker_id, host=b.host, port=b.port, rack=b.rack)
                for b in metadata.brokers()]
     return MetadataResponse(throttle_time_ms=0, brokers=brokers, cluster_id=metadata.cluster_id,
                             controller_id=metadata.controller_id, topics=topics)
 
 
-async def _lookup(ctx: RequestContext, requested: MetadataRequest.MetadataRequestTopic, allow_create: bool) -> Topic:
+async def _lookup(ctx: RequestContext, requested: MetadataRequest.MetadataRequestTopic, allow_create: bool,
+                  live: set[int]) -> Topic:
     metadata = ctx.broker.metadata
     if requested.name is None:
         info = metadata.topic_by_id(requested.topic_id)
         if info is None:
             return Topic(error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None, topic_id=requested.topic_id)
-        return _describe(info)
+        return _describe(info, live)
     info = metadata.topic(requested.name)
     if info is not None:
-        return _describe(info)
+        return _describe(info, live)
     if topic_name_error(requested.name):
         return Topic(error_code=ErrorCode.INVALID_TOPIC_EXCEPTION, name=requested.name)
     if allow_create and ctx.broker.config["auto.create.topics.enable"] and requested.name not in INTERNAL_TOPICS:
         try:
-            return _describe(await ctx.broker.auto_create_topic(requested.name))
+            return _describe(await ctx.broker.auto_create_topic(requested.name), live)
         except Exception as exc:  # a racing creation or a policy error: report it for this topic only
             info = metadata.topic(requested.name)
             if info is not None:
-                return _describe(info)
+                return _describe(info, live)
             return Topic(error_code=error_code_for(exc), name=requested.name)
     return Topic(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name=requested.name)
 
 
-def _describe(info: TopicInfo) -> Topic:
+def _describe(info: TopicInfo, live: set[int]) -> Topic:
+    """A partition without a live leader reports LEADER_NOT_AVAILABLE; replicas on brokers that
+    are not registered are listed as offline."""
     partitions = [
-        Partition(error_code=0, partition_index=index, leader_id=p.leader, leader_epoch=p.leader_epoch,
-                  replica_nodes=list(p.replicas), isr_nodes=list(p.isr), offline_replicas=[])
+        Partition(error_code=0 if p.leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE, partition_index=index,
+                  leader_id=p.leader, leader_epoch=p.leader_epoch, replica_nodes=list(p.replicas),
+                  isr_nodes=list(p.isr), offline_replicas=[r for r in p.replicas if r not in live])
         for index, p in sorted(info.partitions.items())
     ]
     return Topic(error_code=0, name=info.name, topic_id=info.topic_id or ZERO_UUID,

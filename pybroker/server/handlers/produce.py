@@ -3,16 +3,19 @@
 The records inside a batch are never decoded here: the CRC covers them, offsets and the leader
 epoch are stamped into the header in place. The one exception is Kafka's rule for compacted
 topics: every record needs a key, so only there the batch's keys are read. acks=0 requests get
-no response at all.
+no response at all; acks=all answers wait until the ISR holds the batch (or the request's timeout).
 """
 
 from __future__ import annotations
+
+import asyncio
 
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.messages import ProduceRequest, ProduceResponse
 from pybroker.records.batch import Compression, validate_batch
 from pybroker.records.errors import CorruptRecordError, UnsupportedCompressionError
+from pybroker.replication.errors import NotEnoughReplicasAfterAppendError, ReplicaTimeoutError
 from pybroker.server.context import RequestContext
 from pybroker.server.error_mapping import error_code_for, error_message_for
 from pybroker.server.registry import api
@@ -29,16 +32,43 @@ class InvalidRecordError(CorruptRecordError):
 @api(ApiKey.PRODUCE, 0, 11)
 async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceResponse | None:
     responses = []
+    replicating: dict[tuple[str, int], int] = {}
     for topic in request.topic_data:
-        partitions = [_produce_partition(ctx, request, topic.name, data) for data in topic.partition_data]
+        partitions = [_produce_partition(ctx, request, topic.name, data, replicating) for data in topic.partition_data]
         responses.append(ProduceResponse.TopicProduceResponse(name=topic.name, partition_responses=partitions))
     if request.acks == 0:
         return None
+    if replicating:
+        await _await_replication(ctx, request.timeout_ms, replicating, responses)
     return ProduceResponse(responses=responses, throttle_time_ms=0)
 
 
+async def _await_replication(ctx: RequestContext, timeout_ms: int, replicating: dict[tuple[str, int], int],
+                             responses: list[ProduceResponse.TopicProduceResponse]) -> None:
+    """acks=all: hold the answer until the ISR has every appended batch (Kafka's delayed produce)."""
+    keys = list(replicating)
+    outcomes = await asyncio.gather(*(
+        ctx.broker.replica_manager.wait_for_high_watermark(topic, index, replicating[(topic, index)], timeout_ms / 1000)
+        for topic, index in keys), return_exceptions=True)
+    failed = {key: outcome for key, outcome in zip(keys, outcomes) if isinstance(outcome, Exception)}
+    for topic in responses:
+        for i, partition in enumerate(topic.partition_responses):
+            exc = failed.get((topic.name, partition.index))
+            if exc is not None:
+                topic.partition_responses[i] = _error(partition.index, _replication_error_code(exc), str(exc))
+
+
+def _replication_error_code(exc: Exception) -> ErrorCode:
+    if isinstance(exc, NotEnoughReplicasAfterAppendError):
+        return ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+    if isinstance(exc, ReplicaTimeoutError):
+        return ErrorCode.REQUEST_TIMED_OUT
+    return error_code_for(exc)
+
+
 def _produce_partition(ctx: RequestContext, request: ProduceRequest, topic: str,
-                       data: ProduceRequest.PartitionProduceData) -> PartitionResponse:
+                       data: ProduceRequest.PartitionProduceData,
+                       replicating: dict[tuple[str, int], int]) -> PartitionResponse:
     if ctx.api_version < FIRST_BATCH_V2_VERSION:
         return _error(data.index, ErrorCode.UNSUPPORTED_VERSION, "Produce v0-2 (message format v0/v1) is not supported")
     if request.acks not in (0, 1, -1):
@@ -58,12 +88,19 @@ def _produce_partition(ctx: RequestContext, request: ProduceRequest, topic: str,
         if partition.log.config.compact_enabled and any(record.key is None for record in batch.records()):
             raise InvalidRecordError(f"Compacted topic cannot accept message without key in topic partition "
                                      f"{topic}-{data.index}.")
+        if batch.is_transactional:
+            code = ctx.broker.txns.verify_partition(request.transactional_id, batch.producer_id,
+                                                    batch.producer_epoch, (topic, data.index))
+            if code is not ErrorCode.NONE:
+                return _error(data.index, code, f"{topic}-{data.index} is not part of the producer's transaction")
         info = ctx.broker.replica_manager.append(topic, data.index, bytearray(records),
                                                  required_acks=request.acks, now_ms=ctx.now_ms)
     except InvalidRecordError as exc:
         return _error(data.index, ErrorCode.INVALID_RECORD, str(exc))
     except Exception as exc:
         return _error(data.index, error_code_for(exc), error_message_for(exc))
+    if request.acks == -1:
+        replicating[(topic, data.index)] = info.last_offset + 1
     return PartitionResponse(index=data.index, error_code=0, base_offset=info.first_offset,
                              log_append_time_ms=info.log_append_time, log_start_offset=info.log_start_offset)
 

@@ -1,0 +1,99 @@
+"""The controller's requests to brokers (Kafka's ControllerChannelManager): one queue and one sender
+task per live broker, so requests to one broker arrive in the order the controller made them and a
+slow or dead broker never holds up the others. A failed send reconnects and retries the same request
+until the broker is removed (it died: the controller re-sends what matters when it comes back).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import dataclass
+
+from pybroker.client.connection import Connection
+from pybroker.client.errors import KafkaClientError
+from pybroker.protocol.schema import Message
+
+log = logging.getLogger("pybroker.controller")
+
+RETRY_BACKOFF_S = 0.1
+
+
+@dataclass(frozen=True, slots=True)
+class Outgoing:
+    request: Message
+    version: int
+    response_type: type[Message]
+
+
+class _BrokerSender:
+    def __init__(self, broker_id: int, host: str, port: int, timeout_s: float):
+        self.broker_id, self.host, self.port = broker_id, host, port
+        self.timeout_s = timeout_s
+        self.queue: asyncio.Queue[Outgoing | None] = asyncio.Queue()  # None: stop
+        self.stopped = False
+        self.task = asyncio.get_running_loop().create_task(self._run(), name=f"controller-to-broker-{broker_id}")
+
+    def stop(self) -> None:
+        """Stop after the request in flight. Cancelling alone is not enough: Python 3.11's wait_for
+        can swallow a cancellation that races with the response it waited for."""
+        self.stopped = True
+        self.queue.put_nowait(None)
+        self.task.cancel()
+
+    async def _run(self) -> None:
+        connection: Connection | None = None
+        try:
+            while not self.stopped and (item := await self.queue.get()) is not None:
+                while not self.stopped:
+                    try:
+                        if connection is None:
+                            connection = await Connection.open(self.host, self.port, client_id="controller",
+                                                               timeout=self.timeout_s)
+                        response = await connection.send_at(item.request, item.version, item.response_type)
+                        if getattr(response, "error_code", 0):
+                            log.warning("Broker %d answered %s with error %d", self.broker_id,
+                                        type(item.request).__name__, response.error_code)
+                        break
+                    except (KafkaClientError, OSError) as exc:
+                        log.info("Controller request to broker %d failed (%s); retrying", self.broker_id, exc)
+                        if connection is not None:
+                            await connection.close()
+                            connection = None
+                        await asyncio.sleep(RETRY_BACKOFF_S)
+        finally:
+            if connection is not None:
+                await connection.close()
+
+
+class ControllerChannel:
+    def __init__(self, timeout_ms: int):
+        self._timeout_s = timeout_ms / 1000
+        self._senders: dict[int, _BrokerSender] = {}
+
+    def add_broker(self, broker_id: int, host: str, port: int) -> None:
+        sender = self._senders.get(broker_id)
+        if sender is not None and (sender.host, sender.port) == (host, port):
+            return
+        self.remove_broker(broker_id)
+        self._senders[broker_id] = _BrokerSender(broker_id, host, port, self._timeout_s)
+
+    def remove_broker(self, broker_id: int) -> None:
+        sender = self._senders.pop(broker_id, None)
+        if sender is not None:
+            sender.stop()
+
+    def send(self, broker_id: int, request: Message, version: int, response_type: type[Message]) -> None:
+        sender = self._senders.get(broker_id)
+        if sender is not None:
+            sender.queue.put_nowait(Outgoing(request, version, response_type))
+
+    async def close(self) -> None:
+        senders = list(self._senders.values())
+        self._senders.clear()
+        for sender in senders:
+            sender.stop()
+        for sender in senders:
+            with contextlib.suppress(asyncio.CancelledError):
+                await sender.task

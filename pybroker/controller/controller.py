@@ -1,0 +1,514 @@
+"""The ZooKeeper-mode controller: elected through the ephemeral /controller znode, it owns partition
+leadership and tells brokers about it with LeaderAndIsr, UpdateMetadata and StopReplica.
+
+Election: create /controller (ephemeral) and bump /controller_epoch in one transaction, with a
+version check on the epoch znode, so two contenders can never both win the same epoch. Every later
+write of the controller carries a `check` of /controller_epoch at the version it wrote, so a
+controller that lost its session (and its role) can no longer change anything.
+
+Everything runs in the ZooKeeper event queue (`ZkClient.run_events`): watch events for brokers,
+topics, topic deletions, ISR change notifications and /controller itself. Each handler re-reads what
+its watch covers and reconciles the cluster view in `self._states`.
+
+Metadata sent to brokers is always complete (every live broker and partition), so a broker can
+replace its cache wholesale; that keeps brokers simple at the cost of larger requests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from dataclasses import dataclass
+
+from kazoo.exceptions import BadVersionError, NodeExistsError
+
+from pybroker.common.topic import ZERO_UUID, topic_id_from_string
+from pybroker.controller import zk_paths as zp
+from pybroker.controller.channel import ControllerChannel
+from pybroker.controller.election import elect_leader
+from pybroker.controller.zk_client import ZkClient, ZkEvent
+from pybroker.protocol.messages import (
+    LeaderAndIsrRequest,
+    LeaderAndIsrResponse,
+    StopReplicaRequest,
+    StopReplicaResponse,
+    UpdateMetadataRequest,
+    UpdateMetadataResponse,
+)
+
+log = logging.getLogger("pybroker.controller")
+
+LEADER_AND_ISR_VERSION = 6
+UPDATE_METADATA_VERSION = 7
+STOP_REPLICA_VERSION = 3
+PLAINTEXT = 0  # SecurityProtocol id
+
+PartitionKey = tuple[str, int]
+
+
+class NotControllerError(Exception):
+    """This broker is not (or no longer) the controller."""
+
+
+class StaleBrokerEpochError(Exception):
+    """The request names a broker registration that is not the current one."""
+
+
+@dataclass(frozen=True, slots=True)
+class RebalanceConfig:
+    """Kafka's auto.leader.rebalance.enable, leader.imbalance.check.interval.seconds and
+    leader.imbalance.per.broker.percentage."""
+
+    enabled: bool = True
+    interval_s: float = 300.0
+    max_imbalance_percent: int = 10
+
+
+class ZkController:
+    def __init__(self, zk: ZkClient, broker_id: int, *, socket_timeout_ms: int,
+                 unclean_election: bool = False, rebalance: RebalanceConfig = RebalanceConfig()):
+        self._zk = zk
+        self._broker_id = broker_id
+        self._unclean = unclean_election
+        self._rebalance = rebalance
+        self._rebalance_task: asyncio.Task[None] | None = None
+        self._shutting_down: set[int] = set()
+        self._channel = ControllerChannel(socket_timeout_ms)
+        self.active = False
+        self.epoch = 0
+        self._epoch_version = -1
+        self._brokers: dict[int, zp.BrokerRegistration] = {}
+        self._assignments: dict[str, zp.TopicAssignment] = {}
+        self._states: dict[PartitionKey, zp.LeaderAndIsr] = {}
+        for kind, handler in (("controller-changed", self._on_controller_changed),
+                              ("brokers-changed", self._on_brokers_changed),
+                              ("topics-changed", self._on_topics_changed),
+                              ("topic-changed", self._on_topic_changed),
+                              ("delete-topics", self._on_delete_topics),
+                              ("isr-changed", self._on_isr_changed)):
+            zk.on(kind, handler)
+
+    async def start(self) -> None:
+        await self._on_controller_changed(ZkEvent("controller-changed"))
+
+    async def stop(self) -> None:
+        await self._resign()
+
+    async def _resign(self) -> None:
+        self.active = False
+        if self._rebalance_task is not None:
+            self._rebalance_task.cancel()
+            self._rebalance_task = None
+        await self._channel.close()
+
+    # Election
+
+    async def _on_controller_changed(self, _: ZkEvent) -> None:
+        current = await self._zk.get(zp.CONTROLLER, watch="controller-changed")
+        if current is not None:
+            if zp.decode_controller(current[0]) != self._broker_id and self.active:
+                log.info("[Controller id=%d] resigning: another broker is controller now", self._broker_id)
+                await self._resign()
+            return
+        epoch_node = await self._zk.get(zp.CONTROLLER_EPOCH)
+        if epoch_node is None:
+            try:
+                await self._zk.create(zp.CONTROLLER_EPOCH, zp.encode_controller_epoch(0))
+            except NodeExistsError:
+                pass
+            epoch_node = await self._zk.get(zp.CONTROLLER_EPOCH)
+            assert epoch_node is not None
+        epoch, version = zp.decode_controller_epoch(epoch_node[0]), epoch_node[1].version
+        transaction = self._zk.transaction()
+        transaction.create(zp.CONTROLLER, zp.encode_controller(self._broker_id, int(time.time() * 1000)),
+                           ephemeral=True)
+        transaction.set_data(zp.CONTROLLER_EPOCH, zp.encode_controller_epoch(epoch + 1), version)
+        try:
+            await self._zk.commit(transaction)
+        except (NodeExistsError, BadVersionError):
+            await self._zk.get(zp.CONTROLLER, watch="controller-changed")
+            return
+        self.epoch, self._epoch_version = epoch + 1, version + 1
+        self.active = True
+        await self._zk.get(zp.CONTROLLER, watch="controller-changed")
+        log.info("[Controller id=%d] elected controller with epoch %d", self._broker_id, self.epoch)
+        await self._failover()
+        if self._rebalance.enabled:
+            self._rebalance_task = asyncio.get_running_loop().create_task(self._rebalance_periodically(),
+                                                                          name="auto-leader-rebalance")
+
+    async def _failover(self) -> None:
+        """Load the whole cluster view, repair leadership, then tell every broker everything."""
+        self._brokers = await self._read_brokers()
+        for broker in self._brokers.values():
+            self._channel.add_broker(broker.broker_id, broker.host, broker.port)
+        self._assignments.clear()
+        self._states.clear()
+        for topic in await self._zk.children(zp.BROKER_TOPICS, watch="topics-changed"):
+            await self._load_topic(topic)
+        await self._zk.children(zp.ISR_CHANGES, watch="isr-changed")
+        changed = await self._repair_partitions(self._electable())
+        self._send_leader_and_isr(set(self._states) | changed, self._brokers)
+        self._send_update_metadata()
+        await self._on_delete_topics(ZkEvent("delete-topics"))
+
+    # Brokers
+
+    async def _read_brokers(self) -> dict[int, zp.BrokerRegistration]:
+        brokers = {}
+        for child in await self._zk.children(zp.BROKER_IDS, watch="brokers-changed"):
+            node = await self._zk.get(zp.broker_path(int(child)))
+            if node is not None:
+                brokers[int(child)] = zp.decode_broker(int(child), node[0], node[1].czxid)
+        return brokers
+
+    async def _on_brokers_changed(self, _: ZkEvent) -> None:
+        if not self.active:
+            await self._zk.children(zp.BROKER_IDS, watch="brokers-changed")
+            return
+        brokers = await self._read_brokers()
+        dead = set(self._brokers) - set(brokers)
+        new = {b for b in brokers if b not in self._brokers or brokers[b].epoch != self._brokers[b].epoch}
+        self._brokers = brokers
+        self._shutting_down -= dead | new
+        for broker_id in dead:
+            self._channel.remove_broker(broker_id)
+        for broker_id in new:
+            self._channel.add_broker(broker_id, brokers[broker_id].host, brokers[broker_id].port)
+        if dead:
+            log.info("[Controller id=%d] brokers %s are gone", self._broker_id, sorted(dead))
+        if new:
+            log.info("[Controller id=%d] brokers %s registered", self._broker_id, sorted(new))
+        changed = await self._repair_partitions(self._electable())
+        # A (re)started broker learns every partition it hosts; others learn only what changed.
+        hosted_by_new = {key for key, _ in self._replicas_on(new)}
+        self._send_leader_and_isr(changed | hosted_by_new, brokers)
+        self._send_update_metadata()
+
+    def _replicas_on(self, brokers: set[int]) -> list[tuple[PartitionKey, tuple[int, ...]]]:
+        return [((topic, p), replicas) for topic, assignment in self._assignments.items()
+                for p, replicas in assignment.partitions.items() if brokers.intersection(replicas)]
+
+    def _electable(self) -> set[int]:
+        """Live brokers that may lead or join an ISR: registered and not shutting down."""
+        return set(self._brokers) - self._shutting_down
+
+    async def _repair_partitions(self, live: set[int]) -> set[PartitionKey]:
+        """Drop dead brokers from every ISR and elect a leader wherever the current one is gone."""
+        changed: set[PartitionKey] = set()
+        for key in list(self._states):
+            for _ in range(3):  # a leader may be changing the ISR concurrently: re-read and retry
+                try:
+                    if await self._repair_partition(key, live):
+                        changed.add(key)
+                    break
+                except BadVersionError:
+                    continue
+        return changed
+
+    async def _repair_partition(self, key: PartitionKey, live: set[int]) -> bool:
+        state = self._states[key]
+        replicas = self._assignments[key[0]].partitions[key[1]]
+        isr = tuple(b for b in state.isr if b in live) or state.isr  # keep the last member: it may return
+        leader = state.leader if state.leader in live else elect_leader(replicas, isr, live,
+                                                                          unclean=self._unclean)
+        if leader is not None and leader not in isr:  # unclean election
+            isr = (leader,)
+        leader = zp.NO_LEADER if leader is None else leader
+        if leader == state.leader and isr == state.isr:
+            return False
+        await self._write_state(key, zp.LeaderAndIsr(leader, state.leader_epoch + 1, isr, self.epoch,
+                                                     state.zk_version))
+        return True
+
+    # Topics
+
+    async def _load_topic(self, topic: str) -> set[PartitionKey]:
+        """Read a topic's assignment (re-arming its watch) and the state of each partition; partitions
+        without a state yet get their first leader. Returns the partitions that were created."""
+        node = await self._zk.get(zp.topic_path(topic), watch="topic-changed")
+        if node is None:
+            return set()
+        assignment = zp.decode_topic(node[0])
+        self._assignments[topic] = assignment
+        created = set()
+        live = set(self._brokers)
+        for partition, replicas in assignment.partitions.items():
+            key = (topic, partition)
+            if key in self._states:
+                continue
+            state_node = await self._zk.get(zp.partition_state_path(topic, partition))
+            if state_node is not None:
+                self._states[key] = zp.decode_partition_state(state_node[0], state_node[1].version)
+                continue
+            isr = tuple(b for b in replicas if b in live)
+            leader = isr[0] if isr else zp.NO_LEADER
+            await self._create_state(key, zp.LeaderAndIsr(leader, 0, isr or replicas, self.epoch))
+            created.add(key)
+        return created
+
+    async def _on_topics_changed(self, _: ZkEvent) -> None:
+        topics = await self._zk.children(zp.BROKER_TOPICS, watch="topics-changed")
+        if not self.active:
+            return
+        created: set[PartitionKey] = set()
+        new_topics = [topic for topic in topics if topic not in self._assignments]
+        if new_topics:
+            log.info("[Controller id=%d] new topics: %s", self._broker_id, sorted(new_topics))
+        for topic in new_topics:
+            created |= await self._load_topic(topic)
+        for topic in set(self._assignments) - set(topics):
+            self._forget_topic(topic)
+        if created:
+            self._send_leader_and_isr(created, self._brokers, is_new=True)
+        self._send_update_metadata()
+
+    async def _on_topic_changed(self, event: ZkEvent) -> None:
+        """A topic's assignment changed: CreatePartitions added partitions."""
+        topic = event.path.rsplit("/", 1)[-1]
+        if not self.active or topic not in self._assignments:
+            return
+        created = await self._load_topic(topic)
+        if created:
+            self._send_leader_and_isr(created, self._brokers, is_new=True)
+            self._send_update_metadata()
+
+    async def _on_delete_topics(self, _: ZkEvent) -> None:
+        pending = await self._zk.children(zp.DELETE_TOPICS, watch="delete-topics")
+        if not self.active or not pending:
+            return
+        for topic in pending:
+            if topic in self._assignments:
+                self._send_stop_replica(topic)
+            await self._zk.delete(zp.topic_path(topic), recursive=True)
+            await self._zk.delete(zp.topic_config_path(topic))
+            await self._zk.delete(zp.delete_topic_path(topic))
+            self._forget_topic(topic)
+            log.info("[Controller id=%d] deleted topic %s", self._broker_id, topic)
+        self._send_update_metadata()
+
+    def _forget_topic(self, topic: str) -> None:
+        self._assignments.pop(topic, None)
+        for key in [key for key in self._states if key[0] == topic]:
+            del self._states[key]
+
+    async def _on_isr_changed(self, _: ZkEvent) -> None:
+        """Leaders changed ISRs in ZooKeeper; re-read those partitions and re-publish metadata."""
+        notifications = await self._zk.children(zp.ISR_CHANGES, watch="isr-changed")
+        if not self.active or not notifications:
+            return
+        for name in notifications:
+            path = f"{zp.ISR_CHANGES}/{name}"
+            node = await self._zk.get(path)
+            if node is not None:
+                for key in zp.decode_isr_change(node[0]):
+                    state_node = await self._zk.get(zp.partition_state_path(*key))
+                    if state_node is not None and key in self._states:
+                        self._states[key] = zp.decode_partition_state(state_node[0], state_node[1].version)
+            await self._zk.delete(path)
+        self._send_update_metadata()
+
+    # Controlled shutdown and preferred leaders
+
+    async def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> list[PartitionKey]:
+        """Move leadership off `broker_id` before it stops; the partitions it still leads (no other
+        ISR member could take over) are returned and the broker retries later."""
+        result: asyncio.Future[list[PartitionKey]] = asyncio.get_running_loop().create_future()
+
+        async def run() -> None:
+            try:
+                result.set_result(await self._controlled_shutdown(broker_id, broker_epoch))
+            except Exception as exc:
+                result.set_exception(exc)
+
+        self._zk.submit(run)
+        return await result
+
+    async def _controlled_shutdown(self, broker_id: int, broker_epoch: int) -> list[PartitionKey]:
+        if not self.active:
+            raise NotControllerError(f"Broker {self._broker_id} is not the controller")
+        broker = self._brokers.get(broker_id)
+        if broker is None or (broker_epoch >= 0 and broker.epoch != broker_epoch):
+            raise StaleBrokerEpochError(f"Broker {broker_id} with epoch {broker_epoch} is not registered")
+        log.info("[Controller id=%d] controlled shutdown of broker %d", self._broker_id, broker_id)
+        self._shutting_down.add(broker_id)
+        live = self._electable()
+        changed: set[PartitionKey] = set()
+        for key, state in list(self._states.items()):
+            replicas = self._assignments[key[0]].partitions[key[1]]
+            isr = tuple(b for b in state.isr if b != broker_id)
+            if broker_id not in state.isr or not isr:
+                continue
+            leader = state.leader
+            if leader == broker_id:
+                leader = elect_leader(replicas, isr, live)
+                if leader is None:
+                    continue
+            try:
+                await self._write_state(key, zp.LeaderAndIsr(leader, state.leader_epoch + 1, isr, self.epoch,
+                                                             state.zk_version))
+            except BadVersionError:
+                continue  # a leader changed the ISR meanwhile: the broker's retry covers this partition
+            changed.add(key)
+        others = {b: r for b, r in self._brokers.items() if b != broker_id}
+        self._send_leader_and_isr(changed, others)
+        self._send_stop_replica_without_delete(broker_id)
+        self._send_update_metadata()
+        return sorted(key for key, state in self._states.items() if state.leader == broker_id)
+
+    async def _rebalance_periodically(self) -> None:
+        while True:
+            await asyncio.sleep(self._rebalance.interval_s)
+            self._zk.submit(self.elect_preferred_leaders)
+
+    async def elect_preferred_leaders(self) -> None:
+        """Hand leadership back to preferred replicas (the first of each assignment) on every broker
+        whose share of partitions led by someone else exceeds leader.imbalance.per.broker.percentage."""
+        if not self.active:
+            return
+        live = self._electable()
+        preferred: dict[int, list[PartitionKey]] = {}
+        for key, state in self._states.items():
+            preferred.setdefault(self._assignments[key[0]].partitions[key[1]][0], []).append(key)
+        changed: set[PartitionKey] = set()
+        for broker_id, keys in preferred.items():
+            elsewhere = [k for k in keys if self._states[k].leader != broker_id]
+            if broker_id not in live or len(elsewhere) * 100 <= self._rebalance.max_imbalance_percent * len(keys):
+                continue
+            for key in elsewhere:
+                state = self._states[key]
+                if broker_id not in state.isr:
+                    continue
+                try:
+                    await self._write_state(key, zp.LeaderAndIsr(broker_id, state.leader_epoch + 1, state.isr,
+                                                                 self.epoch, state.zk_version))
+                except BadVersionError:
+                    continue
+                changed.add(key)
+        if changed:
+            log.info("[Controller id=%d] moved %d partition(s) back to their preferred leader", self._broker_id,
+                     len(changed))
+            self._send_leader_and_isr(changed, self._brokers)
+            self._send_update_metadata()
+
+    # Fenced writes
+
+    async def _create_state(self, key: PartitionKey, state: zp.LeaderAndIsr) -> None:
+        transaction = self._zk.transaction()
+        transaction.check(zp.CONTROLLER_EPOCH, self._epoch_version)
+        transaction.create(zp.partition_path(*key))
+        transaction.create(zp.partition_state_path(*key), zp.encode_partition_state(state))
+        try:
+            await self._zk.ensure_paths(zp.partitions_path(key[0]))
+            await self._zk.commit(transaction)
+        except NodeExistsError:  # another writer got there first: adopt what it wrote
+            node = await self._zk.get(zp.partition_state_path(*key))
+            if node is not None:
+                self._states[key] = zp.decode_partition_state(node[0], node[1].version)
+            return
+        self._states[key] = zp.LeaderAndIsr(state.leader, state.leader_epoch, state.isr, state.controller_epoch, 0)
+
+    async def _write_state(self, key: PartitionKey, state: zp.LeaderAndIsr) -> None:
+        """Conditional on both the controller epoch and the state's version (a leader may have
+        changed the ISR meanwhile: then re-read and let the caller's next pass decide)."""
+        transaction = self._zk.transaction()
+        transaction.check(zp.CONTROLLER_EPOCH, self._epoch_version)
+        transaction.set_data(zp.partition_state_path(*key), zp.encode_partition_state(state), state.zk_version)
+        try:
+            await self._zk.commit(transaction)
+        except BadVersionError:
+            node = await self._zk.get(zp.partition_state_path(*key))
+            if node is not None:
+                self._states[key] = zp.decode_partition_state(node[0], node[1].version)
+            raise
+        self._states[key] = zp.LeaderAndIsr(state.leader, state.leader_epoch, state.isr, state.controller_epoch,
+                                            state.zk_version + 1)
+
+    # Requests to brokers
+
+    def _send_leader_and_isr(self, keys: set[PartitionKey], brokers: dict[int, zp.BrokerRegistration], *,
+                             is_new: bool = False) -> None:
+        per_broker: dict[int, dict[str, list[LeaderAndIsrRequest.LeaderAndIsrPartitionState]]] = {}
+        for key in sorted(keys):
+            state = self._states.get(key)
+            if state is None:
+                continue
+            replicas = self._assignments[key[0]].partitions[key[1]]
+            partition_state = LeaderAndIsrRequest.LeaderAndIsrPartitionState(
+                partition_index=key[1], controller_epoch=state.controller_epoch, leader=state.leader,
+                leader_epoch=state.leader_epoch, isr=list(state.isr), partition_epoch=state.zk_version,
+                replicas=list(replicas), adding_replicas=[], removing_replicas=[], is_new=is_new)
+            for broker_id in replicas:
+                if broker_id in brokers:
+                    per_broker.setdefault(broker_id, {}).setdefault(key[0], []).append(partition_state)
+        live_leaders = [LeaderAndIsrRequest.LeaderAndIsrLiveLeader(broker_id=b.broker_id, host_name=b.host,
+                                                                   port=b.port) for b in brokers.values()]
+        for broker_id, topics in per_broker.items():
+            request = LeaderAndIsrRequest(
+                controller_id=self._broker_id, controller_epoch=self.epoch, broker_epoch=brokers[broker_id].epoch,
+                type=0, live_leaders=live_leaders,
+                topic_states=[LeaderAndIsrRequest.LeaderAndIsrTopicState(
+                    topic_name=topic, topic_id=self._topic_id(topic), partition_states=states)
+                    for topic, states in topics.items()])
+            self._channel.send(broker_id, request, LEADER_AND_ISR_VERSION, LeaderAndIsrResponse)
+
+    def _send_update_metadata(self) -> None:
+        live = set(self._brokers)
+        brokers = [UpdateMetadataRequest.UpdateMetadataBroker(
+            id=b.broker_id, rack=b.rack, endpoints=[UpdateMetadataRequest.UpdateMetadataEndpoint(
+                port=b.port, host=b.host, listener="PLAINTEXT", security_protocol=PLAINTEXT)])
+            for b in sorted(self._brokers.values(), key=lambda b: b.broker_id)]
+        topics = []
+        for topic, assignment in sorted(self._assignments.items()):
+            partitions = []
+            for p, replicas in sorted(assignment.partitions.items()):
+                state = self._states.get((topic, p))
+                if state is None:
+                    continue
+                partitions.append(UpdateMetadataRequest.UpdateMetadataPartitionState(
+                    partition_index=p, controller_epoch=state.controller_epoch, leader=state.leader,
+                    leader_epoch=state.leader_epoch, isr=list(state.isr), zk_version=state.zk_version,
+                    replicas=list(replicas), offline_replicas=[r for r in replicas if r not in live]))
+            topics.append(UpdateMetadataRequest.UpdateMetadataTopicState(
+                topic_name=topic, topic_id=self._topic_id(topic), partition_states=partitions))
+        for broker in self._brokers.values():
+            request = UpdateMetadataRequest(controller_id=self._broker_id, controller_epoch=self.epoch,
+                                            broker_epoch=broker.epoch, live_brokers=brokers, topic_states=topics)
+            self._channel.send(broker.broker_id, request, UPDATE_METADATA_VERSION, UpdateMetadataResponse)
+
+    def _send_stop_replica(self, topic: str) -> None:
+        per_broker: dict[int, list[StopReplicaRequest.StopReplicaPartitionState]] = {}
+        for p, replicas in self._assignments[topic].partitions.items():
+            state = self._states.get((topic, p))
+            for broker_id in replicas:
+                per_broker.setdefault(broker_id, []).append(StopReplicaRequest.StopReplicaPartitionState(
+                    partition_index=p, leader_epoch=-2 if state is None else state.leader_epoch,
+                    delete_partition=True))
+        for broker_id, partitions in per_broker.items():
+            if broker_id in self._brokers:
+                request = StopReplicaRequest(
+                    controller_id=self._broker_id, controller_epoch=self.epoch,
+                    broker_epoch=self._brokers[broker_id].epoch,
+                    topic_states=[StopReplicaRequest.StopReplicaTopicState(topic_name=topic,
+                                                                           partition_states=partitions)])
+                self._channel.send(broker_id, request, STOP_REPLICA_VERSION, StopReplicaResponse)
+
+    def _send_stop_replica_without_delete(self, broker_id: int) -> None:
+        """Stop `broker_id`'s replicas that it does not lead (it is shutting down: no more fetching)."""
+        topics: dict[str, list[StopReplicaRequest.StopReplicaPartitionState]] = {}
+        for (topic, p), state in sorted(self._states.items()):
+            if broker_id in self._assignments[topic].partitions[p] and state.leader != broker_id:
+                topics.setdefault(topic, []).append(StopReplicaRequest.StopReplicaPartitionState(
+                    partition_index=p, leader_epoch=state.leader_epoch, delete_partition=False))
+        if topics and broker_id in self._brokers:
+            request = StopReplicaRequest(
+                controller_id=self._broker_id, controller_epoch=self.epoch, broker_epoch=self._brokers[broker_id].epoch,
+                topic_states=[StopReplicaRequest.StopReplicaTopicState(topic_name=t, partition_states=p)
+                              for t, p in topics.items()])
+            self._channel.send(broker_id, request, STOP_REPLICA_VERSION, StopReplicaResponse)
+
+    def _topic_id(self, topic: str) -> uuid.UUID:
+        topic_id = self._assignments[topic].topic_id
+        return topic_id_from_string(topic_id) if topic_id else ZERO_UUID

@@ -1,0 +1,310 @@
+"""`ClusterMetadata` of a broker in a ZooKeeper cluster.
+
+Reads come from a cache the controller fills with UpdateMetadata (`apply_update`), plus topic
+configs read from /config/topics and refreshed on /config/changes notifications. Writes go to
+ZooKeeper the way Kafka's AdminZkClient makes them (create /brokers/topics/T, create
+/admin/delete_topics/T, ...) and then wait, bounded, until the controller's reaction reaches this
+broker's cache, so a CreateTopics answer is followed by metadata that shows the topic.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Callable, Mapping, Sequence
+
+from kazoo.exceptions import BadVersionError, NodeExistsError
+
+from pybroker.common.topic import new_topic_id, topic_id_to_string, topic_name_error
+from pybroker.controller import zk_paths as zp
+from pybroker.controller.election import assign_replicas, check_assignment
+from pybroker.controller.embedded import MAX_PARTITIONS
+from pybroker.controller.errors import (
+    InvalidPartitionsError,
+    InvalidReplicaAssignmentError,
+    InvalidTopicError,
+    TopicDeletionDisabledError,
+    TopicExistsError,
+    UnknownTopicError,
+)
+from pybroker.controller.metadata import BrokerInfo, PartitionInfo, TopicInfo, TopicRegistry
+from pybroker.controller.zk_client import ZkClient, ZkEvent
+from pybroker.protocol.messages import UpdateMetadataRequest
+
+log = logging.getLogger("pybroker.metadata")
+
+PRODUCER_ID_BLOCK_SIZE = 1000
+PROPAGATION_WAIT_S = 10.0
+
+
+class ZkMetadata(TopicRegistry):
+    def __init__(self, zk: ZkClient, me: BrokerInfo, *, validate_configs: Callable[[Mapping[str, str]], None],
+                 delete_topic_enable: bool = True):
+        self._zk = zk
+        self._me = me
+        self._validate_configs = validate_configs
+        self._delete_enabled = delete_topic_enable
+        super().__init__()
+        self._brokers: dict[int, BrokerInfo] = {me.broker_id: me}
+        self._configs: dict[str, dict[str, str]] = {}
+        self._changed = asyncio.Event()
+        self._seen_config_changes: set[str] = set()
+        self._producer_ids: range = range(0)
+        self.cluster_id = ""
+        self._controller_id = -1
+        self.controller_epoch = 0
+        self.broker_epoch = -1  # the czxid of this broker's registration znode
+        zk.on("config-changes", self._on_config_changes)
+        zk.on("controller-id", self._on_controller_id)
+
+    async def start(self, *, registration_wait_s: float) -> None:
+        """Create Kafka's persistent paths and the cluster id, then register this broker."""
+        await self._zk.ensure_paths(*zp.PERSISTENT_PATHS)
+        self.cluster_id = await self._cluster_id()
+        self._seen_config_changes = set(await self._zk.children(zp.CONFIG_CHANGES, watch="config-changes"))
+        await self._on_controller_id(ZkEvent("controller-id"))
+        await self.register(registration_wait_s)
+
+    async def register(self, wait_s: float) -> None:
+        """Create /brokers/ids/N. After a crash the previous session's node lingers until ZooKeeper
+        expires it, so wait for that (up to the session timeout) as a restarted Kafka broker must."""
+        me = self._me
+        data = zp.encode_broker(me.host, me.port, me.rack, int(time.time() * 1000))
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                await self._zk.create(zp.broker_path(me.broker_id), data, ephemeral=True)
+                node = await self._zk.get(zp.broker_path(me.broker_id))
+                self.broker_epoch = node[1].czxid if node else -1
+                log.info("Registered broker %d at path %s with broker epoch %d", me.broker_id,
+                         zp.broker_path(me.broker_id), self.broker_epoch)
+                return
+            except NodeExistsError:
+                if time.monotonic() >= deadline:
+                    raise RuntimeError(f"Broker id {me.broker_id} is already registered in ZooKeeper "
+                                       f"(another broker is using it)") from None
+                await asyncio.sleep(0.5)
+
+    async def _cluster_id(self) -> str:
+        node = await self._zk.get(zp.CLUSTER_ID)
+        if node is None:
+            try:
+                await self._zk.create(zp.CLUSTER_ID, zp.encode_cluster_id(topic_id_to_string(new_topic_id())),
+                                      makepath=True)
+            except NodeExistsError:
+                pass
+            node = await self._zk.get(zp.CLUSTER_ID)
+            assert node is not None
+        return zp.decode_cluster_id(node[0])
+
+    # Reads
+
+    @property
+    def controller_id(self) -> int:
+        """The controller, or -1 while it is unknown or not yet among the brokers this broker can
+        name: clients then refresh metadata instead of waiting for a broker they cannot reach."""
+        return self._controller_id if self._controller_id in self._brokers else -1
+
+    def brokers(self) -> Sequence[BrokerInfo]:
+        return [self._brokers[b] for b in sorted(self._brokers)]
+
+    def broker(self, broker_id: int) -> BrokerInfo | None:
+        return self._brokers.get(broker_id)
+
+    # The controller's view arrives here
+
+    async def apply_update(self, request: UpdateMetadataRequest) -> None:
+        """Replace the cache with the controller's complete view (see controller.py)."""
+        if request.controller_epoch < self.controller_epoch:
+            return
+        self.controller_epoch, self._controller_id = request.controller_epoch, request.controller_id
+        brokers = {}
+        for broker in request.live_brokers:
+            endpoint = broker.endpoints[0]
+            brokers[broker.id] = BrokerInfo(broker.id, endpoint.host, endpoint.port, broker.rack)
+        self._brokers = brokers or {self._me.broker_id: self._me}
+        topics: dict[str, TopicInfo] = {}
+        for topic in request.topic_states:
+            configs = await self.configs_for(topic.topic_name)
+            partitions = {p.partition_index: PartitionInfo(p.partition_index, tuple(p.replicas), p.leader,
+                                                           p.leader_epoch, tuple(p.isr))
+                          for p in topic.partition_states}
+            topics[topic.topic_name] = TopicInfo(topic.topic_name, topic.topic_id, partitions, configs)
+        removed = set(self._topics) - set(topics)
+        changed = [info for name, info in topics.items() if self._topics.get(name) != info]
+        self._topics = topics
+        self._by_id = {info.topic_id: info for info in topics.values()}
+        for name in removed:
+            self._configs.pop(name, None)
+            self._notify(name, None)
+        for info in changed:
+            self._notify(info.name, info)
+        self._changed.set()
+        self._changed = asyncio.Event()
+
+    async def configs_for(self, topic: str) -> Mapping[str, str]:
+        """A topic's config overrides, also before the controller's metadata about it arrived."""
+        if topic not in self._configs:
+            self._configs[topic] = await self._read_configs(topic)
+        return self._configs[topic]
+
+    async def _on_controller_id(self, _: ZkEvent) -> None:
+        """Follow /controller directly too: when the controller dies, clients see "no controller"
+        (and keep refreshing metadata) instead of a dead broker until the next one's UpdateMetadata."""
+        node = await self._zk.get(zp.CONTROLLER, watch="controller-id")
+        self._controller_id = zp.decode_controller(node[0]) if node else -1
+
+    async def _read_configs(self, topic: str) -> dict[str, str]:
+        node = await self._zk.get(zp.topic_config_path(topic))
+        return zp.decode_topic_config(node[0]) if node else {}
+
+    async def _on_config_changes(self, _: ZkEvent) -> None:
+        children = await self._zk.children(zp.CONFIG_CHANGES, watch="config-changes")
+        for name in sorted(set(children) - self._seen_config_changes):
+            self._seen_config_changes.add(name)
+            node = await self._zk.get(f"{zp.CONFIG_CHANGES}/{name}")
+            if node is None:
+                continue
+            kind, topic = zp.decode_config_change(node[0])
+            if kind == "topics" and topic in self._topics:
+                await self._reload_configs(topic)
+
+    async def _reload_configs(self, topic: str) -> None:
+        self._configs[topic] = await self._read_configs(topic)
+        info = self._topics.get(topic)
+        if info is not None:
+            info = TopicInfo(info.name, info.topic_id, info.partitions, self._configs[topic])
+            self._topics[topic] = info
+            self._by_id[info.topic_id] = info
+            self._notify(topic, info)
+
+    async def _wait_until(self, done: Callable[[], bool]) -> None:
+        deadline = time.monotonic() + PROPAGATION_WAIT_S
+        while not done() and (remaining := deadline - time.monotonic()) > 0:
+            try:
+                await asyncio.wait_for(self._changed.wait(), remaining)
+            except asyncio.TimeoutError:
+                return
+
+    # Writes
+
+    async def create_topic(self, name: str, num_partitions: int, replication_factor: int,
+                           configs: Mapping[str, str],
+                           assignments: Mapping[int, Sequence[int]] | None = None,
+                           *, validate_only: bool = False) -> TopicInfo:
+        error = topic_name_error(name)
+        if error:
+            raise InvalidTopicError(error)
+        if name in self._topics or await self._zk.get(zp.topic_path(name)) is not None:
+            raise TopicExistsError(f"Topic '{name}' already exists.")
+        if assignments:
+            plan = {p: tuple(replicas) for p, replicas in assignments.items()}
+            check_assignment(plan, {b for b, _ in await self._registered_brokers()})
+        else:
+            if num_partitions < 1 or num_partitions > MAX_PARTITIONS:
+                raise InvalidPartitionsError("Number of partitions must be larger than 0.")
+            plan = assign_replicas(await self._registered_brokers(), num_partitions, replication_factor)
+        self._validate_configs(configs)
+        topic_id = new_topic_id()
+        info = TopicInfo(name, topic_id, {p: PartitionInfo(p, r, -1, 0, r) for p, r in plan.items()}, dict(configs))
+        if validate_only:
+            return info
+        transaction = self._zk.transaction()
+        transaction.create(zp.topic_config_path(name), zp.encode_topic_config(configs))
+        transaction.create(zp.topic_path(name), zp.encode_topic(plan, topic_id_to_string(topic_id)))
+        try:
+            await self._zk.commit(transaction)
+        except NodeExistsError:
+            raise TopicExistsError(f"Topic '{name}' already exists.") from None
+        await self._wait_until(lambda: self._has_leaders(name, len(plan)))
+        return self._topics.get(name, info)
+
+    async def _registered_brokers(self) -> list[tuple[int, str | None]]:
+        """(id, rack) of every broker registered in ZooKeeper now: this broker's cache may lag behind."""
+        brokers = []
+        for child in await self._zk.children(zp.BROKER_IDS):
+            node = await self._zk.get(zp.broker_path(int(child)))
+            if node is not None:
+                brokers.append((int(child), zp.decode_broker(int(child), node[0], node[1].czxid).rack))
+        return brokers
+
+    def _has_leaders(self, name: str, partitions: int) -> bool:
+        info = self._topics.get(name)
+        return info is not None and len(info.partitions) >= partitions and all(
+            p.leader >= 0 for p in info.partitions.values())
+
+    async def delete_topic(self, name: str) -> None:
+        if not self._delete_enabled:
+            raise TopicDeletionDisabledError("Topic deletion is disabled.")
+        if name not in self._topics and await self._zk.get(zp.topic_path(name)) is None:
+            raise UnknownTopicError(f"Topic '{name}' does not exist.")
+        try:
+            await self._zk.create(zp.delete_topic_path(name))
+        except NodeExistsError:
+            pass
+        await self._wait_until(lambda: name not in self._topics)
+
+    async def create_partitions(self, name: str, total: int,
+                                assignments: Sequence[Sequence[int]] | None = None,
+                                *, validate_only: bool = False) -> TopicInfo:
+        node = await self._zk.get(zp.topic_path(name))
+        info = self._topics.get(name)
+        if node is None or info is None:
+            raise UnknownTopicError(f"Topic '{name}' does not exist.")
+        current = zp.decode_topic(node[0])
+        count = len(current.partitions)
+        if total <= count:
+            raise InvalidPartitionsError(
+                f"Topic currently has {count} partitions, which is higher than the requested {total}.")
+        if total > MAX_PARTITIONS:
+            raise InvalidPartitionsError(f"Number of partitions must be at most {MAX_PARTITIONS}.")
+        factor = len(current.partitions[0])
+        if assignments is not None:
+            if len(assignments) != total - count:
+                raise InvalidReplicaAssignmentError(
+                    f"Increasing the number of partitions by {total - count} but "
+                    f"{len(assignments)} assignments provided.")
+            added = {count + i: tuple(r) for i, r in enumerate(assignments)}
+            check_assignment(added, {b for b, _ in await self._registered_brokers()}, first_partition=count)
+        else:
+            added = assign_replicas(await self._registered_brokers(), total - count, factor, first_partition=count)
+        plan = {**current.partitions, **added}
+        new_info = TopicInfo(name, info.topic_id, {p: PartitionInfo(p, r, -1, 0, r) for p, r in plan.items()},
+                             info.configs)
+        if validate_only:
+            return new_info
+        try:
+            await self._zk.set(zp.topic_path(name), zp.encode_topic(plan, current.topic_id or ""), node[1].version)
+        except BadVersionError:
+            raise InvalidPartitionsError(f"Topic '{name}' was changed concurrently; retry.") from None
+        await self._wait_until(lambda: self._has_leaders(name, total))
+        return self._topics.get(name, new_info)
+
+    async def alter_topic_configs(self, name: str, configs: Mapping[str, str]) -> TopicInfo:
+        if name not in self._topics:
+            raise UnknownTopicError(f"Topic '{name}' does not exist.")
+        self._validate_configs(configs)
+        await self._zk.set(zp.topic_config_path(name), zp.encode_topic_config(configs))
+        await self._zk.create(f"{zp.CONFIG_CHANGES}/{zp.CONFIG_CHANGE_PREFIX}", zp.encode_config_change(name),
+                              sequence=True)
+        await self._reload_configs(name)
+        return self._topics[name]
+
+    async def allocate_producer_id(self) -> int:
+        """Ids from a block reserved in /latest_producer_id_block with a version-checked write, so two
+        brokers never get the same block."""
+        while not self._producer_ids:
+            node = await self._zk.get(zp.PRODUCER_ID_BLOCK)
+            assert node is not None
+            previous = zp.decode_producer_id_block(node[0])
+            start = 0 if previous is None else previous.end + 1
+            block = zp.ProducerIdBlock(self._me.broker_id, start, start + PRODUCER_ID_BLOCK_SIZE - 1)
+            try:
+                await self._zk.set(zp.PRODUCER_ID_BLOCK, zp.encode_producer_id_block(block), node[1].version)
+            except BadVersionError:
+                continue
+            self._producer_ids = range(block.start, block.end + 1)
+        producer_id = self._producer_ids[0]
+        self._producer_ids = self._producer_ids[1:]
+        return producer_id

@@ -1,0 +1,230 @@
+"""ZooKeeper-mode Kafka's znodes: one small codec per znode, pure (no I/O).
+
+The layout and JSON shapes are Kafka's (`kafka.zk.ZkData`, see RECORDS.md section 6), so
+ZooKeeper tooling and people who know Kafka find what they expect. JSON is compact; numbers that
+Kafka writes as strings (timestamps, producer id block bounds, the /cluster/id version) stay strings.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+CLUSTER_ID = "/cluster/id"
+CONTROLLER = "/controller"
+CONTROLLER_EPOCH = "/controller_epoch"
+BROKER_IDS = "/brokers/ids"
+BROKER_TOPICS = "/brokers/topics"
+DELETE_TOPICS = "/admin/delete_topics"
+CONFIG_TOPICS = "/config/topics"
+CONFIG_CHANGES = "/config/changes"
+ISR_CHANGES = "/isr_change_notification"
+PRODUCER_ID_BLOCK = "/latest_producer_id_block"
+ISR_CHANGE_PREFIX = "isr_change_"
+CONFIG_CHANGE_PREFIX = "config_change_"
+
+# Created at start-up by every broker (Kafka's ZkData.PersistentZkPaths, the ones we use).
+PERSISTENT_PATHS = (BROKER_IDS, BROKER_TOPICS, DELETE_TOPICS, CONFIG_TOPICS, CONFIG_CHANGES, ISR_CHANGES,
+                    PRODUCER_ID_BLOCK, "/consumers", "/brokers/seqid")
+
+
+def _dump(document: Mapping[str, Any]) -> bytes:
+    return json.dumps(document, separators=(",", ":")).encode()
+
+
+def _load(data: bytes) -> Any:
+    return json.loads(data.decode())
+
+
+def broker_path(broker_id: int) -> str:
+    return f"{BROKER_IDS}/{broker_id}"
+
+
+def topic_path(topic: str) -> str:
+    return f"{BROKER_TOPICS}/{topic}"
+
+
+def partitions_path(topic: str) -> str:
+    return f"{BROKER_TOPICS}/{topic}/partitions"
+
+
+def partition_path(topic: str, partition: int) -> str:
+    return f"{BROKER_TOPICS}/{topic}/partitions/{partition}"
+
+
+def partition_state_path(topic: str, partition: int) -> str:
+    return f"{BROKER_TOPICS}/{topic}/partitions/{partition}/state"
+
+
+def topic_config_path(topic: str) -> str:
+    return f"{CONFIG_TOPICS}/{topic}"
+
+
+def delete_topic_path(topic: str) -> str:
+    return f"{DELETE_TOPICS}/{topic}"
+
+
+# /cluster/id
+
+
+def encode_cluster_id(cluster_id: str) -> bytes:
+    return _dump({"version": "1", "id": cluster_id})
+
+
+def decode_cluster_id(data: bytes) -> str:
+    return str(_load(data)["id"])
+
+
+# /controller and /controller_epoch
+
+
+def encode_controller(broker_id: int, timestamp_ms: int) -> bytes:
+    return _dump({"version": 2, "brokerid": broker_id, "timestamp": str(timestamp_ms), "kraftControllerEpoch": -1})
+
+
+def decode_controller(data: bytes) -> int:
+    return int(_load(data)["brokerid"])
+
+
+def encode_controller_epoch(epoch: int) -> bytes:
+    return str(epoch).encode()
+
+
+def decode_controller_epoch(data: bytes) -> int:
+    return int(data.decode())
+
+
+# /brokers/ids/<id>
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerRegistration:
+    broker_id: int
+    host: str
+    port: int
+    rack: str | None
+    epoch: int = -1  # the czxid of the ephemeral znode; filled in by the reader
+
+
+def encode_broker(host: str, port: int, rack: str | None, timestamp_ms: int) -> bytes:
+    document: dict[str, Any] = {
+        "version": 5, "host": host, "port": port, "endpoints": [f"PLAINTEXT://{host}:{port}"],
+        "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT"}, "jmx_port": -1,
+        "timestamp": str(timestamp_ms), "features": {},
+    }
+    if rack is not None:
+        document["rack"] = rack
+    return _dump(document)
+
+
+def decode_broker(broker_id: int, data: bytes, epoch: int) -> BrokerRegistration:
+    document = _load(data)
+    host, port = document.get("host"), document.get("port", -1)
+    if not host:  # no PLAINTEXT listener in the top-level fields: take the first endpoint
+        endpoint = document["endpoints"][0].split("://", 1)[1]
+        host, _, port_text = endpoint.rpartition(":")
+        port = int(port_text)
+    return BrokerRegistration(broker_id, host, int(port), document.get("rack"), epoch)
+
+
+# /brokers/topics/<topic>
+
+
+@dataclass(frozen=True, slots=True)
+class TopicAssignment:
+    partitions: Mapping[int, tuple[int, ...]]
+    topic_id: str | None
+
+
+def encode_topic(assignment: Mapping[int, Sequence[int]], topic_id: str) -> bytes:
+    return _dump({"version": 3, "partitions": {str(p): list(r) for p, r in sorted(assignment.items())},
+                  "adding_replicas": {}, "removing_replicas": {}, "topic_id": topic_id})
+
+
+def decode_topic(data: bytes) -> TopicAssignment:
+    document = _load(data)
+    partitions = {int(p): tuple(replicas) for p, replicas in document["partitions"].items()}
+    return TopicAssignment(partitions, document.get("topic_id"))
+
+
+# /brokers/topics/<topic>/partitions/<p>/state
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderAndIsr:
+    """A partition's leadership as stored in ZooKeeper; `zk_version` is the znode's version."""
+
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    controller_epoch: int
+    zk_version: int = -1
+
+
+NO_LEADER = -1
+
+
+def encode_partition_state(state: LeaderAndIsr) -> bytes:
+    return _dump({"version": 1, "leader": state.leader, "leader_epoch": state.leader_epoch,
+                  "isr": list(state.isr), "controller_epoch": state.controller_epoch})
+
+
+def decode_partition_state(data: bytes, zk_version: int) -> LeaderAndIsr:
+    document = _load(data)
+    return LeaderAndIsr(int(document["leader"]), int(document["leader_epoch"]), tuple(document["isr"]),
+                        int(document["controller_epoch"]), zk_version)
+
+
+# /config/topics/<topic> and /config/changes/config_change_<seq>
+
+
+def encode_topic_config(configs: Mapping[str, str]) -> bytes:
+    return _dump({"version": 1, "config": dict(configs)})
+
+
+def decode_topic_config(data: bytes) -> dict[str, str]:
+    return {str(k): str(v) for k, v in _load(data).get("config", {}).items()}
+
+
+def encode_config_change(topic: str) -> bytes:
+    return _dump({"version": 2, "entity_path": f"topics/{topic}"})
+
+
+def decode_config_change(data: bytes) -> tuple[str, str]:
+    """(entity type, entity name), e.g. ("topics", "orders")."""
+    kind, _, name = str(_load(data).get("entity_path", "")).partition("/")
+    return kind, name
+
+
+# /isr_change_notification/isr_change_<seq>
+
+
+def encode_isr_change(partitions: Sequence[tuple[str, int]]) -> bytes:
+    return _dump({"version": 1, "partitions": [{"topic": t, "partition": p} for t, p in partitions]})
+
+
+def decode_isr_change(data: bytes) -> list[tuple[str, int]]:
+    return [(entry["topic"], int(entry["partition"])) for entry in _load(data)["partitions"]]
+
+
+# /latest_producer_id_block
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerIdBlock:
+    broker_id: int
+    start: int
+    end: int  # inclusive, as Kafka writes it
+
+
+def encode_producer_id_block(block: ProducerIdBlock) -> bytes:
+    return _dump({"version": 1, "broker": block.broker_id, "block_start": str(block.start),
+                  "block_end": str(block.end)})
+
+
+def decode_producer_id_block(data: bytes) -> ProducerIdBlock | None:
+    if not data:
+        return None
+    document = _load(data)
+    return ProducerIdBlock(int(document["broker"]), int(document["block_start"]), int(document["block_end"]))

@@ -1,0 +1,189 @@
+"""Follower fetching: one task per leader broker, covering every partition this broker follows there.
+
+Each partition starts in the truncating state: the follower asks the leader (OffsetForLeaderEpoch)
+where its own latest epoch ends and cuts off anything past that (KIP-101; when the leader does not
+know the epoch, KIP-279's rule takes the follower's end of the epoch the leader answered with and
+asks again). Then it fetches from its log end offset, appends what comes back as-is and takes the
+leader's high watermark, bounded by its own log end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from typing import Callable
+
+from pybroker.client.errors import KafkaClientError
+from pybroker.protocol.error_codes import ErrorCode
+from pybroker.protocol.messages import FetchRequest, FetchResponse, OffsetForLeaderEpochRequest
+from pybroker.replication.epoch_cache import UNDEFINED_EPOCH, UNDEFINED_OFFSET
+from pybroker.replication.leader_endpoint import LeaderEndPoint
+from pybroker.replication.partition import Partition
+
+log = logging.getLogger("pybroker.replication")
+
+PartitionKey = tuple[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class FetcherConfig:
+    replica_id: int
+    max_wait_ms: int
+    min_bytes: int
+    max_bytes: int
+    response_max_bytes: int
+    backoff_ms: int
+
+
+@dataclass(slots=True)
+class _Target:
+    leader_epoch: int
+    truncating: bool = True
+
+
+class ReplicaFetcher:
+    """Fetches for the partitions this broker follows on one leader."""
+
+    def __init__(self, leader_id: int, endpoint: LeaderEndPoint, config: FetcherConfig,
+                 partition_of: Callable[[PartitionKey], Partition | None],
+                 on_fetched: Callable[[PartitionKey], None], now_ms: Callable[[], int]):
+        self.leader_id = leader_id
+        self.endpoint = endpoint
+        self._config = config
+        self._partition_of = partition_of
+        self._on_fetched = on_fetched
+        self._now_ms = now_ms
+        self._targets: dict[PartitionKey, _Target] = {}
+        self._wakeup = asyncio.Event()
+        self._closing = False
+        self._task = asyncio.get_running_loop().create_task(self._run(), name=f"replica-fetcher-{leader_id}")
+
+    def add(self, key: PartitionKey, leader_epoch: int) -> None:
+        self._targets[key] = _Target(leader_epoch)
+        self._wakeup.set()
+
+    def remove(self, key: PartitionKey) -> None:
+        self._targets.pop(key, None)
+
+    @property
+    def empty(self) -> bool:
+        return not self._targets
+
+    async def close(self) -> None:
+        # The flag and the wake-up back the cancellation, which Python 3.11's wait_for can swallow
+        # when it races with a response.
+        self._closing = True
+        self._wakeup.set()
+        self._task.cancel()
+        try:
+            await self._task
+        except asyncio.CancelledError:
+            pass
+        await self.endpoint.close()
+
+    async def _run(self) -> None:
+        while not self._closing:
+            if not self._targets:
+                self._wakeup.clear()
+                await self._wakeup.wait()
+                continue
+            try:
+                if any(t.truncating for t in self._targets.values()):
+                    await self._truncate()
+                if not await self._fetch():
+                    await asyncio.sleep(self._config.backoff_ms / 1000)
+            except (KafkaClientError, OSError) as exc:
+                log.info("Fetch from leader %d failed: %s", self.leader_id, exc)
+                await asyncio.sleep(self._config.backoff_ms / 1000)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("Replica fetcher for leader %d failed", self.leader_id)
+                await asyncio.sleep(self._config.backoff_ms / 1000)
+
+    async def _truncate(self) -> None:
+        wanted = {key: target for key, target in self._targets.items() if target.truncating}
+        topics: dict[str, list[OffsetForLeaderEpochRequest.OffsetForLeaderPartition]] = {}
+        for (topic, index), target in wanted.items():
+            partition = self._partition_of((topic, index))
+            if partition is None:
+                continue
+            latest = partition.epoch_cache.latest_epoch
+            if latest == UNDEFINED_EPOCH:  # nothing with an epoch: keep only what was committed
+                partition.truncate_to(partition.log.high_watermark)
+                target.truncating = False
+                continue
+            topics.setdefault(topic, []).append(OffsetForLeaderEpochRequest.OffsetForLeaderPartition(
+                partition=index, current_leader_epoch=target.leader_epoch, leader_epoch=latest))
+        if not topics:
+            return
+        response = await self.endpoint.offsets_for_leader_epoch(OffsetForLeaderEpochRequest(
+            replica_id=self._config.replica_id,
+            topics=[OffsetForLeaderEpochRequest.OffsetForLeaderTopic(topic=t, partitions=p)
+                    for t, p in topics.items()]))
+        for topic in response.topics:
+            for result in topic.partitions:
+                key = (topic.topic, result.partition)
+                partition, target = self._partition_of(key), self._targets.get(key)
+                if partition is None or target is None or result.error_code:
+                    continue
+                target.truncating = not truncate_to_leader(partition, result.leader_epoch, result.end_offset)
+
+    async def _fetch(self) -> bool:
+        """One fetch round; False when nothing could be fetched (then the caller backs off)."""
+        config = self._config
+        topics: dict[str, list[FetchRequest.FetchPartition]] = {}
+        for (topic, index), target in self._targets.items():
+            partition = self._partition_of((topic, index))
+            if partition is None or target.truncating:
+                continue
+            topics.setdefault(topic, []).append(FetchRequest.FetchPartition(
+                partition=index, current_leader_epoch=target.leader_epoch, fetch_offset=partition.log.log_end_offset,
+                log_start_offset=partition.log.log_start_offset, partition_max_bytes=config.max_bytes))
+        if not topics:
+            return False
+        request = FetchRequest(replica_id=config.replica_id, max_wait_ms=config.max_wait_ms, min_bytes=config.min_bytes,
+                               max_bytes=config.response_max_bytes, isolation_level=0, session_id=0, session_epoch=-1,
+                               topics=[FetchRequest.FetchTopic(topic=t, partitions=p) for t, p in topics.items()])
+        response = await self.endpoint.fetch(request)
+        if response.error_code:
+            return False
+        progress = True
+        for topic in response.responses:
+            for data in topic.partitions:
+                progress &= self._apply((topic.topic, data.partition_index), data)
+        return progress
+
+    def _apply(self, key: PartitionKey, data: FetchResponse.PartitionData) -> bool:
+        partition, target = self._partition_of(key), self._targets.get(key)
+        if partition is None or target is None or partition.is_leader:
+            return True
+        if data.error_code == ErrorCode.NONE:
+            partition.append_as_follower(bytes(data.records or b""), leader_high_watermark=data.high_watermark,
+                                         now_ms=self._now_ms())
+            self._on_fetched(key)
+            return True
+        if data.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
+            leader_end = data.high_watermark  # our fetch handler puts the leader's LEO there for this error
+            if partition.log.log_end_offset > leader_end:
+                partition.truncate_to(leader_end)
+            else:
+                partition.truncate_fully_and_start_at(data.log_start_offset)
+            return True
+        log.debug("Fetch of %s-%d from leader %d: error %d", key[0], key[1], self.leader_id, data.error_code)
+        return False
+
+
+def truncate_to_leader(partition: Partition, leader_epoch: int, leader_end: int) -> bool:
+    """Cut the log where it diverges from the leader's; False when another round is needed."""
+    log_end = partition.log.log_end_offset
+    if leader_end == UNDEFINED_OFFSET:
+        partition.truncate_to(partition.log.high_watermark)
+        return True
+    local_epoch, local_end = partition.epoch_cache.end_offset_for(leader_epoch, log_end)
+    if local_epoch != leader_epoch:  # KIP-279: we never had the leader's epoch; go one epoch back
+        partition.truncate_to(min(local_end if local_end >= 0 else 0, log_end))
+        return local_epoch == UNDEFINED_EPOCH
+    partition.truncate_to(min(local_end, leader_end))
+    return True

@@ -1,0 +1,122 @@
+"""LeaderAndIsr (4), StopReplica (5) and UpdateMetadata (6): the controller's requests to brokers;
+ControlledShutdown (7): a broker's request to the controller before it stops.
+
+Served in the versions our controller sends (controller.py) and newer: LeaderAndIsr 5-7,
+StopReplica 3-4, UpdateMetadata 7-8, ControlledShutdown 1-3 (v0 has its own request header).
+A request from an older controller epoch than one this broker already obeyed is refused with
+STALE_CONTROLLER_EPOCH; a partition state whose leader epoch is not newer than the replica's is
+skipped and answered STALE_CONTROLLER_EPOCH, as Kafka does (a new controller re-sends every
+partition's state).
+"""
+
+from __future__ import annotations
+
+from pybroker.controller.controller import NotControllerError, StaleBrokerEpochError
+from pybroker.controller.zk_metadata import ZkMetadata
+from pybroker.protocol.api_keys import ApiKey
+from pybroker.protocol.error_codes import ErrorCode
+from pybroker.protocol.messages import (
+    ControlledShutdownRequest,
+    ControlledShutdownResponse,
+    LeaderAndIsrRequest,
+    LeaderAndIsrResponse,
+    StopReplicaRequest,
+    StopReplicaResponse,
+    UpdateMetadataRequest,
+    UpdateMetadataResponse,
+)
+from pybroker.replication.manager import PartitionRole
+from pybroker.server.context import RequestContext
+from pybroker.server.error_mapping import error_code_for
+from pybroker.server.registry import api
+
+PartitionError = LeaderAndIsrResponse.LeaderAndIsrPartitionError
+
+
+def _metadata(ctx: RequestContext) -> ZkMetadata | None:
+    """This broker's cluster metadata; None in single-node mode, where no controller exists."""
+    return ctx.broker.zk_mode.metadata if ctx.broker.zk_mode is not None else None
+
+
+def _stale(ctx: RequestContext, controller_epoch: int) -> bool:
+    metadata = _metadata(ctx)
+    return metadata is None or controller_epoch < metadata.controller_epoch
+
+
+@api(ApiKey.LEADER_AND_ISR, 5, 7)
+async def leader_and_isr(ctx: RequestContext, request: LeaderAndIsrRequest) -> LeaderAndIsrResponse:
+    if _stale(ctx, request.controller_epoch):
+        return LeaderAndIsrResponse(error_code=ErrorCode.STALE_CONTROLLER_EPOCH, topics=[])
+    broker = ctx.broker
+    metadata = _metadata(ctx)
+    assert metadata is not None
+    metadata.controller_epoch = request.controller_epoch
+    leaders = {leader.broker_id: (leader.host_name, leader.port) for leader in request.live_leaders}
+    topics = []
+    for topic in request.topic_states:
+        configs = await metadata.configs_for(topic.topic_name)
+        log_config = broker.topic_configs.log_config(configs)
+        min_isr = broker.topic_configs.min_insync_replicas(configs)
+        errors = []
+        for state in topic.partition_states:
+            code = ErrorCode.NONE
+            try:
+                hosted = broker.replica_manager.hosted(topic.topic_name, state.partition_index)
+                if hosted is not None and state.leader_epoch <= hosted.leader_epoch:
+                    code = ErrorCode.STALE_CONTROLLER_EPOCH
+                else:
+                    role = PartitionRole(topic.topic_name, state.partition_index, topic.topic_id, state.leader,
+                                         state.leader_epoch, tuple(state.replicas), tuple(state.isr),
+                                         state.partition_epoch, state.controller_epoch)
+                    broker.replica_manager.apply_role(role, leaders.get(state.leader), config=log_config,
+                                                      min_insync_replicas=min_isr)
+            except Exception as exc:
+                code = error_code_for(exc)
+            errors.append(PartitionError(partition_index=state.partition_index, error_code=code))
+        topics.append(LeaderAndIsrResponse.LeaderAndIsrTopicError(topic_id=topic.topic_id, partition_errors=errors))
+    return LeaderAndIsrResponse(error_code=0, topics=topics)
+
+
+@api(ApiKey.UPDATE_METADATA, 7, 8)
+async def update_metadata(ctx: RequestContext, request: UpdateMetadataRequest) -> UpdateMetadataResponse:
+    if _stale(ctx, request.controller_epoch):
+        return UpdateMetadataResponse(error_code=ErrorCode.STALE_CONTROLLER_EPOCH)
+    metadata = _metadata(ctx)
+    assert metadata is not None
+    await metadata.apply_update(request)
+    return UpdateMetadataResponse(error_code=0)
+
+
+@api(ApiKey.STOP_REPLICA, 3, 4)
+async def stop_replica(ctx: RequestContext, request: StopReplicaRequest) -> StopReplicaResponse:
+    if _stale(ctx, request.controller_epoch):
+        return StopReplicaResponse(error_code=ErrorCode.STALE_CONTROLLER_EPOCH, partition_errors=[])
+    errors = []
+    for topic in request.topic_states:
+        for state in topic.partition_states:
+            code = ErrorCode.NONE
+            try:
+                ctx.broker.replica_manager.stop_replica(topic.topic_name, state.partition_index,
+                                                        delete=state.delete_partition)
+            except Exception as exc:
+                code = error_code_for(exc)
+            errors.append(StopReplicaResponse.StopReplicaPartitionError(
+                topic_name=topic.topic_name, partition_index=state.partition_index, error_code=code))
+    return StopReplicaResponse(error_code=0, partition_errors=errors)
+
+
+@api(ApiKey.CONTROLLED_SHUTDOWN, 1, 3)
+async def controlled_shutdown(ctx: RequestContext, request: ControlledShutdownRequest) -> ControlledShutdownResponse:
+    zk_mode = ctx.broker.zk_mode
+    controller = zk_mode.controller if zk_mode is not None else None
+    if controller is None or not controller.active:
+        return ControlledShutdownResponse(error_code=ErrorCode.NOT_CONTROLLER, remaining_partitions=[])
+    try:
+        remaining = await controller.controlled_shutdown(request.broker_id, request.broker_epoch)
+    except NotControllerError:
+        return ControlledShutdownResponse(error_code=ErrorCode.NOT_CONTROLLER, remaining_partitions=[])
+    except StaleBrokerEpochError:
+        return ControlledShutdownResponse(error_code=ErrorCode.STALE_BROKER_EPOCH, remaining_partitions=[])
+    return ControlledShutdownResponse(error_code=0, remaining_partitions=[
+        ControlledShutdownResponse.RemainingPartition(topic_name=topic, partition_index=index)
+        for topic, index in remaining])

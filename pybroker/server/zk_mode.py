@@ -1,0 +1,142 @@
+"""Wiring of ZooKeeper mode (`zookeeper.connect` set): the ZooKeeper session, this broker's
+registration and metadata cache, the controller candidate, the ISR writer and follower fetching.
+
+Start-up order matters: the listener is already bound (the registration publishes its port),
+metadata is registered before the controller election, so an elected controller sees this broker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING
+
+from kazoo.handlers.threading import KazooTimeoutError
+
+from pybroker.client.connection import Connection
+from pybroker.client.errors import KafkaClientError
+from pybroker.controller import zk_paths as zp
+from pybroker.controller.controller import RebalanceConfig, ZkController
+from pybroker.controller.isr_writer import ZkIsrWriter
+from pybroker.controller.metadata import BrokerInfo
+from pybroker.controller.zk_client import SESSION_RECONNECTED, ZkClient, ZkEvent
+from pybroker.controller.zk_metadata import ZkMetadata
+from pybroker.protocol.messages import ControlledShutdownRequest, ControlledShutdownResponse
+from pybroker.replication.fetcher import FetcherConfig
+from pybroker.replication.leader_endpoint import RemoteLeader
+
+if TYPE_CHECKING:
+    from pybroker.server.broker import Broker
+
+log = logging.getLogger("pybroker.server")
+
+CONTROLLED_SHUTDOWN_VERSION = 3
+
+
+class ZooKeeperStartError(OSError):
+    """ZooKeeper mode could not start; an OSError so the server reports it as one line and exits 1."""
+
+
+class ZkMode:
+    def __init__(self, broker: "Broker"):
+        config = broker.config
+        if config["broker.id"] < 0:
+            raise ZooKeeperStartError("broker.id must be set (>= 0) in ZooKeeper mode; "
+                                      "generated broker ids are not supported yet")
+        self._broker = broker
+        session_ms = config["zookeeper.session.timeout.ms"]
+        self.zk = ZkClient(config["zookeeper.connect"], session_timeout_ms=session_ms,
+                           connection_timeout_ms=config["zookeeper.connection.timeout.ms"] or session_ms)
+        self.metadata: ZkMetadata | None = None
+        self.controller: ZkController | None = None
+
+    async def start(self) -> ZkMetadata:
+        broker, config = self._broker, self._broker.config
+        try:
+            await self.zk.start()
+        except KazooTimeoutError:
+            raise ZooKeeperStartError(f"Timed out connecting to ZooKeeper at {config['zookeeper.connect']}") from None
+        me = BrokerInfo(broker.broker_id, *broker.advertised, config["broker.rack"])
+        metadata = ZkMetadata(self.zk, me, validate_configs=broker.validate_topic_configs,
+                              delete_topic_enable=config["delete.topic.enable"])
+        self.metadata = metadata  # before registering: the controller may send UpdateMetadata at once
+        try:
+            await metadata.start(registration_wait_s=config["zookeeper.session.timeout.ms"] / 1000)
+        except RuntimeError as exc:
+            raise ZooKeeperStartError(str(exc)) from None
+        replicas = broker.replica_manager
+        replicas.isr_writer = ZkIsrWriter(self.zk)
+        timeout_s = config["replica.socket.timeout.ms"] / 1000
+        replicas.enable_fetching(
+            FetcherConfig(replica_id=broker.broker_id, max_wait_ms=config["replica.fetch.wait.max.ms"],
+                          min_bytes=config["replica.fetch.min.bytes"], max_bytes=config["replica.fetch.max.bytes"],
+                          response_max_bytes=config["replica.fetch.response.max.bytes"],
+                          backoff_ms=config["replica.fetch.backoff.ms"]),
+            lambda leader_id, host, port: RemoteLeader(host, port, client_id=f"replica-fetcher-{broker.broker_id}",
+                                                       timeout_s=timeout_s))
+        self.controller = ZkController(
+            self.zk, broker.broker_id, socket_timeout_ms=config["controller.socket.timeout.ms"],
+            unclean_election=config["unclean.leader.election.enable"],
+            rebalance=RebalanceConfig(config["auto.leader.rebalance.enable"],
+                                      config["leader.imbalance.check.interval.seconds"],
+                                      config["leader.imbalance.per.broker.percentage"]))
+        self.zk.on(SESSION_RECONNECTED, self._on_session_reconnected)
+        await self.controller.start()
+        return metadata
+
+    async def run_events(self) -> None:
+        await self.zk.run_events()
+
+    async def _on_session_reconnected(self, event: ZkEvent) -> None:
+        """A new session lost the ephemeral znodes: register again and stand for controller again."""
+        assert self.metadata is not None and self.controller is not None
+        await self.metadata.register(self._broker.config["zookeeper.session.timeout.ms"] / 1000)
+        await self.controller.start()
+
+    async def controlled_shutdown(self) -> None:
+        """Ask the controller to move leadership off this broker, retrying as Kafka does; after the
+        last attempt the broker stops anyway (an unclean shutdown for the partitions it still leads)."""
+        config = self._broker.config
+        if not config["controlled.shutdown.enable"] or self.metadata is None:
+            return
+        for attempt in range(1, config["controlled.shutdown.max.retries"] + 1):
+            try:
+                remaining = await asyncio.wait_for(self._request_controlled_shutdown(),
+                                                   config["controller.socket.timeout.ms"] / 1000)
+            except (KafkaClientError, OSError, asyncio.TimeoutError) as exc:
+                log.info("Controlled shutdown attempt %d failed: %s", attempt, exc)
+                remaining = None
+            if remaining == []:
+                log.info("[KafkaServer id=%d] Controlled shutdown request returned successfully",
+                         self._broker.broker_id)
+                return
+            if remaining:
+                log.info("Controlled shutdown attempt %d: still leading %s", attempt, remaining)
+            await asyncio.sleep(config["controlled.shutdown.retry.backoff.ms"] / 1000)
+        log.warning("Proceeding to do an unclean shutdown as all the controlled shutdown attempts failed")
+
+    async def _request_controlled_shutdown(self) -> list[tuple[str, int]] | None:
+        """The partitions still led here after one ControlledShutdown round trip; None on an error."""
+        assert self.metadata is not None
+        node = await self.zk.get(zp.CONTROLLER)
+        controller = self.metadata.broker(zp.decode_controller(node[0])) if node else None
+        if controller is None:
+            return None
+        connection = await Connection.open(controller.host, controller.port, client_id="controlled-shutdown",
+                                           timeout=self._broker.config["controller.socket.timeout.ms"] / 1000)
+        try:
+            response = await connection.send_at(
+                ControlledShutdownRequest(broker_id=self._broker.broker_id, broker_epoch=self.metadata.broker_epoch),
+                CONTROLLED_SHUTDOWN_VERSION, ControlledShutdownResponse)
+        finally:
+            await connection.close()
+        if response.error_code:
+            log.info("Controlled shutdown refused by broker %d: error %d", controller.broker_id, response.error_code)
+            return None
+        return [(p.topic_name, p.partition_index) for p in response.remaining_partitions]
+
+    async def stop(self) -> None:
+        if self.controller is not None:
+            await self.controller.stop()
+        await self._broker.replica_manager.shutdown()
+        await self.zk.stop()

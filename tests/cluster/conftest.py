@@ -1,0 +1,61 @@
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator
+
+import pytest
+from confluent_kafka.admin import AdminClient
+
+from tests.cluster.zookeeper import ZooKeeperServer
+from tests.integration.groups_common import wait_until
+from tests.integration.broker_process import BrokerProcess
+
+CHROOT = "/pybroker"
+BROKERS = 3
+# Short enough that a SIGKILLed broker's session (and its /brokers/ids znode) expires within seconds.
+SESSION_TIMEOUT_MS = 4000
+
+
+@dataclass
+class Cluster:
+    zookeeper: ZooKeeperServer
+    brokers: list[BrokerProcess]
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(b.bootstrap for b in self.brokers if b.process is not None)
+
+    @property
+    def zk_connect(self) -> str:
+        return self.zookeeper.connect + CHROOT
+
+
+def broker_overrides(broker_id: int, zk_connect: str) -> dict[str, str]:
+    return {"broker.id": str(broker_id), "zookeeper.connect": zk_connect,
+            "zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS), "offsets.topic.num.partitions": "3",
+            "group.initial.rebalance.delay.ms": "0", "replica.fetch.backoff.ms": "100",
+            "replica.lag.time.max.ms": "10000", "leader.imbalance.check.interval.seconds": "2",
+            "controlled.shutdown.retry.backoff.ms": "500"}
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """ZooKeeper and three brokers (ids 0-2) in the chroot /pybroker, shared by a module's tests."""
+    root = tmp_path_factory.mktemp("cluster")
+    zookeeper = ZooKeeperServer(root / "zookeeper").start()
+    brokers: list[BrokerProcess] = []
+    try:
+        for broker_id in range(BROKERS):
+            data_dir = root / f"broker-{broker_id}"
+            data_dir.mkdir()
+            brokers.append(BrokerProcess(data_dir, broker_overrides(broker_id, zookeeper.connect + CHROOT)).start())
+        cluster = Cluster(zookeeper, brokers)
+        for broker in brokers:  # every broker knows every other before clients arrive
+            wait_until(lambda: len(AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics(
+                timeout=10).brokers) == BROKERS, f"broker {broker.port} to know all brokers")
+        yield cluster
+    finally:
+        for broker in brokers:
+            broker.kill()
+            (broker.data_dir / "broker.log").write_text(broker.log_text())  # for post-mortems
+        zookeeper.stop()

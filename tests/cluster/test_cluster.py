@@ -1,0 +1,244 @@
+"""Three real brokers and a real ZooKeeper: placement, replication with acks=all, failover of a leader
+and of the controller, a rolling restart with controlled shutdown, and an offline partition.
+
+The tests share one cluster and run in file order; each leaves all three brokers running. Measured
+figures (throughput, failover time) are printed: run with -s to see them.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import defaultdict
+
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+from kafka import KafkaProducer
+from kazoo.client import KazooClient
+
+from tests.cluster.conftest import Cluster
+from tests.integration.groups_common import wait_until
+
+PartitionState = tuple[int, list[int], list[int]]  # leader, replicas, isr
+
+
+def create_topic(cluster: Cluster, name: str, partitions: int, *, assignment: list[list[int]] | None = None,
+                 **configs: str) -> None:
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    topic = (NewTopic(name, len(assignment), replica_assignment=assignment, config=configs) if assignment
+             else NewTopic(name, partitions, 3, config=configs))
+    admin.create_topics([topic])[name].result(30)
+
+
+def partition_states(cluster: Cluster, topic: str) -> dict[int, PartitionState]:
+    """partition -> (leader, replicas, isr), as a client sees it."""
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    metadata = admin.list_topics(topic, timeout=10).topics[topic]
+    return {p.id: (p.leader, list(p.replicas), list(p.isrs)) for p in metadata.partitions.values()}
+
+
+def wait_for_full_isr(cluster: Cluster, topic: str, timeout: float = 60) -> dict[int, PartitionState]:
+    return wait_until(lambda: (s := partition_states(cluster, topic)) and all(
+        leader >= 0 and sorted(isr) == sorted(replicas) for leader, replicas, isr in s.values()) and s,
+        f"a leader and a full ISR for every partition of {topic}", timeout)
+
+
+def consume(cluster: Cluster, topic: str, partitions: int, expected: int) -> dict[int, list[bytes]]:
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": f"{topic}-reader",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    values: dict[int, list[bytes]] = defaultdict(list)
+    deadline = time.monotonic() + 60
+    while sum(map(len, values.values())) < expected and time.monotonic() < deadline:
+        for message in consumer.consume(1000, timeout=1.0):
+            assert message.error() is None
+            values[message.partition()].append(message.value())
+    consumer.close()
+    return values
+
+
+class SteadyProducer:
+    """confluent-kafka, acks=all and idempotent, producing m-0, m-1, ... from a thread until stopped.
+    `acked` keeps each partition's acknowledged values in acknowledgement (= offset) order."""
+
+    def __init__(self, cluster: Cluster, topic: str):
+        self.producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "enable.idempotence": True,
+                                  "linger.ms": 1, "message.timeout.ms": 60000, "retry.backoff.ms": 50,
+                                  "topic.metadata.refresh.interval.ms": 500})
+        self.topic = topic
+        self.acked: dict[int, list[bytes]] = defaultdict(list)
+        self.ack_times: dict[int, float] = {}  # sequence -> when it was acknowledged
+        self.failed: list[KafkaError] = []
+        self.sent = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run)
+
+    @property
+    def acked_count(self) -> int:
+        return sum(map(len, self.acked.values()))
+
+    def _on_delivery(self, err, message) -> None:  # type: ignore[no-untyped-def]
+        if err is not None:
+            self.failed.append(err)
+            return
+        self.acked[message.partition()].append(message.value())
+        self.ack_times[int(message.value().split(b"-")[1])] = time.perf_counter()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.producer.produce(self.topic, f"m-{self.sent}".encode(), key=str(self.sent % 10).encode(),
+                                  on_delivery=self._on_delivery)
+            self.sent += 1
+            self.producer.poll(0.002)
+        self.producer.flush(60)
+
+    def __enter__(self) -> "SteadyProducer":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join(90)
+
+
+def controller_id(cluster: Cluster) -> int:
+    """The broker id in /controller; -1 between a controller's loss and the next election."""
+    zk = KazooClient(cluster.zk_connect)
+    zk.start(10)
+    try:
+        return json.loads(zk.get("/controller")[0])["brokerid"] if zk.exists("/controller") else -1
+    finally:
+        zk.stop()
+        zk.close()
+
+
+def test_rf3_topic_spreads_leaders_and_zookeeper_holds_kafka_layout(cluster: Cluster) -> None:
+    create_topic(cluster, "spread", 3)
+    states = wait_for_full_isr(cluster, "spread")
+    assert {leader for leader, _, _ in states.values()} == {0, 1, 2}
+    assert all(sorted(replicas) == [0, 1, 2] and leader == replicas[0] for leader, replicas, _ in states.values())
+
+    zk = KazooClient(cluster.zk_connect)
+    zk.start(10)
+    try:
+        assert sorted(zk.get_children("/brokers/ids")) == ["0", "1", "2"]
+        registration = json.loads(zk.get("/brokers/ids/1")[0])
+        assert registration["port"] == cluster.brokers[1].port and registration["version"] == 5
+        assert json.loads(zk.get("/controller")[0])["brokerid"] in (0, 1, 2)
+        assert int(zk.get("/controller_epoch")[0]) >= 1
+        assert json.loads(zk.get("/cluster/id")[0])["version"] == "1"
+        assignment = json.loads(zk.get("/brokers/topics/spread")[0])
+        assert assignment["version"] == 3 and sorted(assignment["partitions"]) == ["0", "1", "2"]
+        state = json.loads(zk.get("/brokers/topics/spread/partitions/0/state")[0])
+        assert state["leader"] == states[0][0] and sorted(state["isr"]) == [0, 1, 2]
+        assert json.loads(zk.get("/config/topics/spread")[0]) == {"version": 1, "config": {}}
+    finally:
+        zk.stop()
+        zk.close()
+
+
+def test_acks_all_throughput_with_replication_factor_3(cluster: Cluster) -> None:
+    create_topic(cluster, "throughput", 1, **{"min.insync.replicas": "2"})
+    wait_for_full_isr(cluster, "throughput")
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "enable.idempotence": True,
+                         "linger.ms": 5})
+    count, errors = 20_000, []
+    payload = b"x" * 100
+    started = time.perf_counter()
+    for _ in range(count):
+        producer.produce("throughput", payload, on_delivery=lambda err, _: err and errors.append(err))
+        producer.poll(0)
+    assert producer.flush(60) == 0
+    elapsed = time.perf_counter() - started
+    assert errors == []
+    print(f"\nacks=all rf=3: {count} x 100 B in {elapsed:.2f} s = {count / elapsed:,.0f} msg/s")
+    assert sum(map(len, consume(cluster, "throughput", 1, count).values())) == count
+
+
+def test_leader_sigkill_loses_no_acknowledged_message_and_the_old_leader_catches_up(cluster: Cluster) -> None:
+    create_topic(cluster, "failover", 1, **{"min.insync.replicas": "2"})
+    leader = wait_for_full_isr(cluster, "failover")[0][0]
+    with SteadyProducer(cluster, "failover") as producer:
+        wait_until(lambda: producer.acked_count >= 500, "500 acknowledged messages")
+        cluster.brokers[leader].kill()
+        killed_at, first_new = time.perf_counter(), producer.sent  # later messages can only reach the new leader
+        wait_until(lambda: any(seq >= first_new for seq in list(producer.ack_times)),
+                   "an acknowledgement from the new leader", timeout=60)
+        wait_until(lambda: producer.acked_count >= first_new + 500, "500 messages on the new leader", timeout=60)
+    recovered_at = min(t for seq, t in producer.ack_times.items() if seq >= first_new)
+    print(f"\nfailover: leader {leader} killed; first produce acknowledged by the new leader after "
+          f"{recovered_at - killed_at:.2f} s")
+    assert producer.failed == []
+    new_leader, _, isr = partition_states(cluster, "failover")[0]
+    assert new_leader not in (leader, -1) and leader not in isr
+
+    # Another client joins on the new leader.
+    kafka_python = KafkaProducer(bootstrap_servers=cluster.bootstrap, acks="all")
+    for i in range(100):
+        kafka_python.send("failover", f"kp-{i}".encode()).get(timeout=30)
+        producer.acked[0].append(f"kp-{i}".encode())
+    kafka_python.close()
+
+    # Every acknowledged message once, in the order it was acknowledged.
+    assert consume(cluster, "failover", 1, producer.acked_count) == producer.acked
+
+    # The old leader returns as a follower, drops what was never acknowledged, catches up and rejoins the ISR.
+    cluster.brokers[leader].start()
+    wait_for_full_isr(cluster, "failover")
+
+
+def test_a_new_controller_takes_over_when_the_controller_is_killed(cluster: Cluster) -> None:
+    old = controller_id(cluster)
+    cluster.brokers[old].kill()
+    new = wait_until(lambda: [c for c in [controller_id(cluster)] if c not in (old, -1)], "a new controller")[0]
+    wait_until(lambda: AdminClient({"bootstrap.servers": cluster.bootstrap}).list_topics(
+        timeout=10).controller_id == new, "clients to see the new controller")
+    create_topic(cluster, "after-controller-loss", 2, assignment=[[b for b in range(3) if b != old]] * 2)
+    states = wait_until(lambda: (s := partition_states(cluster, "after-controller-loss")) and all(
+        leader >= 0 for leader, _, _ in s.values()) and s, "leaders for the new topic")
+    assert all(leader != old for leader, _, _ in states.values())
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+    for i in range(10):
+        producer.produce("after-controller-loss", f"c-{i}".encode(), partition=i % 2)
+    assert producer.flush(30) == 0
+    assert sum(map(len, consume(cluster, "after-controller-loss", 2, 10).values())) == 10
+    cluster.brokers[old].start()
+    wait_until(lambda: len(AdminClient({"bootstrap.servers": cluster.bootstrap}).list_topics(
+        timeout=10).brokers) == 3, "the old controller back among the brokers")
+
+
+def test_rolling_restart_loses_nothing_and_preferred_leaders_return(cluster: Cluster) -> None:
+    create_topic(cluster, "rolling", 3, **{"min.insync.replicas": "2"})
+    wait_for_full_isr(cluster, "rolling")
+    with SteadyProducer(cluster, "rolling") as producer:
+        for broker in cluster.brokers:
+            wait_until(lambda: producer.acked_count >= producer.sent // 2 + 100, "acknowledgements to keep up")
+            assert broker.stop() == 0  # SIGTERM: controlled shutdown first
+            assert "Controlled shutdown request returned successfully" in broker.log_text()
+            broker.start()
+            wait_for_full_isr(cluster, "rolling")
+        acked_before_stop = producer.acked_count
+        wait_until(lambda: producer.acked_count >= acked_before_stop + 200, "200 more acknowledged messages")
+    assert producer.failed == []
+    assert consume(cluster, "rolling", 3, producer.acked_count) == producer.acked
+    # auto.leader.rebalance.enable hands each partition back to its first replica.
+    wait_until(lambda: all(leader == replicas[0] for leader, replicas, _ in partition_states(
+        cluster, "rolling").values()), "the preferred leaders back")
+
+
+def test_without_unclean_election_a_partition_stays_offline_until_an_isr_member_returns(cluster: Cluster) -> None:
+    follower, leader = [b for b in range(3) if b != controller_id(cluster)]
+    create_topic(cluster, "offline", 1, assignment=[[leader, follower]])
+    wait_for_full_isr(cluster, "offline")
+    cluster.brokers[follower].kill()
+    wait_until(lambda: partition_states(cluster, "offline")[0][2] == [leader], "the ISR to shrink to the leader")
+    cluster.brokers[leader].kill()
+    wait_until(lambda: partition_states(cluster, "offline")[0][0] == -1, "the partition to go offline")
+    cluster.brokers[follower].start()
+    # The controller has handled the follower's return once clients see it as a live broker.
+    wait_until(lambda: follower in AdminClient({"bootstrap.servers": cluster.bootstrap}).list_topics(
+        timeout=10).brokers, "the follower back among the brokers")
+    assert partition_states(cluster, "offline")[0][0] == -1
+    cluster.brokers[leader].start()
+    assert wait_for_full_isr(cluster, "offline")[0][0] == leader
