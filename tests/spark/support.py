@@ -1,0 +1,94 @@
+"""Helpers for the Spark tests: plain confluent-kafka set-up and independent read-back, and job arguments."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from dataclasses import dataclass
+
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.streaming import StreamingQuery
+
+from spark_jobs.kafka_format import kafka_format
+
+
+@dataclass(frozen=True)
+class Message:
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    timestamp_ms: int
+
+
+class Kafka:
+    def __init__(self, bootstrap: str):
+        self.bootstrap = bootstrap
+        self.admin = AdminClient({"bootstrap.servers": bootstrap})
+
+    def close(self) -> None:
+        del self.admin
+
+    def create_topic(self, name: str, *, partitions: int, config: dict[str, str] | None = None) -> None:
+        futures = self.admin.create_topics([NewTopic(name, partitions, 1, config=config or {})])
+        futures[name].result(30)
+
+    def offsets(self, topic: str, partitions: int, spec: OffsetSpec) -> dict[int, int]:
+        futures = self.admin.list_offsets({TopicPartition(topic, p): spec for p in range(partitions)})
+        return {tp.partition: f.result(30).offset for tp, f in futures.items()}
+
+    def produce(self, topic: str, records: list[tuple[bytes, bytes, int]], *, one_batch_each: bool = False,
+                partition: int | None = None) -> None:
+        """(key, value, timestamp ms) records; `one_batch_each` sends each record as its own batch."""
+        producer = Producer({"bootstrap.servers": self.bootstrap, "linger.ms": 0 if one_batch_each else 5})
+        for key, value, timestamp in records:
+            extra = {} if partition is None else {"partition": partition}
+            producer.produce(topic, key=key, value=value, timestamp=timestamp, **extra)
+            if one_batch_each:
+                producer.flush(30)
+        assert producer.flush(30) == 0
+
+    def read_all(self, topic: str) -> list[Message]:
+        """Every message up to the current end of each partition, by assignment (no group)."""
+        metadata = self.admin.list_topics(topic, timeout=30)
+        partitions = sorted(metadata.topics[topic].partitions)
+        ends = self.offsets(topic, len(partitions), OffsetSpec.latest())
+        consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": "spark-tests-reader",
+                             "enable.auto.commit": False, "enable.partition.eof": True})
+        consumer.assign([TopicPartition(topic, p, 0) for p in partitions if ends[p] > 0])
+        pending = {p for p in partitions if ends[p] > 0}
+        messages: list[Message] = []
+        deadline = time.monotonic() + 120
+        while pending and time.monotonic() < deadline:
+            for m in consumer.consume(10_000, timeout=1.0):
+                if m.error() is not None:
+                    assert m.error().code() == KafkaError._PARTITION_EOF, m.error()
+                    pending.discard(m.partition())
+                    continue
+                messages.append(Message(m.partition(), m.offset(), m.key(), m.value(), m.timestamp()[1]))
+        consumer.close()
+        assert not pending, f"partitions {pending} not read to their end"
+        return messages
+
+
+def job_args(**values: object) -> argparse.Namespace:
+    """What a job's command line would give it, with its defaults; tests override per call."""
+    defaults = {"master": None, "shuffle_partitions": 2, "kafka_option": [], "starting_offsets": "earliest",
+                "max_offsets_per_trigger": None, "min_partitions": None, "available_now": True}
+    return argparse.Namespace(**{**defaults, **values})
+
+
+def collecting_query(spark: SparkSession, bootstrap: str, topic: str, checkpoint: str,
+                     seen: list[tuple[int, int]], **options: str) -> StreamingQuery:
+    """A Trigger.AvailableNow query that appends each row's (partition, offset) to `seen` on the driver."""
+    def collect(batch: DataFrame, _batch_id: int) -> None:
+        seen.extend((row.partition, row.offset) for row in batch.select("partition", "offset").collect())
+
+    reader = spark.readStream.format(kafka_format(spark)).option("kafka.bootstrap.servers", bootstrap) \
+        .option("subscribe", topic).option("startingOffsets", "earliest")
+    for key, value in options.items():
+        reader = reader.option(key, value)
+    return reader.load().writeStream.foreachBatch(collect).option("checkpointLocation", checkpoint) \
+        .trigger(availableNow=True).start()
