@@ -42,18 +42,23 @@ def producer(bootstrap: str, **config: Any) -> Producer:
                      "delivery.report.only.error": True, **config})
 
 
-def create_topic(bootstrap: str, topic: str, partitions: int, timeout: float) -> None:
-    """Create `topic` and wait until every partition has a leader."""
+def create_topic(bootstrap: str, topic: str, partitions: int, timeout: float, replicas: int = 1,
+                 config: dict[str, str] | None = None) -> None:
+    """Create `topic` and wait until every partition has a leader and all `replicas` in sync."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(timeout)
     deadline = time.monotonic() + timeout
+    while len(admin.list_topics(timeout=timeout).brokers) < replicas:  # a cluster's brokers register one by one
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"fewer than {replicas} brokers registered after {timeout:.0f} s")
+        time.sleep(0.1)
+    admin.create_topics([NewTopic(topic, partitions, replicas, config=config or {})])[topic].result(timeout)
     while True:
         found = admin.list_topics(topic=topic, timeout=timeout).topics.get(topic)
         if found and found.error is None and len(found.partitions) == partitions \
-                and all(p.leader >= 0 for p in found.partitions.values()):
+                and all(p.leader >= 0 and len(p.isrs) == replicas for p in found.partitions.values()):
             return
         if time.monotonic() > deadline:
-            raise RuntimeError(f"topic {topic} has no leaders after {timeout:.0f} s")
+            raise RuntimeError(f"topic {topic} has no leaders or full ISR after {timeout:.0f} s")
         time.sleep(0.05)
 
 
@@ -207,16 +212,28 @@ def request_rate(p: Params) -> Result:
 def roundtrip(p: Params) -> Result:
     """W4: produce one message with acks=all, flush, repeat `sends` times; p50/p99 in ms."""
     create_topic(p["bootstrap"], p["topic"], 1, p["timeout"])
-    client = producer(p["bootstrap"], **{"linger.ms": 0, "acks": "all"})
+    return _roundtrips(p["bootstrap"], p["topic"], p["sends"], p["timeout"])
+
+
+def _roundtrips(bootstrap: str, topic: str, sends: int, timeout: float) -> Result:
+    client = producer(bootstrap, **{"linger.ms": 0, "acks": "all"})
     samples: list[float] = []
-    for i in range(p["sends"] + 50):
+    for i in range(sends + 50):
         start = time.perf_counter()
-        client.produce(p["topic"], PAYLOAD, partition=0)
-        if client.flush(p["timeout"]):
+        client.produce(topic, PAYLOAD, partition=0)
+        if client.flush(timeout):
             raise RuntimeError("message undelivered")
         if i >= 50:  # the first 50 only warm the connection up
             samples.append(time.perf_counter() - start)
     return {"p50_ms": percentile(samples, 50) * 1000, "p99_ms": percentile(samples, 99) * 1000}
+
+
+def replicated(p: Params) -> Result:
+    """W6: replication factor 3, min.insync.replicas=2, acks=all: W1's produce, then W4's round trips."""
+    create_topic(p["bootstrap"], p["topic"], 1, p["timeout"], replicas=3, config={"min.insync.replicas": "2"})
+    client = producer(p["bootstrap"], **{**BATCHING, "acks": "all"})
+    produced = produce_all(client, p["topic"], p["messages"], 1, PAYLOAD, p["timeout"])
+    return {"produce": p["messages"] / produced, **_roundtrips(p["bootstrap"], p["topic"], p["sends"], p["timeout"])}
 
 
 def many_partitions(p: Params) -> Result:
@@ -261,7 +278,7 @@ def sink_send(p: Params) -> Result:
 
 OPS: dict[str, Callable[[Params], Result]] = {
     "warmup": warmup, "produce_consume": produce_consume, "request_rate": request_rate, "roundtrip": roundtrip,
-    "many_partitions": many_partitions, "fill": fill, "sink_send": sink_send,
+    "many_partitions": many_partitions, "replicated": replicated, "fill": fill, "sink_send": sink_send,
 }
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.brokers import REPO, BrokerProcess, PyBroker, Tansu
+from benchmarks.cluster import BROKERS, running_cluster
 from benchmarks.report import LIMIT, Metric, Report
 from benchmarks.sink import running_sink
 
@@ -144,6 +145,26 @@ def w5(bench: Bench, side: str) -> None:
             if bench.measure(side, metrics, "many_partitions", bootstrap=broker.bootstrap, topic="w5", partitions=n,
                              messages=bench.args.w5_messages, metadata_requests=bench.args.w5_metadata_requests):
                 bench.report.add(rss, side, broker.rss_mb())
+
+
+def w6(bench: Bench, side: str) -> None:
+    """W6 a three-broker cluster: replication factor 3, min.insync.replicas=2, acks=all."""
+    label = f"{BROKERS} brokers, RF 3, min.insync.replicas=2, acks=all"
+    metrics = {Metric("W6 replicated", f"{label}: produce", "msgs/s", True): "produce",
+               Metric("W6 replicated", f"{label}: round trip p50", "ms", False): "p50_ms",
+               Metric("W6 replicated", f"{label}: round trip p99", "ms", False): "p99_ms"}
+    if side == "tansu":
+        for metric in metrics:
+            bench.report.na(metric, side, "no cluster here, see note")
+        bench.report.notes.append("W6: Tansu cannot run a cluster here: its brokers share one storage engine "
+                                  "(S3, PostgreSQL) instead of replicating, and this build's only engine is "
+                                  "in-memory, private to each broker")
+        return
+    with running_cluster(bench.scratch, bench.args.timeout) as bootstrap:
+        for rep in range(bench.args.repetitions):
+            print(f"W6 rep {rep + 1}", file=sys.stderr)
+            bench.measure(side, metrics, "replicated", bootstrap=bootstrap, topic=f"w6-{rep}",
+                          messages=bench.args.w6_messages, sends=bench.args.w4_sends)
 
 
 def w7(bench: Bench, side: str) -> None:

@@ -18,7 +18,7 @@ from pybroker.protocol.api_keys import (
 from pybroker.protocol.errors import DecodeError, FrameTooLarge
 from pybroker.protocol.messages.request_header import RequestHeader
 from pybroker.protocol.messages.response_header import ResponseHeader
-from pybroker.protocol.primitives import BytesLike, Reader, Writer
+from pybroker.protocol.primitives import BytesLike, FramePart, Reader, Writer
 from pybroker.protocol.schema import Message
 
 __all__ = [
@@ -29,6 +29,7 @@ __all__ = [
     "decode_response_header",
     "encode_response",
     "encode_response_message",
+    "encode_response_parts",
     "encode_request",
     "API_VERSIONS_KEY",
     "CONTROLLED_SHUTDOWN_KEY",
@@ -172,16 +173,33 @@ def encode_response_message(correlation_id: int, api_key: int, api_version: int,
     """Like :func:`encode_response` but encodes ``msg`` straight into the frame buffer.
 
     Saves two copies of large payloads (Fetch records) compared with
-    ``encode_response(..., msg.encode(v))``; the returned bytearray is the caller's.
+    ``encode_response(..., msg.encode(v))``; the returned bytearray is the caller's. File ranges
+    in records fields are read in; :func:`encode_response_parts` leaves them for the sender.
     """
+    w = _response_writer(correlation_id, api_key, api_version, msg)
+    return bytearray(w.getvalue()) if w.holes else w.buf
+
+
+def encode_response_parts(correlation_id: int, api_key: int, api_version: int,
+                          msg: Message) -> list[FramePart]:
+    """The response frame as ordered parts: buffer views, and the file ranges of records fields.
+
+    The size prefix already counts the ranges' bytes, so sending the parts in order (copying
+    the views, splicing the ranges with ``os.sendfile`` or reading them) yields the exact frame
+    :func:`encode_response_message` builds.
+    """
+    return _response_writer(correlation_id, api_key, api_version, msg).parts()
+
+
+def _response_writer(correlation_id: int, api_key: int, api_version: int, msg: Message) -> Writer:
     w = Writer()
     buf = w.buf
     buf += _HEADER_V0.pack(0, correlation_id)
     if response_header_version(api_key, api_version) == 1:
         buf.append(0)  # empty tagged-field section
     msg.write(w, api_version)
-    _SIZE.pack_into(buf, 0, len(buf) - 4)
-    return buf
+    _SIZE.pack_into(buf, 0, w.encoded_size - 4)
+    return w
 
 
 def encode_request(header: RequestHeader, body_msg: Message, api_version: int) -> bytes:

@@ -9,12 +9,31 @@ from __future__ import annotations
 
 import struct
 import uuid
+from typing import Protocol
 
 from pybroker.protocol.errors import DecodeError, EncodeError
 
-__all__ = ["Reader", "Writer", "ZERO_UUID", "BytesLike"]
+__all__ = ["Reader", "Writer", "ZERO_UUID", "BytesLike", "Spliced", "FramePart"]
 
 BytesLike = bytes | bytearray | memoryview
+_BYTES_TYPES = (bytes, bytearray, memoryview)
+
+
+class Spliced(Protocol):
+    """Bytes kept outside Python (a log file range) that a records field stands for.
+
+    The writer encodes only their length and leaves a hole; whoever sends the frame splices the
+    bytes in (``os.sendfile``), or ``read()`` fills the hole when one contiguous buffer is needed.
+    """
+
+    @property
+    def size(self) -> int: ...
+
+    def read(self) -> bytes: ...
+
+
+#: One piece of an encoded frame, in order: bytes to copy, or a hole to splice.
+FramePart = BytesLike | Spliced
 
 #: Kafka's null/zero UUID (``Uuid.ZERO_UUID``).
 ZERO_UUID = uuid.UUID(int=0)
@@ -250,16 +269,42 @@ class Reader:
 
 
 class Writer:
-    """Appends encoded primitives to one growing bytearray."""
+    """Appends encoded primitives to one growing bytearray.
 
-    __slots__ = ("buf",)
+    A records field holding a :class:`Spliced` range is written as its length prefix plus a
+    hole: ``holes`` lists ``(position in buf, range)`` in order, and :meth:`parts` interleaves them.
+    """
+
+    __slots__ = ("buf", "holes")
 
     def __init__(self) -> None:
         self.buf = bytearray()
+        self.holes: list[tuple[int, Spliced]] = []
 
     def getvalue(self) -> bytes:
-        """Everything written so far, as immutable bytes."""
-        return bytes(self.buf)
+        """Everything written so far as immutable bytes, holes filled by reading their ranges."""
+        if not self.holes:
+            return bytes(self.buf)
+        return b"".join(part if isinstance(part, _BYTES_TYPES) else part.read() for part in self.parts())
+
+    @property
+    def encoded_size(self) -> int:
+        """Bytes the encoding takes on the wire, holes included."""
+        return len(self.buf) + sum(hole.size for _, hole in self.holes)
+
+    def parts(self) -> list[FramePart]:
+        """The encoding as ordered pieces: zero-copy views of ``buf`` with the holes between them."""
+        view = memoryview(self.buf)
+        pieces: list[FramePart] = []
+        start = 0
+        for position, hole in self.holes:
+            if position > start:
+                pieces.append(view[start:position])
+            pieces.append(hole)
+            start = position
+        if start < len(self.buf) or not pieces:
+            pieces.append(view[start:])
+        return pieces
 
     def __len__(self) -> int:
         return len(self.buf)
@@ -367,3 +412,19 @@ class Writer:
             return
         self.write_uvarint((len(v) if not isinstance(v, memoryview) else v.nbytes) + 1)
         self.buf += v
+
+    def write_records(self, v: BytesLike | Spliced | None) -> None:
+        """Like :meth:`write_bytes`; a :class:`Spliced` range becomes a hole after its length."""
+        if v is None or isinstance(v, _BYTES_TYPES):
+            self.write_bytes(v)
+            return
+        self.buf += _I32.pack(v.size)
+        self.holes.append((len(self.buf), v))
+
+    def write_compact_records(self, v: BytesLike | Spliced | None) -> None:
+        """Like :meth:`write_compact_bytes`; a :class:`Spliced` range becomes a hole after its length."""
+        if v is None or isinstance(v, _BYTES_TYPES):
+            self.write_compact_bytes(v)
+            return
+        self.write_uvarint(v.size + 1)
+        self.holes.append((len(self.buf), v))

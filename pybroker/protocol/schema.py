@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any, ClassVar, NamedTuple, Self
 
 from pybroker.protocol.errors import DecodeError, EncodeError
-from pybroker.protocol.primitives import ZERO_UUID, BytesLike, Reader, Writer
+from pybroker.protocol.primitives import ZERO_UUID, BytesLike, Reader, Spliced, Writer
 
 __all__ = [
     "FieldSpec",
@@ -36,8 +36,9 @@ __all__ = [
 #: Upper bound used for open-ended version ranges such as ``"3+"`` (Java's Short.MAX_VALUE).
 MAX_VERSION = 0x7FFF
 
-#: What a ``records`` field may hold: any bytes-like object (decoded as a zero-copy memoryview).
-Records = BytesLike
+#: What a ``records`` field may hold: any bytes-like object (decoded as a zero-copy memoryview),
+#: or, when encoding, a :class:`Spliced` file range the sender splices in.
+Records = BytesLike | Spliced
 
 Read = Callable[[Reader], Any]
 Write = Callable[[Writer, Any], None]
@@ -109,7 +110,7 @@ _VARIABLE: dict[str, tuple[Read, Read, Write, Write, int, int]] = {
               Writer.write_bytes, Writer.write_compact_bytes, 4, 1),
     # records are handed out as zero-copy memoryview slices of the input
     "records": (Reader.read_bytes_view, Reader.read_compact_bytes_view,
-                Writer.write_bytes, Writer.write_compact_bytes, 4, 1),
+                Writer.write_records, Writer.write_compact_records, 4, 1),
 }
 
 PRIMITIVE_TYPES: frozenset[str] = frozenset(_FIXED) | frozenset(_VARIABLE)
@@ -368,13 +369,13 @@ def _write_with(obj: Any, plan: Plan, w: Writer) -> None:
             if not tagged:
                 w.buf.append(0)
                 return
-            items: list[tuple[int, bytearray]] = []
+            items: list[tuple[int, bytes]] = []
             for tag, name, write, default in tagged:
                 value = getattr(obj, name)
                 if value != default:
                     tmp = Writer()
                     write(tmp, value)
-                    items.append((tag, tmp.buf))
+                    items.append((tag, tmp.getvalue()))
             w.write_uvarint(len(items))
             for tag, data in items:
                 w.write_uvarint(tag)
@@ -404,7 +405,7 @@ class Struct:
         """This object's encoding at ``version`` (body only: no header, no size prefix)."""
         w = Writer()
         self.write(w, version)
-        return bytes(w.buf)
+        return w.getvalue()
 
     @classmethod
     def decode(cls, data: BytesLike, version: int) -> Self:

@@ -17,6 +17,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from pybroker.log.errors import OffsetOutOfRangeError
+from pybroker.log.file_slice import FileSlice
 from pybroker.log.log import PartitionLog
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.error_codes import ErrorCode
@@ -116,7 +117,7 @@ def _read_all(ctx: RequestContext, request: FetchRequest, wanted: list[_Wanted])
                 data.error_code = error_code_for(exc)
         if data.error_code:
             result.has_error = True
-        result.bytes += len(data.records)
+        result.bytes += _records_size(data)
         result.partitions.append((item, data))
     return result
 
@@ -135,11 +136,16 @@ def _read_partition(ctx: RequestContext, request: FetchRequest, item: _Wanted, d
     data.log_start_offset = info.log_start_offset
     data.aborted_transactions = [] if read_committed else None
     if info.slices is not None:
-        data.records = info.slices.read()
+        data.records = info.slices  # the network layer splices the file range into the response
         if read_committed:
             data.aborted_transactions = [
                 FetchResponse.AbortedTransaction(producer_id=txn.producer_id, first_offset=txn.first_offset)
                 for txn in log.collect_aborted(item.request.fetch_offset, last_stable)]
+
+
+def _records_size(data: PartitionData) -> int:
+    records = data.records
+    return records.size if isinstance(records, FileSlice) else len(records)
 
 
 def _replica_id(ctx: RequestContext, request: FetchRequest) -> int:

@@ -1,0 +1,130 @@
+"""Zero-copy fetch: frames spliced from log files are byte-identical to frames built in memory."""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+from pathlib import Path
+
+import pytest
+import uvloop
+
+from pybroker.log.file_slice import FileSlice, LogFile
+from pybroker.protocol.frame import encode_response_message
+from pybroker.protocol.messages import (
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+    FetchRequest,
+    FetchResponse,
+    ProduceRequest,
+    ProduceResponse,
+)
+from pybroker.protocol.primitives import FramePart
+from pybroker.records.record import RecordInput, build_batch
+from pybroker.server.network import KafkaConnection
+from tests.integration.test_bad_input import WireClient
+
+FETCH_KEY = 1
+
+
+def test_fetch_frames_from_the_broker_equal_the_in_memory_encoding(shared_broker):
+    client = _RecordingClient(shared_broker.bootstrap)
+    try:
+        created = client.request(CreateTopicsRequest(topics=[CreateTopicsRequest.CreatableTopic(
+            name="zero-copy", num_partitions=2, replication_factor=1)]), 7, CreateTopicsResponse)
+        assert created.topics[0].error_code == 0
+        batches = [build_batch([RecordInput(b"k%d" % i, bytes([i]) * 3000) for i in range(n)]) for n in (1, 5, 40)]
+        for batch in batches:
+            produced = client.request(ProduceRequest(acks=1, timeout_ms=5000, topic_data=[
+                ProduceRequest.TopicProduceData(name="zero-copy", partition_data=[
+                    ProduceRequest.PartitionProduceData(index=0, records=batch)])]), 9, ProduceResponse)
+            assert produced.responses[0].partition_responses[0].error_code == 0
+        for version in (4, 12, 13, 17):  # plain, flexible, topic ids, latest
+            topic = FetchRequest.FetchTopic(topic="zero-copy", topic_id=created.topics[0].topic_id, partitions=[
+                FetchRequest.FetchPartition(partition=p, fetch_offset=0, partition_max_bytes=1 << 20)
+                for p in (0, 1)])
+            request = FetchRequest(max_wait_ms=0, min_bytes=0, topics=[topic])
+            body = client.request(request, version, FetchResponse)
+            partitions = body.responses[0].partitions
+            assert [p.error_code for p in partitions] == [0, 0]
+            assert len(partitions[0].records) == sum(map(len, batches))
+            assert bytes(partitions[1].records) == b""
+            plain = encode_response_message(client.correlation, FETCH_KEY, version, body)
+            assert bytes(plain[4:]) == client.last_frame
+    finally:
+        client.close()
+
+
+class _RecordingClient(WireClient):
+    """Keeps the last response frame as it came off the wire (without its size prefix)."""
+
+    last_frame = b""
+
+    def read_frame(self) -> memoryview:
+        frame = super().read_frame()
+        self.last_frame = bytes(frame)
+        return frame
+
+
+class _ScriptedDispatcher:
+    """Answers request frame ``i`` (one byte) with the parts scripted for it, out of order in time."""
+
+    def __init__(self, responses: list[list[FramePart]]):
+        self.responses = responses
+
+    async def dispatch(self, frame: memoryview, peer: str) -> list[FramePart]:
+        index = frame[0]
+        await asyncio.sleep(0.001 * (len(self.responses) - index))  # later requests finish first
+        return self.responses[index]
+
+
+async def _exchange(responses: list[list[FramePart]], *, zero_copy: bool) -> bytes:
+    """Pipeline one request per response, read nothing until all are answered, then read all."""
+    loop = asyncio.get_running_loop()
+    server = await loop.create_server(
+        lambda: KafkaConnection(_ScriptedDispatcher(responses), max_frame_size=1024, max_in_flight=100,
+                                connections=set(), zero_copy=zero_copy), "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(b"".join(struct.pack(">ib", 1, i) for i in range(len(responses))))
+    await asyncio.sleep(0.1)
+    received = bytearray()
+    while chunk := await asyncio.wait_for(reader.read(1 << 20), 10):
+        received += chunk
+        if len(received) >= sum(_size(part) for parts in responses for part in parts):
+            break
+    writer.close()
+    server.close()
+    return bytes(received)
+
+
+def _size(part: FramePart) -> int:
+    return part.size if isinstance(part, FileSlice) else len(part)
+
+
+@pytest.fixture
+def log_file(tmp_path: Path):
+    path = tmp_path / "00000000000000000000.log"
+    path.write_bytes(bytes(range(256)) * (48 * 1024))  # 12 MiB: more than the socket buffers hold
+    file = LogFile.open(str(path))
+    yield file
+    file.close()
+
+
+@pytest.mark.parametrize("zero_copy", [True, False])
+def test_spliced_responses_arrive_complete_and_in_request_order(log_file, zero_copy):
+    size = 4 << 20
+    responses: list[list[FramePart]] = [
+        [b"head-%d" % i, FileSlice(log_file.path, i * size + i, size - 2 * i, log_file), b"tail-%d" % i]
+        for i in range(3)]
+    expected = b"".join(part if isinstance(part, bytes) else part.read() for parts in responses for part in parts)
+    assert uvloop.run(_exchange(responses, zero_copy=zero_copy)) == expected
+
+
+def test_a_closed_segment_closes_the_connection_before_its_frame_starts(tmp_path: Path):
+    path = tmp_path / "00000000000000000000.log"
+    path.write_bytes(b"x" * 1000)
+    gone = LogFile.open(str(path))
+    gone.close()
+    responses: list[list[FramePart]] = [[b"first"], [b"second", FileSlice(str(path), 0, 1000, gone)]]
+    assert uvloop.run(_exchange(responses, zero_copy=True)) == b"first"
