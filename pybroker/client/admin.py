@@ -24,12 +24,18 @@ from pybroker.protocol.messages import (
     CreateTopicsResponse,
     DeleteTopicsRequest,
     DeleteTopicsResponse,
+    AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsResponse,
     DescribeConfigsRequest,
     DescribeConfigsResponse,
+    ElectLeadersRequest,
+    ElectLeadersResponse,
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
     ListOffsetsRequest,
     ListOffsetsResponse,
+    ListPartitionReassignmentsRequest,
+    ListPartitionReassignmentsResponse,
 )
 
 TOPIC_RESOURCE = 2
@@ -115,6 +121,15 @@ class ListedOffset:
     timestamp: int = -1
     leader_epoch: int = -1
     error: ResponseError | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class OngoingReassignment:
+    """A partition being moved: its current replica set and the replicas coming and going."""
+
+    replicas: tuple[int, ...]
+    adding: tuple[int, ...]
+    removing: tuple[int, ...]
 
 
 class AdminClient:
@@ -272,6 +287,49 @@ class AdminClient:
         return {TopicPartition(t.name, p.partition_index):
                 ListedOffset(p.offset, p.timestamp, p.leader_epoch, _error(p.error_code))
                 for t in response.topics for p in t.partitions}
+
+    async def elect_leaders(self, election_type: int, partitions: Sequence[TopicPartition] | None, *,
+                            timeout_ms: int = 30000) -> dict[TopicPartition, ResponseError | None]:
+        """Preferred (0) or unclean (1) leader election, on every partition when ``partitions`` is None."""
+        by_topic: dict[str, list[int]] = defaultdict(list)
+        for tp in partitions or ():
+            by_topic[tp.topic].append(tp.partition)
+        request = ElectLeadersRequest(election_type=election_type, timeout_ms=timeout_ms, topic_partitions=None
+                                      if partitions is None else [ElectLeadersRequest.TopicPartitions(
+                                          topic=t, partitions=p) for t, p in by_topic.items()])
+        response = await (await self.client.controller()).send(request, ElectLeadersResponse, min_version=1)
+        check(response.error_code)
+        return {TopicPartition(r.topic, p.partition_id): _error(p.error_code, p.error_message)
+                for r in response.replica_election_results for p in r.partition_result}
+
+    async def alter_partition_reassignments(self, targets: Mapping[TopicPartition, Sequence[int] | None], *,
+                                            timeout_ms: int = 30000) -> dict[TopicPartition, ResponseError | None]:
+        """Move partitions to new replicas (None cancels a partition's ongoing move)."""
+        by_topic: dict[str, list[AlterPartitionReassignmentsRequest.ReassignablePartition]] = defaultdict(list)
+        for tp, replicas in targets.items():
+            by_topic[tp.topic].append(AlterPartitionReassignmentsRequest.ReassignablePartition(
+                partition_index=tp.partition, replicas=None if replicas is None else list(replicas)))
+        request = AlterPartitionReassignmentsRequest(timeout_ms=timeout_ms, topics=[
+            AlterPartitionReassignmentsRequest.ReassignableTopic(name=t, partitions=p) for t, p in by_topic.items()])
+        response = await (await self.client.controller()).send(request, AlterPartitionReassignmentsResponse)
+        check(response.error_code, response.error_message)
+        return {TopicPartition(t.name, p.partition_index): _error(p.error_code, p.error_message)
+                for t in response.responses for p in t.partitions}
+
+    async def list_partition_reassignments(self, partitions: Sequence[TopicPartition] | None = None, *,
+                                           timeout_ms: int = 30000) -> dict[TopicPartition, OngoingReassignment]:
+        """The reassignments in progress (of ``partitions`` only, when given)."""
+        by_topic: dict[str, list[int]] = defaultdict(list)
+        for tp in partitions or ():
+            by_topic[tp.topic].append(tp.partition)
+        request = ListPartitionReassignmentsRequest(timeout_ms=timeout_ms, topics=None if partitions is None else [
+            ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics(name=t, partition_indexes=p)
+            for t, p in by_topic.items()])
+        response = await (await self.client.controller()).send(request, ListPartitionReassignmentsResponse)
+        check(response.error_code, response.error_message)
+        return {TopicPartition(t.name, p.partition_index): OngoingReassignment(
+            tuple(p.replicas), tuple(p.adding_replicas), tuple(p.removing_replicas))
+            for t in response.topics for p in t.partitions}
 
     async def api_versions(self) -> dict[BrokerNode, dict[int, VersionRange]]:
         """What every broker of the cluster advertises, by broker."""

@@ -7,7 +7,8 @@ write of the controller carries a `check` of /controller_epoch at the version it
 controller that lost its session (and its role) can no longer change anything.
 
 Everything runs in the ZooKeeper event queue (`ZkClient.run_events`): watch events for brokers,
-topics, topic deletions, ISR change notifications and /controller itself. Each handler re-reads what
+topics, topic deletions, ISR change notifications, the admin request znodes and /controller itself,
+and the requests brokers forward (controlled shutdown, ElectLeaders, reassignments). Each handler re-reads what
 its watch covers and reconciles the cluster view in `self._states`.
 
 Metadata sent to brokers is always complete (every live broker and partition), so a broker can
@@ -21,13 +22,22 @@ import logging
 import time
 import uuid
 from dataclasses import dataclass
+from typing import Awaitable, Callable, TypeVar
 
 from kazoo.exceptions import BadVersionError, NodeExistsError
 
 from pybroker.common.topic import ZERO_UUID, topic_id_from_string
 from pybroker.controller import zk_paths as zp
 from pybroker.controller.channel import ControllerChannel
-from pybroker.controller.election import elect_leader
+from pybroker.controller.election import (
+    ElectionOutcome,
+    ElectionType,
+    Reassignment,
+    check_replicas,
+    elect_leader,
+    elect_on_request,
+)
+from pybroker.controller.errors import InvalidReplicaAssignmentError, NoReassignmentInProgressError, UnknownTopicError
 from pybroker.controller.zk_client import ZkClient, ZkEvent
 from pybroker.protocol.messages import (
     LeaderAndIsrRequest,
@@ -46,6 +56,7 @@ STOP_REPLICA_VERSION = 3
 PLAINTEXT = 0  # SecurityProtocol id
 
 PartitionKey = tuple[str, int]
+T = TypeVar("T")
 
 
 class NotControllerError(Exception):
@@ -82,12 +93,15 @@ class ZkController:
         self._brokers: dict[int, zp.BrokerRegistration] = {}
         self._assignments: dict[str, zp.TopicAssignment] = {}
         self._states: dict[PartitionKey, zp.LeaderAndIsr] = {}
+        self._reassignments: dict[PartitionKey, Reassignment] = {}
         for kind, handler in (("controller-changed", self._on_controller_changed),
                               ("brokers-changed", self._on_brokers_changed),
                               ("topics-changed", self._on_topics_changed),
                               ("topic-changed", self._on_topic_changed),
                               ("delete-topics", self._on_delete_topics),
-                              ("isr-changed", self._on_isr_changed)):
+                              ("isr-changed", self._on_isr_changed),
+                              ("reassign-partitions", self._on_reassign_partitions),
+                              ("preferred-replica-election", self._on_preferred_replica_election)):
             zk.on(kind, handler)
 
     async def start(self) -> None:
@@ -146,13 +160,18 @@ class ZkController:
             self._channel.add_broker(broker.broker_id, broker.host, broker.port)
         self._assignments.clear()
         self._states.clear()
+        self._reassignments.clear()
         for topic in await self._zk.children(zp.BROKER_TOPICS, watch="topics-changed"):
             await self._load_topic(topic)
         await self._zk.children(zp.ISR_CHANGES, watch="isr-changed")
         changed = await self._repair_partitions(self._electable())
         self._send_leader_and_isr(set(self._states) | changed, self._brokers)
         self._send_update_metadata()
+        for key in sorted(self._reassignments):  # moves a previous controller started
+            await self._complete_if_caught_up(key)
         await self._on_delete_topics(ZkEvent("delete-topics"))
+        await self._on_reassign_partitions(ZkEvent("reassign-partitions"))
+        await self._on_preferred_replica_election(ZkEvent("preferred-replica-election"))
 
     # Brokers
 
@@ -233,6 +252,11 @@ class ZkController:
             return set()
         assignment = zp.decode_topic(node[0])
         self._assignments[topic] = assignment
+        for partition in set(assignment.adding) | set(assignment.removing):
+            replicas = assignment.partitions[partition]
+            adding, removing = assignment.adding.get(partition, ()), assignment.removing.get(partition, ())
+            self._reassignments.setdefault((topic, partition), Reassignment(
+                tuple(r for r in replicas if r not in removing), tuple(r for r in replicas if r not in adding)))
         created = set()
         live = set(self._brokers)
         for partition, replicas in assignment.partitions.items():
@@ -293,6 +317,7 @@ class ZkController:
         self._assignments.pop(topic, None)
         for key in [key for key in self._states if key[0] == topic]:
             del self._states[key]
+            self._reassignments.pop(key, None)
 
     async def _on_isr_changed(self, _: ZkEvent) -> None:
         """Leaders changed ISRs in ZooKeeper; re-read those partitions and re-publish metadata."""
@@ -307,24 +332,29 @@ class ZkController:
                     state_node = await self._zk.get(zp.partition_state_path(*key))
                     if state_node is not None and key in self._states:
                         self._states[key] = zp.decode_partition_state(state_node[0], state_node[1].version)
+                        await self._complete_if_caught_up(key)
             await self._zk.delete(path)
         self._send_update_metadata()
 
     # Controlled shutdown and preferred leaders
 
-    async def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> list[PartitionKey]:
-        """Move leadership off `broker_id` before it stops; the partitions it still leads (no other
-        ISR member could take over) are returned and the broker retries later."""
-        result: asyncio.Future[list[PartitionKey]] = asyncio.get_running_loop().create_future()
+    async def _in_event_queue(self, work: Callable[[], Awaitable[T]]) -> T:
+        """Run a request's `work` in the event queue (where all state changes happen) and await it."""
+        result: asyncio.Future[T] = asyncio.get_running_loop().create_future()
 
         async def run() -> None:
             try:
-                result.set_result(await self._controlled_shutdown(broker_id, broker_epoch))
+                result.set_result(await work())
             except Exception as exc:
                 result.set_exception(exc)
 
         self._zk.submit(run)
         return await result
+
+    async def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> list[PartitionKey]:
+        """Move leadership off `broker_id` before it stops; the partitions it still leads (no other
+        ISR member could take over) are returned and the broker retries later."""
+        return await self._in_event_queue(lambda: self._controlled_shutdown(broker_id, broker_epoch))
 
     async def _controlled_shutdown(self, broker_id: int, broker_epoch: int) -> list[PartitionKey]:
         if not self.active:
@@ -393,6 +423,207 @@ class ZkController:
             self._send_leader_and_isr(changed, self._brokers)
             self._send_update_metadata()
 
+    # Administrator requests: ElectLeaders and partition reassignment (KIP-460, KIP-455)
+
+    def _check_active(self) -> None:
+        if not self.active:
+            raise NotControllerError(f"Broker {self._broker_id} is not the controller")
+
+    async def elect_leaders(self, election_type: ElectionType,
+                            partitions: list[PartitionKey] | None) -> dict[PartitionKey, ElectionOutcome]:
+        """ElectLeaders: one election per partition, every partition when `partitions` is None."""
+        return await self._in_event_queue(lambda: self._elect_leaders(election_type, partitions))
+
+    async def _elect_leaders(self, election_type: ElectionType,
+                             partitions: list[PartitionKey] | None) -> dict[PartitionKey, ElectionOutcome]:
+        self._check_active()
+        live = self._electable()
+        outcomes: dict[PartitionKey, ElectionOutcome] = {}
+        changed: set[PartitionKey] = set()
+        for key in sorted(self._states) if partitions is None else partitions:
+            outcome = ElectionOutcome.UNKNOWN_PARTITION
+            for _ in range(3):  # a leader may be changing the ISR concurrently: re-read and retry
+                state = self._states.get(key)
+                if state is None:
+                    break
+                outcome, leader = elect_on_request(election_type, self._assignments[key[0]].partitions[key[1]],
+                                                   state.leader, state.isr, live)
+                if leader is None:
+                    break
+                isr = state.isr if leader in state.isr else (leader,)
+                try:
+                    await self._write_state(key, zp.LeaderAndIsr(leader, state.leader_epoch + 1, isr, self.epoch,
+                                                                 state.zk_version))
+                except BadVersionError:
+                    outcome = ElectionOutcome.NO_ELIGIBLE_LEADER
+                    continue
+                changed.add(key)
+                break
+            outcomes[key] = outcome
+        if changed:
+            log.info("[Controller id=%d] %s election moved the leader of %d partition(s)", self._broker_id,
+                     election_type.name.lower(), len(changed))
+            self._send_leader_and_isr(changed, self._brokers)
+            self._send_update_metadata()
+        return outcomes
+
+    async def alter_reassignments(self, targets: dict[PartitionKey, tuple[int, ...] | None]
+                                  ) -> dict[PartitionKey, Exception | None]:
+        """AlterPartitionReassignments: start moving each partition to its target replicas (None cancels
+        an ongoing move). The move finishes in the background once every target replica is in sync."""
+        return await self._in_event_queue(lambda: self._alter_reassignments(targets))
+
+    async def _alter_reassignments(self, targets: dict[PartitionKey, tuple[int, ...] | None]
+                                   ) -> dict[PartitionKey, Exception | None]:
+        self._check_active()
+        results: dict[PartitionKey, Exception | None] = {}
+        started: set[PartitionKey] = set()
+        cancelled: dict[PartitionKey, Reassignment] = {}
+        for key, target in targets.items():
+            try:
+                ongoing = self._plan_reassignment(key, target)
+            except (UnknownTopicError, InvalidReplicaAssignmentError, NoReassignmentInProgressError) as exc:
+                results[key] = exc
+                continue
+            results[key] = None
+            if target is None and ongoing is not None:
+                cancelled[key] = ongoing
+            elif key in self._reassignments:
+                started.add(key)
+        for topic in sorted({key[0] for key in started}):
+            await self._write_assignment(topic)
+        for key in sorted(started):
+            log.info("[Controller id=%d] reassigning %s-%d to %s", self._broker_id, *key,
+                     list(self._reassignments[key].target))
+            await self._bump_leader_epoch(key)
+        if started:
+            self._send_leader_and_isr(started, self._brokers)
+        for key, ongoing in sorted(cancelled.items()):
+            await self._finish_reassignment(key, ongoing.original, ongoing.adding)
+        for key in sorted(started):
+            await self._complete_if_caught_up(key)
+        self._send_update_metadata()
+        return results
+
+    async def _on_reassign_partitions(self, _: ZkEvent) -> None:
+        """/admin/reassign_partitions, as tools using ZooKeeper directly write it: start those moves
+        and delete the znode (Kafka 2.4+ keeps ongoing moves in /brokers/topics/T instead)."""
+        node = await self._zk.get(zp.REASSIGN_PARTITIONS, watch="reassign-partitions")
+        if not self.active or node is None:
+            return
+        try:
+            targets: dict[PartitionKey, tuple[int, ...] | None] = dict(zp.decode_reassignment(node[0]))
+        except (ValueError, KeyError, TypeError) as exc:
+            log.warning("[Controller id=%d] ignoring malformed %s: %s", self._broker_id, zp.REASSIGN_PARTITIONS, exc)
+            targets = {}
+        for key, error in (await self._alter_reassignments(targets)).items():
+            if error is not None:
+                log.warning("[Controller id=%d] reassignment of %s-%d refused: %s", self._broker_id, *key, error)
+        await self._zk.delete(zp.REASSIGN_PARTITIONS)
+
+    async def _on_preferred_replica_election(self, _: ZkEvent) -> None:
+        """/admin/preferred_replica_election, as tools using ZooKeeper directly write it."""
+        node = await self._zk.get(zp.PREFERRED_REPLICA_ELECTION, watch="preferred-replica-election")
+        if not self.active or node is None:
+            return
+        try:
+            partitions = zp.decode_preferred_election(node[0])
+        except (ValueError, KeyError, TypeError) as exc:
+            log.warning("[Controller id=%d] ignoring malformed %s: %s", self._broker_id,
+                        zp.PREFERRED_REPLICA_ELECTION, exc)
+            partitions = []
+        await self._elect_leaders(ElectionType.PREFERRED, partitions)
+        await self._zk.delete(zp.PREFERRED_REPLICA_ELECTION)
+
+    def _plan_reassignment(self, key: PartitionKey, target: tuple[int, ...] | None) -> Reassignment | None:
+        """Record the move of `key` in memory (the caller writes it to ZooKeeper); returns the ongoing
+        move that `target` replaces, if any."""
+        if key not in self._states:
+            raise UnknownTopicError(f"Topic partition {key[0]}-{key[1]} does not exist.")
+        ongoing = self._reassignments.get(key)
+        if target is None:
+            if ongoing is None:
+                raise NoReassignmentInProgressError(f"No reassignment in progress for {key[0]}-{key[1]}.")
+            return ongoing
+        if not target:
+            raise InvalidReplicaAssignmentError("The target replica list must not be empty.")
+        check_replicas(target, set(self._brokers))
+        original = ongoing.original if ongoing else self._assignments[key[0]].partitions[key[1]]
+        if target != original:
+            self._reassignments[key] = Reassignment(target, original)
+            self._set_replicas(key, self._reassignments[key].replicas)
+        return ongoing
+
+    def _set_replicas(self, key: PartitionKey, replicas: tuple[int, ...]) -> None:
+        assignment = self._assignments[key[0]]
+        self._assignments[key[0]] = zp.TopicAssignment({**assignment.partitions, key[1]: replicas},
+                                                       assignment.topic_id)
+
+    async def _write_assignment(self, topic: str) -> None:
+        """/brokers/topics/T with the ongoing moves' adding and removing replicas, as Kafka keeps them."""
+        ongoing = {key[1]: move for key, move in self._reassignments.items() if key[0] == topic}
+        assignment = self._assignments[topic]
+        transaction = self._zk.transaction()
+        transaction.check(zp.CONTROLLER_EPOCH, self._epoch_version)
+        transaction.set_data(zp.topic_path(topic), zp.encode_topic(
+            assignment.partitions, assignment.topic_id or "",
+            adding={p: m.adding for p, m in ongoing.items() if m.adding},
+            removing={p: m.removing for p, m in ongoing.items() if m.removing}))
+        try:
+            await self._zk.commit(transaction)
+        except BadVersionError:  # only the epoch check can fail: another controller was elected
+            raise NotControllerError(f"Broker {self._broker_id} is no longer the controller") from None
+
+    async def _bump_leader_epoch(self, key: PartitionKey) -> None:
+        """A new leader epoch with the same leader, so brokers apply the changed replica set."""
+        for _ in range(3):
+            state = self._states[key]
+            try:
+                await self._write_state(key, zp.LeaderAndIsr(state.leader, state.leader_epoch + 1, state.isr,
+                                                             self.epoch, state.zk_version))
+                return
+            except BadVersionError:
+                continue
+
+    async def _complete_if_caught_up(self, key: PartitionKey) -> None:
+        move = self._reassignments.get(key)
+        state = self._states.get(key)
+        if move is not None and state is not None and move.caught_up(state.isr):
+            await self._finish_reassignment(key, move.target, move.removing)
+
+    async def _finish_reassignment(self, key: PartitionKey, replicas: tuple[int, ...], dropped: tuple[int, ...]
+                                   ) -> None:
+        """Settle `key` on `replicas`: a leader among them, an ISR of them only, the dropped replicas
+        stopped and deleted, and /brokers/topics/T without the move."""
+        live = self._electable()
+        for _ in range(3):
+            state = self._states[key]
+            isr = tuple(b for b in state.isr if b in replicas) or replicas
+            leader = state.leader if state.leader in replicas and state.leader in live else \
+                elect_leader(replicas, isr, live)
+            try:
+                await self._write_state(key, zp.LeaderAndIsr(zp.NO_LEADER if leader is None else leader,
+                                                             state.leader_epoch + 1, isr, self.epoch,
+                                                             state.zk_version))
+                break
+            except BadVersionError:
+                continue
+        del self._reassignments[key]
+        self._set_replicas(key, replicas)
+        await self._write_assignment(key[0])
+        log.info("[Controller id=%d] reassignment of %s-%d finished on %s", self._broker_id, *key, list(replicas))
+        self._send_leader_and_isr({key}, self._brokers)
+        state = self._states[key]
+        self._send_stop_replicas({broker_id: {key[0]: [StopReplicaRequest.StopReplicaPartitionState(
+            partition_index=key[1], leader_epoch=state.leader_epoch, delete_partition=True)]} for broker_id in dropped})
+        self._send_update_metadata()
+
+    def list_reassignments(self, partitions: list[PartitionKey] | None) -> dict[PartitionKey, Reassignment]:
+        """ListPartitionReassignments: the ongoing moves, of `partitions` only when given."""
+        self._check_active()
+        return {key: move for key, move in sorted(self._reassignments.items())
+                if partitions is None or key in partitions}
+
     # Fenced writes
 
     async def _create_state(self, key: PartitionKey, state: zp.LeaderAndIsr) -> None:
@@ -436,10 +667,12 @@ class ZkController:
             if state is None:
                 continue
             replicas = self._assignments[key[0]].partitions[key[1]]
+            move = self._reassignments.get(key)
             partition_state = LeaderAndIsrRequest.LeaderAndIsrPartitionState(
                 partition_index=key[1], controller_epoch=state.controller_epoch, leader=state.leader,
                 leader_epoch=state.leader_epoch, isr=list(state.isr), partition_epoch=state.zk_version,
-                replicas=list(replicas), adding_replicas=[], removing_replicas=[], is_new=is_new)
+                replicas=list(replicas), adding_replicas=list(move.adding) if move else [],
+                removing_replicas=list(move.removing) if move else [], is_new=is_new)
             for broker_id in replicas:
                 if broker_id in brokers:
                     per_broker.setdefault(broker_id, {}).setdefault(key[0], []).append(partition_state)
@@ -479,21 +712,15 @@ class ZkController:
             self._channel.send(broker.broker_id, request, UPDATE_METADATA_VERSION, UpdateMetadataResponse)
 
     def _send_stop_replica(self, topic: str) -> None:
-        per_broker: dict[int, list[StopReplicaRequest.StopReplicaPartitionState]] = {}
+        per_broker: dict[int, dict[str, list[StopReplicaRequest.StopReplicaPartitionState]]] = {}
         for p, replicas in self._assignments[topic].partitions.items():
             state = self._states.get((topic, p))
             for broker_id in replicas:
-                per_broker.setdefault(broker_id, []).append(StopReplicaRequest.StopReplicaPartitionState(
-                    partition_index=p, leader_epoch=-2 if state is None else state.leader_epoch,
-                    delete_partition=True))
-        for broker_id, partitions in per_broker.items():
-            if broker_id in self._brokers:
-                request = StopReplicaRequest(
-                    controller_id=self._broker_id, controller_epoch=self.epoch,
-                    broker_epoch=self._brokers[broker_id].epoch,
-                    topic_states=[StopReplicaRequest.StopReplicaTopicState(topic_name=topic,
-                                                                           partition_states=partitions)])
-                self._channel.send(broker_id, request, STOP_REPLICA_VERSION, StopReplicaResponse)
+                per_broker.setdefault(broker_id, {}).setdefault(topic, []).append(
+                    StopReplicaRequest.StopReplicaPartitionState(
+                        partition_index=p, leader_epoch=-2 if state is None else state.leader_epoch,
+                        delete_partition=True))
+        self._send_stop_replicas(per_broker)
 
     def _send_stop_replica_without_delete(self, broker_id: int) -> None:
         """Stop `broker_id`'s replicas that it does not lead (it is shutting down: no more fetching)."""
@@ -502,12 +729,19 @@ class ZkController:
             if broker_id in self._assignments[topic].partitions[p] and state.leader != broker_id:
                 topics.setdefault(topic, []).append(StopReplicaRequest.StopReplicaPartitionState(
                     partition_index=p, leader_epoch=state.leader_epoch, delete_partition=False))
-        if topics and broker_id in self._brokers:
-            request = StopReplicaRequest(
-                controller_id=self._broker_id, controller_epoch=self.epoch, broker_epoch=self._brokers[broker_id].epoch,
-                topic_states=[StopReplicaRequest.StopReplicaTopicState(topic_name=t, partition_states=p)
-                              for t, p in topics.items()])
-            self._channel.send(broker_id, request, STOP_REPLICA_VERSION, StopReplicaResponse)
+        if topics:
+            self._send_stop_replicas({broker_id: topics})
+
+    def _send_stop_replicas(self, per_broker: dict[int, dict[str, list[StopReplicaRequest.StopReplicaPartitionState]]]
+                            ) -> None:
+        for broker_id, topics in per_broker.items():
+            if broker_id in self._brokers:
+                request = StopReplicaRequest(
+                    controller_id=self._broker_id, controller_epoch=self.epoch,
+                    broker_epoch=self._brokers[broker_id].epoch,
+                    topic_states=[StopReplicaRequest.StopReplicaTopicState(topic_name=t, partition_states=p)
+                                  for t, p in topics.items()])
+                self._channel.send(broker_id, request, STOP_REPLICA_VERSION, StopReplicaResponse)
 
     def _topic_id(self, topic: str) -> uuid.UUID:
         topic_id = self._assignments[topic].topic_id

@@ -7,6 +7,8 @@ Randomness comes in as an argument so tests can pin it.
 from __future__ import annotations
 
 import random
+from dataclasses import dataclass
+from enum import Enum, IntEnum
 from typing import Mapping, Sequence
 
 from pybroker.controller.errors import InvalidReplicaAssignmentError, InvalidReplicationFactorError
@@ -97,3 +99,61 @@ def elect_leader(replicas: Sequence[int], isr: Sequence[int], live: set[int], *,
             if replica in live:
                 return replica
     return None
+
+
+class ElectionType(IntEnum):
+    """ElectLeaders' election types (KIP-460)."""
+
+    PREFERRED = 0
+    UNCLEAN = 1
+
+
+class ElectionOutcome(Enum):
+    ELECTED = "elected"
+    NOT_NEEDED = "not needed"
+    PREFERRED_NOT_AVAILABLE = "preferred leader not available"
+    NO_ELIGIBLE_LEADER = "no eligible leader"
+    UNKNOWN_PARTITION = "unknown partition"
+
+
+def elect_on_request(election_type: ElectionType, replicas: Sequence[int], leader: int, isr: Sequence[int],
+                     live: set[int]) -> tuple[ElectionOutcome, int | None]:
+    """An administrator's election (Kafka's controller on ElectLeaders): PREFERRED moves leadership to
+    the first replica if it is live and in sync; UNCLEAN elects only where no live leader exists,
+    from the ISR first, else from any live replica. Returns the outcome and the new leader."""
+    if election_type == ElectionType.PREFERRED:
+        preferred = replicas[0]
+        if leader == preferred:
+            return ElectionOutcome.NOT_NEEDED, None
+        if preferred in live and preferred in isr:
+            return ElectionOutcome.ELECTED, preferred
+        return ElectionOutcome.PREFERRED_NOT_AVAILABLE, None
+    if leader in live:
+        return ElectionOutcome.NOT_NEEDED, None
+    chosen = elect_leader(replicas, isr, live, unclean=True)
+    return (ElectionOutcome.NO_ELIGIBLE_LEADER, None) if chosen is None else (ElectionOutcome.ELECTED, chosen)
+
+
+@dataclass(frozen=True, slots=True)
+class Reassignment:
+    """A partition moving from `original` to `target` replicas; while it runs the partition's replica set
+    is the target followed by the original replicas being removed (Kafka's ReplicaAssignment)."""
+
+    target: tuple[int, ...]
+    original: tuple[int, ...]
+
+    @property
+    def replicas(self) -> tuple[int, ...]:
+        return self.target + tuple(r for r in self.original if r not in self.target)
+
+    @property
+    def adding(self) -> tuple[int, ...]:
+        return tuple(r for r in self.target if r not in self.original)
+
+    @property
+    def removing(self) -> tuple[int, ...]:
+        return tuple(r for r in self.original if r not in self.target)
+
+    def caught_up(self, isr: Sequence[int]) -> bool:
+        """Every target replica is in sync: the old replicas can go."""
+        return all(r in isr for r in self.target)

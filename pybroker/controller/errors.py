@@ -35,3 +35,7 @@ class InvalidTopicConfigError(MetadataError):
 
 class TopicDeletionDisabledError(MetadataError):
     pass
+
+
+class NoReassignmentInProgressError(MetadataError):
+    pass

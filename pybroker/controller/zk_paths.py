@@ -8,7 +8,7 @@ Kafka writes as strings (timestamps, producer id block bounds, the /cluster/id v
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 CLUSTER_ID = "/cluster/id"
@@ -17,6 +17,8 @@ CONTROLLER_EPOCH = "/controller_epoch"
 BROKER_IDS = "/brokers/ids"
 BROKER_TOPICS = "/brokers/topics"
 DELETE_TOPICS = "/admin/delete_topics"
+REASSIGN_PARTITIONS = "/admin/reassign_partitions"
+PREFERRED_REPLICA_ELECTION = "/admin/preferred_replica_election"
 CONFIG_TOPICS = "/config/topics"
 CONFIG_CHANGES = "/config/changes"
 ISR_CHANGES = "/isr_change_notification"
@@ -135,17 +137,52 @@ def decode_broker(broker_id: int, data: bytes, epoch: int) -> BrokerRegistration
 class TopicAssignment:
     partitions: Mapping[int, tuple[int, ...]]
     topic_id: str | None
+    #: replicas being added / removed by an ongoing reassignment, by partition (KIP-455)
+    adding: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
+    removing: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
 
 
-def encode_topic(assignment: Mapping[int, Sequence[int]], topic_id: str) -> bytes:
-    return _dump({"version": 3, "partitions": {str(p): list(r) for p, r in sorted(assignment.items())},
-                  "adding_replicas": {}, "removing_replicas": {}, "topic_id": topic_id})
+def _by_partition(replicas: Mapping[int, Sequence[int]]) -> dict[str, list[int]]:
+    return {str(p): list(r) for p, r in sorted(replicas.items())}
+
+
+def encode_topic(assignment: Mapping[int, Sequence[int]], topic_id: str, *,
+                 adding: Mapping[int, Sequence[int]] | None = None,
+                 removing: Mapping[int, Sequence[int]] | None = None) -> bytes:
+    return _dump({"version": 3, "partitions": _by_partition(assignment),
+                  "adding_replicas": _by_partition(adding or {}), "removing_replicas": _by_partition(removing or {}),
+                  "topic_id": topic_id})
 
 
 def decode_topic(data: bytes) -> TopicAssignment:
     document = _load(data)
-    partitions = {int(p): tuple(replicas) for p, replicas in document["partitions"].items()}
-    return TopicAssignment(partitions, document.get("topic_id"))
+
+    def by_partition(key: str) -> dict[int, tuple[int, ...]]:
+        return {int(p): tuple(replicas) for p, replicas in (document.get(key) or {}).items()}
+
+    return TopicAssignment(by_partition("partitions"), document.get("topic_id"), by_partition("adding_replicas"),
+                           by_partition("removing_replicas"))
+
+
+# /admin/reassign_partitions and /admin/preferred_replica_election: requests that ZooKeeper tooling writes
+
+
+def encode_reassignment(targets: Mapping[tuple[str, int], Sequence[int]]) -> bytes:
+    return _dump({"version": 1, "partitions": [{"topic": t, "partition": p, "replicas": list(r)}
+                                               for (t, p), r in sorted(targets.items())]})
+
+
+def decode_reassignment(data: bytes) -> dict[tuple[str, int], tuple[int, ...]]:
+    return {(entry["topic"], int(entry["partition"])): tuple(int(r) for r in entry["replicas"])
+            for entry in _load(data)["partitions"]}
+
+
+def encode_preferred_election(partitions: Sequence[tuple[str, int]]) -> bytes:
+    return _dump({"version": 1, "partitions": [{"topic": t, "partition": p} for t, p in partitions]})
+
+
+def decode_preferred_election(data: bytes) -> list[tuple[str, int]]:
+    return [(entry["topic"], int(entry["partition"])) for entry in _load(data)["partitions"]]
 
 
 # /brokers/topics/<topic>/partitions/<p>/state
