@@ -41,6 +41,7 @@ class ClientSettings:
     bootstrap: str
     timeout_s: float
     client_id: str
+    zookeeper: str | None = None  # HOST:PORT[/chroot]: `topics` works on the znodes instead of a broker
 
 
 def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
@@ -74,10 +75,10 @@ def run_tool(parser: ToolParser, argv: Sequence[str] | None, default_client_id: 
 
 def client_settings(args: argparse.Namespace, default_client_id: str) -> ClientSettings:
     """Connection settings from the flags and the optional --command-config file; UsageError if unusable."""
-    if getattr(args, "zookeeper", None) is not None:
-        raise UsageError("--zookeeper is not supported yet (ZooKeeper clusters come with the cluster work); "
-                         "use --bootstrap-server")
-    if not args.bootstrap_server:
+    zookeeper = getattr(args, "zookeeper", None)
+    if zookeeper is not None and args.bootstrap_server:
+        raise UsageError("Only one of --bootstrap-server or --zookeeper must be specified")
+    if zookeeper is None and not args.bootstrap_server:
         raise UsageError("--bootstrap-server must be specified")
     properties: dict[str, str] = {}
     if args.command_config:
@@ -100,7 +101,8 @@ def client_settings(args: argparse.Namespace, default_client_id: str) -> ClientS
             raise UsageError(f"{args.command_config}: invalid timeout {configured!r}") from None
     if timeout_ms <= 0:
         raise UsageError(f"the timeout must be positive, got {timeout_ms} ms")
-    return ClientSettings(args.bootstrap_server, timeout_ms / 1000, properties.get("client.id", default_client_id))
+    return ClientSettings(args.bootstrap_server or "", timeout_ms / 1000,
+                          properties.get("client.id", default_client_id), zookeeper)
 
 
 def parse_key_values(items: Sequence[str], option: str) -> dict[str, str]:

@@ -21,6 +21,7 @@ from pybroker.admin.tool import (
     run_tool,
     topic_filter,
 )
+from pybroker.admin.zk_topics import ZkTopicAdmin, run_zk_admin
 from pybroker.client import AdminClient, ConfigEntry, NewTopic, PartitionInfo, TopicDescription
 from pybroker.common.topic import ZERO_UUID, topic_id_to_string
 from pybroker.protocol.error_codes import ErrorCode
@@ -56,7 +57,9 @@ def build_parser() -> ToolParser:
     actions.add_argument("--alter", action="store_true", help="alter the number of partitions of a topic")
     actions.add_argument("--delete", action="store_true", help="delete a topic")
     add_connection_arguments(parser)
-    parser.add_argument("--zookeeper", help=argparse.SUPPRESS)
+    parser.add_argument("--zookeeper", metavar="HOST:PORT[/chroot]",
+                        help="work on a ZooKeeper-mode cluster's znodes directly, as kafka-topics.sh did before "
+                             "--bootstrap-server (instead of --bootstrap-server)")
     parser.add_argument("--topic", metavar="TOPIC",
                         help="the topic to create, alter, describe or delete; except with --create it is a regular "
                              "expression (',' separates alternatives)")
@@ -95,7 +98,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 def command(args: argparse.Namespace, settings: ClientSettings) -> None:
     action = check_arguments(args)
     new_topic = parse_new_topic(args) if action in ("create", "alter") else None
-    run_admin(settings, lambda admin: COMMANDS[action](admin, args, new_topic))
+    if settings.zookeeper is not None:
+        run_zk_admin(settings, lambda admin: COMMANDS[action](admin, args, new_topic))  # type: ignore[arg-type]
+    else:
+        run_admin(settings, lambda admin: COMMANDS[action](admin, args, new_topic))
 
 
 def check_arguments(args: argparse.Namespace) -> str:
@@ -209,6 +215,9 @@ async def delete(admin: AdminClient, args: argparse.Namespace, _: NewTopic | Non
         return
     for result in (await admin.delete_topics(names)).values():
         result.raise_error()
+        if isinstance(admin, ZkTopicAdmin):  # the old ZooKeeper TopicCommand's words
+            print(f"Topic {result.name} is marked for deletion.")
+            print("Note: This will have no impact if delete.topic.enable is not set to true.")
 
 
 async def describe(admin: AdminClient, args: argparse.Namespace, _: NewTopic | None) -> None:

@@ -120,6 +120,9 @@ _KEYS: list[ConfigKey] = [
     ConfigKey("socket.request.max.bytes", "int", 104857600, "Largest request frame accepted; checked before the frame is buffered.", at_least(1)),
     ConfigKey("queued.max.requests", "int", 500, "Requests in flight per connection before the broker stops reading from it.", at_least(1)),
     ConfigKey("connections.max.idle.ms", "long", 600000, "Idle connections are closed after this long."),
+    # Metrics (pybroker's own: Kafka exposes JMX, pybroker Prometheus text)
+    ConfigKey("metrics.port", "int", -1, "Port serving Prometheus text at /metrics; -1 = off, 0 = any free port (logged).", between(-1, 65535)),
+    ConfigKey("metrics.host", "string", "127.0.0.1", "Address the /metrics endpoint binds; loopback by default so metrics are not published by accident."),
     # Topics
     ConfigKey("auto.create.topics.enable", "boolean", True, "Create a topic on Metadata/Produce for an unknown name."),
     ConfigKey("delete.topic.enable", "boolean", True, "Allow DeleteTopics."),

@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING, Iterable
 
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.error_codes import ErrorCode
-from pybroker.protocol.frame import decode_request_header, encode_response
+from pybroker.protocol.frame import decode_request_header, encode_response, encode_response_parts
 from pybroker.protocol.messages import ApiVersionsResponse
+from pybroker.protocol.primitives import FramePart
 from pybroker.server.context import RequestContext
 from pybroker.server.network import CloseConnection
 from pybroker.server.registry import ApiHandler
@@ -27,7 +28,7 @@ class Dispatcher:
         self._broker = broker
         self.handlers: dict[int, ApiHandler] = {handler.api_key: handler for handler in handlers}
 
-    async def dispatch(self, frame: memoryview, peer: str) -> bytes | None:
+    async def dispatch(self, frame: memoryview, peer: str) -> bytes | list[FramePart] | None:
         header, body_offset = decode_request_header(frame)
         key, version = header.request_api_key, header.request_api_version
         handler = self.handlers.get(key)
@@ -40,10 +41,16 @@ class Dispatcher:
         request = handler.request_class.decode(frame[body_offset:], version)
         context = RequestContext(self._broker, version, header.correlation_id, header.client_id, peer,
                                  int(time.time() * 1000))
-        response = await handler.handle(context, request)
+        started = time.perf_counter()
+        try:
+            response = await handler.handle(context, request)
+        finally:
+            self._broker.metrics.observe_request(key, started)
+        if key == ApiKey.FETCH and response is not None:
+            self._broker.metrics.record_fetch(version, request, response)
         if response is None:
             return None
-        return encode_response(header.correlation_id, key, version, response.encode(version))
+        return encode_response_parts(header.correlation_id, key, version, response)
 
     def _unsupported_api_versions(self, correlation_id: int) -> bytes:
         own = self.handlers[ApiKey.API_VERSIONS]

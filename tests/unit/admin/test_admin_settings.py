@@ -30,6 +30,7 @@ def test_security_settings_we_cannot_honour_are_refused(tmp_path: Path) -> None:
         settings("--bootstrap-server", "h:1", "--command-config", str(config))
 
 
-def test_zookeeper_is_refused_before_anything_else() -> None:
-    with pytest.raises(UsageError, match="--zookeeper is not supported yet"):
-        settings("--zookeeper", "zk:2181")
+def test_zookeeper_replaces_bootstrap_server() -> None:
+    assert settings("--zookeeper", "zk:2181/kafka") == ClientSettings("", 30.0, "tool", "zk:2181/kafka")
+    with pytest.raises(UsageError, match="Only one of --bootstrap-server or --zookeeper"):
+        settings("--zookeeper", "zk:2181", "--bootstrap-server", "h:1")

@@ -1,0 +1,59 @@
+"""`pybroker topics --zookeeper` against the real three-broker cluster: the znodes it writes are ones the
+controller acts on (leaders, new partitions, deletion), and its describe matches --bootstrap-server's."""
+
+from __future__ import annotations
+
+from confluent_kafka import Producer
+
+from tests.cluster.conftest import Cluster
+from tests.cluster.test_cluster import consume, partition_states, wait_for_full_isr
+from tests.integration.groups_common import wait_until
+from tests.integration.test_cli_topics import failed, ok, run
+
+TOPIC = "zk-made"
+
+
+def zk_topics(cluster: Cluster, *args: str):  # type: ignore[no-untyped-def]
+    return run("topics", "--zookeeper", cluster.zk_connect, *args)
+
+
+def bootstrap_topics(cluster: Cluster, *args: str):  # type: ignore[no-untyped-def]
+    return run("topics", "--bootstrap-server", cluster.bootstrap, *args)
+
+
+def test_topic_lifecycle_through_zookeeper(cluster: Cluster) -> None:
+    assert ok(zk_topics(cluster, "--create", "--topic", TOPIC, "--partitions", "3", "--replication-factor", "2",
+                        "--config", "retention.ms=86400000")) == [f"Created topic {TOPIC}."]
+    wait_for_full_isr(cluster, TOPIC)
+
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+    for i in range(30):
+        producer.produce(TOPIC, f"v-{i}".encode(), partition=i % 3)
+    assert producer.flush(60) == 0
+    received = consume(cluster, TOPIC, 3, 30)
+    assert sorted(v for values in received.values() for v in values) == sorted(f"v-{i}".encode() for i in range(30))
+
+    described = ok(zk_topics(cluster, "--describe", "--topic", TOPIC))
+    assert described == ok(bootstrap_topics(cluster, "--describe", "--topic", TOPIC))
+    assert described[0].startswith(f"Topic: {TOPIC}\tTopicId: ")
+    assert described[0].endswith("\tPartitionCount: 3\tReplicationFactor: 2\tConfigs: retention.ms=86400000")
+    assert TOPIC in ok(zk_topics(cluster, "--list"))
+    assert "already exists" in failed(zk_topics(cluster, "--create", "--topic", TOPIC, "--partitions", "1",
+                                                "--replication-factor", "1"))
+
+    assert ok(zk_topics(cluster, "--alter", "--topic", TOPIC, "--partitions", "4")) == []
+    wait_until(lambda: len(partition_states(cluster, TOPIC)) == 4, "the fourth partition")
+    wait_for_full_isr(cluster, TOPIC)
+    assert ok(zk_topics(cluster, "--describe", "--topic", TOPIC)) == \
+        ok(bootstrap_topics(cluster, "--describe", "--topic", TOPIC))
+
+    assert ok(zk_topics(cluster, "--delete", "--topic", TOPIC)) == [
+        f"Topic {TOPIC} is marked for deletion.",
+        "Note: This will have no impact if delete.topic.enable is not set to true."]
+    wait_until(lambda: TOPIC not in ok(bootstrap_topics(cluster, "--list")), "the topic's deletion")
+    assert TOPIC not in ok(zk_topics(cluster, "--list"))
+
+
+def test_zookeeper_and_bootstrap_exclude_each_other(cluster: Cluster) -> None:
+    assert "Only one of --bootstrap-server or --zookeeper" in failed(
+        run("topics", "--zookeeper", cluster.zk_connect, "--bootstrap-server", cluster.bootstrap, "--list"))

@@ -1,0 +1,98 @@
+"""`/metrics` of a real broker after confluent-kafka traffic: counters move by exactly what was sent."""
+
+from __future__ import annotations
+
+import re
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.integration.broker_process import BrokerProcess
+from tests.integration.groups_common import wait_until
+
+METRICS_URL = re.compile(r"Prometheus metrics on (http://\S+/metrics)")
+TOPIC = "metered"
+MESSAGES = 500
+VALUE = b"v" * 100
+
+
+@pytest.fixture
+def metered_broker(tmp_path: Path) -> Iterator[BrokerProcess]:
+    process = BrokerProcess(tmp_path, {"metrics.port": "0"}).start()
+    yield process
+    process.kill()
+
+
+def scrape(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    with urllib.request.urlopen(url, timeout=10) as answer:
+        text = answer.read().decode()
+    return {(sample.name, tuple(sorted(sample.labels.items()))): sample.value
+            for family in text_string_to_metric_families(text) for sample in family.samples}
+
+
+def test_counters_follow_produce_and_fetch(metered_broker: BrokerProcess) -> None:
+    url = METRICS_URL.search(metered_broker.log_text()).group(1)  # type: ignore[union-attr]
+    admin = AdminClient({"bootstrap.servers": metered_broker.bootstrap})
+    admin.create_topics([NewTopic(TOPIC, num_partitions=1, replication_factor=1)])[TOPIC].result(timeout=30)
+    before = scrape(url)
+    topic = (("topic", TOPIC),)
+    assert ("kafka_server_brokertopicmetrics_bytesin_total", topic) not in before
+
+    producer = Producer({"bootstrap.servers": metered_broker.bootstrap, "compression.type": "none", "linger.ms": 5})
+    for i in range(MESSAGES):
+        producer.produce(TOPIC, key=b"%04d" % i, value=VALUE)
+    assert producer.flush(30) == 0
+
+    consumer = Consumer({"bootstrap.servers": metered_broker.bootstrap, "group.id": "metered-readers",
+                         "enable.auto.commit": False, "enable.partition.eof": True})
+    consumer.assign([TopicPartition(TOPIC, 0, 0)])
+    received = 0
+    while True:
+        message = consumer.poll(10)
+        assert message is not None, "consumer timed out"
+        if message.error():
+            break
+        received += 1
+    consumer.close()
+    assert received == MESSAGES
+
+    after = scrape(url)
+    # Every appended byte is in the partition's only segment, and the consumer read each batch once.
+    log_bytes = (metered_broker.data_dir / "logs" / f"{TOPIC}-0" / "00000000000000000000.log").stat().st_size
+    assert after[("kafka_server_brokertopicmetrics_messagesin_total", topic)] == MESSAGES
+    assert after[("kafka_server_brokertopicmetrics_bytesin_total", topic)] == log_bytes
+    assert after[("kafka_server_brokertopicmetrics_bytesout_total", topic)] == log_bytes
+    for request in ("Produce", "Fetch", "Metadata", "CreateTopics"):
+        label = (("request", request),)
+        count = after[("kafka_network_requestmetrics_requests_total", label)]
+        assert count >= 1
+        assert after[("kafka_network_requestmetrics_totaltime_seconds_count", label)] == count
+    assert after[("kafka_network_requestmetrics_requests_total", (("request", "CreateTopics"),))] \
+        == before[("kafka_network_requestmetrics_requests_total", (("request", "CreateTopics"),))]
+    assert after[("kafka_controller_kafkacontroller_activecontrollercount", ())] == 1
+    assert after[("kafka_server_replicamanager_underreplicatedpartitions", ())] == 0
+    assert after[("kafka_coordinator_group_groupmetadatamanager_numgroups", ())] == 0
+    assert after[("kafka_controller_kafkacontroller_offlinepartitionscount", ())] == 0
+    assert after[("kafka_server_replicamanager_leadercount", ())] \
+        == after[("kafka_server_replicamanager_partitioncount", ())] >= 1
+
+    admin.delete_topics([TOPIC])[TOPIC].result(timeout=30)
+    wait_until(lambda: ("kafka_server_brokertopicmetrics_bytesin_total", topic) not in scrape(url),
+               "the deleted topic's series to go")
+
+
+def test_only_metrics_path_is_served(metered_broker: BrokerProcess) -> None:
+    url = METRICS_URL.search(metered_broker.log_text()).group(1)  # type: ignore[union-attr]
+    with pytest.raises(urllib.error.HTTPError) as raised:
+        urllib.request.urlopen(url.removesuffix("/metrics") + "/other", timeout=10)
+    assert raised.value.code == 404
+
+
+def test_metrics_off_by_default(broker: BrokerProcess) -> None:
+    assert METRICS_URL.search(broker.log_text()) is None
