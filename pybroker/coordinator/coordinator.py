@@ -729,6 +729,25 @@ class GroupCoordinator:
 
     # ------------------------------------------------------------------ loading
 
+    def unload(self, partition: int) -> list[Waiter]:
+        """Forget the groups of ``partition`` (this broker stopped leading it, Kafka's
+        onResignation); returns their pending JoinGroup/SyncGroup waiters, which must be
+        answered NOT_COORDINATOR so the members find the new coordinator."""
+        waiters: list[Waiter] = []
+        for group_id in [g for g in self.groups if self.partition_of(g) == partition]:
+            for member in self.groups.pop(group_id).members.values():
+                if member.join_waiter is not None:
+                    waiters.append(member.join_waiter[0])
+                if member.sync_waiter is not None:
+                    waiters.append(member.sync_waiter)
+        for producer_id in list(self.pending_txn_offsets):
+            kept = [e for e in self.pending_txn_offsets[producer_id] if self.partition_of(e.group_id) != partition]
+            if kept:
+                self.pending_txn_offsets[producer_id] = kept
+            else:
+                del self.pending_txn_offsets[producer_id]
+        return waiters
+
     def load(self, entries: Iterable[OffsetEntry | GroupEntry | PendingTxnOffset], now_ms: int) -> None:
         """Replay ``__consumer_offsets`` (oldest first) into groups; members must heartbeat again.
 

@@ -2,16 +2,17 @@
 
 Each request gets a future as its waiter. The coordinator's ``Outcome`` is applied in one step:
 first its records are persisted (an append to ``__consumer_offsets`` that the caller supplies),
-then the answers are delivered. So no member learns of a generation, an assignment or a commit
-that a restart could forget. If persisting fails, every answer of that outcome fails with
-``CoordinatorStorageError`` and the handlers turn it into COORDINATOR_NOT_AVAILABLE.
+then, once the in-sync replicas hold them (acks=-1, as Kafka appends coordinator records), the
+answers are delivered. So no member learns of a generation, an assignment or a commit that a
+restart or a failover could forget. If persisting or replicating fails, every answer of that
+outcome fails with ``CoordinatorStorageError`` and the handlers turn it into COORDINATOR_NOT_AVAILABLE.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable
 
 from pybroker.coordinator.coordinator import GroupCoordinator, Outcome
 from pybroker.coordinator.records import Record
@@ -20,7 +21,10 @@ log = logging.getLogger("pybroker.coordinator")
 
 MAX_TIMER_SLEEP_S = 1.0
 
-Persist = Callable[[int, list[Record]], None]
+Persist = Callable[[int, list[Record]], int]
+"""Append records to a partition of the internal topic; returns the offset just past them."""
+Replicated = Callable[[int, int], Awaitable[None]]
+"""Wait until the in-sync replicas of a partition hold everything before an offset."""
 Clock = Callable[[], int]
 
 
@@ -28,10 +32,17 @@ class CoordinatorStorageError(Exception):
     """Records of a coordinator outcome could not be appended to the internal topic."""
 
 
+class NotCoordinatorError(Exception):
+    """The group's partition of the internal topic moved to another broker while the request waited."""
+
+
 class CoordinatorRuntime:
-    def __init__(self, coordinator: GroupCoordinator, persist: Persist, clock: Clock) -> None:
+    def __init__(self, coordinator: GroupCoordinator, persist: Persist, clock: Clock,
+                 replicated: Replicated | None = None) -> None:
         self.coordinator = coordinator
         self._persist = persist
+        self._replicated = replicated
+        self._replicating: set[asyncio.Task[None]] = set()  # referenced so they are not collected early
         self._clock = clock
         self._wake = asyncio.Event()
 
@@ -45,20 +56,41 @@ class CoordinatorRuntime:
         by_partition: dict[int, list[Record]] = {}
         for partition, record in outcome.records:
             by_partition.setdefault(partition, []).append(record)
+        ends: dict[int, int] = {}
         try:
             for partition, records in by_partition.items():
-                self._persist(partition, records)
+                ends[partition] = self._persist(partition, records)
         except Exception as exc:
-            log.error("Could not persist group coordinator records: %s", exc)
-            for waiter, _ in outcome.replies:
-                if not waiter.done():
-                    waiter.set_exception(CoordinatorStorageError(str(exc)))
+            _fail(outcome.replies, exc)
             return
         finally:
             self._wake.set()
-        for waiter, response in outcome.replies:
-            if not waiter.done():
-                waiter.set_result(response)
+        if self._replicated is None or not ends:
+            _deliver(outcome.replies)
+        else:
+            task = asyncio.get_running_loop().create_task(self._deliver_when_replicated(ends, outcome.replies))
+            self._replicating.add(task)
+            task.add_done_callback(self._replicating.discard)
+
+    async def _deliver_when_replicated(self, ends: dict[int, int], replies: list[tuple[Any, Any]]) -> None:
+        assert self._replicated is not None
+        try:
+            await asyncio.gather(*(self._replicated(partition, end) for partition, end in ends.items()))
+        except Exception as exc:
+            _fail(replies, exc)
+            return
+        _deliver(replies)
+
+    def unload(self, partition: int) -> None:
+        """Drop ``partition``'s groups; their pending joins and syncs fail with NotCoordinatorError."""
+        for waiter in self.coordinator.unload(partition):
+            if isinstance(waiter, asyncio.Future) and not waiter.done():
+                waiter.set_exception(NotCoordinatorError(f"partition {partition} moved to another coordinator"))
+        self.wake()
+
+    def wake(self) -> None:
+        """Re-plan the timers now (new state was loaded or dropped)."""
+        self._wake.set()
 
     async def run_timers(self) -> None:
         """Call ``tick`` whenever a deadline passes; requests wake the loop to re-plan."""
@@ -76,3 +108,16 @@ class CoordinatorRuntime:
                 self.apply(self.coordinator.tick(self._clock()))
             except Exception:
                 log.exception("Group coordinator timer failed")
+
+
+def _deliver(replies: list[tuple[Any, Any]]) -> None:
+    for waiter, response in replies:
+        if not waiter.done():
+            waiter.set_result(response)
+
+
+def _fail(replies: list[tuple[Any, Any]], exc: Exception) -> None:
+    log.error("Could not persist group coordinator records: %s", exc)
+    for waiter, _ in replies:
+        if not waiter.done():
+            waiter.set_exception(CoordinatorStorageError(str(exc)))

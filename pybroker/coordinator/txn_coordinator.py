@@ -298,6 +298,15 @@ class TransactionCoordinator:
 
     # ------------------------------------------------------------------ loading
 
+    def unload(self, partition: int) -> list[Waiter]:
+        """Forget the transactional ids of ``partition``: another broker now coordinates them and
+        finishes their transactions from the replicated log. No request waits here beyond one
+        outcome, so there are no waiters to fail (the group runtime's protocol)."""
+        for transactional_id in [t for t in self.transactions if self.partition_of(t) == partition]:
+            del self.transactions[transactional_id]
+        self.coordinator_epochs.pop(partition, None)
+        return []
+
     def load(self, entries: Iterable[TxnEntry]) -> None:
         """Replay ``__transaction_state`` (oldest first); open and half-ended transactions are
         finished by the timers (timeout abort, marker resend)."""

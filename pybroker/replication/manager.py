@@ -59,6 +59,10 @@ class PartitionRole:
     controller_epoch: int
 
 
+LeadershipListener = Callable[[str, int, int, bool], None]
+"""``(topic, partition, leader_epoch, is_leader)``"""
+
+
 def _now_ms() -> int:
     return int(time.time() * 1000)
 
@@ -78,6 +82,9 @@ class ReplicaManager:
         self._fetcher_config: FetcherConfig | None = None
         self._endpoint_factory: Callable[[int, str, int], LeaderEndPoint] | None = None
         self._isr_tasks: set[asyncio.Task[None]] = set()
+        self.leadership_listeners: list[LeadershipListener] = []
+        """Called on each change of this broker's leadership of a partition (the coordinators
+        load and unload their internal-topic partitions, as Kafka's onElection/onResignation)."""
 
     def enable_fetching(self, config: FetcherConfig,
                         endpoint_factory: Callable[[int, str, int], LeaderEndPoint]) -> None:
@@ -122,11 +129,14 @@ class ReplicaManager:
                       replicas: tuple[int, ...], isr: tuple[int, ...], config: LogConfig,
                       min_insync_replicas: int, zk_version: int = 0, controller_epoch: int = 0) -> Partition:
         partition = self._hosted(topic, index, topic_id, config, min_insync_replicas, leader_epoch)
+        was_leader = partition.is_leader
         self._stop_fetching((topic, index))
         partition.controller_epoch = controller_epoch
         partition.make_leader(leader_epoch=leader_epoch, replicas=replicas, isr=isr, zk_version=zk_version,
                               now_ms=self._now_ms())
         self._wake((topic, index))
+        if not was_leader:
+            self._notify_leadership(topic, index, leader_epoch, is_leader=True)
         return partition
 
     def become_follower(self, role: PartitionRole, leader_address: tuple[str, int] | None, *, config: LogConfig,
@@ -134,11 +144,14 @@ class ReplicaManager:
         key = (role.topic, role.index)
         partition = self._hosted(role.topic, role.index, role.topic_id, config, min_insync_replicas,
                                  role.leader_epoch)
+        was_leader = partition.is_leader
         self._stop_fetching(key)
         partition.controller_epoch = role.controller_epoch
         partition.make_follower(leader_id=role.leader, leader_epoch=role.leader_epoch, replicas=role.replicas,
                                 isr=role.isr, zk_version=role.zk_version)
         self._wake(key)
+        if was_leader:
+            self._notify_leadership(role.topic, role.index, role.leader_epoch, is_leader=False)
         if leader_address is not None and role.leader >= 0:
             self._fetcher_for(role.leader, leader_address).add(key, role.leader_epoch)
         return partition
@@ -190,9 +203,18 @@ class ReplicaManager:
         key = (topic, index)
         self._stop_fetching(key)
         partition = self._partitions.pop(key, None)
+        if partition is not None and partition.is_leader:
+            self._notify_leadership(topic, index, partition.leader_epoch, is_leader=False)
         if partition is not None and delete:
             self.log_manager.delete_log(topic, index)
         self._wake(key)
+
+    def _notify_leadership(self, topic: str, index: int, leader_epoch: int, *, is_leader: bool) -> None:
+        for listener in self.leadership_listeners:
+            try:
+                listener(topic, index, leader_epoch, is_leader)
+            except Exception:
+                log.exception("Leadership listener failed for %s-%d", topic, index)
 
     def update_config(self, topic: str, config: LogConfig, min_insync_replicas: int) -> None:
         for (name, _), partition in self._partitions.items():

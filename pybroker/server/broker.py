@@ -20,6 +20,7 @@ from pybroker.replication.manager import ReplicaManager
 from pybroker.server.dispatcher import Dispatcher
 from pybroker.server.group_service import GroupService
 from pybroker.server.handlers import ALL_HANDLERS
+from pybroker.server.metrics import BrokerMetrics
 from pybroker.server.network import KafkaConnection
 from pybroker.server.topic_configs import TopicConfigs
 from pybroker.server.zk_mode import ZkMode
@@ -48,6 +49,9 @@ class Broker:
         self.zk_mode = ZkMode(self) if config["zookeeper.connect"] else None
         self.groups = GroupService(self, now_ms)
         self.txns = TxnService(self, now_ms)
+        self.replica_manager.leadership_listeners += [self.groups.on_leadership_change,
+                                                      self.txns.on_leadership_change]
+        self.metrics = BrokerMetrics(self)
         self.dispatcher = Dispatcher(self, ALL_HANDLERS)
         self._server: asyncio.base_events.Server | None = None
         self._connections: set[KafkaConnection] = set()
@@ -86,6 +90,8 @@ class Broker:
             self._schedule("log-cleaner", self.config["log.cleaner.backoff.ms"], self._clean)
         self._schedule("recovery-point-checkpoint", self.config["log.flush.offset.checkpoint.interval.ms"],
                        self._checkpoint)
+        if self.config["metrics.port"] >= 0:
+            await self.metrics.serve(self.config["metrics.host"], self.config["metrics.port"])
         log.info("[KafkaServer id=%d] started (cluster id %s), listening on %s:%d", self.broker_id,
                  metadata.cluster_id, self._bind[0], self.bound_port)
 
@@ -95,6 +101,7 @@ class Broker:
             await self.zk_mode.controlled_shutdown()
         for task in self._tasks:
             task.cancel()
+        await self.metrics.close()
         if self._server is not None:
             self._server.close()
         for connection in list(self._connections):
@@ -117,6 +124,7 @@ class Broker:
     def _on_topic_change(self, name: str, info: TopicInfo | None) -> None:
         if info is None:
             self.replica_manager.remove_topic(name)
+            self.metrics.remove_topic(name)
             return
         log_config = self.topic_configs.log_config(info.configs)
         min_isr = self.topic_configs.min_insync_replicas(info.configs)

@@ -1,8 +1,10 @@
 """The broker's group coordinator: the pure state machine, its runtime and ``__consumer_offsets``.
 
 The internal topic is created on first use (FindCoordinator, or any group request), compacted,
-with ``offsets.topic.num.partitions`` partitions. At start-up every partition this broker leads
-is replayed into the coordinator before the broker answers requests.
+with ``offsets.topic.num.partitions`` partitions. Whenever this broker becomes the leader of one
+of its partitions (at start-up, on creation, or after a failover) the partition is replayed into the
+coordinator before it answers for those groups; when it stops leading, the groups are dropped and
+their requests answered NOT_COORDINATOR (Kafka's GroupCoordinator.onElection/onResignation).
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ log = logging.getLogger("pybroker.coordinator")
 
 OFFSETS_TOPIC = "__consumer_offsets"
 LOAD_CHUNK_BYTES = 1 << 20
+OFFSETS_COMMIT_TIMEOUT_MS = 5000
+"""Kafka's ``offsets.commit.timeout.ms`` default: how long a coordinator write may wait for the ISR."""
 
 
 class GroupService:
@@ -42,14 +46,35 @@ class GroupService:
             offsets_retention_ms=config["offsets.retention.minutes"] * 60_000,
             offsets_retention_check_interval_ms=config["offsets.retention.check.interval.ms"],
         ))
-        self.runtime = CoordinatorRuntime(self.coordinator, self._persist, clock)
+        self.runtime = CoordinatorRuntime(self.coordinator, self._persist, clock, self._replicated)
         self._clock = clock
         self._creating: asyncio.Lock | None = None
+        self.loaded: set[int] = set()
+        """Partitions of the internal topic whose groups this broker coordinates."""
 
     def start(self) -> asyncio.Task[None]:
-        """Replay the internal topic, then run the coordinator's timers."""
-        self._load()
+        """Run the coordinator's timers (partitions are loaded as this broker becomes their leader)."""
         return asyncio.get_running_loop().create_task(self.runtime.run_timers(), name="group-coordinator")
+
+    def owns(self, group_id: str) -> bool:
+        return self.coordinator.partition_of(group_id) in self.loaded
+
+    def on_leadership_change(self, topic: str, partition: int, leader_epoch: int, is_leader: bool) -> None:
+        """The replica manager's listener: load or unload a partition of ``__consumer_offsets``."""
+        if topic != OFFSETS_TOPIC:
+            return
+        if not is_leader:
+            self.loaded.discard(partition)
+            self.runtime.unload(partition)
+            log.info("Unloaded the groups of %s-%d", OFFSETS_TOPIC, partition)
+            return
+        partition_log = self._broker.log_manager.get_log(OFFSETS_TOPIC, partition)
+        if partition_log is not None:
+            self.runtime.unload(partition)  # a stale copy from an earlier term
+            self.coordinator.load(replay(_chunks(partition_log)), self._clock())
+        self.loaded.add(partition)
+        count = sum(1 for g in self.coordinator.groups if self.coordinator.partition_of(g) == partition)
+        log.info("Loaded %d group(s) from %s-%d at leader epoch %d", count, OFFSETS_TOPIC, partition, leader_epoch)
 
     async def call(self, operation: Callable[[Any, int], Outcome]) -> Any:
         return await self.runtime.call(operation)
@@ -85,26 +110,15 @@ class GroupService:
         leader = info.partitions[partition].leader
         return leader if leader >= 0 else None
 
-    def _persist(self, partition: int, records: list[Record]) -> None:
+    def _persist(self, partition: int, records: list[Record]) -> int:
         batch = build_batch([RecordInput(key, value) for key, value in records])
-        self._broker.replica_manager.append(OFFSETS_TOPIC, partition, bytearray(batch), required_acks=-1,
-                                            now_ms=self._clock())
+        info = self._broker.replica_manager.append(OFFSETS_TOPIC, partition, bytearray(batch), required_acks=-1,
+                                                   now_ms=self._clock())
+        return info.last_offset + 1
 
-    def _load(self) -> None:
-        metadata = self._broker.metadata
-        assert metadata is not None
-        info = metadata.topic(OFFSETS_TOPIC)
-        if info is None:
-            return
-        loaded = 0
-        for index in sorted(info.partitions):
-            partition_log = self._broker.log_manager.get_log(OFFSETS_TOPIC, index)
-            if partition_log is None:
-                continue
-            self.coordinator.load(replay(_chunks(partition_log)), self._clock())
-            loaded += 1
-        log.info("Loaded %d group(s) from %d partition(s) of %s", len(self.coordinator.groups), loaded,
-                 OFFSETS_TOPIC)
+    async def _replicated(self, partition: int, end_offset: int) -> None:
+        await self._broker.replica_manager.wait_for_high_watermark(OFFSETS_TOPIC, partition, end_offset,
+                                                                   OFFSETS_COMMIT_TIMEOUT_MS / 1000)
 
 
 def _chunks(partition_log: PartitionLog) -> Iterator[bytes]:

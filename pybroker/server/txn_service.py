@@ -3,9 +3,11 @@ and the transaction markers.
 
 The internal topic is created on first use (FindCoordinator for a transactional id, or any
 transactional request), compacted, with ``transaction.state.log.num.partitions`` partitions.
-At start-up every partition this broker leads is replayed into the coordinator before the broker
-answers requests; transactions found open are then aborted when they time out, and those found
-in PrepareCommit/PrepareAbort get their markers again (RECORDS.md §4).
+Whenever this broker becomes the leader of one of its partitions (at start-up, on creation, or
+after a failover) the partition is replayed into the coordinator, with the new leader epoch as the
+coordinator epoch; transactions found open are then aborted when they time out, and those found
+in PrepareCommit/PrepareAbort get their markers again (RECORDS.md §4). When it stops leading, the
+partition's transactional ids are dropped and answered NOT_COORDINATOR.
 
 Markers are written here, to partitions this broker leads (the single-broker case; WriteTxnMarkers
 uses the same path when another coordinator sends them). A marker reaching a partition of
@@ -52,11 +54,34 @@ class TxnService:
         self.runtime = TxnRuntime(self.coordinator, self._persist, self.write_markers, clock)
         self._creating: asyncio.Lock | None = None
         self._verify = config["transaction.partition.verification.enable"]
+        self.loaded: set[int] = set()
+        """Partitions of the internal topic whose transactional ids this broker coordinates."""
 
     def start(self) -> asyncio.Task[None]:
-        """Replay the internal topic, then run the coordinator's timers."""
-        self._load()
+        """Run the coordinator's timers (partitions are loaded as this broker becomes their leader)."""
         return asyncio.get_running_loop().create_task(self.runtime.run_timers(), name="txn-coordinator")
+
+    def owns(self, transactional_id: str) -> bool:
+        return self.coordinator.partition_of(transactional_id) in self.loaded
+
+    def on_leadership_change(self, topic: str, partition: int, leader_epoch: int, is_leader: bool) -> None:
+        """The replica manager's listener: load or unload a partition of ``__transaction_state``."""
+        if topic != TXN_TOPIC:
+            return
+        self.loaded.discard(partition)
+        self.runtime.unload(partition)
+        if not is_leader:
+            log.info("Unloaded the transactional ids of %s-%d", TXN_TOPIC, partition)
+            return
+        self.coordinator.coordinator_epochs[partition] = leader_epoch
+        partition_log = self._broker.log_manager.get_log(TXN_TOPIC, partition)
+        if partition_log is not None:
+            self.coordinator.load(_replay(_chunks(partition_log)))
+        self.loaded.add(partition)
+        self.runtime.wake()
+        count = sum(1 for t in self.coordinator.transactions if self.coordinator.partition_of(t) == partition)
+        log.info("Loaded %d transactional id(s) from %s-%d at coordinator epoch %d", count, TXN_TOPIC, partition,
+                 leader_epoch)
 
     async def call(self, operation: Callable[[Any, int], TxnOutcome]) -> Any:
         """Run one coordinator operation, creating the internal topic first if needed."""
@@ -84,7 +109,6 @@ class TxnService:
             })
             log.info("Created internal topic %s with %d partitions", TXN_TOPIC,
                      config["transaction.state.log.num.partitions"])
-            self._refresh_coordinator_epochs()
 
     def coordinator_node(self, transactional_id: str) -> int | None:
         """The broker leading the transactional id's partition of ``__transaction_state``."""
@@ -106,6 +130,11 @@ class TxnService:
         failed = {tp: code for tp, code in results.items() if code is not ErrorCode.NONE}
         if failed:
             log.warning("Markers of transaction %s not written yet: %s", marker.transactional_id, failed)
+        remote = [tp for tp, code in failed.items() if code is ErrorCode.NOT_LEADER_OR_FOLLOWER]
+        if remote:
+            log.error("Transaction %s spans partitions led by other brokers (%s): sending markers to other "
+                      "brokers is not supported yet; its markers are retried until this broker leads them",
+                      marker.transactional_id, remote)
         return not failed
 
     def write_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool,
@@ -171,35 +200,11 @@ class TxnService:
 
     # ------------------------------------------------------------------ storage
 
-    def _persist(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> None:
+    def _persist(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> int:
         batch = build_batch([RecordInput(key, value) for key, value in records])
-        self._broker.replica_manager.append(TXN_TOPIC, partition, bytearray(batch), required_acks=-1,
-                                            now_ms=self._clock())
-
-    def _refresh_coordinator_epochs(self) -> None:
-        metadata = self._broker.metadata
-        info = metadata.topic(TXN_TOPIC) if metadata is not None else None
-        if info is not None:
-            self.coordinator.coordinator_epochs = {index: p.leader_epoch for index, p in info.partitions.items()}
-
-    def _load(self) -> None:
-        metadata = self._broker.metadata
-        assert metadata is not None
-        info = metadata.topic(TXN_TOPIC)
-        if info is None:
-            return
-        self._refresh_coordinator_epochs()
-        loaded = 0
-        for index in sorted(info.partitions):
-            if info.partitions[index].leader != self._broker.broker_id:
-                continue  # another broker coordinates these transactional ids
-            partition_log = self._broker.log_manager.get_log(TXN_TOPIC, index)
-            if partition_log is None:
-                continue
-            self.coordinator.load(_replay(_chunks(partition_log)))
-            loaded += 1
-        log.info("Loaded %d transactional id(s) from %d partition(s) of %s", len(self.coordinator.transactions),
-                 loaded, TXN_TOPIC)
+        info = self._broker.replica_manager.append(TXN_TOPIC, partition, bytearray(batch), required_acks=-1,
+                                                   now_ms=self._clock())
+        return info.last_offset + 1
 
 
 def _replay(chunks: Iterable[bytes]) -> Iterator[TxnEntry]:

@@ -7,10 +7,10 @@ group coordinator through its runtime; the coordinator decides everything else.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from pybroker.coordinator.coordinator import JoinRequest, join_error
-from pybroker.coordinator.runtime import CoordinatorStorageError
+from pybroker.coordinator.runtime import CoordinatorStorageError, NotCoordinatorError
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.messages import (
@@ -40,13 +40,18 @@ KEY_TYPE_TRANSACTION = 1
 FIRST_BATCHED_FIND_VERSION = 4
 
 
-async def coordinate(ctx: RequestContext, operation: Callable[[Any, int], Any],
+async def coordinate(ctx: RequestContext, group_ids: Iterable[str], operation: Callable[[Any, int], Any],
                      on_error: Callable[[ErrorCode], Any]) -> Any:
-    """Run one coordinator operation; storage or topic-creation failures become COORDINATOR_NOT_AVAILABLE."""
+    """Run one coordinator operation on ``group_ids``: NOT_COORDINATOR unless this broker has loaded
+    their partitions; storage or topic-creation failures become COORDINATOR_NOT_AVAILABLE."""
     service = ctx.broker.groups
     try:
         await service.ensure_offsets_topic()
+        if not all(service.owns(group_id) for group_id in group_ids):
+            return on_error(ErrorCode.NOT_COORDINATOR)
         return await service.call(operation)
+    except NotCoordinatorError:
+        return on_error(ErrorCode.NOT_COORDINATOR)
     except CoordinatorStorageError:
         return on_error(ErrorCode.COORDINATOR_NOT_AVAILABLE)
     except Exception as exc:
@@ -101,34 +106,40 @@ async def _find_one(ctx: RequestContext, key: str, key_type: int) -> FindCoordin
 @api(ApiKey.JOIN_GROUP, 0, 9)
 async def join_group(ctx: RequestContext, request: JoinGroupRequest) -> JoinGroupResponse:
     join = JoinRequest(request, ctx.api_version, ctx.client_id or "", client_host(ctx))
-    return await coordinate(ctx, lambda waiter, now: ctx.broker.groups.coordinator.join_group(waiter, join, now),
+    coordinator = ctx.broker.groups.coordinator
+    return await coordinate(ctx, [request.group_id], lambda waiter, now: coordinator.join_group(waiter, join, now),
                             lambda code: join_error(code, request.member_id, ctx.api_version))
 
 
 @api(ApiKey.SYNC_GROUP, 0, 5)
 async def sync_group(ctx: RequestContext, request: SyncGroupRequest) -> SyncGroupResponse:
-    return await coordinate(ctx, lambda waiter, now: ctx.broker.groups.coordinator.sync_group(waiter, request, now),
+    coordinator = ctx.broker.groups.coordinator
+    return await coordinate(ctx, [request.group_id], lambda waiter, now: coordinator.sync_group(waiter, request, now),
                             lambda code: SyncGroupResponse(error_code=code))
 
 
 @api(ApiKey.HEARTBEAT, 0, 4)
 async def heartbeat(ctx: RequestContext, request: HeartbeatRequest) -> HeartbeatResponse:
-    return await coordinate(ctx, lambda waiter, now: ctx.broker.groups.coordinator.heartbeat(waiter, request, now),
+    coordinator = ctx.broker.groups.coordinator
+    return await coordinate(ctx, [request.group_id], lambda waiter, now: coordinator.heartbeat(waiter, request, now),
                             lambda code: HeartbeatResponse(error_code=code))
 
 
 @api(ApiKey.LEAVE_GROUP, 0, 5)
 async def leave_group(ctx: RequestContext, request: LeaveGroupRequest) -> LeaveGroupResponse:
     coordinator = ctx.broker.groups.coordinator
-    return await coordinate(ctx, lambda waiter, now: coordinator.leave_group(waiter, request, ctx.api_version, now),
+    return await coordinate(ctx, [request.group_id],
+                            lambda waiter, now: coordinator.leave_group(waiter, request, ctx.api_version, now),
                             lambda code: LeaveGroupResponse(error_code=code))
 
 
 @api(ApiKey.DESCRIBE_GROUPS, 0, 5)
 async def describe_groups(ctx: RequestContext, request: DescribeGroupsRequest) -> DescribeGroupsResponse:
-    coordinator = ctx.broker.groups.coordinator
+    service = ctx.broker.groups
     return DescribeGroupsResponse(groups=[
-        coordinator.describe_group(group_id, ctx.api_version, request.include_authorized_operations)
+        service.coordinator.describe_group(group_id, ctx.api_version, request.include_authorized_operations)
+        if service.owns(group_id) else
+        DescribeGroupsResponse.DescribedGroup(error_code=ErrorCode.NOT_COORDINATOR, group_id=group_id)
         for group_id in request.groups])
 
 
@@ -146,5 +157,6 @@ async def delete_groups(ctx: RequestContext, request: DeleteGroupsRequest) -> De
         return DeleteGroupsResponse(results=[DeleteGroupsResponse.DeletableGroupResult(group_id=g, error_code=code)
                                              for g in request.groups_names])
 
-    return await coordinate(ctx, lambda waiter, now: coordinator.delete_groups(waiter, request.groups_names, now),
+    return await coordinate(ctx, request.groups_names,
+                            lambda waiter, now: coordinator.delete_groups(waiter, request.groups_names, now),
                             failed)

@@ -62,7 +62,7 @@ async def offset_commit(ctx: RequestContext, request: OffsetCommitRequest) -> Of
                 partition_index=p.partition_index, error_code=code) for p in t.partitions]) for t in known_topics])
 
     answered: OffsetCommitResponse = await coordinate(
-        ctx, lambda waiter, now: coordinator.commit_offsets(waiter, known_request, now), failed)
+        ctx, [request.group_id], lambda waiter, now: coordinator.commit_offsets(waiter, known_request, now), failed)
     return OffsetCommitResponse(topics=_merge(request.topics, answered.topics,
                                               OffsetCommitResponse.OffsetCommitResponseTopic,
                                               OffsetCommitResponse.OffsetCommitResponsePartition))
@@ -70,14 +70,19 @@ async def offset_commit(ctx: RequestContext, request: OffsetCommitRequest) -> Of
 
 @api(ApiKey.OFFSET_FETCH, 1, 9)
 async def offset_fetch(ctx: RequestContext, request: OffsetFetchRequest) -> OffsetFetchResponse:
-    await ctx.broker.groups.ensure_offsets_topic()
-    coordinator = ctx.broker.groups.coordinator
+    service = ctx.broker.groups
+    await service.ensure_offsets_topic()
+    coordinator = service.coordinator
     if ctx.api_version >= FIRST_BATCHED_FETCH_VERSION:
         return OffsetFetchResponse(groups=[OffsetFetchResponse.OffsetFetchResponseGroup(
             group_id=group.group_id,
             topics=_fetched(coordinator, group.group_id, group.topics, OffsetFetchResponse.OffsetFetchResponseTopics,
                             OffsetFetchResponse.OffsetFetchResponsePartitions, request.require_stable))
+            if service.owns(group.group_id) else
+            OffsetFetchResponse.OffsetFetchResponseGroup(group_id=group.group_id, error_code=ErrorCode.NOT_COORDINATOR)
             for group in request.groups])
+    if not service.owns(request.group_id):
+        return OffsetFetchResponse(error_code=ErrorCode.NOT_COORDINATOR)
     return OffsetFetchResponse(error_code=0, topics=_fetched(
         coordinator, request.group_id, request.topics, OffsetFetchResponse.OffsetFetchResponseTopic,
         OffsetFetchResponse.OffsetFetchResponsePartition, request.require_stable))
@@ -102,7 +107,7 @@ async def offset_delete(ctx: RequestContext, request: OffsetDeleteRequest) -> Of
     known_request = dataclasses.replace(request, topics=known_topics)
     coordinator = ctx.broker.groups.coordinator
     answered: OffsetDeleteResponse = await coordinate(
-        ctx, lambda waiter, now: coordinator.delete_offsets(waiter, known_request, now),
+        ctx, [request.group_id], lambda waiter, now: coordinator.delete_offsets(waiter, known_request, now),
         lambda code: OffsetDeleteResponse(error_code=code))
     if answered.error_code:
         return answered

@@ -58,7 +58,7 @@ async def txn_call(ctx: RequestContext, transactional_id: str, operation: Callab
         return ErrorCode.INVALID_REQUEST
     try:
         await service.ensure_txn_topic()
-        if service.coordinator_node(transactional_id) != ctx.broker.broker_id:
+        if not service.owns(transactional_id):
             return ErrorCode.NOT_COORDINATOR
         return await service.call(operation)
     except CoordinatorStorageError:
@@ -148,7 +148,7 @@ async def txn_offset_commit(ctx: RequestContext, request: TxnOffsetCommitRequest
     groups = ctx.broker.groups
     try:
         await groups.ensure_offsets_topic()
-        if groups.coordinator_node(groups.coordinator.partition_of(request.group_id)) != ctx.broker.broker_id:
+        if not groups.owns(request.group_id):
             codes = {tp: ErrorCode.NOT_COORDINATOR for tp in wanted}
         else:
             codes = ctx.broker.txns.commit_offsets(request)

@@ -419,3 +419,12 @@ def test_replaying_persisted_records_restores_offsets_and_membership(coordinator
     assert heartbeat(restored, 1001, ids[0], generation) == ErrorCode.NONE
     restored.tick(1000 + SESSION_MS)
     assert restored.groups[GROUP].state is GroupState.PREPARING_REBALANCE  # silent restored members expire
+
+
+def test_unload_drops_the_partitions_groups_and_returns_their_pending_waiters(coordinator):
+    other = next(g for g in ("a", "b", "c", "d", "e") if coordinator.partition_of(g) != coordinator.partition_of(GROUP))
+    commit(coordinator, 0, group=other)
+    waiter, _ = join(coordinator, 0, version=3)  # waits out the initial rebalance delay
+    waiters = coordinator.unload(coordinator.partition_of(GROUP))
+    assert waiters == [waiter]
+    assert GROUP not in coordinator.groups and other in coordinator.groups

@@ -280,3 +280,12 @@ def test_transactional_offsets_are_pending_until_the_commit_marker():
     assert not groups.pending_txn_partitions("g")
     [(_, [(_, committed)])] = groups.fetch_offsets("g", [("in", [0])])
     assert committed is not None and committed.offset == 42
+
+
+def test_unload_forgets_the_partitions_transactional_ids_and_their_coordinator_epoch():
+    coordinator, _, _ = started()
+    partition = coordinator.partition_of(TXN)
+    coordinator.coordinator_epochs[partition] = 3
+    assert coordinator.unload(partition + 1) == [] and TXN in coordinator.transactions
+    coordinator.unload(partition)
+    assert TXN not in coordinator.transactions and partition not in coordinator.coordinator_epochs
