@@ -82,6 +82,9 @@ class ReplicaManager:
         self._fetcher_config: FetcherConfig | None = None
         self._endpoint_factory: Callable[[int, str, int], LeaderEndPoint] | None = None
         self._isr_tasks: set[asyncio.Task[None]] = set()
+        self.isr_shrinks = 0
+        self.isr_expands = 0
+        """ISR changes this broker made as a leader (Kafka's IsrShrinksPerSec / IsrExpandsPerSec)."""
         self.leadership_listeners: list[LeadershipListener] = []
         """Called on each change of this broker's leadership of a partition (the coordinators
         load and unload their internal-topic partitions, as Kafka's onElection/onResignation)."""
@@ -290,6 +293,10 @@ class ReplicaManager:
         if new_version is None or not partition.is_leader or partition.leader_epoch != epoch:
             return
         log.info("ISR of %s-%d is now %s", partition.topic, partition.index, list(isr))
+        if len(isr) < len(partition.isr):
+            self.isr_shrinks += 1
+        else:
+            self.isr_expands += 1
         partition.isr, partition.zk_version = isr, new_version
         partition.maybe_advance_high_watermark()
         self._wake((partition.topic, partition.index))

@@ -20,7 +20,7 @@ import time
 from typing import TYPE_CHECKING, Iterable
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from pybroker.coordinator.group import GroupState
@@ -162,6 +162,10 @@ class _StateCollector(Collector):
         yield _gauge("kafka_server_replicamanager_partitioncount", "Partitions hosted here.",
                      sum(1 for _ in broker.replica_manager.partitions()))
         yield _gauge("kafka_server_replicamanager_leadercount", "Partitions led here.", len(leaders))
+        yield CounterMetricFamily("kafka_server_replicamanager_isrshrinks", "ISR shrinks made by this leader.",
+                                  value=broker.replica_manager.isr_shrinks)
+        yield CounterMetricFamily("kafka_server_replicamanager_isrexpands", "ISR expansions made by this leader.",
+                                  value=broker.replica_manager.isr_expands)
         active = self._is_active_controller()
         yield _gauge("kafka_controller_kafkacontroller_activecontrollercount",
                      "1 on the broker that is the active controller, else 0.", int(active))

@@ -8,8 +8,10 @@ figures (throughput, failover time) are printed: run with -s to see them.
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
+import urllib.request
 from collections import defaultdict
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
@@ -18,6 +20,7 @@ from kafka import KafkaProducer
 from kazoo.client import KazooClient
 
 from tests.cluster.conftest import Cluster
+from tests.integration.broker_process import BrokerProcess
 from tests.integration.groups_common import wait_until
 
 PartitionState = tuple[int, list[int], list[int]]  # leader, replicas, isr
@@ -183,9 +186,20 @@ def test_leader_sigkill_loses_no_acknowledged_message_and_the_old_leader_catches
     # Every acknowledged message once, in the order it was acknowledged.
     assert consume(cluster, "failover", 1, producer.acked_count) == producer.acked
 
-    # The old leader returns as a follower, drops what was never acknowledged, catches up and rejoins the ISR.
+    # The old leader returns as a follower, drops what was never acknowledged, catches up and rejoins the ISR,
+    # which the new leader counts as an ISR expansion in its metrics.
+    expands_before = isr_expands(cluster.brokers[new_leader])
     cluster.brokers[leader].start()
     wait_for_full_isr(cluster, "failover")
+    assert isr_expands(cluster.brokers[new_leader]) > expands_before
+
+
+def isr_expands(broker: BrokerProcess) -> float:
+    """The broker's kafka_server_replicamanager_isrexpands_total, scraped from its /metrics endpoint."""
+    url = re.findall(r"Prometheus metrics on (http://\S+/metrics)", broker.log_text())[-1]
+    with urllib.request.urlopen(url, timeout=10) as response:
+        text = response.read().decode()
+    return float(re.search(r"^kafka_server_replicamanager_isrexpands_total (\S+)$", text, re.M).group(1))
 
 
 def test_a_new_controller_takes_over_when_the_controller_is_killed(cluster: Cluster) -> None:
