@@ -10,6 +10,7 @@ import struct
 import subprocess
 import sys
 import time
+from abc import ABC, abstractmethod
 from pathlib import Path
 
 HOST = "127.0.0.1"
@@ -46,7 +47,7 @@ def find_tansu(explicit: str | None) -> Path:
     return Path(spec.origin).parent / "bin" / "tansu"
 
 
-class BrokerProcess:
+class BrokerProcess(ABC):
     """A broker child in its own session with its output in `<workdir>/<name>.log`."""
 
     name = "broker"
@@ -61,8 +62,9 @@ class BrokerProcess:
     def bootstrap(self) -> str:
         return f"{HOST}:{self.port}"
 
+    @abstractmethod
     def command(self) -> list[str]:
-        raise NotImplementedError
+        """The broker's command line."""
 
     def start(self, timeout: float = 60.0) -> float:
         """Spawn the broker and wait until it answers ApiVersions; return the seconds that took."""

@@ -19,7 +19,7 @@ import mmap
 import os
 import struct
 import sys
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Iterator, Sequence
 
@@ -102,15 +102,13 @@ def dump_log(path: str, *, deep: bool, print_data: bool) -> None:
     print(f"Log starting offset: {base_offset_of(path)}")
     with mapped(path) as data:
         valid_bytes = 0
-        try:
+        with suppress(CorruptRecordError):  # a corrupt tail ends the walk; reported below as invalid bytes
             for batch in iter_batches(data):
                 print(batch_line(batch))
                 if deep:
                     for line in record_lines(batch, print_data):
                         print(line)
                 valid_bytes = batch.position + batch.size
-        except CorruptRecordError:
-            pass
         if valid_bytes < len(data):
             print(f"Found {len(data) - valid_bytes} invalid bytes at the end of {os.path.basename(path)}")
 

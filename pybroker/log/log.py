@@ -32,6 +32,7 @@ import shutil
 import uuid
 from bisect import bisect_right
 from dataclasses import dataclass
+from typing import Iterator
 
 from pybroker.log.checkpoint import PartitionMetadataFile, fsync_dir
 from pybroker.log.config import LogConfig
@@ -60,6 +61,7 @@ from pybroker.records.batch import (
     BatchHeader,
     RecordBatch,
     increment_sequence,
+    iter_batches,
     set_base_offset,
     set_log_append_time,
     set_partition_leader_epoch,
@@ -385,6 +387,28 @@ class PartitionLog:
 
     def _floor_segment_index(self, offset: int) -> int:
         return max(0, bisect_right([s.base_offset for s in self._segments], offset) - 1)
+
+    def read_from_start(self, chunk_bytes: int = 1 << 20) -> Iterator[bytes]:
+        """Whole batches from the log start to its end, at most ``chunk_bytes`` (one segment) at a time.
+
+        For replaying internal topics at start-up and on election; stops, with one log line, at a
+        chunk that holds no complete batch rather than looping on it.
+        """
+        offset = self.log_start_offset
+        while offset < self.log_end_offset:
+            info = self.read(offset, chunk_bytes)
+            if info.slices is None:
+                return
+            data = info.slices.read()
+            next_offset = offset
+            for batch in iter_batches(data):
+                next_offset = batch.next_offset
+            if next_offset <= offset:
+                logger.warning("Stopped reading %s-%d at offset %d: no complete batch", self._topic, self._partition,
+                               offset)
+                return
+            yield data
+            offset = next_offset
 
     def read(self, fetch_offset: int, max_bytes: int, *, max_offset: int | None = None,
              min_one_batch: bool = True) -> FetchInfo:

@@ -41,13 +41,17 @@ class Dispatcher:
         request = handler.request_class.decode(frame[body_offset:], version)
         context = RequestContext(self._broker, version, header.correlation_id, header.client_id, peer,
                                  int(time.time() * 1000))
-        started = time.perf_counter()
-        try:
+        metrics = self._broker.metrics
+        if metrics is None:
             response = await handler.handle(context, request)
-        finally:
-            self._broker.metrics.observe_request(key, started)
-        if key == ApiKey.FETCH and response is not None:
-            self._broker.metrics.record_fetch(version, request, response)
+        else:
+            started = time.perf_counter()
+            try:
+                response = await handler.handle(context, request)
+            finally:
+                metrics.observe_request(key, started)
+            if key == ApiKey.FETCH and response is not None:
+                metrics.record_fetch(version, request, response)
         if response is None:
             return None
         return encode_response_parts(header.correlation_id, key, version, response)

@@ -11,15 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable
 
-from pybroker.common.topic import TopicPartition
 from pybroker.coordinator.coordinator import GroupConfig, GroupCoordinator, Outcome
 from pybroker.coordinator.loader import replay
 from pybroker.coordinator.records import Record
 from pybroker.coordinator.runtime import CoordinatorRuntime
-from pybroker.log.log import PartitionLog
-from pybroker.records import RecordInput, build_batch, iter_batches
+from pybroker.records import RecordInput, build_batch
 
 if TYPE_CHECKING:
     from pybroker.server.broker import Broker
@@ -27,7 +25,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("pybroker.coordinator")
 
 OFFSETS_TOPIC = "__consumer_offsets"
-LOAD_CHUNK_BYTES = 1 << 20
 OFFSETS_COMMIT_TIMEOUT_MS = 5000
 """Kafka's ``offsets.commit.timeout.ms`` default: how long a coordinator write may wait for the ISR."""
 
@@ -71,7 +68,7 @@ class GroupService:
         partition_log = self._broker.log_manager.get_log(OFFSETS_TOPIC, partition)
         if partition_log is not None:
             self.runtime.unload(partition)  # a stale copy from an earlier term
-            self.coordinator.load(replay(_chunks(partition_log)), self._clock())
+            self.coordinator.load(replay(partition_log.read_from_start()), self._clock())
         self.loaded.add(partition)
         count = sum(1 for g in self.coordinator.groups if self.coordinator.partition_of(g) == partition)
         log.info("Loaded %d group(s) from %s-%d at leader epoch %d", count, OFFSETS_TOPIC, partition, leader_epoch)
@@ -119,22 +116,3 @@ class GroupService:
     async def _replicated(self, partition: int, end_offset: int) -> None:
         await self._broker.replica_manager.wait_for_high_watermark(OFFSETS_TOPIC, partition, end_offset,
                                                                    OFFSETS_COMMIT_TIMEOUT_MS / 1000)
-
-
-def _chunks(partition_log: PartitionLog) -> Iterator[bytes]:
-    """The log's batches from its start to its end, a segment read at a time."""
-    offset = partition_log.log_start_offset
-    while offset < partition_log.log_end_offset:
-        info = partition_log.read(offset, LOAD_CHUNK_BYTES)
-        if info.slices is None:
-            return
-        data = info.slices.read()
-        next_offset = offset
-        for batch in iter_batches(data):
-            next_offset = batch.next_offset
-        if next_offset <= offset:
-            log.warning("Stopped loading %s at offset %d: no complete batch",
-                        TopicPartition(OFFSETS_TOPIC, partition_log.partition), offset)
-            return
-        yield data
-        offset = next_offset

@@ -29,7 +29,7 @@ from pybroker.protocol.messages import TxnOffsetCommitRequest
 from pybroker.records import RecordInput, build_batch, build_end_txn_marker, iter_batches
 from pybroker.replication.errors import UnknownPartitionError
 from pybroker.server.error_mapping import error_code_for
-from pybroker.server.group_service import OFFSETS_TOPIC, _chunks
+from pybroker.server.group_service import OFFSETS_TOPIC
 
 if TYPE_CHECKING:
     from pybroker.server.broker import Broker
@@ -76,7 +76,7 @@ class TxnService:
         self.coordinator.coordinator_epochs[partition] = leader_epoch
         partition_log = self._broker.log_manager.get_log(TXN_TOPIC, partition)
         if partition_log is not None:
-            self.coordinator.load(_replay(_chunks(partition_log)))
+            self.coordinator.load(_replay(partition_log.read_from_start()))
         self.loaded.add(partition)
         self.runtime.wake()
         count = sum(1 for t in self.coordinator.transactions if self.coordinator.partition_of(t) == partition)

@@ -95,7 +95,8 @@ def _produce_partition(ctx: RequestContext, request: ProduceRequest, topic: str,
                 return _error(data.index, code, f"{topic}-{data.index} is not part of the producer's transaction")
         info = ctx.broker.replica_manager.append(topic, data.index, bytearray(records),
                                                  required_acks=request.acks, now_ms=ctx.now_ms)
-        ctx.broker.metrics.record_produce(topic, batch.size, batch.records_count)
+        if ctx.broker.metrics is not None:
+            ctx.broker.metrics.record_produce(topic, batch.size, batch.records_count)
     except InvalidRecordError as exc:
         return _error(data.index, ErrorCode.INVALID_RECORD, str(exc))
     except Exception as exc:
