@@ -61,12 +61,12 @@ class CoordinatorRuntime:
             for partition, records in by_partition.items():
                 ends[partition] = self._persist(partition, records)
         except Exception as exc:
-            _fail(outcome.replies, exc)
+            fail(outcome.replies, exc)
             return
         finally:
             self._wake.set()
         if self._replicated is None or not ends:
-            _deliver(outcome.replies)
+            deliver(outcome.replies)
         else:
             task = asyncio.get_running_loop().create_task(self._deliver_when_replicated(ends, outcome.replies))
             self._replicating.add(task)
@@ -77,9 +77,9 @@ class CoordinatorRuntime:
         try:
             await asyncio.gather(*(self._replicated(partition, end) for partition, end in ends.items()))
         except Exception as exc:
-            _fail(replies, exc)
+            fail(replies, exc)
             return
-        _deliver(replies)
+        deliver(replies)
 
     def unload(self, partition: int) -> None:
         """Drop ``partition``'s groups; their pending joins and syncs fail with NotCoordinatorError."""
@@ -110,14 +110,14 @@ class CoordinatorRuntime:
                 log.exception("Group coordinator timer failed")
 
 
-def _deliver(replies: list[tuple[Any, Any]]) -> None:
+def deliver(replies: list[tuple[Any, Any]]) -> None:
     for waiter, response in replies:
         if not waiter.done():
             waiter.set_result(response)
 
 
-def _fail(replies: list[tuple[Any, Any]], exc: Exception) -> None:
-    log.error("Could not persist group coordinator records: %s", exc)
+def fail(replies: list[tuple[Any, Any]], exc: Exception) -> None:
+    log.error("Could not persist or replicate coordinator records: %s", exc)
     for waiter, _ in replies:
         if not waiter.done():
             waiter.set_exception(CoordinatorStorageError(str(exc)))

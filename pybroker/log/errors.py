@@ -92,3 +92,8 @@ class InvalidProducerEpochError(ProducerStateError):
 
 class UnknownProducerIdError(ProducerStateError):
     """The producer's state was removed (retention/expiry) and it did not restart at seq 0."""
+
+
+class TransactionCoordinatorFencedError(ProducerStateError):
+    """A COMMIT/ABORT marker from a coordinator epoch older than one already seen for the producer:
+    a coordinator that lost its partition of ``__transaction_state`` still sending markers."""

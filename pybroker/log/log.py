@@ -41,6 +41,7 @@ from pybroker.log.errors import (
     LogClosedError,
     LogError,
     OffsetOutOfRangeError,
+    TransactionCoordinatorFencedError,
     UnexpectedAppendOffsetError,
 )
 from pybroker.log.file_slice import FileSlice
@@ -277,6 +278,11 @@ class PartitionLog:
                 raise InvalidProducerEpochError(
                     f"Batch of producer {h.producer_id} has epoch {h.producer_epoch}, "
                     f"older than the current epoch {entry.epoch}")
+            marker = _marker_of(rb) if rb.is_control else None
+            if entry is not None and marker is not None and marker[1] < entry.coordinator_epoch:
+                raise TransactionCoordinatorFencedError(
+                    f"Marker of producer {h.producer_id} comes from coordinator epoch {marker[1]}, "
+                    f"older than coordinator epoch {entry.coordinator_epoch} seen before")
         if idempotent:
             check = self.producer_state.check_and_prepare(h.producer_id, h.producer_epoch,
                                                           h.base_sequence, last_seq)

@@ -110,6 +110,7 @@ class Broker:
             connection.close()
         if self._server is not None:
             await self._server.wait_closed()
+        await self.txns.close()
         if self.zk_mode is not None:
             await self.zk_mode.stop()
         self.log_manager.shutdown()

@@ -22,6 +22,7 @@ _CODES: list[tuple[type[BaseException], ErrorCode]] = [
     (log_errors.OutOfOrderSequenceError, ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER),
     (log_errors.InvalidProducerEpochError, ErrorCode.INVALID_PRODUCER_EPOCH),
     (log_errors.UnknownProducerIdError, ErrorCode.UNKNOWN_PRODUCER_ID),
+    (log_errors.TransactionCoordinatorFencedError, ErrorCode.TRANSACTION_COORDINATOR_FENCED),
     (log_errors.LogError, ErrorCode.KAFKA_STORAGE_ERROR),
     (replication.UnknownPartitionError, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
     (replication.NotLeaderError, ErrorCode.NOT_LEADER_OR_FOLLOWER),

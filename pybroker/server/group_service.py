@@ -25,8 +25,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("pybroker.coordinator")
 
 OFFSETS_TOPIC = "__consumer_offsets"
-OFFSETS_COMMIT_TIMEOUT_MS = 5000
-"""Kafka's ``offsets.commit.timeout.ms`` default: how long a coordinator write may wait for the ISR."""
 
 
 class GroupService:
@@ -45,6 +43,7 @@ class GroupService:
         ))
         self.runtime = CoordinatorRuntime(self.coordinator, self._persist, clock, self._replicated)
         self._clock = clock
+        self._commit_timeout_s = config["offsets.commit.timeout.ms"] / 1000
         self._creating: asyncio.Lock | None = None
         self.loaded: set[int] = set()
         """Partitions of the internal topic whose groups this broker coordinates."""
@@ -115,4 +114,4 @@ class GroupService:
 
     async def _replicated(self, partition: int, end_offset: int) -> None:
         await self._broker.replica_manager.wait_for_high_watermark(OFFSETS_TOPIC, partition, end_offset,
-                                                                   OFFSETS_COMMIT_TIMEOUT_MS / 1000)
+                                                                   self._commit_timeout_s)

@@ -9,9 +9,13 @@ coordinator epoch; transactions found open are then aborted when they time out, 
 in PrepareCommit/PrepareAbort get their markers again (RECORDS.md §4). When it stops leading, the
 partition's transactional ids are dropped and answered NOT_COORDINATOR.
 
-Markers are written here, to partitions this broker leads (the single-broker case; WriteTxnMarkers
-uses the same path when another coordinator sends them). A marker reaching a partition of
-``__consumer_offsets`` also makes the offsets of that transaction visible, or drops them.
+Markers are written here to the partitions this broker leads, and sent through WriteTxnMarkers
+(``txn_markers.MarkerChannel``) to the leaders of the others; WriteTxnMarkers from another
+coordinator lands in the same local path. Every write to ``__transaction_state``, a marker and a
+transactional offset commit waits until the partition's in-sync replicas hold it (acks=-1, within
+``request.timeout.ms``; ``offsets.commit.timeout.ms`` for offsets), as Kafka's coordinators do. A
+marker reaching a partition of ``__consumer_offsets`` also makes the offsets of that transaction
+visible, or drops them.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
+from pybroker.controller.metadata import BrokerInfo
 from pybroker.coordinator.loader import decoded_records
 from pybroker.coordinator.txn_coordinator import MarkerRequest, TransactionCoordinator, TxnConfig, TxnOutcome
 from pybroker.coordinator.txn_records import TopicPartition, TxnEntry, decode_txn_record
@@ -30,6 +35,7 @@ from pybroker.records import RecordInput, build_batch, build_end_txn_marker, ite
 from pybroker.replication.errors import UnknownPartitionError
 from pybroker.server.error_mapping import error_code_for
 from pybroker.server.group_service import OFFSETS_TOPIC
+from pybroker.server.txn_markers import MarkerChannel
 
 if TYPE_CHECKING:
     from pybroker.server.broker import Broker
@@ -51,7 +57,10 @@ class TxnService:
             abort_check_interval_ms=config["transaction.abort.timed.out.transaction.cleanup.interval.ms"],
             expiration_check_interval_ms=config["transaction.remove.expired.transaction.cleanup.interval.ms"],
         ))
-        self.runtime = TxnRuntime(self.coordinator, self._persist, self.write_markers, clock)
+        self.runtime = TxnRuntime(self.coordinator, self._persist, self.write_markers, clock, self._replicated)
+        self._markers = MarkerChannel(config["request.timeout.ms"])
+        self._request_timeout_s = config["request.timeout.ms"] / 1000
+        self._offsets_timeout_s = config["offsets.commit.timeout.ms"] / 1000
         self._creating: asyncio.Lock | None = None
         self._verify = config["transaction.partition.verification.enable"]
         self.loaded: set[int] = set()
@@ -60,6 +69,9 @@ class TxnService:
     def start(self) -> asyncio.Task[None]:
         """Run the coordinator's timers (partitions are loaded as this broker becomes their leader)."""
         return asyncio.get_running_loop().create_task(self.runtime.run_timers(), name="txn-coordinator")
+
+    async def close(self) -> None:
+        await self._markers.close()
 
     def owns(self, transactional_id: str) -> bool:
         return self.coordinator.partition_of(transactional_id) in self.loaded
@@ -123,43 +135,73 @@ class TxnService:
 
     # ------------------------------------------------------------------ markers
 
-    def write_markers(self, marker: MarkerRequest) -> bool:
+    async def write_markers(self, marker: MarkerRequest) -> bool:
         """The runtime's marker writer: True when every partition has its marker."""
-        results = self.write_marker(marker.producer_id, marker.producer_epoch, marker.coordinator_epoch,
-                                    marker.commit, marker.partitions)
-        failed = {tp: code for tp, code in results.items() if code is not ErrorCode.NONE}
+        local, remote = self._route(marker.partitions)
+        sends = [self._markers.send(broker, marker, partitions) for broker, partitions in remote.values()]
+        answers = await asyncio.gather(self.write_marker(marker.producer_id, marker.producer_epoch,
+                                                         marker.coordinator_epoch, marker.commit, local), *sends)
+        failed = {tp: code for answer in answers for tp, code in answer.items() if code is not ErrorCode.NONE}
         if failed:
-            log.warning("Markers of transaction %s not written yet: %s", marker.transactional_id, failed)
-        remote = [tp for tp, code in failed.items() if code is ErrorCode.NOT_LEADER_OR_FOLLOWER]
-        if remote:
-            log.error("Transaction %s spans partitions led by other brokers (%s): sending markers to other "
-                      "brokers is not supported yet; its markers are retried until this broker leads them",
-                      marker.transactional_id, remote)
+            log.warning("Markers of transaction %s not written yet (retried on the next abort check): %s",
+                        marker.transactional_id, {f"{t}-{p}": code.name for (t, p), code in failed.items()})
         return not failed
 
-    def write_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool,
-                     partitions: Iterable[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
-        """Append a COMMIT/ABORT marker to each partition; a partition that no longer exists is
-        done (Kafka drops markers of deleted topics)."""
+    def _route(self, partitions: Iterable[TopicPartition]
+               ) -> tuple[list[TopicPartition], dict[int, tuple[BrokerInfo, list[TopicPartition]]]]:
+        """Split partitions into this broker's and, per other live leader, theirs. A partition
+        without a known live leader stays local, where it fails and is retried later."""
+        metadata = self._broker.metadata
+        assert metadata is not None
+        brokers = {b.broker_id: b for b in metadata.brokers()}
+        local: list[TopicPartition] = []
+        remote: dict[int, tuple[BrokerInfo, list[TopicPartition]]] = {}
+        for topic, index in partitions:
+            info = metadata.topic(topic)
+            leader = info.partitions[index].leader if info is not None and index in info.partitions else -1
+            if leader == self._broker.broker_id or leader not in brokers:
+                local.append((topic, index))
+            else:
+                remote.setdefault(leader, (brokers[leader], []))[1].append((topic, index))
+        return local, remote
+
+    async def write_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool,
+                           partitions: Iterable[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
+        """Append a COMMIT/ABORT marker to each partition and wait for its ISR; a partition that no
+        longer exists is done (Kafka drops markers of deleted topics)."""
         results: dict[TopicPartition, ErrorCode] = {}
+        appended: dict[TopicPartition, int] = {}
         for topic, index in partitions:
             now = self._clock()
             batch = build_end_txn_marker(commit, producer_id=producer_id, producer_epoch=producer_epoch,
                                          coordinator_epoch=coordinator_epoch, timestamp=now)
             try:
-                self._broker.replica_manager.append(topic, index, bytearray(batch), required_acks=-1, now_ms=now)
+                info = self._broker.replica_manager.append(topic, index, bytearray(batch), required_acks=-1,
+                                                           now_ms=now)
             except UnknownPartitionError:
                 if self._broker.metadata is not None and self._broker.metadata.topic(topic) is not None:
                     results[(topic, index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                     continue
-                # the topic was deleted: nothing left to mark
+                results[(topic, index)] = ErrorCode.NONE  # the topic was deleted: nothing left to mark
+                continue
             except Exception as exc:
                 results[(topic, index)] = error_code_for(exc)
                 continue
             if topic == OFFSETS_TOPIC:
                 self._broker.groups.coordinator.complete_txn_offsets(producer_id, index, commit=commit, now_ms=now)
-            results[(topic, index)] = ErrorCode.NONE
+            appended[(topic, index)] = info.last_offset + 1
+        waits = [self._wait_for_isr(topic, index, end, self._request_timeout_s)
+                 for (topic, index), end in appended.items()]
+        for tp, code in zip(appended, await asyncio.gather(*waits)):
+            results[tp] = code
         return results
+
+    async def _wait_for_isr(self, topic: str, index: int, end_offset: int, timeout_s: float) -> ErrorCode:
+        try:
+            await self._broker.replica_manager.wait_for_high_watermark(topic, index, end_offset, timeout_s)
+        except Exception as exc:
+            return error_code_for(exc)
+        return ErrorCode.NONE
 
     def verify_partition(self, transactional_id: str | None, producer_id: int, producer_epoch: int,
                          partition: TopicPartition) -> ErrorCode:
@@ -175,8 +217,9 @@ class TxnService:
 
     # ------------------------------------------------------------------ TxnOffsetCommit
 
-    def commit_offsets(self, request: TxnOffsetCommitRequest) -> dict[tuple[str, int], ErrorCode]:
-        """Write a TxnOffsetCommit's offsets in the producer's transaction: visible on COMMIT."""
+    async def commit_offsets(self, request: TxnOffsetCommitRequest) -> dict[tuple[str, int], ErrorCode]:
+        """Write a TxnOffsetCommit's offsets in the producer's transaction (visible on COMMIT) and
+        wait for the ISR of the group's partition, within ``offsets.commit.timeout.ms``."""
         groups = self._broker.groups.coordinator
         wanted = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
         error = groups.validate_txn_offsets(request)
@@ -187,15 +230,16 @@ class TxnService:
             batch = build_batch([RecordInput(key, value) for key, value in records],
                                 producer_id=request.producer_id, producer_epoch=request.producer_epoch,
                                 is_transactional=True)
+            partition = groups.partition_of(request.group_id)
             try:
-                self._broker.replica_manager.append(OFFSETS_TOPIC, groups.partition_of(request.group_id),
-                                                    bytearray(batch), required_acks=-1, now_ms=self._clock())
+                info = self._broker.replica_manager.append(OFFSETS_TOPIC, partition, bytearray(batch),
+                                                           required_acks=-1, now_ms=self._clock())
             except Exception as exc:
-                code = error_code_for(exc)
-                if code is ErrorCode.UNKNOWN_SERVER_ERROR:
-                    code = ErrorCode.COORDINATOR_NOT_AVAILABLE
-                return {tp: errors.get(tp, code) for tp in wanted}
+                return {tp: errors.get(tp, _coordinator_code(error_code_for(exc))) for tp in wanted}
             groups.stage_txn_offsets(request.producer_id, entries)
+            code = await self._wait_for_isr(OFFSETS_TOPIC, partition, info.last_offset + 1, self._offsets_timeout_s)
+            if code is not ErrorCode.NONE:
+                return {tp: errors.get(tp, _coordinator_code(code)) for tp in wanted}
         return {tp: errors.get(tp, ErrorCode.NONE) for tp in wanted}
 
     # ------------------------------------------------------------------ storage
@@ -205,6 +249,15 @@ class TxnService:
         info = self._broker.replica_manager.append(TXN_TOPIC, partition, bytearray(batch), required_acks=-1,
                                                    now_ms=self._clock())
         return info.last_offset + 1
+
+    async def _replicated(self, partition: int, end_offset: int) -> None:
+        await self._broker.replica_manager.wait_for_high_watermark(TXN_TOPIC, partition, end_offset,
+                                                                   self._request_timeout_s)
+
+
+def _coordinator_code(code: ErrorCode) -> ErrorCode:
+    """Kafka answers TxnOffsetCommit storage failures as COORDINATOR_NOT_AVAILABLE (the client retries)."""
+    return ErrorCode.COORDINATOR_NOT_AVAILABLE if code is ErrorCode.UNKNOWN_SERVER_ERROR else code
 
 
 def _replay(chunks: Iterable[bytes]) -> Iterator[TxnEntry]:

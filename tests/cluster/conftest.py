@@ -35,7 +35,9 @@ def broker_overrides(broker_id: int, zk_connect: str) -> dict[str, str]:
             "zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS), "offsets.topic.num.partitions": "3",
             "group.initial.rebalance.delay.ms": "0", "replica.fetch.backoff.ms": "100",
             "replica.lag.time.max.ms": "10000", "leader.imbalance.check.interval.seconds": "2",
-            "controlled.shutdown.retry.backoff.ms": "500", "metrics.port": "0"}
+            "controlled.shutdown.retry.backoff.ms": "500", "metrics.port": "0",
+            "transaction.state.log.num.partitions": "3",
+            "transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000"}
 
 
 @pytest.fixture(scope="module")

@@ -151,7 +151,7 @@ async def txn_offset_commit(ctx: RequestContext, request: TxnOffsetCommitRequest
         if not groups.owns(request.group_id):
             codes = {tp: ErrorCode.NOT_COORDINATOR for tp in wanted}
         else:
-            codes = ctx.broker.txns.commit_offsets(request)
+            codes = await ctx.broker.txns.commit_offsets(request)
     except Exception:
         codes = {tp: ErrorCode.COORDINATOR_NOT_AVAILABLE for tp in wanted}
     return TxnOffsetCommitResponse(throttle_time_ms=0, topics=[
@@ -168,8 +168,8 @@ async def write_txn_markers(ctx: RequestContext, request: WriteTxnMarkersRequest
     results = []
     for marker in request.markers:
         partitions = [(t.name, p) for t in marker.topics for p in t.partition_indexes]
-        codes = ctx.broker.txns.write_marker(marker.producer_id, marker.producer_epoch, marker.coordinator_epoch,
-                                             marker.transaction_result, partitions)
+        codes = await ctx.broker.txns.write_marker(marker.producer_id, marker.producer_epoch,
+                                                   marker.coordinator_epoch, marker.transaction_result, partitions)
         results.append(WriteTxnMarkersResponse.WritableTxnMarkerResult(producer_id=marker.producer_id, topics=[
             WriteTxnMarkersResponse.WritableTxnMarkerTopicResult(name=t.name, partitions=[
                 WriteTxnMarkersResponse.WritableTxnMarkerPartitionResult(

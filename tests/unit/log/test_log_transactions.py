@@ -8,7 +8,7 @@ import struct
 import crc32c
 import pytest
 
-from pybroker.log.errors import InvalidProducerEpochError
+from pybroker.log.errors import InvalidProducerEpochError, TransactionCoordinatorFencedError
 from pybroker.log.producer_snapshot import write_snapshot
 from pybroker.log.producer_state import ProducerStateEntry
 from pybroker.log.txn_index import AbortedTxn, TransactionIndex
@@ -23,9 +23,9 @@ def txn_batch(pid: int, seq: int, n: int = 2, epoch: int = 0) -> bytearray:
                                  is_transactional=True))
 
 
-def marker(pid: int, commit: bool, epoch: int = 0) -> bytearray:
-    return bytearray(build_end_txn_marker(commit, producer_id=pid, producer_epoch=epoch, coordinator_epoch=3,
-                                          timestamp=NOW))
+def marker(pid: int, commit: bool, epoch: int = 0, coordinator_epoch: int = 3) -> bytearray:
+    return bytearray(build_end_txn_marker(commit, producer_id=pid, producer_epoch=epoch,
+                                          coordinator_epoch=coordinator_epoch, timestamp=NOW))
 
 
 def append(log, data: bytearray) -> int:
@@ -43,6 +43,19 @@ def test_last_stable_offset_stops_at_the_oldest_open_transaction(tmp_path):
     assert log.last_stable_offset == 2
     append(log, marker(2, commit=True))  # offset 5
     assert log.last_stable_offset == log.high_watermark == 6
+    log.close()
+
+
+def test_a_marker_from_an_older_coordinator_epoch_is_fenced_and_not_written(tmp_path):
+    log = open_log(tmp_path)
+    append(log, txn_batch(1, 0))  # 0-1
+    append(log, marker(1, commit=True, coordinator_epoch=5))  # 2
+    append(log, txn_batch(1, 2))  # 3-4, the next transaction
+    with pytest.raises(TransactionCoordinatorFencedError):
+        append(log, marker(1, commit=False, coordinator_epoch=4))
+    assert log.log_end_offset == 5 and log.last_stable_offset == 3
+    append(log, marker(1, commit=False, coordinator_epoch=5))  # the current coordinator still may
+    assert log.last_stable_offset == log.log_end_offset == 6
     log.close()
 
 

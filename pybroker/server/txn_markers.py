@@ -1,0 +1,82 @@
+"""WriteTxnMarkers to the other brokers of the cluster (Kafka's TransactionMarkerChannelManager).
+
+The transaction coordinator writes COMMIT/ABORT markers itself to the partitions this broker
+leads; the rest go, grouped by leader, to those leaders over one reused connection per broker.
+A failed send drops the connection and reports every partition of it as failed, so the
+coordinator retries the markers on its next abort check (its transaction stays in a Prepare
+state and the producer gets CONCURRENT_TRANSACTIONS meanwhile).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+from pybroker.client.connection import Connection
+from pybroker.client.errors import KafkaClientError
+from pybroker.controller.metadata import BrokerInfo
+from pybroker.coordinator.txn_coordinator import MarkerRequest
+from pybroker.coordinator.txn_records import TopicPartition
+from pybroker.protocol.error_codes import ErrorCode
+from pybroker.protocol.messages import WriteTxnMarkersRequest, WriteTxnMarkersResponse
+
+log = logging.getLogger("pybroker.coordinator")
+
+Marker = WriteTxnMarkersRequest.WritableTxnMarker
+MarkerTopic = WriteTxnMarkersRequest.WritableTxnMarkerTopic
+
+
+class MarkerChannel:
+    def __init__(self, timeout_ms: int) -> None:
+        self._timeout_s = timeout_ms / 1000
+        self._connections: dict[int, Connection] = {}
+        self._opening: dict[int, asyncio.Lock] = {}
+
+    async def send(self, broker: BrokerInfo, marker: MarkerRequest,
+                   partitions: list[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
+        """Ask ``broker`` to write ``marker`` to ``partitions`` (which it leads); an error per partition."""
+        by_topic: dict[str, list[int]] = {}
+        for topic, index in partitions:
+            by_topic.setdefault(topic, []).append(index)
+        request = WriteTxnMarkersRequest(markers=[Marker(
+            producer_id=marker.producer_id, producer_epoch=marker.producer_epoch,
+            transaction_result=marker.commit, coordinator_epoch=marker.coordinator_epoch,
+            topics=[MarkerTopic(name=topic, partition_indexes=indexes) for topic, indexes in by_topic.items()])])
+        try:
+            connection = await self._connection(broker)
+            response = await connection.send(request, WriteTxnMarkersResponse)
+        except (KafkaClientError, OSError) as exc:
+            log.warning("WriteTxnMarkers to broker %d for transaction %s failed: %s", broker.broker_id,
+                        marker.transactional_id, exc)
+            await self._drop(broker.broker_id)
+            return {tp: ErrorCode.NETWORK_EXCEPTION for tp in partitions}
+        codes = {tp: ErrorCode.UNKNOWN_SERVER_ERROR for tp in partitions}  # a partition missing from the answer
+        for result in response.markers:
+            for topic in result.topics:
+                for answer in topic.partitions:
+                    codes[(topic.name, answer.partition_index)] = ErrorCode(answer.error_code)
+        return codes
+
+    async def _connection(self, broker: BrokerInfo) -> Connection:
+        lock = self._opening.setdefault(broker.broker_id, asyncio.Lock())
+        async with lock:
+            connection = self._connections.get(broker.broker_id)
+            if connection is not None and (connection.host, connection.port) != (broker.host, broker.port):
+                await self._drop(broker.broker_id)
+                connection = None
+            if connection is None:
+                connection = await Connection.open(broker.host, broker.port, client_id="txn-marker-sender",
+                                                   timeout=self._timeout_s)
+                self._connections[broker.broker_id] = connection
+            return connection
+
+    async def _drop(self, broker_id: int) -> None:
+        connection = self._connections.pop(broker_id, None)
+        if connection is not None:
+            with contextlib.suppress(Exception):
+                await connection.close()
+
+    async def close(self) -> None:
+        for broker_id in list(self._connections):
+            await self._drop(broker_id)
