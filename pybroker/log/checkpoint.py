@@ -30,6 +30,7 @@ from pybroker.log.errors import CorruptLogError
 __all__ = [
     "OffsetCheckpointFile",
     "LeaderEpochCheckpointFile",
+    "LEADER_EPOCH_CHECKPOINT",
     "PartitionMetadataFile",
     "write_atomically",
     "topic_id_to_str",
@@ -39,6 +40,9 @@ __all__ = [
 K = TypeVar("K")
 
 CHECKPOINT_VERSION = 0
+
+LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
+"""File name of a partition dir's leader epochs (Kafka's LeaderEpochCheckpointFile.LEADER_EPOCH_CHECKPOINT_FILENAME)."""
 
 
 def fsync_dir(dir_path: str) -> None:

@@ -9,9 +9,13 @@ succeeds the committed ISR stays in force (for the high watermark and for acks=a
 
 from __future__ import annotations
 
+import logging
+import os
 import uuid
 from dataclasses import dataclass, field
 
+from pybroker.log.checkpoint import LEADER_EPOCH_CHECKPOINT, LeaderEpochCheckpointFile
+from pybroker.log.errors import CorruptLogError
 from pybroker.log.log import AppendInfo, PartitionLog
 from pybroker.records.batch import iter_batches
 from pybroker.replication import replica_state as rs
@@ -24,10 +28,43 @@ from pybroker.replication.errors import (
 )
 
 
-def epoch_cache_of(log: PartitionLog) -> EpochCache:
-    """Rebuild the epoch cache from the log's batch headers."""
-    return EpochCache.from_batches((h.partition_leader_epoch, h.base_offset)
-                                   for segment in log.segments for _, h in segment.iter_headers())
+log = logging.getLogger("pybroker.replication")
+
+
+def epoch_checkpoint_of(partition_log: PartitionLog) -> LeaderEpochCheckpointFile:
+    return LeaderEpochCheckpointFile(os.path.join(partition_log.dir, LEADER_EPOCH_CHECKPOINT))
+
+
+def epoch_cache_of(partition_log: PartitionLog) -> EpochCache:
+    """The log's epoch cache as its `leader-epoch-checkpoint` has it, cut to the log's offset range
+    (start-up recovery may have dropped a torn tail; retention may have moved the start). When the
+    file is missing or corrupt the cache is rebuilt from the batch headers, then written."""
+    checkpoint = epoch_checkpoint_of(partition_log)
+    stored = _stored_epochs(checkpoint, log_is_empty=partition_log.size_in_bytes == 0)
+    if stored is None:
+        cache = EpochCache.from_batches((h.partition_leader_epoch, h.base_offset)
+                                        for segment in partition_log.segments for _, h in segment.iter_headers())
+    else:
+        cache = EpochCache.from_batches(sorted(stored.items()))
+    changed = cache.truncate_from_end(partition_log.log_end_offset)
+    changed |= cache.truncate_from_start(partition_log.log_start_offset)
+    if stored is None or changed:
+        checkpoint.write(dict(cache.entries))
+    return cache
+
+
+def _stored_epochs(checkpoint: LeaderEpochCheckpointFile, *, log_is_empty: bool) -> dict[int, int] | None:
+    """The checkpoint's entries; None when it is missing or corrupt (one WARN line, unless the log
+    is new and so has nothing to rebuild from)."""
+    if not os.path.exists(checkpoint.path):
+        if not log_is_empty:
+            log.warning("Missing %s; rebuilding the leader epoch cache from the log", checkpoint.path)
+        return None
+    try:
+        return checkpoint.read()
+    except CorruptLogError as exc:
+        log.warning("%s; rebuilding the leader epoch cache from the log", exc)
+        return None
 
 
 @dataclass(slots=True)
@@ -67,7 +104,7 @@ class Partition:
         self.leader_id, self.leader_epoch = self.broker_id, leader_epoch
         self.replicas, self.isr, self.zk_version = replicas, isr, zk_version
         self.isr_update_pending = False
-        self.epoch_cache.assign(leader_epoch, self.log.log_end_offset)
+        self._persist_epochs(changed=self.epoch_cache.assign(leader_epoch, self.log.log_end_offset))
         self.followers = {r: rs.initial_follower(r, in_isr=r in isr, now_ms=now_ms)
                           for r in replicas if r != self.broker_id}
         self.maybe_advance_high_watermark()
@@ -89,6 +126,7 @@ class Partition:
                 f"The size of the current ISR {list(self.isr)} is insufficient to satisfy the min.isr "
                 f"requirement of {self.min_insync_replicas} for partition {self.topic}-{self.index}")
         info = self.log.append_as_leader(batch, leader_epoch=self.leader_epoch, now_ms=now_ms)
+        self._persist_epochs(changed=False)
         self.maybe_advance_high_watermark()
         return info
 
@@ -118,9 +156,11 @@ class Partition:
     def append_as_follower(self, records: bytes, *, leader_high_watermark: int, now_ms: int) -> None:
         if records:
             self.log.append_as_follower(records, now_ms=now_ms)
+            changed = False
             for batch in iter_batches(records):
                 if batch.base_offset < self.log.log_end_offset:
-                    self.epoch_cache.assign(batch.partition_leader_epoch, batch.base_offset)
+                    changed |= self.epoch_cache.assign(batch.partition_leader_epoch, batch.base_offset)
+            self._persist_epochs(changed=changed)
         # Monotonic: a new leader may report a lower watermark than this replica already saw committed.
         target = min(leader_high_watermark, self.log.log_end_offset)
         if target > self.log.high_watermark:
@@ -128,8 +168,18 @@ class Partition:
 
     def truncate_to(self, offset: int) -> None:
         if self.log.truncate_to(offset):
-            self.epoch_cache.truncate_from_end(self.log.log_end_offset)
+            self._persist_epochs(changed=self.epoch_cache.truncate_from_end(self.log.log_end_offset))
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         self.log.truncate_fully_and_start_at(offset)
-        self.epoch_cache.truncate_from_end(offset)
+        self._persist_epochs(changed=self.epoch_cache.clear())
+
+    # Leader epochs
+
+    def _persist_epochs(self, *, changed: bool) -> None:
+        """Write `leader-epoch-checkpoint` when the epoch cache `changed` or its start lags the log's:
+        the log start moves without the partition knowing (retention, DeleteRecords), so every
+        append, truncation and role change catches the cache up with it."""
+        changed |= self.epoch_cache.truncate_from_start(self.log.log_start_offset)
+        if changed and not self.log.closed:
+            epoch_checkpoint_of(self.log).write(dict(self.epoch_cache.entries))

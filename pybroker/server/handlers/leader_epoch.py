@@ -2,8 +2,9 @@
 positions after a leader change (KIP-320) and followers finding where to truncate (KIP-101/279).
 
 The answer is the largest epoch at or below the requested one and the start offset of the epoch
-after it (the log end offset for the current epoch), or "undefined" (-1, -1) when the log has no
-such epoch (see replication/epoch_cache.py).
+after it (the log end offset for the current epoch); an epoch older than every one the log knows
+ends where the first known epoch starts, and an undefined or newer epoch is (-1, -1) (see
+replication/epoch_cache.py).
 """
 
 from __future__ import annotations

@@ -26,9 +26,14 @@ def test_an_epoch_the_log_never_had_answers_with_the_largest_older_one() -> None
     assert cache().end_offset_for(3, 30) == (2, 20)
 
 
-def test_epochs_before_the_first_and_after_the_latest_are_undefined() -> None:
-    assert EpochCache.from_batches([(3, 0)]).end_offset_for(1, 9) == (-1, -1)
+def test_epochs_after_the_latest_are_undefined() -> None:
     assert cache().end_offset_for(6, 30) == (-1, -1)
+    assert cache().end_offset_for(-1, 30) == (-1, -1)
+
+
+def test_an_epoch_before_the_first_ends_where_the_first_starts() -> None:
+    """The log start moved past it (Kafka answers so the follower restarts from the leader's start)."""
+    assert EpochCache.from_batches([(3, 7)]).end_offset_for(1, 9) == (1, 7)
 
 
 def test_truncation_forgets_epochs_that_started_at_or_after_the_new_end() -> None:
