@@ -11,7 +11,11 @@ import sys
 from pybroker.admin import TOOLS, tool_main
 from pybroker.common.config import BrokerConfig, ConfigError
 
+# Kafka's log4j layout `[%d] %p %m (%c)%n`, with its level names (WARN, not Python's WARNING), so a broker
+# log reads and greps like a Kafka one: one line per event.
 LOG_FORMAT = "[%(asctime)s] %(levelname)s %(message)s (%(name)s)"
+KAFKA_LEVEL_NAMES = {logging.WARNING: "WARN", logging.CRITICAL: "FATAL"}
+log = logging.getLogger("pybroker.server")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -34,12 +38,12 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def serve_command(config_path: str, overrides: list[str]) -> int:
-    logging.basicConfig(level=logging.INFO, format=LOG_FORMAT, stream=sys.stderr)
     try:
         config = BrokerConfig.load(config_path, overrides)
-    except ConfigError as exc:
+    except ConfigError as exc:  # bad input: the CLI's one line, before the broker logs anything
         print(f"pybroker: {exc}", file=sys.stderr)
         return 1
+    configure_logging()
     for key in config.unknown:
         logging.getLogger("pybroker.config").warning("The configuration '%s' was supplied but isn't a known config.",
                                                      key)
@@ -51,8 +55,15 @@ def serve_command(config_path: str, overrides: list[str]) -> int:
     try:
         return runner(_serve(config))
     except NotImplementedError as exc:
-        print(f"pybroker: {exc}", file=sys.stderr)
+        log.error("Exiting: %s", exc)
         return 1
+
+
+def configure_logging() -> None:
+    """The broker's log on stderr at INFO, in Kafka's layout and level names."""
+    for level, name in KAFKA_LEVEL_NAMES.items():
+        logging.addLevelName(level, name)
+    logging.basicConfig(level=logging.INFO, format=LOG_FORMAT, stream=sys.stderr)
 
 
 async def _serve(config: BrokerConfig) -> int:
@@ -65,8 +76,8 @@ async def _serve(config: BrokerConfig) -> int:
         loop.add_signal_handler(sig, stop.set)
     try:
         await broker.start()
-    except OSError as exc:
-        print(f"pybroker: cannot start: {exc}", file=sys.stderr)
+    except OSError as exc:  # a taken port, an unreachable ZooKeeper: one log line, not a traceback
+        log.error("[KafkaServer id=%d] Fatal error during startup, exiting: %s", broker.broker_id, exc)
         return 1
     await stop.wait()
     await broker.stop()

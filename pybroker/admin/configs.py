@@ -12,6 +12,7 @@ import argparse
 import re
 from typing import Sequence
 
+from pybroker.admin.retry import call_with_retries
 from pybroker.admin.tool import (
     ClientSettings,
     CommandError,
@@ -157,5 +158,6 @@ async def alter(admin: AdminClient, resource_type: int, name: str | None, update
         unknown = [k for k in deletions if k not in known]
         if unknown:
             raise CommandError(f"Invalid config(s): {','.join(unknown)}")
-    await admin.incremental_alter_configs(resource_type, name, set_configs=updates, delete_configs=deletions)
+    await call_with_retries(admin.client, "incrementalAlterConfigs", lambda: admin.incremental_alter_configs(
+        resource_type, name, set_configs=updates, delete_configs=deletions))
     print(f"Completed updating config for {'topic' if resource_type == TOPIC_RESOURCE else 'broker'} {name}.")

@@ -20,6 +20,7 @@ from pybroker.admin.offset_reset import (
     parse_duration_ms,
     plan_reset,
 )
+from pybroker.admin.progress import Progress
 from pybroker.admin.tool import (
     ClientSettings,
     CommandError,
@@ -134,11 +135,13 @@ async def delete(client: KafkaClient, args: argparse.Namespace) -> None:
     groups = await group_ids(client, args)
     admin = GroupAdmin(client)
     failures = []
-    for group in groups:
-        try:
-            await admin.delete_group(group)
-        except KafkaClientError as exc:
-            failures.append(f"Group '{group}' could not be deleted due to: {exc}")
+    with Progress("Deleting consumer groups", len(groups), "groups") as progress:
+        for group in groups:
+            try:
+                await admin.delete_group(group)
+            except KafkaClientError as exc:
+                failures.append(f"Group '{group}' could not be deleted due to: {exc}")
+            progress.advance()
     if failures:
         raise CommandError("Deletion of some consumer groups failed: " + " ".join(failures))
     print(f"Deletion of requested consumer groups ({', '.join(repr(g) for g in groups)}) was successful.")

@@ -11,6 +11,7 @@ import argparse
 import json
 from typing import Sequence
 
+from pybroker.admin.retry import call_with_retries
 from pybroker.admin.tool import (
     ClientSettings,
     CommandError,
@@ -52,7 +53,8 @@ def _run(args: argparse.Namespace, settings: ClientSettings) -> int:
         raise UsageError("--election-type must be PREFERRED or UNCLEAN")
     election_type = ElectionType[args.election_type.upper()]
     partitions = _partitions(args)
-    results = run_admin(settings, lambda admin: admin.elect_leaders(election_type, partitions))
+    results = run_admin(settings, lambda admin: call_with_retries(
+        admin.client, "electLeaders", lambda: admin.elect_leaders(election_type, partitions)))
     name = election_type.name
     elected = [tp for tp, error in results.items() if error is None]
     not_needed = [tp for tp, error in results.items()

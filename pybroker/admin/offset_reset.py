@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from pybroker.admin.progress import Progress
 from pybroker.admin.tool import CommandError, UsageError
 from pybroker.client import AdminClient, OffsetSpec
 from pybroker.client.groups import GroupAdmin
@@ -30,6 +31,8 @@ RESET_OPTIONS: tuple[tuple[str, str | None, str], ...] = (
                                                  "(local time unless it ends in Z or +hh:mm)"),
     ("--by-duration", "PnDTnHnMnS", "reset to the first offset at or after this long ago"),
 )
+#: partitions whose offsets are looked up per round of ListOffsets requests, so the progress line moves
+LOOKUP_CHUNK = 100
 DURATION = re.compile(r"P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?", re.IGNORECASE)
 
 
@@ -105,11 +108,26 @@ async def plan_reset(admin: AdminClient, groups: GroupAdmin, group_id: str, args
     option = chosen_reset(args)
     committed = await groups.committed_offsets(group_id)
     partitions = await partitions_to_reset(admin, committed, args)
-    if not partitions:
-        return ResetPlan(group_id, {})
+    plan = ResetPlan(group_id, {})
+    timestamp = None
+    if option == "to_datetime":
+        timestamp = parse_datetime(args.to_datetime)
+    elif option == "by_duration":
+        timestamp = int(time.time() * 1000) - parse_duration_ms(args.by_duration)
+    with Progress(f"Resolving new offsets of group '{group_id}'", len(partitions), "partitions") as progress:
+        for start in range(0, len(partitions), LOOKUP_CHUNK):
+            chunk = partitions[start:start + LOOKUP_CHUNK]
+            await _plan_chunk(admin, plan, option, args, committed, chunk, timestamp)
+            progress.advance(len(chunk))
+    return plan
+
+
+async def _plan_chunk(admin: AdminClient, plan: ResetPlan, option: str, args: argparse.Namespace,
+                      committed: dict[TopicPartition, int], partitions: list[TopicPartition],
+                      timestamp: int | None) -> None:
     earliest = await _offsets(admin, partitions, OffsetSpec.EARLIEST)
     latest = await _offsets(admin, partitions, OffsetSpec.LATEST)
-    plan = ResetPlan(group_id, {})
+    found = await _offsets(admin, partitions, timestamp) if timestamp is not None else {}
     for tp in partitions:
         if option == "to_earliest":
             target = earliest[tp]
@@ -125,15 +143,9 @@ async def plan_reset(admin: AdminClient, groups: GroupAdmin, group_id: str, args
                                    "offset")
             target = _clamp(plan, tp, committed[tp] + _integer(args.shift_by, "--shift-by"), earliest[tp],
                             latest[tp])
-        else:
-            continue
+        else:  # to_datetime, by_duration
+            target = found[tp] if found[tp] >= 0 else latest[tp]
         plan.offsets[tp] = target
-    if option in ("to_datetime", "by_duration"):
-        timestamp = parse_datetime(args.to_datetime) if option == "to_datetime" else \
-            int(time.time() * 1000) - parse_duration_ms(args.by_duration)
-        found = await _offsets(admin, partitions, timestamp)
-        plan.offsets.update({tp: found[tp] if found[tp] >= 0 else latest[tp] for tp in partitions})
-    return plan
 
 
 def _integer(text: str, flag: str) -> int:

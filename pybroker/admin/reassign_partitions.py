@@ -12,6 +12,8 @@ import argparse
 import json
 from typing import Any, Mapping, Sequence
 
+from pybroker.admin.progress import Progress
+from pybroker.admin.retry import call_with_retries
 from pybroker.admin.tool import (
     ClientSettings,
     CommandError,
@@ -95,7 +97,7 @@ async def _generate(admin: AdminClient, topics: list[str], brokers: list[int]) -
 
 
 async def _execute(admin: AdminClient, targets: Assignment) -> None:
-    ongoing = await admin.list_partition_reassignments()
+    ongoing = await call_with_retries(admin.client, "listPartitionReassignments", admin.list_partition_reassignments)
     if ongoing:
         raise CommandError("Cannot execute because there is an existing partition assignment.")
     current = await _current(admin, [tp.topic for tp in targets])
@@ -104,7 +106,8 @@ async def _execute(admin: AdminClient, targets: Assignment) -> None:
         raise CommandError(f"Topic partition(s) {', '.join(missing)} not found")
     print(f"Current partition replica assignment\n\n{_json({tp: current[tp] for tp in targets})}\n\n"
           f"Save this to use as the --reassignment-json-file option during rollback")
-    results = await admin.alter_partition_reassignments(targets)
+    results = await call_with_retries(admin.client, "alterPartitionReassignments",
+                                      lambda: admin.alter_partition_reassignments(targets))
     failed = {tp: error for tp, error in results.items() if error is not None}
     if failed:
         raise CommandError("Error reassigning partition(s):\n" + "\n".join(
@@ -115,13 +118,17 @@ async def _execute(admin: AdminClient, targets: Assignment) -> None:
 
 
 async def _verify(admin: AdminClient, targets: Assignment) -> None:
-    ongoing = await admin.list_partition_reassignments(list(targets))
+    ongoing = await call_with_retries(admin.client, "listPartitionReassignments",
+                                      lambda: admin.list_partition_reassignments(list(targets)))
     current = await _current(admin, [tp.topic for tp in targets])
+    completed = {tp for tp in targets if tp not in ongoing and current.get(tp) == targets[tp]}
+    with Progress("Reassignment", len(targets), "partitions completed") as progress:
+        progress.advance(len(completed))
     print("Status of partition reassignment:")
     for tp in sorted(targets):
         if tp in ongoing:
             print(f"Reassignment of partition {tp} is still in progress.")
-        elif current.get(tp) == targets[tp]:
+        elif tp in completed:
             print(f"Reassignment of partition {tp} is completed.")
         else:
             print(f"There is no active reassignment of partition {tp}, but replica set is "

@@ -9,8 +9,9 @@ from __future__ import annotations
 import argparse
 import re
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Awaitable, Callable, Sequence
 
+from pybroker.admin.retry import call_with_retries, raise_controller_moved
 from pybroker.admin.tool import (
     ClientSettings,
     CommandError,
@@ -22,7 +23,7 @@ from pybroker.admin.tool import (
     topic_filter,
 )
 from pybroker.admin.zk_topics import ZkTopicAdmin, run_zk_admin
-from pybroker.client import AdminClient, ConfigEntry, NewTopic, PartitionInfo, TopicDescription
+from pybroker.client import AdminClient, ConfigEntry, NewTopic, PartitionInfo, TopicDescription, TopicResult
 from pybroker.common.topic import ZERO_UUID, topic_id_to_string
 from pybroker.protocol.error_codes import ErrorCode
 
@@ -178,11 +179,25 @@ async def matching_topics(admin: AdminClient, args: argparse.Namespace) -> list[
     return names
 
 
+async def on_controller(admin: AdminClient, name: str,
+                        call: Callable[[], Awaitable[dict[str, TopicResult]]]) -> dict[str, TopicResult]:
+    """A topic change sent to the controller, retried while it moves; ZooKeeper writes need no retry."""
+    if isinstance(admin, ZkTopicAdmin):
+        return await call()
+
+    async def attempt() -> dict[str, TopicResult]:
+        results = await call()
+        raise_controller_moved(result.error for result in results.values())
+        return results
+
+    return await call_with_retries(admin.client, name, attempt)
+
+
 async def create(admin: AdminClient, args: argparse.Namespace, topic: NewTopic | None) -> None:
     assert topic is not None
     if "." in topic.name or "_" in topic.name:
         print(COLLISION_WARNING)
-    result = (await admin.create_topics([topic]))[topic.name]
+    result = (await on_controller(admin, "createTopics", lambda: admin.create_topics([topic])))[topic.name]
     if result.error is not None:
         if result.error.code == ErrorCode.TOPIC_ALREADY_EXISTS and args.if_not_exists:
             return
@@ -204,7 +219,8 @@ async def alter(admin: AdminClient, args: argparse.Namespace, topic: NewTopic | 
     if topic.replica_assignment is not None:
         replicas = list(topic.replica_assignment.values())
         assignments = {name: replicas[len(described[name].partitions):] for name in names}
-    results = await admin.create_partitions({name: topic.num_partitions for name in names}, assignments=assignments)
+    results = await on_controller(admin, "createPartitions", lambda: admin.create_partitions(
+        {name: topic.num_partitions for name in names}, assignments=assignments))
     for result in results.values():
         result.raise_error()
 
@@ -213,7 +229,7 @@ async def delete(admin: AdminClient, args: argparse.Namespace, _: NewTopic | Non
     names = await matching_topics(admin, args)
     if not names:
         return
-    for result in (await admin.delete_topics(names)).values():
+    for result in (await on_controller(admin, "deleteTopics", lambda: admin.delete_topics(names))).values():
         result.raise_error()
         if isinstance(admin, ZkTopicAdmin):  # the old ZooKeeper TopicCommand's words
             print(f"Topic {result.name} is marked for deletion.")

@@ -17,6 +17,7 @@ from typing import Awaitable, Callable, Mapping, Sequence, TypeVar
 from kazoo.exceptions import BadVersionError, NodeExistsError
 from kazoo.handlers.threading import KazooTimeoutError
 
+from pybroker.admin.progress import Progress
 from pybroker.admin.tool import ClientSettings, CommandError
 from pybroker.client import ConfigEntry, NewTopic, PartitionInfo, TopicDescription
 from pybroker.client.admin import TopicResult
@@ -25,10 +26,9 @@ from pybroker.client.errors import ResponseError
 from pybroker.common.topic import INTERNAL_TOPICS, ZERO_UUID, new_topic_id, topic_id_from_string, topic_id_to_string
 from pybroker.common.topic import topic_name_error
 from pybroker.controller import zk_paths as zp
-from pybroker.controller.election import assign_replicas, check_assignment
+from pybroker.controller.election import assign_replicas, check_assignment, plan_added_partitions
 from pybroker.controller.errors import (
     InvalidPartitionsError,
-    InvalidReplicaAssignmentError,
     InvalidTopicError,
     MetadataError,
     TopicExistsError,
@@ -88,17 +88,21 @@ class ZkTopicAdmin:
         return sorted(nodes, key=lambda b: b.node_id)
 
     async def describe_topics(self, names: Sequence[str]) -> dict[str, TopicDescription]:
+        """Assignments, then each partition's state znode: one ZooKeeper read per partition."""
+        assignments = {name: await self._assignment(name) for name in names}
         described = {}
-        for name in names:
-            assignment = await self._assignment(name)
-            partitions = []
-            for index, replicas in sorted(assignment.partitions.items()):
-                node = await self._zk.get(zp.partition_state_path(name, index))
-                state = zp.decode_partition_state(node[0], node[1].version) if node is not None else None
-                leader = state.leader if state is not None and state.leader != zp.NO_LEADER else None
-                partitions.append(PartitionInfo(index, leader, tuple(replicas), tuple(state.isr) if state else ()))
-            topic_id = topic_id_from_string(assignment.topic_id) if assignment.topic_id else ZERO_UUID
-            described[name] = TopicDescription(name, topic_id, name in INTERNAL_TOPICS, tuple(partitions))
+        total = sum(len(a.partitions) for a in assignments.values())
+        with Progress("Reading partition states", total, "partitions") as progress:
+            for name, assignment in assignments.items():
+                partitions = []
+                for index, replicas in sorted(assignment.partitions.items()):
+                    node = await self._zk.get(zp.partition_state_path(name, index))
+                    state = zp.decode_partition_state(node[0], node[1].version) if node is not None else None
+                    leader = state.leader if state is not None and state.leader != zp.NO_LEADER else None
+                    partitions.append(PartitionInfo(index, leader, tuple(replicas), tuple(state.isr) if state else ()))
+                    progress.advance()
+                topic_id = topic_id_from_string(assignment.topic_id) if assignment.topic_id else ZERO_UUID
+                described[name] = TopicDescription(name, topic_id, name in INTERNAL_TOPICS, tuple(partitions))
         return described
 
     async def describe_topic_configs(self, names: Sequence[str]) -> dict[str, list[ConfigEntry]]:
@@ -158,20 +162,7 @@ class ZkTopicAdmin:
         if node is None:
             raise UnknownTopicError(f"Topic '{name}' does not exist.")
         current = zp.decode_topic(node[0])
-        count = len(current.partitions)
-        if total <= count:
-            raise InvalidPartitionsError(
-                f"Topic currently has {count} partitions, which is higher than the requested {total}.")
-        brokers = await self._registered_brokers()
-        if added_replicas is not None:
-            if len(added_replicas) != total - count:
-                raise InvalidReplicaAssignmentError(
-                    f"Increasing the number of partitions by {total - count} but "
-                    f"{len(added_replicas)} assignments provided.")
-            added = {count + i: tuple(r) for i, r in enumerate(added_replicas)}
-            check_assignment(added, {b for b, _ in brokers}, first_partition=count)
-        else:
-            added = assign_replicas(brokers, total - count, len(current.partitions[0]), first_partition=count)
+        added = plan_added_partitions(current.partitions, total, added_replicas, await self._registered_brokers())
         try:
             await self._zk.set(zp.topic_path(name), zp.encode_topic({**current.partitions, **added},
                                                                     current.topic_id or ""), node[1].version)

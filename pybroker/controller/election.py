@@ -11,7 +11,11 @@ from dataclasses import dataclass
 from enum import Enum, IntEnum
 from typing import Mapping, Sequence
 
-from pybroker.controller.errors import InvalidReplicaAssignmentError, InvalidReplicationFactorError
+from pybroker.controller.errors import (
+    InvalidPartitionsError,
+    InvalidReplicaAssignmentError,
+    InvalidReplicationFactorError,
+)
 
 
 def assign_replicas(brokers: Sequence[tuple[int, str | None]], partitions: int, replication_factor: int, *,
@@ -85,6 +89,33 @@ def check_replicas(replicas: Sequence[int], registered: set[int]) -> None:
     unknown = [broker for broker in replicas if broker not in registered]
     if unknown:
         raise InvalidReplicaAssignmentError(f"Unknown broker(s) in replica assignment: {unknown}")
+
+
+def plan_added_partitions(current: Mapping[int, Sequence[int]], total: int,
+                          added_replicas: Sequence[Sequence[int]] | None, brokers: Sequence[tuple[int, str | None]],
+                          *, rng: random.Random | None = None) -> dict[int, tuple[int, ...]]:
+    """The replicas of the new partitions when a topic with the ``current`` assignment grows to ``total``
+    (Kafka's AdminZkClient.addPartitions): ``added_replicas`` checked against the registered ``brokers``
+    (id, rack), or a fresh placement with the topic's replication factor."""
+    count = len(current)
+    if total <= count:
+        raise InvalidPartitionsError(
+            f"Topic currently has {count} partitions, which is higher than the requested {total}.")
+    factor = len(current[0])
+    if added_replicas is None:
+        return assign_replicas(brokers, total - count, factor, first_partition=count, rng=rng)
+    if len(added_replicas) != total - count:
+        raise InvalidReplicaAssignmentError(
+            f"Increasing the number of partitions by {total - count} but {len(added_replicas)} assignments provided.")
+    added = {count + i: tuple(r) for i, r in enumerate(added_replicas)}
+    check_assignment(added, {b for b, _ in brokers}, first_partition=count)
+    mismatched = {p: len(r) for p, r in added.items() if len(r) != factor}
+    if mismatched:
+        raise InvalidReplicaAssignmentError(
+            f"Inconsistent replication factor between partitions, partition 0 has {factor} while partitions "
+            f"[{', '.join(map(str, mismatched))}] have replication factors "
+            f"[{', '.join(map(str, mismatched.values()))}], respectively.")
+    return added
 
 
 def elect_leader(replicas: Sequence[int], isr: Sequence[int], live: set[int], *,

@@ -18,11 +18,10 @@ from kazoo.exceptions import BadVersionError, NodeExistsError
 
 from pybroker.common.topic import new_topic_id, topic_id_to_string, topic_name_error
 from pybroker.controller import zk_paths as zp
-from pybroker.controller.election import assign_replicas, check_assignment
+from pybroker.controller.election import assign_replicas, check_assignment, plan_added_partitions
 from pybroker.controller.embedded import MAX_PARTITIONS
 from pybroker.controller.errors import (
     InvalidPartitionsError,
-    InvalidReplicaAssignmentError,
     InvalidTopicError,
     TopicDeletionDisabledError,
     TopicExistsError,
@@ -253,22 +252,9 @@ class ZkMetadata(TopicRegistry):
         if node is None or info is None:
             raise UnknownTopicError(f"Topic '{name}' does not exist.")
         current = zp.decode_topic(node[0])
-        count = len(current.partitions)
-        if total <= count:
-            raise InvalidPartitionsError(
-                f"Topic currently has {count} partitions, which is higher than the requested {total}.")
         if total > MAX_PARTITIONS:
             raise InvalidPartitionsError(f"Number of partitions must be at most {MAX_PARTITIONS}.")
-        factor = len(current.partitions[0])
-        if assignments is not None:
-            if len(assignments) != total - count:
-                raise InvalidReplicaAssignmentError(
-                    f"Increasing the number of partitions by {total - count} but "
-                    f"{len(assignments)} assignments provided.")
-            added = {count + i: tuple(r) for i, r in enumerate(assignments)}
-            check_assignment(added, {b for b, _ in await self._registered_brokers()}, first_partition=count)
-        else:
-            added = assign_replicas(await self._registered_brokers(), total - count, factor, first_partition=count)
+        added = plan_added_partitions(current.partitions, total, assignments, await self._registered_brokers())
         plan = {**current.partitions, **added}
         new_info = TopicInfo(name, info.topic_id, {p: PartitionInfo(p, r, -1, 0, r) for p, r in plan.items()},
                              info.configs)

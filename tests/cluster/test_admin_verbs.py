@@ -36,6 +36,12 @@ def test_preferred_election_moves_leadership_back_after_a_restart(cluster: Clust
     create_topic(cluster, "elect", 3)
     wait_for_full_isr(cluster, "elect")
     assert cluster.brokers[0].stop() == 0
+    # Broker 0 (the first to start) was the controller: the tool follows the controller to its successor,
+    # retrying NOT_CONTROLLER and the broken connection while the cluster elects one.
+    following = run("leader-election", "--bootstrap-server", cluster.bootstrap, "--election-type", "UNCLEAN",
+                    "--topic", "elect", "--partition", "0")
+    assert (following.returncode, following.stdout) == (0, "Valid replica already elected for partitions elect-0\n"), \
+        following.stderr
     cluster.brokers[0].start()
     states = wait_for_full_isr(cluster, "elect")
     moved = sorted(f"elect-{p}" for p, (leader, replicas, _) in states.items() if leader != replicas[0])

@@ -46,6 +46,10 @@ def test_topic_lifecycle_through_zookeeper(cluster: Cluster) -> None:
     wait_for_full_isr(cluster, TOPIC)
     assert ok(zk_topics(cluster, "--describe", "--topic", TOPIC)) == \
         ok(bootstrap_topics(cluster, "--describe", "--topic", TOPIC))
+    unknown_broker = ("--alter", "--topic", TOPIC, "--partitions", "5", "--replica-assignment", "0:1,1:2,2:0,0:1,1:7")
+    refused = failed(zk_topics(cluster, *unknown_broker))
+    assert refused == failed(bootstrap_topics(cluster, *unknown_broker))  # the tool and the broker plan alike
+    assert refused.endswith("Unknown broker(s) in replica assignment: [7]")
 
     assert ok(zk_topics(cluster, "--delete", "--topic", TOPIC)) == [
         f"Topic {TOPIC} is marked for deletion.",

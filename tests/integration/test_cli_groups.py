@@ -3,6 +3,8 @@ confluent-kafka (a real client as the active member)."""
 
 from __future__ import annotations
 
+import os
+import pty
 import re
 import subprocess
 import sys
@@ -101,6 +103,41 @@ def test_reset_offsets_moves_a_group_that_then_consumes_from_there(cli_broker: B
     assert new_offsets(groups(cli_broker, *scope, "--to-datetime", future, "--dry-run")) == {0: 5, 1: 3}
     assert new_offsets(groups(cli_broker, *scope, "--by-duration", "PT1H", "--dry-run")) == {0: 0, 1: 0}
     assert "exactly one of these options" in failed(groups(cli_broker, *scope, "--to-earliest", "--to-latest"))
+
+
+def on_terminal(*args: str) -> tuple[str, str]:
+    """(stdout, what a terminal on stderr showed) of a tool whose stderr is a pseudo-terminal."""
+    controller, terminal = pty.openpty()
+    try:
+        process = subprocess.Popen([sys.executable, "-m", "pybroker", *args], stdin=subprocess.DEVNULL,
+                                   stdout=subprocess.PIPE, stderr=terminal, cwd=REPO)
+        os.close(terminal)
+        shown = b""
+        while chunk := _read_terminal(controller):
+            shown += chunk
+        stdout, _ = process.communicate(timeout=30)
+    finally:
+        os.close(controller)
+    assert process.returncode == 0, shown
+    return stdout.decode(), shown.decode()
+
+
+def _read_terminal(controller: int) -> bytes:
+    try:
+        return os.read(controller, 4096)
+    except OSError:  # EIO: the tool exited and closed its end of the terminal
+        return b""
+
+
+def test_reset_offsets_shows_progress_on_a_terminal_only(cli_broker: BrokerProcess) -> None:
+    produce(cli_broker, "groups-progress", {0: 2, 1: 1})
+    scope = ("consumer-groups", "--bootstrap-server", cli_broker.bootstrap, "--reset-offsets", "--group",
+             "progress", "--topic", "groups-progress")
+    stdout, shown = on_terminal(*scope, "--to-latest", "--execute")
+    assert "Resolving new offsets of group 'progress': 2/2 partitions (100%)\r\n" in shown
+    assert new_offsets(subprocess.CompletedProcess([], 0, stdout, "")) == {0: 2, 1: 1}
+    scripted = run(*scope, "--to-earliest", "--execute")
+    assert (new_offsets(scripted), scripted.stderr) == ({0: 0, 1: 0}, "")
 
 
 def test_active_member_state_and_refusals(cli_broker: BrokerProcess, tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer, TopicCollection
@@ -190,3 +191,18 @@ def test_get_offsets(shared_broker: BrokerProcess) -> None:
 def test_every_tool_has_help(tool: str) -> None:
     result = run(tool, "--help")
     assert result.returncode == 0 and f"usage: pybroker {tool}" in result.stdout
+
+
+def test_serve_on_a_taken_port_logs_one_error_line_in_kafkas_layout(shared_broker: BrokerProcess,
+                                                                    tmp_path: Path) -> None:
+    config = tmp_path / "server.properties"
+    config.write_text(f"broker.id=0\nlisteners=PLAINTEXT://{shared_broker.bootstrap}\nlog.dirs={tmp_path / 'logs'}\n"
+                      "no.such.key=1\n")
+    result = run("serve", str(config))
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    lines = result.stderr.splitlines()
+    assert re.fullmatch(r"\[[-\d :,]+\] WARN The configuration 'no.such.key' was supplied but isn't a known config\. "
+                        r"\(pybroker\.config\)", lines[0])
+    assert re.fullmatch(r"\[[-\d :,]+\] ERROR \[KafkaServer id=0\] Fatal error during startup, exiting: .*address "
+                        r"already in use \(pybroker\.server\)", lines[-1])
