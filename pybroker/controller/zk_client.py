@@ -119,7 +119,8 @@ class ZkClient:
 
     def _on_state(self, state: str) -> None:
         if state == KazooState.LOST:
-            log.warning("ZooKeeper session lost")
+            if self._kazoo is not None:  # not our own stop()
+                log.warning("ZooKeeper session lost")
             self._lost = True
         elif state == KazooState.CONNECTED and self._lost:
             self._lost = False

@@ -8,15 +8,19 @@ for segment I/O:
 1. Plan, on the loop (``assess_log``, ``CleaningJob.plan``). The dirty section starts at the
    log's cleaner checkpoint (the log start offset when there is none, or when it lies outside
    [log start, log end]). The cleanable part ends at the first uncleanable offset: the smallest
-   of the active segment's base offset, the high watermark, and (min.compaction.lag.ms > 0) the
-   base offset of the first dirty segment holding a record newer than now - min lag. Only whole
+   of the active segment's base offset, the last stable offset (the high watermark, or the first
+   offset of the oldest open transaction: the outcome of its data is not known yet), and
+   (min.compaction.lag.ms > 0) the base offset of the first dirty segment holding a record
+   newer than now - min lag. Only whole
    inactive segments below it are cleaned. dirty ratio = dirty bytes / (clean + dirty bytes),
    counted in whole segments. A log is cleaned when the ratio exceeds min.cleanable.dirty.ratio,
    or when the first batch of some dirty inactive segment is older than now -
-   max.compaction.lag.ms (Kafka ``needCompactionNow``), or when tombstones this broker kept
-   earlier have reached their delete horizon (in memory only: after a restart such tombstones
-   wait for the next pass the ratio triggers). The highest ratio goes first. The job captures
-   immutable ``SegmentRef``s and the producers' last offsets, and nothing else the thread uses.
+   max.compaction.lag.ms (Kafka ``needCompactionNow``), or when tombstones or transaction
+   markers this broker kept earlier have reached their delete horizon (in memory only: after a
+   restart they wait for the next pass the ratio triggers). The highest ratio goes first. The
+   job captures immutable ``SegmentRef``s, the producers' last offsets and epochs, and the
+   aborted transactions overlapping the cleanable segments (from their ``.txnindex`` files),
+   and nothing else the thread uses.
 2. Run, in a worker thread (``CleaningJob.run``): build the key -> latest offset map over the
    dirty section (bounded by the dedupe buffer: ~24 bytes per key, 90% load, as Kafka sizes
    its map), then rewrite every cleanable segment up to the end of the map, in groups of
@@ -27,7 +31,9 @@ for segment I/O:
    meanwhile), rename each output's files ``.cleaned`` -> ``.swap`` (indexes first, then the
    log; outputs in ascending base offset, matching the loader's KAFKA-6264 rule), fsync the
    directory, and let ``PartitionLog.replace_segments`` rename the old segments to ``.deleted``
-   and the swaps to their final names. Otherwise the outputs are deleted and nothing changes.
+   and the swaps to their final names, and give the new segment the ``.txnindex`` entries of
+   the aborted transactions whose markers and data the pass kept (compactor rule 7).
+   Otherwise the outputs are deleted and nothing changes.
 
 Progress: after a successful pass the log's first dirty offset becomes the end of the mapped
 section, stored per log in ``cleaner-offset-checkpoint`` in the log dir root (``topic partition
@@ -35,7 +41,10 @@ offset`` lines, Kafka's checkpoint format; see ``checkpoint.py``) by ``LogManage
 
 Crash safety: ``.cleaned`` files are fsynced before they become ``.swap``; a ``.swap`` is a
 complete replacement. At start-up ``loader.py`` deletes ``.cleaned`` files and completes
-``.swap`` files (Kafka ``LogLoader``), then rebuilds the swapped segment's indexes.
+``.swap`` files (Kafka ``LogLoader``), then rebuilds the swapped segment's indexes. The
+``.txnindex`` entries a swapped segment keeps only ever cover emptied batches (a pass keeps
+no record of an aborted transaction), so a crash that loses them exposes nothing to
+read-committed consumers.
 """
 
 from __future__ import annotations
@@ -47,9 +56,11 @@ from dataclasses import dataclass, field
 
 from pybroker.log.checkpoint import fsync_dir
 from pybroker.log.compactor import (
+    AbortedTxns,
     CleanedSegmentWriter,
     FilterRules,
     SegmentRef,
+    TxnPassState,
     build_offset_map,
     filter_batch,
     group_segments,
@@ -58,6 +69,7 @@ from pybroker.log.compactor import (
 from pybroker.log.loader import CLEANED_SUFFIX, SWAP_SUFFIX
 from pybroker.log.log import PartitionLog
 from pybroker.log.segment import LogSegment
+from pybroker.log.txn_index import AbortedTxn
 from pybroker.records.batch import RecordBatch
 
 __all__ = ["LogToClean", "CleaningJob", "CleanedOutput", "assess_log", "install_cleaned",
@@ -109,7 +121,7 @@ def assess_log(log: PartitionLog, checkpoint: int | None, now_ms: int,
     if first_dirty is None or not log.log_start_offset <= first_dirty <= log.log_end_offset:
         first_dirty = log.log_start_offset
     inactive = [(seg, segments[i + 1].base_offset) for i, seg in enumerate(segments[:-1])]
-    uncleanable = min(segments[-1].base_offset, log.high_watermark)
+    uncleanable = min(segments[-1].base_offset, log.last_stable_offset)
     if config.min_compaction_lag_ms > 0:
         for seg, end in inactive:
             if end > first_dirty and seg.largest_timestamp > now_ms - config.min_compaction_lag_ms:
@@ -137,6 +149,7 @@ class CleanedOutput:
     count: int
     paths: tuple[str, str, str]  # .log.cleaned, .index.cleaned, .timeindex.cleaned
     size: int
+    aborted: tuple[AbortedTxn, ...]  # the ``.txnindex`` entries the output keeps
 
 
 @dataclass(eq=False)
@@ -177,11 +190,13 @@ class CleaningJob:
         refs = [SegmentRef(seg.base_offset, end, seg.log_path, seg.size, seg.offset_index.size_in_bytes,
                            seg.time_index.size_in_bytes)
                 for seg, end in zip(candidate.segments, candidate.ends)]
-        last_offsets = {pid: entry.last_offset for pid, entry in log.producer_state.producers.items()
-                        if entry.last_offset >= 0}
+        producers = log.producer_state.producers.values()
+        last_offsets = {e.producer_id: e.last_offset for e in producers if e.last_offset >= 0}
+        marker_epochs = {e.producer_id: e.epoch for e in producers if e.last_offset < 0}
+        aborted = AbortedTxns(log.collect_aborted(refs[0].base_offset, refs[-1].end_offset) if refs else ())
         return cls(log=log, segments=list(candidate.segments), refs=refs, dir=log.dir,
                    first_dirty=candidate.first_dirty, map_capacity=capacity,
-                   rules=FilterRules(now_ms, config.delete_retention_ms, last_offsets),
+                   rules=FilterRules(now_ms, config.delete_retention_ms, last_offsets, marker_epochs, aborted),
                    max_segment_bytes=config.segment_bytes, max_index_bytes=config.segment_index_bytes,
                    index_interval_bytes=config.index_interval_bytes, truncations=log.truncations,
                    dirty_ratio=candidate.dirty_ratio)
@@ -209,7 +224,9 @@ class CleaningJob:
         started = time.monotonic()
         writers: list[CleanedSegmentWriter] = []
         try:
-            offset_map, self.end_offset = build_offset_map(self.refs, self.first_dirty, self.map_capacity)
+            offset_map, self.end_offset = build_offset_map(self.refs, self.first_dirty, self.map_capacity,
+                                                           self.rules.aborted)
+            txns = TxnPassState()
             index_of = {ref.base_offset: i for i, ref in enumerate(self.refs)}
             to_clean = [ref for ref in self.refs if ref.end_offset <= self.end_offset]
             for group in group_segments(to_clean, self.max_segment_bytes, self.max_index_bytes):
@@ -217,9 +234,11 @@ class CleaningJob:
                                               index_interval_bytes=self.index_interval_bytes,
                                               max_index_size=self.max_index_bytes)
                 writers.append(writer)
-                if self._clean_group(group, offset_map, writer):
+                changed = self._clean_group(group, offset_map, txns, writer)
+                aborted = tuple(txns.take_kept_aborted())
+                if changed:
                     self.outputs.append(CleanedOutput(group[0].base_offset, index_of[group[0].base_offset],
-                                                      len(group), writer.paths, writer.size))
+                                                      len(group), writer.paths, writer.size, aborted))
                     self.bytes_written += writer.size
                 else:
                     writer.discard()
@@ -232,7 +251,7 @@ class CleaningJob:
             self.elapsed_s = time.monotonic() - started
             self.done = True
 
-    def _clean_group(self, group: list[SegmentRef], offset_map: dict[bytes, int],
+    def _clean_group(self, group: list[SegmentRef], offset_map: dict[bytes, int], txns: TxnPassState,
                      writer: CleanedSegmentWriter) -> bool:
         """Filter every batch of ``group`` into ``writer``; True when the output differs."""
         changed = len(group) > 1
@@ -240,7 +259,7 @@ class CleaningJob:
         for ref in group:
             self.bytes_read += ref.size
             for rb in iter_file_batches(ref.path, ref.size):
-                result = filter_batch(rb, offset_map, self.rules)
+                result = filter_batch(rb, offset_map, self.rules, txns)
                 changed |= result.changed
                 self.records_removed += result.records_removed
                 horizon = result.tombstone_horizon
@@ -272,7 +291,7 @@ def install_cleaned(job: CleaningJob, now_ms: int) -> bool:
             os.rename(path, path[: -len(CLEANED_SUFFIX)] + SWAP_SUFFIX)
     fsync_dir(log.dir)
     for out, group in zip(job.outputs, groups):
-        log.replace_segments(group, out.base_offset, now_ms=now_ms)
+        log.replace_segments(group, out.base_offset, now_ms=now_ms, aborted_txns=out.aborted)
     fsync_dir(log.dir)
     return True
 

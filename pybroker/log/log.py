@@ -32,7 +32,7 @@ import shutil
 import uuid
 from bisect import bisect_right
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Iterator, Sequence
 
 from pybroker.log.checkpoint import PartitionMetadataFile, fsync_dir
 from pybroker.log.config import LogConfig
@@ -143,8 +143,9 @@ class PartitionLog:
         log = cls(dir_path, topic, partition, config, loaded.segments,
                   log_start_offset=loaded.log_start_offset, log_end_offset=loaded.log_end_offset,
                   recovery_point=loaded.recovery_point, high_watermark=hw, now_ms=now_ms)
-        logger.info("Loaded log %s: log start %d, log end %d, %d segment(s)", dir_path,
-                    log.log_start_offset, log.log_end_offset, len(loaded.segments))
+        logger.log(logging.INFO if log.log_end_offset else logging.DEBUG,
+                   "Loaded log %s: log start %d, log end %d, %d segment(s)", dir_path,
+                   log.log_start_offset, log.log_end_offset, len(loaded.segments))
         return log
 
     def __repr__(self) -> str:
@@ -626,8 +627,10 @@ class PartitionLog:
         return (len(run) == len(segments) and all(a is b for a, b in zip(run, segments))
                 and start + len(segments) < len(self._segments))
 
-    def replace_segments(self, old: list[LogSegment], new_base: int, *, now_ms: int) -> LogSegment:
-        """Install ``<new_base>.{log,index,timeindex}.swap`` in place of ``old`` (Kafka ``replaceSegments``).
+    def replace_segments(self, old: list[LogSegment], new_base: int, *, now_ms: int,
+                         aborted_txns: Sequence[AbortedTxn]) -> LogSegment:
+        """Install ``<new_base>.{log,index,timeindex}.swap`` in place of ``old`` (Kafka ``replaceSegments``);
+        ``aborted_txns`` are the ``.txnindex`` entries of what the cleaner kept.
 
         Order matters for crash safety: the old segments are renamed to ``.deleted`` first and
         only then the swap files lose their suffix, so a crash leaves either a ``.swap`` (which
@@ -638,13 +641,12 @@ class PartitionLog:
             raise LogError(f"segments {[s.base_offset for s in old]} of {self._dir} cannot be replaced")
         start = next(i for i, s in enumerate(self._segments) if s is old[0])
         self._now_ms = now_ms
-        aborted = [entry for replaced in old for entry in replaced.txn_index.entries]
         self._schedule_delete(old)
         prefix = os.path.join(self._dir, filename_prefix(new_base))
         for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, LOG_SUFFIX):
             os.rename(prefix + suffix + SWAP_SUFFIX, prefix + suffix)
         segment = LogSegment.open(self._dir, new_base, self._config, created_ms=now_ms)
-        for entry in aborted:  # the cleaner copies transactional data and markers untouched
+        for entry in aborted_txns:
             segment.txn_index.append(entry)
         self._segments[start:start + len(old)] = [segment]
         self._dir_dirty = True

@@ -112,7 +112,10 @@ class LogManager:
             starts = _read_checkpoint(os.path.join(root, LOG_START_OFFSET_CHECKPOINT))
             hws = _read_checkpoint(os.path.join(root, HIGH_WATERMARK_CHECKPOINT))
             self._cleaner_offsets.update(_read_checkpoint(os.path.join(root, CLEANER_OFFSET_CHECKPOINT)))
-            logger.info("Loading logs from %s (%s shutdown)", root, "clean" if clean else "unclean")
+            if os.listdir(root):
+                logger.info("Loading logs from %s (%s shutdown)", root, "clean" if clean else "unclean")
+            else:
+                logger.info("Log directory %s is new and empty", root)
             for name in sorted(os.listdir(root)):
                 path = os.path.join(root, name)
                 if not os.path.isdir(path):

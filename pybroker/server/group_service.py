@@ -70,7 +70,8 @@ class GroupService:
             self.coordinator.load(replay(partition_log.read_from_start()), self._clock())
         self.loaded.add(partition)
         count = sum(1 for g in self.coordinator.groups if self.coordinator.partition_of(g) == partition)
-        log.info("Loaded %d group(s) from %s-%d at leader epoch %d", count, OFFSETS_TOPIC, partition, leader_epoch)
+        log.log(logging.INFO if count else logging.DEBUG, "Loaded %d group(s) from %s-%d at leader epoch %d", count,
+                OFFSETS_TOPIC, partition, leader_epoch)
 
     async def call(self, operation: Callable[[Any, int], Outcome]) -> Any:
         return await self.runtime.call(operation)

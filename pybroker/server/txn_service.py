@@ -92,8 +92,8 @@ class TxnService:
         self.loaded.add(partition)
         self.runtime.wake()
         count = sum(1 for t in self.coordinator.transactions if self.coordinator.partition_of(t) == partition)
-        log.info("Loaded %d transactional id(s) from %s-%d at coordinator epoch %d", count, TXN_TOPIC, partition,
-                 leader_epoch)
+        log.log(logging.INFO if count else logging.DEBUG, "Loaded %d transactional id(s) from %s-%d at coordinator "
+                "epoch %d", count, TXN_TOPIC, partition, leader_epoch)
 
     async def call(self, operation: Callable[[Any, int], TxnOutcome]) -> Any:
         """Run one coordinator operation, creating the internal topic first if needed."""

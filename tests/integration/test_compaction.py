@@ -23,10 +23,11 @@ def create_compacted_topic(bootstrap: str, name: str, **extra: str) -> None:
     futures[name].result(timeout=30)
 
 
-def read_partition(bootstrap: str, topic: str) -> list[tuple[int, bytes | None, bytes | None]]:
+def read_partition(bootstrap: str, topic: str,
+                   isolation: str = "read_uncommitted") -> list[tuple[int, bytes | None, bytes | None]]:
     """(offset, key, value) of every record from the beginning to the end of partition 0."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused", "enable.auto.commit": False,
-                         "enable.partition.eof": True, "check.crcs": True})
+                         "enable.partition.eof": True, "check.crcs": True, "isolation.level": isolation})
     consumer.assign([TopicPartition(topic, 0, 0)])
     out: list[tuple[int, bytes | None, bytes | None]] = []
     try:
@@ -170,3 +171,45 @@ def test_compacted_topic_refuses_records_without_a_key(broker: BrokerProcess):
     assert producer.flush(30) == 0
     assert [e.code() if e else None for e in errors] == [KafkaError.INVALID_RECORD, None]
     assert [(key, value) for _, key, value in read_partition(broker.bootstrap, "keyless")] == [(b"k", b"keyed")]
+
+
+def test_cleaner_removes_aborted_transactions_and_keeps_committed_ones(tmp_path):
+    broker = BrokerProcess(tmp_path, CLEANER).start()
+    try:
+        topic = "txn-compacted"
+        create_compacted_topic(broker.bootstrap, topic)
+        producer = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "compacting",
+                             "linger.ms": 5})
+        producer.init_transactions(30)
+
+        def transaction(records: list[tuple[bytes, bytes]], *, commit: bool) -> None:
+            producer.begin_transaction()
+            for key, value in records:
+                producer.produce(topic, key=key, value=value)
+            assert producer.flush(30) == 0  # an abort would purge what is still queued
+            if commit:
+                producer.commit_transaction(30)
+            else:
+                producer.abort_transaction(30)
+
+        keys = [f"key-{k:03d}".encode() for k in range(40)]
+        committed = [(key, b"committed-" + key + b"-" + b"c" * 200) for key in keys]
+        transaction(committed, commit=True)
+        transaction([(key, b"aborted-" + key + b"-" + b"a" * 200) for key in keys]
+                    + [(b"aborted-only", b"aborted")], commit=False)
+        # A large committed record rolls the segment, so both transactions above are cleanable.
+        sentinel = (b"sentinel", b"s" * SEGMENT_BYTES)
+        transaction([sentinel], commit=True)
+        expected = committed + [sentinel]
+
+        deadline = time.monotonic() + 30
+        seen = [(key, value) for _, key, value in read_partition(broker.bootstrap, topic)]
+        while seen != expected and time.monotonic() < deadline:
+            time.sleep(0.25)
+            seen = [(key, value) for _, key, value in read_partition(broker.bootstrap, topic)]
+        assert seen == expected, "read_uncommitted sees no aborted value: they are gone from the log"
+        assert broker.wait_for_log(r"Cleaned log txn-compacted-0")
+        read_committed = read_partition(broker.bootstrap, topic, "read_committed")
+        assert [(key, value) for _, key, value in read_committed] == expected
+    finally:
+        broker.kill()

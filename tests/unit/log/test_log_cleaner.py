@@ -16,7 +16,6 @@ from pybroker.log.manager import CLEANER_OFFSET_CHECKPOINT
 from pybroker.log.segment import filename_prefix
 from pybroker.records.batch import RecordBatch, validate_batch
 from pybroker.records.constants import Compression
-from pybroker.records.control import build_end_txn_marker
 from pybroker.records.record import Record, RecordInput, build_batch
 
 RETENTION = 10_000
@@ -397,18 +396,13 @@ def test_batch_of_an_older_producer_batch_is_dropped_when_empty(tmp_path: Path) 
     assert [b.base_sequence for b in mine] == [1]
 
 
-def test_keyless_records_and_control_batches_are_untouched(tmp_path: Path) -> None:
+def test_keyless_records_are_kept(tmp_path: Path) -> None:
     manager, log = new_log(tmp_path)
     append(log, [(None, b"no-key"), (b"k", b"old")])
-    marker = bytearray(build_end_txn_marker(commit=True, producer_id=9, producer_epoch=0,
-                                            coordinator_epoch=0))
-    log.append_as_leader(marker, leader_epoch=0, now_ms=NOW)
-    marker_bytes = read_all(log)[-1]
     append(log, [(b"k", b"new")])
     updates(log, 60)
     clean(manager)
     assert [(r.key, r.value) for r in batches(log)[0].records()] == [(None, b"no-key")]
-    assert read_all(log)[1] == marker_bytes
 
 
 def test_compaction_config_keys_parse_and_validate() -> None:
