@@ -54,7 +54,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--w5-metadata-requests", type=int, default=50)
     parser.add_argument("--w6-messages", type=int, default=500_000, help="W6 messages produced per repetition "
                                                                           "(the round trips use --w4-sends)")
-    parser.add_argument("--w7-mb", type=int, default=256, help="W7 data directory size in MiB (the issue asks 2048)")
+    parser.add_argument("--w7-mb", type=int, default=2048, help="W7 data directory size in MiB (needs that much free "
+                                                                 "space in the temp dir)")
     parser.add_argument("--w7-segment-mb", type=int, default=8, help="W7 log.segment.bytes in MiB")
     parser.add_argument("--timeout", type=float, default=120.0,
                         help="seconds for any single wait; a client load process is killed after 2x this + 30")

@@ -15,7 +15,7 @@ from pybroker.protocol.api_keys import (
     REQUEST_VERSIONS,
     RESPONSE_FLEXIBLE_MIN,
 )
-from pybroker.protocol.errors import DecodeError, FrameTooLarge
+from pybroker.protocol.errors import DecodeError, EncodeError, FrameTooLarge
 from pybroker.protocol.messages.request_header import RequestHeader
 from pybroker.protocol.messages.response_header import ResponseHeader
 from pybroker.protocol.primitives import BytesLike, FramePart, Reader, Writer
@@ -31,6 +31,7 @@ __all__ = [
     "encode_response_message",
     "encode_response_parts",
     "encode_request",
+    "EncodedBody",
     "API_VERSIONS_KEY",
     "CONTROLLED_SHUTDOWN_KEY",
 ]
@@ -181,7 +182,7 @@ def encode_response_message(correlation_id: int, api_key: int, api_version: int,
 
 
 def encode_response_parts(correlation_id: int, api_key: int, api_version: int,
-                          msg: Message) -> list[FramePart]:
+                          msg: Message | EncodedBody) -> list[FramePart]:
     """The response frame as ordered parts: buffer views, and the file ranges of records fields.
 
     The size prefix already counts the ranges' bytes, so sending the parts in order (copying
@@ -191,7 +192,22 @@ def encode_response_parts(correlation_id: int, api_key: int, api_version: int,
     return _response_writer(correlation_id, api_key, api_version, msg).parts()
 
 
-def _response_writer(correlation_id: int, api_key: int, api_version: int, msg: Message) -> Writer:
+@dataclasses.dataclass(frozen=True, slots=True)
+class EncodedBody:
+    """A message body encoded earlier, framed as it is: a server answering the same question again
+    (Metadata for a thousand partitions) reuses the bytes and only the response header is new."""
+
+    version: int
+    body: bytes
+
+    def write(self, w: Writer, version: int) -> None:
+        """Append the stored body; it is only valid at the version it was encoded for."""
+        if version != self.version:
+            raise EncodeError(f"body encoded at version {self.version} cannot be sent at version {version}")
+        w.write_raw(self.body)
+
+
+def _response_writer(correlation_id: int, api_key: int, api_version: int, msg: Message | EncodedBody) -> Writer:
     w = Writer()
     buf = w.buf
     buf += _HEADER_V0.pack(0, correlation_id)

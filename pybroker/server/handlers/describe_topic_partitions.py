@@ -6,17 +6,19 @@ answered in name order and partitions in index order, from the request's cursor 
 2000) are in the answer; `next_cursor` then names the first partition left out. An empty topic list
 means every topic, and then topics that cannot be described are left out instead of reported.
 Eligible leader replicas (ELR) are a KRaft feature: they are always null here, as from a ZooKeeper-mode
-Kafka broker.
+Kafka broker. Answers are kept encoded while the metadata they describe is unchanged (`metadata_cache`).
 """
 
 from __future__ import annotations
 
 from pybroker.common.topic import INTERNAL_TOPICS, ZERO_UUID
-from pybroker.controller.metadata import TopicInfo
+from pybroker.controller.metadata import ClusterMetadata, TopicInfo
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.error_codes import ErrorCode
+from pybroker.protocol.frame import EncodedBody
 from pybroker.protocol.messages import DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse
 from pybroker.server.context import RequestContext
+from pybroker.server.metadata_cache import answer_cache
 from pybroker.server.registry import api
 
 Response = DescribeTopicPartitionsResponse
@@ -26,11 +28,25 @@ MAX_PARTITIONS_PER_RESPONSE = 2000
 
 
 @api(ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0, 0)
-async def handle(ctx: RequestContext, request: DescribeTopicPartitionsRequest) -> DescribeTopicPartitionsResponse:
+async def handle(ctx: RequestContext, request: DescribeTopicPartitionsRequest) -> EncodedBody:
     metadata = ctx.broker.metadata
     assert metadata is not None
     every_topic = not request.topics
     names = sorted(metadata.topics()) if every_topic else sorted({t.name for t in request.topics})
+    cursor = request.cursor
+    shape = (ApiKey.DESCRIBE_TOPIC_PARTITIONS, ctx.api_version, request.response_partition_limit,
+             None if cursor is None else (cursor.topic_name, cursor.partition_index))
+    requested = None if every_topic else tuple((name, None) for name in names)
+    cache = answer_cache(metadata)
+    body = cache.get(metadata, shape, requested)
+    if body is None:  # the answer is built without awaiting, so from exactly the topics resolved here
+        body = _answer(metadata, request, every_topic, names).encode(ctx.api_version)
+        cache.put(metadata, shape, requested, [] if every_topic else [metadata.topic(n) for n in names], body)
+    return EncodedBody(ctx.api_version, body)
+
+
+def _answer(metadata: ClusterMetadata, request: DescribeTopicPartitionsRequest, every_topic: bool,
+            names: list[str]) -> DescribeTopicPartitionsResponse:
     cursor = request.cursor
     if cursor is not None:
         if cursor.topic_name not in names and not every_topic or cursor.partition_index < 0:

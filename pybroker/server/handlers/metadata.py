@@ -2,36 +2,54 @@
 
 An unknown topic named in the request is created when both the request (v4+) and
 `auto.create.topics.enable` allow it; internal topics are listed only when asked for by name.
+An answer in which every topic exists is kept encoded (`metadata_cache`) and sent again as long
+as the metadata it describes is unchanged.
 """
 
 from __future__ import annotations
 
 from pybroker.common.topic import INTERNAL_TOPICS, ZERO_UUID, topic_name_error
-from pybroker.controller.metadata import TopicInfo
+from pybroker.controller.metadata import ClusterMetadata, TopicInfo
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.error_codes import ErrorCode
+from pybroker.protocol.frame import EncodedBody
 from pybroker.protocol.messages import MetadataRequest, MetadataResponse
 from pybroker.server.context import RequestContext
 from pybroker.server.error_mapping import error_code_for
+from pybroker.server.metadata_cache import RequestedTopics, answer_cache, resolve
 from pybroker.server.registry import api
 
 Topic = MetadataResponse.MetadataResponseTopic
 Partition = MetadataResponse.MetadataResponsePartition
 
-
 @api(ApiKey.METADATA, 0, 12)
-async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataResponse:
-    broker = ctx.broker
-    metadata = broker.metadata
-    all_topics = request.topics is None or (ctx.api_version == 0 and not request.topics)
+async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataResponse | EncodedBody:
+    metadata = ctx.broker.metadata
+    assert metadata is not None
+    version = ctx.api_version
+    all_topics = request.topics is None or (version == 0 and not request.topics)
+    requested: RequestedTopics = None if all_topics else tuple((t.name, t.topic_id) for t in request.topics)
+    cache = answer_cache(metadata)
+    shape = (ApiKey.METADATA, version)
+    body = cache.get(metadata, shape, requested)
+    if body is not None:
+        return EncodedBody(version, body)
     live = {b.broker_id for b in metadata.brokers()}
-    topics: list[Topic] = []
-    if all_topics:
-        topics = [_describe(info, live) for name, info in sorted(metadata.topics().items())
-                  if name not in INTERNAL_TOPICS]
+    if requested is None:
+        infos: list[TopicInfo | None] = [info for name, info in sorted(metadata.topics().items())
+                                         if name not in INTERNAL_TOPICS]
     else:
-        for requested in request.topics:
-            topics.append(await _lookup(ctx, requested, request.allow_auto_topic_creation, live))
+        infos = [resolve(metadata, name, topic_id) for name, topic_id in requested]
+    known = [info for info in infos if info is not None]
+    if len(known) == len(infos):  # built without awaiting anything, from exactly these objects
+        body = _response(metadata, [_describe(info, live) for info in known]).encode(version)
+        cache.put(metadata, shape, requested, known, body)
+        return EncodedBody(version, body)
+    topics = [await _lookup(ctx, t, request.allow_auto_topic_creation, live) for t in request.topics]
+    return _response(metadata, topics)
+
+
+def _response(metadata: ClusterMetadata, topics: list[Topic]) -> MetadataResponse:
     brokers = [MetadataResponse.MetadataResponseBroker(node_id=b.broker_id, host=b.host, port=b.port, rack=b.rack)
                for b in metadata.brokers()]
     return MetadataResponse(throttle_time_ms=0, brokers=brokers, cluster_id=metadata.cluster_id,
@@ -41,14 +59,11 @@ async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataRespo
 async def _lookup(ctx: RequestContext, requested: MetadataRequest.MetadataRequestTopic, allow_create: bool,
                   live: set[int]) -> Topic:
     metadata = ctx.broker.metadata
-    if requested.name is None:
-        info = metadata.topic_by_id(requested.topic_id)
-        if info is None:
-            return Topic(error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None, topic_id=requested.topic_id)
-        return _describe(info, live)
-    info = metadata.topic(requested.name)
+    info = resolve(metadata, requested.name, requested.topic_id)
     if info is not None:
         return _describe(info, live)
+    if requested.name is None:
+        return Topic(error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None, topic_id=requested.topic_id)
     if topic_name_error(requested.name):
         return Topic(error_code=ErrorCode.INVALID_TOPIC_EXCEPTION, name=requested.name)
     if allow_create and ctx.broker.config["auto.create.topics.enable"] and requested.name not in INTERNAL_TOPICS:
