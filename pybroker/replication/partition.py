@@ -40,7 +40,8 @@ def epoch_cache_of(partition_log: PartitionLog) -> EpochCache:
     (start-up recovery may have dropped a torn tail; retention may have moved the start). When the
     file is missing or corrupt the cache is rebuilt from the batch headers, then written."""
     checkpoint = epoch_checkpoint_of(partition_log)
-    stored = _stored_epochs(checkpoint, log_is_empty=partition_log.size_in_bytes == 0)
+    log_is_empty = partition_log.size_in_bytes == 0
+    stored = _stored_epochs(checkpoint, log_is_empty=log_is_empty)
     if stored is None:
         cache = EpochCache.from_batches((h.partition_leader_epoch, h.base_offset)
                                         for segment in partition_log.segments for _, h in segment.iter_headers())
@@ -48,7 +49,7 @@ def epoch_cache_of(partition_log: PartitionLog) -> EpochCache:
         cache = EpochCache.from_batches(sorted(stored.items()))
     changed = cache.truncate_from_end(partition_log.log_end_offset)
     changed |= cache.truncate_from_start(partition_log.log_start_offset)
-    if stored is None or changed:
+    if changed or (stored is None and not log_is_empty):  # a new log's file comes with its first epoch
         checkpoint.write(dict(cache.entries))
     return cache
 

@@ -71,11 +71,13 @@ def test_a_missing_or_corrupt_file_is_rebuilt_from_the_log_and_rewritten(
     assert len([r for r in caplog.records if "rebuilding the leader epoch cache" in r.getMessage()]) == 1
 
 
-def test_a_new_empty_log_gets_an_empty_file_without_a_warning(
+def test_a_new_empty_log_gets_its_file_with_its_first_epoch_without_a_warning(
         tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.WARNING, logger="pybroker.replication"):
-        open_partition(tmp_path)
-    assert checkpoint_text(tmp_path) == "0\n0\n"
+        partition = open_partition(tmp_path)
+        assert not (tmp_path / "leader-epoch-checkpoint").exists()  # one fsync fewer per created partition
+        lead(partition, 0, 1)
+    assert checkpoint_text(tmp_path) == "0\n1\n0 0\n"
     assert not caplog.records
 
 
