@@ -2,7 +2,7 @@
 
 Rules of this module:
 
-1. Nothing here does I/O or reads a clock. Every entry point takes ``now_ms`` and returns an
+1. Nothing here does I/O (beyond Kafka's one log line per group event) or reads a clock. Every entry point takes ``now_ms`` and returns an
    ``Outcome``: the answers to deliver (each paired with the opaque ``Waiter`` its request came
    with) and the ``__consumer_offsets`` records to persist *before* those answers go out.
 2. JoinGroup and SyncGroup answers may be delayed: the member keeps the waiter and a later call
@@ -13,6 +13,7 @@ Rules of this module:
 
 from __future__ import annotations
 
+import logging
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, Iterable
@@ -58,6 +59,8 @@ FIRST_NOT_FOUND_DESCRIBE_VERSION = 6
 NO_AUTHORIZED_OPERATIONS = -(2**31)
 GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)  # READ, DELETE, DESCRIBE: all allowed (no ACLs)
 GROUP_TYPE_CLASSIC = "classic"
+
+log = logging.getLogger("pybroker.coordinator")
 
 
 @dataclass(frozen=True, slots=True)
@@ -283,6 +286,8 @@ class GroupCoordinator:
         else:
             group.initial_delay_deadline_ms = None
             group.rebalance_deadline_ms = now_ms + timeout
+        log.info("Preparing to rebalance group %s in state PreparingRebalance with old generation %d",
+                 group.group_id, group.generation_id)
         group.transition(GroupState.PREPARING_REBALANCE, now_ms)
 
     def _maybe_complete_join(self, out: Outcome, group: Group, now_ms: int) -> None:
@@ -309,10 +314,13 @@ class GroupCoordinator:
         if group.is_empty:
             group.protocol_name = None
             group.transition(GroupState.EMPTY, now_ms)
+            log.info("Group %s with generation %d is now empty", group.group_id, group.generation_id)
             out.records.append((self.partition_of(group.group_id), group_record(group)))
             return
         group.protocol_name = group.select_protocol()
         group.transition(GroupState.COMPLETING_REBALANCE, now_ms)
+        log.info("Stabilized group %s generation %d with %d members", group.group_id, group.generation_id,
+                 len(group.members))
         for member in group.members.values():
             member.heartbeat_deadline_ms = now_ms + member.session_timeout_ms
             if member.join_waiter is not None:
@@ -358,6 +366,8 @@ class GroupCoordinator:
                     m.assignment = assignments.get(m.member_id, b"")
                 out.records.append((self.partition_of(group.group_id), group_record(group)))
                 group.transition(GroupState.STABLE, now_ms)
+                log.info("Assignment received from leader %s for group %s for generation %d. The group has %d "
+                         "members", member.member_id, group.group_id, group.generation_id, len(group.members))
                 for m in group.members.values():
                     if m.sync_waiter is not None:
                         out.reply(m.sync_waiter, self._sync_response(group, m))
@@ -438,6 +448,7 @@ class GroupCoordinator:
             member = group.members.get(identity.member_id)
             if member is None:
                 return ErrorCode.UNKNOWN_MEMBER_ID
+        log.info("Member %s has left group %s through explicit LeaveGroup", member.member_id, group.group_id)
         self._remove_member(out, group, member, now_ms)
         return ErrorCode.NONE
 
@@ -467,6 +478,8 @@ class GroupCoordinator:
                 # clients; the rebalance timeout bounds that wait instead.
                 waiting = member.sync_waiter is not None or member.join_waiter is not None
                 if now_ms >= member.heartbeat_deadline_ms and not waiting and member.member_id in group.members:
+                    log.info("Member %s in group %s has failed (no heartbeat within %d ms), removing it from "
+                             "the group", member.member_id, group.group_id, member.session_timeout_ms)
                     self._remove_member(out, group, member, now_ms)
             if group.is_in(GroupState.PREPARING_REBALANCE):
                 self._tick_join_phase(out, group, now_ms)
@@ -520,6 +533,7 @@ class GroupCoordinator:
         group.offsets.clear()
         out.records.append((partition, (group_key(group.group_id), None)))
         group.transition(GroupState.DEAD, now_ms)
+        log.info("Group %s transitioned to Dead in generation %d", group.group_id, group.generation_id)
         del self.groups[group.group_id]
 
     # ------------------------------------------------------------------ offsets
