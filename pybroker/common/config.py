@@ -133,6 +133,8 @@ _KEYS: list[ConfigKey] = [
     ConfigKey("message.max.bytes", "int", 1048588, "Largest record batch accepted.", at_least(0), topic_key="max.message.bytes"),
     ConfigKey("compression.type", "string", "producer", "Final compression of a topic's data; only 'producer' (keep what the producer sent) is implemented.", one_of("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"), topic_key="compression.type"),
     ConfigKey("fetch.max.bytes", "int", 57671680, "Largest fetch response the broker builds.", at_least(1024)),
+    ConfigKey("max.incremental.fetch.session.cache.slots", "int", 1000, "Incremental fetch sessions (KIP-227) the broker keeps; 0 serves every fetch sessionless.", at_least(0)),
+    ConfigKey("min.incremental.fetch.session.eviction.ms", "int", 120000, "Idle time after which a fetch session may lose its slot to a new one (KIP-227's name; Apache Kafka fixes it at 120000).", at_least(0)),
     # Log
     ConfigKey("log.dir", "string", "/tmp/kafka-logs", "Data directory, used when log.dirs is unset."),
     ConfigKey("log.dirs", "list", None, "Data directories; each partition lives in one of them."),

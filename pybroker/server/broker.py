@@ -18,6 +18,7 @@ from pybroker.log.config import LogConfig
 from pybroker.log.manager import LogManager
 from pybroker.replication.manager import ReplicaManager
 from pybroker.server.dispatcher import Dispatcher
+from pybroker.server.fetch_sessions import FetchSessionCache
 from pybroker.server.group_service import GroupService
 from pybroker.server.handlers import ALL_HANDLERS
 from pybroker.server.metrics import BrokerMetrics
@@ -49,6 +50,8 @@ class Broker:
         self.zk_mode = ZkMode(self) if config["zookeeper.connect"] else None
         self.groups = GroupService(self, now_ms)
         self.txns = TxnService(self, now_ms)
+        self.fetch_sessions = FetchSessionCache(config["max.incremental.fetch.session.cache.slots"],
+                                                config["min.incremental.fetch.session.eviction.ms"])
         self.replica_manager.leadership_listeners += [self.groups.on_leadership_change,
                                                       self.txns.on_leadership_change]
         # Off (None) unless metrics.port is set, so the request path pays nothing for unscraped counters.

@@ -5,9 +5,9 @@ transactions between the fetch offset and the LSO, so the client drops their rec
 past the returned batches are harmless: clients apply an entry only when they reach its first
 offset); control batches are returned as they are and clients skip them, as with Kafka.
 
-Fetch sessions (KIP-227) are not cached: a request that asks for a new session (id 0, epoch 0)
-gets session id 0 back, which tells the client to keep sending full requests; a request naming a
-session id gets FETCH_SESSION_ID_NOT_FOUND, as from a Kafka broker whose session cache is full.
+Fetch sessions (KIP-227) live in `pybroker.server.fetch_sessions`: it says which partitions a
+request reads (an incremental request reads its session's partitions) and which partitions the
+response carries; this handler only reads them. Followers are privileged in the session cache.
 """
 
 from __future__ import annotations
@@ -22,15 +22,15 @@ from pybroker.log.log import PartitionLog
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.messages import FetchRequest, FetchResponse
+from pybroker.protocol.primitives import ZERO_UUID
 from pybroker.replication.errors import ReplicationError
 from pybroker.server.context import RequestContext
 from pybroker.server.error_mapping import error_code_for
+from pybroker.server.fetch_sessions import PartitionKey, Requested
 from pybroker.server.registry import api
 
 PartitionData = FetchResponse.PartitionData
 FIRST_TOPIC_ID_VERSION = 13
-FINAL_EPOCH = -1
-INITIAL_EPOCH = 0
 READ_COMMITTED = 1
 FIRST_REPLICA_STATE_VERSION = 15
 
@@ -41,6 +41,7 @@ class _Wanted:
 
     topic: str
     topic_id: uuid.UUID
+    key: PartitionKey
     request: FetchRequest.FetchPartition
     error: ErrorCode = ErrorCode.NONE
 
@@ -54,10 +55,14 @@ class _Result:
 
 @api(ApiKey.FETCH, 4, 17)
 async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
-    session_error = _session_error(request)
-    if session_error is not ErrorCode.NONE:
-        return FetchResponse(throttle_time_ms=0, error_code=session_error, session_id=0, responses=[])
-    wanted = _resolve(ctx, request)
+    sessions = ctx.broker.fetch_sessions
+    context = sessions.new_context(
+        ctx.now_ms, session_id=request.session_id, epoch=request.session_epoch,
+        privileged=_replica_id(ctx, request) >= 0, uses_topic_ids=_uses_topic_ids(ctx),
+        requested=_requested(ctx, request), forgotten=_forgotten(ctx, request))
+    if context.error is not ErrorCode.NONE:
+        return FetchResponse(throttle_time_ms=0, error_code=context.error, session_id=0, responses=[])
+    wanted = _resolve(ctx, context.partitions)
     _record_follower_fetch(ctx, request, wanted)
     result = _read_all(ctx, request, wanted)
     deadline = time.monotonic() + request.max_wait_ms / 1000
@@ -68,32 +73,49 @@ async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
             break
         await ctx.broker.replica_manager.wait_for_append(keys, remaining)
         result = _read_all(ctx, request, wanted)
-    return FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=_group(ctx, result))
+    session_id, included = sessions.complete(
+        context, ctx.now_ms, [(item.key, data, _records_size(data)) for item, data in result.partitions])
+    if not all(included):
+        result.partitions = [part for part, keep in zip(result.partitions, included) if keep]
+    return FetchResponse(throttle_time_ms=0, error_code=0, session_id=session_id, responses=_group(ctx, result))
 
 
-def _session_error(request: FetchRequest) -> ErrorCode:
-    if request.session_id != 0:
-        return ErrorCode.FETCH_SESSION_ID_NOT_FOUND
-    if request.session_epoch not in (FINAL_EPOCH, INITIAL_EPOCH):
-        return ErrorCode.INVALID_FETCH_SESSION_EPOCH
-    return ErrorCode.NONE
+def _uses_topic_ids(ctx: RequestContext) -> bool:
+    return ctx.api_version >= FIRST_TOPIC_ID_VERSION
 
 
-def _resolve(ctx: RequestContext, request: FetchRequest) -> list[_Wanted]:
-    """Name each requested partition's topic; v13+ requests name topics by id only."""
+def _requested(ctx: RequestContext, request: FetchRequest) -> Requested:
+    """The request's partitions keyed as its version names topics: by id from v13, by name before."""
+    by_id = _uses_topic_ids(ctx)
+    return [((topic.topic_id if by_id else topic.topic, partition.partition), partition)
+            for topic in request.topics for partition in topic.partitions]
+
+
+def _forgotten(ctx: RequestContext, request: FetchRequest) -> list[PartitionKey]:
+    by_id = _uses_topic_ids(ctx)
+    return [(topic.topic_id if by_id else topic.topic, partition)
+            for topic in request.forgotten_topics_data for partition in topic.partitions]
+
+
+def _resolve(ctx: RequestContext, partitions: Requested) -> list[_Wanted]:
+    """Name each partition's topic; v13+ requests name topics by id only."""
     metadata = ctx.broker.metadata
+    error = ErrorCode.UNKNOWN_TOPIC_ID if _uses_topic_ids(ctx) else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     wanted = []
-    for topic in request.topics:
-        if ctx.api_version >= FIRST_TOPIC_ID_VERSION:
-            info = metadata.topic_by_id(topic.topic_id)
-            error = ErrorCode.UNKNOWN_TOPIC_ID
+    last_topic: str | uuid.UUID | None = None
+    info = None
+    for key, partition in partitions:
+        topic = key[0]
+        if topic != last_topic:  # partitions come grouped by topic: one lookup per topic
+            last_topic = topic
+            info = metadata.topic_by_id(topic) if isinstance(topic, uuid.UUID) else metadata.topic(topic)
+        if info is not None:
+            name, topic_id = info.name, info.topic_id
+        elif isinstance(topic, uuid.UUID):
+            name, topic_id = "", topic
         else:
-            info = metadata.topic(topic.topic)
-            error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        name = info.name if info else topic.topic
-        topic_id = info.topic_id if info else topic.topic_id
-        for partition in topic.partitions:
-            wanted.append(_Wanted(name, topic_id, partition, ErrorCode.NONE if info else error))
+            name, topic_id = topic, ZERO_UUID
+        wanted.append(_Wanted(name, topic_id, key, partition, ErrorCode.NONE if info else error))
     return wanted
 
 
