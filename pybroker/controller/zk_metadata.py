@@ -129,9 +129,12 @@ class ZkMetadata(TopicRegistry):
             partitions = {p.partition_index: PartitionInfo(p.partition_index, tuple(p.replicas), p.leader,
                                                            p.leader_epoch, tuple(p.isr))
                           for p in topic.partition_states}
-            topics[topic.topic_name] = TopicInfo(topic.topic_name, topic.topic_id, partitions, configs)
+            info = TopicInfo(topic.topic_name, topic.topic_id, partitions, configs)
+            previous = self._topics.get(topic.topic_name)
+            # An unchanged topic keeps its object, so answers cached for it stay valid (metadata_cache.py).
+            topics[topic.topic_name] = previous if previous == info else info
         removed = set(self._topics) - set(topics)
-        changed = [info for name, info in topics.items() if self._topics.get(name) != info]
+        changed = [info for name, info in topics.items() if self._topics.get(name) is not info]
         self._topics = topics
         self._by_id = {info.topic_id: info for info in topics.values()}
         for name in removed:
