@@ -1,9 +1,7 @@
 """One asyncio.Protocol per client connection: frames in, responses out in request order.
 
 Requests on a connection run concurrently (pipelining) but their responses are written in the
-order the requests arrived, as Kafka clients require. Responses held in memory that become ready in
-the same event-loop pass are written together at the end of it (one ``writelines``, one system
-call), which is what many small acks=all answers on one connection need. Reading pauses while too many requests are
+order the requests arrived, as Kafka clients require. Reading pauses while too many requests are
 in flight or while the transport's write buffer is full, so a fast client cannot grow our memory
 without bound. A frame that cannot be parsed closes that connection, with one log line.
 
@@ -55,8 +53,6 @@ class KafkaConnection(asyncio.Protocol):
         self._peer = "?"
         self._reading_paused = False
         self._writing_paused = False
-        self._outgoing: list[bytes | bytearray | memoryview] = []
-        self._flush_scheduled = False
 
     # asyncio.Protocol callbacks
 
@@ -121,27 +117,10 @@ class KafkaConnection(asyncio.Protocol):
                 self.close()
                 return
             response = future.result()
-            if response is None:
-                continue
-            parts = [response] if isinstance(response, bytes) else response
-            if not any(isinstance(part, FileSlice) for part in parts):
-                self._outgoing.extend(parts)
-                continue
-            self._flush()
-            if not self._send(parts):
+            if response is not None and not self._send([response] if isinstance(response, bytes) else response):
                 self.close()
                 return
-        if self._outgoing and not self._flush_scheduled:
-            self._flush_scheduled = True
-            asyncio.get_running_loop().call_soon(self._flush)
         self._update_reading()
-
-    def _flush(self) -> None:
-        """Write the in-memory responses gathered in this loop pass, in order."""
-        self._flush_scheduled = False
-        outgoing, self._outgoing = self._outgoing, []
-        if outgoing and self._transport is not None and not self._transport.is_closing():
-            self._transport.writelines(outgoing)
 
     def _send(self, parts: list[FramePart]) -> bool:
         """Write one response frame after those before it; False if the connection must close."""
