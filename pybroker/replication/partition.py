@@ -156,12 +156,18 @@ class Partition:
 
     def append_as_follower(self, records: bytes, *, leader_high_watermark: int, now_ms: int) -> None:
         if records:
-            self.log.append_as_follower(records, now_ms=now_ms)
+            # The epochs go into the checkpoint before the batches into the log (as Kafka assigns
+            # them first), so a crash in between cannot leave the log ahead of its checkpoint.
             changed = False
             for batch in iter_batches(records):
-                if batch.base_offset < self.log.log_end_offset:
+                if batch.base_offset >= self.log.log_end_offset:
                     changed |= self.epoch_cache.assign(batch.partition_leader_epoch, batch.base_offset)
             self._persist_epochs(changed=changed)
+            try:
+                self.log.append_as_follower(records, now_ms=now_ms)
+            except Exception:
+                self._persist_epochs(changed=self.epoch_cache.truncate_from_end(self.log.log_end_offset))
+                raise
         # Monotonic: a new leader may report a lower watermark than this replica already saw committed.
         target = min(leader_high_watermark, self.log.log_end_offset)
         if target > self.log.high_watermark:

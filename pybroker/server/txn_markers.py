@@ -43,13 +43,15 @@ class MarkerChannel:
             producer_id=marker.producer_id, producer_epoch=marker.producer_epoch,
             transaction_result=marker.commit, coordinator_epoch=marker.coordinator_epoch,
             topics=[MarkerTopic(name=topic, partition_indexes=indexes) for topic, indexes in by_topic.items()])])
+        connection: Connection | None = None
         try:
             connection = await self._connection(broker)
             response = await connection.send(request, WriteTxnMarkersResponse)
         except (KafkaClientError, OSError) as exc:
             log.warning("WriteTxnMarkers to broker %d for transaction %s failed: %s", broker.broker_id,
                         marker.transactional_id, exc)
-            await self._drop(broker.broker_id)
+            if connection is not None:
+                await self._drop(broker.broker_id, connection)
             return {tp: ErrorCode.NETWORK_EXCEPTION for tp in partitions}
         codes = {tp: ErrorCode.UNKNOWN_SERVER_ERROR for tp in partitions}  # a partition missing from the answer
         for result in response.markers:
@@ -63,7 +65,7 @@ class MarkerChannel:
         async with lock:
             connection = self._connections.get(broker.broker_id)
             if connection is not None and (connection.host, connection.port) != (broker.host, broker.port):
-                await self._drop(broker.broker_id)
+                await self._drop(broker.broker_id, connection)
                 connection = None
             if connection is None:
                 connection = await Connection.open(broker.host, broker.port, client_id="txn-marker-sender",
@@ -71,12 +73,13 @@ class MarkerChannel:
                 self._connections[broker.broker_id] = connection
             return connection
 
-    async def _drop(self, broker_id: int) -> None:
-        connection = self._connections.pop(broker_id, None)
-        if connection is not None:
-            with contextlib.suppress(Exception):
-                await connection.close()
+    async def _drop(self, broker_id: int, connection: Connection) -> None:
+        """Close ``connection``; forget it unless another send already replaced it."""
+        if self._connections.get(broker_id) is connection:
+            del self._connections[broker_id]
+        with contextlib.suppress(Exception):
+            await connection.close()
 
     async def close(self) -> None:
-        for broker_id in list(self._connections):
-            await self._drop(broker_id)
+        for broker_id, connection in list(self._connections.items()):
+            await self._drop(broker_id, connection)

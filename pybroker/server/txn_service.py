@@ -236,10 +236,10 @@ class TxnService:
                                                            required_acks=-1, now_ms=self._clock())
             except Exception as exc:
                 return {tp: errors.get(tp, _coordinator_code(error_code_for(exc))) for tp in wanted}
-            groups.stage_txn_offsets(request.producer_id, entries)
             code = await self._wait_for_isr(OFFSETS_TOPIC, partition, info.last_offset + 1, self._offsets_timeout_s)
-            if code is not ErrorCode.NONE:
+            if code is not ErrorCode.NONE:  # not staged: the producer retries or aborts
                 return {tp: errors.get(tp, _coordinator_code(code)) for tp in wanted}
+            groups.stage_txn_offsets(request.producer_id, entries)
         return {tp: errors.get(tp, ErrorCode.NONE) for tp in wanted}
 
     # ------------------------------------------------------------------ storage

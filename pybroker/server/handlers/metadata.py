@@ -22,6 +22,7 @@ from pybroker.server.registry import api
 Topic = MetadataResponse.MetadataResponseTopic
 Partition = MetadataResponse.MetadataResponsePartition
 
+
 @api(ApiKey.METADATA, 0, 12)
 async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataResponse | EncodedBody:
     metadata = ctx.broker.metadata
