@@ -187,13 +187,14 @@ class TxnService:
             except Exception as exc:
                 results[(topic, index)] = error_code_for(exc)
                 continue
-            if topic == OFFSETS_TOPIC:
-                self._broker.groups.coordinator.complete_txn_offsets(producer_id, index, commit=commit, now_ms=now)
             appended[(topic, index)] = info.last_offset + 1
         waits = [self._wait_for_isr(topic, index, end, self._request_timeout_s)
                  for (topic, index), end in appended.items()]
-        for tp, code in zip(appended, await asyncio.gather(*waits)):
-            results[tp] = code
+        for (topic, index), code in zip(appended, await asyncio.gather(*waits)):
+            results[(topic, index)] = code
+            if topic == OFFSETS_TOPIC and code is ErrorCode.NONE:  # offsets show once the marker is replicated
+                self._broker.groups.coordinator.complete_txn_offsets(producer_id, index, commit=commit,
+                                                                     now_ms=self._clock())
         return results
 
     async def _wait_for_isr(self, topic: str, index: int, end_offset: int, timeout_s: float) -> ErrorCode:
