@@ -4,7 +4,9 @@ An outcome is applied in three steps, as Kafka's coordinator does: its ``__trans
 records are appended and the runtime waits until the in-sync replicas hold them; then its
 markers are written (to this broker's partitions and, through WriteTxnMarkers, to other
 leaders; each fully written marker set completes its transaction, whose Complete record is
-persisted the same way); then the answers are delivered.
+persisted the same way); then, after the first attempt at the markers, the answers are
+delivered (a producer hears of its commit once the decision is on the ISR and its markers were
+sent; a leader that stays unreachable delays no answer, its markers are retried meanwhile).
 
 Two rules keep a marker from ever reaching a log it does not belong in:
 
@@ -19,7 +21,8 @@ Two rules keep a marker from ever reaching a log it does not belong in:
    completed transaction, a fenced producer or a moved partition is dropped, so it can never
    close the producer's next transaction.
 
-A marker that fails is retried with a backoff while it stays current; after a failover the new
+A marker that fails is retried with a backoff while it stays current (the producer gets
+CONCURRENT_TRANSACTIONS for its next transaction until they are written); after a failover the new
 coordinator's abort check resends the markers of transactions it loads in a Prepare state.
 """
 
@@ -88,8 +91,11 @@ class TxnRuntime(CoordinatorRuntime):
         finally:
             self._awaiting_isr.subtract(prepared)
             self._awaiting_isr += Counter()  # drop ids whose count reached zero
-        await asyncio.gather(*(self._write(marker) for marker in outcome.markers))
-        deliver(outcome.replies)
+        attempts = [asyncio.Event() for _ in outcome.markers]
+        writes = [asyncio.ensure_future(self._write(m, attempted)) for m, attempted in zip(outcome.markers, attempts)]
+        await asyncio.gather(*(attempted.wait() for attempted in attempts))
+        deliver(outcome.replies)  # after the first attempt: a leader that stays away delays no answer
+        await asyncio.gather(*writes)
 
     async def _wait_for_isr(self, ends: dict[int, int], outcome: TxnOutcome) -> bool:
         """Wait until the ISR holds the outcome's records; on a failure answer the requests with it
@@ -109,10 +115,12 @@ class TxnRuntime(CoordinatorRuntime):
                 return False  # unloaded: the partition's next leader finishes these transactions
             await asyncio.sleep(RETRY_BACKOFF_S[-1])
 
-    async def _write(self, marker: MarkerRequest) -> None:
-        """Write ``marker`` until it is written or no longer current. Skipped while a Prepare record
-        of the transaction still waits for the ISR: the task waiting for it writes the markers."""
+    async def _write(self, marker: MarkerRequest, attempted: asyncio.Event) -> None:
+        """Write ``marker`` until it is written or no longer current, setting ``attempted`` after
+        the first try. Skipped while a Prepare record of the transaction still waits for the ISR:
+        the task waiting for it writes the markers."""
         if marker in self._marking or self._awaiting_isr[marker.transactional_id]:
+            attempted.set()
             return
         self._marking.add(marker)
         try:
@@ -124,11 +132,14 @@ class TxnRuntime(CoordinatorRuntime):
                 except Exception:
                     log.exception("Writing the markers of transaction %s failed", marker.transactional_id)
                     written = False
+                finally:
+                    attempted.set()
                 if written:
                     break
                 await asyncio.sleep(RETRY_BACKOFF_S[min(attempt, len(RETRY_BACKOFF_S) - 1)])
         finally:
             self._marking.discard(marker)
+            attempted.set()
         self.apply(self.txn.markers_written(marker, self._clock()))
 
     def _is_current(self, marker: MarkerRequest) -> bool:
