@@ -11,6 +11,7 @@ the same lines.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from typing import Awaitable, Callable, Mapping, Sequence, TypeVar
 
@@ -174,10 +175,8 @@ class ZkTopicAdmin:
             raise InvalidTopicError(f"Topic {name} is a kafka internal topic and is not allowed to be marked for "
                                     "deletion.")
         await self._assignment(name)
-        try:
+        with contextlib.suppress(NodeExistsError):
             await self._zk.create(zp.delete_topic_path(name), makepath=True)
-        except NodeExistsError:
-            pass
 
     async def _assignment(self, name: str) -> zp.TopicAssignment:
         node = await self._zk.get(zp.topic_path(name))

@@ -18,6 +18,7 @@ replace its cache wholesale; that keeps brokers simple at the cost of larger req
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 import uuid
@@ -128,10 +129,8 @@ class ZkController:
             return
         epoch_node = await self._zk.get(zp.CONTROLLER_EPOCH)
         if epoch_node is None:
-            try:
+            with contextlib.suppress(NodeExistsError):
                 await self._zk.create(zp.CONTROLLER_EPOCH, zp.encode_controller_epoch(0))
-            except NodeExistsError:
-                pass
             epoch_node = await self._zk.get(zp.CONTROLLER_EPOCH)
             assert epoch_node is not None
         epoch, version = zp.decode_controller_epoch(epoch_node[0]), epoch_node[1].version

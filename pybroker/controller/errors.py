@@ -6,36 +6,36 @@ class MetadataError(Exception):
 
 
 class TopicExistsError(MetadataError):
-    pass
+    """TOPIC_ALREADY_EXISTS."""
 
 
 class UnknownTopicError(MetadataError):
-    pass
+    """UNKNOWN_TOPIC_OR_PARTITION."""
 
 
 class InvalidTopicError(MetadataError):
-    pass
+    """INVALID_TOPIC_EXCEPTION: a bad name."""
 
 
 class InvalidPartitionsError(MetadataError):
-    pass
+    """INVALID_PARTITIONS: a bad partition count."""
 
 
 class InvalidReplicationFactorError(MetadataError):
-    pass
+    """INVALID_REPLICATION_FACTOR: more replicas than brokers, or fewer than one."""
 
 
 class InvalidReplicaAssignmentError(MetadataError):
-    pass
+    """INVALID_REPLICA_ASSIGNMENT: unknown brokers, repeats, or uneven replica counts."""
 
 
 class InvalidTopicConfigError(MetadataError):
-    pass
+    """INVALID_CONFIG: an unknown key or a bad value."""
 
 
 class TopicDeletionDisabledError(MetadataError):
-    pass
+    """TOPIC_DELETION_DISABLED: delete.topic.enable is false."""
 
 
 class NoReassignmentInProgressError(MetadataError):
-    pass
+    """NO_REASSIGNMENT_IN_PROGRESS: a cancel for a partition that is not moving."""

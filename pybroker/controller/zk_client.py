@@ -12,6 +12,7 @@ Concurrency notes:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from dataclasses import dataclass
 from typing import Awaitable, Callable
@@ -158,10 +159,8 @@ class ZkClient:
         return await asyncio.to_thread(self._client.set, path, data, version)
 
     async def delete(self, path: str, *, recursive: bool = False) -> None:
-        try:
+        with contextlib.suppress(NoNodeError):
             await asyncio.to_thread(self._client.delete, path, recursive=recursive)
-        except NoNodeError:
-            pass
 
     def transaction(self):  # type: ignore[no-untyped-def]
         """A kazoo transaction; commit it with `commit`."""

@@ -10,6 +10,7 @@ broker's cache, so a CreateTopics answer is followed by metadata that shows the 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from typing import Callable, Mapping, Sequence
@@ -88,11 +89,9 @@ class ZkMetadata(TopicRegistry):
     async def _cluster_id(self) -> str:
         node = await self._zk.get(zp.CLUSTER_ID)
         if node is None:
-            try:
+            with contextlib.suppress(NodeExistsError):
                 await self._zk.create(zp.CLUSTER_ID, zp.encode_cluster_id(topic_id_to_string(new_topic_id())),
                                       makepath=True)
-            except NodeExistsError:
-                pass
             node = await self._zk.get(zp.CLUSTER_ID)
             assert node is not None
         return zp.decode_cluster_id(node[0])
@@ -241,10 +240,8 @@ class ZkMetadata(TopicRegistry):
             raise TopicDeletionDisabledError("Topic deletion is disabled.")
         if name not in self._topics and await self._zk.get(zp.topic_path(name)) is None:
             raise UnknownTopicError(f"Topic '{name}' does not exist.")
-        try:
+        with contextlib.suppress(NodeExistsError):
             await self._zk.create(zp.delete_topic_path(name))
-        except NodeExistsError:
-            pass
         await self._wait_until(lambda: name not in self._topics)
 
     async def create_partitions(self, name: str, total: int,

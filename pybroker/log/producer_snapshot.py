@@ -16,6 +16,7 @@ one whose CRC does not match is deleted and an older one used.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import struct
@@ -105,7 +106,5 @@ def delete_snapshots(dir_path: str, *, below: int | None = None, above: int | No
     """Remove snapshots with an offset < ``below`` or > ``above``."""
     for offset in snapshot_offsets(dir_path):
         if (below is not None and offset < below) or (above is not None and offset > above):
-            try:
+            with contextlib.suppress(FileNotFoundError):
                 os.unlink(snapshot_path(dir_path, offset))
-            except FileNotFoundError:
-                pass

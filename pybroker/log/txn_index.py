@@ -15,6 +15,7 @@ clients which producer ranges to drop. Not thread-safe.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import struct
 from dataclasses import dataclass
@@ -118,7 +119,5 @@ class TransactionIndex:
         self._unlink()
 
     def _unlink(self) -> None:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(self.path)
-        except FileNotFoundError:
-            pass

@@ -10,6 +10,7 @@ leader's high watermark, bounded by its own log end.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from dataclasses import dataclass
 from typing import Callable
@@ -76,10 +77,8 @@ class ReplicaFetcher:
         self._closing = True
         self._wakeup.set()
         self._task.cancel()
-        try:
+        with contextlib.suppress(asyncio.CancelledError):
             await self._task
-        except asyncio.CancelledError:
-            pass
         await self.endpoint.close()
 
     async def _run(self) -> None:

@@ -15,9 +15,8 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from pybroker.coordinator.coordinator import GroupConfig, GroupCoordinator, Outcome
 from pybroker.coordinator.loader import replay
-from pybroker.coordinator.records import Record
 from pybroker.coordinator.runtime import CoordinatorRuntime
-from pybroker.records import RecordInput, build_batch
+from pybroker.server.internal_topic import InternalTopic
 
 if TYPE_CHECKING:
     from pybroker.server.broker import Broker
@@ -41,10 +40,13 @@ class GroupService:
             offsets_retention_ms=config["offsets.retention.minutes"] * 60_000,
             offsets_retention_check_interval_ms=config["offsets.retention.check.interval.ms"],
         ))
-        self.runtime = CoordinatorRuntime(self.coordinator, self._persist, clock, self._replicated)
+        self.topic = InternalTopic(
+            broker, OFFSETS_TOPIC, partitions=config["offsets.topic.num.partitions"],
+            replication_factor=config["offsets.topic.replication.factor"],
+            configs=lambda _: {"segment.bytes": str(config["offsets.topic.segment.bytes"])},
+            replication_timeout_ms=config["offsets.commit.timeout.ms"], clock=clock)
+        self.runtime = CoordinatorRuntime(self.coordinator, self.topic.append, clock, self.topic.replicated)
         self._clock = clock
-        self._commit_timeout_s = config["offsets.commit.timeout.ms"] / 1000
-        self._creating: asyncio.Lock | None = None
         self.loaded: set[int] = set()
         """Partitions of the internal topic whose groups this broker coordinates."""
 
@@ -75,44 +77,3 @@ class GroupService:
 
     async def call(self, operation: Callable[[Any, int], Outcome]) -> Any:
         return await self.runtime.call(operation)
-
-    async def ensure_offsets_topic(self) -> None:
-        """Create ``__consumer_offsets`` if it does not exist yet (Kafka does this on first use)."""
-        metadata = self._broker.metadata
-        assert metadata is not None
-        if metadata.topic(OFFSETS_TOPIC) is not None:
-            return
-        if self._creating is None:
-            self._creating = asyncio.Lock()
-        async with self._creating:
-            if metadata.topic(OFFSETS_TOPIC) is not None:
-                return
-            config = self._broker.config
-            factor = min(config["offsets.topic.replication.factor"], len(metadata.brokers()))
-            await metadata.create_topic(OFFSETS_TOPIC, config["offsets.topic.num.partitions"], factor, {
-                "cleanup.policy": "compact",
-                "segment.bytes": str(config["offsets.topic.segment.bytes"]),
-                "compression.type": "producer",
-            })
-            log.info("Created internal topic %s with %d partitions", OFFSETS_TOPIC,
-                     config["offsets.topic.num.partitions"])
-
-    def coordinator_node(self, partition: int) -> int | None:
-        """The broker leading the internal-topic partition, i.e. the coordinator for its groups."""
-        metadata = self._broker.metadata
-        assert metadata is not None
-        info = metadata.topic(OFFSETS_TOPIC)
-        if info is None or partition not in info.partitions:
-            return None
-        leader = info.partitions[partition].leader
-        return leader if leader >= 0 else None
-
-    def _persist(self, partition: int, records: list[Record]) -> int:
-        batch = build_batch([RecordInput(key, value) for key, value in records])
-        info = self._broker.replica_manager.append(OFFSETS_TOPIC, partition, bytearray(batch), required_acks=-1,
-                                                   now_ms=self._clock())
-        return info.last_offset + 1
-
-    async def _replicated(self, partition: int, end_offset: int) -> None:
-        await self._broker.replica_manager.wait_for_high_watermark(OFFSETS_TOPIC, partition, end_offset,
-                                                                   self._commit_timeout_s)

@@ -35,6 +35,7 @@ from pybroker.records import RecordInput, build_batch, build_end_txn_marker, ite
 from pybroker.replication.errors import UnknownPartitionError
 from pybroker.server.error_mapping import error_code_for
 from pybroker.server.group_service import OFFSETS_TOPIC
+from pybroker.server.internal_topic import InternalTopic
 from pybroker.server.txn_markers import MarkerChannel
 
 if TYPE_CHECKING:
@@ -57,11 +58,18 @@ class TxnService:
             abort_check_interval_ms=config["transaction.abort.timed.out.transaction.cleanup.interval.ms"],
             expiration_check_interval_ms=config["transaction.remove.expired.transaction.cleanup.interval.ms"],
         ))
-        self.runtime = TxnRuntime(self.coordinator, self._persist, self.write_markers, clock, self._replicated)
+        self.topic = InternalTopic(
+            broker, TXN_TOPIC, partitions=config["transaction.state.log.num.partitions"],
+            replication_factor=config["transaction.state.log.replication.factor"],
+            configs=lambda factor: {
+                "segment.bytes": str(config["transaction.state.log.segment.bytes"]),
+                "min.insync.replicas": str(min(config["transaction.state.log.min.isr"], factor))},
+            replication_timeout_ms=config["request.timeout.ms"], clock=clock)
+        self.runtime = TxnRuntime(self.coordinator, self.topic.append, self.write_markers, clock,
+                                  self.topic.replicated)
         self._markers = MarkerChannel(config["request.timeout.ms"])
         self._request_timeout_s = config["request.timeout.ms"] / 1000
         self._offsets_timeout_s = config["offsets.commit.timeout.ms"] / 1000
-        self._creating: asyncio.Lock | None = None
         self._verify = config["transaction.partition.verification.enable"]
         self.loaded: set[int] = set()
         """Partitions of the internal topic whose transactional ids this broker coordinates."""
@@ -97,41 +105,12 @@ class TxnService:
 
     async def call(self, operation: Callable[[Any, int], TxnOutcome]) -> Any:
         """Run one coordinator operation, creating the internal topic first if needed."""
-        await self.ensure_txn_topic()
+        await self.topic.ensure()
         return await self.runtime.call(operation)  # type: ignore[arg-type]
-
-    async def ensure_txn_topic(self) -> None:
-        """Create ``__transaction_state`` if it does not exist yet (Kafka does this on first use)."""
-        metadata = self._broker.metadata
-        assert metadata is not None
-        if metadata.topic(TXN_TOPIC) is not None:
-            return
-        if self._creating is None:
-            self._creating = asyncio.Lock()
-        async with self._creating:
-            if metadata.topic(TXN_TOPIC) is not None:
-                return
-            config = self._broker.config
-            factor = min(config["transaction.state.log.replication.factor"], len(metadata.brokers()))
-            await metadata.create_topic(TXN_TOPIC, config["transaction.state.log.num.partitions"], factor, {
-                "cleanup.policy": "compact",
-                "segment.bytes": str(config["transaction.state.log.segment.bytes"]),
-                "min.insync.replicas": str(min(config["transaction.state.log.min.isr"], factor)),
-                "compression.type": "producer",
-            })
-            log.info("Created internal topic %s with %d partitions", TXN_TOPIC,
-                     config["transaction.state.log.num.partitions"])
 
     def coordinator_node(self, transactional_id: str) -> int | None:
         """The broker leading the transactional id's partition of ``__transaction_state``."""
-        metadata = self._broker.metadata
-        assert metadata is not None
-        info = metadata.topic(TXN_TOPIC)
-        partition = self.coordinator.partition_of(transactional_id)
-        if info is None or partition not in info.partitions:
-            return None
-        leader = info.partitions[partition].leader
-        return leader if leader >= 0 else None
+        return self.topic.leader(self.coordinator.partition_of(transactional_id))
 
     # ------------------------------------------------------------------ markers
 
@@ -242,18 +221,6 @@ class TxnService:
                 return {tp: errors.get(tp, _coordinator_code(code)) for tp in wanted}
             groups.stage_txn_offsets(request.producer_id, entries)
         return {tp: errors.get(tp, ErrorCode.NONE) for tp in wanted}
-
-    # ------------------------------------------------------------------ storage
-
-    def _persist(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> int:
-        batch = build_batch([RecordInput(key, value) for key, value in records])
-        info = self._broker.replica_manager.append(TXN_TOPIC, partition, bytearray(batch), required_acks=-1,
-                                                   now_ms=self._clock())
-        return info.last_offset + 1
-
-    async def _replicated(self, partition: int, end_offset: int) -> None:
-        await self._broker.replica_manager.wait_for_high_watermark(TXN_TOPIC, partition, end_offset,
-                                                                   self._request_timeout_s)
 
 
 def _coordinator_code(code: ErrorCode) -> ErrorCode:

@@ -46,7 +46,7 @@ async def coordinate(ctx: RequestContext, group_ids: Iterable[str], operation: C
     their partitions; storage or topic-creation failures become COORDINATOR_NOT_AVAILABLE."""
     service = ctx.broker.groups
     try:
-        await service.ensure_offsets_topic()
+        await service.topic.ensure()
         if not all(service.owns(group_id) for group_id in group_ids):
             return on_error(ErrorCode.NOT_COORDINATOR)
         return await service.call(operation)
@@ -84,16 +84,16 @@ async def _find_one(ctx: RequestContext, key: str, key_type: int) -> FindCoordin
     broker = ctx.broker
     if key_type == KEY_TYPE_TRANSACTION:
         try:
-            await broker.txns.ensure_txn_topic()
+            await broker.txns.topic.ensure()
         except Exception as exc:
             return failed(ErrorCode.COORDINATOR_NOT_AVAILABLE, str(exc))
         node_id: int | None = broker.txns.coordinator_node(key)
     elif key_type == KEY_TYPE_GROUP:
         try:
-            await broker.groups.ensure_offsets_topic()
+            await broker.groups.topic.ensure()
         except Exception as exc:
             return failed(ErrorCode.COORDINATOR_NOT_AVAILABLE, str(exc))
-        node_id = broker.groups.coordinator_node(broker.groups.coordinator.partition_of(key))
+        node_id = broker.groups.topic.leader(broker.groups.coordinator.partition_of(key))
     else:
         return failed(ErrorCode.INVALID_REQUEST, f"Unknown coordinator key type {key_type}")
     node = next((b for b in broker.metadata.brokers() if b.broker_id == node_id), None)

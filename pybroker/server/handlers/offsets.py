@@ -71,7 +71,7 @@ async def offset_commit(ctx: RequestContext, request: OffsetCommitRequest) -> Of
 @api(ApiKey.OFFSET_FETCH, 1, 9)
 async def offset_fetch(ctx: RequestContext, request: OffsetFetchRequest) -> OffsetFetchResponse:
     service = ctx.broker.groups
-    await service.ensure_offsets_topic()
+    await service.topic.ensure()
     coordinator = service.coordinator
     if ctx.api_version >= FIRST_BATCHED_FETCH_VERSION:
         return OffsetFetchResponse(groups=[OffsetFetchResponse.OffsetFetchResponseGroup(

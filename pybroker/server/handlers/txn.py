@@ -57,7 +57,7 @@ async def txn_call(ctx: RequestContext, transactional_id: str, operation: Callab
     if not transactional_id:
         return ErrorCode.INVALID_REQUEST
     try:
-        await service.ensure_txn_topic()
+        await service.topic.ensure()
         if not service.owns(transactional_id):
             return ErrorCode.NOT_COORDINATOR
         return await service.call(operation)
@@ -121,7 +121,7 @@ async def add_partitions_to_txn(ctx: RequestContext, request: AddPartitionsToTxn
 async def add_offsets_to_txn(ctx: RequestContext, request: AddOffsetsToTxnRequest) -> AddOffsetsToTxnResponse:
     groups = ctx.broker.groups
     try:
-        await groups.ensure_offsets_topic()
+        await groups.topic.ensure()
     except Exception:
         return AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
     partition = (OFFSETS_TOPIC, groups.coordinator.partition_of(request.group_id))
@@ -147,7 +147,7 @@ async def txn_offset_commit(ctx: RequestContext, request: TxnOffsetCommitRequest
     unknown = _unknown_partitions(ctx, wanted)
     groups = ctx.broker.groups
     try:
-        await groups.ensure_offsets_topic()
+        await groups.topic.ensure()
         if not groups.owns(request.group_id):
             codes = {tp: ErrorCode.NOT_COORDINATOR for tp in wanted}
         else:

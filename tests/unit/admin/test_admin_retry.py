@@ -22,7 +22,7 @@ class FakeClient:
         self.refreshes = 0
 
     async def close(self) -> None:
-        pass
+        """A fake has no connections to close."""
 
     async def metadata(self, topics: list[str]) -> None:
         self.refreshes += 1

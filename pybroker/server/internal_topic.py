@@ -1,0 +1,74 @@
+"""A coordinator's compacted internal topic (``__consumer_offsets``, ``__transaction_state``).
+
+Kafka creates these on first use, with the replication factor capped at the live brokers; the
+leader of each partition is the coordinator of the keys hashed to it. Coordinator records are
+appended with acks=-1 and answered only once the in-sync replicas hold them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Callable, Mapping
+
+from pybroker.coordinator.records import Record
+from pybroker.records import RecordInput, build_batch
+
+if TYPE_CHECKING:
+    from pybroker.server.broker import Broker
+
+log = logging.getLogger("pybroker.coordinator")
+
+TopicConfigs = Callable[[int], Mapping[str, str]]
+"""The topic's config overrides for the replication factor it is created with."""
+
+
+class InternalTopic:
+    def __init__(self, broker: "Broker", name: str, *, partitions: int, replication_factor: int,
+                 configs: TopicConfigs, replication_timeout_ms: int, clock: Callable[[], int]) -> None:
+        self._broker = broker
+        self.name = name
+        self._partitions = partitions
+        self._replication_factor = replication_factor
+        self._configs = configs
+        self._timeout_s = replication_timeout_ms / 1000
+        self._clock = clock
+        self._creating: asyncio.Lock | None = None
+
+    async def ensure(self) -> None:
+        """Create the topic if it does not exist yet (one creation however many requests ask)."""
+        metadata = self._broker.metadata
+        assert metadata is not None
+        if metadata.topic(self.name) is not None:
+            return
+        if self._creating is None:
+            self._creating = asyncio.Lock()
+        async with self._creating:
+            if metadata.topic(self.name) is not None:
+                return
+            factor = min(self._replication_factor, len(metadata.brokers()))
+            await metadata.create_topic(self.name, self._partitions, factor, {
+                "cleanup.policy": "compact", "compression.type": "producer", **self._configs(factor)})
+            log.info("Created internal topic %s with %d partitions", self.name, self._partitions)
+
+    def leader(self, partition: int) -> int | None:
+        """The broker leading ``partition``, i.e. the coordinator of its keys; None when there is none."""
+        metadata = self._broker.metadata
+        assert metadata is not None
+        info = metadata.topic(self.name)
+        if info is None or partition not in info.partitions:
+            return None
+        leader = info.partitions[partition].leader
+        return leader if leader >= 0 else None
+
+    def append(self, partition: int, records: list[Record]) -> int:
+        """Append coordinator records as one batch; returns the offset just past them."""
+        batch = build_batch([RecordInput(key, value) for key, value in records])
+        info = self._broker.replica_manager.append(self.name, partition, bytearray(batch), required_acks=-1,
+                                                   now_ms=self._clock())
+        return info.last_offset + 1
+
+    async def replicated(self, partition: int, end_offset: int) -> None:
+        """Wait until the ISR of ``partition`` holds everything before ``end_offset``."""
+        await self._broker.replica_manager.wait_for_high_watermark(self.name, partition, end_offset,
+                                                                   self._timeout_s)
