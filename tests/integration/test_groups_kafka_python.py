@@ -113,8 +113,10 @@ def test_three_members_share_six_partitions(group_broker, admin, assignor):
     started = time.monotonic()
     members = [Member(group_broker.bootstrap, group, topic, assignor) for _ in range(MEMBERS)]
     try:
-        wait_until(lambda: is_balanced(m.assignment for m in members),
-                   lambda: f"{assignor}: 2 partitions each, have {[sorted(m.assignment) for m in members]}")
+        # Observed through DescribeGroups, for the reason given in broker_assignments.
+        wait_until(lambda: (a := broker_assignments(admin, group)) is not None and len(a) == MEMBERS
+                   and is_balanced(a),
+                   lambda: f"{assignor}: 2 partitions each, group {describe(admin, group)}")
         report(CLIENT, f"3-member rebalance ({assignor})", time.monotonic() - started)
         described = wait_until(lambda: (d := describe(admin, group))["group_state"] == "Stable" and d,
                                "Stable")
