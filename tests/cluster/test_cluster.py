@@ -19,6 +19,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaProducer
 from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
 
 from pybroker.log.checkpoint import LEADER_EPOCH_CHECKPOINT, LeaderEpochCheckpointFile
 from tests.cluster.conftest import Cluster
@@ -156,7 +157,9 @@ def controller_id(cluster: Cluster) -> int:
     zk = KazooClient(cluster.zk_connect)
     zk.start(10)
     try:
-        return json.loads(zk.get("/controller")[0])["brokerid"] if zk.exists("/controller") else -1
+        return json.loads(zk.get("/controller")[0])["brokerid"]
+    except NoNodeError:  # read, not checked first: the znode may vanish between two calls
+        return -1
     finally:
         zk.stop()
         zk.close()
@@ -269,19 +272,21 @@ def isr_expands(broker: BrokerProcess) -> float:
 def test_a_new_controller_takes_over_when_the_controller_is_killed(cluster: Cluster) -> None:
     old = controller_id(cluster)
     cluster.brokers[old].kill()
-    new = wait_until(lambda: [c for c in [controller_id(cluster)] if c not in (old, -1)], "a new controller")[0]
-    wait_until(lambda: AdminClient({"bootstrap.servers": cluster.bootstrap}).list_topics(
-        timeout=10).controller_id == new, "clients to see the new controller")
-    create_topic(cluster, "after-controller-loss", 2, assignment=[[b for b in range(3) if b != old]] * 2)
-    states = wait_until(lambda: (s := partition_states(cluster, "after-controller-loss")) and all(
-        leader >= 0 for leader, _, _ in s.values()) and s, "leaders for the new topic")
-    assert all(leader != old for leader, _, _ in states.values())
-    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
-    for i in range(10):
-        producer.produce("after-controller-loss", f"c-{i}".encode(), partition=i % 2)
-    assert producer.flush(30) == 0
-    assert sum(map(len, consume(cluster, "after-controller-loss", 2, 10).values())) == 10
-    cluster.brokers[old].start()
+    try:
+        new = wait_until(lambda: [c for c in [controller_id(cluster)] if c not in (old, -1)], "a new controller")[0]
+        wait_until(lambda: AdminClient({"bootstrap.servers": cluster.bootstrap}).list_topics(
+            timeout=10).controller_id == new, "clients to see the new controller")
+        create_topic(cluster, "after-controller-loss", 2, assignment=[[b for b in range(3) if b != old]] * 2)
+        states = wait_until(lambda: (s := partition_states(cluster, "after-controller-loss")) and all(
+            leader >= 0 for leader, _, _ in s.values()) and s, "leaders for the new topic")
+        assert all(leader != old for leader, _, _ in states.values())
+        producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+        for i in range(10):
+            producer.produce("after-controller-loss", f"c-{i}".encode(), partition=i % 2)
+        assert producer.flush(30) == 0
+        assert sum(map(len, consume(cluster, "after-controller-loss", 2, 10).values())) == 10
+    finally:
+        cluster.brokers[old].start()
     wait_until(lambda: len(AdminClient({"bootstrap.servers": cluster.bootstrap}).list_topics(
         timeout=10).brokers) == 3, "the old controller back among the brokers")
 
