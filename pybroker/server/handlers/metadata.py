@@ -1,7 +1,10 @@
 """Metadata (3): brokers, controller, cluster id and topic/partition leadership.
 
 An unknown topic named in the request is created when both the request (v4+) and
-`auto.create.topics.enable` allow it; internal topics are listed only when asked for by name.
+`auto.create.topics.enable` allow it. An all-topics answer lists the internal topics too, marked
+`is_internal` (clients leave them out by `exclude.internal.topics`), as Kafka's does. Topics are
+asked for by id from v12; v10 and v11 carry the field but, as in Kafka, a request using it (or a
+null name) is refused with INVALID_REQUEST for every topic.
 An answer in which every topic exists is kept encoded (`metadata_cache`) and sent again as long
 as the metadata it describes is unchanged.
 """
@@ -21,6 +24,7 @@ from pybroker.server.registry import api
 
 Topic = MetadataResponse.MetadataResponseTopic
 Partition = MetadataResponse.MetadataResponsePartition
+FIRST_TOPIC_ID_VERSION = 12
 
 
 @api(ApiKey.METADATA, 0, 12)
@@ -29,6 +33,9 @@ async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataRespo
     assert metadata is not None
     version = ctx.api_version
     all_topics = request.topics is None or (version == 0 and not request.topics)
+    if not all_topics and version < FIRST_TOPIC_ID_VERSION and any(
+            t.name is None or t.topic_id != ZERO_UUID for t in request.topics):
+        return _invalid_request(request)
     requested: RequestedTopics = None if all_topics else tuple((t.name, t.topic_id) for t in request.topics)
     cache = answer_cache(metadata)
     shape = (ApiKey.METADATA, version)
@@ -37,8 +44,7 @@ async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataRespo
         return EncodedBody(version, body)
     live = {b.broker_id for b in metadata.brokers()}
     if requested is None:
-        infos: list[TopicInfo | None] = [info for name, info in sorted(metadata.topics().items())
-                                         if name not in INTERNAL_TOPICS]
+        infos: list[TopicInfo | None] = [info for _, info in sorted(metadata.topics().items())]
     else:
         infos = [resolve(metadata, name, topic_id) for name, topic_id in requested]
     known = [info for info in infos if info is not None]
@@ -55,6 +61,13 @@ def _response(metadata: ClusterMetadata, topics: list[Topic]) -> MetadataRespons
                for b in metadata.brokers()]
     return MetadataResponse(throttle_time_ms=0, brokers=brokers, cluster_id=metadata.cluster_id,
                             controller_id=metadata.controller_id, topics=topics)
+
+
+def _invalid_request(request: MetadataRequest) -> MetadataResponse:
+    """Kafka's error answer (MetadataRequest.getErrorResponse): no brokers, no cluster id, every
+    requested topic with the error and a null name sent as ""."""
+    return MetadataResponse(throttle_time_ms=0, brokers=[], cluster_id=None, controller_id=-1, topics=[
+        Topic(error_code=ErrorCode.INVALID_REQUEST, name=t.name or "", topic_id=t.topic_id) for t in request.topics])
 
 
 async def _lookup(ctx: RequestContext, requested: MetadataRequest.MetadataRequestTopic, allow_create: bool,
