@@ -3,7 +3,9 @@
 Requests on a connection run concurrently (pipelining) but their responses are written in the
 order the requests arrived, as Kafka clients require. Reading pauses while too many requests are
 in flight or while the transport's write buffer is full, so a fast client cannot grow our memory
-without bound. A frame that cannot be parsed closes that connection, with one log line.
+without bound. A frame that cannot be parsed closes that connection. The log lines for closed
+connections are rate-limited per reason (`LogLimiter`), so a client repeating bad frames cannot
+grow the log without bound either.
 
 Zero-copy fetch. A response arrives as ordered parts: bytes, and log file ranges (Fetch records).
 uvloop's transports cannot sendfile, so while the transport has nothing buffered the parts go
@@ -23,6 +25,7 @@ import os
 import socket
 from typing import TYPE_CHECKING
 
+from pybroker.common.log_limit import LogLimiter
 from pybroker.log.errors import LogError
 from pybroker.log.file_slice import FileSlice
 from pybroker.protocol.errors import DecodeError, FrameTooLarge
@@ -33,6 +36,7 @@ if TYPE_CHECKING:
     from pybroker.server.dispatcher import Dispatcher
 
 log = logging.getLogger("pybroker.network")
+limited_log = LogLimiter(log)
 
 
 class CloseConnection(Exception):
@@ -78,7 +82,7 @@ class KafkaConnection(asyncio.Protocol):
         try:
             frames = self._decoder.feed(data)
         except (FrameTooLarge, DecodeError) as exc:
-            log.warning("Closing connection from %s: %s", self._peer, exc)
+            limited_log.warning("bad-frame", "Closing connection from %s: %s", self._peer, exc)
             self.close()
             return
         loop = asyncio.get_running_loop()
@@ -111,9 +115,10 @@ class KafkaConnection(asyncio.Protocol):
             exc = future.exception()
             if exc is not None:
                 if isinstance(exc, (CloseConnection, DecodeError)):
-                    log.warning("Closing connection from %s: %s", self._peer, exc)
+                    limited_log.warning("rejected-request", "Closing connection from %s: %s", self._peer, exc)
                 else:
-                    log.error("Closing connection from %s after an unexpected error", self._peer, exc_info=exc)
+                    limited_log.log(logging.ERROR, f"unexpected-{type(exc).__name__}",
+                                    "Closing connection from %s after an unexpected error", self._peer, exc_info=exc)
                 self.close()
                 return
             response = future.result()
@@ -134,10 +139,11 @@ class KafkaConnection(asyncio.Protocol):
                 for data in [_in_memory(part) for part in parts]:
                     transport.write(data)
         except LogError as exc:
-            log.warning("Closing connection from %s: a fetched log range became unreadable: %s", self._peer, exc)
+            limited_log.warning("unreadable-range", "Closing connection from %s: a fetched log range became "
+                                "unreadable: %s", self._peer, exc)
             return False
         except OSError as exc:  # usually the client went away mid-response
-            log.info("Closing connection from %s: send failed: %s", self._peer, exc)
+            limited_log.log(logging.INFO, "send-failed", "Closing connection from %s: send failed: %s", self._peer, exc)
             return False
         return True
 
