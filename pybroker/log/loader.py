@@ -13,7 +13,10 @@
    are missing, or whose indexes fail ``sanity_check``, is recovered (indexes rebuilt) even
    after a clean shutdown.
 4. After an unclean shutdown, recover every segment from the one holding the recovery point
-   onward: re-validate each batch, rebuild indexes, cut a torn tail. If a segment loses bytes,
+   onward. After a clean one too when the active segment does not end where the shutdown left it
+   (its last batches do not end exactly at the end of the file, or it ends below the recovery
+   point): a file changed behind the broker's back is scanned, never cut back to its base offset.
+   Recovery means: re-validate each batch, rebuild indexes, cut a torn tail. If a segment loses bytes,
    every later segment is deleted, because data after a corrupt batch was never acknowledged
    as durable.
 5. Ensure there is an active segment (a new one at the log start offset if the directory was
@@ -162,6 +165,11 @@ def _recover(segment: LogSegment, config: LogConfig, reason: str) -> int:
     return truncated
 
 
+def _clean_state_holds(active: LogSegment, recovery_point: int) -> bool:
+    """After a clean shutdown the recovery point is the log end: the active segment must reach it."""
+    return active.tail_is_intact() and active.next_offset >= recovery_point
+
+
 def load_segments(dir_path: str, config: LogConfig, *, now_ms: int, recovery_point: int,
                   log_start_offset: int, clean_shutdown: bool) -> LoadedLog:
     """Run passes 1-5 on ``dir_path`` (created if missing); see the module doc."""
@@ -192,6 +200,12 @@ def load_segments(dir_path: str, config: LogConfig, *, now_ms: int, recovery_poi
             _recover(segment, config, "corrupt index")
             segment.roll_close()
 
+    if clean_shutdown and segments and not _clean_state_holds(segments[-1], recovery_point):
+        first_unflushed = max(0, bisect_right(bases, min(recovery_point, segments[-1].base_offset)) - 1)
+        logger.warning("The active segment %s does not match the clean shutdown that closed it (recovery "
+                       "point %d); recovering from segment %d", segments[-1].log_path, recovery_point,
+                       bases[first_unflushed])
+
     for i in range(first_unflushed, len(segments)):  # pass 4
         truncated = _recover(segments[i], config, "unflushed after unclean shutdown")
         if i < len(segments) - 1:
@@ -217,5 +231,8 @@ def load_segments(dir_path: str, config: LogConfig, *, now_ms: int, recovery_poi
         segments[-1].make_active()
         log_end = segments[-1].next_offset
     log_start = max(log_start_offset, segments[0].base_offset)
+    if log_end < recovery_point:
+        logger.error("Log end offset %d of %s is below its checkpointed recovery point %d: data that was "
+                     "flushed is missing from the files", log_end, dir_path, recovery_point)
     recovery = log_end if clean_shutdown else min(recovery_point, log_end)
     return LoadedLog(segments, log_start, log_end, recovery)

@@ -434,6 +434,22 @@ class LogSegment:
         self._max_timestamp_loaded = False
         return truncated
 
+    def tail_is_intact(self) -> bool:
+        """Whether the batches from the last index entry on end exactly at the end of the file.
+
+        After a clean shutdown the segments are trusted without a scan; this cheap check (at most
+        ``index.interval.bytes`` of headers) catches a file cut or extended behind the broker's back,
+        which must be recovered instead of being read as ending at its base offset.
+        """
+        start = self.offset_index.entry(self.offset_index.entries - 1)[1] if self.offset_index.entries else 0
+        end = start
+        try:
+            for pos, h in self._scan(start):
+                end = pos + h.batch_length + LOG_OVERHEAD
+        except CorruptLogError:
+            return False
+        return end == self._size
+
     def sanity_check(self) -> None:
         """Raise CorruptLogError if either index is damaged (the caller then recovers)."""
         self.offset_index.sanity_check(self._size)

@@ -158,3 +158,51 @@ def test_directory_copied_mid_write_recovers_all_segments_when_checkpoint_missin
     log.close()
     copy = open_log(tmp_path / "b", clean_shutdown=False)
     assert read_all(copy) == written
+
+
+def _cut_active_tail(log_file: Path, nbytes: int) -> None:
+    with open(log_file, "r+b") as f:
+        f.truncate(log_file.stat().st_size - nbytes)
+
+
+def test_clean_shutdown_with_torn_active_segment_is_recovered_not_cut_to_base(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    log, written = _log_with(tmp_path, 60)
+    active = log.segments[-1]
+    assert active.base_offset > 0 and active.offset_index.entries > 0
+    active_path, end = Path(active.log_path), log.log_end_offset
+    log.close()  # a clean shutdown: the recovery point is the log end
+    _cut_active_tail(active_path, 30)  # the file loses the end of its last batch behind our back
+    log = open_log(tmp_path, clean_shutdown=True, recovery_point=end)
+    assert log.log_end_offset == end - 2  # only the torn batch is gone, not the whole segment
+    assert read_all(log) == written[:-1]
+    assert "Truncated" in caplog.text
+    log.append_as_leader(batch(1), leader_epoch=0, now_ms=NOW)
+    assert read_all(log)[-1][:8] == (end - 2).to_bytes(8, "big")  # offsets continue, none reused
+
+
+def test_clean_shutdown_with_garbage_after_last_batch_is_recovered(tmp_path: Path) -> None:
+    log, written = _log_with(tmp_path, 60)
+    active_path, end = Path(log.segments[-1].log_path), log.log_end_offset
+    log.close()
+    with open(active_path, "ab") as f:
+        f.write(b"\x00" * 100)  # a tail the clean shutdown never wrote
+    log = open_log(tmp_path, clean_shutdown=True, recovery_point=end)
+    assert log.log_end_offset == end
+    assert os.path.getsize(active_path) == sum(len(b) for b in written) - sum(
+        len(b) for b in written[: log.segments[-1].base_offset // 2])
+    log.append_as_leader(batch(1), leader_epoch=0, now_ms=NOW)
+    assert read_all(log) == written + [read_all(log)[-1]]
+
+
+def test_clean_shutdown_log_shorter_than_its_recovery_point_is_recovered_and_reported(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    log, written = _log_with(tmp_path, 60)
+    active = log.segments[-1]
+    active_path, end = Path(active.log_path), log.log_end_offset
+    log.close()
+    _cut_active_tail(active_path, len(written[-1]))  # a whole batch lost, the rest intact
+    log = open_log(tmp_path, clean_shutdown=True, recovery_point=end)
+    assert log.log_end_offset == end - 2
+    assert read_all(log) == written[:-1]
+    assert "below its checkpointed recovery point" in caplog.text
