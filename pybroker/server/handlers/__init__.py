@@ -1,6 +1,7 @@
 """Every API handler the broker serves; ApiVersions advertises exactly this list."""
 
 from pybroker.server.handlers import (
+    acls,
     api_versions,
     cluster,
     configs,
@@ -62,4 +63,7 @@ ALL_HANDLERS: tuple[ApiHandler, ...] = (
     partition_admin.alter_partition_reassignments,
     partition_admin.list_partition_reassignments,
     describe_topic_partitions.handle,
+    acls.describe_acls,
+    acls.create_acls,
+    acls.delete_acls,
 )
