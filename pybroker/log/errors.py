@@ -18,6 +18,7 @@ __all__ = [
     "LogStorageError",
     "SliceUnavailableError",
     "UnexpectedAppendOffsetError",
+    "InvalidReadSizeError",
     "InvalidLogConfig",
     "ProducerStateError",
     "OutOfOrderSequenceError",
@@ -67,6 +68,11 @@ class UnexpectedAppendOffsetError(LogError):
         super().__init__(message)
         self.first_offset = first_offset
         self.last_offset = last_offset
+
+
+class InvalidReadSizeError(LogError, ValueError):
+    """A read asked for a negative number of bytes (a Fetch with negative max bytes); Kafka's
+    LogSegment.read rejects it too, and the fetch answers UNKNOWN_SERVER_ERROR for the partition."""
 
 
 class InvalidLogConfig(LogError, ValueError):

@@ -21,7 +21,7 @@ import logging
 import os
 from typing import TYPE_CHECKING, Iterator
 
-from pybroker.log.errors import CorruptLogError, LogError, LogStorageError
+from pybroker.log.errors import CorruptLogError, InvalidReadSizeError, LogError, LogStorageError
 from pybroker.log.file_slice import FileSlice, LogFile
 from pybroker.log.index import OffsetIndex, TimeIndex
 from pybroker.log.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
@@ -288,7 +288,7 @@ class LogSegment:
         crossing ``max_position`` are left out; the slice may then be empty (size 0).
         """
         if max_size < 0:
-            raise ValueError(f"max_size {max_size} is negative")
+            raise InvalidReadSizeError(f"Invalid max size {max_size} for log read from segment {self.log_path}")
         found = self.find_batch(start_offset)
         if found is None:
             return None

@@ -10,6 +10,7 @@ from __future__ import annotations
 __all__ = [
     "RecordsError",
     "CorruptRecordError",
+    "InvalidRecordError",
     "RecordTooLargeError",
     "UnsupportedCompressionError",
 ]
@@ -21,6 +22,10 @@ class RecordsError(Exception):
 
 class CorruptRecordError(RecordsError):
     """The bytes do not form a valid v2 batch/record (bad magic, length, CRC, varint...)."""
+
+
+class InvalidRecordError(CorruptRecordError):
+    """The request's records break a rule of the Produce API rather than of the batch format."""
 
 
 class RecordTooLargeError(RecordsError):

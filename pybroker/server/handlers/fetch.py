@@ -16,7 +16,6 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
-from pybroker.log.errors import OffsetOutOfRangeError
 from pybroker.log.file_slice import FileSlice
 from pybroker.log.log import PartitionLog
 from pybroker.protocol.api_keys import ApiKey
@@ -120,28 +119,32 @@ def _resolve(ctx: RequestContext, partitions: Requested) -> list[_Wanted]:
 
 
 def _read_all(ctx: RequestContext, request: FetchRequest, wanted: list[_Wanted]) -> _Result:
-    """Read each partition in request order within max_bytes; the first non-empty one may exceed it."""
+    """Read each partition in request order within max_bytes; the first non-empty one may exceed it.
+
+    As in Kafka's ReplicaManager, the limit left shrinks by each partition's size but never below 0,
+    so only a negative request max_bytes reaches the first partition's read (which rejects it).
+    """
     result = _Result()
-    budget = request.max_bytes if ctx.api_version >= 3 else 2**31 - 1
-    budget = min(budget, ctx.broker.config["fetch.max.bytes"])
+    limit = request.max_bytes if ctx.api_version >= 3 else 2**31 - 1
+    limit = min(limit, ctx.broker.config["fetch.max.bytes"])
     for item in wanted:
-        data = PartitionData(partition_index=item.request.partition, error_code=item.error, high_watermark=-1,
-                             last_stable_offset=-1, log_start_offset=-1, records=b"")
+        data = _error_data(item.request.partition, item.error)
         if item.error is ErrorCode.NONE:
             try:
-                _read_partition(ctx, request, item, data, max(budget - result.bytes, 0),
-                                min_one_batch=result.bytes == 0)
-            except OffsetOutOfRangeError as exc:
-                data.error_code = ErrorCode.OFFSET_OUT_OF_RANGE
-                data.log_start_offset = exc.log_start_offset
-                data.high_watermark = data.last_stable_offset = exc.log_end_offset
-            except Exception as exc:
-                data.error_code = error_code_for(exc)
+                _read_partition(ctx, request, item, data, limit, min_one_batch=result.bytes == 0)
+            except Exception as exc:  # Kafka answers any failed read with unknown offsets (-1)
+                data = _error_data(item.request.partition, error_code_for(exc))
+        limit = max(limit - _records_size(data), 0)
         if data.error_code:
             result.has_error = True
         result.bytes += _records_size(data)
         result.partitions.append((item, data))
     return result
+
+
+def _error_data(partition: int, error: ErrorCode) -> PartitionData:
+    return PartitionData(partition_index=partition, error_code=error, high_watermark=-1, last_stable_offset=-1,
+                         log_start_offset=-1, records=b"")
 
 
 def _read_partition(ctx: RequestContext, request: FetchRequest, item: _Wanted, data: PartitionData,

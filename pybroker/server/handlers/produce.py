@@ -14,7 +14,7 @@ from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.messages import ProduceRequest, ProduceResponse
 from pybroker.records.batch import Compression, validate_batch
-from pybroker.records.errors import CorruptRecordError, UnsupportedCompressionError
+from pybroker.records.errors import InvalidRecordError, UnsupportedCompressionError
 from pybroker.replication.errors import NotEnoughReplicasAfterAppendError, ReplicaTimeoutError
 from pybroker.server.context import RequestContext
 from pybroker.server.error_mapping import error_code_for, error_message_for
@@ -23,10 +23,6 @@ from pybroker.server.registry import api
 PartitionResponse = ProduceResponse.PartitionProduceResponse
 FIRST_BATCH_V2_VERSION = 3
 FIRST_ZSTD_VERSION = 7
-
-
-class InvalidRecordError(CorruptRecordError):
-    """The request's records break a rule of the Produce API rather than of the batch format."""
 
 
 @api(ApiKey.PRODUCE, 0, 11)
