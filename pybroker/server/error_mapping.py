@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
+from typing import Callable
 
 from pybroker.client import errors as client
 from pybroker.common.config import ConfigError
@@ -73,11 +74,12 @@ class _ThrottledLog:
     """Logs an unexpected error's traceback once per ``interval_s`` per exception type, counting the rest."""
 
     interval_s: float = 60.0
+    clock: Callable[[], float] = time.monotonic
     _last: dict[type[BaseException], float] = field(default_factory=dict)
     _suppressed: dict[type[BaseException], int] = field(default_factory=dict)
 
     def report(self, exc: BaseException) -> None:
-        kind, now = type(exc), time.monotonic()
+        kind, now = type(exc), self.clock()
         last = self._last.get(kind)
         if last is not None and now - last < self.interval_s:
             self._suppressed[kind] = self._suppressed.get(kind, 0) + 1
