@@ -139,7 +139,7 @@ class PartitionLog:
         """Load (recovering if needed, see ``loader.py``) or create the log in ``dir_path``."""
         loaded = load_segments(dir_path, config, now_ms=now_ms, recovery_point=recovery_point,
                                log_start_offset=log_start_offset, clean_shutdown=clean_shutdown)
-        hw = loaded.log_end_offset if high_watermark is None else high_watermark
+        hw = loaded.log_start_offset if high_watermark is None else high_watermark  # Kafka: 0, clamped
         log = cls(dir_path, topic, partition, config, loaded.segments,
                   log_start_offset=loaded.log_start_offset, log_end_offset=loaded.log_end_offset,
                   recovery_point=loaded.recovery_point, high_watermark=hw, now_ms=now_ms)

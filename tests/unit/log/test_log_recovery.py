@@ -206,3 +206,15 @@ def test_clean_shutdown_log_shorter_than_its_recovery_point_is_recovered_and_rep
     assert log.log_end_offset == end - 2
     assert read_all(log) == written[:-1]
     assert "below its checkpointed recovery point" in caplog.text
+
+
+def test_partition_missing_from_the_hw_checkpoint_starts_at_its_log_start(tmp_path: Path) -> None:
+    """Kafka's default for a missing HW checkpoint entry is 0, clamped to the log start: never the log end,
+    which would expose records no replica set ever acknowledged (the leader's ISR rule raises it later)."""
+    log, _ = _log_with(tmp_path, 10)
+    crash(log)
+    log = open_log(tmp_path, clean_shutdown=False, log_start_offset=4)
+    assert log.log_end_offset == 20
+    assert log.high_watermark == log.log_start_offset == 4
+    reopened_with_entry = open_log(tmp_path, clean_shutdown=False, high_watermark=12)
+    assert reopened_with_entry.high_watermark == 12

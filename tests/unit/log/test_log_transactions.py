@@ -88,7 +88,7 @@ def test_reopen_rebuilds_open_transactions_and_the_index(tmp_path):
     log.close()
     os.unlink(os.path.join(tmp_path, "00000000000000000000.txnindex"))
     os.unlink(os.path.join(tmp_path, "00000000000000000005.snapshot"))  # no snapshot: full replay
-    reopened = open_log(tmp_path, clean_shutdown=True)
+    reopened = open_log(tmp_path, clean_shutdown=True, high_watermark=5)
     assert reopened.last_stable_offset == 3
     assert reopened.collect_aborted(0, 5) == [AbortedTxn(7, 0, 2, 3)]
     assert reopened.producer_state.get(9).current_txn_first_offset == 3
@@ -113,7 +113,7 @@ def test_close_writes_a_snapshot_that_the_next_open_uses_instead_of_the_log(tmp_
 
     # A snapshot that differs from the log wins: the batches below it are not replayed.
     write_snapshot(str(tmp_path), 3, [ProducerStateEntry(42, 1, last_timestamp=NOW)])
-    from_snapshot = open_log(tmp_path, clean_shutdown=True)
+    from_snapshot = open_log(tmp_path, clean_shutdown=True, high_watermark=3)
     assert set(from_snapshot.producer_state.producers) == {42}
     assert from_snapshot.last_stable_offset == 3
     from_snapshot.close()
