@@ -484,11 +484,12 @@ def render_init(modules: dict[str, list[MessageDef]], api_names: dict[int, str])
         names = ", ".join(m.name for m in ms)
         lines.append(f"    from pybroker.protocol.messages.{mod} import {names}")
     lines += [
+        "    from pybroker.protocol.schema import Message",
         "",
         "    #: Request class per API key.",
-        "    REQUEST_CLASSES: dict[int, type]",
+        "    REQUEST_CLASSES: dict[int, type[Message]]",
         "    #: Response class per API key.",
-        "    RESPONSE_CLASSES: dict[int, type]",
+        "    RESPONSE_CLASSES: dict[int, type[Message]]",
         "",
         "#: Kafka API name per API key (e.g. 0 -> \"Produce\").",
         "API_NAMES: dict[int, str] = {",

@@ -52,9 +52,10 @@ class _BrokerSender:
                             connection = await Connection.open(self.host, self.port, client_id="controller",
                                                                timeout=self.timeout_s)
                         response = await connection.send_at(item.request, item.version, item.response_type)
-                        if getattr(response, "error_code", 0):
+                        code = getattr(response, "error_code", 0)
+                        if code:
                             log.warning("Broker %d answered %s with error %d", self.broker_id,
-                                        type(item.request).__name__, response.error_code)
+                                        type(item.request).__name__, code)
                         break
                     except (KafkaClientError, OSError) as exc:
                         log.info("Controller request to broker %d failed (%s); retrying", self.broker_id, exc)

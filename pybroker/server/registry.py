@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable
 from pybroker.protocol.messages import REQUEST_CLASSES
 
 if TYPE_CHECKING:
+    from pybroker.protocol.schema import Message
     from pybroker.server.context import RequestContext
 
 HandlerFunc = Callable[["RequestContext", Any], Awaitable[Any]]
@@ -25,7 +26,7 @@ class ApiHandler:
     handle: HandlerFunc
 
     @property
-    def request_class(self) -> type:
+    def request_class(self) -> type[Message]:
         return REQUEST_CLASSES[self.api_key]
 
 

@@ -119,11 +119,12 @@ if TYPE_CHECKING:
     from pybroker.protocol.messages.voters_record import VotersRecord
     from pybroker.protocol.messages.write_share_group_state import WriteShareGroupStateRequest, WriteShareGroupStateResponse
     from pybroker.protocol.messages.write_txn_markers import WriteTxnMarkersRequest, WriteTxnMarkersResponse
+    from pybroker.protocol.schema import Message
 
     #: Request class per API key.
-    REQUEST_CLASSES: dict[int, type]
+    REQUEST_CLASSES: dict[int, type[Message]]
     #: Response class per API key.
-    RESPONSE_CLASSES: dict[int, type]
+    RESPONSE_CLASSES: dict[int, type[Message]]
 
 #: Kafka API name per API key (e.g. 0 -> "Produce").
 API_NAMES: dict[int, str] = {
