@@ -5,8 +5,9 @@ answered in name order and partitions in index order, from the request's cursor 
 `response_partition_limit` partitions (at most Kafka's default max.request.partition.size.limit,
 2000) are in the answer; `next_cursor` then names the first partition left out. An empty topic list
 means every topic, and then topics that cannot be described are left out instead of reported.
-Eligible leader replicas (ELR) are a KRaft feature: they are always null here, as from a ZooKeeper-mode
-Kafka broker. Answers are kept encoded while the metadata they describe is unchanged (`metadata_cache`).
+Eligible leader replicas (ELR, a KRaft feature) are not kept here: both ELR lists are empty, as from a
+Kafka broker with ELR off, and never null (kafka-clients' admin dereferences them). Answers are kept
+encoded while the metadata they describe is unchanged (`metadata_cache`).
 """
 
 from __future__ import annotations
@@ -83,7 +84,7 @@ def _describe(info: TopicInfo, indexes: list[int], live: set[int]) -> Topic:
         partitions.append(Partition(
             error_code=0 if p.leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE, partition_index=index,
             leader_id=p.leader, leader_epoch=p.leader_epoch, replica_nodes=list(p.replicas), isr_nodes=list(p.isr),
-            offline_replicas=[r for r in p.replicas if r not in live]))
+            offline_replicas=[r for r in p.replicas if r not in live], eligible_leader_replicas=[], last_known_elr=[]))
     return Topic(error_code=0, name=info.name, topic_id=info.topic_id or ZERO_UUID,
                  is_internal=info.name in INTERNAL_TOPICS, partitions=partitions)
 
