@@ -2,15 +2,22 @@
 
 As in ZooKeeper-mode Kafka the controller executes them: admin clients send them to the broker that
 Metadata names as controller, and any other broker answers NOT_CONTROLLER so the client re-routes.
-A single-node broker has no controller: it is the only (so the preferred) replica of everything,
-elections are never needed and no reassignment can run.
+
+A single-node broker is a cluster of one and answers as a one-node Kafka 3.9 without ZooKeeper (KRaft's
+ReplicationControlManager) does, with its per-partition codes and messages: it is the only (so the
+preferred) replica and the leader of everything, so elections are never needed; the only valid
+reassignment target is this broker alone, which is already every partition's replica set, so a
+reassignment to it completes at once and none is ever in progress.
 """
 
 from __future__ import annotations
 
+from typing import Mapping, Sequence
+
 from pybroker.controller.controller import NotControllerError, ZkController
 from pybroker.controller.election import ElectionOutcome, ElectionType
 from pybroker.controller.errors import NoReassignmentInProgressError
+from pybroker.controller.metadata import TopicInfo
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.messages import (
@@ -26,7 +33,7 @@ from pybroker.server.error_mapping import error_code_for, error_message_for
 from pybroker.server.registry import api
 
 PartitionKey = tuple[str, int]
-SINGLE_NODE_MESSAGE = "Partition reassignment needs a cluster (zookeeper.connect); this broker runs alone."
+PartitionAnswer = tuple[int, str | None]  # error code, error message
 
 _ELECTION_ERRORS = {
     ElectionOutcome.ELECTED: ErrorCode.NONE,
@@ -42,13 +49,39 @@ def _controller(ctx: RequestContext) -> ZkController | None:
     return zk_mode.controller if zk_mode is not None else None
 
 
-def _single_node_elections(ctx: RequestContext, partitions: list[PartitionKey] | None
-                           ) -> dict[PartitionKey, ElectionOutcome]:
-    topics = ctx.broker.metadata.topics()
-    if partitions is None:
-        partitions = [(name, p) for name, info in topics.items() for p in info.partitions]
-    return {(name, p): ElectionOutcome.NOT_NEEDED if name in topics and p in topics[name].partitions
-            else ElectionOutcome.UNKNOWN_PARTITION for name, p in partitions}
+def _single_node_elections(topics: Mapping[str, TopicInfo],
+                           requested: list[ElectLeadersRequest.TopicPartitions] | None
+                           ) -> list[ElectLeadersResponse.ReplicaElectionResult]:
+    """KRaft's `electLeaders`: one result per requested topic entry; for "every partition" (None) each topic
+    is listed without the partitions that already have the wanted leader, which on one node is all of them."""
+    if requested is None:
+        return [ElectLeadersResponse.ReplicaElectionResult(topic=name, partition_result=[]) for name in topics]
+    return [ElectLeadersResponse.ReplicaElectionResult(topic=entry.topic, partition_result=[
+        ElectLeadersResponse.PartitionResult(partition_id=partition, error_code=code, error_message=message)
+        for partition in entry.partitions
+        for code, message in [_single_node_election(topics, entry.topic, partition)]]) for entry in requested]
+
+
+def _single_node_election(topics: Mapping[str, TopicInfo], topic: str, partition: int) -> PartitionAnswer:
+    if topic not in topics:
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"No such topic as {topic}"
+    if partition not in topics[topic].partitions:
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"No such partition as {topic}-{partition}"
+    return ErrorCode.ELECTION_NOT_NEEDED, ErrorCode.ELECTION_NOT_NEEDED.message
+
+
+async def _cluster_elections(controller: ZkController, election_type: ElectionType,
+                             partitions: list[PartitionKey] | None
+                             ) -> list[ElectLeadersResponse.ReplicaElectionResult]:
+    outcomes = await controller.elect_leaders(election_type, partitions)
+    by_topic: dict[str, list[ElectLeadersResponse.PartitionResult]] = {}
+    for (topic, partition), outcome in outcomes.items():
+        code = _ELECTION_ERRORS[outcome]
+        by_topic.setdefault(topic, []).append(ElectLeadersResponse.PartitionResult(
+            partition_id=partition, error_code=code,
+            error_message=None if code == ErrorCode.NONE else ErrorCode(code).message))
+    return [ElectLeadersResponse.ReplicaElectionResult(topic=topic, partition_result=results)
+            for topic, results in by_topic.items()]
 
 
 @api(ApiKey.ELECT_LEADERS, 0, 2)
@@ -56,25 +89,48 @@ async def elect_leaders(ctx: RequestContext, request: ElectLeadersRequest) -> El
     election_type = request.election_type  # v0 has no field: its default is PREFERRED
     if election_type not in {kind.value for kind in ElectionType}:
         return ElectLeadersResponse(error_code=ErrorCode.INVALID_REQUEST)
-    partitions = None if request.topic_partitions is None else \
-        [(t.topic, p) for t in request.topic_partitions for p in t.partitions]
     controller = _controller(ctx)
     if controller is None:
-        outcomes = _single_node_elections(ctx, partitions)
-    else:
-        try:
-            outcomes = await controller.elect_leaders(ElectionType(election_type), partitions)
-        except NotControllerError:
-            return ElectLeadersResponse(error_code=ErrorCode.NOT_CONTROLLER)
-    by_topic: dict[str, list[ElectLeadersResponse.PartitionResult]] = {}
-    for (topic, partition), outcome in outcomes.items():
-        code = _ELECTION_ERRORS[outcome]
-        by_topic.setdefault(topic, []).append(ElectLeadersResponse.PartitionResult(
-            partition_id=partition, error_code=code,
-            error_message=None if code == ErrorCode.NONE else ErrorCode(code).message))
-    return ElectLeadersResponse(error_code=ErrorCode.NONE, replica_election_results=[
-        ElectLeadersResponse.ReplicaElectionResult(topic=topic, partition_result=results)
-        for topic, results in by_topic.items()])
+        return ElectLeadersResponse(error_code=ErrorCode.NONE, replica_election_results=_single_node_elections(
+            ctx.broker.metadata.topics(), request.topic_partitions))
+    partitions = None if request.topic_partitions is None else \
+        [(t.topic, p) for t in request.topic_partitions for p in t.partitions]
+    try:
+        results = await _cluster_elections(controller, ElectionType(election_type), partitions)
+    except NotControllerError:
+        return ElectLeadersResponse(error_code=ErrorCode.NOT_CONTROLLER)
+    return ElectLeadersResponse(error_code=ErrorCode.NONE, replica_election_results=results)
+
+
+def _single_node_reassignment(topics: Mapping[str, TopicInfo], registered: set[int], topic: str, partition: int,
+                              target: Sequence[int] | None) -> PartitionAnswer:
+    """KRaft's `alterPartitionReassignment` checks, in its order and words; a target that passes them
+    is this broker alone, the partition's replica set already: nothing to move."""
+    if topic not in topics:
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Unable to find a topic named {topic}."
+    if partition not in topics[topic].partitions:
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Unable to find partition {topic}:{partition}."
+    if target is None:
+        return ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, ErrorCode.NO_REASSIGNMENT_IN_PROGRESS.message
+    problem = _manual_assignment_problem(target, registered)
+    if problem is not None:
+        return ErrorCode.INVALID_REPLICA_ASSIGNMENT, problem
+    return ErrorCode.NONE, None
+
+
+def _manual_assignment_problem(target: Sequence[int], registered: set[int]) -> str | None:
+    """Kafka's `validateManualPartitionAssignment`: brokers are checked in id order, so with several
+    faults the lowest broker id decides which one is reported."""
+    if not target:
+        return "The manual partition assignment includes an empty replica list."
+    previous = None
+    for broker_id in sorted(target):
+        if broker_id not in registered:
+            return f"The manual partition assignment includes broker {broker_id}, but no such broker is registered."
+        if broker_id == previous:
+            return f"The manual partition assignment includes the broker {broker_id} more than once."
+        previous = broker_id
+    return None
 
 
 def _reassignment_code(exc: Exception) -> int:
@@ -87,8 +143,7 @@ async def alter_partition_reassignments(ctx: RequestContext, request: AlterParti
                                         ) -> AlterPartitionReassignmentsResponse:
     controller = _controller(ctx)
     if controller is None:
-        return AlterPartitionReassignmentsResponse(error_code=ErrorCode.INVALID_REQUEST,
-                                                   error_message=SINGLE_NODE_MESSAGE)
+        return _alter_single_node(ctx, request)
     targets = {(t.name, p.partition_index): None if p.replicas is None else tuple(p.replicas)
                for t in request.topics for p in t.partitions}
     try:
@@ -103,6 +158,23 @@ async def alter_partition_reassignments(ctx: RequestContext, request: AlterParti
     return AlterPartitionReassignmentsResponse(error_code=ErrorCode.NONE, error_message=None, responses=[
         AlterPartitionReassignmentsResponse.ReassignableTopicResponse(name=topic, partitions=partitions)
         for topic, partitions in by_topic.items()])
+
+
+def _alter_single_node(ctx: RequestContext, request: AlterPartitionReassignmentsRequest
+                       ) -> AlterPartitionReassignmentsResponse:
+    metadata = ctx.broker.metadata
+    topics, registered = metadata.topics(), {broker.broker_id for broker in metadata.brokers()}
+    responses = []
+    for topic in request.topics:
+        partitions = []
+        for partition in topic.partitions:
+            code, message = _single_node_reassignment(topics, registered, topic.name, partition.partition_index,
+                                                      partition.replicas)
+            partitions.append(AlterPartitionReassignmentsResponse.ReassignablePartitionResponse(
+                partition_index=partition.partition_index, error_code=code, error_message=message))
+        responses.append(AlterPartitionReassignmentsResponse.ReassignableTopicResponse(
+            name=topic.name, partitions=partitions))
+    return AlterPartitionReassignmentsResponse(error_code=ErrorCode.NONE, error_message=None, responses=responses)
 
 
 @api(ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, 0)
