@@ -239,6 +239,11 @@ class ProducerStateManager:
                 entry.epoch = epoch
                 entry.batches.clear()
             entry.last_timestamp = max(entry.last_timestamp, timestamp)
+            if transactional and not is_control and entry.current_txn_first_offset is None:
+                # The coordinators' own transactional batches carry no sequence (Kafka's
+                # ProducerAppendInfo opens the transaction for every transactional data batch).
+                entry.current_txn_first_offset = first_offset
+                self._ongoing[producer_id] = first_offset
             return
         self.update(producer_id, epoch, first_seq, last_seq, first_offset, last_offset, timestamp,
                     transactional=transactional)

@@ -196,3 +196,20 @@ def test_compaction_keeps_the_aborted_transactions_of_the_segments_it_replaces(t
     assert log.segments[0].base_offset == 0 and len(log.segments) < 20
     assert log.collect_aborted(0, log.log_end_offset) == [AbortedTxn(7, 0, 2, 3)]
     manager.shutdown()
+
+
+def test_transactional_batch_without_sequence_opens_its_transaction(tmp_path):
+    """The coordinator's TxnOffsetCommit batches are transactional with sequence -1: they open a
+    transaction like any other, so the LSO stops at them and an abort covers them in the .txnindex."""
+    log = open_log(tmp_path)
+    append(log, txn_batch(5, 0))  # 0-1: a committed transaction before
+    append(log, marker(5, commit=True))  # 2
+    first = append(log, txn_batch(7, -1))  # 3-4, no sequence
+    assert log.last_stable_offset == first == 3
+    append(log, marker(7, commit=False))  # 5
+    assert log.last_stable_offset == log.high_watermark == 6
+    assert log.collect_aborted(0, 6) == [AbortedTxn(7, 3, 5, 6)]
+    log.close()
+    reopened = open_log(tmp_path, recovery_point=0, high_watermark=6)  # replayed from the log
+    assert reopened.collect_aborted(0, 6) == [AbortedTxn(7, 3, 5, 6)]
+    reopened.close()
