@@ -128,7 +128,7 @@ def decode_partition(tp: TopicPartition, fetch_offset: int, data: FetchResponse.
     """The records at or after ``fetch_offset`` of one partition's answer, aborted transactions left out."""
     aborted = sorted((a.first_offset, a.producer_id) for a in data.aborted_transactions or ())
     aborting: set[int] = set()
-    records = []
+    records: list[ConsumerRecord] = []
     next_offset = fetch_offset
     for batch in iter_batches(data.records or b""):
         while aborted and aborted[0][0] <= batch.last_offset:
