@@ -193,6 +193,35 @@ _KEYS: list[ConfigKey] = [
 
 CONFIG_KEYS: dict[str, ConfigKey] = {key.name: key for key in _KEYS}
 
+#: The keys Kafka can change at runtime (its DynamicBrokerConfig.AllDynamicConfigs), restricted to the
+#: keys declared here: every broker key that provides a topic config's default (DynamicLogConfig), the
+#: log cleaner's, the thread pools', the listeners' and the producer-state ones. DescribeConfigs reports
+#: every other broker key as read-only, as Kafka does.
+DYNAMIC_KEYS: frozenset[str] = frozenset(
+    {key.name for key in _KEYS if key.topic_key}
+    | {"log.cleaner.threads", "log.cleaner.dedupe.buffer.size", "log.cleaner.backoff.ms", "num.io.threads",
+       "listeners", "num.network.threads", "producer.id.expiration.ms", "transaction.partition.verification.enable"})
+
+#: Keys that set the same value in another unit, in Kafka's order of precedence (DynamicBrokerConfig.brokerConfigSynonyms).
+_SYNONYM_GROUPS = (("log.roll.ms", "log.roll.hours"),
+                   ("log.retention.ms", "log.retention.minutes", "log.retention.hours"))
+
+
+def key_synonyms(name: str) -> tuple[str, ...]:
+    """`name` and the keys that set the same value, most specific first."""
+    if name == "log.flush.interval.ms":  # its default is log.flush.scheduler.interval.ms
+        return name, "log.flush.scheduler.interval.ms"
+    return next((group for group in _SYNONYM_GROUPS if name in group), (name,))
+
+
+def value_text(value: Any) -> str | None:
+    """A parsed value as Kafka's ConfigDef.convertToString writes it."""
+    if isinstance(value, list):
+        return ",".join(value)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return None if value is None else str(value)
+
 _LINE_CONTINUATION = re.compile(r"(?<!\\)(\\\\)*\\$")
 
 
@@ -292,13 +321,7 @@ class BrokerConfig:
         for key in _KEYS:
             if key.topic_key is None:
                 continue
-            value = derived.get(key.topic_key, self[key.name])
-            if isinstance(value, list):
-                defaults[key.topic_key] = ",".join(value)
-            elif isinstance(value, bool):
-                defaults[key.topic_key] = "true" if value else "false"
-            else:
-                defaults[key.topic_key] = str(value)
+            defaults[key.topic_key] = str(value_text(derived.get(key.topic_key, self[key.name])))
         return defaults
 
     def _check_listeners(self) -> None:

@@ -87,8 +87,8 @@ def _timestamp_type(v: Any) -> str | None:
 
 
 def _cleanup_policy(v: Any) -> str | None:
-    items = [p.strip() for p in str(v).split(",")]
-    if not items or any(p not in ("delete", "compact") for p in items):
+    items = [p.strip() for p in str(v).split(",") if p.strip()]  # empty is valid: Kafka's ValidList
+    if any(p not in ("delete", "compact") for p in items):
         return "String must be one of: compact, delete"
     return None
 

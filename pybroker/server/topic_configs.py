@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
-from pybroker.common.config import CONFIG_KEYS, BrokerConfig
+from pybroker.common.config import CONFIG_KEYS, BrokerConfig, key_synonyms, value_text
 from pybroker.log.config import TOPIC_CONFIG_KEYS, LogConfig
 
 # DescribeConfigs ConfigSource values.
@@ -26,16 +26,40 @@ _COMPRESSION_TYPES = ("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd
 
 
 @dataclass(frozen=True, slots=True)
+class Synonym:
+    """One place a config's value may come from, as DescribeConfigs lists it (include_synonyms)."""
+
+    name: str
+    value: str | None
+    source: int
+
+
+@dataclass(frozen=True, slots=True)
 class DescribedConfig:
     name: str
     value: str | None
     source: int
     config_type: int
     doc: str
+    synonyms: tuple[Synonym, ...] = ()
+    read_only: bool = False
+    is_sensitive: bool = False
 
     @property
     def is_default(self) -> bool:
         return self.source == DEFAULT_CONFIG
+
+
+def broker_synonyms(config: BrokerConfig, name: str) -> tuple[Synonym, ...]:
+    """Kafka's ConfigHelper.configSynonyms for a static broker: the keys of `name`'s synonym group set
+    in the properties file, then their non-null defaults, less those before the first entry named
+    `name` (so `log.retention.hours` is not listed under `log.retention.ms` unless that is set)."""
+    names = key_synonyms(name)
+    listed = [Synonym(n, config.raw[n], STATIC_BROKER_CONFIG) for n in names if config.is_set(n)]
+    listed += [Synonym(n, value_text(CONFIG_KEYS[n].default), DEFAULT_CONFIG) for n in names
+               if n in CONFIG_KEYS and CONFIG_KEYS[n].default is not None]  # Kafka keeps no null defaults
+    first = next((i for i, synonym in enumerate(listed) if synonym.name == name), len(listed))
+    return tuple(listed[first:])
 
 
 class TopicConfigs:
@@ -76,20 +100,21 @@ class TopicConfigs:
     def describe(self, overrides: Mapping[str, str], keys: list[str] | None = None) -> list[DescribedConfig]:
         described = []
         for name in self.known_keys:
-            if keys is not None and name not in keys:
+            if keys and name not in keys:  # Kafka: a null or empty key list asks for every key
                 continue
             broker_key = _BROKER_KEY_FOR_TOPIC_KEY.get(name)
+            synonyms = broker_synonyms(self._broker_config, broker_key.name) if broker_key else ()
             if name in overrides:
                 value, source = overrides[name], DYNAMIC_TOPIC_CONFIG
+                synonyms = (Synonym(name, value, DYNAMIC_TOPIC_CONFIG),) + synonyms
             elif name in self.defaults:
                 value = self.defaults[name]
-                source = STATIC_BROKER_CONFIG if broker_key and self._broker_config.is_set(broker_key.name) \
-                    else DEFAULT_CONFIG
+                source = synonyms[0].source if synonyms else DEFAULT_CONFIG
             else:
                 value, source = _log_default(name), DEFAULT_CONFIG
             config_type = broker_key.type if broker_key else TOPIC_CONFIG_KEYS[name][1]
             doc = broker_key.doc if broker_key else TOPIC_CONFIG_KEYS[name][3]
-            described.append(DescribedConfig(name, value, source, CONFIG_TYPES.get(config_type, 2), doc))
+            described.append(DescribedConfig(name, value, source, CONFIG_TYPES.get(config_type, 2), doc, synonyms))
         return described
 
     @staticmethod

@@ -26,7 +26,8 @@ def test_alter_and_describe_round_trip(shared_broker: BrokerProcess) -> None:
         ["Completed updating config for topic cfg-topic."]
     assert ok(configs(shared_broker, "--describe", "--topic", "cfg-topic")) == [
         "Dynamic configs for topic cfg-topic are:",
-        "  cleanup.policy=compact,delete sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:cleanup.policy=compact,delete}",
+        "  cleanup.policy=compact,delete sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:cleanup.policy=compact,delete, "
+        "DEFAULT_CONFIG:log.cleanup.policy=delete}",
         "  retention.ms=60000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=60000}",
     ]
     admin = AdminClient({"bootstrap.servers": shared_broker.bootstrap})
@@ -38,7 +39,7 @@ def test_alter_and_describe_round_trip(shared_broker: BrokerProcess) -> None:
     described = ok(configs(shared_broker, "--describe", *entity, "--all"))
     assert described[0] == "All configs for topic cfg-topic are:"
     assert "  retention.ms=60000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=60000}" in described
-    assert "  cleanup.policy=delete sensitive=false synonyms={DEFAULT_CONFIG:cleanup.policy=delete}" in described
+    assert "  cleanup.policy=delete sensitive=false synonyms={DEFAULT_CONFIG:log.cleanup.policy=delete}" in described
 
 
 def test_broker_configs_and_bad_input(shared_broker: BrokerProcess) -> None:

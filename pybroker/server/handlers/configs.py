@@ -6,9 +6,11 @@ INVALID_REQUEST. Topic overrides are stored with the topic by the metadata owner
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Mapping
 
-from pybroker.common.config import CONFIG_KEYS
+from pybroker.common.config import CONFIG_KEYS, DYNAMIC_KEYS, value_text
+from pybroker.common.topic import topic_name_error
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.messages import (
@@ -22,7 +24,7 @@ from pybroker.protocol.messages import (
 from pybroker.server.context import RequestContext
 from pybroker.server.error_mapping import error_code_for, error_message_for
 from pybroker.server.registry import api
-from pybroker.server.topic_configs import CONFIG_TYPES, DEFAULT_CONFIG, STATIC_BROKER_CONFIG, DescribedConfig
+from pybroker.server.topic_configs import CONFIG_TYPES, DEFAULT_CONFIG, DescribedConfig, broker_synonyms
 
 TOPIC = 2
 BROKER = 4
@@ -51,44 +53,52 @@ def _describe(ctx: RequestContext, resource: DescribeConfigsRequest.DescribeConf
               ) -> list[DescribedConfig] | tuple[int, str]:
     broker = ctx.broker
     keys = resource.configuration_keys
+    name = resource.resource_name
     if resource.resource_type == TOPIC:
-        info = broker.metadata.topic(resource.resource_name)
+        invalid = topic_name_error(name)
+        if invalid:
+            return ErrorCode.INVALID_TOPIC_EXCEPTION, invalid
+        info = broker.metadata.topic(name)
         if info is None:
-            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {resource.resource_name} does not exist"
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ""  # Kafka sets no message here
         return broker.topic_configs.describe(info.configs, keys)
     if resource.resource_type == BROKER:
-        if resource.resource_name not in ("", str(broker.broker_id)):
-            return ErrorCode.INVALID_REQUEST, f"Unexpected broker id, expected {broker.broker_id}"
+        if name == "":
+            return []  # the dynamic cluster-wide defaults, of which a static broker has none
+        if not name.lstrip("-").isdigit():
+            return ErrorCode.INVALID_REQUEST, f"Broker id must be an integer, but it is: {name}"
+        if int(name) != broker.broker_id:
+            return ErrorCode.INVALID_REQUEST, (f"Unexpected broker id, expected {broker.broker_id} or empty string, "
+                                               f"but received {name}")
         return _broker_configs(ctx, keys)
-    return ErrorCode.INVALID_REQUEST, f"Unsupported resource type {resource.resource_type}"
+    return ErrorCode.INVALID_REQUEST, f"Unsupported resource type: {resource.resource_type}"
 
 
 def _broker_configs(ctx: RequestContext, keys: list[str] | None) -> list[DescribedConfig]:
+    """Kafka's createBrokerConfigEntry: read-only unless the key is dynamic in Kafka, password values
+    hidden, the source that of the first synonym."""
     config = ctx.broker.config
     described = []
     for key in CONFIG_KEYS.values():
-        if keys is not None and key.name not in keys:
+        if keys and key.name not in keys:  # Kafka: a null or empty key list asks for every key
             continue
-        value = config[key.name]
-        if isinstance(value, list):
-            text: str | None = ",".join(value)
-        elif isinstance(value, bool):
-            text = "true" if value else "false"
-        else:
-            text = None if value is None else str(value)
-        source = STATIC_BROKER_CONFIG if config.is_set(key.name) else DEFAULT_CONFIG
-        described.append(DescribedConfig(key.name, text, source, CONFIG_TYPES.get(key.type, 2), key.doc))
+        sensitive = key.type == "password"
+        synonyms = broker_synonyms(config, key.name)
+        if sensitive:
+            synonyms = tuple(replace(synonym, value=None) for synonym in synonyms)
+        described.append(DescribedConfig(
+            key.name, None if sensitive else value_text(config[key.name]),
+            synonyms[0].source if synonyms else DEFAULT_CONFIG, CONFIG_TYPES.get(key.type, 2), key.doc, synonyms,
+            read_only=key.name not in DYNAMIC_KEYS, is_sensitive=sensitive))
     return described
 
 
 def _entry(config: DescribedConfig, include_synonyms: bool, include_documentation: bool) -> Entry:
-    synonyms = []
-    if include_synonyms:
-        synonyms = [DescribeConfigsResponse.DescribeConfigsSynonym(name=config.name, value=config.value,
-                                                                   source=config.source)]
-    return Entry(name=config.name, value=config.value, read_only=False, is_default=config.is_default,
-                 config_source=config.source, is_sensitive=False, synonyms=synonyms, config_type=config.config_type,
-                 documentation=config.doc if include_documentation else None)
+    synonyms = [DescribeConfigsResponse.DescribeConfigsSynonym(name=s.name, value=s.value, source=s.source)
+                for s in config.synonyms] if include_synonyms else []
+    return Entry(name=config.name, value=config.value, read_only=config.read_only, is_default=config.is_default,
+                 config_source=config.source, is_sensitive=config.is_sensitive, synonyms=synonyms,
+                 config_type=config.config_type, documentation=config.doc if include_documentation else None)
 
 
 @api(ApiKey.ALTER_CONFIGS, 0, 2)
@@ -112,16 +122,12 @@ async def incremental_alter_configs(ctx: RequestContext,
         def edit(current: Mapping[str, str], ops=resource.configs) -> dict[str, str]:
             updated = dict(current)
             for op in ops:
-                items = [v for v in updated.get(op.name, "").split(",") if v]
                 if op.config_operation == SET:
                     updated[op.name] = op.value
                 elif op.config_operation == DELETE:
                     updated.pop(op.name, None)
-                elif op.config_operation == APPEND:
-                    updated[op.name] = ",".join(items + [v for v in (op.value or "").split(",") if v not in items])
-                elif op.config_operation == SUBTRACT:
-                    removed = set((op.value or "").split(","))
-                    updated[op.name] = ",".join(v for v in items if v not in removed)
+                elif op.config_operation in (APPEND, SUBTRACT):
+                    updated[op.name] = _edit_list(ctx, updated, op.name, op.config_operation, op.value or "")
                 else:
                     raise ValueError(f"Unknown config operation {op.config_operation}")
             return updated
@@ -132,6 +138,21 @@ async def incremental_alter_configs(ctx: RequestContext,
             error_code=code, error_message=message, resource_type=resource.resource_type,
             resource_name=resource.resource_name))
     return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=responses)
+
+
+def _edit_list(ctx: RequestContext, overrides: Mapping[str, str], name: str, operation: int, value: str) -> str:
+    """APPEND or SUBTRACT as Kafka does them: on the effective value (the override, else the broker
+    default), for list configs only; subtracting every item leaves an empty list, which is stored."""
+    [described] = ctx.broker.topic_configs.describe(overrides, [name]) or [None]
+    if described is None or described.config_type != CONFIG_TYPES["list"]:
+        verb = "append" if operation == APPEND else "subtract"
+        raise ValueError(f"Config value {verb} is not allowed for config key: {name}")
+    current = overrides.get(name, described.value) or ""
+    items = [item for item in current.split(",") if item]
+    given = [item for item in value.split(",") if item]
+    if operation == APPEND:
+        return ",".join(dict.fromkeys(items + given))
+    return ",".join(item for item in items if item not in given)
 
 
 async def _apply(ctx: RequestContext, resource_type: int, name: str, edit, validate_only: bool) -> tuple[int, str | None]:

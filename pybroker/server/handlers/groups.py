@@ -7,6 +7,7 @@ group coordinator through its runtime; the coordinator decides everything else.
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Callable, Iterable
 
 from pybroker.coordinator.coordinator import JoinRequest, join_error
@@ -34,6 +35,8 @@ from pybroker.protocol.messages import (
 from pybroker.server.context import RequestContext
 from pybroker.server.error_mapping import error_code_for
 from pybroker.server.registry import api
+
+log = logging.getLogger("pybroker.server")
 
 KEY_TYPE_GROUP = 0
 KEY_TYPE_TRANSACTION = 1
@@ -72,14 +75,19 @@ async def find_coordinator(ctx: RequestContext, request: FindCoordinatorRequest)
     if ctx.api_version >= FIRST_BATCHED_FIND_VERSION:
         return FindCoordinatorResponse(coordinators=coordinators)
     found = coordinators[0]
-    return FindCoordinatorResponse(error_code=found.error_code, error_message=found.error_message,
+    # v1-3 carry Kafka's Errors.message(): the error's default message, "NONE" on success; v4+
+    # coordinators carry no message at all ("").
+    message = ErrorCode(found.error_code).message if found.error_code else "NONE"
+    return FindCoordinatorResponse(error_code=found.error_code, error_message=message,
                                    node_id=found.node_id, host=found.host, port=found.port)
 
 
 async def _find_one(ctx: RequestContext, key: str, key_type: int) -> FindCoordinatorResponse.Coordinator:
     def failed(code: ErrorCode, message: str | None = None) -> FindCoordinatorResponse.Coordinator:
+        if message:
+            log.info("FindCoordinator for %r: %s", key, message)
         return FindCoordinatorResponse.Coordinator(key=key, node_id=-1, host="", port=-1, error_code=code,
-                                                   error_message=message or code.message)
+                                                   error_message="")
 
     broker = ctx.broker
     if key_type == KEY_TYPE_TRANSACTION:
@@ -100,7 +108,7 @@ async def _find_one(ctx: RequestContext, key: str, key_type: int) -> FindCoordin
     if node is None:
         return failed(ErrorCode.COORDINATOR_NOT_AVAILABLE)
     return FindCoordinatorResponse.Coordinator(key=key, node_id=node.broker_id, host=node.host, port=node.port,
-                                               error_code=0, error_message=None)
+                                               error_code=0, error_message="")
 
 
 @api(ApiKey.JOIN_GROUP, 0, 9)

@@ -61,7 +61,7 @@ async def _create_one(ctx: RequestContext, topic: CreateTopicsRequest.CreatableT
                                                    config_source=c.source, is_sensitive=False)
         for c in broker.topic_configs.describe(info.configs)
     ]
-    return CreatableTopicResult(name=topic.name, topic_id=info.topic_id, error_code=0,
+    return CreatableTopicResult(name=topic.name, topic_id=info.topic_id, error_code=0, error_message=None,
                                 num_partitions=len(info.partitions), replication_factor=info.replication_factor,
                                 configs=described)
 
