@@ -143,6 +143,7 @@ def test_confluent_kafka_resets_to_the_log_start_when_its_offset_was_deleted(ret
         assert offsets == list(range(log_start, BATCHES))
     finally:
         consumer.close()
+    assert "Traceback" not in retention_broker.log_text()
 
 
 def test_aiokafka_resets_to_the_log_start_when_its_offset_was_deleted(retention_broker, log_start):
@@ -162,3 +163,4 @@ def test_aiokafka_resets_to_the_log_start_when_its_offset_was_deleted(retention_
             await consumer.stop()
 
     assert asyncio.run(consume()) == list(range(log_start, BATCHES))
+    assert "Traceback" not in retention_broker.log_text()
