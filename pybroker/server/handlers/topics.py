@@ -1,4 +1,8 @@
-"""CreateTopics (19), DeleteTopics (20) and CreatePartitions (37): thin calls into cluster metadata."""
+"""CreateTopics (19), DeleteTopics (20) and CreatePartitions (37): thin calls into cluster metadata.
+
+An OSError on the way (ENOSPC, EIO while creating partition directories or writing the metadata
+file) is Kafka's KafkaStorageException: KAFKA_STORAGE_ERROR, not UNKNOWN_SERVER_ERROR.
+"""
 
 from __future__ import annotations
 
@@ -20,6 +24,12 @@ from pybroker.server.registry import api
 
 CreatableTopicResult = CreateTopicsResponse.CreatableTopicResult
 DEFAULT_FROM_BROKER = -1
+
+
+def _failure(exc: Exception) -> tuple[ErrorCode, str | None]:
+    if isinstance(exc, OSError):
+        return ErrorCode.KAFKA_STORAGE_ERROR, f"Error while writing to the log dir: {exc}"
+    return error_code_for(exc), error_message_for(exc)
 
 
 @api(ApiKey.CREATE_TOPICS, 2, 7)
@@ -55,7 +65,8 @@ async def _create_one(ctx: RequestContext, topic: CreateTopicsRequest.CreatableT
         info = await broker.metadata.create_topic(topic.name, partitions, factor, configs, assignments,
                                                   validate_only=validate_only)
     except Exception as exc:
-        return CreatableTopicResult(name=topic.name, error_code=error_code_for(exc), error_message=error_message_for(exc))
+        code, message = _failure(exc)
+        return CreatableTopicResult(name=topic.name, error_code=code, error_message=message)
     described = [
         CreateTopicsResponse.CreatableTopicConfigs(name=c.name, value=c.value, read_only=False,
                                                    config_source=c.source, is_sensitive=False)
@@ -88,7 +99,7 @@ async def delete_topics(ctx: RequestContext, request: DeleteTopicsRequest) -> De
         try:
             await metadata.delete_topic(name)
         except Exception as exc:
-            result.error_code, result.error_message = error_code_for(exc), error_message_for(exc)
+            result.error_code, result.error_message = _failure(exc)
         results.append(result)
     return DeleteTopicsResponse(throttle_time_ms=0, responses=results)
 
@@ -107,6 +118,6 @@ async def create_partitions(ctx: RequestContext, request: CreatePartitionsReques
                 await ctx.broker.metadata.create_partitions(topic.name, topic.count, assignments,
                                                             validate_only=request.validate_only)
             except Exception as exc:
-                result.error_code, result.error_message = error_code_for(exc), error_message_for(exc)
+                result.error_code, result.error_message = _failure(exc)
         results.append(result)
     return CreatePartitionsResponse(throttle_time_ms=0, results=results)

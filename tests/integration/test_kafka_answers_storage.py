@@ -1,0 +1,59 @@
+"""CreateTopics on a full log dir answers KAFKA_STORAGE_ERROR, as Kafka does, not UNKNOWN_SERVER_ERROR.
+
+The log dir is a tiny tmpfs (this needs root and `mount`; the test is skipped without them) whose
+inodes are used up once the broker runs, so creating a partition directory fails with ENOSPC.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from pybroker.protocol.error_codes import ErrorCode
+from pybroker.protocol.messages import CreateTopicsRequest, CreateTopicsResponse
+from tests.integration.broker_process import BrokerProcess
+from tests.integration.test_bad_input import WireClient, metadata_ok
+
+
+@pytest.fixture
+def small_log_dir(tmp_path: Path) -> Iterator[Path]:
+    mount_point = tmp_path / "small"
+    mount_point.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m,nr_inodes=64", "tmpfs", str(mount_point)],
+                             capture_output=True, text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
+    try:
+        yield mount_point
+    finally:
+        subprocess.run(["umount", "-l", str(mount_point)], check=False)
+
+
+def _use_up_inodes(directory: Path) -> None:
+    filler = directory / "filler"
+    filler.mkdir()
+    for i in range(10_000):
+        try:
+            (filler / str(i)).touch()
+        except OSError:
+            return
+    raise AssertionError("the tmpfs never ran out of inodes")
+
+
+def test_create_topics_on_a_full_log_dir_is_a_storage_error(tmp_path: Path, small_log_dir: Path) -> None:
+    broker = BrokerProcess(tmp_path, {"log.dirs": str(small_log_dir)}).start()
+    try:
+        _use_up_inodes(small_log_dir)
+        client = WireClient(broker.bootstrap)
+        created = client.request(CreateTopicsRequest(topics=[CreateTopicsRequest.CreatableTopic(
+            name="answers-full-disk", num_partitions=2, replication_factor=1)]), 7, CreateTopicsResponse)
+        client.close()
+        result = created.topics[0]
+        assert result.error_code == ErrorCode.KAFKA_STORAGE_ERROR, result
+        assert result.error_message
+        assert metadata_ok(broker.bootstrap)
+    finally:
+        broker.kill()
