@@ -91,8 +91,8 @@ def _earliest(client: WireClient) -> int:
 
 
 def _fetch(client: WireClient, offset: int, partition_max_bytes: int = 1 << 20,
-           max_bytes: int = 1 << 20) -> FetchResponse.PartitionData:
-    request = FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=max_bytes, topics=[
+           max_bytes: int = 1 << 20, replica_id: int = -1) -> FetchResponse.PartitionData:
+    request = FetchRequest(replica_id=replica_id, max_wait_ms=0, min_bytes=0, max_bytes=max_bytes, topics=[
         FetchRequest.FetchTopic(topic=TOPIC, partitions=[FetchRequest.FetchPartition(
             partition=0, fetch_offset=offset, partition_max_bytes=partition_max_bytes)])])
     return client.request(request, 12, FetchResponse).responses[0].partitions[0]
@@ -106,6 +106,9 @@ def test_fetch_below_the_log_start_answers_offset_out_of_range_like_kafka(retent
             assert answer.error_code == ErrorCode.OFFSET_OUT_OF_RANGE, offset
             assert (answer.high_watermark, answer.last_stable_offset, answer.log_start_offset) == (-1, -1, -1)
             assert len(answer.records) == 0
+        follower = _fetch(client, 0, replica_id=1)  # our follower reads the leader's offsets from the answer
+        assert follower.error_code == ErrorCode.OFFSET_OUT_OF_RANGE
+        assert (follower.high_watermark, follower.log_start_offset) == (BATCHES, log_start)
         readable = _fetch(client, log_start)  # the same connection still serves
         assert readable.error_code == ErrorCode.NONE and readable.log_start_offset == log_start
         assert readable.high_watermark == BATCHES and len(readable.records) > 0

@@ -16,6 +16,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
+from pybroker.log.errors import OffsetOutOfRangeError
 from pybroker.log.file_slice import FileSlice
 from pybroker.log.log import PartitionLog
 from pybroker.protocol.api_keys import ApiKey
@@ -132,6 +133,8 @@ def _read_all(ctx: RequestContext, request: FetchRequest, wanted: list[_Wanted])
         if item.error is ErrorCode.NONE:
             try:
                 _read_partition(ctx, request, item, data, limit, min_one_batch=result.bytes == 0)
+            except OffsetOutOfRangeError as exc:
+                data = _out_of_range(ctx, request, item.request.partition, exc)
             except Exception as exc:  # Kafka answers any failed read with unknown offsets (-1)
                 data = _error_data(item.request.partition, error_code_for(exc))
         limit = max(limit - _records_size(data), 0)
@@ -145,6 +148,17 @@ def _read_all(ctx: RequestContext, request: FetchRequest, wanted: list[_Wanted])
 def _error_data(partition: int, error: ErrorCode) -> PartitionData:
     return PartitionData(partition_index=partition, error_code=error, high_watermark=-1, last_stable_offset=-1,
                          log_start_offset=-1, records=b"")
+
+
+def _out_of_range(ctx: RequestContext, request: FetchRequest, partition: int,
+                  exc: OffsetOutOfRangeError) -> PartitionData:
+    """Consumers get Kafka's answer, every offset -1 (they reset with ListOffsets). Our followers
+    (replication/fetcher.py) read the leader's log end and start from it instead of asking
+    ListOffsets as Kafka's follower does, so a follower's answer carries them."""
+    data = _error_data(partition, ErrorCode.OFFSET_OUT_OF_RANGE)
+    if _replica_id(ctx, request) >= 0:
+        data.high_watermark, data.log_start_offset = exc.log_end, exc.log_start
+    return data
 
 
 def _read_partition(ctx: RequestContext, request: FetchRequest, item: _Wanted, data: PartitionData,
