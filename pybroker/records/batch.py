@@ -51,6 +51,7 @@ from .constants import (
 from .constants import __all__ as _constants_all
 from .errors import CorruptRecordError, RecordTooLargeError
 from .record import Record, decode_records
+from .varint import decode_varint, decode_varlong
 
 __all__ = [
     *_constants_all,
@@ -264,8 +265,30 @@ class RecordBatch:
         """A memoryview of exactly this batch (for writing to a segment or socket)."""
         return memoryview(self._buf)[self._pos : self._pos + self.size]
 
-    def records(self) -> list[Record]:
-        """Decompress and decode every record. Slow path: never used to append or serve."""
+    def keyless_record_indexes(self) -> list[int]:
+        """Positions in the batch of the records with a null key (Kafka refuses them on compacted
+        topics, naming each one). Reads only each record's length and key length: no Record objects."""
+        data = self._records_section()
+        indexes = []
+        pos, n = 0, len(data)
+        try:
+            for index in range(self.records_count):
+                length, pos = decode_varint(data, pos)
+                end = pos + length
+                if length <= 0 or end > n:
+                    raise CorruptRecordError(f"invalid record length {length} at {pos}")
+                _, key_pos = decode_varlong(data, pos + 1)  # attributes, then the timestamp delta
+                _, key_pos = decode_varint(data, key_pos)  # the offset delta
+                key_length, _ = decode_varint(data, key_pos)
+                if key_length < 0:
+                    indexes.append(index)
+                pos = end
+        except IndexError:  # the attributes byte of a record cut short
+            raise CorruptRecordError("record extends past the end of the batch") from None
+        return indexes
+
+    def _records_section(self) -> Buffer:
+        """The records after the batch header, decompressed."""
         h = self.header()
         if h.records_count < 0:
             raise CorruptRecordError(f"negative records count {h.records_count}")
@@ -274,8 +297,12 @@ class RecordBatch:
             raise CorruptRecordError("batch extends past the end of the buffer")
         data: Buffer = memoryview(self._buf)[self._pos + RECORD_BATCH_OVERHEAD : end]
         codec = self.compression
-        if codec != Compression.NONE:
-            data = decompress(codec, data)
+        return data if codec == Compression.NONE else decompress(codec, data)
+
+    def records(self) -> list[Record]:
+        """Decompress and decode every record. Slow path: never used to append or serve."""
+        data = self._records_section()
+        h = self.header()
         log_append_time = h.max_timestamp if h.attributes & TIMESTAMP_TYPE_MASK else None
         return decode_records(
             data, h.records_count, h.base_offset, h.base_timestamp, log_append_time

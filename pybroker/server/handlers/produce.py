@@ -2,8 +2,10 @@
 
 The records inside a batch are never decoded here: the CRC covers them, offsets and the leader
 epoch are stamped into the header in place. The one exception is Kafka's rule for compacted
-topics: every record needs a key, so only there the batch's keys are read. acks=0 requests get
-no response at all; acks=all answers wait until the ISR holds the batch (or the request's timeout).
+topics: every record needs a key, so only there the batch's key lengths are read, and the batch
+is refused with INVALID_RECORD naming each keyless record in `record_errors` (KIP-467), as Kafka's
+LogValidator does. acks=0 requests get no response at all; acks=all answers wait until the ISR
+holds the batch (or the request's timeout).
 """
 
 from __future__ import annotations
@@ -81,9 +83,11 @@ def _produce_partition(ctx: RequestContext, request: ProduceRequest, topic: str,
             raise InvalidRecordError("Clients may not produce control batches")
         if batch.compression == Compression.ZSTD and ctx.api_version < FIRST_ZSTD_VERSION:
             raise UnsupportedCompressionError("zstd compression needs Produce v7 or later")
-        if partition.log.config.compact_enabled and any(record.key is None for record in batch.records()):
-            raise InvalidRecordError(f"Compacted topic cannot accept message without key in topic partition "
-                                     f"{topic}-{data.index}.")
+        if partition.log.config.compact_enabled:
+            keyless = batch.keyless_record_indexes()
+            if keyless:
+                return _record_errors(data.index, keyless, f"Compacted topic cannot accept message without key "
+                                                            f"in topic partition {topic}-{data.index}")
         if batch.is_transactional:
             code = ctx.broker.txns.verify_partition(request.transactional_id, batch.producer_id,
                                                     batch.producer_epoch, (topic, data.index))
@@ -101,6 +105,18 @@ def _produce_partition(ctx: RequestContext, request: ProduceRequest, topic: str,
         replicating[(topic, data.index)] = info.last_offset + 1
     return PartitionResponse(index=data.index, error_code=0, base_offset=info.first_offset,
                              log_append_time_ms=info.log_append_time, log_start_offset=info.log_start_offset)
+
+
+def _record_errors(index: int, batch_indexes: list[int], message: str) -> PartitionResponse:
+    """INVALID_RECORD for the whole batch, each bad record named, with Kafka's summary message
+    (LogValidator.processRecordErrors, which quotes at most the first three)."""
+    quoted = ", ".join(f"RecordError(batchIndex={i}, message='{message}')" for i in batch_indexes[:3])
+    summary = (f"One or more records have been rejected due to {len(batch_indexes)} record errors in total, "
+               f"and only showing the first three errors at most: [{quoted}]")
+    response = _error(index, ErrorCode.INVALID_RECORD, summary)
+    response.record_errors = [ProduceResponse.BatchIndexAndErrorMessage(batch_index=i, batch_index_error_message=message)
+                              for i in batch_indexes]
+    return response
 
 
 def _error(index: int, code: ErrorCode, message: str | None) -> PartitionResponse:
