@@ -7,6 +7,8 @@ command -v kcat >/dev/null 2>&1 || missing+=(kcat)
 [ -f /usr/share/java/zookeeper.jar ] || missing+=(zookeeper)
 # Java runs ZooKeeper and Spark 4 (tests/spark; Spark 4 needs Java 17 or 21, Debian's default JRE since 12).
 command -v java >/dev/null 2>&1 || missing+=(default-jre-headless)
+# javac compiles the Java client scenarios (tests/java, run by tests/integration/test_java_client.py).
+command -v javac >/dev/null 2>&1 || missing+=(default-jdk-headless)
 [ ${#missing[@]} -eq 0 ] && exit 0
 echo "installing Debian packages: ${missing[*]}"
 sudo=""
