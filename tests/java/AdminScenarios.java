@@ -21,17 +21,21 @@ import org.apache.kafka.clients.admin.CreateTopicsOptions;
 import org.apache.kafka.clients.admin.CreateTopicsResult;
 import org.apache.kafka.clients.admin.DescribeClusterResult;
 import org.apache.kafka.clients.admin.DescribeConfigsOptions;
+import org.apache.kafka.clients.admin.FenceProducersResult;
 import org.apache.kafka.clients.admin.ListConsumerGroupsOptions;
 import org.apache.kafka.clients.admin.ListOffsetsOptions;
 import org.apache.kafka.clients.admin.ListOffsetsResult.ListOffsetsResultInfo;
 import org.apache.kafka.clients.admin.ListTopicsOptions;
 import org.apache.kafka.clients.admin.ListTransactionsOptions;
 import org.apache.kafka.clients.admin.MemberDescription;
+import org.apache.kafka.clients.admin.MemberToRemove;
 import org.apache.kafka.clients.admin.NewPartitionReassignment;
 import org.apache.kafka.clients.admin.NewPartitions;
 import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.admin.OffsetSpec;
 import org.apache.kafka.clients.admin.ProducerState;
+import org.apache.kafka.clients.admin.RemoveMembersFromConsumerGroupOptions;
+import org.apache.kafka.clients.admin.RemoveMembersFromConsumerGroupResult;
 import org.apache.kafka.clients.admin.TopicDescription;
 import org.apache.kafka.clients.admin.TopicListing;
 import org.apache.kafka.clients.admin.TransactionDescription;
@@ -59,9 +63,11 @@ import org.apache.kafka.common.errors.GroupNotEmptyException;
 import org.apache.kafka.common.errors.GroupSubscribedToTopicException;
 import org.apache.kafka.common.errors.InvalidConfigurationException;
 import org.apache.kafka.common.errors.InvalidPartitionsException;
+import org.apache.kafka.common.errors.InvalidProducerEpochException;
 import org.apache.kafka.common.errors.InvalidReplicaAssignmentException;
 import org.apache.kafka.common.errors.InvalidReplicationFactorException;
 import org.apache.kafka.common.errors.NoReassignmentInProgressException;
+import org.apache.kafka.common.errors.ProducerFencedException;
 import org.apache.kafka.common.errors.TopicExistsException;
 import org.apache.kafka.common.errors.TransactionalIdNotFoundException;
 import org.apache.kafka.common.errors.UnknownMemberIdException;
@@ -540,6 +546,83 @@ final class AdminScenarios {
             Support.fails(UnknownTopicOrPartitionException.class, admin.alterPartitionReassignments(
                     Map.of(missing, Optional.of(new NewPartitionReassignment(List.of(0))))).all(), "reassigning a missing topic");
             checkSingleReplica(describe(admin, topic), 1);
+        }
+    }
+
+    /** fenceProducers on a transactional id with an open transaction: the epoch is bumped past the abort it forces. */
+    static void fenceProducers() throws Exception {
+        String topic = "java-admin-fence";
+        String txnId = "java-admin-fence-id";
+        try (Admin admin = Support.admin()) {
+            Support.createTopic(admin, topic, 1);
+            try (KafkaProducer<String, String> producer = Support.producer(Map.of(ProducerConfig.TRANSACTIONAL_ID_CONFIG, txnId))) {
+                producer.initTransactions();
+                producer.beginTransaction();
+                producer.send(new ProducerRecord<>(topic, "k", "fenced")).get();
+                long producerId = Support.get(admin.describeTransactions(List.of(txnId)).description(txnId)).producerId();
+                FenceProducersResult fenced = admin.fenceProducers(List.of(txnId));
+                Support.get(fenced.all());
+                Support.eq(producerId, Support.get(fenced.producerId(txnId)), "fenced producer id");
+                // Kafka bumps the epoch once to abort the open transaction, answers CONCURRENT_TRANSACTIONS, and the
+                // retried InitProducerId bumps it again.
+                Support.eq((short) 2, Support.get(fenced.epochId(txnId)), "epoch after fencing");
+                TransactionDescription after = Support.get(admin.describeTransactions(List.of(txnId)).description(txnId));
+                Support.eq(2, after.producerEpoch(), "described epoch after fencing");
+                Support.eq(TransactionState.EMPTY, after.state(), "state after fencing (the retried InitProducerId's)");
+                Throwable error = null;
+                try {
+                    producer.commitTransaction();
+                } catch (ProducerFencedException | InvalidProducerEpochException e) {
+                    error = e;
+                }
+                Support.check(error != null, "the fenced producer committed");
+            }
+            Support.eq(List.of(), Support.values(Support.readAll(topic, 1, "read_committed")), "committed records after fencing");
+        }
+    }
+
+    /** removeMembersFromConsumerGroup: a static member removed by its group.instance.id; an unknown one is refused. */
+    static void removeMembers() throws Exception {
+        String topic = "java-admin-remove";
+        String group = "java-admin-remove-g";
+        try (Admin admin = Support.admin()) {
+            Support.createTopic(admin, topic, 1);
+            try (KafkaConsumer<String, String> consumer = Support.consumer(Map.of(ConsumerConfig.GROUP_ID_CONFIG, group,
+                    ConsumerConfig.GROUP_INSTANCE_ID_CONFIG, "static-1"))) {
+                consumer.subscribe(List.of(topic));
+                Support.waitUntil(() -> {
+                    consumer.poll(Duration.ofMillis(100));
+                    return consumer.assignment().size() == 1;
+                }, "the static member's assignment");
+                MemberDescription member = describeGroup(admin, group).members().iterator().next();
+                Support.eq(Optional.of("static-1"), member.groupInstanceId(), "described instance id");
+                MemberToRemove unknown = new MemberToRemove("nobody");
+                RemoveMembersFromConsumerGroupResult refused = admin.removeMembersFromConsumerGroup(group,
+                        new RemoveMembersFromConsumerGroupOptions(List.of(unknown)));
+                Support.fails(UnknownMemberIdException.class, refused.memberResult(unknown), "removing an unknown instance");
+                Support.get(admin.removeMembersFromConsumerGroup(group,
+                        new RemoveMembersFromConsumerGroupOptions(List.of(new MemberToRemove("static-1")))).all());
+                ConsumerGroupDescription after = describeGroup(admin, group);
+                Support.eq(List.of(), List.copyOf(after.members()), "members after removal");
+                Support.eq(ConsumerGroupState.EMPTY, after.state(), "state after removal");
+            }
+        }
+    }
+
+    /** The legacy alterConfigs replaces a topic's whole set of overrides. */
+    @SuppressWarnings("deprecation")
+    static void legacyAlterConfigs() throws Exception {
+        String topic = "java-admin-legacy-configs";
+        ConfigResource resource = new ConfigResource(ConfigResource.Type.TOPIC, topic);
+        try (Admin admin = Support.admin()) {
+            Support.get(admin.createTopics(List.of(new NewTopic(topic, 1, (short) 1)
+                    .configs(Map.of("cleanup.policy", "compact")))).all());
+            Support.get(admin.alterConfigs(Map.of(resource, new Config(List.of(new ConfigEntry("retention.ms", "1234567")))))
+                    .all());
+            Config config = describeConfig(admin, resource);
+            Support.eq("1234567", config.get("retention.ms").value(), "retention.ms after alterConfigs");
+            Support.eq("delete", config.get("cleanup.policy").value(), "cleanup.policy after alterConfigs dropped it");
+            Support.eq(ConfigEntry.ConfigSource.DEFAULT_CONFIG, config.get("cleanup.policy").source(), "cleanup.policy source");
         }
     }
 }

@@ -36,6 +36,9 @@ public final class Scenarios {
         scenarios.put("admin_producers_transactions", AdminScenarios::producersAndTransactions);
         scenarios.put("admin_elect_leaders", AdminScenarios::electLeaders);
         scenarios.put("admin_reassignments", AdminScenarios::reassignments);
+        scenarios.put("admin_fence_producers", AdminScenarios::fenceProducers);
+        scenarios.put("admin_remove_members", AdminScenarios::removeMembers);
+        scenarios.put("admin_legacy_alter_configs", AdminScenarios::legacyAlterConfigs);
         return scenarios;
     }
 
