@@ -24,7 +24,7 @@ CLIENT_JAR = REPO.parent / "shared" / "jvm-clients" / "kafka-clients-3.9.1.jar"
 RUNTIME_JARS = ("slf4j-api-", "lz4-java-", "snappy-java-", "zstd-jni-", "log4j-slf4j2-impl-", "log4j-api-", "log4j-core-")
 
 SCENARIOS = [
-    "produce_none", "produce_gzip", "produce_snappy", "produce_lz4", "produce_zstd",
+    "produce_none", "produce_gzip", "produce_snappy", "produce_lz4", "produce_zstd", "produce_log_append_time",
     "consumer_group_rebalance", "transactions_read_committed", "transactions_fencing",
     "admin_topics", "admin_configs", "admin_cluster", "admin_list_offsets", "admin_consumer_groups",
     "admin_producers_transactions", "admin_elect_leaders", "admin_reassignments", "admin_fence_producers",

@@ -100,6 +100,38 @@ final class ClientScenarios {
         }
     }
 
+    /** A LogAppendTime topic: the broker's clock replaces the producer's timestamps, in the answer and in the log. */
+    static void logAppendTime() throws Exception {
+        String topic = "java-produce-log-append-time";
+        try (Admin admin = Support.admin()) {
+            Support.get(admin.createTopics(List.of(new org.apache.kafka.clients.admin.NewTopic(topic, 1, (short) 1)
+                    .configs(Map.of("message.timestamp.type", "LogAppendTime")))).all());
+        }
+        long before = System.currentTimeMillis();
+        List<Future<RecordMetadata>> sent = new ArrayList<>();
+        try (KafkaProducer<String, String> producer = Support.producer(Map.of(
+                ProducerConfig.COMPRESSION_TYPE_CONFIG, "gzip", ProducerConfig.LINGER_MS_CONFIG, 50))) {
+            for (int i = 0; i < 5; i++) {
+                sent.add(producer.send(new ProducerRecord<>(topic, 0, 1000L + i, "k" + i, "v" + i)));
+            }
+            producer.flush();
+        }
+        long after = System.currentTimeMillis();
+        Set<Long> appended = new HashSet<>();
+        for (Future<RecordMetadata> future : sent) {
+            appended.add(future.get().timestamp());
+        }
+        Support.eq(1, appended.size(), "append times of one batch " + appended);
+        long appendTime = appended.iterator().next();
+        Support.check(appendTime >= before && appendTime <= after, "append time %d outside [%d, %d]", appendTime, before, after);
+        List<ConsumerRecord<String, String>> records = Support.readAll(topic, 1, "read_uncommitted");
+        Support.eq(5, records.size(), "records read back");
+        for (ConsumerRecord<String, String> record : records) {
+            Support.eq(TimestampType.LOG_APPEND_TIME, record.timestampType(), "timestamp type of " + record.key());
+            Support.eq(appendTime, record.timestamp(), "timestamp of " + record.key());
+        }
+    }
+
     private static Map<String, Object> groupConfig(String group, String clientId) {
         return Map.of(ConsumerConfig.GROUP_ID_CONFIG, group, ConsumerConfig.CLIENT_ID_CONFIG, clientId,
                 ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG, 200, ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG, 10_000);

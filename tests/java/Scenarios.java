@@ -25,6 +25,7 @@ public final class Scenarios {
         for (String codec : new String[] {"none", "gzip", "snappy", "lz4", "zstd"}) {
             scenarios.put("produce_" + codec, () -> ClientScenarios.produce(codec));
         }
+        scenarios.put("produce_log_append_time", ClientScenarios::logAppendTime);
         scenarios.put("consumer_group_rebalance", ClientScenarios::groupRebalance);
         scenarios.put("transactions_read_committed", ClientScenarios::transactions);
         scenarios.put("transactions_fencing", ClientScenarios::fencing);
