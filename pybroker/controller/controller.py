@@ -39,7 +39,7 @@ from pybroker.controller.election import (
     elect_on_request,
 )
 from pybroker.controller.errors import InvalidReplicaAssignmentError, NoReassignmentInProgressError, UnknownTopicError
-from pybroker.controller.zk_client import ZkClient, ZkEvent
+from pybroker.controller.zk_client import SESSION_LOST, ZkClient, ZkEvent
 from pybroker.protocol.messages import (
     LeaderAndIsrRequest,
     LeaderAndIsrResponse,
@@ -55,6 +55,7 @@ LEADER_AND_ISR_VERSION = 6
 UPDATE_METADATA_VERSION = 7
 STOP_REPLICA_VERSION = 3
 PLAINTEXT = 0  # SecurityProtocol id
+UNCLEAN_ELECTION = "unclean.leader.election.enable"
 
 PartitionKey = tuple[str, int]
 T = TypeVar("T")
@@ -102,7 +103,8 @@ class ZkController:
                               ("delete-topics", self._on_delete_topics),
                               ("isr-changed", self._on_isr_changed),
                               ("reassign-partitions", self._on_reassign_partitions),
-                              ("preferred-replica-election", self._on_preferred_replica_election)):
+                              ("preferred-replica-election", self._on_preferred_replica_election),
+                              (SESSION_LOST, self._on_session_lost)):
             zk.on(kind, handler)
 
     async def start(self) -> None:
@@ -117,6 +119,13 @@ class ZkController:
             self._rebalance_task.cancel()
             self._rebalance_task = None
         await self._channel.close()
+
+    async def _on_session_lost(self, _: ZkEvent) -> None:
+        """The session expired, and with it /controller: stop acting as controller at once (Kafka's
+        processExpire); the broker re-registers and stands again once a new session is up."""
+        if self.active:
+            log.warning("[Controller id=%d] ZooKeeper session lost; resigning", self._broker_id)
+            await self._resign()
 
     # Election
 
@@ -188,20 +197,27 @@ class ZkController:
             return
         brokers = await self._read_brokers()
         dead = set(self._brokers) - set(brokers)
-        new = {b for b in brokers if b not in self._brokers or brokers[b].epoch != self._brokers[b].epoch}
+        new = set(brokers) - set(self._brokers)
+        # Registered before and now, but with another broker epoch (czxid): it restarted in between and
+        # may have lost an unflushed tail. Kafka's processBrokerChange (KIP-380) handles it as a failure
+        # then a start-up, so it loses leadership and every replica sees a new leader epoch.
+        bounced = {b for b in brokers if b in self._brokers and brokers[b].epoch != self._brokers[b].epoch}
         self._brokers = brokers
-        self._shutting_down -= dead | new
-        for broker_id in dead:
+        self._shutting_down -= dead | new | bounced
+        for broker_id in dead | bounced:  # requests queued for the old registration are dropped
             self._channel.remove_broker(broker_id)
-        for broker_id in new:
+        for broker_id in new | bounced:
             self._channel.add_broker(broker_id, brokers[broker_id].host, brokers[broker_id].port)
         if dead:
             log.info("[Controller id=%d] brokers %s are gone", self._broker_id, sorted(dead))
+        if bounced:
+            log.info("[Controller id=%d] brokers %s restarted (new broker epoch)", self._broker_id, sorted(bounced))
         if new:
             log.info("[Controller id=%d] brokers %s registered", self._broker_id, sorted(new))
-        changed = await self._repair_partitions(self._electable())
+        changed = await self._repair_partitions(self._electable() - bounced) if bounced else set()
+        changed |= await self._repair_partitions(self._electable())
         # A (re)started broker learns every partition it hosts; others learn only what changed.
-        hosted_by_new = {key for key, _ in self._replicas_on(new)}
+        hosted_by_new = {key for key, _ in self._replicas_on(new | bounced)}
         self._send_leader_and_isr(changed | hosted_by_new, brokers)
         self._send_update_metadata()
 
@@ -230,8 +246,11 @@ class ZkController:
         state = self._states[key]
         replicas = self._assignments[key[0]].partitions[key[1]]
         isr = tuple(b for b in state.isr if b in live) or state.isr  # keep the last member: it may return
-        leader = state.leader if state.leader in live else elect_leader(replicas, isr, live,
-                                                                          unclean=self._unclean)
+        leader: int | None = state.leader
+        if leader not in live:
+            leader = elect_leader(replicas, isr, live)
+            if leader is None and await self._unclean_election_enabled(key[0]):
+                leader = elect_leader(replicas, isr, live, unclean=True)
         if leader is not None and leader not in isr:  # unclean election
             isr = (leader,)
         leader = zp.NO_LEADER if leader is None else leader
@@ -240,6 +259,13 @@ class ZkController:
         await self._write_state(key, zp.LeaderAndIsr(leader, state.leader_epoch + 1, isr, self.epoch,
                                                      state.zk_version))
         return True
+
+    async def _unclean_election_enabled(self, topic: str) -> bool:
+        """The topic's unclean.leader.election.enable override, else the broker default; read when an
+        election needs it, as Kafka's controller does, so a changed override applies at once."""
+        node = await self._zk.get(zp.topic_config_path(topic))
+        value = zp.decode_topic_config(node[0]).get(UNCLEAN_ELECTION) if node is not None else None
+        return self._unclean if value is None else value.strip().lower() == "true"
 
     # Topics
 
@@ -359,7 +385,7 @@ class ZkController:
         if not self.active:
             raise NotControllerError(f"Broker {self._broker_id} is not the controller")
         broker = self._brokers.get(broker_id)
-        if broker is None or (broker_epoch >= 0 and broker.epoch != broker_epoch):
+        if broker is None or (broker_epoch != -1 and broker_epoch < broker.epoch):
             raise StaleBrokerEpochError(f"Broker {broker_id} with epoch {broker_epoch} is not registered")
         log.info("[Controller id=%d] controlled shutdown of broker %d", self._broker_id, broker_id)
         self._shutting_down.add(broker_id)
@@ -571,7 +597,8 @@ class ZkController:
         try:
             await self._zk.commit(transaction)
         except BadVersionError:  # only the epoch check can fail: another controller was elected
-            raise NotControllerError(f"Broker {self._broker_id} is no longer the controller") from None
+            await self._resign_if_fenced()
+            raise
 
     async def _bump_leader_epoch(self, key: PartitionKey) -> None:
         """A new leader epoch with the same leader, so brokers apply the changed replica set."""
@@ -625,6 +652,18 @@ class ZkController:
 
     # Fenced writes
 
+    async def _resign_if_fenced(self) -> None:
+        """After a failed conditional write: when /controller_epoch moved, another controller was elected
+        and this one must stop (Kafka's ControllerMovedException), never retry as if a leader had raced."""
+        node = await self._zk.get(zp.CONTROLLER_EPOCH)
+        if node is not None and node[1].version == self._epoch_version:
+            return
+        log.warning("[Controller id=%d] controller epoch %d was fenced by a newer controller; resigning",
+                    self._broker_id, self.epoch)
+        await self._resign()
+        await self._zk.get(zp.CONTROLLER, watch="controller-changed")
+        raise NotControllerError(f"Broker {self._broker_id} is no longer the controller")
+
     async def _create_state(self, key: PartitionKey, state: zp.LeaderAndIsr) -> None:
         transaction = self._zk.transaction()
         transaction.check(zp.CONTROLLER_EPOCH, self._epoch_version)
@@ -633,6 +672,9 @@ class ZkController:
         try:
             await self._zk.ensure_paths(zp.partitions_path(key[0]))
             await self._zk.commit(transaction)
+        except BadVersionError:
+            await self._resign_if_fenced()
+            raise
         except NodeExistsError:  # another writer got there first: adopt what it wrote
             node = await self._zk.get(zp.partition_state_path(*key))
             if node is not None:
@@ -649,6 +691,7 @@ class ZkController:
         try:
             await self._zk.commit(transaction)
         except BadVersionError:
+            await self._resign_if_fenced()
             node = await self._zk.get(zp.partition_state_path(*key))
             if node is not None:
                 self._states[key] = zp.decode_partition_state(node[0], node[1].version)

@@ -24,6 +24,7 @@ from kazoo.protocol.states import ZnodeStat
 log = logging.getLogger("pybroker.zookeeper")
 
 SESSION_RECONNECTED = "session-reconnected"
+SESSION_LOST = "session-lost"
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +123,7 @@ class ZkClient:
         if state == KazooState.LOST:
             if self._kazoo is not None:  # not our own stop()
                 log.warning("ZooKeeper session lost")
+                self.post(ZkEvent(SESSION_LOST))
             self._lost = True
         elif state == KazooState.CONNECTED and self._lost:
             self._lost = False

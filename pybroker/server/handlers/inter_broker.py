@@ -7,6 +7,10 @@ A request from an older controller epoch than one this broker already obeyed is 
 STALE_CONTROLLER_EPOCH; a partition state whose leader epoch is not newer than the replica's is
 skipped and answered STALE_CONTROLLER_EPOCH, as Kafka does (a new controller re-sends every
 partition's state).
+
+Each of the three also carries the broker epoch (the czxid of the registration) the controller sent
+it to: one older than this broker's own was meant for an earlier run of this broker (it restarted,
+KIP-380) and is refused with STALE_BROKER_EPOCH, as Kafka's KafkaApis does; -1 skips the check.
 """
 
 from __future__ import annotations
@@ -43,8 +47,15 @@ def _stale(ctx: RequestContext, controller_epoch: int) -> bool:
     return metadata is None or controller_epoch < metadata.controller_epoch
 
 
+def _stale_broker_epoch(ctx: RequestContext, broker_epoch: int) -> bool:
+    metadata = _metadata(ctx)
+    return metadata is not None and broker_epoch != -1 and broker_epoch < metadata.broker_epoch
+
+
 @api(ApiKey.LEADER_AND_ISR, 5, 7)
 async def leader_and_isr(ctx: RequestContext, request: LeaderAndIsrRequest) -> LeaderAndIsrResponse:
+    if _stale_broker_epoch(ctx, request.broker_epoch):
+        return LeaderAndIsrResponse(error_code=ErrorCode.STALE_BROKER_EPOCH, topics=[])
     if _stale(ctx, request.controller_epoch):
         return LeaderAndIsrResponse(error_code=ErrorCode.STALE_CONTROLLER_EPOCH, topics=[])
     broker = ctx.broker
@@ -79,6 +90,8 @@ async def leader_and_isr(ctx: RequestContext, request: LeaderAndIsrRequest) -> L
 
 @api(ApiKey.UPDATE_METADATA, 7, 8)
 async def update_metadata(ctx: RequestContext, request: UpdateMetadataRequest) -> UpdateMetadataResponse:
+    if _stale_broker_epoch(ctx, request.broker_epoch):
+        return UpdateMetadataResponse(error_code=ErrorCode.STALE_BROKER_EPOCH)
     if _stale(ctx, request.controller_epoch):
         return UpdateMetadataResponse(error_code=ErrorCode.STALE_CONTROLLER_EPOCH)
     metadata = _metadata(ctx)
@@ -89,6 +102,8 @@ async def update_metadata(ctx: RequestContext, request: UpdateMetadataRequest) -
 
 @api(ApiKey.STOP_REPLICA, 3, 4)
 async def stop_replica(ctx: RequestContext, request: StopReplicaRequest) -> StopReplicaResponse:
+    if _stale_broker_epoch(ctx, request.broker_epoch):
+        return StopReplicaResponse(error_code=ErrorCode.STALE_BROKER_EPOCH, partition_errors=[])
     if _stale(ctx, request.controller_epoch):
         return StopReplicaResponse(error_code=ErrorCode.STALE_CONTROLLER_EPOCH, partition_errors=[])
     errors = []

@@ -1,0 +1,271 @@
+"""The controller's safety rules against a real ZooKeeper, without broker processes: the brokers are
+registrations made by test-owned ZooKeeper sessions (so a bounce is one atomic delete-and-create), and
+the assertions read what the controller wrote to ZooKeeper. Requests the controller sends to these
+brokers go to a closed port and are retried until the controller stops.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from typing import Awaitable, Callable, Iterator, TypeVar
+
+import pytest
+from kazoo.client import KazooClient
+
+from pybroker.controller import zk_paths as zp
+from pybroker.controller.controller import RebalanceConfig, ZkController
+from pybroker.controller.isr_writer import ZkIsrWriter
+from pybroker.controller.zk_client import ZkClient
+from tests.cluster.zookeeper import ZooKeeperServer
+
+CLOSED_PORT = 1
+SESSION_MS = 4000
+T = TypeVar("T")
+_chroots = itertools.count()
+
+
+@pytest.fixture(scope="module")
+def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperServer]:
+    server = ZooKeeperServer(tmp_path_factory.mktemp("zookeeper")).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+async def eventually(predicate: Callable[[], Awaitable[T]], what: str, timeout: float = 15.0) -> T:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = await predicate()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+        await asyncio.sleep(0.05)
+
+
+class Harness:
+    """One test's chroot: broker registrations (one session each), topics, and a controller (broker 0)."""
+
+    def __init__(self, zookeeper: ZooKeeperServer):
+        self.connect = f"{zookeeper.connect}/safety{next(_chroots)}"
+        self.admin = KazooClient(self.connect)
+        self.sessions: dict[int, KazooClient] = {}
+        self.zk: ZkClient | None = None
+        self.controller: ZkController | None = None
+        self._events: asyncio.Task[None] | None = None
+
+    async def __aenter__(self) -> "Harness":
+        self.zk = ZkClient(self.connect, session_timeout_ms=SESSION_MS, connection_timeout_ms=SESSION_MS)
+        await self.zk.start()
+        await self.zk.ensure_paths(*zp.PERSISTENT_PATHS)
+        await asyncio.to_thread(self.admin.start, 10)
+        self._events = asyncio.get_running_loop().create_task(self.zk.run_events())
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        if self.controller is not None:
+            await self.controller.stop()
+        if self._events is not None:
+            self._events.cancel()
+        assert self.zk is not None
+        await self.zk.stop()
+        for client in [self.admin, *self.sessions.values()]:
+            await asyncio.to_thread(client.stop)
+            client.close()
+
+    async def register(self, broker_id: int) -> int:
+        """Register `broker_id` under a session of its own; its broker epoch (the znode's czxid)."""
+        session = KazooClient(self.connect)
+        await asyncio.to_thread(session.start, 10)
+        self.sessions[broker_id] = session
+        path = zp.broker_path(broker_id)
+        await asyncio.to_thread(session.create, path, zp.encode_broker("127.0.0.1", CLOSED_PORT, None, 0),
+                                ephemeral=True)
+        return (await asyncio.to_thread(session.get, path))[1].czxid
+
+    async def bounce(self, broker_id: int) -> None:
+        """The broker's registration goes and comes back in one step, as the controller sees a broker
+        that restarted between two reads of /brokers/ids (KIP-380)."""
+        session = self.sessions[broker_id]
+        path = zp.broker_path(broker_id)
+        transaction = session.transaction()
+        transaction.delete(path)
+        transaction.create(path, zp.encode_broker("127.0.0.1", CLOSED_PORT, None, 1), ephemeral=True)
+        await asyncio.to_thread(transaction.commit)
+
+    async def kill(self, broker_id: int) -> None:
+        session = self.sessions.pop(broker_id)
+        await asyncio.to_thread(session.stop)
+        session.close()
+
+    async def create_topic(self, topic: str, replicas: tuple[int, ...], **configs: str) -> None:
+        if configs:
+            await asyncio.to_thread(self.admin.create, zp.topic_config_path(topic),
+                                    zp.encode_topic_config(configs), makepath=True)
+        await asyncio.to_thread(self.admin.create, zp.topic_path(topic), zp.encode_topic({0: replicas}, ""),
+                                makepath=True)
+
+    async def start_controller(self, *, unclean_election: bool = False) -> ZkController:
+        assert self.zk is not None
+        self.controller = ZkController(self.zk, 0, socket_timeout_ms=1000, unclean_election=unclean_election,
+                                       rebalance=RebalanceConfig(enabled=False))
+        await self.controller.start()
+        assert self.controller.active
+        return self.controller
+
+    async def state(self, topic: str) -> zp.LeaderAndIsr:
+        data, stat = await asyncio.to_thread(self.admin.get, zp.partition_state_path(topic, 0))
+        return zp.decode_partition_state(data, stat.version)
+
+
+def test_a_bounced_leader_loses_leadership_and_the_epoch_moves_on(zookeeper: ZooKeeperServer) -> None:
+    """KIP-380: a broker whose registration changed restarted, and may have lost an unflushed tail.
+    Kafka's processBrokerChange treats it as failed, then started: leadership moves to another ISR
+    member at a new leader epoch, so followers never truncate to the restarted broker's log."""
+
+    async def scenario() -> None:
+        async with Harness(zookeeper) as harness:
+            for broker_id in (1, 2, 3):
+                await harness.register(broker_id)
+            await harness.create_topic("bounce", (1, 2, 3))
+            await harness.start_controller()
+            before = await harness.state("bounce")
+            assert (before.leader, before.isr) == (1, (1, 2, 3))
+            await harness.bounce(1)
+
+            async def moved() -> zp.LeaderAndIsr | None:
+                state = await harness.state("bounce")
+                return state if state.leader in (2, 3) else None
+
+            after = await eventually(moved, "the leadership of bounce-0 to leave the bounced broker 1")
+            assert after.leader_epoch > before.leader_epoch
+            assert 1 not in after.isr  # it rejoins by catching up with the new leader
+
+    asyncio.run(scenario())
+
+
+def test_a_bounced_sole_replica_leads_again_at_a_new_epoch(zookeeper: ZooKeeperServer) -> None:
+    """With no other replica the bounced broker is elected again, but at a new leader epoch."""
+
+    async def scenario() -> None:
+        async with Harness(zookeeper) as harness:
+            await harness.register(1)
+            await harness.create_topic("single", (1,))
+            await harness.start_controller()
+            before = await harness.state("single")
+            await harness.bounce(1)
+
+            async def bumped() -> bool:
+                state = await harness.state("single")
+                return state.leader == 1 and state.leader_epoch > before.leader_epoch
+
+            await eventually(bumped, "a new leader epoch for single-0 on broker 1")
+
+    asyncio.run(scenario())
+
+
+def test_topic_unclean_leader_election_override_wins_over_the_broker_default(zookeeper: ZooKeeperServer) -> None:
+    async def scenario() -> None:
+        async with Harness(zookeeper) as harness:
+            for broker_id in (1, 2):
+                await harness.register(broker_id)
+            await harness.create_topic("dirty", (1, 2), **{"unclean.leader.election.enable": "true"})
+            await harness.create_topic("clean", (1, 2))
+            for topic in ("dirty", "clean"):  # broker 2 fell out of sync before broker 1 died
+                await asyncio.to_thread(harness.admin.create, zp.partition_state_path(topic, 0),
+                                        zp.encode_partition_state(zp.LeaderAndIsr(1, 3, (1,), 1)), makepath=True)
+            await harness.start_controller(unclean_election=False)
+            await harness.kill(1)
+
+            async def dirty_elected() -> bool:
+                return (await harness.state("dirty")).leader == 2
+
+            await eventually(dirty_elected, "an unclean election of broker 2 for dirty-0")
+            dirty = await harness.state("dirty")
+            assert dirty.isr == (2,)
+            clean = await harness.state("clean")
+            assert clean.leader == zp.NO_LEADER and clean.isr == (1,)
+
+    asyncio.run(scenario())
+
+
+def test_a_controller_whose_epoch_check_fails_resigns(zookeeper: ZooKeeperServer) -> None:
+    """Another controller bumped /controller_epoch: the next fenced write fails its epoch check and the
+    old controller must stop acting as one (Kafka's ControllerMovedException), not retry as an ISR race."""
+
+    async def scenario() -> None:
+        async with Harness(zookeeper) as harness:
+            for broker_id in (1, 2):
+                await harness.register(broker_id)
+            await harness.create_topic("fenced", (1, 2))
+            controller = await harness.start_controller()
+            data, stat = await asyncio.to_thread(harness.admin.get, zp.CONTROLLER_EPOCH)
+            await asyncio.to_thread(harness.admin.set, zp.CONTROLLER_EPOCH,
+                                    zp.encode_controller_epoch(zp.decode_controller_epoch(data) + 1), stat.version)
+            before = await harness.state("fenced")
+            await harness.kill(1)
+
+            async def resigned() -> bool:
+                return not controller.active
+
+            await eventually(resigned, "the fenced controller to resign")
+            assert await harness.state("fenced") == before
+
+    asyncio.run(scenario())
+
+
+def test_an_isr_write_whose_notification_failed_does_not_freeze_the_isr(zookeeper: ZooKeeperServer) -> None:
+    """The ISR znode was written but announcing it failed: the writer still reports the new version, so
+    the leader's next ISR change is not refused as a version conflict until the next LeaderAndIsr."""
+
+    async def scenario() -> None:
+        async with Harness(zookeeper) as harness:
+            assert harness.zk is not None
+            path = zp.partition_state_path("isr", 0)
+            await asyncio.to_thread(harness.admin.create, path,
+                                    zp.encode_partition_state(zp.LeaderAndIsr(1, 5, (1,), 1)), makepath=True)
+            await asyncio.to_thread(harness.admin.delete, zp.ISR_CHANGES)  # announcing now fails
+            writer = ZkIsrWriter(harness.zk)
+            first = await writer("isr", 0, leader=1, leader_epoch=5, isr=(1, 2), controller_epoch=1, zk_version=0)
+            assert first == ((1, 2), 1)
+            await asyncio.to_thread(harness.admin.create, zp.ISR_CHANGES)
+            second = await writer("isr", 0, leader=1, leader_epoch=5, isr=(1, 2, 3), controller_epoch=1,
+                                  zk_version=1)
+            assert second == ((1, 2, 3), 2)
+            # Both changes are announced: the first one's notification was kept and sent with the second.
+            announced = set()
+            for child in await asyncio.to_thread(harness.admin.get_children, zp.ISR_CHANGES):
+                data, _ = await asyncio.to_thread(harness.admin.get, f"{zp.ISR_CHANGES}/{child}")
+                announced.update(zp.decode_isr_change(data))
+            assert announced == {("isr", 0)}
+            assert (await harness.state("isr")).isr == (1, 2, 3)
+
+    asyncio.run(scenario())
+
+
+def test_a_leader_with_a_stale_zk_version_adopts_its_own_earlier_write(zookeeper: ZooKeeperServer) -> None:
+    """The leader's ISR write reached ZooKeeper but its answer was lost (the leader kept the old version):
+    the state still has this leader and epoch, so the leader adopts it instead of freezing its ISR."""
+
+    async def scenario() -> None:
+        async with Harness(zookeeper) as harness:
+            assert harness.zk is not None
+            path = zp.partition_state_path("lost", 0)
+            await asyncio.to_thread(harness.admin.create, path,
+                                    zp.encode_partition_state(zp.LeaderAndIsr(1, 5, (1, 2), 1)), makepath=True)
+            await asyncio.to_thread(harness.admin.set, path,
+                                    zp.encode_partition_state(zp.LeaderAndIsr(1, 5, (1, 2, 3), 1)), 0)
+            writer = ZkIsrWriter(harness.zk)
+            adopted = await writer("lost", 0, leader=1, leader_epoch=5, isr=(1,), controller_epoch=1, zk_version=0)
+            assert adopted == ((1, 2, 3), 1)
+            # A controller's write (a new leader epoch) is never adopted: the leader waits for LeaderAndIsr.
+            await asyncio.to_thread(harness.admin.set, path,
+                                    zp.encode_partition_state(zp.LeaderAndIsr(2, 6, (2, 3), 1)), 1)
+            assert await writer("lost", 0, leader=1, leader_epoch=5, isr=(1,), controller_epoch=1,
+                                zk_version=1) is None
+
+    asyncio.run(scenario())
+
