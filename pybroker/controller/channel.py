@@ -59,13 +59,27 @@ class _BrokerSender:
                         break
                     except (KafkaClientError, OSError) as exc:
                         log.info("Controller request to broker %d failed (%s); retrying", self.broker_id, exc)
-                        if connection is not None:
-                            await connection.close()
-                            connection = None
-                        await asyncio.sleep(RETRY_BACKOFF_S)
+                        await self._reset(connection)
+                        connection = None
+                    except Exception:
+                        # Anything else (a bad answer, a bug) must not end this sender silently: every
+                        # later request to the broker would be dropped. Log it and go on with the next.
+                        log.exception("Controller request %s to broker %d failed; skipping it",
+                                      type(item.request).__name__, self.broker_id)
+                        await self._reset(connection)
+                        connection = None
+                        break
         finally:
             if connection is not None:
                 await connection.close()
+
+    @staticmethod
+    async def _reset(connection: Connection | None) -> None:
+        """Close a connection that failed, after the retry backoff; the caller opens a new one."""
+        if connection is not None:
+            with contextlib.suppress(Exception):
+                await connection.close()
+        await asyncio.sleep(RETRY_BACKOFF_S)
 
 
 class ControllerChannel:

@@ -39,8 +39,9 @@ TopicPartitionKey = tuple[str, int]
 
 class IsrWriter(Protocol):
     async def __call__(self, topic: str, partition: int, *, leader: int, leader_epoch: int, isr: tuple[int, ...],
-                       controller_epoch: int, zk_version: int) -> int | None:
-        """Store the new ISR if the stored state still has `zk_version`; the new version, or None
+                       controller_epoch: int, zk_version: int) -> tuple[tuple[int, ...], int] | None:
+        """Store the new ISR if the stored state still has `zk_version`; the ISR now stored and its
+        version (an earlier write of this leader whose answer was lost may be stored instead), or None
         when the state changed meanwhile (the controller moved leadership: a LeaderAndIsr follows)."""
 
 
@@ -278,26 +279,33 @@ class ReplicaManager:
     def _change_isr(self, partition: Partition, isr: tuple[int, ...]) -> None:
         if self.isr_writer is None:
             return
-        partition.isr_update_pending = True
+        partition.pending_isr = isr
         self._spawn(self._write_isr(partition, isr))
 
     async def _write_isr(self, partition: Partition, isr: tuple[int, ...]) -> None:
+        """One ISR write; any failure is logged and ends it (the next fetch or shrink check tries again,
+        and the writer recognises a write of ours that landed although its answer was lost)."""
         assert self.isr_writer is not None
         epoch, version = partition.leader_epoch, partition.zk_version
         try:
-            new_version = await self.isr_writer(partition.topic, partition.index, leader=self.broker_id,
-                                                leader_epoch=epoch, isr=isr,
-                                                controller_epoch=partition.controller_epoch, zk_version=version)
+            written = await self.isr_writer(partition.topic, partition.index, leader=self.broker_id,
+                                            leader_epoch=epoch, isr=isr,
+                                            controller_epoch=partition.controller_epoch, zk_version=version)
+        except Exception:
+            log.exception("Writing ISR %s of %s-%d failed", list(isr), partition.topic, partition.index)
+            written = None
         finally:
-            partition.isr_update_pending = False
-        if new_version is None or not partition.is_leader or partition.leader_epoch != epoch:
+            if partition.leader_epoch == epoch:
+                partition.pending_isr = None
+        if written is None or not partition.is_leader or partition.leader_epoch != epoch:
             return
-        log.info("ISR of %s-%d is now %s", partition.topic, partition.index, list(isr))
-        if len(isr) < len(partition.isr):
+        stored, new_version = written
+        log.info("ISR of %s-%d is now %s", partition.topic, partition.index, list(stored))
+        if len(stored) < len(partition.isr):
             self.isr_shrinks += 1
-        else:
+        elif len(stored) > len(partition.isr):
             self.isr_expands += 1
-        partition.isr, partition.zk_version = isr, new_version
+        partition.isr, partition.zk_version = stored, new_version
         partition.maybe_advance_high_watermark()
         self._wake((partition.topic, partition.index))
 

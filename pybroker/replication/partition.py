@@ -2,9 +2,12 @@
 what it knows about its followers (see `replica_state.py` for the ISR and high-watermark rules).
 
 Concurrency notes: everything here runs on the event loop and is synchronous; the only
-asynchronous step, writing a changed ISR to ZooKeeper, is driven by `ReplicaManager`, which marks
-the partition `isr_update_pending` meanwhile so two ISR writes never race. Until such a write
-succeeds the committed ISR stays in force (for the high watermark and for acks=all).
+asynchronous step, writing a changed ISR to ZooKeeper, is driven by `ReplicaManager`, which keeps
+the ISR being written in `pending_isr` meanwhile so two ISR writes never race. Until such a write
+succeeds the committed ISR stays in force for acks=all (min.insync.replicas), while the high
+watermark counts the maximal ISR, committed and pending members together (Kafka's
+`maybeIncrementLeaderHW`): a follower joining the ISR must never be below the high watermark, or
+once the write lands it could be elected without records the leader acknowledged.
 """
 
 from __future__ import annotations
@@ -84,7 +87,17 @@ class Partition:
     controller_epoch: int = 0
     epoch_cache: EpochCache = field(default_factory=EpochCache)
     followers: dict[int, rs.FollowerState] = field(default_factory=dict)
-    isr_update_pending: bool = False
+    pending_isr: tuple[int, ...] | None = None
+
+    @property
+    def isr_update_pending(self) -> bool:
+        return self.pending_isr is not None
+
+    @property
+    def maximal_isr(self) -> tuple[int, ...]:
+        """The committed ISR plus the members an in-flight write adds."""
+        pending = self.pending_isr or ()
+        return self.isr + tuple(r for r in pending if r not in self.isr)
 
     @property
     def is_leader(self) -> bool:
@@ -104,7 +117,7 @@ class Partition:
                     zk_version: int, now_ms: int) -> None:
         self.leader_id, self.leader_epoch = self.broker_id, leader_epoch
         self.replicas, self.isr, self.zk_version = replicas, isr, zk_version
-        self.isr_update_pending = False
+        self.pending_isr = None
         self._persist_epochs(changed=self.epoch_cache.assign(leader_epoch, self.log.log_end_offset))
         self.followers = {r: rs.initial_follower(r, in_isr=r in isr, now_ms=now_ms)
                           for r in replicas if r != self.broker_id}
@@ -115,7 +128,7 @@ class Partition:
         self.leader_id, self.leader_epoch = leader_id, leader_epoch
         self.replicas, self.isr, self.zk_version = replicas, isr, zk_version
         self.followers = {}
-        self.isr_update_pending = False
+        self.pending_isr = None
 
     # Leader side
 
@@ -139,7 +152,8 @@ class Partition:
     def maybe_advance_high_watermark(self) -> bool:
         """Apply the high-watermark rule; True when it moved."""
         before = self.log.high_watermark
-        target = rs.high_watermark(before, self.log.log_end_offset, self.isr, self.broker_id, self.followers)
+        target = rs.high_watermark(before, self.log.log_end_offset, self.maximal_isr, self.broker_id,
+                                   self.followers)
         if target > before:
             self.log.set_high_watermark(target)
         return self.log.high_watermark > before

@@ -10,7 +10,9 @@ tests without clocks or sockets (Kafka's `Replica.scala` / `Partition.scala`):
    `replica.lag.time.max.ms`; it joins (again) when its LEO reaches the high watermark and the
    start of the leader's current epoch (so it holds everything the leader acknowledged).
 3. The high watermark is the smallest LEO among the ISR (the leader included) and never moves
-   backwards: a shrinking ISR can only raise it, a joining follower is already at it.
+   backwards: a shrinking ISR can only raise it, a joining follower is already at it. While a
+   follower's joining is being written, it already counts (the caller passes the maximal ISR), so
+   the high watermark cannot pass it before it is a member.
 """
 
 from __future__ import annotations

@@ -1,24 +1,30 @@
 """The controller's safety rules against a real ZooKeeper, without broker processes: the brokers are
 registrations made by test-owned ZooKeeper sessions (so a bounce is one atomic delete-and-create), and
 the assertions read what the controller wrote to ZooKeeper. Requests the controller sends to these
-brokers go to a closed port and are retried until the controller stops.
+brokers go to a closed port and are retried until the controller stops. The last test checks the
+controller's channel against one real (single-node) broker.
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
 import time
+from pathlib import Path
 from typing import Awaitable, Callable, Iterator, TypeVar
 
 import pytest
 from kazoo.client import KazooClient
 
 from pybroker.controller import zk_paths as zp
+from pybroker.controller.channel import ControllerChannel
 from pybroker.controller.controller import RebalanceConfig, ZkController
 from pybroker.controller.isr_writer import ZkIsrWriter
 from pybroker.controller.zk_client import ZkClient
+from pybroker.protocol.messages import LeaderAndIsrResponse, UpdateMetadataRequest, UpdateMetadataResponse
 from tests.cluster.zookeeper import ZooKeeperServer
+from tests.integration.broker_process import BrokerProcess
 
 CLOSED_PORT = 1
 SESSION_MS = 4000
@@ -269,3 +275,34 @@ def test_a_leader_with_a_stale_zk_version_adopts_its_own_earlier_write(zookeeper
 
     asyncio.run(scenario())
 
+
+
+def test_a_controller_request_failing_unexpectedly_does_not_stop_later_ones(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """The channel's sender to a broker survives an error outside its retry cases (here the answer is not
+    of the expected type): it logs it and delivers the requests after it."""
+    broker = BrokerProcess(tmp_path).start()  # single-node: answers UpdateMetadata STALE_CONTROLLER_EPOCH
+    request = UpdateMetadataRequest(controller_id=0, controller_epoch=1, broker_epoch=-1, live_brokers=[],
+                                    topic_states=[])
+
+    async def scenario() -> None:
+        assert broker.port is not None
+        channel = ControllerChannel(5000)
+        channel.add_broker(0, "127.0.0.1", broker.port)
+        channel.send(0, request, 7, LeaderAndIsrResponse)  # wrong response type: a TypeError
+        channel.send(0, request, 7, UpdateMetadataResponse)
+
+        async def delivered() -> bool:
+            return "answered UpdateMetadataRequest with error" in caplog.text
+
+        try:
+            await eventually(delivered, "the second request's answer")
+        finally:
+            await channel.close()
+        assert "Controller request UpdateMetadataRequest to broker 0 failed; skipping it" in caplog.text
+
+    try:
+        with caplog.at_level(logging.INFO, logger="pybroker.controller"):
+            asyncio.run(scenario())
+    finally:
+        broker.kill()
