@@ -93,7 +93,8 @@ def answer_cache(metadata: ClusterMetadata) -> MetadataAnswerCache:
 
 
 def resolve(metadata: ClusterMetadata, name: str | None, topic_id: uuid.UUID | None) -> TopicInfo | None:
-    """A requested topic, by name or else (Metadata v10+ without a name) by id."""
-    if name is None:
-        return metadata.topic_by_id(topic_id) if topic_id is not None else None
-    return metadata.topic(name)
+    """A requested topic: by id when one is given (Metadata v12+; Kafka then ignores the name, which the
+    Java client sends as ""), else by name."""
+    if topic_id is not None and topic_id.int != 0:
+        return metadata.topic_by_id(topic_id)
+    return metadata.topic(name) if name is not None else None

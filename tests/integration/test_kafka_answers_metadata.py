@@ -96,3 +96,20 @@ def test_metadata_v10_and_v11_refuse_topic_ids_as_kafka_does(shared_broker: Brok
             (ErrorCode.INVALID_REQUEST, "answers-by-id-old", uuid.UUID(int=0), []),
         ]
     client.close()
+
+
+def test_v12_by_id_with_an_empty_name_answers_by_id(shared_broker: BrokerProcess) -> None:
+    """kafka-clients' Admin.describeTopics(TopicCollection.ofTopicIds(...)) sends the id with name "": Kafka
+    resolves the id and ignores the name (a zero id in the answer makes the Java client throw)."""
+    client = WireClient(shared_broker.bootstrap)
+    topic_id = _create(client, "answers-by-id-empty-name")
+    missing = uuid.uuid4()
+    answer = client.request(MetadataRequest(topics=[
+        MetadataRequest.MetadataRequestTopic(name="", topic_id=topic_id),
+        MetadataRequest.MetadataRequestTopic(name="", topic_id=missing)], allow_auto_topic_creation=False),
+        12, MetadataResponse)
+    client.close()
+    found, unknown = answer.topics
+    assert (found.error_code, found.name, found.topic_id, len(found.partitions)) == (
+        0, "answers-by-id-empty-name", topic_id, 2)
+    assert (unknown.error_code, unknown.name, unknown.topic_id) == (ErrorCode.UNKNOWN_TOPIC_ID, None, missing)

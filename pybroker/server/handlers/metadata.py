@@ -76,7 +76,7 @@ async def _lookup(ctx: RequestContext, requested: MetadataRequest.MetadataReques
     info = resolve(metadata, requested.name, requested.topic_id)
     if info is not None:
         return _describe(info, live)
-    if requested.name is None:
+    if requested.name is None or requested.topic_id != ZERO_UUID:
         return Topic(error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None, topic_id=requested.topic_id)
     if topic_name_error(requested.name):
         return Topic(error_code=ErrorCode.INVALID_TOPIC_EXCEPTION, name=requested.name)
