@@ -52,6 +52,15 @@ TOPIC_CONFIG_KEYS: dict[str, TopicConfigKey] = {
         "max_message_bytes", "int", 1048588, "Largest record batch the log accepts."),
     "message.timestamp.type": TopicConfigKey(
         "message_timestamp_type", "string", "CreateTime", "CreateTime or LogAppendTime."),
+    "message.timestamp.before.max.ms": TopicConfigKey(
+        "message_timestamp_before_max_ms", "long", LONG_MAX,
+        "How far a CreateTime record's timestamp may lie before the broker's clock (Kafka 3.6+, KIP-937)."),
+    "message.timestamp.after.max.ms": TopicConfigKey(
+        "message_timestamp_after_max_ms", "long", LONG_MAX,
+        "How far a CreateTime record's timestamp may lie after the broker's clock (Kafka 3.6+, KIP-937)."),
+    "message.timestamp.difference.max.ms": TopicConfigKey(
+        "message_timestamp_difference_max_ms", "long", LONG_MAX,
+        "Deprecated: the before/after bound where those keep their default."),
     "cleanup.policy": TopicConfigKey(
         "cleanup_policy", "list", "delete", "Comma-separated 'delete' and/or 'compact'."),
     "file.delete.delay.ms": TopicConfigKey(
@@ -109,6 +118,9 @@ _VALIDATORS: dict[str, Callable[[Any], str | None]] = {
     "min_compaction_lag_ms": _at_least(0),
     "max_compaction_lag_ms": _at_least(1),
     "message_timestamp_type": _timestamp_type,
+    "message_timestamp_before_max_ms": _at_least(0),
+    "message_timestamp_after_max_ms": _at_least(0),
+    "message_timestamp_difference_max_ms": _at_least(0),
     "cleanup_policy": _cleanup_policy,
 }
 
@@ -154,6 +166,9 @@ class LogConfig:
     flush_ms: int = LONG_MAX
     max_message_bytes: int = 1048588
     message_timestamp_type: str = "CreateTime"
+    message_timestamp_before_max_ms: int = LONG_MAX
+    message_timestamp_after_max_ms: int = LONG_MAX
+    message_timestamp_difference_max_ms: int = LONG_MAX
     cleanup_policy: str = "delete"
     file_delete_delay_ms: int = 60000
     delete_retention_ms: int = 86400000
@@ -195,6 +210,21 @@ class LogConfig:
     def log_append_time(self) -> bool:
         """True when the broker stamps its own clock into every appended batch."""
         return self.message_timestamp_type == "LogAppendTime"
+
+    @property
+    def timestamp_before_max_ms(self) -> int:
+        """Kafka 3.x LogConfig: message.timestamp.before.max.ms, or the deprecated difference key where
+        the before key keeps its default."""
+        if self.message_timestamp_before_max_ms != LONG_MAX:
+            return self.message_timestamp_before_max_ms
+        return self.message_timestamp_difference_max_ms
+
+    @property
+    def timestamp_after_max_ms(self) -> int:
+        """As timestamp_before_max_ms, for timestamps ahead of the broker's clock."""
+        if self.message_timestamp_after_max_ms != LONG_MAX:
+            return self.message_timestamp_after_max_ms
+        return self.message_timestamp_difference_max_ms
 
     @property
     def delete_enabled(self) -> bool:

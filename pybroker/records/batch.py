@@ -51,7 +51,6 @@ from .constants import (
 from .constants import __all__ as _constants_all
 from .errors import CorruptRecordError, RecordTooLargeError
 from .record import Record, decode_records
-from .varint import decode_varint, decode_varlong
 
 __all__ = [
     *_constants_all,
@@ -265,28 +264,6 @@ class RecordBatch:
         """A memoryview of exactly this batch (for writing to a segment or socket)."""
         return memoryview(self._buf)[self._pos : self._pos + self.size]
 
-    def keyless_record_indexes(self) -> list[int]:
-        """Positions in the batch of the records with a null key (Kafka refuses them on compacted
-        topics, naming each one). Reads only each record's length and key length: no Record objects."""
-        data = self._records_section()
-        indexes = []
-        pos, n = 0, len(data)
-        try:
-            for index in range(self.records_count):
-                length, pos = decode_varint(data, pos)
-                end = pos + length
-                if length <= 0 or end > n:
-                    raise CorruptRecordError(f"invalid record length {length} at {pos}")
-                _, key_pos = decode_varlong(data, pos + 1)  # attributes, then the timestamp delta
-                _, key_pos = decode_varint(data, key_pos)  # the offset delta
-                key_length, _ = decode_varint(data, key_pos)
-                if key_length < 0:
-                    indexes.append(index)
-                pos = end
-        except IndexError:  # the attributes byte of a record cut short
-            raise CorruptRecordError("record extends past the end of the batch") from None
-        return indexes
-
     def _records_section(self) -> Buffer:
         """The records after the batch header, decompressed."""
         h = self.header()
@@ -358,11 +335,15 @@ def scan_batches(buf: Buffer, start: int = 0) -> tuple[list[tuple[int, int]], in
     return found, pos
 
 
-def validate_batch(buf: Buffer, position: int = 0, *, max_size: int | None = None) -> RecordBatch:
+def validate_batch(
+    buf: Buffer, position: int = 0, *, max_size: int | None = None, check_counts: bool = True
+) -> RecordBatch:
     """Check one batch's structure and CRC without decoding records.
 
     Order follows Java's produce path: framing, then size limit
     (RecordTooLargeError), then header sanity and CRC (CorruptRecordError).
+    ``check_counts=False`` leaves records count and last offset delta to the caller
+    (produce validation answers them with Kafka's INVALID_RECORD messages).
     """
     available = len(buf) - position
     if available < RECORD_BATCH_OVERHEAD:
@@ -384,11 +365,11 @@ def validate_batch(buf: Buffer, position: int = 0, *, max_size: int | None = Non
         raise CorruptRecordError(
             f"invalid compression codec id {attributes & COMPRESSION_CODEC_MASK}"
         )
-    if count < 0:
+    if check_counts and count < 0:
         raise CorruptRecordError(f"negative records count {count}")
-    if last_offset_delta < 0:
+    if check_counts and last_offset_delta < 0:
         raise CorruptRecordError(f"negative last offset delta {last_offset_delta}")
-    if count > last_offset_delta + 1:
+    if check_counts and count > last_offset_delta + 1:
         raise CorruptRecordError(f"{count} records cannot fit in offset delta {last_offset_delta}")
     mv = memoryview(buf)
     crc = crc32c.crc32c(mv[position + ATTRIBUTES_OFFSET : position + size])

@@ -19,7 +19,7 @@ import snappy
 import zstandard
 
 from .constants import Compression
-from .errors import CorruptRecordError, UnsupportedCompressionError
+from .errors import CorruptRecordError, RecordTooLargeError, UnsupportedCompressionError
 
 __all__ = [
     "compress",
@@ -43,6 +43,14 @@ GZIP_LEVEL = 6  # Java Deflater.DEFAULT_COMPRESSION, Kafka's compression.gzip.le
 ZSTD_LEVEL = 3  # zstd default, Kafka's compression.zstd.level default
 _GZIP_WBITS = 16 + zlib.MAX_WBITS  # gzip container (header + crc32 trailer)
 _INT32 = struct.Struct(">i")
+_UNLIMITED = -1
+# zstd has no output limit per call: feed it input in slices this small, so one call can
+# overshoot the limit by at most ~32x this many KiB (a 4-byte RLE block yields 128 KiB).
+_ZSTD_INPUT_SLICE = 256
+
+
+def _too_large(codec: str, max_size: int) -> RecordTooLargeError:
+    return RecordTooLargeError(f"{codec} records decompress to more than {max_size} bytes")
 
 
 # --------------------------------------------------------------------------- gzip
@@ -54,13 +62,18 @@ def _gzip_compress(data: Buffer) -> bytes:
     return c.compress(data) + c.flush()
 
 
-def _gzip_decompress(data: Buffer) -> bytes:
+def _gzip_decompress(data: Buffer, max_size: int) -> bytes:
     # Loop over members: GZIPInputStream accepts concatenated gzip members.
     out: list[bytes] = []
+    total = 0
     rest: bytes | memoryview = memoryview(data)
     while True:
         d = zlib.decompressobj(_GZIP_WBITS)
-        out.append(d.decompress(rest))
+        chunk = d.decompress(rest) if max_size < 0 else d.decompress(rest, max_size - total + 1)
+        total += len(chunk)
+        if 0 <= max_size < total:
+            raise _too_large("GZIP", max_size)
+        out.append(chunk)
         if not d.eof:
             raise CorruptRecordError("truncated gzip stream")
         rest = d.unused_data
@@ -82,7 +95,26 @@ def xerial_snappy_compress(data: Buffer, block_size: int = XERIAL_BLOCK_SIZE) ->
     return b"".join(parts)
 
 
-def snappy_decompress(data: Buffer) -> bytes:
+def _raw_snappy_length(block: memoryview) -> int:
+    """The uncompressed length a raw snappy block declares in its varint preamble."""
+    value = shift = 0
+    for i in range(min(5, len(block))):
+        byte = block[i]
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value
+        shift += 7
+    raise CorruptRecordError("invalid snappy length preamble")
+
+
+def _raw_snappy_decompress(block: memoryview, budget: int) -> bytes:
+    """One raw block, its declared length checked against ``budget`` before anything is allocated."""
+    if budget >= 0 and _raw_snappy_length(block) > budget:
+        raise RecordTooLargeError(f"snappy block declares {_raw_snappy_length(block)} bytes, over the limit")
+    return snappy.decompress(block)
+
+
+def snappy_decompress(data: Buffer, max_size: int = _UNLIMITED) -> bytes:
     """Read xerial-framed snappy if the magic header is present, else one raw block.
 
     librdkafka writes raw snappy while the Java client, kafka-python and aiokafka
@@ -91,7 +123,8 @@ def snappy_decompress(data: Buffer) -> bytes:
     mv = memoryview(data)
     n = len(mv)
     if n < 16 or mv[:8] != XERIAL_MAGIC:
-        return snappy.decompress(mv)
+        return _raw_snappy_decompress(mv, max_size)
+    total = 0
     out: list[bytes] = []
     pos = 16
     while pos < n:
@@ -105,7 +138,9 @@ def snappy_decompress(data: Buffer) -> bytes:
         pos += 4
         if length < 0 or pos + length > n:
             raise CorruptRecordError(f"invalid xerial snappy block length {length}")
-        out.append(snappy.decompress(mv[pos : pos + length]))
+        block = _raw_snappy_decompress(mv[pos : pos + length], max_size - total if max_size >= 0 else -1)
+        total += len(block)
+        out.append(block)
         pos += length
     return b"".join(out)
 
@@ -125,14 +160,19 @@ def _lz4_compress(data: Buffer) -> bytes:
     )
 
 
-def _lz4_decompress(data: Buffer) -> bytes:
+def _lz4_decompress(data: Buffer, max_size: int) -> bytes:
     # lz4.frame.decompress silently ignores bytes after the first frame; use the
     # incremental decompressor so truncation and trailing frames are handled.
     out: list[bytes] = []
+    total = 0
     rest: bytes | memoryview = memoryview(data)
     while True:
         d = lz4.frame.LZ4FrameDecompressor()
-        out.append(d.decompress(rest))
+        chunk = d.decompress(rest, max_length=max_size - total + 1 if max_size >= 0 else -1)
+        total += len(chunk)
+        if 0 <= max_size < total:
+            raise _too_large("LZ4", max_size)
+        out.append(chunk)
         if not d.eof:
             raise CorruptRecordError("truncated lz4 frame")
         rest = d.unused_data
@@ -147,18 +187,30 @@ def _zstd_compress(data: Buffer) -> bytes:
     return zstandard.ZstdCompressor(level=ZSTD_LEVEL).compress(data)
 
 
-def _zstd_decompress(data: Buffer) -> bytes:
+def _zstd_decompress(data: Buffer, max_size: int) -> bytes:
     # decompressobj works without a content size in the frame header (zstd-jni
     # streaming output); loop to accept concatenated frames.
     out: list[bytes] = []
+    total = 0
     rest: bytes | memoryview = memoryview(data)
     dctx = zstandard.ZstdDecompressor()
     while True:
         d = dctx.decompressobj()
-        out.append(d.decompress(rest))
+        if max_size < 0:
+            out.append(d.decompress(rest))
+            rest = d.unused_data
+        else:
+            fed = 0
+            while fed < len(rest) and not d.eof:
+                chunk = d.decompress(rest[fed : fed + _ZSTD_INPUT_SLICE])
+                fed += _ZSTD_INPUT_SLICE
+                total += len(chunk)
+                if total > max_size:
+                    raise _too_large("ZSTD", max_size)
+                out.append(chunk)
+            rest = bytes(d.unused_data) + bytes(rest[fed:]) if d.eof else b""
         if not d.eof:
             raise CorruptRecordError("truncated zstd frame")
-        rest = d.unused_data
         if not rest:
             return b"".join(out)
 
@@ -172,7 +224,7 @@ _COMPRESSORS: dict[int, Callable[[Buffer], bytes]] = {
     Compression.ZSTD: _zstd_compress,
 }
 
-_DECOMPRESSORS: dict[int, Callable[[Buffer], bytes]] = {
+_DECOMPRESSORS: dict[int, Callable[[Buffer, int], bytes]] = {
     Compression.GZIP: _gzip_decompress,
     Compression.SNAPPY: snappy_decompress,
     Compression.LZ4: _lz4_decompress,
@@ -190,16 +242,19 @@ def compress(codec: Compression | int, data: Buffer) -> bytes:
     return fn(data)
 
 
-def decompress(codec: Compression | int, data: Buffer) -> bytes:
-    """Decompress a records section; any codec failure becomes CorruptRecordError."""
+def decompress(codec: Compression | int, data: Buffer, max_size: int | None = None) -> bytes:
+    """Decompress a records section; any codec failure becomes CorruptRecordError.
+
+    With ``max_size``, output beyond it raises RecordTooLargeError without being inflated.
+    """
     if codec == Compression.NONE:
         return bytes(data)
     fn = _DECOMPRESSORS.get(codec)
     if fn is None:
         raise UnsupportedCompressionError(f"unknown compression codec {codec}")
     try:
-        return fn(data)
-    except CorruptRecordError:
+        return fn(data, _UNLIMITED if max_size is None else max_size)
+    except (CorruptRecordError, RecordTooLargeError):
         raise
     except (zlib.error, RuntimeError, snappy.UncompressError, zstandard.ZstdError) as exc:
         raise CorruptRecordError(f"cannot decompress {Compression(codec).name}: {exc}") from exc

@@ -1,11 +1,13 @@
-"""Produce (0): validate one v2 batch per partition by its header and CRC, then append it.
+"""Produce (0): validate one v2 batch per partition as Kafka's LogValidator does, then append it.
 
-The records inside a batch are never decoded here: the CRC covers them, offsets and the leader
-epoch are stamped into the header in place. The one exception is Kafka's rule for compacted
-topics: every record needs a key, so only there the batch's key lengths are read, and the batch
-is refused with INVALID_RECORD naming each keyless record in `record_errors` (KIP-467), as Kafka's
-LogValidator does. acks=0 requests get no response at all; acks=all answers wait until the ISR
-holds the batch (or the request's timeout).
+The header and CRC are checked first; then the records are walked once at byte level
+(`pybroker.records.validation`: no Record objects), after decompressing them when compressed,
+as Kafka does, with a bound on the output against compression bombs. What no consumer could
+read is refused (INVALID_RECORD, CORRUPT_MESSAGE, RECORD_TOO_LARGE); records that break a
+rule of their topic (no key on a compacted topic, a timestamp out of message.timestamp.*) are
+named in `record_errors` (KIP-467) with INVALID_RECORD or INVALID_TIMESTAMP. The header's
+maxTimestamp is the records' own, as Kafka rewrites it. acks=0 requests get no response at
+all; acks=all answers wait until the ISR holds the batch (or the request's timeout).
 """
 
 from __future__ import annotations
@@ -15,8 +17,10 @@ import asyncio
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.messages import ProduceRequest, ProduceResponse
-from pybroker.records.batch import Compression, validate_batch
-from pybroker.records.errors import InvalidRecordError, UnsupportedCompressionError
+from pybroker.log.config import LogConfig
+from pybroker.records.batch import Compression, TimestampType, set_max_timestamp, validate_batch
+from pybroker.records.errors import InvalidRecordError, RecordValidationError, UnsupportedCompressionError
+from pybroker.records.validation import ProducePolicy, max_decompressed_bytes, validate_produced_batch
 from pybroker.replication.errors import NotEnoughReplicasAfterAppendError, ReplicaTimeoutError
 from pybroker.server.context import RequestContext
 from pybroker.server.error_mapping import error_code_for, error_message_for
@@ -76,27 +80,33 @@ def _produce_partition(ctx: RequestContext, request: ProduceRequest, topic: str,
         records = data.records
         if records is None or len(records) == 0:
             raise InvalidRecordError("Produce request's partition data carries no record batch")
-        batch = validate_batch(records, 0, max_size=partition.log.config.max_message_bytes)
+        config = partition.log.config
+        batch = validate_batch(records, 0, max_size=config.max_message_bytes, check_counts=False)
         if batch.size != len(records):
             raise InvalidRecordError("Produce requests v3+ must carry exactly one record batch per partition")
-        if batch.is_control:
-            raise InvalidRecordError("Clients may not produce control batches")
         if batch.compression == Compression.ZSTD and ctx.api_version < FIRST_ZSTD_VERSION:
             raise UnsupportedCompressionError("zstd compression needs Produce v7 or later")
-        if partition.log.config.compact_enabled:
-            keyless = batch.keyless_record_indexes()
-            if keyless:
-                return _record_errors(data.index, keyless, f"Compacted topic cannot accept message without key "
-                                                            f"in topic partition {topic}-{data.index}")
+        if batch.is_transactional and request.transactional_id is None:
+            return _error(data.index, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None)
+        max_timestamp = validate_produced_batch(batch, _policy(config), ctx.now_ms, f"{topic}-{data.index}")
         if batch.is_transactional:
             code = ctx.broker.txns.verify_partition(request.transactional_id, batch.producer_id,
                                                     batch.producer_epoch, (topic, data.index))
             if code is not ErrorCode.NONE:
                 return _error(data.index, code, f"{topic}-{data.index} is not part of the producer's transaction")
-        info = ctx.broker.replica_manager.append(topic, data.index, bytearray(records),
+        appended = bytearray(records)
+        if not config.log_append_time:  # Kafka's setMaxTimestamp: the records', not the producer's claim
+            set_max_timestamp(appended, 0, TimestampType.CREATE_TIME, max_timestamp)
+        info = ctx.broker.replica_manager.append(topic, data.index, appended,
                                                  required_acks=request.acks, now_ms=ctx.now_ms)
         if ctx.broker.metrics is not None:
             ctx.broker.metrics.record_produce(topic, batch.size, batch.records_count)
+    except RecordValidationError as exc:
+        response = _error(data.index, ErrorCode.INVALID_TIMESTAMP if exc.invalid_timestamp
+                          else ErrorCode.INVALID_RECORD, str(exc))
+        response.record_errors = [ProduceResponse.BatchIndexAndErrorMessage(batch_index=i, batch_index_error_message=m)
+                                  for i, m in exc.record_errors]
+        return response
     except InvalidRecordError as exc:
         return _error(data.index, ErrorCode.INVALID_RECORD, str(exc))
     except Exception as exc:
@@ -107,16 +117,11 @@ def _produce_partition(ctx: RequestContext, request: ProduceRequest, topic: str,
                              log_append_time_ms=info.log_append_time, log_start_offset=info.log_start_offset)
 
 
-def _record_errors(index: int, batch_indexes: list[int], message: str) -> PartitionResponse:
-    """INVALID_RECORD for the whole batch, each bad record named, with Kafka's summary message
-    (LogValidator.processRecordErrors, which quotes at most the first three)."""
-    quoted = ", ".join(f"RecordError(batchIndex={i}, message='{message}')" for i in batch_indexes[:3])
-    summary = (f"One or more records have been rejected due to {len(batch_indexes)} record errors in total, "
-               f"and only showing the first three errors at most: [{quoted}]")
-    response = _error(index, ErrorCode.INVALID_RECORD, summary)
-    response.record_errors = [ProduceResponse.BatchIndexAndErrorMessage(batch_index=i, batch_index_error_message=message)
-                              for i in batch_indexes]
-    return response
+def _policy(config: LogConfig) -> ProducePolicy:
+    return ProducePolicy(compacted=config.compact_enabled, log_append_time=config.log_append_time,
+                         timestamp_before_max_ms=config.timestamp_before_max_ms,
+                         timestamp_after_max_ms=config.timestamp_after_max_ms,
+                         max_decompressed_bytes=max_decompressed_bytes(config.max_message_bytes))
 
 
 def _error(index: int, code: ErrorCode, message: str | None) -> PartitionResponse:

@@ -1,0 +1,289 @@
+"""Produce-path validation of a client's batch, as Kafka's LogValidator does it (RECORDS.md §1.1-1.3).
+
+A batch whose CRC is right can still hold records no consumer can read: a records count the
+records do not match, records running past the batch, a header key of negative size, a
+compressed payload that does not decompress, offsets the log end would jump over. Kafka refuses
+all of them at produce time, and so does :func:`validate_produced_batch`:
+
+- batch header rules (offset range, count, control batches, sequences): INVALID_RECORD;
+- the records themselves, walked once at byte level (varints over the buffer, no Record objects):
+  INVALID_RECORD; a compressed payload is decompressed first (Kafka does too), bounded so a
+  compression bomb is refused once its output passes the limit (RECORD_TOO_LARGE), a codec
+  failure is CORRUPT_MESSAGE;
+- rules about single records (keys on compacted topics, timestamps): INVALID_RECORD or
+  INVALID_TIMESTAMP with each record named (KIP-467), see :class:`RecordValidationError`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .batch import RecordBatch
+from .compression import decompress
+from .constants import (
+    COMPRESSION_CODEC_MASK,
+    CONTROL_FLAG_MASK,
+    NO_TIMESTAMP,
+    RECORD_BATCH_OVERHEAD,
+    TIMESTAMP_TYPE_MASK,
+    TRANSACTIONAL_FLAG_MASK,
+)
+from .errors import InvalidRecordError, RecordValidationError
+
+__all__ = ["ProducePolicy", "validate_produced_batch", "max_decompressed_bytes"]
+
+LONG_MAX = 2**63 - 1
+_MIN_DECOMPRESSED_LIMIT = 64 << 20
+_DECOMPRESSED_LIMIT_FACTOR = 64
+
+
+def max_decompressed_bytes(max_message_bytes: int) -> int:
+    """How far a produced batch's records may decompress: 64x max.message.bytes, at least 64 MiB.
+
+    Kafka streams the records and has no such limit; pybroker holds them in memory while it
+    checks them, so it needs one. Past it the batch is refused with RECORD_TOO_LARGE, on which
+    the Java producer splits the batch and retries.
+    """
+    return max(_MIN_DECOMPRESSED_LIMIT, _DECOMPRESSED_LIMIT_FACTOR * max_message_bytes)
+
+
+@dataclass(frozen=True, slots=True)
+class ProducePolicy:
+    """The topic settings LogValidator reads (message.timestamp.* and cleanup.policy)."""
+
+    compacted: bool = False
+    log_append_time: bool = False
+    timestamp_before_max_ms: int = LONG_MAX
+    timestamp_after_max_ms: int = LONG_MAX
+    max_decompressed_bytes: int = _MIN_DECOMPRESSED_LIMIT
+
+
+def validate_produced_batch(batch: RecordBatch, policy: ProducePolicy, now_ms: int, partition: str) -> int:
+    """Kafka's produce checks of one client batch whose framing and CRC are already checked.
+
+    Returns the largest record timestamp (NO_TIMESTAMP if none), which Kafka writes into the
+    header's maxTimestamp rather than trusting the producer's. Raises InvalidRecordError,
+    RecordValidationError, CorruptRecordError or RecordTooLargeError.
+    """
+    h = batch.header()
+    if h.base_offset != 0:
+        raise InvalidRecordError(f"The baseOffset of the record batch in the append to {partition} should be 0, "
+                                 f"but it is {h.base_offset}")
+    last = h.base_offset + h.last_offset_delta
+    if h.last_offset_delta + 1 <= 0:
+        raise InvalidRecordError(f"Batch has an invalid offset range: [{h.base_offset}, {last}] "
+                                 f"in topic partition {partition}")
+    if h.records_count <= 0:
+        raise InvalidRecordError(f"Invalid reported count for record batch: {h.records_count} "
+                                 f"in topic partition {partition}")
+    if h.records_count != h.last_offset_delta + 1:
+        raise InvalidRecordError(f"Inconsistent batch offset range [{h.base_offset}, {last}] and count of records "
+                                 f"{h.records_count} in topic partition {partition}")
+    if h.attributes & CONTROL_FLAG_MASK:
+        raise InvalidRecordError(f"Clients are not allowed to write control records in topic partition {partition}")
+    if h.producer_id >= 0 and h.base_sequence < 0:
+        raise InvalidRecordError(f"Invalid sequence number {h.base_sequence} in record batch with producerId "
+                                 f"{h.producer_id} in topic partition {partition}")
+    if h.attributes & TRANSACTIONAL_FLAG_MASK and h.producer_id < 0:
+        # Kafka appends it; its transaction could then never end (no producer id to end it).
+        raise InvalidRecordError(f"Transactional record batch without a producer id in topic partition {partition}")
+
+    start = batch.position + RECORD_BATCH_OVERHEAD
+    end = batch.position + batch.size
+    codec = h.attributes & COMPRESSION_CODEC_MASK
+    if codec:
+        data: bytes | memoryview = decompress(codec, memoryview(batch.buffer)[start:end],
+                                              policy.max_decompressed_bytes)
+    else:
+        data = memoryview(batch.buffer)[start:end]
+    count = h.records_count
+    min_delta, max_delta, keyless = _scan(data, count, partition, None)
+
+    append_time = bool(h.attributes & TIMESTAMP_TYPE_MASK)
+    if append_time:
+        max_ts = h.max_timestamp  # records of a LogAppendTime batch all read as its maxTimestamp
+        low_ts = high_ts = max_ts
+    else:
+        low_ts, high_ts = h.base_timestamp + min_delta, h.base_timestamp + max_delta
+        max_ts = max(NO_TIMESTAMP, high_ts)
+    if policy.log_append_time:
+        bad_timestamps = append_time
+    else:
+        before, after = policy.timestamp_before_max_ms, policy.timestamp_after_max_ms
+        bad_timestamps = (low_ts < now_ms - before or high_ts > now_ms + after
+                          or append_time and max_ts == NO_TIMESTAMP)
+    if (keyless and policy.compacted) or bad_timestamps:
+        _raise_record_errors(data, h.base_timestamp, max_ts if append_time else None, policy, now_ms, partition)
+    return max_ts
+
+
+def _raise_record_errors(data: bytes | memoryview, base_timestamp: int, append_time: int | None,
+                         policy: ProducePolicy, now_ms: int, partition: str) -> None:
+    """The slow path, only for a batch already known to break a record rule: LogValidator's
+    validateKey then validateTimestamp for each record, every error named with its index."""
+    details: list[tuple[int, int, int]] = []
+    _scan(data, -1, partition, details)
+    before, after = policy.timestamp_before_max_ms, policy.timestamp_after_max_ms
+    errors: list[tuple[int, str]] = []
+    invalid_timestamp = False
+    for index, (ts_delta, key_size, value_size) in enumerate(details):
+        timestamp = base_timestamp + ts_delta if append_time is None else append_time
+        if policy.compacted and key_size < 0:
+            errors.append((index, f"Compacted topic cannot accept message without key in topic partition {partition}"))
+        elif not policy.log_append_time and timestamp != NO_TIMESTAMP:
+            if now_ms - timestamp > before or timestamp - now_ms > after:
+                invalid_timestamp = True
+                errors.append((index, f"Timestamp {timestamp} of message with offset {index} is out of range. "
+                                      f"The timestamp should be within [{_java_long(now_ms - before)}, "
+                                      f"{_java_long(now_ms + after)}]"))
+        elif append_time is not None:
+            invalid_timestamp = True
+            record = (f"DefaultRecord(offset={index}, timestamp={timestamp}, key={max(key_size, 0)} bytes, "
+                      f"value={max(value_size, 0)} bytes)")
+            errors.append((index, f"Invalid timestamp type in message {record}. Producer should not set "
+                                  "timestamp type to LogAppendTime."))
+    if errors:
+        raise RecordValidationError(errors, invalid_timestamp)
+
+
+def _java_long(value: int) -> int:
+    """``value`` wrapped to int64 as Java's long arithmetic does (the bounds Kafka prints)."""
+    return (value + 2**63) % 2**64 - 2**63
+
+
+def _varint_tail(data: bytes | memoryview, pos: int, first: int, max_bytes: int) -> tuple[int, int]:
+    """Zig-zag varint whose first byte ``first`` (at pos - 1) has the continuation bit set."""
+    value = first & 0x7F
+    shift = 7
+    for _ in range(max_bytes - 1):
+        byte = data[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return (value >> 1) ^ -(value & 1), pos
+        shift += 7
+    raise InvalidRecordError("Found invalid record structure: varint too long")
+
+
+def _scan(data: bytes | memoryview, count: int, partition: str,
+          details: list[tuple[int, int, int]] | None) -> tuple[int, int, bool]:
+    """Walk ``count`` records (all of them when -1, for the slow path) checking their structure
+    as Java's DefaultRecord.readFrom does; -> (min timestamp delta, max timestamp delta, any keyless).
+
+    Varints are decoded inline (one byte is the common case) and keys, values and headers are
+    skipped by their sizes, so a record costs a few dozen bytecodes and allocates nothing.
+    """
+    n = len(data)
+    pos = 0
+    index = 0
+    min_delta = LONG_MAX
+    max_delta = -LONG_MAX
+    keyless = False
+    try:
+        while index != count:
+            if pos >= n:
+                if count < 0:
+                    break
+                raise InvalidRecordError("Incorrect declared batch size, premature EOF reached")
+            b = data[pos]
+            if b < 0x80:
+                length = (b >> 1) ^ -(b & 1)
+                pos += 1
+            else:
+                length, pos = _varint_tail(data, pos + 1, b, 5)
+            end = pos + length
+            if length <= 0 or end > n:
+                raise InvalidRecordError(f"Invalid record size: expected {length} bytes in record payload, but "
+                                         f"instead the buffer has only {n - pos} remaining bytes.")
+            b = data[pos + 1]  # after the attributes byte: the timestamp delta
+            if b < 0x80:
+                ts_delta = (b >> 1) ^ -(b & 1)
+                pos += 2
+            else:
+                ts_delta, pos = _varint_tail(data, pos + 2, b, 10)
+            if ts_delta < min_delta:
+                min_delta = ts_delta
+            if ts_delta > max_delta:
+                max_delta = ts_delta
+            b = data[pos]
+            if b < 0x80:
+                offset_delta = (b >> 1) ^ -(b & 1)
+                pos += 1
+            else:
+                offset_delta, pos = _varint_tail(data, pos + 1, b, 5)
+            if offset_delta != index:
+                raise InvalidRecordError(f"Record {index} has offset delta {offset_delta}: the offsets in a batch "
+                                         f"must run from 0 to its records count - 1 in topic partition {partition}")
+            b = data[pos]
+            if b < 0x80:
+                key_size = (b >> 1) ^ -(b & 1)
+                pos += 1
+            else:
+                key_size, pos = _varint_tail(data, pos + 1, b, 5)
+            if key_size >= 0:
+                pos += key_size
+            elif key_size == -1:
+                keyless = True
+            else:
+                raise InvalidRecordError(f"Invalid negative key size {key_size}")
+            b = data[pos]
+            if b < 0x80:
+                value_size = (b >> 1) ^ -(b & 1)
+                pos += 1
+            else:
+                value_size, pos = _varint_tail(data, pos + 1, b, 5)
+            if value_size >= 0:
+                pos += value_size
+            elif value_size != -1:
+                raise InvalidRecordError(f"Invalid negative value size {value_size}")
+            b = data[pos]
+            if b == 0:
+                pos += 1
+            else:
+                if b < 0x80:
+                    headers = (b >> 1) ^ -(b & 1)
+                    pos += 1
+                else:
+                    headers, pos = _varint_tail(data, pos + 1, b, 5)
+                if headers < 0:
+                    raise InvalidRecordError(f"Found invalid number of record headers {headers}")
+                if headers > end - pos:
+                    raise InvalidRecordError(f"Found invalid number of record headers. {headers} is larger than "
+                                             "the remaining size of the buffer")
+                pos = _skip_headers(data, pos, headers)
+            if pos != end:
+                raise InvalidRecordError(f"Invalid record size: expected to read {length} bytes in record payload, "
+                                         f"but instead read {pos - end + length}")
+            if details is not None:
+                details.append((ts_delta, key_size, value_size))
+            index += 1
+    except IndexError:
+        raise InvalidRecordError("Found invalid record structure") from None
+    if pos != n:
+        raise InvalidRecordError("Incorrect declared batch size, records still remaining in file")
+    return min_delta, max_delta, keyless
+
+
+def _skip_headers(data: bytes | memoryview, pos: int, headers: int) -> int:
+    for _ in range(headers):
+        b = data[pos]
+        if b < 0x80:
+            size = (b >> 1) ^ -(b & 1)
+            pos += 1
+        else:
+            size, pos = _varint_tail(data, pos + 1, b, 5)
+        if size < 0:
+            raise InvalidRecordError(f"Invalid negative header key size {size}")
+        pos += size
+        b = data[pos]
+        if b < 0x80:
+            size = (b >> 1) ^ -(b & 1)
+            pos += 1
+        else:
+            size, pos = _varint_tail(data, pos + 1, b, 5)
+        if size >= 0:
+            pos += size
+        elif size != -1:
+            raise InvalidRecordError(f"Invalid negative header value size {size}")
+    return pos
+
