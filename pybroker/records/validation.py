@@ -189,6 +189,10 @@ def _scan(data: bytes | memoryview, count: int, partition: str,
             if b < 0x80:
                 length = (b >> 1) ^ -(b & 1)
                 pos += 1
+            elif data[pos + 1] < 0x80:
+                b = (b & 0x7F) | (data[pos + 1] << 7)
+                length = (b >> 1) ^ -(b & 1)
+                pos += 2
             else:
                 length, pos = _varint_tail(data, pos + 1, b, 5)
             end = pos + length
@@ -209,6 +213,10 @@ def _scan(data: bytes | memoryview, count: int, partition: str,
             if b < 0x80:
                 offset_delta = (b >> 1) ^ -(b & 1)
                 pos += 1
+            elif data[pos + 1] < 0x80:
+                b = (b & 0x7F) | (data[pos + 1] << 7)
+                offset_delta = (b >> 1) ^ -(b & 1)
+                pos += 2
             else:
                 offset_delta, pos = _varint_tail(data, pos + 1, b, 5)
             if offset_delta != index:
@@ -218,6 +226,10 @@ def _scan(data: bytes | memoryview, count: int, partition: str,
             if b < 0x80:
                 key_size = (b >> 1) ^ -(b & 1)
                 pos += 1
+            elif data[pos + 1] < 0x80:
+                b = (b & 0x7F) | (data[pos + 1] << 7)
+                key_size = (b >> 1) ^ -(b & 1)
+                pos += 2
             else:
                 key_size, pos = _varint_tail(data, pos + 1, b, 5)
             if key_size >= 0:
@@ -230,6 +242,10 @@ def _scan(data: bytes | memoryview, count: int, partition: str,
             if b < 0x80:
                 value_size = (b >> 1) ^ -(b & 1)
                 pos += 1
+            elif data[pos + 1] < 0x80:
+                b = (b & 0x7F) | (data[pos + 1] << 7)
+                value_size = (b >> 1) ^ -(b & 1)
+                pos += 2
             else:
                 value_size, pos = _varint_tail(data, pos + 1, b, 5)
             if value_size >= 0:
@@ -270,6 +286,10 @@ def _skip_headers(data: bytes | memoryview, pos: int, headers: int) -> int:
         if b < 0x80:
             size = (b >> 1) ^ -(b & 1)
             pos += 1
+        elif data[pos + 1] < 0x80:
+            b = (b & 0x7F) | (data[pos + 1] << 7)
+            size = (b >> 1) ^ -(b & 1)
+            pos += 2
         else:
             size, pos = _varint_tail(data, pos + 1, b, 5)
         if size < 0:
@@ -279,6 +299,10 @@ def _skip_headers(data: bytes | memoryview, pos: int, headers: int) -> int:
         if b < 0x80:
             size = (b >> 1) ^ -(b & 1)
             pos += 1
+        elif data[pos + 1] < 0x80:
+            b = (b & 0x7F) | (data[pos + 1] << 7)
+            size = (b >> 1) ^ -(b & 1)
+            pos += 2
         else:
             size, pos = _varint_tail(data, pos + 1, b, 5)
         if size >= 0:
