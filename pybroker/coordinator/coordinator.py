@@ -82,6 +82,9 @@ class Outcome:
     replies: list[tuple[Waiter, Any]] = field(default_factory=list)
     records: list[tuple[int, Record]] = field(default_factory=list)
     """(partition of __consumer_offsets, record)."""
+    staged: list[OffsetEntry] = field(default_factory=list)
+    """OffsetCommit values in ``records``: the runtime hands them to ``offsets_written`` once the
+    records are replicated, or to ``offsets_failed`` if they are not."""
 
     def reply(self, waiter: Waiter, response: Any) -> None:
         self.replies.append((waiter, response))
@@ -147,7 +150,7 @@ class GroupCoordinator:
             self._join_unknown_member(out, group, waiter, join, protocols, now_ms)
         else:
             self._join_known_member(out, group, waiter, join, protocols, now_ms)
-        if group.is_empty and group.is_in(GroupState.EMPTY) and not group.offsets \
+        if group.is_empty and group.is_in(GroupState.EMPTY) and not group.has_offsets \
                 and not group.pending_member_deadlines and group.generation_id == 0:
             del self.groups[group.group_id]
         return out
@@ -514,6 +517,8 @@ class GroupCoordinator:
             if not group.is_in(GroupState.EMPTY):
                 continue
             for (topic, partition), committed in list(group.offsets.items()):
+                if (topic, partition) in group.pending_offsets:
+                    continue
                 if committed.expire_timestamp_ms is not None:
                     expired = now_ms >= committed.expire_timestamp_ms
                 else:
@@ -521,9 +526,10 @@ class GroupCoordinator:
                     expired = now_ms - base >= retention
                 if expired:
                     del group.offsets[(topic, partition)]
+                    group.offset_positions.pop((topic, partition), None)
                     out.records.append((self.partition_of(group.group_id),
                                         (offset_key(group.group_id, topic, partition), None)))
-            if not group.offsets:
+            if not group.has_offsets:
                 self._delete_group(out, group, now_ms)
 
     def _delete_group(self, out: Outcome, group: Group, now_ms: int) -> None:
@@ -531,6 +537,8 @@ class GroupCoordinator:
         for topic, index in group.offsets:
             out.records.append((partition, (offset_key(group.group_id, topic, index), None)))
         group.offsets.clear()
+        group.pending_offsets.clear()
+        group.offset_positions.clear()
         out.records.append((partition, (group_key(group.group_id), None)))
         group.transition(GroupState.DEAD, now_ms)
         log.info("Group %s transitioned to Dead in generation %d", group.group_id, group.generation_id)
@@ -588,10 +596,36 @@ class GroupCoordinator:
         expire = commit_time + retention_time_ms if retention_time_ms >= 0 else None
         committed = CommittedOffset(partition.committed_offset, partition.committed_leader_epoch, metadata,
                                     commit_time, expire)
-        group.offsets[(topic, partition.partition_index)] = committed
+        group.pending_offsets[(topic, partition.partition_index)] = committed
+        out.staged.append(OffsetEntry(group.group_id, topic, partition.partition_index, committed))
         out.records.append((self.partition_of(group.group_id),
                             offset_record(group.group_id, topic, partition.partition_index, committed)))
         return ErrorCode.NONE
+
+    def offsets_written(self, entries: Iterable[OffsetEntry], ends: dict[int, int]) -> None:
+        """Staged commits whose records the in-sync replicas now hold (``ends``: partition -> offset
+        past the write) become visible, unless a later write already replaced them (Kafka's
+        onOffsetCommitAppend). A partition with no pending commit was deleted or reloaded meanwhile."""
+        for entry in entries:
+            group = self.groups.get(entry.group_id)
+            key = (entry.topic, entry.partition)
+            if group is None or key not in group.pending_offsets or entry.committed is None:
+                continue
+            position = ends[self.partition_of(entry.group_id)]
+            if group.offset_positions.get(key, -1) < position:
+                group.offsets[key] = entry.committed
+                group.offset_positions[key] = position
+            if group.pending_offsets[key] is entry.committed:
+                del group.pending_offsets[key]
+
+    def offsets_failed(self, entries: Iterable[OffsetEntry]) -> None:
+        """Staged commits that were not written or not replicated: the previous value stays
+        (Kafka's failPendingOffsetWrite)."""
+        for entry in entries:
+            group = self.groups.get(entry.group_id)
+            key = (entry.topic, entry.partition)
+            if group is not None and group.pending_offsets.get(key) is entry.committed:
+                del group.pending_offsets[key]
 
     def validate_txn_offsets(self, request: TxnOffsetCommitRequest) -> ErrorCode:
         """TxnOffsetCommit's group checks (Kafka ``doTxnCommitOffsets``); the offsets are written by
@@ -646,10 +680,13 @@ class GroupCoordinator:
                 group = self.groups[entry.group_id] = Group(entry.group_id, state_timestamp_ms=now_ms)
             group.offsets[(entry.topic, entry.partition)] = entry.committed
 
-    def pending_txn_partitions(self, group_id: str) -> set[tuple[str, int]]:
-        """Partitions of ``group_id`` whose offset an open transaction is committing."""
-        return {(e.topic, e.partition) for entries in self.pending_txn_offsets.values() for e in entries
-                if e.group_id == group_id}
+    def pending_partitions(self, group_id: str) -> set[tuple[str, int]]:
+        """Partitions of ``group_id`` whose offset an open transaction or an unreplicated
+        OffsetCommit is changing (Kafka's hasPendingOffsetCommitsForTopicPartition)."""
+        group = self.groups.get(group_id)
+        pending = set(group.pending_offsets) if group is not None else set()
+        return pending | {(e.topic, e.partition) for entries in self.pending_txn_offsets.values() for e in entries
+                          if e.group_id == group_id}
 
     def fetch_offsets(self, group_id: str, topics: Iterable[tuple[str, Iterable[int]]] | None
                       ) -> list[tuple[str, list[tuple[int, CommittedOffset | None]]]]:
@@ -684,7 +721,7 @@ class GroupCoordinator:
                 code = ErrorCode.NONE
                 if topic.name in subscribed:
                     code = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
-                elif group.offsets.pop((topic.name, p.partition_index), None) is not None:
+                elif _forget_offset(group, (topic.name, p.partition_index)):
                     out.records.append((partition_of_group, (offset_key(group.group_id, topic.name,
                                                                         p.partition_index), None)))
                 results.append(OffsetDeleteResponse.OffsetDeleteResponsePartition(
@@ -815,6 +852,14 @@ def _is_fenced(group: Group, instance_id: str | None, member_id: str) -> bool:
         return False
     current = group.static_members.get(instance_id)
     return current is not None and current != member_id
+
+
+def _forget_offset(group: Group, key: tuple[str, int]) -> bool:
+    """Drop a partition's committed and pending offset (Kafka's removeOffsets); False if it had none."""
+    found = group.offsets.pop(key, None) is not None
+    found = group.pending_offsets.pop(key, None) is not None or found
+    group.offset_positions.pop(key, None)
+    return found
 
 
 def _subscribed_topics(group: Group) -> set[str] | None:

@@ -88,6 +88,12 @@ class Group:
     static_members: dict[str, str] = field(default_factory=dict)
     """group.instance.id -> member id."""
     offsets: dict[tuple[str, int], CommittedOffset] = field(default_factory=dict)
+    pending_offsets: dict[tuple[str, int], CommittedOffset] = field(default_factory=dict)
+    """The latest OffsetCommit per partition whose records are not replicated yet (Kafka's
+    pendingOffsetCommits): OffsetFetch shows ``offsets`` only, require_stable says UNSTABLE."""
+    offset_positions: dict[tuple[str, int], int] = field(default_factory=dict)
+    """Where in ``__consumer_offsets`` each value of ``offsets`` was written, so that a commit whose
+    write completes late never replaces a newer one (Kafka's ``olderThan``)."""
     rebalance_deadline_ms: int | None = None
     initial_delay_deadline_ms: int | None = None
     initial_delay_limit_ms: int | None = None
@@ -103,6 +109,11 @@ class Group:
     @property
     def is_empty(self) -> bool:
         return not self.members
+
+    @property
+    def has_offsets(self) -> bool:
+        """Committed or being committed: such a group is not removed."""
+        return bool(self.offsets or self.pending_offsets)
 
     def add_member(self, member: Member) -> None:
         if not self.members:

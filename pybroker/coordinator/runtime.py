@@ -6,6 +6,8 @@ then, once the in-sync replicas hold them (acks=-1, as Kafka appends coordinator
 answers are delivered. So no member learns of a generation, an assignment or a commit that a
 restart or a failover could forget. If persisting or replicating fails, every answer of that
 outcome fails with ``CoordinatorStorageError`` and the handlers turn it into COORDINATOR_NOT_AVAILABLE.
+Committed offsets follow the same rule: the coordinator stages them and they become visible to
+OffsetFetch only once their records are replicated; a failed write leaves the previous value.
 """
 
 from __future__ import annotations
@@ -61,25 +63,29 @@ class CoordinatorRuntime:
             for partition, records in by_partition.items():
                 ends[partition] = self._persist(partition, records)
         except Exception as exc:
+            self.coordinator.offsets_failed(outcome.staged)
             fail(outcome.replies, exc)
             return
         finally:
             self._wake.set()
         if self._replicated is None or not ends:
+            self.coordinator.offsets_written(outcome.staged, ends)
             deliver(outcome.replies)
         else:
-            task = asyncio.get_running_loop().create_task(self._deliver_when_replicated(ends, outcome.replies))
+            task = asyncio.get_running_loop().create_task(self._deliver_when_replicated(ends, outcome))
             self._replicating.add(task)
             task.add_done_callback(self._replicating.discard)
 
-    async def _deliver_when_replicated(self, ends: dict[int, int], replies: list[tuple[Any, Any]]) -> None:
+    async def _deliver_when_replicated(self, ends: dict[int, int], outcome: Outcome) -> None:
         assert self._replicated is not None
         try:
             await asyncio.gather(*(self._replicated(partition, end) for partition, end in ends.items()))
         except Exception as exc:
-            fail(replies, exc)
+            self.coordinator.offsets_failed(outcome.staged)
+            fail(outcome.replies, exc)
             return
-        deliver(replies)
+        self.coordinator.offsets_written(outcome.staged, ends)
+        deliver(outcome.replies)
 
     def unload(self, partition: int) -> None:
         """Drop ``partition``'s groups; their pending joins and syncs fail with NotCoordinatorError."""

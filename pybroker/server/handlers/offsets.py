@@ -92,7 +92,7 @@ def _fetched(coordinator: GroupCoordinator, group_id: str, topics: list[Any] | N
              partition_cls: Any, require_stable: bool) -> list[Any]:
     """Committed offsets as OffsetFetch reports them: -1 and empty metadata where nothing is committed."""
     wanted = None if topics is None else [(t.name, t.partition_indexes) for t in topics]
-    pending = coordinator.pending_txn_partitions(group_id) if require_stable else set()
+    pending = coordinator.pending_partitions(group_id) if require_stable else set()
     return [topic_cls(name=topic, partitions=[
         partition_cls(partition_index=index, committed_offset=NO_OFFSET, committed_leader_epoch=-1, metadata="",
                       error_code=ErrorCode.UNSTABLE_OFFSET_COMMIT) if (topic, index) in pending else

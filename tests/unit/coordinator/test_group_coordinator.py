@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import struct
 from typing import Any
 
@@ -26,6 +27,7 @@ from pybroker.records import RecordInput, build_batch
 GROUP = "g"
 SESSION_MS = 10_000
 REBALANCE_MS = 30_000
+WRITE_POSITIONS = itertools.count(1)
 
 
 class Waiter:
@@ -87,6 +89,7 @@ def commit(c: GroupCoordinator, now: int, generation: int = -1, member_id: str =
                                           for t, ps in by_topic.items()])
     waiter = Waiter("commit")
     out = c.commit_offsets(waiter, request, now)
+    c.offsets_written(out.staged, {c.partition_of(group): next(WRITE_POSITIONS)})  # as the runtime, once replicated
     response = answers(out)[waiter]
     return {(t.name, p.partition_index): p.error_code for t in response.topics for p in t.partitions}, out
 

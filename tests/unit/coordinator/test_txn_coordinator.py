@@ -272,12 +272,12 @@ def test_transactional_offsets_are_pending_until_the_commit_marker():
     entries, records, errors = groups.txn_offset_records(request, 1)
     assert len(records) == 1 and not errors
     groups.stage_txn_offsets(5, entries)
-    assert groups.pending_txn_partitions("g") == {("in", 0)}
+    assert groups.pending_partitions("g") == {("in", 0)}
     assert groups.fetch_offsets("g", [("in", [0])]) == [("in", [(0, None)])]
     groups.complete_txn_offsets(5, groups.partition_of("g") + 1, commit=True, now_ms=2)  # another partition
-    assert groups.pending_txn_partitions("g") == {("in", 0)}
+    assert groups.pending_partitions("g") == {("in", 0)}
     groups.complete_txn_offsets(5, groups.partition_of("g"), commit=True, now_ms=2)
-    assert not groups.pending_txn_partitions("g")
+    assert not groups.pending_partitions("g")
     [(_, [(_, committed)])] = groups.fetch_offsets("g", [("in", [0])])
     assert committed is not None and committed.offset == 42
 
