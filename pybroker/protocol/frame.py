@@ -68,6 +68,11 @@ class FrameDecoder:
         """Bytes received but not yet returned as part of a frame."""
         return len(self._head) + (len(self._body) if self._body is not None else 0)
 
+    @property
+    def partial_frame_size(self) -> int:
+        """Declared size of the frame being accumulated (0 if none), for memory accounting."""
+        return len(self._body) + self._need if self._body is not None else 0
+
     def _check(self, size: int) -> None:
         if size < 0:
             raise DecodeError(f"negative frame size {size}")

@@ -22,7 +22,7 @@ from pybroker.server.fetch_sessions import FetchSessionCache
 from pybroker.server.group_service import GroupService
 from pybroker.server.handlers import ALL_HANDLERS
 from pybroker.server.metrics import BrokerMetrics
-from pybroker.server.network import KafkaConnection
+from pybroker.server.socket_server import SocketServer
 from pybroker.server.topic_configs import TopicConfigs
 from pybroker.server.zk_mode import ZkMode
 from pybroker.server.txn_service import TxnService
@@ -54,19 +54,16 @@ class Broker:
                                                 config["min.incremental.fetch.session.eviction.ms"])
         self.replica_manager.leadership_listeners += [self.groups.on_leadership_change,
                                                       self.txns.on_leadership_change]
+        self.dispatcher = Dispatcher(self, ALL_HANDLERS)
+        self.socket_server = SocketServer(config, self.dispatcher)
         # Off (None) unless metrics.port is set, so the request path pays nothing for unscraped counters.
         self.metrics = BrokerMetrics(self) if config["metrics.port"] >= 0 else None
-        self.dispatcher = Dispatcher(self, ALL_HANDLERS)
-        self._server: asyncio.base_events.Server | None = None
-        self._connections: set[KafkaConnection] = set()
         self._tasks: list[asyncio.Task[None]] = []
         self.bound_port: int | None = None
 
     async def start(self) -> None:
         self.log_manager.startup(now_ms())
-        self._server = await asyncio.get_running_loop().create_server(
-            self._new_connection, self._bind[0], self._bind[1], reuse_address=True, backlog=1024)
-        self.bound_port = self._server.sockets[0].getsockname()[1]
+        self.bound_port = self.socket_server.start(*self._bind)
         if self.advertised[1] == 0:
             self.advertised = (self.advertised[0], self.bound_port)
         metadata: ClusterMetadata
@@ -107,12 +104,7 @@ class Broker:
             task.cancel()
         if self.metrics is not None:
             await self.metrics.close()
-        if self._server is not None:
-            self._server.close()
-        for connection in list(self._connections):
-            connection.close()
-        if self._server is not None:
-            await self._server.wait_closed()
+        await self.socket_server.stop()
         await self.txns.close()
         if self.zk_mode is not None:
             await self.zk_mode.stop()
@@ -150,10 +142,6 @@ class Broker:
                                                 self.config["default.replication.factor"], {})
 
     # Background work
-
-    def _new_connection(self) -> KafkaConnection:
-        return KafkaConnection(self.dispatcher, max_frame_size=self.config["socket.request.max.bytes"],
-                               max_in_flight=self.config["queued.max.requests"], connections=self._connections)
 
     def _schedule(self, name: str, interval_ms: int, work: Callable[[], Awaitable[None] | None]) -> None:
         async def loop() -> None:

@@ -172,12 +172,36 @@ class _StateCollector(Collector):
         yield _gauge("kafka_controller_kafkacontroller_offlinepartitionscount",
                      "Partitions without a leader (reported by the active controller only).",
                      self._offline_partitions() if active else 0)
+        yield from self._network(broker)
         groups = list(broker.groups.coordinator.groups.values())
         yield _gauge("kafka_coordinator_group_groupmetadatamanager_numgroups", "Groups this coordinator manages.",
                      len(groups))
         for state in GroupState:
             yield _gauge(f"kafka_coordinator_group_groupmetadatamanager_numgroups{state.value.lower()}",
                          f"Groups in state {state.value}.", sum(1 for g in groups if g.state is state))
+
+    @staticmethod
+    def _network(broker: "Broker") -> Iterable[Metric]:
+        """The socket server's bounds: connections, refusals and closes per config key, queue use."""
+        server = broker.socket_server
+        yield _gauge("kafka_server_socket_server_metrics_connection_count", "Open client connections.",
+                     server.open_count)
+        refused = CounterMetricFamily("kafka_network_socketserver_refusedconnections",
+                                      "Connections closed at accept by a connection quota, per config key.",
+                                      labels=["limit"])
+        refused.add_metric(["max.connections.per.ip"], server.refused["max.connections.per.ip"])
+        yield refused
+        expired = CounterMetricFamily("kafka_network_socketserver_expiredconnections",
+                                      "Connections closed by the broker for idleness or a request received too "
+                                      "slowly, per config key.", labels=["limit"])
+        for key in ("connections.max.idle.ms", "request.receive.timeout.ms"):
+            expired.add_metric([key], server.closed[key])
+        yield expired
+        yield _gauge("kafka_network_requestchannel_requestqueuesize", "Requests being handled (queued.max.requests).",
+                     server.queue.requests)
+        yield _gauge("kafka_network_socketserver_memorypoolused",
+                     "Bytes reserved for large requests being received or handled (queued.max.request.bytes).",
+                     server.queue.bytes)
 
     def _is_active_controller(self) -> bool:
         zk_mode = self._broker.zk_mode

@@ -1,19 +1,30 @@
 """One asyncio.Protocol per client connection: frames in, responses out in request order.
 
 Requests on a connection run concurrently (pipelining) but their responses are written in the
-order the requests arrived, as Kafka clients require. Reading pauses while too many requests are
-in flight or while the transport's write buffer is full, so a fast client cannot grow our memory
-without bound. A frame that cannot be parsed closes that connection. The log lines for closed
+order the requests arrived, as Kafka clients require. Bounds, so that one client can neither grow
+our memory nor starve the others (Kafka's SocketServer has the same ones):
+
+- a connection handles at most ``max_in_flight`` requests at once; frames decoded past that wait,
+  undispatched, in the chunk they arrived in, and reading stops;
+- a finished response is written only while the transport is not asking us to pause: a peer that
+  does not read keeps its answers queued lazily (file ranges are read in ``CHUNK`` pieces only as
+  the socket drains), and reading from it stops (Kafka mutes such a channel);
+- all connections share one ``RequestQueue``: ``queued.max.requests`` requests being handled, and
+  ``queued.max.request.bytes`` of large frames, reserved at their declared size when their size
+  prefix arrives (Kafka's non-strict MemoryPool) and released when their handler finishes. A
+  connection that finds the queue full stops reading until room is freed.
+
+A frame that cannot be parsed closes that connection. The log lines for closed
 connections are rate-limited per reason (`LogLimiter`), so a client repeating bad frames cannot
 grow the log without bound either.
 
 Zero-copy fetch. A response arrives as ordered parts: bytes, and log file ranges (Fetch records).
 uvloop's transports cannot sendfile, so while the transport has nothing buffered the parts go
 straight to the non-blocking socket (``os.write``, ``os.sendfile``); whatever the socket does not
-take at once is read into memory and handed to ``transport.write``, which keeps the byte order.
-With bytes already buffered, or with ``zero_copy`` off, every range is read and written through
-the transport. All ranges are checked (or read) before the first byte of a frame goes out; a
-range that still fails half-way (truncated under us) closes the connection with one log line.
+take at once is queued and handed to ``transport.write`` in order, file ranges read ``CHUNK`` bytes
+at a time as the peer drains the transport. With bytes already buffered, or with ``zero_copy`` off,
+every range goes that queued way. All ranges are checked before the first byte of a frame goes
+out; a range that still fails half-way (truncated under us) closes the connection with one log line.
 """
 
 from __future__ import annotations
@@ -23,6 +34,7 @@ import collections
 import logging
 import os
 import socket
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from pybroker.common.log_limit import LogLimiter
@@ -38,25 +50,73 @@ if TYPE_CHECKING:
 log = logging.getLogger("pybroker.network")
 limited_log = LogLimiter(log)
 
+CHUNK = 1 << 20  # bytes of a file range read per write once the socket has stopped taking data
+UNBOUNDED = 2**31 - 1
+
 
 class CloseConnection(Exception):
     """Raised by the dispatcher when Kafka would drop the connection (e.g. unknown API key)."""
 
 
+@dataclass(eq=False)
+class RequestQueue:
+    """The broker-wide bounds all connections share: requests being handled, and bytes reserved
+    for large frames (``max_bytes`` -1 = unbounded). Connections that found it full wait in
+    ``waiting`` and are resumed as room is freed."""
+
+    max_requests: int = UNBOUNDED
+    max_bytes: int = -1
+    requests: int = 0
+    bytes: int = 0
+    waiting: set["KafkaConnection"] = field(default_factory=set)
+
+    def reserve(self, size: int) -> bool:
+        """Non-strict, as Kafka's SimpleMemoryPool: granted whenever any room is left."""
+        if self.bytes >= self.max_bytes:
+            return False
+        self.bytes += size
+        return True
+
+    def release_bytes(self, size: int) -> None:
+        self.bytes -= size
+        self.wake()
+
+    def wake(self) -> None:
+        if self.waiting and self.requests < self.max_requests:
+            waiting, self.waiting = self.waiting, set()
+            for connection in waiting:
+                connection.resume_from_queue()
+
+
 class KafkaConnection(asyncio.Protocol):
     def __init__(self, dispatcher: "Dispatcher", *, max_frame_size: int, max_in_flight: int,
-                 connections: set["KafkaConnection"], zero_copy: bool = True):
+                 connections: set["KafkaConnection"], zero_copy: bool = True, queue: RequestQueue | None = None):
         self._dispatcher = dispatcher
         self._zero_copy = zero_copy
         self._socket_fd = -1
         self._decoder = FrameDecoder(max_frame_size)
         self._max_in_flight = max_in_flight
         self._connections = connections
+        self._queue = queue if queue is not None else RequestQueue()
         self._pending: collections.deque[asyncio.Future[bytes | list[FramePart] | None]] = collections.deque()
+        self._backlog: collections.deque[memoryview] = collections.deque()  # decoded, not yet dispatched
+        self._out: collections.deque[FramePart] = collections.deque()  # rest of the response being written
         self._transport: asyncio.Transport | None = None
-        self._peer = "?"
+        self.peer = "?"
         self._reading_paused = False
         self._writing_paused = False
+        # Memory reservations (only with queued.max.request.bytes): the frame being received, and
+        # a received frame not yet dispatched.
+        self._reserved = 0
+        self._waiting_for_memory = False
+        self._held_frame: memoryview | None = None
+        self._held_size = 0
+        # Read by the periodic sweep (`expired`): traffic since the last sweep, frames received.
+        self._active = False
+        self._received = 0
+        self._quiet_since = 0.0
+        self._receive_mark = 0  # the first request's clock starts at connection_made
+        self._receiving_since = 0.0
 
     # asyncio.Protocol callbacks
 
@@ -69,27 +129,43 @@ class KafkaConnection(asyncio.Protocol):
         if sock is not None:
             self._socket_fd = sock.fileno()
         peer = transport.get_extra_info("peername")
-        self._peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self._quiet_since = self._receiving_since = asyncio.get_running_loop().time()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._connections.discard(self)
         for future in self._pending:
-            future.cancel()
+            future.cancel()  # their done callbacks give the queue its room back
         self._pending.clear()
+        self._backlog.clear()
+        self._out.clear()
         self._transport = None
+        queue = self._queue
+        queue.waiting.discard(self)
+        if self._reserved or self._held_size:
+            queue.release_bytes(self._reserved + self._held_size)
+            self._reserved = self._held_size = 0
+            self._held_frame = None
 
     def data_received(self, data: bytes) -> None:
+        self._active = True
         try:
             frames = self._decoder.feed(data)
         except (FrameTooLarge, DecodeError) as exc:
-            limited_log.warning("bad-frame", "Closing connection from %s: %s", self._peer, exc)
+            limited_log.warning("bad-frame", "Closing connection from %s: %s", self.peer, exc)
             self.close()
             return
-        loop = asyncio.get_running_loop()
-        for frame in frames:
-            task = loop.create_task(self._dispatcher.dispatch(frame, self._peer))
-            self._pending.append(task)
-            task.add_done_callback(self._on_response_ready)
+        if self._queue.max_bytes >= 0:
+            self._account(frames)
+        if frames:
+            self._received += len(frames)
+            if self._backlog or len(self._pending) + len(frames) > self._max_in_flight \
+                    or self._queue.requests + len(frames) > self._queue.max_requests:
+                self._backlog.extend(frames)
+                self._dispatch_backlog()
+            else:
+                for frame in frames:
+                    self._dispatch(frame)
         self._update_reading()
 
     def pause_writing(self) -> None:
@@ -98,60 +174,147 @@ class KafkaConnection(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self._writing_paused = False
-        self._update_reading()
+        self._active = True  # the peer has read
+        self._write_ready()
 
-    # Internals
+    # Called by the socket server and the request queue
 
     def close(self) -> None:
         if self._transport is not None:
             self._transport.close()
 
-    def _on_response_ready(self, _: asyncio.Future[bytes | list[FramePart] | None]) -> None:
-        pending = self._pending
-        while pending and pending[0].done():
-            future = pending.popleft()
-            if future.cancelled() or self._transport is None:
-                continue
-            exc = future.exception()
-            if exc is not None:
-                if isinstance(exc, (CloseConnection, DecodeError)):
-                    limited_log.warning("rejected-request", "Closing connection from %s: %s", self._peer, exc)
-                else:
-                    limited_log.log(logging.ERROR, f"unexpected-{type(exc).__name__}",
-                                    "Closing connection from %s after an unexpected error", self._peer, exc_info=exc)
-                self.close()
-                return
-            response = future.result()
-            if response is not None and not self._send([response] if isinstance(response, bytes) else response):
-                self.close()
-                return
+    def expired(self, now: float, idle_s: float, receive_s: float) -> str | None:
+        """The config key whose limit this connection has passed, if any (checked by a periodic sweep).
+
+        Idle: no bytes moved either way while no request is being handled (a peer that stops
+        reading its responses goes idle, as in Kafka). Receive: the first request, or a request
+        whose first bytes arrived, still incomplete while the broker was reading."""
+        held_by_us = self._waiting_for_memory or bool(self._backlog) or any(not f.done() for f in self._pending)
+        if self._active or held_by_us:
+            self._active = False
+            self._quiet_since = now
+        elif now - self._quiet_since >= idle_s:
+            return "connections.max.idle.ms"
+        if self._reading_paused or (self._received and not self._decoder.buffered):
+            self._receive_mark = -1
+        elif self._receive_mark != self._received:
+            self._receive_mark, self._receiving_since = self._received, now
+        elif now - self._receiving_since >= receive_s:
+            return "request.receive.timeout.ms"
+        return None
+
+    def resume_from_queue(self) -> None:
+        if self._transport is None:
+            return
+        if self._waiting_for_memory:
+            self._waiting_for_memory = False
+            self._account(())
+        self._dispatch_backlog()
         self._update_reading()
 
-    def _send(self, parts: list[FramePart]) -> bool:
-        """Write one response frame after those before it; False if the connection must close."""
-        transport = self._transport
-        assert transport is not None
-        try:
-            if self._zero_copy and self._socket_fd >= 0 and transport.get_write_buffer_size() == 0 \
-                    and any(isinstance(part, FileSlice) for part in parts):
-                self._send_direct(transport, parts)
+    # Internals: requests
+
+    def _account(self, frames: list[memoryview] | tuple[()]) -> None:
+        """Reserve a large frame's declared size in the queue when its size prefix arrives."""
+        if frames and self._reserved:  # the frame that was being received is frames[0]
+            self._held_frame, self._held_size = frames[0], self._reserved
+            self._reserved = 0
+        partial = self._decoder.partial_frame_size
+        if partial and not self._reserved and not self._waiting_for_memory:
+            if self._queue.reserve(partial):
+                self._reserved = partial
             else:
-                for data in [_in_memory(part) for part in parts]:
-                    transport.write(data)
+                self._waiting_for_memory = True
+                self._queue.waiting.add(self)
+
+    def _dispatch(self, frame: memoryview) -> None:
+        task = asyncio.get_running_loop().create_task(self._dispatcher.dispatch(frame, self.peer))
+        self._queue.requests += 1
+        self._pending.append(task)
+        task.add_done_callback(self._on_task_done)
+        if frame is self._held_frame:
+            size, self._held_frame, self._held_size = self._held_size, None, 0
+            task.add_done_callback(lambda _: self._queue.release_bytes(size))
+
+    def _dispatch_backlog(self) -> None:
+        backlog, queue = self._backlog, self._queue
+        while backlog and len(self._pending) < self._max_in_flight:
+            if queue.requests >= queue.max_requests:
+                queue.waiting.add(self)
+                break
+            self._dispatch(backlog.popleft())
+
+    def _on_task_done(self, _: asyncio.Future[bytes | list[FramePart] | None]) -> None:
+        queue = self._queue
+        queue.requests -= 1
+        if queue.waiting:
+            queue.wake()
+        self._write_ready()
+
+    # Internals: responses
+
+    def _write_ready(self) -> None:
+        """Write finished responses in request order for as long as the peer keeps reading."""
+        pending = self._pending
+        try:
+            while not self._writing_paused and self._transport is not None:
+                if self._out:
+                    self._pump()
+                    continue
+                if not pending or not pending[0].done():
+                    break
+                future = pending.popleft()
+                if future.cancelled():
+                    continue
+                exc = future.exception()
+                if exc is not None:
+                    if isinstance(exc, (CloseConnection, DecodeError)):
+                        limited_log.warning("rejected-request", "Closing connection from %s: %s", self.peer, exc)
+                    else:
+                        limited_log.log(logging.ERROR, f"unexpected-{type(exc).__name__}",
+                                        "Closing connection from %s after an unexpected error", self.peer,
+                                        exc_info=exc)
+                    self.close()
+                    return
+                response = future.result()
+                if isinstance(response, bytes):
+                    self._transport.write(response)
+                    self._active = True
+                elif response is not None:
+                    self._send(response)
         except LogError as exc:
             limited_log.warning("unreadable-range", "Closing connection from %s: a fetched log range became "
-                                "unreadable: %s", self._peer, exc)
-            return False
+                                "unreadable: %s", self.peer, exc)
+            self.close()
+            return
         except OSError as exc:  # usually the client went away mid-response
-            limited_log.log(logging.INFO, "send-failed", "Closing connection from %s: send failed: %s", self._peer, exc)
-            return False
-        return True
+            limited_log.log(logging.INFO, "send-failed", "Closing connection from %s: send failed: %s", self.peer, exc)
+            self.close()
+            return
+        if self._backlog:
+            self._dispatch_backlog()
+        self._update_reading()
 
-    def _send_direct(self, transport: asyncio.Transport, parts: list[FramePart]) -> None:
-        """Send parts on the socket itself until it would block, then queue the rest in order."""
+    def _send(self, parts: list[FramePart]) -> None:
+        """Start one response frame: in-memory parts go to the transport, file ranges are queued
+        in `_out` (after a direct sendfile while nothing is buffered)."""
+        transport = self._transport
+        assert transport is not None
+        self._active = True
+        if not any(isinstance(part, FileSlice) for part in parts):
+            for part in parts:
+                transport.write(part)
+            return
         for part in parts:
             if isinstance(part, FileSlice):
                 part.fileno()  # a deleted segment fails here, before the frame's first byte
+        if self._zero_copy and self._socket_fd >= 0 and transport.get_write_buffer_size() == 0:
+            self._send_direct(parts)
+        else:
+            self._out.extend(parts)
+
+    def _send_direct(self, parts: list[FramePart]) -> None:
+        """Send parts on the socket itself until it would block, then queue the rest in order."""
         fd = self._socket_fd
         for index, part in enumerate(parts):
             sent = 0
@@ -167,24 +330,34 @@ class KafkaConnection(asyncio.Protocol):
                     while sent < view.nbytes:
                         sent += os.write(fd, view[sent:])
             except BlockingIOError:
-                rest = _in_memory(part)
-                transport.write(memoryview(rest)[sent:])
-                for later in parts[index + 1:]:
-                    transport.write(_in_memory(later))
+                if isinstance(part, FileSlice):
+                    self._out.append(FileSlice(part.path, part.position + sent, part.size - sent, part.file))
+                else:
+                    self._out.append(memoryview(part)[sent:])
+                self._out.extend(parts[index + 1:])
                 return
+
+    def _pump(self) -> None:
+        """Write one queued part, a file range at most CHUNK bytes of it: memory per connection
+        stays at the transport's high-water mark plus one chunk, whatever the response size."""
+        assert self._transport is not None
+        part = self._out.popleft()
+        if isinstance(part, FileSlice):
+            if part.size > CHUNK:
+                self._out.appendleft(FileSlice(part.path, part.position + CHUNK, part.size - CHUNK, part.file))
+                part = FileSlice(part.path, part.position, CHUNK, part.file)
+            self._transport.write(part.read())
+        else:
+            self._transport.write(part)
 
     def _update_reading(self) -> None:
         if self._transport is None or self._transport.is_closing():
             return
-        should_pause = self._writing_paused or len(self._pending) >= self._max_in_flight
+        should_pause = self._writing_paused or self._waiting_for_memory or bool(self._backlog) \
+            or len(self._pending) >= self._max_in_flight
         if should_pause and not self._reading_paused:
             self._transport.pause_reading()
             self._reading_paused = True
         elif not should_pause and self._reading_paused:
             self._transport.resume_reading()
             self._reading_paused = False
-
-
-def _in_memory(part: FramePart) -> bytes | bytearray | memoryview:
-    """A part's bytes: buffers as they are, file ranges read with one pread."""
-    return part.read() if isinstance(part, FileSlice) else part

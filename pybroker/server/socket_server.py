@@ -1,0 +1,203 @@
+"""The listener: accepts connections within Kafka's connection quotas and closes the idle and the slow.
+
+Kafka's rules (SocketServer's Acceptor and ConnectionQuotas, KIP-402):
+
+- ``max.connections``: at the limit the broker stops accepting (new clients wait in the listen
+  backlog) until a connection closes;
+- ``max.connections.per.ip`` and ``max.connections.per.ip.overrides`` (``host:count,...``): a
+  connection past its address's limit is accepted and closed at once;
+- ``socket.receive.buffer.bytes`` is set on the listening socket (so accepted sockets inherit it
+  before the TCP handshake fixes the window scale), ``socket.send.buffer.bytes`` on each accepted
+  socket; -1 keeps the OS default;
+- ``connections.max.idle.ms``: a connection without traffic is closed.
+
+pybroker adds ``request.receive.timeout.ms`` (Kafka has no such bound): a slow client cannot hold a
+half-received request, or a connection without a first request, for longer. Both clocks are checked
+by one periodic sweep, so the request path only sets a flag. Refusals and closes are counted per
+config key in ``refused`` and ``closed`` for ``/metrics``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import socket
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from pybroker.common.config import BrokerConfig, ConfigError
+from pybroker.common.log_limit import LogLimiter
+from pybroker.server.network import KafkaConnection, RequestQueue
+
+if TYPE_CHECKING:
+    from pybroker.server.dispatcher import Dispatcher
+
+log = logging.getLogger("pybroker.network")
+limited_log = LogLimiter(log)
+
+BACKLOG = 1024
+MAX_SWEEP_INTERVAL_S = 1.0
+
+
+@dataclass(frozen=True)
+class ConnectionLimits:
+    max_connections: int
+    max_per_ip: int
+    per_ip_overrides: dict[str, int]
+    send_buffer: int
+    receive_buffer: int
+    idle_s: float
+    receive_s: float
+
+    @classmethod
+    def from_config(cls, config: BrokerConfig) -> "ConnectionLimits":
+        return cls(config["max.connections"], config["max.connections.per.ip"],
+                   parse_overrides(config["max.connections.per.ip.overrides"]),
+                   config["socket.send.buffer.bytes"], config["socket.receive.buffer.bytes"],
+                   config["connections.max.idle.ms"] / 1000, config["request.receive.timeout.ms"] / 1000)
+
+    def for_ip(self, ip: str) -> int:
+        return self.per_ip_overrides.get(ip, self.max_per_ip)
+
+
+def parse_overrides(text: str) -> dict[str, int]:
+    """``host:count,...`` with every address each host resolves to (Kafka's InetAddress.getByName)."""
+    limits: dict[str, int] = {}
+    for item in filter(None, (entry.strip() for entry in text.split(","))):
+        host, _, count = item.rpartition(":")
+        if not host or not count.strip().isdigit():
+            raise ConfigError(f"Invalid value {text} for configuration max.connections.per.ip.overrides: "
+                              f"expected host:count, got {item!r}")
+        host = host.strip("[]")
+        try:
+            addresses = {info[4][0] for info in socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)}
+        except OSError as exc:
+            raise ConfigError(f"Invalid value {text} for configuration max.connections.per.ip.overrides: "
+                              f"cannot resolve {host}: {exc}") from None
+        for address in addresses:
+            limits[address] = int(count)
+    return limits
+
+
+class SocketServer:
+    """One listener's sockets and the bounds shared by its connections."""
+
+    def __init__(self, config: BrokerConfig, dispatcher: "Dispatcher") -> None:
+        self.limits = ConnectionLimits.from_config(config)
+        self.queue = RequestQueue(config["queued.max.requests"], config["queued.max.request.bytes"])
+        self.connections: set[KafkaConnection] = set()
+        self.open_count = 0  # counted at accept, before the transport exists, as the quotas are
+        self.per_ip: collections.Counter[str] = collections.Counter()
+        self.refused: collections.Counter[str] = collections.Counter()
+        self.closed: collections.Counter[str] = collections.Counter()
+        self._dispatcher = dispatcher
+        self._max_frame_size = config["socket.request.max.bytes"]
+        self._max_in_flight = config["queued.max.requests.per.connection"]
+        self._listeners: list[socket.socket] = []
+        self._slot_freed = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def start(self, host: str, port: int) -> int:
+        """Bind and listen on every address `host` resolves to (as asyncio's create_server); return the port."""
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        loop = asyncio.get_running_loop()
+        for family, kind, proto, _, address in dict.fromkeys(infos):
+            listener = socket.socket(family, kind, proto)
+            listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                listener.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            if self.limits.receive_buffer != -1:
+                listener.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.limits.receive_buffer)
+            if self._listeners:  # an ephemeral port: every address gets the first one's
+                address = (address[0], self._listeners[0].getsockname()[1], *address[2:])
+            listener.bind(address)
+            listener.listen(BACKLOG)
+            listener.setblocking(False)
+            self._listeners.append(listener)
+            self._tasks.append(loop.create_task(self._accept_loop(listener), name="acceptor"))
+        self._tasks.append(loop.create_task(self._sweep_loop(), name="connection-sweeper"))
+        return int(self._listeners[0].getsockname()[1])
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        for listener in self._listeners:
+            listener.close()
+        for connection in list(self.connections):
+            connection.close()
+
+    # Accepting
+
+    async def _accept_loop(self, listener: socket.socket) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            while self.open_count >= self.limits.max_connections:
+                self._slot_freed.clear()
+                await self._slot_freed.wait()
+            try:
+                sock, address = await loop.sock_accept(listener)
+            except OSError as exc:  # e.g. EMFILE: back off instead of spinning
+                limited_log.warning("accept-failed", "Accepting a connection failed: %s", exc)
+                await asyncio.sleep(0.1)
+                continue
+            ip = address[0]
+            limit = self.limits.for_ip(ip)
+            if self.per_ip[ip] >= limit:
+                self.refused["max.connections.per.ip"] += 1
+                limited_log.log(logging.INFO, "per-ip-limit", "Rejected connection from %s, address already has "
+                                "the configured maximum of %d connections.", ip, limit)
+                sock.close()
+                continue
+            self.open_count += 1
+            self.per_ip[ip] += 1
+            try:
+                if self.limits.send_buffer != -1:
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.limits.send_buffer)
+                await loop.connect_accepted_socket(lambda: self._new_connection(ip), sock)
+            except OSError as exc:  # the client went away already
+                log.debug("Dropping connection from %s: %s", ip, exc)
+                sock.close()
+                self.connection_closed(ip)
+
+    def _new_connection(self, ip: str) -> KafkaConnection:
+        return _TrackedConnection(self, ip, self._dispatcher, max_frame_size=self._max_frame_size,
+                                  max_in_flight=self._max_in_flight, connections=self.connections, queue=self.queue)
+
+    def connection_closed(self, ip: str) -> None:
+        self.open_count -= 1
+        self.per_ip[ip] -= 1
+        if self.per_ip[ip] <= 0:
+            del self.per_ip[ip]
+        self._slot_freed.set()
+
+    # Idle and slow connections
+
+    async def _sweep_loop(self) -> None:
+        limits = self.limits
+        interval = min(MAX_SWEEP_INTERVAL_S, limits.idle_s / 4, limits.receive_s / 4)
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(interval)
+            now = loop.time()
+            for connection in list(self.connections):
+                reason = connection.expired(now, limits.idle_s, limits.receive_s)
+                if reason is not None:
+                    self.closed[reason] += 1
+                    limited_log.log(logging.INFO, reason, "Closing connection from %s: %s passed", connection.peer,
+                                    reason)
+                    connection.close()
+
+
+class _TrackedConnection(KafkaConnection):
+    """A connection that gives its quota back to the socket server when it closes."""
+
+    def __init__(self, server: SocketServer, ip: str, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self._server = server
+        self._ip = ip
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        super().connection_lost(exc)
+        self._server.connection_closed(self._ip)
