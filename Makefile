@@ -6,13 +6,17 @@ VENV := .venv
 BIN := $(VENV)/bin
 CONFIG ?= config/server.properties
 PYTEST_ARGS ?=
+# Spark's own Kafka connector (jars in ../shared/jvm-clients) is built for Spark 4.0.x, older than the pyspark the
+# Python fallback needs: its tests run in a second venv (tests/spark/remote.py), made only where the jars are.
+SPARK40 := .venv-spark40
+SPARK_CONNECTOR_JARS := $(wildcard ../shared/jvm-clients/spark-sql-kafka-0-10_*.jar)
 
 .PHONY: run test venv test-deps system-deps unit integration protocol clean bench
 
 run: $(VENV)/.installed
 	$(BIN)/pybroker serve $(CONFIG)
 
-test: $(VENV)/.installed-test system-deps
+test: $(VENV)/.installed-test system-deps $(if $(SPARK_CONNECTOR_JARS),$(SPARK40)/.installed)
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 unit: $(VENV)/.installed-test
@@ -45,9 +49,14 @@ $(VENV)/.installed-test: pyproject.toml | $(VENV)/bin/python
 	$(BIN)/python -m pip install -q -e '.[test,spark]'
 	touch $(VENV)/.installed $@
 
+$(SPARK40)/.installed: pyproject.toml
+	test -x $(SPARK40)/bin/python || { $(PYTHON) -m venv $(SPARK40) && echo '*' > $(SPARK40)/.gitignore; }
+	$(SPARK40)/bin/python -m pip install -q 'pyspark>=4.0,<4.1' 'confluent-kafka>=2.6'
+	touch $@
+
 # Debian packages the tests drive for real (kcat).
 system-deps:
 	@tools/install-system-deps.sh
 
 clean:
-	rm -rf $(VENV) .pytest_cache build *.egg-info
+	rm -rf $(VENV) $(SPARK40) .pytest_cache build *.egg-info

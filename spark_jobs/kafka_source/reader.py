@@ -28,7 +28,7 @@ TIMESTAMP_TYPES = {TIMESTAMP_CREATE_TIME: CREATE_TIME, TIMESTAMP_LOG_APPEND_TIME
 DATA_LOSS_HINT = ("Some data may have been lost because they are not available in Kafka any more; either the data "
                   "was aged out by Kafka or the topic may have been deleted before all the data in the topic was "
                   "processed. If you don't want your streaming query to fail on such cases, set the source option "
-                  "\"failOnDataLoss\" to \"false\".")
+                  "failOnDataLoss to false.")
 
 
 class DataLossError(RuntimeError):
@@ -37,7 +37,7 @@ class DataLossError(RuntimeError):
 
 def report_data_loss(message: str, *, fail: bool) -> None:
     if fail:
-        raise DataLossError(f"{message}. {DATA_LOSS_HINT}")
+        raise DataLossError(f"{DATA_LOSS_HINT} Reason: {message}")  # Spark 4's wording and order, on one line
     log.warning("%s. Some data may have been lost; continuing because failOnDataLoss is false.", message)
 
 
@@ -58,8 +58,9 @@ def _read(consumer: Consumer, offsets: OffsetRange, options: SourceOptions) -> I
     low, _ = consumer.get_watermark_offsets(tp, timeout=options.poll_timeout_ms / 1000, cached=False)
     start = offsets.start
     if start < low:
-        report_data_loss(f"Cannot fetch offset {start} of {offsets.topic}-{offsets.partition}: the earliest "
-                         f"offset is now {low}", fail=options.fail_on_data_loss)
+        report_data_loss(f"Could not read records in offset [{start}, {offsets.end}) for topic partition "
+                         f"{offsets.topic}-{offsets.partition}: the earliest offset is now {low}",
+                         fail=options.fail_on_data_loss)
         start = low
     if start >= offsets.end:
         return
@@ -81,8 +82,9 @@ def _read(consumer: Consumer, offsets: OffsetRange, options: SourceOptions) -> I
                 break
             if error is not None and error.code() in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
                 # Retention removed the offsets while this task was reading them.
-                report_data_loss(f"Cannot fetch offset {position} of {offsets.topic}-{offsets.partition}: "
-                                 f"{error.str()}", fail=options.fail_on_data_loss)
+                report_data_loss(f"Could not read records in offset [{position}, {offsets.end}) for topic "
+                                 f"partition {offsets.topic}-{offsets.partition}: {error.str()}",
+                                 fail=options.fail_on_data_loss)
                 position = offsets.end
                 break
             if error is not None:
@@ -122,7 +124,8 @@ class _Rows:
         values: list[object] = [message.key(), message.value(), message.topic(), message.partition(),
                                 message.offset(), timestamp * 1000, TIMESTAMP_TYPES.get(timestamp_type, -1)]
         if self.include_headers:
-            values.append([{"key": k, "value": v} for k, v in message.headers() or ()])
+            headers = message.headers()  # a record without headers gives null, as in Spark's connector
+            values.append([{"key": k, "value": v} for k, v in headers] if headers else None)
         for column, value in zip(self.columns, values):
             column.append(value)
 

@@ -1,7 +1,8 @@
 """Executor-side sink: write DataFrame rows to Kafka with an idempotent, acks=all producer.
 
-Those are the kafka-clients 3.x producer defaults Spark's sink runs with. Like Spark's sink this gives
-at-least-once delivery: a retried Spark task writes its rows again.
+Those are the kafka-clients 3.x producer defaults Spark's sink runs with, and so is its partitioner: keyed rows go
+to murmur2(key) % partitions (librdkafka's own default, consistent_random, hashes with CRC32 and would place keys
+elsewhere). Like Spark's sink this gives at-least-once delivery: a retried Spark task writes its rows again.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ FLUSH_TIMEOUT_S = 300.0
 
 def write_rows(rows: Iterator[Row], options: SinkOptions) -> int:
     """Produce every row and wait until all are acknowledged; the first delivery error fails the task."""
-    producer = Producer({"enable.idempotence": True, "acks": "all", **options.client_config})
+    producer = Producer({"enable.idempotence": True, "acks": "all", "partitioner": "murmur2_random",
+                         **options.client_config})
     failures: list[KafkaError] = []
 
     def on_delivery(error: KafkaError | None, _message: Message) -> None:

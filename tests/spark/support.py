@@ -1,17 +1,18 @@
-"""Helpers for the Spark tests: plain confluent-kafka set-up and independent read-back, and job arguments."""
+"""Helpers for the Spark tests: plain confluent-kafka set-up and independent read-back, job arguments, and the
+connector a parametrized test runs through."""
 
 from __future__ import annotations
 
 import argparse
 import time
 from dataclasses import dataclass
+from typing import Any, Callable
 
+import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.streaming import StreamingQuery
 
-from spark_jobs.kafka_format import kafka_format
+from tests.spark import remote
 
 
 @dataclass(frozen=True)
@@ -73,22 +74,31 @@ class Kafka:
         return messages
 
 
+@dataclass(frozen=True)
+class Jobs:
+    """Runs `tests/spark/operations.py` functions through one Kafka connector: "python" or "jvm"."""
+    connector: str
+    call: Callable[..., Any]
+
+    def __call__(self, operation: str, *args: Any, **kwargs: Any) -> Any:
+        return self.call(operation, *args, **kwargs)
+
+    def check_sources(self, result: dict[str, Any]) -> None:
+        """A streaming result read through this connector: Spark's own source is `KafkaV2[...]`."""
+        assert result["error"] is None, result["error"]
+        assert result["sources"] and all(s.startswith("KafkaV2[") == (self.connector == "jvm")
+                                         for s in result["sources"]), result["sources"]
+
+
+def require_connector() -> None:
+    """Skip when the connector's jars are not there (no ../shared); fail when only the venv is missing."""
+    if not remote.JARS_DIR.is_dir():
+        pytest.skip(f"{remote.JARS_DIR} is absent: no jars of Spark's JVM Kafka connector to test with")
+    assert (remote.VENV / "bin" / "python").exists(), f"{remote.VENV} is missing: run `make test` (it creates it)"
+
+
 def job_args(**values: object) -> argparse.Namespace:
     """What a job's command line would give it, with its defaults; tests override per call."""
     defaults = {"master": None, "shuffle_partitions": 2, "kafka_option": [], "starting_offsets": "earliest",
                 "max_offsets_per_trigger": None, "min_partitions": None, "available_now": True}
     return argparse.Namespace(**{**defaults, **values})
-
-
-def collecting_query(spark: SparkSession, bootstrap: str, topic: str, checkpoint: str,
-                     seen: list[tuple[int, int]], **options: str) -> StreamingQuery:
-    """A Trigger.AvailableNow query that appends each row's (partition, offset) to `seen` on the driver."""
-    def collect(batch: DataFrame, _batch_id: int) -> None:
-        seen.extend((row.partition, row.offset) for row in batch.select("partition", "offset").collect())
-
-    reader = spark.readStream.format(kafka_format(spark)).option("kafka.bootstrap.servers", bootstrap) \
-        .option("subscribe", topic).option("startingOffsets", "earliest")
-    for key, value in options.items():
-        reader = reader.option(key, value)
-    return reader.load().writeStream.foreachBatch(collect).option("checkpointLocation", checkpoint) \
-        .trigger(availableNow=True).start()

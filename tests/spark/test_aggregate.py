@@ -1,22 +1,18 @@
 """The streaming aggregation over 100,000 generated events gives exactly the per-window totals, also after a
-stop and a restart from the checkpoint; append mode writes each closed window once."""
+stop and a restart from the checkpoint; append mode writes each closed window once. Each test runs through the
+Python fallback and through Spark's JVM connector."""
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
 from collections import Counter
 from datetime import datetime, timedelta
 from decimal import Decimal
 
-from pyspark.sql import SparkSession
-from pyspark.sql.streaming import StreamingQuery
-
-from spark_jobs import aggregate, generate
 from tests.integration.broker_process import BrokerProcess
 from tests.spark.conftest import EVENTS_START, EVENTS_TOPIC
-from tests.spark.support import Kafka, Message, job_args
+from tests.spark.support import Jobs, Kafka, Message, job_args
 
 Totals = dict[str, tuple[int, Decimal]]
 
@@ -43,74 +39,63 @@ def latest_totals(kafka: Kafka, topic: str) -> Totals:
     return result
 
 
-def aggregation(broker: BrokerProcess, output: str, checkpoint: str, **overrides: object) -> argparse.Namespace:
-    return job_args(**{"bootstrap_servers": broker.bootstrap, "input_topic": EVENTS_TOPIC, "output_topic": output,
+def aggregation(broker: BrokerProcess, output: str, checkpoint: str, **overrides: object) -> dict[str, object]:
+    return vars(job_args(**{"bootstrap_servers": broker.bootstrap, "input_topic": EVENTS_TOPIC, "output_topic": output,
                        "checkpoint": checkpoint, "window": "1 minute", "watermark": "10 minutes",
-                       "output_mode": "update", **overrides})
+                       "output_mode": "update", **overrides}))
 
 
-def test_window_totals_match_the_events(spark: SparkSession, kafka: Kafka, spark_broker: BrokerProcess,
+def test_window_totals_match_the_events(jobs: Jobs, kafka: Kafka, spark_broker: BrokerProcess,
                                         shop_events: list[Message], checkpoint: str) -> None:
-    kafka.create_topic("window-totals", partitions=1)
+    output = f"window-totals-{jobs.connector}"
+    kafka.create_topic(output, partitions=1)
     began = time.monotonic()
-    query = aggregate.start(spark, aggregation(spark_broker, "window-totals", checkpoint))
-    query.awaitTermination()
+    result = jobs("stream", "aggregate", aggregation(spark_broker, output, checkpoint))
     elapsed = time.monotonic() - began
-    assert query.exception() is None
-    assert sum(p["numInputRows"] for p in query.recentProgress) == len(shop_events)
-    busy = sum(p["durationMs"]["triggerExecution"] for p in query.recentProgress) / 1000
-    print(f"\naggregation: {len(shop_events)} events, {elapsed:.1f} s from start to end "
+    jobs.check_sources(result)
+    assert sum(result["input_rows"]) == len(shop_events)
+    busy = result["busy_s"]
+    print(f"\naggregation ({jobs.connector}): {len(shop_events)} events, {elapsed:.1f} s from start to end "
           f"({len(shop_events) / elapsed:,.0f} events/s), {busy:.1f} s in micro-batches "
           f"({len(shop_events) / busy:,.0f} events/s)")
-    assert latest_totals(kafka, "window-totals") == expected_totals(shop_events, window=timedelta(minutes=1))
+    assert latest_totals(kafka, output) == expected_totals(shop_events, window=timedelta(minutes=1))
 
 
-def test_restart_from_checkpoint_gives_the_same_totals(spark: SparkSession, kafka: Kafka,
-                                                       spark_broker: BrokerProcess, shop_events: list[Message],
-                                                       checkpoint: str) -> None:
-    kafka.create_topic("window-totals-restarted", partitions=1)
+def test_restart_from_checkpoint_gives_the_same_totals(jobs: Jobs, kafka: Kafka, spark_broker: BrokerProcess,
+                                                       shop_events: list[Message], checkpoint: str) -> None:
+    output = f"window-totals-restarted-{jobs.connector}"
+    kafka.create_topic(output, partitions=1)
     limit = 20_000
-    first = aggregate.start(spark, aggregation(spark_broker, "window-totals-restarted", checkpoint,
-                                               max_offsets_per_trigger=limit, available_now=False))
-    wait_for_batches(first, 2)
-    first.stop()
-    second = aggregate.start(spark, aggregation(spark_broker, "window-totals-restarted", checkpoint,
-                                                max_offsets_per_trigger=limit))
-    second.awaitTermination()
-    assert second.exception() is None
-    batches = [p["numInputRows"] for p in first.recentProgress + second.recentProgress]
+    first = jobs("stream", "aggregate", aggregation(spark_broker, output, checkpoint, max_offsets_per_trigger=limit,
+                                                    available_now=False), batches=2)
+    second = jobs("stream", "aggregate", aggregation(spark_broker, output, checkpoint, max_offsets_per_trigger=limit))
+    jobs.check_sources(first)
+    jobs.check_sources(second)
+    batches = first["input_rows"] + second["input_rows"]
     assert max(batches) <= limit, f"maxOffsetsPerTrigger={limit} exceeded: {batches}"
-    assert sum(p["numInputRows"] for p in second.recentProgress) < len(shop_events)  # it resumed, not restarted
-    assert latest_totals(kafka, "window-totals-restarted") == expected_totals(shop_events,
-                                                                              window=timedelta(minutes=1))
+    assert 0 < sum(second["input_rows"]) < len(shop_events)  # it resumed, not restarted
+    assert latest_totals(kafka, output) == expected_totals(shop_events, window=timedelta(minutes=1))
 
 
-def test_append_mode_writes_each_closed_window_once(spark: SparkSession, kafka: Kafka,
-                                                    spark_broker: BrokerProcess, checkpoint: str) -> None:
-    kafka.create_topic("few-events", partitions=2)
-    kafka.create_topic("closed-windows", partitions=1)
-    generate.generate(spark, job_args(bootstrap_servers=spark_broker.bootstrap, topic="few-events", count=3000,
-                                      start=EVENTS_START, events_per_second=100.0, jitter_ms=2000, seed=11))
-    events = kafka.read_all("few-events")
-    query = aggregate.start(spark, aggregation(spark_broker, "closed-windows", checkpoint, input_topic="few-events",
-                                               window="10 seconds", watermark="5 seconds", output_mode="append"))
-    query.awaitTermination()
-    assert query.exception() is None
-    written = [m.key.decode() for m in kafka.read_all("closed-windows")]
+def test_append_mode_writes_each_closed_window_once(jobs: Jobs, kafka: Kafka, spark_broker: BrokerProcess,
+                                                    checkpoint: str) -> None:
+    source, output = f"few-events-{jobs.connector}", f"closed-windows-{jobs.connector}"
+    kafka.create_topic(source, partitions=2)
+    kafka.create_topic(output, partitions=1)
+    jobs("generate", vars(job_args(bootstrap_servers=spark_broker.bootstrap, topic=source, count=3000,
+                                   start=EVENTS_START, events_per_second=100.0, jitter_ms=2000, seed=11)))
+    events = kafka.read_all(source)
+    result = jobs("stream", "aggregate", aggregation(spark_broker, output, checkpoint, input_topic=source,
+                                                     window="10 seconds", watermark="5 seconds", output_mode="append"))
+    jobs.check_sources(result)
+    written = [m.key.decode() for m in kafka.read_all(output)]
     assert len(written) == len(set(written)), "a window was written twice"
     watermark = max(_event_time(json.loads(m.value)) for m in events) - timedelta(seconds=5)
     expected = expected_totals(events, window=timedelta(seconds=10))
     closed = {key for key in expected if _key_start(key) + timedelta(seconds=10) < watermark}
     assert closed <= set(written)
     assert all(_key_start(key) + timedelta(seconds=10) <= watermark for key in written)
-    assert latest_totals(kafka, "closed-windows") == {key: expected[key] for key in written}
-
-
-def wait_for_batches(query: StreamingQuery, count: int) -> None:
-    """Block until `count` micro-batches with input have completed (or the query ended)."""
-    while sum(1 for p in query.recentProgress if p["numInputRows"] > 0) < count:
-        assert query.isActive, query.exception()
-        query.awaitTermination(0.2)
+    assert latest_totals(kafka, output) == {key: expected[key] for key in written}
 
 
 def _event_time(event: dict) -> datetime:

@@ -1,4 +1,5 @@
-"""The batch report agrees with ListOffsets, honours startingOffsets/endingOffsets, and runs under spark-submit."""
+"""The batch report agrees with ListOffsets and honours startingOffsets/endingOffsets (per-partition JSON too),
+through the Python fallback and through Spark's JVM connector; and it runs under spark-submit."""
 
 from __future__ import annotations
 
@@ -10,18 +11,21 @@ import time
 from pathlib import Path
 
 from confluent_kafka.admin import OffsetSpec
-from pyspark.sql import SparkSession
 
-from spark_jobs import report
+from spark_jobs.report import PartitionReport
 from tests.integration.broker_process import REPO, BrokerProcess
 from tests.spark.conftest import EVENTS_TOPIC
-from tests.spark.support import Kafka, Message, job_args
+from tests.spark.support import Jobs, Kafka, Message, job_args
 
 
-def test_report_matches_list_offsets(spark: SparkSession, kafka: Kafka, spark_broker: BrokerProcess,
+def run_report(jobs: Jobs, **args: object) -> list[PartitionReport]:
+    return [PartitionReport(**fields) for fields in jobs("report", vars(job_args(**args)))]
+
+
+def test_report_matches_list_offsets(jobs: Jobs, kafka: Kafka, spark_broker: BrokerProcess,
                                      shop_events: list[Message]) -> None:
-    reports = report.report(spark, job_args(bootstrap_servers=spark_broker.bootstrap, topic=EVENTS_TOPIC,
-                                            starting_offsets="earliest", ending_offsets="latest"))
+    reports = run_report(jobs, bootstrap_servers=spark_broker.bootstrap, topic=EVENTS_TOPIC,
+                         starting_offsets="earliest", ending_offsets="latest")
     earliest = kafka.offsets(EVENTS_TOPIC, 3, OffsetSpec.earliest())
     latest = kafka.offsets(EVENTS_TOPIC, 3, OffsetSpec.latest())
     assert [r.partition for r in reports] == [0, 1, 2]
@@ -34,12 +38,11 @@ def test_report_matches_list_offsets(spark: SparkSession, kafka: Kafka, spark_br
         assert int(r.last_timestamp.timestamp() * 1000) == max(m.timestamp_ms for m in sent)
 
 
-def test_report_between_offsets(spark: SparkSession, spark_broker: BrokerProcess,
-                                shop_events: list[Message]) -> None:
+def test_report_between_offsets(jobs: Jobs, spark_broker: BrokerProcess, shop_events: list[Message]) -> None:
     starting = json.dumps({EVENTS_TOPIC: {"0": 100, "1": -2, "2": 5}})
     ending = json.dumps({EVENTS_TOPIC: {"0": 200, "1": 10, "2": -1}})
-    reports = report.report(spark, job_args(bootstrap_servers=spark_broker.bootstrap, topic=EVENTS_TOPIC,
-                                            starting_offsets=starting, ending_offsets=ending, min_partitions=7))
+    reports = run_report(jobs, bootstrap_servers=spark_broker.bootstrap, topic=EVENTS_TOPIC,
+                         starting_offsets=starting, ending_offsets=ending, min_partitions=7)
     in_partition_2 = sum(1 for m in shop_events if m.partition == 2)
     assert [(r.partition, r.messages, r.first_offset, r.last_offset) for r in reports] == [
         (0, 100, 100, 199), (1, 10, 0, 9), (2, in_partition_2 - 5, 5, in_partition_2 - 1)]
