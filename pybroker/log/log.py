@@ -8,9 +8,9 @@ the output of the log cleaner (``cleaner.py``).
 Offsets kept here (Kafka ``UnifiedLog``): ``log_start_offset`` (first visible offset; moved by
 retention), ``log_end_offset`` (LEO, next offset to assign), ``high_watermark`` (set by the
 replication layer, clamped to [log start, LEO]; retention never deletes at or above it),
-``last_stable_offset`` (LSO: the high watermark, or the first offset of the oldest open
-transaction if that is lower) and ``recovery_point`` (everything below it was fsynced, so an
-unclean restart only re-validates from the segment holding it).
+``last_stable_offset`` (LSO: the high watermark, or the first offset of the oldest transaction
+still open or whose marker is not replicated yet, if that is lower) and ``recovery_point``
+(everything below it was fsynced, so an unclean restart only re-validates from the segment holding it).
 
 Producer state (``producer_state.py``) is snapshotted to ``<offset>.snapshot`` files
 (``producer_snapshot.py``) at every roll and at close; opening the log loads the newest snapshot
@@ -203,11 +203,13 @@ class PartitionLog:
     def set_high_watermark(self, offset: int) -> int:
         """Set the HW clamped to [log start, LEO]; returns the value stored."""
         self._high_watermark = max(self._log_start_offset, min(offset, self._leo))
+        self.producer_state.on_high_watermark(self._high_watermark)
         return self._high_watermark
 
     @property
     def last_stable_offset(self) -> int:
-        """Read-committed consumers read below this: no open transaction starts before it."""
+        """Read-committed consumers read below this: no transaction that is open, or whose marker is
+        not replicated yet, starts before it; never above the high watermark (Kafka's rule)."""
         first_unstable = self.producer_state.first_unstable_offset()
         if first_unstable is None:
             return self._high_watermark
@@ -538,6 +540,7 @@ class PartitionLog:
                     batch = segment.read_batch(position, h.batch_length + LOG_OVERHEAD)
                 self._apply_producer_batch(h, batch, segment)
         self.producer_state.truncate_head(self._log_start_offset)
+        self.producer_state.on_high_watermark(self._high_watermark)
 
     def _load_snapshot(self) -> int:
         """Restore the newest readable snapshot within [first segment base, recovery point];
@@ -581,8 +584,8 @@ class PartitionLog:
                                                          commit=commit, coordinator_epoch=coordinator_epoch,
                                                          timestamp=h.max_timestamp)
             if completed.is_aborted:
-                first_unstable = self.producer_state.first_unstable_offset()
-                lso = completed.last_offset + 1 if first_unstable is None else first_unstable
+                first_undecided = self.producer_state.first_undecided_offset()
+                lso = completed.last_offset + 1 if first_undecided is None else first_undecided
                 segment.txn_index.append(AbortedTxn(h.producer_id, completed.first_offset,
                                                     completed.last_offset, lso))
             return
@@ -696,6 +699,7 @@ class PartitionLog:
         if self._segments[0].base_offset > self._log_start_offset:
             self._log_start_offset = self._segments[0].base_offset
             self._high_watermark = max(self._high_watermark, self._log_start_offset)
+            self.producer_state.on_high_watermark(self._high_watermark)
             self._recovery_point = max(self._recovery_point, self._log_start_offset)
         self.producer_state.truncate_head(self._log_start_offset)
         delete_snapshots(self._dir, below=self._segments[0].base_offset)

@@ -134,6 +134,9 @@ class ProducerStateManager:
     def __init__(self) -> None:
         self._producers: dict[int, ProducerStateEntry] = {}
         self._ongoing: dict[int, int] = {}  # producer id -> first offset of its open transaction
+        # first offset -> marker offset of a completed transaction whose marker the high watermark
+        # has not passed: it stays unstable, as a new leader may not have the marker (Kafka's unreplicatedTxns)
+        self._unreplicated: dict[int, int] = {}
         self._expired: set[int] = set()
         self._head_truncated = False
 
@@ -208,11 +211,23 @@ class ProducerStateManager:
         entry.coordinator_epoch = coordinator_epoch
         entry.last_timestamp = max(entry.last_timestamp, timestamp)
         self._ongoing.pop(producer_id, None)
+        if first is not None:
+            self._unreplicated[first] = marker_offset
         return CompletedTxn(producer_id, marker_offset if first is None else first, marker_offset, not commit)
 
     def first_unstable_offset(self) -> int | None:
+        """First offset of the oldest transaction that is open or whose marker is not replicated."""
+        return min([*self._ongoing.values(), *self._unreplicated], default=None)
+
+    def first_undecided_offset(self) -> int | None:
         """First offset of the oldest open transaction, None when none is open."""
         return min(self._ongoing.values(), default=None)
+
+    def on_high_watermark(self, high_watermark: int) -> None:
+        """Transactions whose marker is below ``high_watermark`` are replicated: stable."""
+        if self._unreplicated:
+            for first in [f for f, marker in self._unreplicated.items() if marker < high_watermark]:
+                del self._unreplicated[first]
 
     def ongoing_first_offsets(self) -> Mapping[int, int]:
         """Producer id -> first offset of each open transaction."""
@@ -250,7 +265,8 @@ class ProducerStateManager:
 
     def needs_rebuild_after_truncation(self, offset: int) -> bool:
         """True when some retained batch ends at or after ``offset`` (state must be replayed)."""
-        return any(e.batches and e.batches[-1].last_offset >= offset for e in self._producers.values())
+        return any(e.batches and e.batches[-1].last_offset >= offset for e in self._producers.values()) \
+            or any(marker >= offset for marker in self._unreplicated.values())
 
     def truncate_head(self, log_start_offset: int) -> None:
         """The log head below ``log_start_offset`` is gone: unknown ids may be removed ones.
@@ -276,6 +292,7 @@ class ProducerStateManager:
         """Forget everything (before a full replay)."""
         self._producers.clear()
         self._ongoing.clear()
+        self._unreplicated.clear()
 
     def restore(self, entries: list[ProducerStateEntry]) -> None:
         """Start from the entries of a snapshot (replacing everything)."""
