@@ -146,6 +146,11 @@ class ZkClient:
         except NoNodeError:
             return []
 
+    async def sync(self, path: str) -> None:
+        """Catch this session's server up with the leader, so the next read of `path` sees every
+        write committed before now (a read may otherwise come from a lagging follower)."""
+        await asyncio.to_thread(self._client.sync, path)
+
     # Writes
 
     async def ensure_paths(self, *paths: str) -> None:

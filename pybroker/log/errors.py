@@ -20,6 +20,7 @@ __all__ = [
     "UnexpectedAppendOffsetError",
     "InvalidReadSizeError",
     "InvalidLogConfig",
+    "IllegalTopicNameError",
     "ProducerStateError",
     "OutOfOrderSequenceError",
     "InvalidProducerEpochError",
@@ -73,6 +74,11 @@ class UnexpectedAppendOffsetError(LogError):
 class InvalidReadSizeError(LogError, ValueError):
     """A read asked for a negative number of bytes (a Fetch with negative max bytes); Kafka's
     LogSegment.read rejects it too, and the fetch answers UNKNOWN_SERVER_ERROR for the partition."""
+
+
+class IllegalTopicNameError(LogError, ValueError):
+    """A log asked for under a name that is not a legal topic name: it would be a path outside the
+    log dir (``../x``) or one Kafka could not read back; nothing is created."""
 
 
 class InvalidLogConfig(LogError, ValueError):

@@ -30,7 +30,8 @@ from typing import Mapping
 from pybroker.log.checkpoint import OffsetCheckpointFile, fsync_dir
 from pybroker.log.cleaner import CleaningJob, assess_log, discard_outputs, install_cleaned, map_capacity
 from pybroker.log.config import LogConfig
-from pybroker.log.errors import CorruptLogError, LogError
+from pybroker.common.topic import topic_name_error
+from pybroker.log.errors import CorruptLogError, IllegalTopicNameError, LogError
 from pybroker.log.log import PartitionLog
 
 __all__ = ["LogManager", "parse_partition_dir_name"]
@@ -175,6 +176,9 @@ class LogManager:
     def get_or_create_log(self, topic: str, partition: int, config: LogConfig | None = None,
                           topic_id: uuid.UUID | None = None, *, now_ms: int | None = None) -> PartitionLog:
         """The existing log, or a new one in the least loaded log dir; records the topic id."""
+        error = topic_name_error(topic)
+        if error is not None or partition < 0:
+            raise IllegalTopicNameError(error or f"Partition {partition} of {topic} is negative")
         tp = (topic, partition)
         if config is not None:
             self._topic_configs[topic] = config

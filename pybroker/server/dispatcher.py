@@ -2,31 +2,38 @@
 
 Kafka's rules for requests it cannot serve: an ApiVersions request at a version we do not know
 gets a v0-encoded UNSUPPORTED_VERSION answer listing our range for key 18 (KIP-511); any other
-unknown API key or version closes the connection.
+unknown API key or version closes the connection. Requests only brokers send pass the
+`InterBrokerGuard` first; a refused one gets its API's error answer and never reaches the handler.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import TYPE_CHECKING, Iterable
 
+from pybroker.common.log_limit import LogLimiter
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.frame import decode_request_header, encode_response, encode_response_parts
 from pybroker.protocol.messages import ApiVersionsResponse
 from pybroker.protocol.primitives import FramePart
 from pybroker.server.context import RequestContext
+from pybroker.server.inter_broker_guard import GUARDED, InterBrokerGuard, refusal
 from pybroker.server.network import CloseConnection
 from pybroker.server.registry import ApiHandler
 
 if TYPE_CHECKING:
     from pybroker.server.broker import Broker
 
+limited_log = LogLimiter(logging.getLogger("pybroker.server"))
+
 
 class Dispatcher:
     def __init__(self, broker: "Broker", handlers: Iterable[ApiHandler]):
         self._broker = broker
         self.handlers: dict[int, ApiHandler] = {handler.api_key: handler for handler in handlers}
+        self._guard = InterBrokerGuard()
 
     async def dispatch(self, frame: memoryview, peer: str) -> bytes | list[FramePart] | None:
         header, body_offset = decode_request_header(frame)
@@ -41,6 +48,13 @@ class Dispatcher:
         request = handler.request_class.decode(frame[body_offset:], version)
         context = RequestContext(self._broker, version, header.correlation_id, header.client_id, peer,
                                  int(time.time() * 1000))
+        if key in GUARDED:
+            refused = await self._guard.check(context, key, request)
+            if refused:
+                if refused is ErrorCode.CLUSTER_AUTHORIZATION_FAILED:
+                    limited_log.warning(f"refused-{key}", "Refused %s from %s (client id %s): %s",
+                                        type(request).__name__, peer, header.client_id, refused.name)
+                return encode_response_parts(header.correlation_id, key, version, refusal(request, refused))
         metrics = self._broker.metrics
         if metrics is None:
             response = await handler.handle(context, request)

@@ -42,6 +42,7 @@ CODES: list[tuple[type[BaseException], ErrorCode]] = [
     (log_errors.UnknownProducerIdError, ErrorCode.UNKNOWN_PRODUCER_ID),
     (log_errors.TransactionCoordinatorFencedError, ErrorCode.TRANSACTION_COORDINATOR_FENCED),
     (log_errors.InvalidLogConfig, ErrorCode.INVALID_CONFIG),
+    (log_errors.IllegalTopicNameError, ErrorCode.INVALID_TOPIC_EXCEPTION),
     # Kafka's LogSegment.read throws IllegalArgumentException, which Fetch answers UNKNOWN_SERVER_ERROR.
     (log_errors.InvalidReadSizeError, ErrorCode.UNKNOWN_SERVER_ERROR),
     (log_errors.LogError, ErrorCode.KAFKA_STORAGE_ERROR),

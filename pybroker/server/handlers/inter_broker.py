@@ -11,10 +11,13 @@ partition's state).
 Each of the three also carries the broker epoch (the czxid of the registration) the controller sent
 it to: one older than this broker's own was meant for an earlier run of this broker (it restarted,
 KIP-380) and is refused with STALE_BROKER_EPOCH, as Kafka's KafkaApis does; -1 skips the check.
+Who may send them at all is checked before they get here (`inter_broker_guard`). Topic names are
+checked again (INVALID_TOPIC_EXCEPTION) before a LeaderAndIsr or StopReplica turns one into a path.
 """
 
 from __future__ import annotations
 
+from pybroker.common.topic import topic_name_error
 from pybroker.controller.controller import NotControllerError, StaleBrokerEpochError
 from pybroker.controller.zk_metadata import ZkMetadata
 from pybroker.protocol.api_keys import ApiKey
@@ -65,6 +68,11 @@ async def leader_and_isr(ctx: RequestContext, request: LeaderAndIsrRequest) -> L
     leaders = {leader.broker_id: (leader.host_name, leader.port) for leader in request.live_leaders}
     topics = []
     for topic in request.topic_states:
+        if topic_name_error(topic.topic_name):
+            topics.append(LeaderAndIsrResponse.LeaderAndIsrTopicError(topic_id=topic.topic_id, partition_errors=[
+                PartitionError(partition_index=state.partition_index, error_code=ErrorCode.INVALID_TOPIC_EXCEPTION)
+                for state in topic.partition_states]))
+            continue
         configs = await metadata.configs_for(topic.topic_name)
         log_config = broker.topic_configs.log_config(configs)
         min_isr = broker.topic_configs.min_insync_replicas(configs)
@@ -109,10 +117,11 @@ async def stop_replica(ctx: RequestContext, request: StopReplicaRequest) -> Stop
     errors = []
     for topic in request.topic_states:
         for state in topic.partition_states:
-            code = ErrorCode.NONE
+            code = ErrorCode.INVALID_TOPIC_EXCEPTION if topic_name_error(topic.topic_name) else ErrorCode.NONE
             try:
-                ctx.broker.replica_manager.stop_replica(topic.topic_name, state.partition_index,
-                                                        delete=state.delete_partition)
+                if code is ErrorCode.NONE:
+                    ctx.broker.replica_manager.stop_replica(topic.topic_name, state.partition_index,
+                                                            delete=state.delete_partition)
             except Exception as exc:
                 code = error_code_for(exc)
             errors.append(StopReplicaResponse.StopReplicaPartitionError(

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 
+from pybroker.common.topic import INTERNAL_TOPICS
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.messages import ProduceRequest, ProduceResponse
@@ -75,6 +76,8 @@ def _produce_partition(ctx: RequestContext, request: ProduceRequest, topic: str,
         return _error(data.index, ErrorCode.UNSUPPORTED_VERSION, "Produce v0-2 (message format v0/v1) is not supported")
     if request.acks not in (0, 1, -1):
         return _error(data.index, ErrorCode.INVALID_REQUIRED_ACKS, None)
+    if topic in INTERNAL_TOPICS:  # Kafka's appendToLocalLog for clients: only coordinators write these
+        return _error(data.index, ErrorCode.INVALID_TOPIC_EXCEPTION, f"Cannot append to internal topic {topic}")
     try:
         partition = ctx.broker.replica_manager.leader_partition(topic, data.index)
         records = data.records

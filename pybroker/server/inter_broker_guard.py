@@ -1,0 +1,217 @@
+"""Who may send the requests only brokers send: LeaderAndIsr, UpdateMetadata, StopReplica (the
+controller), ControlledShutdown (a broker, to the controller) and WriteTxnMarkers (a transaction
+coordinator on another broker).
+
+Kafka lets them through a ClusterAction ACL on the inter-broker listener. Until pybroker separates
+listeners and has ACL enforcement, a request passes only when everything it claims can be checked
+against ZooKeeper, which a client cannot write through the Kafka port:
+
+- controller requests: ``controller_id`` is the broker registered in /controller and
+  ``controller_epoch`` is the one in /controller_epoch (both read in one go when the pair is not
+  the one already verified), so a forged epoch above ZooKeeper's is refused and never adopted;
+  ``broker_epoch`` is the czxid of this broker's own registration; the peer's address is one the
+  controller's registered host resolves to;
+- ControlledShutdown: the peer's address is the registered host of the broker it names, and the
+  broker epoch is that registration's;
+- WriteTxnMarkers: the peer's address is the registered host of some live broker.
+
+Refusals answer CLUSTER_AUTHORIZATION_FAILED, Kafka's answer when ClusterAction is denied. A lower
+controller epoch than one already obeyed stays STALE_CONTROLLER_EPOCH and an older broker epoch
+STALE_BROKER_EPOCH, as in Kafka. In single-node mode there is no other broker, so every one of
+these requests is refused (a KRaft Kafka broker does not serve them to anyone either: it closes the
+connection of a request for an API its listener does not expose; we answer instead, as
+ApiVersions still lists them).
+
+Limits of the address check, honestly: it proves only that the request comes from a machine a
+broker is registered on. Any process on a broker's host (every client of a single-host cluster,
+as in our tests) passes it, as does anyone who can spoof or share that address (NAT, a proxy in
+front of the brokers). A broker that reaches another through an interface other than the one its
+advertised host resolves to (multi-homed hosts) is refused. The controller_id/epoch and broker
+epoch checks stop a blind forger, not one who can read ZooKeeper or guess a czxid. Real
+protection is the inter-broker listener with authentication and ClusterAction ACLs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import socket
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from pybroker.controller import zk_paths as zp
+from pybroker.protocol.api_keys import ApiKey
+from pybroker.protocol.error_codes import ErrorCode
+from pybroker.protocol.messages import (
+    ControlledShutdownRequest,
+    ControlledShutdownResponse,
+    LeaderAndIsrRequest,
+    LeaderAndIsrResponse,
+    StopReplicaRequest,
+    StopReplicaResponse,
+    UpdateMetadataRequest,
+    UpdateMetadataResponse,
+    WriteTxnMarkersRequest,
+    WriteTxnMarkersResponse,
+)
+from pybroker.protocol.schema import Message
+
+if TYPE_CHECKING:
+    from pybroker.server.context import RequestContext
+    from pybroker.server.zk_mode import ZkMode
+
+RESOLVE_TTL_S = 30.0
+
+
+@dataclass(frozen=True, slots=True)
+class _VerifiedController:
+    broker_id: int
+    epoch: int
+    addresses: frozenset[str]
+
+
+class InterBrokerGuard:
+    """One per broker: it remembers the controller it verified and recent host resolutions."""
+
+    def __init__(self) -> None:
+        self._controller: _VerifiedController | None = None
+        self._resolved: dict[str, tuple[float, frozenset[str]]] = {}
+
+    async def check(self, ctx: "RequestContext", key: int, request: Message) -> ErrorCode:
+        """NONE when ``request`` (of API ``key``, one of GUARDED) may be served."""
+        if isinstance(request, (LeaderAndIsrRequest, UpdateMetadataRequest, StopReplicaRequest)):
+            return await self.controller_request(ctx, request.controller_id, request.controller_epoch,
+                                                 request.broker_epoch)
+        if isinstance(request, ControlledShutdownRequest):
+            return await self.controlled_shutdown(ctx, request.broker_id, request.broker_epoch)
+        assert key == ApiKey.WRITE_TXN_MARKERS
+        return await self.from_broker(ctx)
+
+    async def controller_request(self, ctx: "RequestContext", controller_id: int, controller_epoch: int,
+                                 broker_epoch: int) -> ErrorCode:
+        """NONE when the request comes from the current controller to this run of this broker."""
+        zk_mode = ctx.broker.zk_mode
+        metadata = zk_mode.metadata if zk_mode is not None else None
+        if zk_mode is None or metadata is None:
+            return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        if controller_epoch < metadata.controller_epoch:
+            return ErrorCode.STALE_CONTROLLER_EPOCH
+        verified = self._controller
+        if verified is None or (verified.broker_id, verified.epoch) != (controller_id, controller_epoch):
+            code, verified = await self._read_controller(zk_mode, controller_id, controller_epoch)
+            if verified is None:
+                return code
+            self._controller = verified
+        if _peer_address(ctx) not in verified.addresses:
+            return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        if broker_epoch == metadata.broker_epoch:
+            return ErrorCode.NONE
+        if 0 <= broker_epoch < metadata.broker_epoch:
+            return ErrorCode.STALE_BROKER_EPOCH
+        # Our registration may have happened a moment ago and the controller saw it first.
+        registration = await self._registration(zk_mode, ctx.broker.broker_id)
+        if registration is not None and broker_epoch == registration.epoch:
+            return ErrorCode.NONE
+        return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+
+    async def controlled_shutdown(self, ctx: "RequestContext", broker_id: int, broker_epoch: int) -> ErrorCode:
+        """NONE when the peer is on the registered host of ``broker_id`` and names its registration."""
+        zk_mode = ctx.broker.zk_mode
+        if zk_mode is None or zk_mode.metadata is None:
+            return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        registration = await self._registration(zk_mode, broker_id)
+        if registration is None or _peer_address(ctx) not in await self._addresses(registration.host):
+            return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        if 0 <= broker_epoch < registration.epoch:
+            return ErrorCode.STALE_BROKER_EPOCH
+        return ErrorCode.NONE if broker_epoch == registration.epoch else ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+
+    async def from_broker(self, ctx: "RequestContext") -> ErrorCode:
+        """NONE when the peer is on the registered host of a live broker (WriteTxnMarkers)."""
+        zk_mode = ctx.broker.zk_mode
+        metadata = zk_mode.metadata if zk_mode is not None else None
+        if metadata is None:
+            return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        peer = _peer_address(ctx)
+        for broker in metadata.brokers():
+            if peer in await self._addresses(broker.host):
+                return ErrorCode.NONE
+        return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+
+    async def _read_controller(self, zk_mode: "ZkMode", controller_id: int, controller_epoch: int
+                               ) -> tuple[ErrorCode, _VerifiedController | None]:
+        """ZooKeeper's controller and epoch; the claim verified, or the code refusing it."""
+        zk = zk_mode.zk
+        epoch_node = await zk.get(zp.CONTROLLER_EPOCH)
+        if epoch_node is not None and zp.decode_controller_epoch(epoch_node[0]) < controller_epoch:
+            await zk.sync(zp.CONTROLLER_EPOCH)  # a newer epoch may not have reached our ZooKeeper server yet
+            epoch_node = await zk.get(zp.CONTROLLER_EPOCH)
+        controller_node = await zk.get(zp.CONTROLLER)  # after the epoch: both come from one election or later
+        if controller_node is None or epoch_node is None:
+            return ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None
+        epoch = zp.decode_controller_epoch(epoch_node[0])
+        if controller_epoch < epoch:
+            return ErrorCode.STALE_CONTROLLER_EPOCH, None
+        if controller_epoch != epoch or zp.decode_controller(controller_node[0]) != controller_id:
+            return ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None
+        registration = await self._registration(zk_mode, controller_id)
+        if registration is None:
+            return ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None
+        return ErrorCode.NONE, _VerifiedController(controller_id, epoch, await self._addresses(registration.host))
+
+    @staticmethod
+    async def _registration(zk_mode: "ZkMode", broker_id: int) -> zp.BrokerRegistration | None:
+        node = await zk_mode.zk.get(zp.broker_path(broker_id))
+        return None if node is None else zp.decode_broker(broker_id, node[0], node[1].czxid)
+
+    async def _addresses(self, host: str) -> frozenset[str]:
+        """The IP addresses ``host`` resolves to (cached briefly: WriteTxnMarkers come often)."""
+        cached = self._resolved.get(host)
+        now = time.monotonic()
+        if cached is not None and cached[0] > now:
+            return cached[1]
+        try:
+            infos = await asyncio.get_running_loop().getaddrinfo(host, None, type=socket.SOCK_STREAM)
+            addresses = frozenset(_normalized(info[4][0]) for info in infos)
+        except OSError:
+            addresses = frozenset()
+        self._resolved[host] = (now + RESOLVE_TTL_S, addresses)
+        return addresses
+
+
+def _normalized(address: str) -> str:
+    """One spelling per address: IPv4-mapped IPv6 (a dual-stack socket's view) as plain IPv4."""
+    try:
+        ip = ipaddress.ip_address(address.split("%", 1)[0])
+    except ValueError:
+        return address
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        return str(ip.ipv4_mapped)
+    return str(ip)
+
+
+def _peer_address(ctx: "RequestContext") -> str:
+    return _normalized(ctx.client_host.rpartition(":")[0])
+
+
+GUARDED = frozenset({ApiKey.LEADER_AND_ISR, ApiKey.UPDATE_METADATA, ApiKey.STOP_REPLICA, ApiKey.CONTROLLED_SHUTDOWN,
+                     ApiKey.WRITE_TXN_MARKERS})
+
+
+def refusal(request: Message, code: ErrorCode) -> Message:
+    """The answer to a guarded request refused with ``code`` (Kafka's getErrorResponse)."""
+    if isinstance(request, LeaderAndIsrRequest):
+        return LeaderAndIsrResponse(error_code=code, topics=[])
+    if isinstance(request, UpdateMetadataRequest):
+        return UpdateMetadataResponse(error_code=code)
+    if isinstance(request, StopReplicaRequest):
+        return StopReplicaResponse(error_code=code, partition_errors=[])
+    if isinstance(request, ControlledShutdownRequest):
+        return ControlledShutdownResponse(error_code=code, remaining_partitions=[])
+    assert isinstance(request, WriteTxnMarkersRequest)
+    return WriteTxnMarkersResponse(markers=[WriteTxnMarkersResponse.WritableTxnMarkerResult(
+        producer_id=marker.producer_id, topics=[WriteTxnMarkersResponse.WritableTxnMarkerTopicResult(
+            name=topic.name, partitions=[WriteTxnMarkersResponse.WritableTxnMarkerPartitionResult(
+                partition_index=index, error_code=code) for index in topic.partition_indexes])
+            for topic in marker.topics]) for marker in request.markers])
