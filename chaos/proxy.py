@@ -1,0 +1,180 @@
+"""Per-link TCP proxies on 127.0.0.1: how the harness cuts the network.
+
+`ip netns` works in this sandbox but nft/iptables are absent, so partitions are made in user space.
+Every broker advertises a proxy port instead of its listener, and reaches ZooKeeper through a proxy
+of its own. A proxy learns which process opened each connection (the peer port's socket inode in
+/proc/net/tcp, found among the fds of the known broker pids), so one proxy per broker can cut the
+link to one peer and keep the rest. A cut link freezes: existing connections stop being forwarded
+and new ones are accepted and left hanging, as when packets are dropped; on heal the frozen
+connections are closed (their streams are unusable) and the peers reconnect.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import threading
+from dataclasses import dataclass, field
+from typing import Callable
+
+CLIENT = "client"  # a connection opened by no known broker process: the workload, the harness
+TCP_TABLE = "/proc/net/tcp"
+
+
+def socket_inode(port: int) -> str | None:
+    """The inode of the IPv4 socket whose local address is 127.0.0.1:`port`, if it still exists."""
+    local = f"0100007F:{port:04X}"
+    with open(TCP_TABLE) as table:
+        next(table)
+        for line in table:
+            fields = line.split()
+            if fields[1] == local:
+                return fields[9]
+    return None
+
+
+def owner_of(port: int, pids: dict[str, int]) -> str:
+    """Which of `pids` (name -> pid) holds the client end of a loopback connection from `port`."""
+    inode = socket_inode(port)
+    if inode is None:
+        return CLIENT
+    target = f"socket:[{inode}]"
+    for name, pid in pids.items():
+        fd_dir = f"/proc/{pid}/fd"
+        try:
+            fds = os.listdir(fd_dir)
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                if os.readlink(f"{fd_dir}/{fd}") == target:
+                    return name
+            except OSError:
+                continue
+    return CLIENT
+
+
+@dataclass(eq=False)
+class _Link:
+    source: str
+    client: asyncio.StreamWriter
+    upstream: asyncio.StreamWriter | None = None
+    tasks: list[asyncio.Task[None]] = field(default_factory=list)
+
+    def close(self) -> None:
+        for task in self.tasks:
+            task.cancel()
+        for writer in (self.client, self.upstream):
+            if writer is not None:
+                writer.transport.abort()
+
+
+class Proxy:
+    """Forwards 127.0.0.1:`port` to 127.0.0.1:`target_port`, except for sources in `blocked`."""
+
+    def __init__(self, name: str, pids: Callable[[], dict[str, int]]):
+        self.name = name
+        self.pids = pids
+        self.sock = socket.socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", 0))
+        self.port: int = self.sock.getsockname()[1]
+        self.target_port: int | None = None
+        self.blocked: set[str] = set()  # sources whose traffic is dropped; "*" = every source
+        self.links: set[_Link] = set()
+        self.server: asyncio.base_events.Server | None = None
+
+    def is_blocked(self, source: str) -> bool:
+        return "*" in self.blocked or source in self.blocked
+
+    async def serve(self) -> None:
+        self.server = await asyncio.start_server(self._accept, sock=self.sock)
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        peer_port = writer.get_extra_info("peername")[1]
+        source = await asyncio.get_running_loop().run_in_executor(None, owner_of, peer_port, self.pids())
+        link = _Link(source, writer)
+        self.links.add(link)
+        if self.is_blocked(source) or self.target_port is None:
+            return  # left hanging until heal() closes it
+        try:
+            up_reader, up_writer = await asyncio.wait_for(
+                asyncio.open_connection("127.0.0.1", self.target_port), 5.0)
+        except (OSError, asyncio.TimeoutError):
+            self._drop(link)
+            return
+        link.upstream = up_writer
+        if self.is_blocked(source):  # cut while connecting
+            return
+        loop = asyncio.get_running_loop()
+        link.tasks = [loop.create_task(self._pump(link, reader, up_writer)),
+                      loop.create_task(self._pump(link, up_reader, writer))]
+
+    async def _pump(self, link: _Link, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while data := await reader.read(65536):
+                writer.write(data)
+                await writer.drain()
+        except (OSError, asyncio.IncompleteReadError):
+            pass
+        except asyncio.CancelledError:
+            return
+        if not self.is_blocked(link.source):
+            self._drop(link)
+
+    def _drop(self, link: _Link) -> None:
+        link.close()
+        self.links.discard(link)
+
+    def cut(self, sources: set[str]) -> None:
+        """Freeze the connections from `sources` (pumps stop; sockets stay open) and hang new ones."""
+        self.blocked |= sources
+        for link in list(self.links):
+            if self.is_blocked(link.source):
+                for task in link.tasks:
+                    task.cancel()
+                link.tasks = []
+
+    def heal(self) -> None:
+        """Forward everything again; close the frozen connections so their peers reconnect."""
+        frozen = [link for link in self.links if self.is_blocked(link.source)]
+        self.blocked.clear()
+        for link in frozen:
+            self._drop(link)
+
+    def reset(self) -> None:
+        """Close every connection (the target restarted)."""
+        for link in list(self.links):
+            self._drop(link)
+
+    def close(self) -> None:
+        self.reset()
+        if self.server is not None:
+            self.server.close()
+
+
+class ProxyHost:
+    """The proxies' event loop, on a thread of its own; every call is made thread-safe."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="chaos-proxies", daemon=True)
+        self.thread.start()
+        self.proxies: list[Proxy] = []
+
+    def add(self, proxy: Proxy) -> Proxy:
+        asyncio.run_coroutine_threadsafe(proxy.serve(), self.loop).result(10)
+        self.proxies.append(proxy)
+        return proxy
+
+    def call(self, fn: Callable[[], None]) -> None:
+        async def run() -> None:
+            fn()
+        asyncio.run_coroutine_threadsafe(run(), self.loop).result(10)
+
+    def close(self) -> None:
+        for proxy in self.proxies:
+            self.call(proxy.close)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)

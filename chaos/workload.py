@@ -1,0 +1,226 @@
+"""Workloads driven by confluent-kafka (librdkafka) threads; every operation goes to the History.
+
+queue: idempotent acks=all producers send unique values round-robin over the partitions; a group of
+consumers polls and commits synchronously. txn: a transactional producer commits or aborts batches
+at random, read back by read_committed consumers. drain: after healing, a fresh consumer reads every
+partition from offset 0 to its end.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from typing import Any
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from chaos.history import History
+
+QUEUE_TOPIC = "queue"
+TXN_TOPIC = "txn"
+GROUP = "chaos"
+
+
+def create_topics(admin: AdminClient, partitions: int, unclean: bool, with_txn: bool) -> None:
+    config = {"min.insync.replicas": "2", "unclean.leader.election.enable": str(unclean).lower()}
+    topics = [NewTopic(QUEUE_TOPIC, partitions, 3, config=config)]
+    if with_txn:
+        topics.append(NewTopic(TXN_TOPIC, partitions, 3, config=config))
+    for future in admin.create_topics(topics, operation_timeout=30).values():
+        future.result(60)
+
+
+def _producer_config(bootstrap: str) -> dict[str, Any]:
+    return {"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
+            "message.timeout.ms": 20000, "request.timeout.ms": 5000, "linger.ms": 5,
+            "socket.timeout.ms": 5000, "reconnect.backoff.max.ms": 1000, "log_level": 3}
+
+
+def _consumer_config(bootstrap: str, **extra: Any) -> dict[str, Any]:
+    return {"bootstrap.servers": bootstrap, "enable.auto.commit": False, "auto.offset.reset": "earliest",
+            "session.timeout.ms": 6000, "heartbeat.interval.ms": 1000, "socket.timeout.ms": 5000,
+            "reconnect.backoff.max.ms": 1000, "topic.metadata.refresh.interval.ms": 2000, "log_level": 3, **extra}
+
+
+class Workload:
+    """Threads that run until `stop()`; each loop is bounded by the stop flag and a deadline."""
+
+    def __init__(self, history: History, bootstrap: str, partitions: int, seed: int, *,
+                 producers: int = 2, consumers: int = 2, rate: float = 40.0, with_txn: bool = False):
+        self.history = history
+        self.bootstrap = bootstrap
+        self.partitions = partitions
+        self.seed = seed
+        self.producers = producers
+        self.consumers = consumers
+        self.rate = rate
+        self.with_txn = with_txn
+        self.stopping = threading.Event()
+        self.threads: list[threading.Thread] = []
+
+    def start(self, deadline: float) -> None:
+        targets = [(self._produce, f"p{i}") for i in range(self.producers)]
+        targets += [(self._consume, f"c{i}") for i in range(self.consumers)]
+        if self.with_txn:
+            targets += [(self._transact, "t0"), (self._consume_committed, "rc0")]
+        for target, name in targets:
+            thread = threading.Thread(target=target, args=(name, deadline), name=name, daemon=True)
+            thread.start()
+            self.threads.append(thread)
+
+    def stop(self) -> None:
+        self.stopping.set()
+        for thread in self.threads:
+            thread.join(60)
+
+    def _running(self, deadline: float) -> bool:
+        return not self.stopping.is_set() and time.monotonic() < deadline
+
+    # -- queue ------------------------------------------------------------------------------------
+
+    def _produce(self, name: str, deadline: float) -> None:
+        producer = Producer(_producer_config(self.bootstrap))
+        history = self.history
+
+        def delivered(err: Any, msg: Any) -> None:
+            value = msg.value().decode()
+            if err is None:
+                history.add("ack", process=name, topic=QUEUE_TOPIC, value=value, partition=msg.partition(),
+                            offset=msg.offset())
+            else:
+                history.add("fail", process=name, topic=QUEUE_TOPIC, value=value, error=str(err))
+
+        n = 0
+        while self._running(deadline):
+            value = f"{name}-{n}"
+            partition = n % self.partitions
+            try:
+                producer.produce(QUEUE_TOPIC, value.encode(), partition=partition, on_delivery=delivered)
+                history.add("send", process=name, topic=QUEUE_TOPIC, value=value, partition=partition)
+                n += 1
+                producer.poll(1.0 / self.rate)
+            except BufferError:
+                producer.poll(1.0 / self.rate)
+            except KafkaException as exc:  # fatal (e.g. a sequence gap): a new producer, a new producer id
+                history.add("producer-fatal", process=name, error=str(exc.args[0]))
+                try:
+                    producer.flush(5)
+                except KafkaException:
+                    pass  # its messages fail as they are purged; their callbacks record that
+                producer = Producer(_producer_config(self.bootstrap))
+        left = producer.flush(30)
+        history.add("producer-closed", process=name, undelivered=left)
+
+    def _consume(self, name: str, deadline: float) -> None:
+        self._group_consumer(name, deadline, QUEUE_TOPIC, GROUP, {})
+
+    def _group_consumer(self, name: str, deadline: float, topic: str, group: str, extra: dict[str, Any]) -> None:
+        history = self.history
+
+        def assigned(_consumer: Any, partitions: list[TopicPartition]) -> None:
+            history.add("assign", process=name, partitions=[[p.topic, p.partition] for p in partitions])
+
+        def revoked(_consumer: Any, partitions: list[TopicPartition]) -> None:
+            history.add("revoke", process=name, partitions=[[p.topic, p.partition] for p in partitions])
+
+        consumer = Consumer(_consumer_config(self.bootstrap, **{"group.id": group, **extra}))
+        consumer.subscribe([topic], on_assign=assigned, on_revoke=revoked)
+        since_commit = time.monotonic()
+        try:
+            while self._running(deadline):
+                msg = consumer.poll(0.2)
+                if msg is not None and msg.error() is None:
+                    history.add("poll", process=name, topic=msg.topic(), partition=msg.partition(),
+                                offset=msg.offset(), value=msg.value().decode())
+                if time.monotonic() - since_commit > 1.0:
+                    since_commit = time.monotonic()
+                    self._commit(name, consumer, topic)
+        finally:
+            consumer.close()
+
+    def _commit(self, name: str, consumer: Consumer, topic: str) -> None:
+        try:
+            done = consumer.commit(asynchronous=False)
+        except KafkaException as exc:
+            self.history.add("commit-fail", process=name, topic=topic, error=str(exc.args[0]))
+            return
+        offsets = {str(tp.partition): tp.offset for tp in done or [] if tp.error is None and tp.offset >= 0}
+        if offsets:
+            self.history.add("commit", process=name, topic=topic, offsets=offsets)
+
+    # -- transactions -----------------------------------------------------------------------------
+
+    def _transact(self, name: str, deadline: float) -> None:
+        rng = random.Random(self.seed)
+        producer = Producer({**_producer_config(self.bootstrap), "transactional.id": f"chaos-{name}",
+                             "transaction.timeout.ms": 10000})
+        try:
+            producer.init_transactions(30)
+        except KafkaException as exc:
+            self.history.add("txn-init-fail", process=name, error=str(exc.args[0]))
+            return
+        n = 0
+        while self._running(deadline):
+            values = [f"{name}-{n}-{i}" for i in range(rng.randint(1, 4))]
+            commit = rng.random() < 0.6
+            n += 1
+            try:
+                producer.begin_transaction()
+                for i, value in enumerate(values):
+                    producer.produce(TXN_TOPIC, value.encode(), partition=(n + i) % self.partitions)
+                if commit:
+                    producer.commit_transaction(15)
+                else:
+                    producer.abort_transaction(15)
+                self.history.add("txn", process=name, txn=n, values=values, outcome="commit" if commit else "abort")
+            except KafkaException as exc:
+                error = exc.args[0]
+                self.history.add("txn", process=name, txn=n, values=values, outcome="unknown", error=str(error))
+                if not self._recover(producer, error):
+                    return
+            time.sleep(0.1)
+
+    def _recover(self, producer: Producer, error: Any) -> bool:
+        """Abort after an abortable error; a fatal one ends the transactional producer."""
+        if error.txn_requires_abort():
+            try:
+                producer.abort_transaction(15)
+            except KafkaException:
+                return False
+            return True
+        return error.retriable()
+
+    def _consume_committed(self, name: str, deadline: float) -> None:
+        self._group_consumer(name, deadline, TXN_TOPIC, GROUP + "-txn", {"isolation.level": "read_committed"})
+
+
+def drain(history: History, bootstrap: str, topics: list[str], partitions: int, timeout: float) -> None:
+    """Read every partition of `topics` from offset 0 to its high watermark (read_committed)."""
+    consumer = Consumer(_consumer_config(bootstrap, **{"group.id": "chaos-drain", "isolation.level": "read_committed"}))
+    try:
+        ends: dict[tuple[str, int], int] = {}
+        for topic in topics:
+            for p in range(partitions):
+                ends[(topic, p)] = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+        consumer.assign([TopicPartition(t, p, OFFSET_BEGINNING) for t, p in ends])
+        position = {tp: 0 for tp in ends}
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and any(position[tp] < ends[tp] for tp in ends):
+            msg = consumer.poll(0.5)
+            if msg is None:
+                # read_committed skips control records: ask where the consumer stands
+                for tp in consumer.position([TopicPartition(t, p) for t, p in ends]):
+                    if tp.offset >= 0:
+                        position[(tp.topic, tp.partition)] = max(position[(tp.topic, tp.partition)], tp.offset)
+                continue
+            if msg.error() is not None:
+                continue
+            history.add("read", process="drain", topic=msg.topic(), partition=msg.partition(),
+                        offset=msg.offset(), value=msg.value().decode())
+            position[(msg.topic(), msg.partition())] = msg.offset() + 1
+        behind = {f"{t}-{p}": [position[(t, p)], ends[(t, p)]] for t, p in ends if position[(t, p)] < ends[(t, p)]}
+        history.add("drain", complete=not behind, behind=behind, ends={f"{t}-{p}": e for (t, p), e in ends.items()})
+    finally:
+        consumer.close()
