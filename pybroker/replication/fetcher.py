@@ -4,7 +4,10 @@ Each partition starts in the truncating state: the follower asks the leader (Off
 where its own latest epoch ends and cuts off anything past that (KIP-101; when the leader does not
 know the epoch, KIP-279's rule takes the follower's end of the epoch the leader answered with and
 asks again). Then it fetches from its log end offset, appends what comes back as-is and takes the
-leader's high watermark, bounded by its own log end.
+leader's high watermark, bounded by its own log end. A fetch answered OFFSET_OUT_OF_RANGE makes it
+ask the leader (ListOffsets) for its log end and start, as Kafka's fetchOffsetAndTruncate: a log
+longer than the leader's is cut to the leader's end, one ending before the leader's start restarts
+empty at that start.
 """
 
 from __future__ import annotations
@@ -17,7 +20,12 @@ from typing import Callable
 
 from pybroker.client.errors import KafkaClientError
 from pybroker.protocol.error_codes import ErrorCode
-from pybroker.protocol.messages import FetchRequest, FetchResponse, OffsetForLeaderEpochRequest
+from pybroker.protocol.messages import (
+    FetchRequest,
+    FetchResponse,
+    ListOffsetsRequest,
+    OffsetForLeaderEpochRequest,
+)
 from pybroker.replication.epoch_cache import UNDEFINED_EPOCH, UNDEFINED_OFFSET
 from pybroker.replication.leader_endpoint import LeaderEndPoint
 from pybroker.replication.partition import Partition
@@ -25,6 +33,8 @@ from pybroker.replication.partition import Partition
 log = logging.getLogger("pybroker.replication")
 
 PartitionKey = tuple[str, int]
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +51,8 @@ class FetcherConfig:
 class _Target:
     leader_epoch: int
     truncating: bool = True
+    out_of_range: bool = False
+    """The last fetch was refused OFFSET_OUT_OF_RANGE: ask the leader where its log starts and ends."""
 
 
 class ReplicaFetcher:
@@ -90,6 +102,8 @@ class ReplicaFetcher:
             try:
                 if any(t.truncating for t in self._targets.values()):
                     await self._truncate()
+                if any(t.out_of_range for t in self._targets.values()):
+                    await self._reset_out_of_range()
                 if not await self._fetch():
                     await asyncio.sleep(self._config.backoff_ms / 1000)
             except (KafkaClientError, OSError) as exc:
@@ -129,13 +143,45 @@ class ReplicaFetcher:
                     continue
                 target.truncating = not truncate_to_leader(partition, result.leader_epoch, result.end_offset)
 
+    async def _reset_out_of_range(self) -> None:
+        """Kafka's fetchOffsetAndTruncate for every partition whose fetch offset the leader refused."""
+        wanted = {key: target for key, target in self._targets.items() if target.out_of_range}
+        ends = await self._list_offsets(wanted, LATEST_TIMESTAMP)
+        starts = await self._list_offsets(wanted, EARLIEST_TIMESTAMP)
+        for key, target in wanted.items():
+            partition = self._partition_of(key)
+            if partition is None or key not in ends or key not in starts or partition.is_leader:
+                continue
+            target.out_of_range = False
+            log_end = partition.log.log_end_offset
+            if ends[key] < log_end:
+                log.warning("Truncating %s-%d from %d to the leader %d's log end %d", key[0], key[1], log_end,
+                            self.leader_id, ends[key])
+                partition.truncate_to(ends[key])
+            elif starts[key] > log_end:
+                log.info("Restarting %s-%d at the leader %d's log start %d (local log end %d)", key[0], key[1],
+                         self.leader_id, starts[key], log_end)
+                partition.truncate_fully_and_start_at(starts[key])
+
+    async def _list_offsets(self, targets: dict[PartitionKey, _Target], timestamp: int) -> dict[PartitionKey, int]:
+        """The leader's offsets at ``timestamp`` (LATEST: its log end for a replica) per partition answered."""
+        topics: dict[str, list[ListOffsetsRequest.ListOffsetsPartition]] = {}
+        for (topic, index), target in targets.items():
+            topics.setdefault(topic, []).append(ListOffsetsRequest.ListOffsetsPartition(
+                partition_index=index, current_leader_epoch=target.leader_epoch, timestamp=timestamp))
+        response = await self.endpoint.list_offsets(ListOffsetsRequest(
+            replica_id=self._config.replica_id, isolation_level=0,
+            topics=[ListOffsetsRequest.ListOffsetsTopic(name=t, partitions=p) for t, p in topics.items()]))
+        return {(topic.name, p.partition_index): p.offset for topic in response.topics for p in topic.partitions
+                if p.error_code == ErrorCode.NONE and p.offset >= 0}
+
     async def _fetch(self) -> bool:
         """One fetch round; False when nothing could be fetched (then the caller backs off)."""
         config = self._config
         topics: dict[str, list[FetchRequest.FetchPartition]] = {}
         for (topic, index), target in self._targets.items():
             partition = self._partition_of((topic, index))
-            if partition is None or target.truncating:
+            if partition is None or target.truncating or target.out_of_range:
                 continue
             topics.setdefault(topic, []).append(FetchRequest.FetchPartition(
                 partition=index, current_leader_epoch=target.leader_epoch, fetch_offset=partition.log.log_end_offset,
@@ -164,11 +210,7 @@ class ReplicaFetcher:
             self._on_fetched(key)
             return True
         if data.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
-            leader_end = data.high_watermark  # our fetch handler puts the leader's LEO there for this error
-            if partition.log.log_end_offset > leader_end:
-                partition.truncate_to(leader_end)
-            else:
-                partition.truncate_fully_and_start_at(data.log_start_offset)
+            target.out_of_range = True
             return True
         log.debug("Fetch of %s-%d from leader %d: error %d", key[0], key[1], self.leader_id, data.error_code)
         return False

@@ -1,8 +1,8 @@
 """The follower's only way to reach a leader (Kafka's LeaderEndPoint): tests swap in a fake.
 
-The remote implementation speaks Fetch v12 (topic names, `replica_id` in the body) and
-OffsetForLeaderEpoch v3 (the first version with `replica_id`) over one connection it reopens
-after a failure.
+The remote implementation speaks Fetch v12 (topic names, `replica_id` in the body),
+OffsetForLeaderEpoch v3 (the first version with `replica_id`) and ListOffsets v4 (the first with
+`current_leader_epoch`) over one connection it reopens after a failure.
 """
 
 from __future__ import annotations
@@ -13,18 +13,23 @@ from pybroker.client.connection import Connection
 from pybroker.protocol.messages import (
     FetchRequest,
     FetchResponse,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
     OffsetForLeaderEpochRequest,
     OffsetForLeaderEpochResponse,
 )
 
 FETCH_VERSION = 12
 OFFSET_FOR_LEADER_EPOCH_VERSION = 3
+LIST_OFFSETS_VERSION = 4
 
 
 class LeaderEndPoint(Protocol):
     async def fetch(self, request: FetchRequest) -> FetchResponse: ...
 
     async def offsets_for_leader_epoch(self, request: OffsetForLeaderEpochRequest) -> OffsetForLeaderEpochResponse: ...
+
+    async def list_offsets(self, request: ListOffsetsRequest) -> ListOffsetsResponse: ...
 
     async def close(self) -> None: ...
 
@@ -55,6 +60,14 @@ class RemoteLeader:
         connection = await self._connect()
         try:
             return await connection.send_at(request, OFFSET_FOR_LEADER_EPOCH_VERSION, OffsetForLeaderEpochResponse)
+        except BaseException:
+            await self.close()
+            raise
+
+    async def list_offsets(self, request: ListOffsetsRequest) -> ListOffsetsResponse:
+        connection = await self._connect()
+        try:
+            return await connection.send_at(request, LIST_OFFSETS_VERSION, ListOffsetsResponse)
         except BaseException:
             await self.close()
             raise

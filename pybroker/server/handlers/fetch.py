@@ -16,7 +16,6 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
-from pybroker.log.errors import OffsetOutOfRangeError
 from pybroker.log.file_slice import FileSlice
 from pybroker.log.log import PartitionLog
 from pybroker.protocol.api_keys import ApiKey
@@ -63,8 +62,8 @@ async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
     if context.error is not ErrorCode.NONE:
         return FetchResponse(throttle_time_ms=0, error_code=context.error, session_id=0, responses=[])
     wanted = _resolve(ctx, context.partitions)
-    _record_follower_fetch(ctx, request, wanted)
     result = _read_all(ctx, request, wanted)
+    _record_follower_fetch(ctx, request, result)
     deadline = time.monotonic() + request.max_wait_ms / 1000
     keys = [(w.topic, w.request.partition) for w in wanted if w.topic is not None]
     while result.bytes < request.min_bytes and not result.has_error and keys:
@@ -133,8 +132,6 @@ def _read_all(ctx: RequestContext, request: FetchRequest, wanted: list[_Wanted])
         if item.error is ErrorCode.NONE:
             try:
                 _read_partition(ctx, request, item, data, limit, min_one_batch=result.bytes == 0)
-            except OffsetOutOfRangeError as exc:
-                data = _out_of_range(ctx, request, item.request.partition, exc)
             except Exception as exc:  # Kafka answers any failed read with unknown offsets (-1)
                 data = _error_data(item.request.partition, error_code_for(exc))
         limit = max(limit - _records_size(data), 0)
@@ -148,17 +145,6 @@ def _read_all(ctx: RequestContext, request: FetchRequest, wanted: list[_Wanted])
 def _error_data(partition: int, error: ErrorCode) -> PartitionData:
     return PartitionData(partition_index=partition, error_code=error, high_watermark=-1, last_stable_offset=-1,
                          log_start_offset=-1, records=b"")
-
-
-def _out_of_range(ctx: RequestContext, request: FetchRequest, partition: int,
-                  exc: OffsetOutOfRangeError) -> PartitionData:
-    """Consumers get Kafka's answer, every offset -1 (they reset with ListOffsets). Our followers
-    (replication/fetcher.py) read the leader's log end and start from it instead of asking
-    ListOffsets as Kafka's follower does, so a follower's answer carries them."""
-    data = _error_data(partition, ErrorCode.OFFSET_OUT_OF_RANGE)
-    if _replica_id(ctx, request) >= 0:
-        data.high_watermark, data.log_start_offset = exc.log_end, exc.log_start
-    return data
 
 
 def _read_partition(ctx: RequestContext, request: FetchRequest, item: _Wanted, data: PartitionData,
@@ -199,13 +185,16 @@ def _max_offset(ctx: RequestContext, request: FetchRequest, log: PartitionLog) -
     return log.last_stable_offset if request.isolation_level == READ_COMMITTED else log.high_watermark
 
 
-def _record_follower_fetch(ctx: RequestContext, request: FetchRequest, wanted: list[_Wanted]) -> None:
-    """A follower's fetch offsets are its log end offsets: the leader's ISR and watermark use them."""
+def _record_follower_fetch(ctx: RequestContext, request: FetchRequest, result: _Result) -> None:
+    """A follower's fetch offsets are its log end offsets: the leader's ISR and watermark use them.
+
+    Only offsets the leader could read from count (Kafka's updateFollowerFetchState runs on the read
+    result): an out-of-range or refused fetch says nothing about what the follower holds."""
     replica_id = _replica_id(ctx, request)
     if replica_id < 0:
         return
-    for item in wanted:
-        if item.error is ErrorCode.NONE:
+    for item, data in result.partitions:
+        if data.error_code == ErrorCode.NONE:
             try:
                 ctx.broker.replica_manager.record_follower_fetch(
                     item.topic, item.request.partition, replica_id, item.request.fetch_offset,

@@ -1,7 +1,8 @@
 """ListOffsets (2): earliest, latest, max-timestamp and by-timestamp offset lookups.
 
 LATEST is the high watermark for read_uncommitted and the last stable offset for read_committed
-(isolation_level=1); lookups by timestamp never answer an offset at or past that bound.
+(isolation_level=1); lookups by timestamp never answer an offset at or past that bound. A follower
+(replica_id >= 0) is answered from the whole log, LATEST being the log end, as Kafka does.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ MAX_TIMESTAMP = -3
 EARLIEST_LOCAL_TIMESTAMP = -4
 EARLIEST_PENDING_UPLOAD_TIMESTAMP = -5
 READ_COMMITTED = 1
+CONSUMER_REPLICA_ID = -1
 
 
 @api(ApiKey.LIST_OFFSETS, 1, 10)
@@ -40,6 +42,8 @@ def _list_partition(ctx: RequestContext, request: ListOffsetsRequest, topic: str
         log = partition.log
         target = requested.timestamp
         visible = log.last_stable_offset if request.isolation_level == READ_COMMITTED else log.high_watermark
+        if request.replica_id != CONSUMER_REPLICA_ID:
+            visible = log.log_end_offset
         if target == LATEST_TIMESTAMP:
             response.offset = visible
         elif target in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP, EARLIEST_PENDING_UPLOAD_TIMESTAMP):
