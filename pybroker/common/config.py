@@ -115,6 +115,7 @@ _KEYS: list[ConfigKey] = [
     ConfigKey("advertised.listeners", "list", None, "Listener URIs published to clients; defaults to listeners."),
     ConfigKey("num.network.threads", "int", 3, "Accepted for compatibility; pybroker serves all connections on one event loop.", at_least(1)),
     ConfigKey("num.io.threads", "int", 8, "Accepted for compatibility; pybroker serves all connections on one event loop.", at_least(1)),
+    ConfigKey("background.threads", "int", 10, "Threads of the pybroker-io pool that runs log flushes and checkpoint writes off the event loop.", at_least(1)),
     ConfigKey("socket.send.buffer.bytes", "int", 102400, "SO_SNDBUF for client sockets (-1 = OS default)."),
     ConfigKey("socket.receive.buffer.bytes", "int", 102400, "SO_RCVBUF for client sockets (-1 = OS default)."),
     ConfigKey("socket.request.max.bytes", "int", 104857600, "Largest request frame accepted; checked before the frame is buffered.", at_least(1)),

@@ -32,19 +32,21 @@ import shutil
 import uuid
 from bisect import bisect_right
 from dataclasses import dataclass
-from typing import Iterator, Sequence
+from typing import Callable, Iterator, Sequence
 
-from pybroker.log.checkpoint import PartitionMetadataFile, fsync_dir
+from pybroker.log.checkpoint import PartitionMetadataFile
 from pybroker.log.config import LogConfig
 from pybroker.log.errors import (
     InvalidProducerEpochError,
     LogClosedError,
     LogError,
+    LogStorageError,
     OffsetOutOfRangeError,
     TransactionCoordinatorFencedError,
     UnexpectedAppendOffsetError,
 )
 from pybroker.log.file_slice import FileSlice
+from pybroker.log.flush import FlushJob
 from pybroker.log.loader import SWAP_SUFFIX, load_segments
 from pybroker.log.producer_snapshot import delete_snapshots, read_snapshot, snapshot_offsets, snapshot_path, \
     write_snapshot
@@ -129,6 +131,8 @@ class PartitionLog:
         self._pending_deletes: list[tuple[int, LogSegment]] = []
         self._closed = False
         self._truncations = 0  # lets the cleaner see that segments it read were rewritten in place
+        #: Called instead of a flush when flush.messages is reached (set by the LogManager).
+        self.flush_requester: Callable[[PartitionLog], None] | None = None
         self.producer_state = ProducerStateManager()
         self._rebuild_producer_state()
 
@@ -312,7 +316,7 @@ class PartitionLog:
         else:
             self._apply_producer_batch(h._replace(base_offset=base, max_timestamp=max_ts), rb, segment)
         if self.unflushed_messages >= self._config.flush_messages:
-            self.flush()
+            self._flush_for_messages()
         return AppendInfo(base, last, log_append_time, self._log_start_offset, False, max_ts, last)
 
     def append_as_follower(self, batches: bytes | bytearray | memoryview, *,
@@ -354,9 +358,17 @@ class PartitionLog:
                 max_ts, offset_of_max = h.max_timestamp, last
             self._apply_producer_batch(h, rb, segment)
         if self.unflushed_messages >= self._config.flush_messages:
-            self.flush()
+            self._flush_for_messages()
         return AppendInfo(parsed[0].base_offset, parsed[-1].last_offset, -1, self._log_start_offset,
                           False, max_ts, offset_of_max)
+
+    def _flush_for_messages(self) -> None:
+        """flush.messages reached: hand the flush to ``flush_requester`` (the broker's, which fsyncs
+        off the loop and holds the produce answers until it is done), else flush here."""
+        if self.flush_requester is not None:
+            self.flush_requester(self)
+        else:
+            self.flush()
 
     def _maybe_roll_for(self, size: int, now_ms: int, max_timestamp: int, max_offset: int,
                         first: int | None = None) -> LogSegment:
@@ -379,7 +391,7 @@ class PartitionLog:
             segment.truncate_to(base)
         self._segments.append(segment)
         self._dir_dirty = True
-        self._take_snapshot(base)
+        self._take_snapshot(base, sync=False)  # fsynced by the flush that reaches ``base``, as Kafka
         logger.info("Rolled new segment %s for %s-%d", segment.log_path, self._topic, self._partition)
         return segment
 
@@ -561,8 +573,8 @@ class PartitionLog:
             return offset
         return first
 
-    def _take_snapshot(self, offset: int) -> None:
-        write_snapshot(self._dir, offset, list(self.producer_state.producers.values()))
+    def _take_snapshot(self, offset: int, *, sync: bool = True) -> None:
+        write_snapshot(self._dir, offset, list(self.producer_state.producers.values()), sync=sync)
 
     def _apply_producer_batch(self, h: BatchHeader, batch: RecordBatch | None, segment: LogSegment) -> None:
         """Update producer state for a written batch that needs no sequence check.
@@ -658,22 +670,52 @@ class PartitionLog:
     # -- flush, retention, deletion -----------------------------------------------------------
 
     def flush(self, up_to: int | None = None, *, now_ms: int | None = None) -> None:
-        """fsync every segment holding offsets in [recovery point, up_to) and advance it."""
+        """fsync every segment holding offsets in [recovery point, up_to) and advance it, on this
+        thread (shutdown, tests); the broker runs ``begin_flush``/``FlushJob.run``/``finish_flush``."""
+        job = self.begin_flush(up_to, now_ms=now_ms)
+        job.run()
+        self.finish_flush(job)
+
+    def begin_flush(self, up_to: int | None = None, *, now_ms: int | None = None) -> FlushJob:
+        """Plan a flush to ``up_to`` (default LEO): open what must be fsynced (loop thread)."""
         self._check_open()
         target = self._leo if up_to is None else min(up_to, self._leo)
         if now_ms is not None:
             self._now_ms = now_ms
-        if target > self._recovery_point:
-            start = self._floor_segment_index(self._recovery_point)
-            for segment in self._segments[start:]:
-                if segment.base_offset >= target and segment is not self._segments[start]:
-                    break
-                segment.flush()
-            self._recovery_point = target
-        if self._dir_dirty:
-            fsync_dir(self._dir)
-            self._dir_dirty = False
-        self._last_flush_ms = self._now_ms
+        job = FlushJob(target=max(target, self._recovery_point), truncations=self._truncations,
+                       now_ms=self._now_ms)
+        try:
+            if target > self._recovery_point:
+                start = self._floor_segment_index(self._recovery_point)
+                for segment in self._segments[start:]:
+                    if segment.base_offset >= target and segment is not self._segments[start]:
+                        break
+                    job.fds += segment.sync_fds()
+                for offset in snapshot_offsets(self._dir):
+                    if self._recovery_point < offset <= target:
+                        path = snapshot_path(self._dir, offset)
+                        job.fds.append((os.open(path, os.O_RDONLY), path))
+            if self._dir_dirty:
+                job.fds.append((os.open(self._dir, os.O_RDONLY | os.O_DIRECTORY), self._dir))
+                job.syncs_dir = True
+                self._dir_dirty = False
+        except OSError as exc:
+            for fd, _ in job.fds:
+                os.close(fd)
+            raise LogStorageError(f"flush of {self._dir} failed: {exc}") from exc
+        return job
+
+    def finish_flush(self, job: FlushJob) -> None:
+        """Apply a job's fsyncs (loop thread): advance the recovery point unless the log was
+        truncated or closed meanwhile; raise its error after marking the directory dirty again."""
+        if job.error is not None:
+            self._dir_dirty |= job.syncs_dir
+            raise job.error
+        if self._closed or job.truncations != self._truncations:
+            self._dir_dirty |= job.syncs_dir
+            return
+        self._recovery_point = max(self._recovery_point, min(job.target, self._leo))
+        self._last_flush_ms = max(self._last_flush_ms, job.now_ms)
 
     def delete_old_segments(self, now_ms: int) -> int:
         """Apply log-start, retention.ms and retention.bytes (see ``retention.py``); returns count."""

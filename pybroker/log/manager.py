@@ -12,20 +12,31 @@ Layout of each log directory root (Kafka ``LogManager``)::
       <topic>-<partition>.<uuid>-delete  a deletion in progress (removed at startup)
 
 Anything else in the root (``meta.properties``, a metadata store, ``*-stray``/``*-future``
-directories) is left alone. The manager owns no timer: the server calls ``flush_dirty``,
-``run_retention`` and ``checkpoint`` periodically with the current time, and runs the log
+directories) is left alone. The manager owns no timer: the server calls ``flush_dirty_async``,
+``run_retention`` and ``checkpoint_async`` periodically with the current time, and runs the log
 cleaner as ``plan_cleaning`` (loop) -> ``CleaningJob.run`` (worker thread) ->
 ``finish_cleaning`` (loop); see ``cleaner.py``.
+
+Once ``attach_executor`` is called (by the broker, on its loop) every flush and checkpoint write
+fsyncs on the I/O executor (``pybroker.common.io_executor``): what to write is read on the loop,
+the fsyncs run on a ``pybroker-io`` thread, the recovery point moves on the loop afterwards. A log
+reaching flush.messages asks for a flush (``PartitionLog.flush_requester``); one flush per log
+runs at a time, and ``wait_flushed`` lets a produce answer wait for the offsets it appended, as
+Kafka's synchronous flush in the request thread does. The synchronous ``flush_dirty`` and
+``checkpoint`` remain for start-up, shutdown and callers without a loop.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import re
 import shutil
 import uuid
-from typing import Mapping
+from typing import Iterable, Mapping
+
+from pybroker.common.io_executor import IoExecutor
 
 from pybroker.log.checkpoint import OffsetCheckpointFile, fsync_dir
 from pybroker.log.cleaner import CleaningJob, assess_log, discard_outputs, install_cleaned, map_capacity
@@ -86,6 +97,11 @@ class LogManager:
         self._tombstone_horizons: dict[TopicPartition, int] = {}  # earliest horizon of kept tombstones
         self._cleaning: set[TopicPartition] = set()  # a job is planned or running
         self._uncleanable: set[TopicPartition] = set()  # a pass failed; skipped until restart/deletion
+        self._io: IoExecutor | None = None
+        self._flush_locks: dict[TopicPartition, asyncio.Lock] = {}  # one flush per log at a time
+        self._flush_tasks: dict[TopicPartition, asyncio.Task[None]] = {}  # flush.messages flushes
+        self._flush_waiters: dict[TopicPartition, list[tuple[int, asyncio.Future[bool]]]] = {}
+        self._checkpoint_lock = asyncio.Lock()  # an older snapshot never overwrites a newer one
 
     @property
     def log_dirs(self) -> list[str]:
@@ -136,6 +152,7 @@ class LogManager:
                     recovery_point=recovery.get(tp, 0), log_start_offset=starts.get(tp, 0),
                     clean_shutdown=clean, high_watermark=hws.get(tp))
                 self._root_of[tp] = root
+                self._adopt(tp)
             if clean:
                 os.unlink(clean_file)
 
@@ -193,6 +210,7 @@ class LogManager:
             fsync_dir(root)
             self._logs[tp] = log
             self._root_of[tp] = root
+            self._adopt(tp)
             logger.info("Created log for %s-%d in %s", topic, partition, root)
         if topic_id is not None:
             current = log.topic_id
@@ -217,6 +235,7 @@ class LogManager:
             self._write_cleaner_checkpoint(root)
         self._tombstone_horizons.pop(tp, None)
         self._uncleanable.discard(tp)
+        self._flush_locks.pop(tp, None)
         logger.info("Deleted log for %s-%d", topic, partition)
         return True
 
@@ -227,20 +246,119 @@ class LogManager:
             if t == topic:
                 log.update_config(config)
 
+    # -- flushing off the loop -----------------------------------------------------------------
+
+    def attach_executor(self, io: IoExecutor) -> None:
+        """From now on fsync on ``io``'s threads (call on the broker's running loop)."""
+        self._io = io
+        for tp in self._logs:
+            self._adopt(tp)
+
+    def _adopt(self, tp: TopicPartition) -> None:
+        if self._io is not None:
+            self._logs[tp].flush_requester = self._request_flush
+
+    async def flush_log(self, log: PartitionLog, up_to: int | None = None, *, now_ms: int | None = None) -> None:
+        """Flush ``log`` to ``up_to`` (default LEO) with the fsyncs on the I/O executor."""
+        tp = (log.topic, log.partition)
+        async with self._flush_locks.setdefault(tp, asyncio.Lock()):
+            if log.closed:
+                return
+            job = log.begin_flush(up_to, now_ms=now_ms)
+            if job.fds:
+                if self._io is None:
+                    job.run()
+                else:
+                    await self._io.run(job.run)
+            try:
+                log.finish_flush(job)
+            finally:
+                self._wake_flush_waiters(tp, log, job.error is None)
+
+    def _request_flush(self, log: PartitionLog) -> None:
+        """flush.messages reached: make sure a flush task for ``log`` runs (coalesced)."""
+        tp = (log.topic, log.partition)
+        task = self._flush_tasks.get(tp)
+        if task is None or task.done():
+            self._flush_tasks[tp] = asyncio.get_running_loop().create_task(
+                self._flush_while_due(tp, log), name=f"flush-{tp[0]}-{tp[1]}")
+
+    async def _flush_while_due(self, tp: TopicPartition, log: PartitionLog) -> None:
+        try:
+            while not log.closed and (log.unflushed_messages >= log.config.flush_messages
+                                      or self._flush_waiters.get(tp)):
+                await self.flush_log(log)
+        except LogError as exc:
+            logger.error("Flush of %s-%d failed: %s", tp[0], tp[1], exc)
+        finally:
+            self._wake_flush_waiters(tp, log, False, every=True)
+            if self._flush_tasks.get(tp) is asyncio.current_task():
+                del self._flush_tasks[tp]
+
+    def _wake_flush_waiters(self, tp: TopicPartition, log: PartitionLog, ok: bool, *, every: bool = False) -> None:
+        waiters = self._flush_waiters.get(tp)
+        if not waiters:
+            return
+        left = []
+        for target, future in waiters:
+            if log.recovery_point >= target and not future.done():
+                future.set_result(True)
+            elif (every or not ok) and not future.done():
+                future.set_result(False)
+            elif not future.done():
+                left.append((target, future))
+        if left:
+            self._flush_waiters[tp] = left
+        else:
+            del self._flush_waiters[tp]
+
+    async def wait_flushed(self, partitions: Iterable[TopicPartition]) -> set[TopicPartition]:
+        """Wait until the flush.messages flushes running for ``partitions`` cover their current LEO;
+        returns those whose flush failed (the caller answers KAFKA_STORAGE_ERROR for them)."""
+        pending: list[tuple[TopicPartition, asyncio.Future[bool]]] = []
+        for tp in set(partitions):
+            log = self._logs.get(tp)
+            task = self._flush_tasks.get(tp)
+            if log is None or task is None or task.done() or log.recovery_point >= log.log_end_offset:
+                continue
+            future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+            self._flush_waiters.setdefault(tp, []).append((log.log_end_offset, future))
+            pending.append((tp, future))
+        failed = set()
+        for tp, future in pending:
+            if not await future:
+                failed.add(tp)
+        return failed
+
     # -- periodic work ------------------------------------------------------------------------
+
+    def _due_flushes(self, now_ms: int) -> list[tuple[PartitionLog, int | None]]:
+        """Logs idle longer than flush.ms (to their end), and segments rolled since the last flush."""
+        self._now_ms = now_ms
+        due: list[tuple[PartitionLog, int | None]] = []
+        for log in self._logs.values():
+            if now_ms - log.last_flush_ms >= log.config.flush_ms:
+                due.append((log, None))
+            elif log.recovery_point < log.active_segment.base_offset:
+                due.append((log, log.active_segment.base_offset))
+        return due
 
     def flush_dirty(self, now_ms: int) -> int:
         """fsync logs idle longer than flush.ms, and segments rolled since the last flush."""
-        self._now_ms = now_ms
-        flushed = 0
-        for log in self._logs.values():
-            if now_ms - log.last_flush_ms >= log.config.flush_ms:
-                log.flush(now_ms=now_ms)
-                flushed += 1
-            elif log.recovery_point < log.active_segment.base_offset:
-                log.flush(log.active_segment.base_offset, now_ms=now_ms)
-                flushed += 1
-        return flushed
+        due = self._due_flushes(now_ms)
+        for log, up_to in due:
+            log.flush(up_to, now_ms=now_ms)
+        return len(due)
+
+    async def flush_dirty_async(self, now_ms: int) -> int:
+        """``flush_dirty`` with the fsyncs on the I/O executor; a failing log is logged and skipped."""
+        due = self._due_flushes(now_ms)
+        outcomes = await asyncio.gather(*(self.flush_log(log, up_to, now_ms=now_ms) for log, up_to in due),
+                                        return_exceptions=True)
+        for (log, _), outcome in zip(due, outcomes):
+            if isinstance(outcome, Exception):
+                logger.error("Flush of %s-%d failed: %s", log.topic, log.partition, outcome)
+        return len(due)
 
     def run_retention(self, now_ms: int) -> int:
         """Apply retention to every log; returns the number of segments deleted."""
@@ -319,14 +437,36 @@ class LogManager:
         OffsetCheckpointFile(os.path.join(root, CLEANER_OFFSET_CHECKPOINT)).write(
             {tp: offset for tp, offset in self._cleaner_offsets.items() if self._root_of.get(tp) == root})
 
-    def checkpoint(self) -> None:
-        """Write the recovery-point, log-start and high-watermark checkpoints of every log dir."""
+    def _checkpoint_contents(self) -> list[tuple[str, dict[TopicPartition, int]]]:
+        """The recovery-point, log-start and high-watermark checkpoints of every log dir, as
+        (path, entries) read now: a recovery point is only ever advanced after its fsync."""
+        contents = []
         for root in self._log_dirs:
             logs = {tp: log for tp, log in self._logs.items() if self._root_of.get(tp) == root}
-            OffsetCheckpointFile(os.path.join(root, RECOVERY_POINT_CHECKPOINT)).write(
-                {tp: log.recovery_point for tp, log in logs.items()})
-            OffsetCheckpointFile(os.path.join(root, LOG_START_OFFSET_CHECKPOINT)).write(
-                {tp: log.log_start_offset for tp, log in logs.items()
-                 if log.log_start_offset > log.segments[0].base_offset})
-            OffsetCheckpointFile(os.path.join(root, HIGH_WATERMARK_CHECKPOINT)).write(
-                {tp: log.high_watermark for tp, log in logs.items()})
+            contents += [
+                (os.path.join(root, RECOVERY_POINT_CHECKPOINT), {tp: log.recovery_point for tp, log in logs.items()}),
+                (os.path.join(root, LOG_START_OFFSET_CHECKPOINT),
+                 {tp: log.log_start_offset for tp, log in logs.items()
+                  if log.log_start_offset > log.segments[0].base_offset}),
+                (os.path.join(root, HIGH_WATERMARK_CHECKPOINT), {tp: log.high_watermark for tp, log in logs.items()}),
+            ]
+        return contents
+
+    def checkpoint(self) -> None:
+        """Write the recovery-point, log-start and high-watermark checkpoints of every log dir."""
+        for path, entries in self._checkpoint_contents():
+            OffsetCheckpointFile(path).write(entries)
+
+    async def checkpoint_async(self) -> None:
+        """``checkpoint`` with the file writes and fsyncs on the I/O executor, one pass at a time."""
+        async with self._checkpoint_lock:
+            contents = self._checkpoint_contents()
+
+            def write() -> None:
+                for path, entries in contents:
+                    OffsetCheckpointFile(path).write(entries)
+
+            if self._io is None:
+                write()
+            else:
+                await self._io.run(write)

@@ -57,7 +57,9 @@ def snapshot_offsets(dir_path: str) -> list[int]:
     return sorted(offsets)
 
 
-def write_snapshot(dir_path: str, offset: int, entries: list[ProducerStateEntry]) -> None:
+def write_snapshot(dir_path: str, offset: int, entries: list[ProducerStateEntry], *, sync: bool = True) -> None:
+    """Write ``<offset>.snapshot`` via a temporary file; ``sync=False`` leaves the fsyncs to the
+    log flush that reaches ``offset`` (a damaged unsynced file fails its CRC and is skipped)."""
     snapshot = ProducerSnapshot(crc=0, producer_entries=[ProducerSnapshot.ProducerEntry(
         producer_id=e.producer_id, epoch=e.epoch, last_sequence=e.last_seq, last_offset=e.last_offset,
         offset_delta=(e.batches[-1].last_offset - e.batches[-1].first_offset) if e.batches else 0,
@@ -69,10 +71,12 @@ def write_snapshot(dir_path: str, offset: int, entries: list[ProducerStateEntry]
     path = snapshot_path(dir_path, offset)
     with open(path + ".tmp", "wb") as f:
         f.write(body)
-        f.flush()
-        os.fsync(f.fileno())
+        if sync:
+            f.flush()
+            os.fsync(f.fileno())
     os.replace(path + ".tmp", path)
-    fsync_dir(dir_path)
+    if sync:
+        fsync_dir(dir_path)
 
 
 def read_snapshot(path: str) -> list[ProducerStateEntry] | None:

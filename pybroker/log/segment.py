@@ -457,6 +457,23 @@ class LogSegment:
 
     # -- lifecycle ----------------------------------------------------------------------------
 
+    def sync_fds(self) -> list[tuple[int, str]]:
+        """Fresh descriptors of the files a flush must fsync (data, indexes, then .txnindex), with
+        their paths; the caller fsyncs and closes them on an I/O thread. fsync on any descriptor
+        of a file writes its dirty pages, those stored through the index mappings included."""
+        paths = [self.offset_index.path, self.time_index.path]
+        if os.path.exists(self.txn_index.path):
+            paths.append(self.txn_index.path)
+        fds = [(os.dup(self._log.fileno()), self.log_path)]
+        try:
+            for path in paths:
+                fds.append((os.open(path, os.O_RDONLY), path))
+        except OSError:
+            for fd, _ in fds:
+                os.close(fd)
+            raise
+        return fds
+
     def flush(self) -> None:
         """fsync the data file, then msync both indexes."""
         try:

@@ -11,6 +11,7 @@ import time
 from typing import Awaitable, Callable, Mapping
 
 from pybroker.common.config import BrokerConfig
+from pybroker.common.io_executor import IoExecutor
 from pybroker.controller.embedded import EmbeddedMetadata
 from pybroker.controller.errors import InvalidTopicConfigError
 from pybroker.controller.metadata import BrokerInfo, ClusterMetadata, TopicInfo
@@ -44,6 +45,7 @@ class Broker:
         self.advertised = (host or "localhost", port)
         self.topic_configs = TopicConfigs(config)
         self.log_manager = LogManager(config.log_dirs, self.topic_configs.log_config({}))
+        self.io = IoExecutor(config["background.threads"])  # fsyncs; kazoo keeps asyncio's default pool
         self.replica_manager = ReplicaManager(self.log_manager, self.broker_id,
                                               replica_lag_time_max_ms=config["replica.lag.time.max.ms"])
         self.metadata: ClusterMetadata | None = None
@@ -63,6 +65,7 @@ class Broker:
 
     async def start(self) -> None:
         self.log_manager.startup(now_ms())
+        self.log_manager.attach_executor(self.io)
         self.bound_port = self.socket_server.start(*self._bind)
         if self.advertised[1] == 0:
             self.advertised = (self.advertised[0], self.bound_port)
@@ -108,6 +111,7 @@ class Broker:
         await self.txns.close()
         if self.zk_mode is not None:
             await self.zk_mode.stop()
+        self.io.shutdown()
         self.log_manager.shutdown()
         log.info("[KafkaServer id=%d] shut down completed", self.broker_id)
 
@@ -169,14 +173,14 @@ class Broker:
         for job in jobs:
             self.log_manager.finish_cleaning(job, now_ms())
 
-    def _flush(self) -> None:
-        self.log_manager.flush_dirty(now_ms())
+    async def _flush(self) -> None:
+        await self.log_manager.flush_dirty_async(now_ms())
 
     def _expire_producer_ids(self) -> None:
         expiration_ms, now = self.config["producer.id.expiration.ms"], now_ms()
         for partition in self.replica_manager.partitions():
             partition.log.producer_state.remove_expired(now, expiration_ms)
 
-    def _checkpoint(self) -> None:
-        self.log_manager.checkpoint()
+    async def _checkpoint(self) -> None:
+        await self.log_manager.checkpoint_async()
 

@@ -39,6 +39,14 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
     for topic in request.topic_data:
         partitions = [_produce_partition(ctx, request, topic.name, data, replicating) for data in topic.partition_data]
         responses.append(ProduceResponse.TopicProduceResponse(name=topic.name, partition_responses=partitions))
+    # flush.messages: as Kafka's synchronous flush, answer once the appended offsets are fsynced (off the loop).
+    unflushed = await ctx.broker.log_manager.wait_flushed(
+        (topic.name, partition.index) for topic in responses for partition in topic.partition_responses
+        if partition.error_code == ErrorCode.NONE)
+    for topic in responses:
+        topic.partition_responses = [
+            _error(p.index, ErrorCode.KAFKA_STORAGE_ERROR, f"Flush of {topic.name}-{p.index} failed")
+            if (topic.name, p.index) in unflushed else p for p in topic.partition_responses]
     if request.acks == 0:
         return None
     if replicating:
