@@ -6,7 +6,8 @@ compressed payload that does not decompress, offsets the log end would jump over
 all of them at produce time, and so does :func:`validate_produced_batch`:
 
 - batch header rules (offset range, count, control batches, sequences): INVALID_RECORD;
-- the records themselves, walked once at byte level (varints over the buffer, no Record objects):
+- the records themselves, walked once at byte level (varints over the buffer, no Record objects;
+  vectorized for large batches by :mod:`.record_scan`, this module's walk being the reference):
   INVALID_RECORD; a compressed payload is decompressed first (Kafka does too), bounded so a
   compression bomb is refused once its output passes the limit (RECORD_TOO_LARGE), a codec
   failure is CORRUPT_MESSAGE;
@@ -29,6 +30,7 @@ from .constants import (
     TRANSACTIONAL_FLAG_MASK,
 )
 from .errors import InvalidRecordError, RecordValidationError
+from .record_scan import MIN_RECORDS, scan_records
 
 __all__ = ["ProducePolicy", "validate_produced_batch", "max_decompressed_bytes"]
 
@@ -97,7 +99,10 @@ def validate_produced_batch(batch: RecordBatch, policy: ProducePolicy, now_ms: i
     else:
         data = memoryview(batch.buffer)[start:end]
     count = h.records_count
-    min_delta, max_delta, keyless = _scan(data, count, partition, None)
+    summary = scan_records(data, count) if count >= MIN_RECORDS else None
+    if summary is None:  # few records, or ones the vectorized walk leaves to this one (which names the fault)
+        summary = _scan(data, count, partition, None)
+    min_delta, max_delta, keyless = summary
 
     append_time = bool(h.attributes & TIMESTAMP_TYPE_MASK)
     if append_time:

@@ -1,5 +1,6 @@
 """Produce validation (LogValidator's checks) on batches built by real client libraries and on
-hand-made poison, and the bounded decompression that keeps a compression bomb from inflating."""
+hand-made poison, and the bounded decompression that keeps a compression bomb from inflating.
+Every test runs twice: records walked in Python, and vectorized (record_scan) from one record on."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 import snappy
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
-from pybroker.records import Compression, CorruptRecordError, RecordTooLargeError, decompress
+from pybroker.records import Compression, CorruptRecordError, RecordTooLargeError, decompress, validation
 from pybroker.records.batch import RecordBatch, validate_batch
 from pybroker.records.errors import InvalidRecordError, RecordValidationError
 from pybroker.records.record import RecordInput, build_batch, encode_record, now_ms
@@ -20,6 +21,12 @@ from tests.integration.test_poison_batches import raw_batch
 
 NOW = 1_700_000_000_000
 TP = "t-0"
+
+
+@pytest.fixture(autouse=True, params=["python walk", "vectorized walk"])
+def record_walk(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    monkeypatch.setattr(validation, "MIN_RECORDS", 10**9 if request.param == "python walk" else 1)
+    return str(request.param)
 
 
 def check(batch: bytes, policy: ProducePolicy = ProducePolicy(), now: int = NOW) -> int:
