@@ -71,7 +71,7 @@ def parse_overrides(text: str) -> dict[str, int]:
                               f"expected host:count, got {item!r}")
         host = host.strip("[]")
         try:
-            addresses = {info[4][0] for info in socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)}
+            addresses = {str(info[4][0]) for info in socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)}
         except OSError as exc:
             raise ConfigError(f"Invalid value {text} for configuration max.connections.per.ip.overrides: "
                               f"cannot resolve {host}: {exc}") from None
