@@ -3,7 +3,8 @@
 Partitions of topics this cluster does not have are answered UNKNOWN_TOPIC_OR_PARTITION here,
 as Kafka's request layer does, and never reach the coordinator. OffsetFetch with require_stable
 (v7+, KIP-447) answers UNSTABLE_OFFSET_COMMIT for a partition while a transaction that commits
-its offset is still open, so a new consumer does not start from an offset about to change.
+its offset is still open, or an OffsetCommit of it is not replicated yet, so a new consumer does not
+start from an offset about to change.
 """
 
 from __future__ import annotations
