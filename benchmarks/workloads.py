@@ -197,6 +197,32 @@ def w7(bench: Bench, side: str) -> None:
             shutil.rmtree(broker.workdir, ignore_errors=True)
 
 
+def w8(bench: Bench, side: str) -> None:
+    """W8 noisy neighbour: a small produce's latency while one client reads a cold log and another commits."""
+    size = bench.args.w8_mb
+    label = f"acks=all produce while reading {size} MiB from a cold log start + committing in a loop"
+    metrics = {Metric("W8 noisy neighbour", label + ", p50", "ms", False): "p50_ms",
+               Metric("W8 noisy neighbour", label + ", p99", "ms", False): "p99_ms",
+               Metric("W8 noisy neighbour", "the reader's fetch rate", "MiB/s", True): "fetch_mib_per_s",
+               Metric("W8 noisy neighbour", "the committer's OffsetCommits", "commits/s", True): "commits_per_s"}
+    for rep in range(bench.args.repetitions):
+        print(f"W8 rep {rep + 1}", file=sys.stderr)
+        with running(bench.new(side), bench.args.timeout) as broker:
+            try:
+                result = run_load("noisy_neighbour", {"bootstrap": broker.bootstrap, "bytes": size * MIB},
+                                  bench.args.timeout)
+            except LoadError as exc:
+                for metric in metrics:
+                    bench.report.na(metric, side, str(exc))
+                print(f"  {side}: n/a ({exc})", file=sys.stderr)
+                continue
+            bench.keep(side, metrics, result)
+            if rep == 0 and side == "pybroker":
+                bench.report.notes.append(
+                    "W8 page cache " + ("dropped before the read" if result["cache_dropped"] else
+                                        "NOT dropped (not root): the log was read from memory"))
+
+
 def machine_limit(bench: Bench, side: str) -> None:
     """Loopback TCP into a file with a minimal uvloop receiver, same payload volume as W1."""
     volume = bench.args.messages * 100
