@@ -30,6 +30,7 @@ NOT_FROM_HANDLERS = {
     "pybroker.protocol.errors.FrameTooLarge": "the network layer closes the connection before decoding",
     "pybroker.protocol.errors.EncodeError": "our own response cannot be encoded: the dispatcher closes the connection",
     "pybroker.server.zk_mode.ZooKeeperStartError": "broker start-up only",
+    "pybroker.records.record_scan._GiveUp": "caught inside record_scan: the pure-Python walk then runs and names the fault",
 }
 # Base classes: only their subclasses are raised (checked below), and each subclass has a row.
 BASES = {
