@@ -13,7 +13,7 @@ from typing import Protocol
 
 from pybroker.protocol.errors import DecodeError, EncodeError
 
-__all__ = ["Reader", "Writer", "ZERO_UUID", "BytesLike", "Spliced", "FramePart"]
+__all__ = ["Reader", "Writer", "ZERO_UUID", "BytesLike", "Spliced", "FramePart", "UNBOUNDED"]
 
 BytesLike = bytes | bytearray | memoryview
 _BYTES_TYPES = (bytes, bytearray, memoryview)
@@ -47,22 +47,30 @@ _I64 = struct.Struct(">q")
 _F64 = struct.Struct(">d")
 _UUID = struct.Struct(">16s")
 
+#: A :class:`Reader`'s default object budget: no bound beyond the input's own size.
+UNBOUNDED = 1 << 62
+
 _MAX_UVARINT_BYTES = 5  # 32-bit unsigned varint
 _MAX_UVARLONG_BYTES = 10  # 64-bit unsigned varint
 
 
 class Reader:
-    """Sequential reader over a bytes-like object; slices are zero-copy memoryviews."""
+    """Sequential reader over a bytes-like object; slices are zero-copy memoryviews.
 
-    __slots__ = ("buf", "pos", "end")
+    ``budget`` is what the decoded objects may still cost, in estimated bytes of Python memory: array codecs
+    charge it before building a list, so a small frame cannot become gigabytes of objects (schema.py).
+    """
 
-    def __init__(self, data: BytesLike, pos: int = 0) -> None:
+    __slots__ = ("buf", "pos", "end", "budget")
+
+    def __init__(self, data: BytesLike, pos: int = 0, budget: int = UNBOUNDED) -> None:
         mv = data if isinstance(data, memoryview) else memoryview(data)
         if mv.format != "B" or mv.ndim != 1:
             mv = mv.cast("B")
         self.buf: memoryview = mv
         self.pos: int = pos
         self.end: int = len(mv)
+        self.budget: int = budget
 
     def remaining(self) -> int:
         """Number of unread bytes."""

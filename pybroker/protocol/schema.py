@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any, ClassVar, NamedTuple, Self
 
 from pybroker.protocol.errors import DecodeError, EncodeError
-from pybroker.protocol.primitives import ZERO_UUID, BytesLike, Reader, Spliced, Writer
+from pybroker.protocol.primitives import UNBOUNDED, ZERO_UUID, BytesLike, Reader, Spliced, Writer
 
 __all__ = [
     "FieldSpec",
@@ -31,6 +31,8 @@ __all__ = [
     "PRIMITIVE_TYPES",
     "ZERO_UUID",
     "Records",
+    "DECODE_BUDGET",
+    "decode_budget",
 ]
 
 #: Upper bound used for open-ended version ranges such as ``"3+"`` (Java's Short.MAX_VALUE).
@@ -39,6 +41,28 @@ MAX_VERSION = 0x7FFF
 #: What a ``records`` field may hold: any bytes-like object (decoded as a zero-copy memoryview),
 #: or, when encoding, a :class:`Spliced` file range the sender splices in.
 Records = BytesLike | Spliced
+
+#: What the objects of one decoded request may cost, in estimated bytes of Python memory (see ``_COST``). Kafka
+#: only checks an array's count against the bytes left; here a 100 MiB frame of 50M two-byte elements would
+#: still become gigabytes of objects. 64 MiB covers ~200k partitions of a Fetch, Produce or OffsetCommit.
+DECODE_BUDGET = 64 << 20
+#: Requests that carry every partition of the cluster: the controller's LeaderAndIsr, UpdateMetadata and
+#: StopReplica (~800 estimated bytes a partition: 256 MiB is ~300k partitions).
+_LARGE_BUDGET = 256 << 20
+_REQUEST_BUDGETS: dict[str, int] = {
+    "LeaderAndIsrRequest": _LARGE_BUDGET,
+    "UpdateMetadataRequest": _LARGE_BUDGET,
+    "StopReplicaRequest": _LARGE_BUDGET,
+}
+#: Estimated CPython (64-bit) bytes of one decoded value, content aside (content is bounded by the input):
+#: an int object, a str/bytes header, a memoryview, a UUID and its int, an empty list.
+_COST = {"bool": 0, "int8": 32, "int16": 32, "uint16": 32, "int32": 32, "uint32": 32, "int64": 32,
+         "float64": 24, "uuid": 100, "string": 56, "bytes": 40, "records": 184}
+_LIST_COST = 56
+#: A list slot per element.
+_SLOT_COST = 8
+#: Charged per tagged field read, so a frame of millions of unknown tags is bounded in work too.
+_TAG_COST = 64
 
 Read = Callable[[Reader], Any]
 Write = Callable[[Writer, Any], None]
@@ -75,6 +99,8 @@ class Plan(NamedTuple):
     tag_readers: dict[int, tuple[int, Read]]
     #: Lower bound of the encoded size, used to reject absurd array counts early.
     min_size: int
+    #: Estimated Python bytes of one decoded instance, its arrays' elements aside (charged to ``Reader.budget``).
+    cost: int
     #: Decoding builds ``cls(*values)``: immutable defaults in constructor order ...
     template: tuple[Any, ...]
     #: ... fresh mutable defaults for fields not on the wire at this version ...
@@ -135,10 +161,11 @@ def _non_null_writer(write: Write, what: str) -> Write:
     return write_non_null
 
 
-def _array_codec(elem: str, read: Read, write: Write, elem_min: int, compact: bool,
+def _array_codec(elem: str, read: Read, write: Write, elem_min: int, elem_cost: int, compact: bool,
                  nullable: bool, what: str) -> tuple[Read, Write]:
     """Build codecs for ``[]elem``; fixed-size numeric elements use one bulk (un)pack."""
     fmt = _FIXED[elem][3] if elem in _FIXED else ""
+    elem_cost += _SLOT_COST
 
     def read_array(r: Reader) -> list[Any] | None:
         n = r.read_uvarint() - 1 if compact else r.read_int32()
@@ -150,6 +177,10 @@ def _array_codec(elem: str, read: Read, write: Write, elem_min: int, compact: bo
         if n * (elem_min or 1) > r.end - r.pos:
             raise DecodeError(f"array {what} claims {n} elements but only "
                               f"{r.end - r.pos} bytes remain")
+        cost = n * elem_cost
+        if cost > r.budget:
+            raise DecodeError(f"array {what} of {n} elements would exceed the request's decode budget")
+        r.budget -= cost
         if fmt:
             items = list(struct.unpack_from(f">{n}{fmt}", r.buf, r.pos))
             r.pos += n * elem_min
@@ -203,26 +234,26 @@ def _struct_codec(scls: type[Struct], plan: Plan, nullable: bool) -> tuple[Read,
 
 
 def _codec(owner: type, typ: str, compact: bool, nullable: bool, version: int,
-           what: str) -> tuple[Read, Write, int]:
-    """Return ``(reader, writer, min_size)`` for one Kafka type at one version."""
+           what: str) -> tuple[Read, Write, int, int]:
+    """Return ``(reader, writer, min_size, cost)`` for one Kafka type at one version."""
     if typ in _FIXED:
         read, write, size, _ = _FIXED[typ]
-        return read, write, size
+        return read, write, size, _COST[typ]
     if typ in _VARIABLE:
         rd, crd, wr, cwr, size, csize = _VARIABLE[typ]
         read, write, min_size = (crd, cwr, csize) if compact else (rd, wr, size)
         if not nullable:
             read, write = _non_null_reader(read, what), _non_null_writer(write, what)
-        return read, write, min_size
+        return read, write, min_size, _COST[typ]
     if typ.startswith("[]"):
         elem = typ[2:]
-        eread, ewrite, emin = _codec(owner, elem, compact, False, version, what + "[]")
-        read, write = _array_codec(elem, eread, ewrite, emin, compact, nullable, what)
-        return read, write, 1 if compact else 4
+        eread, ewrite, emin, ecost = _codec(owner, elem, compact, False, version, what + "[]")
+        read, write = _array_codec(elem, eread, ewrite, emin, ecost, compact, nullable, what)
+        return read, write, 1 if compact else 4, _LIST_COST
     scls = resolve_struct(owner, typ)
     plan = get_plan(scls, version)
     read, write = _struct_codec(scls, plan, nullable)
-    return read, write, 1 if nullable else plan.min_size
+    return read, write, 1 if nullable else plan.min_size, plan.cost
 
 
 # --------------------------------------------------------------------------- plans
@@ -304,14 +335,15 @@ def _compile(cls: type, version: int) -> Plan:
     tag_readers: dict[int, tuple[str, Read]] = {}
     readers: list[tuple[str, Read]] = []
     min_size = 1 if flexible else 0
+    cost = sys.getsizeof(cls())
     spec: FieldSpec
     for spec in cls._SCHEMA:  # type: ignore[attr-defined]
         if not _in(spec.versions, version):
             continue
         compact = flexible if spec.flexible is None else _in(spec.flexible, version)
         what = f"{cls.__qualname__}.{spec.name}"
-        read, write, size = _codec(owner, spec.type, compact, _in(spec.nullable, version),
-                                   version, what)
+        read, write, size, field_cost = _codec(owner, spec.type, compact, _in(spec.nullable, version),
+                                               version, what)
         if flexible and spec.tag is not None and _in(spec.tagged, version):
             tagged.append((spec.tag, spec.name, write, defaults.get(spec.name)))
             tag_readers[spec.tag] = (spec.name, read)
@@ -319,11 +351,12 @@ def _compile(cls: type, version: int) -> Plan:
             fields.append((spec.name, read, write))
             readers.append((spec.name, read))
             min_size += size
+            cost += field_cost
     tagged.sort(key=lambda t: t[0])
     pos, template, factories = _constructor_layout(cls, {name for name, _ in readers})
     return Plan(cls, version, flexible, tuple(fields), tuple(tagged),
                 {tag: (pos[name], rd) for tag, (name, rd) in tag_readers.items()}, min_size,
-                template, factories, tuple((pos[name], rd) for name, rd in readers))
+                cost, template, factories, tuple((pos[name], rd) for name, rd in readers))
 
 
 # --------------------------------------------------------------------------- interpreter
@@ -341,6 +374,9 @@ def _read_with(plan: Plan, r: Reader) -> Any:
 
 def _read_tagged(plan: Plan, r: Reader, values: list[Any]) -> None:
     count = r.read_uvarint()
+    if count * _TAG_COST > r.budget:
+        raise DecodeError(f"{count} tagged fields of {plan.cls.__qualname__} would exceed the decode budget")
+    r.budget -= count * _TAG_COST
     readers = plan.tag_readers
     for _ in range(count):
         tag = r.read_uvarint()
@@ -355,8 +391,18 @@ def _read_tagged(plan: Plan, r: Reader, values: list[Any]) -> None:
             continue
         index, read = entry
         # decode from a zero-copy sub-view so the value cannot read past its own size
-        values[index] = read(Reader(r.buf[r.pos : end]))
+        sub = Reader(r.buf[r.pos : end], 0, r.budget)
+        values[index] = read(sub)
+        r.budget = sub.budget
         r.pos = end
+
+
+def decode_budget(cls: type) -> int:
+    """The object budget of decoding ``cls``: bounded for requests (what a client sends), not for the rest."""
+    name = cls.__name__
+    if not name.endswith("Request") or owner_of(cls) is not cls:
+        return UNBOUNDED
+    return _REQUEST_BUDGETS.get(name, DECODE_BUDGET)
 
 
 def _write_with(obj: Any, plan: Plan, w: Writer) -> None:
@@ -409,8 +455,8 @@ class Struct:
 
     @classmethod
     def decode(cls, data: BytesLike, version: int) -> Self:
-        """Decode an object at ``version`` from ``data`` (trailing bytes are ignored)."""
-        return cls.read(Reader(data), version)
+        """Decode an object at ``version`` from ``data`` (trailing bytes are ignored) within its decode budget."""
+        return cls.read(Reader(data, 0, decode_budget(cls)), version)
 
 
 class Message(Struct):
