@@ -1,6 +1,8 @@
-"""Pure decisions of the controller: where replicas go and who leads (Kafka's
-`AdminUtils.assignReplicasToBrokers` and `PartitionLeaderElectionAlgorithms`).
+"""Pure decisions of the controller: where replicas go (Kafka's `AdminUtils.assignReplicasToBrokers`)
+and who leads (Kafka's Election.scala and `PartitionLeaderElectionAlgorithms`).
 
+Every election takes a partition's stored state and returns the state to write next (None: no
+change), always at a new leader epoch so every replica learns of it; the controller writes it.
 Randomness comes in as an argument so tests can pin it.
 """
 
@@ -16,6 +18,7 @@ from pybroker.controller.errors import (
     InvalidReplicaAssignmentError,
     InvalidReplicationFactorError,
 )
+from pybroker.controller.zk_paths import NO_LEADER, LeaderAndIsr
 
 
 def assign_replicas(brokers: Sequence[tuple[int, str | None]], partitions: int, replication_factor: int, *,
@@ -132,6 +135,74 @@ def elect_leader(replicas: Sequence[int], isr: Sequence[int], live: set[int], *,
     return None
 
 
+def needs_unclean_election(state: LeaderAndIsr, replicas: Sequence[int], live: set[int]) -> bool:
+    """The leader is gone and no live replica is in sync: only an unclean election can give a leader."""
+    isr = tuple(b for b in state.isr if b in live) or state.isr
+    return state.leader not in live and elect_leader(replicas, isr, live) is None
+
+
+def offline_election(state: LeaderAndIsr, replicas: Sequence[int], live: set[int], controller_epoch: int, *,
+                     unclean: bool = False) -> LeaderAndIsr | None:
+    """Brokers died (Kafka's offlinePartitionLeaderElection): dead brokers leave the ISR (but its last
+    member stays, it may return) and a partition whose leader died gets a new one; an unclean leader
+    becomes the only ISR member. No leader at all is NO_LEADER."""
+    isr = tuple(b for b in state.isr if b in live) or state.isr
+    leader: int | None = state.leader
+    if leader not in live:
+        leader = elect_leader(replicas, isr, live, unclean=unclean)
+    if leader is not None and leader not in isr:
+        isr = (leader,)
+    leader = NO_LEADER if leader is None else leader
+    if leader == state.leader and isr == state.isr:
+        return None
+    return LeaderAndIsr(leader, state.leader_epoch + 1, isr, controller_epoch, state.zk_version)
+
+
+def controlled_shutdown_election(state: LeaderAndIsr, replicas: Sequence[int], broker_id: int, live: set[int],
+                                 controller_epoch: int) -> LeaderAndIsr | None:
+    """`broker_id` is shutting down (Kafka's controlledShutdownPartitionLeaderElection): it leaves the ISR
+    and, when it leads, another live ISR member takes over. None when it is not in the ISR, is its last
+    member, or leads with no one to take over (the broker retries later)."""
+    isr = tuple(b for b in state.isr if b != broker_id)
+    if broker_id not in state.isr or not isr:
+        return None
+    leader: int | None = state.leader
+    if leader == broker_id:
+        leader = elect_leader(replicas, isr, live)
+        if leader is None:
+            return None
+    return LeaderAndIsr(leader, state.leader_epoch + 1, isr, controller_epoch, state.zk_version)
+
+
+def preferred_election(state: LeaderAndIsr, preferred: int, controller_epoch: int) -> LeaderAndIsr | None:
+    """Leadership back to the preferred replica (auto.leader.rebalance), only when it is in sync."""
+    if state.leader == preferred or preferred not in state.isr:
+        return None
+    return LeaderAndIsr(preferred, state.leader_epoch + 1, state.isr, controller_epoch, state.zk_version)
+
+
+def reassignment_election(state: LeaderAndIsr, replicas: Sequence[int], live: set[int],
+                          controller_epoch: int) -> LeaderAndIsr:
+    """A move settles on `replicas` (Kafka's reassignPartitionLeaderElection): the ISR keeps only them
+    (all of them when none is in sync yet), the leader stays if it is one of them and live."""
+    isr = tuple(b for b in state.isr if b in replicas) or tuple(replicas)
+    leader = state.leader if state.leader in replicas and state.leader in live else \
+        elect_leader(replicas, isr, live)
+    return LeaderAndIsr(NO_LEADER if leader is None else leader, state.leader_epoch + 1, isr, controller_epoch,
+                        state.zk_version)
+
+
+def new_leader_epoch(state: LeaderAndIsr, controller_epoch: int) -> LeaderAndIsr:
+    """The same leader and ISR at a new leader epoch, so replicas apply a changed replica set."""
+    return LeaderAndIsr(state.leader, state.leader_epoch + 1, state.isr, controller_epoch, state.zk_version)
+
+
+def initial_state(replicas: Sequence[int], live: set[int], controller_epoch: int) -> LeaderAndIsr:
+    """A new partition (NewPartition -> OnlinePartition): its live replicas in sync, the first leads."""
+    isr = tuple(b for b in replicas if b in live)
+    return LeaderAndIsr(isr[0] if isr else NO_LEADER, 0, isr or tuple(replicas), controller_epoch)
+
+
 class ElectionType(IntEnum):
     """ElectLeaders' election types (KIP-460)."""
 
@@ -163,6 +234,17 @@ def elect_on_request(election_type: ElectionType, replicas: Sequence[int], leade
         return ElectionOutcome.NOT_NEEDED, None
     chosen = elect_leader(replicas, isr, live, unclean=True)
     return (ElectionOutcome.NO_ELIGIBLE_LEADER, None) if chosen is None else (ElectionOutcome.ELECTED, chosen)
+
+
+def request_election(election_type: ElectionType, state: LeaderAndIsr, replicas: Sequence[int], live: set[int],
+                     controller_epoch: int) -> tuple[ElectionOutcome, LeaderAndIsr | None]:
+    """ElectLeaders on one partition: the outcome and the state to write (None: nothing to write); an
+    unclean leader becomes the only ISR member."""
+    outcome, leader = elect_on_request(election_type, replicas, state.leader, state.isr, live)
+    if leader is None:
+        return outcome, None
+    isr = state.isr if leader in state.isr else (leader,)
+    return outcome, LeaderAndIsr(leader, state.leader_epoch + 1, isr, controller_epoch, state.zk_version)
 
 
 @dataclass(frozen=True, slots=True)

@@ -39,3 +39,11 @@ class TopicDeletionDisabledError(MetadataError):
 
 class NoReassignmentInProgressError(MetadataError):
     """NO_REASSIGNMENT_IN_PROGRESS: a cancel for a partition that is not moving."""
+
+
+class NotControllerError(Exception):
+    """This broker is not (or no longer) the controller: NOT_CONTROLLER."""
+
+
+class StaleBrokerEpochError(Exception):
+    """The request names a broker registration that is not the current one: STALE_BROKER_EPOCH."""

@@ -2,8 +2,8 @@
 
 Concurrency notes:
 1. kazoo runs watch callbacks and session-state listeners on its own threads. They never touch
-   broker state: they hand a `ZkEvent` to the event loop with `call_soon_threadsafe`, into ONE
-   queue drained by ONE task (`run_events`), so every state change happens on the loop, in order.
+   broker state: they `post` a `ZkEvent` into the one `EventQueue` (events.py) drained by ONE task
+   (`run_events`), so every state change happens on the loop, in order.
 2. Watches are one-shot (ZooKeeper semantics): a handler re-reads the znode with `watch=` set
    again, which both re-arms the watch and sees any change that raced with the notification.
 3. `zookeeper.connect` may end in a chroot (`host:port/kafka`); it is created if missing, as Kafka does.
@@ -14,29 +14,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from dataclasses import dataclass
-from typing import Awaitable, Callable
+from typing import Callable
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import NoNodeError, RolledBackError
 from kazoo.protocol.states import ZnodeStat
 
+from pybroker.controller.events import SESSION_LOST, SESSION_RECONNECTED, EventHandler, EventQueue, Work, ZkEvent
+
 log = logging.getLogger("pybroker.zookeeper")
 
-SESSION_RECONNECTED = "session-reconnected"
-SESSION_LOST = "session-lost"
-
-
-@dataclass(frozen=True, slots=True)
-class ZkEvent:
-    """A watch that fired (`kind` names what to re-read) or a session state change."""
-
-    kind: str
-    path: str = ""
-
-
-EventHandler = Callable[[ZkEvent], Awaitable[None]]
-Work = Callable[[], Awaitable[None]]
+__all__ = ["SESSION_LOST", "SESSION_RECONNECTED", "ZkClient", "ZkEvent", "split_chroot"]
 
 
 def split_chroot(connect: str) -> tuple[str, str]:
@@ -51,13 +39,11 @@ class ZkClient:
         self._session_timeout_s = session_timeout_ms / 1000
         self._connection_timeout_s = connection_timeout_ms / 1000
         self._kazoo: KazooClient | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._events: asyncio.Queue[ZkEvent | Work] = asyncio.Queue()
-        self._handlers: dict[str, EventHandler] = {}
+        self.events = EventQueue()
         self._lost = False
 
     async def start(self) -> None:
-        self._loop = asyncio.get_running_loop()
+        self.events.bind(asyncio.get_running_loop())
         if self._chroot:
             await asyncio.to_thread(self._create_chroot)
         self._kazoo = KazooClient(hosts=self._hosts + self._chroot, timeout=self._session_timeout_s)
@@ -91,30 +77,16 @@ class ZkClient:
     # Events
 
     def on(self, kind: str, handler: EventHandler) -> None:
-        self._handlers[kind] = handler
+        self.events.on(kind, handler)
 
     async def run_events(self) -> None:
-        """The one consumer of watch events and submitted work; a failure is logged and the next runs."""
-        while True:
-            event = await self._events.get()
-            try:
-                if isinstance(event, ZkEvent):
-                    handler = self._handlers.get(event.kind)
-                    if handler is not None:
-                        await handler(event)
-                else:
-                    await event()
-            except Exception:
-                log.exception("Handling ZooKeeper event %s failed", event)
+        await self.events.run()
 
     def submit(self, work: Work) -> None:
-        """Run `work` in the event queue, after the events already queued (requests to the controller)."""
-        self._events.put_nowait(work)
+        self.events.submit(work)
 
     def post(self, event: ZkEvent) -> None:
-        """Queue an event from any thread."""
-        assert self._loop is not None
-        self._loop.call_soon_threadsafe(self._events.put_nowait, event)
+        self.events.post(event)
 
     def _watcher(self, kind: str) -> Callable[[object], None]:
         return lambda watched: self.post(ZkEvent(kind, getattr(watched, "path", "")))

@@ -1,0 +1,56 @@
+"""What the controller knows of the cluster (Kafka's ControllerContext): registered brokers, topic
+assignments, partition states as last read or written, ongoing reassignments. Only the event queue's
+consumer changes it; it is rebuilt from ZooKeeper on every failover.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+
+from pybroker.common.topic import ZERO_UUID, topic_id_from_string
+from pybroker.controller import zk_paths as zp
+from pybroker.controller.election import Reassignment
+
+PartitionKey = tuple[str, int]
+
+
+@dataclass
+class ControllerContext:
+    brokers: dict[int, zp.BrokerRegistration] = field(default_factory=dict)
+    assignments: dict[str, zp.TopicAssignment] = field(default_factory=dict)
+    states: dict[PartitionKey, zp.LeaderAndIsr] = field(default_factory=dict)
+    reassignments: dict[PartitionKey, Reassignment] = field(default_factory=dict)
+    shutting_down: set[int] = field(default_factory=set)  # brokers in controlled shutdown
+
+    def clear_topics(self) -> None:
+        self.assignments.clear()
+        self.states.clear()
+        self.reassignments.clear()
+
+    def replicas(self, key: PartitionKey) -> tuple[int, ...]:
+        return self.assignments[key[0]].partitions[key[1]]
+
+    def electable(self) -> set[int]:
+        """Live brokers that may lead or join an ISR: registered and not shutting down."""
+        return set(self.brokers) - self.shutting_down
+
+    def partitions_on(self, brokers: set[int]) -> set[PartitionKey]:
+        """Partitions with a replica on any of `brokers`."""
+        return {(topic, p) for topic, assignment in self.assignments.items()
+                for p, replicas in assignment.partitions.items() if brokers.intersection(replicas)}
+
+    def set_replicas(self, key: PartitionKey, replicas: tuple[int, ...]) -> None:
+        assignment = self.assignments[key[0]]
+        self.assignments[key[0]] = zp.TopicAssignment({**assignment.partitions, key[1]: replicas},
+                                                      assignment.topic_id)
+
+    def forget_topic(self, topic: str) -> None:
+        self.assignments.pop(topic, None)
+        for key in [key for key in self.states if key[0] == topic]:
+            del self.states[key]
+            self.reassignments.pop(key, None)
+
+    def topic_id(self, topic: str) -> uuid.UUID:
+        topic_id = self.assignments[topic].topic_id
+        return topic_id_from_string(topic_id) if topic_id else ZERO_UUID

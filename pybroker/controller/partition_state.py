@@ -1,0 +1,151 @@
+"""Partition states and their transitions (Kafka's PartitionStateMachine): a partition is
+NonExistent until the controller writes its first state (New -> Online, `create`), Online while its
+leader's broker is registered and Offline otherwise. Every transition is an election from
+election.py (pure) written through the fenced writer; the context follows what was written.
+
+A leader may change the ISR between the controller's read and its write (the write is conditional
+on the state's znode version): the conflict brings in the stored state and the election runs again
+on it, a bounded number of times.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Callable
+
+from pybroker.controller import zk_paths as zp
+from pybroker.controller.context import ControllerContext, PartitionKey
+from pybroker.controller.election import (
+    ElectionOutcome,
+    ElectionType,
+    initial_state,
+    needs_unclean_election,
+    offline_election,
+    request_election,
+)
+from pybroker.controller.zk_client import ZkClient
+from pybroker.controller.zk_writer import FencedZkWriter, StateConflict
+
+ATTEMPTS = 3
+UNCLEAN_ELECTION = "unclean.leader.election.enable"
+
+Decision = Callable[[zp.LeaderAndIsr], "zp.LeaderAndIsr | None"]
+
+
+class PartitionState(Enum):
+    NON_EXISTENT = "NonExistentPartition"
+    ONLINE = "OnlinePartition"
+    OFFLINE = "OfflinePartition"
+
+
+def partition_state(ctx: ControllerContext, key: PartitionKey) -> PartitionState:
+    state = ctx.states.get(key)
+    if state is None:
+        return PartitionState.NON_EXISTENT
+    return PartitionState.ONLINE if state.leader in ctx.brokers else PartitionState.OFFLINE
+
+
+class PartitionStateMachine:
+    def __init__(self, ctx: ControllerContext, zk: ZkClient, writer: FencedZkWriter, *, unclean_default: bool):
+        self._ctx = ctx
+        self._zk = zk
+        self._writer = writer
+        self._unclean_default = unclean_default
+
+    async def load(self, topic: str) -> set[PartitionKey]:
+        """Adopt the stored state of each of the topic's partitions not known yet; partitions without
+        one are new and get their first (New -> Online). Returns the partitions created."""
+        created = set()
+        live = set(self._ctx.brokers)
+        for partition, replicas in self._ctx.assignments[topic].partitions.items():
+            key = (topic, partition)
+            if key in self._ctx.states:
+                continue
+            stored = await self._writer.read_partition_state(key)
+            if stored is None:
+                stored = await self._writer.create_partition_state(
+                    key, initial_state(replicas, live, self._writer.epoch))
+                created.add(key)
+            if stored is not None:
+                self._ctx.states[key] = stored
+        return created
+
+    async def refresh(self, key: PartitionKey) -> bool:
+        """Re-read a known partition's state a leader changed (its ISR); False when there is none."""
+        stored = await self._writer.read_partition_state(key)
+        if stored is None or key not in self._ctx.states:
+            return False
+        self._ctx.states[key] = stored
+        return True
+
+    async def write(self, key: PartitionKey, state: zp.LeaderAndIsr) -> None:
+        """Write `state` (conditional on its zk_version); on a conflict the context takes the stored
+        state and StateConflict is raised."""
+        try:
+            self._ctx.states[key] = await self._writer.set_partition_state(key, state)
+        except StateConflict as conflict:
+            if conflict.current is not None:
+                self._ctx.states[key] = conflict.current
+            raise
+
+    async def transition(self, key: PartitionKey, decide: Decision, *, attempts: int = ATTEMPTS) -> bool:
+        """Write what `decide` makes of the partition's state, re-deciding after a conflict; True
+        when a new state was written."""
+        for _ in range(attempts):
+            state = self._ctx.states.get(key)
+            new = None if state is None else decide(state)
+            if new is None:
+                return False
+            try:
+                await self.write(key, new)
+                return True
+            except StateConflict:
+                continue
+        return False
+
+    async def elect_offline(self, live: set[int]) -> set[PartitionKey]:
+        """Online/Offline -> Online where possible: dead brokers leave every ISR and partitions whose
+        leader is not in `live` get a new one (unclean only where the topic allows it)."""
+        changed: set[PartitionKey] = set()
+        for key in list(self._ctx.states):
+            for _ in range(ATTEMPTS):
+                state = self._ctx.states[key]
+                replicas = self._ctx.replicas(key)
+                unclean = needs_unclean_election(state, replicas, live) and await self._unclean_enabled(key[0])
+                new = offline_election(state, replicas, live, self._writer.epoch, unclean=unclean)
+                if new is None:
+                    break
+                try:
+                    await self.write(key, new)
+                except StateConflict:
+                    continue
+                changed.add(key)
+                break
+        return changed
+
+    async def elect_on_request(self, key: PartitionKey, election_type: ElectionType, live: set[int]
+                               ) -> ElectionOutcome:
+        """ElectLeaders for one partition."""
+        outcome = ElectionOutcome.UNKNOWN_PARTITION
+        for _ in range(ATTEMPTS):
+            state = self._ctx.states.get(key)
+            if state is None:
+                break
+            outcome, new = request_election(election_type, state, self._ctx.replicas(key), live,
+                                            self._writer.epoch)
+            if new is None:
+                break
+            try:
+                await self.write(key, new)
+            except StateConflict:
+                outcome = ElectionOutcome.NO_ELIGIBLE_LEADER
+                continue
+            break
+        return outcome
+
+    async def _unclean_enabled(self, topic: str) -> bool:
+        """The topic's unclean.leader.election.enable override, else the broker default; read when an
+        election needs it, as Kafka's controller does, so a changed override applies at once."""
+        node = await self._zk.get(zp.topic_config_path(topic))
+        value = zp.decode_topic_config(node[0]).get(UNCLEAN_ELECTION) if node is not None else None
+        return self._unclean_default if value is None else value.strip().lower() == "true"

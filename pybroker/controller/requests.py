@@ -1,0 +1,102 @@
+"""The controller's requests to brokers (Kafka's ControllerBrokerRequestBatch): LeaderAndIsr to the
+replicas of changed partitions, UpdateMetadata to every live broker, StopReplica to replicas that
+stop or go; each is built from the context and queued on the broker's ordered sender (channel.py).
+
+Metadata sent to brokers is always complete (every live broker and partition), so a broker can
+replace its cache wholesale; that keeps brokers simple at the cost of larger requests.
+"""
+
+from __future__ import annotations
+
+from pybroker.controller import zk_paths as zp
+from pybroker.controller.channel import ControllerChannel
+from pybroker.controller.context import ControllerContext, PartitionKey
+from pybroker.protocol.messages import (
+    LeaderAndIsrRequest,
+    LeaderAndIsrResponse,
+    StopReplicaRequest,
+    StopReplicaResponse,
+    UpdateMetadataRequest,
+    UpdateMetadataResponse,
+)
+
+LEADER_AND_ISR_VERSION = 6
+UPDATE_METADATA_VERSION = 7
+STOP_REPLICA_VERSION = 3
+PLAINTEXT = 0  # SecurityProtocol id
+
+StopReplicas = dict[int, dict[str, list[StopReplicaRequest.StopReplicaPartitionState]]]  # by broker, topic
+
+
+class BrokerRequests:
+    def __init__(self, ctx: ControllerContext, channel: ControllerChannel, controller_id: int):
+        self._ctx = ctx
+        self._channel = channel
+        self._controller_id = controller_id
+
+    def leader_and_isr(self, keys: set[PartitionKey], brokers: dict[int, zp.BrokerRegistration], epoch: int, *,
+                       is_new: bool = False) -> None:
+        """The state of `keys` to each of their replicas among `brokers`."""
+        ctx = self._ctx
+        per_broker: dict[int, dict[str, list[LeaderAndIsrRequest.LeaderAndIsrPartitionState]]] = {}
+        for key in sorted(keys):
+            state = ctx.states.get(key)
+            if state is None:
+                continue
+            replicas = ctx.replicas(key)
+            move = ctx.reassignments.get(key)
+            partition_state = LeaderAndIsrRequest.LeaderAndIsrPartitionState(
+                partition_index=key[1], controller_epoch=state.controller_epoch, leader=state.leader,
+                leader_epoch=state.leader_epoch, isr=list(state.isr), partition_epoch=state.zk_version,
+                replicas=list(replicas), adding_replicas=list(move.adding) if move else [],
+                removing_replicas=list(move.removing) if move else [], is_new=is_new)
+            for broker_id in replicas:
+                if broker_id in brokers:
+                    per_broker.setdefault(broker_id, {}).setdefault(key[0], []).append(partition_state)
+        live_leaders = [LeaderAndIsrRequest.LeaderAndIsrLiveLeader(broker_id=b.broker_id, host_name=b.host,
+                                                                   port=b.port) for b in brokers.values()]
+        for broker_id, topics in per_broker.items():
+            request = LeaderAndIsrRequest(
+                controller_id=self._controller_id, controller_epoch=epoch, broker_epoch=brokers[broker_id].epoch,
+                type=0, live_leaders=live_leaders,
+                topic_states=[LeaderAndIsrRequest.LeaderAndIsrTopicState(
+                    topic_name=topic, topic_id=ctx.topic_id(topic), partition_states=states)
+                    for topic, states in topics.items()])
+            self._channel.send(broker_id, request, LEADER_AND_ISR_VERSION, LeaderAndIsrResponse)
+
+    def update_metadata(self, epoch: int) -> None:
+        """Every live broker and partition to every live broker."""
+        ctx = self._ctx
+        live = set(ctx.brokers)
+        brokers = [UpdateMetadataRequest.UpdateMetadataBroker(
+            id=b.broker_id, rack=b.rack, endpoints=[UpdateMetadataRequest.UpdateMetadataEndpoint(
+                port=b.port, host=b.host, listener="PLAINTEXT", security_protocol=PLAINTEXT)])
+            for b in sorted(ctx.brokers.values(), key=lambda b: b.broker_id)]
+        topics = []
+        for topic, assignment in sorted(ctx.assignments.items()):
+            partitions = []
+            for p, replicas in sorted(assignment.partitions.items()):
+                state = ctx.states.get((topic, p))
+                if state is None:
+                    continue
+                partitions.append(UpdateMetadataRequest.UpdateMetadataPartitionState(
+                    partition_index=p, controller_epoch=state.controller_epoch, leader=state.leader,
+                    leader_epoch=state.leader_epoch, isr=list(state.isr), zk_version=state.zk_version,
+                    replicas=list(replicas), offline_replicas=[r for r in replicas if r not in live]))
+            topics.append(UpdateMetadataRequest.UpdateMetadataTopicState(
+                topic_name=topic, topic_id=ctx.topic_id(topic), partition_states=partitions))
+        for broker in ctx.brokers.values():
+            request = UpdateMetadataRequest(controller_id=self._controller_id, controller_epoch=epoch,
+                                            broker_epoch=broker.epoch, live_brokers=brokers, topic_states=topics)
+            self._channel.send(broker.broker_id, request, UPDATE_METADATA_VERSION, UpdateMetadataResponse)
+
+    def stop_replicas(self, per_broker: StopReplicas, epoch: int) -> None:
+        """StopReplica to each live broker of `per_broker`."""
+        for broker_id, topics in per_broker.items():
+            broker = self._ctx.brokers.get(broker_id)
+            if broker is not None:
+                request = StopReplicaRequest(
+                    controller_id=self._controller_id, controller_epoch=epoch, broker_epoch=broker.epoch,
+                    topic_states=[StopReplicaRequest.StopReplicaTopicState(topic_name=t, partition_states=p)
+                                  for t, p in topics.items()])
+                self._channel.send(broker_id, request, STOP_REPLICA_VERSION, StopReplicaResponse)
