@@ -155,7 +155,7 @@ class Workload:
     def _transact(self, name: str, deadline: float) -> None:
         rng = random.Random(self.seed)
         producer = Producer({**_producer_config(self.bootstrap), "transactional.id": f"chaos-{name}",
-                             "transaction.timeout.ms": 10000})
+                             "transaction.timeout.ms": 30000})
         try:
             producer.init_transactions(30)
         except KafkaException as exc:
