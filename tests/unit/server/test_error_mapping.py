@@ -30,6 +30,7 @@ NOT_FROM_HANDLERS = {
     "pybroker.protocol.errors.FrameTooLarge": "the network layer closes the connection before decoding",
     "pybroker.protocol.errors.EncodeError": "our own response cannot be encoded: the dispatcher closes the connection",
     "pybroker.server.zk_mode.ZooKeeperStartError": "broker start-up only",
+    "pybroker.controller.zk_writer.StateConflict": "the controller's own ISR-race signal, caught by its partition state machine",
     "pybroker.records.record_scan._GiveUp": "caught inside record_scan: the pure-Python walk then runs and names the fault",
 }
 # Base classes: only their subclasses are raised (checked below), and each subclass has a row.
@@ -78,7 +79,7 @@ def _instance(cls: type[BaseException]) -> BaseException:
 
 def test_the_walk_finds_the_exceptions_of_every_layer():
     modules = {name.rsplit(".", 1)[0] for name in CLASSES}
-    assert {"pybroker.log.errors", "pybroker.controller.errors", "pybroker.controller.controller",
+    assert {"pybroker.log.errors", "pybroker.controller.errors", "pybroker.controller.zk_writer",
             "pybroker.coordinator.runtime", "pybroker.client.errors", "pybroker.replication.errors",
             "pybroker.records.errors"} <= modules
 
