@@ -43,21 +43,29 @@ class RoundResult:
         return self.verdict in ("clean", EXPECTED_LOSS)
 
 
-def fully_replicated(cluster: ChaosCluster, topics: list[str]) -> bool:
-    """Every partition of `topics` (and the internal topics) has a leader and its full ISR."""
+def under_replicated(cluster: ChaosCluster, topics: list[str]) -> list[str]:
+    """What keeps `topics` (and the internal topics) from every partition having a leader and its full ISR."""
     meta = cluster.admin().list_topics(timeout=5)
-    if len(meta.brokers) < len(cluster.brokers):
-        return False
+    problems = [f"broker {b.broker_id} not registered" for b in cluster.brokers if b.broker_id not in meta.brokers]
     internal = [name for name in ("__consumer_offsets", "__transaction_state") if name in meta.topics]
     for name in topics + internal:
         topic = meta.topics.get(name)
         if topic is None or topic.error is not None:
-            return False
+            problems.append(f"{name}: {topic.error if topic else 'missing'}")
+            continue
         for partition in topic.partitions.values():
             if partition.leader < 0 or partition.error is not None or \
                     sorted(partition.isrs) != sorted(partition.replicas):
-                return False
-    return True
+                problems.append(f"{name}-{partition.id}: leader {partition.leader} replicas {partition.replicas} "
+                                f"isr {partition.isrs} error {partition.error}")
+    return problems
+
+
+def wait_replicated(cluster: ChaosCluster, topics: list[str], what: str) -> None:
+    try:
+        wait_for(lambda: not under_replicated(cluster, topics), what, HEALTHY_TIMEOUT)
+    except TimeoutError as exc:
+        raise TimeoutError(f"{exc}: {under_replicated(cluster, topics)}") from None
 
 
 def longest_unavailability(events: list[dict[str, Any]]) -> dict[str, float]:
@@ -95,7 +103,7 @@ def run_round(seed: int, duration: float, *, brokers: int = 3, partitions: int =
     try:
         cluster.start()
         create_topics(cluster.admin(), partitions, expect_loss, with_txn)
-        wait_for(lambda: fully_replicated(cluster, topics), "topics to be replicated", HEALTHY_TIMEOUT)
+        wait_replicated(cluster, topics, "topics to be replicated")
         history = History()
         workload = Workload(history, cluster.bootstrap, partitions, seed, with_txn=with_txn)
         workload.start(time.monotonic() + duration + HEALTHY_TIMEOUT + 60)
@@ -106,7 +114,7 @@ def run_round(seed: int, duration: float, *, brokers: int = 3, partitions: int =
             time.sleep(max(0.0, duration - history.now()))
             history.add("heal")
             cluster.heal()
-            wait_for(lambda: fully_replicated(cluster, topics), "every partition's full ISR", HEALTHY_TIMEOUT)
+            wait_replicated(cluster, topics, "every partition's full ISR")
             history.add("healthy")
             time.sleep(2.0)  # the consumers read the tail
         finally:
