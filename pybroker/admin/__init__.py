@@ -19,6 +19,8 @@ TOOLS: dict[str, tuple[str, str]] = {
     "broker-api-versions": ("api_versions", "print the API versions each broker supports "
                                             "(kafka-broker-api-versions.sh)"),
     "get-offsets": ("get_offsets", "print partition offsets by time (kafka-get-offsets.sh)"),
+    "delete-records": ("delete_records", "delete partitions' records before given offsets "
+                                         "(kafka-delete-records.sh)"),
     "console-producer": ("console_producer", "send lines from stdin to a topic (kafka-console-producer.sh)"),
     "console-consumer": ("console_consumer", "print the records of a topic (kafka-console-consumer.sh)"),
     "consumer-groups": ("consumer_groups", "list, describe, reset offsets of and delete consumer groups "

@@ -22,6 +22,8 @@ from pybroker.protocol.messages import (
     CreatePartitionsResponse,
     CreateTopicsRequest,
     CreateTopicsResponse,
+    DeleteRecordsRequest,
+    DeleteRecordsResponse,
     DeleteTopicsRequest,
     DeleteTopicsResponse,
     AlterPartitionReassignmentsRequest,
@@ -120,6 +122,14 @@ class ListedOffset:
     offset: int
     timestamp: int = -1
     leader_epoch: int = -1
+    error: ResponseError | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DeletedRecords:
+    """A partition's DeleteRecords outcome: its low watermark (first offset kept) or the error."""
+
+    low_watermark: int
     error: ResponseError | None = None
 
 
@@ -280,6 +290,34 @@ class AdminClient:
         return {TopicPartition(t.name, p.partition_index):
                 ListedOffset(p.offset, p.timestamp, p.leader_epoch, _error(p.error_code))
                 for t in response.topics for p in t.partitions}
+
+    async def delete_records(self, before: Mapping[TopicPartition, int], *,
+                             timeout_ms: int = 30000) -> dict[TopicPartition, DeletedRecords]:
+        """Delete each partition's records before an offset (-1: the high watermark), asked of its leader."""
+        response = await self.client.metadata(sorted({tp.topic for tp in before}))
+        leaders = {(t.name, p.partition_index): p.leader_id for t in response.topics if t.error_code == 0
+                   for p in t.partitions}
+        by_leader: dict[int, list[TopicPartition]] = defaultdict(list)
+        results: dict[TopicPartition, DeletedRecords] = {}
+        for tp in before:
+            leader = leaders.get((tp.topic, tp.partition))
+            if leader is None:
+                results[tp] = DeletedRecords(-1, ResponseError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+            elif leader < 0:
+                results[tp] = DeletedRecords(-1, ResponseError(ErrorCode.LEADER_NOT_AVAILABLE))
+            else:
+                by_leader[leader].append(tp)
+        for leader, partitions in by_leader.items():
+            by_topic: dict[str, list[DeleteRecordsRequest.DeleteRecordsPartition]] = defaultdict(list)
+            for tp in partitions:
+                by_topic[tp.topic].append(DeleteRecordsRequest.DeleteRecordsPartition(
+                    partition_index=tp.partition, offset=before[tp]))
+            request = DeleteRecordsRequest(timeout_ms=timeout_ms, topics=[
+                DeleteRecordsRequest.DeleteRecordsTopic(name=t, partitions=p) for t, p in by_topic.items()])
+            answer = await (await self.client.node(leader)).send(request, DeleteRecordsResponse)
+            results.update({TopicPartition(t.name, p.partition_index): DeletedRecords(
+                p.low_watermark, _error(p.error_code)) for t in answer.topics for p in t.partitions})
+        return results
 
     async def elect_leaders(self, election_type: int, partitions: Sequence[TopicPartition] | None, *,
                             timeout_ms: int = 30000) -> dict[TopicPartition, ResponseError | None]:

@@ -618,14 +618,19 @@ class PartitionLog:
         return found
 
     def increment_log_start_offset(self, offset: int) -> bool:
-        """Move the log start forward (DeleteRecords); it may not pass the high watermark."""
+        """Move the log start forward (DeleteRecords on a leader, the leader's start on a follower);
+        it may not pass the high watermark. The segments wholly below it go in the next retention
+        pass, and ``log-start-offset-checkpoint`` takes it at the next checkpoint, as Kafka's
+        ``maybeIncrementLogStartOffset``; nothing below it needs recovering, so the recovery point follows."""
         self._check_open()
         if offset > self._high_watermark:
             raise OffsetOutOfRangeError(offset, self._log_start_offset, self._high_watermark)
         if offset <= self._log_start_offset:
             return False
         self._log_start_offset = offset
+        self._recovery_point = max(self._recovery_point, offset)
         self.producer_state.truncate_head(offset)
+        logger.info("Incremented log start offset of %s to %d", self._dir, offset)
         return True
 
     # -- compaction -----------------------------------------------------------------------------

@@ -31,3 +31,7 @@ class NotEnoughReplicasAfterAppendError(ReplicationError):
 
 class ReplicaTimeoutError(ReplicationError):
     """acks=all: the ISR did not replicate the batch within the request's timeout."""
+
+
+class PolicyViolationError(ReplicationError):
+    """DeleteRecords on a log whose cleanup.policy does not include delete."""

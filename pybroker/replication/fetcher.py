@@ -206,7 +206,7 @@ class ReplicaFetcher:
             return True
         if data.error_code == ErrorCode.NONE:
             partition.append_as_follower(bytes(data.records or b""), leader_high_watermark=data.high_watermark,
-                                         now_ms=self._now_ms())
+                                         now_ms=self._now_ms(), leader_log_start_offset=data.log_start_offset)
             self._on_fetched(key)
             return True
         if data.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:

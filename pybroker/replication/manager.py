@@ -17,7 +17,7 @@ import logging
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Callable, Iterable, Protocol
+from typing import Callable, Container, Iterable, Protocol
 
 from pybroker.log.config import LogConfig
 from pybroker.log.log import AppendInfo, PartitionLog
@@ -253,12 +253,13 @@ class ReplicaManager:
         return self.leader_partition(topic, index).log
 
     def record_follower_fetch(self, topic: str, index: int, replica_id: int, fetch_offset: int, *,
-                              current_leader_epoch: int) -> None:
-        """A follower asked for `fetch_offset`: it holds everything before it."""
+                              current_leader_epoch: int, log_start_offset: int = -1) -> None:
+        """A follower asked for `fetch_offset`: it holds everything before it, from `log_start_offset`."""
         partition = self.leader_partition(topic, index)
         partition.check_leader_epoch(current_leader_epoch)
-        partition.record_follower_fetch(replica_id, fetch_offset, self._now_ms())
-        if partition.maybe_advance_high_watermark():
+        start_moved = partition.record_follower_fetch(replica_id, fetch_offset, self._now_ms(),
+                                                      log_start_offset=log_start_offset)
+        if partition.maybe_advance_high_watermark() or start_moved:
             self._wake((topic, index))
         joining = partition.isr_to_add()
         if joining and not partition.isr_update_pending:
@@ -331,6 +332,20 @@ class ReplicaManager:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise ReplicaTimeoutError(f"Replication of {topic}-{index} up to offset {offset} timed out")
+            await self.wait_for_append([(topic, index)], remaining)
+
+    async def wait_for_low_watermark(self, topic: str, index: int, offset: int, timeout_s: float,
+                                     alive: Callable[[], Container[int]]) -> int:
+        """DeleteRecords: the partition's low watermark once every replica on a live broker has its
+        log start at `offset` (Kafka's DelayedDeleteRecords). Raises NotLeaderError or ReplicaTimeoutError."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            low = self.leader_partition(topic, index).low_watermark(alive())
+            if low >= offset:
+                return low
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise ReplicaTimeoutError(f"Deleting the records of {topic}-{index} before offset {offset} timed out")
             await self.wait_for_append([(topic, index)], remaining)
 
     async def wait_for_append(self, keys: Iterable[TopicPartitionKey], timeout_s: float) -> None:

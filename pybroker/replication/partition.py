@@ -16,9 +16,10 @@ import logging
 import os
 import uuid
 from dataclasses import dataclass, field
+from typing import Container
 
 from pybroker.log.checkpoint import LEADER_EPOCH_CHECKPOINT, LeaderEpochCheckpointFile
-from pybroker.log.errors import CorruptLogError
+from pybroker.log.errors import CorruptLogError, OffsetOutOfRangeError
 from pybroker.log.log import AppendInfo, PartitionLog
 from pybroker.records.batch import iter_batches
 from pybroker.replication import replica_state as rs
@@ -27,11 +28,15 @@ from pybroker.replication.errors import (
     FencedLeaderEpochError,
     NotEnoughReplicasError,
     NotLeaderError,
+    PolicyViolationError,
     UnknownLeaderEpochError,
 )
 
 
 log = logging.getLogger("pybroker.replication")
+
+HIGH_WATERMARK = -1
+"""A DeleteRecords offset meaning "up to the high watermark" (Kafka's DeleteRecordsRequest.HIGH_WATERMARK)."""
 
 
 def epoch_checkpoint_of(partition_log: PartitionLog) -> LeaderEpochCheckpointFile:
@@ -144,10 +149,40 @@ class Partition:
         self.maybe_advance_high_watermark()
         return info
 
-    def record_follower_fetch(self, replica_id: int, fetch_offset: int, now_ms: int) -> None:
+    def record_follower_fetch(self, replica_id: int, fetch_offset: int, now_ms: int, *,
+                              log_start_offset: int = -1) -> bool:
+        """Record a follower's fetch; True when the log start it reports changed (DeleteRecords waits on it)."""
         state = self.followers.get(replica_id) or rs.initial_follower(replica_id, in_isr=False, now_ms=now_ms)
         self.followers[replica_id] = rs.on_follower_fetch(state, fetch_offset=fetch_offset,
-                                                          leader_leo=self.log.log_end_offset, now_ms=now_ms)
+                                                          leader_leo=self.log.log_end_offset, now_ms=now_ms,
+                                                          log_start_offset=log_start_offset)
+        return state.log_start_offset != log_start_offset
+
+    def delete_records(self, offset: int) -> int:
+        """Move the leader's log start to ``offset`` (-1: the high watermark) and answer the offset
+        asked for (Kafka's deleteRecordsOnLeader); the segments below go in the next retention pass."""
+        if not self.is_leader:
+            raise NotLeaderError(f"Leader not local for partition {self.topic}-{self.index} on broker {self.broker_id}")
+        if not self.log.config.delete_enabled:
+            raise PolicyViolationError(f"Records of partition {self.topic}-{self.index} can not be deleted due to "
+                                       "the configured policy")
+        target = self.log.high_watermark if offset == HIGH_WATERMARK else offset
+        if target < 0:
+            raise OffsetOutOfRangeError(target, self.log.log_start_offset, self.log.high_watermark)
+        self.log.increment_log_start_offset(target)
+        self._persist_epochs(changed=False)
+        return target
+
+    def low_watermark(self, alive: Container[int]) -> int:
+        """The smallest log start among this leader and the replicas on live brokers (Kafka's
+        lowWatermarkIfLeader): a DeleteRecords answer waits until it reaches the offset asked for."""
+        if not self.is_leader:
+            raise NotLeaderError(f"Leader not local for partition {self.topic}-{self.index} on broker {self.broker_id}")
+        low = self.log.log_start_offset
+        for replica, state in self.followers.items():
+            if replica in self.replicas and replica in alive:
+                low = min(low, state.log_start_offset)
+        return low
 
     def maybe_advance_high_watermark(self) -> bool:
         """Apply the high-watermark rule; True when it moved."""
@@ -168,7 +203,8 @@ class Partition:
 
     # Follower side
 
-    def append_as_follower(self, records: bytes, *, leader_high_watermark: int, now_ms: int) -> None:
+    def append_as_follower(self, records: bytes, *, leader_high_watermark: int, now_ms: int,
+                           leader_log_start_offset: int = -1) -> None:
         if records:
             # The epochs go into the checkpoint before the batches into the log (as Kafka assigns
             # them first), so a crash in between cannot leave the log ahead of its checkpoint.
@@ -186,6 +222,10 @@ class Partition:
         target = min(leader_high_watermark, self.log.log_end_offset)
         if target > self.log.high_watermark:
             self.log.set_high_watermark(target)
+        # The leader's log start (DeleteRecords, retention) becomes ours, as Kafka's follower does
+        # (maybeIncrementLogStartOffset); never past what this replica knows is committed.
+        if self.log.increment_log_start_offset(min(leader_log_start_offset, self.log.high_watermark)):
+            self._persist_epochs(changed=False)
 
     def truncate_to(self, offset: int) -> None:
         if self.log.truncate_to(offset):

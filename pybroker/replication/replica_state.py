@@ -28,6 +28,7 @@ class FollowerState:
     last_fetch_ms: int = 0
     last_fetch_leader_leo: int = -1
     last_caught_up_ms: int = 0
+    log_start_offset: int = -1  # unknown until a fetch reports it (Kafka's UnifiedLog.UnknownOffset)
 
 
 def initial_follower(replica_id: int, *, in_isr: bool, now_ms: int) -> FollowerState:
@@ -35,8 +36,10 @@ def initial_follower(replica_id: int, *, in_isr: bool, now_ms: int) -> FollowerS
     return FollowerState(replica_id, last_caught_up_ms=now_ms if in_isr else 0)
 
 
-def on_follower_fetch(state: FollowerState, *, fetch_offset: int, leader_leo: int, now_ms: int) -> FollowerState:
-    """Rule 1: record a follower's fetch (its fetch offset is its LEO)."""
+def on_follower_fetch(state: FollowerState, *, fetch_offset: int, leader_leo: int, now_ms: int,
+                      log_start_offset: int = -1) -> FollowerState:
+    """Rule 1: record a follower's fetch (its fetch offset is its LEO; its log start, which
+    DeleteRecords waits on, comes with it)."""
     if fetch_offset >= leader_leo:
         caught_up = now_ms
     elif fetch_offset >= state.last_fetch_leader_leo >= 0:
@@ -44,7 +47,7 @@ def on_follower_fetch(state: FollowerState, *, fetch_offset: int, leader_leo: in
     else:
         caught_up = state.last_caught_up_ms
     return replace(state, log_end_offset=fetch_offset, last_fetch_ms=now_ms, last_fetch_leader_leo=leader_leo,
-                   last_caught_up_ms=max(caught_up, state.last_caught_up_ms))
+                   last_caught_up_ms=max(caught_up, state.last_caught_up_ms), log_start_offset=log_start_offset)
 
 
 def out_of_sync(isr: Iterable[int], leader_id: int, followers: Mapping[int, FollowerState], *,

@@ -53,6 +53,7 @@ CODES: list[tuple[type[BaseException], ErrorCode]] = [
     (replication.FencedLeaderEpochError, ErrorCode.FENCED_LEADER_EPOCH),
     (replication.UnknownLeaderEpochError, ErrorCode.UNKNOWN_LEADER_EPOCH),
     (replication.ReplicaTimeoutError, ErrorCode.REQUEST_TIMED_OUT),
+    (replication.PolicyViolationError, ErrorCode.POLICY_VIOLATION),
     (controller.TopicExistsError, ErrorCode.TOPIC_ALREADY_EXISTS),
     (controller.UnknownTopicError, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
     (controller.InvalidTopicError, ErrorCode.INVALID_TOPIC_EXCEPTION),

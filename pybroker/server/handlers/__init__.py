@@ -5,6 +5,7 @@ from pybroker.server.handlers import (
     api_versions,
     cluster,
     configs,
+    delete_records,
     describe_topic_partitions,
     fetch,
     groups,
@@ -66,4 +67,5 @@ ALL_HANDLERS: tuple[ApiHandler, ...] = (
     acls.describe_acls,
     acls.create_acls,
     acls.delete_acls,
+    delete_records.handle,
 )

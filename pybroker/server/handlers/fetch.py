@@ -198,7 +198,8 @@ def _record_follower_fetch(ctx: RequestContext, request: FetchRequest, result: _
             try:
                 ctx.broker.replica_manager.record_follower_fetch(
                     item.topic, item.request.partition, replica_id, item.request.fetch_offset,
-                    current_leader_epoch=item.request.current_leader_epoch)
+                    current_leader_epoch=item.request.current_leader_epoch,
+                    log_start_offset=item.request.log_start_offset)
             except ReplicationError:  # not the leader (any more), or another epoch: the read reports it
                 continue
 
