@@ -19,6 +19,8 @@ import org.apache.kafka.clients.admin.ConsumerGroupListing;
 import org.apache.kafka.clients.admin.CreatePartitionsOptions;
 import org.apache.kafka.clients.admin.CreateTopicsOptions;
 import org.apache.kafka.clients.admin.CreateTopicsResult;
+import org.apache.kafka.clients.admin.DeleteRecordsResult;
+import org.apache.kafka.clients.admin.DeletedRecords;
 import org.apache.kafka.clients.admin.DescribeClusterResult;
 import org.apache.kafka.clients.admin.DescribeConfigsOptions;
 import org.apache.kafka.clients.admin.FenceProducersResult;
@@ -34,6 +36,7 @@ import org.apache.kafka.clients.admin.NewPartitions;
 import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.admin.OffsetSpec;
 import org.apache.kafka.clients.admin.ProducerState;
+import org.apache.kafka.clients.admin.RecordsToDelete;
 import org.apache.kafka.clients.admin.RemoveMembersFromConsumerGroupOptions;
 import org.apache.kafka.clients.admin.RemoveMembersFromConsumerGroupResult;
 import org.apache.kafka.clients.admin.TopicDescription;
@@ -67,6 +70,8 @@ import org.apache.kafka.common.errors.InvalidProducerEpochException;
 import org.apache.kafka.common.errors.InvalidReplicaAssignmentException;
 import org.apache.kafka.common.errors.InvalidReplicationFactorException;
 import org.apache.kafka.common.errors.NoReassignmentInProgressException;
+import org.apache.kafka.common.errors.OffsetOutOfRangeException;
+import org.apache.kafka.common.errors.PolicyViolationException;
 import org.apache.kafka.common.errors.ProducerFencedException;
 import org.apache.kafka.common.errors.TopicExistsException;
 import org.apache.kafka.common.errors.TransactionalIdNotFoundException;
@@ -607,6 +612,52 @@ final class AdminScenarios {
                 Support.eq(ConsumerGroupState.EMPTY, after.state(), "state after removal");
             }
         }
+    }
+
+    private static long lowWatermark(DeleteRecordsResult result, TopicPartition tp) throws Exception {
+        DeletedRecords deleted = Support.get(result.lowWatermarks().get(tp));
+        return deleted.lowWatermark();
+    }
+
+    /** deleteRecords: low watermarks, -1 meaning the high watermark, OffsetOutOfRange past it, PolicyViolation on a
+     *  compact-only topic; the earliest offset and a consumer from the beginning start at the low watermark. */
+    static void deleteRecords() throws Exception {
+        String topic = "java-admin-delete-records";
+        String compacted = "java-admin-delete-records-compacted";
+        TopicPartition tp0 = new TopicPartition(topic, 0);
+        TopicPartition tp1 = new TopicPartition(topic, 1);
+        TopicPartition compactedTp = new TopicPartition(compacted, 0);
+        try (Admin admin = Support.admin()) {
+            Support.createTopic(admin, topic, 2);
+            Support.get(admin.createTopics(List.of(new NewTopic(compacted, 1, (short) 1)
+                    .configs(Map.of("cleanup.policy", "compact")))).all());
+            try (KafkaProducer<String, String> producer = Support.producer(Map.of())) {
+                for (int i = 0; i < 10; i++) {
+                    producer.send(new ProducerRecord<>(topic, 0, "k", "v" + i));
+                }
+                for (int i = 0; i < 4; i++) {
+                    producer.send(new ProducerRecord<>(topic, 1, "k", "w" + i));
+                }
+                producer.send(new ProducerRecord<>(compacted, 0, "k", "c"));
+                producer.flush();
+            }
+            DeleteRecordsResult result = admin.deleteRecords(Map.of(
+                    tp0, RecordsToDelete.beforeOffset(6), tp1, RecordsToDelete.beforeOffset(-1)));
+            Support.eq(6L, lowWatermark(result, tp0), "low watermark after deleting before 6");
+            Support.eq(4L, lowWatermark(result, tp1), "low watermark after deleting before the high watermark");
+            Support.eq(6L, offset(admin, tp0, OffsetSpec.earliest()).offset(), "earliest offset after the deletion");
+            Support.eq(4L, offset(admin, tp1, OffsetSpec.earliest()).offset(), "earliest offset of the emptied partition");
+            Support.eq(6L, lowWatermark(admin.deleteRecords(Map.of(tp0, RecordsToDelete.beforeOffset(2))), tp0),
+                    "low watermark after deleting before an offset already deleted");
+            Support.fails(OffsetOutOfRangeException.class,
+                    admin.deleteRecords(Map.of(tp0, RecordsToDelete.beforeOffset(11))).lowWatermarks().get(tp0),
+                    "deleting past the high watermark");
+            Support.fails(PolicyViolationException.class,
+                    admin.deleteRecords(Map.of(compactedTp, RecordsToDelete.beforeOffset(1))).lowWatermarks().get(compactedTp),
+                    "deleting from a compact-only topic");
+        }
+        List<String> left = Support.values(Support.readAll(topic, 2, "read_uncommitted"));
+        Support.eq(List.of("v6", "v7", "v8", "v9"), left, "what a consumer reads from the beginning");
     }
 
     /** The legacy alterConfigs replaces a topic's whole set of overrides. */

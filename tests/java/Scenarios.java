@@ -40,6 +40,7 @@ public final class Scenarios {
         scenarios.put("admin_fence_producers", AdminScenarios::fenceProducers);
         scenarios.put("admin_remove_members", AdminScenarios::removeMembers);
         scenarios.put("admin_legacy_alter_configs", AdminScenarios::legacyAlterConfigs);
+        scenarios.put("admin_delete_records", AdminScenarios::deleteRecords);
         return scenarios;
     }
 
