@@ -13,8 +13,8 @@ import uuid
 from typing import Iterator
 
 import pyarrow as pa
-from confluent_kafka import (TIMESTAMP_CREATE_TIME, TIMESTAMP_LOG_APPEND_TIME, Consumer, KafkaError, Message,
-                             TopicPartition)
+from confluent_kafka import (TIMESTAMP_CREATE_TIME, TIMESTAMP_LOG_APPEND_TIME, Consumer, KafkaError, KafkaException,
+                             Message, TopicPartition)
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from spark_jobs.kafka_source.options import SourceOptions
@@ -24,6 +24,10 @@ from spark_jobs.kafka_source.schema import CREATE_TIME, LOG_APPEND_TIME, source_
 log = logging.getLogger(__name__)
 
 BATCH_ROWS = 8192
+WATERMARK_ATTEMPT_S = 3.0
+# Local errors of a broker going away (as its leadership moves): the client carries on with the new leader.
+BROKER_GONE = frozenset({KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaError._DESTROY_BROKER,
+                         KafkaError._TIMED_OUT})
 TIMESTAMP_TYPES = {TIMESTAMP_CREATE_TIME: CREATE_TIME, TIMESTAMP_LOG_APPEND_TIME: LOG_APPEND_TIME}
 DATA_LOSS_HINT = ("Some data may have been lost because they are not available in Kafka any more; either the data "
                   "was aged out by Kafka or the topic may have been deleted before all the data in the topic was "
@@ -55,7 +59,7 @@ def read_range(offsets: OffsetRange, options: SourceOptions) -> Iterator[pa.Reco
 
 def _read(consumer: Consumer, offsets: OffsetRange, options: SourceOptions) -> Iterator[pa.RecordBatch]:
     tp = TopicPartition(offsets.topic, offsets.partition)
-    low, _ = consumer.get_watermark_offsets(tp, timeout=options.poll_timeout_ms / 1000, cached=False)
+    low = _low_watermark(consumer, tp, options)
     start = offsets.start
     if start < low:
         report_data_loss(f"Could not read records in offset [{start}, {offsets.end}) for topic partition "
@@ -87,6 +91,8 @@ def _read(consumer: Consumer, offsets: OffsetRange, options: SourceOptions) -> I
                                  fail=options.fail_on_data_loss)
                 position = offsets.end
                 break
+            if error is not None and error.code() in BROKER_GONE:
+                continue  # no progress for poll_timeout_ms still ends the task below
             if error is not None:
                 raise RuntimeError(f"Reading {offsets.topic}-{offsets.partition} at offset {position}: {error}")
             if message.offset() >= offsets.end:
@@ -103,6 +109,26 @@ def _read(consumer: Consumer, offsets: OffsetRange, options: SourceOptions) -> I
             yield rows.to_batch()
     if len(rows):
         yield rows.to_batch()
+
+
+def _low_watermark(consumer: Consumer, tp: TopicPartition, options: SourceOptions) -> int:
+    """The partition's log start offset, asked of its leader in short attempts until poll_timeout_ms.
+
+    librdkafka sends the query to the leader in its metadata cache and retries that broker until the timeout,
+    so after a leader's death one long attempt waits for the dead broker (or fails with _DESTROY_BROKER once the
+    metadata drops it); between attempts the topic's metadata is fetched again, which finds the new leader."""
+    deadline = time.monotonic() + options.poll_timeout_ms / 1000
+    while True:
+        attempt_s = min(WATERMARK_ATTEMPT_S, max(deadline - time.monotonic(), 0.001))
+        try:
+            return consumer.get_watermark_offsets(tp, timeout=attempt_s, cached=False)[0]
+        except KafkaException as exc:
+            error = exc.args[0]
+            if time.monotonic() >= deadline or not (error.retriable() or error.code() in BROKER_GONE):
+                raise
+            log.info("%s-%d: no log start offset yet (%s); asking again with fresh metadata",
+                     tp.topic, tp.partition, error.str())
+        consumer.list_topics(tp.topic, timeout=max(deadline - time.monotonic(), 0.001))
 
 
 class _Rows:
