@@ -17,6 +17,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import TopicPartition as KpTopicPartition
 from kafka.admin import KafkaAdminClient
+from kafka.errors import OffsetOutOfRangeError
 
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.messages import (
@@ -116,10 +117,11 @@ def test_kafka_python_delete_records(shared_broker):
     admin = KafkaAdminClient(bootstrap_servers=shared_broker.bootstrap)
     try:
         result = admin.delete_records({KpTopicPartition(topic, 0): 20, KpTopicPartition(topic, 1): -1})
+        with pytest.raises(OffsetOutOfRangeError):
+            admin.delete_records({KpTopicPartition(topic, 0): COUNT})
     finally:
         admin.close()
-    lows = {tp.partition: (meta["error_code"], meta["low_watermark"]) if isinstance(meta, dict) else meta
-            for tp, meta in result.items()}
+    lows = {tp.partition: (meta["error_code"], meta["low_watermark"]) for tp, meta in result.items()}
     assert lows == {0: (0, 20), 1: (0, COUNT // 2)}
     assert watermarks(shared_broker.bootstrap, topic, 0) == (20, COUNT // 2)
     assert watermarks(shared_broker.bootstrap, topic, 1) == (COUNT // 2, COUNT // 2)
