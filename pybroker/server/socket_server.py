@@ -111,7 +111,11 @@ class SocketServer:
                 listener.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.limits.receive_buffer)
             if self._listeners:  # an ephemeral port: every address gets the first one's
                 address = (address[0], self._listeners[0].getsockname()[1], *address[2:])
-            listener.bind(address)
+            try:
+                listener.bind(address)
+            except OSError as exc:  # Kafka's SocketServer words it so; the caller logs one line and exits
+                listener.close()
+                raise OSError(exc.errno, f"Socket server failed to bind to {host}:{port}: {exc.strerror}.") from None
             listener.listen(BACKLOG)
             listener.setblocking(False)
             self._listeners.append(listener)

@@ -204,5 +204,5 @@ def test_serve_on_a_taken_port_logs_one_error_line_in_kafkas_layout(shared_broke
     lines = result.stderr.splitlines()
     assert re.fullmatch(r"\[[-\d :,]+\] WARN The configuration 'no.such.key' was supplied but isn't a known config\. "
                         r"\(pybroker\.config\)", lines[0])
-    assert re.fullmatch(r"\[[-\d :,]+\] ERROR \[KafkaServer id=0\] Fatal error during startup, exiting: .*address "
-                        r"already in use \(pybroker\.server\)", lines[-1])
+    assert re.fullmatch(r"\[[-\d :,]+\] ERROR \[KafkaServer id=0\] Fatal error during startup, exiting: .*Socket "
+                        r"server failed to bind to [\d.]+:\d+: Address already in use\. \(pybroker\.server\)", lines[-1])
