@@ -1,6 +1,9 @@
 """Who may send the requests only brokers send: LeaderAndIsr, UpdateMetadata, StopReplica (the
-controller), ControlledShutdown (a broker, to the controller) and WriteTxnMarkers (a transaction
-coordinator on another broker).
+controller) and ControlledShutdown (a broker, to the controller).
+
+WriteTxnMarkers is not guarded: besides transaction coordinators, Kafka's Admin.abortTransaction
+(KIP-664) sends it from clients, and a Kafka broker without an authorizer serves it to anyone; the
+ClusterAction ACL will gate it once the authorizer exists.
 
 Kafka lets them through a ClusterAction ACL on the inter-broker listener. Until pybroker separates
 listeners and has ACL enforcement, a request passes only when everything it claims can be checked
@@ -12,8 +15,7 @@ against ZooKeeper, which a client cannot write through the Kafka port:
   ``broker_epoch`` is the czxid of this broker's own registration; the peer's address is one the
   controller's registered host resolves to;
 - ControlledShutdown: the peer's address is the registered host of the broker it names, and the
-  broker epoch is that registration's;
-- WriteTxnMarkers: the peer's address is the registered host of some live broker.
+  broker epoch is that registration's.
 
 Refusals answer CLUSTER_AUTHORIZATION_FAILED, Kafka's answer when ClusterAction is denied. A lower
 controller epoch than one already obeyed stays STALE_CONTROLLER_EPOCH and an older broker epoch
@@ -52,8 +54,6 @@ from pybroker.protocol.messages import (
     StopReplicaResponse,
     UpdateMetadataRequest,
     UpdateMetadataResponse,
-    WriteTxnMarkersRequest,
-    WriteTxnMarkersResponse,
 )
 from pybroker.protocol.schema import Message
 
@@ -83,10 +83,8 @@ class InterBrokerGuard:
         if isinstance(request, (LeaderAndIsrRequest, UpdateMetadataRequest, StopReplicaRequest)):
             return await self.controller_request(ctx, request.controller_id, request.controller_epoch,
                                                  request.broker_epoch)
-        if isinstance(request, ControlledShutdownRequest):
-            return await self.controlled_shutdown(ctx, request.broker_id, request.broker_epoch)
-        assert key == ApiKey.WRITE_TXN_MARKERS
-        return await self.from_broker(ctx)
+        assert isinstance(request, ControlledShutdownRequest)
+        return await self.controlled_shutdown(ctx, request.broker_id, request.broker_epoch)
 
     async def controller_request(self, ctx: "RequestContext", controller_id: int, controller_epoch: int,
                                  broker_epoch: int) -> ErrorCode:
@@ -127,17 +125,6 @@ class InterBrokerGuard:
             return ErrorCode.STALE_BROKER_EPOCH
         return ErrorCode.NONE if broker_epoch == registration.epoch else ErrorCode.CLUSTER_AUTHORIZATION_FAILED
 
-    async def from_broker(self, ctx: "RequestContext") -> ErrorCode:
-        """NONE when the peer is on the registered host of a live broker (WriteTxnMarkers)."""
-        zk_mode = ctx.broker.zk_mode
-        metadata = zk_mode.metadata if zk_mode is not None else None
-        if metadata is None:
-            return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
-        peer = _peer_address(ctx)
-        for broker in metadata.brokers():
-            if peer in await self._addresses(broker.host):
-                return ErrorCode.NONE
-        return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
 
     async def _read_controller(self, zk_mode: "ZkMode", controller_id: int, controller_epoch: int
                                ) -> tuple[ErrorCode, _VerifiedController | None]:
@@ -166,7 +153,7 @@ class InterBrokerGuard:
         return None if node is None else zp.decode_broker(broker_id, node[0], node[1].czxid)
 
     async def _addresses(self, host: str) -> frozenset[str]:
-        """The IP addresses ``host`` resolves to (cached briefly: WriteTxnMarkers come often)."""
+        """The IP addresses ``host`` resolves to (cached briefly: controller requests come often)."""
         cached = self._resolved.get(host)
         now = time.monotonic()
         if cached is not None and cached[0] > now:
@@ -195,8 +182,7 @@ def _peer_address(ctx: "RequestContext") -> str:
     return _normalized(ctx.client_host.rpartition(":")[0])
 
 
-GUARDED = frozenset({ApiKey.LEADER_AND_ISR, ApiKey.UPDATE_METADATA, ApiKey.STOP_REPLICA, ApiKey.CONTROLLED_SHUTDOWN,
-                     ApiKey.WRITE_TXN_MARKERS})
+GUARDED = frozenset({ApiKey.LEADER_AND_ISR, ApiKey.UPDATE_METADATA, ApiKey.STOP_REPLICA, ApiKey.CONTROLLED_SHUTDOWN})
 
 
 def refusal(request: Message, code: ErrorCode) -> Message:
@@ -207,11 +193,5 @@ def refusal(request: Message, code: ErrorCode) -> Message:
         return UpdateMetadataResponse(error_code=code)
     if isinstance(request, StopReplicaRequest):
         return StopReplicaResponse(error_code=code, partition_errors=[])
-    if isinstance(request, ControlledShutdownRequest):
-        return ControlledShutdownResponse(error_code=code, remaining_partitions=[])
-    assert isinstance(request, WriteTxnMarkersRequest)
-    return WriteTxnMarkersResponse(markers=[WriteTxnMarkersResponse.WritableTxnMarkerResult(
-        producer_id=marker.producer_id, topics=[WriteTxnMarkersResponse.WritableTxnMarkerTopicResult(
-            name=topic.name, partitions=[WriteTxnMarkersResponse.WritableTxnMarkerPartitionResult(
-                partition_index=index, error_code=code) for index in topic.partition_indexes])
-            for topic in marker.topics]) for marker in request.markers])
+    assert isinstance(request, ControlledShutdownRequest)
+    return ControlledShutdownResponse(error_code=code, remaining_partitions=[])
