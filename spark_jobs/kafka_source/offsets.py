@@ -6,15 +6,21 @@ plan, they only read the ranges planned here.
 
 from __future__ import annotations
 
+import time
 from typing import Iterable, Mapping
 
-from confluent_kafka import IsolationLevel, TopicPartition
+from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec as AdminOffsetSpec
 
 from spark_jobs.kafka_source.options import EARLIEST, LATEST, KafkaPartition, OffsetSpec, SourceOptions
 
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 REQUEST_TIMEOUT_S = 30.0
+# librdkafka sends ListOffsets to the leader its lookup found and waits for that broker until the request times
+# out; after a leader's death a new attempt looks the leaders up again and finds the new one.
+ATTEMPT_S = 5.0
+RETRY_LOCALLY = frozenset({KafkaError._TIMED_OUT, KafkaError._TRANSPORT, KafkaError._DESTROY_BROKER,
+                           KafkaError._ALL_BROKERS_DOWN})
 
 
 class OffsetLookup:
@@ -80,7 +86,15 @@ class OffsetLookup:
         isolation = (IsolationLevel.READ_COMMITTED
                      if self.options.client_config.get("isolation.level") == "read_committed"
                      else IsolationLevel.READ_UNCOMMITTED)
-        futures = self.admin.list_offsets({TopicPartition(tp.topic, tp.partition): spec
-                                           for tp, spec in specs.items()},
-                                          isolation_level=isolation, request_timeout=REQUEST_TIMEOUT_S)
-        return {KafkaPartition(tp.topic, tp.partition): future.result().offset for tp, future in futures.items()}
+        request = {TopicPartition(tp.topic, tp.partition): spec for tp, spec in specs.items()}
+        deadline = time.monotonic() + REQUEST_TIMEOUT_S
+        while True:  # short attempts: one long attempt waits for a leader that just died (see ATTEMPT_S)
+            attempt_s = min(ATTEMPT_S, max(deadline - time.monotonic(), 0.001))
+            futures = self.admin.list_offsets(request, isolation_level=isolation, request_timeout=attempt_s)
+            try:
+                return {KafkaPartition(tp.topic, tp.partition): future.result().offset
+                        for tp, future in futures.items()}
+            except KafkaException as exc:
+                error = exc.args[0]
+                if time.monotonic() >= deadline or not (error.retriable() or error.code() in RETRY_LOCALLY):
+                    raise
