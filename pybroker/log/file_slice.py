@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from pybroker.log.errors import LogStorageError, SliceUnavailableError
 
-__all__ = ["FileSlice", "LogFile"]
+__all__ = ["FileSlice", "LogFile", "SliceRead"]
 
 
 class LogFile:
@@ -99,6 +99,15 @@ class FileSlice:
                 f"{self.path} was truncated: wanted {self.size} bytes at {self.position}, got {len(data)}")
         return data
 
+    def detached_read(self) -> SliceRead:
+        """The slice's read as a call for an I/O thread, holding its own descriptor (``os.dup``,
+        taken here on the loop): the segment closing meanwhile cannot hand it another file."""
+        try:
+            fd = os.dup(self._file().fileno())
+        except OSError as exc:
+            raise LogStorageError(f"cannot read {self.path}: {exc}") from exc
+        return SliceRead(self.path, self.position, self.size, fd)
+
     def send(self, out_fd: int, sent: int = 0) -> int:
         """``os.sendfile`` the rest of the slice after ``sent`` bytes to ``out_fd``; returns bytes sent.
 
@@ -109,3 +118,32 @@ class FileSlice:
         if remaining <= 0:
             return 0
         return os.sendfile(out_fd, self.fileno(), self.position + sent, remaining)
+
+
+class SliceRead:
+    """One pread of a slice on its own descriptor, closed once the read ran (any thread) or, if it
+    never runs (its executor call was cancelled first), when the object is collected."""
+
+    def __init__(self, path: str, position: int, size: int, fd: int) -> None:
+        self.path, self.position, self.size = path, position, size
+        self._fd: int | None = fd
+
+    def __call__(self) -> bytes:
+        fd, self._fd = self._fd, None
+        if fd is None:
+            raise SliceUnavailableError(f"read of {self.path} at {self.position} already ran")
+        try:
+            data = os.pread(fd, self.size, self.position)
+        except OSError as exc:
+            raise LogStorageError(f"read of {self.path} at {self.position} failed: {exc}") from exc
+        finally:
+            os.close(fd)
+        if len(data) != self.size:
+            raise SliceUnavailableError(
+                f"{self.path} was truncated: wanted {self.size} bytes at {self.position}, got {len(data)}")
+        return data
+
+    def __del__(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None

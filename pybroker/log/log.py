@@ -32,7 +32,9 @@ import shutil
 import uuid
 from bisect import bisect_right
 from dataclasses import dataclass
-from typing import Callable, Iterator, Sequence
+from typing import AsyncIterator, Callable, Iterator, Sequence
+
+from pybroker.common.io_executor import IoExecutor
 
 from pybroker.log.checkpoint import PartitionMetadataFile
 from pybroker.log.config import LogConfig
@@ -65,6 +67,7 @@ from pybroker.records.batch import (
     RecordBatch,
     increment_sequence,
     iter_batches,
+    scan_batches,
     set_base_offset,
     set_log_append_time,
     set_partition_leader_epoch,
@@ -416,20 +419,57 @@ class PartitionLog:
         chunk that holds no complete batch rather than looping on it.
         """
         offset = self.log_start_offset
-        while offset < self.log_end_offset:
-            info = self.read(offset, chunk_bytes)
-            if info.slices is None:
+        while (found := self._next_chunk(offset, chunk_bytes)) is not None:
+            data = found.read()
+            offset, ok = self._after_chunk(data, offset)
+            if not ok:
                 return
-            data = info.slices.read()
-            next_offset = offset
-            for batch in iter_batches(data):
-                next_offset = batch.next_offset
-            if next_offset <= offset:
+            yield data
+
+    async def read_from_start_off_loop(self, io: IoExecutor, chunk_bytes: int = 1 << 20) -> AsyncIterator[bytes]:
+        """``read_from_start`` with every file read on ``io``'s threads: segments are read as raw
+        ranges of about ``chunk_bytes`` (no header walk on the loop) and cut at batch boundaries
+        here, on the loop; batches below the log start are left out. Reads on until the log end,
+        even if it moved meanwhile (a transaction marker appended during a coordinator load)."""
+        offset = self.log_start_offset
+        while offset < self.log_end_offset:
+            self._check_open()
+            segment = self._segments[self._floor_segment_index(offset)]
+            position, end, carry, before = segment.offset_index.lookup(offset)[1], segment.size, b"", offset
+            while position < end:
+                part = segment.raw_slice(position, min(chunk_bytes, end - position)).detached_read()
+                data = carry + await io.run(part)
+                self._check_open()  # closed or deleted meanwhile: a partial replay must not be applied
+                position += part.size
+                batches, whole = scan_batches(data)
+                keep = [(pos, size) for pos, size in batches if RecordBatch(data, pos).next_offset > offset]
+                if keep:
+                    offset = RecordBatch(data, keep[-1][0]).next_offset
+                    yield data[keep[0][0]:whole]
+                carry = data[whole:]
+            following = [s.base_offset for s in self._segments if s.base_offset > segment.base_offset]
+            if following:  # past a gap left by compaction, or a partial batch at the segment's end
+                offset = max(offset, following[0])
+            elif offset == before:
                 logger.warning("Stopped reading %s-%d at offset %d: no complete batch", self._topic, self._partition,
                                offset)
                 return
-            yield data
-            offset = next_offset
+
+    def _next_chunk(self, offset: int, chunk_bytes: int) -> FileSlice | None:
+        if offset >= self.log_end_offset:
+            return None
+        return self.read(offset, chunk_bytes).slices
+
+    def _after_chunk(self, data: bytes, offset: int) -> tuple[int, bool]:
+        """The offset after the chunk's last batch, and False when it held no complete batch."""
+        next_offset = offset
+        for batch in iter_batches(data):
+            next_offset = batch.next_offset
+        if next_offset <= offset:
+            logger.warning("Stopped reading %s-%d at offset %d: no complete batch", self._topic, self._partition,
+                           offset)
+            return offset, False
+        return next_offset, True
 
     def read(self, fetch_offset: int, max_bytes: int, *, max_offset: int | None = None,
              min_one_batch: bool = True) -> FetchInfo:
@@ -469,6 +509,20 @@ class PartitionLog:
             if segment.max_timestamp_so_far >= timestamp:
                 hit = segment.find_offset_by_timestamp(timestamp, self._log_start_offset)
                 if hit is not None:
+                    return hit
+        return None
+
+    async def fetch_offset_by_timestamp_off_loop(self, io: IoExecutor, timestamp: int) -> tuple[int, int] | None:
+        """``fetch_offset_by_timestamp`` with each segment's scan and batch decoding on ``io``'s
+        threads (ListOffsets by timestamp); the segments to search are chosen here, on the loop."""
+        if timestamp in (-1, -2, -3):
+            return self.fetch_offset_by_timestamp(timestamp)
+        self._check_open()
+        for segment in list(self._segments):
+            if segment.max_timestamp_so_far >= timestamp:
+                hit = await io.run(segment.timestamp_search(timestamp, self._log_start_offset))
+                self._check_open()
+                if hit is not None and hit[0] >= self._log_start_offset:
                     return hit
         return None
 

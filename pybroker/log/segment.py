@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
 from pybroker.log.errors import CorruptLogError, InvalidReadSizeError, LogError, LogStorageError
 from pybroker.log.file_slice import FileSlice, LogFile
@@ -165,23 +165,7 @@ class LogSegment:
     def _scan(self, start: int, end: int | None = None) -> Iterator[tuple[int, BatchHeader]]:
         """(position, header) of each complete batch in ``[start, end)``; reads headers only."""
         end = self._size if end is None else min(end, self._size)
-        pos, chunk, chunk_pos = start, b"", start
-        while pos + RECORD_BATCH_OVERHEAD <= end:
-            off = pos - chunk_pos
-            if off + RECORD_BATCH_OVERHEAD > len(chunk):
-                chunk, chunk_pos, off = self._log.pread(min(_SCAN_CHUNK, end - pos), pos), pos, 0
-                if len(chunk) < RECORD_BATCH_OVERHEAD:
-                    return
-            h = BatchHeader._make(BATCH_HEADER.unpack_from(chunk, off))
-            if h.batch_length < MIN_BATCH_LENGTH or h.magic != CURRENT_MAGIC or h.last_offset_delta < 0:
-                raise CorruptLogError(
-                    f"Corrupt batch header in {self.log_path} at position {pos}: length "
-                    f"{h.batch_length}, magic {h.magic}")
-            size = h.batch_length + LOG_OVERHEAD
-            if pos + size > end:
-                return
-            yield pos, h
-            pos += size
+        return scan_headers(self._log.pread, self.log_path, start, end)
 
     def iter_headers(self, start_offset: int | None = None) -> Iterator[tuple[int, BatchHeader]]:
         """(position, header) of every batch from the one holding ``start_offset`` (or the first)."""
@@ -306,8 +290,17 @@ class LogSegment:
             total += size
         return FileSlice(self.log_path, start, total, self._log)
 
+    def raw_slice(self, position: int, size: int) -> FileSlice:
+        """Bytes ``[position, position + size)`` of the ``.log`` file, batch boundaries unchecked."""
+        return FileSlice(self.log_path, position, size, self._log)
+
     def find_offset_by_timestamp(self, timestamp: int, starting_offset: int = 0) -> tuple[int, int] | None:
-        """(offset, timestamp) of the first record at or after ``starting_offset`` with ts >= target.
+        """(offset, timestamp) of the first record at or after ``starting_offset`` with ts >= target."""
+        return self.timestamp_search(timestamp, starting_offset)()
+
+    def timestamp_search(self, timestamp: int, starting_offset: int = 0) -> TimestampSearch:
+        """``find_offset_by_timestamp`` as a call for an I/O thread: the index lookups are done here
+        (loop), the forward scan and the batch decoding run on the search's own descriptor.
 
         The time index is searched for ``timestamp - 1``: every batch before that entry's
         offset then has a max timestamp < target, so the forward scan cannot miss a record
@@ -315,18 +308,11 @@ class LogSegment:
         """
         _, indexed_offset = self.time_index.lookup(timestamp - 1)
         position = self.offset_index.lookup(max(indexed_offset, starting_offset))[1]
-        for pos, h in self._scan(position):
-            last = h.base_offset + h.last_offset_delta
-            if h.max_timestamp < timestamp or last < starting_offset:
-                continue
-            size = h.batch_length + LOG_OVERHEAD
-            try:
-                for rec in self.read_batch(pos, size).records():
-                    if rec.timestamp >= timestamp and rec.offset >= starting_offset:
-                        return rec.offset, rec.timestamp
-            except RecordsError:
-                return max(h.base_offset, starting_offset), h.max_timestamp
-        return None
+        try:
+            fd = os.dup(self._log.fileno())
+        except OSError as exc:
+            raise LogStorageError(f"cannot read {self.log_path}: {exc}") from exc
+        return TimestampSearch(self.log_path, fd, position, self._size, timestamp, starting_offset)
 
     def offset_of_max_timestamp(self) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record carrying the segment's max timestamp."""
@@ -528,3 +514,71 @@ class LogSegment:
         self.offset_index.delete()
         self.time_index.delete()
         self.txn_index.delete()
+
+
+def scan_headers(pread: Callable[[int, int], bytes], path: str, start: int,
+                 end: int) -> Iterator[tuple[int, BatchHeader]]:
+    """(position, header) of each complete batch in ``[start, end)`` of a ``.log`` file read with
+    ``pread(size, position)``; headers only, ``_SCAN_CHUNK`` bytes per read."""
+    pos, chunk, chunk_pos = start, b"", start
+    while pos + RECORD_BATCH_OVERHEAD <= end:
+        off = pos - chunk_pos
+        if off + RECORD_BATCH_OVERHEAD > len(chunk):
+            chunk, chunk_pos, off = pread(min(_SCAN_CHUNK, end - pos), pos), pos, 0
+            if len(chunk) < RECORD_BATCH_OVERHEAD:
+                return
+        h = BatchHeader._make(BATCH_HEADER.unpack_from(chunk, off))
+        if h.batch_length < MIN_BATCH_LENGTH or h.magic != CURRENT_MAGIC or h.last_offset_delta < 0:
+            raise CorruptLogError(
+                f"Corrupt batch header in {path} at position {pos}: length "
+                f"{h.batch_length}, magic {h.magic}")
+        size = h.batch_length + LOG_OVERHEAD
+        if pos + size > end:
+            return
+        yield pos, h
+        pos += size
+
+
+class TimestampSearch:
+    """A segment's forward scan for the first record with timestamp >= ``timestamp`` at or after
+    ``starting_offset``, from ``position`` to ``end``, on its own descriptor (closed once run, or
+    when collected unrun): any thread, the segment closing meanwhile cannot hand it another file."""
+
+    def __init__(self, path: str, fd: int, position: int, end: int, timestamp: int, starting_offset: int) -> None:
+        self.path, self._fd = path, fd
+        self.position, self.end, self.timestamp, self.starting_offset = position, end, timestamp, starting_offset
+
+    def _pread(self, size: int, position: int) -> bytes:
+        assert self._fd is not None
+        try:
+            return os.pread(self._fd, size, position)
+        except OSError as exc:
+            raise LogStorageError(f"read of {self.path} at {position} failed: {exc}") from exc
+
+    def __call__(self) -> tuple[int, int] | None:
+        try:
+            return self._search()
+        finally:
+            self._close()
+
+    def _search(self) -> tuple[int, int] | None:
+        timestamp, starting_offset = self.timestamp, self.starting_offset
+        for pos, h in scan_headers(self._pread, self.path, self.position, self.end):
+            last = h.base_offset + h.last_offset_delta
+            if h.max_timestamp < timestamp or last < starting_offset:
+                continue
+            try:
+                for rec in RecordBatch(self._pread(h.batch_length + LOG_OVERHEAD, pos)).records():
+                    if rec.timestamp >= timestamp and rec.offset >= starting_offset:
+                        return rec.offset, rec.timestamp
+            except RecordsError:
+                return max(h.base_offset, starting_offset), h.max_timestamp
+        return None
+
+    def _close(self) -> None:
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            os.close(fd)
+
+    def __del__(self) -> None:
+        self._close()

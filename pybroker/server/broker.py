@@ -105,6 +105,8 @@ class Broker:
             await self.zk_mode.controlled_shutdown()
         for task in self._tasks:
             task.cancel()
+        self.groups.loading.cancel_all()
+        self.txns.loading.cancel_all()
         if self.metrics is not None:
             await self.metrics.close()
         await self.socket_server.stop()

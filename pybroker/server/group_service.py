@@ -16,6 +16,9 @@ from typing import TYPE_CHECKING, Any, Callable
 from pybroker.coordinator.coordinator import GroupConfig, GroupCoordinator, Outcome
 from pybroker.coordinator.loader import replay
 from pybroker.coordinator.runtime import CoordinatorRuntime
+from pybroker.log import PartitionLog
+from pybroker.protocol.error_codes import ErrorCode
+from pybroker.server.coordinator_loads import PartitionLoads
 from pybroker.server.internal_topic import InternalTopic
 
 if TYPE_CHECKING:
@@ -49,6 +52,8 @@ class GroupService:
         self._clock = clock
         self.loaded: set[int] = set()
         """Partitions of the internal topic whose groups this broker coordinates."""
+        self.loading = PartitionLoads(OFFSETS_TOPIC)
+        """Partitions being replayed: their groups are answered COORDINATOR_LOAD_IN_PROGRESS."""
 
     def start(self) -> asyncio.Task[None]:
         """Run the coordinator's timers (partitions are loaded as this broker becomes their leader)."""
@@ -57,19 +62,33 @@ class GroupService:
     def owns(self, group_id: str) -> bool:
         return self.coordinator.partition_of(group_id) in self.loaded
 
+    def not_owned_error(self, group_id: str) -> ErrorCode:
+        """What a request for a group this broker does not serve gets: it may be loading it."""
+        return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if self.coordinator.partition_of(group_id) in self.loading \
+            else ErrorCode.NOT_COORDINATOR
+
     def on_leadership_change(self, topic: str, partition: int, leader_epoch: int, is_leader: bool) -> None:
-        """The replica manager's listener: load or unload a partition of ``__consumer_offsets``."""
+        """The replica manager's listener: load or unload a partition of ``__consumer_offsets``.
+
+        Becoming leader starts the replay (its file reads on the I/O executor, the records applied
+        here on the loop); any later change of this partition cancels a replay still running."""
         if topic != OFFSETS_TOPIC:
             return
+        self.loading.cancel(partition)
         if not is_leader:
             self.loaded.discard(partition)
             self.runtime.unload(partition)
             log.info("Unloaded the groups of %s-%d", OFFSETS_TOPIC, partition)
             return
+        self.loaded.discard(partition)
+        self.runtime.unload(partition)  # a stale copy from an earlier term
         partition_log = self._broker.log_manager.get_log(OFFSETS_TOPIC, partition)
-        if partition_log is not None:
-            self.runtime.unload(partition)  # a stale copy from an earlier term
-            self.coordinator.load(replay(partition_log.read_from_start()), self._clock())
+        self.loading.start(partition, self._load(partition, leader_epoch, partition_log))
+
+    async def _load(self, partition: int, leader_epoch: int, partition_log: PartitionLog | None) -> None:
+        chunks = [] if partition_log is None else \
+            [chunk async for chunk in partition_log.read_from_start_off_loop(self._broker.io)]
+        self.coordinator.load(replay(chunks), self._clock())
         self.loaded.add(partition)
         count = sum(1 for g in self.coordinator.groups if self.coordinator.partition_of(g) == partition)
         log.log(logging.INFO if count else logging.DEBUG, "Loaded %d group(s) from %s-%d at leader epoch %d", count,

@@ -31,8 +31,10 @@ from pybroker.coordinator.txn_records import TopicPartition, TxnEntry, decode_tx
 from pybroker.coordinator.txn_runtime import TxnRuntime
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.messages import TxnOffsetCommitRequest
+from pybroker.log import PartitionLog
 from pybroker.records import RecordInput, build_batch, build_end_txn_marker, iter_batches
 from pybroker.replication.errors import UnknownPartitionError
+from pybroker.server.coordinator_loads import PartitionLoads
 from pybroker.server.error_mapping import error_code_for
 from pybroker.server.group_service import OFFSETS_TOPIC
 from pybroker.server.internal_topic import InternalTopic
@@ -73,6 +75,8 @@ class TxnService:
         self._verify = config["transaction.partition.verification.enable"]
         self.loaded: set[int] = set()
         """Partitions of the internal topic whose transactional ids this broker coordinates."""
+        self.loading = PartitionLoads(TXN_TOPIC)
+        """Partitions being replayed: their transactional ids get COORDINATOR_LOAD_IN_PROGRESS."""
 
     def start(self) -> asyncio.Task[None]:
         """Run the coordinator's timers (partitions are loaded as this broker becomes their leader)."""
@@ -84,19 +88,32 @@ class TxnService:
     def owns(self, transactional_id: str) -> bool:
         return self.coordinator.partition_of(transactional_id) in self.loaded
 
+    def not_owned_error(self, transactional_id: str) -> ErrorCode:
+        """What a request for an id this broker does not serve gets: it may be loading it."""
+        return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS \
+            if self.coordinator.partition_of(transactional_id) in self.loading else ErrorCode.NOT_COORDINATOR
+
     def on_leadership_change(self, topic: str, partition: int, leader_epoch: int, is_leader: bool) -> None:
-        """The replica manager's listener: load or unload a partition of ``__transaction_state``."""
+        """The replica manager's listener: load or unload a partition of ``__transaction_state``.
+
+        Becoming leader starts the replay (its file reads on the I/O executor, the records applied
+        here on the loop); any later change of this partition cancels a replay still running."""
         if topic != TXN_TOPIC:
             return
+        self.loading.cancel(partition)
         self.loaded.discard(partition)
         self.runtime.unload(partition)
         if not is_leader:
             log.info("Unloaded the transactional ids of %s-%d", TXN_TOPIC, partition)
             return
-        self.coordinator.coordinator_epochs[partition] = leader_epoch
         partition_log = self._broker.log_manager.get_log(TXN_TOPIC, partition)
-        if partition_log is not None:
-            self.coordinator.load(_replay(partition_log.read_from_start()))
+        self.loading.start(partition, self._load(partition, leader_epoch, partition_log))
+
+    async def _load(self, partition: int, leader_epoch: int, partition_log: PartitionLog | None) -> None:
+        chunks = [] if partition_log is None else \
+            [chunk async for chunk in partition_log.read_from_start_off_loop(self._broker.io)]
+        self.coordinator.coordinator_epochs[partition] = leader_epoch
+        self.coordinator.load(_replay(chunks))
         self.loaded.add(partition)
         self.runtime.wake()
         count = sum(1 for t in self.coordinator.transactions if self.coordinator.partition_of(t) == partition)

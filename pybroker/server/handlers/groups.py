@@ -50,8 +50,9 @@ async def coordinate(ctx: RequestContext, group_ids: Iterable[str], operation: C
     service = ctx.broker.groups
     try:
         await service.topic.ensure()
-        if not all(service.owns(group_id) for group_id in group_ids):
-            return on_error(ErrorCode.NOT_COORDINATOR)
+        for group_id in group_ids:
+            if not service.owns(group_id):
+                return on_error(service.not_owned_error(group_id))
         return await service.call(operation)
     except NotCoordinatorError:
         return on_error(ErrorCode.NOT_COORDINATOR)
@@ -147,7 +148,7 @@ async def describe_groups(ctx: RequestContext, request: DescribeGroupsRequest) -
     return DescribeGroupsResponse(groups=[
         service.coordinator.describe_group(group_id, ctx.api_version, request.include_authorized_operations)
         if service.owns(group_id) else
-        DescribeGroupsResponse.DescribedGroup(error_code=ErrorCode.NOT_COORDINATOR, group_id=group_id)
+        DescribeGroupsResponse.DescribedGroup(error_code=service.not_owned_error(group_id), group_id=group_id)
         for group_id in request.groups])
 
 

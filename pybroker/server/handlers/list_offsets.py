@@ -1,14 +1,17 @@
 """ListOffsets (2): earliest, latest, max-timestamp and by-timestamp offset lookups.
 
 LATEST is the high watermark for read_uncommitted and the last stable offset for read_committed
-(isolation_level=1); lookups by timestamp never answer an offset at or past that bound. A follower
+(isolation_level=1); lookups by timestamp never answer an offset at or past that bound (taken once
+the lookup, which scans and decodes batches on the I/O executor, has returned). A follower
 (replica_id >= 0) is answered from the whole log, LATEST being the log end, as Kafka does.
 """
 
 from __future__ import annotations
 
+from pybroker.log import PartitionLog
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.messages import ListOffsetsRequest, ListOffsetsResponse
+from pybroker.replication.errors import NotLeaderError
 from pybroker.server.context import RequestContext
 from pybroker.server.error_mapping import error_code_for
 from pybroker.server.registry import api
@@ -28,12 +31,12 @@ CONSUMER_REPLICA_ID = -1
 async def handle(ctx: RequestContext, request: ListOffsetsRequest) -> ListOffsetsResponse:
     topics = []
     for topic in request.topics:
-        partitions = [_list_partition(ctx, request, topic.name, p) for p in topic.partitions]
+        partitions = [await _list_partition(ctx, request, topic.name, p) for p in topic.partitions]
         topics.append(ListOffsetsResponse.ListOffsetsTopicResponse(name=topic.name, partitions=partitions))
     return ListOffsetsResponse(throttle_time_ms=0, topics=topics)
 
 
-def _list_partition(ctx: RequestContext, request: ListOffsetsRequest, topic: str,
+async def _list_partition(ctx: RequestContext, request: ListOffsetsRequest, topic: str,
                     requested: ListOffsetsRequest.ListOffsetsPartition) -> PartitionResponse:
     response = PartitionResponse(partition_index=requested.partition_index, error_code=0, timestamp=-1, offset=-1)
     try:
@@ -41,11 +44,8 @@ def _list_partition(ctx: RequestContext, request: ListOffsetsRequest, topic: str
         partition.check_leader_epoch(requested.current_leader_epoch)
         log = partition.log
         target = requested.timestamp
-        visible = log.last_stable_offset if request.isolation_level == READ_COMMITTED else log.high_watermark
-        if request.replica_id != CONSUMER_REPLICA_ID:
-            visible = log.log_end_offset
         if target == LATEST_TIMESTAMP:
-            response.offset = visible
+            response.offset = _visible(log, request)
         elif target in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP, EARLIEST_PENDING_UPLOAD_TIMESTAMP):
             response.offset = log.log_start_offset
         elif target == MAX_TIMESTAMP:
@@ -53,11 +53,22 @@ def _list_partition(ctx: RequestContext, request: ListOffsetsRequest, topic: str
             if found is not None:
                 response.offset, response.timestamp = found
         else:
-            found = log.fetch_offset_by_timestamp(target)
-            if found is not None and found[0] < visible:
+            epoch = partition.leader_epoch
+            found = await log.fetch_offset_by_timestamp_off_loop(ctx.broker.io, target)
+            if ctx.broker.replica_manager.leader_partition(topic, requested.partition_index) is not partition \
+                    or partition.leader_epoch != epoch:
+                raise NotLeaderError(f"leadership of {topic}-{requested.partition_index} changed during the lookup")
+            if found is not None and found[0] < _visible(log, request):
                 response.offset, response.timestamp = found
         if response.offset >= 0:
             response.leader_epoch = partition.leader_epoch
     except Exception as exc:
         response.error_code = error_code_for(exc)
     return response
+
+
+def _visible(log: PartitionLog, request: ListOffsetsRequest) -> int:
+    """The bound of answers: the last stable offset or high watermark, the log end for a follower."""
+    if request.replica_id != CONSUMER_REPLICA_ID:
+        return log.log_end_offset
+    return log.last_stable_offset if request.isolation_level == READ_COMMITTED else log.high_watermark

@@ -80,10 +80,11 @@ async def offset_fetch(ctx: RequestContext, request: OffsetFetchRequest) -> Offs
             topics=_fetched(coordinator, group.group_id, group.topics, OffsetFetchResponse.OffsetFetchResponseTopics,
                             OffsetFetchResponse.OffsetFetchResponsePartitions, request.require_stable))
             if service.owns(group.group_id) else
-            OffsetFetchResponse.OffsetFetchResponseGroup(group_id=group.group_id, error_code=ErrorCode.NOT_COORDINATOR)
+            OffsetFetchResponse.OffsetFetchResponseGroup(group_id=group.group_id,
+                                                         error_code=service.not_owned_error(group.group_id))
             for group in request.groups])
     if not service.owns(request.group_id):
-        return OffsetFetchResponse(error_code=ErrorCode.NOT_COORDINATOR)
+        return OffsetFetchResponse(error_code=service.not_owned_error(request.group_id))
     return OffsetFetchResponse(error_code=0, topics=_fetched(
         coordinator, request.group_id, request.topics, OffsetFetchResponse.OffsetFetchResponseTopic,
         OffsetFetchResponse.OffsetFetchResponsePartition, request.require_stable))

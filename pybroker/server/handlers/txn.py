@@ -59,7 +59,7 @@ async def txn_call(ctx: RequestContext, transactional_id: str, operation: Callab
     try:
         await service.topic.ensure()
         if not service.owns(transactional_id):
-            return ErrorCode.NOT_COORDINATOR
+            return service.not_owned_error(transactional_id)
         return await service.call(operation)
     except CoordinatorStorageError:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE
@@ -149,7 +149,7 @@ async def txn_offset_commit(ctx: RequestContext, request: TxnOffsetCommitRequest
     try:
         await groups.topic.ensure()
         if not groups.owns(request.group_id):
-            codes = {tp: ErrorCode.NOT_COORDINATOR for tp in wanted}
+            codes = dict.fromkeys(wanted, groups.not_owned_error(request.group_id))
         else:
             codes = await ctx.broker.txns.commit_offsets(request)
     except Exception:
