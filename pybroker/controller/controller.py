@@ -147,10 +147,19 @@ class ZkController:
         for broker in ctx.brokers.values():
             self._channel.add_broker(broker.broker_id, broker.host, broker.port)
         ctx.clear_topics()
+        written: dict[PartitionKey, int] = {}
         for topic in await self._zk.children(zp.BROKER_TOPICS, watch=ev.TOPICS_CHANGED):
-            await self._load_topic(topic)
+            await self._load_topic(topic, written)
         await self._zk.children(zp.ISR_CHANGES, watch=ev.ISR_CHANGED)
-        changed = await self._partitions.elect_offline(ctx.electable())
+        # Brokers that restarted since a partition's state was written are bounced for it, as
+        # processBrokerChange would have handled them had this controller seen the old registration.
+        restarted = self._partitions.restarted_since_written(written)
+        if restarted:
+            log.info("[Controller id=%d] %d partition(s) have a leader or ISR member registered after their "
+                     "state was written (restarted): %s", self._broker_id, len(restarted),
+                     sorted(set().union(*restarted.values())))
+        changed = await self._partitions.elect_restarted(restarted, ctx.electable())
+        changed |= await self._partitions.elect_offline(ctx.electable())
         self._send_changes(set(ctx.states) | changed)
         self._send_metadata()
         for key in sorted(ctx.reassignments):  # moves a previous controller started
@@ -204,16 +213,16 @@ class ZkController:
 
     # Topics
 
-    async def _load_topic(self, topic: str) -> set[PartitionKey]:
+    async def _load_topic(self, topic: str, written: dict[PartitionKey, int] | None = None) -> set[PartitionKey]:
         """Read a topic's assignment (re-arming its watch), its ongoing moves and the state of each
-        partition; returns the partitions that were created."""
+        partition (with the zxid of its last write into `written`); returns the partitions created."""
         node = await self._zk.get(zp.topic_path(topic), watch=ev.TOPIC_CHANGED)
         if node is None:
             return set()
         assignment = zp.decode_topic(node[0])
         self._ctx.assignments[topic] = assignment
         self._reassignments.load(topic, assignment)
-        return await self._partitions.load(topic)
+        return await self._partitions.load(topic, written)
 
     async def _on_topics_changed(self, _: ZkEvent) -> None:
         topics = await self._zk.children(zp.BROKER_TOPICS, watch=ev.TOPICS_CHANGED)

@@ -52,16 +52,20 @@ class PartitionStateMachine:
         self._writer = writer
         self._unclean_default = unclean_default
 
-    async def load(self, topic: str) -> set[PartitionKey]:
+    async def load(self, topic: str, written: dict[PartitionKey, int] | None = None) -> set[PartitionKey]:
         """Adopt the stored state of each of the topic's partitions not known yet; partitions without
-        one are new and get their first (New -> Online). Returns the partitions created."""
+        one are new and get their first (New -> Online). Returns the partitions created; `written`
+        (when given) receives the zxid of each adopted state's last write."""
         created = set()
         live = set(self._ctx.brokers)
         for partition, replicas in self._ctx.assignments[topic].partitions.items():
             key = (topic, partition)
             if key in self._ctx.states:
                 continue
-            stored = await self._writer.read_partition_state(key)
+            node = await self._writer.read_partition_state_written(key)
+            stored = None if node is None else node[0]
+            if node is not None and written is not None:
+                written[key] = node[1]
             if stored is None:
                 stored = await self._writer.create_partition_state(
                     key, initial_state(replicas, live, self._writer.epoch))
@@ -121,6 +125,44 @@ class PartitionStateMachine:
                     continue
                 changed.add(key)
                 break
+        return changed
+
+    def restarted_since_written(self, written: dict[PartitionKey, int]) -> dict[PartitionKey, set[int]]:
+        """Per partition, the leader and ISR members registered after its state was last written.
+
+        A new controller did not see the registrations that came before it, so it cannot tell a
+        bounce (KIP-380) from a change of registration the way processBrokerChange does. ZooKeeper can:
+        a broker epoch (registration czxid) newer than the state's mzxid means that broker (re)started,
+        or re-registered after losing its session, since the state was written, so it may have lost an
+        unflushed tail; a broker after an unclean shutdown whose recovery truncated its log is one. Any
+        change the controller or a leader made after a registration writes the state again (a newer
+        mzxid): a broker that rejoined the ISR by catching up, or one a controller already handled as
+        bounced, is not counted."""
+        restarted: dict[PartitionKey, set[int]] = {}
+        for key, zxid in written.items():
+            state = self._ctx.states.get(key)
+            if state is None:
+                continue
+            newer = {b for b in {state.leader, *state.isr}
+                     if b in self._ctx.brokers and self._ctx.brokers[b].epoch > zxid}
+            if newer:
+                restarted[key] = newer
+        return restarted
+
+    async def elect_restarted(self, restarted: dict[PartitionKey, set[int]], live: set[int]) -> set[PartitionKey]:
+        """Handle each partition's restarted brokers as failed (processBrokerChange's bounce): out of the
+        ISR, leadership to another live ISR member, at a new leader epoch. When no other member is
+        left the partition has no leader for a moment; the next offline election brings a restarted
+        member back, at a new epoch again (the sole-replica rule), so a full cluster restart comes up."""
+        changed = set()
+        for key, brokers in restarted.items():
+            replicas, others = self._ctx.replicas(key), live - brokers
+
+            def decide(state: zp.LeaderAndIsr) -> zp.LeaderAndIsr | None:
+                return offline_election(state, replicas, others, self._writer.epoch)
+
+            if await self.transition(key, decide):
+                changed.add(key)
         return changed
 
     async def elect_on_request(self, key: PartitionKey, election_type: ElectionType, live: set[int]

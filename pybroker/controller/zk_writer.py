@@ -131,8 +131,14 @@ class FencedZkWriter:
                                state.zk_version + 1)
 
     async def read_partition_state(self, key: PartitionKey) -> zp.LeaderAndIsr | None:
+        stored = await self.read_partition_state_written(key)
+        return None if stored is None else stored[0]
+
+    async def read_partition_state_written(self, key: PartitionKey) -> tuple[zp.LeaderAndIsr, int] | None:
+        """The state and the zxid of its last write (the znode's mzxid), comparable with a broker
+        epoch (the czxid of a registration): which brokers registered after the state was written."""
         node = await self._zk.get(zp.partition_state_path(*key))
-        return None if node is None else zp.decode_partition_state(node[0], node[1].version)
+        return None if node is None else (zp.decode_partition_state(node[0], node[1].version), node[1].mzxid)
 
     # Topics and admin znodes
 

@@ -173,6 +173,73 @@ def test_a_bounced_sole_replica_leads_again_at_a_new_epoch(zookeeper: ZooKeeperS
     asyncio.run(scenario())
 
 
+async def write_state(harness: Harness, topic: str, state: zp.LeaderAndIsr) -> None:
+    """A partition state as an earlier controller left it."""
+    await asyncio.to_thread(harness.admin.create, zp.partition_state_path(topic, 0),
+                            zp.encode_partition_state(state), makepath=True)
+
+
+def test_a_leader_restarted_before_a_controller_failover_loses_leadership(zookeeper: ZooKeeperServer) -> None:
+    """Chaos seed 6: the leader (also the controller) lost power and its log, re-registered, and only then
+    was a new controller elected, which never saw the old registration. The registration is newer than
+    the partition state's last write, so the new controller handles the leader as bounced: leadership
+    to the other ISR member at a new leader epoch (not the restarted broker at the same epoch, which
+    made the follower truncate acknowledged records to the leader's empty log)."""
+
+    async def scenario() -> None:
+        async with Harness(zookeeper) as harness:
+            for broker_id in (1, 2):
+                await harness.register(broker_id)
+            await harness.create_topic("failover", (2, 1))
+            await write_state(harness, "failover", zp.LeaderAndIsr(2, 5, (2, 1), 1))
+            await harness.bounce(2)
+            await harness.start_controller()
+            after = await harness.state("failover")
+            assert (after.leader, after.isr) == (1, (1,))
+            assert after.leader_epoch > 5
+
+    asyncio.run(scenario())
+
+
+def test_a_controller_failover_leaves_partitions_written_after_the_registrations_alone(
+        zookeeper: ZooKeeperServer) -> None:
+    """No false bounce: a state written after every registration (here an ISR a leader wrote after its
+    followers caught up) is adopted as it is."""
+
+    async def scenario() -> None:
+        async with Harness(zookeeper) as harness:
+            for broker_id in (1, 2):
+                await harness.register(broker_id)
+            await harness.create_topic("steady", (2, 1))
+            await write_state(harness, "steady", zp.LeaderAndIsr(2, 5, (2, 1), 1))
+            await harness.start_controller()
+            after = await harness.state("steady")
+            assert (after.leader, after.leader_epoch, after.isr, after.zk_version) == (2, 5, (2, 1), 0)
+
+    asyncio.run(scenario())
+
+
+def test_a_full_cluster_restart_comes_up_at_a_new_leader_epoch(zookeeper: ZooKeeperServer) -> None:
+    """Every broker registered after every state was written (the whole cluster restarted): no ISR member
+    is left that did not restart, so the first live ISR replica leads again, as Kafka elects it, but at
+    a new leader epoch; no partition stays offline."""
+
+    async def scenario() -> None:
+        async with Harness(zookeeper) as harness:
+            await harness.create_topic("restart", (2, 1))
+            await harness.create_topic("single", (1,))
+            await write_state(harness, "restart", zp.LeaderAndIsr(2, 5, (2, 1), 1))
+            await write_state(harness, "single", zp.LeaderAndIsr(1, 3, (1,), 1))
+            for broker_id in (1, 2):
+                await harness.register(broker_id)
+            await harness.start_controller()
+            restart, single = await harness.state("restart"), await harness.state("single")
+            assert (restart.leader, restart.isr) == (2, (2, 1)) and restart.leader_epoch > 5
+            assert (single.leader, single.isr) == (1, (1,)) and single.leader_epoch > 3
+
+    asyncio.run(scenario())
+
+
 def test_topic_unclean_leader_election_override_wins_over_the_broker_default(zookeeper: ZooKeeperServer) -> None:
     async def scenario() -> None:
         async with Harness(zookeeper) as harness:
