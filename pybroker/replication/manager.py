@@ -146,6 +146,10 @@ class ReplicaManager:
     def become_follower(self, role: PartitionRole, leader_address: tuple[str, int] | None, *, config: LogConfig,
                         min_insync_replicas: int) -> Partition:
         key = (role.topic, role.index)
+        if leader_address is not None and role.leader >= 0 and self._fetcher_config is None:
+            # Refused before anything changes: a partition left at this leader epoch would make the
+            # controller's retry of the same epoch look stale, and no fetching would ever start.
+            raise RuntimeError("replica fetching is not enabled on this broker")
         partition = self._hosted(role.topic, role.index, role.topic_id, config, min_insync_replicas,
                                  role.leader_epoch)
         was_leader = partition.is_leader

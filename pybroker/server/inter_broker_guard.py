@@ -88,11 +88,16 @@ class InterBrokerGuard:
 
     async def controller_request(self, ctx: "RequestContext", controller_id: int, controller_epoch: int,
                                  broker_epoch: int) -> ErrorCode:
-        """NONE when the request comes from the current controller to this run of this broker."""
+        """NONE when the request comes from the current controller to this run of this broker. A
+        request arriving during start-up waits until this run registered: only then is its broker
+        epoch known, and a request for the previous run's registration (still in ZooKeeper until its
+        session expires) is STALE_BROKER_EPOCH, never served."""
         zk_mode = ctx.broker.zk_mode
-        metadata = zk_mode.metadata if zk_mode is not None else None
-        if zk_mode is None or metadata is None:
+        if zk_mode is None:
             return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        await zk_mode.registered.wait()
+        metadata = zk_mode.metadata
+        assert metadata is not None
         if controller_epoch < metadata.controller_epoch:
             return ErrorCode.STALE_CONTROLLER_EPOCH
         verified = self._controller

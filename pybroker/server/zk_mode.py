@@ -2,7 +2,11 @@
 registration and metadata cache, the controller candidate, the ISR writer and follower fetching.
 
 Start-up order matters: the listener is already bound (the registration publishes its port),
-metadata is registered before the controller election, so an elected controller sees this broker.
+follower fetching is ready before the broker registers (Kafka starts its ReplicaManager before
+registerBroker), and metadata is registered before the controller election, so an elected controller
+sees this broker. Controller requests wait for `registered` (Kafka does not process requests before
+its start-up registered the broker): until then this run's broker epoch is unknown, and the only
+registration in ZooKeeper may still be the previous run's, whose requests must be refused.
 """
 
 from __future__ import annotations
@@ -49,6 +53,7 @@ class ZkMode:
                            connection_timeout_ms=config["zookeeper.connection.timeout.ms"] or session_ms)
         self.metadata: ZkMetadata | None = None
         self.controller: ZkController | None = None
+        self.registered = asyncio.Event()  # set once this run registered, with fetching enabled
 
     async def start(self) -> ZkMetadata:
         broker, config = self._broker, self._broker.config
@@ -56,14 +61,6 @@ class ZkMode:
             await self.zk.start()
         except KazooTimeoutError:
             raise ZooKeeperStartError(f"Timed out connecting to ZooKeeper at {config['zookeeper.connect']}") from None
-        me = BrokerInfo(broker.broker_id, *broker.advertised, config["broker.rack"])
-        metadata = ZkMetadata(self.zk, me, validate_configs=broker.validate_topic_configs,
-                              delete_topic_enable=config["delete.topic.enable"])
-        self.metadata = metadata  # before registering: the controller may send UpdateMetadata at once
-        try:
-            await metadata.start(registration_wait_s=config["zookeeper.session.timeout.ms"] / 1000)
-        except RuntimeError as exc:
-            raise ZooKeeperStartError(str(exc)) from None
         replicas = broker.replica_manager
         replicas.isr_writer = ZkIsrWriter(self.zk)
         timeout_s = config["replica.socket.timeout.ms"] / 1000
@@ -74,6 +71,15 @@ class ZkMode:
                           backoff_ms=config["replica.fetch.backoff.ms"]),
             lambda leader_id, host, port: RemoteLeader(host, port, client_id=f"replica-fetcher-{broker.broker_id}",
                                                        timeout_s=timeout_s))
+        me = BrokerInfo(broker.broker_id, *broker.advertised, config["broker.rack"])
+        metadata = ZkMetadata(self.zk, me, validate_configs=broker.validate_topic_configs,
+                              delete_topic_enable=config["delete.topic.enable"])
+        self.metadata = metadata
+        try:
+            await metadata.start(registration_wait_s=config["zookeeper.session.timeout.ms"] / 1000)
+        except RuntimeError as exc:
+            raise ZooKeeperStartError(str(exc)) from None
+        self.registered.set()
         self.controller = ZkController(
             self.zk, broker.broker_id, socket_timeout_ms=config["controller.socket.timeout.ms"],
             unclean_election=config["unclean.leader.election.enable"],
