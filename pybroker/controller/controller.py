@@ -241,7 +241,10 @@ class ZkController:
         self._send_metadata()
 
     async def _on_topic_changed(self, event: ZkEvent) -> None:
-        """A topic's assignment changed: CreatePartitions added partitions."""
+        """A topic's assignment changed: CreatePartitions added partitions. A watch fired by a session
+        event names no path: the session's loss already made this controller resign."""
+        if not event.path:
+            return
         topic = event.path.rsplit("/", 1)[-1]
         if not self.active or topic not in self._ctx.assignments:
             return

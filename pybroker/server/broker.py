@@ -62,6 +62,10 @@ class Broker:
         self.metrics = BrokerMetrics(self) if config["metrics.port"] >= 0 else None
         self._tasks: list[asyncio.Task[None]] = []
         self.bound_port: int | None = None
+        # Set once the metadata is ready: the listener is bound earlier (a ZooKeeper registration
+        # publishes its port), and like Kafka, which processes no request before start-up finished,
+        # the dispatcher holds client requests until then.
+        self.serving = asyncio.Event()
 
     async def start(self) -> None:
         self.log_manager.startup(now_ms())
@@ -82,6 +86,7 @@ class Broker:
                 delete_topic_enable=self.config["delete.topic.enable"])
         metadata.add_listener(self._on_topic_change)
         self.metadata = metadata
+        self.serving.set()
         for name, info in metadata.topics().items():
             self._on_topic_change(name, info)
         self._tasks.append(self.groups.start())

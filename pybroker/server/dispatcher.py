@@ -48,7 +48,12 @@ class Dispatcher:
         request = handler.request_class.decode(frame[body_offset:], version)
         context = RequestContext(self._broker, version, header.correlation_id, header.client_id, peer,
                                  int(time.time() * 1000))
-        if key in GUARDED:
+        if key not in GUARDED:
+            # Until start-up finished: ApiVersions (stateless, every connection's first) is answered,
+            # controller requests wait for the registration only, the others for the metadata.
+            if not self._broker.serving.is_set() and key != ApiKey.API_VERSIONS:
+                await self._broker.serving.wait()
+        else:
             refused = await self._guard.check(context, key, request)
             if refused:
                 if refused is ErrorCode.CLUSTER_AUTHORIZATION_FAILED:

@@ -19,6 +19,8 @@ from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.messages import (
     LeaderAndIsrRequest,
     LeaderAndIsrResponse,
+    MetadataRequest,
+    MetadataResponse,
     StopReplicaRequest,
     StopReplicaResponse,
     UpdateMetadataRequest,
@@ -130,6 +132,9 @@ def test_a_restarted_broker_serves_no_controller_request_before_it_registered(tm
                     assert time.monotonic() < deadline, "the restarted broker never listened"
                     await asyncio.sleep(0.05)
             try:
+                client = await Connection.open("127.0.0.1", port, client_id="client", timeout=30)
+                # A client's request during start-up is held until the metadata is ready (it crashed).
+                metadata = asyncio.ensure_future(client.send_at(MetadataRequest(topics=None), 12, MetadataResponse))
                 early = asyncio.ensure_future(connection.send_at(request(old_epoch), 7, LeaderAndIsrResponse))
                 await asyncio.to_thread(old_run.stop)  # the old session ends: this run registers
                 assert (await asyncio.wait_for(early, 30)).error_code == ErrorCode.STALE_BROKER_EPOCH
@@ -138,6 +143,8 @@ def test_a_restarted_broker_serves_no_controller_request_before_it_registered(tm
                 answer = await connection.send_at(request(new_epoch), 7, LeaderAndIsrResponse)
                 assert answer.error_code == ErrorCode.NONE
                 assert [p.error_code for t in answer.topics for p in t.partition_errors] == [ErrorCode.NONE]
+                assert 0 in [b.node_id for b in (await asyncio.wait_for(metadata, 30)).brokers]
+                await client.close()
             finally:
                 await connection.close()
 
