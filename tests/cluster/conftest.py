@@ -1,6 +1,8 @@
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Iterator
 
 import pytest
@@ -40,24 +42,31 @@ def broker_overrides(broker_id: int, zk_connect: str) -> dict[str, str]:
             "transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000"}
 
 
+@contextmanager
+def running_cluster(root: Path, brokers: int = BROKERS, extra: dict[str, str] | None = None) -> Iterator[Cluster]:
+    """ZooKeeper and ``brokers`` brokers (ids from 0) in the chroot /pybroker, each with ``extra`` overrides;
+    every broker knows every other before this yields, and each one's log is kept for post-mortems."""
+    zookeeper = ZooKeeperServer(root / "zookeeper").start()
+    processes: list[BrokerProcess] = []
+    try:
+        for broker_id in range(brokers):
+            data_dir = root / f"broker-{broker_id}"
+            data_dir.mkdir()
+            overrides = {**broker_overrides(broker_id, zookeeper.connect + CHROOT), **(extra or {})}
+            processes.append(BrokerProcess(data_dir, overrides).start())
+        for broker in processes:
+            wait_until(lambda: len(AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics(
+                timeout=10).brokers) == brokers, f"broker {broker.port} to know all brokers")
+        yield Cluster(zookeeper, processes)
+    finally:
+        for broker in processes:
+            broker.kill()
+            (broker.data_dir / "broker.log").write_text(broker.log_text())
+        zookeeper.stop()
+
+
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     """ZooKeeper and three brokers (ids 0-2) in the chroot /pybroker, shared by a module's tests."""
-    root = tmp_path_factory.mktemp("cluster")
-    zookeeper = ZooKeeperServer(root / "zookeeper").start()
-    brokers: list[BrokerProcess] = []
-    try:
-        for broker_id in range(BROKERS):
-            data_dir = root / f"broker-{broker_id}"
-            data_dir.mkdir()
-            brokers.append(BrokerProcess(data_dir, broker_overrides(broker_id, zookeeper.connect + CHROOT)).start())
-        cluster = Cluster(zookeeper, brokers)
-        for broker in brokers:  # every broker knows every other before clients arrive
-            wait_until(lambda: len(AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics(
-                timeout=10).brokers) == BROKERS, f"broker {broker.port} to know all brokers")
-        yield cluster
-    finally:
-        for broker in brokers:
-            broker.kill()
-            (broker.data_dir / "broker.log").write_text(broker.log_text())  # for post-mortems
-        zookeeper.stop()
+    with running_cluster(tmp_path_factory.mktemp("cluster")) as running:
+        yield running

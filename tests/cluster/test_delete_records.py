@@ -14,9 +14,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from pybroker.protocol.error_codes import ErrorCode
-from tests.cluster.conftest import BROKERS, CHROOT, Cluster, broker_overrides
-from tests.cluster.zookeeper import ZooKeeperServer
-from tests.integration.broker_process import BrokerProcess
+from tests.cluster.conftest import BROKERS, Cluster, running_cluster
 from tests.integration.groups_common import wait_until
 from tests.integration.test_bad_input import WireClient
 from tests.integration.test_delete_records import checkpointed_start, delete, segment_bases, watermarks
@@ -30,26 +28,10 @@ TARGET = 150
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     """ZooKeeper and three brokers whose retention and checkpoints run every 300 ms."""
-    root = tmp_path_factory.mktemp("delete-records")
-    zookeeper = ZooKeeperServer(root / "zookeeper").start()
-    brokers: list[BrokerProcess] = []
-    try:
-        for broker_id in range(BROKERS):
-            data_dir = root / f"broker-{broker_id}"
-            data_dir.mkdir()
-            overrides = {**broker_overrides(broker_id, zookeeper.connect + CHROOT),
-                         "log.retention.check.interval.ms": "300", "file.delete.delay.ms": "0",
-                         "log.flush.offset.checkpoint.interval.ms": "300"}
-            brokers.append(BrokerProcess(data_dir, overrides).start())
-        for broker in brokers:
-            wait_until(lambda: len(AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics(
-                timeout=10).brokers) == BROKERS, f"broker {broker.port} to know all brokers")
-        yield Cluster(zookeeper, brokers)
-    finally:
-        for broker in brokers:
-            broker.kill()
-            (broker.data_dir / "broker.log").write_text(broker.log_text())
-        zookeeper.stop()
+    fast = {"log.retention.check.interval.ms": "300", "file.delete.delay.ms": "0",
+            "log.flush.offset.checkpoint.interval.ms": "300"}
+    with running_cluster(tmp_path_factory.mktemp("delete-records"), BROKERS, fast) as running:
+        yield running
 
 
 def test_followers_follow_the_log_start_and_the_answer_waits_for_them(cluster: Cluster):

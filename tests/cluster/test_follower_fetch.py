@@ -18,9 +18,7 @@ from kazoo.client import KazooClient
 
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.messages import FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse
-from tests.cluster.conftest import CHROOT, Cluster, broker_overrides
-from tests.cluster.zookeeper import ZooKeeperServer
-from tests.integration.broker_process import BrokerProcess
+from tests.cluster.conftest import Cluster, running_cluster
 from tests.integration.groups_common import wait_until
 from tests.integration.test_bad_input import WireClient
 
@@ -33,25 +31,9 @@ ISR_WATCH_S = 3.0
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     """ZooKeeper and two brokers whose retention runs every half second."""
-    root = tmp_path_factory.mktemp("follower-fetch")
-    zookeeper = ZooKeeperServer(root / "zookeeper").start()
-    brokers: list[BrokerProcess] = []
-    try:
-        for broker_id in range(BROKERS):
-            data_dir = root / f"broker-{broker_id}"
-            data_dir.mkdir()
-            overrides = {**broker_overrides(broker_id, zookeeper.connect + CHROOT),
-                         "log.retention.check.interval.ms": "500"}
-            brokers.append(BrokerProcess(data_dir, overrides).start())
-        for broker in brokers:
-            wait_until(lambda: len(AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics(
-                timeout=10).brokers) == BROKERS, f"broker {broker.port} to know all brokers")
-        yield Cluster(zookeeper, brokers)
-    finally:
-        for broker in brokers:
-            broker.kill()
-            (broker.data_dir / "broker.log").write_text(broker.log_text())
-        zookeeper.stop()
+    fast_retention = {"log.retention.check.interval.ms": "500"}
+    with running_cluster(tmp_path_factory.mktemp("follower-fetch"), BROKERS, fast_retention) as running:
+        yield running
 
 
 def isr(cluster: Cluster) -> list[int]:
