@@ -34,7 +34,7 @@ import os
 import re
 import shutil
 import uuid
-from typing import Iterable, Mapping
+from typing import Collection, Iterable, Mapping
 
 from pybroker.common.io_executor import IoExecutor
 
@@ -52,6 +52,7 @@ logger = logging.getLogger("pybroker.log")
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 HIGH_WATERMARK_CHECKPOINT = "replication-offset-checkpoint"
+CHECKPOINT_FILES = (RECOVERY_POINT_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, HIGH_WATERMARK_CHECKPOINT)
 CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
 DEFAULT_DEDUPE_BUFFER_SIZE = 134217728
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
@@ -437,30 +438,31 @@ class LogManager:
         OffsetCheckpointFile(os.path.join(root, CLEANER_OFFSET_CHECKPOINT)).write(
             {tp: offset for tp, offset in self._cleaner_offsets.items() if self._root_of.get(tp) == root})
 
-    def _checkpoint_contents(self) -> list[tuple[str, dict[TopicPartition, int]]]:
-        """The recovery-point, log-start and high-watermark checkpoints of every log dir, as
-        (path, entries) read now: a recovery point is only ever advanced after its fsync."""
+    def _checkpoint_contents(self, files: Collection[str]) -> list[tuple[str, dict[TopicPartition, int]]]:
+        """The named checkpoints (of ``CHECKPOINT_FILES``) of every log dir, as (path, entries) read
+        now: a recovery point is only ever advanced after its fsync."""
         contents = []
         for root in self._log_dirs:
             logs = {tp: log for tp, log in self._logs.items() if self._root_of.get(tp) == root}
-            contents += [
-                (os.path.join(root, RECOVERY_POINT_CHECKPOINT), {tp: log.recovery_point for tp, log in logs.items()}),
-                (os.path.join(root, LOG_START_OFFSET_CHECKPOINT),
-                 {tp: log.log_start_offset for tp, log in logs.items()
-                  if log.log_start_offset > log.segments[0].base_offset}),
-                (os.path.join(root, HIGH_WATERMARK_CHECKPOINT), {tp: log.high_watermark for tp, log in logs.items()}),
-            ]
+            entries = {
+                RECOVERY_POINT_CHECKPOINT: lambda: {tp: log.recovery_point for tp, log in logs.items()},
+                LOG_START_OFFSET_CHECKPOINT: lambda: {tp: log.log_start_offset for tp, log in logs.items()
+                                                      if log.log_start_offset > log.segments[0].base_offset},
+                HIGH_WATERMARK_CHECKPOINT: lambda: {tp: log.high_watermark for tp, log in logs.items()},
+            }
+            contents += [(os.path.join(root, name), entries[name]()) for name in CHECKPOINT_FILES if name in files]
         return contents
 
     def checkpoint(self) -> None:
         """Write the recovery-point, log-start and high-watermark checkpoints of every log dir."""
-        for path, entries in self._checkpoint_contents():
+        for path, entries in self._checkpoint_contents(CHECKPOINT_FILES):
             OffsetCheckpointFile(path).write(entries)
 
-    async def checkpoint_async(self) -> None:
-        """``checkpoint`` with the file writes and fsyncs on the I/O executor, one pass at a time."""
+    async def checkpoint_async(self, files: Collection[str] = CHECKPOINT_FILES) -> None:
+        """``checkpoint`` of the named files with the writes and fsyncs on the I/O executor, one pass at
+        a time (Kafka writes each on its own schedule: see the broker's periodic tasks)."""
         async with self._checkpoint_lock:
-            contents = self._checkpoint_contents()
+            contents = self._checkpoint_contents(files)
 
             def write() -> None:
                 for path, entries in contents:

@@ -16,7 +16,12 @@ from pybroker.controller.embedded import EmbeddedMetadata
 from pybroker.controller.errors import InvalidTopicConfigError
 from pybroker.controller.metadata import BrokerInfo, ClusterMetadata, TopicInfo
 from pybroker.log.config import LogConfig
-from pybroker.log.manager import LogManager
+from pybroker.log.manager import (
+    HIGH_WATERMARK_CHECKPOINT,
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    LogManager,
+)
 from pybroker.replication.manager import ReplicaManager
 from pybroker.server.dispatcher import Dispatcher
 from pybroker.server.fetch_sessions import FetchSessionCache
@@ -98,7 +103,9 @@ class Broker:
         if self.config["log.cleaner.enable"]:
             self._schedule("log-cleaner", self.config["log.cleaner.backoff.ms"], self._clean)
         self._schedule("recovery-point-checkpoint", self.config["log.flush.offset.checkpoint.interval.ms"],
-                       self._checkpoint)
+                       lambda: self.log_manager.checkpoint_async((RECOVERY_POINT_CHECKPOINT, HIGH_WATERMARK_CHECKPOINT)))
+        self._schedule("log-start-offset-checkpoint", self.config["log.flush.start.offset.checkpoint.interval.ms"],
+                       lambda: self.log_manager.checkpoint_async((LOG_START_OFFSET_CHECKPOINT,)))
         if self.metrics is not None:
             await self.metrics.serve(self.config["metrics.host"], self.config["metrics.port"])
         log.info("[KafkaServer id=%d] started (cluster id %s), listening on %s:%d", self.broker_id,
@@ -187,7 +194,4 @@ class Broker:
         expiration_ms, now = self.config["producer.id.expiration.ms"], now_ms()
         for partition in self.replica_manager.partitions():
             partition.log.producer_state.remove_expired(now, expiration_ms)
-
-    async def _checkpoint(self) -> None:
-        await self.log_manager.checkpoint_async()
 

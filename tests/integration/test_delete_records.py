@@ -228,8 +228,10 @@ def checkpointed_start(root: Path, topic: str) -> int | None:
 
 @pytest.mark.parametrize("restart", ["clean", "sigkill"])
 def test_retention_deletes_segments_below_and_restarts_keep_the_start(tmp_path: Path, restart: str):
+    # The log start has a checkpoint schedule of its own (log.flush.start.offset.checkpoint.interval.ms).
     broker = BrokerProcess(tmp_path, {"log.retention.check.interval.ms": "200", "file.delete.delay.ms": "0",
-                                      "log.flush.offset.checkpoint.interval.ms": "200"}).start()
+                                      "log.flush.offset.checkpoint.interval.ms": "600000",
+                                      "log.flush.start.offset.checkpoint.interval.ms": "200"}).start()
     try:
         topic = "dr-retention"
         create_topic(broker.bootstrap, topic, configs={"segment.bytes": "1024"})
