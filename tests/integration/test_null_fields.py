@@ -13,6 +13,7 @@ leaves it null too. Null strings are a separate audit (empty versus null) and ar
 from __future__ import annotations
 
 import dataclasses
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -144,13 +145,27 @@ def fill(cls: type[Struct], version: int, scene: Scene) -> Any:
     return obj
 
 
+# What a coordinator answers while it loads its partition; clients retry these.
+LOADING = {ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR}
+
+
+def _once_loaded(client: WireClient, request: Any, version: int, response_class: type) -> Any:
+    """The answer to a coordinator request, sent again while the coordinator's partition is loading."""
+    deadline = time.monotonic() + 30
+    answer = client.request(request, version, response_class)
+    while answer.error_code in LOADING and time.monotonic() < deadline:
+        time.sleep(0.05)
+        answer = client.request(request, version, response_class)
+    return answer
+
+
 def _join(client: WireClient, group: str) -> tuple[str, int]:
     """Join `group` as its only member (JoinGroup v5 asks for the member id first); its (member id, generation)."""
     request = JoinGroupRequest(group_id=group, session_timeout_ms=60000, rebalance_timeout_ms=60000,
                                protocol_type="consumer",
                                protocols=[JoinGroupRequest.JoinGroupRequestProtocol(name="range",
                                                                                     metadata=SUBSCRIPTION)])
-    first = client.request(request, 5, JoinGroupResponse)
+    first = _once_loaded(client, request, 5, JoinGroupResponse)
     assert first.error_code == ErrorCode.MEMBER_ID_REQUIRED
     request.member_id = first.member_id
     joined = client.request(request, 5, JoinGroupResponse)
@@ -295,8 +310,8 @@ def _scene(client: WireClient) -> Scene:
                                              assignments=[SyncGroupRequest.SyncGroupRequestAssignment(
                                                  member_id=member_id, assignment=ASSIGNMENT)]), 3, SyncGroupResponse)
     assert synced.error_code == ErrorCode.NONE, synced
-    producer = client.request(InitProducerIdRequest(transactional_id=TRANSACTIONAL_ID, transaction_timeout_ms=60000),
-                              4, InitProducerIdResponse)
+    producer = _once_loaded(client, InitProducerIdRequest(transactional_id=TRANSACTIONAL_ID,
+                                                          transaction_timeout_ms=60000), 4, InitProducerIdResponse)
     assert producer.error_code == ErrorCode.NONE, producer
     return Scene(topic.topic_id, member_id, generation, producer.producer_id, producer.producer_epoch)
 
