@@ -11,6 +11,7 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Callable, Mapping
 
+from pybroker.controller.errors import TopicExistsError
 from pybroker.coordinator.records import Record
 from pybroker.records import RecordInput, build_batch
 
@@ -47,8 +48,11 @@ class InternalTopic:
             if metadata.topic(self.name) is not None:
                 return
             factor = min(self._replication_factor, len(metadata.brokers()))
-            await metadata.create_topic(self.name, self._partitions, factor, {
-                "cleanup.policy": "compact", "compression.type": "producer", **self._configs(factor)})
+            try:
+                await metadata.create_topic(self.name, self._partitions, factor, {
+                    "cleanup.policy": "compact", "compression.type": "producer", **self._configs(factor)})
+            except TopicExistsError:  # created in the cluster; this broker's metadata has not caught up yet
+                return
             log.info("Created internal topic %s with %d partitions", self.name, self._partitions)
 
     def leader(self, partition: int) -> int | None:
