@@ -29,7 +29,8 @@ TARGET = 150
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     """ZooKeeper and three brokers whose retention and checkpoints run every 300 ms."""
     fast = {"log.retention.check.interval.ms": "300", "file.delete.delay.ms": "0",
-            "log.flush.offset.checkpoint.interval.ms": "300"}
+            "log.flush.offset.checkpoint.interval.ms": "300",
+            "log.flush.start.offset.checkpoint.interval.ms": "300"}
     with running_cluster(tmp_path_factory.mktemp("delete-records"), BROKERS, fast) as running:
         yield running
 
