@@ -12,6 +12,7 @@ a flush.
 from __future__ import annotations
 
 import asyncio
+import collections
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, TypeVar
@@ -33,6 +34,9 @@ class IoExecutor:
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix=IO_THREAD_PREFIX)
         self.submitted = 0
         self.running = 0
+        # Reads that found their pages out of the page cache and went to an I/O thread, per path
+        # ("fetch" header walks, "response" file ranges copied into a response): /metrics shows them.
+        self.cold_reads: collections.Counter[str] = collections.Counter()
 
     async def run(self, fn: Callable[[], T]) -> T:
         """Run ``fn`` on an I/O thread; the caller applies what it returns on the loop."""

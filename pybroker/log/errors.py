@@ -8,6 +8,8 @@ the records layer's own exceptions (re-exported here) so there is one class per 
 
 from __future__ import annotations
 
+from typing import Callable
+
 from pybroker.records.errors import CorruptRecordError, RecordTooLargeError
 
 __all__ = [
@@ -17,6 +19,7 @@ __all__ = [
     "LogClosedError",
     "LogStorageError",
     "SliceUnavailableError",
+    "ColdReadError",
     "UnexpectedAppendOffsetError",
     "InvalidReadSizeError",
     "InvalidLogConfig",
@@ -48,6 +51,16 @@ class OffsetOutOfRangeError(LogError):
 
 class CorruptLogError(LogError):
     """On-disk state (index, checkpoint, metadata file) is malformed."""
+
+
+class ColdReadError(LogError):
+    """A read asked to use only the page cache met a page that is not there. ``warm`` reads the
+    range into the cache on its own descriptor (for an I/O thread); the read is then retried on
+    the loop, so that the loop never waits for the disk."""
+
+    def __init__(self, path: str, position: int, warm: Callable[[], None]) -> None:
+        super().__init__(f"{path} at {position} is not in the page cache")
+        self.warm = warm
 
 
 class LogClosedError(LogError):

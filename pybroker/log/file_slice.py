@@ -17,12 +17,43 @@ across an ``await``.
 
 from __future__ import annotations
 
+import errno
 import os
 from dataclasses import dataclass, field
 
 from pybroker.log.errors import LogStorageError, SliceUnavailableError
 
-__all__ = ["FileSlice", "LogFile", "SliceRead"]
+__all__ = ["FileSlice", "LogFile", "PageCacheMiss", "RangeWarm", "SliceRead", "cached_pread"]
+
+WARM_CHUNK = 1 << 20  # bytes per read when warming a range on an I/O thread
+_NOWAIT = getattr(os, "RWF_NOWAIT", 0)
+
+
+class PageCacheMiss(Exception):
+    """A read with ``RWF_NOWAIT`` found a page of ``position``'s range out of the page cache."""
+
+    def __init__(self, position: int) -> None:
+        super().__init__(position)
+        self.position = position
+
+
+def cached_pread(fd: int, size: int, position: int) -> bytearray | None:
+    """``size`` bytes at ``position`` if the page cache holds them all, else None (one ``preadv``
+    with ``RWF_NOWAIT``: the loop never waits for the disk). A short answer is a partly cached
+    range, or a file that ends early: the caller's blocking read, off the loop, tells which.
+    Where the kernel or file system has no ``RWF_NOWAIT`` the read blocks, as a plain pread."""
+    buffer = bytearray(size)
+    try:
+        count = os.preadv(fd, [buffer], position, _NOWAIT)
+    except BlockingIOError:
+        return None
+    except OSError as exc:
+        if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
+            raise
+        count = os.preadv(fd, [buffer], position)
+    if count != size:
+        return None
+    return buffer
 
 
 class LogFile:
@@ -58,6 +89,28 @@ class LogFile:
             return os.pread(fd, size, position)
         except OSError as exc:
             raise LogStorageError(f"read of {self.path} at {position} failed: {exc}") from exc
+
+    def pread_cached(self, size: int, position: int) -> bytes | bytearray:
+        """As ``pread``, from the page cache only: PageCacheMiss where a page is not there.
+
+        Only for reads that stay inside the file (header walks bounded by the segment's size):
+        a short answer is taken for a miss."""
+        try:
+            data = cached_pread(self.fileno(), size, position)
+        except OSError as exc:
+            raise LogStorageError(f"read of {self.path} at {position} failed: {exc}") from exc
+        if data is None:
+            raise PageCacheMiss(position)
+        return data
+
+    def detached_warm(self, position: int, size: int) -> RangeWarm:
+        """A call for an I/O thread that reads ``[position, position + size)`` into the page cache,
+        on its own descriptor (taken here, on the loop)."""
+        try:
+            fd = os.dup(self.fileno())
+        except OSError as exc:
+            raise LogStorageError(f"cannot read {self.path}: {exc}") from exc
+        return RangeWarm(self.path, position, size, fd)
 
     def close(self) -> None:
         """Close the descriptor; idempotent."""
@@ -98,6 +151,16 @@ class FileSlice:
             raise SliceUnavailableError(
                 f"{self.path} was truncated: wanted {self.size} bytes at {self.position}, got {len(data)}")
         return data
+
+    def read_cached(self) -> bytes | bytearray | None:
+        """The slice's bytes if the page cache holds them all, else None: the caller then reads
+        it on an I/O thread (``detached_read``) rather than waiting for the disk on the loop."""
+        if self.size == 0:
+            return b""
+        try:
+            return cached_pread(self.fileno(), self.size, self.position)
+        except OSError as exc:
+            raise LogStorageError(f"read of {self.path} at {self.position} failed: {exc}") from exc
 
     def detached_read(self) -> SliceRead:
         """The slice's read as a call for an I/O thread, holding its own descriptor (``os.dup``,
@@ -142,6 +205,37 @@ class SliceRead:
             raise SliceUnavailableError(
                 f"{self.path} was truncated: wanted {self.size} bytes at {self.position}, got {len(data)}")
         return data
+
+    def __del__(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+class RangeWarm:
+    """Reads a range into the page cache on its own descriptor (closed once run, or when collected
+    unrun); what it read is dropped. A file shorter than the range just ends the warm-up."""
+
+    def __init__(self, path: str, position: int, size: int, fd: int) -> None:
+        self.path, self.position, self.size = path, position, size
+        self._fd: int | None = fd
+
+    def __call__(self) -> None:
+        fd, self._fd = self._fd, None
+        if fd is None:
+            return
+        buffer = bytearray(min(WARM_CHUNK, max(self.size, 0)))
+        position, end = self.position, self.position + self.size
+        try:
+            while position < end:
+                count = os.preadv(fd, [memoryview(buffer)[:min(WARM_CHUNK, end - position)]], position)
+                if count == 0:
+                    return
+                position += count
+        except OSError as exc:
+            raise LogStorageError(f"read of {self.path} at {position} failed: {exc}") from exc
+        finally:
+            os.close(fd)
 
     def __del__(self) -> None:
         if self._fd is not None:

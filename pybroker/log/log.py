@@ -472,10 +472,11 @@ class PartitionLog:
         return next_offset, True
 
     def read(self, fetch_offset: int, max_bytes: int, *, max_offset: int | None = None,
-             min_one_batch: bool = True) -> FetchInfo:
+             min_one_batch: bool = True, cached_only: bool = False) -> FetchInfo:
         """Whole batches from the one holding ``fetch_offset``, from a single segment (like Kafka).
 
-        ``max_offset`` is an exclusive bound (e.g. the high watermark for consumers).
+        ``max_offset`` is an exclusive bound (e.g. the high watermark for consumers). With
+        ``cached_only`` a page out of the page cache raises ColdReadError (see LogSegment.read).
         """
         self._check_open()
         if fetch_offset < self._log_start_offset or fetch_offset > self._leo:
@@ -484,7 +485,7 @@ class PartitionLog:
         if fetch_offset < self._leo and (max_offset is None or fetch_offset < max_offset):
             for segment in self._segments[self._floor_segment_index(fetch_offset):]:
                 found = segment.read(fetch_offset, max_bytes, min_one_batch=min_one_batch,
-                                     max_offset=max_offset)
+                                     max_offset=max_offset, cached_only=cached_only)
                 if found is not None:
                     break
         return FetchInfo(found if found is not None and found.size else None,

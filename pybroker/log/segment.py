@@ -21,8 +21,8 @@ import logging
 import os
 from typing import TYPE_CHECKING, Callable, Iterator
 
-from pybroker.log.errors import CorruptLogError, InvalidReadSizeError, LogError, LogStorageError
-from pybroker.log.file_slice import FileSlice, LogFile
+from pybroker.log.errors import ColdReadError, CorruptLogError, InvalidReadSizeError, LogError, LogStorageError
+from pybroker.log.file_slice import WARM_CHUNK, FileSlice, LogFile, PageCacheMiss
 from pybroker.log.index import OffsetIndex, TimeIndex
 from pybroker.log.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
 from pybroker.records.batch import BatchHeader, RecordBatch, validate_batch
@@ -162,10 +162,12 @@ class LogSegment:
 
     # -- header walking -----------------------------------------------------------------------
 
-    def _scan(self, start: int, end: int | None = None) -> Iterator[tuple[int, BatchHeader]]:
-        """(position, header) of each complete batch in ``[start, end)``; reads headers only."""
+    def _scan(self, start: int, end: int | None = None, *,
+              cached_only: bool = False) -> Iterator[tuple[int, BatchHeader]]:
+        """(position, header) of each complete batch in ``[start, end)``; reads headers only
+        (from the page cache only with ``cached_only``: PageCacheMiss otherwise)."""
         end = self._size if end is None else min(end, self._size)
-        return scan_headers(self._log.pread, self.log_path, start, end)
+        return scan_headers(self._log.pread_cached if cached_only else self._log.pread, self.log_path, start, end)
 
     def iter_headers(self, start_offset: int | None = None) -> Iterator[tuple[int, BatchHeader]]:
         """(position, header) of every batch from the one holding ``start_offset`` (or the first)."""
@@ -174,10 +176,11 @@ class LogSegment:
             if start_offset is None or h.base_offset + h.last_offset_delta >= start_offset:
                 yield pos, h
 
-    def find_batch(self, offset: int, start_position: int = 0) -> tuple[int, BatchHeader] | None:
+    def find_batch(self, offset: int, start_position: int = 0, *,
+                   cached_only: bool = False) -> tuple[int, BatchHeader] | None:
         """Position and header of the first batch whose last offset is >= ``offset`` (Kafka translateOffset)."""
         position = max(self.offset_index.lookup(offset)[1], start_position)
-        for pos, h in self._scan(position):
+        for pos, h in self._scan(position, cached_only=cached_only):
             if h.base_offset + h.last_offset_delta >= offset:
                 return pos, h
         return None
@@ -263,23 +266,36 @@ class LogSegment:
         return now_ms - self.created_ms
 
     def read(self, start_offset: int, max_size: int, max_position: int | None = None,
-             min_one_batch: bool = True, *, max_offset: int | None = None) -> FileSlice | None:
+             min_one_batch: bool = True, *, max_offset: int | None = None,
+             cached_only: bool = False) -> FileSlice | None:
         """Whole batches from the one holding ``start_offset``; None if it is past this segment.
 
         At most ``max_size`` bytes, except that with ``min_one_batch`` the first batch is
         returned even when larger (Kafka does the same so that a consumer always progresses).
         Batches ending at or after ``max_offset`` (exclusive bound, e.g. the high watermark) or
         crossing ``max_position`` are left out; the slice may then be empty (size 0).
+
+        With ``cached_only`` the header walk reads the page cache only, for the event loop: a
+        missing page raises ColdReadError, whose ``warm`` reads the rest of the range (what the
+        walk and then the response will read) into the cache on an I/O thread.
         """
         if max_size < 0:
             raise InvalidReadSizeError(f"Invalid max size {max_size} for log read from segment {self.log_path}")
-        found = self.find_batch(start_offset)
+        try:
+            return self._read(start_offset, max_size, max_position, min_one_batch, max_offset, cached_only)
+        except PageCacheMiss as miss:
+            span = min(max(max_size, WARM_CHUNK) + 2 * _SCAN_CHUNK, self._size - miss.position)
+            raise ColdReadError(self.log_path, miss.position, self._log.detached_warm(miss.position, span)) from None
+
+    def _read(self, start_offset: int, max_size: int, max_position: int | None, min_one_batch: bool,
+              max_offset: int | None, cached_only: bool) -> FileSlice | None:
+        found = self.find_batch(start_offset, cached_only=cached_only)
         if found is None:
             return None
         start, _ = found
         limit = self._size if max_position is None else min(max_position, self._size)
         total = 0
-        for pos, h in self._scan(start, limit):
+        for pos, h in self._scan(start, limit, cached_only=cached_only):
             if max_offset is not None and h.base_offset + h.last_offset_delta >= max_offset:
                 break
             size = h.batch_length + LOG_OVERHEAD

@@ -12,6 +12,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Iterable
 
+from pybroker.common.io_executor import IoExecutor
 from pybroker.common.log_limit import LogLimiter
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.error_codes import ErrorCode
@@ -34,6 +35,11 @@ class Dispatcher:
         self._broker = broker
         self.handlers: dict[int, ApiHandler] = {handler.api_key: handler for handler in handlers}
         self._guard = InterBrokerGuard()
+
+    @property
+    def io(self) -> IoExecutor:
+        """The broker's I/O pool: connections read cold file ranges of responses there."""
+        return self._broker.io
 
     async def dispatch(self, frame: memoryview, peer: str) -> bytes | list[FramePart] | None:
         header, body_offset = decode_request_header(frame)

@@ -173,6 +173,12 @@ class _StateCollector(Collector):
                      "Partitions without a leader (reported by the active controller only).",
                      self._offline_partitions() if active else 0)
         yield from self._network(broker)
+        cold = CounterMetricFamily("pybroker_io_cold_reads", "Reads that found their pages out of the page cache "
+                                   "and were done on an I/O thread instead of the event loop, per path.",
+                                   labels=["path"])
+        for path in ("fetch", "response"):
+            cold.add_metric([path], broker.io.cold_reads[path])
+        yield cold
         groups = list(broker.groups.coordinator.groups.values())
         yield _gauge("kafka_coordinator_group_groupmetadatamanager_numgroups", "Groups this coordinator manages.",
                      len(groups))

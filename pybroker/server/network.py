@@ -22,7 +22,8 @@ Zero-copy fetch. A response arrives as ordered parts: bytes, and log file ranges
 uvloop's transports cannot sendfile, so while the transport has nothing buffered the parts go
 straight to the non-blocking socket (``os.write``, ``os.sendfile``); whatever the socket does not
 take at once is queued and handed to ``transport.write`` in order, file ranges read ``CHUNK`` bytes
-at a time as the peer drains the transport. With bytes already buffered, or with ``zero_copy`` off,
+at a time as the peer drains the transport: from the page cache on the loop, or, for a chunk the
+cache does not hold, on the broker's I/O thread while this connection's writing waits for it. With bytes already buffered, or with ``zero_copy`` off,
 every range goes that queued way. All ranges are checked before the first byte of a frame goes
 out; a range that still fails half-way (truncated under us) closes the connection with one log line.
 """
@@ -37,6 +38,7 @@ import socket
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from pybroker.common.io_executor import IoExecutor
 from pybroker.common.log_limit import LogLimiter
 from pybroker.log.errors import LogError
 from pybroker.log.file_slice import FileSlice
@@ -101,6 +103,8 @@ class KafkaConnection(asyncio.Protocol):
         self._pending: collections.deque[asyncio.Future[bytes | list[FramePart] | None]] = collections.deque()
         self._backlog: collections.deque[memoryview] = collections.deque()  # decoded, not yet dispatched
         self._out: collections.deque[FramePart] = collections.deque()  # rest of the response being written
+        self._io: IoExecutor | None = dispatcher.io
+        self._out_reading = False  # a cold range of `_out` is being read on an I/O thread
         self._transport: asyncio.Transport | None = None
         self.peer = "?"
         self._reading_paused = False
@@ -257,7 +261,7 @@ class KafkaConnection(asyncio.Protocol):
         """Write finished responses in request order for as long as the peer keeps reading."""
         pending = self._pending
         try:
-            while not self._writing_paused and self._transport is not None:
+            while not self._writing_paused and self._transport is not None and not self._out_reading:
                 if self._out:
                     self._pump()
                     continue
@@ -339,16 +343,49 @@ class KafkaConnection(asyncio.Protocol):
 
     def _pump(self) -> None:
         """Write one queued part, a file range at most CHUNK bytes of it: memory per connection
-        stays at the transport's high-water mark plus one chunk, whatever the response size."""
+        stays at the transport's high-water mark plus one chunk, whatever the response size.
+        A chunk the page cache does not hold is read on an I/O thread; writing waits for it."""
         assert self._transport is not None
         part = self._out.popleft()
         if isinstance(part, FileSlice):
             if part.size > CHUNK:
                 self._out.appendleft(FileSlice(part.path, part.position + CHUNK, part.size - CHUNK, part.file))
                 part = FileSlice(part.path, part.position, CHUNK, part.file)
-            self._transport.write(part.read())
+            if self._io is None:
+                self._transport.write(part.read())
+                return
+            data = part.read_cached()
+            if data is None:
+                self._read_off_loop(self._io, part)
+                return
+            self._transport.write(data)
         else:
             self._transport.write(part)
+
+    def _read_off_loop(self, io: IoExecutor, part: FileSlice) -> None:
+        io.cold_reads["response"] += 1
+        read = part.detached_read()  # a deleted segment fails here, on the loop, as `part.read()` would
+        self._out_reading = True
+        asyncio.ensure_future(io.run(read)).add_done_callback(self._cold_range_read)
+
+    def _cold_range_read(self, future: asyncio.Future[bytes]) -> None:
+        self._out_reading = False
+        if future.cancelled() or self._transport is None or self._transport.is_closing():
+            return
+        exc = future.exception()
+        if isinstance(exc, LogError):
+            limited_log.warning("unreadable-range", "Closing connection from %s: a fetched log range became "
+                                "unreadable: %s", self.peer, exc)
+            self.close()
+            return
+        if exc is not None:
+            limited_log.log(logging.ERROR, f"unexpected-{type(exc).__name__}",
+                            "Closing connection from %s after an unexpected error", self.peer, exc_info=exc)
+            self.close()
+            return
+        self._transport.write(future.result())
+        self._active = True
+        self._write_ready()
 
     def _update_reading(self) -> None:
         if self._transport is None or self._transport.is_closing():

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import struct
 from pathlib import Path
 
 import pytest
 import uvloop
 
-from pybroker.log.file_slice import FileSlice, LogFile
+from pybroker.common.io_executor import IoExecutor
+from pybroker.log.file_slice import FileSlice, LogFile, cached_pread
 from pybroker.protocol.frame import encode_response_message
 from pybroker.protocol.messages import (
     CreateTopicsRequest,
@@ -69,8 +71,9 @@ class _RecordingClient(WireClient):
 class _ScriptedDispatcher:
     """Answers request frame ``i`` (one byte) with the parts scripted for it, out of order in time."""
 
-    def __init__(self, responses: list[list[FramePart]]):
+    def __init__(self, responses: list[list[FramePart]], io: IoExecutor | None = None):
         self.responses = responses
+        self.io = io
 
     async def dispatch(self, frame: memoryview, peer: str) -> list[FramePart]:
         index = frame[0]
@@ -78,11 +81,11 @@ class _ScriptedDispatcher:
         return self.responses[index]
 
 
-async def _exchange(responses: list[list[FramePart]], *, zero_copy: bool) -> bytes:
+async def _exchange(responses: list[list[FramePart]], *, zero_copy: bool, io: IoExecutor | None = None) -> bytes:
     """Pipeline one request per response, read nothing until all are answered, then read all."""
     loop = asyncio.get_running_loop()
     server = await loop.create_server(
-        lambda: KafkaConnection(_ScriptedDispatcher(responses), max_frame_size=1024, max_in_flight=100,
+        lambda: KafkaConnection(_ScriptedDispatcher(responses, io), max_frame_size=1024, max_in_flight=100,
                                 connections=set(), zero_copy=zero_copy), "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
@@ -119,6 +122,38 @@ def test_spliced_responses_arrive_complete_and_in_request_order(log_file, zero_c
         for i in range(3)]
     expected = b"".join(part if isinstance(part, bytes) else part.read() for parts in responses for part in parts)
     assert uvloop.run(_exchange(responses, zero_copy=zero_copy)) == expected
+
+
+def test_ranges_out_of_the_page_cache_are_read_off_the_loop_and_arrive_in_order(log_file):
+    """Without zero-copy every range is copied through Python: a chunk the page cache does not hold
+    goes to the I/O thread (the loop never waits for the disk), and the frames still arrive whole
+    and in request order."""
+    evict_from_page_cache(log_file.path)
+    size = 4 << 20
+    responses: list[list[FramePart]] = [
+        [b"head-%d" % i, FileSlice(log_file.path, i * size + i, size - 2 * i, log_file), b"tail-%d" % i]
+        for i in range(3)]
+    io = IoExecutor(1)
+    try:
+        received = uvloop.run(_exchange(responses, zero_copy=False, io=io))
+    finally:
+        io.shutdown()
+    expected = b"".join(part if isinstance(part, bytes) else part.read() for parts in responses for part in parts)
+    assert received == expected
+    assert io.cold_reads["response"] >= 1
+
+
+def evict_from_page_cache(path: str | Path) -> None:
+    """Write back and drop a file's pages from the page cache (any process may); skip where the
+    file system keeps them anyway (tmpfs), since then nothing here can be cold."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        if cached_pread(fd, 4096, 0) is not None:
+            pytest.skip(f"the file system of {path} keeps its pages in memory")
+    finally:
+        os.close(fd)
 
 
 def test_a_closed_segment_closes_the_connection_before_its_frame_starts(tmp_path: Path):

@@ -16,6 +16,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
+from pybroker.log.errors import ColdReadError
 from pybroker.log.file_slice import FileSlice
 from pybroker.log.log import PartitionLog
 from pybroker.protocol.api_keys import ApiKey
@@ -32,6 +33,7 @@ PartitionData = FetchResponse.PartitionData
 FIRST_TOPIC_ID_VERSION = 13
 READ_COMMITTED = 1
 FIRST_REPLICA_STATE_VERSION = 15
+MAX_WARM_UPS = 8
 
 
 @dataclass(slots=True)
@@ -62,7 +64,7 @@ async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
     if context.error is not ErrorCode.NONE:
         return FetchResponse(throttle_time_ms=0, error_code=context.error, session_id=0, responses=[])
     wanted = _resolve(ctx, context.partitions)
-    result = _read_all(ctx, request, wanted)
+    result = await _read_all_from_cache(ctx, request, wanted)
     _record_follower_fetch(ctx, request, result)
     deadline = time.monotonic() + request.max_wait_ms / 1000
     keys = [(w.topic, w.request.partition) for w in wanted if w.topic is not None]
@@ -71,7 +73,7 @@ async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
         if remaining <= 0:
             break
         await ctx.broker.replica_manager.wait_for_append(keys, remaining)
-        result = _read_all(ctx, request, wanted)
+        result = await _read_all_from_cache(ctx, request, wanted)
     session_id, included = sessions.complete(
         context, ctx.now_ms, [(item.key, data, _records_size(data)) for item, data in result.partitions])
     if not all(included):
@@ -118,7 +120,22 @@ def _resolve(ctx: RequestContext, partitions: Requested) -> list[_Wanted]:
     return wanted
 
 
-def _read_all(ctx: RequestContext, request: FetchRequest, wanted: list[_Wanted]) -> _Result:
+async def _read_all_from_cache(ctx: RequestContext, request: FetchRequest, wanted: list[_Wanted]) -> _Result:
+    """``_read_all`` with the page cache only, so that a cold log never stalls the event loop: where
+    a header walk meets a page out of the cache, that range is read into the cache on an I/O thread
+    and the reads start over (the same range is then also warm for the sendfile of the answer).
+    After ``MAX_WARM_UPS`` (the cache evicting as fast as we warm) the reads may block, to progress."""
+    io = ctx.broker.io
+    for _ in range(MAX_WARM_UPS):
+        try:
+            return _read_all(ctx, request, wanted, cached_only=True)
+        except ColdReadError as cold:
+            io.cold_reads["fetch"] += 1
+            await io.run(cold.warm)
+    return _read_all(ctx, request, wanted, cached_only=False)
+
+
+def _read_all(ctx: RequestContext, request: FetchRequest, wanted: list[_Wanted], *, cached_only: bool) -> _Result:
     """Read each partition in request order within max_bytes; the first non-empty one may exceed it.
 
     As in Kafka's ReplicaManager, the limit left shrinks by each partition's size but never below 0,
@@ -131,7 +148,10 @@ def _read_all(ctx: RequestContext, request: FetchRequest, wanted: list[_Wanted])
         data = _error_data(item.request.partition, item.error)
         if item.error is ErrorCode.NONE:
             try:
-                _read_partition(ctx, request, item, data, limit, min_one_batch=result.bytes == 0)
+                _read_partition(ctx, request, item, data, limit, min_one_batch=result.bytes == 0,
+                                cached_only=cached_only)
+            except ColdReadError:
+                raise
             except Exception as exc:  # Kafka answers any failed read with unknown offsets (-1)
                 data = _error_data(item.request.partition, error_code_for(exc))
         limit = max(limit - _records_size(data), 0)
@@ -148,14 +168,15 @@ def _error_data(partition: int, error: ErrorCode) -> PartitionData:
 
 
 def _read_partition(ctx: RequestContext, request: FetchRequest, item: _Wanted, data: PartitionData,
-                    budget: int, *, min_one_batch: bool) -> None:
+                    budget: int, *, min_one_batch: bool, cached_only: bool) -> None:
     partition = ctx.broker.replica_manager.leader_partition(item.topic, item.request.partition)
     partition.check_leader_epoch(item.request.current_leader_epoch)
     log = partition.log
     read_committed = request.isolation_level == READ_COMMITTED
     last_stable = log.last_stable_offset
     info = log.read(item.request.fetch_offset, min(item.request.partition_max_bytes, budget),
-                    max_offset=_max_offset(ctx, request, log), min_one_batch=min_one_batch)
+                    max_offset=_max_offset(ctx, request, log), min_one_batch=min_one_batch,
+                    cached_only=cached_only)
     data.high_watermark = info.high_watermark
     data.last_stable_offset = last_stable
     data.log_start_offset = info.log_start_offset
