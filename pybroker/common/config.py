@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
+
+if TYPE_CHECKING:
+    from pybroker.common.listeners import Listeners
 
 LONG_MAX = 2**63 - 1
 INT_MAX = 2**31 - 1
@@ -112,7 +115,28 @@ _KEYS: list[ConfigKey] = [
     ConfigKey("leader.imbalance.per.broker.percentage", "int", 10, "Share of a broker's preferred partitions led elsewhere that triggers a rebalance.", at_least(0)),
     # Network
     ConfigKey("listeners", "list", ["PLAINTEXT://:9092"], "Listener URIs the broker binds, e.g. PLAINTEXT://127.0.0.1:9092."),
-    ConfigKey("advertised.listeners", "list", None, "Listener URIs published to clients; defaults to listeners."),
+    ConfigKey("advertised.listeners", "list", None, "Listener URIs published to clients; defaults to listeners. Each request is answered with the endpoints of the listener it came in on."),
+    ConfigKey("listener.security.protocol.map", "string", "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL", "Security protocol of each listener name, e.g. INTERNAL:SSL,EXTERNAL:SASL_SSL."),
+    ConfigKey("inter.broker.listener.name", "string", None, "Listener other brokers connect to; exclusive with security.inter.broker.protocol."),
+    ConfigKey("security.inter.broker.protocol", "string", "PLAINTEXT", "Inter-broker listener given by its protocol (the listener of that name).", one_of("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")),
+    ConfigKey("control.plane.listener.name", "string", None, "Optional listener for the controller's requests (bound and registered; pybroker's controller still uses the inter-broker listener)."),
+    # TLS (SSL and SASL_SSL listeners); each key can be set per listener as listener.name.<name>.<key>
+    ConfigKey("ssl.keystore.type", "string", "JKS", "Format of the key store: only PEM is supported (JKS and PKCS12 are refused at start-up)."),
+    ConfigKey("ssl.keystore.location", "string", None, "PEM file holding the private key and the certificate chain."),
+    ConfigKey("ssl.keystore.password", "password", None, "Not used with PEM (Kafka refuses it with PEM too); use ssl.key.password."),
+    ConfigKey("ssl.keystore.certificate.chain", "password", None, "The certificate chain in PEM, inline (instead of ssl.keystore.location)."),
+    ConfigKey("ssl.keystore.key", "password", None, "The private key in PEM (PKCS#8), inline (instead of ssl.keystore.location)."),
+    ConfigKey("ssl.key.password", "password", None, "Password of an encrypted private key."),
+    ConfigKey("ssl.truststore.type", "string", "JKS", "Format of the trust store: only PEM is supported."),
+    ConfigKey("ssl.truststore.location", "string", None, "PEM file of the CA certificates trusted for client certificates (and by the inter-broker client)."),
+    ConfigKey("ssl.truststore.password", "password", None, "Not used with PEM."),
+    ConfigKey("ssl.truststore.certificates", "password", None, "Trusted CA certificates in PEM, inline."),
+    ConfigKey("ssl.client.auth", "string", "none", "Client certificates: none, requested (verified if sent) or required (mTLS).", one_of("none", "requested", "required")),
+    ConfigKey("ssl.protocol", "string", "TLSv1.3", "Accepted for compatibility; the versions come from ssl.enabled.protocols."),
+    ConfigKey("ssl.enabled.protocols", "list", ["TLSv1.2", "TLSv1.3"], "TLS versions accepted.", one_of("TLSv1", "TLSv1.1", "TLSv1.2", "TLSv1.3")),
+    ConfigKey("ssl.cipher.suites", "list", [], "TLS 1.2 cipher suites in OpenSSL's names (empty: OpenSSL's defaults); TLS 1.3 suites are always OpenSSL's."),
+    ConfigKey("ssl.endpoint.identification.algorithm", "string", "https", "https: the inter-broker client checks the server certificate's host name; empty: it does not."),
+    ConfigKey("ssl.principal.mapping.rules", "string", "DEFAULT", "Rules mapping a client certificate's distinguished name to a principal name (RULE:pattern/replacement/[LU],...,DEFAULT)."),
     ConfigKey("num.network.threads", "int", 3, "Accepted for compatibility; pybroker serves all connections on one event loop.", at_least(1)),
     ConfigKey("num.io.threads", "int", 8, "Accepted for compatibility; pybroker serves all connections on one event loop.", at_least(1)),
     ConfigKey("background.threads", "int", 10, "Threads of the pybroker-io pool that runs log flushes and checkpoint writes off the event loop.", at_least(1)),
@@ -261,7 +285,7 @@ class BrokerConfig:
 
     def __init__(self, values: Mapping[str, str]):
         self.raw: dict[str, str] = dict(values)
-        self.unknown: list[str] = sorted(k for k in values if k not in CONFIG_KEYS)
+        self.unknown: list[str] = sorted(k for k in values if k not in CONFIG_KEYS and not _is_listener_override(k))
         self._values: dict[str, Any] = {}
         for key in _KEYS:
             value = key.default if key.name not in values else _parse(key, values[key.name])
@@ -319,11 +343,6 @@ class BrokerConfig:
     def listeners(self) -> list[tuple[str, str, int]]:
         return [parse_listener(uri) for uri in self["listeners"]]
 
-    @property
-    def advertised_listeners(self) -> list[tuple[str, str, int]]:
-        uris = self["advertised.listeners"] or self["listeners"]
-        return [parse_listener(uri) for uri in uris]
-
     def topic_defaults(self) -> dict[str, str]:
         """Broker-level defaults of topic configs, as the strings a topic override would carry."""
         defaults: dict[str, str] = {}
@@ -341,6 +360,20 @@ class BrokerConfig:
                     parse_listener(uri)
                 except ValueError as exc:
                     raise ConfigError(f"Invalid value {uri} for configuration {name}: {exc}") from None
+        from pybroker.common.listeners import listeners_from_config  # it builds on this module
+
+        self.listener_set: Listeners = listeners_from_config(self)
+
+
+LISTENER_PREFIX = "listener.name."
+
+
+def _is_listener_override(name: str) -> bool:
+    """``listener.name.<listener>.<key>`` with a declared key (the SASL keys carry a mechanism too)."""
+    if not name.startswith(LISTENER_PREFIX):
+        return False
+    rest = name[len(LISTENER_PREFIX):].partition(".")[2]
+    return rest in CONFIG_KEYS or ".sasl." in f".{rest}" or rest.startswith("sasl.")
 
 
 def parse_listener(uri: str) -> tuple[str, str, int]:

@@ -19,7 +19,7 @@ from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.frame import decode_request_header, encode_response, encode_response_parts
 from pybroker.protocol.messages import ApiVersionsResponse
 from pybroker.protocol.primitives import FramePart
-from pybroker.server.context import RequestContext
+from pybroker.server.context import ConnectionSession, RequestContext
 from pybroker.server.inter_broker_guard import GUARDED, InterBrokerGuard, refusal
 from pybroker.server.network import CloseConnection
 from pybroker.server.registry import ApiHandler
@@ -41,7 +41,8 @@ class Dispatcher:
         """The broker's I/O pool: connections read cold file ranges of responses there."""
         return self._broker.io
 
-    async def dispatch(self, frame: memoryview, peer: str) -> bytes | list[FramePart] | None:
+    async def dispatch(self, frame: memoryview, peer: str,
+                       session: ConnectionSession | None = None) -> bytes | list[FramePart] | None:
         header, body_offset = decode_request_header(frame)
         key, version = header.request_api_key, header.request_api_version
         handler = self.handlers.get(key)
@@ -53,7 +54,7 @@ class Dispatcher:
             raise CloseConnection(f"unsupported version {version} of API key {key}")
         request = handler.request_class.decode(frame[body_offset:], version)
         context = RequestContext(self._broker, version, header.correlation_id, header.client_id, peer,
-                                 int(time.time() * 1000))
+                                 int(time.time() * 1000), session if session is not None else ConnectionSession())
         if key not in GUARDED:
             # Until start-up finished: ApiVersions (stateless, every connection's first) is answered,
             # controller requests wait for the registration only, the others for the metadata.
