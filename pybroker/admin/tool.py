@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Awaitable, Callable, NoReturn, Sequence, TypeVar
 
 from pybroker.client import AdminClient, KafkaClient, KafkaClientError
+from pybroker.client.sasl import SASL_PROTOCOLS, SaslConfigError, SaslCredentials
 from pybroker.common.config import parse_properties
 from pybroker.common.topic import INTERNAL_TOPICS
 
@@ -42,14 +43,15 @@ class ClientSettings:
     timeout_s: float
     client_id: str
     zookeeper: str | None = None  # HOST:PORT[/chroot]: `topics` works on the znodes instead of a broker
+    sasl: SaslCredentials | None = None
 
 
 def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--bootstrap-server", metavar="HOST:PORT[,HOST:PORT...]",
                         help="the broker(s) to connect to (required)")
     parser.add_argument("--command-config", metavar="FILE",
-                        help="client properties file; client.id, default.api.timeout.ms and request.timeout.ms "
-                             "are used, security settings other than PLAINTEXT are refused")
+                        help="client properties file: client.id, default.api.timeout.ms, request.timeout.ms, "
+                             "security.protocol (PLAINTEXT, SASL_PLAINTEXT), sasl.mechanism, sasl.jaas.config")
     parser.add_argument("--command-timeout", type=int, metavar="MS",
                         help=f"bound on reaching the cluster and on each request (default {DEFAULT_TIMEOUT_MS}, "
                              "or default.api.timeout.ms from --command-config)")
@@ -88,10 +90,12 @@ def client_settings(args: argparse.Namespace, default_client_id: str) -> ClientS
         except OSError as exc:
             raise UsageError(f"Cannot read {args.command_config}: {exc.strerror}") from None
     protocol = properties.get("security.protocol", "PLAINTEXT").upper()
-    secured = [k for k in properties if k.startswith(("sasl.", "ssl."))]
-    if protocol != "PLAINTEXT" or secured:
-        raise UsageError(f"{args.command_config}: only security.protocol=PLAINTEXT is supported "
-                         f"(found {'security.protocol=' + protocol if protocol != 'PLAINTEXT' else secured[0]})")
+    if protocol not in ("PLAINTEXT", *SASL_PROTOCOLS):
+        raise UsageError(f"{args.command_config}: security.protocol={protocol} is not supported")
+    try:
+        sasl = SaslCredentials.from_properties(properties)
+    except SaslConfigError as exc:
+        raise UsageError(f"{args.command_config}: {exc}") from None
     timeout_ms = args.command_timeout
     if timeout_ms is None:
         configured = properties.get("default.api.timeout.ms") or properties.get("request.timeout.ms")
@@ -102,7 +106,7 @@ def client_settings(args: argparse.Namespace, default_client_id: str) -> ClientS
     if timeout_ms <= 0:
         raise UsageError(f"the timeout must be positive, got {timeout_ms} ms")
     return ClientSettings(args.bootstrap_server or "", timeout_ms / 1000,
-                          properties.get("client.id", default_client_id), zookeeper)
+                          properties.get("client.id", default_client_id), zookeeper, sasl)
 
 
 def parse_key_values(items: Sequence[str], option: str) -> dict[str, str]:
@@ -139,7 +143,8 @@ def run_client(settings: ClientSettings, operation: Callable[[KafkaClient], Awai
 
     async def go() -> T:
         try:
-            client = KafkaClient(settings.bootstrap, client_id=settings.client_id, timeout=settings.timeout_s)
+            client = KafkaClient(settings.bootstrap, client_id=settings.client_id, timeout=settings.timeout_s,
+                                 sasl=settings.sasl)
         except ValueError as exc:
             raise UsageError(str(exc)) from None
         async with client:

@@ -12,9 +12,13 @@ from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 from pybroker.client.connection import Connection
-from pybroker.client.errors import KafkaClientError, KafkaConnectionError, KafkaTimeoutError
+from pybroker.client.errors import KafkaClientError, KafkaConnectionError, KafkaTimeoutError, ResponseError
+from pybroker.client.sasl import SaslCredentials
+from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.messages import MetadataRequest, MetadataResponse
 
+AUTHENTICATION_ERRORS = frozenset({ErrorCode.SASL_AUTHENTICATION_FAILED, ErrorCode.UNSUPPORTED_SASL_MECHANISM,
+                                   ErrorCode.ILLEGAL_SASL_STATE})
 MIN_METADATA_VERSION = 1  # v0 reads an empty topic list as "all topics"
 RETRY_BACKOFF_MAX = 1.0
 
@@ -61,10 +65,11 @@ class KafkaClient:
     """
 
     def __init__(self, bootstrap: str | Sequence[str], *, client_id: str = "pybroker-admin",
-                 timeout: float = 30.0) -> None:
+                 timeout: float = 30.0, sasl: SaslCredentials | None = None) -> None:
         self.bootstrap_addresses = parse_bootstrap(bootstrap)
         self.client_id = client_id
         self.timeout = timeout
+        self.sasl = sasl
         self.brokers: dict[int, BrokerNode] = {}
         self.controller_id = -1
         self.cluster_id: str | None = None
@@ -92,8 +97,12 @@ class KafkaClient:
                     break
                 try:
                     self._bootstrap = await Connection.open(address.host, address.port, client_id=self.client_id,
-                                                            timeout=min(remaining, self.timeout))
+                                                            timeout=min(remaining, self.timeout), sasl=self.sasl)
                     return self._bootstrap
+                except ResponseError as exc:
+                    if exc.code in AUTHENTICATION_ERRORS:  # as Kafka's clients, never retried
+                        raise
+                    failures[address] = str(exc)
                 except KafkaClientError as exc:
                     failures[address] = str(exc)
             remaining = deadline - time.monotonic()
@@ -134,7 +143,7 @@ class KafkaClient:
             connection = bootstrap
         else:
             connection = await Connection.open(broker.host, broker.port, client_id=self.client_id,
-                                               timeout=self.timeout)
+                                               timeout=self.timeout, sasl=self.sasl)
         self._nodes[node_id] = connection
         return connection
 

@@ -14,6 +14,7 @@ from importlib import metadata
 from typing import TypeVar
 
 from pybroker.client.errors import KafkaConnectionError, KafkaTimeoutError, check
+from pybroker.client.sasl import SaslCredentials, authenticate
 from pybroker.client.versions import NegotiatedVersions, VersionRange, api_name, client_versions
 from pybroker.client.wire import ClientWire, Response
 from pybroker.protocol.error_codes import ErrorCode
@@ -50,8 +51,8 @@ class Connection:
 
     @classmethod
     async def open(cls, host: str, port: int, *, client_id: str | None = "pybroker",
-                   timeout: float = 30.0) -> Connection:
-        """Connect and negotiate versions, all within ``timeout`` seconds."""
+                   timeout: float = 30.0, sasl: SaslCredentials | None = None) -> Connection:
+        """Connect, negotiate versions and authenticate (with ``sasl``), all within ``timeout`` seconds."""
         try:
             reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
         except asyncio.TimeoutError:
@@ -62,6 +63,8 @@ class Connection:
         connection = cls(host, port, reader, writer, client_id, timeout)
         try:
             await connection._negotiate()
+            if sasl is not None:
+                await authenticate(connection, sasl)
         except BaseException:
             await connection.close()
             raise
