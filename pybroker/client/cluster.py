@@ -7,6 +7,7 @@ controller from Metadata, and opens further connections lazily by broker id.
 from __future__ import annotations
 
 import asyncio
+import ssl
 import time
 from dataclasses import dataclass
 from typing import Iterable, Sequence
@@ -64,11 +65,13 @@ class KafkaClient:
     backoff until it expires) and, separately, each request.
     """
 
-    def __init__(self, bootstrap: str | Sequence[str], *, client_id: str = "pybroker-admin",
+    def __init__(self, bootstrap: str | Sequence[str], *, tls: ssl.SSLContext | None = None,
+                 client_id: str = "pybroker-admin",
                  timeout: float = 30.0, sasl: SaslCredentials | None = None) -> None:
         self.bootstrap_addresses = parse_bootstrap(bootstrap)
         self.client_id = client_id
         self.timeout = timeout
+        self.tls = tls  # security.protocol SSL or SASL_SSL: every connection uses TLS
         self.sasl = sasl
         self.brokers: dict[int, BrokerNode] = {}
         self.controller_id = -1
@@ -96,7 +99,8 @@ class KafkaClient:
                 if remaining <= 0:
                     break
                 try:
-                    self._bootstrap = await Connection.open(address.host, address.port, client_id=self.client_id,
+                    self._bootstrap = await Connection.open(address.host, address.port, tls=self.tls,
+                                                            client_id=self.client_id,
                                                             timeout=min(remaining, self.timeout), sasl=self.sasl)
                     return self._bootstrap
                 except ResponseError as exc:
@@ -142,7 +146,7 @@ class KafkaClient:
         if (bootstrap.host, bootstrap.port) == (broker.host, broker.port):
             connection = bootstrap
         else:
-            connection = await Connection.open(broker.host, broker.port, client_id=self.client_id,
+            connection = await Connection.open(broker.host, broker.port, tls=self.tls, client_id=self.client_id,
                                                timeout=self.timeout, sasl=self.sasl)
         self._nodes[node_id] = connection
         return connection

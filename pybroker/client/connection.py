@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import os
 import socket
+import ssl
 from importlib import metadata
 from typing import TypeVar
 
@@ -50,15 +51,17 @@ class Connection:
         return f"{self.host}:{self.port}"
 
     @classmethod
-    async def open(cls, host: str, port: int, *, client_id: str | None = "pybroker",
+    async def open(cls, host: str, port: int, *, tls: ssl.SSLContext | None = None,
+                   client_id: str | None = "pybroker",
                    timeout: float = 30.0, sasl: SaslCredentials | None = None) -> Connection:
         """Connect, negotiate versions and authenticate (with ``sasl``), all within ``timeout`` seconds."""
         try:
-            reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
+            reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port, ssl=tls), timeout)
         except asyncio.TimeoutError:
             raise KafkaTimeoutError(f"Timed out after {timeout * 1000:.0f} ms connecting to {host}:{port}") from None
         except OSError as exc:
-            reason = os.strerror(exc.errno) if exc.errno and not isinstance(exc, socket.gaierror) else str(exc)
+            reason = os.strerror(exc.errno) if exc.errno and not isinstance(exc, (socket.gaierror, ssl.SSLError)) \
+                else str(exc)
             raise KafkaConnectionError(f"Cannot connect to {host}:{port}: {reason}") from exc
         connection = cls(host, port, reader, writer, client_id, timeout)
         try:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import ssl
 from dataclasses import dataclass
 
 from pybroker.client.connection import Connection
@@ -28,8 +29,9 @@ class Outgoing:
 
 
 class _BrokerSender:
-    def __init__(self, broker_id: int, host: str, port: int, timeout_s: float):
+    def __init__(self, broker_id: int, host: str, port: int, timeout_s: float, tls: ssl.SSLContext | None):
         self.broker_id, self.host, self.port = broker_id, host, port
+        self.tls = tls
         self.timeout_s = timeout_s
         self.queue: asyncio.Queue[Outgoing | None] = asyncio.Queue()  # None: stop
         self.stopped = False
@@ -49,7 +51,7 @@ class _BrokerSender:
                 while not self.stopped:
                     try:
                         if connection is None:
-                            connection = await Connection.open(self.host, self.port, client_id="controller",
+                            connection = await Connection.open(self.host, self.port, tls=self.tls, client_id="controller",
                                                                timeout=self.timeout_s)
                         response = await connection.send_at(item.request, item.version, item.response_type)
                         code = getattr(response, "error_code", 0)
@@ -83,8 +85,9 @@ class _BrokerSender:
 
 
 class ControllerChannel:
-    def __init__(self, timeout_ms: int):
+    def __init__(self, timeout_ms: int, tls: ssl.SSLContext | None = None):
         self._timeout_s = timeout_ms / 1000
+        self._tls = tls  # the inter-broker listener's
         self._senders: dict[int, _BrokerSender] = {}
 
     def add_broker(self, broker_id: int, host: str, port: int) -> None:
@@ -92,7 +95,7 @@ class ControllerChannel:
         if sender is not None and (sender.host, sender.port) == (host, port):
             return
         self.remove_broker(broker_id)
-        self._senders[broker_id] = _BrokerSender(broker_id, host, port, self._timeout_s)
+        self._senders[broker_id] = _BrokerSender(broker_id, host, port, self._timeout_s, self._tls)
 
     def remove_broker(self, broker_id: int) -> None:
         sender = self._senders.pop(broker_id, None)

@@ -11,13 +11,24 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Protocol, Sequence
 
+from pybroker.common.listeners import Endpoint
+
 
 @dataclass(frozen=True, slots=True)
 class BrokerInfo:
     broker_id: int
-    host: str
+    host: str  # host and port of the inter-broker listener: where other brokers reach this one
     port: int
     rack: str | None = None
+    #: Every advertised listener; a client is told the endpoints of the listener it came in on.
+    endpoints: tuple[Endpoint, ...] = ()
+
+    def endpoint(self, listener: str) -> tuple[str, int] | None:
+        """Where clients of `listener` reach this broker; None when it has no such listener (Kafka
+        leaves it out of that listener's answers). Without endpoints: host and port."""
+        if not self.endpoints:
+            return self.host, self.port
+        return next(((e.host, e.port) for e in self.endpoints if e.listener == listener), None)
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,6 +8,7 @@ replace its cache wholesale; that keeps brokers simple at the cost of larger req
 
 from __future__ import annotations
 
+from pybroker.common.listeners import SECURITY_PROTOCOL_IDS, Endpoint
 from pybroker.controller import zk_paths as zp
 from pybroker.controller.channel import ControllerChannel
 from pybroker.controller.context import ControllerContext, PartitionKey
@@ -70,7 +71,8 @@ class BrokerRequests:
         live = set(ctx.brokers)
         brokers = [UpdateMetadataRequest.UpdateMetadataBroker(
             id=b.broker_id, rack=b.rack, endpoints=[UpdateMetadataRequest.UpdateMetadataEndpoint(
-                port=b.port, host=b.host, listener="PLAINTEXT", security_protocol=PLAINTEXT)])
+                port=e.port, host=e.host, listener=e.listener, security_protocol=SECURITY_PROTOCOL_IDS[e.security_protocol])
+                for e in b.endpoints or (Endpoint("PLAINTEXT", b.host, b.port, "PLAINTEXT"),)])
             for b in sorted(ctx.brokers.values(), key=lambda b: b.broker_id)]
         topics = []
         for topic, assignment in sorted(ctx.assignments.items()):

@@ -11,6 +11,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
+from pybroker.common.config import parse_listener
+from pybroker.common.listeners import Endpoint
+
 CLUSTER_ID = "/cluster/id"
 CONTROLLER = "/controller"
 CONTROLLER_EPOCH = "/controller_epoch"
@@ -103,16 +106,23 @@ def decode_controller_epoch(data: bytes) -> int:
 @dataclass(frozen=True, slots=True)
 class BrokerRegistration:
     broker_id: int
-    host: str
+    host: str  # of the listener the reader asked for (the inter-broker one), else the top-level fields
     port: int
     rack: str | None
     epoch: int = -1  # the czxid of the ephemeral znode; filled in by the reader
+    endpoints: tuple[Endpoint, ...] = field(default=(), compare=False)  # every listener
 
 
-def encode_broker(host: str, port: int, rack: str | None, timestamp_ms: int) -> bytes:
+def encode_broker(host: str, port: int, rack: str | None, timestamp_ms: int,
+                  endpoints: Sequence[Endpoint] = ()) -> bytes:
+    """Kafka's v5 registration: every listener in `endpoints` (a PLAINTEXT one at host:port when none
+    is given) and their protocols; the top-level host and port are the first PLAINTEXT listener's."""
+    listed = list(endpoints) or [Endpoint("PLAINTEXT", host, port, "PLAINTEXT")]
+    plaintext = next((e for e in listed if e.security_protocol == "PLAINTEXT"), None)
     document: dict[str, Any] = {
-        "version": 5, "host": host, "port": port, "endpoints": [f"PLAINTEXT://{host}:{port}"],
-        "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT"}, "jmx_port": -1,
+        "version": 5, "host": plaintext.host if plaintext else None, "port": plaintext.port if plaintext else -1,
+        "endpoints": [e.uri() for e in listed],
+        "listener_security_protocol_map": {e.listener: e.security_protocol for e in listed}, "jmx_port": -1,
         "timestamp": str(timestamp_ms), "features": {},
     }
     if rack is not None:
@@ -120,14 +130,23 @@ def encode_broker(host: str, port: int, rack: str | None, timestamp_ms: int) -> 
     return _dump(document)
 
 
-def decode_broker(broker_id: int, data: bytes, epoch: int) -> BrokerRegistration:
+def decode_broker(broker_id: int, data: bytes, epoch: int, listener: str | None = None) -> BrokerRegistration:
+    """A registration whose host and port are those of `listener` if it has one, else the top-level
+    (PLAINTEXT) fields, else the first endpoint's."""
     document = _load(data)
-    host, port = document.get("host"), document.get("port", -1)
-    if not host:  # no PLAINTEXT listener in the top-level fields: take the first endpoint
-        endpoint = document["endpoints"][0].split("://", 1)[1]
-        host, _, port_text = endpoint.rpartition(":")
-        port = int(port_text)
-    return BrokerRegistration(broker_id, host, int(port), document.get("rack"), epoch)
+    protocols = document.get("listener_security_protocol_map") or {}
+    endpoints = []
+    for uri in document.get("endpoints", []):
+        name, host, port = parse_listener(uri)
+        endpoints.append(Endpoint(name, host, port, protocols.get(name, name)))
+    chosen = next((e for e in endpoints if e.listener == listener), None)
+    if chosen is not None:
+        host, port = chosen.host, chosen.port
+    else:
+        host, port = document.get("host"), document.get("port", -1)
+        if not host and endpoints:
+            host, port = endpoints[0].host, endpoints[0].port
+    return BrokerRegistration(broker_id, host, int(port), document.get("rack"), epoch, tuple(endpoints))
 
 
 # /brokers/topics/<topic>

@@ -7,6 +7,7 @@ OffsetForLeaderEpoch v3 (the first version with `replica_id`) and ListOffsets v4
 
 from __future__ import annotations
 
+import ssl
 from typing import Protocol
 
 from pybroker.client.connection import Connection
@@ -35,15 +36,16 @@ class LeaderEndPoint(Protocol):
 
 
 class RemoteLeader:
-    def __init__(self, host: str, port: int, *, client_id: str, timeout_s: float):
+    def __init__(self, host: str, port: int, *, client_id: str, timeout_s: float, tls: ssl.SSLContext | None = None):
         self.host, self.port = host, port
+        self._tls = tls
         self._client_id = client_id
         self._timeout_s = timeout_s
         self._connection: Connection | None = None
 
     async def _connect(self) -> Connection:
         if self._connection is None:
-            self._connection = await Connection.open(self.host, self.port, client_id=self._client_id,
+            self._connection = await Connection.open(self.host, self.port, tls=self._tls, client_id=self._client_id,
                                                      timeout=self._timeout_s)
         return self._connection
 

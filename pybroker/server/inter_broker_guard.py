@@ -155,7 +155,8 @@ class InterBrokerGuard:
     @staticmethod
     async def _registration(zk_mode: "ZkMode", broker_id: int) -> zp.BrokerRegistration | None:
         node = await zk_mode.zk.get(zp.broker_path(broker_id))
-        return None if node is None else zp.decode_broker(broker_id, node[0], node[1].czxid)
+        return None if node is None else zp.decode_broker(broker_id, node[0], node[1].czxid,
+                                                          zk_mode.inter_broker_listener)
 
     async def _addresses(self, host: str) -> frozenset[str]:
         """The IP addresses ``host`` resolves to (cached briefly: controller requests come often)."""

@@ -9,7 +9,8 @@ our memory nor starve the others (Kafka's SocketServer has the same ones):
 - a finished response is written only while the transport is not asking us to pause: a peer that
   does not read keeps its answers queued lazily (file ranges are read in ``CHUNK`` pieces only as
   the socket drains), and reading from it stops (Kafka mutes such a channel);
-- all connections share one ``RequestQueue``: ``queued.max.requests`` requests being handled, and
+- all connections share one ``RequestQueue``: ``queued.max.requests`` requests being handled (a
+  request waiting for other clients, e.g. a Fetch long poll, leaves the count: `leave_request_queue`), and
   ``queued.max.request.bytes`` of large frames, reserved at their declared size when their size
   prefix arrives (Kafka's non-strict MemoryPool) and released when their handler finishes. A
   connection that finds the queue full stops reading until room is freed.
@@ -32,6 +33,8 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextvars
+import functools
 import logging
 import os
 import socket
@@ -88,6 +91,35 @@ class RequestQueue:
             waiting, self.waiting = self.waiting, set()
             for connection in waiting:
                 connection.resume_from_queue()
+
+
+@dataclass(eq=False, slots=True)
+class RequestSlot:
+    """A request's place among the ``queued.max.requests`` being handled, given back when it ends
+    or when it starts waiting for something other clients must make happen (`leave_request_queue`)."""
+
+    queue: RequestQueue
+    held: bool = True
+
+    def release(self) -> None:
+        if self.held:
+            self.held = False
+            self.queue.requests -= 1
+            if self.queue.waiting:
+                self.queue.wake()
+
+
+_REQUEST_SLOT: contextvars.ContextVar[RequestSlot | None] = contextvars.ContextVar("request_slot", default=None)
+
+
+def leave_request_queue() -> None:
+    """Called by a handler about to wait for other clients or brokers (a Fetch long poll, acks=all,
+    a rebalance): its request stops counting against ``queued.max.requests``, as a Kafka request
+    parked in a purgatory no longer holds a request-queue place, so that many waiting consumers
+    cannot keep every other request out. Outside a connection's request it does nothing."""
+    slot = _REQUEST_SLOT.get()
+    if slot is not None:
+        slot.release()
 
 
 class KafkaConnection(asyncio.Protocol):
@@ -232,10 +264,13 @@ class KafkaConnection(asyncio.Protocol):
                 self._queue.waiting.add(self)
 
     def _dispatch(self, frame: memoryview) -> None:
-        task = asyncio.get_running_loop().create_task(self._dispatcher.dispatch(frame, self.peer))
+        slot = RequestSlot(self._queue)
+        context = contextvars.copy_context()
+        context.run(_REQUEST_SLOT.set, slot)
+        task = asyncio.get_running_loop().create_task(self._dispatcher.dispatch(frame, self.peer), context=context)
         self._queue.requests += 1
         self._pending.append(task)
-        task.add_done_callback(self._on_task_done)
+        task.add_done_callback(functools.partial(self._on_task_done, slot))
         if frame is self._held_frame:
             size, self._held_frame, self._held_size = self._held_size, None, 0
             task.add_done_callback(lambda _: self._queue.release_bytes(size))
@@ -248,11 +283,8 @@ class KafkaConnection(asyncio.Protocol):
                 break
             self._dispatch(backlog.popleft())
 
-    def _on_task_done(self, _: asyncio.Future[bytes | list[FramePart] | None]) -> None:
-        queue = self._queue
-        queue.requests -= 1
-        if queue.waiting:
-            queue.wake()
+    def _on_task_done(self, slot: RequestSlot, _: asyncio.Future[bytes | list[FramePart] | None]) -> None:
+        slot.release()
         self._write_ready()
 
     # Internals: responses

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import ssl
 
 from pybroker.client.connection import Connection
 from pybroker.client.errors import KafkaClientError

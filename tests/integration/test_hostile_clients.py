@@ -26,6 +26,8 @@ from pybroker.protocol.messages import (
     CreateTopicsResponse,
     FetchRequest,
     FetchResponse,
+    MetadataRequest,
+    MetadataResponse,
     ProduceRequest,
     ProduceResponse,
     RequestHeader,
@@ -316,3 +318,34 @@ def test_two_thousand_idle_connections_cost_little_memory(start_broker) -> None:
     print(f"broker RSS: {baseline:.0f} MiB before, peak {peak:.0f} MiB with 2,000 idle connections")
     for sock in idle:
         sock.close()
+
+
+def test_long_polling_fetches_do_not_hold_request_queue_places(start_broker) -> None:
+    """queued.max.requests=2 and four consumers long-polling an empty partition for 60 s: their
+    waiting fetches left the request queue (as in Kafka's purgatory), so a Metadata request and a
+    produce from other connections are answered at once, and the produce wakes the consumers."""
+    broker = start_broker(**{"queued.max.requests": "2"})
+    admin = WireClient(broker.bootstrap)
+    create_topic(admin, "polled")
+    admin.close()
+    waiting = FetchRequest(max_wait_ms=60_000, min_bytes=1, max_bytes=MB, topics=[FetchRequest.FetchTopic(
+        topic="polled", partitions=[FetchRequest.FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=MB)])])
+    consumers = [WireClient(broker.bootstrap) for _ in range(4)]
+    for index, consumer in enumerate(consumers):
+        consumer.sock.sendall(raw_frame(waiting, 12, 100 + index))
+    other = WireClient(broker.bootstrap)
+    other.sock.settimeout(20)  # the fetches wait 60 s: an answer within 20 s did not wait for them
+    try:
+        topics = other.request(MetadataRequest(topics=None), 9, MetadataResponse).topics
+        assert [t.name for t in topics] == ["polled"]
+        produce(other, "polled", [RecordInput(b"k", b"wakes the consumers")])
+        for consumer in consumers:
+            consumer.sock.settimeout(20)
+            frame = consumer.read_frame()
+            assert struct.unpack_from(">i", frame, 0)[0] == 100 + consumers.index(consumer)
+            answer = FetchResponse.decode(frame[5:], 12)  # v12 answers have a flexible header
+            assert b"wakes the consumers" in bytes(answer.responses[0].partitions[0].records)
+    finally:
+        other.close()
+        for consumer in consumers:
+            consumer.close()

@@ -23,6 +23,7 @@ from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.messages import DeleteRecordsRequest, DeleteRecordsResponse
 from pybroker.server.context import RequestContext
 from pybroker.server.error_mapping import error_code_for
+from pybroker.server.network import leave_request_queue
 from pybroker.server.registry import api
 
 PartitionResult = DeleteRecordsResponse.DeleteRecordsPartitionResult
@@ -53,6 +54,8 @@ async def handle(ctx: RequestContext, request: DeleteRecordsRequest) -> DeleteRe
             results.append(result)
         topics.append(DeleteRecordsResponse.DeleteRecordsTopicResult(name=topic.name, partitions=results))
     timeout_s = max(request.timeout_ms, 0) / 1000
+    if pending:
+        leave_request_queue()
     await asyncio.gather(*(_await_replicas(ctx, item, timeout_s) for item in pending))
     return DeleteRecordsResponse(throttle_time_ms=0, topics=topics)
 

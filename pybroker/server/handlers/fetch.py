@@ -27,6 +27,7 @@ from pybroker.replication.errors import ReplicationError
 from pybroker.server.context import RequestContext
 from pybroker.server.error_mapping import error_code_for
 from pybroker.server.fetch_sessions import PartitionKey, Requested
+from pybroker.server.network import leave_request_queue
 from pybroker.server.registry import api
 
 PartitionData = FetchResponse.PartitionData
@@ -72,6 +73,7 @@ async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             break
+        leave_request_queue()
         await ctx.broker.replica_manager.wait_for_append(keys, remaining)
         result = await _read_all_from_cache(ctx, request, wanted)
     session_id, included = sessions.complete(

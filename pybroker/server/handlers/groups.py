@@ -34,6 +34,7 @@ from pybroker.protocol.messages import (
 )
 from pybroker.server.context import RequestContext
 from pybroker.server.error_mapping import error_code_for
+from pybroker.server.network import leave_request_queue
 from pybroker.server.registry import api
 
 log = logging.getLogger("pybroker.server")
@@ -53,6 +54,7 @@ async def coordinate(ctx: RequestContext, group_ids: Iterable[str], operation: C
         for group_id in group_ids:
             if not service.owns(group_id):
                 return on_error(service.not_owned_error(group_id))
+        leave_request_queue()  # a JoinGroup may wait for the whole rebalance
         return await service.call(operation)
     except NotCoordinatorError:
         return on_error(ErrorCode.NOT_COORDINATOR)

@@ -25,6 +25,7 @@ from pybroker.records.validation import ProducePolicy, max_decompressed_bytes, v
 from pybroker.replication.errors import NotEnoughReplicasAfterAppendError, ReplicaTimeoutError
 from pybroker.server.context import RequestContext
 from pybroker.server.error_mapping import error_code_for, error_message_for
+from pybroker.server.network import leave_request_queue
 from pybroker.server.registry import api
 
 PartitionResponse = ProduceResponse.PartitionProduceResponse
@@ -58,6 +59,7 @@ async def _await_replication(ctx: RequestContext, timeout_ms: int, replicating: 
                              responses: list[ProduceResponse.TopicProduceResponse]) -> None:
     """acks=all: hold the answer until the ISR has every appended batch (Kafka's delayed produce)."""
     keys = list(replicating)
+    leave_request_queue()
     outcomes = await asyncio.gather(*(
         ctx.broker.replica_manager.wait_for_high_watermark(topic, index, replicating[(topic, index)], timeout_ms / 1000)
         for topic, index in keys), return_exceptions=True)

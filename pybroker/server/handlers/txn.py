@@ -36,6 +36,7 @@ from pybroker.protocol.messages import (
 from pybroker.server.context import RequestContext
 from pybroker.server.error_mapping import error_code_for
 from pybroker.server.group_service import OFFSETS_TOPIC
+from pybroker.server.network import leave_request_queue
 from pybroker.server.registry import api
 
 FIRST_PRODUCER_FENCED_VERSION = 2  # AddPartitionsToTxn, AddOffsetsToTxn, EndTxn
@@ -60,6 +61,7 @@ async def txn_call(ctx: RequestContext, transactional_id: str, operation: Callab
         await service.topic.ensure()
         if not service.owns(transactional_id):
             return service.not_owned_error(transactional_id)
+        leave_request_queue()  # an EndTxn waits for its markers
         return await service.call(operation)
     except CoordinatorStorageError:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE

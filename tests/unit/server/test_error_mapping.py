@@ -32,6 +32,8 @@ NOT_FROM_HANDLERS = {
     "pybroker.server.zk_mode.ZooKeeperStartError": "broker start-up only",
     "pybroker.controller.zk_writer.StateConflict": "the controller's own ISR-race signal, caught by its partition state machine",
     "pybroker.records.record_scan._GiveUp": "caught inside record_scan: the pure-Python walk then runs and names the fault",
+    "pybroker.log.file_slice.PageCacheMiss": "caught inside LogSegment.read, which raises ColdReadError",
+    "pybroker.log.errors.ColdReadError": "caught by the Fetch handler, which warms the range off the loop and reads again",
 }
 # Base classes: only their subclasses are raised (checked below), and each subclass has a row.
 BASES = {
