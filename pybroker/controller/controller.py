@@ -55,12 +55,14 @@ class RebalanceConfig:
 
 class ZkController:
     def __init__(self, zk: ZkClient, broker_id: int, *, socket_timeout_ms: int,
-                 unclean_election: bool = False, rebalance: RebalanceConfig = RebalanceConfig()):
+                 unclean_election: bool = False, rebalance: RebalanceConfig = RebalanceConfig(),
+                 inter_broker_listener: str = "PLAINTEXT", tls: ssl.SSLContext | None = None):
         self._zk = zk
         self._broker_id = broker_id
         self._rebalance = rebalance
         self._rebalance_task: asyncio.Task[None] | None = None
-        self._channel = ControllerChannel(socket_timeout_ms)
+        self._listener = inter_broker_listener  # brokers are reached on its endpoints
+        self._channel = ControllerChannel(socket_timeout_ms, tls)
         self._ctx = ControllerContext()
         self._writer = FencedZkWriter(zk, broker_id, self._on_fenced)
         self._partitions = PartitionStateMachine(self._ctx, zk, self._writer, unclean_default=unclean_election)
@@ -176,7 +178,7 @@ class ZkController:
         for child in await self._zk.children(zp.BROKER_IDS, watch=ev.BROKERS_CHANGED):
             node = await self._zk.get(zp.broker_path(int(child)))
             if node is not None:
-                brokers[int(child)] = zp.decode_broker(int(child), node[0], node[1].czxid)
+                brokers[int(child)] = zp.decode_broker(int(child), node[0], node[1].czxid, self._listener)
         return brokers
 
     async def _on_brokers_changed(self, _: ZkEvent) -> None:

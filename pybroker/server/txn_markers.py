@@ -29,8 +29,9 @@ MarkerTopic = WriteTxnMarkersRequest.WritableTxnMarkerTopic
 
 
 class MarkerChannel:
-    def __init__(self, timeout_ms: int) -> None:
+    def __init__(self, timeout_ms: int, tls: ssl.SSLContext | None = None) -> None:
         self._timeout_s = timeout_ms / 1000
+        self._tls = tls  # the inter-broker listener's
         self._connections: dict[int, Connection] = {}
         self._opening: dict[int, asyncio.Lock] = {}
 
@@ -69,7 +70,7 @@ class MarkerChannel:
                 await self._drop(broker.broker_id, connection)
                 connection = None
             if connection is None:
-                connection = await Connection.open(broker.host, broker.port, client_id="txn-marker-sender",
+                connection = await Connection.open(broker.host, broker.port, tls=self._tls, client_id="txn-marker-sender",
                                                    timeout=self._timeout_s)
                 self._connections[broker.broker_id] = connection
             return connection
