@@ -16,6 +16,9 @@ from dataclasses import dataclass
 from pybroker.common.config import BrokerConfig, ConfigError, parse_listener
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+#: Kafka's SecurityProtocol ids, as UpdateMetadata carries them.
+SECURITY_PROTOCOL_IDS = {name: index for index, name in enumerate(SECURITY_PROTOCOLS)}
+SECURITY_PROTOCOL_NAMES = dict(enumerate(SECURITY_PROTOCOLS))
 DEFAULT_PROTOCOL_MAP = ",".join(f"{p}:{p}" for p in SECURITY_PROTOCOLS)
 TLS_PROTOCOLS = frozenset({"SSL", "SASL_SSL"})
 

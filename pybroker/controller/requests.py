@@ -24,7 +24,6 @@ from pybroker.protocol.messages import (
 LEADER_AND_ISR_VERSION = 6
 UPDATE_METADATA_VERSION = 7
 STOP_REPLICA_VERSION = 3
-PLAINTEXT = 0  # SecurityProtocol id
 
 StopReplicas = dict[int, dict[str, list[StopReplicaRequest.StopReplicaPartitionState]]]  # by broker, topic
 
@@ -71,7 +70,8 @@ class BrokerRequests:
         live = set(ctx.brokers)
         brokers = [UpdateMetadataRequest.UpdateMetadataBroker(
             id=b.broker_id, rack=b.rack, endpoints=[UpdateMetadataRequest.UpdateMetadataEndpoint(
-                port=e.port, host=e.host, listener=e.listener, security_protocol=SECURITY_PROTOCOL_IDS[e.security_protocol])
+                port=e.port, host=e.host, listener=e.listener,
+                security_protocol=SECURITY_PROTOCOL_IDS[e.security_protocol])
                 for e in b.endpoints or (Endpoint("PLAINTEXT", b.host, b.port, "PLAINTEXT"),)])
             for b in sorted(ctx.brokers.values(), key=lambda b: b.broker_id)]
         topics = []
