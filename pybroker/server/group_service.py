@@ -88,7 +88,9 @@ class GroupService:
     async def _load(self, partition: int, leader_epoch: int, partition_log: PartitionLog | None) -> None:
         chunks = [] if partition_log is None else \
             [chunk async for chunk in partition_log.read_from_start_off_loop(self._broker.io)]
-        self.coordinator.load(replay(chunks), self._clock())
+        # Decoding every record is the long part of a load: an I/O thread does it, the loop applies.
+        entries = await self._broker.io.run(lambda: list(replay(chunks)))
+        self.coordinator.load(entries, self._clock())
         self.loaded.add(partition)
         count = sum(1 for g in self.coordinator.groups if self.coordinator.partition_of(g) == partition)
         log.log(logging.INFO if count else logging.DEBUG, "Loaded %d group(s) from %s-%d at leader epoch %d", count,

@@ -112,8 +112,9 @@ class TxnService:
     async def _load(self, partition: int, leader_epoch: int, partition_log: PartitionLog | None) -> None:
         chunks = [] if partition_log is None else \
             [chunk async for chunk in partition_log.read_from_start_off_loop(self._broker.io)]
+        entries = await self._broker.io.run(lambda: list(_replay(chunks)))  # decoding off the loop
         self.coordinator.coordinator_epochs[partition] = leader_epoch
-        self.coordinator.load(_replay(chunks))
+        self.coordinator.load(entries)
         self.loaded.add(partition)
         self.runtime.wake()
         count = sum(1 for t in self.coordinator.transactions if self.coordinator.partition_of(t) == partition)
