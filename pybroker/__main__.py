@@ -69,7 +69,11 @@ def configure_logging() -> None:
 async def _serve(config: BrokerConfig) -> int:
     from pybroker.server.broker import Broker
 
-    broker = Broker(config)
+    try:
+        broker = Broker(config)
+    except ConfigError as exc:  # e.g. TLS material that cannot be loaded: one line naming the key
+        log.error("Exiting: %s", exc)
+        return 1
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

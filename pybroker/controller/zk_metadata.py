@@ -28,6 +28,7 @@ from pybroker.controller.errors import (
     TopicExistsError,
     UnknownTopicError,
 )
+from pybroker.common.listeners import SECURITY_PROTOCOL_NAMES, Endpoint
 from pybroker.controller.metadata import BrokerInfo, PartitionInfo, TopicInfo, TopicRegistry
 from pybroker.controller.zk_client import ZkClient, ZkEvent
 from pybroker.protocol.messages import UpdateMetadataRequest
@@ -40,9 +41,10 @@ PROPAGATION_WAIT_S = 10.0
 
 class ZkMetadata(TopicRegistry):
     def __init__(self, zk: ZkClient, me: BrokerInfo, *, validate_configs: Callable[[Mapping[str, str]], None],
-                 delete_topic_enable: bool = True):
+                 delete_topic_enable: bool = True, inter_broker_listener: str = "PLAINTEXT"):
         self._zk = zk
         self._me = me
+        self._listener = inter_broker_listener  # other brokers are reached on its endpoints
         self._validate_configs = validate_configs
         self._delete_enabled = delete_topic_enable
         super().__init__()
@@ -70,7 +72,7 @@ class ZkMetadata(TopicRegistry):
         """Create /brokers/ids/N. After a crash the previous session's node lingers until ZooKeeper
         expires it, so wait for that (up to the session timeout) as a restarted Kafka broker must."""
         me = self._me
-        data = zp.encode_broker(me.host, me.port, me.rack, int(time.time() * 1000))
+        data = zp.encode_broker(me.host, me.port, me.rack, int(time.time() * 1000), me.endpoints)
         deadline = time.monotonic() + wait_s
         while True:
             try:
@@ -119,8 +121,10 @@ class ZkMetadata(TopicRegistry):
         self.controller_epoch, self._controller_id = request.controller_epoch, request.controller_id
         brokers = {}
         for broker in request.live_brokers:
-            endpoint = broker.endpoints[0]
-            brokers[broker.id] = BrokerInfo(broker.id, endpoint.host, endpoint.port, broker.rack)
+            endpoints = tuple(Endpoint(e.listener, e.host, e.port, SECURITY_PROTOCOL_NAMES.get(e.security_protocol, ""))
+                              for e in broker.endpoints)
+            inter_broker = next((e for e in endpoints if e.listener == self._listener), endpoints[0])
+            brokers[broker.id] = BrokerInfo(broker.id, inter_broker.host, inter_broker.port, broker.rack, endpoints)
         self._brokers = brokers or {self._me.broker_id: self._me}
         topics: dict[str, TopicInfo] = {}
         for topic in request.topic_states:

@@ -12,6 +12,7 @@ from typing import Awaitable, Callable, Mapping
 
 from pybroker.common.config import BrokerConfig
 from pybroker.common.io_executor import IoExecutor
+from pybroker.common.listeners import Endpoint
 from pybroker.controller.embedded import EmbeddedMetadata
 from pybroker.controller.errors import InvalidTopicConfigError
 from pybroker.controller.metadata import BrokerInfo, ClusterMetadata, TopicInfo
@@ -27,6 +28,7 @@ from pybroker.server.dispatcher import Dispatcher
 from pybroker.server.fetch_sessions import FetchSessionCache
 from pybroker.server.group_service import GroupService
 from pybroker.server.handlers import ALL_HANDLERS
+from pybroker.server.listeners import advertised_endpoints, inter_broker_tls, listener_specs
 from pybroker.server.metrics import BrokerMetrics
 from pybroker.server.socket_server import SocketServer
 from pybroker.server.topic_configs import TopicConfigs
@@ -44,10 +46,10 @@ class Broker:
     def __init__(self, config: BrokerConfig):
         self.config = config
         self.broker_id = max(config["broker.id"], 0)
-        _, bind_host, bind_port = config.listeners[0]
-        self._bind = (bind_host or "0.0.0.0", bind_port)
-        _, host, port = config.advertised_listeners[0]
-        self.advertised = (host or "localhost", port)
+        self.listeners = config.listener_set
+        self._listener_specs = listener_specs(config)  # TLS material read now: bad keys fail start-up
+        self.inter_broker_tls = inter_broker_tls(config)
+        self.endpoints: tuple[Endpoint, ...] = ()  # advertised, once the listeners are bound
         self.topic_configs = TopicConfigs(config)
         self.log_manager = LogManager(config.log_dirs, self.topic_configs.log_config({}))
         self.io = IoExecutor(config["background.threads"])  # fsyncs; kazoo keeps asyncio's default pool
@@ -75,9 +77,13 @@ class Broker:
     async def start(self) -> None:
         self.log_manager.startup(now_ms())
         self.log_manager.attach_executor(self.io)
-        self.bound_port = self.socket_server.start(*self._bind)
-        if self.advertised[1] == 0:
-            self.advertised = (self.advertised[0], self.bound_port)
+        ports = {}
+        for spec in self._listener_specs:
+            ports[spec.endpoint.listener] = self.socket_server.start(spec)
+            log.info("Awaiting socket connections on %s:%d (listener %s, %s).", spec.endpoint.host or "0.0.0.0",
+                     ports[spec.endpoint.listener], spec.endpoint.listener, spec.endpoint.security_protocol)
+        self.bound_port = ports[self._listener_specs[0].endpoint.listener]
+        self.endpoints = advertised_endpoints(self.listeners, ports)
         metadata: ClusterMetadata
         if self.zk_mode is not None:
             metadata = await self.zk_mode.start()
@@ -86,7 +92,7 @@ class Broker:
                            self.replica_manager.shrink_isrs)
         else:
             metadata = EmbeddedMetadata(
-                self.config.log_dirs[0], BrokerInfo(self.broker_id, *self.advertised, self.config["broker.rack"]),
+                self.config.log_dirs[0], self.broker_info(),
                 validate_configs=self.validate_topic_configs,
                 delete_topic_enable=self.config["delete.topic.enable"])
         metadata.add_listener(self._on_topic_change)
@@ -109,7 +115,13 @@ class Broker:
         if self.metrics is not None:
             await self.metrics.serve(self.config["metrics.host"], self.config["metrics.port"])
         log.info("[KafkaServer id=%d] started (cluster id %s), listening on %s:%d", self.broker_id,
-                 metadata.cluster_id, self._bind[0], self.bound_port)
+                 metadata.cluster_id, self._listener_specs[0].endpoint.host or "0.0.0.0", self.bound_port)
+
+    def broker_info(self) -> BrokerInfo:
+        """This broker as others see it: reached on the inter-broker listener, every listener advertised."""
+        inter_broker = next(e for e in self.endpoints if e.listener == self.listeners.inter_broker)
+        return BrokerInfo(self.broker_id, inter_broker.host, inter_broker.port, self.config["broker.rack"],
+                          self.endpoints)
 
     async def stop(self) -> None:
         log.info("[KafkaServer id=%d] shutting down", self.broker_id)

@@ -15,6 +15,15 @@ pybroker adds ``request.receive.timeout.ms`` (Kafka has no such bound): a slow c
 half-received request, or a connection without a first request, for longer. Both clocks are checked
 by one periodic sweep, so the request path only sets a flag. Refusals and closes are counted per
 config key in ``refused`` and ``closed`` for ``/metrics``.
+
+Every listener of ``listeners`` is bound; the quotas and the request queue are shared by all. Each
+connection carries a `ConnectionSession` naming its listener, so answers advertise that listener's
+endpoints. On SSL and SASL_SSL listeners the TLS handshake runs in its own task (the accept loop
+never waits for a client's handshake) and is bounded by ``request.receive.timeout.ms`` and
+``connections.max.idle.ms``, whichever is shorter: the sweep only sees connections whose handshake
+finished. A TLS connection sends its file ranges through the TLS transport (no zero-copy), and on an
+SSL listener its principal comes from the client certificate (`security.principal`); a name no
+mapping rule matches fails the authentication and closes the connection, as in Kafka.
 """
 
 from __future__ import annotations
@@ -23,11 +32,15 @@ import asyncio
 import collections
 import logging
 import socket
+import ssl
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pybroker.common.config import BrokerConfig, ConfigError
+from pybroker.common.listeners import Endpoint
 from pybroker.common.log_limit import LogLimiter
+from pybroker.security.principal import NoMatchingRule, PrincipalMapper
+from pybroker.server.context import ConnectionSession
 from pybroker.server.network import KafkaConnection, RequestQueue
 
 if TYPE_CHECKING:
@@ -80,8 +93,17 @@ def parse_overrides(text: str) -> dict[str, int]:
     return limits
 
 
+@dataclass(frozen=True, slots=True)
+class ListenerSpec:
+    """One listener to bind: where and with which protocol; for TLS its context and principal rules."""
+
+    endpoint: Endpoint
+    tls: ssl.SSLContext | None = None
+    principals: PrincipalMapper | None = None
+
+
 class SocketServer:
-    """One listener's sockets and the bounds shared by its connections."""
+    """The listeners' sockets and the bounds shared by all their connections."""
 
     def __init__(self, config: BrokerConfig, dispatcher: "Dispatcher") -> None:
         self.limits = ConnectionLimits.from_config(config)
@@ -97,11 +119,15 @@ class SocketServer:
         self._listeners: list[socket.socket] = []
         self._slot_freed = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
+        self._handshakes: set[asyncio.Task[None]] = set()
 
-    def start(self, host: str, port: int) -> int:
-        """Bind and listen on every address `host` resolves to (as asyncio's create_server); return the port."""
+    def start(self, spec: ListenerSpec) -> int:
+        """Bind and listen on every address the listener's host resolves to (as asyncio's create_server;
+        an empty host is every interface); return the port."""
+        host, port = spec.endpoint.host or "0.0.0.0", spec.endpoint.port
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
         loop = asyncio.get_running_loop()
+        first = len(self._listeners)
         for family, kind, proto, _, address in dict.fromkeys(infos):
             listener = socket.socket(family, kind, proto)
             listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -109,8 +135,8 @@ class SocketServer:
                 listener.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
             if self.limits.receive_buffer != -1:
                 listener.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.limits.receive_buffer)
-            if self._listeners:  # an ephemeral port: every address gets the first one's
-                address = (address[0], self._listeners[0].getsockname()[1], *address[2:])
+            if len(self._listeners) > first:  # an ephemeral port: every address gets the first one's
+                address = (address[0], self._listeners[first].getsockname()[1], *address[2:])
             try:
                 listener.bind(address)
             except OSError as exc:  # Kafka's SocketServer words it so; the caller logs one line and exits
@@ -119,14 +145,16 @@ class SocketServer:
             listener.listen(BACKLOG)
             listener.setblocking(False)
             self._listeners.append(listener)
-            self._tasks.append(loop.create_task(self._accept_loop(listener), name="acceptor"))
-        self._tasks.append(loop.create_task(self._sweep_loop(), name="connection-sweeper"))
-        return int(self._listeners[0].getsockname()[1])
+            self._tasks.append(loop.create_task(self._accept_loop(listener, spec),
+                                                name=f"acceptor-{spec.endpoint.listener}"))
+        if not first:
+            self._tasks.append(loop.create_task(self._sweep_loop(), name="connection-sweeper"))
+        return int(self._listeners[first].getsockname()[1])
 
     async def stop(self) -> None:
-        for task in self._tasks:
+        for task in (*self._tasks, *self._handshakes):
             task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await asyncio.gather(*self._tasks, *self._handshakes, return_exceptions=True)
         for listener in self._listeners:
             listener.close()
         for connection in list(self.connections):
@@ -134,7 +162,7 @@ class SocketServer:
 
     # Accepting
 
-    async def _accept_loop(self, listener: socket.socket) -> None:
+    async def _accept_loop(self, listener: socket.socket, spec: ListenerSpec) -> None:
         loop = asyncio.get_running_loop()
         while True:
             while self.open_count >= self.limits.max_connections:
@@ -156,18 +184,39 @@ class SocketServer:
                 continue
             self.open_count += 1
             self.per_ip[ip] += 1
-            try:
-                if self.limits.send_buffer != -1:
-                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.limits.send_buffer)
-                await loop.connect_accepted_socket(lambda: self._new_connection(ip), sock)
-            except OSError as exc:  # the client went away already
-                log.debug("Dropping connection from %s: %s", ip, exc)
-                sock.close()
-                self.connection_closed(ip)
+            if spec.tls is None:
+                await self._connect(sock, ip, spec)
+            else:
+                task = loop.create_task(self._connect(sock, ip, spec), name="tls-handshake")
+                self._handshakes.add(task)
+                task.add_done_callback(self._handshakes.discard)
 
-    def _new_connection(self, ip: str) -> KafkaConnection:
-        return _TrackedConnection(self, ip, self._dispatcher, max_frame_size=self._max_frame_size,
-                                  max_in_flight=self._max_in_flight, connections=self.connections, queue=self.queue)
+    async def _connect(self, sock: socket.socket, ip: str, spec: ListenerSpec) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            if self.limits.send_buffer != -1:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.limits.send_buffer)
+            if spec.tls is None:
+                await loop.connect_accepted_socket(lambda: self._new_connection(ip, spec), sock)
+            else:
+                await loop.connect_accepted_socket(lambda: self._new_connection(ip, spec), sock, ssl=spec.tls,
+                                                   ssl_handshake_timeout=min(self.limits.idle_s,
+                                                                             self.limits.receive_s))
+        except (OSError, asyncio.TimeoutError) as exc:  # gone already, or a failed or unfinished handshake
+            if spec.tls is not None:
+                self.closed["ssl.handshake"] += 1
+                limited_log.log(logging.INFO, "tls-handshake", "Failed authentication with %s (SSL handshake "
+                                "failed on listener %s: %s)", ip, spec.endpoint.listener, exc or type(exc).__name__)
+            else:
+                log.debug("Dropping connection from %s: %s", ip, exc)
+            sock.close()
+            self.connection_closed(ip)
+
+    def _new_connection(self, ip: str, spec: ListenerSpec) -> KafkaConnection:
+        session = ConnectionSession(spec.endpoint.listener, spec.endpoint.security_protocol)
+        return _TrackedConnection(self, ip, spec, session, _SessionDispatcher(self._dispatcher, session),
+                                  max_frame_size=self._max_frame_size, max_in_flight=self._max_in_flight,
+                                  connections=self.connections, queue=self.queue, zero_copy=spec.tls is None)
 
     def connection_closed(self, ip: str) -> None:
         self.open_count -= 1
@@ -194,13 +243,44 @@ class SocketServer:
                     connection.close()
 
 
-class _TrackedConnection(KafkaConnection):
-    """A connection that gives its quota back to the socket server when it closes."""
+class _SessionDispatcher:
+    """The dispatcher as one connection sees it: each of its requests carries the connection's session."""
 
-    def __init__(self, server: SocketServer, ip: str, *args: object, **kwargs: object) -> None:
+    def __init__(self, dispatcher: "Dispatcher", session: ConnectionSession) -> None:
+        self._dispatcher = dispatcher
+        self._session = session
+
+    def dispatch(self, frame: memoryview, peer: str) -> Any:
+        return self._dispatcher.dispatch(frame, peer, self._session)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._dispatcher, name)
+
+
+class _TrackedConnection(KafkaConnection):
+    """A connection that gives its quota back to the socket server when it closes, and on an SSL
+    listener takes its principal from the client's certificate once the handshake is done."""
+
+    def __init__(self, server: SocketServer, ip: str, spec: ListenerSpec, session: ConnectionSession,
+                 *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         self._server = server
         self._ip = ip
+        self._spec = spec
+        self.session = session
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)
+        if self._spec.principals is None or self.session.security_protocol != "SSL":
+            return
+        ssl_object = transport.get_extra_info("ssl_object")
+        certificate = ssl_object.getpeercert(binary_form=True) if ssl_object is not None else None
+        try:
+            self.session.principal = self._spec.principals.principal(certificate)
+        except (NoMatchingRule, ValueError) as exc:
+            self._server.closed["ssl.principal.mapping.rules"] += 1
+            limited_log.log(logging.INFO, "tls-principal", "Failed authentication with %s (%s)", self.peer, exc)
+            self.close()
 
     def connection_lost(self, exc: Exception | None) -> None:
         super().connection_lost(exc)

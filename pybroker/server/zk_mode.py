@@ -22,7 +22,6 @@ from pybroker.client.errors import KafkaClientError
 from pybroker.controller import zk_paths as zp
 from pybroker.controller.controller import RebalanceConfig, ZkController
 from pybroker.controller.isr_writer import ZkIsrWriter
-from pybroker.controller.metadata import BrokerInfo
 from pybroker.controller.zk_client import SESSION_RECONNECTED, ZkClient, ZkEvent
 from pybroker.controller.zk_metadata import ZkMetadata
 from pybroker.protocol.messages import ControlledShutdownRequest, ControlledShutdownResponse
@@ -48,6 +47,7 @@ class ZkMode:
             raise ZooKeeperStartError("broker.id must be set (>= 0) in ZooKeeper mode; "
                                       "generated broker ids are not supported yet")
         self._broker = broker
+        self.inter_broker_listener = config.listener_set.inter_broker
         session_ms = config["zookeeper.session.timeout.ms"]
         self.zk = ZkClient(config["zookeeper.connect"], session_timeout_ms=session_ms,
                            connection_timeout_ms=config["zookeeper.connection.timeout.ms"] or session_ms)
@@ -70,10 +70,10 @@ class ZkMode:
                           response_max_bytes=config["replica.fetch.response.max.bytes"],
                           backoff_ms=config["replica.fetch.backoff.ms"]),
             lambda leader_id, host, port: RemoteLeader(host, port, client_id=f"replica-fetcher-{broker.broker_id}",
-                                                       timeout_s=timeout_s))
-        me = BrokerInfo(broker.broker_id, *broker.advertised, config["broker.rack"])
-        metadata = ZkMetadata(self.zk, me, validate_configs=broker.validate_topic_configs,
-                              delete_topic_enable=config["delete.topic.enable"])
+                                                       timeout_s=timeout_s, tls=broker.inter_broker_tls))
+        metadata = ZkMetadata(self.zk, broker.broker_info(), validate_configs=broker.validate_topic_configs,
+                              delete_topic_enable=config["delete.topic.enable"],
+                              inter_broker_listener=self.inter_broker_listener)
         self.metadata = metadata
         try:
             await metadata.start(registration_wait_s=config["zookeeper.session.timeout.ms"] / 1000)
@@ -85,7 +85,8 @@ class ZkMode:
             unclean_election=config["unclean.leader.election.enable"],
             rebalance=RebalanceConfig(config["auto.leader.rebalance.enable"],
                                       config["leader.imbalance.check.interval.seconds"],
-                                      config["leader.imbalance.per.broker.percentage"]))
+                                      config["leader.imbalance.per.broker.percentage"]),
+            inter_broker_listener=self.inter_broker_listener, tls=broker.inter_broker_tls)
         self.zk.on(SESSION_RECONNECTED, self._on_session_reconnected)
         await self.controller.start()
         return metadata
@@ -128,7 +129,8 @@ class ZkMode:
         controller = self.metadata.broker(zp.decode_controller(node[0])) if node else None
         if controller is None:
             return None
-        connection = await Connection.open(controller.host, controller.port, client_id="controlled-shutdown",
+        connection = await Connection.open(controller.host, controller.port, tls=self._broker.inter_broker_tls,
+                                           client_id="controlled-shutdown",
                                            timeout=self._broker.config["controller.socket.timeout.ms"] / 1000)
         try:
             response = await connection.send_at(

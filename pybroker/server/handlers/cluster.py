@@ -1,4 +1,4 @@
-"""DescribeCluster (60): the brokers, the controller and the cluster id."""
+"""DescribeCluster (60): the brokers (their endpoints of the listener asked on), the controller and the cluster id."""
 
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ async def handle(ctx: RequestContext, request: DescribeClusterRequest) -> Descri
     if request.endpoint_type != BROKERS_ENDPOINT_TYPE:
         return DescribeClusterResponse(error_code=35, error_message="Only broker endpoints can be described",
                                        endpoint_type=request.endpoint_type, cluster_id=metadata.cluster_id)
-    brokers = [DescribeClusterResponse.DescribeClusterBroker(broker_id=b.broker_id, host=b.host, port=b.port,
-                                                             rack=b.rack)
-               for b in metadata.brokers()]
+    brokers = [DescribeClusterResponse.DescribeClusterBroker(broker_id=b.broker_id, host=endpoint[0],
+                                                             port=endpoint[1], rack=b.rack)
+               for b in metadata.brokers() if (endpoint := b.endpoint(ctx.listener)) is not None]
     return DescribeClusterResponse(throttle_time_ms=0, error_code=0, endpoint_type=BROKERS_ENDPOINT_TYPE,
                                    cluster_id=metadata.cluster_id, controller_id=metadata.controller_id,
                                    brokers=brokers)

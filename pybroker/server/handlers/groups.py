@@ -108,9 +108,10 @@ async def _find_one(ctx: RequestContext, key: str, key_type: int) -> FindCoordin
     else:
         return failed(ErrorCode.INVALID_REQUEST, f"Unknown coordinator key type {key_type}")
     node = next((b for b in broker.metadata.brokers() if b.broker_id == node_id), None)
-    if node is None:
+    endpoint = node.endpoint(ctx.listener) if node is not None else None  # of the listener asked on
+    if node is None or endpoint is None:
         return failed(ErrorCode.COORDINATOR_NOT_AVAILABLE)
-    return FindCoordinatorResponse.Coordinator(key=key, node_id=node.broker_id, host=node.host, port=node.port,
+    return FindCoordinatorResponse.Coordinator(key=key, node_id=node.broker_id, host=endpoint[0], port=endpoint[1],
                                                error_code=0, error_message="")
 
 

@@ -6,7 +6,8 @@ An unknown topic named in the request is created when both the request (v4+) and
 asked for by id from v12; v10 and v11 carry the field but, as in Kafka, a request using it (or a
 null name) is refused with INVALID_REQUEST for every topic.
 An answer in which every topic exists is kept encoded (`metadata_cache`) and sent again as long
-as the metadata it describes is unchanged.
+as the metadata it describes is unchanged. Brokers are listed with their endpoints of the listener
+the request came in on; a broker without that listener is left out, as in Kafka.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataRespo
         return _invalid_request(request)
     requested: RequestedTopics = None if all_topics else tuple((t.name, t.topic_id) for t in request.topics)
     cache = answer_cache(metadata)
-    shape = (ApiKey.METADATA, version)
+    shape = (ApiKey.METADATA, version, ctx.listener)
     body = cache.get(metadata, shape, requested)
     if body is not None:
         return EncodedBody(version, body)
@@ -49,16 +50,17 @@ async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataRespo
         infos = [resolve(metadata, name, topic_id) for name, topic_id in requested]
     known = [info for info in infos if info is not None]
     if len(known) == len(infos):  # built without awaiting anything, from exactly these objects
-        body = _response(metadata, [_describe(info, live) for info in known]).encode(version)
+        body = _response(metadata, [_describe(info, live) for info in known], ctx.listener).encode(version)
         cache.put(metadata, shape, requested, known, body)
         return EncodedBody(version, body)
     topics = [await _lookup(ctx, t, request.allow_auto_topic_creation, live) for t in request.topics]
-    return _response(metadata, topics)
+    return _response(metadata, topics, ctx.listener)
 
 
-def _response(metadata: ClusterMetadata, topics: list[Topic]) -> MetadataResponse:
-    brokers = [MetadataResponse.MetadataResponseBroker(node_id=b.broker_id, host=b.host, port=b.port, rack=b.rack)
-               for b in metadata.brokers()]
+def _response(metadata: ClusterMetadata, topics: list[Topic], listener: str) -> MetadataResponse:
+    brokers = [MetadataResponse.MetadataResponseBroker(node_id=b.broker_id, host=endpoint[0], port=endpoint[1],
+                                                       rack=b.rack)
+               for b in metadata.brokers() if (endpoint := b.endpoint(listener)) is not None]
     return MetadataResponse(throttle_time_ms=0, brokers=brokers, cluster_id=metadata.cluster_id,
                             controller_id=metadata.controller_id, topics=topics)
 

@@ -30,6 +30,7 @@ NOT_FROM_HANDLERS = {
     "pybroker.protocol.errors.FrameTooLarge": "the network layer closes the connection before decoding",
     "pybroker.protocol.errors.EncodeError": "our own response cannot be encoded: the dispatcher closes the connection",
     "pybroker.server.zk_mode.ZooKeeperStartError": "broker start-up only",
+    "pybroker.security.principal.NoMatchingRule": "TLS connection set-up: the socket server closes the connection",
     "pybroker.controller.zk_writer.StateConflict": "the controller's own ISR-race signal, caught by its partition state machine",
     "pybroker.records.record_scan._GiveUp": "caught inside record_scan: the pure-Python walk then runs and names the fault",
     "pybroker.log.file_slice.PageCacheMiss": "caught inside LogSegment.read, which raises ColdReadError",

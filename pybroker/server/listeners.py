@@ -1,0 +1,48 @@
+"""The broker's listeners at run time: what each one is bound with, what it advertises, and how this
+broker reaches the others (the inter-broker listener's TLS context for its own client).
+
+TLS material is loaded here, before anything is bound, so a missing or unreadable key store, a
+JKS store or a bad principal rule stops start-up with one line naming the key.
+"""
+
+from __future__ import annotations
+
+import ssl
+
+from pybroker.common.config import BrokerConfig
+from pybroker.common.listeners import TLS_PROTOCOLS, Endpoint, Listeners
+from pybroker.security.principal import PrincipalMapper
+from pybroker.security.tls import broker_settings, client_context, server_context
+from pybroker.server.socket_server import ListenerSpec
+
+DEFAULT_ADVERTISED_HOST = "localhost"
+
+
+def listener_specs(config: BrokerConfig) -> list[ListenerSpec]:
+    """Every listener of ``listeners``, with a TLS context and principal rules on SSL and SASL_SSL ones."""
+    specs = []
+    for endpoint in config.listener_set.bound:
+        if not endpoint.uses_tls:
+            specs.append(ListenerSpec(endpoint))
+            continue
+        settings = broker_settings(config, endpoint.listener, endpoint.security_protocol)
+        rules = settings.text("ssl.principal.mapping.rules") or "DEFAULT"
+        specs.append(ListenerSpec(endpoint, server_context(settings), PrincipalMapper(rules)))
+    return specs
+
+
+def inter_broker_tls(config: BrokerConfig) -> ssl.SSLContext | None:
+    """The context this broker's clients (follower fetcher, controller, transaction markers) use to
+    reach other brokers' inter-broker listener, from that listener's own ``ssl.*`` keys (the key
+    store then serves as the client certificate, as in Kafka); None if that listener is not TLS."""
+    listeners = config.listener_set
+    protocol = listeners.protocol_map[listeners.inter_broker]
+    if protocol not in TLS_PROTOCOLS:
+        return None
+    return client_context(broker_settings(config, listeners.inter_broker, protocol))
+
+
+def advertised_endpoints(listeners: Listeners, bound_ports: dict[str, int]) -> tuple[Endpoint, ...]:
+    """``advertised.listeners`` as published: an empty host is ``localhost``, port 0 the bound port."""
+    return tuple(Endpoint(e.listener, e.host or DEFAULT_ADVERTISED_HOST, e.port or bound_ports[e.listener],
+                          e.security_protocol) for e in listeners.advertised)
