@@ -5,14 +5,17 @@ from __future__ import annotations
 import argparse
 import asyncio
 import re
+import ssl
 import sys
 from dataclasses import dataclass
 from typing import Awaitable, Callable, NoReturn, Sequence, TypeVar
 
 from pybroker.client import AdminClient, KafkaClient, KafkaClientError
-from pybroker.client.sasl import SASL_PROTOCOLS, SaslConfigError, SaslCredentials
-from pybroker.common.config import parse_properties
+from pybroker.client.sasl import SaslConfigError, SaslCredentials
+from pybroker.common.config import ConfigError, parse_properties
+from pybroker.common.listeners import SECURITY_PROTOCOLS, TLS_PROTOCOLS
 from pybroker.common.topic import INTERNAL_TOPICS
+from pybroker.security.tls import TlsSettings, client_context
 
 T = TypeVar("T")
 
@@ -44,6 +47,7 @@ class ClientSettings:
     client_id: str
     zookeeper: str | None = None  # HOST:PORT[/chroot]: `topics` works on the znodes instead of a broker
     sasl: SaslCredentials | None = None
+    tls: ssl.SSLContext | None = None  # security.protocol SSL or SASL_SSL
 
 
 def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
@@ -51,7 +55,9 @@ def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the broker(s) to connect to (required)")
     parser.add_argument("--command-config", metavar="FILE",
                         help="client properties file: client.id, default.api.timeout.ms, request.timeout.ms, "
-                             "security.protocol (PLAINTEXT, SASL_PLAINTEXT), sasl.mechanism, sasl.jaas.config")
+                             "security.protocol, sasl.mechanism, sasl.jaas.config, and for SSL and SASL_SSL "
+                             "ssl.truststore.location, ssl.keystore.location (ssl.*.type=PEM), "
+                             "ssl.endpoint.identification.algorithm")
     parser.add_argument("--command-timeout", type=int, metavar="MS",
                         help=f"bound on reaching the cluster and on each request (default {DEFAULT_TIMEOUT_MS}, "
                              "or default.api.timeout.ms from --command-config)")
@@ -90,8 +96,12 @@ def client_settings(args: argparse.Namespace, default_client_id: str) -> ClientS
         except OSError as exc:
             raise UsageError(f"Cannot read {args.command_config}: {exc.strerror}") from None
     protocol = properties.get("security.protocol", "PLAINTEXT").upper()
-    if protocol not in ("PLAINTEXT", *SASL_PROTOCOLS):
+    if protocol not in SECURITY_PROTOCOLS:
         raise UsageError(f"{args.command_config}: security.protocol={protocol} is not supported")
+    try:
+        tls = client_context(TlsSettings.from_properties(properties)) if protocol in TLS_PROTOCOLS else None
+    except ConfigError as exc:
+        raise UsageError(f"{args.command_config}: {exc}") from None
     try:
         sasl = SaslCredentials.from_properties(properties)
     except SaslConfigError as exc:
@@ -106,7 +116,7 @@ def client_settings(args: argparse.Namespace, default_client_id: str) -> ClientS
     if timeout_ms <= 0:
         raise UsageError(f"the timeout must be positive, got {timeout_ms} ms")
     return ClientSettings(args.bootstrap_server or "", timeout_ms / 1000,
-                          properties.get("client.id", default_client_id), zookeeper, sasl)
+                          properties.get("client.id", default_client_id), zookeeper, sasl, tls)
 
 
 def parse_key_values(items: Sequence[str], option: str) -> dict[str, str]:
@@ -144,7 +154,7 @@ def run_client(settings: ClientSettings, operation: Callable[[KafkaClient], Awai
     async def go() -> T:
         try:
             client = KafkaClient(settings.bootstrap, client_id=settings.client_id, timeout=settings.timeout_s,
-                                 sasl=settings.sasl)
+                                 sasl=settings.sasl, tls=settings.tls)
         except ValueError as exc:
             raise UsageError(str(exc)) from None
         async with client:
