@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import ssl
 from pathlib import Path
 
 import pytest
 
 from pybroker.admin.tool import ClientSettings, UsageError, client_settings
 from pybroker.admin.topics import build_parser
+from pybroker.security.dev_certs import make_dev_certs
 
 
 def settings(*argv: str) -> ClientSettings:
@@ -25,9 +27,25 @@ def test_command_config_supplies_client_id_and_timeout(tmp_path: Path) -> None:
 
 def test_security_settings_we_cannot_honour_are_refused(tmp_path: Path) -> None:
     config = tmp_path / "client.properties"
-    config.write_text("security.protocol=SASL_SSL\n")
-    with pytest.raises(UsageError, match="only security.protocol=PLAINTEXT is supported"):
+    config.write_text("security.protocol=KERBEROS\n")
+    with pytest.raises(UsageError, match="security.protocol=KERBEROS is not supported"):
         settings("--bootstrap-server", "h:1", "--command-config", str(config))
+    config.write_text("security.protocol=SSL\nssl.truststore.location=/etc/truststore.jks\n")
+    with pytest.raises(UsageError, match="ssl.truststore.type: pybroker reads PEM stores only"):
+        settings("--bootstrap-server", "h:1", "--command-config", str(config))
+
+
+def test_ssl_settings_give_a_verifying_tls_context(tmp_path: Path) -> None:
+    certs = make_dev_certs(tmp_path / "certs")
+    config = tmp_path / "client.properties"
+    config.write_text(f"security.protocol=SSL\nssl.truststore.type=PEM\nssl.truststore.location={certs.ca}\n"
+                      f"ssl.keystore.type=PEM\nssl.keystore.location={certs.client}\n")
+    tls = settings("--bootstrap-server", "h:1", "--command-config", str(config)).tls
+    assert tls is not None and tls.verify_mode == ssl.CERT_REQUIRED and tls.check_hostname
+    config.write_text(f"security.protocol=SSL\nssl.truststore.type=PEM\nssl.truststore.location={certs.ca}\n"
+                      "ssl.endpoint.identification.algorithm=\n")
+    tls = settings("--bootstrap-server", "h:1", "--command-config", str(config)).tls
+    assert tls is not None and not tls.check_hostname
 
 
 def test_zookeeper_replaces_bootstrap_server() -> None:
