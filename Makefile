@@ -11,7 +11,7 @@ PYTEST_ARGS ?=
 SPARK40 := .venv-spark40
 SPARK_CONNECTOR_JARS := $(wildcard ../shared/jvm-clients/spark-sql-kafka-0-10_*.jar)
 
-.PHONY: run test venv test-deps system-deps unit integration protocol clean bench fuzz chaos
+.PHONY: run test venv test-deps system-deps unit integration protocol clean bench fuzz chaos certs
 
 run: $(VENV)/.installed
 	$(BIN)/pybroker serve $(CONFIG)
@@ -69,6 +69,10 @@ $(SPARK40)/.installed: pyproject.toml
 # Debian packages the tests drive for real (kcat).
 system-deps:
 	@tools/install-system-deps.sh
+
+# Throw-away CA, broker and client certificates (PEM) for config/ssl.properties; local use only.
+certs: $(VENV)/.installed
+	$(BIN)/python -m pybroker.security.dev_certs config/certs
 
 clean:
 	rm -rf $(VENV) $(SPARK40) .pytest_cache build *.egg-info
