@@ -24,6 +24,7 @@ from pybroker.protocol.messages import DescribeClusterRequest, DescribeClusterRe
     FindCoordinatorResponse
 from pybroker.security.dev_certs import DevCerts, make_dev_certs
 from tests.integration.broker_process import REPO, BrokerProcess
+from tests.integration.test_hostile_clients import closed_by_broker
 from tests.integration.tls import client_tls, start_tls_broker
 
 MESSAGES = 20
@@ -130,24 +131,12 @@ def _still_serves(ports: dict[str, int], certs: DevCerts) -> None:
     asyncio.run(check())
 
 
-def _closed_by_broker(sock: socket.socket, within_s: float) -> bool:
-    sock.settimeout(within_s)
-    try:
-        while sock.recv(4096):
-            pass
-        return True
-    except ConnectionResetError:
-        return True
-    except (TimeoutError, socket.timeout):
-        return False
-
-
 def test_plaintext_on_the_tls_port_and_tls_on_the_plaintext_port_are_closed(tls_broker, certs: DevCerts) -> None:
     _, ports = tls_broker
     api_versions_v0 = bytes.fromhex("0000000e" "00120000" "00000001" "0004" "74657374")
     with socket.create_connection(("127.0.0.1", ports["SSL"])) as sock:
         sock.sendall(api_versions_v0)
-        assert _closed_by_broker(sock, 10)
+        assert closed_by_broker(sock, 10)
     with socket.create_connection(("127.0.0.1", ports["PLAINTEXT"])) as sock:
         with pytest.raises((ssl.SSLError, ConnectionResetError, OSError)):
             client_tls(certs).wrap_socket(sock, server_hostname="localhost").do_handshake()
@@ -160,13 +149,13 @@ def test_truncated_and_unfinished_handshakes_are_closed(tls_broker, certs: DevCe
     with socket.create_connection(("127.0.0.1", ports["SSL"])) as sock:
         sock.sendall(hello[: len(hello) // 2])
         sock.shutdown(socket.SHUT_WR)  # truncated: the rest never comes
-        assert _closed_by_broker(sock, 10)
+        assert closed_by_broker(sock, 10)
     stalled = [socket.create_connection(("127.0.0.1", ports["SSL"])) for _ in range(5)]
     for sock in stalled:
         sock.sendall(hello[:20])  # then silence: the handshake timeout (request.receive.timeout.ms) closes it
     _still_serves(ports, certs)  # while they stall
     try:
-        assert all(_closed_by_broker(sock, 10) for sock in stalled)
+        assert all(closed_by_broker(sock, 10) for sock in stalled)
     finally:
         for sock in stalled:
             sock.close()
