@@ -38,8 +38,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def serve_command(config_path: str, overrides: list[str]) -> int:
+    from pybroker.server.sasl_session import SaslAuthenticator
+
     try:
         config = BrokerConfig.load(config_path, overrides)
+        SaslAuthenticator(config, lambda: None)  # refuses SASL settings that cannot work
     except ConfigError as exc:  # bad input: the CLI's one line, before the broker logs anything
         print(f"pybroker: {exc}", file=sys.stderr)
         return 1

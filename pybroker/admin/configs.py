@@ -1,5 +1,6 @@
 """`pybroker configs`: describe and alter topic and broker configs, as kafka-configs.sh does.
 
+Users (`--entity-type users`) carry SCRAM credentials, handled in user_configs.py.
 `--describe` prints, per entity, `Dynamic configs for topic T are:` (or `All configs ...` with
 `--all`) then `  name=value sensitive=false synonyms={SOURCE:name=value, ...}` lines sorted by
 name. `--alter` applies `--add-config k1=v1,k2=[a,b]` and `--delete-config k1,k2` with
@@ -20,13 +21,16 @@ from pybroker.admin.tool import (
     UsageError,
     add_connection_arguments,
     run_admin,
+    run_client,
     run_tool,
 )
+from pybroker.admin import user_configs
 from pybroker.client import BROKER_RESOURCE, TOPIC_RESOURCE, AdminClient, ConfigEntry
 from pybroker.common.config import parse_properties
 
 ERROR_PREFIX = "Error while executing config command : "
-ENTITY_TYPES = {"topics": TOPIC_RESOURCE, "brokers": BROKER_RESOURCE}
+USER_ENTITY = -1  # not a DescribeConfigs resource: SCRAM credentials (user_configs.py)
+ENTITY_TYPES = {"topics": TOPIC_RESOURCE, "brokers": BROKER_RESOURCE, "users": USER_ENTITY}
 #: Kafka's ConfigEntry.ConfigSource names by DescribeConfigs source id
 SOURCE_NAMES = {0: "UNKNOWN", 1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG",
                 3: "DYNAMIC_DEFAULT_BROKER_CONFIG", 4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG",
@@ -42,7 +46,7 @@ def build_parser() -> ToolParser:
     actions.add_argument("--describe", action="store_true", help="list the configs of the given entity")
     actions.add_argument("--alter", action="store_true", help="add or delete configs of the given entity")
     add_connection_arguments(parser)
-    parser.add_argument("--entity-type", choices=sorted(ENTITY_TYPES), help="topics or brokers")
+    parser.add_argument("--entity-type", choices=sorted(ENTITY_TYPES), help="topics, brokers or users")
     parser.add_argument("--entity-name", metavar="NAME", help="topic name or broker id; all of them if omitted "
                                                               "with --describe")
     parser.add_argument("--topic", metavar="TOPIC", help="same as --entity-type topics --entity-name TOPIC")
@@ -61,6 +65,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def command(args: argparse.Namespace, settings: ClientSettings) -> None:
     resource_type, name = entity(args)
+    if resource_type == USER_ENTITY:
+        if args.describe:
+            run_client(settings, lambda client: user_configs.describe(client, name))
+        else:
+            updates, deletions = alterations(args)
+            run_client(settings, lambda client: user_configs.alter(client, str(name), updates, deletions))
+        return
     if args.describe:
         run_admin(settings, lambda admin: describe(admin, resource_type, name, args.all))
     else:

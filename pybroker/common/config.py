@@ -137,6 +137,14 @@ _KEYS: list[ConfigKey] = [
     ConfigKey("ssl.cipher.suites", "list", [], "TLS 1.2 cipher suites in OpenSSL's names (empty: OpenSSL's defaults); TLS 1.3 suites are always OpenSSL's."),
     ConfigKey("ssl.endpoint.identification.algorithm", "string", "https", "https: the inter-broker client checks the server certificate's host name; empty: it does not."),
     ConfigKey("ssl.principal.mapping.rules", "string", "DEFAULT", "Rules mapping a client certificate's distinguished name to a principal name (RULE:pattern/replacement/[LU],...,DEFAULT)."),
+    # SASL (SASL_PLAINTEXT and SASL_SSL listeners); per listener as listener.name.<name>.<key>, and
+    # listener.name.<name>.<mechanism>.sasl.jaas.config for each mechanism's JAAS options
+    ConfigKey("sasl.enabled.mechanisms", "list", ["GSSAPI"], "SASL mechanisms a SASL listener offers: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (Kafka's default GSSAPI is refused at start-up)."),
+    ConfigKey("sasl.mechanism.inter.broker.protocol", "string", "GSSAPI", "Mechanism brokers use on a SASL inter-broker listener, with the username/password of that listener's JAAS config."),
+    ConfigKey("sasl.jaas.config", "password", None, "JAAS login module options, e.g. org.apache.kafka.common.security.plain.PlainLoginModule required username=\"admin\" password=\"...\" user_alice=\"...\";"),
+    ConfigKey("sasl.server.max.receive.size", "int", 524288, "Largest frame accepted before a SASL connection is authenticated.", at_least(1)),
+    ConfigKey("connections.max.reauth.ms", "long", 0, "Session lifetime of a SASL connection (KIP-368): past it, the client must re-authenticate or is disconnected; 0 = unlimited.", at_least(0)),
+    ConfigKey("connection.failed.authentication.delay.ms", "int", 100, "Delay of the answer to a failed authentication, after which the connection is closed.", at_least(0)),
     ConfigKey("num.network.threads", "int", 3, "Accepted for compatibility; pybroker serves all connections on one event loop.", at_least(1)),
     ConfigKey("num.io.threads", "int", 8, "Accepted for compatibility; pybroker serves all connections on one event loop.", at_least(1)),
     ConfigKey("background.threads", "int", 10, "Threads of the pybroker-io pool that runs log flushes and checkpoint writes off the event loop.", at_least(1)),

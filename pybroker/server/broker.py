@@ -16,6 +16,7 @@ from pybroker.common.listeners import Endpoint
 from pybroker.controller.embedded import EmbeddedMetadata
 from pybroker.controller.errors import InvalidTopicConfigError
 from pybroker.controller.metadata import BrokerInfo, ClusterMetadata, TopicInfo
+from pybroker.controller.scram_store import FileScramStore, ScramCredentialStore
 from pybroker.log.config import LogConfig
 from pybroker.log.manager import (
     HIGH_WATERMARK_CHECKPOINT,
@@ -30,6 +31,7 @@ from pybroker.server.group_service import GroupService
 from pybroker.server.handlers import ALL_HANDLERS
 from pybroker.server.listeners import advertised_endpoints, inter_broker_tls, listener_specs
 from pybroker.server.metrics import BrokerMetrics
+from pybroker.server.sasl_session import SaslAuthenticator
 from pybroker.server.socket_server import SocketServer
 from pybroker.server.topic_configs import TopicConfigs
 from pybroker.server.zk_mode import ZkMode
@@ -63,6 +65,10 @@ class Broker:
                                                 config["min.incremental.fetch.session.eviction.ms"])
         self.replica_manager.leadership_listeners += [self.groups.on_leadership_change,
                                                       self.txns.on_leadership_change]
+        # SCRAM credentials: the embedded store is read now, ZooKeeper's once its session is up.
+        self.scram_credentials: ScramCredentialStore = \
+            FileScramStore(config.log_dirs[0]) if self.zk_mode is None else self.zk_mode.scram_credentials
+        self.sasl = SaslAuthenticator(config, lambda: self.scram_credentials)
         self.dispatcher = Dispatcher(self, ALL_HANDLERS)
         self.socket_server = SocketServer(config, self.dispatcher)
         # Off (None) unless metrics.port is set, so the request path pays nothing for unscraped counters.

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from pybroker.security.principal import ANONYMOUS, KafkaPrincipal
 
 if TYPE_CHECKING:
     from pybroker.server.broker import Broker
+    from pybroker.server.sasl_session import SaslSession
 
 
 @dataclass(slots=True)
@@ -20,6 +21,9 @@ class ConnectionSession:
     listener: str = "PLAINTEXT"
     security_protocol: str = "PLAINTEXT"
     principal: KafkaPrincipal = ANONYMOUS
+    sasl: "SaslSession | None" = None  # on SASL_PLAINTEXT and SASL_SSL listeners
+    close: Callable[[], None] | None = None  # closes the connection (set by the socket server)
+    close_after_response: bool = False  # a handler refused the client: close once its answer is out
 
 
 @dataclass(slots=True)

@@ -19,6 +19,8 @@ from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.frame import decode_request_header, encode_response, encode_response_parts
 from pybroker.protocol.messages import ApiVersionsResponse
 from pybroker.protocol.primitives import FramePart
+from pybroker.server import sasl_gate
+from pybroker.server.sasl_session import SASL_PROTOCOLS
 from pybroker.server.context import ConnectionSession, RequestContext
 from pybroker.server.inter_broker_guard import GUARDED, InterBrokerGuard, refusal
 from pybroker.server.network import CloseConnection
@@ -43,6 +45,10 @@ class Dispatcher:
 
     async def dispatch(self, frame: memoryview, peer: str,
                        session: ConnectionSession | None = None) -> bytes | list[FramePart] | None:
+        if session is not None and session.security_protocol in SASL_PROTOCOLS:
+            answer = await sasl_gate.before_header(self._broker.sasl, session, frame, peer)
+            if answer is not None:
+                return answer
         header, body_offset = decode_request_header(frame)
         key, version = header.request_api_key, header.request_api_version
         handler = self.handlers.get(key)
@@ -55,10 +61,14 @@ class Dispatcher:
         request = handler.request_class.decode(frame[body_offset:], version)
         context = RequestContext(self._broker, version, header.correlation_id, header.client_id, peer,
                                  int(time.time() * 1000), session if session is not None else ConnectionSession())
+        if session is not None and (sasl_refusal := sasl_gate.refusal(session, key, request, context.now_ms)):
+            sasl_gate.close_soon(session)
+            return encode_response_parts(header.correlation_id, key, version, sasl_refusal)
         if key not in GUARDED:
-            # Until start-up finished: ApiVersions (stateless, every connection's first) is answered,
-            # controller requests wait for the registration only, the others for the metadata.
-            if not self._broker.serving.is_set() and key != ApiKey.API_VERSIONS:
+            # Until start-up finished: ApiVersions (stateless, every connection's first) and the SASL
+            # exchange are answered, controller requests wait for the registration only, the others
+            # for the metadata.
+            if not self._broker.serving.is_set() and key not in sasl_gate.BEFORE_START_UP:
                 await self._broker.serving.wait()
         else:
             refused = await self._guard.check(context, key, request)
@@ -78,6 +88,8 @@ class Dispatcher:
                 metrics.observe_request(key, started)
             if key == ApiKey.FETCH and response is not None:
                 metrics.record_fetch(version, request, response)
+        if context.session.close_after_response:
+            sasl_gate.close_soon(context.session)
         if response is None:
             return None
         return encode_response_parts(header.correlation_id, key, version, response)

@@ -268,6 +268,7 @@ class _TrackedConnection(KafkaConnection):
         self._ip = ip
         self._spec = spec
         self.session = session
+        session.close = self.close  # a refused SASL client is closed after its answer
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)

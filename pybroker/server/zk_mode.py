@@ -22,6 +22,7 @@ from pybroker.client.errors import KafkaClientError
 from pybroker.controller import zk_paths as zp
 from pybroker.controller.controller import RebalanceConfig, ZkController
 from pybroker.controller.isr_writer import ZkIsrWriter
+from pybroker.controller.scram_store import ZkScramStore
 from pybroker.controller.zk_client import SESSION_RECONNECTED, ZkClient, ZkEvent
 from pybroker.controller.zk_metadata import ZkMetadata
 from pybroker.protocol.messages import ControlledShutdownRequest, ControlledShutdownResponse
@@ -52,6 +53,7 @@ class ZkMode:
         self.zk = ZkClient(config["zookeeper.connect"], session_timeout_ms=session_ms,
                            connection_timeout_ms=config["zookeeper.connection.timeout.ms"] or session_ms)
         self.metadata: ZkMetadata | None = None
+        self.scram_credentials = ZkScramStore(self.zk)
         self.controller: ZkController | None = None
         self.registered = asyncio.Event()  # set once this run registered, with fetching enabled
 
@@ -61,6 +63,7 @@ class ZkMode:
             await self.zk.start()
         except KazooTimeoutError:
             raise ZooKeeperStartError(f"Timed out connecting to ZooKeeper at {config['zookeeper.connect']}") from None
+        await self.scram_credentials.start()  # before registering: SCRAM logins of other brokers follow
         replicas = broker.replica_manager
         replicas.isr_writer = ZkIsrWriter(self.zk)
         timeout_s = config["replica.socket.timeout.ms"] / 1000

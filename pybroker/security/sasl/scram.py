@@ -17,6 +17,10 @@ nothing about which users exist: an unknown user gets a server-first message bui
 deterministic fake credential (RFC 5802 section 9) and fails only at the proof, like a wrong
 password; and Kafka's ``tokenauth`` extension (delegation tokens, which pybroker does not have)
 fails the same way.
+
+The client-final nonce must end with the server-first nonce (Kafka 3.8.1's check after
+CVE-2024-56128) rather than equal it (RFC 5802, Kafka 4): librdkafka before 2.6.1, the one in many
+distributions' kcat, sends the client nonce twice; the proof still covers the message as sent.
 """
 
 from __future__ import annotations
@@ -151,7 +155,7 @@ class ScramServer:
         self._user = ""
         self._known = False
         self._credential: ScramCredential | None = None
-        self._gs2 = self._client_first_bare = self._server_first = ""
+        self._gs2 = self._client_first_bare = self._server_first = self._nonce = ""
 
     @property
     def complete(self) -> bool:
@@ -194,8 +198,8 @@ class ScramServer:
                                       f"{self._scram.min_iterations} for {self.mechanism}")
         self._credential = credential
         self._gs2, self._client_first_bare = match["gs2"], match["bare"]
-        nonce = match["nonce"] + secrets.token_urlsafe(24)
-        self._server_first = f"r={nonce},s={_b64(credential.salt)},i={credential.iterations}"
+        self._nonce = match["nonce"] + secrets.token_urlsafe(24)
+        self._server_first = f"r={self._nonce},s={_b64(credential.salt)},i={credential.iterations}"
         self._state = "client-final"
         return self._server_first.encode()
 
@@ -208,7 +212,7 @@ class ScramServer:
         match = _CLIENT_FINAL.fullmatch(message)
         if match is None:
             raise SaslCredentialError("Invalid SCRAM client final message format")
-        if not self._server_first.startswith(f"r={match['nonce']},"):
+        if not match["nonce"].endswith(self._nonce):
             raise SaslCredentialError("Invalid client nonce in the final client message.")
         if _unb64(match["channel"]) != self._gs2.encode():
             raise SaslCredentialError("Invalid channel binding in the final client message.")

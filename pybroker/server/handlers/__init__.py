@@ -17,6 +17,8 @@ from pybroker.server.handlers import (
     partition_admin,
     produce,
     producer_id,
+    sasl,
+    scram_credentials,
     topics,
     txn,
 )
@@ -68,4 +70,8 @@ ALL_HANDLERS: tuple[ApiHandler, ...] = (
     acls.create_acls,
     acls.delete_acls,
     delete_records.handle,
+    sasl.handshake,
+    sasl.authenticate,
+    scram_credentials.describe,
+    scram_credentials.alter,
 )

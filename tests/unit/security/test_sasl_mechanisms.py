@@ -112,7 +112,7 @@ def test_scram_refuses_a_changed_nonce():
     server = ScramServer(SCRAM_SHA_512, stored.get, b"s")
     client = ScramClient(SCRAM_SHA_512, "alice", "pw")
     final = client.answer(server.evaluate(client.first()))
-    tampered = final.replace(b",r=", b",r=x", 1)
+    tampered = final.replace(b",p=", b"x,p=", 1)
     with pytest.raises(SaslCredentialError, match="Invalid client nonce"):
         server.evaluate(tampered)
 
@@ -144,3 +144,21 @@ def test_jaas_listener_prefix_wins_over_the_plain_key():
 def test_jaas_refuses_malformed_values(text):
     with pytest.raises(JaasConfigError):
         parse_jaas_config(text)
+
+
+def test_scram_accepts_librdkafkas_doubled_client_nonce():
+    """librdkafka < 2.6.1 prefixes the server's nonce with its own once more (Kafka 3.8.1 accepts it)."""
+    stored = {"alice": ScramCredential.from_password(SCRAM_SHA_256, "pw", 4096)}
+    server = ScramServer(SCRAM_SHA_256, stored.get, b"s")
+    first = server.evaluate(b"n,,n=alice,r=cnonce")
+    nonce = first.split(b",")[0][2:].decode()
+    doubled = ScramClient(SCRAM_SHA_256, "alice", "pw", nonce="cnonce")
+    final = doubled.answer(first).replace(f"r={nonce}".encode(), f"r=cnonce{nonce}".encode())
+    # the proof was computed over the undoubled message: recompute it as librdkafka does
+    scram = SCRAM_SHA_256
+    salted = scram.salted_password("pw", stored["alice"].salt, 4096)
+    without_proof = final.split(b",p=")[0]
+    auth = b"n=alice,r=cnonce," + first + b"," + without_proof
+    client_key = scram.hmac(salted, b"Client Key")
+    proof = bytes(a ^ b for a, b in zip(client_key, scram.hmac(scram.digest(client_key), auth)))
+    assert server.evaluate(without_proof + b",p=" + base64.b64encode(proof)).startswith(b"v=")

@@ -1,0 +1,90 @@
+"""The dispatcher's SASL checks, kept out of the dispatcher: what a SASL connection may send before
+it is authenticated (sasl_session.py has the states), and the v0 exchange of bare tokens.
+
+A refused request closes the connection after its answer: the session's ``close_after_response``
+asks for that, and `close_soon` makes it happen once the answer was handed to the transport.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import struct
+import time
+
+from pybroker.common.log_limit import LogLimiter
+from pybroker.protocol.api_keys import ApiKey
+from pybroker.protocol.error_codes import ErrorCode
+from pybroker.protocol.messages import RESPONSE_CLASSES
+from pybroker.protocol.schema import Message
+from pybroker.security.sasl import SaslAuthenticationError
+from pybroker.server.context import ConnectionSession
+from pybroker.server.network import CloseConnection
+from pybroker.server.sasl_session import SaslAuthenticator, SaslState
+
+limited_log = LogLimiter(logging.getLogger("pybroker.server"))
+#: answered before the broker's start-up finished, like ApiVersions: they need no metadata
+BEFORE_START_UP = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
+
+
+async def before_header(authenticator: SaslAuthenticator, session: ConnectionSession, frame: memoryview,
+                        peer: str) -> bytes | None:
+    """A SASL connection's frame before it is parsed: the session starts with the first frame;
+    before authentication frames are capped at ``sasl.server.max.receive.size``; after a v0
+    handshake the frame is a bare token, answered here."""
+    if session.sasl is None:
+        session.sasl = authenticator.session(session.listener)
+    sasl = session.sasl
+    if sasl is None or sasl.authenticated:
+        return None
+    if sasl.state is SaslState.FAILED:
+        raise CloseConnection("request after a failed SASL authentication")
+    if sasl.frame_too_large(len(frame)):
+        raise CloseConnection(f"SASL frame of {len(frame)} bytes before authentication exceeds "
+                              f"sasl.server.max.receive.size={sasl.settings.max_receive_size}")
+    if sasl.state is SaslState.RAW:
+        return await raw_token(session, frame, int(time.time() * 1000), peer)
+    return None
+
+
+async def raw_token(session: ConnectionSession, frame: memoryview, now_ms: int, peer: str) -> bytes:
+    """A bare SASL token after a v0 SaslHandshake, answered as a bare size-prefixed token. A failure
+    has no answer in this framing: after the failed-authentication delay the connection closes."""
+    sasl = session.sasl
+    assert sasl is not None
+    try:
+        answer, _ = sasl.authenticate(bytes(frame), 0, now_ms)
+    except SaslAuthenticationError as exc:
+        limited_log.log(logging.INFO, "sasl-failed", "Failed authentication with %s (%s)", peer, exc)
+        await asyncio.sleep(sasl.authenticator.failed_delay_ms / 1000)
+        raise CloseConnection(f"SASL authentication failed: {exc}") from None
+    if sasl.principal is not None:
+        session.principal = sasl.principal
+    return struct.pack(">i", len(answer)) + answer
+
+
+def refusal(session: ConnectionSession, api_key: int, request: Message, now_ms: int) -> Message | None:
+    """None if the SASL state admits the request; else its ILLEGAL_SASL_STATE answer, the connection
+    closing after it. CloseConnection without an answer for an expired session (KIP-368) or a
+    response without a top-level error code."""
+    sasl = session.sasl
+    if sasl is None or sasl.admits(api_key, now_ms):
+        return None
+    if sasl.state is SaslState.COMPLETE:
+        raise CloseConnection("SASL session expired (connections.max.reauth.ms) without re-authentication")
+    sasl.state = SaslState.FAILED
+    response = RESPONSE_CLASSES[api_key]()
+    if not hasattr(response, "error_code"):
+        raise CloseConnection(f"{type(request).__name__} before SASL authentication")
+    response.error_code = ErrorCode.ILLEGAL_SASL_STATE  # type: ignore[attr-defined]
+    session.close_after_response = True
+    return response
+
+
+def close_soon(session: ConnectionSession) -> None:
+    """Close the connection once the answer being returned now was written: the connection's
+    done-callback writes it in the loop turn after this one, the close runs in the turn after that
+    (transport.close flushes what was written)."""
+    if session.close is not None:
+        loop = asyncio.get_running_loop()
+        loop.call_soon(loop.call_soon, session.close)
