@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from pybroker.client.connection import Connection
 from pybroker.client.errors import KafkaClientError
+from pybroker.client.sasl import SaslCredentials
 from pybroker.protocol.schema import Message
 
 log = logging.getLogger("pybroker.controller")
@@ -29,9 +30,11 @@ class Outgoing:
 
 
 class _BrokerSender:
-    def __init__(self, broker_id: int, host: str, port: int, timeout_s: float, tls: ssl.SSLContext | None):
+    def __init__(self, broker_id: int, host: str, port: int, timeout_s: float, tls: ssl.SSLContext | None,
+                 sasl: SaslCredentials | None = None):
         self.broker_id, self.host, self.port = broker_id, host, port
         self.tls = tls
+        self.sasl = sasl
         self.timeout_s = timeout_s
         self.queue: asyncio.Queue[Outgoing | None] = asyncio.Queue()  # None: stop
         self.stopped = False
@@ -52,7 +55,7 @@ class _BrokerSender:
                     try:
                         if connection is None:
                             connection = await Connection.open(self.host, self.port, tls=self.tls, client_id="controller",
-                                                               timeout=self.timeout_s)
+                                                               timeout=self.timeout_s, sasl=self.sasl)
                         response = await connection.send_at(item.request, item.version, item.response_type)
                         code = getattr(response, "error_code", 0)
                         if code:
@@ -85,9 +88,10 @@ class _BrokerSender:
 
 
 class ControllerChannel:
-    def __init__(self, timeout_ms: int, tls: ssl.SSLContext | None = None):
+    def __init__(self, timeout_ms: int, tls: ssl.SSLContext | None = None, sasl: SaslCredentials | None = None):
         self._timeout_s = timeout_ms / 1000
         self._tls = tls  # the inter-broker listener's
+        self._sasl = sasl
         self._senders: dict[int, _BrokerSender] = {}
 
     def add_broker(self, broker_id: int, host: str, port: int) -> None:
@@ -95,7 +99,7 @@ class ControllerChannel:
         if sender is not None and (sender.host, sender.port) == (host, port):
             return
         self.remove_broker(broker_id)
-        self._senders[broker_id] = _BrokerSender(broker_id, host, port, self._timeout_s, self._tls)
+        self._senders[broker_id] = _BrokerSender(broker_id, host, port, self._timeout_s, self._tls, self._sasl)
 
     def remove_broker(self, broker_id: int) -> None:
         sender = self._senders.pop(broker_id, None)

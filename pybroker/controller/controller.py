@@ -19,6 +19,7 @@ import logging
 import ssl
 from dataclasses import dataclass
 
+from pybroker.client.sasl import SaslCredentials
 from pybroker.controller import events as ev
 from pybroker.controller import zk_paths as zp
 from pybroker.controller.channel import ControllerChannel
@@ -56,13 +57,14 @@ class RebalanceConfig:
 class ZkController:
     def __init__(self, zk: ZkClient, broker_id: int, *, socket_timeout_ms: int,
                  unclean_election: bool = False, rebalance: RebalanceConfig = RebalanceConfig(),
-                 inter_broker_listener: str = "PLAINTEXT", tls: ssl.SSLContext | None = None):
+                 inter_broker_listener: str = "PLAINTEXT", tls: ssl.SSLContext | None = None,
+                 sasl: SaslCredentials | None = None):
         self._zk = zk
         self._broker_id = broker_id
         self._rebalance = rebalance
         self._rebalance_task: asyncio.Task[None] | None = None
         self._listener = inter_broker_listener  # brokers are reached on its endpoints
-        self._channel = ControllerChannel(socket_timeout_ms, tls)
+        self._channel = ControllerChannel(socket_timeout_ms, tls, sasl)
         self._ctx = ControllerContext()
         self._writer = FencedZkWriter(zk, broker_id, self._on_fenced)
         self._partitions = PartitionStateMachine(self._ctx, zk, self._writer, unclean_default=unclean_election)

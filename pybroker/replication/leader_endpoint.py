@@ -11,6 +11,7 @@ import ssl
 from typing import Protocol
 
 from pybroker.client.connection import Connection
+from pybroker.client.sasl import SaslCredentials
 from pybroker.protocol.messages import (
     FetchRequest,
     FetchResponse,
@@ -36,9 +37,11 @@ class LeaderEndPoint(Protocol):
 
 
 class RemoteLeader:
-    def __init__(self, host: str, port: int, *, client_id: str, timeout_s: float, tls: ssl.SSLContext | None = None):
+    def __init__(self, host: str, port: int, *, client_id: str, timeout_s: float, tls: ssl.SSLContext | None = None,
+                 sasl: SaslCredentials | None = None):
         self.host, self.port = host, port
         self._tls = tls
+        self._sasl = sasl
         self._client_id = client_id
         self._timeout_s = timeout_s
         self._connection: Connection | None = None
@@ -46,7 +49,7 @@ class RemoteLeader:
     async def _connect(self) -> Connection:
         if self._connection is None:
             self._connection = await Connection.open(self.host, self.port, tls=self._tls, client_id=self._client_id,
-                                                     timeout=self._timeout_s)
+                                                     timeout=self._timeout_s, sasl=self._sasl)
         return self._connection
 
     async def fetch(self, request: FetchRequest) -> FetchResponse:

@@ -51,6 +51,8 @@ class Broker:
         self.listeners = config.listener_set
         self._listener_specs = listener_specs(config)  # TLS material read now: bad keys fail start-up
         self.inter_broker_tls = inter_broker_tls(config)
+        self.sasl = SaslAuthenticator(config, lambda: self.scram_credentials)
+        self.inter_broker_sasl = self.sasl.inter_broker  # how our own inter-broker clients log in
         self.endpoints: tuple[Endpoint, ...] = ()  # advertised, once the listeners are bound
         self.topic_configs = TopicConfigs(config)
         self.log_manager = LogManager(config.log_dirs, self.topic_configs.log_config({}))
@@ -68,7 +70,6 @@ class Broker:
         # SCRAM credentials: the embedded store is read now, ZooKeeper's once its session is up.
         self.scram_credentials: ScramCredentialStore = \
             FileScramStore(config.log_dirs[0]) if self.zk_mode is None else self.zk_mode.scram_credentials
-        self.sasl = SaslAuthenticator(config, lambda: self.scram_credentials)
         self.dispatcher = Dispatcher(self, ALL_HANDLERS)
         self.socket_server = SocketServer(config, self.dispatcher)
         # Off (None) unless metrics.port is set, so the request path pays nothing for unscraped counters.

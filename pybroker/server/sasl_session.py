@@ -25,6 +25,7 @@ import secrets
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
+from pybroker.client.sasl import SaslCredentials
 from pybroker.common.config import LISTENER_PREFIX, BrokerConfig, ConfigError
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.security.principal import USER_TYPE, KafkaPrincipal
@@ -77,6 +78,31 @@ class SaslAuthenticator:
         self.listeners: dict[str, ListenerSasl] = {
             endpoint.listener: self._listener(config, endpoint.listener)
             for endpoint in config.listener_set.bound if endpoint.security_protocol in SASL_PROTOCOLS}
+        self.inter_broker = self._inter_broker(config)
+
+    def _inter_broker(self, config: BrokerConfig) -> SaslCredentials | None:
+        """What this broker authenticates with on the inter-broker listener: the mechanism of
+        ``sasl.mechanism.inter.broker.protocol`` and the username/password options of that
+        listener's JAAS config for it (Kafka's login context for the mechanism)."""
+        listener = config.listener_set.inter_broker
+        settings = self.listeners.get(listener)
+        if settings is None:
+            return None
+        mechanism = config["sasl.mechanism.inter.broker.protocol"]
+        if mechanism not in settings.mechanisms:
+            raise ConfigError(f"Invalid value {mechanism} for configuration sasl.mechanism.inter.broker.protocol: "
+                              f"sasl.mechanism.inter.broker.protocol must be included in sasl.enabled.mechanisms "
+                              f"when SASL is used for inter-broker communication")
+        try:
+            entry = jaas_config_for(config.raw, listener, mechanism)
+        except JaasConfigError as exc:
+            raise ConfigError(str(exc)) from None
+        options = entry.options if entry is not None else {}
+        if "username" not in options or "password" not in options:
+            raise ConfigError(f"Missing configuration listener.name.{listener.lower()}.{mechanism.lower()}"
+                              f".sasl.jaas.config: the inter-broker listener {listener} needs username=\"...\" "
+                              f"password=\"...\" for {mechanism}")
+        return SaslCredentials(mechanism, options["username"], options["password"])
 
     @staticmethod
     def _listener(config: BrokerConfig, listener: str) -> ListenerSasl:

@@ -16,6 +16,7 @@ import ssl
 
 from pybroker.client.connection import Connection
 from pybroker.client.errors import KafkaClientError
+from pybroker.client.sasl import SaslCredentials
 from pybroker.controller.metadata import BrokerInfo
 from pybroker.coordinator.txn_coordinator import MarkerRequest
 from pybroker.coordinator.txn_records import TopicPartition
@@ -29,9 +30,10 @@ MarkerTopic = WriteTxnMarkersRequest.WritableTxnMarkerTopic
 
 
 class MarkerChannel:
-    def __init__(self, timeout_ms: int, tls: ssl.SSLContext | None = None) -> None:
+    def __init__(self, timeout_ms: int, tls: ssl.SSLContext | None = None, sasl: SaslCredentials | None = None) -> None:
         self._timeout_s = timeout_ms / 1000
         self._tls = tls  # the inter-broker listener's
+        self._sasl = sasl
         self._connections: dict[int, Connection] = {}
         self._opening: dict[int, asyncio.Lock] = {}
 
@@ -71,7 +73,7 @@ class MarkerChannel:
                 connection = None
             if connection is None:
                 connection = await Connection.open(broker.host, broker.port, tls=self._tls, client_id="txn-marker-sender",
-                                                   timeout=self._timeout_s)
+                                                   timeout=self._timeout_s, sasl=self._sasl)
                 self._connections[broker.broker_id] = connection
             return connection
 

@@ -69,7 +69,7 @@ class TxnService:
             replication_timeout_ms=config["request.timeout.ms"], clock=clock)
         self.runtime = TxnRuntime(self.coordinator, self.topic.append, self.write_markers, clock,
                                   self.topic.replicated)
-        self._markers = MarkerChannel(config["request.timeout.ms"], broker.inter_broker_tls)
+        self._markers = MarkerChannel(config["request.timeout.ms"], broker.inter_broker_tls, broker.inter_broker_sasl)
         self._request_timeout_s = config["request.timeout.ms"] / 1000
         self._offsets_timeout_s = config["offsets.commit.timeout.ms"] / 1000
         self._verify = config["transaction.partition.verification.enable"]

@@ -73,7 +73,8 @@ class ZkMode:
                           response_max_bytes=config["replica.fetch.response.max.bytes"],
                           backoff_ms=config["replica.fetch.backoff.ms"]),
             lambda leader_id, host, port: RemoteLeader(host, port, client_id=f"replica-fetcher-{broker.broker_id}",
-                                                       timeout_s=timeout_s, tls=broker.inter_broker_tls))
+                                                       timeout_s=timeout_s, tls=broker.inter_broker_tls,
+                                                       sasl=broker.inter_broker_sasl))
         metadata = ZkMetadata(self.zk, broker.broker_info(), validate_configs=broker.validate_topic_configs,
                               delete_topic_enable=config["delete.topic.enable"],
                               inter_broker_listener=self.inter_broker_listener)
@@ -89,7 +90,8 @@ class ZkMode:
             rebalance=RebalanceConfig(config["auto.leader.rebalance.enable"],
                                       config["leader.imbalance.check.interval.seconds"],
                                       config["leader.imbalance.per.broker.percentage"]),
-            inter_broker_listener=self.inter_broker_listener, tls=broker.inter_broker_tls)
+            inter_broker_listener=self.inter_broker_listener, tls=broker.inter_broker_tls,
+            sasl=broker.inter_broker_sasl)
         self.zk.on(SESSION_RECONNECTED, self._on_session_reconnected)
         await self.controller.start()
         return metadata
@@ -133,7 +135,7 @@ class ZkMode:
         if controller is None:
             return None
         connection = await Connection.open(controller.host, controller.port, tls=self._broker.inter_broker_tls,
-                                           client_id="controlled-shutdown",
+                                           sasl=self._broker.inter_broker_sasl, client_id="controlled-shutdown",
                                            timeout=self._broker.config["controller.socket.timeout.ms"] / 1000)
         try:
             response = await connection.send_at(
