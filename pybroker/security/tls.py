@@ -167,7 +167,7 @@ def _load_chain(context: ssl.SSLContext, settings: TlsSettings, key: str, path: 
     try:
         context.load_cert_chain(path, password=password if password is not None else _no_password)
     except OSError as exc:  # ssl.SSLError is one too
-        reason = exc.strerror or exc.reason or str(exc)
+        reason = exc.strerror or getattr(exc, "reason", None) or str(exc)  # SSLError has a reason
         if password is None and "password" in str(reason).lower():
             reason = "the private key is encrypted: set ssl.key.password"
         raise settings.error(key, f"cannot load the key and certificate chain: {reason}") from None

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 from pybroker.security.principal import ANONYMOUS, KafkaPrincipal
 
@@ -22,7 +22,6 @@ class ConnectionSession:
     security_protocol: str = "PLAINTEXT"
     principal: KafkaPrincipal = ANONYMOUS
     sasl: "SaslSession | None" = None  # on SASL_PLAINTEXT and SASL_SSL listeners
-    close: Callable[[], None] | None = None  # closes the connection (set by the socket server)
     close_after_response: bool = False  # a handler refused the client: close once its answer is out
 
 

@@ -18,12 +18,11 @@ from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.frame import decode_request_header, encode_response, encode_response_parts
 from pybroker.protocol.messages import ApiVersionsResponse
-from pybroker.protocol.primitives import FramePart
 from pybroker.server import sasl_gate
 from pybroker.server.sasl_session import SASL_PROTOCOLS
 from pybroker.server.context import ConnectionSession, RequestContext
 from pybroker.server.inter_broker_guard import GUARDED, InterBrokerGuard, refusal
-from pybroker.server.network import CloseConnection
+from pybroker.server.network import CloseConnection, FinalResponse, Response
 from pybroker.server.registry import ApiHandler
 
 if TYPE_CHECKING:
@@ -44,7 +43,7 @@ class Dispatcher:
         return self._broker.io
 
     async def dispatch(self, frame: memoryview, peer: str,
-                       session: ConnectionSession | None = None) -> bytes | list[FramePart] | None:
+                       session: ConnectionSession | None = None) -> Response:
         if session is not None and session.security_protocol in SASL_PROTOCOLS:
             answer = await sasl_gate.before_header(self._broker.sasl, session, frame, peer)
             if answer is not None:
@@ -62,8 +61,7 @@ class Dispatcher:
         context = RequestContext(self._broker, version, header.correlation_id, header.client_id, peer,
                                  int(time.time() * 1000), session if session is not None else ConnectionSession())
         if session is not None and (sasl_refusal := sasl_gate.refusal(session, key, request, context.now_ms)):
-            sasl_gate.close_soon(session)
-            return encode_response_parts(header.correlation_id, key, version, sasl_refusal)
+            return FinalResponse(encode_response_parts(header.correlation_id, key, version, sasl_refusal))
         if key not in GUARDED:
             # Until start-up finished: ApiVersions (stateless, every connection's first) and the SASL
             # exchange are answered, controller requests wait for the registration only, the others
@@ -88,11 +86,10 @@ class Dispatcher:
                 metrics.observe_request(key, started)
             if key == ApiKey.FETCH and response is not None:
                 metrics.record_fetch(version, request, response)
-        if context.session.close_after_response:
-            sasl_gate.close_soon(context.session)
         if response is None:
             return None
-        return encode_response_parts(header.correlation_id, key, version, response)
+        parts = encode_response_parts(header.correlation_id, key, version, response)
+        return FinalResponse(parts) if context.session.close_after_response else parts
 
     def _unsupported_api_versions(self, correlation_id: int) -> bytes:
         own = self.handlers[ApiKey.API_VERSIONS]

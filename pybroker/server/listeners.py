@@ -13,21 +13,25 @@ from pybroker.common.config import BrokerConfig
 from pybroker.common.listeners import TLS_PROTOCOLS, Endpoint, Listeners
 from pybroker.security.principal import PrincipalMapper
 from pybroker.security.tls import broker_settings, client_context, server_context
+from pybroker.server.sasl_session import SASL_PROTOCOLS, listener_value
 from pybroker.server.socket_server import ListenerSpec
 
 DEFAULT_ADVERTISED_HOST = "localhost"
 
 
 def listener_specs(config: BrokerConfig) -> list[ListenerSpec]:
-    """Every listener of ``listeners``, with a TLS context and principal rules on SSL and SASL_SSL ones."""
+    """Every listener of ``listeners``, with a TLS context and principal rules on SSL and SASL_SSL ones,
+    and the frame limit before authentication on SASL ones."""
     specs = []
     for endpoint in config.listener_set.bound:
+        sasl_limit = listener_value(config, endpoint.listener, "sasl.server.max.receive.size") \
+            if endpoint.security_protocol in SASL_PROTOCOLS else None
         if not endpoint.uses_tls:
-            specs.append(ListenerSpec(endpoint))
+            specs.append(ListenerSpec(endpoint, sasl_max_receive_size=sasl_limit))
             continue
         settings = broker_settings(config, endpoint.listener, endpoint.security_protocol)
         rules = settings.text("ssl.principal.mapping.rules") or "DEFAULT"
-        specs.append(ListenerSpec(endpoint, server_context(settings), PrincipalMapper(rules)))
+        specs.append(ListenerSpec(endpoint, server_context(settings), PrincipalMapper(rules), sasl_limit))
     return specs
 
 

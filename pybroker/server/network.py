@@ -39,7 +39,7 @@ import logging
 import os
 import socket
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from pybroker.common.io_executor import IoExecutor
 from pybroker.common.log_limit import LogLimiter
@@ -61,6 +61,18 @@ UNBOUNDED = 2**31 - 1
 
 class CloseConnection(Exception):
     """Raised by the dispatcher when Kafka would drop the connection (e.g. unknown API key)."""
+
+
+@dataclass(frozen=True, slots=True)
+class FinalResponse:
+    """A response after which the connection closes (a client refused by SASL, as Kafka closes it
+    after an ILLEGAL_SASL_STATE answer): written in its turn, then the transport closed, which
+    still flushes what was written."""
+
+    parts: bytes | list[FramePart]
+
+
+Response = bytes | list[FramePart] | FinalResponse | None
 
 
 @dataclass(eq=False)
@@ -124,15 +136,20 @@ def leave_request_queue() -> None:
 
 class KafkaConnection(asyncio.Protocol):
     def __init__(self, dispatcher: "Dispatcher", *, max_frame_size: int, max_in_flight: int,
-                 connections: set["KafkaConnection"], zero_copy: bool = True, queue: RequestQueue | None = None):
+                 connections: set["KafkaConnection"], zero_copy: bool = True, queue: RequestQueue | None = None,
+                 frame_limit: Callable[[], int | None] | None = None):
+        """``frame_limit``, when given, is asked before each read for a lower frame size limit than
+        ``max_frame_size`` that applies now (a SASL connection before it authenticated), or None."""
         self._dispatcher = dispatcher
         self._zero_copy = zero_copy
         self._socket_fd = -1
         self._decoder = FrameDecoder(max_frame_size)
+        self._max_frame_size = max_frame_size
+        self._frame_limit = frame_limit
         self._max_in_flight = max_in_flight
         self._connections = connections
         self._queue = queue if queue is not None else RequestQueue()
-        self._pending: collections.deque[asyncio.Future[bytes | list[FramePart] | None]] = collections.deque()
+        self._pending: collections.deque[asyncio.Future[Response]] = collections.deque()
         self._backlog: collections.deque[memoryview] = collections.deque()  # decoded, not yet dispatched
         self._out: collections.deque[FramePart] = collections.deque()  # rest of the response being written
         self._io: IoExecutor | None = dispatcher.io
@@ -185,6 +202,9 @@ class KafkaConnection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self._active = True
+        if self._frame_limit is not None:
+            limit = self._frame_limit()
+            self._decoder.max_frame_size = self._max_frame_size if limit is None else min(limit, self._max_frame_size)
         try:
             frames = self._decoder.feed(data)
         except (FrameTooLarge, DecodeError) as exc:
@@ -283,7 +303,7 @@ class KafkaConnection(asyncio.Protocol):
                 break
             self._dispatch(backlog.popleft())
 
-    def _on_task_done(self, slot: RequestSlot, _: asyncio.Future[bytes | list[FramePart] | None]) -> None:
+    def _on_task_done(self, slot: RequestSlot, _: asyncio.Future[Response]) -> None:
         slot.release()
         self._write_ready()
 
@@ -313,6 +333,10 @@ class KafkaConnection(asyncio.Protocol):
                     self.close()
                     return
                 response = future.result()
+                if isinstance(response, FinalResponse):
+                    self._send(response.parts if isinstance(response.parts, list) else [response.parts])
+                    self.close()
+                    return
                 if isinstance(response, bytes):
                     self._transport.write(response)
                     self._active = True

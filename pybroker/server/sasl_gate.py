@@ -1,8 +1,8 @@
 """The dispatcher's SASL checks, kept out of the dispatcher: what a SASL connection may send before
 it is authenticated (sasl_session.py has the states), and the v0 exchange of bare tokens.
 
-A refused request closes the connection after its answer: the session's ``close_after_response``
-asks for that, and `close_soon` makes it happen once the answer was handed to the transport.
+A refused request closes the connection after its answer: the dispatcher returns that answer as a
+``FinalResponse``, which the connection writes in its turn and then closes.
 """
 
 from __future__ import annotations
@@ -79,12 +79,3 @@ def refusal(session: ConnectionSession, api_key: int, request: Message, now_ms: 
     response.error_code = ErrorCode.ILLEGAL_SASL_STATE  # type: ignore[attr-defined]
     session.close_after_response = True
     return response
-
-
-def close_soon(session: ConnectionSession) -> None:
-    """Close the connection once the answer being returned now was written: the connection's
-    done-callback writes it in the loop turn after this one, the close runs in the turn after that
-    (transport.close flushes what was written)."""
-    if session.close is not None:
-        loop = asyncio.get_running_loop()
-        loop.call_soon(loop.call_soon, session.close)

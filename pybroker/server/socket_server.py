@@ -100,6 +100,7 @@ class ListenerSpec:
     endpoint: Endpoint
     tls: ssl.SSLContext | None = None
     principals: PrincipalMapper | None = None
+    sasl_max_receive_size: int | None = None  # frames before SASL authentication (sasl.server.max.receive.size)
 
 
 class SocketServer:
@@ -214,9 +215,11 @@ class SocketServer:
 
     def _new_connection(self, ip: str, spec: ListenerSpec) -> KafkaConnection:
         session = ConnectionSession(spec.endpoint.listener, spec.endpoint.security_protocol)
+        limit = spec.sasl_max_receive_size
         return _TrackedConnection(self, ip, spec, session, _SessionDispatcher(self._dispatcher, session),
                                   max_frame_size=self._max_frame_size, max_in_flight=self._max_in_flight,
-                                  connections=self.connections, queue=self.queue, zero_copy=spec.tls is None)
+                                  connections=self.connections, queue=self.queue, zero_copy=spec.tls is None,
+                                  frame_limit=None if limit is None else lambda: _pre_authentication(session, limit))
 
     def connection_closed(self, ip: str) -> None:
         self.open_count -= 1
@@ -241,6 +244,12 @@ class SocketServer:
                     limited_log.log(logging.INFO, reason, "Closing connection from %s: %s passed", connection.peer,
                                     reason)
                     connection.close()
+
+
+def _pre_authentication(session: ConnectionSession, limit: int) -> int | None:
+    """A SASL connection's frame limit: ``sasl.server.max.receive.size`` until it authenticated, so a
+    client that has not logged in cannot make the broker buffer a socket.request.max.bytes frame."""
+    return None if session.sasl is not None and session.sasl.authenticated else limit
 
 
 class _SessionDispatcher:
@@ -268,7 +277,6 @@ class _TrackedConnection(KafkaConnection):
         self._ip = ip
         self._spec = spec
         self.session = session
-        session.close = self.close  # a refused SASL client is closed after its answer
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)

@@ -44,6 +44,7 @@ from pybroker.client.errors import KafkaConnectionError, KafkaTimeoutError
 from pybroker.client.sasl import authenticate
 from pybroker.client.wire import ClientWire
 from tests.integration.broker_process import REPO, BrokerProcess
+from tests.integration.test_hostile_clients import closed_by_broker
 
 ADMIN = ("admin", "admin-secret")
 JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
@@ -279,6 +280,22 @@ def test_oversized_token_closes_without_reading_it(sasl_broker):
         await connection.close()
 
     run(go())
+
+
+def test_a_large_frame_before_authentication_is_refused_at_its_size_prefix(tmp_path: Path):
+    """Before authenticating, a client may not make the broker buffer more than
+    sasl.server.max.receive.size: a frame declaring 50 MB (under socket.request.max.bytes) is
+    refused when its size prefix arrives, not after the broker has read it. (A broker of its own:
+    the closing log line is rate-limited per reason.)"""
+    broker = BrokerProcess(tmp_path, SASL_OVERRIDES).start()
+    host, port = broker.bootstrap.split(":")
+    try:
+        with socket.create_connection((host, int(port)), timeout=10) as sock:
+            sock.sendall(struct.pack(">i", 50_000_000) + b"\0" * 64)
+            assert broker.wait_for_log(r"frame of 50000000 bytes exceeds the maximum of 524288 bytes")
+            assert closed_by_broker(sock, 10)
+    finally:
+        broker.kill()
 
 
 def test_client_that_stops_after_the_handshake_is_closed_when_idle(sasl_broker):
