@@ -144,6 +144,10 @@ _KEYS: list[ConfigKey] = [
     ConfigKey("sasl.jaas.config", "password", None, "JAAS login module options, e.g. org.apache.kafka.common.security.plain.PlainLoginModule required username=\"admin\" password=\"...\" user_alice=\"...\";"),
     ConfigKey("sasl.server.max.receive.size", "int", 524288, "Largest frame accepted before a SASL connection is authenticated.", at_least(1)),
     ConfigKey("connections.max.reauth.ms", "long", 0, "Session lifetime of a SASL connection (KIP-368): past it, the client must re-authenticate or is disconnected; 0 = unlimited.", at_least(0)),
+    # Authorization (ACLs)
+    ConfigKey("authorizer.class.name", "string", "", "The authorizer: kafka.security.authorizer.AclAuthorizer or org.apache.kafka.metadata.authorizer.StandardAuthorizer (the same rules); empty: none, ACL APIs answer SECURITY_DISABLED."),
+    ConfigKey("super.users", "string", None, "Principals allowed everything, whatever the ACLs say, separated by semicolons (User:admin;User:broker)."),
+    ConfigKey("allow.everyone.if.no.acl.found", "boolean", False, "Allow a request on a resource that has no ACL at all."),
     ConfigKey("connection.failed.authentication.delay.ms", "int", 100, "Delay of the answer to a failed authentication, after which the connection is closed.", at_least(0)),
     ConfigKey("num.network.threads", "int", 3, "Accepted for compatibility; pybroker serves all connections on one event loop.", at_least(1)),
     ConfigKey("num.io.threads", "int", 8, "Accepted for compatibility; pybroker serves all connections on one event loop.", at_least(1)),

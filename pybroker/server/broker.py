@@ -16,6 +16,7 @@ from pybroker.common.listeners import Endpoint
 from pybroker.controller.embedded import EmbeddedMetadata
 from pybroker.controller.errors import InvalidTopicConfigError
 from pybroker.controller.metadata import BrokerInfo, ClusterMetadata, TopicInfo
+from pybroker.controller.acl_store import AclStore, FileAclStore, ZkAclStore
 from pybroker.controller.scram_store import FileScramStore, ScramCredentialStore
 from pybroker.log.config import LogConfig
 from pybroker.log.manager import (
@@ -25,6 +26,7 @@ from pybroker.log.manager import (
     LogManager,
 )
 from pybroker.replication.manager import ReplicaManager
+from pybroker.server.authorization import build_authorizer
 from pybroker.server.dispatcher import Dispatcher
 from pybroker.server.fetch_sessions import FetchSessionCache
 from pybroker.server.group_service import GroupService
@@ -70,6 +72,12 @@ class Broker:
         # SCRAM credentials: the embedded store is read now, ZooKeeper's once its session is up.
         self.scram_credentials: ScramCredentialStore = \
             FileScramStore(config.log_dirs[0]) if self.zk_mode is None else self.zk_mode.scram_credentials
+        # ACLs: None without authorizer.class.name; the store fills the authorizer before serving.
+        self.authorizer = build_authorizer(config)
+        self.acl_store: AclStore | None = None
+        if self.authorizer is not None:
+            self.acl_store = FileAclStore(config.log_dirs[0], self.authorizer) if self.zk_mode is None \
+                else ZkAclStore(self.zk_mode.zk, self.authorizer)
         self.dispatcher = Dispatcher(self, ALL_HANDLERS)
         self.socket_server = SocketServer(config, self.dispatcher)
         # Off (None) unless metrics.port is set, so the request path pays nothing for unscraped counters.
@@ -104,6 +112,8 @@ class Broker:
                 delete_topic_enable=self.config["delete.topic.enable"])
         metadata.add_listener(self._on_topic_change)
         self.metadata = metadata
+        if self.acl_store is not None:
+            await self.acl_store.start()
         self.serving.set()
         for name, info in metadata.topics().items():
             self._on_topic_change(name, info)

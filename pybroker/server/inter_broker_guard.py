@@ -2,8 +2,11 @@
 controller) and ControlledShutdown (a broker, to the controller).
 
 WriteTxnMarkers is not guarded: besides transaction coordinators, Kafka's Admin.abortTransaction
-(KIP-664) sends it from clients, and a Kafka broker without an authorizer serves it to anyone; the
-ClusterAction ACL will gate it once the authorizer exists.
+(KIP-664) sends it from clients, and a Kafka broker without an authorizer serves it to anyone; with
+an authorizer its handler requires ClusterAction.
+
+With an authorizer (``authorizer.class.name``) every guarded request first needs ClusterAction on
+the cluster (brokers are normally ``super.users``); the checks below still follow.
 
 Kafka lets them through a ClusterAction ACL on the inter-broker listener. Until pybroker separates
 listeners and has ACL enforcement, a request passes only when everything it claims can be checked
@@ -56,6 +59,8 @@ from pybroker.protocol.messages import (
     UpdateMetadataResponse,
 )
 from pybroker.protocol.schema import Message
+from pybroker.security.acl import AclOperation
+from pybroker.server.authorization import authorize_cluster
 
 if TYPE_CHECKING:
     from pybroker.server.context import RequestContext
@@ -79,7 +84,10 @@ class InterBrokerGuard:
         self._resolved: dict[str, tuple[float, frozenset[str]]] = {}
 
     async def check(self, ctx: "RequestContext", key: int, request: Message) -> ErrorCode:
-        """NONE when ``request`` (of API ``key``, one of GUARDED) may be served."""
+        """NONE when ``request`` (of API ``key``, one of GUARDED) may be served. With an authorizer
+        the principal needs ClusterAction on the cluster first, as in Kafka."""
+        if ctx.broker.authorizer is not None and not authorize_cluster(ctx, AclOperation.CLUSTER_ACTION):
+            return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
         if isinstance(request, (LeaderAndIsrRequest, UpdateMetadataRequest, StopReplicaRequest)):
             return await self.controller_request(ctx, request.controller_id, request.controller_epoch,
                                                  request.broker_epoch)

@@ -1,0 +1,85 @@
+"""What handlers ask the authorizer (Kafka's AuthHelper), and which APIs ask nothing.
+
+Without ``authorizer.class.name`` the broker has no authorizer and every check passes, as in
+Kafka. With one, a handler checks its request where KafkaApis does, through `authorize` (one
+resource), `allowed_names` (a batch of topics or groups, each decided once) and
+`authorized_operations` (the bit field of Metadata, DescribeCluster and DescribeGroups). The
+principal is the connection's (``User:ANONYMOUS`` on a PLAINTEXT listener, a principal like any
+other); the host is the client's IP address, as Kafka matches ACL hosts.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Iterable
+
+from pybroker.common.config import BrokerConfig
+from pybroker.protocol.api_keys import ApiKey
+from pybroker.security.acl import CLUSTER_NAME, RESOURCE_OPERATIONS, AclOperation, ResourceType
+from pybroker.security.authorizer import Authorizer, authorizer_enabled, parse_super_users
+
+if TYPE_CHECKING:
+    from pybroker.server.context import RequestContext
+
+# Kafka's APIs that check no ACL: the connection handshake, the lookups every client needs before
+# it may be refused anything, and the APIs that check something else (the principal's own
+# credentials or quotas, a group's membership). FindCoordinator checks Describe on the group or
+# transactional id it looks up, so it is not here.
+NO_ACL_APIS = frozenset({
+    ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE,
+})
+
+
+def build_authorizer(config: BrokerConfig) -> Authorizer | None:
+    """The configured authorizer, None without one; ConfigError naming the key for a bad setting."""
+    if not authorizer_enabled(config["authorizer.class.name"]):
+        return None
+    return Authorizer(parse_super_users(config["super.users"]), config["allow.everyone.if.no.acl.found"])
+
+
+def client_ip(ctx: "RequestContext") -> str:
+    """The client's address as Kafka's ACL hosts name it ("10.0.0.1", "::1"), from "ip:port"."""
+    host = ctx.client_host.rpartition(":")[0] or ctx.client_host
+    host = host.strip("[]")
+    return host[7:] if host.startswith("::ffff:") and "." in host else host
+
+
+def authorize(ctx: "RequestContext", operation: AclOperation, resource_type: ResourceType,
+              name: str = CLUSTER_NAME) -> bool:
+    authorizer = ctx.broker.authorizer
+    if authorizer is None:
+        return True
+    return authorizer.authorize(ctx.session.principal, client_ip(ctx), operation, resource_type, name)
+
+
+def authorize_cluster(ctx: "RequestContext", operation: AclOperation) -> bool:
+    return authorize(ctx, operation, ResourceType.CLUSTER, CLUSTER_NAME)
+
+
+def allowed_names(ctx: "RequestContext", operation: AclOperation, resource_type: ResourceType,
+                  names: Iterable[str]) -> set[str]:
+    """The names (each decided once) the principal may do ``operation`` on."""
+    unique = set(names)
+    authorizer = ctx.broker.authorizer
+    if authorizer is None:
+        return unique
+    principal, host = ctx.session.principal, client_ip(ctx)
+    return {name for name in unique if authorizer.authorize(principal, host, operation, resource_type, name)}
+
+
+def authorize_by_resource_type(ctx: "RequestContext", operation: AclOperation, resource_type: ResourceType) -> bool:
+    authorizer = ctx.broker.authorizer
+    if authorizer is None:
+        return True
+    return authorizer.authorize_by_resource_type(ctx.session.principal, client_ip(ctx), operation, resource_type)
+
+
+# Kafka's "not requested / not computed" value of authorized_operations fields.
+OPERATIONS_NOT_REQUESTED = -2147483648
+
+
+def authorized_operations(ctx: "RequestContext", resource_type: ResourceType, name: str = CLUSTER_NAME) -> int:
+    """The resource's authorized_operations field: every operation of its type without an authorizer."""
+    authorizer = ctx.broker.authorizer
+    if authorizer is None:
+        return sum(1 << operation for operation in RESOURCE_OPERATIONS[resource_type])
+    return authorizer.authorized_operations(ctx.session.principal, client_ip(ctx), resource_type, name)
