@@ -16,6 +16,7 @@ EXIT_BROKEN_PIPE = 1
 #: subcommand -> (module under pybroker.admin, one-line help); modules are imported on use only.
 TOOLS: dict[str, tuple[str, str]] = {
     "topics": ("topics", "create, list, describe, alter and delete topics (kafka-topics.sh)"),
+    "acls": ("acls", "add, remove and list ACLs (kafka-acls.sh)"),
     "broker-api-versions": ("api_versions", "print the API versions each broker supports "
                                             "(kafka-broker-api-versions.sh)"),
     "get-offsets": ("get_offsets", "print partition offsets by time (kafka-get-offsets.sh)"),
