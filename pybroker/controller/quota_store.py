@@ -1,0 +1,176 @@
+"""Where client quota configs live, in Kafka's stored form.
+
+An entity is ``(user, client-id)``, each part a sanitized name (Kafka's Sanitizer), ``<default>``
+for the default entity, or None when the entity has no such part. Its config maps quota keys to
+their text values.
+
+- ZooKeeper mode: ``/config/users/<user>``, ``/config/clients/<client-id>`` and
+  ``/config/users/<user>/clients/<client-id>`` hold ``{"version":1,"config":{...}}`` and every change
+  is announced by ``/config/changes/config_change_<seq>`` with ``{"version":2,"entity_path":
+  "users/<user>/clients/<client-id>"}`` (AdminZkClient.changeConfigs). A user's node is shared with
+  its SCRAM credentials (scram_store.py): a write keeps every key that is not a quota key. Every
+  broker re-reads the entity a new notification names, so a change applies without a restart.
+- Single node: ``pybroker-client-quotas.json`` beside the embedded metadata document, replaced
+  whole (temp, fsync, rename).
+
+Reads are from memory; ``listeners`` are told of every entity whose quotas changed.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from typing import Callable, Mapping, Protocol
+
+from pybroker.common.client_quotas import QUOTA_KEYS
+from pybroker.controller import zk_paths as zp
+from pybroker.controller.scram_store import desanitize, sanitize
+from pybroker.controller.zk_client import ZkClient, ZkEvent
+
+log = logging.getLogger("pybroker.metadata")
+
+CONFIG_USERS = "/config/users"
+CONFIG_CLIENTS = "/config/clients"
+QUOTAS_FILE = "pybroker-client-quotas.json"
+_WATCH = "client-quota-changes"
+
+#: (sanitized user or "<default>" or None, sanitized client id or "<default>" or None)
+Entity = tuple[str | None, str | None]
+Listener = Callable[[Entity, Mapping[str, str]], None]
+
+__all__ = ["ClientQuotaStore", "Entity", "FileQuotaStore", "ZkQuotaStore", "desanitize", "entity_path", "sanitize"]
+
+
+def entity_path(entity: Entity) -> str:
+    """``users/<u>``, ``clients/<c>`` or ``users/<u>/clients/<c>`` (the notification's entity_path)."""
+    user, client = entity
+    if user is not None and client is not None:
+        return f"users/{user}/clients/{client}"
+    if user is not None:
+        return f"users/{user}"
+    assert client is not None
+    return f"clients/{client}"
+
+
+def parse_entity_path(path: str) -> Entity | None:
+    parts = path.split("/")
+    if len(parts) == 2 and parts[0] == "users":
+        return parts[1], None
+    if len(parts) == 2 and parts[0] == "clients":
+        return None, parts[1]
+    if len(parts) == 4 and parts[0] == "users" and parts[2] == "clients":
+        return parts[1], parts[3]
+    return None
+
+
+def quota_keys_of(config: Mapping[str, str]) -> dict[str, str]:
+    return {k: v for k, v in config.items() if k in QUOTA_KEYS}
+
+
+class ClientQuotaStore(Protocol):
+    listeners: list[Listener]
+
+    def all(self) -> Mapping[Entity, Mapping[str, str]]: ...
+
+    async def set_quotas(self, entity: Entity, config: Mapping[str, str]) -> None:
+        """Replace the entity's quota keys (empty: it has no quotas left)."""
+
+
+class _Cache:
+    def __init__(self) -> None:
+        self.entities: dict[Entity, dict[str, str]] = {}
+        self.listeners: list[Listener] = []
+
+    def all(self) -> Mapping[Entity, Mapping[str, str]]:
+        return self.entities
+
+    def _store(self, entity: Entity, config: Mapping[str, str]) -> None:
+        config = quota_keys_of(config)
+        if config == self.entities.get(entity, {}):
+            return
+        if config:
+            self.entities[entity] = config
+        else:
+            self.entities.pop(entity, None)
+        for listener in self.listeners:
+            listener(entity, config)
+
+
+class FileQuotaStore(_Cache):
+    """The single-node store."""
+
+    def __init__(self, data_dir: str) -> None:
+        super().__init__()
+        self._path = os.path.join(data_dir, QUOTAS_FILE)
+        try:
+            with open(self._path, encoding="utf-8") as handle:
+                document = json.load(handle)
+        except FileNotFoundError:
+            return
+        for path, config in document.get("entities", {}).items():
+            entity = parse_entity_path(path)
+            if entity is not None:
+                self.entities[entity] = quota_keys_of({str(k): str(v) for k, v in config.items()})
+
+    async def set_quotas(self, entity: Entity, config: Mapping[str, str]) -> None:
+        entities = {entity_path(e): c for e, c in self.entities.items() if e != entity}
+        if config:
+            entities[entity_path(entity)] = dict(config)
+        tmp = self._path + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as handle:
+            json.dump({"version": 1, "entities": entities}, handle, indent=1, sort_keys=True)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, self._path)
+        self._store(entity, config)
+
+
+class ZkQuotaStore(_Cache):
+    """The ZooKeeper store: a cache of the quota keys under /config/users and /config/clients."""
+
+    def __init__(self, zk: ZkClient) -> None:
+        super().__init__()
+        self._zk = zk
+        self._seen: set[str] = set()
+        zk.on(_WATCH, self._on_changes)
+
+    async def start(self) -> None:
+        await self._zk.ensure_paths(CONFIG_USERS, CONFIG_CLIENTS, zp.CONFIG_CHANGES)
+        self._seen = set(await self._zk.children(zp.CONFIG_CHANGES, watch=_WATCH))
+        for client in await self._zk.children(CONFIG_CLIENTS):
+            await self._reload((None, client))
+        for user in await self._zk.children(CONFIG_USERS):
+            await self._reload((user, None))
+            for client in await self._zk.children(f"{CONFIG_USERS}/{user}/clients"):
+                await self._reload((user, client))
+
+    async def set_quotas(self, entity: Entity, config: Mapping[str, str]) -> None:
+        path = f"/config/{entity_path(entity)}"
+        node = await self._zk.get(path)
+        merged = {k: v for k, v in (zp.decode_topic_config(node[0]) if node else {}).items() if k not in QUOTA_KEYS}
+        merged.update(config)
+        data = zp.encode_topic_config(merged)
+        if node is None:
+            await self._zk.create(path, data, makepath=True)
+        else:
+            await self._zk.set(path, data)
+        notification = json.dumps({"version": 2, "entity_path": entity_path(entity)}, separators=(",", ":")).encode()
+        await self._zk.create(f"{zp.CONFIG_CHANGES}/{zp.CONFIG_CHANGE_PREFIX}", notification, sequence=True)
+        self._store(entity, config)
+
+    async def _on_changes(self, _: ZkEvent) -> None:
+        children = await self._zk.children(zp.CONFIG_CHANGES, watch=_WATCH)
+        for name in sorted(set(children) - self._seen):
+            self._seen.add(name)
+            node = await self._zk.get(f"{zp.CONFIG_CHANGES}/{name}")
+            if node is None:
+                continue
+            kind, rest = zp.decode_config_change(node[0])
+            entity = parse_entity_path(f"{kind}/{rest}")
+            if entity is not None:
+                await self._reload(entity)
+
+    async def _reload(self, entity: Entity) -> None:
+        node = await self._zk.get(f"/config/{entity_path(entity)}")
+        self._store(entity, zp.decode_topic_config(node[0]) if node else {})
