@@ -139,10 +139,20 @@ _KEYS: list[ConfigKey] = [
     ConfigKey("ssl.principal.mapping.rules", "string", "DEFAULT", "Rules mapping a client certificate's distinguished name to a principal name (RULE:pattern/replacement/[LU],...,DEFAULT)."),
     # SASL (SASL_PLAINTEXT and SASL_SSL listeners); per listener as listener.name.<name>.<key>, and
     # listener.name.<name>.<mechanism>.sasl.jaas.config for each mechanism's JAAS options
-    ConfigKey("sasl.enabled.mechanisms", "list", ["GSSAPI"], "SASL mechanisms a SASL listener offers: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (Kafka's default GSSAPI is refused at start-up)."),
+    ConfigKey("sasl.enabled.mechanisms", "list", ["GSSAPI"], "SASL mechanisms a SASL listener offers: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER (Kafka's default GSSAPI is refused at start-up)."),
     ConfigKey("sasl.mechanism.inter.broker.protocol", "string", "GSSAPI", "Mechanism brokers use on a SASL inter-broker listener, with the username/password of that listener's JAAS config."),
     ConfigKey("sasl.jaas.config", "password", None, "JAAS login module options, e.g. org.apache.kafka.common.security.plain.PlainLoginModule required username=\"admin\" password=\"...\" user_alice=\"...\";"),
     ConfigKey("sasl.server.max.receive.size", "int", 524288, "Largest frame accepted before a SASL connection is authenticated.", at_least(1)),
+    ConfigKey("sasl.server.callback.handler.class", "string", None, "OAUTHBEARER's validator (as listener.name.<l>.oauthbearer.sasl.server.callback.handler.class): Kafka's OAuthBearerValidatorCallbackHandler (JWT against sasl.oauthbearer.jwks.endpoint.url) or OAuthBearerUnsecuredValidatorCallbackHandler; unset: JWT when a JWKS URL is set, else unsecured."),
+    # OAUTHBEARER token validation; also per listener and mechanism as listener.name.<l>.oauthbearer.<key>
+    ConfigKey("sasl.oauthbearer.jwks.endpoint.url", "string", None, "JSON Web Key Set (file:// or http(s)://) whose keys sign OAUTHBEARER tokens; unset: Kafka's unsecured validator (alg none, development only)."),
+    ConfigKey("sasl.oauthbearer.jwks.endpoint.refresh.ms", "long", 3600000, "How often the JWKS is read again (also at once for an unknown key id).", at_least(0)),
+    ConfigKey("sasl.oauthbearer.jwks.endpoint.retry.backoff.ms", "long", 100, "Least time between two early JWKS reads (unknown key ids, unanswered fetches).", at_least(0)),
+    ConfigKey("sasl.oauthbearer.expected.audience", "list", [], "Audiences of which a token's aud claim must name one (empty: aud not checked)."),
+    ConfigKey("sasl.oauthbearer.expected.issuer", "string", None, "The iss claim a token must carry (unset: not checked)."),
+    ConfigKey("sasl.oauthbearer.sub.claim.name", "string", "sub", "Claim holding the principal name."),
+    ConfigKey("sasl.oauthbearer.scope.claim.name", "string", "scope", "Claim holding the token's scope."),
+    ConfigKey("sasl.oauthbearer.clock.skew.seconds", "int", 30, "Clock skew allowed when checking a token's exp.", at_least(0)),
     ConfigKey("connections.max.reauth.ms", "long", 0, "Session lifetime of a SASL connection (KIP-368): past it, the client must re-authenticate or is disconnected; 0 = unlimited.", at_least(0)),
     # Authorization (ACLs)
     ConfigKey("authorizer.class.name", "string", "", "The authorizer: kafka.security.authorizer.AclAuthorizer or org.apache.kafka.metadata.authorizer.StandardAuthorizer (the same rules); empty: none, ACL APIs answer SECURITY_DISABLED."),

@@ -15,13 +15,15 @@ handshake; answering then costs nothing and tells a misconfigured client what ha
 larger than ``sasl.server.max.receive.size`` before authentication close the connection.
 
 `SaslAuthenticator` is the broker-wide part: the mechanisms enabled per listener, their user
-databases (JAAS options for PLAIN, the SCRAM credential store) and the timing keys.
+databases (JAAS options for PLAIN, the SCRAM credential store), OAUTHBEARER's token validator
+and the timing keys.
 """
 
 from __future__ import annotations
 
 import enum
 import secrets
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -31,6 +33,9 @@ from pybroker.protocol.api_keys import ApiKey
 from pybroker.security.principal import USER_TYPE, KafkaPrincipal
 from pybroker.security.sasl import SaslAuthenticationError, SaslError, SaslServer
 from pybroker.security.sasl.jaas import JaasConfigError, jaas_config_for, plain_users
+from pybroker.security.sasl.jwt_validator import JwtValidator, KeySet, jwt_settings
+from pybroker.security.sasl.oauthbearer import MECHANISM as OAUTHBEARER
+from pybroker.security.sasl.oauthbearer import OAuthBearerServer, TokenValidator, UnsecuredValidator
 from pybroker.security.sasl.plain import MECHANISM as PLAIN
 from pybroker.security.sasl.plain import PlainServer
 from pybroker.security.sasl.scram import MECHANISMS as SCRAM_MECHANISMS
@@ -39,7 +44,12 @@ from pybroker.security.sasl.scram import ScramCredential, ScramServer
 if TYPE_CHECKING:
     from pybroker.controller.scram_store import ScramCredentialStore
 
-SUPPORTED = (PLAIN, *SCRAM_MECHANISMS)
+SUPPORTED = (PLAIN, *SCRAM_MECHANISMS, OAUTHBEARER)
+_VALIDATOR_CLASS = "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler"
+_UNSECURED_CLASS = ("org.apache.kafka.common.security.oauthbearer.internals.unsecured."
+                    "OAuthBearerUnsecuredValidatorCallbackHandler")
+_OAUTH_KEYS = ("jwks.endpoint.url", "jwks.endpoint.refresh.ms", "jwks.endpoint.retry.backoff.ms",
+               "expected.audience", "expected.issuer", "sub.claim.name", "scope.claim.name", "clock.skew.seconds")
 SASL_PROTOCOLS = frozenset({"SASL_PLAINTEXT", "SASL_SSL"})
 
 
@@ -59,6 +69,16 @@ def listener_value(config: BrokerConfig, listener: str, key: str) -> Any:
     return config[key]
 
 
+def mechanism_value(config: BrokerConfig, listener: str, mechanism: str, key: str) -> tuple[str, Any]:
+    """(the key that set it, value): ``listener.name.<l>.<mechanism>.<key>`` over ``listener_value``."""
+    prefixed = f"{LISTENER_PREFIX}{listener.lower()}.{mechanism.lower()}.{key}"
+    if prefixed in config.raw:
+        return prefixed, BrokerConfig({key: config.raw[prefixed]})[key]
+    if f"{LISTENER_PREFIX}{listener.lower()}.{key}" in config.raw:
+        return f"{LISTENER_PREFIX}{listener.lower()}.{key}", listener_value(config, listener, key)
+    return key, config[key]
+
+
 @dataclass(frozen=True)
 class ListenerSasl:
     """One SASL listener's settings, checked at start-up."""
@@ -67,6 +87,7 @@ class ListenerSasl:
     plain_users: dict[str, str]
     reauth_ms: int
     max_receive_size: int
+    oauth: TokenValidator | None = None
 
 
 class SaslAuthenticator:
@@ -75,6 +96,7 @@ class SaslAuthenticator:
         self._credentials = credentials
         self._secret = secrets.token_bytes(32)  # seeds unknown users' fake SCRAM credentials
         self.failed_delay_ms: int = config["connection.failed.authentication.delay.ms"]
+        self._key_sets: dict[str, KeySet] = {}  # one per JWKS location, shared by listeners
         self.listeners: dict[str, ListenerSasl] = {
             endpoint.listener: self._listener(config, endpoint.listener)
             for endpoint in config.listener_set.bound if endpoint.security_protocol in SASL_PROTOCOLS}
@@ -89,6 +111,9 @@ class SaslAuthenticator:
         if settings is None:
             return None
         mechanism = config["sasl.mechanism.inter.broker.protocol"]
+        if mechanism == OAUTHBEARER:
+            raise ConfigError("Invalid value OAUTHBEARER for configuration sasl.mechanism.inter.broker.protocol: "
+                              "pybroker's brokers log in to each other with PLAIN or SCRAM only")
         if mechanism not in settings.mechanisms:
             raise ConfigError(f"Invalid value {mechanism} for configuration sasl.mechanism.inter.broker.protocol: "
                               f"sasl.mechanism.inter.broker.protocol must be included in sasl.enabled.mechanisms "
@@ -104,8 +129,7 @@ class SaslAuthenticator:
                               f"password=\"...\" for {mechanism}")
         return SaslCredentials(mechanism, options["username"], options["password"])
 
-    @staticmethod
-    def _listener(config: BrokerConfig, listener: str) -> ListenerSasl:
+    def _listener(self, config: BrokerConfig, listener: str) -> ListenerSasl:
         mechanisms = tuple(listener_value(config, listener, "sasl.enabled.mechanisms"))
         key = f"listener.name.{listener.lower()}.sasl.enabled.mechanisms"
         for mechanism in mechanisms:
@@ -125,8 +149,39 @@ class SaslAuthenticator:
                 raise ConfigError(f"Missing configuration listener.name.{listener.lower()}.plain.sasl.jaas.config: "
                                   f"PLAIN is enabled on listener {listener} but no user_<name>=\"<password>\" "
                                   "option is set")
+        oauth = self._oauth_validator(config, listener) if OAUTHBEARER in mechanisms else None
         return ListenerSasl(mechanisms, users, listener_value(config, listener, "connections.max.reauth.ms"),
-                            listener_value(config, listener, "sasl.server.max.receive.size"))
+                            listener_value(config, listener, "sasl.server.max.receive.size"), oauth)
+
+    def _oauth_validator(self, config: BrokerConfig, listener: str) -> TokenValidator:
+        """Kafka's validator choice: the callback handler class, else (pybroker) JWT when a JWKS URL is
+        set, else the unsecured validator with its JAAS options."""
+        class_key, handler = mechanism_value(config, listener, OAUTHBEARER, "sasl.server.callback.handler.class")
+        lookup = {name: mechanism_value(config, listener, OAUTHBEARER, f"sasl.oauthbearer.{name}")
+                  for name in _OAUTH_KEYS}
+        url_key, url = lookup["jwks.endpoint.url"]
+        if handler not in (None, _VALIDATOR_CLASS, _UNSECURED_CLASS):
+            raise ConfigError(f"Invalid value {handler} for configuration {class_key}: pybroker has Kafka's "
+                              f"{_VALIDATOR_CLASS} and {_UNSECURED_CLASS} only")
+        if handler == _VALIDATOR_CLASS or (handler is None and url):
+            if not url:
+                raise ConfigError(f"Missing configuration {url_key}: {_VALIDATOR_CLASS} needs a JWKS endpoint")
+            settings = jwt_settings({name: value for name, (_, value) in lookup.items()})
+            if url not in self._key_sets:
+                try:
+                    self._key_sets[url] = KeySet(url, settings.refresh_ms, settings.retry_backoff_ms)
+                except ValueError as exc:
+                    raise ConfigError(f"Invalid value {url} for configuration {url_key}: {exc}") from None
+            return JwtValidator(settings, self._key_sets[url])
+        try:
+            entry = jaas_config_for(config.raw, listener, OAUTHBEARER)
+        except JaasConfigError as exc:
+            raise ConfigError(str(exc)) from None
+        try:
+            return UnsecuredValidator.from_options(entry.options if entry is not None else {})
+        except ValueError as exc:
+            raise ConfigError(f"Invalid value for configuration listener.name.{listener.lower()}.oauthbearer"
+                              f".sasl.jaas.config: {exc}") from None
 
     def session(self, listener: str) -> "SaslSession | None":
         settings = self.listeners.get(listener)
@@ -135,6 +190,9 @@ class SaslAuthenticator:
     def server(self, settings: ListenerSasl, mechanism: str) -> SaslServer:
         if mechanism == PLAIN:
             return PlainServer(settings.plain_users.get)
+        if mechanism == OAUTHBEARER:
+            assert settings.oauth is not None
+            return OAuthBearerServer(settings.oauth, lambda: int(time.time() * 1000))
         scram = SCRAM_MECHANISMS[mechanism]
         return ScramServer(scram, lambda user: self._scram_credential(user, mechanism), self._secret)
 

@@ -35,6 +35,7 @@ NOT_FROM_HANDLERS = {
     "pybroker.security.sasl.SaslAuthenticationError": "SaslAuthenticate answers SASL_AUTHENTICATION_FAILED itself",
     "pybroker.security.sasl.SaslCredentialError": "turned into SaslAuthenticationError by the SASL session",
     "pybroker.security.sasl.jaas.JaasConfigError": "start-up config checks and client properties only",
+    "pybroker.security.sasl.oauthbearer.InvalidToken": "OAUTHBEARER answers it with its error challenge",
     "pybroker.client.sasl.SaslConfigError": "client properties (--command-config) only",
     "pybroker.controller.zk_writer.StateConflict": "the controller's own ISR-race signal, caught by its partition state machine",
     "pybroker.records.record_scan._GiveUp": "caught inside record_scan: the pure-Python walk then runs and names the fault",
