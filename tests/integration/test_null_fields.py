@@ -323,9 +323,20 @@ def nulls_broker(tmp_path) -> Iterator[BrokerProcess]:
     process.kill()
 
 
-def test_no_advertised_api_answers_null_where_kafka_never_does(nulls_broker: BrokerProcess) -> None:
-    client = WireClient(nulls_broker.bootstrap)
-    found: list[str] = []
+@dataclass(frozen=True)
+class Answer:
+    """One advertised (API, version): the request sent and the decoded answer, or why there is none."""
+
+    api_key: int
+    version: int
+    request: Any
+    response: Any | None
+    failure: str | None
+
+
+def advertised_answers(bootstrap: str) -> Iterator[Answer]:
+    """Send a schema-built request for every (API, version) the broker advertises; the answers in order."""
+    client = WireClient(bootstrap)
     try:
         advertised = client.request(ApiVersionsRequest(), 3, ApiVersionsResponse).api_keys
         scene = _scene(client)
@@ -336,13 +347,22 @@ def test_no_advertised_api_answers_null_where_kafka_never_does(nulls_broker: Bro
                 try:
                     response = client.request(request, version, RESPONSE_CLASSES[key.api_key])
                 except (OSError, DecodeError) as e:  # e.g. the broker failed to encode a null non-nullable field
-                    found.append(f"{ApiKey(key.api_key).name} v{version}: no decodable answer ({e!r})")
+                    yield Answer(key.api_key, version, request, None, repr(e))
                     client.close()
-                    client = WireClient(nulls_broker.bootstrap)
+                    client = WireClient(bootstrap)
                     continue
-                found += unexpected_nulls(key.api_key, version, request, response)
+                yield Answer(key.api_key, version, request, response, None)
     finally:
         client.close()
+
+
+def test_no_advertised_api_answers_null_where_kafka_never_does(nulls_broker: BrokerProcess) -> None:
+    found: list[str] = []
+    for answer in advertised_answers(nulls_broker.bootstrap):
+        if answer.failure is not None:
+            found.append(f"{ApiKey(answer.api_key).name} v{answer.version}: no decodable answer ({answer.failure})")
+        else:
+            found += unexpected_nulls(answer.api_key, answer.version, answer.request, answer.response)
     assert found == []
 
 

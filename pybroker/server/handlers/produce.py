@@ -29,11 +29,11 @@ from pybroker.server.network import leave_request_queue
 from pybroker.server.registry import api
 
 PartitionResponse = ProduceResponse.PartitionProduceResponse
-FIRST_BATCH_V2_VERSION = 3
 FIRST_ZSTD_VERSION = 7
 
 
-@api(ApiKey.PRODUCE, 0, 11)
+# From v3, as Kafka 4.0 (KIP-896): v0-2 carry message formats v0/v1, which this broker does not write.
+@api(ApiKey.PRODUCE, 3, 11)
 async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceResponse | None:
     responses = []
     replicating: dict[tuple[str, int], int] = {}
@@ -82,8 +82,6 @@ def _replication_error_code(exc: Exception) -> ErrorCode:
 def _produce_partition(ctx: RequestContext, request: ProduceRequest, topic: str,
                        data: ProduceRequest.PartitionProduceData,
                        replicating: dict[tuple[str, int], int]) -> PartitionResponse:
-    if ctx.api_version < FIRST_BATCH_V2_VERSION:
-        return _error(data.index, ErrorCode.UNSUPPORTED_VERSION, "Produce v0-2 (message format v0/v1) is not supported")
     if request.acks not in (0, 1, -1):
         return _error(data.index, ErrorCode.INVALID_REQUIRED_ACKS, None)
     if topic in INTERNAL_TOPICS:  # Kafka's appendToLocalLog for clients: only coordinators write these

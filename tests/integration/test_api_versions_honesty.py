@@ -1,0 +1,148 @@
+"""ApiVersions tells the truth: what it advertises is answered, what it leaves out is refused as Kafka refuses it.
+
+Every (API, version) the broker advertises gets a schema-built request (the null-fields test's machinery) and must
+come back as a decodable answer that does not say UNSUPPORTED_VERSION. Every other API key in Kafka's specs, and
+every served API one version past what is advertised, closes the connection without an answer: Kafka's
+SocketServer.parseRequestHeader throws InvalidRequestException for an API key or version its ApiVersionManager
+does not enable, and the processor closes that connection. ApiVersions itself is the exception (KIP-511), answered
+at v0 with UNSUPPORTED_VERSION; test_bad_input covers that.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import struct
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from pybroker.protocol.api_keys import REQUEST_VERSIONS, ApiKey
+from pybroker.protocol.error_codes import ErrorCode
+from pybroker.protocol.frame import encode_request
+from pybroker.protocol.messages import REQUEST_CLASSES, ApiVersionsRequest, ApiVersionsResponse, RequestHeader
+from pybroker.protocol.schema import Struct
+from tests.integration.broker_process import BrokerProcess
+from tests.integration.test_bad_input import WireClient, metadata_ok
+from tests.integration.test_null_fields import advertised_answers
+
+# Why each API key in the specs that a ZooKeeper-mode pybroker does not serve is left out.
+NOT_SERVED: dict[int, str] = {
+    ApiKey.ALTER_REPLICA_LOG_DIRS: "JBOD (issue 19 item 2)",
+    ApiKey.DESCRIBE_LOG_DIRS: "JBOD (issue 19 item 2)",
+    ApiKey.CREATE_DELEGATION_TOKEN: "delegation tokens are not implemented",
+    ApiKey.RENEW_DELEGATION_TOKEN: "delegation tokens are not implemented",
+    ApiKey.EXPIRE_DELEGATION_TOKEN: "delegation tokens are not implemented",
+    ApiKey.DESCRIBE_DELEGATION_TOKEN: "delegation tokens are not implemented",
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: "quotas (security issue)",
+    ApiKey.ALTER_CLIENT_QUOTAS: "quotas (security issue)",
+    ApiKey.VOTE: "KRaft controllers only",
+    ApiKey.BEGIN_QUORUM_EPOCH: "KRaft controllers only",
+    ApiKey.END_QUORUM_EPOCH: "KRaft controllers only",
+    ApiKey.DESCRIBE_QUORUM: "KRaft only",
+    ApiKey.ALTER_PARTITION: "ISR changes go through ZooKeeper (issue 19 item 3)",
+    ApiKey.UPDATE_FEATURES: "issue 19 item 4",
+    ApiKey.ENVELOPE: "KRaft request forwarding only",
+    ApiKey.FETCH_SNAPSHOT: "KRaft only",
+    ApiKey.BROKER_REGISTRATION: "KRaft controllers only",
+    ApiKey.BROKER_HEARTBEAT: "KRaft controllers only",
+    ApiKey.UNREGISTER_BROKER: "KRaft only",
+    ApiKey.ALLOCATE_PRODUCER_IDS: "producer-id blocks come from ZooKeeper (issue 19 item 3)",
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: "KIP-848 groups (own issue)",
+    ApiKey.CONSUMER_GROUP_DESCRIBE: "KIP-848 groups (own issue)",
+    ApiKey.CONTROLLER_REGISTRATION: "KRaft controllers only",
+    ApiKey.GET_TELEMETRY_SUBSCRIPTIONS: "client telemetry (issue 19 item 5)",
+    ApiKey.PUSH_TELEMETRY: "client telemetry (issue 19 item 5)",
+    ApiKey.ASSIGN_REPLICAS_TO_DIRS: "KRaft controllers only",
+    ApiKey.LIST_CLIENT_METRICS_RESOURCES: "client telemetry (issue 19 item 5)",
+    ApiKey.SHARE_GROUP_HEARTBEAT: "share groups (own issue)",
+    ApiKey.SHARE_GROUP_DESCRIBE: "share groups (own issue)",
+    ApiKey.SHARE_FETCH: "share groups (own issue)",
+    ApiKey.SHARE_ACKNOWLEDGE: "share groups (own issue)",
+    ApiKey.ADD_RAFT_VOTER: "KRaft controllers only",
+    ApiKey.REMOVE_RAFT_VOTER: "KRaft controllers only",
+    ApiKey.UPDATE_RAFT_VOTER: "KRaft controllers only",
+    ApiKey.INITIALIZE_SHARE_GROUP_STATE: "share groups (own issue)",
+    ApiKey.READ_SHARE_GROUP_STATE: "share groups (own issue)",
+    ApiKey.WRITE_SHARE_GROUP_STATE: "share groups (own issue)",
+    ApiKey.DELETE_SHARE_GROUP_STATE: "share groups (own issue)",
+    ApiKey.READ_SHARE_GROUP_STATE_SUMMARY: "share groups (own issue)",
+}
+
+
+@pytest.fixture(scope="module")
+def honesty_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    process = BrokerProcess(tmp_path_factory.mktemp("honesty"), {"group.initial.rebalance.delay.ms": "0"}).start()
+    yield process
+    process.kill()
+
+
+def advertised(bootstrap: str) -> dict[int, tuple[int, int]]:
+    client = WireClient(bootstrap)
+    try:
+        keys = client.request(ApiVersionsRequest(), 3, ApiVersionsResponse).api_keys
+    finally:
+        client.close()
+    return {key.api_key: (key.min_version, key.max_version) for key in keys}
+
+
+def error_codes(message: Any) -> Iterator[int]:
+    """Every error code in an answer, at any depth."""
+    for field in dataclasses.fields(message):
+        value = getattr(message, field.name)
+        if field.name == "error_code":
+            yield value
+        for item in value if isinstance(value, list) else [value]:
+            if isinstance(item, Struct):
+                yield from error_codes(item)
+
+
+def closes_without_answer(bootstrap: str, api_key: int, version: int) -> bool:
+    """Send a request for `api_key` at `version` (the body is the spec's default at the nearest valid version)."""
+    low, high = REQUEST_VERSIONS[api_key]
+    body_version = min(max(version, low), high)
+    header = RequestHeader(request_api_key=api_key, request_api_version=body_version, correlation_id=7,
+                           client_id="honesty")
+    frame = bytearray(encode_request(header, REQUEST_CLASSES[api_key](), body_version))
+    frame[6:8] = struct.pack(">h", version)
+    client = WireClient(bootstrap)
+    try:
+        client.sock.sendall(bytes(frame))
+        return client.is_closed_by_peer()
+    finally:
+        client.close()
+
+
+def test_every_advertised_version_is_within_kafkas_specs(honesty_broker: BrokerProcess) -> None:
+    for api_key, (low, high) in advertised(honesty_broker.bootstrap).items():
+        spec_low, spec_high = REQUEST_VERSIONS[api_key]
+        assert spec_low <= low <= high <= spec_high, ApiKey(api_key).name
+
+
+def test_every_advertised_api_and_version_is_answered(honesty_broker: BrokerProcess) -> None:
+    unanswered = []
+    for answer in advertised_answers(honesty_broker.bootstrap):
+        name = f"{ApiKey(answer.api_key).name} v{answer.version}"
+        if answer.failure is not None:
+            unanswered.append(f"{name}: {answer.failure}")
+        elif ErrorCode.UNSUPPORTED_VERSION in set(error_codes(answer.response)):
+            unanswered.append(f"{name}: UNSUPPORTED_VERSION")
+    assert unanswered == [], "\n".join(unanswered)
+
+
+def test_every_api_key_not_advertised_has_a_reason_and_closes_the_connection(honesty_broker: BrokerProcess) -> None:
+    served = advertised(honesty_broker.bootstrap)
+    missing = sorted(set(ApiKey) - set(served))
+    assert [ApiKey(key).name for key in missing if key not in NOT_SERVED] == []
+    still_open = [ApiKey(key).name for key in missing
+                  if not closes_without_answer(honesty_broker.bootstrap, key, REQUEST_VERSIONS[key][0])]
+    assert still_open == []
+    assert metadata_ok(honesty_broker.bootstrap)
+
+
+def test_a_version_past_the_advertised_range_closes_the_connection(honesty_broker: BrokerProcess) -> None:
+    served = advertised(honesty_broker.bootstrap)
+    still_open = [ApiKey(key).name for key, (_, high) in served.items()
+                  if key != ApiKey.API_VERSIONS and not closes_without_answer(honesty_broker.bootstrap, key, high + 1)]
+    assert still_open == []
+    assert metadata_ok(honesty_broker.bootstrap)
