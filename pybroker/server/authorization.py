@@ -29,6 +29,42 @@ NO_ACL_APIS = frozenset({
 })
 
 
+# The APIs whose handlers ask the authorizer, with what they check (KafkaApis' checks).
+CHECKED_APIS: dict[int, str] = {
+    ApiKey.PRODUCE: "Write on each topic; Write on the transactional id",
+    ApiKey.FETCH: "Read on each topic (consumers); ClusterAction (followers)",
+    ApiKey.LIST_OFFSETS: "Describe on each topic",
+    ApiKey.METADATA: "Describe on each topic (unlisted or TOPIC_AUTHORIZATION_FAILED); Create to auto-create",
+    ApiKey.LEADER_AND_ISR: "ClusterAction", ApiKey.STOP_REPLICA: "ClusterAction",
+    ApiKey.UPDATE_METADATA: "ClusterAction", ApiKey.CONTROLLED_SHUTDOWN: "ClusterAction",
+    ApiKey.WRITE_TXN_MARKERS: "ClusterAction",
+    ApiKey.INIT_PRODUCER_ID: "Write on the transactional id; IdempotentWrite or Write on some topic",
+    ApiKey.FIND_COORDINATOR: "Describe on the group or transactional id",
+    ApiKey.JOIN_GROUP: "Read on the group", ApiKey.SYNC_GROUP: "Read on the group",
+    ApiKey.HEARTBEAT: "Read on the group", ApiKey.LEAVE_GROUP: "Read on the group",
+    ApiKey.DESCRIBE_GROUPS: "Describe on each group",
+    ApiKey.OFFSET_COMMIT: "Read on the group and each topic",
+    ApiKey.OFFSET_FETCH: "Describe on each group (not yet the topics)",
+    ApiKey.ADD_PARTITIONS_TO_TXN: "Write on the transactional id (not yet the topics)",
+    ApiKey.ADD_OFFSETS_TO_TXN: "Write on the transactional id (not yet the group)",
+    ApiKey.END_TXN: "Write on the transactional id",
+    ApiKey.TXN_OFFSET_COMMIT: "Write on the transactional id, Read on the group (not yet the topics)",
+    ApiKey.DESCRIBE_ACLS: "Describe on the cluster", ApiKey.CREATE_ACLS: "Alter on the cluster",
+    ApiKey.DELETE_ACLS: "Alter on the cluster",
+}
+
+# Served but not checked yet, said plainly: with an authorizer these still answer everyone.
+NOT_YET_CHECKED = frozenset({
+    ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS, ApiKey.CREATE_PARTITIONS, ApiKey.DESCRIBE_CONFIGS,
+    ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS, ApiKey.DESCRIBE_CLUSTER, ApiKey.LIST_GROUPS,
+    ApiKey.DELETE_GROUPS, ApiKey.OFFSET_DELETE, ApiKey.DESCRIBE_PRODUCERS, ApiKey.DESCRIBE_TRANSACTIONS,
+    ApiKey.LIST_TRANSACTIONS, ApiKey.ELECT_LEADERS, ApiKey.ALTER_PARTITION_REASSIGNMENTS,
+    ApiKey.LIST_PARTITION_REASSIGNMENTS, ApiKey.DESCRIBE_TOPIC_PARTITIONS, ApiKey.DELETE_RECORDS,
+    ApiKey.OFFSET_FOR_LEADER_EPOCH, ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
+    ApiKey.DESCRIBE_CLIENT_QUOTAS, ApiKey.ALTER_CLIENT_QUOTAS,
+})
+
+
 def build_authorizer(config: BrokerConfig) -> Authorizer | None:
     """The configured authorizer, None without one; ConfigError naming the key for a bad setting."""
     if not authorizer_enabled(config["authorizer.class.name"]):

@@ -32,6 +32,8 @@ from pybroker.protocol.messages import (
     SyncGroupRequest,
     SyncGroupResponse,
 )
+from pybroker.security.acl import AclOperation, ResourceType
+from pybroker.server.authorization import allowed_names, authorize
 from pybroker.server.context import RequestContext
 from pybroker.server.error_mapping import error_code_for
 from pybroker.server.network import leave_request_queue
@@ -93,6 +95,12 @@ async def _find_one(ctx: RequestContext, key: str, key_type: int) -> FindCoordin
                                                    error_message="")
 
     broker = ctx.broker
+    # Kafka's checks: Describe on the group or transactional id looked up.
+    if key_type == KEY_TYPE_GROUP and not authorize(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, key):
+        return failed(ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    if key_type == KEY_TYPE_TRANSACTION and not authorize(ctx, AclOperation.DESCRIBE,
+                                                          ResourceType.TRANSACTIONAL_ID, key):
+        return failed(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     if key_type == KEY_TYPE_TRANSACTION:
         try:
             await broker.txns.topic.ensure()
@@ -117,6 +125,8 @@ async def _find_one(ctx: RequestContext, key: str, key_type: int) -> FindCoordin
 
 @api(ApiKey.JOIN_GROUP, 0, 9)
 async def join_group(ctx: RequestContext, request: JoinGroupRequest) -> JoinGroupResponse:
+    if not authorize(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return join_error(ErrorCode.GROUP_AUTHORIZATION_FAILED, request.member_id, ctx.api_version)
     join = JoinRequest(request, ctx.api_version, ctx.client_id or "", client_host(ctx))
     coordinator = ctx.broker.groups.coordinator
     return await coordinate(ctx, [request.group_id], lambda waiter, now: coordinator.join_group(waiter, join, now),
@@ -126,6 +136,8 @@ async def join_group(ctx: RequestContext, request: JoinGroupRequest) -> JoinGrou
 @api(ApiKey.SYNC_GROUP, 0, 5)
 async def sync_group(ctx: RequestContext, request: SyncGroupRequest) -> SyncGroupResponse:
     coordinator = ctx.broker.groups.coordinator
+    if not authorize(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return SyncGroupResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
     return await coordinate(ctx, [request.group_id], lambda waiter, now: coordinator.sync_group(waiter, request, now),
                             lambda code: SyncGroupResponse(error_code=code))
 
@@ -133,6 +145,8 @@ async def sync_group(ctx: RequestContext, request: SyncGroupRequest) -> SyncGrou
 @api(ApiKey.HEARTBEAT, 0, 4)
 async def heartbeat(ctx: RequestContext, request: HeartbeatRequest) -> HeartbeatResponse:
     coordinator = ctx.broker.groups.coordinator
+    if not authorize(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return HeartbeatResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
     return await coordinate(ctx, [request.group_id], lambda waiter, now: coordinator.heartbeat(waiter, request, now),
                             lambda code: HeartbeatResponse(error_code=code))
 
@@ -140,6 +154,8 @@ async def heartbeat(ctx: RequestContext, request: HeartbeatRequest) -> Heartbeat
 @api(ApiKey.LEAVE_GROUP, 0, 5)
 async def leave_group(ctx: RequestContext, request: LeaveGroupRequest) -> LeaveGroupResponse:
     coordinator = ctx.broker.groups.coordinator
+    if not authorize(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return LeaveGroupResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
     return await coordinate(ctx, [request.group_id],
                             lambda waiter, now: coordinator.leave_group(waiter, request, ctx.api_version, now),
                             lambda code: LeaveGroupResponse(error_code=code))
@@ -148,7 +164,10 @@ async def leave_group(ctx: RequestContext, request: LeaveGroupRequest) -> LeaveG
 @api(ApiKey.DESCRIBE_GROUPS, 0, 5)
 async def describe_groups(ctx: RequestContext, request: DescribeGroupsRequest) -> DescribeGroupsResponse:
     service = ctx.broker.groups
+    allowed = allowed_names(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, request.groups)
     return DescribeGroupsResponse(groups=[
+        DescribeGroupsResponse.DescribedGroup(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, group_id=group_id)
+        if group_id not in allowed else
         service.coordinator.describe_group(group_id, ctx.api_version, request.include_authorized_operations)
         if service.owns(group_id) else
         DescribeGroupsResponse.DescribedGroup(error_code=service.not_owned_error(group_id), group_id=group_id)

@@ -11,8 +11,11 @@ from __future__ import annotations
 from pybroker.log import PartitionLog
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.messages import ListOffsetsRequest, ListOffsetsResponse
+from pybroker.protocol.error_codes import ErrorCode
 from pybroker.replication.errors import NotLeaderError
 from pybroker.server.context import RequestContext
+from pybroker.security.acl import AclOperation, ResourceType
+from pybroker.server.authorization import allowed_names
 from pybroker.server.error_mapping import error_code_for
 from pybroker.server.registry import api
 
@@ -30,7 +33,13 @@ CONSUMER_REPLICA_ID = -1
 @api(ApiKey.LIST_OFFSETS, 1, 10)
 async def handle(ctx: RequestContext, request: ListOffsetsRequest) -> ListOffsetsResponse:
     topics = []
+    allowed = allowed_names(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, (t.name for t in request.topics))
     for topic in request.topics:
+        if topic.name not in allowed:  # Kafka's check: Describe on each topic
+            partitions = [PartitionResponse(partition_index=p.partition_index, timestamp=-1, offset=-1,
+                                            error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED) for p in topic.partitions]
+            topics.append(ListOffsetsResponse.ListOffsetsTopicResponse(name=topic.name, partitions=partitions))
+            continue
         partitions = [await _list_partition(ctx, request, topic.name, p) for p in topic.partitions]
         topics.append(ListOffsetsResponse.ListOffsetsTopicResponse(name=topic.name, partitions=partitions))
     return ListOffsetsResponse(throttle_time_ms=0, topics=topics)

@@ -5,7 +5,8 @@ An unknown topic named in the request is created when both the request (v4+) and
 `is_internal` (clients leave them out by `exclude.internal.topics`), as Kafka's does. Topics are
 asked for by id from v12; v10 and v11 carry the field but, as in Kafka, a request using it (or a
 null name) is refused with INVALID_REQUEST for every topic.
-An answer in which every topic exists is kept encoded (`metadata_cache`) and sent again as long
+With an authorizer, topics the principal may not Describe are left out or refused (see
+`_authorized_answer`). An answer in which every topic exists is kept encoded (`metadata_cache`) and sent again as long
 as the metadata it describes is unchanged. Brokers are listed with their endpoints of the listener
 the request came in on; a broker without that listener is left out, as in Kafka.
 """
@@ -18,6 +19,8 @@ from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.frame import EncodedBody
 from pybroker.protocol.messages import MetadataRequest, MetadataResponse
+from pybroker.security.acl import AclOperation, ResourceType
+from pybroker.server.authorization import allowed_names, authorize, authorize_cluster, authorized_operations
 from pybroker.server.context import RequestContext
 from pybroker.server.error_mapping import error_code_for
 from pybroker.server.metadata_cache import RequestedTopics, answer_cache, resolve
@@ -37,6 +40,8 @@ async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataRespo
     if not all_topics and version < FIRST_TOPIC_ID_VERSION and any(
             t.name is None or t.topic_id != ZERO_UUID for t in request.topics):
         return _invalid_request(request)
+    if ctx.broker.authorizer is not None:
+        return await _authorized_answer(ctx, request, all_topics)
     requested: RequestedTopics = None if all_topics else tuple((t.name, t.topic_id) for t in request.topics)
     cache = answer_cache(metadata)
     shape = (ApiKey.METADATA, version, ctx.listener)
@@ -55,6 +60,42 @@ async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataRespo
         return EncodedBody(version, body)
     topics = [await _lookup(ctx, t, request.allow_auto_topic_creation, live) for t in request.topics]
     return _response(metadata, topics, ctx.listener)
+
+
+async def _authorized_answer(ctx: RequestContext, request: MetadataRequest, all_topics: bool) -> MetadataResponse:
+    """The answer under an authorizer (never cached: it depends on the principal), as KafkaApis
+    builds it: all topics means those the principal may Describe; a named topic it may not Describe
+    is TOPIC_AUTHORIZATION_FAILED, and so is an unknown one it would auto-create without Create on
+    the cluster or the topic; authorized_operations filled when asked for."""
+    metadata = ctx.broker.metadata
+    live = {b.broker_id for b in metadata.brokers()}
+    topics: list[Topic] = []
+    if all_topics:
+        infos = sorted(metadata.topics().items())
+        allowed = allowed_names(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, (name for name, _ in infos))
+        topics = [_describe(info, live) for name, info in infos if name in allowed]
+    else:
+        creating = request.allow_auto_topic_creation and ctx.broker.config["auto.create.topics.enable"]
+        for requested in request.topics:
+            info = resolve(metadata, requested.name, requested.topic_id)
+            name = info.name if info is not None else requested.name
+            if name is not None and not authorize(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, name):
+                topics.append(Topic(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=requested.name,
+                                    topic_id=requested.topic_id))
+            elif name is not None and info is None and creating and not topic_name_error(name) and not (
+                    authorize_cluster(ctx, AclOperation.CREATE)
+                    or authorize(ctx, AclOperation.CREATE, ResourceType.TOPIC, name)):
+                topics.append(Topic(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=name))
+            else:
+                topics.append(await _lookup(ctx, requested, request.allow_auto_topic_creation, live))
+    response = _response(metadata, topics, ctx.listener)
+    if request.include_topic_authorized_operations:
+        for topic in response.topics:
+            if topic.error_code == ErrorCode.NONE and topic.name is not None:
+                topic.topic_authorized_operations = authorized_operations(ctx, ResourceType.TOPIC, topic.name)
+    if request.include_cluster_authorized_operations:
+        response.cluster_authorized_operations = authorized_operations(ctx, ResourceType.CLUSTER)
+    return response
 
 
 def _response(metadata: ClusterMetadata, topics: list[Topic], listener: str) -> MetadataResponse:

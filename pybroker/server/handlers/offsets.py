@@ -23,6 +23,8 @@ from pybroker.protocol.messages import (
     OffsetFetchRequest,
     OffsetFetchResponse,
 )
+from pybroker.security.acl import AclOperation, ResourceType
+from pybroker.server.authorization import allowed_names, authorize
 from pybroker.server.context import RequestContext
 from pybroker.server.handlers.groups import coordinate
 from pybroker.server.registry import api
@@ -42,18 +44,29 @@ def _known_topics(ctx: RequestContext, topics: list[Any]) -> list[Any]:
     return kept
 
 
-def _merge(requested: list[Any], answered: list[Any], topic_cls: Any, partition_cls: Any) -> list[Any]:
-    """Answers in request order; partitions the coordinator never saw are unknown."""
+def _merge(requested: list[Any], answered: list[Any], topic_cls: Any, partition_cls: Any,
+           refused: frozenset[str] | set[str] = frozenset()) -> list[Any]:
+    """Answers in request order; partitions the coordinator never saw are unknown, those of
+    ``refused`` topics TOPIC_AUTHORIZATION_FAILED."""
     codes = {(t.name, p.partition_index): p.error_code for t in answered for p in t.partitions}
     return [topic_cls(name=t.name, partitions=[partition_cls(
         partition_index=p.partition_index,
-        error_code=codes.get((t.name, p.partition_index), ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+        error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED if t.name in refused else
+        codes.get((t.name, p.partition_index), ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
         for p in t.partitions]) for t in requested]
 
 
 @api(ApiKey.OFFSET_COMMIT, 2, 9)
 async def offset_commit(ctx: RequestContext, request: OffsetCommitRequest) -> OffsetCommitResponse:
-    known_topics = _known_topics(ctx, request.topics)
+    # Kafka's checks: Read on the group (else every partition GROUP_AUTHORIZATION_FAILED), Read on each topic.
+    if not authorize(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return OffsetCommitResponse(topics=[OffsetCommitResponse.OffsetCommitResponseTopic(
+            name=t.name, partitions=[OffsetCommitResponse.OffsetCommitResponsePartition(
+                partition_index=p.partition_index, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
+                for p in t.partitions]) for t in request.topics])
+    allowed = allowed_names(ctx, AclOperation.READ, ResourceType.TOPIC, (t.name for t in request.topics))
+    refused = {t.name for t in request.topics} - allowed
+    known_topics = _known_topics(ctx, [t for t in request.topics if t.name in allowed])
     known_request = dataclasses.replace(request, topics=known_topics)
     coordinator = ctx.broker.groups.coordinator
 
@@ -66,7 +79,7 @@ async def offset_commit(ctx: RequestContext, request: OffsetCommitRequest) -> Of
         ctx, [request.group_id], lambda waiter, now: coordinator.commit_offsets(waiter, known_request, now), failed)
     return OffsetCommitResponse(topics=_merge(request.topics, answered.topics,
                                               OffsetCommitResponse.OffsetCommitResponseTopic,
-                                              OffsetCommitResponse.OffsetCommitResponsePartition))
+                                              OffsetCommitResponse.OffsetCommitResponsePartition, refused))
 
 
 @api(ApiKey.OFFSET_FETCH, 1, 9)
@@ -74,8 +87,13 @@ async def offset_fetch(ctx: RequestContext, request: OffsetFetchRequest) -> Offs
     service = ctx.broker.groups
     await service.topic.ensure()
     coordinator = service.coordinator
+    # Kafka's check: Describe on each group (GROUP_AUTHORIZATION_FAILED); the topics' Describe is not checked yet.
     if ctx.api_version >= FIRST_BATCHED_FETCH_VERSION:
+        allowed = allowed_names(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, (g.group_id for g in request.groups))
         return OffsetFetchResponse(groups=[OffsetFetchResponse.OffsetFetchResponseGroup(
+            group_id=group.group_id, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
+            if group.group_id not in allowed else
+            OffsetFetchResponse.OffsetFetchResponseGroup(
             group_id=group.group_id,
             topics=_fetched(coordinator, group.group_id, group.topics, OffsetFetchResponse.OffsetFetchResponseTopics,
                             OffsetFetchResponse.OffsetFetchResponsePartitions, request.require_stable))
@@ -83,6 +101,8 @@ async def offset_fetch(ctx: RequestContext, request: OffsetFetchRequest) -> Offs
             OffsetFetchResponse.OffsetFetchResponseGroup(group_id=group.group_id,
                                                          error_code=service.not_owned_error(group.group_id))
             for group in request.groups])
+    if not authorize(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, request.group_id):
+        return OffsetFetchResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
     if not service.owns(request.group_id):
         return OffsetFetchResponse(error_code=service.not_owned_error(request.group_id))
     return OffsetFetchResponse(error_code=0, topics=_fetched(

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 from pybroker.coordinator.txn_coordinator import InitResult
 from pybroker.protocol.api_keys import ApiKey
+from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.messages import InitProducerIdRequest, InitProducerIdResponse
 from pybroker.server.context import RequestContext
 from pybroker.server.handlers.txn import fenced_code, txn_call
 from pybroker.server.registry import api
+from pybroker.security.acl import AclOperation, ResourceType
+from pybroker.server.authorization import authorize, authorize_by_resource_type, authorize_cluster
 
 FIRST_PRODUCER_FENCED_VERSION = 4
 
@@ -20,6 +23,16 @@ FIRST_PRODUCER_FENCED_VERSION = 4
 @api(ApiKey.INIT_PRODUCER_ID, 0, 5)
 async def handle(ctx: RequestContext, request: InitProducerIdRequest) -> InitProducerIdResponse:
     transactional_id = request.transactional_id
+    # Kafka's checks: Write on the transactional id; an idempotent producer needs IdempotentWrite on
+    # the cluster or Write on some topic.
+    if transactional_id is not None and not authorize(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID,
+                                                      transactional_id):
+        return InitProducerIdResponse(error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, producer_id=-1,
+                                      producer_epoch=-1)
+    if transactional_id is None and not (authorize_cluster(ctx, AclOperation.IDEMPOTENT_WRITE) or
+                                         authorize_by_resource_type(ctx, AclOperation.WRITE, ResourceType.TOPIC)):
+        return InitProducerIdResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, producer_id=-1,
+                                      producer_epoch=-1)
     if transactional_id is None:
         producer_id = await ctx.broker.metadata.allocate_producer_id()
         return InitProducerIdResponse(throttle_time_ms=0, error_code=0, producer_id=producer_id, producer_epoch=0)

@@ -33,6 +33,8 @@ from pybroker.protocol.messages import (
     WriteTxnMarkersRequest,
     WriteTxnMarkersResponse,
 )
+from pybroker.security.acl import AclOperation, ResourceType
+from pybroker.server.authorization import authorize, authorize_cluster
 from pybroker.server.context import RequestContext
 from pybroker.server.error_mapping import error_code_for
 from pybroker.server.group_service import OFFSETS_TOPIC
@@ -57,6 +59,8 @@ async def txn_call(ctx: RequestContext, transactional_id: str, operation: Callab
     service = ctx.broker.txns
     if not transactional_id:
         return ErrorCode.INVALID_REQUEST
+    if not authorize(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id):
+        return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED  # Kafka's check of every transactional call
     try:
         await service.topic.ensure()
         if not service.owns(transactional_id):
@@ -150,7 +154,11 @@ async def txn_offset_commit(ctx: RequestContext, request: TxnOffsetCommitRequest
     groups = ctx.broker.groups
     try:
         await groups.topic.ensure()
-        if not groups.owns(request.group_id):
+        if not authorize(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
+            codes = dict.fromkeys(wanted, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        elif not authorize(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id):
+            codes = dict.fromkeys(wanted, ErrorCode.GROUP_AUTHORIZATION_FAILED)
+        elif not groups.owns(request.group_id):
             codes = dict.fromkeys(wanted, groups.not_owned_error(request.group_id))
         else:
             codes = await ctx.broker.txns.commit_offsets(request)
@@ -168,7 +176,15 @@ async def txn_offset_commit(ctx: RequestContext, request: TxnOffsetCommitRequest
 @api(ApiKey.WRITE_TXN_MARKERS, 1, 1)
 async def write_txn_markers(ctx: RequestContext, request: WriteTxnMarkersRequest) -> WriteTxnMarkersResponse:
     results = []
+    refused = not authorize_cluster(ctx, AclOperation.CLUSTER_ACTION)  # Kafka: ClusterAction, else every partition
     for marker in request.markers:
+        if refused:
+            results.append(WriteTxnMarkersResponse.WritableTxnMarkerResult(producer_id=marker.producer_id, topics=[
+                WriteTxnMarkersResponse.WritableTxnMarkerTopicResult(name=t.name, partitions=[
+                    WriteTxnMarkersResponse.WritableTxnMarkerPartitionResult(
+                        partition_index=p, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+                    for p in t.partition_indexes]) for t in marker.topics]))
+            continue
         partitions = [(t.name, p) for t in marker.topics for p in t.partition_indexes]
         codes = await ctx.broker.txns.write_marker(marker.producer_id, marker.producer_epoch,
                                                    marker.coordinator_epoch, marker.transaction_result, partitions)

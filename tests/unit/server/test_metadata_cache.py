@@ -55,7 +55,7 @@ def with_partitions(info: TopicInfo, **changes: object) -> TopicInfo:
 
 
 def ask(metadata: FakeMetadata, request: MetadataRequest | DescribeTopicPartitionsRequest, version: int) -> bytes:
-    broker = SimpleNamespace(metadata=metadata, config={"auto.create.topics.enable": False})
+    broker = SimpleNamespace(metadata=metadata, config={"auto.create.topics.enable": False}, authorizer=None)
     ctx = RequestContext(broker, version, 1, "test", "127.0.0.1", 0)  # type: ignore[arg-type]
     api = handler if isinstance(request, MetadataRequest) else describe_topic_partitions
     answer = asyncio.run(api.handle.handle(ctx, request))
