@@ -24,6 +24,8 @@ from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.messages import FetchRequest, FetchResponse
 from pybroker.protocol.primitives import ZERO_UUID
 from pybroker.replication.errors import ReplicationError
+from pybroker.security.acl import AclOperation, ResourceType
+from pybroker.server.authorization import allowed_names, authorize_cluster
 from pybroker.server.context import RequestContext
 from pybroker.server.error_mapping import error_code_for
 from pybroker.server.fetch_sessions import PartitionKey, Requested
@@ -65,6 +67,7 @@ async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
     if context.error is not ErrorCode.NONE:
         return FetchResponse(throttle_time_ms=0, error_code=context.error, session_id=0, responses=[])
     wanted = _resolve(ctx, context.partitions)
+    _authorize(ctx, request, wanted)
     result = await _read_all_from_cache(ctx, request, wanted)
     _record_follower_fetch(ctx, request, result)
     deadline = time.monotonic() + request.max_wait_ms / 1000
@@ -81,6 +84,21 @@ async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
     if not all(included):
         result.partitions = [part for part, keep in zip(result.partitions, included) if keep]
     return FetchResponse(throttle_time_ms=0, error_code=0, session_id=session_id, responses=_group(ctx, result))
+
+
+def _authorize(ctx: RequestContext, request: FetchRequest, wanted: list[_Wanted]) -> None:
+    """Kafka's checks: a follower needs ClusterAction, a consumer Read on each topic; refused
+    partitions answer TOPIC_AUTHORIZATION_FAILED."""
+    if ctx.broker.authorizer is None:
+        return
+    named = {w.topic for w in wanted if w.error is ErrorCode.NONE}
+    if _replica_id(ctx, request) >= 0:
+        allowed = named if authorize_cluster(ctx, AclOperation.CLUSTER_ACTION) else set()
+    else:
+        allowed = allowed_names(ctx, AclOperation.READ, ResourceType.TOPIC, named)
+    for item in wanted:
+        if item.error is ErrorCode.NONE and item.topic not in allowed:
+            item.error = ErrorCode.TOPIC_AUTHORIZATION_FAILED
 
 
 def _uses_topic_ids(ctx: RequestContext) -> bool:

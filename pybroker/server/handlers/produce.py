@@ -24,6 +24,8 @@ from pybroker.records.errors import InvalidRecordError, RecordValidationError, U
 from pybroker.records.validation import ProducePolicy, max_decompressed_bytes, validate_produced_batch
 from pybroker.replication.errors import NotEnoughReplicasAfterAppendError, ReplicaTimeoutError
 from pybroker.server.context import RequestContext
+from pybroker.security.acl import AclOperation, ResourceType
+from pybroker.server.authorization import allowed_names, authorize
 from pybroker.server.error_mapping import error_code_for, error_message_for
 from pybroker.server.network import leave_request_queue
 from pybroker.server.registry import api
@@ -37,8 +39,14 @@ FIRST_ZSTD_VERSION = 7
 async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceResponse | None:
     responses = []
     replicating: dict[tuple[str, int], int] = {}
+    # Kafka's checks: Write on the transactional id for the whole request, Write on each topic.
+    authorized = allowed_names(ctx, AclOperation.WRITE, ResourceType.TOPIC, (t.name for t in request.topic_data))
+    refused = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED if request.transactional_id is not None and not \
+        authorize(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id) else None
     for topic in request.topic_data:
-        partitions = [_produce_partition(ctx, request, topic.name, data, replicating) for data in topic.partition_data]
+        code = refused or (None if topic.name in authorized else ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+        partitions = [_error(data.index, code, None) if code else
+                      _produce_partition(ctx, request, topic.name, data, replicating) for data in topic.partition_data]
         responses.append(ProduceResponse.TopicProduceResponse(name=topic.name, partition_responses=partitions))
     # flush.messages: as Kafka's synchronous flush, answer once the appended offsets are fsynced (off the loop).
     unflushed = await ctx.broker.log_manager.wait_flushed(
