@@ -119,11 +119,16 @@ class PyBroker(BrokerProcess):
     name = "pybroker"
     storage = "disk (temp log.dirs)"
 
-    def __init__(self, workdir: Path, overrides: dict[str, str] | None = None) -> None:
+    def __init__(self, workdir: Path, overrides: dict[str, str] | None = None,
+                 extra_listeners: tuple[str, ...] = ()) -> None:
+        """`extra_listeners`: security protocols (SSL, SASL_SSL, ...) served on free ports of their own beside
+        PLAINTEXT, which stays the readiness probe's and the inter-broker listener; `ports` has them all."""
         super().__init__(workdir)
         self.log_dir = workdir / "logs"
-        settings = {"broker.id": "0", "listeners": f"PLAINTEXT://{self.bootstrap}", "log.dirs": str(self.log_dir),
-                    **(overrides or {})}
+        self.ports = {"PLAINTEXT": self.port, **{name: free_port() for name in extra_listeners}}
+        listeners = ",".join(f"{name}://{HOST}:{port}" for name, port in self.ports.items())
+        settings = {"broker.id": "0", "listeners": listeners, "log.dirs": str(self.log_dir),
+                    **({"inter.broker.listener.name": "PLAINTEXT"} if extra_listeners else {}), **(overrides or {})}
         self.config = workdir / "server.properties"
         self.config.write_text("".join(f"{key}={value}\n" for key, value in settings.items()))
 

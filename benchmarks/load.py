@@ -18,7 +18,13 @@ from multiprocessing.synchronize import Barrier
 from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import (
+    AdminClient,
+    NewTopic,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialUpsertion,
+)
 
 Params = dict[str, Any]
 Result = dict[str, float]
@@ -45,9 +51,10 @@ def producer(bootstrap: str, **config: Any) -> Producer:
 
 
 def create_topic(bootstrap: str, topic: str, partitions: int, timeout: float, replicas: int = 1,
-                 config: dict[str, str] | None = None) -> None:
-    """Create `topic` and wait until every partition has a leader and all `replicas` in sync."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+                 config: dict[str, str] | None = None, client: dict[str, str] | None = None) -> None:
+    """Create `topic` and wait until every partition has a leader and all `replicas` in sync.
+    `client`: librdkafka security settings (security.protocol, sasl.*, ssl.*), as for every op."""
+    admin = AdminClient({"bootstrap.servers": bootstrap, **(client or {})})
     deadline = time.monotonic() + timeout
     while len(admin.list_topics(timeout=timeout).brokers) < replicas:  # a cluster's brokers register one by one
         if time.monotonic() > deadline:
@@ -79,7 +86,8 @@ def produce_all(client: Producer, topic: str, count: int, partitions: int, paylo
     return time.perf_counter() - start
 
 
-def consume_all(bootstrap: str, topic: str, count: int, partitions: int, timeout: float) -> float:
+def consume_all(bootstrap: str, topic: str, count: int, partitions: int, timeout: float,
+                client: dict[str, str] | None = None) -> float:
     """Read `count` messages from the beginning of every partition (assign, no group join); return msgs/s.
 
     The clock runs from the first batch received to the last, so librdkafka's start-up (metadata,
@@ -87,7 +95,7 @@ def consume_all(bootstrap: str, topic: str, count: int, partitions: int, timeout
     whenever its local queue is full, which otherwise caps both brokers at the same client-side rate.
     """
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "benchmarks", "enable.auto.commit": False,
-                         "fetch.queue.backoff.ms": 0})
+                         "fetch.queue.backoff.ms": 0, **(client or {})})
     consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
     got = first = 0
     deadline = time.perf_counter() + timeout
@@ -115,12 +123,39 @@ def warmup(p: Params) -> Result:
 
 
 def produce_consume(p: Params) -> Result:
-    """W1 then W2: produce `messages` with BATCHING and `codec`, then consume them all from the beginning."""
-    create_topic(p["bootstrap"], p["topic"], p["partitions"], p["timeout"])
-    client = producer(p["bootstrap"], **BATCHING, **{"compression.type": p["codec"]})
+    """W1 then W2: produce `messages` with BATCHING and `codec`, then consume them all from the beginning
+    (over the security settings in `client`, if any: W9)."""
+    security = p.get("client", {})
+    create_topic(p["bootstrap"], p["topic"], p["partitions"], p["timeout"], client=security)
+    client = producer(p["bootstrap"], **BATCHING, **{"compression.type": p["codec"]}, **security)
     produced = produce_all(client, p["topic"], p["messages"], p["partitions"], PAYLOAD, p["timeout"])
-    consumed = consume_all(p["bootstrap"], p["topic"], p["messages"], p["partitions"], p["timeout"])
+    consumed = consume_all(p["bootstrap"], p["topic"], p["messages"], p["partitions"], p["timeout"], security)
     return {"produce": p["messages"] / produced, "consume": consumed}
+
+
+def scram_user(p: Params) -> Result:
+    """Create SCRAM credentials `user`/`password` for both mechanisms (AlterUserScramCredentials)."""
+    admin = AdminClient({"bootstrap.servers": p["bootstrap"]})
+    upsertions = [UserScramCredentialUpsertion(p["user"], ScramCredentialInfo(mechanism, p["iterations"]),
+                                               p["password"].encode())
+                  for mechanism in (ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512)]
+    for future in admin.alter_user_scram_credentials(upsertions).values():
+        future.result(p["timeout"])
+    return {}
+
+
+def connect(p: Params) -> Result:
+    """W9 connection set-up: `connections` times a new client, then its first Metadata answer (TCP, TLS,
+    SaslHandshake and SaslAuthenticate as `client` asks, ApiVersions, Metadata); p50/p99 in ms."""
+    times = []
+    for _ in range(p["connections"] + 5):  # the first 5 warm up
+        start = time.perf_counter()
+        admin = AdminClient({"bootstrap.servers": p["bootstrap"], **p["client"]})
+        admin.list_topics(timeout=p["timeout"])
+        times.append((time.perf_counter() - start) * 1000)
+        del admin
+    times = times[5:]
+    return {"p50_ms": percentile(times, 50), "p99_ms": percentile(times, 99)}
 
 
 class _Stats:
@@ -369,7 +404,7 @@ def sink_send(p: Params) -> Result:
 OPS: dict[str, Callable[[Params], Result]] = {
     "warmup": warmup, "produce_consume": produce_consume, "request_rate": request_rate, "roundtrip": roundtrip,
     "many_partitions": many_partitions, "replicated": replicated, "fill": fill, "sink_send": sink_send,
-    "noisy_neighbour": noisy_neighbour,
+    "noisy_neighbour": noisy_neighbour, "scram_user": scram_user, "connect": connect,
 }
 
 if __name__ == "__main__":

