@@ -29,6 +29,7 @@ TOOLS: dict[str, tuple[str, str]] = {
     "configs": ("configs", "describe and alter topic and broker configs (kafka-configs.sh)"),
     "dump-log": ("dump_log", "print the batches and index entries of log segment files "
                              "(kafka-dump-log.sh)"),
+    "features": ("features", "describe and update finalized feature levels (kafka-features.sh)"),
     "leader-election": ("leader_election", "elect preferred or unclean partition leaders (kafka-leader-election.sh)"),
     "reassign-partitions": ("reassign_partitions", "generate, execute and verify partition reassignments "
                                                    "(kafka-reassign-partitions.sh)"),

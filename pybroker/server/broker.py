@@ -28,6 +28,7 @@ from pybroker.log.manager import (
 from pybroker.replication.manager import ReplicaManager
 from pybroker.server.authorization import build_authorizer
 from pybroker.server.dispatcher import Dispatcher
+from pybroker.server.features import FeatureStore, LocalFeatures
 from pybroker.server.fetch_sessions import FetchSessionCache
 from pybroker.server.group_service import GroupService
 from pybroker.server.handlers import ALL_HANDLERS
@@ -72,6 +73,7 @@ class Broker:
         # SCRAM credentials: the embedded store is read now, ZooKeeper's once its session is up.
         self.scram_credentials: ScramCredentialStore = \
             FileScramStore(config.log_dirs[0]) if self.zk_mode is None else self.zk_mode.scram_credentials
+        self.features: FeatureStore = LocalFeatures() if self.zk_mode is None else self.zk_mode.features
         # ACLs: None without authorizer.class.name; the store fills the authorizer before serving.
         self.authorizer = build_authorizer(config)
         self.acl_store: AclStore | None = None

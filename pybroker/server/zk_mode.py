@@ -28,6 +28,7 @@ from pybroker.controller.zk_metadata import ZkMetadata
 from pybroker.protocol.messages import ControlledShutdownRequest, ControlledShutdownResponse
 from pybroker.replication.fetcher import FetcherConfig
 from pybroker.replication.leader_endpoint import RemoteLeader
+from pybroker.server.features import ZkFeatures
 
 if TYPE_CHECKING:
     from pybroker.server.broker import Broker
@@ -54,6 +55,7 @@ class ZkMode:
                            connection_timeout_ms=config["zookeeper.connection.timeout.ms"] or session_ms)
         self.metadata: ZkMetadata | None = None
         self.scram_credentials = ZkScramStore(self.zk)
+        self.features = ZkFeatures(self.zk)
         self.controller: ZkController | None = None
         self.registered = asyncio.Event()  # set once this run registered, with fetching enabled
 
@@ -64,6 +66,7 @@ class ZkMode:
         except KazooTimeoutError:
             raise ZooKeeperStartError(f"Timed out connecting to ZooKeeper at {config['zookeeper.connect']}") from None
         await self.scram_credentials.start()  # before registering: SCRAM logins of other brokers follow
+        await self.features.start()
         replicas = broker.replica_manager
         replicas.isr_writer = ZkIsrWriter(self.zk)
         timeout_s = config["replica.socket.timeout.ms"] / 1000

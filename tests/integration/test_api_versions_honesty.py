@@ -41,7 +41,6 @@ NOT_SERVED: dict[int, str] = {
     ApiKey.END_QUORUM_EPOCH: "KRaft controllers only",
     ApiKey.DESCRIBE_QUORUM: "KRaft only",
     ApiKey.ALTER_PARTITION: "ISR changes go through ZooKeeper (issue 19 item 3)",
-    ApiKey.UPDATE_FEATURES: "issue 19 item 4",
     ApiKey.ENVELOPE: "KRaft request forwarding only",
     ApiKey.FETCH_SNAPSHOT: "KRaft only",
     ApiKey.BROKER_REGISTRATION: "KRaft controllers only",

@@ -7,6 +7,7 @@ from pybroker.server.handlers import (
     configs,
     delete_records,
     describe_topic_partitions,
+    features,
     fetch,
     groups,
     inter_broker,
@@ -74,4 +75,5 @@ ALL_HANDLERS: tuple[ApiHandler, ...] = (
     sasl.authenticate,
     scram_credentials.describe,
     scram_credentials.alter,
+    features.update_features,
 )

@@ -1,0 +1,178 @@
+"""Feature versioning (KIP-584) as a ZooKeeper-mode Kafka 3.9 broker has it.
+
+Supported features: none. Kafka 3.9's ZooKeeper broker registers `BrokerFeatures.createEmpty()`, and pybroker
+implements no feature past level 0 either: `metadata.version` is KRaft-only, `transaction.version` 2 needs
+EndTxn v5 and Produce v12 (not served) and `group.version` 1 needs ConsumerGroupHeartbeat (not served). So
+4.x clients, which read both from ApiVersions' FinalizedFeatures, see them absent (level 0) and use classic
+transactions and groups.
+
+Finalized features live where Kafka keeps them in ZooKeeper mode: the `/feature` znode, FeatureZNode JSON v2
+(`{"version":2,"status":1,"features":{name: {"max_version_level": n}}}`), created empty when missing as Kafka's
+controller does; the epoch is the znode's version. A single node has no controller quorum to agree on
+features, so its finalized set is the empty one at epoch 0 (what a fresh `/feature` znode gives).
+
+UpdateFeatures follows Kafka's ZooKeeper controller (KafkaController.validateFeatureUpdate): each update is
+checked on its own, with INVALID_REQUEST and Kafka's messages; valid ones are written together, invalid
+ones are not.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import TYPE_CHECKING, Protocol
+
+from kazoo.exceptions import NodeExistsError
+
+from pybroker.protocol.error_codes import ErrorCode
+
+if TYPE_CHECKING:
+    from pybroker.controller.zk_client import ZkClient, ZkEvent
+
+#: name -> (min, max) level this broker supports; see the module docstring for why it is empty.
+SUPPORTED_FEATURES: dict[str, tuple[int, int]] = {}
+
+FEATURE_ZNODE = "/feature"
+FEATURE_ZNODE_VERSION = 2
+STATUS_ENABLED = 1
+_WATCH = "feature-changed"
+
+
+class UpgradeType(IntEnum):
+    """UpdateFeatures v1+'s UpgradeType (v0's AllowDowngrade maps to UPGRADE / SAFE_DOWNGRADE)."""
+
+    UNKNOWN = 0
+    UPGRADE = 1
+    SAFE_DOWNGRADE = 2
+    UNSAFE_DOWNGRADE = 3
+
+
+@dataclass(frozen=True)
+class FinalizedFeatures:
+    epoch: int
+    levels: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class FeatureUpdate:
+    feature: str
+    level: int
+    upgrade_type: UpgradeType
+
+
+@dataclass(frozen=True)
+class UpdateError:
+    code: ErrorCode
+    message: str
+
+
+def validate(update: FeatureUpdate, existing: int | None) -> UpdateError | None:
+    """Kafka's per-feature rules, in its order; None when the update may be applied."""
+
+    def invalid(message: str) -> UpdateError:
+        return UpdateError(ErrorCode.INVALID_REQUEST, message)
+
+    name = update.feature
+    if not name:
+        return invalid("Feature name can not be empty.")
+    if update.upgrade_type == UpgradeType.UNKNOWN:
+        return invalid("Received unknown upgrade type.")
+    if update.level < 1:  # a deletion
+        if update.upgrade_type == UpgradeType.UPGRADE:
+            return invalid(f"Can not provide versionLevel: {update.level} less than 1 without setting the "
+                           "SAFE_DOWNGRADE (or UNSAFE_DOWNGRADE) flag in the request.")
+        if existing is None:
+            return invalid("Can not delete non-existing finalized feature.")
+        return None
+    if existing is not None:
+        if update.level == existing:
+            verb = "upgrade" if update.upgrade_type == UpgradeType.UPGRADE else "downgrade"
+            return invalid(f"Can not {verb} a finalized feature: '{name}' from existing versionLevel:{existing} "
+                           "to the same value.")
+        if update.level < existing and update.upgrade_type == UpgradeType.UPGRADE:
+            return invalid(f"Can not downgrade finalized feature: '{name}' from existing versionLevel:{existing} "
+                           f"to provided versionLevel:{update.level} without setting the downgrade type to "
+                           "SAFE_DOWNGRADE in the request.")
+        if update.level > existing and update.upgrade_type != UpgradeType.UPGRADE:
+            return invalid(f"When the downgradeType is set to SAFE in the request, the provided "
+                           f"versionLevel:{update.level} can not be greater than existing versionLevel:{existing}.")
+    supported = SUPPORTED_FEATURES.get(name)
+    if supported is None:
+        return invalid("Could not apply finalized feature update because the provided feature is not supported.")
+    if not supported[0] <= update.level <= supported[1]:
+        return invalid(f"Could not apply finalized feature update because the provided versionLevel:{update.level} "
+                       f"is outside the supported range [{supported[0]}, {supported[1]}].")
+    return None
+
+
+def apply(levels: dict[str, int], updates: list[FeatureUpdate]) -> dict[str, int]:
+    """The finalized levels after the (validated) updates; level < 1 removes the feature."""
+    result = dict(levels)
+    for update in updates:
+        if update.level < 1:
+            result.pop(update.feature, None)
+        else:
+            result[update.feature] = update.level
+    return result
+
+
+def encode_feature_znode(levels: dict[str, int]) -> bytes:
+    features = {name: {"max_version_level": level} for name, level in sorted(levels.items())}
+    return json.dumps({"version": FEATURE_ZNODE_VERSION, "status": STATUS_ENABLED, "features": features},
+                      separators=(",", ":")).encode()
+
+
+def decode_feature_znode(data: bytes) -> dict[str, int]:
+    """Finalized levels of a FeatureZNode (v1 or v2); a disabled node finalizes nothing."""
+    document = json.loads(data)
+    if document.get("status") != STATUS_ENABLED:
+        return {}
+    return {name: int(info["max_version_level"]) for name, info in document.get("features", {}).items()}
+
+
+class FeatureStore(Protocol):
+    """Where the finalized features live: `current` is what ApiVersions answers."""
+
+    current: FinalizedFeatures
+
+    async def write(self, levels: dict[str, int]) -> None: ...
+
+
+class LocalFeatures:
+    """A single node's finalized features: the empty set at epoch 0 (nothing can be finalized)."""
+
+    def __init__(self) -> None:
+        self.current = FinalizedFeatures(0)
+
+    async def write(self, levels: dict[str, int]) -> None:
+        self.current = FinalizedFeatures(self.current.epoch + 1, dict(levels))
+
+
+class ZkFeatures:
+    """The `/feature` znode, read at start and again on every change (a one-shot watch re-armed each read)."""
+
+    def __init__(self, zk: "ZkClient") -> None:
+        self._zk = zk
+        self.current = FinalizedFeatures(-1)
+        zk.on(_WATCH, self._on_change)
+
+    async def start(self) -> None:
+        try:
+            await self._zk.create(FEATURE_ZNODE, encode_feature_znode({}))
+        except NodeExistsError:
+            pass
+        await self._reload()
+
+    async def write(self, levels: dict[str, int]) -> None:
+        """Replace the finalized levels, conditional on the version read (a racing writer fails the update)."""
+        stat = await self._zk.set(FEATURE_ZNODE, encode_feature_znode(levels), self.current.epoch)
+        self.current = FinalizedFeatures(stat.version, dict(levels))
+
+    async def _on_change(self, _: "ZkEvent") -> None:
+        await self._reload()
+
+    async def _reload(self) -> None:
+        node = await self._zk.get(FEATURE_ZNODE, watch=_WATCH)
+        self.current = FinalizedFeatures(-1) if node is None else \
+            FinalizedFeatures(node[1].version, decode_feature_znode(node[0]))
