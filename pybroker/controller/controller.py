@@ -207,7 +207,7 @@ class ZkController:
             log.info("[Controller id=%d] brokers %s restarted (new broker epoch)", self._broker_id, sorted(bounced))
         if new:
             log.info("[Controller id=%d] brokers %s registered", self._broker_id, sorted(new))
-        changed = await self._partitions.elect_offline(ctx.electable() - bounced) if bounced else set()
+        changed = await self._partitions.elect_offline(ctx.electable() - bounced, bounced) if bounced else set()
         changed |= await self._partitions.elect_offline(ctx.electable())
         offline = sum(partition_state(ctx, key) == PartitionState.OFFLINE for key in ctx.states)
         if offline:

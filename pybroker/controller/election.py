@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 from enum import Enum, IntEnum
-from typing import Mapping, Sequence
+from typing import AbstractSet, Mapping, Sequence
 
 from pybroker.controller.errors import (
     InvalidPartitionsError,
@@ -142,11 +142,17 @@ def needs_unclean_election(state: LeaderAndIsr, replicas: Sequence[int], live: s
 
 
 def offline_election(state: LeaderAndIsr, replicas: Sequence[int], live: set[int], controller_epoch: int, *,
-                     unclean: bool = False) -> LeaderAndIsr | None:
+                     unclean: bool = False, restarted: AbstractSet[int] = frozenset()) -> LeaderAndIsr | None:
     """Brokers died (Kafka's offlinePartitionLeaderElection): dead brokers leave the ISR (but its last
     member stays, it may return) and a partition whose leader died gets a new one; an unclean leader
-    becomes the only ISR member. No leader at all is NO_LEADER."""
-    isr = tuple(b for b in state.isr if b in live) or state.isr
+    becomes the only ISR member. No leader at all is NO_LEADER.
+
+    ``restarted`` brokers (bounced, KIP-380: they may have lost an unflushed tail) are not in ``live``
+    and leave the ISR before any dead member does: when no member lives, the members that kept their
+    logs stay and the partition waits for one of them, as Kafka's processBrokerChange ends up (it
+    handles bounces before deaths). Only when every member restarted do they all stay, and the first
+    to be live leads (the sole-replica rule: a full cluster restart must come up)."""
+    isr = tuple(b for b in state.isr if b in live) or tuple(b for b in state.isr if b not in restarted) or state.isr
     leader: int | None = state.leader
     if leader not in live:
         leader = elect_leader(replicas, isr, live, unclean=unclean)

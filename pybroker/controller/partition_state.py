@@ -11,7 +11,7 @@ on it, a bounded number of times.
 from __future__ import annotations
 
 from enum import Enum
-from typing import Callable
+from typing import AbstractSet, Callable
 
 from pybroker.controller import zk_paths as zp
 from pybroker.controller.context import ControllerContext, PartitionKey
@@ -107,16 +107,18 @@ class PartitionStateMachine:
                 continue
         return False
 
-    async def elect_offline(self, live: set[int]) -> set[PartitionKey]:
+    async def elect_offline(self, live: set[int], restarted: AbstractSet[int] = frozenset()) -> set[PartitionKey]:
         """Online/Offline -> Online where possible: dead brokers leave every ISR and partitions whose
-        leader is not in `live` get a new one (unclean only where the topic allows it)."""
+        leader is not in `live` get a new one (unclean only where the topic allows it); `restarted`
+        (bounced) brokers leave first (see `offline_election`)."""
         changed: set[PartitionKey] = set()
         for key in list(self._ctx.states):
             for _ in range(ATTEMPTS):
                 state = self._ctx.states[key]
                 replicas = self._ctx.replicas(key)
                 unclean = needs_unclean_election(state, replicas, live) and await self._unclean_enabled(key[0])
-                new = offline_election(state, replicas, live, self._writer.epoch, unclean=unclean)
+                new = offline_election(state, replicas, live, self._writer.epoch, unclean=unclean,
+                                       restarted=restarted)
                 if new is None:
                     break
                 try:
@@ -151,15 +153,17 @@ class PartitionStateMachine:
 
     async def elect_restarted(self, restarted: dict[PartitionKey, set[int]], live: set[int]) -> set[PartitionKey]:
         """Handle each partition's restarted brokers as failed (processBrokerChange's bounce): out of the
-        ISR, leadership to another live ISR member, at a new leader epoch. When no other member is
-        left the partition has no leader for a moment; the next offline election brings a restarted
-        member back, at a new epoch again (the sole-replica rule), so a full cluster restart comes up."""
+        ISR, leadership to another live ISR member, at a new leader epoch. When the members that did
+        not restart are all down, they stay the ISR and the partition waits for one of them (chaos
+        round 2003: electing a restarted member that had lost power truncated every replica to its
+        empty log). When every member restarted, the next offline election brings one back, at a new
+        epoch again (the sole-replica rule), so a full cluster restart comes up."""
         changed = set()
         for key, brokers in restarted.items():
             replicas, others = self._ctx.replicas(key), live - brokers
 
             def decide(state: zp.LeaderAndIsr) -> zp.LeaderAndIsr | None:
-                return offline_election(state, replicas, others, self._writer.epoch)
+                return offline_election(state, replicas, others, self._writer.epoch, restarted=brokers)
 
             if await self.transition(key, decide):
                 changed.add(key)

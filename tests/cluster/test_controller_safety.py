@@ -373,3 +373,73 @@ def test_a_controller_request_failing_unexpectedly_does_not_stop_later_ones(
             asyncio.run(scenario())
     finally:
         broker.kill()
+
+
+def test_restarted_members_never_lead_while_an_isr_member_that_did_not_restart_may_return(
+        zookeeper: ZooKeeperServer) -> None:
+    """Chaos round 2003: the leader (2) lost power and its log, the controller (0) was killed, a follower
+    (1) had re-registered after a pause; the new controller found 1 and 2 registered after the state
+    was written and 0 not registered. It must keep 0, the one member whose log is whole, as the ISR
+    and wait for it; it elected 2 with ISR [2, 1], and every replica truncated partition txn-0 to 2's
+    empty log."""
+
+    async def scenario() -> None:
+        async with Harness(zookeeper) as harness:
+            for broker_id in (1, 2):
+                await harness.register(broker_id)
+            await harness.create_topic("power", (2, 0, 1))
+            await write_state(harness, "power", zp.LeaderAndIsr(2, 1, (2, 0, 1), 1))
+            await harness.bounce(1)
+            await harness.bounce(2)
+            await harness.start_controller()
+            after = await harness.state("power")
+            assert (after.leader, after.isr) == (zp.NO_LEADER, (0,))
+            await harness.register(0)
+
+            async def led_by_0() -> zp.LeaderAndIsr | None:
+                state = await harness.state("power")
+                return state if state.leader == 0 else None
+
+            back = await eventually(led_by_0, "broker 0 to lead power-0 once it registered")
+            assert back.isr == (0,) and back.leader_epoch > after.leader_epoch
+
+    asyncio.run(scenario())
+
+
+def test_a_leader_that_bounces_as_its_follower_dies_waits_for_the_follower(zookeeper: ZooKeeperServer) -> None:
+    """The live path of the same rule: ISR [1, 2] led by 1; in one change of /brokers/ids, 2 is gone and
+    1 re-registered (it restarted and may have lost an unflushed tail). As in Kafka's
+    processBrokerChange, the bounced broker leaves the ISR since another member is left, so it does
+    not lead again: 2, whose log is whole, leads when it returns."""
+
+    async def scenario() -> None:
+        async with Harness(zookeeper) as harness:
+            for broker_id in (1, 2):
+                await harness.register(broker_id)
+            await harness.create_topic("waits", (1, 2))
+            await harness.start_controller()
+            before = await harness.state("waits")
+            assert (before.leader, before.isr) == (1, (1, 2))
+            session = harness.sessions[1]
+            transaction = session.transaction()  # one atomic change: 2 gone, 1 bounced
+            transaction.delete(zp.broker_path(2))
+            transaction.delete(zp.broker_path(1))
+            transaction.create(zp.broker_path(1), zp.encode_broker("127.0.0.1", CLOSED_PORT, None, 1), ephemeral=True)
+            await asyncio.to_thread(transaction.commit)
+
+            async def leaderless() -> zp.LeaderAndIsr | None:
+                state = await harness.state("waits")
+                return state if state.leader == zp.NO_LEADER else None
+
+            after = await eventually(leaderless, "the bounced broker 1 to lose the leadership of waits-0")
+            assert after.isr == (2,)
+            await harness.kill(2)
+            await harness.register(2)
+
+            async def led_by_2() -> zp.LeaderAndIsr | None:
+                state = await harness.state("waits")
+                return state if state.leader == 2 else None
+
+            await eventually(led_by_2, "broker 2 to lead waits-0 once it registered again")
+
+    asyncio.run(scenario())
