@@ -33,6 +33,7 @@ def sample(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, DevC
     settings = dict(BrokerConfig.load(str(SAMPLE), []).raw)
     assert settings["listeners"] == "SASL_SSL://:9094"
     settings.update({"listeners": "SASL_SSL://127.0.0.1:0", "advertised.listeners": "SASL_SSL://localhost:0",
+                     "log.dirs": str(work / "logs"),
                      "ssl.keystore.location": str(certs.broker), "ssl.truststore.location": str(certs.ca)})
     broker = BrokerProcess(work, settings).start()
     port = next(int(m.group(1)) for line in broker.log_lines if (m := BOUND.search(line)))
