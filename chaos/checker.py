@@ -7,7 +7,8 @@ Events it reads (history.py; `topic`/`partition`/`offset`/`value` where they app
   read     the final drain's read, from offset 0 after everything healed
   assign   a consumer got partitions (its poll order restarts there)
   commit   a group commit that succeeded: offsets {partition: next offset}
-  txn      a transaction's values and outcome ("commit" / "abort"; unknown ones are not judged)
+  txn      a transaction's values and outcome ("commit" / "abort"; unknown ones are not judged);
+           consume-transform-produce outputs name their input: no input in two committed outputs
   drain    the drain's end: `complete` false when it could not read every partition to its end
 """
 
@@ -18,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 EXAMPLES = 5
+CTP_PREFIX = "x"  # consume-transform-produce outputs are f"x{attempt}:{input}"
 ANOMALIES = ("lost", "duplicate", "divergent", "poll_backwards", "commit_backwards", "aborted_read",
              "partial_txn", "drain_incomplete")
 
@@ -81,6 +83,7 @@ def check(events: Iterable[dict[str, Any]]) -> Report:
         if t["outcome"] == "commit" and len(seen) < len(t["values"]):
             name = "partial_txn" if seen else "lost"
             report.add(name, {"txn": t["txn"], "values": t["values"], "seen": seen})
+    _check_exactly_once(txns, report)
     for e in polls + reads:
         if e["value"] in aborted:
             report.add("aborted_read", {"value": e["value"], "process": e["process"], "partition": e["partition"],
@@ -96,6 +99,20 @@ def check(events: Iterable[dict[str, Any]]) -> Report:
                     "commits": sum(e["type"] == "commit" for e in events),
                     "txns": len(txns), "aborted_txns": sum(t["outcome"] == "abort" for t in txns)}
     return report
+
+
+def _check_exactly_once(txns: list[dict[str, Any]], report: Report) -> None:
+    """Consume-transform-produce: an input value is in the outputs of at most one committed transaction
+    (outputs are f"x{attempt}:{input}"; an input transformed again after an abort has a new attempt)."""
+    outputs: dict[str, list[str]] = defaultdict(list)
+    for t in txns:
+        if t["outcome"] == "commit":
+            for value in t["values"]:
+                if value.startswith(CTP_PREFIX) and ":" in value:
+                    outputs[value.split(":", 1)[1]].append(value)
+    for source, produced in sorted(outputs.items()):
+        if len(produced) > 1:
+            report.add("duplicate", {"input": source, "outputs": produced})
 
 
 def _check_poll_order(events: list[dict[str, Any]], report: Report) -> None:

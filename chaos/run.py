@@ -23,7 +23,7 @@ from chaos import faults
 from chaos.checker import Report, check
 from chaos.cluster import ChaosCluster, wait_for
 from chaos.history import History, read_jsonl
-from chaos.workload import QUEUE_TOPIC, TXN_TOPIC, Workload, create_topics, drain
+from chaos.workload import CTP_TOPIC, QUEUE_TOPIC, TXN_TOPIC, Workload, create_topics, drain
 
 HEALTHY_TIMEOUT = 120.0
 EXPECTED_LOSS = "loss detected (expected)"
@@ -96,7 +96,7 @@ def run_round(seed: int, duration: float, *, brokers: int = 3, partitions: int =
         log(f"  {fault.describe()}")
     root = Path(tempfile.mkdtemp(prefix=f"chaos-{seed}-"))
     history = History()
-    topics = [QUEUE_TOPIC] + ([TXN_TOPIC] if with_txn else [])
+    topics = [QUEUE_TOPIC] + ([TXN_TOPIC, CTP_TOPIC] if with_txn else [])
     cluster = ChaosCluster(root, brokers, {"unclean.leader.election.enable": str(expect_loss).lower()})
     verdict = "error"
     report = Report()

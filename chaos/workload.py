@@ -2,7 +2,10 @@
 
 queue: idempotent acks=all producers send unique values round-robin over the partitions; a group of
 consumers polls and commits synchronously. txn: a transactional producer commits or aborts batches
-at random, read back by read_committed consumers. drain: after healing, a fresh consumer reads every
+at random, read back by read_committed consumers; and a consume-transform-produce loop reads `queue`
+in a group (read_committed) and writes each value, tagged with its attempt, to `ctp` in a
+transaction that also commits the group's offsets (sendOffsetsToTransaction): exactly once means no
+input appears in two committed outputs. drain: after healing, a fresh consumer reads every
 partition from offset 0 to its end.
 """
 
@@ -16,10 +19,12 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from chaos.checker import CTP_PREFIX
 from chaos.history import History
 
 QUEUE_TOPIC = "queue"
 TXN_TOPIC = "txn"
+CTP_TOPIC = "ctp"
 GROUP = "chaos"
 
 
@@ -27,7 +32,7 @@ def create_topics(admin: AdminClient, partitions: int, unclean: bool, with_txn: 
     config = {"min.insync.replicas": "2", "unclean.leader.election.enable": str(unclean).lower()}
     topics = [NewTopic(QUEUE_TOPIC, partitions, 3, config=config)]
     if with_txn:
-        topics.append(NewTopic(TXN_TOPIC, partitions, 3, config=config))
+        topics += [NewTopic(TXN_TOPIC, partitions, 3, config=config), NewTopic(CTP_TOPIC, partitions, 3, config=config)]
     for future in admin.create_topics(topics, operation_timeout=30).values():
         future.result(60)
 
@@ -64,7 +69,7 @@ class Workload:
         targets = [(self._produce, f"p{i}") for i in range(self.producers)]
         targets += [(self._consume, f"c{i}") for i in range(self.consumers)]
         if self.with_txn:
-            targets += [(self._transact, "t0"), (self._consume_committed, "rc0")]
+            targets += [(self._transact, "t0"), (self._consume_committed, "rc0"), (self._transform, "x0")]
         for target, name in targets:
             thread = threading.Thread(target=target, args=(name, deadline), name=name, daemon=True)
             thread.start()
@@ -181,6 +186,67 @@ class Workload:
                 if not self._recover(producer, error):
                     return
             time.sleep(0.1)
+
+    def _transform(self, name: str, deadline: float) -> None:
+        """Consume-transform-produce: each batch polled from `queue` goes to `ctp` in one transaction
+        with the group's new offsets; after a failed or aborted transaction the consumer goes back to
+        the group's committed offsets, so the batch is transformed again under a new attempt."""
+        consumer = Consumer(_consumer_config(self.bootstrap, **{"group.id": GROUP + "-ctp",
+                                                                "isolation.level": "read_committed"}))
+        producer = Producer({**_producer_config(self.bootstrap), "transactional.id": f"chaos-{name}",
+                             "transaction.timeout.ms": 30000})
+        consumer.subscribe([QUEUE_TOPIC])
+        try:
+            producer.init_transactions(30)
+        except KafkaException as exc:
+            self.history.add("txn-init-fail", process=name, error=str(exc.args[0]))
+            consumer.close()
+            return
+        attempt = 0
+        try:
+            while self._running(deadline):
+                messages = [m for m in consumer.consume(20, 0.5) if m.error() is None]
+                if not messages:
+                    continue
+                attempt += 1
+                values = [f"{CTP_PREFIX}{attempt}:{m.value().decode()}" for m in messages]
+                try:
+                    producer.begin_transaction()
+                    for message, value in zip(messages, values):
+                        producer.produce(CTP_TOPIC, value.encode(), partition=message.partition())
+                    producer.send_offsets_to_transaction(consumer.position(consumer.assignment()),
+                                                         consumer.consumer_group_metadata(), 15)
+                    producer.commit_transaction(15)
+                    self.history.add("txn", process=name, txn=attempt, values=values, outcome="commit")
+                except KafkaException as exc:
+                    if not self._abort(name, producer, attempt, values, exc.args[0]):
+                        return  # the outcome is unknown: going on could transform its inputs twice
+                    self._rewind(consumer)
+        finally:
+            consumer.close()
+
+    def _abort(self, name: str, producer: Producer, attempt: int, values: list[str], error: Any) -> bool:
+        """After an abortable error the transaction is aborted (its outputs must never be read); any
+        other error leaves its outcome unknown and ends the loop (False)."""
+        if error.txn_requires_abort():
+            try:
+                producer.abort_transaction(15)
+            except KafkaException as exc:
+                error = exc.args[0]
+            else:
+                self.history.add("txn", process=name, txn=attempt, values=values, outcome="abort", error=str(error))
+                return True
+        self.history.add("txn", process=name, txn=attempt, values=values, outcome="unknown", error=str(error))
+        return False
+
+    @staticmethod
+    def _rewind(consumer: Consumer) -> None:
+        """Back to the group's committed offsets (the aborted batch is read again)."""
+        try:
+            for tp in consumer.committed(consumer.assignment(), timeout=10):
+                consumer.seek(TopicPartition(tp.topic, tp.partition, tp.offset if tp.offset >= 0 else OFFSET_BEGINNING))
+        except KafkaException:
+            pass  # a rebalance under way: the new assignment starts from the committed offsets anyway
 
     def _recover(self, producer: Producer, error: Any) -> bool:
         """Abort after an abortable error; a fatal one ends the transactional producer."""

@@ -83,6 +83,18 @@ def test_aborted_read_and_partial_transaction() -> None:
     assert check(history).counts() == {"aborted_read": 1, "partial_txn": 1}
 
 
+def test_an_input_in_two_committed_transform_outputs_breaks_exactly_once() -> None:
+    """Consume-transform-produce: p0-1 transformed in attempt 1 (committed) and again in attempt 3
+    (committed: its offsets were not committed with attempt 1) is a duplicate; p0-2 transformed
+    again after the abort of attempt 2 is not."""
+    history = [txn(1, ["x1:p0-1"], "commit"), txn(2, ["x2:p0-2"], "abort"), txn(3, ["x3:p0-1", "x3:p0-2"], "commit"),
+               read("x1:p0-1", 0, 0, topic="ctp"), read("x3:p0-1", 0, 3, topic="ctp"),
+               read("x3:p0-2", 0, 4, topic="ctp"), DRAINED]
+    report = check(history)
+    assert report.counts() == {"duplicate": 1}
+    assert report.anomalies["duplicate"] == [{"input": "p0-1", "outputs": ["x1:p0-1", "x3:p0-1"]}]
+
+
 def test_incomplete_drain_is_reported() -> None:
     history = [ack("a", 0, 0), read("a", 0, 0), {"t": 9.0, "type": "drain", "complete": False,
                                                  "behind": {"queue-0": [1, 2]}}]
