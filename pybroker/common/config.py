@@ -173,6 +173,9 @@ _KEYS: list[ConfigKey] = [
     ConfigKey("max.connections.per.ip.overrides", "string", "", "Per-host limits overriding max.connections.per.ip, e.g. hostName:100,127.0.0.1:200."),
     ConfigKey("connections.max.idle.ms", "long", 600000, "Connections with no traffic and no request in progress are closed after this long.", at_least(1)),
     ConfigKey("request.receive.timeout.ms", "long", 60000, "pybroker's own (Kafka has none): a connection's first request, and any request once its first byte arrived, must be received within this long, or the connection is closed (slow clients holding memory).", at_least(1)),
+    # Client quotas (the quotas themselves are dynamic entity configs: pybroker configs --entity-type users|clients)
+    ConfigKey("quota.window.num", "int", 11, "Samples kept for client quota rates.", at_least(1)),
+    ConfigKey("quota.window.size.seconds", "int", 1, "Time span of each client quota sample.", at_least(1)),
     # Metrics (pybroker's own: Kafka exposes JMX, pybroker Prometheus text)
     ConfigKey("metrics.port", "int", -1, "Port serving Prometheus text at /metrics; -1 = off, 0 = any free port (logged).", between(-1, 65535)),
     ConfigKey("metrics.host", "string", "127.0.0.1", "Address the /metrics endpoint binds; loopback by default so metrics are not published by accident."),

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from pybroker.protocol.messages import REQUEST_CLASSES
+from pybroker.server.quota.enforcement import enforced
 
 if TYPE_CHECKING:
     from pybroker.protocol.schema import Message
@@ -31,9 +32,9 @@ class ApiHandler:
 
 
 def api(api_key: int, min_version: int, max_version: int) -> Callable[[HandlerFunc], ApiHandler]:
-    """Declare a handler together with the versions it serves."""
+    """Declare a handler together with the versions it serves; it runs under the client quotas."""
 
     def wrap(func: HandlerFunc) -> ApiHandler:
-        return ApiHandler(api_key, min_version, max_version, func)
+        return ApiHandler(api_key, min_version, max_version, enforced(api_key, func))
 
     return wrap

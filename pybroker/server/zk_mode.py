@@ -22,6 +22,7 @@ from pybroker.client.errors import KafkaClientError
 from pybroker.controller import zk_paths as zp
 from pybroker.controller.controller import RebalanceConfig, ZkController
 from pybroker.controller.isr_writer import ZkIsrWriter
+from pybroker.controller.quota_store import ZkQuotaStore
 from pybroker.controller.scram_store import ZkScramStore
 from pybroker.controller.zk_client import SESSION_RECONNECTED, ZkClient, ZkEvent
 from pybroker.controller.zk_metadata import ZkMetadata
@@ -56,6 +57,7 @@ class ZkMode:
         self.metadata: ZkMetadata | None = None
         self.scram_credentials = ZkScramStore(self.zk)
         self.features = ZkFeatures(self.zk)
+        self.client_quotas = ZkQuotaStore(self.zk)
         self.controller: ZkController | None = None
         self.registered = asyncio.Event()  # set once this run registered, with fetching enabled
 
@@ -67,6 +69,7 @@ class ZkMode:
             raise ZooKeeperStartError(f"Timed out connecting to ZooKeeper at {config['zookeeper.connect']}") from None
         await self.scram_credentials.start()  # before registering: SCRAM logins of other brokers follow
         await self.features.start()
+        await self.client_quotas.start()
         replicas = broker.replica_manager
         replicas.isr_writer = ZkIsrWriter(self.zk)
         timeout_s = config["replica.socket.timeout.ms"] / 1000

@@ -3,6 +3,7 @@
 from pybroker.server.handlers import (
     acls,
     api_versions,
+    client_quotas,
     cluster,
     configs,
     delete_records,
@@ -76,4 +77,6 @@ ALL_HANDLERS: tuple[ApiHandler, ...] = (
     scram_credentials.describe,
     scram_credentials.alter,
     features.update_features,
+    client_quotas.describe,
+    client_quotas.alter,
 )

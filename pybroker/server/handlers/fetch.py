@@ -30,6 +30,7 @@ from pybroker.server.context import RequestContext
 from pybroker.server.error_mapping import error_code_for
 from pybroker.server.fetch_sessions import PartitionKey, Requested
 from pybroker.server.network import leave_request_queue
+from pybroker.server.quota import enforcement as quota
 from pybroker.server.registry import api
 
 PartitionData = FetchResponse.PartitionData
@@ -79,6 +80,10 @@ async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
         leave_request_queue()
         await ctx.broker.replica_manager.wait_for_append(keys, remaining)
         result = await _read_all_from_cache(ctx, request, wanted)
+    # consumer_byte_rate: a throttled consumer gets an empty answer and the session is left as it was
+    if quota.record_fetch(_replica_id(ctx, request) >= 0, result.bytes, int(time.time() * 1000)):
+        return FetchResponse(throttle_time_ms=0, error_code=0, responses=[],
+                             session_id=context.session.id if context.session is not None else 0)
     session_id, included = sessions.complete(
         context, ctx.now_ms, [(item.key, data, _records_size(data)) for item, data in result.partitions])
     if not all(included):
@@ -163,7 +168,8 @@ def _read_all(ctx: RequestContext, request: FetchRequest, wanted: list[_Wanted],
     """
     result = _Result()
     limit = request.max_bytes if ctx.api_version >= 3 else 2**31 - 1
-    limit = min(limit, ctx.broker.config["fetch.max.bytes"])
+    limit = int(min(limit, ctx.broker.config["fetch.max.bytes"],
+                    quota.fetch_max_bytes(_replica_id(ctx, request) >= 0, int(time.time() * 1000))))
     for item in wanted:
         data = _error_data(item.request.partition, item.error)
         if item.error is ErrorCode.NONE:

@@ -13,6 +13,7 @@ all; acks=all answers wait until the ISR holds the batch (or the request's timeo
 from __future__ import annotations
 
 import asyncio
+import time
 
 from pybroker.common.topic import INTERNAL_TOPICS
 from pybroker.protocol.api_keys import ApiKey
@@ -28,6 +29,7 @@ from pybroker.security.acl import AclOperation, ResourceType
 from pybroker.server.authorization import allowed_names, authorize
 from pybroker.server.error_mapping import error_code_for, error_message_for
 from pybroker.server.network import leave_request_queue
+from pybroker.server.quota import enforcement as quota
 from pybroker.server.registry import api
 
 PartitionResponse = ProduceResponse.PartitionProduceResponse
@@ -56,6 +58,12 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
         topic.partition_responses = [
             _error(p.index, ErrorCode.KAFKA_STORAGE_ERROR, f"Flush of {topic.name}-{p.index} failed")
             if (topic.name, p.index) in unflushed else p for p in topic.partition_responses]
+    # producer_byte_rate counts the request's record bytes, acks=0 included (Kafka counts the request size)
+    size = 0
+    for topic_data in request.topic_data:
+        for data in topic_data.partition_data:
+            size += len(data.records) if data.records is not None else 0
+    quota.record_produce(request.acks, size, int(time.time() * 1000))
     if request.acks == 0:
         return None
     if replicating:

@@ -6,6 +6,7 @@ file) is Kafka's KafkaStorageException: KAFKA_STORAGE_ERROR, not UNKNOWN_SERVER_
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 
 from pybroker.protocol.api_keys import ApiKey
@@ -20,10 +21,14 @@ from pybroker.protocol.messages import (
 )
 from pybroker.server.context import RequestContext
 from pybroker.server.error_mapping import error_code_for, error_message_for
+from pybroker.server.quota.enforcement import MutationQuota
 from pybroker.server.registry import api
 
 CreatableTopicResult = CreateTopicsResponse.CreatableTopicResult
 DEFAULT_FROM_BROKER = -1
+#: controller_mutation_rate is strict from these versions on (KIP-599), permissive before
+STRICT_CREATE_TOPICS, STRICT_DELETE_TOPICS, STRICT_CREATE_PARTITIONS = 6, 5, 3
+THROTTLED = "The throttling quota has been exceeded."
 
 
 def _failure(exc: Exception) -> tuple[ErrorCode, str | None]:
@@ -35,6 +40,7 @@ def _failure(exc: Exception) -> tuple[ErrorCode, str | None]:
 @api(ApiKey.CREATE_TOPICS, 2, 7)
 async def create_topics(ctx: RequestContext, request: CreateTopicsRequest) -> CreateTopicsResponse:
     counts = Counter(topic.name for topic in request.topics)
+    mutations = MutationQuota(strict=ctx.api_version >= STRICT_CREATE_TOPICS)
     results = []
     for topic in request.topics:
         if counts[topic.name] > 1:
@@ -42,12 +48,12 @@ async def create_topics(ctx: RequestContext, request: CreateTopicsRequest) -> Cr
                                                 error_message=f"Create topics request from client `{ctx.client_id}` "
                                                               f"contains multiple entries for the topic {topic.name}"))
             continue
-        results.append(await _create_one(ctx, topic, request.validate_only))
+        results.append(await _create_one(ctx, topic, request.validate_only, mutations))
     return CreateTopicsResponse(throttle_time_ms=0, topics=results)
 
 
 async def _create_one(ctx: RequestContext, topic: CreateTopicsRequest.CreatableTopic,
-                      validate_only: bool) -> CreatableTopicResult:
+                      validate_only: bool, mutations: MutationQuota) -> CreatableTopicResult:
     broker = ctx.broker
     partitions = topic.num_partitions
     factor = topic.replication_factor
@@ -61,6 +67,10 @@ async def _create_one(ctx: RequestContext, topic: CreateTopicsRequest.CreatableT
     if factor == DEFAULT_FROM_BROKER:
         factor = broker.config["default.replication.factor"]
     configs = {config.name: config.value for config in topic.configs}
+    if not validate_only and not mutations.admit(len(assignments) if assignments else partitions,
+                                                 int(time.time() * 1000)):
+        return CreatableTopicResult(name=topic.name, error_code=ErrorCode.THROTTLING_QUOTA_EXCEEDED,
+                                    error_message=THROTTLED)
     try:
         info = await broker.metadata.create_topic(topic.name, partitions, factor, configs, assignments,
                                                   validate_only=validate_only)
@@ -82,6 +92,7 @@ async def delete_topics(ctx: RequestContext, request: DeleteTopicsRequest) -> De
     metadata = ctx.broker.metadata
     requested = [(t.name, t.topic_id) for t in request.topics] if ctx.api_version >= 6 \
         else [(name, None) for name in request.topic_names]
+    mutations = MutationQuota(strict=ctx.api_version >= STRICT_DELETE_TOPICS)
     results = []
     for name, topic_id in requested:
         result = DeleteTopicsResponse.DeletableTopicResult(name=name, error_code=0)
@@ -96,6 +107,10 @@ async def delete_topics(ctx: RequestContext, request: DeleteTopicsRequest) -> De
         info = metadata.topic(name)
         if info is not None:
             result.topic_id = info.topic_id
+        if not mutations.admit(len(info.partitions) if info is not None else 0, int(time.time() * 1000)):
+            result.error_code, result.error_message = ErrorCode.THROTTLING_QUOTA_EXCEEDED, THROTTLED
+            results.append(result)
+            continue
         try:
             await metadata.delete_topic(name)
         except Exception as exc:
@@ -107,6 +122,7 @@ async def delete_topics(ctx: RequestContext, request: DeleteTopicsRequest) -> De
 @api(ApiKey.CREATE_PARTITIONS, 0, 3)
 async def create_partitions(ctx: RequestContext, request: CreatePartitionsRequest) -> CreatePartitionsResponse:
     counts = Counter(topic.name for topic in request.topics)
+    mutations = MutationQuota(strict=ctx.api_version >= STRICT_CREATE_PARTITIONS)
     results = []
     for topic in request.topics:
         result = CreatePartitionsResponse.CreatePartitionsTopicResult(name=topic.name, error_code=0)
@@ -114,6 +130,12 @@ async def create_partitions(ctx: RequestContext, request: CreatePartitionsReques
             result.error_code, result.error_message = ErrorCode.INVALID_REQUEST, "Duplicate topic in request."
         else:
             assignments = None if topic.assignments is None else [a.broker_ids for a in topic.assignments]
+            info = ctx.broker.metadata.topic(topic.name)
+            added = max(topic.count - len(info.partitions), 0) if info is not None else 0
+            if not request.validate_only and not mutations.admit(added, int(time.time() * 1000)):
+                result.error_code, result.error_message = ErrorCode.THROTTLING_QUOTA_EXCEEDED, THROTTLED
+                results.append(result)
+                continue
             try:
                 await ctx.broker.metadata.create_partitions(topic.name, topic.count, assignments,
                                                             validate_only=request.validate_only)

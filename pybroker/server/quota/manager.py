@@ -239,6 +239,10 @@ class QuotaManagers:
     def enabled(self) -> bool:
         return any(m.enabled_types for m in self.all)
 
+    def bounded(self, user: str, client_id: str) -> bool:
+        """Whether any quota applies to this sanitized user and client id."""
+        return any(m.enabled_types and m.limit(m.metric_tags(user, client_id)) is not None for m in self.all)
+
     def apply(self, entity: Entity, config: Mapping[str, str]) -> None:
         """An entity's quota keys changed (store listener): update every manager whose key moved."""
         for manager in self.all:

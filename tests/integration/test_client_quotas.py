@@ -1,0 +1,177 @@
+"""Client quotas with real clients: AlterClientQuotas' checks, a producer held to 1 MB/s beside an
+unthrottled one, a consumer byte-rate quota, and throttle times seen by librdkafka."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, Producer
+
+from pybroker.client.cluster import KafkaClient
+from pybroker.client.errors import ResponseError
+from pybroker.client.quota_admin import ANY_SPECIFIED, DEFAULT_MATCH, alter_client_quotas, describe_client_quotas
+from pybroker.protocol.error_codes import ErrorCode
+from tests.integration.broker_process import BrokerProcess
+
+MB = 1 << 20
+VALUE = b"v" * 10_000
+# With Kafka's default 11 windows of 1 s a flooding producer's rate swings with a period of ~11-14 s:
+# after a quiet span the rate is measured against at least 10 windows, so ~10 MB pass at once, then
+# throttles hold it until that burst leaves the samples (the same arithmetic as Kafka's Rate). Over
+# 20 s that measures anywhere from 0.75 to 1.25 MB/s; with 2 windows the swing is one window's worth.
+WINDOWS = 2
+WARM_UP_S = 3.0
+MEASURE_S = 20.0
+
+
+def alter(bootstrap: str, alterations: list, validate_only: bool = False) -> list[ResponseError | None]:
+    async def run() -> list[ResponseError | None]:
+        async with KafkaClient(bootstrap) as client:
+            return await alter_client_quotas(client, alterations, validate_only)
+    return asyncio.run(run())
+
+
+def describe(bootstrap: str, components: list, strict: bool = False) -> list:
+    async def run() -> list:
+        async with KafkaClient(bootstrap) as client:
+            return await describe_client_quotas(client, components, strict)
+    return asyncio.run(run())
+
+
+def test_alter_client_quotas_refusals_and_describe_filters(broker: BrokerProcess) -> None:
+    results = alter(broker.bootstrap, [
+        ({"user": "alice"}, {"producer_byte_rate": 1048576, "request_percentage": 50.5}),
+        ({"user": "alice", "client-id": "app"}, {"consumer_byte_rate": 2048}),
+        ({"client-id": None}, {"controller_mutation_rate": 10}),
+        ({"user": None}, {"producer_byte_rate": 0}),
+        ({"client-id": "c"}, {"consumer_byte_rate": -2}),
+        ({"client-id": "c"}, {"producer_byte_rate": 10.5}),
+        ({"client-id": "c"}, {"foobar": 1}),
+        ({}, {"producer_byte_rate": 1}),
+        ({"user": ""}, {"producer_byte_rate": 1}),
+        ({"group": "g"}, {"producer_byte_rate": 1}),
+    ])
+    assert results[:3] == [None, None, None]
+    assert [(r.code, str(r)) for r in results[3:] if r is not None] == [
+        (ErrorCode.INVALID_REQUEST, "Quota producer_byte_rate must be greater than 0"),
+        (ErrorCode.INVALID_REQUEST, "Quota consumer_byte_rate must be greater than 0"),
+        (ErrorCode.INVALID_REQUEST, "producer_byte_rate cannot be a fractional value."),
+        (ErrorCode.INVALID_REQUEST, "Invalid configuration key foobar"),
+        (ErrorCode.INVALID_REQUEST, "Invalid empty client quota entity"),
+        (ErrorCode.INVALID_REQUEST, "Empty user not supported"),
+        (ErrorCode.INVALID_REQUEST, "Unhandled client quota entity type: group"),
+    ]
+    assert alter(broker.bootstrap, [({"client-id": "dry"}, {"producer_byte_rate": 5})], validate_only=True) == [None]
+    everything = describe(broker.bootstrap, [])
+    assert sorted(everything, key=str) == sorted([
+        ({"user": "alice"}, {"producer_byte_rate": 1048576.0, "request_percentage": 50.5}),
+        ({"user": "alice", "client-id": "app"}, {"consumer_byte_rate": 2048.0}),
+        ({"client-id": None}, {"controller_mutation_rate": 10.0}),
+    ], key=str)
+    assert describe(broker.bootstrap, [("user", "alice")], strict=True) == [
+        ({"user": "alice"}, {"producer_byte_rate": 1048576.0, "request_percentage": 50.5})]
+    assert describe(broker.bootstrap, [("user", ANY_SPECIFIED), ("client-id", ANY_SPECIFIED)]) == [
+        ({"user": "alice", "client-id": "app"}, {"consumer_byte_rate": 2048.0})]
+    assert describe(broker.bootstrap, [("client-id", DEFAULT_MATCH)]) == [
+        ({"client-id": None}, {"controller_mutation_rate": 10.0})]
+    assert alter(broker.bootstrap, [({"user": "alice"}, {"producer_byte_rate": None, "request_percentage": None})]) \
+        == [None]
+    assert describe(broker.bootstrap, [("user", "alice")], strict=True) == []
+    with pytest.raises(ResponseError, match="Custom entity type 'ip' not supported"):
+        describe(broker.bootstrap, [("ip", "1.2.3.4")])
+
+
+class _Producing(threading.Thread):
+    """Produces 10 kB values as fast as the producer takes them; counts delivered bytes by time."""
+
+    def __init__(self, bootstrap: str, client_id: str, topic: str) -> None:
+        super().__init__(daemon=True)
+        self.throttles: list[int] = []
+        self.delivered: list[tuple[float, int]] = []
+        self.stop = threading.Event()
+        self.producer = Producer({"bootstrap.servers": bootstrap, "client.id": client_id, "linger.ms": 5,
+                                  "throttle_cb": lambda event: self.throttles.append(event.throttle_time * 1000)})
+        self.topic = topic
+
+    def _delivered(self, error: object, message: object) -> None:
+        if error is None:
+            self.delivered.append((time.monotonic(), len(VALUE)))
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            try:
+                self.producer.produce(self.topic, VALUE, on_delivery=self._delivered)
+            except BufferError:
+                self.producer.poll(0.05)
+            self.producer.poll(0)
+        self.producer.flush(30)
+
+    def rate(self, start: float, end: float) -> float:
+        return sum(size for at, size in self.delivered if start <= at < end) / (end - start)
+
+
+def test_producer_held_to_its_byte_rate_beside_an_unthrottled_one(tmp_path: Path) -> None:
+    broker = BrokerProcess(tmp_path, {"quota.window.num": str(WINDOWS)}).start()
+    try:
+        _producers_against(broker)
+    finally:
+        broker.kill()
+
+
+def _producers_against(broker: BrokerProcess) -> None:
+    assert alter(broker.bootstrap, [({"client-id": "limited"}, {"producer_byte_rate": MB})]) == [None]
+    limited = _Producing(broker.bootstrap, "limited", "quota-limited")
+    free = _Producing(broker.bootstrap, "free", "quota-free")
+    limited.start()
+    free.start()
+    started = time.monotonic()
+    time.sleep(WARM_UP_S + MEASURE_S)  # the measurement span itself, not a synchronisation
+    limited.stop.set()
+    free.stop.set()
+    limited.join(60)
+    free.join(60)
+    start, end = started + WARM_UP_S, started + WARM_UP_S + MEASURE_S
+    limited_rate, free_rate = limited.rate(start, end), free.rate(start, end)
+    print(f"limited {limited_rate / MB:.3f} MB/s, unthrottled {free_rate / MB:.3f} MB/s, "
+          f"throttle times {min(limited.throttles, default=0):.0f}..{max(limited.throttles, default=0):.0f} ms "
+          f"({len(limited.throttles)} events)")
+    assert 0.9 * MB <= limited_rate <= 1.1 * MB
+    assert limited.throttles and not free.throttles
+    assert free_rate > 3 * limited_rate
+
+
+def test_consumer_byte_rate_quota(broker: BrokerProcess) -> None:
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5})
+    count = 500  # 5 MB
+    for _ in range(count):
+        producer.produce("quota-consumed", VALUE)
+    assert producer.flush(60) == 0
+    assert alter(broker.bootstrap, [({"client-id": "slow"}, {"consumer_byte_rate": 256 * 1024})]) == [None]
+
+    def consume(client_id: str) -> tuple[float, list[float]]:
+        throttles: list[float] = []
+        consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": f"g-{client_id}",
+                             "client.id": client_id, "auto.offset.reset": "earliest",
+                             "throttle_cb": lambda event: throttles.append(event.throttle_time)})
+        consumer.subscribe(["quota-consumed"])
+        seen, started, deadline = 0, None, time.monotonic() + 120
+        while seen < count and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                started = started or time.monotonic()
+                seen += 1
+        elapsed = time.monotonic() - (started or time.monotonic())
+        consumer.close()
+        assert seen == count
+        return elapsed, throttles
+
+    free_s, free_throttles = consume("fast")
+    slow_s, slow_throttles = consume("slow")
+    print(f"5 MB read unthrottled in {free_s:.1f} s, at 256 kB/s in {slow_s:.1f} s")
+    assert slow_throttles and not free_throttles
+    # 11 windows' worth (2.75 MB) may come at once; the rest at the quota: at least 8 s more
+    assert slow_s >= 8.0 and slow_s > 3 * free_s
