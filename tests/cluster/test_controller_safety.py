@@ -319,6 +319,34 @@ def test_an_isr_write_whose_notification_failed_does_not_freeze_the_isr(zookeepe
     asyncio.run(scenario())
 
 
+def test_a_failed_isr_announcement_is_retried_without_a_further_change(zookeeper: ZooKeeperServer) -> None:
+    """Chaos smoke seed 7: a leader's last ISR change (a follower caught up) was written while its
+    ZooKeeper connection dropped, and announcing it failed; with no later change the controller never
+    re-read it and every broker's metadata kept the old ISR. The writer retries the announcement."""
+
+    async def scenario() -> None:
+        async with Harness(zookeeper) as harness:
+            assert harness.zk is not None
+            await asyncio.to_thread(harness.admin.create, zp.partition_state_path("retried", 0),
+                                    zp.encode_partition_state(zp.LeaderAndIsr(1, 5, (1,), 1)), makepath=True)
+            await asyncio.to_thread(harness.admin.delete, zp.ISR_CHANGES)  # announcing now fails
+            writer = ZkIsrWriter(harness.zk)
+            assert await writer("retried", 0, leader=1, leader_epoch=5, isr=(1, 2), controller_epoch=1,
+                                zk_version=0) == ((1, 2), 1)
+            await asyncio.to_thread(harness.admin.create, zp.ISR_CHANGES)
+
+            async def announced() -> bool:
+                for child in await asyncio.to_thread(harness.admin.get_children, zp.ISR_CHANGES):
+                    data, _ = await asyncio.to_thread(harness.admin.get, f"{zp.ISR_CHANGES}/{child}")
+                    if ("retried", 0) in zp.decode_isr_change(data):
+                        return True
+                return False
+
+            await eventually(announced, "the retried announcement of retried-0")
+
+    asyncio.run(scenario())
+
+
 def test_a_leader_with_a_stale_zk_version_adopts_its_own_earlier_write(zookeeper: ZooKeeperServer) -> None:
     """The leader's ISR write reached ZooKeeper but its answer was lost (the leader kept the old version):
     the state still has this leader and epoch, so the leader adopts it instead of freezing its ISR."""
