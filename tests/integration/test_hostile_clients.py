@@ -161,6 +161,7 @@ def closed_by_broker(sock: socket.socket, timeout: float) -> bool:
         return False
 
 
+IDLE_CONNECTIONS = 5000  # the issue's figure; the test process and the broker each hold that many sockets
 RSS_BOUND_MB = 400  # the broker's own footprint (~100 MiB) plus the responses' bounded buffers
 
 
@@ -302,7 +303,7 @@ def test_a_connection_that_never_completes_its_first_request_is_closed(start_bro
     dripping.close()
 
 
-def test_two_thousand_idle_connections_cost_little_memory(start_broker) -> None:
+def test_five_thousand_idle_connections_cost_little_memory(start_broker) -> None:
     broker = start_broker()
     client = WireClient(broker.bootstrap)
     create_topic(client, "small")
@@ -310,14 +311,18 @@ def test_two_thousand_idle_connections_cost_little_memory(start_broker) -> None:
     assert broker.process is not None
     baseline, _ = memory_mb(broker.process.pid)
     host, port = broker.bootstrap.split(":")
-    idle = [socket.create_connection((host, int(port))) for _ in range(2000)]
-    deadline = time.monotonic() + 10
-    while len(list(Path(f"/proc/{broker.process.pid}/fd").iterdir())) < 2000 and time.monotonic() < deadline:
-        time.sleep(0.05)
-    peak = watch(broker, 1.0, baseline + 60, [lambda: round_trip(broker.bootstrap, "small", 1)])
-    print(f"broker RSS: {baseline:.0f} MiB before, peak {peak:.0f} MiB with 2,000 idle connections")
-    for sock in idle:
-        sock.close()
+    idle = [socket.create_connection((host, int(port))) for _ in range(IDLE_CONNECTIONS)]
+    try:
+        fds = Path(f"/proc/{broker.process.pid}/fd")
+        deadline = time.monotonic() + 30
+        while len(list(fds.iterdir())) < IDLE_CONNECTIONS and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(list(fds.iterdir())) >= IDLE_CONNECTIONS, "the broker did not accept every connection"
+        peak = watch(broker, 1.0, baseline + 100, [lambda: round_trip(broker.bootstrap, "small", 1)])
+        print(f"broker RSS: {baseline:.0f} MiB before, peak {peak:.0f} MiB with {IDLE_CONNECTIONS:,} idle connections")
+    finally:
+        for sock in idle:
+            sock.close()
 
 
 def test_long_polling_fetches_do_not_hold_request_queue_places(start_broker) -> None:
