@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Iterable
 
 from pybroker.common.config import BrokerConfig
 from pybroker.protocol.api_keys import ApiKey
+from pybroker.protocol.error_codes import ErrorCode
 from pybroker.security.acl import CLUSTER_NAME, RESOURCE_OPERATIONS, AclOperation, ResourceType
 from pybroker.security.authorizer import Authorizer, authorizer_enabled, parse_super_users
 
@@ -44,24 +45,39 @@ CHECKED_APIS: dict[int, str] = {
     ApiKey.HEARTBEAT: "Read on the group", ApiKey.LEAVE_GROUP: "Read on the group",
     ApiKey.DESCRIBE_GROUPS: "Describe on each group",
     ApiKey.OFFSET_COMMIT: "Read on the group and each topic",
-    ApiKey.OFFSET_FETCH: "Describe on each group (not yet the topics)",
-    ApiKey.ADD_PARTITIONS_TO_TXN: "Write on the transactional id (not yet the topics)",
-    ApiKey.ADD_OFFSETS_TO_TXN: "Write on the transactional id (not yet the group)",
+    ApiKey.OFFSET_FETCH: "Describe on each group and each topic",
+    ApiKey.ADD_PARTITIONS_TO_TXN: "Write on the transactional id and each topic (v0-3); ClusterAction (v4+)",
+    ApiKey.ADD_OFFSETS_TO_TXN: "Write on the transactional id, Read on the group",
     ApiKey.END_TXN: "Write on the transactional id",
-    ApiKey.TXN_OFFSET_COMMIT: "Write on the transactional id, Read on the group (not yet the topics)",
+    ApiKey.TXN_OFFSET_COMMIT: "Write on the transactional id, Read on the group and each topic",
     ApiKey.DESCRIBE_ACLS: "Describe on the cluster", ApiKey.CREATE_ACLS: "Alter on the cluster",
     ApiKey.DELETE_ACLS: "Alter on the cluster",
+    ApiKey.CREATE_TOPICS: "Create on the cluster or each topic; DescribeConfigs on each topic to see its configs",
+    ApiKey.DELETE_TOPICS: "Delete on each topic (Describe too when named by id)",
+    ApiKey.CREATE_PARTITIONS: "Alter on each topic",
+    ApiKey.DESCRIBE_CONFIGS: "DescribeConfigs on each topic or group; on the cluster for broker configs",
+    ApiKey.ALTER_CONFIGS: "AlterConfigs on each topic or group; on the cluster for broker configs",
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: "AlterConfigs on each topic or group; on the cluster for broker configs",
+    ApiKey.DESCRIBE_CLUSTER: "Describe on the cluster decides cluster_authorized_operations (refuses no one)",
+    ApiKey.LIST_GROUPS: "Describe on the cluster, else the groups listed are those with Describe",
+    ApiKey.DELETE_GROUPS: "Delete on each group",
+    ApiKey.OFFSET_DELETE: "Delete on the group, Read on each topic",
+    ApiKey.DESCRIBE_PRODUCERS: "Read on each topic",
+    ApiKey.DESCRIBE_TRANSACTIONS: "Describe on each transactional id (and its topics, to list them)",
+    ApiKey.LIST_TRANSACTIONS: "the transactional ids listed are those with Describe",
+    ApiKey.ELECT_LEADERS: "Alter on the cluster", ApiKey.ALTER_PARTITION_REASSIGNMENTS: "Alter on the cluster",
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: "Describe on the cluster",
+    ApiKey.DESCRIBE_TOPIC_PARTITIONS: "Describe on each topic (unlisted or TOPIC_AUTHORIZATION_FAILED)",
+    ApiKey.DELETE_RECORDS: "Delete on each topic",
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: "ClusterAction (followers), else Describe on each topic",
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: "Describe on the cluster",
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: "Alter on the cluster",
+    ApiKey.UPDATE_FEATURES: "Alter on the cluster",
 }
 
 # Served but not checked yet, said plainly: with an authorizer these still answer everyone.
 NOT_YET_CHECKED = frozenset({
-    ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS, ApiKey.CREATE_PARTITIONS, ApiKey.DESCRIBE_CONFIGS,
-    ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS, ApiKey.DESCRIBE_CLUSTER, ApiKey.LIST_GROUPS,
-    ApiKey.DELETE_GROUPS, ApiKey.OFFSET_DELETE, ApiKey.DESCRIBE_PRODUCERS, ApiKey.DESCRIBE_TRANSACTIONS,
-    ApiKey.LIST_TRANSACTIONS, ApiKey.ELECT_LEADERS, ApiKey.ALTER_PARTITION_REASSIGNMENTS,
-    ApiKey.LIST_PARTITION_REASSIGNMENTS, ApiKey.DESCRIBE_TOPIC_PARTITIONS, ApiKey.DELETE_RECORDS,
-    ApiKey.OFFSET_FOR_LEADER_EPOCH, ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
-    ApiKey.DESCRIBE_CLIENT_QUOTAS, ApiKey.ALTER_CLIENT_QUOTAS,
+    ApiKey.DESCRIBE_CLIENT_QUOTAS, ApiKey.ALTER_CLIENT_QUOTAS,  # the client quota work places these
 })
 
 
@@ -119,3 +135,26 @@ def authorized_operations(ctx: "RequestContext", resource_type: ResourceType, na
     if authorizer is None:
         return sum(1 << operation for operation in RESOURCE_OPERATIONS[resource_type])
     return authorizer.authorized_operations(ctx.session.principal, client_ip(ctx), resource_type, name)
+
+
+# Config resource types (ConfigResource.Type ids) and what guards them: Kafka's ConfigHelper/KafkaApis
+# check broker, broker-logger and client-metrics configs on the cluster, topic and group configs on
+# the topic or group, each refused with that resource's authorization error.
+_CONFIG_GUARDS: dict[int, tuple[ResourceType, ErrorCode]] = {
+    2: (ResourceType.TOPIC, ErrorCode.TOPIC_AUTHORIZATION_FAILED),
+    4: (ResourceType.CLUSTER, ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
+    8: (ResourceType.CLUSTER, ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
+    16: (ResourceType.CLUSTER, ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
+    32: (ResourceType.GROUP, ErrorCode.GROUP_AUTHORIZATION_FAILED),
+}
+
+
+def config_refusal(ctx: "RequestContext", operation: AclOperation, config_type: int, name: str) -> ErrorCode | None:
+    """The error for a config resource the principal may not DescribeConfigs/AlterConfigs, None if it may
+    (or the type is one Kafka rejects anyway, which the handler answers)."""
+    guard = _CONFIG_GUARDS.get(config_type)
+    if guard is None:
+        return None
+    resource_type, error = guard
+    target = CLUSTER_NAME if resource_type is ResourceType.CLUSTER else name
+    return None if authorize(ctx, operation, resource_type, target) else error

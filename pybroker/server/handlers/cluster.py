@@ -1,9 +1,14 @@
-"""DescribeCluster (60): the brokers (their endpoints of the listener asked on), the controller and the cluster id."""
+"""DescribeCluster (60): the brokers (their endpoints of the listener asked on), the controller and the cluster id.
+
+As in Kafka it refuses no one: cluster Describe decides only cluster_authorized_operations (0 without it).
+"""
 
 from __future__ import annotations
 
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.messages import DescribeClusterRequest, DescribeClusterResponse
+from pybroker.security.acl import AclOperation, ResourceType
+from pybroker.server.authorization import OPERATIONS_NOT_REQUESTED, authorize_cluster, authorized_operations
 from pybroker.server.context import RequestContext
 from pybroker.server.registry import api
 
@@ -19,6 +24,10 @@ async def handle(ctx: RequestContext, request: DescribeClusterRequest) -> Descri
     brokers = [DescribeClusterResponse.DescribeClusterBroker(broker_id=b.broker_id, host=endpoint[0],
                                                              port=endpoint[1], rack=b.rack)
                for b in metadata.brokers() if (endpoint := b.endpoint(ctx.listener)) is not None]
+    operations = OPERATIONS_NOT_REQUESTED
+    if request.include_cluster_authorized_operations:
+        operations = authorized_operations(ctx, ResourceType.CLUSTER) \
+            if authorize_cluster(ctx, AclOperation.DESCRIBE) else 0
     return DescribeClusterResponse(throttle_time_ms=0, error_code=0, endpoint_type=BROKERS_ENDPOINT_TYPE,
                                    cluster_id=metadata.cluster_id, controller_id=metadata.controller_id,
-                                   brokers=brokers)
+                                   brokers=brokers, cluster_authorized_operations=operations)

@@ -21,6 +21,8 @@ from pybroker.protocol.messages import (
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
 )
+from pybroker.security.acl import AclOperation
+from pybroker.server.authorization import config_refusal
 from pybroker.server.context import RequestContext
 from pybroker.server.error_mapping import error_code_for, error_message_for
 from pybroker.server.registry import api
@@ -40,7 +42,8 @@ async def describe_configs(ctx: RequestContext, request: DescribeConfigsRequest)
     for resource in request.resources:
         result = Result(error_code=0, resource_type=resource.resource_type, resource_name=resource.resource_name,
                         configs=[])
-        described = _describe(ctx, resource)
+        refused = config_refusal(ctx, AclOperation.DESCRIBE_CONFIGS, resource.resource_type, resource.resource_name)
+        described = (refused, refused.message) if refused is not None else _describe(ctx, resource)
         if isinstance(described, tuple):
             result.error_code, result.error_message = described
         else:
@@ -157,6 +160,9 @@ def _edit_list(ctx: RequestContext, overrides: Mapping[str, str], name: str, ope
 
 async def _apply(ctx: RequestContext, resource_type: int, name: str, edit, validate_only: bool) -> tuple[int, str | None]:
     broker = ctx.broker
+    refused = config_refusal(ctx, AclOperation.ALTER_CONFIGS, resource_type, name)
+    if refused is not None:
+        return refused, None  # Kafka: ApiError(error, null)
     if resource_type != TOPIC:
         return ErrorCode.INVALID_REQUEST, "Only topic configs can be altered; broker configs are static"
     info = broker.metadata.topic(name)

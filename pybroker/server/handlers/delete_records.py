@@ -21,6 +21,8 @@ from pybroker.common.topic import INTERNAL_TOPICS
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.messages import DeleteRecordsRequest, DeleteRecordsResponse
+from pybroker.security.acl import AclOperation, ResourceType
+from pybroker.server.authorization import allowed_names
 from pybroker.server.context import RequestContext
 from pybroker.server.error_mapping import error_code_for
 from pybroker.server.network import leave_request_queue
@@ -43,11 +45,16 @@ class _Pending:
 async def handle(ctx: RequestContext, request: DeleteRecordsRequest) -> DeleteRecordsResponse:
     topics: list[DeleteRecordsResponse.DeleteRecordsTopicResult] = []
     pending: list[_Pending] = []
+    deletable = allowed_names(ctx, AclOperation.DELETE, ResourceType.TOPIC, (t.name for t in request.topics))
     for topic in request.topics:
         results = []
         for requested in topic.partitions:
             result = PartitionResult(partition_index=requested.partition_index, low_watermark=INVALID_LOW_WATERMARK,
                                      error_code=ErrorCode.NONE)
+            if topic.name not in deletable:  # Kafka's check: Delete on the topic, before it looks the topic up
+                result.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                results.append(result)
+                continue
             waiting = _delete_on_leader(ctx, topic.name, requested, result)
             if waiting is not None:
                 pending.append(waiting)

@@ -8,6 +8,9 @@ means every topic, and then topics that cannot be described are left out instead
 Eligible leader replicas (ELR, a KRaft feature) are not kept here: both ELR lists are empty, as from a
 Kafka broker with ELR off, and never null (kafka-clients' admin dereferences them). Answers are kept
 encoded while the metadata they describe is unchanged (`metadata_cache`).
+
+Under an authorizer (answers then depend on the principal and are not cached) topics are filtered as
+Metadata filters them: left out of an every-topic answer, TOPIC_AUTHORIZATION_FAILED when named.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.frame import EncodedBody
 from pybroker.protocol.messages import DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse
+from pybroker.security.acl import AclOperation, ResourceType
+from pybroker.server.authorization import allowed_names
 from pybroker.server.context import RequestContext
 from pybroker.server.metadata_cache import answer_cache
 from pybroker.server.registry import api
@@ -35,6 +40,13 @@ async def handle(ctx: RequestContext, request: DescribeTopicPartitionsRequest) -
     every_topic = not request.topics
     names = sorted(metadata.topics()) if every_topic else sorted({t.name for t in request.topics})
     cursor = request.cursor
+    if ctx.broker.authorizer is not None:
+        allowed = allowed_names(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, names)
+        response = _answer(metadata, request, every_topic, [n for n in names if n in allowed])
+        response.topics += [Topic(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=n, topic_id=ZERO_UUID,
+                                  is_internal=n in INTERNAL_TOPICS)
+                            for n in names if n not in allowed and not every_topic]
+        return EncodedBody(ctx.api_version, response.encode(ctx.api_version))
     shape = (ApiKey.DESCRIBE_TOPIC_PARTITIONS, ctx.api_version, request.response_partition_limit,
              None if cursor is None else (cursor.topic_name, cursor.partition_index))
     requested = None if every_topic else tuple((name, None) for name in names)

@@ -33,7 +33,13 @@ from pybroker.protocol.messages import (
     SyncGroupResponse,
 )
 from pybroker.security.acl import AclOperation, ResourceType
-from pybroker.server.authorization import allowed_names, authorize
+from pybroker.server.authorization import (
+    OPERATIONS_NOT_REQUESTED,
+    allowed_names,
+    authorize,
+    authorize_cluster,
+    authorized_operations,
+)
 from pybroker.server.context import RequestContext
 from pybroker.server.error_mapping import error_code_for
 from pybroker.server.network import leave_request_queue
@@ -165,29 +171,44 @@ async def leave_group(ctx: RequestContext, request: LeaveGroupRequest) -> LeaveG
 async def describe_groups(ctx: RequestContext, request: DescribeGroupsRequest) -> DescribeGroupsResponse:
     service = ctx.broker.groups
     allowed = allowed_names(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, request.groups)
-    return DescribeGroupsResponse(groups=[
+    described = [
         DescribeGroupsResponse.DescribedGroup(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, group_id=group_id)
         if group_id not in allowed else
         service.coordinator.describe_group(group_id, ctx.api_version, request.include_authorized_operations)
         if service.owns(group_id) else
         DescribeGroupsResponse.DescribedGroup(error_code=service.not_owned_error(group_id), group_id=group_id)
-        for group_id in request.groups])
+        for group_id in request.groups]
+    if request.include_authorized_operations:  # Kafka fills them for groups described without error
+        for group in described:
+            group.authorized_operations = OPERATIONS_NOT_REQUESTED if group.error_code else \
+                authorized_operations(ctx, ResourceType.GROUP, group.group_id)
+    return DescribeGroupsResponse(groups=described)
 
 
 @api(ApiKey.LIST_GROUPS, 0, 5)
 async def list_groups(ctx: RequestContext, request: ListGroupsRequest) -> ListGroupsResponse:
     groups = ctx.broker.groups.coordinator.list_groups(request.states_filter, request.types_filter)
+    if not authorize_cluster(ctx, AclOperation.DESCRIBE):  # Kafka: Describe on the cluster lists all, else each group
+        allowed = allowed_names(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, (g.group_id for g in groups))
+        groups = [g for g in groups if g.group_id in allowed]
     return ListGroupsResponse(error_code=0, groups=groups)
 
 
 @api(ApiKey.DELETE_GROUPS, 0, 2)
 async def delete_groups(ctx: RequestContext, request: DeleteGroupsRequest) -> DeleteGroupsResponse:
     coordinator = ctx.broker.groups.coordinator
+    allowed = allowed_names(ctx, AclOperation.DELETE, ResourceType.GROUP, request.groups_names)
+    permitted = [g for g in request.groups_names if g in allowed]
+    refused = [DeleteGroupsResponse.DeletableGroupResult(group_id=g, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
+               for g in request.groups_names if g not in allowed]
 
     def failed(code: ErrorCode) -> DeleteGroupsResponse:
         return DeleteGroupsResponse(results=[DeleteGroupsResponse.DeletableGroupResult(group_id=g, error_code=code)
-                                             for g in request.groups_names])
+                                             for g in permitted])
 
-    return await coordinate(ctx, request.groups_names,
-                            lambda waiter, now: coordinator.delete_groups(waiter, request.groups_names, now),
-                            failed)
+    if not permitted:
+        return DeleteGroupsResponse(results=refused)
+    answered: DeleteGroupsResponse = await coordinate(
+        ctx, permitted, lambda waiter, now: coordinator.delete_groups(waiter, permitted, now), failed)
+    answered.results = refused + list(answered.results)
+    return answered

@@ -87,7 +87,8 @@ async def offset_fetch(ctx: RequestContext, request: OffsetFetchRequest) -> Offs
     service = ctx.broker.groups
     await service.topic.ensure()
     coordinator = service.coordinator
-    # Kafka's check: Describe on each group (GROUP_AUTHORIZATION_FAILED); the topics' Describe is not checked yet.
+    # Kafka's checks: Describe on each group (GROUP_AUTHORIZATION_FAILED), Describe on each topic (its
+    # partitions TOPIC_AUTHORIZATION_FAILED; left out when all topics are asked for).
     if ctx.api_version >= FIRST_BATCHED_FETCH_VERSION:
         allowed = allowed_names(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, (g.group_id for g in request.groups))
         return OffsetFetchResponse(groups=[OffsetFetchResponse.OffsetFetchResponseGroup(
@@ -95,8 +96,9 @@ async def offset_fetch(ctx: RequestContext, request: OffsetFetchRequest) -> Offs
             if group.group_id not in allowed else
             OffsetFetchResponse.OffsetFetchResponseGroup(
             group_id=group.group_id,
-            topics=_fetched(coordinator, group.group_id, group.topics, OffsetFetchResponse.OffsetFetchResponseTopics,
-                            OffsetFetchResponse.OffsetFetchResponsePartitions, request.require_stable))
+            topics=_describable(ctx, group.topics is None, _fetched(
+                coordinator, group.group_id, group.topics, OffsetFetchResponse.OffsetFetchResponseTopics,
+                OffsetFetchResponse.OffsetFetchResponsePartitions, request.require_stable)))
             if service.owns(group.group_id) else
             OffsetFetchResponse.OffsetFetchResponseGroup(group_id=group.group_id,
                                                          error_code=service.not_owned_error(group.group_id))
@@ -105,9 +107,23 @@ async def offset_fetch(ctx: RequestContext, request: OffsetFetchRequest) -> Offs
         return OffsetFetchResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
     if not service.owns(request.group_id):
         return OffsetFetchResponse(error_code=service.not_owned_error(request.group_id))
-    return OffsetFetchResponse(error_code=0, topics=_fetched(
+    return OffsetFetchResponse(error_code=0, topics=_describable(ctx, request.topics is None, _fetched(
         coordinator, request.group_id, request.topics, OffsetFetchResponse.OffsetFetchResponseTopic,
-        OffsetFetchResponse.OffsetFetchResponsePartition, request.require_stable))
+        OffsetFetchResponse.OffsetFetchResponsePartition, request.require_stable)))
+
+
+def _describable(ctx: RequestContext, all_topics: bool, fetched: list[Any]) -> list[Any]:
+    """Kafka's topic Describe check of OffsetFetch: topics the principal may not Describe are left out
+    of an all-topics answer, and named ones answer TOPIC_AUTHORIZATION_FAILED with no offset."""
+    allowed = allowed_names(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, (t.name for t in fetched))
+    if all_topics:
+        return [t for t in fetched if t.name in allowed]
+    for topic in fetched:
+        if topic.name not in allowed:
+            topic.partitions = [dataclasses.replace(p, committed_offset=NO_OFFSET, committed_leader_epoch=-1,
+                                                    metadata="", error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                                for p in topic.partitions]
+    return fetched
 
 
 def _fetched(coordinator: GroupCoordinator, group_id: str, topics: list[Any] | None, topic_cls: Any,
@@ -125,7 +141,12 @@ def _fetched(coordinator: GroupCoordinator, group_id: str, topics: list[Any] | N
 
 @api(ApiKey.OFFSET_DELETE, 0, 0)
 async def offset_delete(ctx: RequestContext, request: OffsetDeleteRequest) -> OffsetDeleteResponse:
-    known_topics = _known_topics(ctx, request.topics)
+    # Kafka's checks: Delete on the group (else the whole answer GROUP_AUTHORIZATION_FAILED), Read on each topic.
+    if not authorize(ctx, AclOperation.DELETE, ResourceType.GROUP, request.group_id):
+        return OffsetDeleteResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    allowed = allowed_names(ctx, AclOperation.READ, ResourceType.TOPIC, (t.name for t in request.topics))
+    refused = {t.name for t in request.topics} - allowed
+    known_topics = _known_topics(ctx, [t for t in request.topics if t.name in allowed])
     known_request = dataclasses.replace(request, topics=known_topics)
     coordinator = ctx.broker.groups.coordinator
     answered: OffsetDeleteResponse = await coordinate(
@@ -135,4 +156,5 @@ async def offset_delete(ctx: RequestContext, request: OffsetDeleteRequest) -> Of
         return answered
     return OffsetDeleteResponse(error_code=0, topics=_merge(request.topics, answered.topics,
                                                             OffsetDeleteResponse.OffsetDeleteResponseTopic,
-                                                            OffsetDeleteResponse.OffsetDeleteResponsePartition))
+                                                            OffsetDeleteResponse.OffsetDeleteResponsePartition,
+                                                            refused))

@@ -8,6 +8,10 @@ ReplicationControlManager) does, with its per-partition codes and messages: it i
 preferred) replica and the leader of everything, so elections are never needed; the only valid
 reassignment target is this broker alone, which is already every partition's replica set, so a
 reassignment to it completes at once and none is ever in progress.
+
+With an authorizer, ElectLeaders and AlterPartitionReassignments need Alter on the cluster and
+ListPartitionReassignments Describe, refused with CLUSTER_AUTHORIZATION_FAILED (Kafka's message names
+the request's Java form, which has no equivalent here: none is sent).
 """
 
 from __future__ import annotations
@@ -28,6 +32,8 @@ from pybroker.protocol.messages import (
     ListPartitionReassignmentsRequest,
     ListPartitionReassignmentsResponse,
 )
+from pybroker.security.acl import AclOperation
+from pybroker.server.authorization import authorize_cluster
 from pybroker.server.context import RequestContext
 from pybroker.server.error_mapping import error_code_for, error_message_for
 from pybroker.server.registry import api
@@ -87,6 +93,11 @@ async def _cluster_elections(controller: ZkController, election_type: ElectionTy
 @api(ApiKey.ELECT_LEADERS, 0, 2)
 async def elect_leaders(ctx: RequestContext, request: ElectLeadersRequest) -> ElectLeadersResponse:
     election_type = request.election_type  # v0 has no field: its default is PREFERRED
+    if not authorize_cluster(ctx, AclOperation.ALTER):  # Kafka: the top level and each named partition
+        return ElectLeadersResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, replica_election_results=[
+            ElectLeadersResponse.ReplicaElectionResult(topic=t.topic, partition_result=[
+                ElectLeadersResponse.PartitionResult(partition_id=p, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+                for p in t.partitions]) for t in request.topic_partitions or []])
     if election_type not in {kind.value for kind in ElectionType}:
         return ElectLeadersResponse(error_code=ErrorCode.INVALID_REQUEST)
     controller = _controller(ctx)
@@ -141,6 +152,12 @@ def _reassignment_code(exc: Exception) -> int:
 @api(ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, 0)
 async def alter_partition_reassignments(ctx: RequestContext, request: AlterPartitionReassignmentsRequest
                                         ) -> AlterPartitionReassignmentsResponse:
+    if not authorize_cluster(ctx, AclOperation.ALTER):  # Kafka's getErrorResponse: the top level and each partition
+        return AlterPartitionReassignmentsResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, responses=[
+            AlterPartitionReassignmentsResponse.ReassignableTopicResponse(name=t.name, partitions=[
+                AlterPartitionReassignmentsResponse.ReassignablePartitionResponse(
+                    partition_index=p.partition_index, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+                for p in t.partitions]) for t in request.topics])
     controller = _controller(ctx)
     if controller is None:
         return _alter_single_node(ctx, request)
@@ -180,6 +197,8 @@ def _alter_single_node(ctx: RequestContext, request: AlterPartitionReassignments
 @api(ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, 0)
 async def list_partition_reassignments(ctx: RequestContext, request: ListPartitionReassignmentsRequest
                                        ) -> ListPartitionReassignmentsResponse:
+    if not authorize_cluster(ctx, AclOperation.DESCRIBE):
+        return ListPartitionReassignmentsResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, topics=[])
     controller = _controller(ctx)
     if controller is None:
         return ListPartitionReassignmentsResponse(error_code=ErrorCode.NONE, error_message=None, topics=[])

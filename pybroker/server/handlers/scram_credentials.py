@@ -3,6 +3,8 @@ messages and error codes (ZkAdminManager): an empty user or a credential asked f
 that user, an unknown mechanism is UNSUPPORTED_SASL_MECHANISM, iterations outside 4096..16384
 UNACCEPTABLE_CREDENTIAL, deleting what is not there RESOURCE_NOT_FOUND. Each user's changes are
 written together (one entity config), so a user either gets all of its alterations or none.
+With an authorizer, describing needs Describe on the cluster and altering Alter, refused as Kafka's
+getErrorResponse does (CLUSTER_AUTHORIZATION_FAILED at the top, or for each user named, sorted).
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from pybroker.protocol.messages import (
     DescribeUserScramCredentialsResponse,
 )
 from pybroker.security.sasl.scram import BY_TYPE, MAX_ITERATIONS, MECHANISMS, ScramCredential
+from pybroker.security.acl import AclOperation
+from pybroker.server.authorization import authorize_cluster
 from pybroker.server.context import RequestContext
 from pybroker.server.registry import api
 
@@ -38,6 +42,9 @@ def _credential_infos(config: Mapping[str, str]) -> list[Describe.CredentialInfo
 @api(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, 0)
 async def describe(ctx: RequestContext, request: DescribeUserScramCredentialsRequest) -> Describe:
     store = ctx.broker.scram_credentials
+    if not authorize_cluster(ctx, AclOperation.DESCRIBE):
+        refused = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        return Describe(error_code=refused, error_message=refused.message, results=[])
     if not request.users:
         return Describe(results=[
             Describe.DescribeUserScramCredentialsResult(user=user, credential_infos=infos)
@@ -77,6 +84,11 @@ def _refusal(name: str, mechanism: int, iterations: int | None) -> tuple[ErrorCo
 @api(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, 0)
 async def alter(ctx: RequestContext, request: AlterUserScramCredentialsRequest) -> Alter:
     store = ctx.broker.scram_credentials
+    if not authorize_cluster(ctx, AclOperation.ALTER):
+        refused = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        users = sorted({d.name for d in request.deletions} | {u.name for u in request.upsertions})
+        return Alter(results=[Alter.AlterUserScramCredentialsResult(user=user, error_code=refused,
+                                                                    error_message=refused.message) for user in users])
     errors: dict[str, tuple[ErrorCode, str]] = {}
     changes = [(d.name, d.mechanism, None) for d in request.deletions] + \
               [(u.name, u.mechanism, u) for u in request.upsertions]

@@ -2,6 +2,10 @@
 
 An OSError on the way (ENOSPC, EIO while creating partition directories or writing the metadata
 file) is Kafka's KafkaStorageException: KAFKA_STORAGE_ERROR, not UNKNOWN_SERVER_ERROR.
+
+With an authorizer, KafkaApis' checks: CreateTopics needs Create on the cluster or the topic, and only
+topics the principal may DescribeConfigs show their configs; DeleteTopics needs Delete (and a topic
+named by id Describe, else it is unknown); CreatePartitions needs Alter.
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ from pybroker.protocol.messages import (
     DeleteTopicsRequest,
     DeleteTopicsResponse,
 )
+from pybroker.security.acl import AclOperation, ResourceType
+from pybroker.server.authorization import allowed_names, authorize, authorize_cluster
 from pybroker.server.context import RequestContext
 from pybroker.server.error_mapping import error_code_for, error_message_for
 from pybroker.server.quota.enforcement import MutationQuota
@@ -42,13 +48,29 @@ async def create_topics(ctx: RequestContext, request: CreateTopicsRequest) -> Cr
     counts = Counter(topic.name for topic in request.topics)
     mutations = MutationQuota(strict=ctx.api_version >= STRICT_CREATE_TOPICS)
     results = []
+    names = list(counts)
+    creatable = set(names) if authorize_cluster(ctx, AclOperation.CREATE) else \
+        allowed_names(ctx, AclOperation.CREATE, ResourceType.TOPIC, names)
+    describable = allowed_names(ctx, AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, names)
     for topic in request.topics:
         if counts[topic.name] > 1:
             results.append(CreatableTopicResult(name=topic.name, error_code=ErrorCode.INVALID_REQUEST,
                                                 error_message=f"Create topics request from client `{ctx.client_id}` "
                                                               f"contains multiple entries for the topic {topic.name}"))
             continue
+        if topic.name not in creatable:
+            results.append(CreatableTopicResult(name=topic.name, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                                error_message="Authorization failed."))
+            continue
         results.append(await _create_one(ctx, topic, request.validate_only, mutations))
+    for result in results:
+        if result.name in describable:
+            continue
+        if result.error_code == ErrorCode.NONE:  # created, but its configs are not the principal's to see
+            result.configs, result.num_partitions, result.replication_factor = [], -1, -1
+            result.topic_config_error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        elif counts[result.name] > 1 or result.name not in creatable:  # Kafka resets it only after a failed create
+            result.topic_config_error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
     return CreateTopicsResponse(throttle_time_ms=0, topics=results)
 
 
@@ -103,7 +125,17 @@ async def delete_topics(ctx: RequestContext, request: DeleteTopicsRequest) -> De
                 result.error_code = ErrorCode.UNKNOWN_TOPIC_ID
                 results.append(result)
                 continue
+            if not authorize(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, info.name):
+                result.topic_id, result.error_code = topic_id, ErrorCode.UNKNOWN_TOPIC_ID  # its name not disclosed
+                results.append(result)
+                continue
             name = result.name = info.name
+        if not authorize(ctx, AclOperation.DELETE, ResourceType.TOPIC, name):
+            if topic_id is not None:
+                result.topic_id = topic_id
+            result.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            results.append(result)
+            continue
         info = metadata.topic(name)
         if info is not None:
             result.topic_id = info.topic_id
@@ -124,10 +156,14 @@ async def create_partitions(ctx: RequestContext, request: CreatePartitionsReques
     counts = Counter(topic.name for topic in request.topics)
     mutations = MutationQuota(strict=ctx.api_version >= STRICT_CREATE_PARTITIONS)
     results = []
+    alterable = allowed_names(ctx, AclOperation.ALTER, ResourceType.TOPIC, counts)
     for topic in request.topics:
         result = CreatePartitionsResponse.CreatePartitionsTopicResult(name=topic.name, error_code=0)
         if counts[topic.name] > 1:
             result.error_code, result.error_message = ErrorCode.INVALID_REQUEST, "Duplicate topic in request."
+        elif topic.name not in alterable:
+            result.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            result.error_message = "The topic authorization is failed."
         else:
             assignments = None if topic.assignments is None else [a.broker_ids for a in topic.assignments]
             info = ctx.broker.metadata.topic(topic.name)

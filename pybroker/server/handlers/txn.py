@@ -9,8 +9,10 @@ broker finalizes no transaction.version feature, so clients use the classic flow
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Callable, Iterable
 
+from pybroker.common.topic import INTERNAL_TOPICS
 from pybroker.coordinator.runtime import CoordinatorStorageError
 from pybroker.coordinator.txn_records import TopicPartition, TxnState
 from pybroker.protocol.api_keys import ApiKey
@@ -34,7 +36,7 @@ from pybroker.protocol.messages import (
     WriteTxnMarkersResponse,
 )
 from pybroker.security.acl import AclOperation, ResourceType
-from pybroker.server.authorization import authorize, authorize_cluster
+from pybroker.server.authorization import allowed_names, authorize, authorize_cluster
 from pybroker.server.context import RequestContext
 from pybroker.server.error_mapping import error_code_for
 from pybroker.server.group_service import OFFSETS_TOPIC
@@ -54,12 +56,14 @@ def fenced_code(code: ErrorCode, version: int, first_fenced_version: int) -> Err
     return code
 
 
-async def txn_call(ctx: RequestContext, transactional_id: str, operation: Callable[[Any, int], Any]) -> Any:
-    """Run a coordinator operation for ``transactional_id``; returns its answer or an ErrorCode."""
+async def txn_call(ctx: RequestContext, transactional_id: str, operation: Callable[[Any, int], Any], *,
+                   from_client: bool = True) -> Any:
+    """Run a coordinator operation for ``transactional_id``; returns its answer or an ErrorCode. Calls
+    from clients need Write on the transactional id; brokers' (AddPartitionsToTxn v4+) ClusterAction."""
     service = ctx.broker.txns
     if not transactional_id:
         return ErrorCode.INVALID_REQUEST
-    if not authorize(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id):
+    if from_client and not authorize(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id):
         return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED  # Kafka's check of every transactional call
     try:
         await service.topic.ensure()
@@ -87,22 +91,39 @@ def _unknown_partitions(ctx: RequestContext, partitions: Iterable[TopicPartition
 async def _add_partitions(ctx: RequestContext, txn: AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction,
                           *, verify_only: bool) -> list[AddTopicResult]:
     """One transaction of AddPartitionsToTxn: the same code for every partition (Kafka's rule), except
-    that unknown partitions fail the request and the known ones are then OPERATION_NOT_ATTEMPTED."""
+    that partitions of topics a client may not Write (internal ones never) or that do not exist fail the
+    request and the others are then OPERATION_NOT_ATTEMPTED."""
     wanted = [(t.name, p) for t in txn.topics for p in t.partitions]
-    unknown = _unknown_partitions(ctx, wanted)
+    from_client = ctx.api_version < FIRST_BATCHED_ADD_VERSION
+    refused: set[TopicPartition] = set()
+    if from_client and txn.transactional_id and not authorize(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID,
+                                                              txn.transactional_id):
+        return _same_code(txn, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    if from_client:
+        writable = allowed_names(ctx, AclOperation.WRITE, ResourceType.TOPIC,
+                                 (t.name for t in txn.topics if t.name not in INTERNAL_TOPICS))
+        refused = {tp for tp in wanted if tp[0] not in writable}
+    unknown = _unknown_partitions(ctx, [tp for tp in wanted if tp not in refused])
     codes: dict[TopicPartition, ErrorCode]
-    if unknown:
-        codes = {tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else ErrorCode.OPERATION_NOT_ATTEMPTED
+    if unknown or refused:
+        codes = {tp: ErrorCode.TOPIC_AUTHORIZATION_FAILED if tp in refused else
+                 ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else ErrorCode.OPERATION_NOT_ATTEMPTED
                  for tp in wanted}
     else:
         coordinator = ctx.broker.txns.coordinator
         code = await txn_call(ctx, txn.transactional_id, lambda waiter, now: coordinator.add_partitions(
-            waiter, txn.transactional_id, txn.producer_id, txn.producer_epoch, wanted, now, verify_only=verify_only))
+            waiter, txn.transactional_id, txn.producer_id, txn.producer_epoch, wanted, now, verify_only=verify_only),
+            from_client=from_client)
         code = fenced_code(code, ctx.api_version, FIRST_PRODUCER_FENCED_VERSION)
         codes = {tp: code for tp in wanted}
     return [AddTopicResult(name=t.name, results_by_partition=[
         AddResult(partition_index=p, partition_error_code=codes[(t.name, p)]) for p in t.partitions])
         for t in txn.topics]
+
+
+def _same_code(txn: AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction, code: ErrorCode) -> list[AddTopicResult]:
+    return [AddTopicResult(name=t.name, results_by_partition=[
+        AddResult(partition_index=p, partition_error_code=code) for p in t.partitions]) for t in txn.topics]
 
 
 @api(ApiKey.ADD_PARTITIONS_TO_TXN, 0, 5)
@@ -116,6 +137,8 @@ async def add_partitions_to_txn(ctx: RequestContext, request: AddPartitionsToTxn
         return AddPartitionsToTxnResponse(throttle_time_ms=0,
                                           results_by_topic_v3_and_below=await _add_partitions(ctx, txn,
                                                                                               verify_only=False))
+    if not authorize_cluster(ctx, AclOperation.CLUSTER_ACTION):  # v4+ come from brokers only (Kafka's check)
+        return AddPartitionsToTxnResponse(throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     results = [AddPartitionsToTxnResponse.AddPartitionsToTxnResult(
         transactional_id=txn.transactional_id, topic_results=await _add_partitions(ctx, txn,
                                                                                    verify_only=txn.verify_only))
@@ -126,6 +149,12 @@ async def add_partitions_to_txn(ctx: RequestContext, request: AddPartitionsToTxn
 @api(ApiKey.ADD_OFFSETS_TO_TXN, 0, 4)
 async def add_offsets_to_txn(ctx: RequestContext, request: AddOffsetsToTxnRequest) -> AddOffsetsToTxnResponse:
     groups = ctx.broker.groups
+    # Kafka's checks, in order: Write on the transactional id, Read on the group.
+    if request.transactional_id and not authorize(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID,
+                                                  request.transactional_id):
+        return AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    if not authorize(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
     try:
         await groups.topic.ensure()
     except Exception:
@@ -150,7 +179,8 @@ async def end_txn(ctx: RequestContext, request: EndTxnRequest) -> EndTxnResponse
 @api(ApiKey.TXN_OFFSET_COMMIT, 0, 4)
 async def txn_offset_commit(ctx: RequestContext, request: TxnOffsetCommitRequest) -> TxnOffsetCommitResponse:
     wanted = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
-    unknown = _unknown_partitions(ctx, wanted)
+    readable = allowed_names(ctx, AclOperation.READ, ResourceType.TOPIC, (t.name for t in request.topics))
+    unknown = _unknown_partitions(ctx, [tp for tp in wanted if tp[0] in readable])
     groups = ctx.broker.groups
     try:
         await groups.topic.ensure()
@@ -161,7 +191,9 @@ async def txn_offset_commit(ctx: RequestContext, request: TxnOffsetCommitRequest
         elif not groups.owns(request.group_id):
             codes = dict.fromkeys(wanted, groups.not_owned_error(request.group_id))
         else:
-            codes = await ctx.broker.txns.commit_offsets(request)
+            codes = await ctx.broker.txns.commit_offsets(dataclasses.replace(
+                request, topics=[t for t in request.topics if t.name in readable]))
+            codes.update((tp, ErrorCode.TOPIC_AUTHORIZATION_FAILED) for tp in wanted if tp[0] not in readable)
     except Exception:
         codes = {tp: ErrorCode.COORDINATOR_NOT_AVAILABLE for tp in wanted}
     return TxnOffsetCommitResponse(throttle_time_ms=0, topics=[
@@ -199,10 +231,16 @@ async def write_txn_markers(ctx: RequestContext, request: WriteTxnMarkersRequest
 @api(ApiKey.DESCRIBE_PRODUCERS, 0, 0)
 async def describe_producers(ctx: RequestContext, request: DescribeProducersRequest) -> DescribeProducersResponse:
     topics = []
+    readable = allowed_names(ctx, AclOperation.READ, ResourceType.TOPIC, (t.name for t in request.topics))
     for topic in request.topics:
         partitions = []
         for index in topic.partition_indexes:
             response = DescribeProducersResponse.PartitionResponse(partition_index=index, error_code=0)
+            if topic.name not in readable:  # Kafka's check: Read on the topic
+                response.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                response.error_message = ErrorCode.TOPIC_AUTHORIZATION_FAILED.message
+                partitions.append(response)
+                continue
             try:
                 state = ctx.broker.replica_manager.leader_partition(topic.name, index).log.producer_state
                 response.active_producers = [DescribeProducersResponse.ProducerState(
@@ -226,7 +264,9 @@ async def describe_transactions(ctx: RequestContext, request: DescribeTransactio
     for transactional_id in request.transactional_ids:
         meta = service.coordinator.describe(transactional_id)
         state = DescribeTransactionsResponse.TransactionState(transactional_id=transactional_id, error_code=0)
-        if service.coordinator_node(transactional_id) not in (None, ctx.broker.broker_id):
+        if not authorize(ctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, transactional_id):
+            state.error_code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        elif service.coordinator_node(transactional_id) not in (None, ctx.broker.broker_id):
             state.error_code = ErrorCode.NOT_COORDINATOR
         elif meta is None:
             state.error_code = ErrorCode.TRANSACTIONAL_ID_NOT_FOUND
@@ -239,7 +279,10 @@ async def describe_transactions(ctx: RequestContext, request: DescribeTransactio
             state.transaction_start_time_ms = meta.start_ms
             state.producer_id = meta.producer_id
             state.producer_epoch = meta.producer_epoch
-            state.topics = [DescribeTransactionsResponse.TopicData(topic=t, partitions=p) for t, p in by_topic.items()]
+            # Kafka lists only the topics the principal may Describe
+            describable = allowed_names(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, by_topic)
+            state.topics = [DescribeTransactionsResponse.TopicData(topic=t, partitions=p) for t, p in by_topic.items()
+                            if t in describable]
         states.append(state)
     return DescribeTransactionsResponse(throttle_time_ms=0, transaction_states=states)
 
@@ -249,6 +292,9 @@ async def list_transactions(ctx: RequestContext, request: ListTransactionsReques
     unknown = [name for name in request.state_filters if TxnState.from_name(name) is None]
     listed = ctx.broker.txns.coordinator.list_transactions(request.state_filters, request.producer_id_filters,
                                                            request.duration_filter, ctx.now_ms)
+    describable = allowed_names(ctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID,
+                                (m.transactional_id for m in listed))
+    listed = [m for m in listed if m.transactional_id in describable]  # Kafka lists only these
     return ListTransactionsResponse(throttle_time_ms=0, error_code=0, unknown_state_filters=unknown,
                                     transaction_states=[ListTransactionsResponse.TransactionState(
                                         transactional_id=m.transactional_id, producer_id=m.producer_id,
