@@ -1,6 +1,7 @@
 """`pybroker configs`: describe and alter topic and broker configs, as kafka-configs.sh does.
 
-Users (`--entity-type users`) carry SCRAM credentials, handled in user_configs.py.
+Users and clients (`--entity-type users|clients`, together for a user's client) carry quotas and
+SCRAM credentials, handled in quota_configs.py.
 `--describe` prints, per entity, `Dynamic configs for topic T are:` (or `All configs ...` with
 `--all`) then `  name=value sensitive=false synonyms={SOURCE:name=value, ...}` lines sorted by
 name. `--alter` applies `--add-config k1=v1,k2=[a,b]` and `--delete-config k1,k2` with
@@ -24,13 +25,16 @@ from pybroker.admin.tool import (
     run_client,
     run_tool,
 )
-from pybroker.admin import user_configs
+from pybroker.admin import quota_configs
 from pybroker.client import BROKER_RESOURCE, TOPIC_RESOURCE, AdminClient, ConfigEntry
 from pybroker.common.config import parse_properties
 
 ERROR_PREFIX = "Error while executing config command : "
-USER_ENTITY = -1  # not a DescribeConfigs resource: SCRAM credentials (user_configs.py)
-ENTITY_TYPES = {"topics": TOPIC_RESOURCE, "brokers": BROKER_RESOURCE, "users": USER_ENTITY}
+ENTITY_TYPES = {"topics": TOPIC_RESOURCE, "brokers": BROKER_RESOURCE, quota_configs.USERS: None,
+                quota_configs.CLIENTS: None}  # users and clients are not DescribeConfigs resources
+#: the shorthand flags: (option dest, entity type, name or "" for the default)
+SHORTHANDS = (("topic", "topics"), ("broker", "brokers"), ("user", "users"), ("client", "clients"))
+DEFAULT_SHORTHANDS = (("user_defaults", "users"), ("client_defaults", "clients"))
 #: Kafka's ConfigEntry.ConfigSource names by DescribeConfigs source id
 SOURCE_NAMES = {0: "UNKNOWN", 1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG",
                 3: "DYNAMIC_DEFAULT_BROKER_CONFIG", 4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG",
@@ -46,11 +50,20 @@ def build_parser() -> ToolParser:
     actions.add_argument("--describe", action="store_true", help="list the configs of the given entity")
     actions.add_argument("--alter", action="store_true", help="add or delete configs of the given entity")
     add_connection_arguments(parser)
-    parser.add_argument("--entity-type", choices=sorted(ENTITY_TYPES), help="topics, brokers or users")
-    parser.add_argument("--entity-name", metavar="NAME", help="topic name or broker id; all of them if omitted "
-                                                              "with --describe")
+    parser.add_argument("--entity-type", choices=sorted(ENTITY_TYPES), action="append",
+                        help="topics, brokers, users or clients; users and clients together for a user's client")
+    parser.add_argument("--entity-name", metavar="NAME", dest="entity_names", action="append",
+                        help="topic name, broker id, user principal or client id, one per --entity-type; "
+                             "all of them if omitted with --describe")
+    parser.add_argument("--entity-default", dest="entity_names", action="append_const", const="",
+                        help="the default user or client (in place of an --entity-name)")
     parser.add_argument("--topic", metavar="TOPIC", help="same as --entity-type topics --entity-name TOPIC")
     parser.add_argument("--broker", metavar="ID", help="same as --entity-type brokers --entity-name ID")
+    parser.add_argument("--user", metavar="PRINCIPAL", help="same as --entity-type users --entity-name PRINCIPAL")
+    parser.add_argument("--client", metavar="ID", help="same as --entity-type clients --entity-name ID")
+    parser.add_argument("--user-defaults", action="store_true", help="same as --entity-type users --entity-default")
+    parser.add_argument("--client-defaults", action="store_true",
+                        help="same as --entity-type clients --entity-default")
     parser.add_argument("--all", action="store_true", help="with --describe: every config, not just overrides")
     parser.add_argument("--add-config", metavar="K1=V1,K2=[V1,V2]",
                         help="configs to set; a list value goes in square brackets")
@@ -64,14 +77,16 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def command(args: argparse.Namespace, settings: ClientSettings) -> None:
-    resource_type, name = entity(args)
-    if resource_type == USER_ENTITY:
+    types, names = entities(args)
+    if ENTITY_TYPES[types[0]] is None:
         if args.describe:
-            run_client(settings, lambda client: user_configs.describe(client, name))
+            run_client(settings, lambda client: quota_configs.describe(client, types, names))
         else:
             updates, deletions = alterations(args)
-            run_client(settings, lambda client: user_configs.alter(client, str(name), updates, deletions))
+            run_client(settings, lambda client: quota_configs.alter(client, types, names, updates, deletions))
         return
+    resource_type, name = ENTITY_TYPES[types[0]], (names[0] if names else None)
+    assert resource_type is not None
     if args.describe:
         run_admin(settings, lambda admin: describe(admin, resource_type, name, args.all))
     else:
@@ -79,23 +94,36 @@ def command(args: argparse.Namespace, settings: ClientSettings) -> None:
         run_admin(settings, lambda admin: alter(admin, resource_type, name, updates, deletions))
 
 
-def entity(args: argparse.Namespace) -> tuple[int, str | None]:
-    """(resource type, name or None for all) from --entity-type/--entity-name or --topic/--broker."""
+def entities(args: argparse.Namespace) -> tuple[list[str], list[str]]:
+    """ConfigCommandOptions' entity types and names ("" for a default) from --entity-* or the shorthands."""
     if args.describe == args.alter:
         raise UsageError("Command must include exactly one action: --describe, --alter")
-    shorthand = [(t, n) for t, n in (("topics", args.topic), ("brokers", args.broker)) if n is not None]
-    if shorthand and (args.entity_type or args.entity_name or len(shorthand) > 1):
-        raise UsageError("--topic and --broker can't be combined with each other or with --entity-type/--entity-name")
-    entity_type, name = shorthand[0] if shorthand else (args.entity_type, args.entity_name)
-    if entity_type is None:
+    types, names = list(args.entity_type or ()), list(args.entity_names or ())
+    shorthands = [(t, getattr(args, dest)) for dest, t in SHORTHANDS if getattr(args, dest) is not None]
+    shorthands += [(t, "") for dest, t in DEFAULT_SHORTHANDS if getattr(args, dest)]
+    if shorthands and (types or names):
+        raise UsageError("--entity-{type,name,default} should not be used in conjunction with specific entity flags")
+    types += [t for t, _ in shorthands]
+    names += [n for _, n in shorthands]
+    duplicates = sorted({t for t in types if types.count(t) > 1})
+    if duplicates:
+        raise UsageError(f"Duplicate entity type(s) specified: {','.join(duplicates)}")
+    if not types:
         raise UsageError("--entity-type must be specified")
-    if args.alter and name is None:
-        raise UsageError("--entity-name must be specified with --alter of " + entity_type)
-    if entity_type == "brokers" and name is not None and not name.isdigit():
-        raise UsageError(f"The entity name for brokers must be a valid integer broker id, but it is: {name}")
+    if len(types) > 1 and set(types) != {quota_configs.USERS, quota_configs.CLIENTS}:
+        raise UsageError("Only 'users' and 'clients' entity types may be specified together")
+    quota_entity = ENTITY_TYPES[types[0]] is None
+    if "" in names and not quota_entity:
+        raise UsageError(f"--entity-default is not supported with {types[0]}")
+    if args.alter and not names:
+        raise UsageError("An entity-name or default entity must be specified with --alter of users, clients, "
+                         "brokers or ips" if quota_entity else f"An entity name must be specified with --alter of "
+                                                               f"{types[0]}")
+    if types[0] == "brokers" and names and not names[0].isdigit():
+        raise UsageError(f"The entity name for brokers must be a valid integer broker id, but it is: {names[0]}")
     if args.all and not args.describe:
         raise UsageError("--all can only be used with --describe")
-    return ENTITY_TYPES[entity_type], name
+    return types, names
 
 
 def alterations(args: argparse.Namespace) -> tuple[dict[str, str], list[str]]:

@@ -5,7 +5,7 @@
 deletes one; ``--describe`` prints ``SCRAM credential configs for user-principal 'alice' are
 SCRAM-SHA-256=iterations=8192`` per user (all users without ``--entity-name``), or Kafka's
 ``Error retrieving SCRAM credential configs for user-principal ...`` line. Quota configs, the
-other user configs Kafka keeps, are not supported.
+other user configs Kafka keeps, are in quota_configs.py, which calls these.
 """
 
 from __future__ import annotations
