@@ -176,6 +176,7 @@ _KEYS: list[ConfigKey] = [
     # Client quotas (the quotas themselves are dynamic entity configs: pybroker configs --entity-type users|clients)
     ConfigKey("quota.window.num", "int", 11, "Samples kept for client quota rates.", at_least(1)),
     ConfigKey("quota.window.size.seconds", "int", 1, "Time span of each client quota sample.", at_least(1)),
+    ConfigKey("telemetry.max.bytes", "int", 1048576, "Largest client telemetry push (KIP-714) accepted, compressed or not.", at_least(1)),
     # Metrics (pybroker's own: Kafka exposes JMX, pybroker Prometheus text)
     ConfigKey("metrics.port", "int", -1, "Port serving Prometheus text at /metrics; -1 = off, 0 = any free port (logged).", between(-1, 65535)),
     ConfigKey("metrics.host", "string", "127.0.0.1", "Address the /metrics endpoint binds; loopback by default so metrics are not published by accident."),

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 # transactional id it looks up, so it is not here.
 NO_ACL_APIS = frozenset({
     ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE,
+    ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, ApiKey.PUSH_TELEMETRY,  # a client's own metrics (KafkaApis checks none)
 })
 
 
@@ -73,6 +74,7 @@ CHECKED_APIS: dict[int, str] = {
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: "Describe on the cluster",
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: "Alter on the cluster",
     ApiKey.UPDATE_FEATURES: "Alter on the cluster",
+    ApiKey.LIST_CLIENT_METRICS_RESOURCES: "Describe on the cluster",
 }
 
 # Served but not checked yet, said plainly: with an authorizer these still answer everyone.

@@ -17,6 +17,7 @@ from pybroker.controller.embedded import EmbeddedMetadata
 from pybroker.controller.errors import InvalidTopicConfigError
 from pybroker.controller.metadata import BrokerInfo, ClusterMetadata, TopicInfo
 from pybroker.controller.acl_store import AclStore, FileAclStore, ZkAclStore
+from pybroker.controller.client_metrics_store import FileClientMetricsStore
 from pybroker.controller.quota_store import FileQuotaStore
 from pybroker.controller.scram_store import FileScramStore, ScramCredentialStore
 from pybroker.log.config import LogConfig
@@ -36,6 +37,7 @@ from pybroker.server.handlers import ALL_HANDLERS
 from pybroker.server.listeners import advertised_endpoints, inter_broker_tls, listener_specs
 from pybroker.server.metrics import BrokerMetrics
 from pybroker.server.quota.service import ClientQuotas
+from pybroker.server.telemetry.manager import ClientMetricsManager
 from pybroker.server.sasl_session import SaslAuthenticator
 from pybroker.server.socket_server import SocketServer
 from pybroker.server.topic_configs import TopicConfigs
@@ -78,6 +80,8 @@ class Broker:
         self.features: FeatureStore = LocalFeatures() if self.zk_mode is None else self.zk_mode.features
         self.quotas = ClientQuotas(config, FileQuotaStore(config.log_dirs[0]) if self.zk_mode is None
                                    else self.zk_mode.client_quotas)
+        self.client_metrics = ClientMetricsManager(FileClientMetricsStore(config.log_dirs[0]) if self.zk_mode is None
+                                                   else self.zk_mode.client_metrics, config["telemetry.max.bytes"])
         # ACLs: None without authorizer.class.name; the store fills the authorizer before serving.
         self.authorizer = build_authorizer(config)
         self.acl_store: AclStore | None = None

@@ -23,6 +23,8 @@ class ConnectionSession:
     principal: KafkaPrincipal = ANONYMOUS
     sasl: "SaslSession | None" = None  # on SASL_PLAINTEXT and SASL_SSL listeners
     close_after_response: bool = False  # a handler refused the client: close once its answer is out
+    client_software_name: str = ""  # from ApiVersions v3+, for client-metrics subscriptions to match
+    client_software_version: str = ""
 
 
 @dataclass(slots=True)

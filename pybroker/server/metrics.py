@@ -27,6 +27,7 @@ from pybroker.coordinator.group import GroupState
 from pybroker.log.file_slice import FileSlice
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.messages import FetchRequest, FetchResponse
+from pybroker.server.telemetry.collector import ClientTelemetryCollector
 
 if TYPE_CHECKING:
     from pybroker.server.broker import Broker
@@ -68,6 +69,7 @@ class BrokerMetrics:
                                  "Time from a request's decoding to its response being ready, per API.", ["request"],
                                  buckets=LATENCY_BUCKETS_S, registry=self.registry)
         self.registry.register(_StateCollector(broker))
+        self.registry.register(ClientTelemetryCollector(broker.client_metrics))
         self._server: asyncio.base_events.Server | None = None
         self.bound_port: int | None = None
 

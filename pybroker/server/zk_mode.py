@@ -22,6 +22,7 @@ from pybroker.client.errors import KafkaClientError
 from pybroker.controller import zk_paths as zp
 from pybroker.controller.controller import RebalanceConfig, ZkController
 from pybroker.controller.isr_writer import ZkIsrWriter
+from pybroker.controller.client_metrics_store import ZkClientMetricsStore
 from pybroker.controller.quota_store import ZkQuotaStore
 from pybroker.controller.scram_store import ZkScramStore
 from pybroker.controller.zk_client import SESSION_RECONNECTED, ZkClient, ZkEvent
@@ -58,6 +59,7 @@ class ZkMode:
         self.scram_credentials = ZkScramStore(self.zk)
         self.features = ZkFeatures(self.zk)
         self.client_quotas = ZkQuotaStore(self.zk)
+        self.client_metrics = ZkClientMetricsStore(self.zk)
         self.controller: ZkController | None = None
         self.registered = asyncio.Event()  # set once this run registered, with fetching enabled
 
@@ -70,6 +72,7 @@ class ZkMode:
         await self.scram_credentials.start()  # before registering: SCRAM logins of other brokers follow
         await self.features.start()
         await self.client_quotas.start()
+        await self.client_metrics.start()
         replicas = broker.replica_manager
         replicas.isr_writer = ZkIsrWriter(self.zk)
         timeout_s = config["replica.socket.timeout.ms"] / 1000

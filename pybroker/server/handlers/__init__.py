@@ -21,6 +21,7 @@ from pybroker.server.handlers import (
     producer_id,
     sasl,
     scram_credentials,
+    telemetry,
     topics,
     txn,
 )
@@ -79,4 +80,7 @@ ALL_HANDLERS: tuple[ApiHandler, ...] = (
     features.update_features,
     client_quotas.describe,
     client_quotas.alter,
+    telemetry.get_subscriptions,
+    telemetry.push,
+    telemetry.list_resources,
 )

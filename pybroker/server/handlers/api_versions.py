@@ -15,6 +15,9 @@ from pybroker.server.registry import api
 
 @api(ApiKey.API_VERSIONS, 0, 4)
 async def handle(ctx: RequestContext, request: ApiVersionsRequest) -> ApiVersionsResponse:
+    if ctx.api_version >= 3:
+        ctx.session.client_software_name = request.client_software_name
+        ctx.session.client_software_version = request.client_software_version
     keys = [
         ApiVersionsResponse.ApiVersion(api_key=handler.api_key, min_version=handler.min_version,
                                        max_version=handler.max_version)

@@ -26,6 +26,7 @@ from pybroker.server.authorization import config_refusal
 from pybroker.server.context import RequestContext
 from pybroker.server.error_mapping import error_code_for, error_message_for
 from pybroker.server.registry import api
+from pybroker.server.telemetry import configs as client_metrics_configs
 from pybroker.server.topic_configs import CONFIG_TYPES, DEFAULT_CONFIG, DescribedConfig, broker_synonyms
 
 TOPIC = 2
@@ -74,6 +75,8 @@ def _describe(ctx: RequestContext, resource: DescribeConfigsRequest.DescribeConf
             return ErrorCode.INVALID_REQUEST, (f"Unexpected broker id, expected {broker.broker_id} or empty string, "
                                                f"but received {name}")
         return _broker_configs(ctx, keys)
+    if resource.resource_type == client_metrics_configs.CLIENT_METRICS:
+        return client_metrics_configs.describe(ctx, name, keys)
     return ErrorCode.INVALID_REQUEST, f"Unsupported resource type: {resource.resource_type}"
 
 
@@ -163,6 +166,8 @@ async def _apply(ctx: RequestContext, resource_type: int, name: str, edit, valid
     refused = config_refusal(ctx, AclOperation.ALTER_CONFIGS, resource_type, name)
     if refused is not None:
         return refused, None  # Kafka: ApiError(error, null)
+    if resource_type == client_metrics_configs.CLIENT_METRICS:
+        return await client_metrics_configs.apply(ctx, name, edit, validate_only)
     if resource_type != TOPIC:
         return ErrorCode.INVALID_REQUEST, "Only topic configs can be altered; broker configs are static"
     info = broker.metadata.topic(name)

@@ -1,0 +1,1 @@
+"""Client telemetry (KIP-714): subscriptions, the pushes clients make, and their metrics on /metrics."""
