@@ -133,8 +133,12 @@ class TxnService:
     # ------------------------------------------------------------------ markers
 
     async def write_markers(self, marker: MarkerRequest) -> bool:
-        """The runtime's marker writer: True when every partition has its marker."""
-        local, remote = self._route(marker.partitions)
+        """The runtime's marker writer: True when every partition has its marker. Partitions of a topic
+        this broker's metadata no longer has are done: their topic was deleted (Kafka's marker channel
+        drops them the same way, on the coordinator, never on the broker that receives the markers)."""
+        metadata = self._broker.metadata
+        assert metadata is not None
+        local, remote = self._route([tp for tp in marker.partitions if metadata.topic(tp[0]) is not None])
         sends = [self._markers.send(broker, marker, partitions) for broker, partitions in remote.values()]
         answers = await asyncio.gather(self.write_marker(marker.producer_id, marker.producer_epoch,
                                                          marker.coordinator_epoch, marker.commit, local), *sends)
@@ -164,8 +168,10 @@ class TxnService:
 
     async def write_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool,
                            partitions: Iterable[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
-        """Append a COMMIT/ABORT marker to each partition and wait for its ISR; a partition that no
-        longer exists is done (Kafka drops markers of deleted topics)."""
+        """Append a COMMIT/ABORT marker to each partition and wait for its ISR. A partition this broker
+        does not host is UNKNOWN_TOPIC_OR_PARTITION, to be retried, as Kafka's replica manager answers:
+        taking it for a deleted topic made a broker whose metadata had not arrived yet (just restarted)
+        report a marker written that never was, and the transaction stayed open there for good."""
         results: dict[TopicPartition, ErrorCode] = {}
         appended: dict[TopicPartition, int] = {}
         for topic, index in partitions:
@@ -176,10 +182,7 @@ class TxnService:
                 info = self._broker.replica_manager.append(topic, index, bytearray(batch), required_acks=-1,
                                                            now_ms=now)
             except UnknownPartitionError:
-                if self._broker.metadata is not None and self._broker.metadata.topic(topic) is not None:
-                    results[(topic, index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                    continue
-                results[(topic, index)] = ErrorCode.NONE  # the topic was deleted: nothing left to mark
+                results[(topic, index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
             except Exception as exc:
                 results[(topic, index)] = error_code_for(exc)

@@ -12,6 +12,7 @@ from typing import Iterator
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
+from pybroker.protocol.error_codes import ErrorCode
 from tests.integration.broker_process import BrokerProcess
 from tests.integration.test_confluent_kafka import create_topic
 
@@ -268,3 +269,51 @@ def test_transaction_admin_apis_and_markers_from_another_coordinator(txn_broker:
     assert response.markers[0].topics[0].partitions[0].error_code == 0
     assert read_values(bootstrap, "admin-out", "read_committed", 1) == []
     assert read_values(bootstrap, "admin-out", "read_uncommitted", 1) == [b"open"]
+
+
+def test_a_marker_for_a_partition_the_broker_does_not_know_is_not_reported_written(txn_broker: BrokerProcess):
+    """Chaos round 2001: a broker just restarted, before its metadata arrived, got a WriteTxnMarkers for
+    a partition it did not host yet and answered NONE (it took the topic for deleted); the coordinator
+    counted the marker written and the transaction stayed open on that partition for good (its
+    committed records never readable, read_committed consumers stuck at the LSO). Kafka's replica
+    manager answers UNKNOWN_TOPIC_OR_PARTITION and the coordinator retries; only the coordinator
+    drops markers of topics deleted in its own metadata."""
+    from pybroker.client import Connection
+    from pybroker.protocol.messages import WriteTxnMarkersRequest, WriteTxnMarkersResponse
+
+    async def write_marker() -> WriteTxnMarkersResponse:
+        host, port = txn_broker.bootstrap.split(":")
+        connection = await Connection.open(host, int(port))
+        try:
+            return await connection.send(WriteTxnMarkersRequest(markers=[WriteTxnMarkersRequest.WritableTxnMarker(
+                producer_id=4242, producer_epoch=0, transaction_result=True, coordinator_epoch=0,
+                topics=[WriteTxnMarkersRequest.WritableTxnMarkerTopic(
+                    name="not-hosted-here", partition_indexes=[0])])]), WriteTxnMarkersResponse)
+        finally:
+            await connection.close()
+
+    response = asyncio.run(write_marker())
+    assert response.markers[0].topics[0].partitions[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_markers_for_a_topic_deleted_mid_transaction_are_dropped_by_the_coordinator(txn_broker: BrokerProcess):
+    """The other half of the rule above: the coordinator itself drops markers of a topic its metadata
+    no longer has, so a transaction whose topic was deleted completes and the next one can start."""
+    from confluent_kafka.admin import AdminClient
+
+    bootstrap = txn_broker.bootstrap
+    create_topic(bootstrap, "doomed", 1)
+    create_topic(bootstrap, "kept", 1)
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": "doomed-txn"})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    producer.produce("doomed", value=b"gone")
+    producer.produce("kept", value=b"first")
+    assert producer.flush(30) == 0
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.delete_topics(["doomed"])["doomed"].result(30)
+    producer.commit_transaction(30)
+    producer.begin_transaction()
+    producer.produce("kept", value=b"second")
+    producer.commit_transaction(30)
+    assert read_values(bootstrap, "kept", "read_committed", 1) == [b"first", b"second"]
