@@ -70,6 +70,7 @@ class BrokerMetrics:
                                  buckets=LATENCY_BUCKETS_S, registry=self.registry)
         self.registry.register(_StateCollector(broker))
         self.registry.register(ClientTelemetryCollector(broker.client_metrics))
+        self.registry.register(_QuotaCollector(broker))
         self._server: asyncio.base_events.Server | None = None
         self.bound_port: int | None = None
 
@@ -223,6 +224,42 @@ class _StateCollector(Collector):
             return 0
         return sum(1 for topic in metadata.topics().values()
                    for partition in topic.partitions.values() if partition.leader < 0)
+
+
+class _QuotaCollector(Collector):
+    """Each quota sensor's figures, as Kafka's ClientQuotaManager registers them: group = the quota
+    type (``kafka.server:type=Produce,user=alice,client-id=app``), ``throttle-time`` (the average
+    throttle in ms) and the measured rate (``byte-rate``, ``request-time``, ``mutation-rate``, and
+    the controller mutation bucket's ``tokens``), read at scrape time as Kafka's metrics are."""
+
+    #: Kafka's rate metric name per quota type (clientRateMetricName)
+    RATE_NAMES = {"Produce": "byte_rate", "Fetch": "byte_rate", "Request": "request_time",
+                  "ControllerMutation": "mutation_rate"}
+    LABELS = ["user", "client_id"]
+
+    def __init__(self, broker: "Broker") -> None:
+        self._broker = broker
+
+    def collect(self) -> Iterable[Metric]:
+        now_ms = int(time.time() * 1000)
+        for manager in self._broker.quotas.managers.all:
+            group = f"kafka_server_{manager.quota_type.lower()}"
+            throttle = GaugeMetricFamily(f"{group}_throttle_time", f"Average throttle time in ms per user/client-id "
+                                         f"({manager.quota_type} quota).", labels=self.LABELS)
+            rate = GaugeMetricFamily(f"{group}_{self.RATE_NAMES[manager.quota_type]}",
+                                     f"The {manager.key} measure per user/client-id over the quota windows.",
+                                     labels=self.LABELS)
+            tokens = GaugeMetricFamily(f"{group}_tokens", "Remaining tokens in the token bucket per "
+                                       "user/client-id.", labels=self.LABELS)
+            for (user, client_id), sensor in list(manager.sensors.items()):
+                throttle.add_metric([user, client_id], sensor.throttle_time.measure(now_ms))
+                rate.add_metric([user, client_id], sensor.rate.measure(now_ms))
+                if sensor.bucket is not None and sensor.limit is not None:
+                    tokens.add_metric([user, client_id], sensor.bucket.measure(sensor.limit, now_ms))
+            yield throttle
+            yield rate
+            if manager.quota_type == "ControllerMutation":
+                yield tokens
 
 
 def _gauge(name: str, documentation: str, value: float) -> GaugeMetricFamily:
