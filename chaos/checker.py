@@ -2,7 +2,8 @@
 and every read, and names what a Kafka log must never show.
 
 Events it reads (history.py; `topic`/`partition`/`offset`/`value` where they apply):
-  ack      a send the broker acknowledged at (partition, offset)
+  ack      a send the broker acknowledged at (partition, offset); offset None when librdkafka knows the
+           message was persisted but not where (an idempotent retry): judged for loss only
   poll     a group consumer's read (process = the consumer)
   read     the final drain's read, from offset 0 after everything healed
   assign   a consumer got partitions (its poll order restarts there)
@@ -60,6 +61,8 @@ def check(events: Iterable[dict[str, Any]]) -> Report:
     at_offset: dict[tuple[str, int, int], set[str]] = defaultdict(set)
     where: dict[str, set[tuple[str, int, int]]] = defaultdict(set)
     for e in acks + polls + reads:
+        if e["offset"] is None:  # librdkafka acks a message it learnt was persisted without its offset
+            continue
         place = (e["topic"], e["partition"], e["offset"])
         at_offset[place].add(e["value"])
         where[e["value"]].add(place)

@@ -83,6 +83,13 @@ def test_aborted_read_and_partial_transaction() -> None:
     assert check(history).counts() == {"aborted_read": 1, "partial_txn": 1}
 
 
+def test_an_ack_without_an_offset_is_judged_for_loss_only() -> None:
+    """librdkafka acks a retried idempotent message without its offset; it must still be drained."""
+    history = [{**ack("a", 0, 0), "offset": None}, ack("b", 0, 1), read("b", 0, 1), DRAINED]
+    assert check(history).counts() == {"lost": 1}
+    assert check([{**ack("a", 0, 0), "offset": None}, read("a", 0, 0), DRAINED]).clean
+
+
 def test_an_input_in_two_committed_transform_outputs_breaks_exactly_once() -> None:
     """Consume-transform-produce: p0-1 transformed in attempt 1 (committed) and again in attempt 3
     (committed: its offsets were not committed with attempt 1) is a duplicate; p0-2 transformed
