@@ -12,6 +12,7 @@ from confluent_kafka.admin import (
 )
 from kafka.admin import KafkaAdminClient
 
+from pybroker.common.config import CONFIG_KEYS
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.messages import (
     DescribeConfigsRequest,
@@ -103,7 +104,11 @@ def test_broker_configs_read_only_source_and_synonyms(shared_broker: BrokerProce
     assert read_only["listeners"] is False
     assert read_only["num.io.threads"] is False
     assert read_only["message.max.bytes"] is False
-    assert not any(entry.is_sensitive for entry in configs.values())
+    # Password keys (the ssl.* stores, sasl.jaas.config) are sensitive, their values never sent, as in Kafka.
+    sensitive = {name for name, entry in configs.items() if entry.is_sensitive}
+    assert {"sasl.jaas.config", "ssl.key.password", "ssl.keystore.key"} <= sensitive
+    assert sensitive == {name for name, key in CONFIG_KEYS.items() if key.type == "password"} & set(configs)
+    assert all(configs[name].value is None for name in sensitive)
     assert configs["listeners"].source == ConfigSource.STATIC_BROKER_CONFIG.value
     assert configs["num.io.threads"].source == ConfigSource.DEFAULT_CONFIG.value
 
