@@ -240,6 +240,10 @@ def encode_topic_config(configs: Mapping[str, str]) -> bytes:
 
 
 def decode_topic_config(data: bytes) -> dict[str, str]:
+    """A config entity node's keys; an empty node (the /config/users/<user> that ZooKeeper creates
+    as the parent of a user's client-id quotas) has none, as Kafka's ConfigEntityZNode.decode reads it."""
+    if not data:
+        return {}
     return {str(k): str(v) for k, v in _load(data).get("config", {}).items()}
 
 

@@ -1,5 +1,6 @@
-"""Three ZooKeeper-mode brokers: a client quota set through one broker (AlterClientQuotas, stored in
-/config/clients with a /config/changes notification) is described by the others and enforced by the
+"""Three ZooKeeper-mode brokers: client quotas set through one broker (AlterClientQuotas, and pybroker
+configs for a user's client; stored in /config/clients and /config/users/<user>/clients with
+/config/changes notifications) are described by the others and enforced by the
 partition's leader on another broker (throttle_time_ms in its Produce answers), and after every broker
 has been restarted it is still described and enforced (read back from ZooKeeper)."""
 
@@ -22,11 +23,14 @@ from tests.cluster.conftest import Cluster, running_cluster
 from tests.cluster.test_cluster import create_topic
 from tests.integration.broker_process import BrokerProcess
 from tests.integration.groups_common import wait_until
+from tests.integration.test_cli_topics import ok, run
 
 TOPIC = "quota-t"
 LEADER = 2  # the topic's only replica: its leader on every restart
 RATE = 10_240
 VALUE = b"q" * 60_000
+PAIR = ("--user", "alice", "--client", "app")
+PAIR_LINE = "Quota configs for user-principal 'alice', client-id 'app' are consumer_byte_rate=2048.0"
 
 
 def described(broker: BrokerProcess) -> list:
@@ -62,6 +66,8 @@ def wait_for_cluster(cluster: Cluster) -> None:
     for broker in cluster.brokers:
         wait_until(lambda: described(broker) == [({"client-id": "slow"}, {"producer_byte_rate": float(RATE)})],
                    f"broker {broker.port} to describe the quota", timeout=30)
+        wait_until(lambda: ok(run("configs", "--bootstrap-server", broker.bootstrap, "--describe", *PAIR)) ==
+                   [PAIR_LINE], f"broker {broker.port} to describe alice's app quota with pybroker configs", timeout=30)
 
 
 def test_quota_set_on_one_broker_is_described_and_enforced_by_another_and_kept(tmp_path: Path) -> None:
@@ -75,6 +81,8 @@ def test_quota_set_on_one_broker_is_described_and_enforced_by_another_and_kept(t
                 return await alter_client_quotas(client, [({"client-id": "slow"}, {"producer_byte_rate": RATE})])
         set_at = time.monotonic()
         assert asyncio.run(alter()) == [None]
+        assert ok(run("configs", "--bootstrap-server", cluster.brokers[0].bootstrap, "--alter", *PAIR,
+                      "--add-config", "consumer_byte_rate=2048")) == ["Completed updating config for user alice."]
         wait_for_cluster(cluster)
         wait_for_enforcement(leader, "the leader (broker 2) to throttle client slow")
         print(f"quota set on broker 0 throttled on broker 2 {time.monotonic() - set_at:.2f}s later")
@@ -85,6 +93,8 @@ def test_quota_set_on_one_broker_is_described_and_enforced_by_another_and_kept(t
         try:
             stored = json.loads(zk.get("/config/clients/slow")[0])
             assert stored["config"] == {"producer_byte_rate": str(RATE)}
+            assert json.loads(zk.get("/config/users/alice/clients/app")[0])["config"] == \
+                {"consumer_byte_rate": "2048"}
         finally:
             zk.stop()
             zk.close()
