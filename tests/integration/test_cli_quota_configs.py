@@ -111,3 +111,18 @@ def test_refusals_as_config_command(shared_broker: BrokerProcess) -> None:
         configs(shared_broker, "--alter", "--entity-type", "users", "--entity-type", "clients", "--entity-name", "x",
                 "--add-config", "producer_byte_rate=1"))
     assert (("user", "carol"),) not in stored(shared_broker)
+
+
+def test_quotas_kept_across_a_single_node_restart(tmp_path) -> None:
+    broker = BrokerProcess(tmp_path).start()
+    try:
+        ok(configs(broker, "--alter", "--user", "dave", "--client", "etl", "--add-config", "producer_byte_rate=4096"))
+        ok(configs(broker, "--alter", "--user", "dave", "--add-config", "SCRAM-SHA-512=[password=dave-secret]"))
+        broker.kill()
+        broker.start()
+        assert ok(configs(broker, "--describe", "--user", "dave", "--client", "etl")) == \
+            ["Quota configs for user-principal 'dave', client-id 'etl' are producer_byte_rate=4096.0"]
+        assert ok(configs(broker, "--describe", "--user", "dave")) == \
+            ["SCRAM credential configs for user-principal 'dave' are SCRAM-SHA-512=iterations=4096"]
+    finally:
+        broker.kill()
