@@ -36,6 +36,8 @@ from pybroker.protocol.messages import (
     AddPartitionsToTxnResponse,
     AlterPartitionReassignmentsRequest,
     AlterPartitionReassignmentsResponse,
+    AlterClientQuotasRequest,
+    AlterClientQuotasResponse,
     AlterUserScramCredentialsRequest,
     AlterUserScramCredentialsResponse,
     CreateTopicsRequest,
@@ -50,6 +52,8 @@ from pybroker.protocol.messages import (
     DescribeTopicPartitionsResponse,
     DescribeTransactionsRequest,
     DescribeTransactionsResponse,
+    DescribeClientQuotasRequest,
+    DescribeClientQuotasResponse,
     DescribeUserScramCredentialsRequest,
     DescribeUserScramCredentialsResponse,
     ElectLeadersRequest,
@@ -299,6 +303,21 @@ def test_scram_credential_apis_need_cluster_describe_and_alter(broker):
     altered = raw(broker, AlterUserScramCredentialsRequest(upsertions=[upsertion]), 0,
                   AlterUserScramCredentialsResponse, user="admin")
     assert [(r.user, r.error_code) for r in altered.results] == [("bob", 0)]
+
+
+def test_client_quota_apis_need_cluster_describe_configs_and_alter_configs(broker):
+    entity = [AlterClientQuotasRequest.EntityData(entity_type="client-id", entity_name="throttled")]
+    alteration = AlterClientQuotasRequest(entries=[AlterClientQuotasRequest.EntryData(
+        entity=entity, ops=[AlterClientQuotasRequest.OpData(key="producer_byte_rate", value=1024.0, remove=False)])],
+        validate_only=False)
+    refused = raw(broker, alteration, 1, AlterClientQuotasResponse)
+    assert [e.error_code for e in refused.entries] == [ErrorCode.CLUSTER_AUTHORIZATION_FAILED]
+    assert [e.error_code for e in raw(broker, alteration, 1, AlterClientQuotasResponse, user="admin").entries] == [0]
+    everything = DescribeClientQuotasRequest(components=[], strict=False)
+    described = raw(broker, everything, 1, DescribeClientQuotasResponse)
+    assert (described.error_code, described.entries) == (ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None)
+    quotas = raw(broker, everything, 1, DescribeClientQuotasResponse, user="admin").entries
+    assert [(e.entity[0].entity_name, e.values[0].value) for e in quotas] == [("throttled", 1024.0)]
 
 
 # Groups

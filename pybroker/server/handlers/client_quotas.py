@@ -2,7 +2,9 @@
 (ZkAdminManager's describe, ClientQuotaControlManager's validation): entity types ``user`` and
 ``client-id`` with a null name for the default; quota keys producer_byte_rate and
 consumer_byte_rate (whole numbers), request_percentage and controller_mutation_rate; zero,
-negative, fractional longs and unknown keys are INVALID_REQUEST for that entity only.
+negative, fractional longs and unknown keys are INVALID_REQUEST for that entity only. With an
+authorizer, describing needs DescribeConfigs on the cluster and altering AlterConfigs, refused with
+CLUSTER_AUTHORIZATION_FAILED as KafkaApis does (for every entry of an alteration).
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from pybroker.protocol.messages import (
     DescribeClientQuotasRequest,
     DescribeClientQuotasResponse,
 )
+from pybroker.security.acl import AclOperation
+from pybroker.server.authorization import authorize_cluster
 from pybroker.server.context import RequestContext
 from pybroker.server.registry import api
 
@@ -62,6 +66,9 @@ def _matches(component: DescribeClientQuotasRequest.ComponentData | None, part: 
 
 @api(ApiKey.DESCRIBE_CLIENT_QUOTAS, 0, 1)
 async def describe(ctx: RequestContext, request: DescribeClientQuotasRequest) -> Describe:
+    if not authorize_cluster(ctx, AclOperation.DESCRIBE_CONFIGS):
+        refused = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        return Describe(throttle_time_ms=0, error_code=refused, error_message=refused.message, entries=None)
     components = _filter(request)
     if isinstance(components, tuple):
         return Describe(throttle_time_ms=0, error_code=components[0], error_message=components[1], entries=None)
@@ -111,12 +118,15 @@ def _altered(entry: AlterClientQuotasRequest.EntryData, current: dict[str, str])
 @api(ApiKey.ALTER_CLIENT_QUOTAS, 0, 1)
 async def alter(ctx: RequestContext, request: AlterClientQuotasRequest) -> Alter:
     store = ctx.broker.quotas.store
+    allowed = authorize_cluster(ctx, AclOperation.ALTER_CONFIGS)
     results = []
     for entry in request.entries:
         code: ErrorCode = ErrorCode.NONE
         message: str | None = None
         entity = _entity(entry)
-        if isinstance(entity[0], ErrorCode):
+        if not allowed:
+            code, message = ErrorCode.CLUSTER_AUTHORIZATION_FAILED, ErrorCode.CLUSTER_AUTHORIZATION_FAILED.message
+        elif isinstance(entity[0], ErrorCode):
             code, message = entity  # type: ignore[assignment]
         else:
             config = _altered(entry, dict(store.all().get(entity, {})))  # type: ignore[arg-type]
