@@ -16,7 +16,7 @@ import threading
 import time
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from chaos.checker import CTP_PREFIX
@@ -262,17 +262,37 @@ class Workload:
         self._group_consumer(name, deadline, TXN_TOPIC, GROUP + "-txn", {"isolation.level": "read_committed"})
 
 
+def _end_offset(consumer: Consumer, partition: TopicPartition, deadline: float) -> int:
+    """The partition's end (the LSO, read_committed), asked again while the new consumer's metadata
+    does not know the partition yet ("Unknown partition") or the call times out, until `deadline`."""
+    while True:
+        try:
+            offsets = consumer.get_watermark_offsets(partition, timeout=10)
+        except KafkaException as exc:
+            if time.monotonic() >= deadline:
+                raise
+            error = exc.args[0]
+            if not (error.retriable() or error.code() == KafkaError._UNKNOWN_PARTITION):
+                raise
+            time.sleep(0.2)
+            continue
+        if offsets is not None:
+            return offsets[1]
+        if time.monotonic() >= deadline:
+            raise TimeoutError(f"no end offset for {partition.topic}-{partition.partition}")
+
+
 def drain(history: History, bootstrap: str, topics: list[str], partitions: int, timeout: float) -> None:
     """Read every partition of `topics` from offset 0 to its high watermark (read_committed)."""
     consumer = Consumer(_consumer_config(bootstrap, **{"group.id": "chaos-drain", "isolation.level": "read_committed"}))
     try:
         ends: dict[tuple[str, int], int] = {}
+        deadline = time.monotonic() + timeout
         for topic in topics:
             for p in range(partitions):
-                ends[(topic, p)] = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+                ends[(topic, p)] = _end_offset(consumer, TopicPartition(topic, p), deadline)
         consumer.assign([TopicPartition(t, p, OFFSET_BEGINNING) for t, p in ends])
         position = {tp: 0 for tp in ends}
-        deadline = time.monotonic() + timeout
         while time.monotonic() < deadline and any(position[tp] < ends[tp] for tp in ends):
             msg = consumer.poll(0.5)
             if msg is None:
