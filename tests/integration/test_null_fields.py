@@ -83,6 +83,9 @@ ALLOWED_NULLS: dict[tuple[int, str], AllowedNull] = {
     (ApiKey.FETCH, "Responses[].Partitions[].Records"): AllowedNull(
         "FetchResponse.partitionResponse(partition, error) leaves Records null on a partition with an error",
         lambda request, owner: owner.error_code != 0),
+    (ApiKey.DESCRIBE_CLIENT_QUOTAS, "Entries"): AllowedNull(
+        "DescribeClientQuotasRequest.getErrorResponse sets Entries to null with the error",
+        lambda request, owner: owner.error_code != 0),
     (ApiKey.DESCRIBE_TOPIC_PARTITIONS, "NextCursor"): AllowedNull(
         "KRaftMetadataCache sets NextCursor only when a partition was left out of the answer"),
 }
