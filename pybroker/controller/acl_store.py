@@ -32,6 +32,7 @@ from typing import Any, Callable, Iterable, Protocol
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
+from pybroker.common.durable_json import write_json_durably
 from pybroker.controller.zk_client import ZkClient, ZkEvent
 from pybroker.security.acl import (
     AccessControlEntry,
@@ -141,12 +142,7 @@ class FileAclStore:
                 "name": pattern.name, **json.loads(encode_entries(entries))}
 
     def _write(self, document: dict[str, Any]) -> None:
-        tmp = self._path + ".tmp"
-        with open(tmp, "w", encoding="utf-8") as handle:
-            json.dump(document, handle, indent=1, sort_keys=True)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, self._path)
+        write_json_durably(self._path, document)
 
 
 class ZkAclStore:

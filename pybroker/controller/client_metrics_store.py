@@ -17,6 +17,7 @@ import json
 import os
 from typing import Callable, Mapping, Protocol
 
+from pybroker.common.durable_json import write_json_durably
 from pybroker.controller import zk_paths as zp
 from pybroker.controller.scram_store import desanitize, sanitize
 from pybroker.controller.zk_client import ZkClient, ZkEvent
@@ -75,12 +76,7 @@ class FileClientMetricsStore(_Cache):
         subscriptions = {n: c for n, c in self.subscriptions.items() if n != name}
         if config:
             subscriptions[name] = dict(config)
-        tmp = self._path + ".tmp"
-        with open(tmp, "w", encoding="utf-8") as handle:
-            json.dump({"version": 1, "subscriptions": subscriptions}, handle, indent=1, sort_keys=True)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, self._path)
+        write_json_durably(self._path, {"version": 1, "subscriptions": subscriptions})
         self._store(name, config)
 
 

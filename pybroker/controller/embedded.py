@@ -16,6 +16,7 @@ import os
 import uuid
 from typing import Callable, Mapping, Sequence
 
+from pybroker.common.durable_json import write_json_durably
 from pybroker.common.topic import new_topic_id, topic_id_from_string, topic_id_to_string, topic_name_error
 from pybroker.controller.errors import (
     InvalidPartitionsError,
@@ -177,14 +178,4 @@ class EmbeddedMetadata(TopicRegistry):
                 for name, info in sorted(self._topics.items())
             },
         }
-        tmp = self._path + ".tmp"
-        with open(tmp, "w", encoding="utf-8") as handle:
-            json.dump(document, handle, indent=1, sort_keys=True)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, self._path)
-        directory = os.open(os.path.dirname(self._path) or ".", os.O_RDONLY)
-        try:
-            os.fsync(directory)
-        finally:
-            os.close(directory)
+        write_json_durably(self._path, document)

@@ -24,6 +24,7 @@ import os
 from typing import Callable, Mapping, Protocol
 
 from pybroker.common.client_quotas import QUOTA_KEYS
+from pybroker.common.durable_json import write_json_durably
 from pybroker.controller import zk_paths as zp
 from pybroker.controller.scram_store import desanitize, sanitize
 from pybroker.controller.zk_client import ZkClient, ZkEvent
@@ -117,12 +118,7 @@ class FileQuotaStore(_Cache):
         entities = {entity_path(e): c for e, c in self.entities.items() if e != entity}
         if config:
             entities[entity_path(entity)] = dict(config)
-        tmp = self._path + ".tmp"
-        with open(tmp, "w", encoding="utf-8") as handle:
-            json.dump({"version": 1, "entities": entities}, handle, indent=1, sort_keys=True)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, self._path)
+        write_json_durably(self._path, {"version": 1, "entities": entities})
         self._store(entity, config)
 
 

@@ -22,6 +22,7 @@ import os
 import urllib.parse
 from typing import Mapping, Protocol
 
+from pybroker.common.durable_json import write_json_durably
 from pybroker.controller import zk_paths as zp
 from pybroker.controller.zk_client import ZkClient, ZkEvent
 
@@ -78,12 +79,7 @@ class FileScramStore:
             users[user] = dict(config)
         else:
             users.pop(user, None)
-        tmp = self._path + ".tmp"
-        with open(tmp, "w", encoding="utf-8") as handle:
-            json.dump({"version": 1, "users": users}, handle, indent=1, sort_keys=True)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, self._path)
+        write_json_durably(self._path, {"version": 1, "users": users})
         self._users = users
 
 
