@@ -19,6 +19,7 @@ from typing import Callable, Mapping, Protocol
 
 from pybroker.common.durable_json import write_json_durably
 from pybroker.controller import zk_paths as zp
+from pybroker.controller.config_changes import ConfigChangeFeed, announce_config_change
 from pybroker.controller.scram_store import desanitize, sanitize
 from pybroker.controller.zk_client import ZkClient, ZkEvent
 
@@ -86,12 +87,12 @@ class ZkClientMetricsStore(_Cache):
     def __init__(self, zk: ZkClient) -> None:
         super().__init__()
         self._zk = zk
-        self._seen: set[str] = set()
+        self._changes = ConfigChangeFeed(zk, _WATCH)
         zk.on(_WATCH, self._on_changes)
 
     async def start(self) -> None:
         await self._zk.ensure_paths(CONFIG_CLIENT_METRICS, zp.CONFIG_CHANGES)
-        self._seen = set(await self._zk.children(zp.CONFIG_CHANGES, watch=_WATCH))
+        await self._changes.start()
         for child in await self._zk.children(CONFIG_CLIENT_METRICS):
             await self._reload(desanitize(child))
 
@@ -106,19 +107,11 @@ class ZkClientMetricsStore(_Cache):
                 await self._zk.create(path, data, makepath=True)
         elif exists:
             await self._zk.delete(path)
-        notification = json.dumps({"version": 2, "entity_path": f"{ENTITY_TYPE}/{sanitize(name)}"},
-                                  separators=(",", ":")).encode()
-        await self._zk.create(f"{zp.CONFIG_CHANGES}/{zp.CONFIG_CHANGE_PREFIX}", notification, sequence=True)
+        await announce_config_change(self._zk, f"{ENTITY_TYPE}/{sanitize(name)}")
         self._store(name, config)
 
     async def _on_changes(self, _: ZkEvent) -> None:
-        children = await self._zk.children(zp.CONFIG_CHANGES, watch=_WATCH)
-        for child in sorted(set(children) - self._seen):
-            self._seen.add(child)
-            node = await self._zk.get(f"{zp.CONFIG_CHANGES}/{child}")
-            if node is None:
-                continue
-            kind, entity = zp.decode_config_change(node[0])
+        for kind, entity in await self._changes.new_changes():
             if kind == ENTITY_TYPE:
                 await self._reload(desanitize(entity))
 

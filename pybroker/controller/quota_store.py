@@ -26,6 +26,7 @@ from typing import Callable, Mapping, Protocol
 from pybroker.common.client_quotas import QUOTA_KEYS
 from pybroker.common.durable_json import write_json_durably
 from pybroker.controller import zk_paths as zp
+from pybroker.controller.config_changes import ConfigChangeFeed, announce_config_change
 from pybroker.controller.scram_store import desanitize, sanitize
 from pybroker.controller.zk_client import ZkClient, ZkEvent
 
@@ -128,12 +129,12 @@ class ZkQuotaStore(_Cache):
     def __init__(self, zk: ZkClient) -> None:
         super().__init__()
         self._zk = zk
-        self._seen: set[str] = set()
+        self._changes = ConfigChangeFeed(zk, _WATCH)
         zk.on(_WATCH, self._on_changes)
 
     async def start(self) -> None:
         await self._zk.ensure_paths(CONFIG_USERS, CONFIG_CLIENTS, zp.CONFIG_CHANGES)
-        self._seen = set(await self._zk.children(zp.CONFIG_CHANGES, watch=_WATCH))
+        await self._changes.start()
         for client in await self._zk.children(CONFIG_CLIENTS):
             await self._reload((None, client))
         for user in await self._zk.children(CONFIG_USERS):
@@ -151,18 +152,11 @@ class ZkQuotaStore(_Cache):
             await self._zk.create(path, data, makepath=True)
         else:
             await self._zk.set(path, data)
-        notification = json.dumps({"version": 2, "entity_path": entity_path(entity)}, separators=(",", ":")).encode()
-        await self._zk.create(f"{zp.CONFIG_CHANGES}/{zp.CONFIG_CHANGE_PREFIX}", notification, sequence=True)
+        await announce_config_change(self._zk, entity_path(entity))
         self._store(entity, config)
 
     async def _on_changes(self, _: ZkEvent) -> None:
-        children = await self._zk.children(zp.CONFIG_CHANGES, watch=_WATCH)
-        for name in sorted(set(children) - self._seen):
-            self._seen.add(name)
-            node = await self._zk.get(f"{zp.CONFIG_CHANGES}/{name}")
-            if node is None:
-                continue
-            kind, rest = zp.decode_config_change(node[0])
+        for kind, rest in await self._changes.new_changes():
             entity = parse_entity_path(f"{kind}/{rest}")
             if entity is not None:
                 await self._reload(entity)

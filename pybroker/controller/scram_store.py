@@ -24,6 +24,7 @@ from typing import Mapping, Protocol
 
 from pybroker.common.durable_json import write_json_durably
 from pybroker.controller import zk_paths as zp
+from pybroker.controller.config_changes import ConfigChangeFeed, announce_config_change
 from pybroker.controller.zk_client import ZkClient, ZkEvent
 
 log = logging.getLogger("pybroker.metadata")
@@ -65,7 +66,7 @@ class FileScramStore:
                 document = json.load(handle)
             self._users = {str(u): {str(k): str(v) for k, v in c.items()} for u, c in document["users"].items()}
         except FileNotFoundError:
-            pass
+            return  # no credentials stored yet
 
     def user_config(self, user: str) -> Mapping[str, str]:
         return self._users.get(user, {})
@@ -89,12 +90,12 @@ class ZkScramStore:
     def __init__(self, zk: ZkClient) -> None:
         self._zk = zk
         self._users: UserConfigs = {}
-        self._seen: set[str] = set()
+        self._changes = ConfigChangeFeed(zk, _WATCH)
         zk.on(_WATCH, self._on_changes)
 
     async def start(self) -> None:
         await self._zk.ensure_paths(CONFIG_USERS, zp.CONFIG_CHANGES)
-        self._seen = set(await self._zk.children(zp.CONFIG_CHANGES, watch=_WATCH))
+        await self._changes.start()
         for child in await self._zk.children(CONFIG_USERS):
             await self._reload(desanitize(child))
 
@@ -111,19 +112,11 @@ class ZkScramStore:
             await self._zk.create(path, data, makepath=True)
         else:
             await self._zk.set(path, data)
-        notification = json.dumps({"version": 2, "entity_path": f"users/{sanitize(user)}"},
-                                  separators=(",", ":")).encode()
-        await self._zk.create(f"{zp.CONFIG_CHANGES}/{zp.CONFIG_CHANGE_PREFIX}", notification, sequence=True)
+        await announce_config_change(self._zk, f"users/{sanitize(user)}")
         self._store(user, dict(config))
 
     async def _on_changes(self, _: ZkEvent) -> None:
-        children = await self._zk.children(zp.CONFIG_CHANGES, watch=_WATCH)
-        for name in sorted(set(children) - self._seen):
-            self._seen.add(name)
-            node = await self._zk.get(f"{zp.CONFIG_CHANGES}/{name}")
-            if node is None:
-                continue
-            kind, entity = zp.decode_config_change(node[0])
+        for kind, entity in await self._changes.new_changes():
             if kind == "users" and "/" not in entity:  # users/<u>/clients/<c> are quotas
                 await self._reload(desanitize(entity))
 

@@ -19,6 +19,7 @@ from kazoo.exceptions import BadVersionError, NodeExistsError
 
 from pybroker.common.topic import new_topic_id, topic_id_to_string, topic_name_error
 from pybroker.controller import zk_paths as zp
+from pybroker.controller.config_changes import ConfigChangeFeed, announce_config_change
 from pybroker.controller.election import assign_replicas, check_assignment, plan_added_partitions
 from pybroker.controller.embedded import MAX_PARTITIONS
 from pybroker.controller.errors import (
@@ -51,7 +52,7 @@ class ZkMetadata(TopicRegistry):
         self._brokers: dict[int, BrokerInfo] = {me.broker_id: me}
         self._configs: dict[str, dict[str, str]] = {}
         self._changed = asyncio.Event()
-        self._seen_config_changes: set[str] = set()
+        self._config_changes = ConfigChangeFeed(zk, "config-changes")
         self._producer_ids: range = range(0)
         self.cluster_id = ""
         self._controller_id = -1
@@ -64,7 +65,7 @@ class ZkMetadata(TopicRegistry):
         """Create Kafka's persistent paths and the cluster id, then register this broker."""
         await self._zk.ensure_paths(*zp.PERSISTENT_PATHS)
         self.cluster_id = await self._cluster_id()
-        self._seen_config_changes = set(await self._zk.children(zp.CONFIG_CHANGES, watch="config-changes"))
+        await self._config_changes.start()
         await self._on_controller_id(ZkEvent("controller-id"))
         await self.register(registration_wait_s)
 
@@ -165,13 +166,7 @@ class ZkMetadata(TopicRegistry):
         return zp.decode_topic_config(node[0]) if node else {}
 
     async def _on_config_changes(self, _: ZkEvent) -> None:
-        children = await self._zk.children(zp.CONFIG_CHANGES, watch="config-changes")
-        for name in sorted(set(children) - self._seen_config_changes):
-            self._seen_config_changes.add(name)
-            node = await self._zk.get(f"{zp.CONFIG_CHANGES}/{name}")
-            if node is None:
-                continue
-            kind, topic = zp.decode_config_change(node[0])
+        for kind, topic in await self._config_changes.new_changes():
             if kind == "topics" and topic in self._topics:
                 await self._reload_configs(topic)
 
@@ -276,8 +271,7 @@ class ZkMetadata(TopicRegistry):
             raise UnknownTopicError(f"Topic '{name}' does not exist.")
         self._validate_configs(configs)
         await self._zk.set(zp.topic_config_path(name), zp.encode_topic_config(configs))
-        await self._zk.create(f"{zp.CONFIG_CHANGES}/{zp.CONFIG_CHANGE_PREFIX}", zp.encode_config_change(name),
-                              sequence=True)
+        await announce_config_change(self._zk, f"topics/{name}")
         await self._reload_configs(name)
         return self._topics[name]
 

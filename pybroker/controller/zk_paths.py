@@ -247,8 +247,9 @@ def decode_topic_config(data: bytes) -> dict[str, str]:
     return {str(k): str(v) for k, v in _load(data).get("config", {}).items()}
 
 
-def encode_config_change(topic: str) -> bytes:
-    return _dump({"version": 2, "entity_path": f"topics/{topic}"})
+def encode_config_change(entity_path: str) -> bytes:
+    """``entity_path`` as Kafka writes it: "topics/orders", "users/alice", "users/alice/clients/app"."""
+    return _dump({"version": 2, "entity_path": entity_path})
 
 
 def decode_config_change(data: bytes) -> tuple[str, str]:
