@@ -11,13 +11,20 @@ Events it reads (history.py; `topic`/`partition`/`offset`/`value` where they app
   txn      a transaction's values and outcome ("commit" / "abort"; unknown ones are not judged);
            consume-transform-produce outputs name their input: no input in two committed outputs
   drain    the drain's end: `complete` false when it could not read every partition to its end
+  fail     a send the client gave up on (librdkafka's local message timeout among them)
+
+Given the round's segment files (provenance.py), a duplicate whose later copy carries a higher epoch
+of the same producer id, from a producer that had local message timeouts, is librdkafka's epoch bump
+re-sending a possibly persisted message: reported as `duplicate_epoch_bump`, not as an anomaly.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
+
+from chaos.provenance import ProducerStamp
 
 EXAMPLES = 5
 CTP_PREFIX = "x"  # consume-transform-produce outputs are f"x{attempt}:{input}"
@@ -25,12 +32,16 @@ ANOMALIES = ("lost", "duplicate", "divergent", "poll_backwards", "commit_backwar
              "partial_txn", "drain_incomplete")
 
 TopicPartition = tuple[str, int]
+Place = tuple[str, int, int]
+StampOf = Callable[[str, int, int], ProducerStamp | None]
+LOCAL_TIMEOUT = "_MSG_TIMED_OUT"
 
 
 @dataclass
 class Report:
     anomalies: dict[str, list[Any]] = field(default_factory=lambda: {name: [] for name in ANOMALIES})
     stats: dict[str, int] = field(default_factory=dict)
+    explained: dict[str, list[Any]] = field(default_factory=dict)
 
     def add(self, name: str, example: Any) -> None:
         self.anomalies[name].append(example)
@@ -42,12 +53,19 @@ class Report:
     def counts(self) -> dict[str, int]:
         return {name: len(found) for name, found in self.anomalies.items() if found}
 
+    def explain(self, name: str, example: Any) -> None:
+        """Something that looks like an anomaly but is a client's documented behaviour."""
+        self.explained.setdefault(name, []).append(example)
+
     def summary(self) -> dict[str, Any]:
         return {"counts": self.counts(), "stats": self.stats,
-                "examples": {name: found[:EXAMPLES] for name, found in self.anomalies.items() if found}}
+                "examples": {name: found[:EXAMPLES] for name, found in self.anomalies.items() if found},
+                "explained": {name: found[:EXAMPLES] for name, found in self.explained.items()}}
 
 
-def check(events: Iterable[dict[str, Any]]) -> Report:
+def check(events: Iterable[dict[str, Any]], stamp_of: StampOf | None = None) -> Report:
+    """`stamp_of(topic, partition, offset)` names the producer of an offset (from the segment files);
+    without it every duplicate is an anomaly."""
     report = Report()
     events = list(events)
     acks = [e for e in events if e["type"] == "ack"]
@@ -70,9 +88,18 @@ def check(events: Iterable[dict[str, Any]]) -> Report:
         if len(values) > 1:
             report.add("divergent", {"topic": place[0], "partition": place[1], "offset": place[2],
                                      "values": sorted(values)})
+    acked_at = {e["value"]: e["t"] for e in acks}
     for value, places in sorted(where.items()):
         if len(places) > 1:
-            report.add("duplicate", {"value": value, "at": sorted(places)})
+            stamps = _epoch_bumped(sorted(places), stamp_of)
+            source = _ctp_source(value)
+            if stamps and _timed_out_before(events, value, acked_at.get(value)):
+                report.explain("duplicate_epoch_bump", {"value": value, "at": sorted(places), "stamps": stamps})
+            elif source is not None and len(places) <= len(where.get(source, ())):
+                report.explain("output_per_input_copy", {"value": value, "at": sorted(places),
+                                                         "input_at": sorted(where[source])})
+            else:
+                report.add("duplicate", {"value": value, "at": sorted(places)})
 
     drained = {e["value"] for e in reads}
     for e in acks:
@@ -86,7 +113,7 @@ def check(events: Iterable[dict[str, Any]]) -> Report:
         if t["outcome"] == "commit" and len(seen) < len(t["values"]):
             name = "partial_txn" if seen else "lost"
             report.add(name, {"txn": t["txn"], "values": t["values"], "seen": seen})
-    _check_exactly_once(txns, report)
+    _check_exactly_once(txns, where, report)
     for e in polls + reads:
         if e["value"] in aborted:
             report.add("aborted_read", {"value": e["value"], "process": e["process"], "partition": e["partition"],
@@ -104,17 +131,50 @@ def check(events: Iterable[dict[str, Any]]) -> Report:
     return report
 
 
-def _check_exactly_once(txns: list[dict[str, Any]], report: Report) -> None:
+def _epoch_bumped(places: list[Place], stamp_of: StampOf | None) -> list[list[int]] | None:
+    """[[producer id, epoch, sequence], ...] of the copies when they are in one partition, from one producer
+    id, each later copy under a higher epoch; None otherwise (or when the logs cannot say)."""
+    if stamp_of is None or len({(topic, partition) for topic, partition, _ in places}) != 1:
+        return None
+    stamps = [stamp_of(*place) for place in places]
+    if any(s is None or s.producer_id < 0 for s in stamps):
+        return None
+    if len({s.producer_id for s in stamps}) != 1:
+        return None
+    epochs = [s.producer_epoch for s in stamps]
+    if any(later <= earlier for earlier, later in zip(epochs, epochs[1:])):
+        return None
+    return [[s.producer_id, s.producer_epoch, s.sequence] for s in stamps]
+
+
+def _ctp_source(value: str) -> str | None:
+    """The input a consume-transform-produce output was made from (outputs are f"x{attempt}:{input}")."""
+    if value.startswith(CTP_PREFIX) and ":" in value:
+        return value.split(":", 1)[1]
+    return None
+
+
+def _timed_out_before(events: list[dict[str, Any]], value: str, acked_at: float | None) -> bool:
+    """The value's producer gave up on some message (a local timeout, which makes librdkafka bump its
+    epoch) before this value was acknowledged."""
+    process = value.rsplit("-", 1)[0]
+    return any(e["type"] == "fail" and e["process"] == process and LOCAL_TIMEOUT in e.get("error", "")
+               and (acked_at is None or e["t"] <= acked_at) for e in events)
+
+
+def _check_exactly_once(txns: list[dict[str, Any]], where: dict[str, set[Place]], report: Report) -> None:
     """Consume-transform-produce: an input value is in the outputs of at most one committed transaction
-    (outputs are f"x{attempt}:{input}"; an input transformed again after an abort has a new attempt)."""
+    per copy of the input in the log (outputs are f"x{attempt}:{input}"; an input transformed again after
+    an abort has a new attempt; an input the producer duplicated is transformed once per copy)."""
     outputs: dict[str, list[str]] = defaultdict(list)
     for t in txns:
         if t["outcome"] == "commit":
             for value in t["values"]:
-                if value.startswith(CTP_PREFIX) and ":" in value:
-                    outputs[value.split(":", 1)[1]].append(value)
+                source = _ctp_source(value)
+                if source is not None:
+                    outputs[source].append(value)
     for source, produced in sorted(outputs.items()):
-        if len(produced) > 1:
+        if len(produced) > max(1, len(where.get(source, ()))):
             report.add("duplicate", {"input": source, "outputs": produced})
 
 

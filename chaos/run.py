@@ -12,6 +12,7 @@ import json
 import logging
 import random
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -23,6 +24,7 @@ from chaos import faults
 from chaos.checker import Report, check
 from chaos.cluster import ChaosCluster, wait_for
 from chaos.history import History, read_jsonl
+from chaos.provenance import LogProvenance
 from chaos.workload import CTP_TOPIC, QUEUE_TOPIC, TXN_TOPIC, Workload, create_topics, drain
 
 HEALTHY_TIMEOUT = 120.0
@@ -120,7 +122,7 @@ def run_round(seed: int, duration: float, *, brokers: int = 3, partitions: int =
         finally:
             workload.stop()
         drain(history, cluster.bootstrap, topics, partitions, 60.0)
-        report = check(history.snapshot())
+        report = check(history.snapshot(), LogProvenance.of_round(root).stamp)
         if expect_loss:
             verdict = EXPECTED_LOSS if report.anomalies["lost"] else "no loss (loss was expected!)"
         else:
@@ -144,6 +146,10 @@ def run_round(seed: int, duration: float, *, brokers: int = 3, partitions: int =
         elif e["type"] == "fault" and e.get("lost_bytes"):
             log(f"  at {e['t']:5.1f}s {e['kind']} cut unsynced bytes: {e['lost_bytes']}")
     log(f"  verdict: {verdict}  stats={report.stats}")
+    if report.explained:
+        log("  explained (a client's documented behaviour, not a broker anomaly): "
+            + json.dumps({name: len(found) for name, found in report.explained.items()}))
+        log("    " + json.dumps(report.summary()["explained"])[:1000])
     if not report.clean:
         log("  examples: " + json.dumps(report.summary()["examples"])[:2000])
     log(f"  longest unavailability (s): {result.unavailable}")
@@ -174,8 +180,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", type=Path, help="only re-check a kept history.jsonl")
     args = parser.parse_args(argv)
     logging.getLogger("kazoo").setLevel(logging.CRITICAL)  # ZooKeeper start-up polling is noisy
+    # SIGTERM unwinds like Ctrl-C, so the round's `finally` kills its brokers (paused ones included).
+    signal.signal(signal.SIGTERM, lambda _signum, _frame: sys.exit(128 + signal.SIGTERM))
     if args.check:
-        report = check(read_jsonl(args.check))
+        report = check(read_jsonl(args.check), LogProvenance.of_round(args.check.parent).stamp)
         print(json.dumps(report.summary(), indent=1))
         return 0 if report.clean else 1
     results = [run_round(args.seed + i, args.duration, brokers=args.brokers, partitions=args.partitions,

@@ -8,6 +8,8 @@ from typing import Any
 
 from chaos.checker import check
 from chaos.disk import lose_unsynced_writes
+from chaos.provenance import LogProvenance, ProducerStamp
+from pybroker.records import RecordInput, build_batch
 
 
 def ack(value: str, partition: int, offset: int, t: float = 1.0) -> dict[str, Any]:
@@ -100,6 +102,68 @@ def test_an_input_in_two_committed_transform_outputs_breaks_exactly_once() -> No
     report = check(history)
     assert report.counts() == {"duplicate": 1}
     assert report.anomalies["duplicate"] == [{"input": "p0-1", "outputs": ["x1:p0-1", "x3:p0-1"]}]
+
+
+def timed_out(value: str, t: float) -> dict[str, Any]:
+    return {"t": t, "type": "fail", "process": value.rsplit("-", 1)[0], "topic": "queue", "value": value,
+            "error": 'KafkaError{code=_MSG_TIMED_OUT,val=-192,str="Local: Message timed out"}'}
+
+
+def stamps(table: dict[tuple[str, int, int], tuple[int, int, int]]):
+    return lambda topic, partition, offset: (ProducerStamp(*table[(topic, partition, offset)])
+                                             if (topic, partition, offset) in table else None)
+
+
+def test_a_copy_under_a_bumped_epoch_after_a_local_timeout_is_explained_not_an_anomaly() -> None:
+    """librdkafka #4953: a local message timeout bumps the idempotent producer's epoch and re-sends a
+    possibly persisted message at sequence 0; the broker cannot tell it from a new message."""
+    history = [timed_out("p0-7", 1.0), {**ack("p0-9", 0, 11), "t": 2.0}, read("p0-9", 0, 10), read("p0-9", 0, 11),
+               DRAINED]
+    report = check(history, stamps({("queue", 0, 10): (1000, 0, 418), ("queue", 0, 11): (1000, 2, 0)}))
+    assert report.clean, report.summary()
+    assert report.explained["duplicate_epoch_bump"][0]["stamps"] == [[1000, 0, 418], [1000, 2, 0]]
+
+
+def test_a_duplicate_the_logs_do_not_explain_stays_an_anomaly() -> None:
+    history = [timed_out("p0-7", 1.0), {**ack("p0-9", 0, 11), "t": 2.0}, read("p0-9", 0, 10), read("p0-9", 0, 11),
+               DRAINED]
+    same_epoch = stamps({("queue", 0, 10): (1000, 0, 418), ("queue", 0, 11): (1000, 0, 419)})
+    assert check(history, same_epoch).counts() == {"duplicate": 1}  # idempotence should have refused it
+    other_producer = stamps({("queue", 0, 10): (1000, 0, 418), ("queue", 0, 11): (1001, 1, 0)})
+    assert check(history, other_producer).counts() == {"duplicate": 1}
+    bumped = stamps({("queue", 0, 10): (1000, 0, 418), ("queue", 0, 11): (1000, 1, 0)})
+    no_timeout = [e for e in history if e["type"] != "fail"]
+    assert check(no_timeout, bumped).counts() == {"duplicate": 1}  # nothing made the client bump its epoch
+    late_timeout = [timed_out("p0-7", 3.0)] + no_timeout
+    assert check(late_timeout, bumped).counts() == {"duplicate": 1}  # the timeout came after the ack
+    assert check(history).counts() == {"duplicate": 1}  # without the logs nothing is explained
+
+
+def test_each_copy_of_a_duplicated_input_may_be_transformed_once() -> None:
+    history = [timed_out("p0-7", 1.0), {**ack("p0-9", 0, 11), "t": 2.0}, read("p0-9", 0, 10), read("p0-9", 0, 11),
+               txn(1, ["x1:p0-9", "x1:p0-9"], "commit"), read("x1:p0-9", 0, 0, topic="ctp"),
+               read("x1:p0-9", 0, 1, topic="ctp"), DRAINED]
+    bumped = stamps({("queue", 0, 10): (1000, 0, 418), ("queue", 0, 11): (1000, 1, 0)})
+    report = check(history, bumped)
+    assert report.clean, report.summary()
+    assert set(report.explained) == {"duplicate_epoch_bump", "output_per_input_copy"}
+    three_outputs = history[:-1] + [read("x1:p0-9", 0, 2, topic="ctp"), DRAINED]
+    assert check(three_outputs, bumped).counts() == {"duplicate": 1}
+
+
+def test_log_provenance_reads_producer_stamps_from_segment_files(tmp_path: Path) -> None:
+    partition = tmp_path / "broker-0" / "logs" / "queue-2"
+    partition.mkdir(parents=True)
+    segment = build_batch([RecordInput(None, b"a")], base_offset=0, producer_id=1000, producer_epoch=0,
+                          base_sequence=417)
+    segment += build_batch([RecordInput(None, b"b"), RecordInput(None, b"c")], base_offset=1, producer_id=1000,
+                           producer_epoch=2, base_sequence=0)
+    (partition / "00000000000000000000.log").write_bytes(segment)
+    provenance = LogProvenance.of_round(tmp_path)
+    assert provenance.stamp("queue", 2, 0) == ProducerStamp(1000, 0, 417)
+    assert provenance.stamp("queue", 2, 2) == ProducerStamp(1000, 2, 1)
+    assert provenance.stamp("queue", 2, 3) is None
+    assert provenance.stamp("queue", 1, 0) is None
 
 
 def test_incomplete_drain_is_reported() -> None:
