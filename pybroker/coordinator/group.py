@@ -13,7 +13,7 @@ States and the transitions the coordinator makes between them (Kafka's ``GroupSt
                         keep members alive                      leader rejoin, protocol change)
     Dead                deleted; answers nothing             (final)
 
-This module is data plus small queries; every decision lives in ``coordinator.py``.
+This module is data plus small queries; every decision lives in ``classic.py``.
 """
 
 from __future__ import annotations
@@ -21,10 +21,15 @@ from __future__ import annotations
 import enum
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Hashable
 
-Waiter = Hashable
-"""Opaque token for a request whose answer is delayed (JoinGroup, SyncGroup); the runtime maps it to a future."""
+import struct
+
+from pybroker.coordinator.group_base import CommittedOffset, GroupBase, Waiter
+from pybroker.protocol.messages import ConsumerProtocolSubscription
+
+__all__ = ["CommittedOffset", "Group", "GroupState", "Member", "Waiter"]
+
+LATEST_SUBSCRIPTION_VERSION = 3
 
 
 class GroupState(enum.Enum):
@@ -64,18 +69,8 @@ class Member:
         return self.protocols == protocols
 
 
-@dataclass(frozen=True, slots=True)
-class CommittedOffset:
-    offset: int
-    leader_epoch: int
-    metadata: str
-    commit_timestamp_ms: int
-    expire_timestamp_ms: int | None = None
-
-
 @dataclass(slots=True)
-class Group:
-    group_id: str
+class Group(GroupBase):
     state: GroupState = GroupState.EMPTY
     state_timestamp_ms: int = 0
     protocol_type: str | None = None
@@ -87,13 +82,6 @@ class Group:
     """Member ids handed out with MEMBER_ID_REQUIRED that have not joined yet, with their expiry."""
     static_members: dict[str, str] = field(default_factory=dict)
     """group.instance.id -> member id."""
-    offsets: dict[tuple[str, int], CommittedOffset] = field(default_factory=dict)
-    pending_offsets: dict[tuple[str, int], CommittedOffset] = field(default_factory=dict)
-    """The latest OffsetCommit per partition whose records are not replicated yet (Kafka's
-    pendingOffsetCommits): OffsetFetch shows ``offsets`` only, require_stable says UNSTABLE."""
-    offset_positions: dict[tuple[str, int], int] = field(default_factory=dict)
-    """Where in ``__consumer_offsets`` each value of ``offsets`` was written, so that a commit whose
-    write completes late never replaces a newer one (Kafka's ``olderThan``)."""
     rebalance_deadline_ms: int | None = None
     initial_delay_deadline_ms: int | None = None
     initial_delay_limit_ms: int | None = None
@@ -110,10 +98,26 @@ class Group:
     def is_empty(self) -> bool:
         return not self.members
 
-    @property
-    def has_offsets(self) -> bool:
-        """Committed or being committed: such a group is not removed."""
-        return bool(self.offsets or self.pending_offsets)
+    def offsets_expirable(self) -> bool:
+        return self.state is GroupState.EMPTY
+
+    def expiry_base_ms(self, committed: CommittedOffset) -> int:
+        """Kafka 2.1+: since the group emptied, or since the commit for groups that never had members."""
+        return self.state_timestamp_ms if self.protocol_type else committed.commit_timestamp_ms
+
+    def subscribed_topics(self) -> set[str] | None:
+        if self.protocol_type != "consumer" or self.protocol_name is None:
+            return None
+        topics: set[str] = set()
+        for member in self.members.values():
+            try:
+                topics |= subscription_topics(member.metadata_for(self.protocol_name))
+            except (KeyError, ValueError):
+                return None
+        return topics
+
+    def mark_dead(self, now_ms: int) -> None:
+        self.transition(GroupState.DEAD, now_ms)
 
     def add_member(self, member: Member) -> None:
         if not self.members:
@@ -165,3 +169,12 @@ class Group:
 
     def max_rebalance_timeout_ms(self) -> int:
         return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
+
+
+def subscription_topics(metadata: bytes) -> set[str]:
+    """Topics named in a consumer-protocol subscription (int16 version prefix + struct)."""
+    if len(metadata) < 2:
+        raise ValueError("consumer subscription shorter than its version")
+    (version,) = struct.unpack_from(">h", metadata)
+    decoded = ConsumerProtocolSubscription.decode(metadata[2:], min(max(version, 0), LATEST_SUBSCRIPTION_VERSION))
+    return set(decoded.topics)

@@ -17,9 +17,9 @@ import struct
 from dataclasses import dataclass
 
 from pybroker.coordinator.group import CommittedOffset, Group, GroupState, Member
+from pybroker.coordinator.group_base import Record
 from pybroker.protocol.errors import DecodeError
 from pybroker.protocol.messages import (
-    ConsumerProtocolSubscription,
     GroupMetadataKey,
     GroupMetadataValue,
     OffsetCommitKey,
@@ -31,11 +31,8 @@ GROUP_KEY_VERSION = 2
 OFFSET_VALUE_VERSION = 3
 OFFSET_VALUE_WITH_EXPIRY_VERSION = 1
 GROUP_VALUE_VERSION = 3
-LATEST_SUBSCRIPTION_VERSION = 3
 _VERSION = struct.Struct(">h")
 
-Record = tuple[bytes, bytes | None]
-"""(key, value) of one ``__consumer_offsets`` record; a None value is a tombstone."""
 
 
 def java_string_hash(text: str) -> int:
@@ -163,11 +160,3 @@ def restore_group(group: Group, value: GroupMetadataValue, now_ms: int) -> None:
     timestamp = value.current_state_timestamp if value.current_state_timestamp >= 0 else now_ms
     group.transition(state, timestamp)
 
-
-def subscription_topics(metadata: bytes) -> set[str]:
-    """Topics named in a consumer-protocol subscription (int16 version prefix + struct)."""
-    if len(metadata) < 2:
-        raise ValueError("consumer subscription shorter than its version")
-    (version,) = _VERSION.unpack_from(metadata)
-    decoded = ConsumerProtocolSubscription.decode(metadata[2:], min(max(version, 0), LATEST_SUBSCRIPTION_VERSION))
-    return set(decoded.topics)
