@@ -27,17 +27,20 @@ TOOLS: dict[str, tuple[str, str]] = {
     "consumer-groups": ("consumer_groups", "list, describe, reset offsets of and delete consumer groups "
                                            "(kafka-consumer-groups.sh)"),
     "configs": ("configs", "describe and alter topic and broker configs (kafka-configs.sh)"),
+    "log-dirs": ("log_dirs", "describe the log directories of brokers (kafka-log-dirs.sh)"),
     "dump-log": ("dump_log", "print the batches and index entries of log segment files "
                              "(kafka-dump-log.sh)"),
     "features": ("features", "describe and update finalized feature levels (kafka-features.sh)"),
     "leader-election": ("leader_election", "elect preferred or unclean partition leaders (kafka-leader-election.sh)"),
     "reassign-partitions": ("reassign_partitions", "generate, execute and verify partition reassignments "
                                                    "(kafka-reassign-partitions.sh)"),
+    "console": ("pybroker.console.cli", "serve a web console for the cluster (needs pybroker[console])"),
 }
 
 
 def tool_main(name: str) -> Callable[[list[str]], int]:
-    module = importlib.import_module(f"{__name__}.{TOOLS[name][0]}")
+    module_name = TOOLS[name][0]  # a dotted name is a tool outside this package
+    module = importlib.import_module(module_name if "." in module_name else f"{__name__}.{module_name}")
     entry: Callable[[list[str]], int] = module.main
 
     def run(argv: list[str]) -> int:

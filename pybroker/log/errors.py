@@ -18,6 +18,7 @@ __all__ = [
     "CorruptLogError",
     "LogClosedError",
     "LogStorageError",
+    "LogDirNotFoundError",
     "SliceUnavailableError",
     "ColdReadError",
     "UnexpectedAppendOffsetError",
@@ -69,6 +70,10 @@ class LogClosedError(LogError):
 
 class LogStorageError(LogError):
     """An OS-level I/O error on a log file (Kafka's KafkaStorageException)."""
+
+
+class LogDirNotFoundError(LogError):
+    """A log dir named by a request (AlterReplicaLogDirs) is not one of the broker's ``log.dirs``."""
 
 
 class SliceUnavailableError(LogStorageError):

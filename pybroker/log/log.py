@@ -838,6 +838,16 @@ class PartitionLog:
         self._delete_expired_files(self._now_ms, force=True)
         self._closed = True
 
+    def close_handlers(self) -> None:
+        """Close the files without a flush or snapshot (Kafka's closeHandlers): the log dir failed, so
+        nothing more may be written there; errors on the way are ignored."""
+        for segment in self._segments:
+            try:
+                segment.close()
+            except (OSError, LogError):
+                pass
+        self._closed = True
+
     def delete(self, rename_to: str | None = None) -> None:
         """Close without flushing and remove the directory, renamed to ``rename_to`` first.
 

@@ -10,9 +10,17 @@ Layout of each log directory root (Kafka ``LogManager``)::
       .kafka_cleanshutdown               present only between a clean shutdown and the next start
       <topic>-<partition>/               one PartitionLog each
       <topic>-<partition>.<uuid>-delete  a deletion in progress (removed at startup)
+      <topic>-<partition>.<uuid>-future  a replica moving here from another log dir (AlterReplicaLogDirs)
 
-Anything else in the root (``meta.properties``, a metadata store, ``*-stray``/``*-future``
-directories) is left alone. The manager owns no timer: the server calls ``flush_dirty_async``,
+Anything else in the root (``meta.properties``, a metadata store, ``*-stray`` directories) is left
+alone. A ``-future`` log is created by ``create_future_log`` and copied into by the replication
+layer (``replication/log_dir_mover.py``); ``replace_current_with_future`` swaps it in, as Kafka's
+LogManager.replaceCurrentWithFutureLog does. A ``-future`` directory found at startup is removed:
+the move it belonged to is not resumed (Kafka resumes it).
+
+A log dir whose I/O failed is taken offline (``fail_dir``, Kafka's LogDirFailureChannel): its logs
+are closed without a flush and dropped, so every later use of its partitions answers
+KAFKA_STORAGE_ERROR, and nothing more is written there until a restart. The manager owns no timer: the server calls ``flush_dirty_async``,
 ``run_retention`` and ``checkpoint_async`` periodically with the current time, and runs the log
 cleaner as ``plan_cleaning`` (loop) -> ``CleaningJob.run`` (worker thread) ->
 ``finish_cleaning`` (loop); see ``cleaner.py``.
@@ -34,7 +42,8 @@ import os
 import re
 import shutil
 import uuid
-from typing import Collection, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Callable, Collection, Iterable, Mapping
 
 from pybroker.common.io_executor import IoExecutor
 
@@ -42,10 +51,11 @@ from pybroker.log.checkpoint import OffsetCheckpointFile, fsync_dir
 from pybroker.log.cleaner import CleaningJob, assess_log, discard_outputs, install_cleaned, map_capacity
 from pybroker.log.config import LogConfig
 from pybroker.common.topic import topic_name_error
-from pybroker.log.errors import CorruptLogError, IllegalTopicNameError, LogError
+from pybroker.log.errors import (CorruptLogError, IllegalTopicNameError, LogDirNotFoundError, LogError,
+                                 LogStorageError, SliceUnavailableError)
 from pybroker.log.log import PartitionLog
 
-__all__ = ["LogManager", "parse_partition_dir_name"]
+__all__ = ["LogManager", "LogDirStatus", "parse_partition_dir_name"]
 
 logger = logging.getLogger("pybroker.log")
 
@@ -57,7 +67,8 @@ CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
 DEFAULT_DEDUPE_BUFFER_SIZE = 134217728
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 DELETE_DIR_SUFFIX = "-delete"
-_SKIPPED_DIR_SUFFIXES = (DELETE_DIR_SUFFIX, "-stray", "-future")
+FUTURE_DIR_SUFFIX = "-future"
+_SKIPPED_DIR_SUFFIXES = (DELETE_DIR_SUFFIX, "-stray", FUTURE_DIR_SUFFIX)
 _PARTITION_DIR = re.compile(r"([a-zA-Z0-9._-]+)-(\d+)")
 
 TopicPartition = tuple[str, int]
@@ -82,6 +93,17 @@ def _read_checkpoint(path: str) -> dict[TopicPartition, int]:
         return {}
 
 
+@dataclass(slots=True)
+class LogDirStatus:
+    """One log dir as DescribeLogDirs reports it: offline, or its logs (current and future) and volume."""
+
+    path: str
+    online: bool
+    logs: list[tuple[PartitionLog, bool]] = field(default_factory=list)  # (log, is_future)
+    total_bytes: int = -1
+    usable_bytes: int = -1
+
+
 class LogManager:
     """Opens, creates, deletes, flushes, retains and checkpoints the partition logs."""
 
@@ -93,11 +115,18 @@ class LogManager:
         self._topic_configs: dict[str, LogConfig] = {}
         self._logs: dict[TopicPartition, PartitionLog] = {}
         self._root_of: dict[TopicPartition, str] = {}
+        self._futures: dict[TopicPartition, PartitionLog] = {}  # replicas moving to another log dir
+        self._future_root_of: dict[TopicPartition, str] = {}
+        self._offline: set[str] = set()  # log dirs whose I/O failed
+        self._offline_logs: set[TopicPartition] = set()  # partitions whose log was in one of them
         self._now_ms = 0
         self._cleaner_offsets: dict[TopicPartition, int] = {}  # first dirty offset per compacted log
         self._tombstone_horizons: dict[TopicPartition, int] = {}  # earliest horizon of kept tombstones
         self._cleaning: set[TopicPartition] = set()  # a job is planned or running
         self._uncleanable: set[TopicPartition] = set()  # a pass failed; skipped until restart/deletion
+        self._cleaning_paused: set[TopicPartition] = set()  # moving to another log dir
+        #: Called with a log dir's path when it goes offline (the replica manager's handleLogDirFailure).
+        self.dir_failure_listeners: list[Callable[[str], None]] = []
         self._io: IoExecutor | None = None
         self._flush_locks: dict[TopicPartition, asyncio.Lock] = {}  # one flush per log at a time
         self._flush_tasks: dict[TopicPartition, asyncio.Task[None]] = {}  # flush.messages flushes
@@ -138,8 +167,8 @@ class LogManager:
                 path = os.path.join(root, name)
                 if not os.path.isdir(path):
                     continue
-                if name.endswith(DELETE_DIR_SUFFIX):
-                    logger.info("Removing %s, a log deletion that did not finish", path)
+                if name.endswith((DELETE_DIR_SUFFIX, FUTURE_DIR_SUFFIX)):
+                    logger.info("Removing %s, a log deletion or move that did not finish", path)
                     shutil.rmtree(path, ignore_errors=True)
                     continue
                 tp = parse_partition_dir_name(name)
@@ -162,15 +191,17 @@ class LogManager:
         for log in self._logs.values():
             log.flush()
         self.checkpoint()
-        for log in self._logs.values():
+        for log in [*self._logs.values(), *self._futures.values()]:
             log.close()
-        for root in self._log_dirs:
+        for root in self.online_dirs:
             with open(os.path.join(root, CLEAN_SHUTDOWN_FILE), "w", encoding="utf-8") as f:
                 f.flush()
                 os.fsync(f.fileno())
             fsync_dir(root)
         self._logs.clear()
         self._root_of.clear()
+        self._futures.clear()
+        self._future_root_of.clear()
 
     # -- lookup and lifecycle -----------------------------------------------------------------
 
@@ -184,12 +215,166 @@ class LogManager:
         """The log dir root holding the partition."""
         return self._root_of.get((topic, partition))
 
+    @property
+    def online_dirs(self) -> list[str]:
+        return [root for root in self._log_dirs if root not in self._offline]
+
     def _choose_root(self) -> str:
-        """The log dir with the fewest partitions (first one on a tie), as Kafka does."""
-        counts = {root: 0 for root in self._log_dirs}
-        for root in self._root_of.values():
-            counts[root] += 1
-        return min(self._log_dirs, key=lambda r: counts[r])
+        """The online log dir with the fewest partitions, current and future (first one on a tie),
+        as Kafka's nextLogDirs does."""
+        online = self.online_dirs
+        if not online:
+            raise LogStorageError(f"Can not create a log: every log dir is offline ({', '.join(self._log_dirs)})")
+        counts = {root: 0 for root in online}
+        for root in [*self._root_of.values(), *self._future_root_of.values()]:
+            if root in counts:
+                counts[root] += 1
+        return min(online, key=lambda r: counts[r])
+
+    def describe_dirs(self) -> list[LogDirStatus]:
+        """Every configured log dir in order, with its logs and its volume's total and usable bytes
+        (``statvfs``, as Java's FileStore: usable is what an unprivileged writer may still use)."""
+        statuses = []
+        for root in self._log_dirs:
+            status = LogDirStatus(root, root not in self._offline)
+            if status.online:
+                try:
+                    vfs = os.statvfs(root)
+                except OSError as exc:
+                    self.fail_dir(root, exc)
+                    statuses.append(LogDirStatus(root, False))
+                    continue
+                status.total_bytes = vfs.f_blocks * vfs.f_frsize
+                status.usable_bytes = vfs.f_bavail * vfs.f_frsize
+                status.logs = [(log, False) for tp, log in self._logs.items() if self._root_of[tp] == root]
+                status.logs += [(log, True) for tp, log in self._futures.items() if self._future_root_of[tp] == root]
+            statuses.append(status)
+        return statuses
+
+    # -- replicas moving between log dirs (AlterReplicaLogDirs) --------------------------------
+
+    def future_log(self, topic: str, partition: int) -> PartitionLog | None:
+        return self._futures.get((topic, partition))
+
+    def check_dir(self, path: str) -> str:
+        """The configured log dir ``path`` names (absolute); LogDirNotFoundError if none, LogStorageError
+        if it is offline (Kafka's isLogDirOnline)."""
+        root = os.path.abspath(path)
+        if root not in self._log_dirs:
+            raise LogDirNotFoundError(f"Log dir {root} is not found in the config.")
+        if root in self._offline:
+            raise LogStorageError(f"Log dir {root} is offline")
+        return root
+
+    def create_future_log(self, topic: str, partition: int, path: str) -> PartitionLog | None:
+        """Start moving the partition's replica to log dir ``path``: a new empty ``-future`` log there,
+        or the one already there. None when the replica already lives in ``path`` (a move elsewhere is
+        dropped). A future log in another dir is dropped and replaced, as Kafka does."""
+        root = self.check_dir(path)
+        tp = (topic, partition)
+        if tp not in self._logs:
+            raise LogError(f"No log for {topic}-{partition} on this broker")
+        if self._future_root_of.get(tp) not in (None, root) or self._root_of[tp] == root:
+            self.drop_future_log(topic, partition)
+        if self._root_of[tp] == root:
+            return None
+        if tp in self._futures:
+            return self._futures[tp]
+        if self._offline:
+            raise LogStorageError(f"Can not create a future log for {topic}-{partition} while log dirs "
+                                  f"{', '.join(sorted(self._offline))} are offline")
+        path = os.path.join(root, f"{topic}-{partition}.{uuid.uuid4().hex}{FUTURE_DIR_SUFFIX}")
+        future = PartitionLog.open(path, topic, partition, self.config_for(topic), now_ms=self._now_ms,
+                                   clean_shutdown=True)
+        topic_id = self._logs[tp].topic_id
+        if topic_id is not None:
+            future.assign_topic_id(topic_id)
+        fsync_dir(root)
+        self._futures[tp] = future
+        self._future_root_of[tp] = root
+        self._cleaning_paused.add(tp)
+        logger.info("Created future log for %s-%d in %s", topic, partition, root)
+        return future
+
+    def drop_future_log(self, topic: str, partition: int) -> None:
+        """Abandon a move: delete the ``-future`` log (if any) and resume cleaning."""
+        tp = (topic, partition)
+        future = self._futures.pop(tp, None)
+        root = self._future_root_of.pop(tp, None)
+        self._cleaning_paused.discard(tp)
+        if future is not None and root is not None:
+            future.delete(rename_to=os.path.join(root, f"{topic}-{partition}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"))
+            logger.info("Deleted future log for %s-%d in %s", topic, partition, root)
+
+    def replace_current_with_future(self, topic: str, partition: int) -> PartitionLog:
+        """Swap in the caught-up future log (its LEO equals the current one's; call on the loop with no
+        await in between, which is the partition lock here): the current directory is renamed
+        ``-delete`` and removed, the future one renamed ``<topic>-<partition>``, and the log reopened
+        there with the current log's start offset and high watermark. Returns the new current log."""
+        tp = (topic, partition)
+        current, future = self._logs[tp], self._futures[tp]
+        if future.log_end_offset != current.log_end_offset:
+            raise LogError(f"Future log of {topic}-{partition} is at {future.log_end_offset}, "
+                           f"the current log at {current.log_end_offset}")
+        old_root, new_root = self._root_of[tp], self._future_root_of[tp]
+        start, hw = current.log_start_offset, current.high_watermark
+        future.close()
+        current.close()
+        target = os.path.join(new_root, f"{topic}-{partition}")
+        os.rename(future.dir, target)
+        fsync_dir(new_root)
+        trash = os.path.join(old_root, f"{topic}-{partition}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
+        os.rename(current.dir, trash)
+        fsync_dir(old_root)
+        shutil.rmtree(trash, ignore_errors=True)
+        log = PartitionLog.open(target, topic, partition, self.config_for(topic), now_ms=self._now_ms,
+                                recovery_point=future.log_end_offset, log_start_offset=start, clean_shutdown=True,
+                                high_watermark=hw)
+        del self._futures[tp], self._future_root_of[tp]
+        self._cleaning_paused.discard(tp)
+        self._logs[tp] = log
+        self._root_of[tp] = new_root
+        if self._cleaner_offsets.get(tp) is not None:
+            self._write_cleaner_checkpoint(old_root)
+            self._write_cleaner_checkpoint(new_root)
+        self._adopt(tp)
+        logger.info("The log of %s-%d moved from %s to %s", topic, partition, old_root, new_root)
+        return log
+
+    # -- log dir failure ------------------------------------------------------------------------
+
+    def root_of_path(self, path: str) -> str | None:
+        """The log dir holding ``path`` (a file or directory under it), None if none does."""
+        path = os.path.abspath(path)
+        return next((root for root in self._log_dirs if path == root or path.startswith(root + os.sep)), None)
+
+    def fail_dir(self, root: str, cause: BaseException) -> bool:
+        """Take log dir ``root`` offline after an I/O error (Kafka's LogManager.handleLogDirFailure):
+        its current and future logs are closed without a flush and forgotten. True if it was online."""
+        if root in self._offline or root not in self._log_dirs:
+            return False
+        self._offline.add(root)
+        logger.error("Stopping serving logs in dir %s: %s", root, cause)
+        for tps, roots, logs in ((list(self._root_of), self._root_of, self._logs),
+                                 (list(self._future_root_of), self._future_root_of, self._futures)):
+            for tp in tps:
+                if roots[tp] == root:
+                    del roots[tp]
+                    logs.pop(tp).close_handlers()
+                    self._cleaning_paused.discard(tp)
+                    if logs is self._logs:
+                        self._offline_logs.add(tp)
+        for listener in self.dir_failure_listeners:
+            listener(root)
+        if not self.online_dirs:
+            logger.error("Every log dir is offline: the broker can serve no partition")
+        return True
+
+    def fail_dir_of(self, log: PartitionLog, cause: BaseException) -> None:
+        """``fail_dir`` for the log dir holding ``log``, when ``cause`` is an I/O error of its files."""
+        root = self.root_of_path(log.dir)
+        if root is not None and isinstance(cause, LogStorageError) and not isinstance(cause, SliceUnavailableError):
+            self.fail_dir(root, cause)
 
     def get_or_create_log(self, topic: str, partition: int, config: LogConfig | None = None,
                           topic_id: uuid.UUID | None = None, *, now_ms: int | None = None) -> PartitionLog:
@@ -200,6 +385,8 @@ class LogManager:
         tp = (topic, partition)
         if config is not None:
             self._topic_configs[topic] = config
+        if tp in self._offline_logs:
+            raise LogStorageError(f"The log dir of {topic}-{partition} is offline")
         log = self._logs.get(tp)
         if log is None:
             root = self._choose_root()
@@ -225,6 +412,8 @@ class LogManager:
     def delete_log(self, topic: str, partition: int) -> bool:
         """Rename the directory to ``<tp>.<uuid>-delete`` and remove it; False if unknown."""
         tp = (topic, partition)
+        self.drop_future_log(topic, partition)
+        self._offline_logs.discard(tp)
         log = self._logs.pop(tp, None)
         root = self._root_of.pop(tp, None)
         if log is None or root is None:
@@ -273,6 +462,9 @@ class LogManager:
                     await self._io.run(job.run)
             try:
                 log.finish_flush(job)
+            except LogStorageError as exc:
+                self.fail_dir_of(log, exc)
+                raise
             finally:
                 self._wake_flush_waiters(tp, log, job.error is None)
 
@@ -378,7 +570,8 @@ class LogManager:
         self._now_ms = now_ms
         candidates = []
         for tp, log in self._logs.items():
-            if not log.config.compact_enabled or tp in self._cleaning or tp in self._uncleanable:
+            if (not log.config.compact_enabled or tp in self._cleaning or tp in self._uncleanable
+                    or tp in self._cleaning_paused):
                 continue
             candidate = assess_log(log, self._cleaner_offsets.get(tp), now_ms, self._tombstone_horizons.get(tp))
             if candidate.should_clean:
@@ -435,6 +628,8 @@ class LogManager:
         return self._cleaner_offsets.get((topic, partition))
 
     def _write_cleaner_checkpoint(self, root: str) -> None:
+        if root in self._offline:
+            return
         OffsetCheckpointFile(os.path.join(root, CLEANER_OFFSET_CHECKPOINT)).write(
             {tp: offset for tp, offset in self._cleaner_offsets.items() if self._root_of.get(tp) == root})
 
@@ -442,7 +637,7 @@ class LogManager:
         """The named checkpoints (of ``CHECKPOINT_FILES``) of every log dir, as (path, entries) read
         now: a recovery point is only ever advanced after its fsync."""
         contents = []
-        for root in self._log_dirs:
+        for root in self.online_dirs:
             logs = {tp: log for tp, log in self._logs.items() if self._root_of.get(tp) == root}
             entries = {
                 RECOVERY_POINT_CHECKPOINT: lambda: {tp: log.recovery_point for tp, log in logs.items()},
@@ -455,20 +650,32 @@ class LogManager:
 
     def checkpoint(self) -> None:
         """Write the recovery-point, log-start and high-watermark checkpoints of every log dir."""
-        for path, entries in self._checkpoint_contents(CHECKPOINT_FILES):
-            OffsetCheckpointFile(path).write(entries)
+        self._fail_dirs_of(_write_checkpoints(self._checkpoint_contents(CHECKPOINT_FILES)))
+
+    def _fail_dirs_of(self, failures: list[tuple[str, OSError]]) -> None:
+        for path, exc in failures:
+            root = self.root_of_path(path)
+            if root is not None:
+                self.fail_dir(root, exc)
 
     async def checkpoint_async(self, files: Collection[str] = CHECKPOINT_FILES) -> None:
         """``checkpoint`` of the named files with the writes and fsyncs on the I/O executor, one pass at
         a time (Kafka writes each on its own schedule: see the broker's periodic tasks)."""
         async with self._checkpoint_lock:
             contents = self._checkpoint_contents(files)
-
-            def write() -> None:
-                for path, entries in contents:
-                    OffsetCheckpointFile(path).write(entries)
-
             if self._io is None:
-                write()
+                failures = _write_checkpoints(contents)
             else:
-                await self._io.run(write)
+                failures = await self._io.run(lambda: _write_checkpoints(contents))
+            self._fail_dirs_of(failures)
+
+
+def _write_checkpoints(contents: list[tuple[str, dict[TopicPartition, int]]]) -> list[tuple[str, OSError]]:
+    """Write each checkpoint; the (path, error) of those whose write failed (their log dir goes offline)."""
+    failures = []
+    for path, entries in contents:
+        try:
+            OffsetCheckpointFile(path).write(entries)
+        except OSError as exc:
+            failures.append((path, exc))
+    return failures

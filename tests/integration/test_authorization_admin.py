@@ -54,6 +54,8 @@ from pybroker.protocol.messages import (
     DescribeTransactionsResponse,
     DescribeClientQuotasRequest,
     DescribeClientQuotasResponse,
+    DescribeLogDirsRequest,
+    DescribeLogDirsResponse,
     DescribeUserScramCredentialsRequest,
     DescribeUserScramCredentialsResponse,
     ElectLeadersRequest,
@@ -318,6 +320,14 @@ def test_client_quota_apis_need_cluster_describe_configs_and_alter_configs(broke
     assert (described.error_code, described.entries) == (ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None)
     quotas = raw(broker, everything, 1, DescribeClientQuotasResponse, user="admin").entries
     assert [(e.entity[0].entity_name, e.values[0].value) for e in quotas] == [("throttled", 1024.0)]
+
+
+def test_describe_log_dirs_needs_cluster_describe(broker):
+    refused = raw(broker, DescribeLogDirsRequest(topics=None), 4, DescribeLogDirsResponse)
+    assert (refused.error_code, refused.results) == (ErrorCode.CLUSTER_AUTHORIZATION_FAILED, [])
+    assert raw(broker, DescribeLogDirsRequest(topics=None), 1, DescribeLogDirsResponse).results == []
+    allowed = raw(broker, DescribeLogDirsRequest(topics=None), 4, DescribeLogDirsResponse, user="admin")
+    assert allowed.error_code == 0 and [r.error_code for r in allowed.results] == [0]
 
 
 # Groups

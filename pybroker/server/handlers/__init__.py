@@ -14,6 +14,7 @@ from pybroker.server.handlers import (
     inter_broker,
     leader_epoch,
     list_offsets,
+    log_dirs,
     metadata,
     offsets,
     partition_admin,
@@ -83,4 +84,5 @@ ALL_HANDLERS: tuple[ApiHandler, ...] = (
     telemetry.get_subscriptions,
     telemetry.push,
     telemetry.list_resources,
+    log_dirs.describe_log_dirs,
 )

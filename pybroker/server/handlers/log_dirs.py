@@ -1,0 +1,68 @@
+"""DescribeLogDirs (35) and AlterReplicaLogDirs (34): the broker's log directories (KIP-113, JBOD).
+
+DescribeLogDirs answers, for every configured log dir in order, its error (KAFKA_STORAGE_ERROR once
+offline), its volume's total and usable bytes (v4) and, per partition asked for (null topics: all),
+each log's size, offset lag and whether it is a ``-future`` log, as Kafka's
+ReplicaManager.describeLogDirs: the lag of a current log is max(its high watermark - its LEO, 0), so
+0 on leaders and followers alike; the lag of a future log is the current log's LEO minus its own.
+It needs Describe on the cluster; without it the answer lists no dir and (v3+) carries
+CLUSTER_AUTHORIZATION_FAILED.
+
+AlterReplicaLogDirs needs Alter on the cluster (each partition refused with
+CLUSTER_AUTHORIZATION_FAILED otherwise), then starts moving each replica to the log dir named
+(replication/log_dir_mover.py): LOG_DIR_NOT_FOUND for a dir not in ``log.dirs``,
+KAFKA_STORAGE_ERROR for an offline one, REPLICA_NOT_AVAILABLE for a partition this broker holds
+no replica of, as Kafka's ReplicaManager.alterReplicaLogDirs.
+"""
+
+from __future__ import annotations
+
+from itertools import groupby
+
+from pybroker.log.log import PartitionLog
+from pybroker.protocol.api_keys import ApiKey
+from pybroker.protocol.error_codes import ErrorCode
+from pybroker.protocol.messages import (
+    DescribeLogDirsRequest,
+    DescribeLogDirsResponse,
+)
+from pybroker.security.acl import AclOperation
+from pybroker.server.authorization import authorize_cluster
+from pybroker.server.context import RequestContext
+from pybroker.server.registry import api
+
+INVALID_OFFSET_LAG = -1
+Result = DescribeLogDirsResponse.DescribeLogDirsResult
+
+
+@api(ApiKey.DESCRIBE_LOG_DIRS, 0, 4)
+async def describe_log_dirs(ctx: RequestContext, request: DescribeLogDirsRequest) -> DescribeLogDirsResponse:
+    if not authorize_cluster(ctx, AclOperation.DESCRIBE):
+        return DescribeLogDirsResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, results=[])
+    wanted = None if request.topics is None else {(t.topic, p) for t in request.topics for p in t.partitions}
+    manager = ctx.broker.log_manager
+    results = []
+    for status in manager.describe_dirs():
+        if not status.online:
+            results.append(Result(error_code=ErrorCode.KAFKA_STORAGE_ERROR, log_dir=status.path, topics=[]))
+            continue
+        logs = sorted(((log, future) for log, future in status.logs
+                       if wanted is None or (log.topic, log.partition) in wanted),
+                      key=lambda item: (item[0].topic, item[0].partition, item[1]))
+        topics = [DescribeLogDirsResponse.DescribeLogDirsTopic(name=name, partitions=[
+            DescribeLogDirsResponse.DescribeLogDirsPartition(
+                partition_index=log.partition, partition_size=log.size_in_bytes,
+                offset_lag=_offset_lag(ctx, log, future), is_future_key=future)
+            for log, future in group]) for name, group in groupby(logs, key=lambda item: item[0].topic)]
+        results.append(Result(error_code=ErrorCode.NONE, log_dir=status.path, topics=topics,
+                              total_bytes=status.total_bytes, usable_bytes=status.usable_bytes))
+    return DescribeLogDirsResponse(error_code=ErrorCode.NONE, results=results)
+
+
+def _offset_lag(ctx: RequestContext, log: PartitionLog, future: bool) -> int:
+    current = ctx.broker.log_manager.get_log(log.topic, log.partition)
+    if current is None:
+        return INVALID_OFFSET_LAG
+    if future:
+        return current.log_end_offset - log.log_end_offset
+    return max(current.high_watermark - log.log_end_offset, 0)
