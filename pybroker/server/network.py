@@ -9,6 +9,8 @@ our memory nor starve the others (Kafka's SocketServer has the same ones):
 - a finished response is written only while the transport is not asking us to pause: a peer that
   does not read keeps its answers queued lazily (file ranges are read in ``CHUNK`` pieces only as
   the socket drains), and reading from it stops (Kafka mutes such a channel);
+- a connection muted by a quota throttle (KIP-219, `mute_connection`) reads and dispatches nothing
+  until the throttle time has passed, as Kafka mutes a throttled channel;
 - all connections share one ``RequestQueue``: ``queued.max.requests`` requests being handled (a
   request waiting for other clients, e.g. a Fetch long poll, leaves the count: `leave_request_queue`), and
   ``queued.max.request.bytes`` of large frames, reserved at their declared size when their size
@@ -122,6 +124,7 @@ class RequestSlot:
 
 
 _REQUEST_SLOT: contextvars.ContextVar[RequestSlot | None] = contextvars.ContextVar("request_slot", default=None)
+_CONNECTION: contextvars.ContextVar["KafkaConnection | None"] = contextvars.ContextVar("connection", default=None)
 
 
 def leave_request_queue() -> None:
@@ -132,6 +135,16 @@ def leave_request_queue() -> None:
     slot = _REQUEST_SLOT.get()
     if slot is not None:
         slot.release()
+
+
+def mute_connection(seconds: float) -> None:
+    """KIP-219: the request's response goes out at once with its throttle time, and its connection
+    reads nothing more for ``seconds`` (Kafka mutes the channel until the throttle has passed, so a
+    client that ignores throttle_time_ms cannot send around it). Outside a connection's request it
+    does nothing."""
+    connection = _CONNECTION.get()
+    if connection is not None:
+        connection.mute(seconds)
 
 
 class KafkaConnection(asyncio.Protocol):
@@ -158,6 +171,8 @@ class KafkaConnection(asyncio.Protocol):
         self.peer = "?"
         self._reading_paused = False
         self._writing_paused = False
+        self._muted_until = 0.0
+        self._unmute: asyncio.TimerHandle | None = None  # set while muted by a quota throttle
         # Memory reservations (only with queued.max.request.bytes): the frame being received, and
         # a received frame not yet dispatched.
         self._reserved = 0
@@ -187,6 +202,9 @@ class KafkaConnection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._connections.discard(self)
+        if self._unmute is not None:
+            self._unmute.cancel()
+            self._unmute = None
         for future in self._pending:
             future.cancel()  # their done callbacks give the queue its room back
         self._pending.clear()
@@ -215,7 +233,7 @@ class KafkaConnection(asyncio.Protocol):
             self._account(frames)
         if frames:
             self._received += len(frames)
-            if self._backlog or len(self._pending) + len(frames) > self._max_in_flight \
+            if self._unmute is not None or self._backlog or len(self._pending) + len(frames) > self._max_in_flight \
                     or self._queue.requests + len(frames) > self._queue.max_requests:
                 self._backlog.extend(frames)
                 self._dispatch_backlog()
@@ -239,13 +257,33 @@ class KafkaConnection(asyncio.Protocol):
         if self._transport is not None:
             self._transport.close()
 
+    def mute(self, seconds: float) -> None:
+        """Read and dispatch nothing for ``seconds`` (or until a longer mute already set ends)."""
+        loop = asyncio.get_running_loop()
+        until = loop.time() + seconds
+        if seconds <= 0 or until <= self._muted_until or self._transport is None:
+            return
+        self._muted_until = until
+        if self._unmute is not None:
+            self._unmute.cancel()
+        self._unmute = loop.call_at(until, self._unmuted)
+        self._update_reading()
+
+    def _unmuted(self) -> None:
+        self._unmute = None
+        if self._transport is None:
+            return
+        self._dispatch_backlog()
+        self._update_reading()
+
     def expired(self, now: float, idle_s: float, receive_s: float) -> str | None:
         """The config key whose limit this connection has passed, if any (checked by a periodic sweep).
 
         Idle: no bytes moved either way while no request is being handled (a peer that stops
         reading its responses goes idle, as in Kafka). Receive: the first request, or a request
         whose first bytes arrived, still incomplete while the broker was reading."""
-        held_by_us = self._waiting_for_memory or bool(self._backlog) or any(not f.done() for f in self._pending)
+        held_by_us = self._waiting_for_memory or self._unmute is not None or bool(self._backlog) \
+            or any(not f.done() for f in self._pending)
         if self._active or held_by_us:
             self._active = False
             self._quiet_since = now
@@ -287,6 +325,7 @@ class KafkaConnection(asyncio.Protocol):
         slot = RequestSlot(self._queue)
         context = contextvars.copy_context()
         context.run(_REQUEST_SLOT.set, slot)
+        context.run(_CONNECTION.set, self)
         task = asyncio.get_running_loop().create_task(self._dispatcher.dispatch(frame, self.peer), context=context)
         self._queue.requests += 1
         self._pending.append(task)
@@ -297,7 +336,7 @@ class KafkaConnection(asyncio.Protocol):
 
     def _dispatch_backlog(self) -> None:
         backlog, queue = self._backlog, self._queue
-        while backlog and len(self._pending) < self._max_in_flight:
+        while backlog and self._unmute is None and len(self._pending) < self._max_in_flight:
             if queue.requests >= queue.max_requests:
                 queue.waiting.add(self)
                 break
@@ -446,7 +485,8 @@ class KafkaConnection(asyncio.Protocol):
     def _update_reading(self) -> None:
         if self._transport is None or self._transport.is_closing():
             return
-        should_pause = self._writing_paused or self._waiting_for_memory or bool(self._backlog) \
+        should_pause = self._writing_paused or self._waiting_for_memory or self._unmute is not None \
+            or bool(self._backlog) \
             or len(self._pending) >= self._max_in_flight
         if should_pause and not self._reading_paused:
             self._transport.pause_reading()

@@ -5,9 +5,8 @@ For each request while any quota is enabled (nothing at all otherwise):
 
 1. a client with a quota has its connection's requests handled one at a time, as Kafka handles
    one request of a connection at a time (pybroker otherwise pipelines them), and none while the
-   connection is muted by an earlier throttle: the request waits, holding no
-   ``queued.max.requests`` place (our stand-in for Kafka's muted channel, which reads nothing
-   until the throttle ends). Clients without a quota are not affected;
+   connection is muted by an earlier throttle: a request the client had pipelined before the mute
+   waits, holding no ``queued.max.requests`` place. Clients without a quota are not affected;
 2. the handler runs with a `RequestQuota` in a context variable; byte-rate and mutation hooks
    record there the throttle their quota asks for;
 3. the request quota records the handler's own time (the event-loop time of the handler's steps,
@@ -15,7 +14,8 @@ For each request while any quota is enabled (nothing at all otherwise):
    are not counted, as Kafka counts request-thread time and not purgatory time) as a percentage
    of one second; inter-broker requests, follower fetches and acks=0 produces are exempt;
 4. the largest throttle goes into the response's ``throttle_time_ms`` (KIP-219: the response is
-   sent at once) and the connection is muted for that long; the winning quota's throttle-time
+   sent at once) and the connection is muted for that long: its socket is not read
+   (`mute_connection`) and its requests already read wait; the winning quota's throttle-time
    metric records it.
 """
 
@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Coroutine, Generator
 
 from pybroker.controller.quota_store import sanitize
 from pybroker.protocol.api_keys import ApiKey
-from pybroker.server.network import leave_request_queue
+from pybroker.server.network import leave_request_queue, mute_connection
 from pybroker.server.quota.manager import NANOS_TO_PERCENTAGE, ClientQuotaManager, QuotaManagers
 
 if TYPE_CHECKING:
@@ -133,6 +133,7 @@ def enforced(api_key: int, func: HandlerFunc) -> HandlerFunc:
             if response is not None and hasattr(response, "throttle_time_ms"):
                 response.throttle_time_ms = max(response.throttle_time_ms or 0, state.throttle_ms)
             quotas.gates.mute(key, state.throttle_ms / 1000)
+            mute_connection(state.throttle_ms / 1000)
         return response
 
     return handle
