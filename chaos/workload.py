@@ -262,9 +262,15 @@ class Workload:
         self._group_consumer(name, deadline, TXN_TOPIC, GROUP + "-txn", {"isolation.level": "read_committed"})
 
 
+RETRY_END_OFFSET = (KafkaError._UNKNOWN_PARTITION, KafkaError.NOT_LEADER_FOR_PARTITION,
+                    KafkaError.LEADER_NOT_AVAILABLE)
+
+
 def _end_offset(consumer: Consumer, partition: TopicPartition, deadline: float) -> int:
     """The partition's end (the LSO, read_committed), asked again while the new consumer's metadata
-    does not know the partition yet ("Unknown partition") or the call times out, until `deadline`."""
+    does not know the partition yet ("Unknown partition") or still names a broker that has since
+    handed leadership on (after the heal, preferred leaders take over), or the call times out, until
+    `deadline`."""
     while True:
         try:
             offsets = consumer.get_watermark_offsets(partition, timeout=10)
@@ -272,7 +278,7 @@ def _end_offset(consumer: Consumer, partition: TopicPartition, deadline: float) 
             if time.monotonic() >= deadline:
                 raise
             error = exc.args[0]
-            if not (error.retriable() or error.code() == KafkaError._UNKNOWN_PARTITION):
+            if not (error.retriable() or error.code() in RETRY_END_OFFSET):
                 raise
             time.sleep(0.2)
             continue
