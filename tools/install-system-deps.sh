@@ -9,6 +9,8 @@ command -v kcat >/dev/null 2>&1 || missing+=(kcat)
 command -v java >/dev/null 2>&1 || missing+=(default-jre-headless)
 # javac compiles the Java client scenarios (tests/java, run by tests/integration/test_java_client.py).
 command -v javac >/dev/null 2>&1 || missing+=(default-jdk-headless)
+# Chromium runs the web console's browser tests (tests/console, driven by Playwright at /usr/bin/chromium).
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 [ ${#missing[@]} -eq 0 ] && exit 0
 echo "installing Debian packages: ${missing[*]}"
 sudo=""

@@ -1,0 +1,1 @@
+"""`pybroker console`: a web console for a Kafka cluster (pybroker or Apache Kafka), over the Kafka protocol only."""
