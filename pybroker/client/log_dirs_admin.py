@@ -11,6 +11,8 @@ from pybroker.client.cluster import KafkaClient
 from pybroker.client.errors import ResponseError, check
 from pybroker.common.topic import TopicPartition
 from pybroker.protocol.messages import (
+    AlterReplicaLogDirsRequest,
+    AlterReplicaLogDirsResponse,
     DescribeLogDirsRequest,
     DescribeLogDirsResponse,
 )
@@ -63,3 +65,27 @@ async def _describe_one(client: KafkaClient, broker_id: int, request: DescribeLo
                   for topic in result.topics for p in topic.partitions},
         total_bytes=None if result.total_bytes < 0 else result.total_bytes,
         usable_bytes=None if result.usable_bytes < 0 else result.usable_bytes) for result in response.results]
+
+
+async def alter_replica_log_dirs(client: KafkaClient, moves: Mapping[tuple[TopicPartition, int], str]
+                                 ) -> dict[tuple[TopicPartition, int], ResponseError | None]:
+    """Move each replica, named by (partition, broker id), to the log dir given (an absolute path on that
+    broker); per replica None or the broker's refusal (LOG_DIR_NOT_FOUND, KAFKA_STORAGE_ERROR,
+    REPLICA_NOT_AVAILABLE). The move itself goes on in the background: DescribeLogDirs shows it."""
+    by_broker: dict[int, dict[str, dict[str, list[int]]]] = {}
+    for (tp, broker_id), path in moves.items():
+        by_broker.setdefault(broker_id, {}).setdefault(path, {}).setdefault(tp.topic, []).append(tp.partition)
+    outcomes: dict[tuple[TopicPartition, int], ResponseError | None] = {}
+
+    async def one(broker_id: int, dirs: dict[str, dict[str, list[int]]]) -> None:
+        request = AlterReplicaLogDirsRequest(dirs=[AlterReplicaLogDirsRequest.AlterReplicaLogDir(
+            path=path, topics=[AlterReplicaLogDirsRequest.AlterReplicaLogDirTopic(name=name, partitions=partitions)
+                               for name, partitions in topics.items()]) for path, topics in dirs.items()])
+        response = await (await client.node(broker_id)).send(request, AlterReplicaLogDirsResponse)
+        for topic in response.results:
+            for p in topic.partitions:
+                outcomes[(TopicPartition(topic.topic_name, p.partition_index), broker_id)] = \
+                    ResponseError(p.error_code) if p.error_code else None
+
+    await asyncio.gather(*(one(broker_id, dirs) for broker_id, dirs in by_broker.items()))
+    return outcomes

@@ -104,6 +104,8 @@ _KEYS: list[ConfigKey] = [
     ConfigKey("replica.fetch.min.bytes", "int", 1, "Bytes a follower's fetch waits for at the leader.", at_least(1)),
     ConfigKey("replica.fetch.max.bytes", "int", 1048576, "Bytes a follower fetches per partition per request.", at_least(0)),
     ConfigKey("replica.fetch.response.max.bytes", "int", 10485760, "Bytes a follower fetches per request.", at_least(0)),
+    ConfigKey("replica.alter.log.dirs.io.max.bytes.per.second", "long", 9223372036854775807,
+              "Bytes per second copied into replicas moving between log dirs (AlterReplicaLogDirs).", at_least(1)),
     ConfigKey("replica.fetch.backoff.ms", "int", 1000, "Pause of a follower after a failed fetch.", at_least(0)),
     ConfigKey("replica.socket.timeout.ms", "int", 30000, "Timeout of a follower's requests to its leader.", at_least(1)),
     ConfigKey("controller.socket.timeout.ms", "int", 30000, "Timeout of the controller's requests to brokers.", at_least(1)),

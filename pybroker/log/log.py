@@ -838,6 +838,12 @@ class PartitionLog:
         self._delete_expired_files(self._now_ms, force=True)
         self._closed = True
 
+    def retire(self) -> None:
+        """Refuse every further use but keep the files open: the log was replaced (its replica moved to
+        another log dir) and ranges read from it may still be on their way to fetchers; the owner
+        calls ``close_handlers`` later (after file.delete.delay.ms, as Kafka deletes a replaced log)."""
+        self._closed = True
+
     def close_handlers(self) -> None:
         """Close the files without a flush or snapshot (Kafka's closeHandlers): the log dir failed, so
         nothing more may be written there; errors on the way are ignored."""

@@ -119,6 +119,7 @@ class LogManager:
         self._future_root_of: dict[TopicPartition, str] = {}
         self._offline: set[str] = set()  # log dirs whose I/O failed
         self._offline_logs: set[TopicPartition] = set()  # partitions whose log was in one of them
+        self._retired: list[tuple[int, PartitionLog, str]] = []  # (close at, replaced log, its -delete dir)
         self._now_ms = 0
         self._cleaner_offsets: dict[TopicPartition, int] = {}  # first dirty offset per compacted log
         self._tombstone_horizons: dict[TopicPartition, int] = {}  # earliest horizon of kept tombstones
@@ -193,6 +194,7 @@ class LogManager:
         self.checkpoint()
         for log in [*self._logs.values(), *self._futures.values()]:
             log.close()
+        self._close_retired(self._now_ms, force=True)
         for root in self.online_dirs:
             with open(os.path.join(root, CLEAN_SHUTDOWN_FILE), "w", encoding="utf-8") as f:
                 f.flush()
@@ -309,7 +311,7 @@ class LogManager:
     def replace_current_with_future(self, topic: str, partition: int) -> PartitionLog:
         """Swap in the caught-up future log (its LEO equals the current one's; call on the loop with no
         await in between, which is the partition lock here): the current directory is renamed
-        ``-delete`` and removed, the future one renamed ``<topic>-<partition>``, and the log reopened
+        ``-delete`` and removed after file.delete.delay.ms (fetches may still read it), the future one renamed ``<topic>-<partition>``, and the log reopened
         there with the current log's start offset and high watermark. Returns the new current log."""
         tp = (topic, partition)
         current, future = self._logs[tp], self._futures[tp]
@@ -319,14 +321,14 @@ class LogManager:
         old_root, new_root = self._root_of[tp], self._future_root_of[tp]
         start, hw = current.log_start_offset, current.high_watermark
         future.close()
-        current.close()
+        current.retire()
         target = os.path.join(new_root, f"{topic}-{partition}")
         os.rename(future.dir, target)
         fsync_dir(new_root)
         trash = os.path.join(old_root, f"{topic}-{partition}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
         os.rename(current.dir, trash)
         fsync_dir(old_root)
-        shutil.rmtree(trash, ignore_errors=True)
+        self._retired.append((self._now_ms + current.config.file_delete_delay_ms, current, trash))
         log = PartitionLog.open(target, topic, partition, self.config_for(topic), now_ms=self._now_ms,
                                 recovery_point=future.log_end_offset, log_start_offset=start, clean_shutdown=True,
                                 high_watermark=hw)
@@ -340,6 +342,17 @@ class LogManager:
         self._adopt(tp)
         logger.info("The log of %s-%d moved from %s to %s", topic, partition, old_root, new_root)
         return log
+
+    def _close_retired(self, now_ms: int, *, force: bool = False) -> None:
+        """Close and remove the replaced logs whose delay has passed."""
+        keep = []
+        for due, log, trash in self._retired:
+            if force or now_ms >= due:
+                log.close_handlers()
+                shutil.rmtree(trash, ignore_errors=True)
+            else:
+                keep.append((due, log, trash))
+        self._retired = keep
 
     # -- log dir failure ------------------------------------------------------------------------
 
@@ -545,6 +558,7 @@ class LogManager:
 
     async def flush_dirty_async(self, now_ms: int) -> int:
         """``flush_dirty`` with the fsyncs on the I/O executor; a failing log is logged and skipped."""
+        self._close_retired(now_ms)
         due = self._due_flushes(now_ms)
         outcomes = await asyncio.gather(*(self.flush_log(log, up_to, now_ms=now_ms) for log, up_to in due),
                                         return_exceptions=True)
@@ -556,6 +570,7 @@ class LogManager:
     def run_retention(self, now_ms: int) -> int:
         """Apply retention to every log; returns the number of segments deleted."""
         self._now_ms = now_ms
+        self._close_retired(now_ms)
         return sum(log.delete_old_segments(now_ms) for log in self._logs.values())
 
     # -- log cleaner --------------------------------------------------------------------------

@@ -27,6 +27,7 @@ from pybroker.log.manager import (
     RECOVERY_POINT_CHECKPOINT,
     LogManager,
 )
+from pybroker.replication.log_dir_mover import LogDirMover
 from pybroker.replication.manager import ReplicaManager
 from pybroker.server.authorization import build_authorizer
 from pybroker.server.dispatcher import Dispatcher
@@ -66,6 +67,8 @@ class Broker:
         self.io = IoExecutor(config["background.threads"])  # fsyncs; kazoo keeps asyncio's default pool
         self.replica_manager = ReplicaManager(self.log_manager, self.broker_id,
                                               replica_lag_time_max_ms=config["replica.lag.time.max.ms"])
+        self.log_dir_mover = LogDirMover(self.replica_manager, self.io,
+                                         lambda: self.config["replica.alter.log.dirs.io.max.bytes.per.second"])
         self.metadata: ClusterMetadata | None = None
         self.zk_mode = ZkMode(self) if config["zookeeper.connect"] else None
         self.groups = GroupService(self, now_ms)
@@ -164,6 +167,7 @@ class Broker:
         await self.txns.close()
         if self.zk_mode is not None:
             await self.zk_mode.stop()
+        await self.log_dir_mover.shutdown()
         self.io.shutdown()
         self.log_manager.shutdown()
         log.info("[KafkaServer id=%d] shut down completed", self.broker_id)

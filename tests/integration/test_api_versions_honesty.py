@@ -28,7 +28,6 @@ from tests.integration.test_null_fields import advertised_answers
 
 # Why each API key in the specs that a ZooKeeper-mode pybroker does not serve is left out.
 NOT_SERVED: dict[int, str] = {
-    ApiKey.ALTER_REPLICA_LOG_DIRS: "JBOD (issue 19 item 2)",
     ApiKey.CREATE_DELEGATION_TOKEN: "delegation tokens are not implemented",
     ApiKey.RENEW_DELEGATION_TOKEN: "delegation tokens are not implemented",
     ApiKey.EXPIRE_DELEGATION_TOKEN: "delegation tokens are not implemented",

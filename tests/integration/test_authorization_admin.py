@@ -36,6 +36,8 @@ from pybroker.protocol.messages import (
     AddPartitionsToTxnResponse,
     AlterPartitionReassignmentsRequest,
     AlterPartitionReassignmentsResponse,
+    AlterReplicaLogDirsRequest,
+    AlterReplicaLogDirsResponse,
     AlterClientQuotasRequest,
     AlterClientQuotasResponse,
     AlterUserScramCredentialsRequest,
@@ -322,12 +324,19 @@ def test_client_quota_apis_need_cluster_describe_configs_and_alter_configs(broke
     assert [(e.entity[0].entity_name, e.values[0].value) for e in quotas] == [("throttled", 1024.0)]
 
 
-def test_describe_log_dirs_needs_cluster_describe(broker):
+def test_describe_log_dirs_needs_cluster_describe_and_alter_replica_log_dirs_cluster_alter(broker):
     refused = raw(broker, DescribeLogDirsRequest(topics=None), 4, DescribeLogDirsResponse)
     assert (refused.error_code, refused.results) == (ErrorCode.CLUSTER_AUTHORIZATION_FAILED, [])
     assert raw(broker, DescribeLogDirsRequest(topics=None), 1, DescribeLogDirsResponse).results == []
     allowed = raw(broker, DescribeLogDirsRequest(topics=None), 4, DescribeLogDirsResponse, user="admin")
     assert allowed.error_code == 0 and [r.error_code for r in allowed.results] == [0]
+    move = AlterReplicaLogDirsRequest(dirs=[AlterReplicaLogDirsRequest.AlterReplicaLogDir(
+        path="/nowhere", topics=[AlterReplicaLogDirsRequest.AlterReplicaLogDirTopic(name="t", partitions=[0])])])
+    codes = [[p.error_code for p in t.partitions] for t in raw(broker, move, 2, AlterReplicaLogDirsResponse).results]
+    assert codes == [[ErrorCode.CLUSTER_AUTHORIZATION_FAILED]]
+    codes = [[p.error_code for p in t.partitions]
+             for t in raw(broker, move, 2, AlterReplicaLogDirsResponse, user="admin").results]
+    assert codes == [[ErrorCode.LOG_DIR_NOT_FOUND]]
 
 
 # Groups

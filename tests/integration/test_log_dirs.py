@@ -1,19 +1,28 @@
 """JBOD: a broker with two log dirs places partitions, describes its dirs (DescribeLogDirs) to kafka-python,
-raw requests of every version and `pybroker log-dirs --describe`, as Kafka's kafka-log-dirs.sh prints them."""
+raw requests of every version and `pybroker log-dirs --describe`, as Kafka's kafka-log-dirs.sh prints them,
+and moves a replica between them (AlterReplicaLogDirs) under produce load without losing a record.
+
+The broker copies moving replicas at 4 MB/s (replica.alter.log.dirs.io.max.bytes.per.second), so a move of
+~8 MB lasts about two seconds and its `-future` log can be seen."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import os
+import re
+import threading
+import time
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from kafka import KafkaAdminClient, KafkaProducer
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from kafka import KafkaAdminClient, KafkaProducer, TopicPartitionReplica
 from kafka.admin import NewTopic
+from kafka.errors import LogDirNotFoundError, NoError, ReplicaNotAvailableError
 
 from pybroker.client.connection import Connection
 from pybroker.protocol.error_codes import ErrorCode
@@ -22,13 +31,16 @@ from tests.integration.broker_process import REPO, BrokerProcess
 
 TOPIC = "jbod"
 OTHER = "jbod-other"
+MOVED = "moved"
+COPY_RATE = 4_000_000
 
 
 @pytest.fixture(scope="module")
 def jbod(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[BrokerProcess, list[str]]]:
     base = tmp_path_factory.mktemp("jbod")
     dirs = [str(base / "disk-a"), str(base / "disk-b")]
-    process = BrokerProcess(base, {"log.dirs": ",".join(dirs)}).start()
+    process = BrokerProcess(base, {"log.dirs": ",".join(dirs),
+                                   "replica.alter.log.dirs.io.max.bytes.per.second": str(COPY_RATE)}).start()
     admin = KafkaAdminClient(bootstrap_servers=process.bootstrap)
     try:
         admin.create_topics([NewTopic(TOPIC, 3, 1), NewTopic(OTHER, 1, 1)])
@@ -135,3 +147,108 @@ def test_cli_refuses_brokers_not_in_the_cluster(jbod):
     assert done.stderr.strip() == ("ERROR: The given brokers do not exist from --broker-list: 7. "
                                    "Current existent brokers: 0")
     assert done.stdout == ""
+
+
+def wait_for(condition, timeout: float = 30.0):  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError("condition not met in time")
+
+
+def replicas(process: BrokerProcess, topic: str) -> dict[str, list[tuple[int, bool, int]]]:
+    """log dir -> [(partition, is_future, offset lag)] of `topic`."""
+    response = describe(process, DescribeLogDirsRequest(topics=None), 4)
+    return {r.log_dir: [(p.partition_index, p.is_future_key, p.offset_lag) for t in r.topics if t.name == topic
+                        for p in t.partitions] for r in response.results}
+
+
+def test_a_replica_moves_to_the_other_dir_under_produce_load_without_losing_records(jbod, tmp_path):
+    process, dirs = jbod
+    admin = KafkaAdminClient(bootstrap_servers=process.bootstrap)
+    try:
+        admin.create_topics([NewTopic(MOVED, 1, 1, topic_configs={"file.delete.delay.ms": "0"})])
+        [source] = [d for d in dirs if os.path.isdir(os.path.join(d, f"{MOVED}-0"))]
+        [target] = [d for d in dirs if d != source]
+        delivered: list[bytes] = []
+        producer = Producer({"bootstrap.servers": process.bootstrap, "acks": "all", "linger.ms": 5})
+
+        def acknowledged(err, msg):  # type: ignore[no-untyped-def]
+            if err is None:
+                delivered.append(msg.value())
+
+        for i in range(8000):  # ~8 MB before the move
+            producer.produce(MOVED, value=b"%06d" % i + b"." * 1000, on_delivery=acknowledged)
+            producer.poll(0)
+        producer.flush(30)
+        stop = threading.Event()
+
+        def keep_producing() -> None:
+            i = 8000
+            while not stop.is_set():
+                producer.produce(MOVED, value=b"%06d" % i, on_delivery=acknowledged)
+                producer.poll(0.002)
+                i += 1
+            producer.flush(30)
+
+        load = threading.Thread(target=keep_producing)
+        load.start()
+        try:
+            answer = admin.alter_replica_log_dirs({TopicPartitionReplica(MOVED, 0, 0): target})
+            assert answer == {TopicPartitionReplica(MOVED, 0, 0): NoError}
+            moving = wait_for(lambda: [p for p in replicas(process, MOVED)[target] if p[1]])
+            assert moving[0][0] == 0 and moving[0][2] > 0  # the future log lags the current one
+            assert [(p, f) for p, f, _ in replicas(process, MOVED)[source]] == [(0, False)]
+            assert [n for n in os.listdir(target) if n.startswith(MOVED)] and \
+                all(re.fullmatch(rf"{MOVED}-0\.[0-9a-f]{{32}}-future", n)
+                    for n in os.listdir(target) if n.startswith(MOVED))
+            wait_for(lambda: replicas(process, MOVED) == {target: [(0, False, 0)], source: []})
+            after_move = len(delivered)
+            wait_for(lambda: len(delivered) > after_move + 200)  # the moved replica takes appends
+        finally:
+            stop.set()
+            load.join(60)
+        wait_for(lambda: not [n for n in os.listdir(source) if n.startswith(MOVED)])  # the old copy is removed
+        assert len(delivered) > 8000
+        assert consume_all(process, len(delivered)) == delivered
+        assert process.stop() == 0
+        process.start()
+        assert consume_all(process, len(delivered)) == delivered
+        assert replicas(process, MOVED) == {target: [(0, False, 0)], source: []}
+    finally:
+        admin.close()
+
+
+def consume_all(process: BrokerProcess, count: int) -> list[bytes]:
+    consumer = Consumer({"bootstrap.servers": process.bootstrap, "group.id": f"moved-{time.monotonic()}",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer.assign([TopicPartition(MOVED, 0, OFFSET_BEGINNING)])
+    values: list[bytes] = []
+    deadline = time.monotonic() + 30
+    try:
+        while len(values) < count and time.monotonic() < deadline:
+            for message in consumer.consume(1000, timeout=0.5):
+                if message.error() is None:
+                    values.append(message.value())
+    finally:
+        consumer.close()
+    return values
+
+
+def test_alter_replica_log_dirs_refusals(jbod):
+    process, dirs = jbod
+    admin = KafkaAdminClient(bootstrap_servers=process.bootstrap)
+    try:
+        answer = admin.alter_replica_log_dirs({
+            TopicPartitionReplica(OTHER, 0, 0): "/not/a/log/dir",
+            TopicPartitionReplica("absent", 0, 0): dirs[0],
+            TopicPartitionReplica(TOPIC, 0, 0): dirs[0],  # already there: nothing to do
+        })
+    finally:
+        admin.close()
+    assert answer == {TopicPartitionReplica(OTHER, 0, 0): LogDirNotFoundError,
+                      TopicPartitionReplica("absent", 0, 0): ReplicaNotAvailableError,
+                      TopicPartitionReplica(TOPIC, 0, 0): NoError}

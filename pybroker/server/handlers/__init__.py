@@ -85,4 +85,5 @@ ALL_HANDLERS: tuple[ApiHandler, ...] = (
     telemetry.push,
     telemetry.list_resources,
     log_dirs.describe_log_dirs,
+    log_dirs.alter_replica_log_dirs,
 )

@@ -23,12 +23,15 @@ from pybroker.log.log import PartitionLog
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.messages import (
+    AlterReplicaLogDirsRequest,
+    AlterReplicaLogDirsResponse,
     DescribeLogDirsRequest,
     DescribeLogDirsResponse,
 )
 from pybroker.security.acl import AclOperation
 from pybroker.server.authorization import authorize_cluster
 from pybroker.server.context import RequestContext
+from pybroker.server.error_mapping import error_code_for
 from pybroker.server.registry import api
 
 INVALID_OFFSET_LAG = -1
@@ -66,3 +69,32 @@ def _offset_lag(ctx: RequestContext, log: PartitionLog, future: bool) -> int:
     if future:
         return current.log_end_offset - log.log_end_offset
     return max(current.high_watermark - log.log_end_offset, 0)
+
+
+@api(ApiKey.ALTER_REPLICA_LOG_DIRS, 0, 2)
+async def alter_replica_log_dirs(ctx: RequestContext, request: AlterReplicaLogDirsRequest
+                                 ) -> AlterReplicaLogDirsResponse:
+    allowed = authorize_cluster(ctx, AclOperation.ALTER)
+    results: dict[str, list[AlterReplicaLogDirsResponse.AlterReplicaLogDirPartitionResult]] = {}
+    for log_dir in request.dirs:
+        for topic in log_dir.topics:
+            for index in topic.partitions:
+                code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED if not allowed else _alter(ctx, topic.name, index,
+                                                                                         log_dir.path)
+                results.setdefault(topic.name, []).append(
+                    AlterReplicaLogDirsResponse.AlterReplicaLogDirPartitionResult(partition_index=index,
+                                                                                  error_code=code))
+    return AlterReplicaLogDirsResponse(results=[
+        AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult(topic_name=name, partitions=partitions)
+        for name, partitions in results.items()])
+
+
+def _alter(ctx: RequestContext, topic: str, index: int, path: str) -> ErrorCode:
+    try:
+        ctx.broker.log_manager.check_dir(path)
+        if ctx.broker.replica_manager.hosted(topic, index) is None:
+            return ErrorCode.REPLICA_NOT_AVAILABLE
+        ctx.broker.log_dir_mover.move(topic, index, path)
+    except Exception as exc:
+        return error_code_for(exc)
+    return ErrorCode.NONE

@@ -1,0 +1,118 @@
+"""Moving a replica between this broker's log dirs while it keeps serving (Kafka's
+ReplicaAlterLogDirsManager and ReplicaAlterLogDirsThread, KIP-113).
+
+``move`` asks the LogManager for a ``<topic>-<partition>.<uuid>-future`` log in the destination dir
+and starts one task for the partition. The task copies the current log's batches into the future log
+as a follower copies its leader's (offsets, epochs and producer state kept, the log start followed),
+reading the files on the I/O executor, at most replica.alter.log.dirs.io.max.bytes.per.second. When
+the future log's end reaches the current one's it swaps them at once: the check and the swap run on
+the loop with no await between, which is Kafka's partition lock here, so no append can slip in. The
+partition then serves from the new log, and its leader-epoch checkpoint is written there.
+
+A truncation of the current log while it is copied (a follower's, after a leader change) restarts the
+copy from the log start: the copied tail could differ from the new one. A move to the dir the
+replica already lives in cancels a move in progress.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Callable
+
+from pybroker.common.io_executor import IoExecutor
+from pybroker.log.errors import LogError
+from pybroker.log.log import PartitionLog
+from pybroker.log.manager import LogManager
+from pybroker.replication.errors import UnknownPartitionError
+from pybroker.replication.manager import ReplicaManager
+from pybroker.replication.partition import epoch_checkpoint_of
+
+logger = logging.getLogger("pybroker.replication")
+
+COPY_CHUNK_BYTES = 1 << 20
+TopicPartitionKey = tuple[str, int]
+
+
+class LogDirMover:
+    """One copy task per replica moving to another log dir."""
+
+    def __init__(self, replicas: ReplicaManager, io: IoExecutor, max_bytes_per_s: Callable[[], int]) -> None:
+        self._replicas = replicas
+        self._logs: LogManager = replicas.log_manager
+        self._io = io
+        self._max_bytes_per_s = max_bytes_per_s
+        self._tasks: dict[TopicPartitionKey, asyncio.Task[None]] = {}
+
+    def move(self, topic: str, index: int, path: str) -> None:
+        """Start (or keep) moving the replica to log dir ``path``; UnknownPartitionError if not hosted here."""
+        if self._replicas.hosted(topic, index) is None:
+            raise UnknownPartitionError(f"This server does not host a replica of {topic}-{index}")
+        key = (topic, index)
+        if self._logs.create_future_log(topic, index, path) is None:
+            task = self._tasks.pop(key, None)
+            if task is not None:
+                task.cancel()
+            return
+        task = self._tasks.get(key)
+        if task is None or task.done():
+            self._tasks[key] = asyncio.get_running_loop().create_task(self._copy(key), name=f"move-{topic}-{index}")
+
+    async def shutdown(self) -> None:
+        tasks = list(self._tasks.values())
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._tasks.clear()
+
+    async def _copy(self, key: TopicPartitionKey) -> None:
+        topic, index = key
+        try:
+            await self._copy_until_swapped(topic, index)
+        except asyncio.CancelledError:
+            raise
+        except LogError as exc:
+            logger.error("Moving %s-%d to another log dir failed; the move is abandoned: %s", topic, index, exc)
+            self._logs.drop_future_log(topic, index)
+        finally:
+            if self._tasks.get(key) is asyncio.current_task():
+                del self._tasks[key]
+
+    async def _copy_until_swapped(self, topic: str, index: int) -> None:
+        truncations: int | None = None
+        copied, started = 0, time.monotonic()
+        while True:
+            current, future = self._logs.get_log(topic, index), self._logs.future_log(topic, index)
+            partition = self._replicas.hosted(topic, index)
+            if current is None or future is None or partition is None:
+                return  # deleted, stopped or abandoned meanwhile
+            if truncations != current.truncations or future.log_end_offset > current.log_end_offset \
+                    or future.log_end_offset < current.log_start_offset:
+                truncations = current.truncations
+                future.truncate_fully_and_start_at(current.log_start_offset)
+            future.set_high_watermark(min(current.high_watermark, future.log_end_offset))
+            future.increment_log_start_offset(min(current.log_start_offset, future.high_watermark))
+            if future.log_end_offset == current.log_end_offset:
+                partition.log = self._logs.replace_current_with_future(topic, index)
+                epoch_checkpoint_of(partition.log).write(dict(partition.epoch_cache.entries))
+                return
+            copied += await self._copy_chunk(current, future)
+            await self._throttle(copied, started)
+
+    async def _copy_chunk(self, current: PartitionLog, future: PartitionLog) -> int:
+        """Append the batches after the future log's end (read off the loop); the bytes copied."""
+        offset, truncations = future.log_end_offset, current.truncations
+        found = current.read(offset, COPY_CHUNK_BYTES).slices
+        if found is None:
+            return 0
+        data = await self._io.run(found.detached_read())
+        if current.closed or future.closed or current.truncations != truncations or future.log_end_offset != offset:
+            return 0  # changed while the range was read: look again
+        future.append_as_follower(data)
+        return len(data)
+
+    async def _throttle(self, copied: int, started: float) -> None:
+        """Sleep as long as the copy runs ahead of replica.alter.log.dirs.io.max.bytes.per.second."""
+        ahead = copied / self._max_bytes_per_s() - (time.monotonic() - started)
+        await asyncio.sleep(max(ahead, 0.0))
