@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pybroker.admin.consumer_groups import OffsetRow, offset_rows
 from pybroker.client import AdminClient, KafkaClient, KafkaClientError, OffsetSpec, UnsupportedVersionError
 from pybroker.client.groups import GroupAdmin, GroupDescription
-from pybroker.client.log_dirs import LogDirDescription, describe_log_dirs
+from pybroker.client.log_dirs_admin import LogDirDescription, describe_log_dirs
 from pybroker.client.versions import api_name
 from pybroker.common.topic import TopicPartition
 
@@ -77,7 +77,7 @@ async def log_dirs_by_broker(client: KafkaClient) -> dict[int, list[LogDirDescri
     found: dict[int, list[LogDirDescription] | str] = {}
     for node_id in sorted(client.brokers):
         try:
-            found[node_id] = await describe_log_dirs(client, node_id)
+            found[node_id] = (await describe_log_dirs(client, [node_id]))[node_id]
         except UnsupportedVersionError:
             found[node_id] = "the broker does not support DescribeLogDirs"
         except KafkaClientError as exc:
@@ -115,8 +115,9 @@ async def topic_rows(client: KafkaClient) -> list[TopicRow]:
     sizes: dict[TopicPartition, int] = {}
     for dirs in (await log_dirs_by_broker(client)).values():
         for log_dir in dirs if not isinstance(dirs, str) else ():
-            for tp, size in log_dir.replica_sizes.items():
-                sizes[tp] = max(size, sizes.get(tp, 0))
+            for tp, replica in log_dir.replicas.items():
+                if not replica.is_future:
+                    sizes[tp] = max(replica.size, sizes.get(tp, 0))
     by_topic: dict[str, list[PartitionState]] = defaultdict(list)
     for state in states:
         by_topic[state.topic].append(state)

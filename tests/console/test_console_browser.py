@@ -177,7 +177,7 @@ def test_group_lag_rises_and_falls_then_reset(consoles, console_broker, page, sc
     run(bootstrap, prepare)
 
     def lag_is(expected: str) -> Callable[[], bool]:
-        return lambda: page.locator("#total-lag").inner_text() == expected
+        return lambda: page.locator("#total-lag").all_inner_texts() == [expected]
 
     poll_page(page, f"{url}/groups/{group}", lag_is("30"))  # the lag has risen
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
@@ -192,7 +192,7 @@ def test_group_lag_rises_and_falls_then_reset(consoles, console_broker, page, sc
                 consumed += 1
         consumer.commit(asynchronous=False)
         poll_page(page, f"{url}/groups/{group}",
-                  lambda: lag_is("0")() and page.locator("#state").inner_text() == "Stable")  # and fallen
+                  lambda: lag_is("0")() and page.locator("#state").all_inner_texts() == ["Stable"])  # and fallen
         assert page.locator("#members tr").count() == 2
         snap(page, screenshots, "group")
         poll_page(page, f"{url}/charts", lambda: page.locator("#chart-lag .main-svg").count() > 0)
@@ -205,7 +205,7 @@ def test_group_lag_rises_and_falls_then_reset(consoles, console_broker, page, sc
     finally:
         consumer.close()
 
-    poll_page(page, f"{url}/groups", lambda: "Empty" in page.locator("#groups").inner_text())
+    poll_page(page, f"{url}/groups", lambda: "Empty" in " ".join(page.locator("#groups").all_inner_texts()))
     snap(page, screenshots, "groups")
     page.goto(f"{url}/groups/{group}")
     page.locator("#reset [name=to]").select_option("offset")
@@ -226,6 +226,7 @@ def test_overview_and_security_pages(consoles, console_broker, page, screenshots
     page.goto(url)
     broker_row = page.locator("#brokers tr").nth(1).inner_text()
     assert console_broker.bootstrap in broker_row and "yes" in broker_row  # the single broker is the controller
+    assert "/logs: " in broker_row and "free" in broker_row  # DescribeLogDirs: its dir, replica bytes and volume
     page.locator("details").first.click()
     assert page.locator("details table", has_text="Produce").count() >= 1
     snap(page, screenshots, "overview")
