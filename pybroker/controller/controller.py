@@ -31,7 +31,8 @@ from pybroker.controller.election import (
     controlled_shutdown_election,
     preferred_election,
 )
-from pybroker.controller.errors import NotControllerError, StaleBrokerEpochError
+from pybroker.controller.errors import BrokerIdNotRegisteredError, NotControllerError, StaleBrokerEpochError
+from pybroker.controller.producer_ids import reserve_block
 from pybroker.controller.partition_state import PartitionState, PartitionStateMachine, partition_state
 from pybroker.controller.reassignment import Reassignments, Targets
 from pybroker.controller.replica_state import deleted_topic_replicas, offline_followers
@@ -311,6 +312,20 @@ class ZkController:
         self._requests.stop_replicas(offline_followers(ctx, broker_id), self.epoch)
         self._send_metadata()
         return sorted(key for key, state in ctx.states.items() if state.leader == broker_id)
+
+    async def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> zp.ProducerIdBlock:
+        """AllocateProducerIds (KIP-730): the next producer-id block, for a live broker's current
+        registration only, as Kafka's controller checks it."""
+        return await self._zk.events.call(lambda: self._allocate_producer_ids(broker_id, broker_epoch))
+
+    async def _allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> zp.ProducerIdBlock:
+        self._check_active()
+        broker = self._ctx.brokers.get(broker_id)
+        if broker is None:
+            raise BrokerIdNotRegisteredError(f"Broker {broker_id} is not registered")
+        if broker_epoch != broker.epoch:
+            raise StaleBrokerEpochError(f"Broker {broker_id} epoch {broker_epoch} is not {broker.epoch}")
+        return await reserve_block(self._zk, broker_id)
 
     async def _rebalance_periodically(self) -> None:
         while True:

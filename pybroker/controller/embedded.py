@@ -19,6 +19,7 @@ from typing import Callable, Mapping, Sequence
 from pybroker.common.durable_json import write_json_durably
 from pybroker.common.topic import new_topic_id, topic_id_from_string, topic_id_to_string, topic_name_error
 from pybroker.controller.errors import (
+    BrokerIdNotRegisteredError,
     InvalidPartitionsError,
     InvalidReplicaAssignmentError,
     InvalidReplicationFactorError,
@@ -29,6 +30,7 @@ from pybroker.controller.errors import (
 )
 from pybroker.controller.election import check_assignment, check_replicas
 from pybroker.controller.metadata import BrokerInfo, PartitionInfo, TopicInfo, TopicRegistry
+from pybroker.controller.zk_paths import ProducerIdBlock
 
 METADATA_FILE = "pybroker-metadata.json"
 PRODUCER_ID_BLOCK = 1000
@@ -48,7 +50,8 @@ class EmbeddedMetadata(TopicRegistry):
         super().__init__()
         self.controller_id = broker.broker_id
         self.cluster_id, self._next_producer_id = self._load()
-        self._producer_id_limit = self._next_producer_id
+        self._producer_id_limit = self._next_producer_id  # every id below it is reserved (and persisted)
+        self._local_limit = self._next_producer_id  # the end of the block this broker hands out itself
 
     # Reads
 
@@ -128,14 +131,27 @@ class EmbeddedMetadata(TopicRegistry):
 
     async def allocate_producer_id(self) -> int:
         """Hand out ids from blocks reserved on disk first, so a restart never reuses one."""
-        if self._next_producer_id >= self._producer_id_limit:
-            self._producer_id_limit = self._next_producer_id + PRODUCER_ID_BLOCK
-            self._save()
+        if self._next_producer_id >= self._local_limit:
+            self._next_producer_id = self._reserve_block().start
+            self._local_limit = self._producer_id_limit
         producer_id = self._next_producer_id
         self._next_producer_id += 1
         return producer_id
 
+    async def reserve_producer_id_block(self, broker_id: int) -> ProducerIdBlock:
+        """AllocateProducerIds on a single node, which is its own controller: only this broker is
+        registered, and its blocks come after every id reserved so far."""
+        if broker_id != self._broker.broker_id:
+            raise BrokerIdNotRegisteredError(f"Broker {broker_id} is not registered")
+        return self._reserve_block()
+
     # Internals
+
+    def _reserve_block(self) -> ProducerIdBlock:
+        start = self._producer_id_limit
+        self._producer_id_limit = start + PRODUCER_ID_BLOCK
+        self._save()
+        return ProducerIdBlock(self._broker.broker_id, start, self._producer_id_limit - 1)
 
     def _topic_info(self, name: str, topic_id: uuid.UUID, partitions: int, configs: dict[str, str]) -> TopicInfo:
         me = self._broker.broker_id

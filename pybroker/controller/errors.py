@@ -47,3 +47,7 @@ class NotControllerError(Exception):
 
 class StaleBrokerEpochError(Exception):
     """The request names a broker registration that is not the current one: STALE_BROKER_EPOCH."""
+
+
+class BrokerIdNotRegisteredError(Exception):
+    """The request names a broker the controller does not know as live: BROKER_ID_NOT_REGISTERED."""

@@ -31,18 +31,20 @@ from pybroker.controller.errors import (
 )
 from pybroker.common.listeners import SECURITY_PROTOCOL_NAMES, Endpoint
 from pybroker.controller.metadata import BrokerInfo, PartitionInfo, TopicInfo, TopicRegistry
+from pybroker.controller.producer_ids import ProducerIdBlocks, ProducerIdsUnavailableError
 from pybroker.controller.zk_client import ZkClient, ZkEvent
 from pybroker.protocol.messages import UpdateMetadataRequest
 
 log = logging.getLogger("pybroker.metadata")
 
-PRODUCER_ID_BLOCK_SIZE = 1000
 PROPAGATION_WAIT_S = 10.0
 
 
 class ZkMetadata(TopicRegistry):
     def __init__(self, zk: ZkClient, me: BrokerInfo, *, validate_configs: Callable[[Mapping[str, str]], None],
-                 delete_topic_enable: bool = True, inter_broker_listener: str = "PLAINTEXT"):
+                 delete_topic_enable: bool = True, inter_broker_listener: str = "PLAINTEXT",
+                 producer_ids: ProducerIdBlocks | None = None):
+        """``producer_ids`` hands out ids from blocks the controller allocates (AllocateProducerIds)."""
         self._zk = zk
         self._me = me
         self._listener = inter_broker_listener  # other brokers are reached on its endpoints
@@ -53,7 +55,7 @@ class ZkMetadata(TopicRegistry):
         self._configs: dict[str, dict[str, str]] = {}
         self._changed = asyncio.Event()
         self._config_changes = ConfigChangeFeed(zk, "config-changes")
-        self._producer_ids: range = range(0)
+        self._producer_ids = producer_ids
         self.cluster_id = ""
         self._controller_id = -1
         self.controller_epoch = 0
@@ -276,19 +278,6 @@ class ZkMetadata(TopicRegistry):
         return self._topics[name]
 
     async def allocate_producer_id(self) -> int:
-        """Ids from a block reserved in /latest_producer_id_block with a version-checked write, so two
-        brokers never get the same block."""
-        while not self._producer_ids:
-            node = await self._zk.get(zp.PRODUCER_ID_BLOCK)
-            assert node is not None
-            previous = zp.decode_producer_id_block(node[0])
-            start = 0 if previous is None else previous.end + 1
-            block = zp.ProducerIdBlock(self._me.broker_id, start, start + PRODUCER_ID_BLOCK_SIZE - 1)
-            try:
-                await self._zk.set(zp.PRODUCER_ID_BLOCK, zp.encode_producer_id_block(block), node[1].version)
-            except BadVersionError:
-                continue
-            self._producer_ids = range(block.start, block.end + 1)
-        producer_id = self._producer_ids[0]
-        self._producer_ids = self._producer_ids[1:]
-        return producer_id
+        if self._producer_ids is None:
+            raise ProducerIdsUnavailableError("This broker was started without a way to reach the controller")
+        return await self._producer_ids.next_id()

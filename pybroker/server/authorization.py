@@ -39,7 +39,7 @@ CHECKED_APIS: dict[int, str] = {
     ApiKey.METADATA: "Describe on each topic (unlisted or TOPIC_AUTHORIZATION_FAILED); Create to auto-create",
     ApiKey.LEADER_AND_ISR: "ClusterAction", ApiKey.STOP_REPLICA: "ClusterAction",
     ApiKey.UPDATE_METADATA: "ClusterAction", ApiKey.CONTROLLED_SHUTDOWN: "ClusterAction",
-    ApiKey.WRITE_TXN_MARKERS: "ClusterAction",
+    ApiKey.WRITE_TXN_MARKERS: "ClusterAction", ApiKey.ALLOCATE_PRODUCER_IDS: "ClusterAction",
     ApiKey.INIT_PRODUCER_ID: "Write on the transactional id; IdempotentWrite or Write on some topic",
     ApiKey.FIND_COORDINATOR: "Describe on the group or transactional id",
     ApiKey.JOIN_GROUP: "Read on the group", ApiKey.SYNC_GROUP: "Read on the group",

@@ -17,6 +17,7 @@ from pybroker.client import errors as client
 from pybroker.common.config import ConfigError
 from pybroker.controller import errors as controller
 from pybroker.controller.controller import NotControllerError, StaleBrokerEpochError
+from pybroker.controller.producer_ids import ProducerIdsUnavailableError
 from pybroker.coordinator.runtime import CoordinatorStorageError, NotCoordinatorError
 from pybroker.log import errors as log_errors
 from pybroker.protocol.error_codes import ErrorCode
@@ -32,6 +33,8 @@ CODES: list[tuple[type[BaseException], ErrorCode]] = [
     (NotCoordinatorError, ErrorCode.NOT_COORDINATOR),
     (NotControllerError, ErrorCode.NOT_CONTROLLER),
     (StaleBrokerEpochError, ErrorCode.STALE_BROKER_EPOCH),
+    (controller.BrokerIdNotRegisteredError, ErrorCode.BROKER_ID_NOT_REGISTERED),
+    (ProducerIdsUnavailableError, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS),
     (records.InvalidRecordError, ErrorCode.INVALID_RECORD),
     (records.RecordTooLargeError, ErrorCode.MESSAGE_TOO_LARGE),
     (records.UnsupportedCompressionError, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE),

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from kazoo.handlers.threading import KazooTimeoutError
 
@@ -22,12 +22,19 @@ from pybroker.client.errors import KafkaClientError
 from pybroker.controller import zk_paths as zp
 from pybroker.controller.controller import RebalanceConfig, ZkController
 from pybroker.controller.isr_writer import ZkIsrWriter
+from pybroker.controller.producer_ids import ProducerIdBlocks, ProducerIdsUnavailableError
 from pybroker.controller.client_metrics_store import ZkClientMetricsStore
 from pybroker.controller.quota_store import ZkQuotaStore
 from pybroker.controller.scram_store import ZkScramStore
 from pybroker.controller.zk_client import SESSION_RECONNECTED, ZkClient, ZkEvent
 from pybroker.controller.zk_metadata import ZkMetadata
-from pybroker.protocol.messages import ControlledShutdownRequest, ControlledShutdownResponse
+from pybroker.protocol.messages import (
+    AllocateProducerIdsRequest,
+    AllocateProducerIdsResponse,
+    ControlledShutdownRequest,
+    ControlledShutdownResponse,
+)
+from pybroker.protocol.schema import Message
 from pybroker.replication.fetcher import FetcherConfig
 from pybroker.replication.leader_endpoint import RemoteLeader
 from pybroker.server.features import ZkFeatures
@@ -36,6 +43,7 @@ if TYPE_CHECKING:
     from pybroker.server.broker import Broker
 
 log = logging.getLogger("pybroker.server")
+M = TypeVar("M", bound=Message)
 
 CONTROLLED_SHUTDOWN_VERSION = 3
 
@@ -86,7 +94,9 @@ class ZkMode:
                                                        sasl=broker.inter_broker_sasl))
         metadata = ZkMetadata(self.zk, broker.broker_info(), validate_configs=broker.validate_topic_configs,
                               delete_topic_enable=config["delete.topic.enable"],
-                              inter_broker_listener=self.inter_broker_listener)
+                              inter_broker_listener=self.inter_broker_listener,
+                              producer_ids=ProducerIdBlocks(self._request_producer_id_block,
+                                                            config["controller.socket.timeout.ms"] / 1000))
         self.metadata = metadata
         try:
             await metadata.start(registration_wait_s=config["zookeeper.session.timeout.ms"] / 1000)
@@ -139,23 +149,59 @@ class ZkMode:
     async def _request_controlled_shutdown(self) -> list[tuple[str, int]] | None:
         """The partitions still led here after one ControlledShutdown round trip; None on an error."""
         assert self.metadata is not None
+        request = ControlledShutdownRequest(broker_id=self._broker.broker_id, broker_epoch=self.metadata.broker_epoch)
+        answer = await self._ask_controller(request, CONTROLLED_SHUTDOWN_VERSION, ControlledShutdownResponse,
+                                            "controlled-shutdown")
+        if answer is None:
+            return None
+        controller_id, response = answer
+        if response.error_code:
+            log.info("Controlled shutdown refused by broker %d: error %d", controller_id, response.error_code)
+            return None
+        return [(p.topic_name, p.partition_index) for p in response.remaining_partitions]
+
+    async def _request_producer_id_block(self) -> zp.ProducerIdBlock:
+        """A producer-id block from the active controller (AllocateProducerIds, KIP-730), asked again
+        with a growing backoff while the controller moves or has not seen this broker's registration
+        yet, for at most controller.socket.timeout.ms."""
+        assert self.metadata is not None
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._broker.config["controller.socket.timeout.ms"] / 1000
+        backoff, problem = 0.1, "no controller"
+        while True:
+            request = AllocateProducerIdsRequest(broker_id=self._broker.broker_id,
+                                                 broker_epoch=self.metadata.broker_epoch)
+            try:
+                answer = await self._ask_controller(request, 0, AllocateProducerIdsResponse, "producer-id-manager")
+            except (KafkaClientError, OSError, asyncio.TimeoutError) as exc:
+                answer, problem = None, repr(exc)
+            if answer is not None:
+                controller_id, response = answer
+                if response.error_code == 0:
+                    return zp.ProducerIdBlock(self._broker.broker_id, response.producer_id_start,
+                                              response.producer_id_start + response.producer_id_len - 1)
+                problem = f"error {response.error_code} from controller {controller_id}"
+            if loop.time() + backoff > deadline:
+                raise ProducerIdsUnavailableError(f"No producer id block from the controller: {problem}")
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, 1.0)
+
+    async def _ask_controller(self, request: Message, version: int, response_class: type[M],
+                              client_id: str) -> tuple[int, M] | None:
+        """(controller id, its response) for one round trip to the broker /controller names; None
+        when no controller is known."""
+        assert self.metadata is not None
         node = await self.zk.get(zp.CONTROLLER)
         controller = self.metadata.broker(zp.decode_controller(node[0])) if node else None
         if controller is None:
             return None
+        timeout = self._broker.config["controller.socket.timeout.ms"] / 1000
         connection = await Connection.open(controller.host, controller.port, tls=self._broker.inter_broker_tls,
-                                           sasl=self._broker.inter_broker_sasl, client_id="controlled-shutdown",
-                                           timeout=self._broker.config["controller.socket.timeout.ms"] / 1000)
+                                           sasl=self._broker.inter_broker_sasl, client_id=client_id, timeout=timeout)
         try:
-            response = await connection.send_at(
-                ControlledShutdownRequest(broker_id=self._broker.broker_id, broker_epoch=self.metadata.broker_epoch),
-                CONTROLLED_SHUTDOWN_VERSION, ControlledShutdownResponse)
+            return controller.broker_id, await connection.send_at(request, version, response_class, timeout=timeout)
         finally:
             await connection.close()
-        if response.error_code:
-            log.info("Controlled shutdown refused by broker %d: error %d", controller.broker_id, response.error_code)
-            return None
-        return [(p.topic_name, p.partition_index) for p in response.remaining_partitions]
 
     async def stop(self) -> None:
         if self.controller is not None:

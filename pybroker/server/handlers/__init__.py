@@ -41,6 +41,7 @@ ALL_HANDLERS: tuple[ApiHandler, ...] = (
     topics.create_topics,
     topics.delete_topics,
     producer_id.handle,
+    producer_id.allocate_producer_ids,
     leader_epoch.handle,
     configs.describe_configs,
     configs.alter_configs,

@@ -1,4 +1,5 @@
-"""InitProducerId (22): producer ids for idempotent and transactional producers.
+"""InitProducerId (22): producer ids for idempotent and transactional producers; AllocateProducerIds
+(67): the controller's producer-id blocks for brokers (KIP-730).
 
 Without a transactional id every call gets a fresh producer id at epoch 0 (Kafka's rule). With
 one, the transaction coordinator keeps the id and bumps its epoch on every call, fencing older
@@ -10,7 +11,13 @@ from __future__ import annotations
 from pybroker.coordinator.txn_coordinator import InitResult
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.error_codes import ErrorCode
-from pybroker.protocol.messages import InitProducerIdRequest, InitProducerIdResponse
+from pybroker.protocol.messages import (
+    AllocateProducerIdsRequest,
+    AllocateProducerIdsResponse,
+    InitProducerIdRequest,
+    InitProducerIdResponse,
+)
+from pybroker.server.error_mapping import error_code_for
 from pybroker.server.context import RequestContext
 from pybroker.server.handlers.txn import fenced_code, txn_call
 from pybroker.server.registry import api
@@ -47,3 +54,22 @@ async def handle(ctx: RequestContext, request: InitProducerIdRequest) -> InitPro
     return InitProducerIdResponse(throttle_time_ms=0,
                                   error_code=fenced_code(result.error, ctx.api_version, FIRST_PRODUCER_FENCED_VERSION),
                                   producer_id=result.producer_id, producer_epoch=result.producer_epoch)
+
+
+@api(ApiKey.ALLOCATE_PRODUCER_IDS, 0, 0)
+async def allocate_producer_ids(ctx: RequestContext, request: AllocateProducerIdsRequest) -> AllocateProducerIdsResponse:
+    """Answered by the active controller in a cluster, by the broker itself on a single node."""
+    if not authorize_cluster(ctx, AclOperation.CLUSTER_ACTION):
+        return AllocateProducerIdsResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+    zk_mode = ctx.broker.zk_mode
+    try:
+        if zk_mode is None:
+            block = await ctx.broker.metadata.reserve_producer_id_block(request.broker_id)
+        elif zk_mode.controller is None or not zk_mode.controller.active:
+            return AllocateProducerIdsResponse(error_code=ErrorCode.NOT_CONTROLLER)
+        else:
+            block = await zk_mode.controller.allocate_producer_ids(request.broker_id, request.broker_epoch)
+    except Exception as exc:  # noqa: BLE001 - mapped in one place; unexpected ones are logged there
+        return AllocateProducerIdsResponse(error_code=error_code_for(exc))
+    return AllocateProducerIdsResponse(error_code=0, producer_id_start=block.start,
+                                       producer_id_len=block.end - block.start + 1)
