@@ -24,10 +24,14 @@ OLD_TIMESTAMP = 1_600_000_000_000
 
 
 @pytest.fixture(scope="module")
-def consoles(console_broker: BrokerProcess, start_console: Callable[..., ConsoleProcess]
-             ) -> dict[str, ConsoleProcess]:
-    """A writable and a read-only console on the broker, and one whose cluster is not there: started together."""
+def consoles(console_broker: BrokerProcess, start_console: Callable[..., ConsoleProcess],
+             tmp_path_factory: pytest.TempPathFactory) -> dict[str, ConsoleProcess]:
+    """A writable and a read-only console on the broker, one asking for a password, and one whose cluster is not
+    there: started together."""
+    config = tmp_path_factory.mktemp("console") / "console.properties"
+    config.write_text("console.password=s3cret\n")
     started = {
+        "login": start_console("--bootstrap-server", console_broker.bootstrap, "--command-config", str(config)),
         "writable": start_console("--bootstrap-server", console_broker.bootstrap, "--allow-writes",
                                   "--sample-interval", "1"),
         "read_only": start_console("--bootstrap-server", console_broker.bootstrap),
@@ -268,3 +272,16 @@ def test_unreachable_cluster_shows_a_banner(consoles, page, screenshots: Path) -
         assert "Cannot reach the cluster" in page.locator("#unreachable").inner_text()
         assert "Traceback" not in page.content()
     snap(page, screenshots, "unreachable")
+
+
+def test_login_with_the_configured_password(consoles, page, screenshots: Path) -> None:
+    url = consoles["login"].url
+    page.goto(f"{url}/topics")
+    assert page.url == f"{url}/login"
+    page.fill("[name=password]", "wrong")
+    page.click("#login")
+    assert page.locator("#error").inner_text() == "Wrong password."
+    snap(page, screenshots, "login")
+    page.fill("[name=password]", "s3cret")
+    page.click("#login")
+    assert page.url == f"{url}/" and page.locator("#brokers").count() == 1
