@@ -55,6 +55,11 @@ class ClassicMembership:
     def partition_of(self, group_id: str) -> int:
         return self.table.partition_of(group_id)
 
+    def _classic(self, group_id: str) -> Group | None:
+        """The classic group ``group_id``; a consumer-protocol group of that id is none of these APIs' business."""
+        group = self.groups.get(group_id)
+        return group if isinstance(group, Group) else None
+
     def deadlines(self, group: Group) -> list[int]:
         """When ``tick`` has work to do for ``group``."""
         # Members awaiting a JoinGroup/SyncGroup answer are not expired (see ``tick``): their
@@ -77,7 +82,7 @@ class ClassicMembership:
         if error is not ErrorCode.NONE:
             out.reply(waiter, join_error(error, request.member_id, join.version))
             return out
-        group = self.groups.get(request.group_id)
+        group = self._classic(request.group_id)
         if group is None:
             if request.member_id:
                 out.reply(waiter, join_error(ErrorCode.UNKNOWN_MEMBER_ID, request.member_id, join.version))
@@ -286,7 +291,7 @@ class ClassicMembership:
 
     def sync_group(self, waiter: Waiter, request: SyncGroupRequest, now_ms: int) -> Outcome:
         out = Outcome()
-        group = self.groups.get(request.group_id)
+        group = self._classic(request.group_id)
         error = self._check_member(group, request.member_id, request.group_instance_id, request.generation_id)
         if error is ErrorCode.NONE and group is not None and (
                 (request.protocol_type is not None and request.protocol_type != group.protocol_type)
@@ -341,7 +346,7 @@ class ClassicMembership:
 
     def heartbeat(self, waiter: Waiter, request: HeartbeatRequest, now_ms: int) -> Outcome:
         out = Outcome()
-        group = self.groups.get(request.group_id)
+        group = self._classic(request.group_id)
         error = self._check_member(group, request.member_id, request.group_instance_id, request.generation_id)
         if error is ErrorCode.NONE and group is not None:
             member = group.members[request.member_id]
@@ -357,7 +362,7 @@ class ClassicMembership:
             leaving = [LeaveGroupRequest.MemberIdentity(member_id=request.member_id)]
         else:
             leaving = request.members
-        group = self.groups.get(request.group_id)
+        group = self._classic(request.group_id)
         results = []
         for identity in leaving:
             if group is None:

@@ -1,8 +1,8 @@
 """Kafka's group coordinator as a pure state machine: requests and timers in, answers out.
 
 The group table (``table.py``, where every group kind and state is documented) holds groups of
-either protocol; each protocol is a state machine of its own (``classic.py``) and both share the
-offset store (``offsets.py``). This module routes each request to the right one and answers the
+either protocol; each protocol is a state machine of its own (``classic.py``, ``consumer.py``) and
+both share the offset store (``offsets.py``). This module routes each request to the right one and answers the
 admin APIs that see every group. Nothing here does I/O (beyond Kafka's one log line per group
 event) or reads a clock: every entry point takes ``now_ms`` and returns an ``Outcome``.
 """
@@ -13,7 +13,10 @@ import logging
 from typing import Iterable
 
 from pybroker.coordinator.classic import ClassicMembership, JoinRequest, join_error
+from pybroker.coordinator.consumer import ConsumerMembership, Heartbeat, TopicImage
+from pybroker.coordinator.consumer_group import ConsumerGroup
 from pybroker.coordinator.group import CommittedOffset, Group, GroupState, Waiter
+from pybroker.coordinator.group_base import GroupBase
 from pybroker.coordinator.offsets import OffsetStore
 from pybroker.coordinator.records import (
     GroupEntry,
@@ -25,6 +28,7 @@ from pybroker.coordinator.records import (
 from pybroker.coordinator.table import GroupConfig, GroupTable, Outcome
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.messages import (
+    ConsumerGroupDescribeResponse,
     DeleteGroupsResponse,
     DescribeGroupsResponse,
     HeartbeatRequest,
@@ -41,7 +45,6 @@ __all__ = ["GroupConfig", "GroupCoordinator", "JoinRequest", "Outcome", "join_er
 FIRST_NOT_FOUND_DESCRIBE_VERSION = 6
 NO_AUTHORIZED_OPERATIONS = -(2**31)
 GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)  # READ, DELETE, DESCRIBE: all allowed (no ACLs)
-GROUP_TYPE_CLASSIC = "classic"
 
 log = logging.getLogger("pybroker.coordinator")
 
@@ -56,6 +59,8 @@ class GroupCoordinator:
         self.table = GroupTable(config)
         self.groups = self.table.groups
         self.classic = ClassicMembership(self.table)
+        self.consumer = ConsumerMembership(self.table, config.consumer_heartbeat_interval_ms,
+                                           config.consumer_session_timeout_ms, config.consumer_assignors)
         self.offsets = OffsetStore(self.table, _new_classic_group)
         self._next_expiry_check_ms: int | None = None
 
@@ -72,12 +77,26 @@ class GroupCoordinator:
         """The earliest time at which ``tick`` has work to do."""
         deadlines = [self._next_expiry_check_ms] if self._next_expiry_check_ms is not None else []
         for group in self.groups.values():
-            deadlines.extend(self.classic.deadlines(group))
+            if isinstance(group, ConsumerGroup):
+                deadlines.extend(self.consumer.deadlines(group))
+            else:
+                deadlines.extend(self.classic.deadlines(group))
         return min(deadlines, default=None)
 
     # ------------------------------------------------------------------ classic membership
 
     def join_group(self, waiter: Waiter, join: JoinRequest, now_ms: int) -> Outcome:
+        group = self.groups.get(join.request.group_id)
+        if isinstance(group, ConsumerGroup):
+            if group.members:
+                out = Outcome()
+                out.reply(waiter, join_error(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, join.request.member_id,
+                                             join.version))
+                return out
+            # An empty consumer group becomes a classic one, keeping its offsets (Kafka does the same).
+            classic = self.groups[group.group_id] = Group(group.group_id, state_timestamp_ms=now_ms)
+            classic.offsets, classic.pending_offsets = group.offsets, group.pending_offsets
+            classic.offset_positions = group.offset_positions
         return self.classic.join_group(waiter, join, now_ms)
 
     def sync_group(self, waiter: Waiter, request: SyncGroupRequest, now_ms: int) -> Outcome:
@@ -89,13 +108,30 @@ class GroupCoordinator:
     def leave_group(self, waiter: Waiter, request: LeaveGroupRequest, version: int, now_ms: int) -> Outcome:
         return self.classic.leave_group(waiter, request, version, now_ms)
 
+    # ------------------------------------------------------------------ consumer protocol
+
+    def consumer_group_heartbeat(self, waiter: Waiter, heartbeat: Heartbeat, now_ms: int) -> Outcome:
+        return self.consumer.heartbeat(waiter, heartbeat, now_ms)
+
+    def consumer_group_describe(self, group_id: str, image: TopicImage) -> ConsumerGroupDescribeResponse.DescribedGroup:
+        group = self.groups.get(group_id)
+        if isinstance(group, ConsumerGroup):
+            return self.consumer.describe(group, image)
+        message = f"Group {group_id} is not a consumer group." if group is not None else \
+            f"Group {group_id} not found."
+        return ConsumerGroupDescribeResponse.DescribedGroup(error_code=ErrorCode.GROUP_ID_NOT_FOUND,
+                                                           error_message=message, group_id=group_id)
+
     # ------------------------------------------------------------------ timers
 
     def tick(self, now_ms: int) -> Outcome:
         """Expire silent members and pending member ids, end join phases, expire offsets."""
         out = Outcome()
         for group in list(self.groups.values()):
-            self.classic.tick(out, group, now_ms)
+            if isinstance(group, ConsumerGroup):
+                self.consumer.tick(out, group, now_ms)
+            else:
+                self.classic.tick(out, group, now_ms)
         if self._next_expiry_check_ms is None:
             self._next_expiry_check_ms = now_ms + self.config.offsets_retention_check_interval_ms
         elif now_ms >= self._next_expiry_check_ms:
@@ -114,6 +150,8 @@ class GroupCoordinator:
         generation = request.generation_id_or_member_epoch
         if group is None:
             error = ErrorCode.ILLEGAL_GENERATION if generation >= 0 else ErrorCode.NONE
+        elif isinstance(group, ConsumerGroup):
+            error = self.consumer.validate_commit(group, request.member_id, generation)
         else:
             error = self.classic.validate_commit(group, request.member_id, request.group_instance_id, generation,
                                                  now_ms)
@@ -131,6 +169,8 @@ class GroupCoordinator:
         group = self.groups.get(request.group_id)
         if group is None:
             return ErrorCode.NONE if request.generation_id < 0 else ErrorCode.ILLEGAL_GENERATION
+        if isinstance(group, ConsumerGroup):
+            return self.consumer.validate_commit(group, request.member_id, request.generation_id)
         return self.classic.validate_txn_commit(group, request.member_id, request.group_instance_id,
                                                 request.generation_id)
 
@@ -159,18 +199,18 @@ class GroupCoordinator:
     def list_groups(self, states: Iterable[str], types: Iterable[str]) -> list[ListGroupsResponse.ListedGroup]:
         wanted_states = {s.lower() for s in states}
         wanted_types = {t.lower() for t in types}
-        if wanted_types and GROUP_TYPE_CLASSIC not in wanted_types:
-            return []
-        return [ListGroupsResponse.ListedGroup(group_id=g.group_id, protocol_type=g.protocol_type or "",
-                                               group_state=g.state.value, group_type=GROUP_TYPE_CLASSIC)
+        return [ListGroupsResponse.ListedGroup(group_id=g.group_id, protocol_type=_protocol_type(g),
+                                               group_state=g.state.value, group_type=g.group_type)
                 for g in sorted(self.groups.values(), key=lambda g: g.group_id)
-                if not wanted_states or g.state.value.lower() in wanted_states]
+                if (not wanted_states or g.state.value.lower() in wanted_states)
+                and (not wanted_types or g.group_type in wanted_types)]
 
     def describe_group(self, group_id: str, version: int,
                        include_operations: bool) -> DescribeGroupsResponse.DescribedGroup:
         operations = GROUP_OPERATIONS if include_operations else NO_AUTHORIZED_OPERATIONS
         group = self.groups.get(group_id)
-        if group is None:
+        if not isinstance(group, Group):
+            # Kafka 4 describes only classic groups here; consumer groups answer ConsumerGroupDescribe.
             error = ErrorCode.GROUP_ID_NOT_FOUND if version >= FIRST_NOT_FOUND_DESCRIBE_VERSION else ErrorCode.NONE
             return DescribeGroupsResponse.DescribedGroup(error_code=error, group_id=group_id,
                                                          group_state=GroupState.DEAD.value,
@@ -193,7 +233,7 @@ class GroupCoordinator:
             group = self.groups.get(group_id)
             if group is None:
                 error = ErrorCode.GROUP_ID_NOT_FOUND
-            elif not group.is_in(GroupState.EMPTY):
+            elif group.members if isinstance(group, ConsumerGroup) else not group.is_in(GroupState.EMPTY):
                 error = ErrorCode.NON_EMPTY_GROUP
             else:
                 self.table.delete_group(out, group, now_ms)
@@ -210,7 +250,10 @@ class GroupCoordinator:
         answered NOT_COORDINATOR so the members find the new coordinator."""
         waiters: list[Waiter] = []
         for group_id in [g for g in self.groups if self.partition_of(g) == partition]:
-            for member in self.groups.pop(group_id).members.values():
+            group = self.groups.pop(group_id)
+            if not isinstance(group, Group):
+                continue
+            for member in group.members.values():
                 if member.join_waiter is not None:
                     waiters.append(member.join_waiter[0])
                 if member.sync_waiter is not None:
@@ -234,9 +277,16 @@ class GroupCoordinator:
                 if group is not None:
                     del self.groups[entry.group_id]
             else:
-                if group is None:
+                if not isinstance(group, Group):
                     group = self.groups[entry.group_id] = Group(entry.group_id)
                 restore_group(group, entry.value, now_ms)
-        for group_id in [g.group_id for g in self.groups.values() if g.is_empty and not g.offsets
-                         and g.generation_id == 0]:
+        for group_id in [g.group_id for g in self.groups.values() if isinstance(g, Group) and g.is_empty
+                         and not g.offsets and g.generation_id == 0]:
             del self.groups[group_id]
+
+
+def _protocol_type(group: GroupBase) -> str:
+    """ListGroups' protocol type: the classic members' one; "consumer" for consumer-protocol groups."""
+    if isinstance(group, Group):
+        return group.protocol_type or ""
+    return "consumer"

@@ -42,6 +42,10 @@ class GroupConfig:
     offset_metadata_max_bytes: int = 4096  # offset.metadata.max.bytes
     offsets_retention_ms: int = 7 * 24 * 3600 * 1000  # offsets.retention.minutes
     offsets_retention_check_interval_ms: int = 600000  # offsets.retention.check.interval.ms
+    consumer_heartbeat_interval_ms: int = 5000  # group.consumer.heartbeat.interval.ms
+    consumer_session_timeout_ms: int = 45000  # group.consumer.session.timeout.ms
+    consumer_assignors: tuple[str, ...] = ("uniform", "range")  # group.consumer.assignors
+    rebalance_protocols: tuple[str, ...] = ("classic", "consumer")  # group.coordinator.rebalance.protocols
 
 
 @dataclass(slots=True)

@@ -62,6 +62,8 @@ CHECKED_APIS: dict[int, str] = {
     ApiKey.DESCRIBE_CLUSTER: "Describe on the cluster decides cluster_authorized_operations (refuses no one)",
     ApiKey.LIST_GROUPS: "Describe on the cluster, else the groups listed are those with Describe",
     ApiKey.DELETE_GROUPS: "Delete on each group",
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: "Read on the group",
+    ApiKey.CONSUMER_GROUP_DESCRIBE: "Describe on each group",
     ApiKey.OFFSET_DELETE: "Delete on the group, Read on each topic",
     ApiKey.DESCRIBE_PRODUCERS: "Read on each topic",
     ApiKey.DESCRIBE_TRANSACTIONS: "Describe on each transactional id (and its topics, to list them)",

@@ -28,13 +28,18 @@ from pybroker.server.registry import ApiHandler
 if TYPE_CHECKING:
     from pybroker.server.broker import Broker
 
+CONSUMER_PROTOCOL_APIS = frozenset({ApiKey.CONSUMER_GROUP_HEARTBEAT, ApiKey.CONSUMER_GROUP_DESCRIBE})
+"""Served and advertised only while group.coordinator.rebalance.protocols lists "consumer"."""
+
 limited_log = LogLimiter(logging.getLogger("pybroker.server"))
 
 
 class Dispatcher:
     def __init__(self, broker: "Broker", handlers: Iterable[ApiHandler]):
         self._broker = broker
-        self.handlers: dict[int, ApiHandler] = {handler.api_key: handler for handler in handlers}
+        consumer_protocol = "consumer" in broker.config["group.coordinator.rebalance.protocols"]
+        self.handlers: dict[int, ApiHandler] = {handler.api_key: handler for handler in handlers
+                                                if consumer_protocol or handler.api_key not in CONSUMER_PROTOCOL_APIS}
         self._guard = InterBrokerGuard()
 
     @property

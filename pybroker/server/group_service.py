@@ -27,6 +27,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("pybroker.coordinator")
 
 OFFSETS_TOPIC = "__consumer_offsets"
+_ASSIGNOR_NAMES = {"org.apache.kafka.coordinator.group.assignor.UniformAssignor": "uniform",
+                   "org.apache.kafka.coordinator.group.assignor.RangeAssignor": "range"}
 
 
 class GroupService:
@@ -42,6 +44,10 @@ class GroupService:
             offset_metadata_max_bytes=config["offset.metadata.max.bytes"],
             offsets_retention_ms=config["offsets.retention.minutes"] * 60_000,
             offsets_retention_check_interval_ms=config["offsets.retention.check.interval.ms"],
+            consumer_heartbeat_interval_ms=config["group.consumer.heartbeat.interval.ms"],
+            consumer_session_timeout_ms=config["group.consumer.session.timeout.ms"],
+            consumer_assignors=tuple(_ASSIGNOR_NAMES.get(a, a) for a in config["group.consumer.assignors"]),
+            rebalance_protocols=tuple(config["group.coordinator.rebalance.protocols"]),
         ))
         self.topic = InternalTopic(
             broker, OFFSETS_TOPIC, partitions=config["offsets.topic.num.partitions"],

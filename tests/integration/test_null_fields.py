@@ -88,6 +88,9 @@ ALLOWED_NULLS: dict[tuple[int, str], AllowedNull] = {
         lambda request, owner: owner.error_code != 0),
     (ApiKey.DESCRIBE_TOPIC_PARTITIONS, "NextCursor"): AllowedNull(
         "KRaftMetadataCache sets NextCursor only when a partition was left out of the answer"),
+    (ApiKey.CONSUMER_GROUP_HEARTBEAT, "Assignment"): AllowedNull(
+        "consumerGroupHeartbeat sets Assignment only on a (re)join or a change; an error answer carries none",
+        lambda request, owner: owner.error_code != 0 or request.member_epoch != 0),
 }
 
 BATCH = build_batch([RecordInput(b"k%d" % i, b"v%d" % i) for i in range(3)])

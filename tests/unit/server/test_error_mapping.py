@@ -42,6 +42,7 @@ NOT_FROM_HANDLERS = {
     "pybroker.common.client_metrics.InvalidSubscription": "caught by the client-metrics config handler and the "
                                                           "telemetry manager, which answer INVALID_CONFIG/INVALID_REQUEST",
     "pybroker.server.telemetry.series.InvalidPayload": "caught by PushTelemetry, which answers INVALID_RECORD",
+    "pybroker.coordinator.consumer.HeartbeatError": "caught by the consumer protocol, which answers its code",
     "pybroker.log.file_slice.PageCacheMiss": "caught inside LogSegment.read, which raises ColdReadError",
     "pybroker.log.errors.ColdReadError": "caught by the Fetch handler, which warms the range off the loop and reads again",
 }

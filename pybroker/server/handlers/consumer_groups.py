@@ -1,0 +1,60 @@
+"""The consumer group protocol's APIs (KIP-848): ConsumerGroupHeartbeat (68) and ConsumerGroupDescribe (69).
+
+Served only while ``group.coordinator.rebalance.protocols`` lists "consumer" (the dispatcher's rule).
+Each request carries a snapshot of the cluster's topics (names, ids, partition counts), from which
+the coordinator resolves subscriptions, so topics created, deleted or grown are seen at the next
+heartbeat, as Kafka re-reads its metadata image.
+"""
+
+from __future__ import annotations
+
+from pybroker.coordinator.consumer import Heartbeat, TopicImage
+from pybroker.protocol.api_keys import ApiKey
+from pybroker.protocol.error_codes import ErrorCode
+from pybroker.protocol.messages import (
+    ConsumerGroupDescribeRequest,
+    ConsumerGroupDescribeResponse,
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse,
+)
+from pybroker.security.acl import AclOperation, ResourceType
+from pybroker.server.authorization import OPERATIONS_NOT_REQUESTED, allowed_names, authorize, authorized_operations
+from pybroker.server.context import RequestContext
+from pybroker.server.handlers.groups import client_host, coordinate
+from pybroker.server.registry import api
+
+def topic_image(ctx: RequestContext) -> TopicImage:
+    return TopicImage({name: (info.topic_id, len(info.partitions))
+                       for name, info in ctx.broker.metadata.topics().items()})
+
+
+@api(ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, 1)
+async def consumer_group_heartbeat(ctx: RequestContext,
+                                   request: ConsumerGroupHeartbeatRequest) -> ConsumerGroupHeartbeatResponse:
+    if not authorize(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return ConsumerGroupHeartbeatResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    heartbeat = Heartbeat(request, ctx.api_version, ctx.client_id or "", client_host(ctx), topic_image(ctx))
+    coordinator = ctx.broker.groups.coordinator
+    return await coordinate(ctx, [request.group_id],
+                            lambda waiter, now: coordinator.consumer_group_heartbeat(waiter, heartbeat, now),
+                            lambda code: ConsumerGroupHeartbeatResponse(error_code=code))
+
+
+@api(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, 0)
+async def consumer_group_describe(ctx: RequestContext,
+                                  request: ConsumerGroupDescribeRequest) -> ConsumerGroupDescribeResponse:
+    service = ctx.broker.groups
+    allowed = allowed_names(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, request.group_ids)
+    image = topic_image(ctx)
+    described = [
+        ConsumerGroupDescribeResponse.DescribedGroup(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED,
+                                                     group_id=group_id)
+        if group_id not in allowed else
+        service.coordinator.consumer_group_describe(group_id, image)
+        if service.owns(group_id) else
+        ConsumerGroupDescribeResponse.DescribedGroup(error_code=service.not_owned_error(group_id), group_id=group_id)
+        for group_id in request.group_ids]
+    for group in described:
+        group.authorized_operations = authorized_operations(ctx, ResourceType.GROUP, group.group_id) \
+            if request.include_authorized_operations and not group.error_code else OPERATIONS_NOT_REQUESTED
+    return ConsumerGroupDescribeResponse(groups=described)

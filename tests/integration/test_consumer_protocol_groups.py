@@ -1,0 +1,208 @@
+"""The consumer group protocol (KIP-848) with confluent-kafka's ``group.protocol=consumer``: the broker
+assigns, members reconcile incrementally, only moved partitions are revoked, commits carry the
+member epoch, and nothing is read twice or skipped across joins, leaves and a restart of the group."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Iterator
+
+import pytest
+from confluent_kafka import Consumer, ConsumerGroupType, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from tests.integration.broker_process import BrokerProcess
+from tests.integration.groups_common import create_topic, produce_keyed, report, wait_until
+
+CLIENT = "confluent/848"
+HEARTBEAT_INTERVAL_MS = 500
+OVERRIDES = {
+    "group.initial.rebalance.delay.ms": "0",
+    "group.min.session.timeout.ms": "1000",
+    "offsets.topic.num.partitions": "10",
+    "group.consumer.heartbeat.interval.ms": str(HEARTBEAT_INTERVAL_MS),
+    "group.consumer.session.timeout.ms": "6000",
+}
+
+
+@pytest.fixture(scope="module")
+def consumer_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    process = BrokerProcess(tmp_path_factory.mktemp("kip848"), overrides=OVERRIDES).start()
+    yield process
+    process.kill()
+
+
+class Member:
+    """A consumer-protocol member polled by its own thread; commits each message before the next poll,
+    so a partition revoked during a poll has its position committed."""
+
+    def __init__(self, bootstrap: str, group: str, topic: str, protocol: str = "consumer") -> None:
+        config = {"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
+                  "auto.offset.reset": "earliest", "group.protocol": protocol}
+        if protocol == "classic":
+            config.update({"session.timeout.ms": 6000, "heartbeat.interval.ms": 300,
+                           "partition.assignment.strategy": "cooperative-sticky"})
+        self.consumer = Consumer(config)
+        self.assignment: set[int] = set()
+        self.revoked: list[int] = []
+        self.commit_errors: list[KafkaError] = []
+        self.consumed: list[tuple[int, int, bytes, float]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(topic,), daemon=True)
+        self._thread.start()
+
+    def _on_revoke(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self.revoked.extend(tp.partition for tp in partitions)
+
+    def _run(self, topic: str) -> None:
+        self.consumer.subscribe([topic], on_revoke=self._on_revoke)
+        while not self._stop.is_set():
+            msg = self.consumer.poll(0.05)
+            if msg is not None and not msg.error():
+                self.consumed.append((msg.partition(), msg.offset(), msg.value(), time.monotonic()))
+                try:
+                    self.consumer.commit(message=msg, asynchronous=False)
+                except KafkaException as exc:  # a classic member's commit during a rebalance
+                    self.commit_errors.append(exc.args[0])
+            self.assignment = {tp.partition for tp in self.consumer.assignment()}
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
+        self.consumer.close()
+
+
+def split(members: list[Member], sizes: list[int]) -> bool:
+    assignments = [m.assignment for m in members]
+    union = set().union(*assignments)
+    return sorted(len(a) for a in assignments) == sizes and sum(map(len, assignments)) == len(union) == sum(sizes)
+
+
+class Feeder:
+    """Produces keyed messages steadily until stopped, to measure pauses in consumption."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        self.producer = Producer({"bootstrap.servers": bootstrap, "partitioner": "murmur2_random", "linger.ms": 1})
+        self.sent: set[bytes] = set()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(topic,), daemon=True)
+        self._thread.start()
+
+    def _run(self, topic: str) -> None:
+        i = 0
+        while not self._stop.is_set():
+            value = f"{topic}-live-{i}".encode()
+            self.producer.produce(topic, key=value, value=value)
+            self.sent.add(value)
+            self.producer.poll(0)
+            i += 1
+            self._stop.wait(0.005)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
+        assert self.producer.flush(30) == 0
+
+
+def longest_gap(member: Member, start: float, end: float) -> float:
+    times = [t for *_, t in member.consumed if start <= t <= end]
+    return max((b - a for a, b in zip(times, times[1:])), default=end - start)
+
+
+def join_pause(bootstrap: str, protocol: str, topic: str) -> tuple[float, float]:
+    """Time for 6 members to reach a stable assignment, and the longest pause a running member that
+    keeps its partitions sees while a seventh joins."""
+    create_topic(bootstrap, topic, partitions=12)
+    feeder = Feeder(bootstrap, topic)
+    started = time.monotonic()
+    members = [Member(bootstrap, topic, topic, protocol) for _ in range(6)]
+    try:
+        wait_until(lambda: split(members, [2] * 6), f"{protocol}: 6 members with 2 partitions each", timeout=60)
+        stable = time.monotonic() - started
+        wait_until(lambda: all(m.consumed for m in members), "every member consuming")
+        before = {id(m): set(m.assignment) for m in members}
+        joined_at = time.monotonic()
+        members.append(Member(bootstrap, topic, topic, protocol))
+        wait_until(lambda: split(members, [1, 1, 2, 2, 2, 2, 2]), f"{protocol}: the 7th member placed", timeout=60)
+        done = time.monotonic()
+        kept = [m for m in members[:6] if m.assignment == before[id(m)]]
+        assert kept, "some members keep all their partitions"
+        return stable, max(longest_gap(m, joined_at, done) for m in kept)
+    finally:
+        feeder.stop()
+        for m in members:
+            m.close()
+
+
+def test_members_split_join_leave_and_resume_exactly_once(consumer_broker: BrokerProcess) -> None:
+    bootstrap = consumer_broker.bootstrap
+    topic = group = "kip848-split"
+    create_topic(bootstrap, topic)
+    sent = produce_keyed(bootstrap, topic, 300)
+    started = time.monotonic()
+    members = [Member(bootstrap, group, topic) for _ in range(3)]
+    stopped: list[Member] = []
+    try:
+        wait_until(lambda: split(members, [2, 2, 2]), lambda: f"2/2/2, got {[m.assignment for m in members]}")
+        report(CLIENT, "3-member stable assignment", time.monotonic() - started)
+        client = AdminClient({"bootstrap.servers": bootstrap})
+        described = client.describe_consumer_groups([group])[group].result(timeout=15)
+        assert described.type == ConsumerGroupType.CONSUMER and len(described.members) == 3
+        listed = client.list_consumer_groups(types={ConsumerGroupType.CONSUMER}).result(timeout=15)
+        assert group in {g.group_id for g in listed.valid}
+
+        before = [set(m.assignment) for m in members]
+        for m in members:
+            m.revoked.clear()  # the revocations of the first convergence
+        newcomer = Member(bootstrap, group, topic)
+        members.append(newcomer)
+        wait_until(lambda: split(members, [1, 1, 2, 2]), lambda: f"1/1/2/2, got {[m.assignment for m in members]}")
+        moved = sum(len(b - m.assignment) for b, m in zip(before, members))
+        assert moved == len(newcomer.assignment) == 1
+        for b, m in zip(before, members):
+            assert set(m.revoked) == b - m.assignment, "only the moved partition is revoked"
+
+        sent |= set(_produce_more(bootstrap, topic, 300))
+        leaving = members.pop(0)
+        leaving.close()
+        stopped.append(leaving)
+        wait_until(lambda: split(members, [2, 2, 2]), lambda: f"2/2/2 after a leave, got {[m.assignment for m in members]}")
+        wait_until(lambda: _values(members + stopped) >= sent, "every message so far consumed")
+        for m in members:
+            m.close()
+        stopped.extend(members)
+        members = []
+        sent |= set(_produce_more(bootstrap, topic, 200))
+        members = [Member(bootstrap, group, topic)]  # the whole group restarted: committed offsets survive
+        wait_until(lambda: _values(members + stopped) >= sent, "every message consumed after the restart")
+        assert [e for m in members + stopped for e in m.commit_errors] == []
+        all_values = [v for m in members + stopped for _, _, v, _ in m.consumed]
+        assert len(all_values) == len(set(all_values)), "a message was read twice"
+        assert set(all_values) == sent, "a message was skipped"
+    finally:
+        for m in members:
+            m.close()
+
+
+def _produce_more(bootstrap: str, topic: str, count: int) -> list[bytes]:
+    producer = Producer({"bootstrap.servers": bootstrap, "partitioner": "murmur2_random"})
+    values = [f"{topic}-more-{time.monotonic_ns()}-{i}".encode() for i in range(count)]
+    for value in values:
+        producer.produce(topic, key=value, value=value)
+    assert producer.flush(30) == 0
+    return values
+
+
+def _values(members: list[Member]) -> set[bytes]:
+    return {v for m in members for _, _, v, _ in m.consumed}
+
+
+def test_join_pause_classic_against_consumer_protocol(consumer_broker: BrokerProcess) -> None:
+    """Figures for the report: a consumer-protocol member that keeps its partitions is not paused."""
+    figures = {}
+    for protocol in ("consumer", "classic"):
+        figures[protocol] = join_pause(consumer_broker.bootstrap, protocol, f"kip848-pause-{protocol}")
+        report(CLIENT, f"6-member stable assignment ({protocol})", figures[protocol][0])
+        report(CLIENT, f"pause of a kept member at a join ({protocol})", figures[protocol][1])
+    assert figures["consumer"][1] < 5.0
