@@ -95,7 +95,7 @@ def _exception_class(error: ResponseError | None) -> str | None:
     if error is None:
         return None
     words = error.code.name.split("_")
-    if words[-1] == "EXCEPTION":
+    if words[-1] in ("EXCEPTION", "ERROR", "FAILED"):  # KAFKA_STORAGE_ERROR is KafkaStorageException
         words.pop()
     return "org.apache.kafka.common.errors." + "".join(w.capitalize() for w in words) + "Exception"
 

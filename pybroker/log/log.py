@@ -26,13 +26,14 @@ Not thread-safe.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import shutil
 import uuid
 from bisect import bisect_right
 from dataclasses import dataclass
-from typing import AsyncIterator, Callable, Iterator, Sequence
+from typing import Any, AsyncIterator, Callable, Iterator, Sequence, TypeVar, cast
 
 from pybroker.common.io_executor import IoExecutor
 
@@ -44,6 +45,7 @@ from pybroker.log.errors import (
     LogError,
     LogStorageError,
     OffsetOutOfRangeError,
+    SliceUnavailableError,
     TransactionCoordinatorFencedError,
     UnexpectedAppendOffsetError,
 )
@@ -86,6 +88,28 @@ from pybroker.records.errors import CorruptRecordError, RecordsError, RecordTooL
 __all__ = ["PartitionLog", "AppendInfo", "FetchInfo"]
 
 logger = logging.getLogger("pybroker.log")
+
+_Method = TypeVar("_Method", bound=Callable[..., Any])
+
+
+def _reports_storage_errors(method: _Method) -> _Method:
+    """An I/O error of the log's files (an OSError becomes LogStorageError) is reported to the log's
+    ``storage_error_listener`` before it propagates: the LogManager then takes the log dir offline, as
+    Kafka's LogDirFailureChannel does."""
+
+    @functools.wraps(method)
+    def reporting(self: PartitionLog, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except (LogStorageError, OSError) as exc:
+            error = exc if isinstance(exc, LogStorageError) else LogStorageError(f"I/O error in {self._dir}: {exc}")
+            if self.storage_error_listener is not None and not isinstance(error, SliceUnavailableError):
+                self.storage_error_listener(self, error)
+            if error is exc:
+                raise
+            raise error from exc
+
+    return cast(_Method, reporting)
 
 PARTITION_METADATA_FILE = "partition.metadata"
 
@@ -136,6 +160,8 @@ class PartitionLog:
         self._truncations = 0  # lets the cleaner see that segments it read were rewritten in place
         #: Called instead of a flush when flush.messages is reached (set by the LogManager).
         self.flush_requester: Callable[[PartitionLog], None] | None = None
+        #: Told of an I/O error of this log's files (set by the LogManager).
+        self.storage_error_listener: Callable[[PartitionLog, LogStorageError], None] | None = None
         self.producer_state = ProducerStateManager()
         self._rebuild_producer_state()
 
@@ -263,6 +289,7 @@ class PartitionLog:
         if self._closed:
             raise LogClosedError(f"log {self._dir} is closed")
 
+    @_reports_storage_errors
     def append_as_leader(self, batch: bytearray, *, leader_epoch: int, now_ms: int) -> AppendInfo:
         """Assign offsets to ONE validated v2 batch, stamp it in place and write it.
 
@@ -322,6 +349,7 @@ class PartitionLog:
             self._flush_for_messages()
         return AppendInfo(base, last, log_append_time, self._log_start_offset, False, max_ts, last)
 
+    @_reports_storage_errors
     def append_as_follower(self, batches: bytes | bytearray | memoryview, *,
                            now_ms: int | None = None) -> AppendInfo:
         """Append batches fetched from the leader as-is (offsets already assigned).
@@ -380,6 +408,7 @@ class PartitionLog:
             return self.roll(now_ms, max(first if first is not None else self._leo, self._leo))
         return active
 
+    @_reports_storage_errors
     def roll(self, now_ms: int, new_base: int | None = None) -> LogSegment:
         """Close the active segment for appends and start one at ``new_base`` (default LEO)."""
         self._check_open()
@@ -540,6 +569,7 @@ class PartitionLog:
 
     # -- truncation ---------------------------------------------------------------------------
 
+    @_reports_storage_errors
     def truncate_to(self, offset: int) -> bool:
         """Remove everything at or after ``offset`` (follower truncation); False if nothing to do.
 
@@ -573,6 +603,7 @@ class PartitionLog:
             self._rebuild_producer_state()
         return True
 
+    @_reports_storage_errors
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Delete every segment and restart empty at ``offset`` (a follower far behind)."""
         self._check_open()
@@ -729,6 +760,7 @@ class PartitionLog:
 
     # -- flush, retention, deletion -----------------------------------------------------------
 
+    @_reports_storage_errors
     def flush(self, up_to: int | None = None, *, now_ms: int | None = None) -> None:
         """fsync every segment holding offsets in [recovery point, up_to) and advance it, on this
         thread (shutdown, tests); the broker runs ``begin_flush``/``FlushJob.run``/``finish_flush``."""
@@ -765,6 +797,7 @@ class PartitionLog:
             raise LogStorageError(f"flush of {self._dir} failed: {exc}") from exc
         return job
 
+    @_reports_storage_errors
     def finish_flush(self, job: FlushJob) -> None:
         """Apply a job's fsyncs (loop thread): advance the recovery point unless the log was
         truncated or closed meanwhile; raise its error after marking the directory dirty again."""

@@ -288,6 +288,7 @@ class LogManager:
         path = os.path.join(root, f"{topic}-{partition}.{uuid.uuid4().hex}{FUTURE_DIR_SUFFIX}")
         future = PartitionLog.open(path, topic, partition, self.config_for(topic), now_ms=self._now_ms,
                                    clean_shutdown=True)
+        future.storage_error_listener = self.fail_dir_of
         topic_id = self._logs[tp].topic_id
         if topic_id is not None:
             future.assign_topic_id(topic_id)
@@ -383,10 +384,10 @@ class LogManager:
             logger.error("Every log dir is offline: the broker can serve no partition")
         return True
 
-    def fail_dir_of(self, log: PartitionLog, cause: BaseException) -> None:
-        """``fail_dir`` for the log dir holding ``log``, when ``cause`` is an I/O error of its files."""
+    def fail_dir_of(self, log: PartitionLog, cause: LogStorageError) -> None:
+        """``fail_dir`` for the log dir holding ``log`` (its ``storage_error_listener``)."""
         root = self.root_of_path(log.dir)
-        if root is not None and isinstance(cause, LogStorageError) and not isinstance(cause, SliceUnavailableError):
+        if root is not None and not isinstance(cause, SliceUnavailableError):
             self.fail_dir(root, cause)
 
     def get_or_create_log(self, topic: str, partition: int, config: LogConfig | None = None,
@@ -458,6 +459,7 @@ class LogManager:
             self._adopt(tp)
 
     def _adopt(self, tp: TopicPartition) -> None:
+        self._logs[tp].storage_error_listener = self.fail_dir_of
         if self._io is not None:
             self._logs[tp].flush_requester = self._request_flush
 
@@ -475,9 +477,6 @@ class LogManager:
                     await self._io.run(job.run)
             try:
                 log.finish_flush(job)
-            except LogStorageError as exc:
-                self.fail_dir_of(log, exc)
-                raise
             finally:
                 self._wake_flush_waiters(tp, log, job.error is None)
 

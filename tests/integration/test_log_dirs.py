@@ -227,14 +227,18 @@ def consume_all(process: BrokerProcess, count: int) -> list[bytes]:
                          "auto.offset.reset": "earliest", "enable.auto.commit": False})
     consumer.assign([TopicPartition(MOVED, 0, OFFSET_BEGINNING)])
     values: list[bytes] = []
+    errors = []
     deadline = time.monotonic() + 30
     try:
         while len(values) < count and time.monotonic() < deadline:
             for message in consumer.consume(1000, timeout=0.5):
                 if message.error() is None:
                     values.append(message.value())
+                else:
+                    errors.append(message.error())
     finally:
         consumer.close()
+    assert len(values) >= count, (len(values), errors[:5])
     return values
 
 
