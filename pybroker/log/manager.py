@@ -126,8 +126,9 @@ class LogManager:
         self._cleaning: set[TopicPartition] = set()  # a job is planned or running
         self._uncleanable: set[TopicPartition] = set()  # a pass failed; skipped until restart/deletion
         self._cleaning_paused: set[TopicPartition] = set()  # moving to another log dir
-        #: Called with a log dir's path when it goes offline (the replica manager's handleLogDirFailure).
-        self.dir_failure_listeners: list[Callable[[str], None]] = []
+        #: Called with a log dir's path and the partitions whose logs it held when it goes offline (the
+        #: replica manager's handleLogDirFailure).
+        self.dir_failure_listeners: list[Callable[[str, list[TopicPartition]], None]] = []
         self._io: IoExecutor | None = None
         self._flush_locks: dict[TopicPartition, asyncio.Lock] = {}  # one flush per log at a time
         self._flush_tasks: dict[TopicPartition, asyncio.Task[None]] = {}  # flush.messages flushes
@@ -369,6 +370,7 @@ class LogManager:
             return False
         self._offline.add(root)
         logger.error("Stopping serving logs in dir %s: %s", root, cause)
+        failed = [tp for tp, r in self._root_of.items() if r == root]
         for tps, roots, logs in ((list(self._root_of), self._root_of, self._logs),
                                  (list(self._future_root_of), self._future_root_of, self._futures)):
             for tp in tps:
@@ -379,10 +381,14 @@ class LogManager:
                     if logs is self._logs:
                         self._offline_logs.add(tp)
         for listener in self.dir_failure_listeners:
-            listener(root)
+            listener(root, failed)
         if not self.online_dirs:
             logger.error("Every log dir is offline: the broker can serve no partition")
         return True
+
+    def is_offline(self, topic: str, partition: int) -> bool:
+        """True when the partition's log was in a log dir that went offline."""
+        return (topic, partition) in self._offline_logs
 
     def fail_dir_of(self, log: PartitionLog, cause: LogStorageError) -> None:
         """``fail_dir`` for the log dir holding ``log`` (its ``storage_error_listener``)."""

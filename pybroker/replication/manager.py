@@ -7,7 +7,7 @@ Two waiting rooms (Kafka's delayed-fetch and delayed-produce purgatories in mini
 
 In a cluster, the controller's LeaderAndIsr drives `become_leader` / `become_follower`; a follower's
 partitions are fetched by one `ReplicaFetcher` per leader broker. ISR changes decided here are
-written through the `IsrWriter` seam (ZooKeeper in production), one write per partition at a time.
+sent through the `IsrWriter` seam (AlterPartition to the controller in production), one per partition at a time.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Callable, Container, Iterable, Protocol
 
 from pybroker.log.config import LogConfig
+from pybroker.log.errors import LogStorageError
 from pybroker.log.log import AppendInfo, PartitionLog
 from pybroker.log.manager import LogManager
 from pybroker.replication.errors import (
@@ -89,6 +90,7 @@ class ReplicaManager:
         self.leadership_listeners: list[LeadershipListener] = []
         """Called on each change of this broker's leadership of a partition (the coordinators
         load and unload their internal-topic partitions, as Kafka's onElection/onResignation)."""
+        log_manager.dir_failure_listeners.append(self._on_log_dir_failure)
 
     def enable_fetching(self, config: FetcherConfig,
                         endpoint_factory: Callable[[int, str, int], LeaderEndPoint]) -> None:
@@ -118,6 +120,8 @@ class ReplicaManager:
     def _hosted(self, topic: str, index: int, topic_id: uuid.UUID, config: LogConfig, min_isr: int,
                 leader_epoch: int) -> Partition:
         key = (topic, index)
+        if self.log_manager.is_offline(topic, index):
+            raise LogStorageError(f"The log dir of {topic}-{index} is offline")
         partition = self._partitions.get(key)
         if partition is None:
             log_ = self.log_manager.get_or_create_log(topic, index, config, topic_id)
@@ -216,6 +220,18 @@ class ReplicaManager:
         if partition is not None and delete:
             self.log_manager.delete_log(topic, index)
         self._wake(key)
+
+    def _on_log_dir_failure(self, root: str, keys: list[TopicPartitionKey]) -> None:
+        """Kafka's handleLogDirFailure: the partitions of a failed log dir stop fetching, their waiting
+        requests wake up (to answer KAFKA_STORAGE_ERROR) and the coordinators give up those they led."""
+        for key in keys:
+            self._stop_fetching(key)
+            partition = self._partitions.get(key)
+            if partition is not None and partition.is_leader:
+                self._notify_leadership(key[0], key[1], partition.leader_epoch, is_leader=False)
+            self._wake(key)
+        log.warning("Partitions %s are offline: their log dir %s failed",
+                    ", ".join(f"{t}-{i}" for t, i in keys) or "(none)", root)
 
     def _notify_leadership(self, topic: str, index: int, leader_epoch: int, *, is_leader: bool) -> None:
         for listener in self.leadership_listeners:

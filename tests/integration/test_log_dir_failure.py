@@ -110,6 +110,7 @@ def test_a_failed_log_dir_goes_offline_and_the_other_keeps_serving(tmp_path: Pat
 
         assert produce(client, 1) == ErrorCode.KAFKA_STORAGE_ERROR  # ENOSPC: the dir goes offline
         assert broker.wait_for_log(rf"Stopping serving logs in dir {bad}")
+        assert broker.wait_for_log(rf"Partitions {TOPIC}-1 are offline: their log dir {bad} failed")
         assert produce(client, 1) == ErrorCode.KAFKA_STORAGE_ERROR
         assert fetch(client, 1)[0] == ErrorCode.KAFKA_STORAGE_ERROR
         assert produce(client, 0) == 0
