@@ -326,7 +326,11 @@ class AsyncEmbeddedBroker:
         loop = asyncio.get_running_loop()
         done = loop.create_future()
         child = self.node.spawn()  # in this thread: the child's death signal follows the thread that forked it
-        child.on_done(lambda: loop.call_soon_threadsafe(lambda: done.done() or done.set_result(None)))
+        def settle() -> None:
+            if not done.done():
+                done.set_result(None)
+
+        child.on_done(lambda: loop.call_soon_threadsafe(settle))
         try:
             await asyncio.wait_for(done, self.start_timeout)
         except asyncio.TimeoutError:

@@ -9,7 +9,7 @@ test that used a broker gets a report section with that broker's log lines from 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Generator, Iterator, Mapping
 
 import pytest
 
@@ -110,28 +110,32 @@ def kafka_topic(request: pytest.FixtureRequest, kafka_broker: Any) -> str:
     return kafka_broker.create_topic(name, options.get("partitions", 1), options.get("config"))
 
 
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Generator[None, None, None]:
     yield
     # After the fixtures are set up: the broker(s) this test uses exist now, and their log so far is not its.
     funcargs: dict[str, Any] = getattr(item, "funcargs", {})
     sources: dict[str, Callable[[], list[str]]] = {}
     broker = funcargs.get("kafka_broker")
     if broker is not None and hasattr(broker, "node"):
-        sources["kafka broker log"] = _log_source(lambda: broker.node.child)
+        sources["kafka broker log"] = _log_source(_child_of(broker.node))
     cluster = funcargs.get("kafka_cluster")
     if cluster is not None:
         for broker_id, node in cluster.brokers.items():
-            sources[f"kafka broker {broker_id} log"] = _log_source(lambda node=node: node.child)
+            sources[f"kafka broker {broker_id} log"] = _log_source(_child_of(node))
     item.stash[_LOG_SOURCES] = sources
 
 
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
-    outcome = yield
-    report: pytest.TestReport = outcome.get_result()
-    if not report.failed or report.when != "call":
-        return
-    for title, lines_since in item.stash.get(_LOG_SOURCES, {}).items():
-        lines = lines_since()[-LOG_LINES_REPORTED:]
-        report.sections.append((title, "\n".join(lines) if lines else "(the broker logged nothing)"))
+def _child_of(node: Any) -> Callable[[], Any]:
+    return lambda: node.child
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item,
+                              call: pytest.CallInfo[None]) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report = yield
+    if report.failed and report.when == "call":
+        for title, lines_since in item.stash.get(_LOG_SOURCES, {}).items():
+            lines = lines_since()[-LOG_LINES_REPORTED:]
+            report.sections.append((title, "\n".join(lines) if lines else "(the broker logged nothing)"))
+    return report

@@ -45,6 +45,8 @@ NOT_FROM_HANDLERS = {
     "pybroker.coordinator.consumer.HeartbeatError": "caught by the consumer protocol, which answers its code",
     "pybroker.log.file_slice.PageCacheMiss": "caught inside LogSegment.read, which raises ColdReadError",
     "pybroker.log.errors.ColdReadError": "caught by the Fetch handler, which warms the range off the loop and reads again",
+    "pybroker.testing.embedded.EmbeddedBrokerError": "the test-embedding API, in the test run's process, not the broker",
+    "pybroker.testing.zookeeper.ZooKeeperUnavailable": "the test-embedding API, in the test run's process, not the broker",
 }
 # Base classes: only their subclasses are raised (checked below), and each subclass has a row.
 BASES = {
