@@ -17,13 +17,10 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["MIN_RECORDS", "scan_records"]
+__all__ = ["scan_records"]
 
 Positions = npt.NDArray[np.int64]
 Bytes = npt.NDArray[np.uint8]
-
-MIN_RECORDS = 80
-"""Below this many records numpy's fixed cost per operation outweighs the per-record saving."""
 
 _MAX_SIZE_BYTES = 3  # sizes and header counts below 2**20 (a larger size: the Python walk)
 _MAX_TIMESTAMP_BYTES = 8  # timestamp deltas within +-2**55 ms keep int64 arithmetic exact

@@ -30,11 +30,14 @@ from .constants import (
     TRANSACTIONAL_FLAG_MASK,
 )
 from .errors import InvalidRecordError, RecordValidationError
-from .record_scan import MIN_RECORDS, scan_records
 
 __all__ = ["ProducePolicy", "validate_produced_batch", "max_decompressed_bytes"]
 
 LONG_MAX = 2**63 - 1
+MIN_RECORDS = 80
+"""From this many records on the walk is vectorized (:mod:`.record_scan`): below, numpy's fixed cost per
+operation outweighs the per-record saving. That module (and numpy) loads with the first such batch, not
+at the broker's start."""
 _MIN_DECOMPRESSED_LIMIT = 64 << 20
 _DECOMPRESSED_LIMIT_FACTOR = 64
 
@@ -99,7 +102,11 @@ def validate_produced_batch(batch: RecordBatch, policy: ProducePolicy, now_ms: i
     else:
         data = memoryview(batch.buffer)[start:end]
     count = h.records_count
-    summary = scan_records(data, count) if count >= MIN_RECORDS else None
+    summary = None
+    if count >= MIN_RECORDS:
+        from .record_scan import scan_records
+
+        summary = scan_records(data, count)
     if summary is None:  # few records, or ones the vectorized walk leaves to this one (which names the fault)
         summary = _scan(data, count, partition, None)
     min_delta, max_delta, keyless = summary

@@ -11,13 +11,15 @@ the authentication.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
-
-from cryptography import x509
-from cryptography.x509.oid import NameOID
+from typing import TYPE_CHECKING
 
 from pybroker.common.config import ConfigError
+
+if TYPE_CHECKING:  # cryptography's x509 loads with the first client certificate, not at the broker's start
+    from cryptography import x509
 
 USER_TYPE = "User"
 
@@ -120,13 +122,19 @@ def _expand(replacement: str, match: re.Match[str]) -> str:
 
 
 # RFC 2253's keywords; Java prints every other attribute as OID=#<hex of its DER value>.
-_KEYWORDS = {NameOID.COMMON_NAME: "CN", NameOID.LOCALITY_NAME: "L", NameOID.STATE_OR_PROVINCE_NAME: "ST",
-             NameOID.ORGANIZATION_NAME: "O", NameOID.ORGANIZATIONAL_UNIT_NAME: "OU", NameOID.COUNTRY_NAME: "C",
-             NameOID.STREET_ADDRESS: "STREET", NameOID.DOMAIN_COMPONENT: "DC", NameOID.USER_ID: "UID"}
+@functools.cache
+def _keywords() -> dict[x509.ObjectIdentifier, str]:
+    from cryptography.x509.oid import NameOID
+
+    return {NameOID.COMMON_NAME: "CN", NameOID.LOCALITY_NAME: "L", NameOID.STATE_OR_PROVINCE_NAME: "ST",
+            NameOID.ORGANIZATION_NAME: "O", NameOID.ORGANIZATIONAL_UNIT_NAME: "OU", NameOID.COUNTRY_NAME: "C",
+            NameOID.STREET_ADDRESS: "STREET", NameOID.DOMAIN_COMPONENT: "DC", NameOID.USER_ID: "UID"}
 
 
 def rfc2253_subject(certificate_der: bytes) -> str:
     """The subject DN as Java's X500Principal.getName() writes it (RFC 2253: last RDN first)."""
+    from cryptography import x509
+
     subject = x509.load_der_x509_certificate(certificate_der).subject
     rdns = []
     for rdn in reversed(list(subject.rdns)):
@@ -136,7 +144,7 @@ def rfc2253_subject(certificate_der: bytes) -> str:
 
 def _attribute(attribute: x509.NameAttribute) -> str:
     value = attribute.value if isinstance(attribute.value, str) else attribute.value.decode("latin-1")
-    keyword = _KEYWORDS.get(attribute.oid)
+    keyword = _keywords().get(attribute.oid)
     if keyword is None:
         raw = value.encode("utf-8")
         tag = attribute._type.value  # the ASN.1 string type, as the DER value's tag

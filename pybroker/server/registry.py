@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
-from pybroker.protocol.messages import REQUEST_CLASSES
+from pybroker.protocol import messages
 from pybroker.server.quota.enforcement import enforced
 
 if TYPE_CHECKING:
@@ -17,6 +17,8 @@ if TYPE_CHECKING:
     from pybroker.server.context import RequestContext
 
 HandlerFunc = Callable[["RequestContext", Any], Awaitable[Any]]
+# Filled per API on its first request: messages.REQUEST_CLASSES would load all ~100 message modules at start-up.
+_REQUEST_CLASSES: dict[int, type[Message]] = {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,7 +30,10 @@ class ApiHandler:
 
     @property
     def request_class(self) -> type[Message]:
-        return REQUEST_CLASSES[self.api_key]
+        found = _REQUEST_CLASSES.get(self.api_key)
+        if found is None:
+            found = _REQUEST_CLASSES[self.api_key] = getattr(messages, f"{messages.API_NAMES[self.api_key]}Request")
+        return found
 
 
 def api(api_key: int, min_version: int, max_version: int) -> Callable[[HandlerFunc], ApiHandler]:

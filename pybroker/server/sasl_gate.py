@@ -15,7 +15,7 @@ import time
 from pybroker.common.log_limit import LogLimiter
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.error_codes import ErrorCode
-from pybroker.protocol.messages import RESPONSE_CLASSES
+from pybroker.protocol import messages
 from pybroker.protocol.schema import Message
 from pybroker.security.sasl import SaslAuthenticationError
 from pybroker.server.context import ConnectionSession
@@ -73,7 +73,7 @@ def refusal(session: ConnectionSession, api_key: int, request: Message, now_ms: 
     if sasl.state is SaslState.COMPLETE:
         raise CloseConnection("SASL session expired (connections.max.reauth.ms) without re-authentication")
     sasl.state = SaslState.FAILED
-    response = RESPONSE_CLASSES[api_key]()
+    response = getattr(messages, f"{messages.API_NAMES[api_key]}Response")()  # loads that API's module only
     if not hasattr(response, "error_code"):
         raise CloseConnection(f"{type(request).__name__} before SASL authentication")
     response.error_code = ErrorCode.ILLEGAL_SASL_STATE  # type: ignore[attr-defined]

@@ -33,7 +33,6 @@ from pybroker.protocol.api_keys import ApiKey
 from pybroker.security.principal import USER_TYPE, KafkaPrincipal
 from pybroker.security.sasl import SaslAuthenticationError, SaslError, SaslServer
 from pybroker.security.sasl.jaas import JaasConfigError, jaas_config_for, plain_users
-from pybroker.security.sasl.jwt_validator import JwtValidator, KeySet, jwt_settings
 from pybroker.security.sasl.oauthbearer import MECHANISM as OAUTHBEARER
 from pybroker.security.sasl.oauthbearer import OAuthBearerServer, TokenValidator, UnsecuredValidator
 from pybroker.security.sasl.plain import MECHANISM as PLAIN
@@ -43,6 +42,7 @@ from pybroker.security.sasl.scram import ScramCredential, ScramServer
 
 if TYPE_CHECKING:
     from pybroker.controller.scram_store import ScramCredentialStore
+    from pybroker.security.sasl.jwt_validator import KeySet
 
 SUPPORTED = (PLAIN, *SCRAM_MECHANISMS, OAUTHBEARER)
 _VALIDATOR_CLASS = "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler"
@@ -166,6 +166,8 @@ class SaslAuthenticator:
         if handler == _VALIDATOR_CLASS or (handler is None and url):
             if not url:
                 raise ConfigError(f"Missing configuration {url_key}: {_VALIDATOR_CLASS} needs a JWKS endpoint")
+            from pybroker.security.sasl.jwt_validator import JwtValidator, KeySet, jwt_settings  # PyJWT: ~25 ms
+
             settings = jwt_settings({name: value for name, (_, value) in lookup.items()})
             if url not in self._key_sets:
                 try:
