@@ -11,7 +11,9 @@ import math
 import multiprocessing
 import os
 import socket
+import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from multiprocessing.synchronize import Barrier
@@ -401,10 +403,64 @@ def sink_send(p: Params) -> Result:
     return {"msgs_per_s": p["bytes"] / len(PAYLOAD) / elapsed, "mib_per_s": p["bytes"] / (1 << 20) / elapsed}
 
 
+def _port_opens(port: int, opened: list[float], deadline: float) -> None:
+    """Record when a TCP connection to `port` first succeeds (the listener is bound)."""
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            opened.append(time.perf_counter())
+            return
+        except OSError:
+            time.sleep(0.002)
+
+
+def _rss_mb(pid: int) -> float:
+    for line in open(f"/proc/{pid}/status").read().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError("no VmRSS in /proc status")
+
+
+def startup(p: Params) -> Result:
+    """W10: a broker from nothing (pybroker: `EmbeddedBroker()`, the testing API; Tansu: its binary) to its
+    port accepting connections, then to a first acks=all produce acknowledged on a topic created for it;
+    then the idle broker's RSS."""
+    port = p["port"]
+    opened: list[float] = []
+    started = time.perf_counter()
+    poller = threading.Thread(target=_port_opens, args=(port, opened, time.monotonic() + p["timeout"]), daemon=True)
+    poller.start()
+    if p["broker"] == "pybroker":
+        from pybroker.testing import EmbeddedBroker
+
+        broker: Any = EmbeddedBroker(port=port, tmp_dir=p["scratch"]).start()
+        pid, stop = broker.pid, broker.close
+    else:
+        url = f"tcp://127.0.0.1:{port}"
+        process = subprocess.Popen([p["tansu"], "broker", "--listener-url", url, "--advertised-listener-url", url,
+                                    "--storage-engine", "memory://tansu/"], stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.DEVNULL)
+        pid, stop = process.pid, lambda: (process.kill(), process.wait())
+    try:
+        poller.join()
+        if not opened:
+            raise RuntimeError(f"port {port} never opened")
+        bootstrap = f"127.0.0.1:{port}"
+        create_topic(bootstrap, "first", 1, p["timeout"])
+        client = producer(bootstrap, **{"linger.ms": 0, "acks": "all"})
+        client.produce("first", PAYLOAD, partition=0)
+        if client.flush(p["timeout"]):
+            raise RuntimeError("message undelivered")
+        produced = time.perf_counter()
+        return {"port_open_s": opened[0] - started, "first_produce_s": produced - started, "rss_mb": _rss_mb(pid)}
+    finally:
+        stop()
+
+
 OPS: dict[str, Callable[[Params], Result]] = {
     "warmup": warmup, "produce_consume": produce_consume, "request_rate": request_rate, "roundtrip": roundtrip,
     "many_partitions": many_partitions, "replicated": replicated, "fill": fill, "sink_send": sink_send,
-    "noisy_neighbour": noisy_neighbour, "scram_user": scram_user, "connect": connect,
+    "noisy_neighbour": noisy_neighbour, "scram_user": scram_user, "connect": connect, "startup": startup,
 }
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks.brokers import REPO, BrokerProcess, PyBroker, Tansu
+from benchmarks.brokers import REPO, BrokerProcess, PyBroker, Tansu, free_port
 from benchmarks.cluster import BROKERS, running_cluster
 from benchmarks.report import LIMIT, Metric, Report
 from benchmarks.sink import running_sink
@@ -200,6 +200,18 @@ def w7(bench: Bench, side: str) -> None:
         finally:
             broker.stop()
             shutil.rmtree(broker.workdir, ignore_errors=True)
+
+
+def w10(bench: Bench, side: str) -> None:
+    """W10 start-up from nothing, as a test suite meets it: port open, first acknowledged produce, idle RSS."""
+    metrics = {Metric("W10 start-up", "from nothing to the port accepting connections", "s", False): "port_open_s",
+               Metric("W10 start-up", "from nothing to a first acks=all produce acknowledged (topic created)",
+                      "s", False): "first_produce_s",
+               Metric("W10 start-up", "RSS of the idle broker after that produce", "MiB", False): "rss_mb"}
+    for rep in range(bench.args.repetitions):
+        print(f"W10 rep {rep + 1}", file=sys.stderr)
+        bench.measure(side, metrics, "startup", broker=side, port=free_port(), scratch=str(bench.scratch),
+                      tansu=str(bench.tansu))
 
 
 def w8(bench: Bench, side: str) -> None:
