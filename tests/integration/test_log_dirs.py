@@ -256,3 +256,42 @@ def test_alter_replica_log_dirs_refusals(jbod):
     assert answer == {TopicPartitionReplica(OTHER, 0, 0): LogDirNotFoundError,
                       TopicPartitionReplica("absent", 0, 0): ReplicaNotAvailableError,
                       TopicPartitionReplica(TOPIC, 0, 0): NoError}
+
+
+def reassign(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "pybroker", "reassign-partitions", *args], capture_output=True,
+                          text=True, cwd=REPO, timeout=60)
+
+
+def test_reassign_partitions_moves_replicas_between_log_dirs(jbod, tmp_path):
+    process, dirs = jbod
+    admin = KafkaAdminClient(bootstrap_servers=process.bootstrap)
+    try:
+        admin.create_topics([NewTopic("relocated", 1, 1)])
+    finally:
+        admin.close()
+    [source] = [d for d in dirs if os.path.isdir(os.path.join(d, "relocated-0"))]
+    [target] = [d for d in dirs if d != source]
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": "relocated", "partition": 0, "replicas": [0], "log_dirs": [target]}]}))
+    executed = reassign("--bootstrap-server", process.bootstrap, "--execute", "--reassignment-json-file", str(plan))
+    assert executed.returncode == 0, executed.stdout + executed.stderr
+    assert executed.stdout.splitlines()[-2:] == [
+        "Successfully started partition reassignment for relocated-0",
+        f"Successfully started moving log directory to {target} for replica relocated-0 with broker 0 "]
+
+    def verified() -> list[str]:
+        done = reassign("--bootstrap-server", process.bootstrap, "--verify", "--reassignment-json-file", str(plan))
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done.stdout.splitlines()
+
+    assert wait_for(lambda: verified() == ["Status of partition reassignment:",
+                                           "Reassignment of partition relocated-0 is completed.",
+                                           "Reassignment of replica relocated-0-0 completed successfully."])
+    assert replicas(process, "relocated") == {target: [(0, False, 0)], source: []}
+    plan.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": "relocated", "partition": 0, "replicas": [0], "log_dirs": ["any", target]}]}))
+    refused = reassign("--bootstrap-server", process.bootstrap, "--execute", "--reassignment-json-file", str(plan))
+    assert refused.returncode == 1
+    assert "Size of replicas list [0] is different from size of log dirs list" in refused.stderr + refused.stdout
