@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Generate pybroker/protocol/messages/*.py from Apache Kafka's JSON message specs.
 
-Reads ``message/`` (API messages, headers, embedded data schemas) and
-``coordinator-records/`` (internal-topic and producer-snapshot record schemas).
+Reads ``message/`` (API messages, headers, embedded data schemas),
+``coordinator-records/`` (internal-topic and producer-snapshot record schemas) and the
+``ConsumerGroup*`` schemas of ``group-records/`` (the consumer protocol's ``__consumer_offsets`` records).
 
 The output is committed: plain dataclasses plus per-class ``_SCHEMA`` data tables
 that the hand-written engine in ``pybroker/protocol/schema.py`` interprets.  Nothing
@@ -30,7 +31,10 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 KAFKA_PROTOCOL_DIR = REPO.parent / "shared" / "kafka-protocol"
-DEFAULT_SPEC_DIRS = [KAFKA_PROTOCOL_DIR / "message", KAFKA_PROTOCOL_DIR / "coordinator-records"]
+DEFAULT_SPEC_DIRS = [KAFKA_PROTOCOL_DIR / "message", KAFKA_PROTOCOL_DIR / "coordinator-records",
+                     KAFKA_PROTOCOL_DIR / "group-records"]
+SPEC_GLOBS = {"group-records": "ConsumerGroup*.json"}
+"""Per spec folder, the specs used when not all are: of group-records, the consumer protocol's (no share groups)."""
 PROTOCOL_DIR = REPO / "pybroker" / "protocol"
 MESSAGES_DIR = PROTOCOL_DIR / "messages"
 
@@ -415,7 +419,7 @@ def generate(spec_dirs: list[Path]) -> dict[Path, str]:
     """Return ``{output path: content}`` for every generated file, from all ``spec_dirs``."""
     paths: list[Path] = []
     for spec_dir in spec_dirs:
-        found = sorted(spec_dir.glob("*.json"))
+        found = sorted(spec_dir.glob(SPEC_GLOBS.get(spec_dir.name, "*.json")))
         if not found:
             raise SystemExit(f"no *.json specs found in {spec_dir}")
         paths += found

@@ -17,6 +17,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from pybroker.coordinator import consumer_records
 from pybroker.coordinator.assignors import ASSIGNORS
 from pybroker.coordinator.consumer_group import (
     Assignment,
@@ -98,8 +99,16 @@ class ConsumerMembership:
             response = self._heartbeat(hb, now_ms)
         except HeartbeatError as exc:
             response = ConsumerGroupHeartbeatResponse(error_code=exc.code, error_message=exc.message)
+        group = self.groups.get(hb.request.group_id)
+        if isinstance(group, ConsumerGroup):
+            self._flush(out, group)
         out.reply(waiter, response)
         return out
+
+    def _flush(self, out: Outcome, group: ConsumerGroup) -> None:
+        """Persist what changed in ``group`` before any answer goes out."""
+        partition = self.table.partition_of(group.group_id)
+        out.records.extend((partition, record) for record in consumer_records.changes(group))
 
     def _heartbeat(self, hb: Heartbeat, now_ms: int) -> ConsumerGroupHeartbeatResponse:
         request = hb.request
@@ -173,6 +182,7 @@ class ConsumerMembership:
         if group is not None:  # an empty classic group becomes a consumer group, keeping its offsets
             consumer.offsets, consumer.pending_offsets = group.offsets, group.pending_offsets
             consumer.offset_positions = group.offset_positions
+            consumer.written = {key: b"" for key, _ in group.tombstones()}  # the next write deletes them
             log.info("Converted the empty classic group %s to a consumer group", request.group_id)
         self.groups[request.group_id] = consumer
         return consumer
@@ -312,6 +322,7 @@ class ConsumerMembership:
     def _refresh_subscriptions(self, group: ConsumerGroup, image: TopicImage) -> bool:
         """Whether the subscribed topics' partition counts changed (topics created, deleted, grown)."""
         subscribed = {t for topics in self._subscriptions(group, image).values() for t in topics}
+        group.topic_ids.update({t: image.topics[t][0] for t in subscribed})
         metadata = {t: image.topics[t][1] for t in subscribed}
         return metadata != group.subscription_metadata
 
@@ -319,6 +330,7 @@ class ConsumerMembership:
         group.group_epoch += 1
         subscriptions = self._subscriptions(group, image)
         metadata = {t: image.topics[t][1] for topics in subscriptions.values() for t in topics}
+        group.topic_ids.update({t: image.topics[t][0] for t in metadata})
         self._assign(group, metadata, subscriptions)
 
     def _assign(self, group: ConsumerGroup, metadata: dict[str, int],
@@ -408,6 +420,8 @@ class ConsumerMembership:
                 log.info("Member %s in consumer group %s did not revoke its partitions within %d ms, fencing it",
                          member.member_id, group.group_id, member.rebalance_timeout_ms)
                 self.remove_member(group, member, now_ms)
+        if group.written:  # a group never written (just created, or failed to join) has nothing to persist
+            self._flush(out, group)
 
     # ------------------------------------------------------------------ offsets (Kafka's validateOffsetCommit)
 
@@ -439,6 +453,42 @@ class ConsumerMembership:
         return ConsumerGroupDescribeResponse.DescribedGroup(
             group_id=group.group_id, group_state=group.state.value, group_epoch=group.group_epoch,
             assignment_epoch=group.assignment_epoch, assignor_name=group.assignor_name, members=members)
+
+
+class ConsumerLoad:
+    """Replays the consumer protocol's records of a partition into its groups (``consumer_records.py``)."""
+
+    def __init__(self, membership: ConsumerMembership) -> None:
+        self.membership = membership
+        self.raw: dict[str, dict[str, dict[int, Any]]] = {}
+
+    def apply(self, entry: consumer_records.ConsumerGroupEntry, now_ms: int) -> None:
+        groups = self.membership.groups
+        group = groups.get(entry.group_id)
+        if entry.key_version == consumer_records.METADATA and entry.value is None:
+            self.raw.pop(entry.group_id, None)
+            if isinstance(group, ConsumerGroup):
+                del groups[entry.group_id]
+            return
+        if not isinstance(group, ConsumerGroup):
+            if entry.value is None:
+                return
+            replacement = ConsumerGroup(entry.group_id, state_timestamp_ms=now_ms)
+            if group is not None:
+                replacement.offsets, replacement.pending_offsets = group.offsets, group.pending_offsets
+                replacement.offset_positions = group.offset_positions
+            group = groups[entry.group_id] = replacement
+            self.raw[entry.group_id] = {}
+        consumer_records.apply(group, entry, self.raw.setdefault(entry.group_id, {}))
+
+    def finish(self, now_ms: int) -> None:
+        """Rebuild the replayed groups' members; each must heartbeat within a session timeout."""
+        for group_id, raw in self.raw.items():
+            group = self.membership.groups.get(group_id)
+            if isinstance(group, ConsumerGroup):
+                consumer_records.finish(group, raw, now_ms + self.membership.session_timeout_ms)
+                log.info("Loaded consumer group %s at epoch %d with %d members", group_id, group.group_epoch,
+                         len(group.members))
 
 
 def _owned(request: ConsumerGroupHeartbeatRequest, image: TopicImage) -> Assignment | None:

@@ -30,9 +30,10 @@ Data plus small queries; every decision is in ``consumer.py``.
 from __future__ import annotations
 
 import enum
+import uuid
 from dataclasses import dataclass, field
 
-from pybroker.coordinator.group_base import CommittedOffset, GroupBase
+from pybroker.coordinator.group_base import CommittedOffset, GroupBase, Record
 
 Assignment = dict[str, frozenset[int]]
 """topic name -> partitions (names inside the coordinator, topic ids on the wire)."""
@@ -90,6 +91,10 @@ class ConsumerGroup(GroupBase):
     """(topic, partition) -> the member that holds it, assigned or still revoking."""
     subscription_metadata: dict[str, int] = field(default_factory=dict)
     """Partition counts of the subscribed topics the target was computed for."""
+    topic_ids: dict[str, uuid.UUID] = field(default_factory=dict)
+    """Ids of the topics the group has seen: the records name topics by id."""
+    written: dict[bytes, bytes] = field(default_factory=dict)
+    """The group's records as last written to ``__consumer_offsets`` (key -> value)."""
     dead: bool = False
 
     group_type = "consumer"
@@ -119,6 +124,9 @@ class ConsumerGroup(GroupBase):
 
     def subscribed_topics(self) -> set[str] | None:
         return set(self.subscription_metadata)
+
+    def tombstones(self) -> list[Record]:
+        return [(key, None) for key in self.written]
 
     def mark_dead(self, now_ms: int) -> None:
         self.dead = True

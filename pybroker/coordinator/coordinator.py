@@ -10,16 +10,17 @@ event) or reads a clock: every entry point takes ``now_ms`` and returns an ``Out
 from __future__ import annotations
 
 import logging
-from typing import Iterable
+from typing import Iterable, TypeVar
 
 from pybroker.coordinator.classic import ClassicMembership, JoinRequest, join_error
-from pybroker.coordinator.consumer import ConsumerMembership, Heartbeat, TopicImage
+from pybroker.coordinator.consumer import ConsumerLoad, ConsumerMembership, Heartbeat, TopicImage
 from pybroker.coordinator.consumer_group import ConsumerGroup
 from pybroker.coordinator.group import CommittedOffset, Group, GroupState, Waiter
 from pybroker.coordinator.group_base import GroupBase
 from pybroker.coordinator.offsets import OffsetStore
+from pybroker.coordinator.consumer_records import ConsumerGroupEntry
 from pybroker.coordinator.records import (
-    GroupEntry,
+    Entry,
     OffsetEntry,
     PendingTxnOffset,
     Record,
@@ -47,6 +48,7 @@ NO_AUTHORIZED_OPERATIONS = -(2**31)
 GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)  # READ, DELETE, DESCRIBE: all allowed (no ACLs)
 
 log = logging.getLogger("pybroker.coordinator")
+G = TypeVar("G", bound=GroupBase)
 
 
 def _new_classic_group(group_id: str, now_ms: int) -> Group:
@@ -94,9 +96,11 @@ class GroupCoordinator:
                                              join.version))
                 return out
             # An empty consumer group becomes a classic one, keeping its offsets (Kafka does the same).
-            classic = self.groups[group.group_id] = Group(group.group_id, state_timestamp_ms=now_ms)
-            classic.offsets, classic.pending_offsets = group.offsets, group.pending_offsets
-            classic.offset_positions = group.offset_positions
+            self.groups[group.group_id] = _converted(group, Group(group.group_id, state_timestamp_ms=now_ms))
+            out = self.classic.join_group(waiter, join, now_ms)
+            partition = self.partition_of(group.group_id)
+            out.records[:0] = [(partition, record) for record in group.tombstones()]
+            return out
         return self.classic.join_group(waiter, join, now_ms)
 
     def sync_group(self, waiter: Waiter, request: SyncGroupRequest, now_ms: int) -> Outcome:
@@ -261,10 +265,11 @@ class GroupCoordinator:
         self.offsets.unload(partition)
         return waiters
 
-    def load(self, entries: Iterable[OffsetEntry | GroupEntry | PendingTxnOffset], now_ms: int) -> None:
+    def load(self, entries: Iterable[Entry | PendingTxnOffset], now_ms: int) -> None:
         """Replay ``__consumer_offsets`` (oldest first) into groups; members must heartbeat again.
 
         Offsets of transactions still open at the end of the log are staged, not applied."""
+        loading = ConsumerLoad(self.consumer)
         for entry in entries:
             if isinstance(entry, PendingTxnOffset):
                 self.stage_txn_offsets(entry.producer_id, [entry.entry])
@@ -272,14 +277,18 @@ class GroupCoordinator:
             if isinstance(entry, OffsetEntry):
                 self.offsets.load(entry, now_ms)
                 continue
+            if isinstance(entry, ConsumerGroupEntry):
+                loading.apply(entry, now_ms)
+                continue
             group = self.groups.get(entry.group_id)
             if entry.value is None:
-                if group is not None:
+                if isinstance(group, Group):
                     del self.groups[entry.group_id]
             else:
                 if not isinstance(group, Group):
-                    group = self.groups[entry.group_id] = Group(entry.group_id)
+                    group = self.groups[entry.group_id] = _converted(group, Group(entry.group_id))
                 restore_group(group, entry.value, now_ms)
+        loading.finish(now_ms)
         for group_id in [g.group_id for g in self.groups.values() if isinstance(g, Group) and g.is_empty
                          and not g.offsets and g.generation_id == 0]:
             del self.groups[group_id]
@@ -290,3 +299,10 @@ def _protocol_type(group: GroupBase) -> str:
     if isinstance(group, Group):
         return group.protocol_type or ""
     return "consumer"
+
+
+def _converted(old: GroupBase | None, new: G) -> G:
+    """``new`` takes over ``old``'s offsets: a group changing protocol keeps them."""
+    if old is not None:
+        new.offsets, new.pending_offsets, new.offset_positions = old.offsets, old.pending_offsets, old.offset_positions
+    return new

@@ -24,12 +24,13 @@ from dataclasses import dataclass, field
 
 import struct
 
-from pybroker.coordinator.group_base import CommittedOffset, GroupBase, Waiter
-from pybroker.protocol.messages import ConsumerProtocolSubscription
+from pybroker.coordinator.group_base import CommittedOffset, GroupBase, Record, Waiter
+from pybroker.protocol.messages import ConsumerProtocolSubscription, GroupMetadataKey
 
 __all__ = ["CommittedOffset", "Group", "GroupState", "Member", "Waiter"]
 
 LATEST_SUBSCRIPTION_VERSION = 3
+GROUP_KEY_VERSION = 2
 
 
 class GroupState(enum.Enum):
@@ -116,6 +117,9 @@ class Group(GroupBase):
                 return None
         return topics
 
+    def tombstones(self) -> list[Record]:
+        return [(group_key(self.group_id), None)]
+
     def mark_dead(self, now_ms: int) -> None:
         self.transition(GroupState.DEAD, now_ms)
 
@@ -178,3 +182,8 @@ def subscription_topics(metadata: bytes) -> set[str]:
     (version,) = struct.unpack_from(">h", metadata)
     decoded = ConsumerProtocolSubscription.decode(metadata[2:], min(max(version, 0), LATEST_SUBSCRIPTION_VERSION))
     return set(decoded.topics)
+
+
+def group_key(group_id: str) -> bytes:
+    """The ``__consumer_offsets`` key of a classic group's metadata (records.py has the rest)."""
+    return struct.pack(">h", GROUP_KEY_VERSION) + GroupMetadataKey(group=group_id).encode(GROUP_KEY_VERSION)

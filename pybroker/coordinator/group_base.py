@@ -58,8 +58,8 @@ class GroupBase:
         raise NotImplementedError
 
     def tombstones(self) -> list[Record]:
-        """Records, besides the classic group key's tombstone, that delete this group."""
-        return []
+        """The records that delete this group's membership (its offsets' tombstones aside)."""
+        raise NotImplementedError
 
     def mark_dead(self, now_ms: int) -> None:
         raise NotImplementedError

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from typing import Callable, Iterable, Iterator, TypeVar
 
-from pybroker.coordinator.records import GroupEntry, OffsetEntry, PendingTxnOffset, decode_record
+from pybroker.coordinator.records import Entry, OffsetEntry, PendingTxnOffset, decode_record
 from pybroker.protocol.errors import DecodeError
 from pybroker.records import ControlRecordType, RecordBatch, RecordsError, iter_batches, parse_control_key
 
@@ -20,9 +20,9 @@ log = logging.getLogger("pybroker.coordinator")
 T = TypeVar("T")
 
 
-def replay(chunks: Iterable[bytes]) -> Iterator[OffsetEntry | GroupEntry | PendingTxnOffset]:
+def replay(chunks: Iterable[bytes]) -> Iterator[Entry | PendingTxnOffset]:
     """Entries of every record in ``chunks`` (each a run of whole batches)."""
-    open_txns: dict[int, list[OffsetEntry | GroupEntry]] = {}
+    open_txns: dict[int, list[Entry]] = {}
     for chunk in chunks:
         for batch in iter_batches(chunk):
             if batch.is_control:
@@ -41,7 +41,7 @@ def replay(chunks: Iterable[bytes]) -> Iterator[OffsetEntry | GroupEntry | Pendi
                 yield PendingTxnOffset(producer_id, entry)
 
 
-def _entries(batch: RecordBatch) -> list[OffsetEntry | GroupEntry]:
+def _entries(batch: RecordBatch) -> list[Entry]:
     return decoded_records(batch, decode_record, "__consumer_offsets")
 
 

@@ -6,8 +6,8 @@ Every key and value is ``int16 version`` + the struct of ``coordinator-records/`
     key v2     GroupMetadataKey(group)                    value GroupMetadataValue v3
     null value = tombstone: the offset, or the whole group, is gone.
 
-Key versions 3 and up (KIP-848 and share groups) are skipped when replaying: this broker writes
-none of them. A group's partition is ``abs(javaHashCode(group)) % partitions`` with Kafka's rule
+Key versions 3 to 8 are the consumer protocol's (KIP-848, ``consumer_records.py``); higher ones
+(share groups) are skipped when replaying. A group's partition is ``abs(javaHashCode(group)) % partitions`` with Kafka's rule
 that ``Integer.MIN_VALUE`` maps to 0 (``Utils.abs``).
 """
 
@@ -16,7 +16,8 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from pybroker.coordinator.group import CommittedOffset, Group, GroupState, Member
+from pybroker.coordinator import consumer_records
+from pybroker.coordinator.group import GROUP_KEY_VERSION, CommittedOffset, Group, GroupState, Member, group_key
 from pybroker.coordinator.group_base import Record
 from pybroker.protocol.errors import DecodeError
 from pybroker.protocol.messages import (
@@ -27,7 +28,6 @@ from pybroker.protocol.messages import (
 )
 
 OFFSET_KEY_VERSION = 1
-GROUP_KEY_VERSION = 2
 OFFSET_VALUE_VERSION = 3
 OFFSET_VALUE_WITH_EXPIRY_VERSION = 1
 GROUP_VALUE_VERSION = 3
@@ -72,10 +72,6 @@ def offset_record(group_id: str, topic: str, partition: int, committed: Committe
     return offset_key(group_id, topic, partition), _prefixed(version, value.encode(version))
 
 
-def group_key(group_id: str) -> bytes:
-    return _prefixed(GROUP_KEY_VERSION, GroupMetadataKey(group=group_id).encode(GROUP_KEY_VERSION))
-
-
 def group_record(group: Group) -> Record:
     """The group's metadata as Kafka stores it after each generation (and when it empties)."""
     members = [
@@ -115,7 +111,11 @@ class GroupEntry:
     value: GroupMetadataValue | None  # None: tombstone
 
 
-def decode_record(key: bytes, value: bytes | None) -> OffsetEntry | GroupEntry | None:
+Entry = OffsetEntry | GroupEntry | consumer_records.ConsumerGroupEntry
+"""A decoded ``__consumer_offsets`` record."""
+
+
+def decode_record(key: bytes, value: bytes | None) -> Entry | None:
     """Decode one record of the internal topic; None for record types this broker does not use."""
     if len(key) < 2:
         raise DecodeError("__consumer_offsets key shorter than its version")
@@ -136,6 +136,8 @@ def decode_record(key: bytes, value: bytes | None) -> OffsetEntry | GroupEntry |
         (value_version,) = _VERSION.unpack_from(value)
         return GroupEntry(k.group, GroupMetadataValue.decode(value[2:],
                                                              min(value_version, GroupMetadataValue.MAX_VERSION)))
+    if key_version in consumer_records.KEYS:
+        return consumer_records.decode(key_version, key, value)
     return None
 
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pybroker.coordinator.group_base import GroupBase, Record, Waiter
-from pybroker.coordinator.records import group_key, offset_key, partition_for
+from pybroker.coordinator.records import offset_key, partition_for
 
 log = logging.getLogger("pybroker.coordinator")
 
@@ -81,7 +81,6 @@ class GroupTable:
         group.pending_offsets.clear()
         group.offset_positions.clear()
         out.records.extend((partition, record) for record in group.tombstones())
-        out.records.append((partition, (group_key(group.group_id), None)))
         group.mark_dead(now_ms)
         log.info("Group %s transitioned to Dead", group.group_id)
         del self.groups[group.group_id]

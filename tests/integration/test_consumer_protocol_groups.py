@@ -206,3 +206,37 @@ def test_join_pause_classic_against_consumer_protocol(consumer_broker: BrokerPro
         report(CLIENT, f"6-member stable assignment ({protocol})", figures[protocol][0])
         report(CLIENT, f"pause of a kept member at a join ({protocol})", figures[protocol][1])
     assert figures["consumer"][1] < 5.0
+
+
+def test_assignments_and_epochs_survive_a_coordinator_restart(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    broker = BrokerProcess(tmp_path, overrides=OVERRIDES).start()
+    members: list[Member] = []
+    try:
+        topic = group = "kip848-restart"
+        create_topic(broker.bootstrap, topic)
+        members = [Member(broker.bootstrap, group, topic) for _ in range(3)]
+        wait_until(lambda: split(members, [2, 2, 2]), "2/2/2")
+        client = AdminClient({"bootstrap.servers": broker.bootstrap})
+        wait_until(lambda: str(client.describe_consumer_groups([group])[group].result(timeout=15).state)
+                   .endswith("STABLE"), "Stable")
+        before = {m.member_id: ({tp.partition for tp in m.assignment.topic_partitions}, m.assignment)
+                  for m in client.describe_consumer_groups([group])[group].result(timeout=15).members}
+        assignments = [set(m.assignment) for m in members]
+        for m in members:
+            m.revoked.clear()
+
+        broker.kill()
+        broker.start()
+
+        sent = set(_produce_more(broker.bootstrap, topic, 60))
+        wait_until(lambda: _values(members) >= sent, "the members consuming after the restart")
+        client = AdminClient({"bootstrap.servers": broker.bootstrap})
+        after = client.describe_consumer_groups([group])[group].result(timeout=15)
+        assert {m.member_id: {tp.partition for tp in m.assignment.topic_partitions} for m in after.members} == \
+            {member_id: partitions for member_id, (partitions, _) in before.items()}
+        assert [set(m.assignment) for m in members] == assignments
+        assert all(m.revoked == [] for m in members), "nothing revoked: the group went on where it was"
+    finally:
+        for m in members:
+            m.close()
+        broker.kill()

@@ -29,8 +29,20 @@ if TYPE_CHECKING:
     from pybroker.protocol.messages.begin_quorum_epoch import BeginQuorumEpochRequest, BeginQuorumEpochResponse
     from pybroker.protocol.messages.broker_heartbeat import BrokerHeartbeatRequest, BrokerHeartbeatResponse
     from pybroker.protocol.messages.broker_registration import BrokerRegistrationRequest, BrokerRegistrationResponse
+    from pybroker.protocol.messages.consumer_group_current_member_assignment_key import ConsumerGroupCurrentMemberAssignmentKey
+    from pybroker.protocol.messages.consumer_group_current_member_assignment_value import ConsumerGroupCurrentMemberAssignmentValue
     from pybroker.protocol.messages.consumer_group_describe import ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse
     from pybroker.protocol.messages.consumer_group_heartbeat import ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse
+    from pybroker.protocol.messages.consumer_group_member_metadata_key import ConsumerGroupMemberMetadataKey
+    from pybroker.protocol.messages.consumer_group_member_metadata_value import ConsumerGroupMemberMetadataValue
+    from pybroker.protocol.messages.consumer_group_metadata_key import ConsumerGroupMetadataKey
+    from pybroker.protocol.messages.consumer_group_metadata_value import ConsumerGroupMetadataValue
+    from pybroker.protocol.messages.consumer_group_partition_metadata_key import ConsumerGroupPartitionMetadataKey
+    from pybroker.protocol.messages.consumer_group_partition_metadata_value import ConsumerGroupPartitionMetadataValue
+    from pybroker.protocol.messages.consumer_group_target_assignment_member_key import ConsumerGroupTargetAssignmentMemberKey
+    from pybroker.protocol.messages.consumer_group_target_assignment_member_value import ConsumerGroupTargetAssignmentMemberValue
+    from pybroker.protocol.messages.consumer_group_target_assignment_metadata_key import ConsumerGroupTargetAssignmentMetadataKey
+    from pybroker.protocol.messages.consumer_group_target_assignment_metadata_value import ConsumerGroupTargetAssignmentMetadataValue
     from pybroker.protocol.messages.consumer_protocol_assignment import ConsumerProtocolAssignment
     from pybroker.protocol.messages.consumer_protocol_subscription import ConsumerProtocolSubscription
     from pybroker.protocol.messages.controlled_shutdown import ControlledShutdownRequest, ControlledShutdownResponse
@@ -250,10 +262,22 @@ _MODULE_OF: dict[str, str] = {
     'BrokerHeartbeatResponse': 'broker_heartbeat',
     'BrokerRegistrationRequest': 'broker_registration',
     'BrokerRegistrationResponse': 'broker_registration',
+    'ConsumerGroupCurrentMemberAssignmentKey': 'consumer_group_current_member_assignment_key',
+    'ConsumerGroupCurrentMemberAssignmentValue': 'consumer_group_current_member_assignment_value',
     'ConsumerGroupDescribeRequest': 'consumer_group_describe',
     'ConsumerGroupDescribeResponse': 'consumer_group_describe',
     'ConsumerGroupHeartbeatRequest': 'consumer_group_heartbeat',
     'ConsumerGroupHeartbeatResponse': 'consumer_group_heartbeat',
+    'ConsumerGroupMemberMetadataKey': 'consumer_group_member_metadata_key',
+    'ConsumerGroupMemberMetadataValue': 'consumer_group_member_metadata_value',
+    'ConsumerGroupMetadataKey': 'consumer_group_metadata_key',
+    'ConsumerGroupMetadataValue': 'consumer_group_metadata_value',
+    'ConsumerGroupPartitionMetadataKey': 'consumer_group_partition_metadata_key',
+    'ConsumerGroupPartitionMetadataValue': 'consumer_group_partition_metadata_value',
+    'ConsumerGroupTargetAssignmentMemberKey': 'consumer_group_target_assignment_member_key',
+    'ConsumerGroupTargetAssignmentMemberValue': 'consumer_group_target_assignment_member_value',
+    'ConsumerGroupTargetAssignmentMetadataKey': 'consumer_group_target_assignment_metadata_key',
+    'ConsumerGroupTargetAssignmentMetadataValue': 'consumer_group_target_assignment_metadata_value',
     'ConsumerProtocolAssignment': 'consumer_protocol_assignment',
     'ConsumerProtocolSubscription': 'consumer_protocol_subscription',
     'ControlledShutdownRequest': 'controlled_shutdown',
@@ -629,10 +653,22 @@ __all__ = [
     'BrokerHeartbeatResponse',
     'BrokerRegistrationRequest',
     'BrokerRegistrationResponse',
+    'ConsumerGroupCurrentMemberAssignmentKey',
+    'ConsumerGroupCurrentMemberAssignmentValue',
     'ConsumerGroupDescribeRequest',
     'ConsumerGroupDescribeResponse',
     'ConsumerGroupHeartbeatRequest',
     'ConsumerGroupHeartbeatResponse',
+    'ConsumerGroupMemberMetadataKey',
+    'ConsumerGroupMemberMetadataValue',
+    'ConsumerGroupMetadataKey',
+    'ConsumerGroupMetadataValue',
+    'ConsumerGroupPartitionMetadataKey',
+    'ConsumerGroupPartitionMetadataValue',
+    'ConsumerGroupTargetAssignmentMemberKey',
+    'ConsumerGroupTargetAssignmentMemberValue',
+    'ConsumerGroupTargetAssignmentMetadataKey',
+    'ConsumerGroupTargetAssignmentMetadataValue',
     'ConsumerProtocolAssignment',
     'ConsumerProtocolSubscription',
     'ControlledShutdownRequest',

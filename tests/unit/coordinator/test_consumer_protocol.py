@@ -11,8 +11,10 @@ from pybroker.coordinator.assignors import range_assignor, uniform
 from pybroker.coordinator.consumer import Heartbeat, TopicImage
 from pybroker.coordinator.consumer_group import ConsumerGroupState
 from pybroker.coordinator.coordinator import GroupConfig, GroupCoordinator
+from pybroker.coordinator.loader import replay
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.messages import ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse, OffsetCommitRequest
+from pybroker.records import RecordInput, build_batch
 
 GROUP = "g"
 TOPIC_ID = uuid.uuid4()
@@ -23,10 +25,13 @@ Partitions = ConsumerGroupHeartbeatRequest.TopicPartitions
 class Member:
     """A well-behaved client: it owns what it was assigned, minus what it revoked."""
 
-    def __init__(self, c: GroupCoordinator, member_id: str, instance_id: str | None = None) -> None:
+    def __init__(self, c: GroupCoordinator, member_id: str, instance_id: str | None = None,
+                 written: list[tuple[bytes, bytes | None]] | None = None) -> None:
         self.c, self.member_id, self.instance_id = c, member_id, instance_id
         self.epoch = 0
         self.owned: set[int] = set()
+        self.written = written if written is not None else []
+        """Every record the coordinator wrote for this member's heartbeats."""
 
     def beat(self, now: int = 0, image: TopicImage = IMAGE, **fields: object) -> ConsumerGroupHeartbeatResponse:
         request = ConsumerGroupHeartbeatRequest(
@@ -38,6 +43,7 @@ class Member:
             setattr(request, name, value)
         out = self.c.consumer_group_heartbeat("w", Heartbeat(request, 1, "client", "/127.0.0.1", image), now)
         [(_, response)] = out.replies
+        self.written.extend(record for _, record in out.records)
         if response.error_code == 0:
             self.epoch = response.member_epoch
             if response.assignment is not None:
@@ -168,3 +174,33 @@ def test_assignors_balance(assignor) -> None:  # type: ignore[no-untyped-def]
     assert sorted(len(result[m].get("t", ())) for m in subscriptions) == [2, 2, 3]
     if assignor is range_assignor:
         assert result["a"]["t"] == frozenset({0, 1, 2})
+
+
+def test_a_reloaded_coordinator_keeps_every_members_assignment_and_epoch() -> None:
+    c = coordinator()
+    written: list[tuple[bytes, bytes | None]] = []
+    a, b, d = (Member(c, name, written=written) for name in ("a", "b", "d"))
+    d.instance_id = "inst-d"
+    settle([a, b, d])
+    a.beat()
+    d.beat(member_epoch=-2)  # a static member away: its assignment waits for it
+    b.beat(member_epoch=-1)  # gone for good
+    c.tick(1)
+    original = c.groups[GROUP]
+    restored = coordinator()
+    restored.load(replay([build_batch([RecordInput(k, v) for k, v in written])]), 100)
+    group = restored.groups[GROUP]
+    assert (group.group_epoch, group.assignment_epoch) == (original.group_epoch, original.assignment_epoch)
+    assert set(group.members) == {"a", "d"} and group.members["d"].left_static
+    for member_id in ("a", "d"):
+        old, new = original.members[member_id], group.members[member_id]
+        assert (new.member_epoch, new.assigned, new.revoking, new.state) == \
+            (old.member_epoch, old.assigned, old.revoking, old.state)
+        assert group.target[member_id] == original.target[member_id]
+    a.c = restored
+    assert a.beat(100).error_code == 0  # a carries on with the epoch it had
+    back = Member(restored, "d2", "inst-d")
+    assert back.beat(100).error_code == 0
+    assert back.owned >= original.members["d"].assigned["t"]  # its partitions, and what b's leaving freed
+    settle([a, back], 100)
+    assert a.owned | back.owned == set(range(6)) and not a.owned & back.owned
