@@ -36,6 +36,7 @@ from pybroker.server.fetch_sessions import FetchSessionCache
 from pybroker.server.group_service import GroupService
 from pybroker.server.handlers import ALL_HANDLERS
 from pybroker.server.listeners import advertised_endpoints, inter_broker_tls, listener_specs
+from pybroker.server.log_dir_events import LogDirEventAnnouncer
 from pybroker.server.metrics import BrokerMetrics
 from pybroker.server.quota.service import ClientQuotas
 from pybroker.server.telemetry.manager import ClientMetricsManager
@@ -71,6 +72,8 @@ class Broker:
                                          lambda: self.config["replica.alter.log.dirs.io.max.bytes.per.second"])
         self.metadata: ClusterMetadata | None = None
         self.zk_mode = ZkMode(self) if config["zookeeper.connect"] else None
+        if self.zk_mode is not None:
+            self.log_manager.dir_failure_listeners.append(LogDirEventAnnouncer(self.zk_mode.zk, self.broker_id))
         self.groups = GroupService(self, now_ms)
         self.txns = TxnService(self, now_ms)
         self.fetch_sessions = FetchSessionCache(config["max.incremental.fetch.session.cache.slots"],
