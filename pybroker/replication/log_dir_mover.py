@@ -10,8 +10,10 @@ the loop with no await between, which is Kafka's partition lock here, so no appe
 partition then serves from the new log, and its leader-epoch checkpoint is written there.
 
 A truncation of the current log while it is copied (a follower's, after a leader change) restarts the
-copy from the log start: the copied tail could differ from the new one. A move to the dir the
-replica already lives in cancels a move in progress.
+copy from the log start: the copied tail could differ from the new one. A segment deleted or
+replaced under a read (retention, the cleaner) is read again. A move to the dir the replica already
+lives in cancels a move in progress. Moves are not resumed after a restart: the LogManager removes
+``-future`` directories at startup (Kafka resumes them).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import time
 from typing import Callable
 
 from pybroker.common.io_executor import IoExecutor
-from pybroker.log.errors import LogError
+from pybroker.log.errors import LogError, SliceUnavailableError
 from pybroker.log.log import PartitionLog
 from pybroker.log.manager import LogManager
 from pybroker.replication.errors import UnknownPartitionError
@@ -106,7 +108,10 @@ class LogDirMover:
         found = current.read(offset, COPY_CHUNK_BYTES).slices
         if found is None:
             return 0
-        data = await self._io.run(found.detached_read())
+        try:
+            data = await self._io.run(found.detached_read())
+        except SliceUnavailableError:
+            return 0  # retention or the cleaner replaced the segment meanwhile: read again
         if current.closed or future.closed or current.truncations != truncations or future.log_end_offset != offset:
             return 0  # changed while the range was read: look again
         future.append_as_follower(data)
