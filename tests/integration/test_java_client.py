@@ -28,7 +28,7 @@ SCENARIOS = [
     "consumer_group_rebalance", "transactions_read_committed", "transactions_fencing",
     "admin_topics", "admin_configs", "admin_cluster", "admin_list_offsets", "admin_consumer_groups",
     "admin_producers_transactions", "admin_elect_leaders", "admin_reassignments", "admin_fence_producers",
-    "admin_remove_members", "admin_legacy_alter_configs", "admin_delete_records",
+    "admin_remove_members", "admin_legacy_alter_configs", "admin_delete_records", "admin_log_dirs",
 ]
 
 

@@ -23,12 +23,14 @@ import org.apache.kafka.clients.admin.DeleteRecordsResult;
 import org.apache.kafka.clients.admin.DeletedRecords;
 import org.apache.kafka.clients.admin.DescribeClusterResult;
 import org.apache.kafka.clients.admin.DescribeConfigsOptions;
+import org.apache.kafka.clients.admin.DescribeReplicaLogDirsResult.ReplicaLogDirInfo;
 import org.apache.kafka.clients.admin.FenceProducersResult;
 import org.apache.kafka.clients.admin.ListConsumerGroupsOptions;
 import org.apache.kafka.clients.admin.ListOffsetsOptions;
 import org.apache.kafka.clients.admin.ListOffsetsResult.ListOffsetsResultInfo;
 import org.apache.kafka.clients.admin.ListTopicsOptions;
 import org.apache.kafka.clients.admin.ListTransactionsOptions;
+import org.apache.kafka.clients.admin.LogDirDescription;
 import org.apache.kafka.clients.admin.MemberDescription;
 import org.apache.kafka.clients.admin.MemberToRemove;
 import org.apache.kafka.clients.admin.NewPartitionReassignment;
@@ -39,6 +41,7 @@ import org.apache.kafka.clients.admin.ProducerState;
 import org.apache.kafka.clients.admin.RecordsToDelete;
 import org.apache.kafka.clients.admin.RemoveMembersFromConsumerGroupOptions;
 import org.apache.kafka.clients.admin.RemoveMembersFromConsumerGroupResult;
+import org.apache.kafka.clients.admin.ReplicaInfo;
 import org.apache.kafka.clients.admin.TopicDescription;
 import org.apache.kafka.clients.admin.TopicListing;
 import org.apache.kafka.clients.admin.TransactionDescription;
@@ -58,6 +61,7 @@ import org.apache.kafka.common.Node;
 import org.apache.kafka.common.TopicCollection;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.TopicPartitionInfo;
+import org.apache.kafka.common.TopicPartitionReplica;
 import org.apache.kafka.common.Uuid;
 import org.apache.kafka.common.config.ConfigResource;
 import org.apache.kafka.common.errors.ElectionNotNeededException;
@@ -69,6 +73,7 @@ import org.apache.kafka.common.errors.InvalidPartitionsException;
 import org.apache.kafka.common.errors.InvalidProducerEpochException;
 import org.apache.kafka.common.errors.InvalidReplicaAssignmentException;
 import org.apache.kafka.common.errors.InvalidReplicationFactorException;
+import org.apache.kafka.common.errors.LogDirNotFoundException;
 import org.apache.kafka.common.errors.NoReassignmentInProgressException;
 import org.apache.kafka.common.errors.OffsetOutOfRangeException;
 import org.apache.kafka.common.errors.PolicyViolationException;
@@ -658,6 +663,38 @@ final class AdminScenarios {
         }
         List<String> left = Support.values(Support.readAll(topic, 2, "read_uncommitted"));
         Support.eq(List.of("v6", "v7", "v8", "v9"), left, "what a consumer reads from the beginning");
+    }
+
+    /** describeLogDirs, describeReplicaLogDirs and alterReplicaLogDirs (KIP-113) on the broker's one log dir. */
+    static void logDirs() throws Exception {
+        String topic = "java-admin-log-dirs";
+        TopicPartition tp = new TopicPartition(topic, 0);
+        TopicPartitionReplica replica = new TopicPartitionReplica(topic, 0, 0);
+        try (Admin admin = Support.admin()) {
+            Support.createTopic(admin, topic, 1);
+            try (KafkaProducer<String, String> producer = Support.producer(Map.of())) {
+                producer.send(new ProducerRecord<>(topic, 0, "k", "v"));
+                producer.flush();
+            }
+            Map<String, LogDirDescription> dirs = Support.get(admin.describeLogDirs(List.of(0)).allDescriptions()).get(0);
+            Support.eq(1, dirs.size(), "log dirs of broker 0");
+            String dir = dirs.keySet().iterator().next();
+            LogDirDescription description = dirs.get(dir);
+            Support.eq(null, description.error(), "the log dir's error");
+            Support.check(description.totalBytes().isPresent() && description.usableBytes().isPresent()
+                    && description.usableBytes().getAsLong() <= description.totalBytes().getAsLong(),
+                    "total and usable bytes: %s, %s", description.totalBytes(), description.usableBytes());
+            ReplicaInfo info = description.replicaInfos().get(tp);
+            Support.check(info != null && info.size() > 0 && info.offsetLag() == 0 && !info.isFuture(),
+                    "the replica of %s: %s", tp, info);
+            ReplicaLogDirInfo where = Support.get(admin.describeReplicaLogDirs(List.of(replica)).all()).get(replica);
+            Support.eq(dir, where.getCurrentReplicaLogDir(), "the replica's current log dir");
+            Support.eq(null, where.getFutureReplicaLogDir(), "the replica's future log dir");
+            Support.get(admin.alterReplicaLogDirs(Map.of(replica, dir)).all());
+            Support.fails(LogDirNotFoundException.class,
+                    admin.alterReplicaLogDirs(Map.of(replica, "/not/a/log/dir")).values().get(replica),
+                    "moving to a dir that is not in log.dirs");
+        }
     }
 
     /** The legacy alterConfigs replaces a topic's whole set of overrides. */

@@ -41,6 +41,7 @@ public final class Scenarios {
         scenarios.put("admin_remove_members", AdminScenarios::removeMembers);
         scenarios.put("admin_legacy_alter_configs", AdminScenarios::legacyAlterConfigs);
         scenarios.put("admin_delete_records", AdminScenarios::deleteRecords);
+        scenarios.put("admin_log_dirs", AdminScenarios::logDirs);
         return scenarios;
     }
 
