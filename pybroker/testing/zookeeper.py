@@ -3,6 +3,7 @@ with its data in a given directory: what a multi-broker pybroker cluster registe
 
 from __future__ import annotations
 
+import logging
 import shutil
 import socket
 from pathlib import Path
@@ -15,6 +16,9 @@ CLASSPATH_JARS = ("zookeeper.jar", "zookeeper-jute.jar", "slf4j-api.jar", "slf4j
                   "netty-common.jar", "netty-transport.jar", "netty-buffer.jar", "netty-codec.jar",
                   "netty-resolver.jar", "netty-transport-native-epoll.jar",
                   "netty-transport-native-unix-common.jar", "metrics-core.jar", "commons-cli.jar")
+# kazoo warns of every refused connection while the JVM starts: expected here, so only errors show.
+PROBE_LOG = logging.getLogger("pybroker.testing.zookeeper.probe")
+PROBE_LOG.setLevel(logging.ERROR)
 PORT_ATTEMPTS = 3  # a free port picked here may be taken by a parallel test run before ZooKeeper binds it
 
 
@@ -70,7 +74,7 @@ class ZooKeeperServer:
         classpath = ":".join(str(JARS / jar) for jar in CLASSPATH_JARS)
         self.child = ChildProcess(["java", "-Xmx256m", "-cp", classpath,
                                    "org.apache.zookeeper.server.ZooKeeperServerMain", str(config)], None)
-        client = KazooClient(self.connect)
+        client = KazooClient(self.connect, logger=PROBE_LOG)
         try:
             client.start(timeout)
         finally:
