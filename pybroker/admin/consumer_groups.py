@@ -39,7 +39,8 @@ ACTIONS = ("list", "describe", "delete", "reset_offsets")
 MISSING = "-"
 MIN_COLUMN = 15
 INACTIVE_STATES = ("Empty", "Dead")
-REBALANCING_STATES = ("PreparingRebalance", "CompletingRebalance")
+REBALANCING_STATES = ("PreparingRebalance", "CompletingRebalance", "Assigning", "Reconciling")
+GROUP_TYPES = ("classic", "consumer")
 NO_ACTION_WARNING = ("WARN: No action will be performed as the --execute option is missing. In a future major "
                      "release, the default behavior of this command will be to prompt the user before executing "
                      "the reset rather than doing a dry run. You should add the --dry-run option explicitly if you "
@@ -51,6 +52,9 @@ def build_parser() -> ToolParser:
                         description="List, describe, reset the offsets of, or delete consumer groups.")
     actions = parser.add_argument_group("actions (exactly one)")
     actions.add_argument("--list", action="store_true", help="list all consumer groups")
+    parser.add_argument("--type", nargs="?", const="", metavar="TYPES",
+                        help="with --list: show each group's type (classic, consumer), only the comma-separated "
+                             "TYPES if given")
     actions.add_argument("--describe", action="store_true",
                          help="describe groups: offsets and lag (default), --members or --state")
     actions.add_argument("--delete", action="store_true", help="delete empty groups and their offsets")
@@ -68,7 +72,8 @@ def build_parser() -> ToolParser:
     parser.add_argument("--state", action="store_true", help="with --describe: the group's state")
     parser.add_argument("--offsets", action="store_true", help="with --describe: offsets and lag (the default)")
     parser.add_argument("--verbose", action="store_true",
-                        help="with --describe --members: also each member's instance id and assignment")
+                        help="with --describe --members: also each member's instance id and assignment (and, in "
+                             "a consumer-protocol group, its epoch and target); with --state: the group's epochs")
     for flag, metavar, help_text in RESET_OPTIONS:
         if metavar is None:
             parser.add_argument(flag, action="store_true", help=help_text)
@@ -99,6 +104,12 @@ def check_arguments(args: argparse.Namespace) -> str:
                          "[--all-groups], [--group]")
     if args.group and args.all_groups:
         raise UsageError("Option [--group] can't be used with option [--all-groups]")
+    if args.type is not None:
+        if action != "list":
+            raise UsageError("--type can only be used with --list")
+        unknown = [t for t in _types(args.type) if t not in GROUP_TYPES]
+        if unknown:
+            raise UsageError(f"Invalid types list '{args.type}'. Valid types are: {', '.join(GROUP_TYPES)}")
     if action != "describe" and (args.members or args.state or args.offsets):
         raise UsageError("--members, --state and --offsets can only be used with --describe")
     if sum((args.members, args.state, args.offsets)) > 1:
@@ -126,9 +137,19 @@ async def group_ids(client: KafkaClient, args: argparse.Namespace) -> list[str]:
     return list(dict.fromkeys(args.group))
 
 
-async def list_groups(client: KafkaClient, _: argparse.Namespace) -> None:
-    for group in await GroupAdmin(client).list_groups():
-        print(group.group_id)
+def _types(option: str) -> list[str]:
+    return [t.strip().lower() for t in option.split(",") if t.strip()]
+
+
+async def list_groups(client: KafkaClient, args: argparse.Namespace) -> None:
+    listed = await GroupAdmin(client).list_groups()
+    if args.type is None:
+        for group in listed:
+            print(group.group_id)
+        return
+    wanted = set(_types(args.type))
+    rows = [[g.group_id, g.group_type.capitalize()] for g in listed if not wanted or g.group_type in wanted]
+    print("\n".join(table(("GROUP", "TYPE"), rows, [width([r[0] for r in rows]), None])))
 
 
 async def delete(client: KafkaClient, args: argparse.Namespace) -> None:
@@ -156,7 +177,7 @@ async def describe(client: KafkaClient, args: argparse.Namespace) -> None:
             missing.append(group_id)
             continue
         if args.state:
-            print_state(group)
+            print_state(group, args.verbose)
             continue
         if group.state == "Empty":
             print(f"\nConsumer group '{group_id}' has no active members.", file=sys.stderr)
@@ -241,12 +262,19 @@ def print_members(group: GroupDescription, verbose: bool) -> None:
     if not group.members:
         return
     members = sorted(group.members, key=lambda m: (-len(m.assignment), m.member_id))
-    if verbose:
+    if verbose and group.group_type == "consumer":
+        header = ("GROUP", "CONSUMER-ID", "GROUP-INSTANCE-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "CURRENT-EPOCH",
+                  "CURRENT-ASSIGNMENT", "TARGET-EPOCH", "TARGET-ASSIGNMENT")
+        cells = [[group.group_id, m.member_id, text(m.group_instance_id), m.host, m.client_id, str(len(m.assignment)),
+                  text(m.member_epoch), assignment_text(m.assignment), text(group.assignment_epoch),
+                  assignment_text(m.target)] for m in members]
+        widths: list[int | None] = [width([group.group_id]), *(width([c[i] for c in cells]) for i in (1, 2, 3, 4)),
+                                    15, 15, width([c[7] for c in cells]), 15, None]
+    elif verbose:
         header = ("GROUP", "CONSUMER-ID", "GROUP-INSTANCE-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "ASSIGNMENT")
         cells = [[group.group_id, m.member_id, text(m.group_instance_id), m.host, m.client_id, str(len(m.assignment)),
                   assignment_text(m.assignment)] for m in members]
-        widths: list[int | None] = [width([group.group_id]), *(width([c[i] for c in cells]) for i in (1, 2, 3, 4)),
-                                    15, None]
+        widths = [width([group.group_id]), *(width([c[i] for c in cells]) for i in (1, 2, 3, 4)), 15, None]
     else:
         header = ("GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS")
         cells = [[group.group_id, m.member_id, m.host, m.client_id, str(len(m.assignment))] for m in members]
@@ -255,11 +283,16 @@ def print_members(group: GroupDescription, verbose: bool) -> None:
     print()
 
 
-def print_state(group: GroupDescription) -> None:
+def print_state(group: GroupDescription, verbose: bool = False) -> None:
     coordinator = f"{group.coordinator.host}:{group.coordinator.port}  ({group.coordinator.node_id})"
-    widths = [max(25, len(group.group_id)), max(25, len(coordinator)), 20, 15, None]
-    lines = table(("GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"),
-                  [[group.group_id, coordinator, group.protocol, group.state, str(len(group.members))]], widths)
+    header = ["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"]
+    row = [group.group_id, coordinator, group.protocol, group.state, str(len(group.members))]
+    widths: list[int | None] = [max(25, len(group.group_id)), max(25, len(coordinator)), 20, 15, None]
+    if verbose and group.group_type == "consumer":
+        header += ["GROUP-EPOCH", "TARGET-ASSIGNMENT-EPOCH"]
+        row += [text(group.group_epoch), text(group.assignment_epoch)]
+        widths[-1:] = [15, 15, None]
+    lines = table(header, [row], widths)
     print("\n" + "\n".join(lines))
     print()
 

@@ -20,6 +20,8 @@ from pybroker.client.errors import ResponseError, check
 from pybroker.common.topic import TopicPartition
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.messages import (
+    ConsumerGroupDescribeRequest,
+    ConsumerGroupDescribeResponse,
     DeleteGroupsRequest,
     DeleteGroupsResponse,
     DescribeGroupsRequest,
@@ -52,6 +54,8 @@ class ListedGroup:
     group_id: str
     protocol_type: str
     state: str
+    group_type: str = ""
+    """"classic" or "consumer" (ListGroups v5+); empty from older brokers."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +65,9 @@ class MemberDescription:
     client_id: str
     host: str
     assignment: tuple[TopicPartition, ...]
+    member_epoch: int | None = None
+    """Consumer-protocol members only, as the target assignment and its epoch."""
+    target: tuple[TopicPartition, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +79,10 @@ class GroupDescription:
     protocol: str
     members: tuple[MemberDescription, ...]
     coordinator: BrokerNode
+    group_type: str = "classic"
+    group_epoch: int | None = None
+    """Consumer-protocol groups only, as ``assignment_epoch``."""
+    assignment_epoch: int | None = None
 
 
 class GroupAdmin:
@@ -117,7 +128,7 @@ class GroupAdmin:
             response = await connection.send(ListGroupsRequest(), ListGroupsResponse)
             check(response.error_code)
             for g in response.groups:
-                groups[g.group_id] = ListedGroup(g.group_id, g.protocol_type, g.group_state)
+                groups[g.group_id] = ListedGroup(g.group_id, g.protocol_type, g.group_state, g.group_type)
         return [groups[g] for g in sorted(groups)]
 
     async def describe_group(self, group_id: str) -> GroupDescription:
@@ -132,6 +143,10 @@ class GroupAdmin:
             return node, described
 
         coordinator, described = await self.on_coordinator(group_id, describe)
+        if described.group_state == "Dead":  # Kafka 4 describes consumer-protocol groups with their own API
+            consumer = await self._describe_consumer_group(group_id)
+            if consumer is not None:
+                return consumer
         members = tuple(
             MemberDescription(m.member_id, m.group_instance_id, m.client_id, m.client_host,
                               tuple(decode_assignment(m.member_assignment))
@@ -139,6 +154,35 @@ class GroupAdmin:
             for m in described.members)
         return GroupDescription(described.group_id, described.group_state, described.protocol_type,
                                 described.protocol_data, members, coordinator)
+
+    async def _describe_consumer_group(self, group_id: str) -> GroupDescription | None:
+        """ConsumerGroupDescribe; None when the broker lacks it or the group is not a consumer-protocol one."""
+        async def describe(node: BrokerNode, connection: Connection
+                           ) -> tuple[BrokerNode, ConsumerGroupDescribeResponse.DescribedGroup | None]:
+            if ConsumerGroupDescribeRequest.API_KEY not in connection.versions.chosen:
+                return node, None
+            response = await connection.send(ConsumerGroupDescribeRequest(group_ids=[group_id]),
+                                             ConsumerGroupDescribeResponse)
+            [described] = response.groups
+            if described.error_code in COORDINATOR_MOVED:
+                raise CoordinatorMoved(described.error_code)
+            if described.error_code == ErrorCode.GROUP_ID_NOT_FOUND:
+                return node, None
+            check(described.error_code)
+            return node, described
+
+        coordinator, described = await self.on_coordinator(group_id, describe)
+        if described is None:
+            return None
+
+        def partitions(assignment: ConsumerGroupDescribeResponse.Assignment) -> tuple[TopicPartition, ...]:
+            return tuple(TopicPartition(t.topic_name, p) for t in assignment.topic_partitions for p in t.partitions)
+
+        members = tuple(MemberDescription(m.member_id, m.instance_id, m.client_id, m.client_host,
+                                          partitions(m.assignment), m.member_epoch, partitions(m.target_assignment))
+                        for m in described.members)
+        return GroupDescription(described.group_id, described.group_state, PROTOCOL_TYPE, described.assignor_name,
+                                members, coordinator, "consumer", described.group_epoch, described.assignment_epoch)
 
     async def committed_offsets(self, group_id: str, partitions: Sequence[TopicPartition] | None = None
                                 ) -> dict[TopicPartition, int]:

@@ -84,6 +84,8 @@ class ConsumerMembership:
         self.heartbeat_interval_ms = heartbeat_interval_ms
         self.session_timeout_ms = session_timeout_ms
         self.assignors = assignors
+        self.rebalances = 0
+        """Group epoch bumps so far (Kafka's consumer-group-rebalance count)."""
 
     def deadlines(self, group: ConsumerGroup) -> list[int]:
         deadlines = [m.heartbeat_deadline_ms for m in group.members.values()]
@@ -304,6 +306,7 @@ class ConsumerMembership:
         if not group.members:
             group.state_timestamp_ms = now_ms
         group.group_epoch += 1
+        self.rebalances += 1
         self._assign(group, group.subscription_metadata)
 
     # ------------------------------------------------------------------ epochs and assignment
@@ -328,6 +331,7 @@ class ConsumerMembership:
 
     def _bump(self, group: ConsumerGroup, image: TopicImage) -> None:
         group.group_epoch += 1
+        self.rebalances += 1
         subscriptions = self._subscriptions(group, image)
         metadata = {t: image.topics[t][1] for topics in subscriptions.values() for t in topics}
         group.topic_ids.update({t: image.topics[t][0] for t in metadata})

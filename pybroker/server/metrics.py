@@ -23,6 +23,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, H
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from pybroker.coordinator.consumer_group import ConsumerGroupState
 from pybroker.coordinator.group import GroupState
 from pybroker.log.file_slice import FileSlice
 from pybroker.protocol.api_keys import ApiKey
@@ -188,6 +189,14 @@ class _StateCollector(Collector):
         for state in GroupState:
             yield _gauge(f"kafka_coordinator_group_groupmetadatamanager_numgroups{state.value.lower()}",
                          f"Groups in state {state.value}.", sum(1 for g in groups if g.state is state))
+        consumer = GaugeMetricFamily("kafka_server_group_coordinator_metrics_consumer_group_count",
+                                     "Consumer-protocol (KIP-848) groups per state.", labels=["state"])
+        for consumer_state in ConsumerGroupState:
+            consumer.add_metric([consumer_state.value.lower()], sum(1 for g in groups if g.state is consumer_state))
+        yield consumer
+        yield CounterMetricFamily("kafka_server_group_coordinator_metrics_consumer_group_rebalance",
+                                  "Consumer-protocol group epoch bumps (rebalances); rate() gives rebalances per "
+                                  "second.", value=broker.groups.coordinator.consumer.rebalances)
 
     @staticmethod
     def _network(broker: "Broker") -> Iterable[Metric]:

@@ -9,11 +9,13 @@ import time
 from typing import Iterator
 
 import pytest
-from confluent_kafka import Consumer, ConsumerGroupType, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, ConsumerGroupType, KafkaError, KafkaException, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from tests.integration.broker_process import BrokerProcess
 from tests.integration.groups_common import create_topic, produce_keyed, report, wait_until
+from tests.integration.test_cli_topics import ok, run
+from tests.integration.test_metrics import METRICS_URL, scrape
 
 CLIENT = "confluent/848"
 HEARTBEAT_INTERVAL_MS = 500
@@ -23,6 +25,7 @@ OVERRIDES = {
     "offsets.topic.num.partitions": "10",
     "group.consumer.heartbeat.interval.ms": str(HEARTBEAT_INTERVAL_MS),
     "group.consumer.session.timeout.ms": "6000",
+    "metrics.port": "0",
 }
 
 
@@ -47,6 +50,7 @@ class Member:
         self.assignment: set[int] = set()
         self.revoked: list[int] = []
         self.commit_errors: list[KafkaError] = []
+        self.stale_commits = 0
         self.consumed: list[tuple[int, int, bytes, float]] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, args=(topic,), daemon=True)
@@ -61,11 +65,24 @@ class Member:
             msg = self.consumer.poll(0.05)
             if msg is not None and not msg.error():
                 self.consumed.append((msg.partition(), msg.offset(), msg.value(), time.monotonic()))
-                try:
-                    self.consumer.commit(message=msg, asynchronous=False)
-                except KafkaException as exc:  # a classic member's commit during a rebalance
-                    self.commit_errors.append(exc.args[0])
+                self._commit(msg)
             self.assignment = {tp.partition for tp in self.consumer.assignment()}
+
+    def _commit(self, msg: Message) -> None:
+        """Commit, again while the epoch the client sent was bumped by a heartbeat crossing it (Kafka 4.0
+        answers STALE_MEMBER_EPOCH; the client learns the new epoch from its next heartbeat response)."""
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                self.consumer.commit(message=msg, asynchronous=False)
+                return
+            except KafkaException as exc:  # also a classic member's commit during a rebalance
+                error = exc.args[0]
+                if error.code() != KafkaError.STALE_MEMBER_EPOCH or time.monotonic() > deadline:
+                    self.commit_errors.append(error)
+                    return
+                self.stale_commits += 1
+                self._stop.wait(0.02)
 
     def close(self) -> None:
         self._stop.set()
@@ -151,6 +168,10 @@ def test_members_split_join_leave_and_resume_exactly_once(consumer_broker: Broke
         assert described.type == ConsumerGroupType.CONSUMER and len(described.members) == 3
         listed = client.list_consumer_groups(types={ConsumerGroupType.CONSUMER}).result(timeout=15)
         assert group in {g.group_id for g in listed.valid}
+        url = METRICS_URL.search(consumer_broker.log_text()).group(1)  # type: ignore[union-attr]
+        metrics = scrape(url)
+        assert metrics[("kafka_server_group_coordinator_metrics_consumer_group_count", (("state", "stable"),))] >= 1
+        assert metrics[("kafka_server_group_coordinator_metrics_consumer_group_rebalance_total", ())] >= 3
 
         before = [set(m.assignment) for m in members]
         for m in members:
@@ -240,3 +261,34 @@ def test_assignments_and_epochs_survive_a_coordinator_restart(tmp_path) -> None:
         for m in members:
             m.close()
         broker.kill()
+
+
+def test_consumer_groups_tool_lists_types_and_describes_both_kinds(consumer_broker: BrokerProcess) -> None:
+    bootstrap = consumer_broker.bootstrap
+    topic = "kip848-cli"
+    create_topic(bootstrap, topic)
+    members = [Member(bootstrap, "kip848-cli-new", topic), Member(bootstrap, "kip848-cli-old", topic, "classic")]
+    try:
+        wait_until(lambda: all(len(m.assignment) == 6 for m in members), "both groups assigned")
+
+        def tool(*args: str) -> list[list[str]]:
+            return [line.split() for line in ok(run("consumer-groups", "--bootstrap-server", bootstrap, *args))
+                    if line.strip()]
+
+        listed = tool("--list", "--type")
+        assert listed[0] == ["GROUP", "TYPE"]
+        assert ["kip848-cli-new", "Consumer"] in listed and ["kip848-cli-old", "Classic"] in listed
+        assert [row[0] for row in tool("--list", "--type", "consumer")[1:]].count("kip848-cli-old") == 0
+        header, *rows = tool("--describe", "--group", "kip848-cli-new", "--members", "--verbose")
+        assert header[-4:] == ["CURRENT-EPOCH", "CURRENT-ASSIGNMENT", "TARGET-EPOCH", "TARGET-ASSIGNMENT"]
+        [row] = rows
+        assert row[-3] == f"{topic}(0,1,2,3,4,5)" == row[-1] and row[-4] == row[-2]
+        header, row = tool("--describe", "--group", "kip848-cli-new", "--state", "--verbose")
+        assert header[-2:] == ["GROUP-EPOCH", "TARGET-ASSIGNMENT-EPOCH"] and "Stable" in row
+        header, *rows = tool("--describe", "--group", "kip848-cli-old", "--members")
+        assert header[:2] == ["GROUP", "CONSUMER-ID"] and len(rows) == 1
+        offsets = tool("--describe", "--group", "kip848-cli-new")
+        assert offsets[0][:3] == ["GROUP", "TOPIC", "PARTITION"]
+    finally:
+        for m in members:
+            m.close()
