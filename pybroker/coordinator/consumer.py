@@ -48,12 +48,14 @@ class TopicImage:
     """The cluster's topics when a request arrived: name -> (topic id, partition count)."""
 
     topics: Mapping[str, tuple[uuid.UUID, int]]
+    by_id: Mapping[uuid.UUID, str] = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.by_id:
+            object.__setattr__(self, "by_id", {tid: name for name, (tid, _) in self.topics.items()})
 
     def name_of(self, topic_id: uuid.UUID) -> str | None:
-        for name, (tid, _) in self.topics.items():
-            if tid == topic_id:
-                return name
-        return None
+        return self.by_id.get(topic_id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,11 +215,11 @@ class ConsumerMembership:
             raise HeartbeatError(ErrorCode.FENCED_INSTANCE_ID,
                                  f"Static member {request.member_id} with instance id {request.instance_id} was "
                                  "fenced by another member.")
+        owned = _owned(request, hb.image)
         if request.member_epoch > member.member_epoch or (
                 request.member_epoch < member.member_epoch and not (
                     request.member_epoch == member.previous_member_epoch
-                    and _owned(request, hb.image) is not None
-                    and _is_subset(_owned(request, hb.image) or {}, member.assigned))):
+                    and owned is not None and _is_subset(owned, member.assigned))):
             raise HeartbeatError(ErrorCode.FENCED_MEMBER_EPOCH,
                                  f"The consumer group member has a member epoch ({request.member_epoch}) different "
                                  f"from the one known by the group coordinator ({member.member_epoch}). The member "

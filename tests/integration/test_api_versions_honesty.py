@@ -45,8 +45,6 @@ NOT_SERVED: dict[int, str] = {
     ApiKey.BROKER_HEARTBEAT: "KRaft controllers only",
     ApiKey.UNREGISTER_BROKER: "KRaft only",
     ApiKey.ALLOCATE_PRODUCER_IDS: "producer-id blocks come from ZooKeeper (issue 19 item 3)",
-    ApiKey.CONSUMER_GROUP_HEARTBEAT: "KIP-848 groups (own issue)",
-    ApiKey.CONSUMER_GROUP_DESCRIBE: "KIP-848 groups (own issue)",
     ApiKey.CONTROLLER_REGISTRATION: "KRaft controllers only",
     ApiKey.ASSIGN_REPLICAS_TO_DIRS: "KRaft controllers only",
     ApiKey.SHARE_GROUP_HEARTBEAT: "share groups (own issue)",

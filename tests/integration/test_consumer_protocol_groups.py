@@ -12,8 +12,10 @@ import pytest
 from confluent_kafka import Consumer, ConsumerGroupType, KafkaError, KafkaException, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from pybroker.protocol.api_keys import ApiKey
 from tests.integration.broker_process import BrokerProcess
 from tests.integration.groups_common import create_topic, produce_keyed, report, wait_until
+from tests.integration.test_api_versions_honesty import advertised, closes_without_answer
 from tests.integration.test_cli_topics import ok, run
 from tests.integration.test_metrics import METRICS_URL, scrape
 
@@ -292,3 +294,15 @@ def test_consumer_groups_tool_lists_types_and_describes_both_kinds(consumer_brok
     finally:
         for m in members:
             m.close()
+
+
+def test_rebalance_protocols_decide_what_is_served(consumer_broker: BrokerProcess, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    apis = (ApiKey.CONSUMER_GROUP_HEARTBEAT, ApiKey.CONSUMER_GROUP_DESCRIBE)
+    served = advertised(consumer_broker.bootstrap)
+    assert [served.get(k) for k in apis] == [(0, 1), (0, 0)]
+    classic_only = BrokerProcess(tmp_path, overrides={"group.coordinator.rebalance.protocols": "classic"}).start()
+    try:
+        assert not set(apis) & set(advertised(classic_only.bootstrap))
+        assert closes_without_answer(classic_only.bootstrap, ApiKey.CONSUMER_GROUP_HEARTBEAT, 0)
+    finally:
+        classic_only.kill()
