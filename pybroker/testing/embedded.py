@@ -325,7 +325,7 @@ class AsyncEmbeddedBroker:
     async def start(self) -> AsyncEmbeddedBroker:
         loop = asyncio.get_running_loop()
         done = loop.create_future()
-        child = self.node.spawn()  # in this thread: the child's death signal follows the thread that forked it
+        child = self.node.spawn()  # quick (a fork); the wait for its ready line does not block the loop
         def settle() -> None:
             if not done.done():
                 done.set_result(None)

@@ -1,8 +1,10 @@
 """Child processes that die with their parent: the embedded broker's and ZooKeeper's.
 
 A test run that crashes, or is SIGKILLed by a CI timeout, must not leave brokers behind: on Linux each
-child asks the kernel (prctl PR_SET_PDEATHSIG) for SIGKILL when the thread that started it exits, and an
-atexit hook kills whatever is still running when the interpreter ends normally.
+child asks the kernel (prctl PR_SET_PDEATHSIG) for SIGKILL when the thread that forked it exits, and an
+atexit hook kills whatever is still running when the interpreter ends normally. Since the kernel watches
+the forking *thread*, every child is forked by one long-lived spawner thread: a broker started from a
+short-lived thread (a thread pool's, ``asyncio.to_thread``) must not die when that thread ends.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import signal
 import subprocess
 import sys
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -37,6 +40,7 @@ def _load_prctl() -> Callable[..., int] | None:
 _PRCTL = _load_prctl()
 _LIVE: set[subprocess.Popen[str]] = set()
 _LIVE_LOCK = threading.Lock()
+_SPAWNER = ThreadPoolExecutor(1, thread_name_prefix="pybroker-testing-spawner")  # its thread lives until exit
 
 
 def _dies_with(parent: int) -> Callable[[], None]:
@@ -70,9 +74,9 @@ class ChildProcess:
         self._ready = ready
         self._done = threading.Event()  # ready matched, or the output ended (the child exited)
         self._callbacks: list[Callable[[], None]] = []
-        self.process: subprocess.Popen[str] = subprocess.Popen(
-            list(args), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True,
-            cwd=cwd, env=env, preexec_fn=_dies_with(os.getpid()), errors="replace")
+        self.process: subprocess.Popen[str] = _SPAWNER.submit(
+            subprocess.Popen, list(args), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            text=True, cwd=cwd, env=env, preexec_fn=_dies_with(os.getpid()), errors="replace").result()
         with _LIVE_LOCK:
             _LIVE.add(self.process)
         threading.Thread(target=self._pump, name=f"pybroker-child-{self.process.pid}", daemon=True).start()

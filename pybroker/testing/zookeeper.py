@@ -51,6 +51,11 @@ class ZooKeeperServer:
     def connect(self) -> str:
         return f"127.0.0.1:{self.port}"
 
+    @property
+    def process(self) -> ChildProcess | None:
+        """The running server's process (None when stopped)."""
+        return self.child
+
     def start(self, timeout: float = 30.0) -> "ZooKeeperServer":
         check_installed()
         self.data_dir.mkdir(parents=True, exist_ok=True)

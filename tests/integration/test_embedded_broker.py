@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
+import threading
 import time
 from pathlib import Path
 
@@ -121,6 +122,20 @@ def test_the_async_variant_serves_aiokafka_without_blocking_its_loop() -> None:
         return [record.value for records in batch.values() for record in records]
 
     assert asyncio.run(scenario()) == [b"hello"]
+
+
+def test_a_broker_started_from_a_short_lived_thread_outlives_that_thread() -> None:
+    # The kernel's parent-death signal follows the forking thread: the spawner thread, not this one, forks.
+    broker = EmbeddedBroker()
+    starter = threading.Thread(target=broker.start)
+    starter.start()
+    starter.join()
+    try:
+        assert broker.running
+        broker.create_topic("after-the-thread")
+        produce_acked(broker.bootstrap_servers, "after-the-thread", [b"x"])
+    finally:
+        broker.close()
 
 
 def test_a_missing_zookeeper_names_the_debian_package(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

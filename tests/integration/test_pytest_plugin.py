@@ -96,7 +96,7 @@ def test_fixtures_options_and_the_log_of_a_failed_test(pytester: pytest.Pytester
     assert pid_gone(pid, 1.0), "the session's broker outlived the pytest run"
 
 
-def test_no_fixture_no_broker(pytester: pytest.Pytester) -> None:
+def test_no_fixture_no_broker_and_a_bad_config_option_is_a_usage_error(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_plain="""
         import sys
 
@@ -104,13 +104,12 @@ def test_no_fixture_no_broker(pytester: pytest.Pytester) -> None:
             assert "pybroker.testing.plugin" in sys.modules
             assert "pybroker.testing.embedded" not in sys.modules
             assert "pybroker.server" not in sys.modules
+
+        def test_wants_a_broker(kafka_broker):
+            pass
     """)
-    pytester.runpytest_subprocess("-p", "no:cacheprovider").assert_outcomes(passed=1)
-
-
-def test_bad_broker_config_option_is_a_usage_error(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(test_one="def test_one(kafka_broker):\n    pass\n")
     result = pytester.runpytest_subprocess("--kafka-broker-config", "no-equals-sign", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1, errors=1)
     result.stdout.fnmatch_lines(["*--kafka-broker-config expects KEY=VALUE*"])
 
 
