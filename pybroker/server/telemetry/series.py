@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Iterator, Mapping
+from typing import TYPE_CHECKING, Iterator, Mapping
 
-from google.protobuf.message import DecodeError
-from opentelemetry.proto.common.v1.common_pb2 import AnyValue
-from opentelemetry.proto.metrics.v1.metrics_pb2 import AGGREGATION_TEMPORALITY_DELTA, MetricsData, NumberDataPoint
+if TYPE_CHECKING:  # protobuf and the OTLP classes load with the first push, not at the broker's start
+    from opentelemetry.proto.common.v1.common_pb2 import AnyValue
+    from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData, NumberDataPoint
 
 EXPIRY_INTERVALS = 3
 DEFAULT_MAX_SERIES = 10_000
@@ -62,6 +62,9 @@ class ClientSeries:
 
 
 def decode(payload: bytes) -> MetricsData:
+    from google.protobuf.message import DecodeError
+    from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData
+
     data = MetricsData()
     try:
         data.ParseFromString(payload)
@@ -72,6 +75,8 @@ def decode(payload: bytes) -> MetricsData:
 
 def _points(data: MetricsData) -> Iterator[tuple[str, str, str, NumberDataPoint, bool]]:
     """(name, doc, kind, point, is a delta) of every gauge and sum data point (histograms are not kept)."""
+    from opentelemetry.proto.metrics.v1.metrics_pb2 import AGGREGATION_TEMPORALITY_DELTA
+
     for resource in data.resource_metrics:
         for scope in resource.scope_metrics:
             for metric in scope.metrics:
