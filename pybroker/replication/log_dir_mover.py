@@ -106,8 +106,9 @@ class LogDirMover:
         """Append the batches after the future log's end (read off the loop); the bytes copied."""
         offset, truncations = future.log_end_offset, current.truncations
         found = current.read(offset, COPY_CHUNK_BYTES).slices
-        if found is None:
-            return 0
+        if found is None:  # no batch from here to the end (a gap the cleaner left): it cannot catch up
+            raise LogError(f"{current.topic}-{current.partition} holds no batch in [{offset}, "
+                           f"{current.log_end_offset})")
         try:
             data = await self._io.run(found.detached_read())
         except SliceUnavailableError:
