@@ -187,24 +187,35 @@ def _escape(value: str) -> str:
 
 async def create_topic_async(bootstrap: str, name: str, partitions: int, replication_factor: int,
                              config: Mapping[str, Any] | None, *, timeout: float = 30.0) -> str:
-    """Creates a topic over the wire (CreateTopics on the controller) and waits until every partition has a
-    leader, so the first produce finds one."""
+    """Creates a topic over the wire (CreateTopics on the controller) and waits until every broker of
+    ``bootstrap`` knows a leader for every partition: metadata reaches the other brokers of a cluster
+    after CreateTopics answers, and the test's first produce may bootstrap from any of them."""
     from pybroker.client.admin import AdminClient, NewTopic
     from pybroker.client.cluster import KafkaClient
 
     async with KafkaClient(bootstrap, client_id="pybroker-testing", timeout=timeout) as client:
-        admin = AdminClient(client)
         topic = NewTopic(name, partitions, replication_factor,
                          configs={key: _property(value) for key, value in (config or {}).items()})
-        (await admin.create_topics([topic], timeout_ms=int(timeout * 1000)))[name].raise_error()
-        deadline = time.monotonic() + timeout
-        while True:
-            described = (await admin.describe_topics([name]))[name]
-            if len(described.partitions) == partitions and all(p.leader is not None for p in described.partitions):
-                return name
-            if time.monotonic() > deadline:
-                raise EmbeddedBrokerError(f"topic {name} has no leader for every partition after {timeout} s")
-            await asyncio.sleep(0.05)
+        (await AdminClient(client).create_topics([topic], timeout_ms=int(timeout * 1000)))[name].raise_error()
+    deadline = time.monotonic() + timeout
+    for address in bootstrap.split(","):
+        async with KafkaClient(address, client_id="pybroker-testing", timeout=timeout) as client:
+            while not await _has_leaders(AdminClient(client), name, partitions):
+                if time.monotonic() > deadline:
+                    raise EmbeddedBrokerError(f"broker {address} knows no leader for every partition of {name} "
+                                              f"after {timeout} s")
+                await asyncio.sleep(0.05)
+    return name
+
+
+async def _has_leaders(admin: Any, name: str, partitions: int) -> bool:
+    from pybroker.client.errors import ResponseError
+
+    try:
+        described = (await admin.describe_topics([name]))[name]
+    except ResponseError:  # this broker has not heard of the topic yet
+        return False
+    return len(described.partitions) == partitions and all(p.leader is not None for p in described.partitions)
 
 
 async def leader_async(bootstrap: str, topic: str, partition: int, timeout: float = 30.0) -> int | None:

@@ -142,18 +142,3 @@ def test_a_missing_zookeeper_names_the_debian_package(monkeypatch: pytest.Monkey
     monkeypatch.setattr(zookeeper, "JARS", tmp_path)
     with pytest.raises(zookeeper.ZooKeeperUnavailable, match="package `zookeeper`"):
         EmbeddedCluster(brokers=1).start()
-
-
-def test_a_cluster_moves_leadership_off_a_killed_broker() -> None:
-    with EmbeddedCluster(brokers=3) as cluster:
-        cluster.create_topic("replicated", partitions=1, config={"min.insync.replicas": 2})
-        leader = cluster.leader("replicated", 0)
-        assert leader in (0, 1, 2)
-        produce_acked(cluster.bootstrap_servers, "replicated", [b"before"])
-        cluster.kill(leader)
-        deadline = time.monotonic() + 30
-        while cluster.leader("replicated", 0) in (leader, None) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert cluster.leader("replicated", 0) not in (leader, None)
-        produce_acked(cluster.bootstrap_servers, "replicated", [b"after"])
-        assert consume_all(cluster.bootstrap_servers, "replicated", 2) == [b"before", b"after"]

@@ -181,3 +181,33 @@ def test_a_broker_dies_with_a_killed_test_run(pytester: pytest.Pytester, record_
         run.send_signal(signal.SIGKILL)
         run.wait(30)
     assert pid_gone(pid), "the broker outlived its SIGKILLed parent"
+
+
+def test_the_cluster_fixture_moves_leadership_off_a_killed_broker(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_cluster="""
+        import time
+        from confluent_kafka import Producer
+
+        def produce(bootstrap, topic, value):
+            producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+            producer.produce(topic, value)
+            assert producer.flush(30) == 0
+
+        def test_failover(kafka_cluster):
+            kafka_cluster.create_topic("replicated", config={"min.insync.replicas": 2})
+            leader = kafka_cluster.leader("replicated", 0)
+            assert leader in (0, 1, 2)
+            produce(kafka_cluster.bootstrap_servers, "replicated", b"before")
+            kafka_cluster.kill(leader)
+            deadline = time.monotonic() + 30
+            while kafka_cluster.leader("replicated", 0) in (leader, None) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert kafka_cluster.leader("replicated", 0) not in (leader, None)
+            produce(kafka_cluster.bootstrap_servers, "replicated", b"after")
+            assert False, "fails on purpose: its report carries every broker's log"
+    """)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*fails on purpose*"])
+    for broker_id in range(3):
+        result.stdout.fnmatch_lines([f"*kafka broker {broker_id} log*"])
