@@ -128,7 +128,11 @@ def apply(cluster: ChaosCluster, fault: Fault, history: History, rng: random.Ran
 
 
 def _lose_isr(cluster: ChaosCluster, leader: Broker, duration: float, history: History) -> dict[str, Any]:
-    follower, other = [b for b in cluster.brokers if b is not leader][:2]
+    # The leader shrinks the ISR through the controller (AlterPartition), so the paused follower must not
+    # be the controller: a paused controller leaves the ISR as it is, and nothing acked can be lost.
+    controller = cluster.admin().list_topics(timeout=5).controller_id
+    followers = sorted((b for b in cluster.brokers if b is not leader), key=lambda b: b.broker_id == controller)
+    follower, other = followers[:2]
     cluster.pause(follower)
     time.sleep(1.5 * REPLICA_LAG_MS / 1000)  # out of the ISR, still in ZooKeeper
     history.add("fault-step", step="power-loss", brokers=[leader.broker_id, other.broker_id])

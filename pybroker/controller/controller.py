@@ -17,9 +17,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import ssl
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pybroker.client.sasl import SaslCredentials
+from pybroker.controller.alter_partition import IsrProposal, check_proposal
 from pybroker.controller import events as ev
 from pybroker.controller import zk_paths as zp
 from pybroker.controller.channel import ControllerChannel
@@ -38,7 +39,8 @@ from pybroker.controller.reassignment import Reassignments, Targets
 from pybroker.controller.replica_state import deleted_topic_replicas, offline_followers
 from pybroker.controller.requests import BrokerRequests
 from pybroker.controller.zk_client import ZkClient, ZkEvent
-from pybroker.controller.zk_writer import FencedZkWriter
+from pybroker.controller.zk_writer import FencedZkWriter, StateConflict
+from pybroker.protocol.error_codes import ErrorCode
 
 __all__ = ["NotControllerError", "RebalanceConfig", "StaleBrokerEpochError", "ZkController"]
 
@@ -76,7 +78,6 @@ class ZkController:
                               (ev.TOPICS_CHANGED, self._on_topics_changed),
                               (ev.TOPIC_CHANGED, self._on_topic_changed),
                               (ev.DELETE_TOPICS, self._on_delete_topics),
-                              (ev.ISR_CHANGED, self._on_isr_changed),
                               (ev.REASSIGN_PARTITIONS, self._on_reassign_partitions),
                               (ev.PREFERRED_REPLICA_ELECTION, self._on_preferred_replica_election),
                               (ev.SESSION_LOST, self._on_session_lost)):
@@ -124,8 +125,10 @@ class ZkController:
         self._requests.leader_and_isr(keys, self._ctx.brokers if brokers is None else brokers, self.epoch,
                                       is_new=is_new)
 
-    def _send_metadata(self) -> None:
-        self._requests.update_metadata(self.epoch)
+    def _send_metadata(self, partitions: set[PartitionKey] | None = None, *, to: set[int] | None = None,
+                       deleted: dict[str, list[int]] | None = None) -> None:
+        """UpdateMetadata with the states of `partitions` (all when None) to the brokers in `to` (all)."""
+        self._requests.update_metadata(self.epoch, partitions, to=to, deleted=deleted)
 
     # Election and failover
 
@@ -156,7 +159,6 @@ class ZkController:
         written: dict[PartitionKey, int] = {}
         for topic in await self._zk.children(zp.BROKER_TOPICS, watch=ev.TOPICS_CHANGED):
             await self._load_topic(topic, written)
-        await self._zk.children(zp.ISR_CHANGES, watch=ev.ISR_CHANGED)
         # Brokers that restarted since a partition's state was written are bounced for it, as
         # processBrokerChange would have handled them had this controller seen the old registration.
         restarted = self._partitions.restarted_since_written(written)
@@ -213,9 +215,13 @@ class ZkController:
         offline = sum(partition_state(ctx, key) == PartitionState.OFFLINE for key in ctx.states)
         if offline:
             log.warning("[Controller id=%d] %d partition(s) offline: no live leader", self._broker_id, offline)
-        # A (re)started broker learns every partition it hosts; others learn only what changed.
-        self._send_changes(changed | ctx.partitions_on(new | bounced), brokers)
-        self._send_metadata()
+        # A (re)started broker learns every partition it hosts and the whole metadata; others learn what
+        # changed: new leaders, and the offline replicas of partitions on brokers that went or came.
+        started = new | bounced
+        self._send_changes(changed | ctx.partitions_on(started), brokers)
+        if started:
+            self._send_metadata(to=started)
+        self._send_metadata(changed | ctx.partitions_on(dead | started), to=set(brokers) - started)
 
     # Topics
 
@@ -240,11 +246,15 @@ class ZkController:
             log.info("[Controller id=%d] new topics: %s", self._broker_id, sorted(new_topics))
         for topic in new_topics:
             created |= await self._load_topic(topic)
-        for topic in set(self._ctx.assignments) - set(topics):
+        deleted = {topic: sorted(self._ctx.assignments[topic].partitions)
+                   for topic in set(self._ctx.assignments) - set(topics)}
+        for topic in deleted:
             self._ctx.forget_topic(topic)
         if created:
             self._send_changes(created, is_new=True)
-        self._send_metadata()
+        loaded = {(topic, p) for topic in new_topics if topic in self._ctx.assignments
+                  for p in self._ctx.assignments[topic].partitions}
+        self._send_metadata(loaded, deleted=deleted)
 
     async def _on_topic_changed(self, event: ZkEvent) -> None:
         """A topic's assignment changed: CreatePartitions added partitions. A watch fired by a session
@@ -257,34 +267,21 @@ class ZkController:
         created = await self._load_topic(topic)
         if created:
             self._send_changes(created, is_new=True)
-            self._send_metadata()
+            self._send_metadata(created)
 
     async def _on_delete_topics(self, _: ZkEvent) -> None:
         pending = await self._zk.children(zp.DELETE_TOPICS, watch=ev.DELETE_TOPICS)
         if not self.active or not pending:
             return
+        deleted: dict[str, list[int]] = {}
         for topic in pending:
             if topic in self._ctx.assignments:
                 self._requests.stop_replicas(deleted_topic_replicas(self._ctx, topic), self.epoch)
+                deleted[topic] = sorted(self._ctx.assignments[topic].partitions)
             await self._writer.delete(zp.topic_path(topic), zp.topic_config_path(topic), zp.delete_topic_path(topic))
             self._ctx.forget_topic(topic)
             log.info("[Controller id=%d] deleted topic %s", self._broker_id, topic)
-        self._send_metadata()
-
-    async def _on_isr_changed(self, _: ZkEvent) -> None:
-        """Leaders changed ISRs in ZooKeeper; re-read those partitions and re-publish metadata."""
-        notifications = await self._zk.children(zp.ISR_CHANGES, watch=ev.ISR_CHANGED)
-        if not self.active or not notifications:
-            return
-        for name in notifications:
-            path = f"{zp.ISR_CHANGES}/{name}"
-            node = await self._zk.get(path)
-            if node is not None:
-                for key in zp.decode_isr_change(node[0]):
-                    if await self._partitions.refresh(key):
-                        await self._reassignments.complete_if_caught_up(key)
-            await self._writer.delete(path)
-        self._send_metadata()
+        self._send_metadata(set(), deleted=deleted)
 
     # Controlled shutdown and preferred leaders
 
@@ -310,8 +307,39 @@ class ZkController:
                 changed.add(key)
         self._send_changes(changed, {b: r for b, r in ctx.brokers.items() if b != broker_id})
         self._requests.stop_replicas(offline_followers(ctx, broker_id), self.epoch)
-        self._send_metadata()
+        self._send_metadata(changed)
         return sorted(key for key, state in ctx.states.items() if state.leader == broker_id)
+
+    async def alter_partition(self, broker_id: int, broker_epoch: int, proposals: list[IsrProposal]
+                              ) -> list[ErrorCode | zp.LeaderAndIsr]:
+        """AlterPartition (KIP-497): per proposal, its error or the partition's state now stored."""
+        return await self._zk.events.call(lambda: self._alter_partition(broker_id, broker_epoch, proposals))
+
+    async def _alter_partition(self, broker_id: int, broker_epoch: int, proposals: list[IsrProposal]
+                               ) -> list[ErrorCode | zp.LeaderAndIsr]:
+        self._check_active()
+        broker = self._ctx.brokers.get(broker_id)
+        if broker is None or broker_epoch != broker.epoch:
+            raise StaleBrokerEpochError(f"Broker {broker_id} epoch {broker_epoch} is not its registration")
+        results: list[ErrorCode | zp.LeaderAndIsr] = []
+        changed: set[PartitionKey] = set()
+        for proposal in proposals:
+            outcome = check_proposal(self._ctx, broker_id, proposal)
+            if isinstance(outcome, zp.LeaderAndIsr) and outcome.isr != self._ctx.states[proposal.key].isr:
+                try:
+                    await self._partitions.write(proposal.key, replace(outcome, controller_epoch=self.epoch))
+                except StateConflict:
+                    outcome = ErrorCode.INVALID_UPDATE_VERSION
+                else:
+                    outcome = self._ctx.states[proposal.key]
+                    changed.add(proposal.key)
+                    log.info("[Controller id=%d] ISR of %s-%d is now %s (AlterPartition from broker %d)",
+                             self._broker_id, *proposal.key, list(outcome.isr), broker_id)
+                    await self._reassignments.complete_if_caught_up(proposal.key)
+            results.append(outcome)
+        if changed:
+            self._send_metadata(changed)
+        return results
 
     async def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> zp.ProducerIdBlock:
         """AllocateProducerIds (KIP-730): the next producer-id block, for a live broker's current
@@ -355,7 +383,7 @@ class ZkController:
             log.info("[Controller id=%d] moved %d partition(s) back to their preferred leader", self._broker_id,
                      len(changed))
             self._send_changes(changed)
-            self._send_metadata()
+            self._send_metadata(changed)
 
     # Administrator requests: ElectLeaders and partition reassignment (KIP-460, KIP-455)
 
@@ -375,7 +403,7 @@ class ZkController:
             log.info("[Controller id=%d] %s election moved the leader of %d partition(s)", self._broker_id,
                      election_type.name.lower(), len(changed))
             self._send_changes(changed)
-            self._send_metadata()
+            self._send_metadata(changed)
         return outcomes
 
     async def alter_reassignments(self, targets: Targets) -> dict[PartitionKey, Exception | None]:

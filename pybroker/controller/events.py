@@ -23,7 +23,6 @@ BROKERS_CHANGED = "brokers-changed"  # /brokers/ids children
 TOPICS_CHANGED = "topics-changed"  # /brokers/topics children
 TOPIC_CHANGED = "topic-changed"  # /brokers/topics/T (added partitions)
 DELETE_TOPICS = "delete-topics"  # /admin/delete_topics children
-ISR_CHANGED = "isr-changed"  # /isr_change_notification children
 REASSIGN_PARTITIONS = "reassign-partitions"  # /admin/reassign_partitions
 PREFERRED_REPLICA_ELECTION = "preferred-replica-election"  # /admin/preferred_replica_election
 SESSION_RECONNECTED = "session-reconnected"

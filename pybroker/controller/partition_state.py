@@ -74,14 +74,6 @@ class PartitionStateMachine:
                 self._ctx.states[key] = stored
         return created
 
-    async def refresh(self, key: PartitionKey) -> bool:
-        """Re-read a known partition's state a leader changed (its ISR); False when there is none."""
-        stored = await self._writer.read_partition_state(key)
-        if stored is None or key not in self._ctx.states:
-            return False
-        self._ctx.states[key] = stored
-        return True
-
     async def write(self, key: PartitionKey, state: zp.LeaderAndIsr) -> None:
         """Write `state` (conditional on its zk_version); on a conflict the context takes the stored
         state and StateConflict is raised."""
@@ -116,8 +108,9 @@ class PartitionStateMachine:
             for _ in range(ATTEMPTS):
                 state = self._ctx.states[key]
                 replicas = self._ctx.replicas(key)
-                unclean = needs_unclean_election(state, replicas, live) and await self._unclean_enabled(key[0])
-                new = offline_election(state, replicas, live, self._writer.epoch, unclean=unclean,
+                here = live - self._ctx.offline_on(key)  # replicas in a failed log dir are dead here
+                unclean = needs_unclean_election(state, replicas, here) and await self._unclean_enabled(key[0])
+                new = offline_election(state, replicas, here, self._writer.epoch, unclean=unclean,
                                        restarted=restarted)
                 if new is None:
                     break

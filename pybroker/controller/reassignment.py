@@ -75,7 +75,7 @@ class Reassignments:
             await self._finish(key, ongoing.original, ongoing.adding)
         for key in sorted(started):
             await self.complete_if_caught_up(key)
-        self._requests.update_metadata(self._writer.epoch)
+        self._requests.update_metadata(self._writer.epoch, set(started) | set(cancelled))
         return results
 
     def _plan(self, key: PartitionKey, target: tuple[int, ...] | None) -> Reassignment | None:
@@ -126,4 +126,4 @@ class Reassignments:
         log.info("[Controller id=%d] reassignment of %s-%d finished on %s", self._id, *key, list(replicas))
         self._requests.leader_and_isr({key}, ctx.brokers, self._writer.epoch)
         self._requests.stop_replicas(removed_replicas(ctx, key, dropped), self._writer.epoch)
-        self._requests.update_metadata(self._writer.epoch)
+        self._requests.update_metadata(self._writer.epoch, {key})

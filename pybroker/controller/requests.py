@@ -2,8 +2,9 @@
 replicas of changed partitions, UpdateMetadata to every live broker, StopReplica to replicas that
 stop or go; each is built from the context and queued on the broker's ordered sender (channel.py).
 
-Metadata sent to brokers is always complete (every live broker and partition), so a broker can
-replace its cache wholesale; that keeps brokers simple at the cost of larger requests.
+UpdateMetadata is incremental, as Kafka's controller sends it: every live broker, and the states of the
+partitions that changed (all of them after a failover and to a broker that just started); a deleted
+topic's partitions go with leader -2 (Kafka's LeaderDuringDelete), which makes brokers drop them.
 """
 
 from __future__ import annotations
@@ -64,8 +65,11 @@ class BrokerRequests:
                     for topic, states in topics.items()])
             self._channel.send(broker_id, request, LEADER_AND_ISR_VERSION, LeaderAndIsrResponse)
 
-    def update_metadata(self, epoch: int) -> None:
-        """Every live broker and partition to every live broker."""
+    def update_metadata(self, epoch: int, partitions: set[PartitionKey] | None = None, *,
+                        to: set[int] | None = None, deleted: dict[str, list[int]] | None = None) -> None:
+        """Every live broker and the state of `partitions` (every partition when None), plus the
+        partitions of `deleted` topics (topic -> partition ids) marked for removal, to the live brokers
+        in `to` (all when None)."""
         ctx = self._ctx
         live = set(ctx.brokers)
         brokers = [UpdateMetadataRequest.UpdateMetadataBroker(
@@ -74,20 +78,27 @@ class BrokerRequests:
                 security_protocol=SECURITY_PROTOCOL_IDS[e.security_protocol])
                 for e in b.endpoints or (Endpoint("PLAINTEXT", b.host, b.port, "PLAINTEXT"),)])
             for b in sorted(ctx.brokers.values(), key=lambda b: b.broker_id)]
-        topics = []
-        for topic, assignment in sorted(ctx.assignments.items()):
-            partitions = []
-            for p, replicas in sorted(assignment.partitions.items()):
-                state = ctx.states.get((topic, p))
-                if state is None:
-                    continue
-                partitions.append(UpdateMetadataRequest.UpdateMetadataPartitionState(
-                    partition_index=p, controller_epoch=state.controller_epoch, leader=state.leader,
-                    leader_epoch=state.leader_epoch, isr=list(state.isr), zk_version=state.zk_version,
-                    replicas=list(replicas), offline_replicas=[r for r in replicas if r not in live]))
-            topics.append(UpdateMetadataRequest.UpdateMetadataTopicState(
-                topic_name=topic, topic_id=ctx.topic_id(topic), partition_states=partitions))
+        by_topic: dict[str, list[UpdateMetadataRequest.UpdateMetadataPartitionState]] = {}
+        keys = sorted(ctx.states) if partitions is None else sorted(k for k in partitions if k in ctx.states)
+        for topic, p in keys:
+            if topic not in ctx.assignments or p not in ctx.assignments[topic].partitions:
+                continue
+            state, replicas = ctx.states[(topic, p)], ctx.replicas((topic, p))
+            by_topic.setdefault(topic, []).append(UpdateMetadataRequest.UpdateMetadataPartitionState(
+                partition_index=p, controller_epoch=state.controller_epoch, leader=state.leader,
+                leader_epoch=state.leader_epoch, isr=list(state.isr), zk_version=state.zk_version,
+                replicas=list(replicas), offline_replicas=[r for r in replicas if r not in live]))
+        topics = [UpdateMetadataRequest.UpdateMetadataTopicState(
+            topic_name=topic, topic_id=ctx.topic_id(topic), partition_states=states)
+            for topic, states in sorted(by_topic.items())]
+        topics += [UpdateMetadataRequest.UpdateMetadataTopicState(topic_name=topic, partition_states=[
+            UpdateMetadataRequest.UpdateMetadataPartitionState(
+                partition_index=p, controller_epoch=epoch, leader=zp.LEADER_DURING_DELETE, leader_epoch=-1, isr=[],
+                zk_version=-1, replicas=[], offline_replicas=[]) for p in sorted(ids)])
+            for topic, ids in sorted((deleted or {}).items())]
         for broker in ctx.brokers.values():
+            if to is not None and broker.broker_id not in to:
+                continue
             request = UpdateMetadataRequest(controller_id=self._controller_id, controller_epoch=epoch,
                                             broker_epoch=broker.epoch, live_brokers=brokers, topic_states=topics)
             self._channel.send(broker.broker_id, request, UPDATE_METADATA_VERSION, UpdateMetadataResponse)

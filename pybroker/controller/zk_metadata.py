@@ -17,7 +17,7 @@ from typing import Callable, Mapping, Sequence
 
 from kazoo.exceptions import BadVersionError, NodeExistsError
 
-from pybroker.common.topic import new_topic_id, topic_id_to_string, topic_name_error
+from pybroker.common.topic import ZERO_UUID, new_topic_id, topic_id_to_string, topic_name_error
 from pybroker.controller import zk_paths as zp
 from pybroker.controller.config_changes import ConfigChangeFeed, announce_config_change
 from pybroker.controller.election import assign_replicas, check_assignment, plan_added_partitions
@@ -118,7 +118,10 @@ class ZkMetadata(TopicRegistry):
     # The controller's view arrives here
 
     async def apply_update(self, request: UpdateMetadataRequest) -> None:
-        """Replace the cache with the controller's complete view (see controller.py)."""
+        """Merge the controller's update into the cache, as Kafka's metadata cache does: the live brokers
+        are replaced; each partition state in the request replaces that partition's, one with leader -2
+        (LeaderDuringDelete) removes it, and a topic goes with its last partition. A topic named with
+        another topic id than the cached one was re-created: its old partitions go."""
         if request.controller_epoch < self.controller_epoch:
             return
         self.controller_epoch, self._controller_id = request.controller_epoch, request.controller_id
@@ -129,18 +132,31 @@ class ZkMetadata(TopicRegistry):
             inter_broker = next((e for e in endpoints if e.listener == self._listener), endpoints[0])
             brokers[broker.id] = BrokerInfo(broker.id, inter_broker.host, inter_broker.port, broker.rack, endpoints)
         self._brokers = brokers or {self._me.broker_id: self._me}
-        topics: dict[str, TopicInfo] = {}
+        topics = dict(self._topics)
+        removed: list[str] = []
+        changed: list[TopicInfo] = []
         for topic in request.topic_states:
-            configs = await self.configs_for(topic.topic_name)
-            partitions = {p.partition_index: PartitionInfo(p.partition_index, tuple(p.replicas), p.leader,
-                                                           p.leader_epoch, tuple(p.isr))
-                          for p in topic.partition_states}
-            info = TopicInfo(topic.topic_name, topic.topic_id, partitions, configs)
-            previous = self._topics.get(topic.topic_name)
+            name = topic.topic_name
+            previous = topics.get(name)
+            recreated = previous is not None and topic.topic_id != ZERO_UUID and previous.topic_id != topic.topic_id
+            partitions = dict(previous.partitions) if previous is not None and not recreated else {}
+            for p in topic.partition_states:
+                if p.leader == zp.LEADER_DURING_DELETE:
+                    partitions.pop(p.partition_index, None)
+                else:
+                    partitions[p.partition_index] = PartitionInfo(p.partition_index, tuple(p.replicas), p.leader,
+                                                                  p.leader_epoch, tuple(p.isr))
+            if not partitions:
+                if previous is not None:
+                    del topics[name]
+                    removed.append(name)
+                continue
+            topic_id = previous.topic_id if topic.topic_id == ZERO_UUID and previous is not None else topic.topic_id
+            info = TopicInfo(name, topic_id, partitions, await self.configs_for(name))
             # An unchanged topic keeps its object, so answers cached for it stay valid (metadata_cache.py).
-            topics[topic.topic_name] = previous if previous == info else info
-        removed = set(self._topics) - set(topics)
-        changed = [info for name, info in topics.items() if self._topics.get(name) is not info]
+            if previous != info:
+                topics[name] = info
+                changed.append(info)
         self._topics = topics
         self._by_id = {info.topic_id: info for info in topics.values()}
         for name in removed:

@@ -24,9 +24,8 @@ REASSIGN_PARTITIONS = "/admin/reassign_partitions"
 PREFERRED_REPLICA_ELECTION = "/admin/preferred_replica_election"
 CONFIG_TOPICS = "/config/topics"
 CONFIG_CHANGES = "/config/changes"
-ISR_CHANGES = "/isr_change_notification"
+ISR_CHANGES = "/isr_change_notification"  # created as Kafka lays it out; ISR changes go by AlterPartition
 PRODUCER_ID_BLOCK = "/latest_producer_id_block"
-ISR_CHANGE_PREFIX = "isr_change_"
 CONFIG_CHANGE_PREFIX = "config_change_"
 
 # Created at start-up by every broker (Kafka's ZkData.PersistentZkPaths, the ones we use).
@@ -219,6 +218,7 @@ class LeaderAndIsr:
 
 
 NO_LEADER = -1
+LEADER_DURING_DELETE = -2  # UpdateMetadata's mark of a deleted topic's partition (Kafka's LeaderDuringDelete)
 
 
 def encode_partition_state(state: LeaderAndIsr) -> bytes:
@@ -256,17 +256,6 @@ def decode_config_change(data: bytes) -> tuple[str, str]:
     """(entity type, entity name), e.g. ("topics", "orders")."""
     kind, _, name = str(_load(data).get("entity_path", "")).partition("/")
     return kind, name
-
-
-# /isr_change_notification/isr_change_<seq>
-
-
-def encode_isr_change(partitions: Sequence[tuple[str, int]]) -> bytes:
-    return _dump({"version": 1, "partitions": [{"topic": t, "partition": p} for t, p in partitions]})
-
-
-def decode_isr_change(data: bytes) -> list[tuple[str, int]]:
-    return [(entry["topic"], int(entry["partition"])) for entry in _load(data)["partitions"]]
 
 
 # /latest_producer_id_block

@@ -40,6 +40,7 @@ CHECKED_APIS: dict[int, str] = {
     ApiKey.LEADER_AND_ISR: "ClusterAction", ApiKey.STOP_REPLICA: "ClusterAction",
     ApiKey.UPDATE_METADATA: "ClusterAction", ApiKey.CONTROLLED_SHUTDOWN: "ClusterAction",
     ApiKey.WRITE_TXN_MARKERS: "ClusterAction", ApiKey.ALLOCATE_PRODUCER_IDS: "ClusterAction",
+    ApiKey.ALTER_PARTITION: "ClusterAction",
     ApiKey.INIT_PRODUCER_ID: "Write on the transactional id; IdempotentWrite or Write on some topic",
     ApiKey.FIND_COORDINATOR: "Describe on the group or transactional id",
     ApiKey.JOIN_GROUP: "Read on the group", ApiKey.SYNC_GROUP: "Read on the group",

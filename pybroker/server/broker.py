@@ -185,7 +185,10 @@ class Broker:
 
     def _on_topic_change(self, name: str, info: TopicInfo | None) -> None:
         if info is None:
-            self.replica_manager.remove_topic(name)
+            # In a cluster only the controller's StopReplica deletes a replica, as in Kafka: an update of
+            # the metadata cache never does, so a wrong one cannot cost data.
+            if self.zk_mode is None:
+                self.replica_manager.remove_topic(name)
             if self.metrics is not None:
                 self.metrics.remove_topic(name)
             return

@@ -21,7 +21,6 @@ from pybroker.client.connection import Connection
 from pybroker.client.errors import KafkaClientError
 from pybroker.controller import zk_paths as zp
 from pybroker.controller.controller import RebalanceConfig, ZkController
-from pybroker.controller.isr_writer import ZkIsrWriter
 from pybroker.controller.producer_ids import ProducerIdBlocks, ProducerIdsUnavailableError
 from pybroker.controller.client_metrics_store import ZkClientMetricsStore
 from pybroker.controller.quota_store import ZkQuotaStore
@@ -38,6 +37,7 @@ from pybroker.protocol.schema import Message
 from pybroker.replication.fetcher import FetcherConfig
 from pybroker.replication.leader_endpoint import RemoteLeader
 from pybroker.server.features import ZkFeatures
+from pybroker.server.isr_updates import AlterPartitionIsrWriter
 
 if TYPE_CHECKING:
     from pybroker.server.broker import Broker
@@ -82,7 +82,8 @@ class ZkMode:
         await self.client_quotas.start()
         await self.client_metrics.start()
         replicas = broker.replica_manager
-        replicas.isr_writer = ZkIsrWriter(self.zk)
+        replicas.isr_writer = AlterPartitionIsrWriter(
+            self._ask_controller, broker.broker_id, lambda: self.metadata.broker_epoch if self.metadata else -1)
         timeout_s = config["replica.socket.timeout.ms"] / 1000
         replicas.enable_fetching(
             FetcherConfig(replica_id=broker.broker_id, max_wait_ms=config["replica.fetch.wait.max.ms"],

@@ -20,7 +20,6 @@ from kazoo.client import KazooClient
 from pybroker.controller import zk_paths as zp
 from pybroker.controller.channel import ControllerChannel
 from pybroker.controller.controller import RebalanceConfig, ZkController
-from pybroker.controller.isr_writer import ZkIsrWriter
 from pybroker.controller.zk_client import ZkClient
 from pybroker.protocol.messages import LeaderAndIsrResponse, UpdateMetadataRequest, UpdateMetadataResponse
 from tests.cluster.zookeeper import ZooKeeperServer
@@ -288,88 +287,6 @@ def test_a_controller_whose_epoch_check_fails_resigns(zookeeper: ZooKeeperServer
             assert await harness.state("fenced") == before
 
     asyncio.run(scenario())
-
-
-def test_an_isr_write_whose_notification_failed_does_not_freeze_the_isr(zookeeper: ZooKeeperServer) -> None:
-    """The ISR znode was written but announcing it failed: the writer still reports the new version, so
-    the leader's next ISR change is not refused as a version conflict until the next LeaderAndIsr."""
-
-    async def scenario() -> None:
-        async with Harness(zookeeper) as harness:
-            assert harness.zk is not None
-            path = zp.partition_state_path("isr", 0)
-            await asyncio.to_thread(harness.admin.create, path,
-                                    zp.encode_partition_state(zp.LeaderAndIsr(1, 5, (1,), 1)), makepath=True)
-            await asyncio.to_thread(harness.admin.delete, zp.ISR_CHANGES)  # announcing now fails
-            writer = ZkIsrWriter(harness.zk)
-            first = await writer("isr", 0, leader=1, leader_epoch=5, isr=(1, 2), controller_epoch=1, zk_version=0)
-            assert first == ((1, 2), 1)
-            await asyncio.to_thread(harness.admin.create, zp.ISR_CHANGES)
-            second = await writer("isr", 0, leader=1, leader_epoch=5, isr=(1, 2, 3), controller_epoch=1,
-                                  zk_version=1)
-            assert second == ((1, 2, 3), 2)
-            # Both changes are announced: the first one's notification was kept and sent with the second.
-            announced = set()
-            for child in await asyncio.to_thread(harness.admin.get_children, zp.ISR_CHANGES):
-                data, _ = await asyncio.to_thread(harness.admin.get, f"{zp.ISR_CHANGES}/{child}")
-                announced.update(zp.decode_isr_change(data))
-            assert announced == {("isr", 0)}
-            assert (await harness.state("isr")).isr == (1, 2, 3)
-
-    asyncio.run(scenario())
-
-
-def test_a_failed_isr_announcement_is_retried_without_a_further_change(zookeeper: ZooKeeperServer) -> None:
-    """Chaos smoke seed 7: a leader's last ISR change (a follower caught up) was written while its
-    ZooKeeper connection dropped, and announcing it failed; with no later change the controller never
-    re-read it and every broker's metadata kept the old ISR. The writer retries the announcement."""
-
-    async def scenario() -> None:
-        async with Harness(zookeeper) as harness:
-            assert harness.zk is not None
-            await asyncio.to_thread(harness.admin.create, zp.partition_state_path("retried", 0),
-                                    zp.encode_partition_state(zp.LeaderAndIsr(1, 5, (1,), 1)), makepath=True)
-            await asyncio.to_thread(harness.admin.delete, zp.ISR_CHANGES)  # announcing now fails
-            writer = ZkIsrWriter(harness.zk)
-            assert await writer("retried", 0, leader=1, leader_epoch=5, isr=(1, 2), controller_epoch=1,
-                                zk_version=0) == ((1, 2), 1)
-            await asyncio.to_thread(harness.admin.create, zp.ISR_CHANGES)
-
-            async def announced() -> bool:
-                for child in await asyncio.to_thread(harness.admin.get_children, zp.ISR_CHANGES):
-                    data, _ = await asyncio.to_thread(harness.admin.get, f"{zp.ISR_CHANGES}/{child}")
-                    if ("retried", 0) in zp.decode_isr_change(data):
-                        return True
-                return False
-
-            await eventually(announced, "the retried announcement of retried-0")
-
-    asyncio.run(scenario())
-
-
-def test_a_leader_with_a_stale_zk_version_adopts_its_own_earlier_write(zookeeper: ZooKeeperServer) -> None:
-    """The leader's ISR write reached ZooKeeper but its answer was lost (the leader kept the old version):
-    the state still has this leader and epoch, so the leader adopts it instead of freezing its ISR."""
-
-    async def scenario() -> None:
-        async with Harness(zookeeper) as harness:
-            assert harness.zk is not None
-            path = zp.partition_state_path("lost", 0)
-            await asyncio.to_thread(harness.admin.create, path,
-                                    zp.encode_partition_state(zp.LeaderAndIsr(1, 5, (1, 2), 1)), makepath=True)
-            await asyncio.to_thread(harness.admin.set, path,
-                                    zp.encode_partition_state(zp.LeaderAndIsr(1, 5, (1, 2, 3), 1)), 0)
-            writer = ZkIsrWriter(harness.zk)
-            adopted = await writer("lost", 0, leader=1, leader_epoch=5, isr=(1,), controller_epoch=1, zk_version=0)
-            assert adopted == ((1, 2, 3), 1)
-            # A controller's write (a new leader epoch) is never adopted: the leader waits for LeaderAndIsr.
-            await asyncio.to_thread(harness.admin.set, path,
-                                    zp.encode_partition_state(zp.LeaderAndIsr(2, 6, (2, 3), 1)), 1)
-            assert await writer("lost", 0, leader=1, leader_epoch=5, isr=(1,), controller_epoch=1,
-                                zk_version=1) is None
-
-    asyncio.run(scenario())
-
 
 
 def test_a_controller_request_failing_unexpectedly_does_not_stop_later_ones(

@@ -2,6 +2,7 @@
 
 from pybroker.server.handlers import (
     acls,
+    alter_partition,
     api_versions,
     client_quotas,
     cluster,
@@ -38,6 +39,7 @@ ALL_HANDLERS: tuple[ApiHandler, ...] = (
     inter_broker.stop_replica,
     inter_broker.update_metadata,
     inter_broker.controlled_shutdown,
+    alter_partition.alter_partition,
     api_versions.handle,
     topics.create_topics,
     topics.delete_topics,

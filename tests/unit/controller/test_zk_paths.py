@@ -45,10 +45,9 @@ def test_cluster_id_controller_and_epoch_encodings() -> None:
     assert zp.encode_controller_epoch(3) == b"3" and zp.decode_controller_epoch(b"3") == 3
 
 
-def test_configs_changes_isr_notifications_and_producer_id_blocks() -> None:
+def test_configs_changes_and_producer_id_blocks() -> None:
     assert json.loads(zp.encode_topic_config({"retention.ms": "5"})) == {"version": 1, "config": {"retention.ms": "5"}}
     assert zp.decode_config_change(zp.encode_config_change("topics/orders")) == ("topics", "orders")
-    assert zp.decode_isr_change(zp.encode_isr_change([("t", 3)])) == [("t", 3)]
     block = zp.ProducerIdBlock(1, 0, 999)
     assert json.loads(zp.encode_producer_id_block(block)) == {"version": 1, "broker": 1, "block_start": "0",
                                                               "block_end": "999"}

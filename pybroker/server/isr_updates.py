@@ -1,0 +1,76 @@
+"""A leader's ISR change sent to the controller (AlterPartition, KIP-497), as ZooKeeper-mode Kafka
+brokers have done since 2.7 instead of writing the partition state znode themselves.
+
+The request carries the leader epoch and the partition epoch (the state znode's version) the leader
+knows. The controller's answer is the state now stored: the ISR and its new partition epoch. While
+there is no controller, it moves, or it has not seen this broker's registration yet (NOT_CONTROLLER,
+STALE_BROKER_EPOCH, a lost connection), the same proposal is sent again with a backoff growing to a
+second, for as long as it takes (Kafka's AlterPartitionManager retries as long, and the leader makes no
+other ISR change meanwhile); an answer whose first copy was lost is safe to ask for again, since the
+controller answers an ISR it already stored with the stored state. A partition-level refusal (FENCED_LEADER_EPOCH,
+INVALID_UPDATE_VERSION, INELIGIBLE_REPLICA, ...) ends the attempt: the controller moved on and a
+LeaderAndIsr follows, or the next fetch or shrink check proposes again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Awaitable, Callable
+
+from pybroker.client.errors import KafkaClientError
+from pybroker.protocol.error_codes import ErrorCode
+from pybroker.protocol.messages import AlterPartitionRequest, AlterPartitionResponse
+from pybroker.protocol.schema import Message
+
+log = logging.getLogger("pybroker.replication")
+AskController = Callable[[Message, int, type[AlterPartitionResponse], str],
+                         Awaitable["tuple[int, AlterPartitionResponse] | None"]]
+VERSION = 1  # topic names; the controller answers every version in the spec
+FIRST_BACKOFF_S, MAX_BACKOFF_S = 0.1, 1.0
+
+
+class AlterPartitionIsrWriter:
+    """The replica manager's `IsrWriter` in ZooKeeper mode."""
+
+    def __init__(self, ask_controller: AskController, broker_id: int, broker_epoch: Callable[[], int]) -> None:
+        self._ask = ask_controller
+        self._broker_id = broker_id
+        self._broker_epoch = broker_epoch
+
+    async def __call__(self, topic: str, partition: int, *, leader: int, leader_epoch: int, isr: tuple[int, ...],
+                       controller_epoch: int, zk_version: int) -> tuple[tuple[int, ...], int] | None:
+        backoff, attempts = FIRST_BACKOFF_S, 0
+        while True:
+            request = AlterPartitionRequest(broker_id=self._broker_id, broker_epoch=self._broker_epoch(), topics=[
+                AlterPartitionRequest.TopicData(topic_name=topic, partitions=[AlterPartitionRequest.PartitionData(
+                    partition_index=partition, leader_epoch=leader_epoch, new_isr=list(isr),
+                    partition_epoch=zk_version)])])
+            try:
+                answer = await self._ask(request, VERSION, AlterPartitionResponse, "alter-partition")
+            except (KafkaClientError, OSError, asyncio.TimeoutError) as exc:
+                answer, problem = None, repr(exc)
+            else:
+                problem = "no controller"
+            if answer is not None:
+                controller_id, response = answer
+                if response.error_code == ErrorCode.NONE:
+                    return self._adopt(topic, partition, leader_epoch, response)
+                problem = f"{ErrorCode(response.error_code).name} from controller {controller_id}"
+            attempts += 1
+            if attempts % 10 == 0:
+                log.warning("ISR change of %s-%d to %s still not accepted after %d attempts: %s", topic, partition,
+                            list(isr), attempts, problem)
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, MAX_BACKOFF_S)
+
+    @staticmethod
+    def _adopt(topic: str, partition: int, leader_epoch: int, response: AlterPartitionResponse
+               ) -> tuple[tuple[int, ...], int] | None:
+        answer = response.topics[0].partitions[0]
+        if answer.error_code != ErrorCode.NONE:
+            log.info("ISR change of %s-%d refused: %s", topic, partition, ErrorCode(answer.error_code).name)
+            return None
+        if answer.leader_epoch != leader_epoch:
+            return None  # leadership moved meanwhile: a LeaderAndIsr follows
+        return tuple(answer.isr), answer.partition_epoch
