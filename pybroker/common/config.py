@@ -242,6 +242,7 @@ _KEYS: list[ConfigKey] = [
     ConfigKey("group.coordinator.rebalance.protocols", "list", ["classic", "consumer"], "Group protocols served: classic (JoinGroup/SyncGroup) and consumer (KIP-848's ConsumerGroupHeartbeat).", one_of("classic", "consumer")),
     ConfigKey("group.consumer.heartbeat.interval.ms", "int", 5000, "Heartbeat interval given to consumer-protocol members.", at_least(1)),
     ConfigKey("group.consumer.session.timeout.ms", "int", 45000, "A consumer-protocol member without a heartbeat for this long is removed.", at_least(1)),
+    ConfigKey("group.consumer.migration.policy", "string", "bidirectional", "Online migration between the group protocols: upgrade (a consumer-protocol member converts a classic group), downgrade (the last one leaving converts it back), bidirectional or disabled.", one_of("disabled", "downgrade", "upgrade", "bidirectional")),
     ConfigKey("group.consumer.assignors", "list", ["uniform", "range"], "Server-side assignors of consumer-protocol groups, the first the default (Kafka's class names are accepted too).", one_of("uniform", "range", "org.apache.kafka.coordinator.group.assignor.UniformAssignor", "org.apache.kafka.coordinator.group.assignor.RangeAssignor")),
     ConfigKey("request.timeout.ms", "int", 30000, "How long the transaction coordinator waits for the ISR of its writes and for other brokers' answers to WriteTxnMarkers.", at_least(1)),
     ConfigKey("transaction.state.log.num.partitions", "int", 50, "Partitions of __transaction_state.", at_least(1)),

@@ -12,6 +12,7 @@ import logging
 import uuid
 from dataclasses import dataclass
 
+from pybroker.coordinator.consumer_group import TopicImage
 from pybroker.coordinator.group import Group, GroupState, Member, Waiter
 from pybroker.coordinator.records import group_record
 from pybroker.coordinator.table import GroupTable, Outcome
@@ -42,6 +43,8 @@ class JoinRequest:
     version: int
     client_id: str
     client_host: str
+    image: TopicImage | None = None
+    """The cluster's topics, for a classic member joining a consumer-protocol group (``migration.py``)."""
 
 
 class ClassicMembership:
@@ -190,7 +193,7 @@ class ClassicMembership:
             return
         old.join_waiter = (waiter, join.version)
         if group.is_in(GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
-            self._prepare_rebalance(out, group, now_ms)
+            self.prepare_rebalance(out, group, now_ms)
         self._maybe_complete_join(out, group, now_ms)
 
     def _add_member_and_rebalance(self, out: Outcome, group: Group, waiter: Waiter, join: JoinRequest,
@@ -206,7 +209,7 @@ class ClassicMembership:
         if group.is_in(GroupState.PREPARING_REBALANCE) and group.initial_delay_deadline_ms is not None:
             group.new_member_added = True
         if group.is_in(GroupState.EMPTY, GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
-            self._prepare_rebalance(out, group, now_ms)
+            self.prepare_rebalance(out, group, now_ms)
         self._maybe_complete_join(out, group, now_ms)
 
     def _update_member_and_rebalance(self, out: Outcome, group: Group, member: Member, waiter: Waiter,
@@ -214,10 +217,10 @@ class ClassicMembership:
         _update_member(member, join, protocols, now_ms)
         member.join_waiter = (waiter, join.version)
         if group.is_in(GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
-            self._prepare_rebalance(out, group, now_ms)
+            self.prepare_rebalance(out, group, now_ms)
         self._maybe_complete_join(out, group, now_ms)
 
-    def _prepare_rebalance(self, out: Outcome, group: Group, now_ms: int) -> None:
+    def prepare_rebalance(self, out: Outcome, group: Group, now_ms: int) -> None:
         if group.is_in(GroupState.COMPLETING_REBALANCE):
             for member in group.members.values():
                 member.assignment = b""
@@ -408,7 +411,7 @@ class ClassicMembership:
         if member.sync_waiter is not None:
             out.reply(member.sync_waiter, SyncGroupResponse(error_code=ErrorCode.UNKNOWN_MEMBER_ID))
         if group.is_in(GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
-            self._prepare_rebalance(out, group, now_ms)
+            self.prepare_rebalance(out, group, now_ms)
         self._maybe_complete_join(out, group, now_ms)
 
     # ------------------------------------------------------------------ timers

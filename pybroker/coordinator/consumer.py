@@ -25,6 +25,7 @@ from pybroker.coordinator.consumer_group import (
     ConsumerGroupState,
     ConsumerMember,
     MemberState,
+    TopicImage,
 )
 from pybroker.coordinator.group_base import GroupBase, Waiter
 from pybroker.coordinator.table import GroupTable, Outcome
@@ -41,21 +42,6 @@ FIRST_CLIENT_MEMBER_ID_VERSION = 1
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 log = logging.getLogger("pybroker.coordinator")
-
-
-@dataclass(frozen=True, slots=True)
-class TopicImage:
-    """The cluster's topics when a request arrived: name -> (topic id, partition count)."""
-
-    topics: Mapping[str, tuple[uuid.UUID, int]]
-    by_id: Mapping[uuid.UUID, str] = dataclasses.field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        if not self.by_id:
-            object.__setattr__(self, "by_id", {tid: name for name, (tid, _) in self.topics.items()})
-
-    def name_of(self, topic_id: uuid.UUID) -> str | None:
-        return self.by_id.get(topic_id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,11 +91,11 @@ class ConsumerMembership:
             response = ConsumerGroupHeartbeatResponse(error_code=exc.code, error_message=exc.message)
         group = self.groups.get(hb.request.group_id)
         if isinstance(group, ConsumerGroup):
-            self._flush(out, group)
+            self.flush(out, group)
         out.reply(waiter, response)
         return out
 
-    def _flush(self, out: Outcome, group: ConsumerGroup) -> None:
+    def flush(self, out: Outcome, group: ConsumerGroup) -> None:
         """Persist what changed in ``group`` before any answer goes out."""
         partition = self.table.partition_of(group.group_id)
         out.records.extend((partition, record) for record in consumer_records.changes(group))
@@ -124,10 +110,10 @@ class ConsumerMembership:
         before = (dict(member.assigned), member.member_epoch)
         changed = self._update_member(member, request, hb) or joined
         member.heartbeat_deadline_ms = now_ms + self.session_timeout_ms
-        if self._refresh_subscriptions(group, hb.image) or changed:
-            self._bump(group, hb.image)
+        if self.refresh_subscriptions(group, hb.image) or changed:
+            self.bump(group, hb.image)
         owned = _owned(request, hb.image)
-        self._reconcile(group, member, owned, now_ms)
+        self.reconcile(group, member, owned, now_ms)
         response = ConsumerGroupHeartbeatResponse(member_id=member.member_id, member_epoch=member.member_epoch,
                                                   heartbeat_interval_ms=self.heartbeat_interval_ms)
         full = request.member_epoch == 0 or owned is not None
@@ -324,14 +310,14 @@ class ConsumerMembership:
             subscriptions[member.member_id] = topics
         return subscriptions
 
-    def _refresh_subscriptions(self, group: ConsumerGroup, image: TopicImage) -> bool:
+    def refresh_subscriptions(self, group: ConsumerGroup, image: TopicImage) -> bool:
         """Whether the subscribed topics' partition counts changed (topics created, deleted, grown)."""
         subscribed = {t for topics in self._subscriptions(group, image).values() for t in topics}
         group.topic_ids.update({t: image.topics[t][0] for t in subscribed})
         metadata = {t: image.topics[t][1] for t in subscribed}
         return metadata != group.subscription_metadata
 
-    def _bump(self, group: ConsumerGroup, image: TopicImage) -> None:
+    def bump(self, group: ConsumerGroup, image: TopicImage) -> None:
         group.group_epoch += 1
         self.rebalances += 1
         subscriptions = self._subscriptions(group, image)
@@ -370,7 +356,7 @@ class ConsumerMembership:
             return self.assignors[0]
         return max(sorted(votes), key=lambda name: votes[name])
 
-    def _reconcile(self, group: ConsumerGroup, member: ConsumerMember, owned: Assignment | None,
+    def reconcile(self, group: ConsumerGroup, member: ConsumerMember, owned: Assignment | None,
                    now_ms: int) -> None:
         """Move ``member`` towards its target (Kafka's CurrentAssignmentBuilder)."""
         if member.state is MemberState.UNREVOKED_PARTITIONS:
@@ -427,7 +413,7 @@ class ConsumerMembership:
                          member.member_id, group.group_id, member.rebalance_timeout_ms)
                 self.remove_member(group, member, now_ms)
         if group.written:  # a group never written (just created, or failed to join) has nothing to persist
-            self._flush(out, group)
+            self.flush(out, group)
 
     # ------------------------------------------------------------------ offsets (Kafka's validateOffsetCommit)
 
@@ -439,8 +425,8 @@ class ConsumerMembership:
         member = group.members.get(member_id)
         if member is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
-        if member_epoch != member.member_epoch:
-            return ErrorCode.STALE_MEMBER_EPOCH
+        if member_epoch != member.member_epoch:  # a classic member's commit keeps the classic error
+            return ErrorCode.ILLEGAL_GENERATION if member.classic is not None else ErrorCode.STALE_MEMBER_EPOCH
         return ErrorCode.NONE
 
     # ------------------------------------------------------------------ ConsumerGroupDescribe

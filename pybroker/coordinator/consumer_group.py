@@ -32,11 +32,27 @@ from __future__ import annotations
 import enum
 import uuid
 from dataclasses import dataclass, field
+from typing import Mapping
 
 from pybroker.coordinator.group_base import CommittedOffset, GroupBase, Record
 
 Assignment = dict[str, frozenset[int]]
 """topic name -> partitions (names inside the coordinator, topic ids on the wire)."""
+
+
+@dataclass(frozen=True, slots=True)
+class TopicImage:
+    """The cluster's topics when a request arrived: name -> (topic id, partition count)."""
+
+    topics: Mapping[str, tuple[uuid.UUID, int]]
+    by_id: Mapping[uuid.UUID, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.by_id:
+            object.__setattr__(self, "by_id", {tid: name for name, (tid, _) in self.topics.items()})
+
+    def name_of(self, topic_id: uuid.UUID) -> str | None:
+        return self.by_id.get(topic_id)
 
 
 class ConsumerGroupState(enum.Enum):
@@ -74,6 +90,16 @@ class ConsumerMember:
     """Set while the member must revoke partitions: past it, the member is fenced."""
     left_static: bool = False
     """A static member that left with epoch -2: its assignment waits for its instance to return."""
+    classic: ClassicMemberInfo | None = None
+    """Set for a member using the classic protocol (JoinGroup/SyncGroup) in this group (``migration.py``)."""
+
+
+@dataclass(slots=True)
+class ClassicMemberInfo:
+    """What a classic member told JoinGroup that the consumer protocol has no field for."""
+
+    session_timeout_ms: int
+    protocols: list[tuple[str, bytes]]
 
 
 @dataclass(slots=True)

@@ -20,7 +20,13 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from pybroker.coordinator.consumer_group import Assignment, ConsumerGroup, ConsumerMember, MemberState
+from pybroker.coordinator.consumer_group import (
+    Assignment,
+    ClassicMemberInfo,
+    ConsumerGroup,
+    ConsumerMember,
+    MemberState,
+)
 from pybroker.coordinator.group_base import Record
 from pybroker.protocol.messages import (
     ConsumerGroupCurrentMemberAssignmentKey,
@@ -90,7 +96,11 @@ def group_records(group: ConsumerGroup) -> dict[bytes, bytes]:
         records[_key(MEMBER_METADATA, group_id=gid, member_id=m.member_id)] = _value(ConsumerGroupMemberMetadataValue(
             instance_id=m.instance_id, rack_id=m.rack_id, client_id=m.client_id, client_host=m.client_host,
             subscribed_topic_names=list(m.subscribed_topic_names), subscribed_topic_regex=m.subscribed_topic_regex,
-            rebalance_timeout_ms=m.rebalance_timeout_ms, server_assignor=m.server_assignor))
+            rebalance_timeout_ms=m.rebalance_timeout_ms, server_assignor=m.server_assignor,
+            classic_member_metadata=None if m.classic is None else ConsumerGroupMemberMetadataValue.ClassicMemberMetadata(
+                session_timeout_ms=m.classic.session_timeout_ms, supported_protocols=[
+                    ConsumerGroupMemberMetadataValue.ClassicProtocol(name=name, metadata=metadata)
+                    for name, metadata in m.classic.protocols])))
         records[_key(TARGET_MEMBER, group_id=gid, member_id=m.member_id)] = _value(
             ConsumerGroupTargetAssignmentMemberValue(topic_partitions=_partitions(
                 group.target.get(m.member_id, {}), ids, ConsumerGroupTargetAssignmentMemberValue.TopicPartition)))
@@ -156,6 +166,10 @@ def finish(group: ConsumerGroup, raw: dict[str, dict[int, Any]], deadline_ms: in
                                 subscribed_topic_names=list(metadata.subscribed_topic_names),
                                 subscribed_topic_regex=metadata.subscribed_topic_regex,
                                 server_assignor=metadata.server_assignor, heartbeat_deadline_ms=deadline_ms)
+        classic = metadata.classic_member_metadata
+        if classic is not None:
+            member.classic = ClassicMemberInfo(classic.session_timeout_ms,
+                                               [(p.name, bytes(p.metadata)) for p in classic.supported_protocols])
         current = records.get(CURRENT_MEMBER)
         if current is not None:
             member.member_epoch, member.previous_member_epoch = current.member_epoch, current.previous_member_epoch

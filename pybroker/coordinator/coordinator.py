@@ -1,8 +1,8 @@
 """Kafka's group coordinator as a pure state machine: requests and timers in, answers out.
 
 The group table (``table.py``, where every group kind and state is documented) holds groups of
-either protocol; each protocol is a state machine of its own (``classic.py``, ``consumer.py``) and
-both share the offset store (``offsets.py``). This module routes each request to the right one and answers the
+either protocol; each protocol is a state machine of its own (``classic.py``, ``consumer.py``),
+both share the offset store (``offsets.py``), and ``migration.py`` converts groups between them. This module routes each request to the right one and answers the
 admin APIs that see every group. Nothing here does I/O (beyond Kafka's one log line per group
 event) or reads a clock: every entry point takes ``now_ms`` and returns an ``Outcome``.
 """
@@ -17,6 +17,13 @@ from pybroker.coordinator.consumer import ConsumerLoad, ConsumerMembership, Hear
 from pybroker.coordinator.consumer_group import ConsumerGroup
 from pybroker.coordinator.group import CommittedOffset, Group, GroupState, Waiter
 from pybroker.coordinator.group_base import GroupBase
+from pybroker.coordinator.migration import (
+    ClassicMembersInConsumerGroups,
+    downgrade,
+    downgrade_allowed,
+    upgrade,
+    upgrade_allowed,
+)
 from pybroker.coordinator.offsets import OffsetStore
 from pybroker.coordinator.consumer_records import ConsumerGroupEntry
 from pybroker.coordinator.records import (
@@ -63,6 +70,8 @@ class GroupCoordinator:
         self.classic = ClassicMembership(self.table)
         self.consumer = ConsumerMembership(self.table, config.consumer_heartbeat_interval_ms,
                                            config.consumer_session_timeout_ms, config.consumer_assignors)
+        self.classic_in_consumer = ClassicMembersInConsumerGroups(self.consumer, config.min_session_timeout_ms,
+                                                                  config.max_session_timeout_ms)
         self.offsets = OffsetStore(self.table, _new_classic_group)
         self._next_expiry_check_ms: int | None = None
 
@@ -92,8 +101,11 @@ class GroupCoordinator:
         if isinstance(group, ConsumerGroup):
             if group.members:
                 out = Outcome()
-                out.reply(waiter, join_error(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, join.request.member_id,
-                                             join.version))
+                if join.image is None or not upgrade_allowed(self.config.migration_policy):
+                    out.reply(waiter, join_error(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, join.request.member_id,
+                                                 join.version))
+                else:
+                    self.classic_in_consumer.join(out, waiter, group, join, join.image, now_ms)
                 return out
             # An empty consumer group becomes a classic one, keeping its offsets (Kafka does the same).
             self.groups[group.group_id] = _converted(group, Group(group.group_id, state_timestamp_ms=now_ms))
@@ -104,18 +116,57 @@ class GroupCoordinator:
         return self.classic.join_group(waiter, join, now_ms)
 
     def sync_group(self, waiter: Waiter, request: SyncGroupRequest, now_ms: int) -> Outcome:
+        group = self.groups.get(request.group_id)
+        if isinstance(group, ConsumerGroup):
+            out = Outcome()
+            self.classic_in_consumer.sync(out, waiter, group, request, now_ms)
+            return out
         return self.classic.sync_group(waiter, request, now_ms)
 
     def heartbeat(self, waiter: Waiter, request: HeartbeatRequest, now_ms: int) -> Outcome:
+        group = self.groups.get(request.group_id)
+        if isinstance(group, ConsumerGroup):
+            out = Outcome()
+            self.classic_in_consumer.heartbeat(out, waiter, group, request, now_ms)
+            return out
         return self.classic.heartbeat(waiter, request, now_ms)
 
     def leave_group(self, waiter: Waiter, request: LeaveGroupRequest, version: int, now_ms: int) -> Outcome:
+        group = self.groups.get(request.group_id)
+        if isinstance(group, ConsumerGroup):
+            out = Outcome()
+            self.classic_in_consumer.leave(out, waiter, group, request, version, now_ms)
+            self._maybe_downgrade(out, group, now_ms)
+            return out
         return self.classic.leave_group(waiter, request, version, now_ms)
 
     # ------------------------------------------------------------------ consumer protocol
 
     def consumer_group_heartbeat(self, waiter: Waiter, heartbeat: Heartbeat, now_ms: int) -> Outcome:
-        return self.consumer.heartbeat(waiter, heartbeat, now_ms)
+        group = self.groups.get(heartbeat.request.group_id)
+        if isinstance(group, Group) and group.members and heartbeat.request.member_epoch == 0 and \
+                upgrade_allowed(self.config.migration_policy):
+            converted = upgrade(group, now_ms)
+            if converted is not None:
+                log.info("Converted the classic group %s to a consumer group with %d classic members",
+                         group.group_id, len(group.members))
+                self.groups[group.group_id] = converted
+        out = self.consumer.heartbeat(waiter, heartbeat, now_ms)
+        group = self.groups.get(heartbeat.request.group_id)
+        if isinstance(group, ConsumerGroup):
+            self._maybe_downgrade(out, group, now_ms)
+        return out
+
+    def _maybe_downgrade(self, out: Outcome, group: ConsumerGroup, now_ms: int) -> None:
+        """The last consumer-protocol member left: the classic members are left in a classic group."""
+        if not group.members or any(m.classic is None for m in group.members.values()) or \
+                not downgrade_allowed(self.config.migration_policy):
+            return
+        classic = self.groups[group.group_id] = downgrade(group, now_ms)
+        out.records.extend((self.partition_of(group.group_id), record) for record in group.tombstones())
+        log.info("Converted the consumer group %s back to a classic group with %d members", group.group_id,
+                 len(classic.members))
+        self.classic.prepare_rebalance(out, classic, now_ms)
 
     def consumer_group_describe(self, group_id: str, image: TopicImage) -> ConsumerGroupDescribeResponse.DescribedGroup:
         group = self.groups.get(group_id)
@@ -134,6 +185,7 @@ class GroupCoordinator:
         for group in list(self.groups.values()):
             if isinstance(group, ConsumerGroup):
                 self.consumer.tick(out, group, now_ms)
+                self._maybe_downgrade(out, group, now_ms)
             else:
                 self.classic.tick(out, group, now_ms)
         if self._next_expiry_check_ms is None:

@@ -46,6 +46,7 @@ class GroupConfig:
     consumer_session_timeout_ms: int = 45000  # group.consumer.session.timeout.ms
     consumer_assignors: tuple[str, ...] = ("uniform", "range")  # group.consumer.assignors
     rebalance_protocols: tuple[str, ...] = ("classic", "consumer")  # group.coordinator.rebalance.protocols
+    migration_policy: str = "bidirectional"  # group.consumer.migration.policy
 
 
 @dataclass(slots=True)

@@ -48,6 +48,7 @@ class GroupService:
             consumer_session_timeout_ms=config["group.consumer.session.timeout.ms"],
             consumer_assignors=tuple(_ASSIGNOR_NAMES.get(a, a) for a in config["group.consumer.assignors"]),
             rebalance_protocols=tuple(config["group.coordinator.rebalance.protocols"]),
+            migration_policy=config["group.consumer.migration.policy"],
         ))
         self.topic = InternalTopic(
             broker, OFFSETS_TOPIC, partitions=config["offsets.topic.num.partitions"],

@@ -8,7 +8,7 @@ heartbeat, as Kafka re-reads its metadata image.
 
 from __future__ import annotations
 
-from pybroker.coordinator.consumer import Heartbeat, TopicImage
+from pybroker.coordinator.consumer import Heartbeat
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.messages import (
@@ -20,13 +20,8 @@ from pybroker.protocol.messages import (
 from pybroker.security.acl import AclOperation, ResourceType
 from pybroker.server.authorization import OPERATIONS_NOT_REQUESTED, allowed_names, authorize, authorized_operations
 from pybroker.server.context import RequestContext
-from pybroker.server.handlers.groups import client_host, coordinate
+from pybroker.server.handlers.groups import client_host, coordinate, topic_image
 from pybroker.server.registry import api
-
-def topic_image(ctx: RequestContext) -> TopicImage:
-    return TopicImage({name: (info.topic_id, len(info.partitions))
-                       for name, info in ctx.broker.metadata.topics().items()})
-
 
 @api(ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, 1)
 async def consumer_group_heartbeat(ctx: RequestContext,
