@@ -11,6 +11,7 @@ import contextlib
 import logging
 import ssl
 from dataclasses import dataclass
+from typing import Callable
 
 from pybroker.client.connection import Connection
 from pybroker.client.errors import KafkaClientError
@@ -29,10 +30,15 @@ class Outgoing:
     response_type: type[Message]
 
 
+ResponseListener = Callable[[int, Message], None]
+"""``(broker id, response)``: called with every answer a broker gives the controller."""
+
+
 class _BrokerSender:
     def __init__(self, broker_id: int, host: str, port: int, timeout_s: float, tls: ssl.SSLContext | None,
-                 sasl: SaslCredentials | None = None):
+                 sasl: SaslCredentials | None = None, listeners: list[ResponseListener] | None = None):
         self.broker_id, self.host, self.port = broker_id, host, port
+        self.listeners = listeners if listeners is not None else []
         self.tls = tls
         self.sasl = sasl
         self.timeout_s = timeout_s
@@ -61,6 +67,8 @@ class _BrokerSender:
                         if code:
                             log.warning("Broker %d answered %s with error %d", self.broker_id,
                                         type(item.request).__name__, code)
+                        for listener in self.listeners:
+                            listener(self.broker_id, response)
                         break
                     except (KafkaClientError, OSError) as exc:
                         log.info("Controller request to broker %d failed (%s); retrying", self.broker_id, exc)
@@ -93,13 +101,15 @@ class ControllerChannel:
         self._tls = tls  # the inter-broker listener's
         self._sasl = sasl
         self._senders: dict[int, _BrokerSender] = {}
+        self.response_listeners: list[ResponseListener] = []
 
     def add_broker(self, broker_id: int, host: str, port: int) -> None:
         sender = self._senders.get(broker_id)
         if sender is not None and (sender.host, sender.port) == (host, port):
             return
         self.remove_broker(broker_id)
-        self._senders[broker_id] = _BrokerSender(broker_id, host, port, self._timeout_s, self._tls, self._sasl)
+        self._senders[broker_id] = _BrokerSender(broker_id, host, port, self._timeout_s, self._tls, self._sasl,
+                                                 self.response_listeners)
 
     def remove_broker(self, broker_id: int) -> None:
         sender = self._senders.pop(broker_id, None)

@@ -22,6 +22,9 @@ class ControllerContext:
     states: dict[PartitionKey, zp.LeaderAndIsr] = field(default_factory=dict)
     reassignments: dict[PartitionKey, Reassignment] = field(default_factory=dict)
     shutting_down: set[int] = field(default_factory=set)  # brokers in controlled shutdown
+    # Replicas in a broker's failed log dir, with the broker epoch they were reported in (a broker that
+    # registers again, after a restart, has its dirs back): see log_dir_failure.py.
+    offline_replicas: dict[int, tuple[int, set[PartitionKey]]] = field(default_factory=dict)
 
     def clear_topics(self) -> None:
         self.assignments.clear()
@@ -34,6 +37,22 @@ class ControllerContext:
     def electable(self) -> set[int]:
         """Live brokers that may lead or join an ISR: registered and not shutting down."""
         return set(self.brokers) - self.shutting_down
+
+    def mark_offline(self, broker_id: int, keys: set[PartitionKey]) -> bool:
+        """Record replicas of ``broker_id`` as offline; True if any was not already."""
+        epoch = self.brokers[broker_id].epoch
+        known_epoch, known = self.offline_replicas.get(broker_id, (epoch, set()))
+        if known_epoch != epoch:
+            known = set()
+        if keys <= known:
+            return False
+        self.offline_replicas[broker_id] = (epoch, known | keys)
+        return True
+
+    def offline_on(self, key: PartitionKey) -> set[int]:
+        """The brokers whose replica of ``key`` is offline (in a failed log dir, same registration)."""
+        return {broker_id for broker_id, (epoch, keys) in self.offline_replicas.items()
+                if key in keys and broker_id in self.brokers and self.brokers[broker_id].epoch == epoch}
 
     def partitions_on(self, brokers: set[int]) -> set[PartitionKey]:
         """Partitions with a replica on any of `brokers`."""

@@ -33,6 +33,7 @@ from pybroker.controller.election import (
     preferred_election,
 )
 from pybroker.controller.errors import BrokerIdNotRegisteredError, NotControllerError, StaleBrokerEpochError
+from pybroker.controller.log_dir_failure import LOG_DIR_EVENT, LogDirFailures
 from pybroker.controller.producer_ids import reserve_block
 from pybroker.controller.partition_state import PartitionState, PartitionStateMachine, partition_state
 from pybroker.controller.reassignment import Reassignments, Targets
@@ -41,6 +42,7 @@ from pybroker.controller.requests import BrokerRequests
 from pybroker.controller.zk_client import ZkClient, ZkEvent
 from pybroker.controller.zk_writer import FencedZkWriter, StateConflict
 from pybroker.protocol.error_codes import ErrorCode
+from pybroker.protocol.schema import Message
 
 __all__ = ["NotControllerError", "RebalanceConfig", "StaleBrokerEpochError", "ZkController"]
 
@@ -73,6 +75,9 @@ class ZkController:
         self._partitions = PartitionStateMachine(self._ctx, zk, self._writer, unclean_default=unclean_election)
         self._requests = BrokerRequests(self._ctx, self._channel, broker_id)
         self._reassignments = Reassignments(self._ctx, self._writer, self._partitions, self._requests, broker_id)
+        self._log_dir_failures = LogDirFailures(self._ctx, zk, self._requests, self._partitions, lambda: self.epoch,
+                                                self._publish)
+        self._channel.response_listeners.append(self._on_broker_response)
         for kind, handler in ((ev.CONTROLLER_CHANGED, self._on_controller_changed),
                               (ev.BROKERS_CHANGED, self._on_brokers_changed),
                               (ev.TOPICS_CHANGED, self._on_topics_changed),
@@ -80,7 +85,8 @@ class ZkController:
                               (ev.DELETE_TOPICS, self._on_delete_topics),
                               (ev.REASSIGN_PARTITIONS, self._on_reassign_partitions),
                               (ev.PREFERRED_REPLICA_ELECTION, self._on_preferred_replica_election),
-                              (ev.SESSION_LOST, self._on_session_lost)):
+                              (ev.SESSION_LOST, self._on_session_lost),
+                              (LOG_DIR_EVENT, self._log_dir_failures.on_event)):
             zk.on(kind, handler)
 
     @property
@@ -125,6 +131,10 @@ class ZkController:
         self._requests.leader_and_isr(keys, self._ctx.brokers if brokers is None else brokers, self.epoch,
                                       is_new=is_new)
 
+    def _publish(self, keys: set[PartitionKey]) -> None:
+        self._send_changes(keys)
+        self._send_metadata(keys)
+
     def _send_metadata(self, partitions: set[PartitionKey] | None = None, *, to: set[int] | None = None,
                        deleted: dict[str, list[int]] | None = None) -> None:
         """UpdateMetadata with the states of `partitions` (all when None) to the brokers in `to` (all)."""
@@ -156,6 +166,8 @@ class ZkController:
         for broker in ctx.brokers.values():
             self._channel.add_broker(broker.broker_id, broker.host, broker.port)
         ctx.clear_topics()
+        ctx.offline_replicas.clear()
+        await self._log_dir_failures.start()
         written: dict[PartitionKey, int] = {}
         for topic in await self._zk.children(zp.BROKER_TOPICS, watch=ev.TOPICS_CHANGED):
             await self._load_topic(topic, written)
@@ -175,6 +187,12 @@ class ZkController:
         await self._on_delete_topics(ZkEvent(ev.DELETE_TOPICS))
         await self._on_reassign_partitions(ZkEvent(ev.REASSIGN_PARTITIONS))
         await self._on_preferred_replica_election(ZkEvent(ev.PREFERRED_REPLICA_ELECTION))
+
+    def _on_broker_response(self, broker_id: int, response: Message) -> None:
+        """A LeaderAndIsr answer naming replicas in a failed log dir: handle it in the event queue."""
+        offline = self._log_dir_failures.on_response(broker_id, response)
+        if offline and self.active:
+            self._zk.events.submit(lambda: self._log_dir_failures.mark_offline(broker_id, offline))
 
     # Brokers
 

@@ -81,7 +81,9 @@ async def leader_and_isr(ctx: RequestContext, request: LeaderAndIsrRequest) -> L
             code = ErrorCode.NONE
             try:
                 hosted = broker.replica_manager.hosted(topic.topic_name, state.partition_index)
-                if hosted is not None and state.leader_epoch <= hosted.leader_epoch:
+                if broker.log_manager.is_offline(topic.topic_name, state.partition_index):
+                    code = ErrorCode.KAFKA_STORAGE_ERROR  # Kafka's HostedPartition.Offline, before any epoch check
+                elif hosted is not None and state.leader_epoch <= hosted.leader_epoch:
                     code = ErrorCode.STALE_CONTROLLER_EPOCH
                 else:
                     role = PartitionRole(topic.topic_name, state.partition_index, topic.topic_id, state.leader,
