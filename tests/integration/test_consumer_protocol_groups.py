@@ -270,12 +270,13 @@ def test_consumer_groups_tool_lists_types_and_describes_both_kinds(consumer_brok
     topic = "kip848-cli"
     create_topic(bootstrap, topic)
     members = [Member(bootstrap, "kip848-cli-new", topic), Member(bootstrap, "kip848-cli-old", topic, "classic")]
+
+    def tool(*args: str) -> list[list[str]]:
+        return [line.split() for line in ok(run("consumer-groups", "--bootstrap-server", bootstrap, *args))
+                if line.strip()]
+
     try:
         wait_until(lambda: all(len(m.assignment) == 6 for m in members), "both groups assigned")
-
-        def tool(*args: str) -> list[list[str]]:
-            return [line.split() for line in ok(run("consumer-groups", "--bootstrap-server", bootstrap, *args))
-                    if line.strip()]
 
         listed = tool("--list", "--type")
         assert listed[0] == ["GROUP", "TYPE"]
@@ -294,6 +295,12 @@ def test_consumer_groups_tool_lists_types_and_describes_both_kinds(consumer_brok
     finally:
         for m in members:
             m.close()
+    wait_until(lambda: tool("--describe", "--group", "kip848-cli-new", "--state")[1][-2:] == ["Empty", "0"],
+               "the consumer group empty")
+    reset = tool("--reset-offsets", "--group", "kip848-cli-new", "--topic", topic, "--to-earliest", "--execute")
+    assert reset[0] == ["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"] and len(reset) == 7
+    assert tool("--delete", "--group", "kip848-cli-new")[0][:2] == ["Deletion", "of"]
+    assert "kip848-cli-new" not in [row[0] for row in tool("--list", "--type")]
 
 
 def test_rebalance_protocols_decide_what_is_served(consumer_broker: BrokerProcess, tmp_path) -> None:  # type: ignore[no-untyped-def]
