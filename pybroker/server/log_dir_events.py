@@ -2,11 +2,9 @@
 (ReplicaManager.handleLogDirFailure -> KafkaZkClient.propagateLogDirEvent).
 
 The broker creates the persistent sequential znode ``/log_dir_event_notification/log_dir_event_<seq>``
-holding ``{"version":1,"broker":<id>,"event":1}`` (1: LogDirFailure). Kafka's controller watches that
-path, deletes the notifications, sends LeaderAndIsr for every replica on the broker, and marks offline
-those the broker answers with KAFKA_STORAGE_ERROR (pybroker's broker does, see ReplicaManager), electing
-other leaders for them. pybroker's controller does not watch the path yet: until it does, leadership of
-a failed dir's partitions stays where it is.
+holding ``{"version":1,"broker":<id>,"event":1}`` (1: LogDirFailure). The controller (Kafka's, and
+pybroker's controller/log_dir_failure.py) deletes the notifications, sends LeaderAndIsr for every replica
+on the broker, marks offline those the broker answers with KAFKA_STORAGE_ERROR and elects other leaders.
 """
 
 from __future__ import annotations
