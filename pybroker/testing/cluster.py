@@ -7,6 +7,7 @@ before the block starts. ``kill(broker_id)`` crashes one, ``leader(topic, partit
 
 from __future__ import annotations
 
+import atexit
 import shutil
 import tempfile
 import time
@@ -24,6 +25,14 @@ from pybroker.testing.embedded import (
 from pybroker.testing.zookeeper import ZooKeeperServer, check_installed
 
 CHROOT = "/pybroker"
+_OPEN: set[EmbeddedCluster] = set()
+
+
+@atexit.register
+def _close_forgotten() -> None:
+    """A cluster the test never closed: its processes killed and its directory removed at exit."""
+    for cluster in list(_OPEN):
+        cluster.close()
 
 
 def cluster_defaults(brokers: int) -> dict[str, str]:
@@ -74,6 +83,7 @@ class EmbeddedCluster:
         except OSError as exc:
             where = self._tmp_root or tempfile.gettempdir()
             raise EmbeddedBrokerError(f"cannot create the cluster's temporary directory in {where}: {exc}") from None
+        _OPEN.add(self)
         try:
             self.zookeeper = ZooKeeperServer(self.root / "zookeeper").start()
             config = {"zookeeper.connect": self.zookeeper.connect + CHROOT, **self.config}
@@ -148,6 +158,7 @@ class EmbeddedCluster:
         if self.root is not None:
             shutil.rmtree(self.root, ignore_errors=True)
             self.root = None
+        _OPEN.discard(self)
 
     def _node(self, broker_id: int) -> BrokerNode:
         try:

@@ -10,6 +10,7 @@ underscores (``num_partitions=3``) or a ``config`` dict with Kafka's own names.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import os
 import re
 import shutil
@@ -34,6 +35,17 @@ TESTING_DEFAULTS = {
 }
 PACKAGE_ROOT = str(Path(pybroker.__file__).resolve().parents[1])
 T = TypeVar("T")
+
+
+_OPEN: set[BrokerNode] = set()  # strong references: a broker object the test dropped still gets closed
+
+
+@atexit.register
+def _close_forgotten() -> None:
+    """A broker the test never closed: killed (if the parent-death signal has not already) and its
+    temporary directory removed when the interpreter exits."""
+    for node in list(_OPEN):
+        node.close()
 
 
 class EmbeddedBrokerError(RuntimeError):
@@ -86,6 +98,7 @@ class BrokerNode:
         self.data_dir: Path | None = self._given_dir
         self.child: ChildProcess | None = None
         self._started_once = False
+        _OPEN.add(self)
 
     @property
     def bootstrap_servers(self) -> str:
@@ -153,6 +166,7 @@ class BrokerNode:
     def close(self) -> None:
         self.kill()
         self._remove_own_dir()
+        _OPEN.discard(self)
 
     def log_tail(self, lines: int = 50) -> str:
         return self.child.tail(lines) if self.child is not None else ""

@@ -33,7 +33,7 @@ import os
 from pathlib import Path
 
 def record(broker, name):
-    Path(os.environ["RECORD_DIR"], name).write_text(f"{broker.bootstrap_servers} {broker.pid}")
+    Path(os.environ["RECORD_DIR"], name).write_text(f"{broker.bootstrap_servers} {broker.pid} {broker.data_dir}")
 """
 
 
@@ -48,7 +48,11 @@ def record_dir(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> Pa
 
 def recorded(directory: Path) -> list[tuple[str, int]]:
     entries = [path.read_text().split() for path in sorted(directory.iterdir())]
-    return [(address, int(pid)) for address, pid in entries]
+    return [(address, int(pid)) for address, pid, _ in entries]
+
+
+def recorded_dirs(directory: Path) -> list[Path]:
+    return [Path(path.read_text().split()[2]) for path in sorted(directory.iterdir())]
 
 
 def test_fixtures_options_and_the_log_of_a_failed_test(pytester: pytest.Pytester, record_dir: Path) -> None:
@@ -87,13 +91,20 @@ def test_fixtures_options_and_the_log_of_a_failed_test(pytester: pytest.Pytester
 
         def test_fails_on_purpose(kafka_topic):
             assert kafka_topic == "something else"
+
+        def test_leaves_a_broker_running():
+            from pybroker.testing import EmbeddedBroker
+
+            record(EmbeddedBroker().start(), "left-running")  # never closed: the session's end stops it
     """)
     result = pytester.runpytest_subprocess("--kafka-broker-config", "num.partitions=3", "-p", "no:cacheprovider")
-    result.assert_outcomes(passed=2, failed=1)
+    result.assert_outcomes(passed=3, failed=1)
     # The failed test's report carries the broker's log from during that test (its CreateTopics).
     result.stdout.re_match_lines([r".*kafka broker log.*", r".*test_fails_on_purpose-.*"], consecutive=False)
-    [(_, pid)] = recorded(record_dir)
-    assert pid_gone(pid, 1.0), "the session's broker outlived the pytest run"
+    brokers = recorded(record_dir)
+    assert len(brokers) == 2
+    assert all(pid_gone(pid, 1.0) for _, pid in brokers), "a broker outlived the pytest run"
+    assert not [path for path in recorded_dirs(record_dir) if path.exists()], "a broker's temp dir was left"
 
 
 def test_no_fixture_no_broker_and_a_bad_config_option_is_a_usage_error(pytester: pytest.Pytester) -> None:
