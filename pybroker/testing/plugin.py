@@ -49,7 +49,7 @@ class ExternalKafka:
     what the fixtures need, and no log of its own."""
 
     bootstrap_servers: str
-    replication_factor: int = 1
+    replication_factor: int = -1  # the cluster's default.replication.factor (CreateTopics v4+)
     lines: list[str] = field(default_factory=list)
 
     def create_topic(self, name: str, partitions: int = 1, config: Mapping[str, Any] | None = None) -> str:
