@@ -1,4 +1,4 @@
-"""`pybroker configs`: describe and alter topic and broker configs, as kafka-configs.sh does.
+"""`pybroker configs`: describe and alter topic, broker and client-metrics configs, as kafka-configs.sh does.
 
 Users and clients (`--entity-type users|clients`, together for a user's client) carry quotas and
 SCRAM credentials, handled in quota_configs.py.
@@ -27,11 +27,15 @@ from pybroker.admin.tool import (
 )
 from pybroker.admin import quota_configs
 from pybroker.client import BROKER_RESOURCE, TOPIC_RESOURCE, AdminClient, ConfigEntry
+from pybroker.client.client_metrics_admin import CLIENT_METRICS_RESOURCE, list_client_metrics_resources
 from pybroker.common.config import parse_properties
 
 ERROR_PREFIX = "Error while executing config command : "
-ENTITY_TYPES = {"topics": TOPIC_RESOURCE, "brokers": BROKER_RESOURCE, quota_configs.USERS: None,
-                quota_configs.CLIENTS: None}  # users and clients are not DescribeConfigs resources
+# users and clients are not DescribeConfigs resources
+ENTITY_TYPES = {"topics": TOPIC_RESOURCE, "brokers": BROKER_RESOURCE, "client-metrics": CLIENT_METRICS_RESOURCE,
+                quota_configs.USERS: None, quota_configs.CLIENTS: None}
+#: how ConfigCommand names one entity of a type in its output (the type without its last letter)
+SINGULAR = {TOPIC_RESOURCE: "topic", BROKER_RESOURCE: "broker", CLIENT_METRICS_RESOURCE: "client-metric"}
 #: the shorthand flags: (option dest, entity type, name or "" for the default)
 SHORTHANDS = (("topic", "topics"), ("broker", "brokers"), ("user", "users"), ("client", "clients"))
 DEFAULT_SHORTHANDS = (("user_defaults", "users"), ("client_defaults", "clients"))
@@ -40,20 +44,22 @@ SOURCE_NAMES = {0: "UNKNOWN", 1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONF
                 3: "DYNAMIC_DEFAULT_BROKER_CONFIG", 4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG",
                 6: "DYNAMIC_BROKER_LOGGER_CONFIG", 7: "CLIENT_METRICS_CONFIG", 8: "GROUP_CONFIG"}
 #: which sources count as "dynamic" (shown without --all) per entity type
-DYNAMIC_SOURCES = {TOPIC_RESOURCE: {1}, BROKER_RESOURCE: {2, 3}}
+DYNAMIC_SOURCES = {TOPIC_RESOURCE: {1}, BROKER_RESOURCE: {2, 3}, CLIENT_METRICS_RESOURCE: {7}}
 ASSIGNMENT = re.compile(r"([^=,]+)=(\[[^\]]*\]|[^,]*)")
 
 
 def build_parser() -> ToolParser:
-    parser = ToolParser(prog="pybroker configs", description="Describe or alter topic and broker configs.")
+    parser = ToolParser(prog="pybroker configs", description="Describe or alter topic, broker and client-metrics "
+                        "configs, client quotas and SCRAM credentials.")
     actions = parser.add_argument_group("actions (exactly one)")
     actions.add_argument("--describe", action="store_true", help="list the configs of the given entity")
     actions.add_argument("--alter", action="store_true", help="add or delete configs of the given entity")
     add_connection_arguments(parser)
     parser.add_argument("--entity-type", choices=sorted(ENTITY_TYPES), action="append",
-                        help="topics, brokers, users or clients; users and clients together for a user's client")
+                        help="topics, brokers, client-metrics, users or clients; users and clients together for a "
+                             "user's client")
     parser.add_argument("--entity-name", metavar="NAME", dest="entity_names", action="append",
-                        help="topic name, broker id, user principal or client id, one per --entity-type; "
+                        help="topic name, broker id, subscription, user principal or client id, one per --entity-type; "
                              "all of them if omitted with --describe")
     parser.add_argument("--entity-default", dest="entity_names", action="append_const", const="",
                         help="the default user or client (in place of an --entity-name)")
@@ -164,14 +170,21 @@ def parse_add_config(text: str) -> dict[str, str]:
 
 
 async def describe(admin: AdminClient, resource_type: int, name: str | None, describe_all: bool) -> None:
+    kind = SINGULAR[resource_type]
+    if resource_type == CLIENT_METRICS_RESOURCE:
+        subscriptions = await list_client_metrics_resources(admin.client)
+        if name is not None and name not in subscriptions and not describe_all:
+            print(f"The {kind} '{name}' doesn't exist and doesn't have dynamic config.")
+            return
     if name is not None:
         names = [name]
     elif resource_type == TOPIC_RESOURCE:
         names = await admin.list_topics(include_internal=True)
+    elif resource_type == CLIENT_METRICS_RESOURCE:
+        names = subscriptions
     else:
         names = [str(b.node_id) for b in await admin.describe_cluster()]
-    described = await admin.describe_configs(resource_type, names, include_synonyms=True)
-    kind = "topic" if resource_type == TOPIC_RESOURCE else "broker"
+    described = await admin.describe_configs(resource_type, names, include_synonyms=True) if names else {}
     for entity_name in names:
         print(f"{'All' if describe_all else 'Dynamic'} configs for {kind} {entity_name} are:")
         entries = sorted(described.get(entity_name, []), key=lambda e: e.name)
@@ -199,4 +212,4 @@ async def alter(admin: AdminClient, resource_type: int, name: str | None, update
             raise CommandError(f"Invalid config(s): {','.join(unknown)}")
     await call_with_retries(admin.client, "incrementalAlterConfigs", lambda: admin.incremental_alter_configs(
         resource_type, name, set_configs=updates, delete_configs=deletions))
-    print(f"Completed updating config for {'topic' if resource_type == TOPIC_RESOURCE else 'broker'} {name}.")
+    print(f"Completed updating config for {SINGULAR[resource_type]} {name}.")

@@ -65,3 +65,22 @@ def test_broker_configs_and_bad_input(shared_broker: BrokerProcess) -> None:
 def test_unreachable_broker_fails_within_the_timeout(tool: str, args: tuple[str, ...], prefix: str) -> None:
     line = failed(run(tool, "--bootstrap-server", "127.0.0.1:1", "--command-timeout", "500", *args))
     assert line.startswith(prefix + "Timed out after 500 ms waiting for a connection")
+
+
+def test_client_metrics_subscriptions(shared_broker: BrokerProcess) -> None:
+    """kafka-configs.sh --entity-type client-metrics (KIP-714): a subscription is created by its first
+    --alter, listed by ListClientMetricsResources, and refused with the broker's text when invalid."""
+    entity = ("--entity-type", "client-metrics", "--entity-name", "cli-sub")
+    assert ok(configs(shared_broker, "--describe", *entity)) == [
+        "The client-metric 'cli-sub' doesn't exist and doesn't have dynamic config."]
+    assert ok(configs(shared_broker, "--alter", *entity, "--add-config",
+                      "metrics=[org.apache.kafka.producer.],interval.ms=5000")) == \
+        ["Completed updating config for client-metric cli-sub."]
+    expected = ["Dynamic configs for client-metric cli-sub are:",
+                "  interval.ms=5000 sensitive=false synonyms={}",
+                "  metrics=org.apache.kafka.producer. sensitive=false synonyms={}"]
+    assert ok(configs(shared_broker, "--describe", *entity)) == expected
+    listed = ok(configs(shared_broker, "--describe", "--entity-type", "client-metrics"))
+    assert listed[listed.index(expected[0]):listed.index(expected[0]) + 3] == expected
+    refused = failed(configs(shared_broker, "--alter", *entity, "--add-config", "interval.ms=1"))
+    assert refused.startswith(ERROR + "Invalid value 1 for interval.ms")
