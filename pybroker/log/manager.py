@@ -15,8 +15,9 @@ Layout of each log directory root (Kafka ``LogManager``)::
 Anything else in the root (``meta.properties``, a metadata store, ``*-stray`` directories) is left
 alone. A ``-future`` log is created by ``create_future_log`` and copied into by the replication
 layer (``replication/log_dir_mover.py``); ``replace_current_with_future`` swaps it in, as Kafka's
-LogManager.replaceCurrentWithFutureLog does. A ``-future`` directory found at startup is removed:
-the move it belonged to is not resumed (Kafka resumes it).
+LogManager.replaceCurrentWithFutureLog does. A ``-future`` directory found at startup is loaded as the
+partition's future log, so the move resumes where it stopped once the partition is served again (as
+Kafka's); one whose partition has no current log elsewhere is removed.
 
 A log dir whose I/O failed is taken offline (``fail_dir``, Kafka's LogDirFailureChannel): its logs
 are closed without a flush and dropped, so every later use of its partitions answers
@@ -153,6 +154,7 @@ class LogManager:
         """Load every partition directory of every log dir, recovering after an unclean stop."""
         self._now_ms = now_ms
         self._topic_configs.update(topic_configs or {})
+        futures: list[tuple[str, str, TopicPartition, bool]] = []  # (root, path, partition, clean shutdown)
         for root in self._log_dirs:
             os.makedirs(root, exist_ok=True)
             clean_file = os.path.join(root, CLEAN_SHUTDOWN_FILE)
@@ -169,9 +171,14 @@ class LogManager:
                 path = os.path.join(root, name)
                 if not os.path.isdir(path):
                     continue
-                if name.endswith((DELETE_DIR_SUFFIX, FUTURE_DIR_SUFFIX)):
-                    logger.info("Removing %s, a log deletion or move that did not finish", path)
+                if name.endswith(DELETE_DIR_SUFFIX):
+                    logger.info("Removing %s, a log deletion that did not finish", path)
                     shutil.rmtree(path, ignore_errors=True)
+                    continue
+                if name.endswith(FUTURE_DIR_SUFFIX):
+                    future_of = parse_partition_dir_name(name.rsplit(".", 1)[0])
+                    if future_of is not None:
+                        futures.append((root, path, future_of, clean))
                     continue
                 tp = parse_partition_dir_name(name)
                 if tp is None:
@@ -187,6 +194,22 @@ class LogManager:
                 self._adopt(tp)
             if clean:
                 os.unlink(clean_file)
+        for root, path, tp, clean in futures:
+            self._load_future(root, path, tp, clean, now_ms)
+
+    def _load_future(self, root: str, path: str, tp: TopicPartition, clean: bool, now_ms: int) -> None:
+        """A ``-future`` log found at startup: kept to resume its move, unless it cannot be one."""
+        if tp not in self._logs or tp in self._futures or self._root_of[tp] == root:
+            logger.info("Removing %s, a log move whose partition has no other current log", path)
+            shutil.rmtree(path, ignore_errors=True)
+            return
+        future = PartitionLog.open(path, tp[0], tp[1], self.config_for(tp[0]), now_ms=now_ms, clean_shutdown=clean)
+        future.storage_error_listener = self.fail_dir_of
+        self._futures[tp] = future
+        self._future_root_of[tp] = root
+        self._cleaning_paused.add(tp)
+        logger.info("Loaded future log of %s-%d in %s (end %d): its move resumes", tp[0], tp[1], root,
+                    future.log_end_offset)
 
     def shutdown(self) -> None:
         """Flush everything, write the checkpoints, close the logs and mark the shutdown clean."""

@@ -12,8 +12,8 @@ partition then serves from the new log, and its leader-epoch checkpoint is writt
 A truncation of the current log while it is copied (a follower's, after a leader change) restarts the
 copy from the log start: the copied tail could differ from the new one. A segment deleted or
 replaced under a read (retention, the cleaner) is read again. A move to the dir the replica already
-lives in cancels a move in progress. Moves are not resumed after a restart: the LogManager removes
-``-future`` directories at startup (Kafka resumes them).
+lives in cancels a move in progress. A move interrupted by a restart resumes from what its future log
+holds when the partition is served again (the LogManager loads ``-future`` logs at startup).
 """
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ class LogDirMover:
         self._io = io
         self._max_bytes_per_s = max_bytes_per_s
         self._tasks: dict[TopicPartitionKey, asyncio.Task[None]] = {}
+        replicas.hosted_listeners.append(self._resume)
 
     def move(self, topic: str, index: int, path: str) -> None:
         """Start (or keep) moving the replica to log dir ``path``; UnknownPartitionError if not hosted here."""
@@ -57,9 +58,17 @@ class LogDirMover:
             if task is not None:
                 task.cancel()
             return
+        self._start(key)
+
+    def _resume(self, topic: str, index: int) -> None:
+        """A replica is served again: resume its move if a future log was found at startup."""
+        if self._logs.future_log(topic, index) is not None:
+            self._start((topic, index))
+
+    def _start(self, key: TopicPartitionKey) -> None:
         task = self._tasks.get(key)
         if task is None or task.done():
-            self._tasks[key] = asyncio.get_running_loop().create_task(self._copy(key), name=f"move-{topic}-{index}")
+            self._tasks[key] = asyncio.get_running_loop().create_task(self._copy(key), name=f"move-{key[0]}-{key[1]}")
 
     async def shutdown(self) -> None:
         tasks = list(self._tasks.values())

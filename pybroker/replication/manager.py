@@ -91,6 +91,9 @@ class ReplicaManager:
         """Called on each change of this broker's leadership of a partition (the coordinators
         load and unload their internal-topic partitions, as Kafka's onElection/onResignation)."""
         log_manager.dir_failure_listeners.append(self._on_log_dir_failure)
+        self.hosted_listeners: list[Callable[[str, int], None]] = []
+        """Called with (topic, partition) when this broker starts serving a replica (the log dir mover
+        resumes a move found at startup)."""
 
     def enable_fetching(self, config: FetcherConfig,
                         endpoint_factory: Callable[[int, str, int], LeaderEndPoint]) -> None:
@@ -128,6 +131,8 @@ class ReplicaManager:
             partition = Partition(topic, index, topic_id, log_, self.broker_id, -1, leader_epoch, (), (),
                                   min_isr, epoch_cache=epoch_cache_of(log_))
             self._partitions[key] = partition
+            for listener in self.hosted_listeners:
+                listener(topic, index)
         else:
             partition.log.update_config(config)
             partition.min_insync_replicas = min_isr

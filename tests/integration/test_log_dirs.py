@@ -295,3 +295,39 @@ def test_reassign_partitions_moves_replicas_between_log_dirs(jbod, tmp_path):
     refused = reassign("--bootstrap-server", process.bootstrap, "--execute", "--reassignment-json-file", str(plan))
     assert refused.returncode == 1
     assert "Size of replicas list [0] is different from size of log dirs list" in refused.stderr + refused.stdout
+
+
+def test_a_move_interrupted_by_a_restart_resumes(jbod):
+    process, dirs = jbod
+    admin = KafkaAdminClient(bootstrap_servers=process.bootstrap)
+    try:
+        admin.create_topics([NewTopic("resumed", 1, 1, topic_configs={"file.delete.delay.ms": "0"})])
+        [source] = [d for d in dirs if os.path.isdir(os.path.join(d, "resumed-0"))]
+        [target] = [d for d in dirs if d != source]
+        producer = Producer({"bootstrap.servers": process.bootstrap, "acks": "all", "linger.ms": 5})
+        values = [b"%06d" % i + b"." * 1000 for i in range(12000)]  # ~12 MB: about 3 s at COPY_RATE
+        for value in values:
+            producer.produce("resumed", value=value)
+            producer.poll(0)
+        assert producer.flush(30) == 0
+        assert admin.alter_replica_log_dirs({TopicPartitionReplica("resumed", 0, 0): target}) == \
+            {TopicPartitionReplica("resumed", 0, 0): NoError}
+    finally:
+        admin.close()
+    wait_for(lambda: [p for p in replicas(process, "resumed")[target] if p[1]])
+    assert process.stop() == 0
+    assert [n for n in os.listdir(target) if n.startswith("resumed-0.") and n.endswith("-future")]
+    process.start()
+    assert process.wait_for_log(r"Loaded future log of resumed-0 in .*: its move resumes")
+    wait_for(lambda: replicas(process, "resumed") == {target: [(0, False, 0)], source: []})
+    consumer = Consumer({"bootstrap.servers": process.bootstrap, "group.id": "resumed",
+                         "enable.auto.commit": False})
+    consumer.assign([TopicPartition("resumed", 0, OFFSET_BEGINNING)])
+    read: list[bytes] = []
+    deadline = time.monotonic() + 30
+    try:
+        while len(read) < len(values) and time.monotonic() < deadline:
+            read += [m.value() for m in consumer.consume(1000, timeout=0.5) if m.error() is None]
+    finally:
+        consumer.close()
+    assert read == values
