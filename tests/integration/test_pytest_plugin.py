@@ -89,6 +89,27 @@ def test_fixtures_options_and_the_log_of_a_failed_test(pytester: pytest.Pytester
             topics = AdminClient({"bootstrap.servers": kafka_broker.bootstrap_servers}).list_topics(timeout=10)
             assert len(topics.topics["auto-created"].partitions) == 3
 
+        def test_crash_recovery(kafka_broker, kafka_topic):
+            producer = Producer({"bootstrap.servers": kafka_broker.bootstrap_servers, "acks": "all"})
+            for i in range(20):
+                producer.produce(kafka_topic, str(i).encode(), partition=0)
+            assert producer.flush(10) == 0
+            kafka_broker.kill()
+            kafka_broker.restart()
+            record(kafka_broker, "broker-restarted")
+            consumer = Consumer({"bootstrap.servers": kafka_broker.bootstrap_servers, "group.id": "crash",
+                                 "auto.offset.reset": "earliest"})
+            consumer.subscribe([kafka_topic])
+            values = []
+            for _ in range(40):
+                message = consumer.poll(0.5)
+                if message is not None and message.error() is None:
+                    values.append(int(message.value()))
+                if len(values) == 20:
+                    break
+            consumer.close()
+            assert values == list(range(20))
+
         def test_fails_on_purpose(kafka_topic):
             assert kafka_topic == "something else"
 
@@ -98,11 +119,11 @@ def test_fixtures_options_and_the_log_of_a_failed_test(pytester: pytest.Pytester
             record(EmbeddedBroker().start(), "left-running")  # never closed: the session's end stops it
     """)
     result = pytester.runpytest_subprocess("--kafka-broker-config", "num.partitions=3", "-p", "no:cacheprovider")
-    result.assert_outcomes(passed=3, failed=1)
+    result.assert_outcomes(passed=4, failed=1)
     # The failed test's report carries the broker's log from during that test (its CreateTopics).
     result.stdout.re_match_lines([r".*kafka broker log.*", r".*test_fails_on_purpose-.*"], consecutive=False)
     brokers = recorded(record_dir)
-    assert len(brokers) == 2
+    assert len(brokers) == 3  # the session's broker before and after its restart, and the one left running
     assert all(pid_gone(pid, 1.0) for _, pid in brokers), "a broker outlived the pytest run"
     assert not [path for path in recorded_dirs(record_dir) if path.exists()], "a broker's temp dir was left"
 
