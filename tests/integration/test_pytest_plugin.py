@@ -4,6 +4,7 @@ fixtures, options, a failed test's broker log, xdist workers, and no broker outl
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -213,6 +214,9 @@ def test_a_broker_dies_with_a_killed_test_run(pytester: pytest.Pytester, record_
         run.send_signal(signal.SIGKILL)
         run.wait(30)
     assert pid_gone(pid), "the broker outlived its SIGKILLed parent"
+    # Nobody is left to remove its temporary directory after a SIGKILL: the test does.
+    for path in recorded_dirs(record_dir):
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def test_the_cluster_fixture_moves_leadership_off_a_killed_broker(pytester: pytest.Pytester) -> None:
