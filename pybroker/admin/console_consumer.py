@@ -3,9 +3,12 @@
 Without `--group` every partition of `--topic` (or just `--partition`) is read directly from the
 latest offset, the earliest with `--from-beginning`, or `--offset`. With `--group` the tool joins the
 group as a classic-protocol member (range assignor), starts from the group's committed offsets,
-heartbeats, rejoins on rebalances and commits what it printed every 5 s and on exit. The run ends
-after `--max-messages`, after `--timeout-ms` without a record, or on Ctrl-C/SIGTERM, and always
-reports `Processed a total of N messages` on stderr.
+heartbeats, rejoins on rebalances and commits what it printed every 5 s and on exit. With the consumer
+property `group.protocol=consumer` (`--consumer-property` or the `--consumer.config` file) it is a
+KIP-848 member instead: the broker assigns, and partitions move one by one (a revoked partition's
+position is committed before it is given up). The run ends after `--max-messages`, after
+`--timeout-ms` without a record, or on Ctrl-C/SIGTERM, and always reports
+`Processed a total of N messages` on stderr.
 """
 
 from __future__ import annotations
@@ -31,10 +34,12 @@ from pybroker.admin.tool import (
     run_tool,
 )
 from pybroker.client import AdminClient, KafkaClient, OffsetSpec
+from pybroker.client.consumer_member import ConsumerGroupMember, ConsumerMemberSettings, Listeners
 from pybroker.client.fetcher import ISOLATION_LEVELS, ConsumerRecord, Fetcher, FetchSettings
 from pybroker.client.groups import GroupAdmin
 from pybroker.client.membership import GroupMember
 from pybroker.client.metadata import topic_layout
+from pybroker.common.config import parse_properties
 from pybroker.common.topic import TopicPartition
 from pybroker.protocol.error_codes import ErrorCode
 
@@ -42,6 +47,7 @@ ERROR_PREFIX = "ERROR "
 AUTO_COMMIT_INTERVAL_S = 5.0  # Kafka's auto.commit.interval.ms default
 HEARTBEAT_INTERVAL_S = 3.0
 RETRY_BACKOFF_S = 0.1
+GROUP_PROTOCOLS = ("classic", "consumer")
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +77,12 @@ def build_parser() -> ToolParser:
                         help="formatter property: print.timestamp, print.key, print.offset, print.partition, "
                              "print.headers, print.value, key.separator, line.separator, headers.separator, "
                              "null.literal (repeatable)")
+    parser.add_argument("--consumer-property", action="append", default=[], metavar="KEY=VALUE",
+                        help="consumer property: group.protocol (classic, the default, or consumer), and for "
+                             "group.protocol=consumer group.instance.id and group.remote.assignor (repeatable; "
+                             "takes precedence over --consumer.config)")
+    parser.add_argument("--consumer.config", dest="consumer_config", metavar="FILE",
+                        help="consumer properties file with the keys --consumer-property takes")
     return parser
 
 
@@ -80,10 +92,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def command(args: argparse.Namespace, settings: ClientSettings) -> None:
     start = check_arguments(args)
+    protocol_settings = consumer_settings(args)
     record_format = RecordFormat.from_properties(parse_key_values(args.property, "--property"))
     consumed = [0]
     try:
-        run_client(settings, lambda client: Consumer(client, args, start, record_format, consumed).run())
+        run_client(settings, lambda client: Consumer(client, args, start, record_format, consumed,
+                                                     protocol_settings).run())
     finally:
         sys.stdout.flush()
         print(f"Processed a total of {consumed[0]} messages", file=sys.stderr)
@@ -114,11 +128,32 @@ def check_arguments(args: argparse.Namespace) -> StartPosition:
     return StartPosition(OffsetSpec.EARLIEST if args.from_beginning else OffsetSpec.LATEST)
 
 
+def consumer_settings(args: argparse.Namespace) -> ConsumerMemberSettings | None:
+    """Settings of a consumer-protocol member when the consumer properties ask for one, else None (classic)."""
+    properties: dict[str, str] = {}
+    if args.consumer_config:
+        try:
+            with open(args.consumer_config, encoding="utf-8") as handle:
+                properties = parse_properties(handle.read())
+        except OSError as exc:
+            raise UsageError(f"Cannot read {args.consumer_config}: {exc.strerror}") from None
+    properties.update(parse_key_values(args.consumer_property, "--consumer-property"))
+    protocol = properties.get("group.protocol", "classic").strip().lower()
+    if protocol not in GROUP_PROTOCOLS:
+        raise UsageError(f"Invalid value {properties['group.protocol']} for configuration group.protocol: "
+                         "String must be one of (case insensitive): CLASSIC, CONSUMER")
+    if protocol == "classic":
+        return None
+    return ConsumerMemberSettings(instance_id=properties.get("group.instance.id") or None,
+                                  server_assignor=properties.get("group.remote.assignor") or None)
+
+
 class Consumer:
     """One console-consumer run: positions, the group membership if any, printing and commits."""
 
     def __init__(self, client: KafkaClient, args: argparse.Namespace, start: StartPosition,
-                 record_format: RecordFormat, consumed: list[int]) -> None:
+                 record_format: RecordFormat, consumed: list[int],
+                 protocol_settings: ConsumerMemberSettings | None = None) -> None:
         self.client = client
         self.topic: str = args.topic
         self.args = args
@@ -127,9 +162,15 @@ class Consumer:
         self.consumed = consumed
         self.fetcher = Fetcher(client, FetchSettings(isolation_level=ISOLATION_LEVELS[args.isolation_level]))
         self.admin = AdminClient(client)
-        self.member = GroupMember(GroupAdmin(client), args.group, [self.topic]) if args.group else None
+        self.member: GroupMember | ConsumerGroupMember | None = None
+        if args.group and protocol_settings is not None:
+            self.member = ConsumerGroupMember(GroupAdmin(client), args.group, [self.topic], protocol_settings,
+                                              Listeners(self._revoked, self._assigned, self._lost))
+        elif args.group:
+            self.member = GroupMember(GroupAdmin(client), args.group, [self.topic])
         self.positions: dict[TopicPartition, int] = {}
         self.printed: dict[TopicPartition, int] = {}  # next offset after the last printed record
+        self.pending: deque[ConsumerRecord] = deque()
         self.partition_count = 0
         self.stop = asyncio.Event()
 
@@ -151,6 +192,9 @@ class Consumer:
 
     async def _assign(self) -> None:
         """Take partitions (from the group, or all/--partition) and set their starting positions."""
+        if isinstance(self.member, ConsumerGroupMember):
+            await self.member.join()  # the listeners set the positions
+            return
         if self.member is not None:
             assigned = await self.member.join()
             committed = await self.member.groups.committed_offsets(self.member.group_id, assigned)
@@ -171,15 +215,39 @@ class Consumer:
                 raise listed.error
             self.positions[tp] = listed.offset
 
+    async def _assigned(self, partitions: list[TopicPartition]) -> None:
+        """Consumer protocol: start newly assigned partitions at their committed offsets."""
+        assert self.member is not None
+        committed = await self.member.groups.committed_offsets(self.member.group_id, partitions)
+        self.positions.update(committed)
+        await self._reset([tp for tp in partitions if tp not in committed], self.start.spec)
+
+    async def _revoked(self, partitions: list[TopicPartition]) -> None:
+        """Consumer protocol: stop reading these and commit what was printed of them before giving them up."""
+        assert self.member is not None
+        await self.member.commit({tp: self.printed[tp] for tp in partitions if tp in self.printed})
+        await self._lost(partitions)
+
+    async def _lost(self, partitions: list[TopicPartition]) -> None:
+        gone = set(partitions)
+        for tp in gone:
+            self.positions.pop(tp, None)
+            self.printed.pop(tp, None)
+        kept = [r for r in self.pending if TopicPartition(r.topic, r.partition) not in gone]
+        self.pending.clear()
+        self.pending.extend(kept)
+
     async def _consume(self) -> None:
-        pending: deque[ConsumerRecord] = deque()
+        pending = self.pending
         limit = self.args.max_messages
         timeout_s = None if self.args.timeout_ms is None else self.args.timeout_ms / 1000
         last_record = last_heartbeat = last_commit = time.monotonic()
         out = sys.stdout.buffer
         while not self.stop.is_set() and (limit is None or self.consumed[0] < limit):
             now = time.monotonic()
-            if self.member is not None and now - last_heartbeat >= HEARTBEAT_INTERVAL_S:
+            if isinstance(self.member, ConsumerGroupMember):
+                await self.member.poll()
+            elif self.member is not None and now - last_heartbeat >= HEARTBEAT_INTERVAL_S:
                 last_heartbeat = now
                 if not await self.member.heartbeat():
                     await self.member.commit(self.printed)
