@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     )
     from pybroker.client.cluster import BrokerAddress, BrokerNode, KafkaClient, parse_bootstrap
     from pybroker.client.connection import Connection
+    from pybroker.client.consumer_member import ConsumerGroupMember, ConsumerMemberSettings
     from pybroker.client.errors import (
         KafkaClientError,
         KafkaConnectionError,
@@ -43,8 +44,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BROKER_RESOURCE", "TOPIC_RESOURCE", "AdminClient", "BrokerAddress", "BrokerNode", "ConfigEntry", "ConfigSynonym",
-    "Connection", "ConsumerRecord", "FetchSettings", "Fetcher", "GroupAdmin", "GroupDescription", "GroupMember",
-    "KafkaClient", "KafkaClientError", "KafkaConnectionError", "KafkaTimeoutError", "ListedGroup", "ListedOffset",
+    "Connection", "ConsumerGroupMember", "ConsumerMemberSettings", "ConsumerRecord", "FetchSettings", "Fetcher",
+    "GroupAdmin", "GroupDescription", "GroupMember", "KafkaClient", "KafkaClientError", "KafkaConnectionError", "KafkaTimeoutError", "ListedGroup", "ListedOffset",
     "MemberDescription", "MembershipSettings", "NegotiatedVersions", "NewTopic", "OffsetSpec", "PartitionFetch",
     "PartitionInfo", "ProduceResult", "Producer", "ResponseError", "TopicDescription", "TopicResult",
     "UnsupportedVersionError", "VersionRange", "parse_bootstrap",
@@ -58,6 +59,8 @@ _MODULE_OF = {
     "ConfigEntry": "admin",
     "ConfigSynonym": "admin",
     "Connection": "connection",
+    "ConsumerGroupMember": "consumer_member",
+    "ConsumerMemberSettings": "consumer_member",
     "ConsumerRecord": "fetcher",
     "FetchSettings": "fetcher",
     "Fetcher": "fetcher",
