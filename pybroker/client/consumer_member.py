@@ -11,6 +11,7 @@ acknowledgement is due. Kafka's ``ConsumerMembershipManager`` is the reference f
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from dataclasses import dataclass
@@ -93,6 +94,7 @@ class ConsumerGroupMember:
     async def join(self) -> list[TopicPartition]:
         """Heartbeat with epoch 0 until the group takes us in; the partitions owned by then."""
         for _ in range(MAX_JOIN_ATTEMPTS):
+            await asyncio.sleep(max(0.0, self._next_heartbeat - time.monotonic()))  # a retry's backoff
             await self.heartbeat()
             if self.member_epoch > JOIN_EPOCH:
                 return sorted(self.owned)

@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import threading
+from pathlib import Path
 from typing import Iterator
 
 import pytest
@@ -156,10 +157,14 @@ def test_two_console_consumers_split_then_one_takes_over(broker: BrokerProcess) 
         [(p, 3 * PER_PARTITION, 0) for p in range(PARTITIONS)], described.stdout
 
 
-def test_bad_group_protocol_is_a_usage_error(broker: BrokerProcess) -> None:
+@pytest.mark.parametrize("source", ["--consumer-property", "--consumer.config"])
+def test_bad_group_protocol_is_a_usage_error(broker: BrokerProcess, source: str, tmp_path: Path) -> None:
+    option = ["--consumer-property", "group.protocol=eager"]
+    if source == "--consumer.config":
+        (tmp_path / "consumer.properties").write_text("group.protocol=eager\n")
+        option = ["--consumer.config", str(tmp_path / "consumer.properties")]
     result = subprocess.run([sys.executable, "-m", "pybroker", "console-consumer", "--bootstrap-server",
-                             broker.bootstrap, "--topic", "t", "--group", "g",
-                             "--consumer-property", "group.protocol=eager"],
+                             broker.bootstrap, "--topic", "t", "--group", "g", *option],
                             capture_output=True, text=True, cwd=REPO, timeout=30)
     assert result.returncode == 1
     assert "Invalid value eager for configuration group.protocol" in result.stderr
