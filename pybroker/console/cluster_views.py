@@ -180,6 +180,7 @@ def _offset(listed: dict, tp: TopicPartition) -> int | None:
 class GroupRow:
     group_id: str
     state: str
+    group_type: str  # "classic" or "consumer" (KIP-848); empty from brokers before ListGroups v5
     protocol_type: str
     members: int
     total_lag: int | None
@@ -199,8 +200,9 @@ async def group_rows(client: KafkaClient) -> list[GroupRow]:
     for group in listed:
         description = described[group.group_id]
         lags = [max(ends[tp] - offset, 0) for tp, offset in committed[group.group_id].items() if tp in ends]
-        rows.append(GroupRow(group.group_id, description.state, group.protocol_type or description.protocol_type,
-                             len(description.members), sum(lags) if lags else None))
+        rows.append(GroupRow(group.group_id, description.state, group.group_type,
+                             group.protocol_type or description.protocol_type, len(description.members),
+                             sum(lags) if lags else None))
     return rows
 
 

@@ -210,6 +210,8 @@ def test_group_lag_rises_and_falls_then_reset(consoles, console_broker, page, sc
         consumer.close()
 
     poll_page(page, f"{url}/groups", lambda: "Empty" in " ".join(page.locator("#groups").all_inner_texts()))
+    row = page.locator("#groups tr", has_text=group).inner_text()
+    assert "classic" in row and "consumer" in row  # its type (KIP-848) and its protocol type
     snap(page, screenshots, "groups")
     page.goto(f"{url}/groups/{group}")
     page.locator("#reset [name=to]").select_option("offset")
