@@ -38,6 +38,12 @@ class PartitionInfo:
     leader: int
     leader_epoch: int
     isr: tuple[int, ...]
+    #: replicas the controller reports offline on live brokers (in a failed log dir)
+    offline: tuple[int, ...] = ()
+
+    def offline_replicas(self, live: set[int]) -> list[int]:
+        """Replicas on brokers that are not registered, or in a failed log dir."""
+        return [r for r in self.replicas if r not in live or r in self.offline]
 
 
 @dataclass(frozen=True, slots=True)

@@ -87,7 +87,8 @@ class BrokerRequests:
             by_topic.setdefault(topic, []).append(UpdateMetadataRequest.UpdateMetadataPartitionState(
                 partition_index=p, controller_epoch=state.controller_epoch, leader=state.leader,
                 leader_epoch=state.leader_epoch, isr=list(state.isr), zk_version=state.zk_version,
-                replicas=list(replicas), offline_replicas=[r for r in replicas if r not in live]))
+                replicas=list(replicas),
+                offline_replicas=[r for r in replicas if r not in live or r in ctx.offline_on((topic, p))]))
         topics = [UpdateMetadataRequest.UpdateMetadataTopicState(
             topic_name=topic, topic_id=ctx.topic_id(topic), partition_states=states)
             for topic, states in sorted(by_topic.items())]

@@ -144,8 +144,9 @@ class ZkMetadata(TopicRegistry):
                 if p.leader == zp.LEADER_DURING_DELETE:
                     partitions.pop(p.partition_index, None)
                 else:
-                    partitions[p.partition_index] = PartitionInfo(p.partition_index, tuple(p.replicas), p.leader,
-                                                                  p.leader_epoch, tuple(p.isr))
+                    partitions[p.partition_index] = PartitionInfo(
+                        p.partition_index, tuple(p.replicas), p.leader, p.leader_epoch, tuple(p.isr),
+                        tuple(p.offline_replicas))
             if not partitions:
                 if previous is not None:
                     del topics[name]

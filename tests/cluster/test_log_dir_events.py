@@ -6,12 +6,15 @@ The failing dir is the small tmpfs of test_log_dir_failure (skipped where it can
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kazoo.client import KazooClient
 
+from pybroker.client import AdminClient as PyAdminClient
+from pybroker.client.cluster import KafkaClient
 from pybroker.protocol.error_codes import ErrorCode
 from tests.cluster.conftest import CHROOT, broker_overrides
 from tests.cluster.zookeeper import ZooKeeperServer
@@ -47,6 +50,9 @@ def test_the_controller_moves_leadership_off_a_failed_log_dir(tmp_path: Path, sm
                    "the controller to elect another leader of partition 1")
         partitions = admin.list_topics(TOPIC, timeout=10).topics[TOPIC].partitions
         assert partitions[0].leader == 0 and 0 not in partitions[1].isrs
+        for broker in brokers:  # every broker's Metadata lists broker 0's replica of partition 1 as offline
+            wait_until(lambda: offline_replicas(broker.bootstrap) == {0: (), 1: (0,)},
+                       "the failed dir's replica among the offline replicas")
         delivered += produce_values(bootstrap, [f"after-{i}".encode() for i in range(20)])
         assert sorted(read_all(bootstrap)) == sorted(delivered)
         announced = rf"Announced the failure of log dir {small_dir} to the controller \(/log_dir_event_notification/log_dir_event_\d{{10}}\)"
@@ -62,6 +68,14 @@ def test_the_controller_moves_leadership_off_a_failed_log_dir(tmp_path: Path, sm
             broker.kill()
             (broker.data_dir / "broker.log").write_text(broker.log_text())
         zookeeper.stop()
+
+
+def offline_replicas(bootstrap: str) -> dict[int, tuple[int, ...]]:
+    async def describe() -> dict[int, tuple[int, ...]]:
+        async with KafkaClient(bootstrap) as client:
+            topic = (await PyAdminClient(client).describe_topics([TOPIC]))[TOPIC]
+            return {p.partition: p.offline_replicas for p in topic.partitions}
+    return asyncio.run(describe())
 
 
 def produce_values(bootstrap: str, values: list[bytes]) -> list[bytes]:

@@ -96,7 +96,7 @@ def _describe(info: TopicInfo, indexes: list[int], live: set[int]) -> Topic:
         partitions.append(Partition(
             error_code=0 if p.leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE, partition_index=index,
             leader_id=p.leader, leader_epoch=p.leader_epoch, replica_nodes=list(p.replicas), isr_nodes=list(p.isr),
-            offline_replicas=[r for r in p.replicas if r not in live], eligible_leader_replicas=[], last_known_elr=[]))
+            offline_replicas=p.offline_replicas(live), eligible_leader_replicas=[], last_known_elr=[]))
     return Topic(error_code=0, name=info.name, topic_id=info.topic_id or ZERO_UUID,
                  is_internal=info.name in INTERNAL_TOPICS, partitions=partitions)
 

@@ -138,12 +138,12 @@ def _describe(info: TopicInfo, live: set[int]) -> Topic:
     """A partition without a live leader (none elected, or the recorded one is not registered: it died
     and no other is elected yet) reports LEADER_NOT_AVAILABLE and leader -1, as Kafka's ZkMetadataCache;
     a dead leader's id, absent from the broker list, leaves the Java admin client waiting for that node.
-    Replicas on brokers that are not registered are listed as offline."""
+    Replicas on brokers that are not registered, or in a failed log dir, are listed as offline."""
     partitions = [
         Partition(error_code=0 if p.leader in live else ErrorCode.LEADER_NOT_AVAILABLE, partition_index=index,
                   leader_id=p.leader if p.leader in live else -1, leader_epoch=p.leader_epoch,
                   replica_nodes=list(p.replicas), isr_nodes=list(p.isr),
-                  offline_replicas=[r for r in p.replicas if r not in live])
+                  offline_replicas=p.offline_replicas(live))
         for index, p in sorted(info.partitions.items())
     ]
     return Topic(error_code=0, name=info.name, topic_id=info.topic_id or ZERO_UUID,
