@@ -1,8 +1,8 @@
 """ListOffsets (2): earliest, latest, max-timestamp and by-timestamp offset lookups.
 
 LATEST is the high watermark for read_uncommitted and the last stable offset for read_committed
-(isolation_level=1); lookups by timestamp never answer an offset at or past that bound (taken once
-the lookup, which scans and decodes batches on the I/O executor, has returned). A follower
+(isolation_level=1); lookups by timestamp, MAX_TIMESTAMP among them, never answer an offset at or past
+that bound (taken once the lookup, which scans and decodes batches on the I/O executor, has returned). A follower
 (replica_id >= 0) is answered from the whole log, LATEST being the log end, as Kafka does.
 """
 
@@ -59,7 +59,7 @@ async def _list_partition(ctx: RequestContext, request: ListOffsetsRequest, topi
             response.offset = log.log_start_offset
         elif target == MAX_TIMESTAMP:
             found = log.latest_timestamp_offset()
-            if found is not None:
+            if found is not None and found[0] < _visible(log, request):
                 response.offset, response.timestamp = found
         else:
             epoch = partition.leader_epoch
