@@ -89,11 +89,12 @@ class EmbeddedMetadata(TopicRegistry):
     async def delete_topic(self, name: str) -> None:
         if not self._delete_enabled:
             raise TopicDeletionDisabledError("Topic deletion is disabled.")
-        info = self._topics.pop(name, None)
+        info = self._topics.get(name)
         if info is None:
             raise UnknownTopicError(f"Topic '{name}' does not exist.")
+        self._save(topics={n: i for n, i in self._topics.items() if n != name})
+        del self._topics[name]
         del self._by_id[info.topic_id]
-        self._save()
         self._notify(name, None)
 
     async def create_partitions(self, name: str, total: int,
@@ -149,8 +150,8 @@ class EmbeddedMetadata(TopicRegistry):
 
     def _reserve_block(self) -> ProducerIdBlock:
         start = self._producer_id_limit
+        self._save(producer_id_limit=start + PRODUCER_ID_BLOCK)
         self._producer_id_limit = start + PRODUCER_ID_BLOCK
-        self._save()
         return ProducerIdBlock(self._broker.broker_id, start, self._producer_id_limit - 1)
 
     def _topic_info(self, name: str, topic_id: uuid.UUID, partitions: int, configs: dict[str, str]) -> TopicInfo:
@@ -161,9 +162,9 @@ class EmbeddedMetadata(TopicRegistry):
         )
 
     def _store(self, info: TopicInfo) -> None:
+        self._save(topics={**self._topics, info.name: info})
         self._topics[info.name] = info
         self._by_id[info.topic_id] = info
-        self._save()
         self._notify(info.name, info)
 
     def _load(self) -> tuple[str, int]:
@@ -183,15 +184,18 @@ class EmbeddedMetadata(TopicRegistry):
             self._by_id[info.topic_id] = info
         return document["cluster_id"], document.get("next_producer_id", 0)
 
-    def _save(self) -> None:
+    def _save(self, *, topics: Mapping[str, TopicInfo] | None = None, producer_id_limit: int | None = None) -> None:
+        """Persist the state with `topics` / `producer_id_limit` in place of the current ones. Callers
+        change their in-memory state only after this returned: a failed write (a full disk) changes
+        nothing, so the broker never serves a topic its metadata file does not hold."""
         document = {
             "version": 1,
             "cluster_id": self.cluster_id,
-            "next_producer_id": self._producer_id_limit,
+            "next_producer_id": self._producer_id_limit if producer_id_limit is None else producer_id_limit,
             "topics": {
                 name: {"topic_id": topic_id_to_string(info.topic_id), "partitions": len(info.partitions),
                        "configs": dict(info.configs)}
-                for name, info in sorted(self._topics.items())
+                for name, info in sorted((self._topics if topics is None else topics).items())
             },
         }
         write_json_durably(self._path, document)

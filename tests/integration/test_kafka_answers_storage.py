@@ -6,6 +6,7 @@ inodes are used up once the broker runs, so creating a partition directory fails
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 from pathlib import Path
 from typing import Iterator
@@ -13,7 +14,7 @@ from typing import Iterator
 import pytest
 
 from pybroker.protocol.error_codes import ErrorCode
-from pybroker.protocol.messages import CreateTopicsRequest, CreateTopicsResponse
+from pybroker.protocol.messages import CreateTopicsRequest, CreateTopicsResponse, MetadataRequest, MetadataResponse
 from tests.integration.broker_process import BrokerProcess
 from tests.integration.test_bad_input import WireClient, metadata_ok
 
@@ -48,12 +49,17 @@ def test_create_topics_on_a_full_log_dir_is_a_storage_error(tmp_path: Path, smal
     try:
         _use_up_inodes(small_log_dir)
         client = WireClient(broker.bootstrap)
-        created = client.request(CreateTopicsRequest(topics=[CreateTopicsRequest.CreatableTopic(
-            name="answers-full-disk", num_partitions=2, replication_factor=1)]), 7, CreateTopicsResponse)
-        client.close()
-        result = created.topics[0]
+        request = CreateTopicsRequest(topics=[CreateTopicsRequest.CreatableTopic(
+            name="answers-full-disk", num_partitions=2, replication_factor=1)])
+        result = client.request(request, 7, CreateTopicsResponse).topics[0]
         assert result.error_code == ErrorCode.KAFKA_STORAGE_ERROR, result
         assert result.error_message
         assert metadata_ok(broker.bootstrap)
+        # The failed create left nothing behind: not in Metadata, and once there is room it succeeds.
+        listed = client.request(MetadataRequest(topics=None), 9, MetadataResponse)
+        assert "answers-full-disk" not in {t.name for t in listed.topics}
+        shutil.rmtree(small_log_dir / "filler")
+        assert client.request(request, 7, CreateTopicsResponse).topics[0].error_code == ErrorCode.NONE
+        client.close()
     finally:
         broker.kill()
