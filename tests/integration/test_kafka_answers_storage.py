@@ -7,7 +7,6 @@ inodes are used up once the broker runs, so creating a partition directory fails
 from __future__ import annotations
 
 import shutil
-import subprocess
 from pathlib import Path
 from typing import Iterator
 
@@ -17,20 +16,13 @@ from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.messages import CreateTopicsRequest, CreateTopicsResponse, MetadataRequest, MetadataResponse
 from tests.integration.broker_process import BrokerProcess
 from tests.integration.test_bad_input import WireClient, metadata_ok
+from tests.integration.tmpfs import mounted_tmpfs
 
 
 @pytest.fixture
 def small_log_dir(tmp_path: Path) -> Iterator[Path]:
-    mount_point = tmp_path / "small"
-    mount_point.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m,nr_inodes=64", "tmpfs", str(mount_point)],
-                             capture_output=True, text=True)
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
-    try:
+    with mounted_tmpfs(tmp_path / "small", "size=1m,nr_inodes=64") as mount_point:
         yield mount_point
-    finally:
-        subprocess.run(["umount", "-l", str(mount_point)], check=False)
 
 
 def _use_up_inodes(directory: Path) -> None:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import errno
 import json
 import os
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -36,22 +35,15 @@ from pybroker.protocol.messages import (
 from pybroker.records.record import RecordInput, build_batch
 from tests.integration.broker_process import BrokerProcess
 from tests.integration.test_bad_input import WireClient
+from tests.integration.tmpfs import mounted_tmpfs
 
 TOPIC = "failing"
 
 
 @pytest.fixture
 def small_dir(tmp_path: Path) -> Iterator[Path]:
-    mount_point = tmp_path / "disk-b"
-    mount_point.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount_point)],
-                             capture_output=True, text=True)
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
-    try:
+    with mounted_tmpfs(tmp_path / "disk-b", "size=2m") as mount_point:
         yield mount_point
-    finally:
-        subprocess.run(["umount", "-l", str(mount_point)], check=False)
 
 
 def fill(directory: Path) -> Path:
