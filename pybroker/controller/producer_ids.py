@@ -56,35 +56,37 @@ class ProducerIdBlocks:
         self._wait_s = wait_s
         self._ids: range = range(0)
         self._next: zp.ProducerIdBlock | None = None
-        self._fetching: asyncio.Task[None] | None = None
+        self._fetching: asyncio.Task[bool] | None = None
 
     async def next_id(self) -> int:
-        if not self._ids and self._next is not None:
-            self._ids, self._next = range(self._next.start, self._next.end + 1), None
-        if not self._ids:
-            await self._wait_for_block()
-            assert self._next is not None
-            self._ids, self._next = range(self._next.start, self._next.end + 1), None
+        """The next id; waits at most `wait_s` for a block. Callers that wait together share one request:
+        the first to wake takes the block, and the others wait for the next one within their time."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._wait_s
+        while not self._ids:
+            if self._next is not None:
+                self._ids, self._next = range(self._next.start, self._next.end + 1), None
+                break
+            try:
+                fetched = await asyncio.wait_for(asyncio.shield(self._fetch()), max(deadline - loop.time(), 0))
+            except asyncio.TimeoutError:
+                fetched = False
+            if not fetched and self._next is None and not self._ids:
+                raise ProducerIdsUnavailableError("No producer id block from the controller yet")
         producer_id, self._ids = self._ids[0], self._ids[1:]
         if len(self._ids) <= BLOCK_SIZE * (1 - PREFETCH_AT) and self._next is None:
             self._fetch()
         return producer_id
 
-    async def _wait_for_block(self) -> None:
-        try:
-            await asyncio.wait_for(asyncio.shield(self._fetch()), self._wait_s)
-        except asyncio.TimeoutError:
-            pass
-        if self._next is None:
-            raise ProducerIdsUnavailableError("No producer id block from the controller yet")
-
-    def _fetch(self) -> asyncio.Task[None]:
+    def _fetch(self) -> asyncio.Task[bool]:
         if self._fetching is None or self._fetching.done():
             self._fetching = asyncio.get_running_loop().create_task(self._fetch_block(), name="producer-id-block")
         return self._fetching
 
-    async def _fetch_block(self) -> None:
+    async def _fetch_block(self) -> bool:
         try:
             self._next = await self._request_block()
         except (OSError, MetadataError, asyncio.TimeoutError) as exc:
             log.warning("Could not get a producer id block from the controller: %r", exc)
+            return False
+        return True

@@ -189,11 +189,11 @@ class ZkMode:
 
     async def _ask_controller(self, request: Message, version: int, response_class: type[M],
                               client_id: str) -> tuple[int, M] | None:
-        """(controller id, its response) for one round trip to the broker /controller names; None
-        when no controller is known."""
+        """(controller id, its response) for one round trip to the controller this broker's metadata
+        names (from UpdateMetadata and its /controller watch, as Kafka's broker-to-controller channel
+        finds it: no ZooKeeper read, so it works while the session is down); None when none is known."""
         assert self.metadata is not None
-        node = await self.zk.get(zp.CONTROLLER)
-        controller = self.metadata.broker(zp.decode_controller(node[0])) if node else None
+        controller = self.metadata.broker(self.metadata.controller_id)
         if controller is None:
             return None
         timeout = self._broker.config["controller.socket.timeout.ms"] / 1000

@@ -40,12 +40,14 @@ async def handle(ctx: RequestContext, request: InitProducerIdRequest) -> InitPro
                                          authorize_by_resource_type(ctx, AclOperation.WRITE, ResourceType.TOPIC)):
         return InitProducerIdResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, producer_id=-1,
                                       producer_epoch=-1)
-    if transactional_id is None:
-        producer_id = await ctx.broker.metadata.allocate_producer_id()
-        return InitProducerIdResponse(throttle_time_ms=0, error_code=0, producer_id=producer_id, producer_epoch=0)
     coordinator = ctx.broker.txns.coordinator
-    fresh = await ctx.broker.metadata.allocate_producer_id() if coordinator.needs_producer_id(transactional_id) \
-        else None
+    try:  # COORDINATOR_LOAD_IN_PROGRESS while no producer-id block came from the controller: clients retry
+        fresh = await ctx.broker.metadata.allocate_producer_id() \
+            if transactional_id is None or coordinator.needs_producer_id(transactional_id) else None
+    except Exception as exc:  # noqa: BLE001 - mapped in one place; unexpected ones are logged there
+        return InitProducerIdResponse(error_code=error_code_for(exc), producer_id=-1, producer_epoch=-1)
+    if transactional_id is None:
+        return InitProducerIdResponse(throttle_time_ms=0, error_code=0, producer_id=fresh, producer_epoch=0)
     result = await txn_call(ctx, transactional_id, lambda waiter, now: coordinator.init_producer_id(
         waiter, transactional_id, request.transaction_timeout_ms, request.producer_id, request.producer_epoch,
         fresh, now))

@@ -76,3 +76,18 @@ def test_a_single_nodes_reserved_blocks_never_overlap_its_own_ids(tmp_path: Path
         restarted = metadata()
         assert await restarted.allocate_producer_id() > max(own + [reserved.end])
     asyncio.run(run())
+
+
+def test_callers_waiting_together_for_the_first_block_all_get_an_id() -> None:
+    """Chaos round 5008: producers starting at once on a fresh broker sent concurrent InitProducerIds;
+    the first to wake took the block and the others failed at once although it had ids for them all."""
+    async def run() -> None:
+        controller = Controller()
+        controller.hold.clear()
+        blocks = ProducerIdBlocks(controller.request_block, wait_s=5)
+        waiting = [asyncio.ensure_future(blocks.next_id()) for _ in range(3)]
+        await asyncio.sleep(0)
+        controller.hold.set()
+        assert sorted(await asyncio.gather(*waiting)) == [0, 1, 2]
+        assert controller.requests == 1
+    asyncio.run(run())
