@@ -15,7 +15,8 @@ import logging
 import time
 from typing import Callable, Mapping, Sequence
 
-from kazoo.exceptions import BadVersionError, NodeExistsError
+from kazoo.exceptions import BadVersionError, ConnectionLoss, NodeExistsError, OperationTimeoutError
+from kazoo.protocol.states import ZnodeStat
 
 from pybroker.common.topic import ZERO_UUID, new_topic_id, topic_id_to_string, topic_name_error
 from pybroker.controller import zk_paths as zp
@@ -75,21 +76,33 @@ class ZkMetadata(TopicRegistry):
         """Create /brokers/ids/N. After a crash the previous session's node lingers until ZooKeeper
         expires it, so wait for that (up to the session timeout) as a restarted Kafka broker must."""
         me = self._me
+        path = zp.broker_path(me.broker_id)
         data = zp.encode_broker(me.host, me.port, me.rack, int(time.time() * 1000), me.endpoints)
         deadline = time.monotonic() + wait_s
         while True:
             try:
-                await self._zk.create(zp.broker_path(me.broker_id), data, ephemeral=True)
-                node = await self._zk.get(zp.broker_path(me.broker_id))
-                self.broker_epoch = node[1].czxid if node else -1
-                log.info("Registered broker %d at path %s with broker epoch %d", me.broker_id,
-                         zp.broker_path(me.broker_id), self.broker_epoch)
-                return
-            except NodeExistsError:
+                node = await self._registration(path, data)
+            except (ConnectionLoss, OperationTimeoutError):
+                await asyncio.sleep(0.5)  # the session may still be alive: try again (an expiry raises)
+                continue
+            if node is None:  # another session's node: a previous run of this broker, until it expires
                 if time.monotonic() >= deadline:
                     raise RuntimeError(f"Broker id {me.broker_id} is already registered in ZooKeeper "
-                                       f"(another broker is using it)") from None
+                                       f"(another broker is using it)")
                 await asyncio.sleep(0.5)
+                continue
+            self.broker_epoch = node[1].czxid
+            log.info("Registered broker %d at path %s with broker epoch %d", me.broker_id, path, self.broker_epoch)
+            return
+
+    async def _registration(self, path: str, data: bytes) -> tuple[bytes, ZnodeStat] | None:
+        """This session's registration node, created if needed; None while another session holds it. A
+        create whose answer was lost with the connection made the node of this session: it is ours
+        (Kafka's checkedEphemeralCreate compares the ephemeral owner too)."""
+        with contextlib.suppress(NodeExistsError):
+            await self._zk.create(path, data, ephemeral=True)
+        node = await self._zk.get(path)
+        return node if node is not None and node[1].ephemeralOwner == self._zk.session_id else None
 
     async def _cluster_id(self) -> str:
         node = await self._zk.get(zp.CLUSTER_ID)
