@@ -7,6 +7,7 @@ groups alike. Each kind answers the few questions the store asks of it.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Hashable
 
@@ -27,7 +28,7 @@ class CommittedOffset:
 
 
 @dataclass(slots=True)
-class GroupBase:
+class GroupBase(ABC):
     group_id: str
     offsets: dict[tuple[str, int], CommittedOffset] = field(default_factory=dict, kw_only=True)
     pending_offsets: dict[tuple[str, int], CommittedOffset] = field(default_factory=dict, kw_only=True)
@@ -45,21 +46,22 @@ class GroupBase:
         """Committed or being committed: such a group is not removed."""
         return bool(self.offsets or self.pending_offsets)
 
+    @abstractmethod
     def offsets_expirable(self) -> bool:
         """Whether retention may drop this group's offsets now (Kafka: the group is Empty)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def expiry_base_ms(self, committed: CommittedOffset) -> int:
         """The time retention counts from for ``committed``."""
-        raise NotImplementedError
 
+    @abstractmethod
     def subscribed_topics(self) -> set[str] | None:
         """Topics the members subscribe to, or None when that cannot be known (OffsetDelete)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def tombstones(self) -> list[Record]:
         """The records that delete this group's membership (its offsets' tombstones aside)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def mark_dead(self, now_ms: int) -> None:
-        raise NotImplementedError
+        """The group is gone (its offsets expired or it was deleted): move it to Dead."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import contextlib
 import os
 import re
 import shutil
@@ -249,12 +250,8 @@ def unique_topic_name(prefix: str = "test") -> str:
     return f"{cleaned}-{uuid.uuid4().hex[:8]}"
 
 
-class EmbeddedBroker:
-    """A single pybroker on a loopback port, in a temporary directory (or ``data_dir``, which is kept).
-
-    ``EmbeddedBroker(num_partitions=3, config={"log.retention.ms": "1000"})``; ``port`` pins the port
-    (0: the kernel picks a free one). Use as a context manager, or call ``start()`` and ``close()``.
-    """
+class _BrokerHandle:
+    """What the sync and async brokers share: one ``BrokerNode`` and the views of it."""
 
     def __init__(self, config: Mapping[str, Any] | None = None, *, data_dir: str | Path | None = None,
                  port: int = 0, host: str = "127.0.0.1", broker_id: int = 0, start_timeout: float = 30.0,
@@ -262,12 +259,6 @@ class EmbeddedBroker:
         self.node = BrokerNode(kafka_config(config, overrides), data_dir=data_dir, host=host, port=port,
                                broker_id=broker_id, tmp_root=tmp_dir)
         self.start_timeout = start_timeout
-
-    def __enter__(self) -> EmbeddedBroker:
-        return self.start()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
 
     @property
     def bootstrap_servers(self) -> str:
@@ -289,6 +280,23 @@ class EmbeddedBroker:
     def running(self) -> bool:
         return self.node.running
 
+    def log_tail(self, lines: int = 50) -> str:
+        return self.node.log_tail(lines)
+
+
+class EmbeddedBroker(_BrokerHandle):
+    """A single pybroker on a loopback port, in a temporary directory (or ``data_dir``, which is kept).
+
+    ``EmbeddedBroker(num_partitions=3, config={"log.retention.ms": "1000"})``; ``port`` pins the port
+    (0: the kernel picks a free one). Use as a context manager, or call ``start()`` and ``close()``.
+    """
+
+    def __enter__(self) -> EmbeddedBroker:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
     def start(self) -> EmbeddedBroker:
         self.node.start(self.start_timeout)
         return self
@@ -309,43 +317,21 @@ class EmbeddedBroker:
         """Kills the broker and removes its temporary directory."""
         self.node.close()
 
-    def log_tail(self, lines: int = 50) -> str:
-        return self.node.log_tail(lines)
-
     def create_topic(self, name: str, partitions: int = 1, config: Mapping[str, Any] | None = None, *,
                      replication_factor: int = 1) -> str:
         bootstrap = self.bootstrap_servers
         return run_sync(lambda: create_topic_async(bootstrap, name, partitions, replication_factor, config))
 
 
-class AsyncEmbeddedBroker:
+class AsyncEmbeddedBroker(_BrokerHandle):
     """``EmbeddedBroker`` for asyncio test suites: ``async with AsyncEmbeddedBroker() as broker``; waiting
     for the broker never blocks the running loop."""
-
-    def __init__(self, config: Mapping[str, Any] | None = None, *, data_dir: str | Path | None = None,
-                 port: int = 0, host: str = "127.0.0.1", broker_id: int = 0, start_timeout: float = 30.0,
-                 tmp_dir: str | Path | None = None, **overrides: Any) -> None:
-        self.node = BrokerNode(kafka_config(config, overrides), data_dir=data_dir, host=host, port=port,
-                               broker_id=broker_id, tmp_root=tmp_dir)
-        self.start_timeout = start_timeout
 
     async def __aenter__(self) -> AsyncEmbeddedBroker:
         return await self.start()
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
-
-    @property
-    def bootstrap_servers(self) -> str:
-        return self.node.bootstrap_servers
-
-    @property
-    def pid(self) -> int | None:
-        return self.node.pid
-
-    @property
-    def data_dir(self) -> Path | None:
-        return self.node.data_dir
 
     async def start(self) -> AsyncEmbeddedBroker:
         loop = asyncio.get_running_loop()
@@ -356,10 +342,8 @@ class AsyncEmbeddedBroker:
                 done.set_result(None)
 
         child.on_done(lambda: loop.call_soon_threadsafe(settle))
-        try:
+        with contextlib.suppress(asyncio.TimeoutError):  # finish_start explains a broker that never got ready
             await asyncio.wait_for(done, self.start_timeout)
-        except asyncio.TimeoutError:
-            pass
         self.node.finish_start()
         return self
 
@@ -375,9 +359,6 @@ class AsyncEmbeddedBroker:
 
     async def close(self) -> None:
         await asyncio.to_thread(self.node.close)
-
-    def log_tail(self, lines: int = 50) -> str:
-        return self.node.log_tail(lines)
 
     async def create_topic(self, name: str, partitions: int = 1, config: Mapping[str, Any] | None = None, *,
                            replication_factor: int = 1) -> str:
