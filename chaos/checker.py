@@ -12,10 +12,13 @@ Events it reads (history.py; `topic`/`partition`/`offset`/`value` where they app
            consume-transform-produce outputs name their input: no input in two committed outputs
   drain    the drain's end: `complete` false when it could not read every partition to its end
   fail     a send the client gave up on (librdkafka's local message timeout among them)
+  epoch-bump  librdkafka's log line deciding to bump a queue producer's epoch (`detail`: its reason)
 
 Given the round's segment files (provenance.py), a duplicate whose later copy carries a higher epoch
-of the same producer id, from a producer that had local message timeouts, is librdkafka's epoch bump
-re-sending a possibly persisted message: reported as `duplicate_epoch_bump`, not as an anomaly.
+of the same producer id, from a producer that bumped its epoch (a local message timeout, or a bump
+its librdkafka log recorded) before the value was acknowledged, is librdkafka re-sending a possibly
+persisted message under the new epoch from sequence 0, which no broker can deduplicate (librdkafka
+#4953): reported as `duplicate_epoch_bump` with the bump's reasons, not as an anomaly.
 """
 
 from __future__ import annotations
@@ -93,8 +96,10 @@ def check(events: Iterable[dict[str, Any]], stamp_of: StampOf | None = None) -> 
         if len(places) > 1:
             stamps = _epoch_bumped(sorted(places), stamp_of)
             source = _ctp_source(value)
-            if stamps and _timed_out_before(events, value, acked_at.get(value)):
-                report.explain("duplicate_epoch_bump", {"value": value, "at": sorted(places), "stamps": stamps})
+            bumps = _bumps_before(events, value, acked_at.get(value)) if stamps else []
+            if bumps:
+                report.explain("duplicate_epoch_bump", {"value": value, "at": sorted(places), "stamps": stamps,
+                                                        "bumped_by": bumps[:3]})
             elif source is not None and len(places) <= len(where.get(source, ())):
                 report.explain("output_per_input_copy", {"value": value, "at": sorted(places),
                                                          "input_at": sorted(where[source])})
@@ -154,12 +159,19 @@ def _ctp_source(value: str) -> str | None:
     return None
 
 
-def _timed_out_before(events: list[dict[str, Any]], value: str, acked_at: float | None) -> bool:
-    """The value's producer gave up on some message (a local timeout, which makes librdkafka bump its
-    epoch) before this value was acknowledged."""
+def _bumps_before(events: list[dict[str, Any]], value: str, acked_at: float | None) -> list[str]:
+    """Why the value's producer bumped its epoch before the value was acknowledged: its local message
+    timeouts and the epoch-bump lines of its librdkafka log; empty when nothing made it bump."""
     process = value.rsplit("-", 1)[0]
-    return any(e["type"] == "fail" and e["process"] == process and LOCAL_TIMEOUT in e.get("error", "")
-               and (acked_at is None or e["t"] <= acked_at) for e in events)
+    reasons = []
+    for e in events:
+        if e.get("process") != process or (acked_at is not None and e["t"] > acked_at):
+            continue
+        if e["type"] == "fail" and LOCAL_TIMEOUT in e.get("error", ""):
+            reasons.append(f"local timeout of {e['value']} at {e['t']} s")
+        elif e["type"] == "epoch-bump":
+            reasons.append(f"at {e['t']} s: {e['detail']}")
+    return reasons
 
 
 def _check_exactly_once(txns: list[dict[str, Any]], where: dict[str, set[Place]], report: Report) -> None:

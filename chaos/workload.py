@@ -11,6 +11,7 @@ partition from offset 0 to its end.
 
 from __future__ import annotations
 
+import logging
 import random
 import threading
 import time
@@ -41,6 +42,34 @@ def _producer_config(bootstrap: str) -> dict[str, Any]:
     return {"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
             "message.timeout.ms": 20000, "request.timeout.ms": 5000, "linger.ms": 5,
             "socket.timeout.ms": 5000, "reconnect.backoff.max.ms": 1000, "log_level": 3}
+
+
+# librdkafka's own words when its idempotent producer decides to bump its epoch (debug context "eos"):
+# the drain it begins for the bump, its reason, and the sequence gap that caused it.
+EPOCH_BUMP_MARKS = ("epoch bump", "bumped epoch", "skipped sequence numbers")
+
+
+class _EpochBumpRecorder(logging.Handler):
+    """Puts each epoch-bump line of one producer's librdkafka log into the History as `epoch-bump`: the
+    checker explains a later copy of a value under a higher epoch only by a bump its producer recorded."""
+
+    def __init__(self, history: History, process: str) -> None:
+        super().__init__(logging.DEBUG)
+        self.history, self.process = history, process
+
+    def emit(self, record: logging.LogRecord) -> None:
+        line = record.getMessage()
+        if any(mark in line for mark in EPOCH_BUMP_MARKS):
+            self.history.add("epoch-bump", process=self.process, detail=line)
+
+
+def _queue_producer(bootstrap: str, history: History, process: str) -> Producer:
+    logger = logging.getLogger(f"chaos.rdkafka.{process}")
+    logger.propagate = False
+    logger.setLevel(logging.DEBUG)
+    if not logger.handlers:
+        logger.addHandler(_EpochBumpRecorder(history, process))
+    return Producer({**_producer_config(bootstrap), "debug": "eos", "log_level": 7, "logger": logger})
 
 
 def _consumer_config(bootstrap: str, **extra: Any) -> dict[str, Any]:
@@ -86,8 +115,8 @@ class Workload:
     # -- queue ------------------------------------------------------------------------------------
 
     def _produce(self, name: str, deadline: float) -> None:
-        producer = Producer(_producer_config(self.bootstrap))
         history = self.history
+        producer = _queue_producer(self.bootstrap, history, name)
 
         def delivered(err: Any, msg: Any) -> None:
             value = msg.value().decode()
@@ -114,7 +143,7 @@ class Workload:
                     producer.flush(5)
                 except KafkaException:
                     pass  # its messages fail as they are purged; their callbacks record that
-                producer = Producer(_producer_config(self.bootstrap))
+                producer = _queue_producer(self.bootstrap, history, name)
         left = producer.flush(30)
         history.add("producer-closed", process=name, undelivered=left)
 

@@ -124,6 +124,24 @@ def test_a_copy_under_a_bumped_epoch_after_a_local_timeout_is_explained_not_an_a
     assert report.explained["duplicate_epoch_bump"][0]["stamps"] == [[1000, 0, 418], [1000, 2, 0]]
 
 
+def test_a_copy_under_an_epoch_its_librdkafka_log_says_it_bumped_is_explained() -> None:
+    """Chaos round 5008: on one partition the head request was refused (NOT_ENOUGH_REPLICAS, not written)
+    and the next answered OUT_OF_ORDER_SEQUENCE_NUMBER, as Kafka answers too; librdkafka then bumps the
+    producer's epoch and re-sends the possibly persisted messages of its other partitions from sequence 0."""
+    bump = {"t": 1.5, "type": "epoch-bump", "process": "p0",
+            "detail": "DRAIN [rdkafka#producer-1] Beginning partition drain in state Assigned for PID{Id:1000,Epoch:0} "
+                      "epoch bump for 3 partition(s) with in-flight requests: skipped sequence numbers"}
+    history = [bump, {**ack("p0-9", 2, 11), "t": 2.0}, read("p0-9", 2, 10), read("p0-9", 2, 11), DRAINED]
+    bumped = stamps({("queue", 2, 10): (1000, 0, 599), ("queue", 2, 11): (1000, 1, 0)})
+    report = check(history, bumped)
+    assert report.clean, report.summary()
+    assert report.explained["duplicate_epoch_bump"][0]["bumped_by"] == [f"at 1.5 s: {bump['detail']}"]
+    other_process = [{**bump, "process": "p1"}] + history[1:]
+    assert check(other_process, bumped).counts() == {"duplicate": 1}  # another producer's bump explains nothing
+    after_the_ack = [{**bump, "t": 3.0}] + history[1:]
+    assert check(after_the_ack, bumped).counts() == {"duplicate": 1}
+
+
 def test_a_duplicate_the_logs_do_not_explain_stays_an_anomaly() -> None:
     history = [timed_out("p0-7", 1.0), {**ack("p0-9", 0, 11), "t": 2.0}, read("p0-9", 0, 10), read("p0-9", 0, 11),
                DRAINED]
