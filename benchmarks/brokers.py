@@ -100,6 +100,11 @@ class BrokerProcess(ABC):
         self.process.wait()
         self.process = None
 
+    @property
+    def pid(self) -> int:
+        assert self.process is not None
+        return self.process.pid
+
     def rss_mb(self) -> float:
         """Resident set size in MiB, from /proc/<pid>/status VmRSS."""
         assert self.process is not None

@@ -16,6 +16,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from multiprocessing.synchronize import Barrier
 from typing import Any
 
@@ -93,19 +94,29 @@ def produce_all(client: Producer, topic: str, count: int, partitions: int, paylo
     return time.perf_counter() - start
 
 
-def consume_all(bootstrap: str, topic: str, count: int, partitions: int, timeout: float,
-                client: dict[str, str] | None = None) -> float:
-    """Read `count` messages from the beginning of every partition (assign, no group join); return msgs/s.
+@dataclass
+class ConsumeTimes:
+    """W2's clocks: `steady` msgs/s from the first batch received to the last (librdkafka's start-up left
+    out), `total` msgs/s from assign() to the last message, `first_s` from assign() to the first message."""
 
-    The clock runs from the first batch received to the last, so librdkafka's start-up (metadata,
-    ListOffsets retry timer) is left out; `fetch.queue.backoff.ms=0` stops it pausing fetches for a second
-    whenever its local queue is full, which otherwise caps both brokers at the same client-side rate.
+    steady: float
+    total: float
+    first_s: float
+
+
+def consume_all(bootstrap: str, topic: str, count: int, partitions: int, timeout: float,
+                client: dict[str, str] | None = None) -> ConsumeTimes:
+    """Read `count` messages from the beginning of every partition (assign, no group join).
+
+    `fetch.queue.backoff.ms=0` stops librdkafka pausing fetches for a second whenever its local queue is
+    full, which otherwise caps both brokers at the same client-side rate.
     """
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "benchmarks", "enable.auto.commit": False,
                          "fetch.queue.backoff.ms": 0, **(client or {})})
+    assigned = time.perf_counter()
     consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
     got = first = 0
-    deadline = time.perf_counter() + timeout
+    deadline = assigned + timeout
     start = 0.0
     while got < count:
         if time.perf_counter() > deadline:
@@ -116,9 +127,16 @@ def consume_all(bootstrap: str, topic: str, count: int, partitions: int, timeout
             got += 1
         if not first and got:
             first, start = got, time.perf_counter()
-    rate = (got - first) / max(time.perf_counter() - start, 1e-9)  # 0 if one batch held everything
+    end = time.perf_counter()
     consumer.close()
-    return rate
+    return ConsumeTimes(steady=(got - first) / max(end - start, 1e-9),  # 0 if one batch held everything
+                        total=got / (end - assigned), first_s=start - assigned)
+
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of process `pid` (all its threads), from /proc/<pid>/stat."""
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def warmup(p: Params) -> Result:
@@ -131,13 +149,21 @@ def warmup(p: Params) -> Result:
 
 def produce_consume(p: Params) -> Result:
     """W1 then W2: produce `messages` with BATCHING and `codec`, then consume them all from the beginning
-    (over the security settings in `client`, if any: W9)."""
+    (over the security settings in `client`, if any: W9); with the broker's `pid`, also its CPU per message
+    in each phase."""
     security = p.get("client", {})
     create_topic(p["bootstrap"], p["topic"], p["partitions"], p["timeout"], client=security)
     client = producer(p["bootstrap"], **BATCHING, **{"compression.type": p["codec"]}, **security)
+    pid = p.get("pid")
+    cpu_start = cpu_seconds(pid) if pid else 0.0
     produced = produce_all(client, p["topic"], p["messages"], p["partitions"], PAYLOAD, p["timeout"])
+    cpu_produced = cpu_seconds(pid) if pid else 0.0
     consumed = consume_all(p["bootstrap"], p["topic"], p["messages"], p["partitions"], p["timeout"], security)
-    return {"produce": p["messages"] / produced, "consume": consumed}
+    cpu_consumed = cpu_seconds(pid) if pid else 0.0
+    per_message = 1e6 / p["messages"]
+    return {"produce": p["messages"] / produced, "consume": consumed.steady, "consume_total": consumed.total,
+            "consume_first_s": consumed.first_s, "produce_cpu_us": (cpu_produced - cpu_start) * per_message,
+            "consume_cpu_us": (cpu_consumed - cpu_produced) * per_message}
 
 
 def scram_user(p: Params) -> Result:
@@ -194,6 +220,10 @@ class _Stats:
         self.latest = raw
 
     def produce_requests(self, client: Producer, timeout: float) -> int:
+        return self.requests(client, "Produce", timeout)
+
+    def requests(self, client: Producer | Consumer, api: str, timeout: float) -> int:
+        """The `api` requests the client has sent so far, from a statistics report newer than this call."""
         self.latest = None
         deadline = time.monotonic() + timeout
         while self.latest is None:
@@ -201,7 +231,7 @@ class _Stats:
                 raise RuntimeError("no librdkafka statistics")
             client.poll(0.05)
         brokers = json.loads(self.latest)["brokers"].values()
-        return sum(int(b.get("req", {}).get("Produce", 0)) for b in brokers)
+        return sum(int(b.get("req", {}).get(api, 0)) for b in brokers)
 
 
 def _rate_producer(p: Params, partition: int, barrier: Barrier, results: Any) -> None:
@@ -270,6 +300,95 @@ def request_rate(p: Params) -> Result:
     latencies = [lat for outcome in outcomes for lat in outcome["latencies"]]
     return {"requests_per_s": sum(o["requests_per_s"] for o in outcomes),
             "p99_ms": percentile(latencies, 99) * 1000}
+
+
+def _cost_worker(p: Params, partition: int, barrier: Barrier, results: Any) -> None:
+    """One W12 client process: put its request count and messages sent, or its error, on `results`."""
+    try:
+        results.put(_cost_produce(p, partition, barrier) if p["kind"] == "produce"
+                    else _cost_fetch(p, partition, barrier))
+    except Exception as exc:  # noqa: BLE001 - reported to the parent, which raises it
+        results.put({"error": f"{type(exc).__name__}: {exc}"})
+
+
+def _cost_produce(p: Params, partition: int, barrier: Barrier) -> dict[str, Any]:
+    """One message in flight at a time (linger.ms=0, acks=all): every Produce request carries one message."""
+    stats = _Stats()
+    client = Producer({"bootstrap.servers": p["bootstrap"], "linger.ms": 0, "acks": "all",
+                       "statistics.interval.ms": 100, "stats_cb": stats})
+    pending = [0]
+
+    def delivered(err: KafkaError | None, _msg: Message) -> None:
+        pending[0] -= 1
+        if err is not None:
+            raise KafkaException(err)
+
+    for _ in range(10):
+        pending[0] += 1
+        client.produce(p["topic"], PAYLOAD, partition=partition, on_delivery=delivered)
+    client.flush(p["timeout"])
+    before = stats.requests(client, "Produce", p["timeout"])
+    barrier.wait(p["timeout"])
+    end = time.perf_counter() + p["seconds"]
+    sent = 0
+    while time.perf_counter() < end:
+        if pending[0] == 0:
+            pending[0] += 1
+            sent += 1
+            client.produce(p["topic"], PAYLOAD, partition=partition, on_delivery=delivered)
+        client.poll(0.0005 if pending[0] else 0)
+    requests = stats.requests(client, "Produce", p["timeout"]) - before
+    if client.flush(p["timeout"]):
+        raise RuntimeError("messages still undelivered")
+    return {"requests": requests, "messages": sent}
+
+
+def _cost_fetch(p: Params, partition: int, barrier: Barrier) -> dict[str, Any]:
+    """A consumer of an empty partition with fetch.wait.max.ms=0: every Fetch is answered at once, empty."""
+    stats = _Stats()
+    client = Consumer({"bootstrap.servers": p["bootstrap"], "group.id": f"w12-{partition}",
+                       "enable.auto.commit": False, "fetch.wait.max.ms": 0, "statistics.interval.ms": 100,
+                       "stats_cb": stats})
+    client.assign([TopicPartition(p["topic"], partition, OFFSET_BEGINNING)])
+    client.consume(num_messages=1, timeout=1.0)  # the connection, the offset lookup and the first fetches
+    before = stats.requests(client, "Fetch", p["timeout"])
+    barrier.wait(p["timeout"])
+    end = time.perf_counter() + p["seconds"]
+    while time.perf_counter() < end:
+        for message in client.consume(num_messages=100, timeout=0.05):
+            if message.error():
+                raise KafkaException(message.error())
+            raise RuntimeError("the empty partition returned a message")
+    requests = stats.requests(client, "Fetch", p["timeout"]) - before
+    client.close()
+    return {"requests": requests, "messages": 0}
+
+
+def request_cost(p: Params) -> Result:
+    """W12: `clients` processes, one partition each, for `seconds`; the broker's CPU (utime+stime of `pid`)
+    over that window divided by the requests the clients counted (librdkafka statistics)."""
+    create_topic(p["bootstrap"], p["topic"], p["clients"], p["timeout"])
+    ctx = multiprocessing.get_context("spawn")
+    barrier = ctx.Barrier(p["clients"] + 1)
+    results = ctx.Queue()
+    workers = [ctx.Process(target=_cost_worker, args=(p, i, barrier, results)) for i in range(p["clients"])]
+    for worker in workers:
+        worker.start()
+    barrier.wait(p["timeout"])
+    cpu_start, started = cpu_seconds(p["pid"]), time.perf_counter()
+    time.sleep(p["seconds"])
+    cpu, elapsed = cpu_seconds(p["pid"]) - cpu_start, time.perf_counter() - started
+    outcomes = [results.get(timeout=p["timeout"] + p["seconds"]) for _ in workers]
+    for worker in workers:
+        worker.join(p["timeout"])
+    errors = [o["error"] for o in outcomes if "error" in o]
+    if errors:
+        raise RuntimeError(errors[0])
+    requests = sum(o["requests"] for o in outcomes)
+    if not requests:
+        raise RuntimeError("no requests counted")
+    return {"requests_per_s": requests / elapsed, "cpu_us": cpu / requests * 1e6,
+            "broker_cpu_share": cpu / elapsed, "messages_per_request": sum(o["messages"] for o in outcomes) / requests}
 
 
 def roundtrip(p: Params) -> Result:
@@ -485,7 +604,7 @@ OPS: dict[str, Callable[[Params], Result]] = {
     "warmup": warmup, "produce_consume": produce_consume, "request_rate": request_rate, "roundtrip": roundtrip,
     "many_partitions": many_partitions, "replicated": replicated, "fill": fill, "sink_send": sink_send,
     "noisy_neighbour": noisy_neighbour, "scram_user": scram_user, "connect": connect, "startup": startup,
-    "allow_acls": allow_acls,
+    "allow_acls": allow_acls, "request_cost": request_cost,
 }
 
 if __name__ == "__main__":

@@ -22,14 +22,15 @@ import confluent_kafka
 
 from benchmarks.brokers import REPO, TANSU_STORAGE, find_tansu
 from benchmarks.report import LIMIT, SIDES, Report
-from benchmarks.workloads import Bench, machine_limit, w1_w2, w3, w4, w5, w6, w7, w8, w9, w10, w11
+from benchmarks.workloads import Bench, machine_limit, w1_w2, w3, w4, w5, w6, w7, w8, w9, w10, w11, w12
 
-ALL = ("W1", "W2", "W3", "W4", "W5", "W6", "W7", "W8", "W9", "W10", "W11", LIMIT)
+ALL = ("W1", "W2", "W3", "W4", "W5", "W6", "W7", "W8", "W9", "W10", "W11", "W12", LIMIT)
 # Runs in this order; W1 and W2 share one pass (W2 reads what W1 wrote).
 STEPS: tuple[tuple[frozenset[str], Callable[[Bench, str], None], tuple[str, ...]], ...] = (
     (frozenset({LIMIT}), machine_limit, (LIMIT,)),
     (frozenset({"W1", "W2"}), w1_w2, SIDES),
     (frozenset({"W3"}), w3, SIDES),
+    (frozenset({"W12"}), w12, SIDES),
     (frozenset({"W4"}), w4, SIDES),
     (frozenset({"W5"}), w5, SIDES),
     (frozenset({"W6"}), w6, SIDES),
@@ -44,7 +45,7 @@ STEPS: tuple[tuple[frozenset[str], Callable[[Bench, str], None], tuple[str, ...]
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.run", description=__doc__)
     parser.add_argument("--only", default=",".join(ALL),
-                        help="comma-separated workloads out of W1,W2,W3,W4,W5,W6,W7,W8,W9,W10,W11,LIMIT "
+                        help="comma-separated workloads out of W1,W2,W3,W4,W5,W6,W7,W8,W9,W10,W11,W12,LIMIT "
                              "(LIMIT, the machine's own limit, also runs whenever W1 does)")
     parser.add_argument("-n", "--repetitions", type=int, default=3, help="repetitions per measurement (median shown)")
     parser.add_argument("--messages", type=int, default=1_000_000, help="W1/W2 messages of 100 bytes, and the "
@@ -52,6 +53,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--w3-producers", type=int, default=8)
     parser.add_argument("--w3-seconds", type=float, default=5.0, help="W3 measurement length per repetition")
     parser.add_argument("--w3-window", type=int, default=8, help="W3 messages in flight per producer")
+    parser.add_argument("--w12-clients", type=int, default=8, help="W12 client processes, one partition each")
+    parser.add_argument("--w12-seconds", type=float, default=5.0, help="W12 measurement length per repetition")
     parser.add_argument("--w4-sends", type=int, default=2000)
     parser.add_argument("--w5-partitions", type=int, default=1000)
     parser.add_argument("--w5-messages", type=int, default=200_000, help="W5 round-robin produce messages")

@@ -105,12 +105,19 @@ def w1_w2(bench: Bench, side: str) -> None:
             label = f"{codec}, {partitions} partition{'s' if partitions > 1 else ''}"
             metrics = {metric: key for metric, key in
                        ((Metric("W1 produce", label, "msgs/s", True), "produce"),
-                        (Metric("W2 consume", label, "msgs/s", True), "consume")) if metric.code in wanted}
+                        (Metric("W1 produce", label + ": broker CPU per message", "µs", False), "produce_cpu_us"),
+                        (Metric("W2 consume", label + ": steady (first batch to last)", "msgs/s", True), "consume"),
+                        (Metric("W2 consume", label + ": total (assign() to last)", "msgs/s", True),
+                         "consume_total"),
+                        (Metric("W2 consume", label + ": assign() to first message", "s", False),
+                         "consume_first_s"),
+                        (Metric("W2 consume", label + ": broker CPU per message", "µs", False), "consume_cpu_us"))
+                       if metric.code in wanted}
             for rep in range(bench.args.repetitions):
                 print(f"W1/W2 {label} rep {rep + 1}", file=sys.stderr)
                 bench.measure(side, metrics, "produce_consume", bootstrap=broker.bootstrap,
                               topic=f"w1-{codec}-{partitions}-{rep}", codec=codec, partitions=partitions,
-                              messages=bench.args.messages)
+                              messages=bench.args.messages, pid=broker.pid)
 
 
 def w3(bench: Bench, side: str) -> None:
@@ -124,6 +131,22 @@ def w3(bench: Bench, side: str) -> None:
             bench.measure(side, metrics, "request_rate", bootstrap=broker.bootstrap, topic=f"w3-{rep}",
                           producers=bench.args.w3_producers, seconds=bench.args.w3_seconds,
                           window=bench.args.w3_window)
+
+
+def w12(bench: Bench, side: str) -> None:
+    """W12 the broker CPU one small request costs: one-message Produce requests, then empty Fetches."""
+    clients = bench.args.w12_clients
+    for kind, what in (("produce", "Produce, 1 message (linger.ms=0, acks=all)"),
+                       ("fetch", "empty Fetch (fetch.wait.max.ms=0)")):
+        label = f"{what}, {clients} clients"
+        metrics = {Metric("W12 request cost", label + ": broker CPU per request", "µs", False): "cpu_us",
+                   Metric("W12 request cost", label + ": requests", "requests/s", True): "requests_per_s",
+                   Metric("W12 request cost", label + ": broker CPU share", "cores", False): "broker_cpu_share"}
+        with running(bench.new(side), bench.args.timeout) as broker:
+            for rep in range(bench.args.repetitions):
+                print(f"W12 {kind} rep {rep + 1}", file=sys.stderr)
+                bench.measure(side, metrics, "request_cost", bootstrap=broker.bootstrap, pid=broker.pid,
+                              topic=f"w12-{kind}-{rep}", kind=kind, clients=clients, seconds=bench.args.w12_seconds)
 
 
 def w4(bench: Bench, side: str) -> None:
