@@ -346,18 +346,23 @@ class ReplicaManager:
         """acks=all: return once the high watermark reaches `offset` with at least min.insync.replicas
         in the ISR. Raises NotLeaderError, NotEnoughReplicasAfterAppendError or ReplicaTimeoutError."""
         deadline = time.monotonic() + timeout_s
-        while True:
-            partition = self.leader_partition(topic, index)
-            if partition.log.high_watermark >= offset:
-                if len(partition.isr) < partition.min_insync_replicas:
-                    raise NotEnoughReplicasAfterAppendError(
-                        f"The size of the current ISR {list(partition.isr)} is insufficient to satisfy the min.isr "
-                        f"requirement of {partition.min_insync_replicas} for partition {topic}-{index}")
-                return
+        while not self.replicated(topic, index, offset):
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise ReplicaTimeoutError(f"Replication of {topic}-{index} up to offset {offset} timed out")
             await self.wait_for_append([(topic, index)], remaining)
+
+    def replicated(self, topic: str, index: int, offset: int) -> bool:
+        """Whether the high watermark has reached `offset` (an acks=all answer needs no wait). Raises
+        NotLeaderError, or NotEnoughReplicasAfterAppendError when it has but the ISR is below min.insync.replicas."""
+        partition = self.leader_partition(topic, index)
+        if partition.log.high_watermark < offset:
+            return False
+        if len(partition.isr) < partition.min_insync_replicas:
+            raise NotEnoughReplicasAfterAppendError(
+                f"The size of the current ISR {list(partition.isr)} is insufficient to satisfy the min.isr "
+                f"requirement of {partition.min_insync_replicas} for partition {topic}-{index}")
+        return True
 
     async def wait_for_low_watermark(self, topic: str, index: int, offset: int, timeout_s: float,
                                      alive: Callable[[], Container[int]]) -> int:

@@ -73,13 +73,26 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
 
 async def _await_replication(ctx: RequestContext, timeout_ms: int, replicating: dict[tuple[str, int], int],
                              responses: list[ProduceResponse.TopicProduceResponse]) -> None:
-    """acks=all: hold the answer until the ISR has every appended batch (Kafka's delayed produce)."""
-    keys = list(replicating)
-    leave_request_queue()
-    outcomes = await asyncio.gather(*(
-        ctx.broker.replica_manager.wait_for_high_watermark(topic, index, replicating[(topic, index)], timeout_ms / 1000)
-        for topic, index in keys), return_exceptions=True)
-    failed = {key: outcome for key, outcome in zip(keys, outcomes) if isinstance(outcome, Exception)}
+    """acks=all: hold the answer until the ISR has every appended batch (Kafka's delayed produce). Partitions
+    already replicated (a single replica, or followers ahead) are answered without waiting, as Kafka's
+    delayed produce completes at once when it can."""
+    manager = ctx.broker.replica_manager
+    failed: dict[tuple[str, int], Exception] = {}
+    keys: list[tuple[str, int]] = []
+    for key, offset in replicating.items():
+        try:
+            if not manager.replicated(*key, offset):
+                keys.append(key)
+        except Exception as exc:  # noqa: BLE001 - answered as that partition's error, as after a wait
+            failed[key] = exc
+    if keys:
+        leave_request_queue()
+        outcomes = await asyncio.gather(*(
+            manager.wait_for_high_watermark(topic, index, replicating[(topic, index)], timeout_ms / 1000)
+            for topic, index in keys), return_exceptions=True)
+        failed.update((key, outcome) for key, outcome in zip(keys, outcomes) if isinstance(outcome, Exception))
+    if not failed:
+        return
     for topic in responses:
         for i, partition in enumerate(topic.partition_responses):
             exc = failed.get((topic.name, partition.index))
