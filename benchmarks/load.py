@@ -102,6 +102,8 @@ class ConsumeTimes:
     steady: float
     total: float
     first_s: float
+    fetch_requests: int = 0
+    fetch_kib: float = 0.0  # received bytes per Fetch request, KiB
 
 
 def consume_all(bootstrap: str, topic: str, count: int, partitions: int, timeout: float,
@@ -111,8 +113,10 @@ def consume_all(bootstrap: str, topic: str, count: int, partitions: int, timeout
     `fetch.queue.backoff.ms=0` stops librdkafka pausing fetches for a second whenever its local queue is
     full, which otherwise caps both brokers at the same client-side rate.
     """
+    stats = _Stats()
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "benchmarks", "enable.auto.commit": False,
-                         "fetch.queue.backoff.ms": 0, **(client or {})})
+                         "fetch.queue.backoff.ms": 0, "statistics.interval.ms": 200, "stats_cb": stats,
+                         **(client or {})})
     assigned = time.perf_counter()
     consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
     got = first = 0
@@ -128,9 +132,11 @@ def consume_all(bootstrap: str, topic: str, count: int, partitions: int, timeout
         if not first and got:
             first, start = got, time.perf_counter()
     end = time.perf_counter()
+    fetches, received = stats.fetches(consumer, timeout)
     consumer.close()
     return ConsumeTimes(steady=(got - first) / max(end - start, 1e-9),  # 0 if one batch held everything
-                        total=got / (end - assigned), first_s=start - assigned)
+                        total=got / (end - assigned), first_s=start - assigned, fetch_requests=fetches,
+                        fetch_kib=received / max(fetches, 1) / 1024)
 
 
 def cpu_seconds(pid: int) -> float:
@@ -162,7 +168,9 @@ def produce_consume(p: Params) -> Result:
     cpu_consumed = cpu_seconds(pid) if pid else 0.0
     per_message = 1e6 / p["messages"]
     return {"produce": p["messages"] / produced, "consume": consumed.steady, "consume_total": consumed.total,
-            "consume_first_s": consumed.first_s, "produce_cpu_us": (cpu_produced - cpu_start) * per_message,
+            "consume_first_s": consumed.first_s, "fetch_kib": consumed.fetch_kib,
+            "fetches_per_s": consumed.fetch_requests / max(p["messages"] / max(consumed.total, 1e-9), 1e-9),
+            "produce_cpu_us": (cpu_produced - cpu_start) * per_message,
             "consume_cpu_us": (cpu_consumed - cpu_produced) * per_message}
 
 
@@ -222,14 +230,23 @@ class _Stats:
     def produce_requests(self, client: Producer, timeout: float) -> int:
         return self.requests(client, "Produce", timeout)
 
-    def requests(self, client: Producer | Consumer, api: str, timeout: float) -> int:
-        """The `api` requests the client has sent so far, from a statistics report newer than this call."""
+    def fetches(self, client: Consumer, timeout: float) -> tuple[int, int]:
+        """Fetch requests sent and bytes received from the brokers so far."""
+        self._refresh(client, timeout)
+        brokers = [b for b in json.loads(self.latest or "{}")["brokers"].values() if b.get("nodeid", -1) >= 0]
+        return sum(int(b.get("req", {}).get("Fetch", 0)) for b in brokers), sum(int(b["rxbytes"]) for b in brokers)
+
+    def _refresh(self, client: Producer | Consumer, timeout: float) -> None:
         self.latest = None
         deadline = time.monotonic() + timeout
         while self.latest is None:
             if time.monotonic() > deadline:
                 raise RuntimeError("no librdkafka statistics")
             client.poll(0.05)
+
+    def requests(self, client: Producer | Consumer, api: str, timeout: float) -> int:
+        """The `api` requests the client has sent so far, from a statistics report newer than this call."""
+        self._refresh(client, timeout)
         brokers = json.loads(self.latest)["brokers"].values()
         return sum(int(b.get("req", {}).get(api, 0)) for b in brokers)
 

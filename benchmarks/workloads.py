@@ -111,7 +111,9 @@ def w1_w2(bench: Bench, side: str) -> None:
                          "consume_total"),
                         (Metric("W2 consume", label + ": assign() to first message", "s", False),
                          "consume_first_s"),
-                        (Metric("W2 consume", label + ": broker CPU per message", "µs", False), "consume_cpu_us"))
+                        (Metric("W2 consume", label + ": broker CPU per message", "µs", False), "consume_cpu_us"),
+                        (Metric("W2 consume", label + ": received per Fetch request", "KiB", True), "fetch_kib"),
+                        (Metric("W2 consume", label + ": Fetch requests", "requests/s", False), "fetches_per_s"))
                        if metric.code in wanted}
             for rep in range(bench.args.repetitions):
                 print(f"W1/W2 {label} rep {rep + 1}", file=sys.stderr)
