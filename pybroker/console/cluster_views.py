@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -12,6 +13,9 @@ from pybroker.client.log_dirs_admin import LogDirDescription, describe_log_dirs
 from pybroker.client.versions import api_name
 from pybroker.common.topic import TopicPartition
 
+# The groups page asks each group's coordinator about this many groups at once (pipelined on the
+# connections), instead of one round trip after another.
+GROUP_QUERIES_IN_FLIGHT = 32
 DYNAMIC_TOPIC_CONFIG = 1  # DescribeConfigs' config_source for a topic's own override
 
 
@@ -190,11 +194,15 @@ async def group_rows(client: KafkaClient) -> list[GroupRow]:
     """Every group with its members and total lag (log end minus committed, over committed partitions)."""
     groups = GroupAdmin(client)
     listed = await groups.list_groups()
-    described: dict[str, GroupDescription] = {}
-    committed: dict[str, dict[TopicPartition, int]] = {}
-    for group in listed:
-        described[group.group_id] = await groups.describe_group(group.group_id)
-        committed[group.group_id] = await groups.committed_offsets(group.group_id)
+    limit = asyncio.Semaphore(GROUP_QUERIES_IN_FLIGHT)
+
+    async def describe(group_id: str) -> tuple[GroupDescription, dict[TopicPartition, int]]:
+        async with limit:
+            return await groups.describe_group(group_id), await groups.committed_offsets(group_id)
+
+    answers = await asyncio.gather(*(describe(group.group_id) for group in listed))
+    described = {group.group_id: answer[0] for group, answer in zip(listed, answers)}
+    committed = {group.group_id: answer[1] for group, answer in zip(listed, answers)}
     ends = await log_end_offsets(client, {tp for offsets in committed.values() for tp in offsets})
     rows = []
     for group in listed:
