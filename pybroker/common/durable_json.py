@@ -1,14 +1,16 @@
 """The one way the broker's small JSON state files (embedded metadata, ACLs, SCRAM credentials, client
 quotas, client-metrics subscriptions) are replaced: a crash leaves the old file or the new one, never a
-torn one, and the new one survives a power loss once this returns."""
+torn one, and the new one survives a power loss once this returns. The broker's stores write with
+`write_json_durably_off_loop`, so two fsyncs never stall the event loop that serves every client."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 from typing import Any
 
-__all__ = ["write_json_durably"]
+__all__ = ["write_json_durably", "write_json_durably_off_loop"]
 
 
 def write_json_durably(path: str, document: Any) -> None:
@@ -25,3 +27,10 @@ def write_json_durably(path: str, document: Any) -> None:
         os.fsync(directory)
     finally:
         os.close(directory)
+
+
+async def write_json_durably_off_loop(path: str, document: Any) -> None:
+    """``write_json_durably`` in a worker thread. Callers hold their store's lock across it and change
+    their in-memory state only after it returned, so concurrent updates neither interleave nor get ahead
+    of the file."""
+    await asyncio.to_thread(write_json_durably, path, document)

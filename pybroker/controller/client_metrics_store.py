@@ -13,11 +13,12 @@ Reads are from memory; ``listeners`` hear of every subscription whose config cha
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 from typing import Callable, Mapping, Protocol
 
-from pybroker.common.durable_json import write_json_durably
+from pybroker.common.durable_json import write_json_durably_off_loop
 from pybroker.controller import zk_paths as zp
 from pybroker.controller.config_changes import ConfigChangeFeed, announce_config_change
 from pybroker.controller.scram_store import desanitize, sanitize
@@ -65,6 +66,7 @@ class FileClientMetricsStore(_Cache):
     def __init__(self, data_dir: str) -> None:
         super().__init__()
         self._path = os.path.join(data_dir, SUBSCRIPTIONS_FILE)
+        self._writes = asyncio.Lock()
         try:
             with open(self._path, encoding="utf-8") as handle:
                 document = json.load(handle)
@@ -74,11 +76,12 @@ class FileClientMetricsStore(_Cache):
                               for n, c in document.get("subscriptions", {}).items()}
 
     async def set_config(self, name: str, config: Mapping[str, str]) -> None:
-        subscriptions = {n: c for n, c in self.subscriptions.items() if n != name}
-        if config:
-            subscriptions[name] = dict(config)
-        write_json_durably(self._path, {"version": 1, "subscriptions": subscriptions})
-        self._store(name, config)
+        async with self._writes:
+            subscriptions = {n: c for n, c in self.subscriptions.items() if n != name}
+            if config:
+                subscriptions[name] = dict(config)
+            await write_json_durably_off_loop(self._path, {"version": 1, "subscriptions": subscriptions})
+            self._store(name, config)
 
 
 class ZkClientMetricsStore(_Cache):

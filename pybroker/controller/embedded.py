@@ -11,12 +11,13 @@ Every partition of every topic is led by this broker with leader epoch 0.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import uuid
-from typing import Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
-from pybroker.common.durable_json import write_json_durably
+from pybroker.common.durable_json import write_json_durably, write_json_durably_off_loop
 from pybroker.common.topic import new_topic_id, topic_id_from_string, topic_id_to_string, topic_name_error
 from pybroker.controller.errors import (
     BrokerIdNotRegisteredError,
@@ -47,6 +48,7 @@ class EmbeddedMetadata(TopicRegistry):
         self._broker = broker
         self._validate_configs = validate_configs
         self._delete_enabled = delete_topic_enable
+        self._writes = asyncio.Lock()  # a write's checks, its file write and its in-memory change are one step
         super().__init__()
         self.controller_id = broker.broker_id
         self.cluster_id, self._next_producer_id = self._load()
@@ -64,93 +66,99 @@ class EmbeddedMetadata(TopicRegistry):
                            configs: Mapping[str, str],
                            assignments: Mapping[int, Sequence[int]] | None = None,
                            *, validate_only: bool = False) -> TopicInfo:
-        error = topic_name_error(name)
-        if error:
-            raise InvalidTopicError(error)
-        if name in self._topics:
-            raise TopicExistsError(f"Topic '{name}' already exists.")
-        if assignments:
-            num_partitions, replication_factor = check_assignment(assignments, {self._broker.broker_id})
-        if num_partitions < 1 or num_partitions > MAX_PARTITIONS:
-            raise InvalidPartitionsError("Number of partitions must be larger than 0.")
-        if replication_factor < 1:
-            raise InvalidReplicationFactorError("Replication factor must be larger than 0.")
-        if replication_factor > 1:
-            raise InvalidReplicationFactorError(
-                f"Unable to replicate the partition {replication_factor} time(s): "
-                "The target replication factor of "
-                f"{replication_factor} cannot be reached because only 1 broker(s) are registered.")
-        self._validate_configs(configs)
-        info = self._topic_info(name, new_topic_id(), num_partitions, dict(configs))
-        if not validate_only:
-            self._store(info)
-        return info
+        async with self._writes:
+            error = topic_name_error(name)
+            if error:
+                raise InvalidTopicError(error)
+            if name in self._topics:
+                raise TopicExistsError(f"Topic '{name}' already exists.")
+            if assignments:
+                num_partitions, replication_factor = check_assignment(assignments, {self._broker.broker_id})
+            if num_partitions < 1 or num_partitions > MAX_PARTITIONS:
+                raise InvalidPartitionsError("Number of partitions must be larger than 0.")
+            if replication_factor < 1:
+                raise InvalidReplicationFactorError("Replication factor must be larger than 0.")
+            if replication_factor > 1:
+                raise InvalidReplicationFactorError(
+                    f"Unable to replicate the partition {replication_factor} time(s): "
+                    "The target replication factor of "
+                    f"{replication_factor} cannot be reached because only 1 broker(s) are registered.")
+            self._validate_configs(configs)
+            info = self._topic_info(name, new_topic_id(), num_partitions, dict(configs))
+            if not validate_only:
+                await self._store(info)
+            return info
 
     async def delete_topic(self, name: str) -> None:
-        if not self._delete_enabled:
-            raise TopicDeletionDisabledError("Topic deletion is disabled.")
-        info = self._topics.get(name)
-        if info is None:
-            raise UnknownTopicError(f"Topic '{name}' does not exist.")
-        self._save(topics={n: i for n, i in self._topics.items() if n != name})
-        del self._topics[name]
-        del self._by_id[info.topic_id]
-        self._notify(name, None)
+        async with self._writes:
+            if not self._delete_enabled:
+                raise TopicDeletionDisabledError("Topic deletion is disabled.")
+            info = self._topics.get(name)
+            if info is None:
+                raise UnknownTopicError(f"Topic '{name}' does not exist.")
+            await self._save(topics={n: i for n, i in self._topics.items() if n != name})
+            del self._topics[name]
+            del self._by_id[info.topic_id]
+            self._notify(name, None)
 
     async def create_partitions(self, name: str, total: int,
                                 assignments: Sequence[Sequence[int]] | None = None,
                                 *, validate_only: bool = False) -> TopicInfo:
-        info = self._topics.get(name)
-        if info is None:
-            raise UnknownTopicError(f"Topic '{name}' does not exist.")
-        current = len(info.partitions)
-        if total <= current:
-            raise InvalidPartitionsError(
-                f"Topic currently has {current} partitions, which is higher than the requested {total}.")
-        if total > MAX_PARTITIONS:
-            raise InvalidPartitionsError(f"Number of partitions must be at most {MAX_PARTITIONS}.")
-        if assignments is not None:
-            if len(assignments) != total - current:
-                raise InvalidReplicaAssignmentError(
-                    f"Increasing the number of partitions by {total - current} but "
-                    f"{len(assignments)} assignments provided.")
-            for replicas in assignments:
-                check_replicas(replicas, {self._broker.broker_id})
-        new_info = self._topic_info(name, info.topic_id, total, dict(info.configs))
-        if not validate_only:
-            self._store(new_info)
-        return new_info
+        async with self._writes:
+            info = self._topics.get(name)
+            if info is None:
+                raise UnknownTopicError(f"Topic '{name}' does not exist.")
+            current = len(info.partitions)
+            if total <= current:
+                raise InvalidPartitionsError(
+                    f"Topic currently has {current} partitions, which is higher than the requested {total}.")
+            if total > MAX_PARTITIONS:
+                raise InvalidPartitionsError(f"Number of partitions must be at most {MAX_PARTITIONS}.")
+            if assignments is not None:
+                if len(assignments) != total - current:
+                    raise InvalidReplicaAssignmentError(
+                        f"Increasing the number of partitions by {total - current} but "
+                        f"{len(assignments)} assignments provided.")
+                for replicas in assignments:
+                    check_replicas(replicas, {self._broker.broker_id})
+            new_info = self._topic_info(name, info.topic_id, total, dict(info.configs))
+            if not validate_only:
+                await self._store(new_info)
+            return new_info
 
     async def alter_topic_configs(self, name: str, configs: Mapping[str, str]) -> TopicInfo:
-        info = self._topics.get(name)
-        if info is None:
-            raise UnknownTopicError(f"Topic '{name}' does not exist.")
-        self._validate_configs(configs)
-        new_info = self._topic_info(name, info.topic_id, len(info.partitions), dict(configs))
-        self._store(new_info)
-        return new_info
+        async with self._writes:
+            info = self._topics.get(name)
+            if info is None:
+                raise UnknownTopicError(f"Topic '{name}' does not exist.")
+            self._validate_configs(configs)
+            new_info = self._topic_info(name, info.topic_id, len(info.partitions), dict(configs))
+            await self._store(new_info)
+            return new_info
 
     async def allocate_producer_id(self) -> int:
         """Hand out ids from blocks reserved on disk first, so a restart never reuses one."""
-        if self._next_producer_id >= self._local_limit:
-            self._next_producer_id = self._reserve_block().start
-            self._local_limit = self._producer_id_limit
-        producer_id = self._next_producer_id
-        self._next_producer_id += 1
-        return producer_id
+        async with self._writes:
+            if self._next_producer_id >= self._local_limit:
+                self._next_producer_id = (await self._reserve_block()).start
+                self._local_limit = self._producer_id_limit
+            producer_id = self._next_producer_id
+            self._next_producer_id += 1
+            return producer_id
 
     async def reserve_producer_id_block(self, broker_id: int) -> ProducerIdBlock:
         """AllocateProducerIds on a single node, which is its own controller: only this broker is
         registered, and its blocks come after every id reserved so far."""
-        if broker_id != self._broker.broker_id:
-            raise BrokerIdNotRegisteredError(f"Broker {broker_id} is not registered")
-        return self._reserve_block()
+        async with self._writes:
+            if broker_id != self._broker.broker_id:
+                raise BrokerIdNotRegisteredError(f"Broker {broker_id} is not registered")
+            return await self._reserve_block()
 
     # Internals
 
-    def _reserve_block(self) -> ProducerIdBlock:
+    async def _reserve_block(self) -> ProducerIdBlock:
         start = self._producer_id_limit
-        self._save(producer_id_limit=start + PRODUCER_ID_BLOCK)
+        await self._save(producer_id_limit=start + PRODUCER_ID_BLOCK)
         self._producer_id_limit = start + PRODUCER_ID_BLOCK
         return ProducerIdBlock(self._broker.broker_id, start, self._producer_id_limit - 1)
 
@@ -161,8 +169,8 @@ class EmbeddedMetadata(TopicRegistry):
             partitions={p: PartitionInfo(p, (me,), me, 0, (me,)) for p in range(partitions)},
         )
 
-    def _store(self, info: TopicInfo) -> None:
-        self._save(topics={**self._topics, info.name: info})
+    async def _store(self, info: TopicInfo) -> None:
+        await self._save(topics={**self._topics, info.name: info})
         self._topics[info.name] = info
         self._by_id[info.topic_id] = info
         self._notify(info.name, info)
@@ -175,7 +183,7 @@ class EmbeddedMetadata(TopicRegistry):
             cluster_id = topic_id_to_string(new_topic_id())
             self.cluster_id, self._next_producer_id = cluster_id, 0
             self._producer_id_limit = 0
-            self._save()
+            write_json_durably(self._path, self._document())  # at construction, before anything is served
             return cluster_id, 0
         for name, entry in document["topics"].items():
             info = self._topic_info(name, topic_id_from_string(entry["topic_id"]), entry["partitions"],
@@ -184,11 +192,16 @@ class EmbeddedMetadata(TopicRegistry):
             self._by_id[info.topic_id] = info
         return document["cluster_id"], document.get("next_producer_id", 0)
 
-    def _save(self, *, topics: Mapping[str, TopicInfo] | None = None, producer_id_limit: int | None = None) -> None:
-        """Persist the state with `topics` / `producer_id_limit` in place of the current ones. Callers
-        change their in-memory state only after this returned: a failed write (a full disk) changes
-        nothing, so the broker never serves a topic its metadata file does not hold."""
-        document = {
+    async def _save(self, *, topics: Mapping[str, TopicInfo] | None = None,
+                    producer_id_limit: int | None = None) -> None:
+        """Persist the state with `topics` / `producer_id_limit` in place of the current ones, off the event
+        loop. Callers hold `_writes` and change their in-memory state only after this returned: a failed
+        write (a full disk) changes nothing, so the broker never serves a topic its metadata file does not hold."""
+        await write_json_durably_off_loop(self._path, self._document(topics, producer_id_limit))
+
+    def _document(self, topics: Mapping[str, TopicInfo] | None = None,
+                  producer_id_limit: int | None = None) -> dict[str, Any]:
+        return {
             "version": 1,
             "cluster_id": self.cluster_id,
             "next_producer_id": self._producer_id_limit if producer_id_limit is None else producer_id_limit,
@@ -198,4 +211,3 @@ class EmbeddedMetadata(TopicRegistry):
                 for name, info in sorted((self._topics if topics is None else topics).items())
             },
         }
-        write_json_durably(self._path, document)

@@ -18,13 +18,14 @@ Reads are from memory; ``listeners`` are told of every entity whose quotas chang
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
 from typing import Callable, Mapping, Protocol
 
 from pybroker.common.client_quotas import QUOTA_KEYS
-from pybroker.common.durable_json import write_json_durably
+from pybroker.common.durable_json import write_json_durably_off_loop
 from pybroker.controller import zk_paths as zp
 from pybroker.controller.config_changes import ConfigChangeFeed, announce_config_change
 from pybroker.controller.scram_store import desanitize, sanitize
@@ -105,6 +106,7 @@ class FileQuotaStore(_Cache):
     def __init__(self, data_dir: str) -> None:
         super().__init__()
         self._path = os.path.join(data_dir, QUOTAS_FILE)
+        self._writes = asyncio.Lock()
         try:
             with open(self._path, encoding="utf-8") as handle:
                 document = json.load(handle)
@@ -116,11 +118,12 @@ class FileQuotaStore(_Cache):
                 self.entities[entity] = quota_keys_of({str(k): str(v) for k, v in config.items()})
 
     async def set_quotas(self, entity: Entity, config: Mapping[str, str]) -> None:
-        entities = {entity_path(e): c for e, c in self.entities.items() if e != entity}
-        if config:
-            entities[entity_path(entity)] = dict(config)
-        write_json_durably(self._path, {"version": 1, "entities": entities})
-        self._store(entity, config)
+        async with self._writes:
+            entities = {entity_path(e): c for e, c in self.entities.items() if e != entity}
+            if config:
+                entities[entity_path(entity)] = dict(config)
+            await write_json_durably_off_loop(self._path, {"version": 1, "entities": entities})
+            self._store(entity, config)
 
 
 class ZkQuotaStore(_Cache):

@@ -16,13 +16,14 @@ Reads are from memory (the authenticator must not wait on ZooKeeper per login).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
 import urllib.parse
 from typing import Mapping, Protocol
 
-from pybroker.common.durable_json import write_json_durably
+from pybroker.common.durable_json import write_json_durably_off_loop
 from pybroker.controller import zk_paths as zp
 from pybroker.controller.config_changes import ConfigChangeFeed, announce_config_change
 from pybroker.controller.zk_client import ZkClient, ZkEvent
@@ -61,6 +62,7 @@ class FileScramStore:
     def __init__(self, data_dir: str) -> None:
         self._path = os.path.join(data_dir, CREDENTIALS_FILE)
         self._users: UserConfigs = {}
+        self._writes = asyncio.Lock()
         try:
             with open(self._path, encoding="utf-8") as handle:
                 document = json.load(handle)
@@ -75,13 +77,14 @@ class FileScramStore:
         return self._users
 
     async def set_user_config(self, user: str, config: Mapping[str, str]) -> None:
-        users = dict(self._users)
-        if config:
-            users[user] = dict(config)
-        else:
-            users.pop(user, None)
-        write_json_durably(self._path, {"version": 1, "users": users})
-        self._users = users
+        async with self._writes:
+            users = dict(self._users)
+            if config:
+                users[user] = dict(config)
+            else:
+                users.pop(user, None)
+            await write_json_durably_off_loop(self._path, {"version": 1, "users": users})
+            self._users = users
 
 
 class ZkScramStore:
