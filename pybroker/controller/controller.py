@@ -212,20 +212,27 @@ class ZkController:
         brokers = await self._read_brokers()
         dead = set(ctx.brokers) - set(brokers)
         new = set(brokers) - set(ctx.brokers)
-        # Registered before and now, but with another broker epoch (czxid): it restarted in between and
+        # Registered before and now, but by another process (process epoch): it restarted in between and
         # may have lost an unflushed tail. Kafka's processBrokerChange (KIP-380) handles it as a failure
-        # then a start-up, so it loses leadership and every replica sees a new leader epoch.
-        bounced = {b for b in brokers if b in ctx.brokers and brokers[b].epoch != ctx.brokers[b].epoch}
+        # then a start-up, so it loses leadership and every replica sees a new leader epoch. The same
+        # process registering again after its session expired kept its log: it keeps its place, and
+        # only learns everything again under its new broker epoch.
+        changed_epoch = {b for b in brokers if b in ctx.brokers and brokers[b].epoch != ctx.brokers[b].epoch}
+        bounced = {b for b in changed_epoch if brokers[b].process_epoch != ctx.brokers[b].process_epoch}
+        reregistered = changed_epoch - bounced
         ctx.brokers = brokers
-        ctx.shutting_down -= dead | new | bounced
-        for broker_id in dead | bounced:  # requests queued for the old registration are dropped
+        ctx.shutting_down -= dead | new | changed_epoch
+        for broker_id in dead | changed_epoch:  # requests queued for the old registration are dropped
             self._channel.remove_broker(broker_id)
-        for broker_id in new | bounced:
+        for broker_id in new | changed_epoch:
             self._channel.add_broker(broker_id, brokers[broker_id].host, brokers[broker_id].port)
         if dead:
             log.info("[Controller id=%d] brokers %s are gone", self._broker_id, sorted(dead))
         if bounced:
             log.info("[Controller id=%d] brokers %s restarted (new broker epoch)", self._broker_id, sorted(bounced))
+        if reregistered:
+            log.info("[Controller id=%d] brokers %s registered again after a lost session", self._broker_id,
+                     sorted(reregistered))
         if new:
             log.info("[Controller id=%d] brokers %s registered", self._broker_id, sorted(new))
         changed = await self._partitions.elect_offline(ctx.electable() - bounced, bounced) if bounced else set()
@@ -235,7 +242,7 @@ class ZkController:
             log.warning("[Controller id=%d] %d partition(s) offline: no live leader", self._broker_id, offline)
         # A (re)started broker learns every partition it hosts and the whole metadata; others learn what
         # changed: new leaders, and the offline replicas of partitions on brokers that went or came.
-        started = new | bounced
+        started = new | changed_epoch
         self._send_changes(changed | ctx.partitions_on(started), brokers)
         if started:
             self._send_metadata(to=started)

@@ -127,9 +127,12 @@ class PartitionStateMachine:
 
         A new controller did not see the registrations that came before it, so it cannot tell a
         bounce (KIP-380) from a change of registration the way processBrokerChange does. ZooKeeper can:
-        a broker epoch (registration czxid) newer than the state's mzxid means that broker (re)started,
-        or re-registered after losing its session, since the state was written, so it may have lost an
-        unflushed tail; a broker after an unclean shutdown whose recovery truncated its log is one. Any
+        a process epoch (the czxid of the broker process's first registration) newer than the state's
+        mzxid means that broker restarted since the state was written, so it may have lost an unflushed
+        tail; a broker after an unclean shutdown whose recovery truncated its log is one. A broker that
+        only re-registered after losing its session (a ZooKeeper restart expires every session) kept its
+        process and its log, and is not counted: chaos round 6009 counted those as restarted, left the
+        ISR to the one member that had really lost power, and elected it when it came back. Any
         change the controller or a leader made after a registration writes the state again (a newer
         mzxid): a broker that rejoined the ISR by catching up, or one a controller already handled as
         bounced, is not counted."""
@@ -139,7 +142,7 @@ class PartitionStateMachine:
             if state is None:
                 continue
             newer = {b for b in {state.leader, *state.isr}
-                     if b in self._ctx.brokers and self._ctx.brokers[b].epoch > zxid}
+                     if b in self._ctx.brokers and self._ctx.brokers[b].process_epoch > zxid}
             if newer:
                 restarted[key] = newer
         return restarted

@@ -61,6 +61,7 @@ class ZkMetadata(TopicRegistry):
         self._controller_id = -1
         self.controller_epoch = 0
         self.broker_epoch = -1  # the czxid of this broker's registration znode
+        self._started_epoch: int | None = None  # the czxid of this process's first registration
         zk.on("config-changes", self._on_config_changes)
         zk.on("controller-id", self._on_controller_id)
 
@@ -77,7 +78,8 @@ class ZkMetadata(TopicRegistry):
         expires it, so wait for that (up to the session timeout) as a restarted Kafka broker must."""
         me = self._me
         path = zp.broker_path(me.broker_id)
-        data = zp.encode_broker(me.host, me.port, me.rack, int(time.time() * 1000), me.endpoints)
+        data = zp.encode_broker(me.host, me.port, me.rack, int(time.time() * 1000), me.endpoints,
+                                started_epoch=self._started_epoch)
         deadline = time.monotonic() + wait_s
         while True:
             try:
@@ -92,6 +94,8 @@ class ZkMetadata(TopicRegistry):
                 await asyncio.sleep(0.5)
                 continue
             self.broker_epoch = node[1].czxid
+            if self._started_epoch is None:
+                self._started_epoch = self.broker_epoch
             log.info("Registered broker %d at path %s with broker epoch %d", me.broker_id, path, self.broker_epoch)
             return
 

@@ -110,12 +110,22 @@ class BrokerRegistration:
     rack: str | None
     epoch: int = -1  # the czxid of the ephemeral znode; filled in by the reader
     endpoints: tuple[Endpoint, ...] = field(default=(), compare=False)  # every listener
+    #: pybroker's own field (Kafka's readers skip unknown ones): the broker epoch of this broker process's
+    #: first registration, carried by its re-registrations; -1 in a process's first registration
+    started_epoch: int = field(default=-1, compare=False)
+
+    @property
+    def process_epoch(self) -> int:
+        """The broker epoch at which this broker process first registered: a re-registration after a lost
+        ZooKeeper session keeps it (the process and its log lived on), a restart changes it."""
+        return self.started_epoch if self.started_epoch >= 0 else self.epoch
 
 
 def encode_broker(host: str, port: int, rack: str | None, timestamp_ms: int,
-                  endpoints: Sequence[Endpoint] = ()) -> bytes:
+                  endpoints: Sequence[Endpoint] = (), started_epoch: int | None = None) -> bytes:
     """Kafka's v5 registration: every listener in `endpoints` (a PLAINTEXT one at host:port when none
-    is given) and their protocols; the top-level host and port are the first PLAINTEXT listener's."""
+    is given) and their protocols; the top-level host and port are the first PLAINTEXT listener's.
+    `started_epoch`: a re-registration's broker epoch of its process's first registration."""
     listed = list(endpoints) or [Endpoint("PLAINTEXT", host, port, "PLAINTEXT")]
     plaintext = next((e for e in listed if e.security_protocol == "PLAINTEXT"), None)
     document: dict[str, Any] = {
@@ -126,6 +136,8 @@ def encode_broker(host: str, port: int, rack: str | None, timestamp_ms: int,
     }
     if rack is not None:
         document["rack"] = rack
+    if started_epoch is not None:
+        document["started_epoch"] = started_epoch
     return _dump(document)
 
 
@@ -145,7 +157,8 @@ def decode_broker(broker_id: int, data: bytes, epoch: int, listener: str | None 
         host, port = document.get("host"), document.get("port", -1)
         if not host and endpoints:
             host, port = endpoints[0].host, endpoints[0].port
-    return BrokerRegistration(broker_id, host, int(port), document.get("rack"), epoch, tuple(endpoints))
+    return BrokerRegistration(broker_id, host, int(port), document.get("rack"), epoch, tuple(endpoints),
+                              int(document.get("started_epoch", -1)))
 
 
 # /brokers/topics/<topic>

@@ -101,6 +101,17 @@ class Harness:
         transaction.create(path, zp.encode_broker("127.0.0.1", CLOSED_PORT, None, 1), ephemeral=True)
         await asyncio.to_thread(transaction.commit)
 
+    async def register_again(self, broker_id: int, started_epoch: int) -> None:
+        """The same broker process registering again after its session expired, in one step: a new broker
+        epoch, carrying the epoch of the process's first registration (its log lived on)."""
+        session = self.sessions[broker_id]
+        path = zp.broker_path(broker_id)
+        transaction = session.transaction()
+        transaction.delete(path)
+        transaction.create(path, zp.encode_broker("127.0.0.1", CLOSED_PORT, None, 1, started_epoch=started_epoch),
+                           ephemeral=True)
+        await asyncio.to_thread(transaction.commit)
+
     async def kill(self, broker_id: int) -> None:
         session = self.sessions.pop(broker_id)
         await asyncio.to_thread(session.stop)
@@ -196,6 +207,57 @@ def test_a_leader_restarted_before_a_controller_failover_loses_leadership(zookee
             after = await harness.state("failover")
             assert (after.leader, after.isr) == (1, (1,))
             assert after.leader_epoch > 5
+
+    asyncio.run(scenario())
+
+
+def test_brokers_that_only_registered_again_are_not_counted_as_restarted_at_a_controller_failover(
+        zookeeper: ZooKeeperServer) -> None:
+    """Chaos round 6009: ZooKeeper restarted and every session expired. Brokers 1 and 2 registered again
+    (same processes, logs intact) while the leader, 3, was down after losing power; then a new controller
+    was elected. It counted 1 and 2 as restarted, left the ISR to 3 alone and the partition waiting for
+    it; 3 came back with a log the power loss had cut, was elected, and 1 and 2 truncated every
+    acknowledged record to it. A re-registration carries its process's first broker epoch, which is older
+    than the state: 1 or 2 must lead."""
+
+    async def scenario() -> None:
+        async with Harness(zookeeper) as harness:
+            epochs = {broker_id: await harness.register(broker_id) for broker_id in (1, 2, 3)}
+            await harness.create_topic("kept", (3, 1, 2))
+            await write_state(harness, "kept", zp.LeaderAndIsr(3, 5, (3, 1, 2), 1))
+            await harness.kill(3)
+            for broker_id in (1, 2):
+                await harness.register_again(broker_id, epochs[broker_id])
+            await harness.start_controller()
+            after = await harness.state("kept")
+            assert after.leader in (1, 2), after
+            assert {1, 2} <= set(after.isr) and after.leader_epoch > 5
+
+    asyncio.run(scenario())
+
+
+def test_a_leader_that_only_registered_again_keeps_leading(zookeeper: ZooKeeperServer) -> None:
+    """A running controller sees the leader's broker epoch change, but by the same process (its session
+    expired, its log did not go anywhere): it is not a bounce, so leadership stays. A real restart of a
+    follower, seen after it, is handled as one (out of the ISR), which shows the controller has taken in
+    both changes when the test looks."""
+
+    async def scenario() -> None:
+        async with Harness(zookeeper) as harness:
+            epochs = {broker_id: await harness.register(broker_id) for broker_id in (1, 2, 3)}
+            await harness.create_topic("stay", (1, 2, 3))
+            await harness.start_controller()
+            before = await harness.state("stay")
+            assert (before.leader, before.isr) == (1, (1, 2, 3))
+            await harness.register_again(1, epochs[1])
+            await harness.bounce(2)
+
+            async def follower_out() -> zp.LeaderAndIsr | None:
+                state = await harness.state("stay")
+                return state if 2 not in state.isr else None
+
+            after = await eventually(follower_out, "the restarted follower 2 to leave the ISR of stay-0")
+            assert after.leader == 1 and 1 in after.isr, after
 
     asyncio.run(scenario())
 

@@ -53,3 +53,42 @@ def test_a_registration_whose_answer_was_lost_is_this_sessions_own(tmp_path: Pat
         asyncio.run(scenario())
     finally:
         zookeeper.stop()
+
+
+def test_a_registration_again_carries_the_first_broker_epoch_of_its_process(tmp_path: Path) -> None:
+    """A broker that registers again (after its session expired) says which broker epoch its process
+    first registered with, so a controller can tell it from a restarted broker (chaos round 6009)."""
+    zookeeper = ZooKeeperServer(tmp_path / "zookeeper").start()
+    try:
+        async def scenario() -> None:
+            zk = ZkClient(zookeeper.connect + "/again", session_timeout_ms=SESSION_MS,
+                          connection_timeout_ms=SESSION_MS)
+            await zk.start()
+            try:
+                await zk.ensure_paths(*zp.PERSISTENT_PATHS)
+                metadata = metadata_of(zk, 3)
+                await metadata.register(wait_s=5)
+                first = metadata.broker_epoch
+                node = await zk.get(zp.broker_path(3))
+                assert node is not None
+                registration = zp.decode_broker(3, node[0], node[1].czxid)
+                assert registration.process_epoch == first == registration.epoch
+
+                await zk.delete(zp.broker_path(3))  # as the expiry of the session that held it
+                await metadata.register(wait_s=5)
+                node = await zk.get(zp.broker_path(3))
+                assert node is not None
+                again = zp.decode_broker(3, node[0], node[1].czxid)
+                assert again.epoch == metadata.broker_epoch > first
+                assert again.process_epoch == first
+
+                restarted = metadata_of(zk, 4)  # another process: its own first epoch
+                await restarted.register(wait_s=5)
+                node = await zk.get(zp.broker_path(4))
+                assert node is not None and zp.decode_broker(4, node[0], node[1].czxid).process_epoch > first
+            finally:
+                await zk.stop()
+
+        asyncio.run(scenario())
+    finally:
+        zookeeper.stop()
