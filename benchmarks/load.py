@@ -251,12 +251,39 @@ class _Stats:
         return sum(int(b.get("req", {}).get(api, 0)) for b in brokers)
 
 
-def _rate_producer(p: Params, partition: int, barrier: Barrier, results: Any) -> None:
-    """One W3 producer process: put its outcome, or its error, on `results`."""
+Work = Callable[[Params, int, Barrier], dict[str, Any]]
+
+
+def _in_worker(work: Work, p: Params, partition: int, barrier: Barrier, results: Any) -> None:
+    """One client process of W3/W12: put `work`'s outcome, or its error, on `results`."""
     try:
-        results.put(_rate_produce(p, partition, barrier))
+        results.put(work(p, partition, barrier))
     except Exception as exc:  # noqa: BLE001 - reported to the parent, which raises it
         results.put({"error": f"{type(exc).__name__}: {exc}"})
+
+
+def _run_workers(p: Params, count: int, work: Work, while_running: Callable[[], Any] | None = None
+                 ) -> tuple[list[dict[str, Any]], Any]:
+    """`count` processes running `work` (one partition each), released together by a barrier; with
+    `while_running`, this process passes the barrier too and calls it meanwhile. Their outcomes and what
+    `while_running` returned; the first worker error is raised."""
+    ctx = multiprocessing.get_context("spawn")
+    barrier = ctx.Barrier(count + (while_running is not None))
+    results = ctx.Queue()
+    workers = [ctx.Process(target=_in_worker, args=(work, p, i, barrier, results)) for i in range(count)]
+    for worker in workers:
+        worker.start()
+    measured = None
+    if while_running is not None:
+        barrier.wait(p["timeout"])
+        measured = while_running()
+    outcomes = [results.get(timeout=p["timeout"] + p["seconds"]) for _ in workers]
+    for worker in workers:
+        worker.join(p["timeout"])
+    errors = [o["error"] for o in outcomes if "error" in o]
+    if errors:
+        raise RuntimeError(errors[0])
+    return outcomes, measured
 
 
 def _rate_produce(p: Params, partition: int, barrier: Barrier) -> dict[str, Any]:
@@ -302,30 +329,15 @@ def _rate_produce(p: Params, partition: int, barrier: Barrier) -> dict[str, Any]
 def request_rate(p: Params) -> Result:
     """W3: `producers` processes, one partition each, linger.ms=0, acks=all; requests/s summed, p99 pooled."""
     create_topic(p["bootstrap"], p["topic"], p["producers"], p["timeout"])
-    ctx = multiprocessing.get_context("spawn")
-    barrier = ctx.Barrier(p["producers"])
-    results = ctx.Queue()
-    workers = [ctx.Process(target=_rate_producer, args=(p, i, barrier, results)) for i in range(p["producers"])]
-    for worker in workers:
-        worker.start()
-    outcomes = [results.get(timeout=p["timeout"] + p["seconds"]) for _ in workers]
-    for worker in workers:
-        worker.join(p["timeout"])
-    errors = [o["error"] for o in outcomes if "error" in o]
-    if errors:
-        raise RuntimeError(errors[0])
+    outcomes, _ = _run_workers(p, p["producers"], _rate_produce)
     latencies = [lat for outcome in outcomes for lat in outcome["latencies"]]
     return {"requests_per_s": sum(o["requests_per_s"] for o in outcomes),
             "p99_ms": percentile(latencies, 99) * 1000}
 
 
-def _cost_worker(p: Params, partition: int, barrier: Barrier, results: Any) -> None:
-    """One W12 client process: put its request count and messages sent, or its error, on `results`."""
-    try:
-        results.put(_cost_produce(p, partition, barrier) if p["kind"] == "produce"
-                    else _cost_fetch(p, partition, barrier))
-    except Exception as exc:  # noqa: BLE001 - reported to the parent, which raises it
-        results.put({"error": f"{type(exc).__name__}: {exc}"})
+def _cost_client(p: Params, partition: int, barrier: Barrier) -> dict[str, Any]:
+    """One W12 client: its request count and the messages it sent."""
+    return _cost_produce(p, partition, barrier) if p["kind"] == "produce" else _cost_fetch(p, partition, barrier)
 
 
 def _cost_produce(p: Params, partition: int, barrier: Barrier) -> dict[str, Any]:
@@ -385,22 +397,13 @@ def request_cost(p: Params) -> Result:
     """W12: `clients` processes, one partition each, for `seconds`; the broker's CPU (utime+stime of `pid`)
     over that window divided by the requests the clients counted (librdkafka statistics)."""
     create_topic(p["bootstrap"], p["topic"], p["clients"], p["timeout"])
-    ctx = multiprocessing.get_context("spawn")
-    barrier = ctx.Barrier(p["clients"] + 1)
-    results = ctx.Queue()
-    workers = [ctx.Process(target=_cost_worker, args=(p, i, barrier, results)) for i in range(p["clients"])]
-    for worker in workers:
-        worker.start()
-    barrier.wait(p["timeout"])
-    cpu_start, started = cpu_seconds(p["pid"]), time.perf_counter()
-    time.sleep(p["seconds"])
-    cpu, elapsed = cpu_seconds(p["pid"]) - cpu_start, time.perf_counter() - started
-    outcomes = [results.get(timeout=p["timeout"] + p["seconds"]) for _ in workers]
-    for worker in workers:
-        worker.join(p["timeout"])
-    errors = [o["error"] for o in outcomes if "error" in o]
-    if errors:
-        raise RuntimeError(errors[0])
+
+    def broker_cpu_over_the_window() -> tuple[float, float]:
+        cpu_start, started = cpu_seconds(p["pid"]), time.perf_counter()
+        time.sleep(p["seconds"])
+        return cpu_seconds(p["pid"]) - cpu_start, time.perf_counter() - started
+
+    outcomes, (cpu, elapsed) = _run_workers(p, p["clients"], _cost_client, broker_cpu_over_the_window)
     requests = sum(o["requests"] for o in outcomes)
     if not requests:
         raise RuntimeError("no requests counted")
