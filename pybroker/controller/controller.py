@@ -68,6 +68,7 @@ class ZkController:
         self._broker_id = broker_id
         self._rebalance = rebalance
         self._rebalance_task: asyncio.Task[None] | None = None
+        self._elected_generation = 0  # the ZooKeeper session generation this broker was last elected in
         self._listener = inter_broker_listener  # brokers are reached on its endpoints
         self._channel = ControllerChannel(socket_timeout_ms, tls, sasl)
         self._ctx = ControllerContext()
@@ -117,8 +118,11 @@ class ZkController:
 
     async def _on_session_lost(self, _: ZkEvent) -> None:
         """The session expired, and with it /controller: stop acting as controller at once (Kafka's
-        processExpire); the broker re-registers and stands again once a new session is up."""
-        if self.active:
+        processExpire); the broker re-registers and stands again once a new session is up. A loss
+        handled only after this broker was elected again in the next session is not this
+        controllership's (chaos round 7014: resigning then left /controller held by a broker that no
+        longer acted as controller, and every ISR change was refused NOT_CONTROLLER for good)."""
+        if self.active and self._elected_generation < self._zk.session_generation:
             log.warning("[Controller id=%d] ZooKeeper session lost; resigning", self._broker_id)
             await self._resign()
 
@@ -149,10 +153,12 @@ class ZkController:
                 log.info("[Controller id=%d] resigning: another broker is controller now", self._broker_id)
                 await self._resign()
             return
+        generation = self._zk.session_generation
         elected = await self._writer.elect()
         await self._zk.get(zp.CONTROLLER, watch=ev.CONTROLLER_CHANGED)
         if not elected:
             return
+        self._elected_generation = generation
         log.info("[Controller id=%d] elected controller with epoch %d", self._broker_id, self.epoch)
         await self._failover()
         if self._rebalance.enabled:

@@ -41,6 +41,9 @@ class ZkClient:
         self._kazoo: KazooClient | None = None
         self.events = EventQueue()
         self._lost = False
+        #: sessions lost so far: what was done in one session can tell, when a loss is handled later,
+        #: whether that loss was its own or came before it
+        self.session_generation = 0
 
     async def start(self) -> None:
         self.events.bind(asyncio.get_running_loop())
@@ -95,6 +98,7 @@ class ZkClient:
         if state == KazooState.LOST:
             if self._kazoo is not None:  # not our own stop()
                 log.warning("ZooKeeper session lost")
+                self.session_generation += 1
                 self.post(ZkEvent(SESSION_LOST))
             self._lost = True
         elif state == KazooState.CONNECTED and self._lost:

@@ -15,12 +15,12 @@ from pathlib import Path
 from typing import Awaitable, Callable, Iterator, TypeVar
 
 import pytest
-from kazoo.client import KazooClient
+from kazoo.client import KazooClient, KazooState
 
 from pybroker.controller import zk_paths as zp
 from pybroker.controller.channel import ControllerChannel
 from pybroker.controller.controller import RebalanceConfig, ZkController
-from pybroker.controller.zk_client import ZkClient
+from pybroker.controller.zk_client import SESSION_LOST, ZkClient, ZkEvent
 from pybroker.protocol.messages import LeaderAndIsrResponse, UpdateMetadataRequest, UpdateMetadataResponse
 from tests.cluster.zookeeper import ZooKeeperServer
 from tests.integration.broker_process import BrokerProcess
@@ -450,3 +450,40 @@ def test_a_leader_that_bounces_as_its_follower_dies_waits_for_the_follower(zooke
             await eventually(led_by_2, "broker 2 to lead waits-0 once it registered again")
 
     asyncio.run(scenario())
+
+
+def test_a_session_loss_handled_after_the_next_election_leaves_the_new_controller_alone(
+        zookeeper: ZooKeeperServer) -> None:
+    """Chaos round 7014: the controller's session expired, a new session came up and the broker was
+    elected again before the event of the loss was handled; handling it then resigned the new
+    controllership, /controller stayed held by a broker that no longer acted, and every ISR change was
+    refused NOT_CONTROLLER. A loss handled in time still resigns."""
+
+    async def scenario() -> None:
+        async with Harness(zookeeper) as harness:
+            assert harness.zk is not None
+            controller = await harness.start_controller()
+            harness.zk._on_state(KazooState.LOST)  # noticed now, handled by the event queue
+            await eventually(lambda: _inactive(controller), "the controller to resign after its session loss")
+
+            await asyncio.to_thread(harness.admin.delete, zp.CONTROLLER)  # its /controller goes; it stands again
+            await eventually(lambda: _active(controller), "the broker to be elected again")
+            epoch = controller.epoch
+            harness.zk.post(ZkEvent(SESSION_LOST))  # the same loss, handled only now
+            await asyncio.sleep(0)  # the post reaches the queue on the loop's next pass
+            await harness.zk.events.call(_nothing)  # queued after it: returns once it was handled
+            assert controller.active and controller.epoch == epoch
+
+    asyncio.run(scenario())
+
+
+async def _inactive(controller: ZkController) -> bool:
+    return not controller.active
+
+
+async def _active(controller: ZkController) -> bool:
+    return controller.active
+
+
+async def _nothing() -> None:
+    return None
