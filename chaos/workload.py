@@ -67,8 +67,7 @@ def _queue_producer(bootstrap: str, history: History, process: str) -> Producer:
     logger = logging.getLogger(f"chaos.rdkafka.{process}")
     logger.propagate = False
     logger.setLevel(logging.DEBUG)
-    if not logger.handlers:
-        logger.addHandler(_EpochBumpRecorder(history, process))
+    logger.handlers = [_EpochBumpRecorder(history, process)]  # this round's history: rounds share the logger
     return Producer({**_producer_config(bootstrap), "debug": "eos", "log_level": 7, "logger": logger})
 
 
