@@ -32,7 +32,7 @@ from typing import Any, Callable, Iterable, Protocol
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
-from pybroker.common.durable_json import write_json_durably
+from pybroker.common.durable_json import write_json_durably_off_loop
 from pybroker.controller.zk_client import ZkClient, ZkEvent
 from pybroker.security.acl import (
     AccessControlEntry,
@@ -132,7 +132,7 @@ class FileAclStore:
                          if p != pattern]
             if entries:
                 resources.append(self._resource(pattern, entries))
-            await asyncio.to_thread(self._write, {"version": 1, "resources": resources})
+            await write_json_durably_off_loop(self._path, {"version": 1, "resources": resources})
             self._authorizer.set_acls(pattern, entries)
             return entries
 
@@ -140,9 +140,6 @@ class FileAclStore:
     def _resource(pattern: ResourcePattern, entries: Entries) -> dict[str, Any]:
         return {"resourceType": pattern.resource_type.camel, "patternType": pattern.pattern_type.name,
                 "name": pattern.name, **json.loads(encode_entries(entries))}
-
-    def _write(self, document: dict[str, Any]) -> None:
-        write_json_durably(self._path, document)
 
 
 class ZkAclStore:

@@ -135,6 +135,7 @@ class LogManager:
         self._flush_tasks: dict[TopicPartition, asyncio.Task[None]] = {}  # flush.messages flushes
         self._flush_waiters: dict[TopicPartition, list[tuple[int, asyncio.Future[bool]]]] = {}
         self._checkpoint_lock = asyncio.Lock()  # an older snapshot never overwrites a newer one
+        self._checkpoint_passes: dict[str, int] = {}  # per file, the checkpoint passes begun so far
 
     @property
     def log_dirs(self) -> list[str]:
@@ -703,8 +704,15 @@ class LogManager:
 
     async def checkpoint_async(self, files: Collection[str] = CHECKPOINT_FILES) -> None:
         """``checkpoint`` of the named files with the writes and fsyncs on the I/O executor, one pass at
-        a time (Kafka writes each on its own schedule: see the broker's periodic tasks)."""
+        a time (Kafka writes each on its own schedule: see the broker's periodic tasks). A call that finds
+        a pass of its files begun after it was made returns: that pass read the state this one would
+        have, so callers queued together (leaders securing their logs, replica manager) share one."""
+        asked = {name: self._checkpoint_passes.get(name, 0) for name in files}
         async with self._checkpoint_lock:
+            if all(self._checkpoint_passes.get(name, 0) > count for name, count in asked.items()):
+                return  # a pass that began after this call read the state this call would have written
+            for name in files:
+                self._checkpoint_passes[name] = self._checkpoint_passes.get(name, 0) + 1
             contents = self._checkpoint_contents(files)
             if self._io is None:
                 failures = _write_checkpoints(contents)

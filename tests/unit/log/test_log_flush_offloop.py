@@ -120,3 +120,32 @@ def test_a_job_owns_its_descriptors(tmp_path: Any) -> None:
     job.run()
     assert job.error is None and job.fds == []
     log.finish_flush(job)  # ignored: the log is closed
+
+
+def test_checkpoint_calls_waiting_together_share_the_pass_that_began_after_them(
+        tmp_path: Any, fsync_threads: list[str]) -> None:
+    """Many partitions falling below their minimum ISR at once each ask for the recovery points to be
+    written: callers that queued behind a running pass need only the next one, not one each."""
+
+    async def scenario() -> tuple[int, int, int, int]:
+        io = IoExecutor(2)
+        manager = LogManager([str(tmp_path)], SMALL)
+        manager.startup(NOW)
+        manager.attach_executor(io)
+        log = manager.get_or_create_log("t", 0, SMALL)
+        log.append_as_leader(batch(3), leader_epoch=0, now_ms=NOW)
+        await manager.flush_log(log)
+        fsync_threads.clear()
+        await manager.checkpoint_async((RECOVERY_POINT_CHECKPOINT,))
+        one_pass = len(fsync_threads)
+        fsync_threads.clear()
+        await asyncio.gather(*(manager.checkpoint_async((RECOVERY_POINT_CHECKPOINT,)) for _ in range(10)))
+        together = len(fsync_threads)
+        io.shutdown()
+        manager.shutdown()
+        written = OffsetCheckpointFile(os.path.join(str(tmp_path), RECOVERY_POINT_CHECKPOINT)).read()
+        return one_pass, together, written[("t", 0)], log.recovery_point
+
+    one_pass, together, written, recovery_point = asyncio.run(scenario())
+    assert one_pass > 0 and together <= 2 * one_pass, (one_pass, together)
+    assert written == recovery_point == 3
