@@ -28,17 +28,24 @@ def free_port() -> int:
 
 
 class ConsoleProcess:
-    def __init__(self, args: list[str]) -> None:
+    def __init__(self, args: list[str], log: Path) -> None:
+        """``log`` takes the console's output: a pipe nobody reads would stall the console once it filled."""
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.process = subprocess.Popen([sys.executable, "-m", "pybroker", "console", "--port", str(self.port), *args],
-                                        cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        self.log = log
+        with log.open("w") as output:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "pybroker", "console", "--port", str(self.port), *args],
+                cwd=REPO, stdout=output, stderr=subprocess.STDOUT, text=True)
+
+    def log_tail(self, lines: int = 40) -> str:
+        return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
 
     def wait_ready(self) -> "ConsoleProcess":
         deadline = time.monotonic() + STARTUP_S
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise RuntimeError(f"console exited: {self.process.stderr.read() if self.process.stderr else ''}")
+                raise RuntimeError(f"console exited: {self.log_tail()}")
             try:
                 urllib.request.urlopen(f"{self.url}/static/plotly.min.js", timeout=5).close()
                 return self
@@ -73,11 +80,12 @@ def console_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerP
 
 
 @pytest.fixture(scope="module")
-def start_console() -> Iterator[Callable[..., ConsoleProcess]]:
+def start_console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., ConsoleProcess]]:
     started: list[ConsoleProcess] = []
+    logs = tmp_path_factory.mktemp("console-logs")
 
     def start(*args: str) -> ConsoleProcess:
-        console = ConsoleProcess(list(args))
+        console = ConsoleProcess(list(args), logs / f"console-{len(started)}.log")
         started.append(console)
         return console
 

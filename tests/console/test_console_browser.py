@@ -81,7 +81,8 @@ def poll_page(page, url: str, condition: Callable[[], bool]) -> None:  # type: i
         page.goto(url)
         if condition():
             return
-        assert time.monotonic() < deadline, f"{url} never showed what was expected"
+        assert time.monotonic() < deadline, \
+            f"{url} never showed what was expected; it showed:\n{page.locator('body').inner_text()[:2000]}"
         time.sleep(0.3)
 
 
