@@ -121,6 +121,19 @@ class ControllerChannel:
         if sender is not None:
             sender.queue.put_nowait(Outgoing(request, version, response_type))
 
+    async def ask(self, broker_id: int, request: Message, version: int, response_type: type[Message], *,
+                  timeout_s: float) -> Message:
+        """One request whose answer the controller waits for, on a connection of its own, beside the
+        broker's ordered queue (which may be retrying a request to a broker that is slow to start).
+        Raises KafkaClientError or OSError when the broker does not answer, KeyError when it is not live."""
+        sender = self._senders[broker_id]
+        connection = await Connection.open(sender.host, sender.port, tls=self._tls, client_id="controller",
+                                           timeout=min(timeout_s, self._timeout_s), sasl=self._sasl)
+        try:
+            return await connection.send_at(request, version, response_type)
+        finally:
+            await connection.close()
+
     async def close(self) -> None:
         senders = list(self._senders.values())
         self._senders.clear()

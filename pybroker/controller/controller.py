@@ -35,7 +35,8 @@ from pybroker.controller.election import (
 from pybroker.controller.errors import BrokerIdNotRegisteredError, NotControllerError, StaleBrokerEpochError
 from pybroker.controller.log_dir_failure import LOG_DIR_EVENT, LogDirFailures
 from pybroker.controller.producer_ids import reserve_block
-from pybroker.controller.partition_state import PartitionState, PartitionStateMachine, partition_state
+from pybroker.controller.log_ends import ask_log_ends
+from pybroker.controller.partition_state import LogEndQuery, PartitionState, PartitionStateMachine, partition_state
 from pybroker.controller.reassignment import Reassignments, Targets
 from pybroker.controller.replica_state import deleted_topic_replicas, offline_followers
 from pybroker.controller.requests import BrokerRequests
@@ -47,6 +48,8 @@ from pybroker.protocol.schema import Message
 __all__ = ["NotControllerError", "RebalanceConfig", "StaleBrokerEpochError", "ZkController"]
 
 log = logging.getLogger("pybroker.controller")
+
+LOG_END_RETRY_S = 2.0  # how soon a partition whose ISR members did not all tell their log ends is asked again
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,17 +66,22 @@ class ZkController:
     def __init__(self, zk: ZkClient, broker_id: int, *, socket_timeout_ms: int,
                  unclean_election: bool = False, rebalance: RebalanceConfig = RebalanceConfig(),
                  inter_broker_listener: str = "PLAINTEXT", tls: ssl.SSLContext | None = None,
-                 sasl: SaslCredentials | None = None):
+                 sasl: SaslCredentials | None = None, log_ends: LogEndQuery | None = None):
+        """``log_ends`` answers for the brokers' logs before a longest-log election; by default the
+        brokers are asked (tests whose brokers are bare registrations give it)."""
         self._zk = zk
         self._broker_id = broker_id
         self._rebalance = rebalance
         self._rebalance_task: asyncio.Task[None] | None = None
+        self._log_end_task: asyncio.Task[None] | None = None
         self._elected_generation = 0  # the ZooKeeper session generation this broker was last elected in
         self._listener = inter_broker_listener  # brokers are reached on its endpoints
         self._channel = ControllerChannel(socket_timeout_ms, tls, sasl)
         self._ctx = ControllerContext()
         self._writer = FencedZkWriter(zk, broker_id, self._on_fenced)
-        self._partitions = PartitionStateMachine(self._ctx, zk, self._writer, unclean_default=unclean_election)
+        asked: LogEndQuery = log_ends or (lambda wanted: ask_log_ends(self._channel, wanted))
+        self._partitions = PartitionStateMachine(self._ctx, zk, self._writer, unclean_default=unclean_election,
+                                                 log_ends=asked)
         self._requests = BrokerRequests(self._ctx, self._channel, broker_id)
         self._reassignments = Reassignments(self._ctx, self._writer, self._partitions, self._requests, broker_id)
         self._log_dir_failures = LogDirFailures(self._ctx, zk, self._requests, self._partitions, lambda: self.epoch,
@@ -106,9 +114,10 @@ class ZkController:
 
     async def _resign(self) -> None:
         self._writer.resign()
-        if self._rebalance_task is not None:
-            self._rebalance_task.cancel()
-            self._rebalance_task = None
+        for task in (self._rebalance_task, self._log_end_task):
+            if task is not None:
+                task.cancel()
+        self._rebalance_task = self._log_end_task = None
         await self._channel.close()
 
     async def _on_fenced(self) -> None:
@@ -164,6 +173,8 @@ class ZkController:
         if self._rebalance.enabled:
             self._rebalance_task = asyncio.get_running_loop().create_task(self._rebalance_periodically(),
                                                                           name="auto-leader-rebalance")
+        self._log_end_task = asyncio.get_running_loop().create_task(self._ask_log_ends_periodically(),
+                                                                    name="longest-log-elections")
 
     async def _failover(self) -> None:
         """Load the whole cluster view, repair leadership, then tell every broker everything."""
@@ -390,6 +401,22 @@ class ZkController:
         while True:
             await asyncio.sleep(self._rebalance.interval_s)
             self._zk.submit(self.elect_preferred_leaders)
+
+    async def _ask_log_ends_periodically(self) -> None:
+        """Partitions waiting to compare their ISR members' logs are elected on the broker change that
+        brings the last member back; one whose members did not all answer then is asked again here."""
+        while True:
+            await asyncio.sleep(LOG_END_RETRY_S)
+            if self._partitions.ready_for_longest_log(self._ctx.electable()):
+                self._zk.submit(self._elect_longest_logs)
+
+    async def _elect_longest_logs(self) -> None:
+        if not self.active:
+            return
+        changed = await self._partitions.elect_longest_logs(self._ctx.electable())
+        if changed:
+            self._send_changes(changed)
+            self._send_metadata(changed)
 
     async def elect_preferred_leaders(self) -> None:
         """Hand leadership back to preferred replicas (the first of each assignment) on every broker

@@ -136,24 +136,41 @@ def elect_leader(replicas: Sequence[int], isr: Sequence[int], live: set[int], *,
 
 
 def needs_unclean_election(state: LeaderAndIsr, replicas: Sequence[int], live: set[int]) -> bool:
-    """The leader is gone and no live replica is in sync: only an unclean election can give a leader."""
+    """The leader is gone and no live replica is in sync, or the partition waits for every ISR member
+    to compare logs and some are away: only an unclean election can give a leader now."""
+    if state.elect_longest_log:
+        return not set(state.isr) <= live
     isr = tuple(b for b in state.isr if b in live) or state.isr
     return state.leader not in live and elect_leader(replicas, isr, live) is None
 
 
 def offline_election(state: LeaderAndIsr, replicas: Sequence[int], live: set[int], controller_epoch: int, *,
                      unclean: bool = False, restarted: AbstractSet[int] = frozenset()) -> LeaderAndIsr | None:
-    """Brokers died (Kafka's offlinePartitionLeaderElection): dead brokers leave the ISR (but its last
-    member stays, it may return) and a partition whose leader died gets a new one; an unclean leader
-    becomes the only ISR member. No leader at all is NO_LEADER.
+    """Brokers died (Kafka's offlinePartitionLeaderElection): dead brokers leave the ISR and a partition
+    whose leader died gets a new one from the live ISR members; an unclean leader becomes the only ISR
+    member. ``restarted`` brokers (bounced, KIP-380) are not in ``live``: they may have lost an
+    unflushed tail.
 
-    ``restarted`` brokers (bounced, KIP-380: they may have lost an unflushed tail) are not in ``live``
-    and leave the ISR before any dead member does: when no member lives, the members that kept their
-    logs stay and the partition waits for one of them, as Kafka's processBrokerChange ends up (it
-    handles bounces before deaths). Only when every member restarted do they all stay, and the first
-    to be live leads (the sole-replica rule: a full cluster restart must come up)."""
-    isr = tuple(b for b in state.isr if b in live) or tuple(b for b in state.isr if b not in restarted) or state.isr
+    When no ISR member that surely kept its log is live, the partition gets no leader and keeps its
+    whole ISR, with ``elect_longest_log`` when it has several members (a sole member leads when it is
+    back, having all there is): a member that comes back may have lost power and its tail,
+    or may hold everything acknowledged, and only its log can tell. The members are compared once they
+    are all back (`longest_log_election`). Electing the first one back lost acknowledged writes in
+    both directions: chaos round 2003 elected a restarted member with an empty log over one that was
+    down, and round 7001 kept waiting for the member that was down (it had lost power) over a member
+    that had restarted intact."""
+    if state.elect_longest_log:
+        if not unclean:
+            return None
+        chosen = elect_leader(replicas, (), live, unclean=True)  # the members' logs may differ: it alone is in sync
+        return None if chosen is None else LeaderAndIsr(chosen, state.leader_epoch + 1, (chosen,), controller_epoch,
+                                                        state.zk_version)
+    intact = tuple(b for b in state.isr if b in live)
+    if state.leader not in live and not intact and not unclean and len(state.isr) > 1:
+        return LeaderAndIsr(NO_LEADER, state.leader_epoch + 1, state.isr, controller_epoch, state.zk_version,
+                            elect_longest_log=True)
     leader: int | None = state.leader
+    isr = intact or state.isr  # when none lives, the last members stay
     if leader not in live:
         leader = elect_leader(replicas, isr, live, unclean=unclean)
     if leader is not None and leader not in isr:
@@ -164,13 +181,28 @@ def offline_election(state: LeaderAndIsr, replicas: Sequence[int], live: set[int
     return LeaderAndIsr(leader, state.leader_epoch + 1, isr, controller_epoch, state.zk_version)
 
 
+LogEnd = tuple[int, int]
+"""A replica's (latest leader epoch, log end offset): the later epoch, then the longer log, is ahead."""
+
+
+def longest_log_election(state: LeaderAndIsr, replicas: Sequence[int], ends: Mapping[int, LogEnd],
+                         controller_epoch: int) -> LeaderAndIsr:
+    """Every ISR member of a partition that waits with ``elect_longest_log`` answered: the one furthest
+    ahead leads (KIP-966's unclean recovery compares logs the same way), and the members level with it,
+    whose logs are the same, stay in sync; the others rejoin once they have caught up."""
+    best = max(ends.values())
+    level = tuple(b for b in replicas if ends.get(b) == best) or \
+        tuple(b for b in state.isr if ends.get(b) == best)
+    return LeaderAndIsr(level[0], state.leader_epoch + 1, level, controller_epoch, state.zk_version)
+
+
 def controlled_shutdown_election(state: LeaderAndIsr, replicas: Sequence[int], broker_id: int, live: set[int],
                                  controller_epoch: int) -> LeaderAndIsr | None:
     """`broker_id` is shutting down (Kafka's controlledShutdownPartitionLeaderElection): it leaves the ISR
     and, when it leads, another live ISR member takes over. None when it is not in the ISR, is its last
     member, or leads with no one to take over (the broker retries later)."""
     isr = tuple(b for b in state.isr if b != broker_id)
-    if broker_id not in state.isr or not isr:
+    if broker_id not in state.isr or not isr or state.elect_longest_log:
         return None
     leader: int | None = state.leader
     if leader == broker_id:
@@ -182,7 +214,7 @@ def controlled_shutdown_election(state: LeaderAndIsr, replicas: Sequence[int], b
 
 def preferred_election(state: LeaderAndIsr, preferred: int, controller_epoch: int) -> LeaderAndIsr | None:
     """Leadership back to the preferred replica (auto.leader.rebalance), only when it is in sync."""
-    if state.leader == preferred or preferred not in state.isr:
+    if state.leader == preferred or preferred not in state.isr or state.elect_longest_log:
         return None
     return LeaderAndIsr(preferred, state.leader_epoch + 1, state.isr, controller_epoch, state.zk_version)
 
@@ -192,6 +224,9 @@ def reassignment_election(state: LeaderAndIsr, replicas: Sequence[int], live: se
     """A move settles on `replicas` (Kafka's reassignPartitionLeaderElection): the ISR keeps only them
     (all of them when none is in sync yet), the leader stays if it is one of them and live."""
     isr = tuple(b for b in state.isr if b in replicas) or tuple(replicas)
+    if state.elect_longest_log:  # still no leader until the remaining members' logs are compared
+        return LeaderAndIsr(NO_LEADER, state.leader_epoch + 1, isr, controller_epoch, state.zk_version,
+                            elect_longest_log=True)
     leader = state.leader if state.leader in replicas and state.leader in live else \
         elect_leader(replicas, isr, live)
     return LeaderAndIsr(NO_LEADER if leader is None else leader, state.leader_epoch + 1, isr, controller_epoch,
@@ -246,10 +281,12 @@ def request_election(election_type: ElectionType, state: LeaderAndIsr, replicas:
                      controller_epoch: int) -> tuple[ElectionOutcome, LeaderAndIsr | None]:
     """ElectLeaders on one partition: the outcome and the state to write (None: nothing to write); an
     unclean leader becomes the only ISR member."""
+    if state.elect_longest_log and election_type == ElectionType.PREFERRED:
+        return ElectionOutcome.PREFERRED_NOT_AVAILABLE, None  # no one leads until the logs are compared
     outcome, leader = elect_on_request(election_type, replicas, state.leader, state.isr, live)
     if leader is None:
         return outcome, None
-    isr = state.isr if leader in state.isr else (leader,)
+    isr = state.isr if leader in state.isr and not state.elect_longest_log else (leader,)
     return outcome, LeaderAndIsr(leader, state.leader_epoch + 1, isr, controller_epoch, state.zk_version)
 
 

@@ -10,15 +10,18 @@ on it, a bounded number of times.
 
 from __future__ import annotations
 
+import logging
 from enum import Enum
-from typing import AbstractSet, Callable
+from typing import AbstractSet, Awaitable, Callable, Mapping
 
 from pybroker.controller import zk_paths as zp
 from pybroker.controller.context import ControllerContext, PartitionKey
 from pybroker.controller.election import (
     ElectionOutcome,
     ElectionType,
+    LogEnd,
     initial_state,
+    longest_log_election,
     needs_unclean_election,
     offline_election,
     request_election,
@@ -26,10 +29,15 @@ from pybroker.controller.election import (
 from pybroker.controller.zk_client import ZkClient
 from pybroker.controller.zk_writer import FencedZkWriter, StateConflict
 
+log = logging.getLogger("pybroker.controller")
+
 ATTEMPTS = 3
 UNCLEAN_ELECTION = "unclean.leader.election.enable"
 
 Decision = Callable[[zp.LeaderAndIsr], "zp.LeaderAndIsr | None"]
+LogEndQuery = Callable[[Mapping[PartitionKey, tuple[int, ...]]], Awaitable[dict[PartitionKey, dict[int, LogEnd]]]]
+"""Asks brokers for their replicas' log ends: ``{partition: brokers}`` to ``{partition: {broker: end}}``;
+a broker that did not answer is left out."""
 
 
 class PartitionState(Enum):
@@ -46,11 +54,13 @@ def partition_state(ctx: ControllerContext, key: PartitionKey) -> PartitionState
 
 
 class PartitionStateMachine:
-    def __init__(self, ctx: ControllerContext, zk: ZkClient, writer: FencedZkWriter, *, unclean_default: bool):
+    def __init__(self, ctx: ControllerContext, zk: ZkClient, writer: FencedZkWriter, *, unclean_default: bool,
+                 log_ends: LogEndQuery):
         self._ctx = ctx
         self._zk = zk
         self._writer = writer
         self._unclean_default = unclean_default
+        self._log_ends = log_ends
 
     async def load(self, topic: str, written: dict[PartitionKey, int] | None = None) -> set[PartitionKey]:
         """Adopt the stored state of each of the topic's partitions not known yet; partitions without
@@ -103,7 +113,7 @@ class PartitionStateMachine:
         """Online/Offline -> Online where possible: dead brokers leave every ISR and partitions whose
         leader is not in `live` get a new one (unclean only where the topic allows it); `restarted`
         (bounced) brokers leave first (see `offline_election`)."""
-        changed: set[PartitionKey] = set()
+        changed = await self.elect_longest_logs(live - restarted)
         for key in list(self._ctx.states):
             for _ in range(ATTEMPTS):
                 state = self._ctx.states[key]
@@ -120,6 +130,35 @@ class PartitionStateMachine:
                     continue
                 changed.add(key)
                 break
+        return changed
+
+    def ready_for_longest_log(self, live: set[int]) -> dict[PartitionKey, tuple[int, ...]]:
+        """Partitions waiting with ``elect_longest_log`` whose ISR members are all back, with that ISR."""
+        return {key: state.isr for key, state in self._ctx.states.items()
+                if state.elect_longest_log and set(state.isr) <= live - self._ctx.offline_on(key)}
+
+    async def elect_longest_logs(self, live: set[int]) -> set[PartitionKey]:
+        """Partitions waiting with ``elect_longest_log`` whose ISR members are all back: ask each member
+        for its log end and elect the one furthest ahead. A partition some member did not answer for
+        keeps waiting (the controller asks again later)."""
+        ready = self.ready_for_longest_log(live)
+        if not ready:
+            return set()
+        ends = await self._log_ends(ready)
+        changed = set()
+        for key in ready:
+            found = ends.get(key, {})
+            replicas = self._ctx.replicas(key)
+
+            def decide(state: zp.LeaderAndIsr) -> zp.LeaderAndIsr | None:
+                if not state.elect_longest_log or set(state.isr) != set(found):
+                    return None
+                return longest_log_election(state, replicas, found, self._writer.epoch)
+
+            if await self.transition(key, decide):
+                log.info("Partition %s-%d: leader %d elected from the longest log of its ISR "
+                         "(leader epoch, log end): %s", *key, self._ctx.states[key].leader, found)
+                changed.add(key)
         return changed
 
     def restarted_since_written(self, written: dict[PartitionKey, int]) -> dict[PartitionKey, set[int]]:

@@ -221,28 +221,39 @@ def decode_preferred_election(data: bytes) -> list[tuple[str, int]]:
 
 @dataclass(frozen=True, slots=True)
 class LeaderAndIsr:
-    """A partition's leadership as stored in ZooKeeper; `zk_version` is the znode's version."""
+    """A partition's leadership as stored in ZooKeeper; `zk_version` is the znode's version.
+
+    ``elect_longest_log``: the leader is gone and no ISR member that surely kept its log is live, so
+    the partition has no leader until every ISR member is back, then the one with the longest log
+    leads (see election.longest_log_election). Stored as an extra key, which Kafka's readers skip,
+    so a controller elected meanwhile carries the wait on."""
 
     leader: int
     leader_epoch: int
     isr: tuple[int, ...]
     controller_epoch: int
     zk_version: int = -1
+    elect_longest_log: bool = False
 
 
 NO_LEADER = -1
+ELECT_LONGEST_LOG = "elect_longest_log"
 LEADER_DURING_DELETE = -2  # UpdateMetadata's mark of a deleted topic's partition (Kafka's LeaderDuringDelete)
 
 
 def encode_partition_state(state: LeaderAndIsr) -> bytes:
-    return _dump({"version": 1, "leader": state.leader, "leader_epoch": state.leader_epoch,
-                  "isr": list(state.isr), "controller_epoch": state.controller_epoch})
+    document = {"version": 1, "leader": state.leader, "leader_epoch": state.leader_epoch,
+                "isr": list(state.isr), "controller_epoch": state.controller_epoch}
+    if state.elect_longest_log:
+        document[ELECT_LONGEST_LOG] = True
+    return _dump(document)
 
 
 def decode_partition_state(data: bytes, zk_version: int) -> LeaderAndIsr:
     document = _load(data)
     return LeaderAndIsr(int(document["leader"]), int(document["leader_epoch"]), tuple(document["isr"]),
-                        int(document["controller_epoch"]), zk_version)
+                        int(document["controller_epoch"]), zk_version,
+                        document.get(ELECT_LONGEST_LOG) is True)
 
 
 # /config/topics/<topic> and /config/changes/config_change_<seq>

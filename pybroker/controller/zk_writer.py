@@ -15,6 +15,7 @@ leader changed the ISR meanwhile) raises StateConflict with the state now stored
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import time
 from typing import Any, Awaitable, Callable
@@ -117,7 +118,7 @@ class FencedZkWriter:
             await self._commit(build)
         except NodeExistsError:
             return await self.read_partition_state(key)
-        return zp.LeaderAndIsr(state.leader, state.leader_epoch, state.isr, state.controller_epoch, 0)
+        return dataclasses.replace(state, zk_version=0)
 
     async def set_partition_state(self, key: PartitionKey, state: zp.LeaderAndIsr) -> zp.LeaderAndIsr:
         """Conditional on both the controller epoch and `state.zk_version` (the version it replaces);
@@ -127,8 +128,7 @@ class FencedZkWriter:
                 zp.partition_state_path(*key), zp.encode_partition_state(state), state.zk_version))
         except BadVersionError:
             raise StateConflict(await self.read_partition_state(key)) from None
-        return zp.LeaderAndIsr(state.leader, state.leader_epoch, state.isr, state.controller_epoch,
-                               state.zk_version + 1)
+        return dataclasses.replace(state, zk_version=state.zk_version + 1)
 
     async def read_partition_state(self, key: PartitionKey) -> zp.LeaderAndIsr | None:
         stored = await self.read_partition_state_written(key)

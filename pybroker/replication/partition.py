@@ -47,6 +47,20 @@ def epoch_cache_of(partition_log: PartitionLog) -> EpochCache:
     """The log's epoch cache as its `leader-epoch-checkpoint` has it, cut to the log's offset range
     (start-up recovery may have dropped a torn tail; retention may have moved the start). When the
     file is missing or corrupt the cache is rebuilt from the batch headers, then written."""
+    cache, stale = _epoch_cache_on_disk(partition_log)
+    if stale:
+        epoch_checkpoint_of(partition_log).write(dict(cache.entries))
+    return cache
+
+
+def latest_epoch_on_disk(partition_log: PartitionLog) -> int:
+    """The leader epoch of the log's last batch, for a replica this broker does not serve yet (the
+    controller compares logs before it elects one); reads, never writes, the checkpoint."""
+    return _epoch_cache_on_disk(partition_log)[0].latest_epoch
+
+
+def _epoch_cache_on_disk(partition_log: PartitionLog) -> tuple[EpochCache, bool]:
+    """The cache and whether the checkpoint must be written again to match it."""
     checkpoint = epoch_checkpoint_of(partition_log)
     log_is_empty = partition_log.size_in_bytes == 0
     stored = _stored_epochs(checkpoint, log_is_empty=log_is_empty)
@@ -57,9 +71,7 @@ def epoch_cache_of(partition_log: PartitionLog) -> EpochCache:
         cache = EpochCache.from_batches(sorted(stored.items()))
     changed = cache.truncate_from_end(partition_log.log_end_offset)
     changed |= cache.truncate_from_start(partition_log.log_start_offset)
-    if changed or (stored is None and not log_is_empty):  # a new log's file comes with its first epoch
-        checkpoint.write(dict(cache.entries))
-    return cache
+    return cache, changed or (stored is None and not log_is_empty)  # a new log's file comes with its first epoch
 
 
 def _stored_epochs(checkpoint: LeaderEpochCheckpointFile, *, log_is_empty: bool) -> dict[int, int] | None:

@@ -12,14 +12,16 @@ import itertools
 import logging
 import time
 from pathlib import Path
-from typing import Awaitable, Callable, Iterator, TypeVar
+from typing import Awaitable, Callable, Iterator, Mapping, TypeVar
 
 import pytest
 from kazoo.client import KazooClient, KazooState
 
 from pybroker.controller import zk_paths as zp
 from pybroker.controller.channel import ControllerChannel
+from pybroker.controller.context import PartitionKey
 from pybroker.controller.controller import RebalanceConfig, ZkController
+from pybroker.controller.election import LogEnd
 from pybroker.controller.zk_client import SESSION_LOST, ZkClient, ZkEvent
 from pybroker.protocol.messages import LeaderAndIsrResponse, UpdateMetadataRequest, UpdateMetadataResponse
 from tests.cluster.zookeeper import ZooKeeperServer
@@ -61,6 +63,15 @@ class Harness:
         self.zk: ZkClient | None = None
         self.controller: ZkController | None = None
         self._events: asyncio.Task[None] | None = None
+        self.log_ends: dict[int, LogEnd] = {}
+        """What each broker answers for its replicas' (latest leader epoch, log end offset) when the
+        controller compares logs; a broker left out does not answer."""
+        self.log_end_questions: list[dict[PartitionKey, tuple[int, ...]]] = []
+
+    async def _answer_log_ends(self, wanted: Mapping[PartitionKey, tuple[int, ...]]
+                               ) -> dict[PartitionKey, dict[int, LogEnd]]:
+        self.log_end_questions.append(dict(wanted))
+        return {key: {b: self.log_ends[b] for b in brokers if b in self.log_ends} for key, brokers in wanted.items()}
 
     async def __aenter__(self) -> "Harness":
         self.zk = ZkClient(self.connect, session_timeout_ms=SESSION_MS, connection_timeout_ms=SESSION_MS)
@@ -127,7 +138,7 @@ class Harness:
     async def start_controller(self, *, unclean_election: bool = False) -> ZkController:
         assert self.zk is not None
         self.controller = ZkController(self.zk, 0, socket_timeout_ms=1000, unclean_election=unclean_election,
-                                       rebalance=RebalanceConfig(enabled=False))
+                                       rebalance=RebalanceConfig(enabled=False), log_ends=self._answer_log_ends)
         await self.controller.start()
         assert self.controller.active
         return self.controller
@@ -282,8 +293,8 @@ def test_a_controller_failover_leaves_partitions_written_after_the_registrations
 
 def test_a_full_cluster_restart_comes_up_at_a_new_leader_epoch(zookeeper: ZooKeeperServer) -> None:
     """Every broker registered after every state was written (the whole cluster restarted): no ISR member
-    is left that did not restart, so the first live ISR replica leads again, as Kafka elects it, but at
-    a new leader epoch; no partition stays offline."""
+    is left that did not restart, so the controller compares the members' logs; level logs keep the
+    whole ISR and the first replica leads again, at a new leader epoch; no partition stays offline."""
 
     async def scenario() -> None:
         async with Harness(zookeeper) as harness:
@@ -293,8 +304,10 @@ def test_a_full_cluster_restart_comes_up_at_a_new_leader_epoch(zookeeper: ZooKee
             await write_state(harness, "single", zp.LeaderAndIsr(1, 3, (1,), 1))
             for broker_id in (1, 2):
                 await harness.register(broker_id)
+            harness.log_ends = {1: (5, 300), 2: (5, 300)}  # the same logs: both stay in sync
             await harness.start_controller()
             restart, single = await harness.state("restart"), await harness.state("single")
+            assert harness.log_end_questions == [{("restart", 0): (2, 1)}]  # a sole member is not asked
             assert (restart.leader, restart.isr) == (2, (2, 1)) and restart.leader_epoch > 5
             assert (single.leader, single.isr) == (1, (1,)) and single.leader_epoch > 3
 
@@ -386,9 +399,8 @@ def test_restarted_members_never_lead_while_an_isr_member_that_did_not_restart_m
         zookeeper: ZooKeeperServer) -> None:
     """Chaos round 2003: the leader (2) lost power and its log, the controller (0) was killed, a follower
     (1) had re-registered after a pause; the new controller found 1 and 2 registered after the state
-    was written and 0 not registered. It must keep 0, the one member whose log is whole, as the ISR
-    and wait for it; it elected 2 with ISR [2, 1], and every replica truncated partition txn-0 to 2's
-    empty log."""
+    was written and 0 not registered. It must not elect 2 (it did, with ISR [2, 1], and every replica
+    truncated partition txn-0 to 2's empty log): it waits for 0 and elects the longest log."""
 
     async def scenario() -> None:
         async with Harness(zookeeper) as harness:
@@ -398,9 +410,11 @@ def test_restarted_members_never_lead_while_an_isr_member_that_did_not_restart_m
             await write_state(harness, "power", zp.LeaderAndIsr(2, 1, (2, 0, 1), 1))
             await harness.bounce(1)
             await harness.bounce(2)
+            harness.log_ends = {0: (1, 500), 1: (1, 480), 2: (-1, 0)}
             await harness.start_controller()
             after = await harness.state("power")
-            assert (after.leader, after.isr) == (zp.NO_LEADER, (0,))
+            assert (after.leader, after.isr, after.elect_longest_log) == (zp.NO_LEADER, (2, 0, 1), True)
+            assert harness.log_end_questions == []  # not while 0 is away
             await harness.register(0)
 
             async def led_by_0() -> zp.LeaderAndIsr | None:
@@ -408,16 +422,15 @@ def test_restarted_members_never_lead_while_an_isr_member_that_did_not_restart_m
                 return state if state.leader == 0 else None
 
             back = await eventually(led_by_0, "broker 0 to lead power-0 once it registered")
-            assert back.isr == (0,) and back.leader_epoch > after.leader_epoch
+            assert back.isr == (0,) and back.leader_epoch > after.leader_epoch and not back.elect_longest_log
 
     asyncio.run(scenario())
 
 
 def test_a_leader_that_bounces_as_its_follower_dies_waits_for_the_follower(zookeeper: ZooKeeperServer) -> None:
     """The live path of the same rule: ISR [1, 2] led by 1; in one change of /brokers/ids, 2 is gone and
-    1 re-registered (it restarted and may have lost an unflushed tail). As in Kafka's
-    processBrokerChange, the bounced broker leaves the ISR since another member is left, so it does
-    not lead again: 2, whose log is whole, leads when it returns."""
+    1 re-registered (it restarted and may have lost an unflushed tail). The bounced broker does not
+    lead again at once: when 2 returns, the longer log, 2's, leads."""
 
     async def scenario() -> None:
         async with Harness(zookeeper) as harness:
@@ -439,7 +452,8 @@ def test_a_leader_that_bounces_as_its_follower_dies_waits_for_the_follower(zooke
                 return state if state.leader == zp.NO_LEADER else None
 
             after = await eventually(leaderless, "the bounced broker 1 to lose the leadership of waits-0")
-            assert after.isr == (2,)
+            assert after.isr == (1, 2) and after.elect_longest_log
+            harness.log_ends = {1: (3, 60), 2: (3, 100)}  # 1 lost the tail 2 has
             await harness.kill(2)
             await harness.register(2)
 
@@ -487,3 +501,101 @@ async def _active(controller: ZkController) -> bool:
 
 async def _nothing() -> None:
     return None
+
+
+def test_a_member_that_restarted_intact_leads_over_one_that_was_away_and_lost_power(
+        zookeeper: ZooKeeperServer) -> None:
+    """Chaos round 7001: ISR [0, 2] led by 0. Broker 2 was killed and restarted (its log intact), then 0
+    lost power, and a new controller found 2 registered after the state was written and 0 away. It kept
+    0 as the one member that had not restarted and elected it when it came back with the log its power
+    loss had cut; 2 truncated 4,106 acknowledged records to it. Neither registration tells a kill from a
+    power loss: the controller waits for both and elects the longer log."""
+
+    async def scenario() -> None:
+        async with Harness(zookeeper) as harness:
+            await harness.register(2)
+            await harness.create_topic("cut", (0, 2))
+            await write_state(harness, "cut", zp.LeaderAndIsr(0, 4, (0, 2), 1))
+            await harness.bounce(2)
+            harness.log_ends = {0: (4, 100), 2: (4, 4206)}
+            await harness.start_controller()
+            waiting = await harness.state("cut")
+            assert (waiting.leader, waiting.isr, waiting.elect_longest_log) == (zp.NO_LEADER, (0, 2), True)
+            await harness.register(0)
+
+            async def led() -> zp.LeaderAndIsr | None:
+                state = await harness.state("cut")
+                return state if state.leader != zp.NO_LEADER else None
+
+            elected = await eventually(led, "a leader for cut-0 once broker 0 registered")
+            assert (elected.leader, elected.isr) == (2, (2,)) and elected.leader_epoch > waiting.leader_epoch
+            assert harness.log_end_questions == [{("cut", 0): (0, 2)}]
+
+    asyncio.run(scenario())
+
+
+def test_the_wait_for_every_member_outlives_the_controller_that_began_it(zookeeper: ZooKeeperServer) -> None:
+    """A controller elected during the wait finds it in the partition state (Kafka's readers skip the
+    extra key): broker 1 is live and registered before the state was written, so it counts as intact by
+    its registration, yet it must not lead until 2 is back and their logs are compared."""
+
+    async def scenario() -> None:
+        async with Harness(zookeeper) as harness:
+            await harness.register(1)
+            await harness.create_topic("outlives", (1, 2))
+            await write_state(harness, "outlives", zp.LeaderAndIsr(zp.NO_LEADER, 7, (1, 2), 1,
+                                                                   elect_longest_log=True))
+            harness.log_ends = {1: (6, 10), 2: (7, 3)}  # 2 has a later leader epoch: it is ahead
+            await harness.start_controller()
+            assert (await harness.state("outlives")).leader == zp.NO_LEADER
+            await harness.register(2)
+
+            async def led() -> zp.LeaderAndIsr | None:
+                state = await harness.state("outlives")
+                return state if state.leader != zp.NO_LEADER else None
+
+            elected = await eventually(led, "a leader for outlives-0 once broker 2 registered")
+            assert (elected.leader, elected.isr, elected.elect_longest_log) == (2, (2,), False)
+
+    asyncio.run(scenario())
+
+
+def test_a_member_that_does_not_tell_its_log_end_keeps_the_partition_waiting(zookeeper: ZooKeeperServer) -> None:
+    """Both ISR members went in one change; they are back, but 2 does not answer: no election (the first
+    one back may be the one that lost its tail). The controller asks again until 2 answers."""
+
+    async def scenario() -> None:
+        async with Harness(zookeeper) as harness:
+            for broker_id in (1, 2):
+                await harness.register(broker_id)
+            await harness.create_topic("mute", (1, 2))
+            await harness.start_controller()
+            transaction = harness.sessions[1].transaction()  # one atomic change: 1 and 2 gone
+            transaction.delete(zp.broker_path(1))
+            transaction.delete(zp.broker_path(2))
+            await asyncio.to_thread(transaction.commit)
+
+            async def waiting() -> zp.LeaderAndIsr | None:
+                state = await harness.state("mute")
+                return state if state.elect_longest_log else None
+
+            await eventually(waiting, "mute-0 to wait for both members")
+            for broker_id in (1, 2):
+                await harness.kill(broker_id)
+            harness.log_ends = {1: (0, 50)}
+            for broker_id in (1, 2):
+                await harness.register(broker_id)
+            async def asked() -> bool:
+                return bool(harness.log_end_questions)
+
+            await eventually(asked, "the controller to ask for the log ends")
+            assert (await harness.state("mute")).leader == zp.NO_LEADER
+            harness.log_ends = {1: (0, 50), 2: (0, 80)}  # 2 answers from now on
+
+            async def led() -> zp.LeaderAndIsr | None:
+                state = await harness.state("mute")
+                return state if state.leader != zp.NO_LEADER else None
+
+            assert (await eventually(led, "mute-0 to be led once 2 answered")).leader == 2
+
+    asyncio.run(scenario())

@@ -1,11 +1,16 @@
-"""A leader left alone in the ISR keeps what acks=all acknowledged through a power loss (chaos round 6016).
+"""Acknowledged records survive power losses of ISR members (chaos rounds 6016 and 7001).
+
+First test: a leader left alone in the ISR keeps what acks=all acknowledged through a power loss.
 
 The followers stop fetching, so the leader shrinks the ISR to itself (below min.insync.replicas). It then
 loses power: SIGKILL, and every log cut back to its last fsync (the recovery-point checkpoint, as the
 chaos harness's power loss does; chaos/disk.py). Being the only ISR member it is elected again when it
 returns, and the followers truncate to its log. Kafka leaves fsync to the flush settings, so the
 acknowledged records were on no disk; the leader now flushes them before the ISR shrinks below the
-minimum."""
+minimum.
+
+Second test: every ISR member goes down at once, one losing power and one only killed, and the first
+back is the one that lost power."""
 
 from __future__ import annotations
 
@@ -13,6 +18,7 @@ import json
 import os
 import signal
 from pathlib import Path
+from typing import Any, Callable, TypeVar
 
 from confluent_kafka import Producer
 from kazoo.client import KazooClient
@@ -23,18 +29,36 @@ from tests.cluster.conftest import Cluster, running_cluster
 from tests.cluster.test_cluster import consume, controller_id, create_topic, wait_for_full_isr
 from tests.integration.groups_common import wait_until
 
+T = TypeVar("T")
 TOPIC = "alone"
 ACKED = 200
 
 
-def zk_isr(cluster: Cluster) -> list[int]:
+def zk_read(cluster: Cluster, read: Callable[[KazooClient], T]) -> T:
     zk = KazooClient(cluster.zk_connect)
     zk.start(10)
     try:
-        return json.loads(zk.get(zp.partition_state_path(TOPIC, 0))[0])["isr"]
+        return read(zk)
     finally:
         zk.stop()
         zk.close()
+
+
+def zk_state(cluster: Cluster, topic: str) -> dict[str, Any]:
+    return json.loads(zk_read(cluster, lambda zk: zk.get(zp.partition_state_path(topic, 0))[0]))
+
+
+def zk_isr(cluster: Cluster, topic: str = TOPIC) -> list[int]:
+    return zk_state(cluster, topic)["isr"]
+
+
+def produce_acknowledged(cluster: Cluster, topic: str) -> None:
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "enable.idempotence": True})
+    errors: list[object] = []
+    for i in range(ACKED):
+        producer.produce(topic, f"m-{i}".encode(), partition=0,
+                         on_delivery=lambda err, _: err is not None and errors.append(err))
+    assert producer.flush(30) == 0 and errors == []
 
 
 def test_acknowledged_records_survive_a_power_loss_of_the_leader_left_alone_in_the_isr(tmp_path: Path) -> None:
@@ -44,12 +68,7 @@ def test_acknowledged_records_survive_a_power_loss_of_the_leader_left_alone_in_t
         create_topic(cluster, TOPIC, 1, assignment=[[leader, *followers]], **{"min.insync.replicas": "2"})
         wait_for_full_isr(cluster, TOPIC)
 
-        producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "enable.idempotence": True})
-        errors: list[object] = []
-        for i in range(ACKED):
-            producer.produce(TOPIC, f"m-{i}".encode(), partition=0,
-                             on_delivery=lambda err, _: err is not None and errors.append(err))
-        assert producer.flush(30) == 0 and errors == []
+        produce_acknowledged(cluster, TOPIC)
 
         for follower in followers:  # alive, registered, but no longer fetching
             os.kill(cluster.brokers[follower].process.pid, signal.SIGSTOP)
@@ -65,3 +84,34 @@ def test_acknowledged_records_survive_a_power_loss_of_the_leader_left_alone_in_t
 
         values = consume(cluster, TOPIC, 1, ACKED)[0]
         assert values[:ACKED] == [f"m-{i}".encode() for i in range(ACKED)]
+
+
+def test_the_longest_log_leads_when_the_isr_member_back_first_lost_power(tmp_path: Path) -> None:
+    """Chaos round 7001: ISR [a, b]. The controller, b (killed: its log is intact, the page cache kept
+    it) and a (power loss: its log cut to its last fsync) go down at once, so no controller writes
+    anything in between. b comes back first and becomes the controller: it sees itself registered
+    after the state was written, and a away. It used to wait for a, the member that had not restarted, and
+    elect it; b then truncated every acknowledged record to a's cut log. It now waits for both and
+    elects the longer log."""
+    topic = "cut"
+    with running_cluster(tmp_path) as cluster:
+        controller = wait_until(lambda: [c for c in [controller_id(cluster)] if c >= 0], "a controller")[0]
+        a, b = [broker for broker in range(3) if broker != controller]
+        create_topic(cluster, topic, 1, assignment=[[a, b]], **{"min.insync.replicas": "2"})
+        wait_for_full_isr(cluster, topic)
+        produce_acknowledged(cluster, topic)
+        epoch = zk_state(cluster, topic)["leader_epoch"]
+
+        for broker in (controller, b, a):
+            cluster.brokers[broker].kill()
+        lose_unsynced_writes(cluster.brokers[a].data_dir / "logs")
+        wait_until(lambda: zk_read(cluster, lambda zk: zk.get_children(zp.BROKER_IDS)) == [],
+                   "the killed brokers' sessions to expire", timeout=30)
+        cluster.brokers[b].start()  # b is the controller now: registered before its failover
+        wait_until(lambda: zk_state(cluster, topic)["leader_epoch"] > epoch, "the new controller to handle cut-0")
+        cluster.brokers[a].start()
+        cluster.brokers[controller].start()
+
+        values = consume(cluster, topic, 1, ACKED)[0]
+        assert values[:ACKED] == [f"m-{i}".encode() for i in range(ACKED)]
+        assert zk_isr(cluster, topic)[0] == b  # b led: it had the longer log

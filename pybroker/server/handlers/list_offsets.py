@@ -3,7 +3,8 @@
 LATEST is the high watermark for read_uncommitted and the last stable offset for read_committed
 (isolation_level=1); lookups by timestamp, MAX_TIMESTAMP among them, never answer an offset at or past
 that bound (taken once the lookup, which scans and decodes batches on the I/O executor, has returned). A follower
-(replica_id >= 0) is answered from the whole log, LATEST being the log end, as Kafka does.
+(replica_id >= 0) is answered from the whole log, LATEST being the log end, as Kafka does. LATEST for
+the debugging replica id (-2) is answered by any replica with its log end and latest leader epoch.
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ from pybroker.log import PartitionLog
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.messages import ListOffsetsRequest, ListOffsetsResponse
 from pybroker.protocol.error_codes import ErrorCode
-from pybroker.replication.errors import NotLeaderError
+from pybroker.replication.errors import NotLeaderError, UnknownPartitionError
+from pybroker.replication.partition import latest_epoch_on_disk
 from pybroker.server.context import RequestContext
 from pybroker.security.acl import AclOperation, ResourceType
 from pybroker.server.authorization import allowed_names
@@ -28,6 +30,22 @@ EARLIEST_LOCAL_TIMESTAMP = -4
 EARLIEST_PENDING_UPLOAD_TIMESTAMP = -5
 READ_COMMITTED = 1
 CONSUMER_REPLICA_ID = -1
+DEBUGGING_REPLICA_ID = -2
+
+
+async def _replica_log_end(ctx: RequestContext, topic: str, index: int) -> tuple[int, int]:
+    """(latest leader epoch, log end offset) of this broker's replica, whatever its role, as Kafka
+    answers the debugging replica id. A log this broker has not served since it started (no
+    LeaderAndIsr yet) is answered from disk: the controller asks every ISR member this before it
+    elects the longest log among replicas that may each have lost an unflushed tail."""
+    partition = ctx.broker.replica_manager.hosted(topic, index)
+    if partition is not None:
+        return partition.epoch_cache.latest_epoch, partition.log.log_end_offset
+    log = ctx.broker.replica_manager.log_manager.get_log(topic, index)
+    if log is None:
+        raise UnknownPartitionError(f"This server has no replica of {topic}-{index}")
+    epoch = await ctx.broker.io.run(lambda: latest_epoch_on_disk(log))
+    return epoch, log.log_end_offset
 
 
 @api(ApiKey.LIST_OFFSETS, 1, 10)
@@ -49,6 +67,9 @@ async def _list_partition(ctx: RequestContext, request: ListOffsetsRequest, topi
                     requested: ListOffsetsRequest.ListOffsetsPartition) -> PartitionResponse:
     response = PartitionResponse(partition_index=requested.partition_index, error_code=0, timestamp=-1, offset=-1)
     try:
+        if request.replica_id == DEBUGGING_REPLICA_ID and requested.timestamp == LATEST_TIMESTAMP:
+            response.leader_epoch, response.offset = await _replica_log_end(ctx, topic, requested.partition_index)
+            return response
         partition = ctx.broker.replica_manager.leader_partition(topic, requested.partition_index)
         partition.check_leader_epoch(requested.current_leader_epoch)
         log = partition.log

@@ -8,6 +8,7 @@ from pybroker.controller.election import (
     ElectionType,
     controlled_shutdown_election,
     initial_state,
+    longest_log_election,
     needs_unclean_election,
     new_leader_epoch,
     offline_election,
@@ -45,6 +46,50 @@ def test_without_unclean_election_a_partition_whose_isr_died_has_no_leader_and_k
     # Once leaderless, nothing more changes until a replica returns.
     leaderless = LeaderAndIsr(NO_LEADER, 5, (1,), EPOCH, 12)
     assert offline_election(leaderless, REPLICAS, {2, 3}, EPOCH) is None
+
+
+def test_an_isr_whose_members_all_went_waits_for_every_one_to_compare_their_logs() -> None:
+    """Any member that comes back may have lost power and its unflushed tail: the first one back does
+    not lead (chaos rounds 2003 and 7001)."""
+    waiting = offline_election(state(1, (1, 2)), REPLICAS, {3}, EPOCH)
+    assert waiting == LeaderAndIsr(NO_LEADER, 5, (1, 2), EPOCH, 11, elect_longest_log=True)
+    assert offline_election(waiting, REPLICAS, {1, 3}, EPOCH) is None  # 1 is back, 2 is not
+    assert offline_election(waiting, REPLICAS, {1, 2, 3}, EPOCH) is None  # longest_log_election decides
+    assert needs_unclean_election(waiting, REPLICAS, {1, 3})
+    assert not needs_unclean_election(waiting, REPLICAS, {1, 2})
+
+
+def test_restarted_members_count_as_gone_when_the_isr_waits() -> None:
+    """Leader 1 died; 2 restarted (not in ``live``): no member surely kept its log."""
+    waiting = offline_election(state(1, (1, 2)), REPLICAS, {3}, EPOCH, restarted={2})
+    assert waiting == LeaderAndIsr(NO_LEADER, 5, (1, 2), EPOCH, 11, elect_longest_log=True)
+    # A member that did not restart is live: it leads, and the restarted one rejoins by catching up.
+    assert offline_election(state(1, (1, 2, 3)), REPLICAS, {3}, EPOCH, restarted={2}) == \
+        LeaderAndIsr(3, 5, (3,), EPOCH, 11)
+
+
+def test_the_longest_log_leads_and_members_level_with_it_stay_in_sync() -> None:
+    waiting = LeaderAndIsr(NO_LEADER, 5, (1, 2, 3), EPOCH, 12, elect_longest_log=True)
+    # A later leader epoch wins over a longer log of an earlier one.
+    assert longest_log_election(waiting, REPLICAS, {1: (3, 900), 2: (4, 10), 3: (4, 10)}, EPOCH) == \
+        LeaderAndIsr(2, 6, (2, 3), EPOCH, 12)
+    assert longest_log_election(waiting, REPLICAS, {1: (4, 11), 2: (4, 10), 3: (-1, 0)}, EPOCH) == \
+        LeaderAndIsr(1, 6, (1,), EPOCH, 12)
+
+
+def test_nothing_but_an_unclean_election_bypasses_the_wait() -> None:
+    waiting = LeaderAndIsr(NO_LEADER, 5, (1, 2), EPOCH, 12, elect_longest_log=True)
+    assert preferred_election(waiting, 1, EPOCH) is None
+    assert controlled_shutdown_election(waiting, REPLICAS, 2, {1, 3}, EPOCH) is None
+    assert request_election(ElectionType.PREFERRED, waiting, REPLICAS, {1, 2}, EPOCH) == \
+        (ElectionOutcome.PREFERRED_NOT_AVAILABLE, None)
+    # A move keeps waiting, on the members that stay.
+    assert reassignment_election(waiting, (2, 3), {1, 2, 3}, EPOCH) == \
+        LeaderAndIsr(NO_LEADER, 6, (2,), EPOCH, 12, elect_longest_log=True)
+    # Unclean: the leader is alone in sync (the members' logs may differ).
+    assert offline_election(waiting, REPLICAS, {1, 3}, EPOCH, unclean=True) == LeaderAndIsr(1, 6, (1,), EPOCH, 12)
+    assert request_election(ElectionType.UNCLEAN, waiting, REPLICAS, {1}, EPOCH) == \
+        (ElectionOutcome.ELECTED, LeaderAndIsr(1, 6, (1,), EPOCH, 12))
 
 
 def test_an_unclean_leader_becomes_the_only_isr_member() -> None:

@@ -29,6 +29,13 @@ def test_partition_state_round_trips_with_its_znode_version() -> None:
     assert zp.decode_partition_state(data, 12) == zp.LeaderAndIsr(1, 4, (1, 2, 3), 7, 12)
 
 
+def test_a_partition_waiting_to_compare_its_members_logs_says_so_in_a_key_kafka_skips() -> None:
+    data = zp.encode_partition_state(zp.LeaderAndIsr(-1, 5, (1, 2), 7, elect_longest_log=True))
+    assert json.loads(data) == {"version": 1, "leader": -1, "leader_epoch": 5, "isr": [1, 2], "controller_epoch": 7,
+                                "elect_longest_log": True}
+    assert zp.decode_partition_state(data, 3) == zp.LeaderAndIsr(-1, 5, (1, 2), 7, 3, elect_longest_log=True)
+
+
 def test_topic_assignment_is_version_3_with_topic_id() -> None:
     data = zp.encode_topic({1: [2, 3], 0: [1, 2]}, "3ml2ytOKS9aK5eKcTyJSxA")
     assert json.loads(data) == {"version": 3, "partitions": {"0": [1, 2], "1": [2, 3]}, "adding_replicas": {},
