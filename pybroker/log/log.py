@@ -322,7 +322,8 @@ class PartitionLog:
                     f"older than coordinator epoch {entry.coordinator_epoch} seen before")
         if idempotent:
             check = self.producer_state.check_and_prepare(h.producer_id, h.producer_epoch,
-                                                          h.base_sequence, last_seq)
+                                                          h.base_sequence, last_seq,
+                                                          transactional=rb.is_transactional)
             if check.kind is SequenceCheck.DUPLICATE and check.duplicate is not None:
                 dup = check.duplicate
                 return AppendInfo(dup.first_offset, dup.last_offset,

@@ -9,6 +9,14 @@ the batch twice. The rules (``ProducerAppendInfo.checkProducerEpoch/checkSequenc
 1. An epoch below the producer's current epoch is a zombie: ``InvalidProducerEpochError``.
 2. Same epoch and (first_seq, last_seq) equal to one of the retained batches: a duplicate;
    answer with that batch's offsets, write nothing.
+   2b. Not for a transactional batch while the producer has no open transaction here: the
+   retained batch belongs to a transaction whose marker is written, which no client retries.
+   librdkafka reuses an aborted transaction's sequence numbers at the same epoch when it purged
+   a batch it had sent but not seen answered (chaos rounds 7003, 8013): answered as a duplicate,
+   the next transaction committed without its records. ``UnknownProducerIdError`` instead: the
+   Java client and librdkafka take it as an abortable error and bump the epoch, so the sequence
+   numbers restart at 0 (librdkafka takes an out-of-order answer to its first batch as fatal).
+   Kafka (transaction version 1) answers the duplicate.
 3. A new epoch must start at sequence 0, else ``OutOfOrderSequenceError``.
 4. Same epoch: the first sequence must be ``last_seq + 1`` (wrapping from 2**31-1 to 0), else
    ``OutOfOrderSequenceError``.
@@ -149,8 +157,8 @@ class ProducerStateManager:
         return self._producers.get(producer_id)
 
     def check_and_prepare(self, producer_id: int, epoch: int, base_seq: int,
-                          last_seq: int) -> ProducerCheckResult:
-        """Validate an idempotent batch before it is written; raises on rules 1, 3, 4, 5."""
+                          last_seq: int, *, transactional: bool = False) -> ProducerCheckResult:
+        """Validate an idempotent batch before it is written; raises on rules 1, 3, 4, 5 and 2b."""
         entry = self._producers.get(producer_id)
         if entry is None:
             if base_seq == 0:
@@ -168,6 +176,11 @@ class ProducerStateManager:
                 f"seen epoch {entry.epoch}")
         if epoch == entry.epoch:
             dup = entry.find_duplicate(base_seq, last_seq)
+            if dup is not None and transactional and entry.current_txn_first_offset is None:
+                raise UnknownProducerIdError(
+                    f"Sequence numbers {base_seq}..{last_seq} of producer {producer_id} at epoch {epoch} were "
+                    f"used by a batch of a transaction that has ended (offsets {dup.first_offset}.."
+                    f"{dup.last_offset}): not a retry of it; bump the epoch to start the sequence again")
             if dup is not None:
                 return ProducerCheckResult(SequenceCheck.DUPLICATE, dup)
             if entry.batches and not in_sequence(entry.last_seq, base_seq):

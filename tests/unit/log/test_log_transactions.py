@@ -8,7 +8,7 @@ import struct
 import crc32c
 import pytest
 
-from pybroker.log.errors import InvalidProducerEpochError, TransactionCoordinatorFencedError
+from pybroker.log.errors import InvalidProducerEpochError, TransactionCoordinatorFencedError, UnknownProducerIdError
 from pybroker.log.producer_snapshot import write_snapshot
 from pybroker.log.producer_state import ProducerStateEntry
 from pybroker.log.txn_index import AbortedTxn, TransactionIndex
@@ -213,3 +213,19 @@ def test_transactional_batch_without_sequence_opens_its_transaction(tmp_path):
     reopened = open_log(tmp_path, recovery_point=0, high_watermark=6)  # replayed from the log
     assert reopened.collect_aborted(0, 6) == [AbortedTxn(7, 3, 5, 6)]
     reopened.close()
+
+
+def test_a_transactional_batch_reusing_the_sequences_of_an_ended_transaction_is_refused(tmp_path):
+    """Chaos rounds 7003 and 8013: librdkafka purged a batch of an aborted transaction that the broker
+    had written (its answer never arrived) and sent the next transaction's records with the same epoch
+    and sequence numbers. Answered as a duplicate, they were never written and the commit succeeded
+    without them; refused as an unknown producer id, the client aborts and bumps its epoch."""
+    log = open_log(tmp_path)
+    append(log, txn_batch(7, 0, n=3))  # 0-2
+    assert log.append_as_leader(txn_batch(7, 0, n=3), leader_epoch=0, now_ms=NOW).first_offset == 0  # a retry
+    append(log, marker(7, commit=False))  # 3
+    with pytest.raises(UnknownProducerIdError):
+        log.append_as_leader(txn_batch(7, 0, n=3), leader_epoch=0, now_ms=NOW)
+    assert log.log_end_offset == 4
+    assert append(log, txn_batch(7, 3, n=3)) == 4  # the next sequence numbers open the next transaction
+    log.close()
