@@ -318,14 +318,18 @@ class GroupCoordinator:
         return waiters
 
     def load(self, entries: Iterable[Entry | PendingTxnOffset], now_ms: int) -> None:
-        """Replay ``__consumer_offsets`` (oldest first) into groups; members must heartbeat again.
+        """Replay a partition of ``__consumer_offsets`` (oldest first) into groups; members must heartbeat again.
 
-        Offsets of transactions still open at the end of the log are staged, not applied."""
+        Offsets of transactions still open at the end of the log are staged, not applied. Only the replayed
+        groups are tidied up: the other partitions' groups are being served, and a new one whose first commit
+        is not replicated yet has no committed offset but must stay."""
         loading = ConsumerLoad(self.consumer)
+        replayed: set[str] = set()
         for entry in entries:
             if isinstance(entry, PendingTxnOffset):
                 self.stage_txn_offsets(entry.producer_id, [entry.entry])
                 continue
+            replayed.add(entry.group_id)
             if isinstance(entry, OffsetEntry):
                 self.offsets.load(entry, now_ms)
                 continue
@@ -341,9 +345,10 @@ class GroupCoordinator:
                     group = self.groups[entry.group_id] = _converted(group, Group(entry.group_id))
                 restore_group(group, entry.value, now_ms)
         loading.finish(now_ms)
-        for group_id in [g.group_id for g in self.groups.values() if isinstance(g, Group) and g.is_empty
-                         and not g.offsets and g.generation_id == 0]:
-            del self.groups[group_id]
+        for group_id in replayed:
+            group = self.groups.get(group_id)
+            if isinstance(group, Group) and group.is_empty and not group.offsets and group.generation_id == 0:
+                del self.groups[group_id]
 
 
 def _protocol_type(group: GroupBase) -> str:

@@ -157,3 +157,14 @@ def test_a_write_completing_late_does_not_replace_a_newer_one() -> None:
     coordinator.offsets_written(latest, {0: 30})
     assert coordinator.fetch_offsets(GROUP, [(TP[0], [TP[1]])])[0][1][0][1].offset == 11
     assert not coordinator.pending_partitions(GROUP)
+
+
+def test_a_first_commit_being_written_survives_the_load_of_another_partition() -> None:
+    """Each load used to drop every empty group without a committed offset, of any partition: a new group
+    whose first commit was not replicated yet was lost, although the commit was then answered without error."""
+    coordinator = GroupCoordinator(GroupConfig())
+    out = coordinator.commit_offsets("waiter", commit_request(7), 0)
+    coordinator.load([], 0)  # an empty partition of __consumer_offsets, another than the group's, is loaded
+    coordinator.offsets_written(out.staged, {coordinator.partition_of(GROUP): 1})
+    assert coordinator.fetch_offsets(GROUP, [(TP[0], [TP[1]])])[0][1][0][1].offset == 7
+    assert coordinator.describe_group(GROUP, 5, False).group_state == "Empty"
