@@ -341,13 +341,15 @@ class ReplicaManager:
 
     async def _make_acknowledged_durable(self, partition: Partition) -> None:
         """Before the ISR shrinks below min.insync.replicas this leader may become the only replica still
-        counted in sync, while everything acks=all acknowledged (below the high watermark) is on its disk
-        unsynced: flush it and its recovery point, so a power loss of this broker cannot take it (chaos
-        round 6016: the sole ISR member lost power, came back with an empty log, was elected and the
-        other replicas truncated 56 acknowledged records). Not a Kafka rule (Kafka leaves fsync to the
-        flush settings); it costs a flush only when a partition falls below its minimum ISR."""
-        log_ = partition.log
-        await self.log_manager.flush_log(log_, up_to=log_.high_watermark)
+        counted in sync, while everything acks=all acknowledged is on its disk unsynced: flush its whole
+        log and its recovery point, so a power loss of this broker cannot take it (chaos round 6016: the
+        sole ISR member lost power, came back with an empty log, was elected and the other replicas
+        truncated 56 acknowledged records). The whole log, not up to the high watermark: a new leader's
+        high watermark lags what the previous leader acknowledged until its followers fetch again (round
+        8015 flushed up to such a watermark and lost 2 acknowledged records above it). Not a Kafka rule
+        (Kafka leaves fsync to the flush settings); it costs a flush only when a partition falls below
+        its minimum ISR."""
+        await self.log_manager.flush_log(partition.log)
         await self.log_manager.checkpoint_async((RECOVERY_POINT_CHECKPOINT,))
 
     async def _make_durable_logging_failure(self, partition: Partition) -> None:
