@@ -9,8 +9,9 @@ returns, and the followers truncate to its log. Kafka leaves fsync to the flush 
 acknowledged records were on no disk; the leader now flushes its log before the ISR shrinks below the
 minimum, all of it: records above its high watermark may have been acknowledged by a previous leader.
 
-Second test: every ISR member goes down at once, one losing power and one only killed, and the first
-back is the one that lost power."""
+Second test: every ISR member goes down at once, one losing power and one only killed; the killed one
+is back first, and the one that lost power, which the controller used to wait for, is elected only if
+its log is the longer."""
 
 from __future__ import annotations
 
