@@ -19,7 +19,7 @@ import json
 import os
 import signal
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import Callable, TypeVar
 
 from confluent_kafka import Producer
 from kazoo.client import KazooClient
@@ -27,7 +27,7 @@ from kazoo.client import KazooClient
 from chaos.disk import lose_unsynced_writes
 from pybroker.controller import zk_paths as zp
 from tests.cluster.conftest import Cluster, running_cluster
-from tests.cluster.test_cluster import consume, controller_id, create_topic, wait_for_full_isr
+from tests.cluster.test_cluster import consume, controller_id, create_topic, wait_for_full_isr, zk_leader_epoch
 from tests.integration.groups_common import wait_until
 
 T = TypeVar("T")
@@ -46,12 +46,8 @@ def zk_read(cluster: Cluster, read: Callable[[KazooClient], T]) -> T:
         zk.close()
 
 
-def zk_state(cluster: Cluster, topic: str) -> dict[str, Any]:
-    return json.loads(zk_read(cluster, lambda zk: zk.get(zp.partition_state_path(topic, 0))[0]))
-
-
 def zk_isr(cluster: Cluster, topic: str = TOPIC) -> list[int]:
-    return zk_state(cluster, topic)["isr"]
+    return json.loads(zk_read(cluster, lambda zk: zk.get(zp.partition_state_path(topic, 0))[0]))["isr"]
 
 
 def produce_above_the_high_watermark(cluster: Cluster, topic: str) -> None:
@@ -113,7 +109,7 @@ def test_the_longest_log_leads_when_the_isr_member_back_first_lost_power(tmp_pat
         create_topic(cluster, topic, 1, assignment=[[a, b]], **{"min.insync.replicas": "2"})
         wait_for_full_isr(cluster, topic)
         produce_acknowledged(cluster, topic)
-        epoch = zk_state(cluster, topic)["leader_epoch"]
+        epoch = zk_leader_epoch(cluster, topic)
 
         for broker in (controller, b, a):
             cluster.brokers[broker].kill()
@@ -121,7 +117,7 @@ def test_the_longest_log_leads_when_the_isr_member_back_first_lost_power(tmp_pat
         wait_until(lambda: zk_read(cluster, lambda zk: zk.get_children(zp.BROKER_IDS)) == [],
                    "the killed brokers' sessions to expire", timeout=30)
         cluster.brokers[b].start()  # b is the controller now: registered before its failover
-        wait_until(lambda: zk_state(cluster, topic)["leader_epoch"] > epoch, "the new controller to handle cut-0")
+        wait_until(lambda: zk_leader_epoch(cluster, topic) > epoch, "the new controller to handle cut-0")
         cluster.brokers[a].start()
         cluster.brokers[controller].start()
 

@@ -11,6 +11,7 @@ commit succeeded without it. pybroker refuses it instead; the application aborts
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import socket
 import struct
@@ -69,24 +70,20 @@ class ResponseDroppingProxy:
             buffer = buffer[end:]
 
     def _requests(self, source: socket.socket, target: socket.socket, produce_ids: set[int]) -> None:
-        try:
+        with contextlib.suppress(OSError):  # a closed socket ends the pump
             for frame in self._frames(source):
                 api_key, _, correlation_id = struct.unpack(">hhi", frame[4:12])
                 if api_key == PRODUCE:
                     produce_ids.add(correlation_id)
                 target.sendall(frame)
-        except OSError:
-            pass
 
     def _responses(self, source: socket.socket, target: socket.socket, produce_ids: set[int]) -> None:
-        try:
+        with contextlib.suppress(OSError):  # a closed socket ends the pump
             for frame in self._frames(source):
                 if struct.unpack(">i", frame[4:8])[0] in produce_ids and self.drop_produce.is_set():
                     self.dropped.set()
                     continue
                 target.sendall(frame)
-        except OSError:
-            pass
 
     def close(self) -> None:
         for sock in self.sockets:
