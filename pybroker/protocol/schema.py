@@ -16,6 +16,7 @@ import sys
 from collections.abc import Callable
 from typing import Any, ClassVar, NamedTuple, Self
 
+from pybroker.protocol.codegen import ENCODE_FAILURES, WireField, build_reader, build_writer
 from pybroker.protocol.errors import DecodeError, EncodeError
 from pybroker.protocol.primitives import UNBOUNDED, ZERO_UUID, BytesLike, Reader, Spliced, Writer
 
@@ -92,21 +93,13 @@ class Plan(NamedTuple):
     cls: type
     version: int
     flexible: bool
-    fields: tuple[tuple[str, Read, Write], ...]
-    #: ``(tag, attribute, writer, default)`` sorted by tag, for encoding.
-    tagged: tuple[tuple[int, str, Write, Any], ...]
-    #: ``tag -> (constructor position, reader)`` for decoding.
-    tag_readers: dict[int, tuple[int, Read]]
     #: Lower bound of the encoded size, used to reject absurd array counts early.
     min_size: int
     #: Estimated Python bytes of one decoded instance, its arrays' elements aside (charged to ``Reader.budget``).
     cost: int
-    #: Decoding builds ``cls(*values)``: immutable defaults in constructor order ...
-    template: tuple[Any, ...]
-    #: ... fresh mutable defaults for fields not on the wire at this version ...
-    factories: tuple[tuple[int, Callable[[], Any]], ...]
-    #: ... and ``(constructor position, reader)`` of the regular fields, in wire order.
-    readers: tuple[tuple[int, Read], ...]
+    #: Generated (codegen.py): decode one instance from a Reader, and append one instance's encoding to a Writer.
+    read: Read
+    write: Write
 
 
 def _in(rng: tuple[int, int] | None, version: int) -> bool:
@@ -168,7 +161,15 @@ def _array_codec(elem: str, read: Read, write: Write, elem_min: int, elem_cost: 
     elem_cost += _SLOT_COST
 
     def read_array(r: Reader) -> list[Any] | None:
-        n = r.read_uvarint() - 1 if compact else r.read_int32()
+        if compact:
+            pos = r.pos
+            if pos < r.end and r.buf[pos] < 0x80:  # a count under 127, inline
+                n = r.buf[pos] - 1
+                r.pos = pos + 1
+            else:
+                n = r.read_uvarint() - 1
+        else:
+            n = r.read_int32()
         if n < 0:
             if n == -1 and nullable:
                 return None
@@ -210,25 +211,20 @@ def _array_codec(elem: str, read: Read, write: Write, elem_min: int, elem_cost: 
     return read_array, write_array
 
 
-def _struct_codec(scls: type[Struct], plan: Plan, nullable: bool) -> tuple[Read, Write]:
-    def read_struct(r: Reader) -> Any:
-        return _read_with(plan, r)
-
-    def write_struct(w: Writer, v: Any) -> None:
-        _write_with(v, plan, w)
-
+def _struct_codec(plan: Plan, nullable: bool) -> tuple[Read, Write]:
     if not nullable:
-        return read_struct, write_struct
+        return plan.read, plan.write
+    read_struct, write_struct = plan.read, plan.write
 
     def read_nullable(r: Reader) -> Any:
-        return None if r.read_int8() < 0 else _read_with(plan, r)
+        return None if r.read_int8() < 0 else read_struct(r)
 
     def write_nullable(w: Writer, v: Any) -> None:
         if v is None:
             w.buf.append(0xFF)
         else:
             w.buf.append(1)
-            _write_with(v, plan, w)
+            write_struct(w, v)
 
     return read_nullable, write_nullable
 
@@ -252,7 +248,7 @@ def _codec(owner: type, typ: str, compact: bool, nullable: bool, version: int,
         return read, write, 1 if compact else 4, _LIST_COST
     scls = resolve_struct(owner, typ)
     plan = get_plan(scls, version)
-    read, write = _struct_codec(scls, plan, nullable)
+    read, write = _struct_codec(plan, nullable)
     return read, write, 1 if nullable else plan.min_size, plan.cost
 
 
@@ -330,10 +326,9 @@ def _compile(cls: type, version: int) -> Plan:
     owner = owner_of(cls)
     flexible = is_flexible(cls, version)
     defaults = _defaults(cls)
-    fields: list[tuple[str, Read, Write]] = []
     tagged: list[tuple[int, str, Write, Any]] = []
     tag_readers: dict[int, tuple[str, Read]] = {}
-    readers: list[tuple[str, Read]] = []
+    regular: list[tuple[FieldSpec, bool, Read, Write, bool]] = []
     min_size = 1 if flexible else 0
     cost = sys.getsizeof(cls())
     spec: FieldSpec
@@ -341,49 +336,51 @@ def _compile(cls: type, version: int) -> Plan:
         if not _in(spec.versions, version):
             continue
         compact = flexible if spec.flexible is None else _in(spec.flexible, version)
+        nullable = _in(spec.nullable, version)
         what = f"{cls.__qualname__}.{spec.name}"
-        read, write, size, field_cost = _codec(owner, spec.type, compact, _in(spec.nullable, version),
-                                               version, what)
+        read, write, size, field_cost = _codec(owner, spec.type, compact, nullable, version, what)
         if flexible and spec.tag is not None and _in(spec.tagged, version):
             tagged.append((spec.tag, spec.name, write, defaults.get(spec.name)))
             tag_readers[spec.tag] = (spec.name, read)
         else:
-            fields.append((spec.name, read, write))
-            readers.append((spec.name, read))
+            regular.append((spec, compact, read, write, nullable))
             min_size += size
             cost += field_cost
     tagged.sort(key=lambda t: t[0])
-    pos, template, factories = _constructor_layout(cls, {name for name, _ in readers})
-    return Plan(cls, version, flexible, tuple(fields), tuple(tagged),
-                {tag: (pos[name], rd) for tag, (name, rd) in tag_readers.items()}, min_size,
-                cost, template, factories, tuple((pos[name], rd) for name, rd in readers))
+    pos, template, factories = _constructor_layout(cls, {spec.name for spec, *_ in regular})
+    fields = []
+    for spec, compact, read, write, nullable in regular:
+        raw = _VARIABLE.get(spec.type)
+        raw_read, raw_write = ((raw[1], raw[3]) if compact else (raw[0], raw[2])) if raw else (None, None)
+        fields.append(WireField(spec.name, spec.type, pos[spec.name], nullable, read, write, raw_read, raw_write))
+    positioned = {tag: (pos[name], rd) for tag, (name, rd) in tag_readers.items()}
+
+    def read_tagged(r: Reader, values: list[Any]) -> None:
+        _read_tagged(cls, positioned, r, values)
+
+    def write_tagged(w: Writer, obj: Any) -> None:
+        _write_tagged(tuple(tagged), w, obj)
+
+    return Plan(cls, version, flexible, min_size, cost,
+                build_reader(cls, fields, flexible, template, factories, read_tagged),
+                build_writer(cls, version, fields, flexible, {name: default for _, name, _, default in tagged},
+                             write_tagged))
 
 
-# --------------------------------------------------------------------------- interpreter
+# --------------------------------------------------------------------------- tagged fields
 
-def _read_with(plan: Plan, r: Reader) -> Any:
-    values = list(plan.template)
-    for i, factory in plan.factories:
-        values[i] = factory()
-    for i, read in plan.readers:
-        values[i] = read(r)
-    if plan.flexible:
-        _read_tagged(plan, r, values)
-    return plan.cls(*values)
-
-
-def _read_tagged(plan: Plan, r: Reader, values: list[Any]) -> None:
+def _read_tagged(cls: type, readers: dict[int, tuple[int, Read]], r: Reader, values: list[Any]) -> None:
+    """A non-empty tagged-field section into ``values`` (constructor arguments); unknown tags are skipped."""
     count = r.read_uvarint()
     if count * _TAG_COST > r.budget:
-        raise DecodeError(f"{count} tagged fields of {plan.cls.__qualname__} would exceed the decode budget")
+        raise DecodeError(f"{count} tagged fields of {cls.__qualname__} would exceed the decode budget")
     r.budget -= count * _TAG_COST
-    readers = plan.tag_readers
     for _ in range(count):
         tag = r.read_uvarint()
         size = r.read_uvarint()
         end = r.pos + size
         if end > r.end:
-            raise DecodeError(f"tagged field {tag} of {plan.cls.__qualname__} claims "
+            raise DecodeError(f"tagged field {tag} of {cls.__qualname__} claims "
                               f"{size} bytes but only {r.end - r.pos} remain")
         entry = readers.get(tag)
         if entry is None:  # unknown tag: skip it
@@ -397,39 +394,31 @@ def _read_tagged(plan: Plan, r: Reader, values: list[Any]) -> None:
         r.pos = end
 
 
+def _write_tagged(tagged: tuple[tuple[int, str, Write, Any], ...], w: Writer, obj: Any) -> None:
+    """The tagged-field section: the fields whose value differs from their default, by tag."""
+    items: list[tuple[int, bytes]] = []
+    for tag, name, write, default in tagged:
+        value = getattr(obj, name)
+        if value != default:
+            tmp = Writer()
+            try:
+                write(tmp, value)
+            except ENCODE_FAILURES as e:
+                raise EncodeError(f"{name}: {e}") from e
+            items.append((tag, tmp.getvalue()))
+    w.write_uvarint(len(items))
+    for tag, data in items:
+        w.write_uvarint(tag)
+        w.write_uvarint(len(data))
+        w.buf += data
+
+
 def decode_budget(cls: type) -> int:
     """The object budget of decoding ``cls``: bounded for requests (what a client sends), not for the rest."""
     name = cls.__name__
     if not name.endswith("Request") or owner_of(cls) is not cls:
         return UNBOUNDED
     return _REQUEST_BUDGETS.get(name, DECODE_BUDGET)
-
-
-def _write_with(obj: Any, plan: Plan, w: Writer) -> None:
-    name = "?"
-    try:
-        for name, _, write in plan.fields:
-            write(w, getattr(obj, name))
-        if plan.flexible:
-            tagged = plan.tagged
-            if not tagged:
-                w.buf.append(0)
-                return
-            items: list[tuple[int, bytes]] = []
-            for tag, name, write, default in tagged:
-                value = getattr(obj, name)
-                if value != default:
-                    tmp = Writer()
-                    write(tmp, value)
-                    items.append((tag, tmp.getvalue()))
-            w.write_uvarint(len(items))
-            for tag, data in items:
-                w.write_uvarint(tag)
-                w.write_uvarint(len(data))
-                w.buf += data
-    except (EncodeError, TypeError, ValueError, AttributeError, OverflowError,
-            struct.error) as e:
-        raise EncodeError(f"{type(obj).__qualname__}.{name} (v{plan.version}): {e}") from e
 
 
 class Struct:
@@ -440,12 +429,12 @@ class Struct:
 
     def write(self, w: Writer, version: int) -> None:
         """Append this object's encoding at ``version`` to ``w``."""
-        _write_with(self, get_plan(type(self), version), w)
+        get_plan(type(self), version).write(w, self)
 
     @classmethod
     def read(cls, r: Reader, version: int) -> Self:
         """Decode one object at ``version`` from ``r`` (advancing ``r.pos``)."""
-        return _read_with(get_plan(cls, version), r)  # type: ignore[no-any-return]
+        return get_plan(cls, version).read(r)  # type: ignore[no-any-return]
 
     def encode(self, version: int) -> bytes:
         """This object's encoding at ``version`` (body only: no header, no size prefix)."""
@@ -475,7 +464,7 @@ class Message(Struct):
         if not cls.MIN_VERSION <= version <= cls.MAX_VERSION:
             raise EncodeError(f"{cls.__qualname__} does not support version {version} "
                               f"(valid: {cls.MIN_VERSION}-{cls.MAX_VERSION})")
-        _write_with(self, get_plan(cls, version), w)
+        get_plan(cls, version).write(w, self)
 
     @classmethod
     def read(cls, r: Reader, version: int) -> Self:
@@ -483,7 +472,7 @@ class Message(Struct):
         if not cls.MIN_VERSION <= version <= cls.MAX_VERSION:
             raise DecodeError(f"{cls.__qualname__} does not support version {version} "
                               f"(valid: {cls.MIN_VERSION}-{cls.MAX_VERSION})", error_code=35)
-        return _read_with(get_plan(cls, version), r)  # type: ignore[no-any-return]
+        return get_plan(cls, version).read(r)  # type: ignore[no-any-return]
 
     @classmethod
     def is_flexible(cls, version: int) -> bool:

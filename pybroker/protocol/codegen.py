@@ -1,0 +1,192 @@
+"""Straight-line Python for one struct at one version, built from its compiled field list.
+
+Interpreting a field table costs a Python call per field and a list per object. Here each
+``(class, version)`` gets its own ``read(r)`` and ``write(w, obj)``, generated once from the same
+decisions the plan took (as ``dataclasses`` generates ``__init__``):
+
+- a run of consecutive fixed-size fields is one ``struct`` (un)pack;
+- strings, bytes, records and arrays call their codec directly, a non-nullable string's null check
+  is inline;
+- the object is built by one constructor call with the defaults of the fields not on the wire;
+- a flexible struct with no tagged fields on the wire (the usual case) checks one byte.
+
+Errors keep the interpreter's contract: truncated or malformed input raises ``DecodeError``, a value
+that cannot be encoded raises ``EncodeError`` naming the struct, the field(s) and the version.
+"""
+
+from __future__ import annotations
+
+import struct
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from pybroker.protocol.errors import DecodeError, EncodeError
+from pybroker.protocol.primitives import ZERO_UUID, Reader, Writer
+
+Read = Callable[[Reader], Any]
+Write = Callable[[Writer, Any], None]
+
+#: struct format character of each fixed-size type; a uuid is 16 raw bytes turned into a UUID after.
+FORMATS = {"bool": "?", "int8": "b", "int16": "h", "uint16": "H", "int32": "i", "uint32": "I",
+           "int64": "q", "float64": "d", "uuid": "16s"}
+
+#: Exceptions a field's encoding may raise from a wrong value; each becomes an ``EncodeError``.
+ENCODE_FAILURES = (EncodeError, TypeError, ValueError, AttributeError, OverflowError, struct.error)
+
+_UUIDS: dict[bytes, uuid.UUID] = {}
+_UUID_CACHE_SIZE = 4096
+_ZERO_UUID_BYTES = bytes(16)
+
+
+def uuid_of(raw: bytes) -> uuid.UUID:
+    """The UUID of 16 bytes, shared between requests: topic ids repeat in every Fetch and Produce."""
+    found = _UUIDS.get(raw)
+    if found is None:
+        found = ZERO_UUID if raw == _ZERO_UUID_BYTES else uuid.UUID(bytes=raw)
+        if len(_UUIDS) >= _UUID_CACHE_SIZE:
+            _UUIDS.clear()
+        _UUIDS[raw] = found
+    return found
+
+
+@dataclass(frozen=True)
+class WireField:
+    """One regular (untagged) field as the plan compiled it."""
+
+    name: str
+    type: str
+    #: the dataclass constructor position its value goes to
+    position: int
+    nullable: bool
+    read: Read
+    write: Write
+    #: for string/bytes/records: the codec without the null check, which is generated inline instead
+    raw_read: Read | None = None
+    raw_write: Write | None = None
+
+
+def _runs(fields: list[WireField]) -> list[list[WireField]]:
+    """Consecutive fixed-size fields grouped; every other field alone."""
+    groups: list[list[WireField]] = []
+    for f in fields:
+        if f.type in FORMATS and groups and groups[-1][0].type in FORMATS:
+            groups[-1].append(f)
+        else:
+            groups.append([f])
+    return groups
+
+
+def build_reader(cls: type, fields: list[WireField], flexible: bool, template: tuple[Any, ...],
+                 factories: tuple[tuple[int, Callable[[], Any]], ...],
+                 read_tagged: Callable[[Reader, list[Any]], None]) -> Read:
+    """``read(r)``: decode one ``cls`` from ``r`` and advance ``r.pos``; ``read_tagged(r, values)``
+    reads a non-empty tagged-field section into the constructor arguments."""
+    ns: dict[str, Any] = {"cls": cls, "struct_error": struct.error, "DecodeError": DecodeError,
+                          "uuid_of": uuid_of, "read_tagged": read_tagged}
+    lines = ["def read(r):", "    buf = r.buf"]
+    values: dict[int, str] = {}
+    for g, group in enumerate(_runs(fields)):
+        first = group[0]
+        if first.type in FORMATS:
+            layout = struct.Struct(">" + "".join(FORMATS[f.type] for f in group))
+            ns[f"S{g}"] = layout
+            names = [f"v{f.position}" for f in group]
+            what = f"{cls.__qualname__}.{'/'.join(f.name for f in group)}"
+            lines += ["    pos = r.pos", "    try:",
+                      f"        {', '.join(names)}, = S{g}.unpack_from(buf, pos)",
+                      "    except struct_error:",
+                      f"        raise r._fail({what!r}, {layout.size}) from None",
+                      f"    r.pos = pos + {layout.size}"]
+            lines += [f"    v{f.position} = uuid_of(v{f.position})" for f in group if f.type == "uuid"]
+        elif first.raw_read is not None and not first.nullable:
+            ns[f"R{g}"] = first.raw_read
+            message = f"non-nullable field {cls.__qualname__}.{first.name} was serialized as null"
+            v = f"v{first.position}"
+            if first.type == "string" and first.raw_read is Reader.read_compact_string:
+                # the usual case inline: a length under 127 bytes, valid UTF-8; anything else takes the codec
+                lines += ["    pos = r.pos", "    end = pos + buf[pos] if pos < r.end else 0",
+                          "    if pos < end <= r.end and buf[pos] < 0x80:", "        try:",
+                          f"            {v} = str(buf[pos + 1:end], 'utf-8')", "        except UnicodeDecodeError:",
+                          f"            {v} = R{g}(r)", "        else:", "            r.pos = end",
+                          "    else:", f"        {v} = R{g}(r)"]
+            else:
+                lines.append(f"    {v} = R{g}(r)")
+            lines += [f"    if {v} is None:", f"        raise DecodeError({message!r})"]
+        else:
+            ns[f"R{g}"] = first.read
+            lines.append(f"    v{first.position} = R{g}(r)")
+        values.update((f.position, f"v{f.position}") for f in group)
+    made = dict(factories)
+    args = []
+    for i, default in enumerate(template):
+        if i in values:
+            args.append(values[i])
+        elif i in made:
+            ns[f"F{i}"] = made[i]
+            args.append(f"F{i}()")
+        else:
+            ns[f"D{i}"] = default
+            args.append(f"D{i}")
+    construct = f"cls({', '.join(args)})"
+    if flexible:
+        lines += ["    pos = r.pos",
+                  "    if pos < r.end and buf[pos] == 0:",
+                  "        r.pos = pos + 1",
+                  f"        return {construct}",
+                  f"    values = [{', '.join(args)}]",
+                  "    read_tagged(r, values)",
+                  "    return cls(*values)"]
+    else:
+        lines.append(f"    return {construct}")
+    return _define("read", lines, ns, cls)
+
+
+def build_writer(cls: type, version: int, fields: list[WireField], flexible: bool,
+                 tagged_defaults: dict[str, Any], write_tagged: Callable[[Writer, Any], None]) -> Write:
+    """``write(w, obj)``: append ``obj``'s encoding. ``tagged_defaults`` names the tagged fields at this
+    version and their defaults: while every one holds its default the section is one zero byte,
+    otherwise ``write_tagged(w, obj)`` writes it."""
+    ns: dict[str, Any] = {"ZERO_UUID": ZERO_UUID, "EncodeError": EncodeError, "FAILURES": ENCODE_FAILURES,
+                          "write_tagged": write_tagged}
+    body: list[str] = []
+    for g, group in enumerate(_runs(fields)):
+        first = group[0]
+        body.append(f"f = {'/'.join(f.name for f in group)!r}")
+        if first.type in FORMATS:
+            ns[f"S{g}"] = struct.Struct(">" + "".join(FORMATS[f.type] for f in group))
+            values = [f"(obj.{f.name} or ZERO_UUID).bytes" if f.type == "uuid" else f"obj.{f.name}" for f in group]
+            body.append(f"buf += S{g}.pack({', '.join(values)})")
+        elif first.raw_write is not None and not first.nullable:
+            ns[f"W{g}"] = first.raw_write
+            message = f"field {cls.__qualname__}.{first.name} is not nullable in this version"
+            body += [f"v = obj.{first.name}", "if v is None:", f"    raise EncodeError({message!r})", f"W{g}(w, v)"]
+        else:
+            ns[f"W{g}"] = first.write
+            body.append(f"W{g}(w, obj.{first.name})")
+    if flexible and tagged_defaults:
+        body.append("f = 'tagged fields'")
+        unchanged = []
+        for t, (name, default) in enumerate(tagged_defaults.items()):
+            ns[f"T{t}"] = default
+            body.append(f"t{t} = obj.{name}")
+            unchanged.append(f"(t{t} is T{t} or t{t} == T{t})")
+        body += [f"if {' and '.join(unchanged)}:", "    buf.append(0)", "else:", "    write_tagged(w, obj)"]
+    elif flexible:
+        body.append("buf.append(0)")
+    if not body:
+        return _define("write", ["def write(w, obj):", "    return None"], ns, cls)
+    context = f"{cls.__qualname__}.{{f}} (v{version}): {{e}}"
+    lines = ["def write(w, obj):", "    buf = w.buf", "    f = '?'", "    try:"]
+    lines += [f"        {line}" for line in body]
+    lines += ["    except FAILURES as e:", f"        raise EncodeError(f{context!r}) from e"]
+    return _define("write", lines, ns, cls)
+
+
+def _define(name: str, lines: list[str], ns: dict[str, Any], cls: type) -> Callable[..., Any]:
+    source = "\n".join(lines) + "\n"
+    exec(compile(source, f"<{name} {cls.__module__}.{cls.__qualname__}>", "exec"), ns)
+    function: Callable[..., Any] = ns[name]
+    function.__qualname__ = f"{cls.__qualname__}.{name}"
+    return function
