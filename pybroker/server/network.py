@@ -41,7 +41,7 @@ import logging
 import os
 import socket
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable, Coroutine
 
 from pybroker.common.io_executor import IoExecutor
 from pybroker.common.log_limit import LogLimiter
@@ -147,6 +147,60 @@ def mute_connection(seconds: float) -> None:
         connection.mute(seconds)
 
 
+@dataclass(eq=False, slots=True)
+class InFlight:
+    """A request's place in its connection's response order: the answer its handler's first step
+    gave, or the task running the rest of the handler. Reads like the task's future."""
+
+    task: asyncio.Task[Response] | None = None
+    ready: bool = False
+    value: Response = None
+    error: BaseException | None = None
+
+    def finish(self, value: Response, error: BaseException | None) -> None:
+        self.value, self.error, self.ready = value, error, True
+
+    def done(self) -> bool:
+        return self.ready if self.task is None else self.task.done()
+
+    def cancelled(self) -> bool:
+        if self.task is not None:
+            return self.task.cancelled()
+        return isinstance(self.error, asyncio.CancelledError)
+
+    def exception(self) -> BaseException | None:
+        return self.task.exception() if self.task is not None else self.error
+
+    def result(self) -> Response:
+        return self.task.result() if self.task is not None else self.value
+
+    def cancel(self) -> None:
+        if self.task is not None:
+            self.task.cancel()
+
+
+async def _rest(coroutine: Coroutine[Any, Any, Response], waiting_on: Any) -> Response:
+    """Drive a handler whose first step ran in `KafkaConnection._dispatch` and yielded `waiting_on`, as
+    its task would have: resume it when what it waits for is done (it reads the outcome itself), and
+    throw a cancellation of this task into it."""
+    while True:
+        thrown: BaseException | None = None
+        try:
+            if waiting_on is None:  # a bare yield (asyncio.sleep(0)): one pass of the loop
+                await asyncio.sleep(0)
+            else:
+                waiting_on._asyncio_future_blocking = False
+                await asyncio.wait((waiting_on,))
+        except asyncio.CancelledError as cancel:
+            if waiting_on is not None:
+                waiting_on.cancel()
+            thrown = cancel
+        try:
+            waiting_on = coroutine.send(None) if thrown is None else coroutine.throw(thrown)
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
+
+
 class KafkaConnection(asyncio.Protocol):
     def __init__(self, dispatcher: "Dispatcher", *, max_frame_size: int, max_in_flight: int,
                  connections: set["KafkaConnection"], zero_copy: bool = True, queue: RequestQueue | None = None,
@@ -162,7 +216,8 @@ class KafkaConnection(asyncio.Protocol):
         self._max_in_flight = max_in_flight
         self._connections = connections
         self._queue = queue if queue is not None else RequestQueue()
-        self._pending: collections.deque[asyncio.Future[Response]] = collections.deque()
+        self._pending: collections.deque[InFlight] = collections.deque()
+        self._in_backlog = False  # _dispatch_backlog is running (a finished request must not re-enter it)
         self._backlog: collections.deque[memoryview] = collections.deque()  # decoded, not yet dispatched
         self._out: collections.deque[FramePart] = collections.deque()  # rest of the response being written
         self._io: IoExecutor | None = dispatcher.io
@@ -205,8 +260,8 @@ class KafkaConnection(asyncio.Protocol):
         if self._unmute is not None:
             self._unmute.cancel()
             self._unmute = None
-        for future in self._pending:
-            future.cancel()  # their done callbacks give the queue its room back
+        for request in self._pending:
+            request.cancel()  # the tasks' done callbacks give the queue its room back
         self._pending.clear()
         self._backlog.clear()
         self._out.clear()
@@ -322,28 +377,54 @@ class KafkaConnection(asyncio.Protocol):
                 self._queue.waiting.add(self)
 
     def _dispatch(self, frame: memoryview) -> None:
-        slot = RequestSlot(self._queue)
+        """Start the request's handler at once: its first step runs here, as Python 3.12's eager tasks
+        run it, so a request answered without waiting (most are) is written in this same callback, with
+        no task and no extra pass of the loop. A handler that waits goes on in a task of its own."""
+        queue = self._queue
+        slot = RequestSlot(queue)
         context = contextvars.copy_context()
         context.run(_REQUEST_SLOT.set, slot)
         context.run(_CONNECTION.set, self)
-        task = asyncio.get_running_loop().create_task(self._dispatcher.dispatch(frame, self.peer), context=context)
-        self._queue.requests += 1
-        self._pending.append(task)
-        task.add_done_callback(functools.partial(self._on_task_done, slot))
+        queue.requests += 1
+        held = 0
         if frame is self._held_frame:
-            size, self._held_frame, self._held_size = self._held_size, None, 0
-            task.add_done_callback(lambda _: self._queue.release_bytes(size))
+            held, self._held_frame, self._held_size = self._held_size, None, 0
+        request = InFlight()
+        self._pending.append(request)  # its place in the response order, before anything it runs
+        coroutine = self._dispatcher.dispatch(frame, self.peer)
+        try:
+            waiting_on = context.run(coroutine.send, None)
+        except StopIteration as stop:
+            request.finish(stop.value, None)
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as exc:  # as a task would keep it: _write_ready logs it and closes
+            request.finish(None, exc)
+        else:
+            task = asyncio.get_running_loop().create_task(_rest(coroutine, waiting_on), context=context)
+            request.task = task
+            task.add_done_callback(functools.partial(self._on_task_done, slot, held))
+            return
+        self._on_task_done(slot, held, None)
 
     def _dispatch_backlog(self) -> None:
+        if self._in_backlog:  # a request it started finished at once: the loop below goes on
+            return
         backlog, queue = self._backlog, self._queue
-        while backlog and self._unmute is None and len(self._pending) < self._max_in_flight:
-            if queue.requests >= queue.max_requests:
-                queue.waiting.add(self)
-                break
-            self._dispatch(backlog.popleft())
+        self._in_backlog = True
+        try:
+            while backlog and self._unmute is None and len(self._pending) < self._max_in_flight:
+                if queue.requests >= queue.max_requests:
+                    queue.waiting.add(self)
+                    break
+                self._dispatch(backlog.popleft())
+        finally:
+            self._in_backlog = False
 
-    def _on_task_done(self, slot: RequestSlot, _: asyncio.Future[Response]) -> None:
+    def _on_task_done(self, slot: RequestSlot, held: int, _: object) -> None:
         slot.release()
+        if held:
+            self._queue.release_bytes(held)
         self._write_ready()
 
     # Internals: responses
