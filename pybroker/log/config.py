@@ -11,10 +11,12 @@ the server validates those against its own table.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, NamedTuple
 
 from pybroker.log.errors import InvalidLogConfig
+from pybroker.records.validation import ProducePolicy, max_decompressed_bytes
 
 __all__ = ["LogConfig", "TopicConfigKey", "TOPIC_CONFIG_KEYS", "InvalidLogConfig"]
 
@@ -205,6 +207,14 @@ class LogConfig:
             value = getattr(self, spec.field)
             out[key] = str(value).lower() if isinstance(value, bool) else str(value)
         return out
+
+    @functools.cached_property
+    def produce_policy(self) -> ProducePolicy:
+        """What LogValidator checks in a produced batch under these settings, built once per config."""
+        return ProducePolicy(compacted=self.compact_enabled, log_append_time=self.log_append_time,
+                             timestamp_before_max_ms=self.timestamp_before_max_ms,
+                             timestamp_after_max_ms=self.timestamp_after_max_ms,
+                             max_decompressed_bytes=max_decompressed_bytes(self.max_message_bytes))
 
     @property
     def log_append_time(self) -> bool:

@@ -19,10 +19,9 @@ from pybroker.common.topic import INTERNAL_TOPICS
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.messages import ProduceRequest, ProduceResponse
-from pybroker.log.config import LogConfig
 from pybroker.records.batch import Compression, TimestampType, set_max_timestamp, validate_batch
 from pybroker.records.errors import InvalidRecordError, RecordValidationError, UnsupportedCompressionError
-from pybroker.records.validation import ProducePolicy, max_decompressed_bytes, validate_produced_batch
+from pybroker.records.validation import validate_produced_batch
 from pybroker.replication.errors import NotEnoughReplicasAfterAppendError, ReplicaTimeoutError
 from pybroker.server.context import RequestContext
 from pybroker.security.acl import AclOperation, ResourceType
@@ -128,7 +127,7 @@ def _produce_partition(ctx: RequestContext, request: ProduceRequest, topic: str,
             raise UnsupportedCompressionError("zstd compression needs Produce v7 or later")
         if batch.is_transactional and request.transactional_id is None:
             return _error(data.index, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None)
-        max_timestamp = validate_produced_batch(batch, _policy(config), ctx.now_ms, f"{topic}-{data.index}")
+        max_timestamp = validate_produced_batch(batch, config.produce_policy, ctx.now_ms, f"{topic}-{data.index}")
         if batch.is_transactional:
             code = ctx.broker.txns.verify_partition(request.transactional_id, batch.producer_id,
                                                     batch.producer_epoch, (topic, data.index))
@@ -155,13 +154,6 @@ def _produce_partition(ctx: RequestContext, request: ProduceRequest, topic: str,
         replicating[(topic, data.index)] = info.last_offset + 1
     return PartitionResponse(index=data.index, error_code=0, base_offset=info.first_offset,
                              log_append_time_ms=info.log_append_time, log_start_offset=info.log_start_offset)
-
-
-def _policy(config: LogConfig) -> ProducePolicy:
-    return ProducePolicy(compacted=config.compact_enabled, log_append_time=config.log_append_time,
-                         timestamp_before_max_ms=config.timestamp_before_max_ms,
-                         timestamp_after_max_ms=config.timestamp_after_max_ms,
-                         max_decompressed_bytes=max_decompressed_bytes(config.max_message_bytes))
 
 
 def _error(index: int, code: ErrorCode, message: str | None) -> PartitionResponse:

@@ -237,7 +237,9 @@ class QuotaManagers:
 
     @property
     def enabled(self) -> bool:
-        return any(m.enabled_types for m in self.all)
+        """Asked by every request: whether any quota is set at all."""
+        return bool(self.produce.enabled_types or self.fetch.enabled_types or self.request.enabled_types
+                    or self.controller_mutation.enabled_types)
 
     def bounded(self, user: str, client_id: str) -> bool:
         """Whether any quota applies to this sanitized user and client id."""
