@@ -127,6 +127,11 @@ _REQUEST_SLOT: contextvars.ContextVar[RequestSlot | None] = contextvars.ContextV
 _CONNECTION: contextvars.ContextVar["KafkaConnection | None"] = contextvars.ContextVar("connection", default=None)
 
 
+def _enter_request(slot: RequestSlot, connection: "KafkaConnection") -> None:
+    _REQUEST_SLOT.set(slot)
+    _CONNECTION.set(connection)
+
+
 def leave_request_queue() -> None:
     """Called by a handler about to wait for other clients or brokers (a Fetch long poll, acks=all,
     a rebalance): its request stops counting against ``queued.max.requests``, as a Kafka request
@@ -383,8 +388,7 @@ class KafkaConnection(asyncio.Protocol):
         queue = self._queue
         slot = RequestSlot(queue)
         context = contextvars.copy_context()
-        context.run(_REQUEST_SLOT.set, slot)
-        context.run(_CONNECTION.set, self)
+        context.run(_enter_request, slot, self)
         queue.requests += 1
         held = 0
         if frame is self._held_frame:
@@ -481,6 +485,9 @@ class KafkaConnection(asyncio.Protocol):
         transport = self._transport
         assert transport is not None
         self._active = True
+        if len(parts) == 1 and not isinstance(parts[0], FileSlice):  # most answers: one buffer
+            transport.write(parts[0])
+            return
         if not any(isinstance(part, FileSlice) for part in parts):
             for part in parts:
                 transport.write(part)
