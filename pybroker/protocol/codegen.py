@@ -52,6 +52,17 @@ def uuid_of(raw: bytes) -> uuid.UUID:
 
 
 @dataclass(frozen=True)
+class Elements:
+    """The elements of a compact array of structs, whose usual case (a count under 127 within the
+    bytes left and the decode budget) is generated inline; the array codec takes every other case."""
+
+    read: Read
+    write: Write
+    min_size: int
+    cost: int
+
+
+@dataclass(frozen=True)
 class WireField:
     """One regular (untagged) field as the plan compiled it."""
 
@@ -65,6 +76,7 @@ class WireField:
     #: for string/bytes/records: the codec without the null check, which is generated inline instead
     raw_read: Read | None = None
     raw_write: Write | None = None
+    elements: Elements | None = None
 
 
 def _runs(fields: list[WireField]) -> list[list[WireField]]:
@@ -114,6 +126,13 @@ def build_reader(cls: type, fields: list[WireField], flexible: bool, template: t
             else:
                 lines.append(f"    {v} = R{g}(r)")
             lines += [f"    if {v} is None:", f"        raise DecodeError({message!r})"]
+        elif first.elements is not None:
+            ns[f"R{g}"], ns[f"E{g}"] = first.read, first.elements.read
+            v, size, cost = f"v{first.position}", first.elements.min_size, first.elements.cost
+            lines += ["    pos = r.pos", "    n = buf[pos] - 1 if pos < r.end and buf[pos] < 0x80 else -2",
+                      f"    if n >= 0 and n * {size} <= r.end - pos - 1 and n * {cost} <= r.budget:",
+                      "        r.pos = pos + 1", f"        r.budget -= n * {cost}",
+                      f"        {v} = [E{g}(r) for _ in range(n)]", "    else:", f"        {v} = R{g}(r)"]
         else:
             ns[f"R{g}"] = first.read
             lines.append(f"    v{first.position} = R{g}(r)")
@@ -162,6 +181,10 @@ def build_writer(cls: type, version: int, fields: list[WireField], flexible: boo
             ns[f"W{g}"] = first.raw_write
             message = f"field {cls.__qualname__}.{first.name} is not nullable in this version"
             body += [f"v = obj.{first.name}", "if v is None:", f"    raise EncodeError({message!r})", f"W{g}(w, v)"]
+        elif first.elements is not None:
+            ns[f"W{g}"], ns[f"E{g}"] = first.write, first.elements.write
+            body += [f"v = obj.{first.name}", "if v is not None and len(v) < 127:", "    buf.append(len(v) + 1)",
+                     "    for item in v:", f"        E{g}(w, item)", "else:", f"    W{g}(w, v)"]
         else:
             ns[f"W{g}"] = first.write
             body.append(f"W{g}(w, obj.{first.name})")

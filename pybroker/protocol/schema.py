@@ -11,12 +11,13 @@ decode loops never look at version ranges again.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import struct
 import sys
 from collections.abc import Callable
 from typing import Any, ClassVar, NamedTuple, Self
 
-from pybroker.protocol.codegen import ENCODE_FAILURES, WireField, build_reader, build_writer
+from pybroker.protocol.codegen import ENCODE_FAILURES, Elements, WireField, build_reader, build_writer
 from pybroker.protocol.errors import DecodeError, EncodeError
 from pybroker.protocol.primitives import UNBOUNDED, ZERO_UUID, BytesLike, Reader, Spliced, Writer
 
@@ -352,7 +353,13 @@ def _compile(cls: type, version: int) -> Plan:
     for spec, compact, read, write, nullable in regular:
         raw = _VARIABLE.get(spec.type)
         raw_read, raw_write = ((raw[1], raw[3]) if compact else (raw[0], raw[2])) if raw else (None, None)
-        fields.append(WireField(spec.name, spec.type, pos[spec.name], nullable, read, write, raw_read, raw_write))
+        elem = spec.type[2:] if spec.type.startswith("[]") else ""
+        elements = None
+        if compact and elem and elem not in _FIXED and elem not in _VARIABLE:  # a compact array of structs
+            plan = get_plan(resolve_struct(owner, elem), version)
+            elements = Elements(plan.read, plan.write, plan.min_size or 1, plan.cost + _SLOT_COST)
+        fields.append(WireField(spec.name, spec.type, pos[spec.name], nullable, read, write, raw_read, raw_write,
+                                elements))
     positioned = {tag: (pos[name], rd) for tag, (name, rd) in tag_readers.items()}
 
     def read_tagged(r: Reader, values: list[Any]) -> None:
@@ -413,6 +420,7 @@ def _write_tagged(tagged: tuple[tuple[int, str, Write, Any], ...], w: Writer, ob
         w.buf += data
 
 
+@functools.cache
 def decode_budget(cls: type) -> int:
     """The object budget of decoding ``cls``: bounded for requests (what a client sends), not for the rest."""
     name = cls.__name__

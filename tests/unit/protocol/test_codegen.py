@@ -10,7 +10,7 @@ import pytest
 from pybroker.protocol import codegen
 from pybroker.protocol.errors import DecodeError, EncodeError
 from pybroker.protocol.messages import ApiVersionsRequest, FetchRequest, FetchResponse
-from pybroker.protocol.primitives import ZERO_UUID
+from pybroker.protocol.primitives import ZERO_UUID, Reader
 
 
 def _fetch(topic: str, topic_id: uuid.UUID) -> FetchRequest:
@@ -81,3 +81,28 @@ def test_an_unencodable_value_names_the_struct_the_fields_and_the_version() -> N
 def test_a_message_without_fields_on_the_wire_encodes_to_nothing() -> None:
     assert ApiVersionsRequest(client_software_name="x").encode(0) == b""
     assert ApiVersionsRequest.decode(b"", 0) == ApiVersionsRequest()
+
+
+@pytest.mark.parametrize("count", [0, 1, 126, 127, 300])
+def test_arrays_of_structs_on_both_sides_of_the_one_byte_count(count: int) -> None:
+    """Up to 126 elements the count is one byte and the array is generated inline; past it the array codec."""
+    topic = FetchRequest.FetchTopic(topic="t", partitions=[FetchRequest.FetchPartition(partition=p)
+                                                           for p in range(count)])
+    decoded = FetchRequest.decode(FetchRequest(topics=[topic]).encode(12), 12)
+    assert [p.partition for p in decoded.topics[0].partitions] == list(range(count))
+
+
+def test_an_inline_array_still_charges_the_decode_budget() -> None:
+    data = FetchRequest(topics=[FetchRequest.FetchTopic(topic="t", partitions=[
+        FetchRequest.FetchPartition(partition=p) for p in range(100)])]).encode(12)
+    assert FetchRequest.read(Reader(data, 0, 1 << 20), 12).topics[0].partitions[99].partition == 99
+    with pytest.raises(DecodeError, match="decode budget"):
+        FetchRequest.read(Reader(data, 0, 4000), 12)
+
+
+def test_a_null_compact_array_goes_to_the_array_codec() -> None:
+    assert FetchResponse.decode(FetchResponse(responses=[FetchResponse.FetchableTopicResponse(
+        topic="t", partitions=[FetchResponse.PartitionData(records=b"", aborted_transactions=None)])]).encode(12),
+        12).responses[0].partitions[0].aborted_transactions is None
+    with pytest.raises(EncodeError, match="not nullable"):
+        FetchRequest(topics=None).encode(12)  # type: ignore[arg-type]
