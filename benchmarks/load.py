@@ -39,6 +39,8 @@ Result = dict[str, float]
 PAYLOAD = b"x" * 100
 MIB_BYTES = 1 << 20
 BATCHING = {"linger.ms": 5, "batch.size": 1048576, "acks": 1}
+#: W2's second pass: librdkafka's fetch.max.bytes at its max.partition.fetch.bytes default (1 MiB).
+EQUAL_RESPONSE_BYTES = 1 << 20
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -166,9 +168,17 @@ def produce_consume(p: Params) -> Result:
     cpu_produced = cpu_seconds(pid) if pid else 0.0
     consumed = consume_all(p["bootstrap"], p["topic"], p["messages"], p["partitions"], p["timeout"], security)
     cpu_consumed = cpu_seconds(pid) if pid else 0.0
+    extra: Result = {}
+    if p.get("bounded"):
+        # Again with every response held to 1 MiB: Tansu does not apply max.partition.fetch.bytes (1 MiB)
+        # but does apply fetch.max.bytes, so here both brokers answer in responses of the same size.
+        bounded = consume_all(p["bootstrap"], p["topic"], p["messages"], p["partitions"], p["timeout"],
+                              {**security, "fetch.max.bytes": EQUAL_RESPONSE_BYTES})
+        extra = {"consume_bounded": bounded.steady, "consume_bounded_total": bounded.total,
+                 "fetch_kib_bounded": bounded.fetch_kib}
     per_message = 1e6 / p["messages"]
-    return {"produce": p["messages"] / produced, "consume": consumed.steady, "consume_total": consumed.total,
-            "consume_first_s": consumed.first_s, "fetch_kib": consumed.fetch_kib,
+    return {**extra, "produce": p["messages"] / produced, "consume": consumed.steady,
+            "consume_total": consumed.total, "consume_first_s": consumed.first_s, "fetch_kib": consumed.fetch_kib,
             "fetches_per_s": consumed.fetch_requests / max(p["messages"] / max(consumed.total, 1e-9), 1e-9),
             "produce_cpu_us": (cpu_produced - cpu_start) * per_message,
             "consume_cpu_us": (cpu_consumed - cpu_produced) * per_message}

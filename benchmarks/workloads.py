@@ -113,13 +113,19 @@ def w1_w2(bench: Bench, side: str) -> None:
                          "consume_first_s"),
                         (Metric("W2 consume", label + ": broker CPU per message", "µs", False), "consume_cpu_us"),
                         (Metric("W2 consume", label + ": received per Fetch request", "KiB", True), "fetch_kib"),
-                        (Metric("W2 consume", label + ": Fetch requests", "requests/s", False), "fetches_per_s"))
+                        (Metric("W2 consume", label + ": Fetch requests", "requests/s", False), "fetches_per_s"),
+                        (Metric("W2 consume", label + ", responses ≤ 1 MiB: steady", "msgs/s", True),
+                         "consume_bounded"),
+                        (Metric("W2 consume", label + ", responses ≤ 1 MiB: total", "msgs/s", True),
+                         "consume_bounded_total"),
+                        (Metric("W2 consume", label + ", responses ≤ 1 MiB: received per Fetch request", "KiB",
+                                True), "fetch_kib_bounded"))
                        if metric.code in wanted}
             for rep in range(bench.args.repetitions):
                 print(f"W1/W2 {label} rep {rep + 1}", file=sys.stderr)
                 bench.measure(side, metrics, "produce_consume", bootstrap=broker.bootstrap,
                               topic=f"w1-{codec}-{partitions}-{rep}", codec=codec, partitions=partitions,
-                              messages=bench.args.messages, pid=broker.pid)
+                              messages=bench.args.messages, pid=broker.pid, bounded="W2" in wanted)
 
 
 def w3(bench: Bench, side: str) -> None:
