@@ -24,10 +24,13 @@ grow the log without bound either.
 Zero-copy fetch. A response arrives as ordered parts: bytes, and log file ranges (Fetch records).
 uvloop's transports cannot sendfile, so while the transport has nothing buffered the parts go
 straight to the non-blocking socket (``os.write``, ``os.sendfile``); whatever the socket does not
-take at once is queued and handed to ``transport.write`` in order, file ranges read ``CHUNK`` bytes
-at a time as the peer drains the transport: from the page cache on the loop, or, for a chunk the
-cache does not hold, on the broker's I/O thread while this connection's writing waits for it. With bytes already buffered, or with ``zero_copy`` off,
-every range goes that queued way. All ranges are checked before the first byte of a frame goes
+take at once is queued. Such a connection's transport pauses us on any byte it has to hold and
+resumes us once it has handed them all to the socket: when a splice finds the socket full, a small
+piece of the range (``NOTIFY_CHUNK``) goes through ``transport.write``, and splicing goes on at the
+resume. Without zero-copy, or with bytes
+already buffered, file ranges are read ``CHUNK`` bytes at a time as the peer drains the transport:
+from the page cache on the loop, or, for a chunk the cache does not hold, on the broker's I/O
+thread while this connection's writing waits for it. All ranges are checked before the first byte of a frame goes
 out; a range that still fails half-way (truncated under us) closes the connection with one log line.
 """
 
@@ -35,6 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import contextvars
 import functools
 import logging
@@ -58,6 +62,9 @@ log = logging.getLogger("pybroker.network")
 limited_log = LogLimiter(log)
 
 CHUNK = 1 << 20  # bytes of a file range read per write once the socket has stopped taking data
+# With zero-copy, when a splice finds the socket full, this much of the range goes through the transport
+# instead, only so that the transport pauses us and tells us when the socket has drained.
+NOTIFY_CHUNK = 16 * 1024
 UNBOUNDED = 2**31 - 1
 
 
@@ -256,6 +263,9 @@ class KafkaConnection(asyncio.Protocol):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         if sock is not None:
             self._socket_fd = sock.fileno()
+        if self._zero_copy and self._socket_fd >= 0:
+            # pause on any byte the socket did not take, resume once all went out: the moments to splice again
+            transport.set_write_buffer_limits(high=0, low=0)  # type: ignore[attr-defined]
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self._quiet_since = self._receiving_since = asyncio.get_running_loop().time()
@@ -504,36 +514,55 @@ class KafkaConnection(asyncio.Protocol):
         """Send parts on the socket itself until it would block, then queue the rest in order."""
         fd = self._socket_fd
         for index, part in enumerate(parts):
-            sent = 0
-            try:
-                if isinstance(part, FileSlice):
-                    while sent < part.size:
-                        count = part.send(fd, sent)
-                        if count == 0:
-                            raise LogError(f"{part.path} ends before {part.end} (truncated)")
-                        sent += count
-                else:
-                    view = memoryview(part)
-                    while sent < view.nbytes:
-                        sent += os.write(fd, view[sent:])
-            except BlockingIOError:
-                if isinstance(part, FileSlice):
-                    self._out.append(FileSlice(part.path, part.position + sent, part.size - sent, part.file))
-                else:
-                    self._out.append(memoryview(part)[sent:])
+            if isinstance(part, FileSlice):
+                sent = self._splice(part)
+                if sent == part.size:
+                    continue
+                self._out.append(FileSlice(part.path, part.position + sent, part.size - sent, part.file))
                 self._out.extend(parts[index + 1:])
                 return
+            view = memoryview(part)
+            sent = 0
+            try:
+                while sent < view.nbytes:
+                    sent += os.write(fd, view[sent:])
+            except BlockingIOError:
+                self._out.append(view[sent:])
+                self._out.extend(parts[index + 1:])
+                return
+
+    def _splice(self, part: FileSlice) -> int:
+        """``os.sendfile`` the range to the socket until it is sent or the socket is full; bytes sent."""
+        sent = 0
+        with contextlib.suppress(BlockingIOError):  # the socket is full: the caller queues the rest
+            while sent < part.size:
+                count = part.send(self._socket_fd, sent)
+                if count == 0:
+                    raise LogError(f"{part.path} ends before {part.end} (truncated)")
+                sent += count
+        return sent
 
     def _pump(self) -> None:
         """Write one queued part, a file range at most CHUNK bytes of it: memory per connection
         stays at the transport's high-water mark plus one chunk, whatever the response size.
-        A chunk the page cache does not hold is read on an I/O thread; writing waits for it."""
+
+        With zero-copy the transport pauses us on any byte it holds and resumes us once it holds none:
+        then a range is spliced again until the socket is full, and only NOTIFY_CHUNK of it goes through
+        the transport, to be told when to splice the rest. A chunk the page cache does not hold is read
+        on an I/O thread; writing waits for it."""
         assert self._transport is not None
         part = self._out.popleft()
         if isinstance(part, FileSlice):
-            if part.size > CHUNK:
-                self._out.appendleft(FileSlice(part.path, part.position + CHUNK, part.size - CHUNK, part.file))
-                part = FileSlice(part.path, part.position, CHUNK, part.file)
+            chunk = CHUNK
+            if self._zero_copy and self._socket_fd >= 0 and self._transport.get_write_buffer_size() == 0:
+                sent = self._splice(part)
+                if sent == part.size:
+                    return
+                part = FileSlice(part.path, part.position + sent, part.size - sent, part.file)
+                chunk = NOTIFY_CHUNK
+            if part.size > chunk:
+                self._out.appendleft(FileSlice(part.path, part.position + chunk, part.size - chunk, part.file))
+                part = FileSlice(part.path, part.position, chunk, part.file)
             if self._io is None:
                 self._transport.write(part.read())
                 return

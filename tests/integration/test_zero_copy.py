@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import socket
 import struct
 from pathlib import Path
 
@@ -81,14 +82,20 @@ class _ScriptedDispatcher:
         return self.responses[index]
 
 
-async def _exchange(responses: list[list[FramePart]], *, zero_copy: bool, io: IoExecutor | None = None) -> bytes:
-    """Pipeline one request per response, read nothing until all are answered, then read all."""
+async def _exchange(responses: list[list[FramePart]], *, zero_copy: bool, io: IoExecutor | None = None,
+                    receive_buffer: int | None = None) -> bytes:
+    """Pipeline one request per response, read nothing until all are answered, then read all
+    (through a client socket of `receive_buffer` bytes, if given, so that the broker's socket fills)."""
     loop = asyncio.get_running_loop()
     server = await loop.create_server(
         lambda: KafkaConnection(_ScriptedDispatcher(responses, io), max_frame_size=1024, max_in_flight=100,
                                 connections=set(), zero_copy=zero_copy), "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    sock = socket.socket()
+    if receive_buffer is not None:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer)
+    sock.connect(("127.0.0.1", port))
+    reader, writer = await asyncio.open_connection(sock=sock)
     writer.write(b"".join(struct.pack(">ib", 1, i) for i in range(len(responses))))
     await asyncio.sleep(0.1)
     received = bytearray()
@@ -163,3 +170,30 @@ def test_a_closed_segment_closes_the_connection_before_its_frame_starts(tmp_path
     gone.close()
     responses: list[list[FramePart]] = [[b"first"], [b"second", FileSlice(str(path), 0, 1000, gone)]]
     assert uvloop.run(_exchange(responses, zero_copy=True)) == b"first"
+
+
+def test_a_reader_slower_than_the_socket_still_gets_its_ranges_spliced(log_file, monkeypatch):
+    """The socket fills long before a 12 MiB response is out: each time the transport has drained,
+    the range is spliced again, and only the small pieces that ask to be told of the drain are copied
+    through Python (before, everything after the first full socket was)."""
+    copied = []
+
+    def counting(read):  # type: ignore[no-untyped-def]
+        def counted(self):  # type: ignore[no-untyped-def]
+            data = read(self)
+            copied.append(len(data) if data is not None else 0)
+            return data
+        return counted
+
+    monkeypatch.setattr(FileSlice, "read", counting(FileSlice.read))
+    monkeypatch.setattr(FileSlice, "read_cached", counting(FileSlice.read_cached))
+    size = 12 << 20
+    responses: list[list[FramePart]] = [[b"head", FileSlice(log_file.path, 0, size, log_file), b"tail"]]
+    received = uvloop.run(_exchange(responses, zero_copy=True, receive_buffer=64 * 1024))
+    assert received == b"head" + log_file_bytes(log_file, size) + b"tail"
+    assert sum(copied) < size // 10, f"{sum(copied)} of {size} bytes copied through Python"
+
+
+def log_file_bytes(log_file: LogFile, size: int) -> bytes:
+    with open(log_file.path, "rb") as f:
+        return f.read(size)
