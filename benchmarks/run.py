@@ -48,6 +48,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="comma-separated workloads out of W1,W2,W3,W4,W5,W6,W7,W8,W9,W10,W11,W12,LIMIT "
                              "(LIMIT, the machine's own limit, also runs whenever W1 does)")
     parser.add_argument("-n", "--repetitions", type=int, default=3, help="repetitions per measurement (median shown)")
+    parser.add_argument("--rounds", type=int, default=1, help="run every workload this many times, pybroker and "
+                        "Tansu taking turns, each time with -n repetitions: the medians then pool samples taken "
+                        "alternately, so that a slow spell of the machine does not fall on one side only")
     parser.add_argument("--messages", type=int, default=1_000_000, help="W1/W2 messages of 100 bytes, and the "
                                                                          "LIMIT volume (x 100 bytes)")
     parser.add_argument("--w3-producers", type=int, default=8)
@@ -122,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for codes, step, sides in STEPS:
             if codes & set(args.only):
-                for side in sides:
+                for side in [side for _ in range(args.rounds) for side in sides]:
                     try:
                         step(bench, side)
                     except (RuntimeError, OSError) as exc:
@@ -141,7 +144,8 @@ def main(argv: list[str] | None = None) -> int:
     path = args.results_dir / f"{started.strftime('%Y%m%dT%H%M%SZ')}.json"
     path.write_text(json.dumps(report.to_json(meta), indent=2) + "\n")
     print(report.table())
-    print(f"\n{meta['seconds']:.0f} s; median of {args.repetitions} [min–max]; results in {path}")
+    turns = f" ({args.rounds} rounds of {args.repetitions}, sides taking turns)" if args.rounds > 1 else ""
+    print(f"\n{meta['seconds']:.0f} s; median of {args.repetitions * args.rounds}{turns} [min–max]; results in {path}")
     return 130 if interrupted else 0
 
 
