@@ -6,9 +6,10 @@ Reads ``message/`` (API messages, headers, embedded data schemas),
 ``ConsumerGroup*`` schemas of ``group-records/`` (the consumer protocol's ``__consumer_offsets`` records).
 
 The output is committed: plain dataclasses plus per-class ``_SCHEMA`` data tables
-that the hand-written engine in ``pybroker/protocol/schema.py`` interprets.  Nothing
-is exec'd or compiled at import time, and the output is byte-for-byte deterministic
-so ``--check`` can verify that the committed files match the specs.
+that the hand-written engine in ``pybroker/protocol/schema.py`` turns into codecs on
+first use (``codegen.py``).  Importing the output execs nothing, and the output is
+byte-for-byte deterministic so ``--check`` can verify that the committed files match
+the specs.
 
 Usage::
 

@@ -1,11 +1,11 @@
-"""The small engine that interprets the generated schema tables.
+"""The small engine that turns the generated schema tables into codecs.
 
 Generated message modules contain only dataclasses plus a ``_SCHEMA`` tuple of
 :class:`FieldSpec` rows per class (plain data, Kafka's JSON specs translated
 1:1).  On first use of a ``(class, version)`` pair we compile those rows into a
-:class:`Plan`: a tuple of ``(attribute, reader, writer)`` codecs with every
-version/nullability/flexibility decision already taken, so the hot encode and
-decode loops never look at version ranges again.
+:class:`Plan` with every version/nullability/flexibility decision already taken,
+and ``codegen`` turns the plan's fields into one read and one write function,
+so encoding and decoding never look at version ranges or field tables again.
 """
 
 from __future__ import annotations
@@ -365,8 +365,10 @@ def _compile(cls: type, version: int) -> Plan:
     def read_tagged(r: Reader, values: list[Any]) -> None:
         _read_tagged(cls, positioned, r, values)
 
+    tagged_rows = tuple(tagged)
+
     def write_tagged(w: Writer, obj: Any) -> None:
-        _write_tagged(tuple(tagged), w, obj)
+        _write_tagged(tagged_rows, w, obj)
 
     return Plan(cls, version, flexible, min_size, cost,
                 build_reader(cls, fields, flexible, template, factories, read_tagged),
