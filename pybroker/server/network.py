@@ -27,11 +27,11 @@ straight to the non-blocking socket (``os.write``, ``os.sendfile``); whatever th
 take at once is queued. Such a connection's transport pauses us on any byte it has to hold and
 resumes us once it has handed them all to the socket: when a splice finds the socket full, a small
 piece of the range (``NOTIFY_CHUNK``) goes through ``transport.write``, and splicing goes on at the
-resume. Without zero-copy, or with bytes
-already buffered, file ranges are read ``CHUNK`` bytes at a time as the peer drains the transport:
-from the page cache on the loop, or, for a chunk the cache does not hold, on the broker's I/O
-thread while this connection's writing waits for it. All ranges are checked before the first byte of a frame goes
-out; a range that still fails half-way (truncated under us) closes the connection with one log line.
+resume. Without zero-copy, file ranges are read ``CHUNK`` bytes at a time as the peer drains the
+transport: from the page cache on the loop, or, for a chunk the cache does not hold, on the broker's
+I/O thread while this connection's writing waits for it. All ranges are checked before the first
+byte of a frame goes out; a range that still fails half-way (truncated under us) closes the
+connection with one log line.
 """
 
 from __future__ import annotations
