@@ -108,10 +108,13 @@ class RequestQueue:
         self.wake()
 
     def wake(self) -> None:
+        """Resume the waiting connections in the loop's next pass, not here: this runs inside a handler
+        (`leave_request_queue`), and their requests start at once when dispatched."""
         if self.waiting and self.requests < self.max_requests:
             waiting, self.waiting = self.waiting, set()
+            loop = asyncio.get_running_loop()
             for connection in waiting:
-                connection.resume_from_queue()
+                loop.call_soon(connection.resume_from_queue)
 
 
 @dataclass(eq=False, slots=True)
