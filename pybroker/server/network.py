@@ -45,7 +45,7 @@ import logging
 import os
 import socket
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Coroutine
+from typing import TYPE_CHECKING, Any, Callable, Coroutine, Generator
 
 from pybroker.common.io_executor import IoExecutor
 from pybroker.common.log_limit import LogLimiter
@@ -194,26 +194,37 @@ class InFlight:
             self.task.cancel()
 
 
-async def _rest(coroutine: Coroutine[Any, Any, Response], waiting_on: Any) -> Response:
-    """Drive a handler whose first step ran in `KafkaConnection._dispatch` and yielded `waiting_on`, as
-    its task would have: resume it when what it waits for is done (it reads the outcome itself), and
-    throw a cancellation of this task into it."""
-    while True:
-        thrown: BaseException | None = None
-        try:
-            if waiting_on is None:  # a bare yield (asyncio.sleep(0)): one pass of the loop
-                await asyncio.sleep(0)
+class _Rest:
+    """The rest of a handler whose first step ran in `KafkaConnection._dispatch` and yielded `waiting_on`.
+
+    Awaited by the request's task, it hands the task what the handler waits for, exactly as the handler's
+    own task would have seen it: the task waits on that future, resumes the handler when it is done (the
+    handler reads the outcome itself) and throws its cancellation into it. No extra pass of the loop."""
+
+    def __init__(self, coroutine: Coroutine[Any, Any, Response], waiting_on: Any) -> None:
+        self._coroutine = coroutine
+        self._waiting_on = waiting_on
+
+    def __await__(self) -> Generator[Any, None, Response]:
+        coroutine, waiting_on = self._coroutine, self._waiting_on
+        while True:
+            try:
+                yield waiting_on
+            except GeneratorExit:  # the task itself is being closed: close the handler with it
+                coroutine.close()
+                raise
+            except BaseException as thrown:  # noqa: BLE001 - the task's cancellation, for the handler
+                step = functools.partial(coroutine.throw, thrown)
             else:
-                waiting_on._asyncio_future_blocking = False
-                await asyncio.wait((waiting_on,))
-        except asyncio.CancelledError as cancel:
-            if waiting_on is not None:
-                waiting_on.cancel()
-            thrown = cancel
-        try:
-            waiting_on = coroutine.send(None) if thrown is None else coroutine.throw(thrown)
-        except StopIteration as stop:
-            return stop.value  # type: ignore[no-any-return]
+                step = functools.partial(coroutine.send, None)
+            try:
+                waiting_on = step()
+            except StopIteration as stop:
+                return stop.value  # type: ignore[no-any-return]
+
+
+async def _rest(coroutine: Coroutine[Any, Any, Response], waiting_on: Any) -> Response:
+    return await _Rest(coroutine, waiting_on)
 
 
 class KafkaConnection(asyncio.Protocol):
