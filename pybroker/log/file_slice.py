@@ -133,6 +133,14 @@ class FileSlice:
         """Byte position just past the slice."""
         return self.position + self.size
 
+    def first(self, size: int) -> FileSlice:
+        """The slice's first ``size`` bytes (a response sent in pieces)."""
+        return FileSlice(self.path, self.position, size, self.file)
+
+    def after(self, size: int) -> FileSlice:
+        """The slice past its first ``size`` bytes."""
+        return FileSlice(self.path, self.position + size, self.size - size, self.file)
+
     def _file(self) -> LogFile:
         if self.file is None:
             raise SliceUnavailableError(f"slice of {self.path} has no open file")

@@ -17,13 +17,12 @@ that cannot be encoded raises ``EncodeError`` naming the struct, the field(s) an
 from __future__ import annotations
 
 import struct
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from pybroker.protocol.errors import DecodeError, EncodeError
-from pybroker.protocol.primitives import ZERO_UUID, Reader, Writer
+from pybroker.protocol.primitives import ZERO_UUID, Reader, Writer, uuid_of
 
 Read = Callable[[Reader], Any]
 Write = Callable[[Writer, Any], None]
@@ -34,22 +33,6 @@ FORMATS = {"bool": "?", "int8": "b", "int16": "h", "uint16": "H", "int32": "i", 
 
 #: Exceptions a field's encoding may raise from a wrong value; each becomes an ``EncodeError``.
 ENCODE_FAILURES = (EncodeError, TypeError, ValueError, AttributeError, OverflowError, struct.error)
-
-_UUIDS: dict[bytes, uuid.UUID] = {}
-_UUID_CACHE_SIZE = 4096
-_ZERO_UUID_BYTES = bytes(16)
-
-
-def uuid_of(raw: bytes) -> uuid.UUID:
-    """The UUID of 16 bytes, shared between requests: topic ids repeat in every Fetch and Produce."""
-    found = _UUIDS.get(raw)
-    if found is None:
-        found = ZERO_UUID if raw == _ZERO_UUID_BYTES else uuid.UUID(bytes=raw)
-        if len(_UUIDS) >= _UUID_CACHE_SIZE:
-            _UUIDS.clear()
-        _UUIDS[raw] = found
-    return found
-
 
 @dataclass(frozen=True)
 class Elements:

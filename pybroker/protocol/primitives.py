@@ -13,7 +13,7 @@ from typing import Protocol
 
 from pybroker.protocol.errors import DecodeError, EncodeError
 
-__all__ = ["Reader", "Writer", "ZERO_UUID", "BytesLike", "Spliced", "FramePart", "UNBOUNDED"]
+__all__ = ["Reader", "Writer", "ZERO_UUID", "uuid_of", "BytesLike", "Spliced", "FramePart", "UNBOUNDED"]
 
 BytesLike = bytes | bytearray | memoryview
 _BYTES_TYPES = (bytes, bytearray, memoryview)
@@ -37,6 +37,21 @@ FramePart = BytesLike | Spliced
 
 #: Kafka's null/zero UUID (``Uuid.ZERO_UUID``).
 ZERO_UUID = uuid.UUID(int=0)
+
+_UUIDS: dict[bytes, uuid.UUID] = {}
+_UUID_CACHE_SIZE = 4096
+_ZERO_UUID_BYTES = bytes(16)
+
+
+def uuid_of(raw: bytes) -> uuid.UUID:
+    """The UUID of 16 bytes, shared between requests: topic ids repeat in every Fetch and Produce."""
+    found = _UUIDS.get(raw)
+    if found is None:
+        found = ZERO_UUID if raw == _ZERO_UUID_BYTES else uuid.UUID(bytes=raw)
+        if len(_UUIDS) >= _UUID_CACHE_SIZE:
+            _UUIDS.clear()
+        _UUIDS[raw] = found
+    return found
 
 _I8 = struct.Struct(">b")
 _I16 = struct.Struct(">h")
@@ -171,7 +186,7 @@ class Reader:
     def read_uuid(self) -> uuid.UUID:
         """16-byte UUID."""
         raw: bytes = self._fixed(_UUID, "uuid")  # type: ignore[assignment]
-        return uuid.UUID(bytes=raw)
+        return uuid_of(raw)
 
     def _read_uvar(self, max_bytes: int, what: str) -> int:
         buf, pos, end = self.buf, self.pos, self.end

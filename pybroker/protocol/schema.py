@@ -17,7 +17,7 @@ import sys
 from collections.abc import Callable
 from typing import Any, ClassVar, NamedTuple, Self
 
-from pybroker.protocol.codegen import ENCODE_FAILURES, Elements, WireField, build_reader, build_writer
+from pybroker.protocol.codegen import ENCODE_FAILURES, FORMATS, Elements, WireField, build_reader, build_writer
 from pybroker.protocol.errors import DecodeError, EncodeError
 from pybroker.protocol.primitives import UNBOUNDED, ZERO_UUID, BytesLike, Reader, Spliced, Writer
 
@@ -109,17 +109,17 @@ def _in(rng: tuple[int, int] | None, version: int) -> bool:
 
 # --------------------------------------------------------------------------- primitives
 
-# type -> (reader, writer, fixed size, struct format char for bulk array codecs)
-_FIXED: dict[str, tuple[Read, Write, int, str]] = {
-    "bool": (Reader.read_bool, Writer.write_bool, 1, "?"),
-    "int8": (Reader.read_int8, Writer.write_int8, 1, "b"),
-    "int16": (Reader.read_int16, Writer.write_int16, 2, "h"),
-    "uint16": (Reader.read_uint16, Writer.write_uint16, 2, "H"),
-    "int32": (Reader.read_int32, Writer.write_int32, 4, "i"),
-    "uint32": (Reader.read_uint32, Writer.write_uint32, 4, "I"),
-    "int64": (Reader.read_int64, Writer.write_int64, 8, "q"),
-    "float64": (Reader.read_float64, Writer.write_float64, 8, "d"),
-    "uuid": (Reader.read_uuid, Writer.write_uuid, 16, ""),
+# type -> (reader, writer, fixed size); their struct formats are codegen.FORMATS
+_FIXED: dict[str, tuple[Read, Write, int]] = {
+    "bool": (Reader.read_bool, Writer.write_bool, 1),
+    "int8": (Reader.read_int8, Writer.write_int8, 1),
+    "int16": (Reader.read_int16, Writer.write_int16, 2),
+    "uint16": (Reader.read_uint16, Writer.write_uint16, 2),
+    "int32": (Reader.read_int32, Writer.write_int32, 4),
+    "uint32": (Reader.read_uint32, Writer.write_uint32, 4),
+    "int64": (Reader.read_int64, Writer.write_int64, 8),
+    "float64": (Reader.read_float64, Writer.write_float64, 8),
+    "uuid": (Reader.read_uuid, Writer.write_uuid, 16),
 }
 
 # type -> (non-compact reader, compact reader, non-compact writer, compact writer, min sizes)
@@ -158,7 +158,7 @@ def _non_null_writer(write: Write, what: str) -> Write:
 def _array_codec(elem: str, read: Read, write: Write, elem_min: int, elem_cost: int, compact: bool,
                  nullable: bool, what: str) -> tuple[Read, Write]:
     """Build codecs for ``[]elem``; fixed-size numeric elements use one bulk (un)pack."""
-    fmt = _FIXED[elem][3] if elem in _FIXED else ""
+    fmt = FORMATS[elem] if elem in _FIXED and elem != "uuid" else ""  # uuids are built one by one
     elem_cost += _SLOT_COST
 
     def read_array(r: Reader) -> list[Any] | None:
@@ -234,7 +234,7 @@ def _codec(owner: type, typ: str, compact: bool, nullable: bool, version: int,
            what: str) -> tuple[Read, Write, int, int]:
     """Return ``(reader, writer, min_size, cost)`` for one Kafka type at one version."""
     if typ in _FIXED:
-        read, write, size, _ = _FIXED[typ]
+        read, write, size = _FIXED[typ]
         return read, write, size, _COST[typ]
     if typ in _VARIABLE:
         rd, crd, wr, cwr, size, csize = _VARIABLE[typ]

@@ -208,17 +208,16 @@ class _Rest:
     def __await__(self) -> Generator[Any, None, Response]:
         coroutine, waiting_on = self._coroutine, self._waiting_on
         while True:
+            thrown: BaseException | None = None
             try:
                 yield waiting_on
             except GeneratorExit:  # the task itself is being closed: close the handler with it
                 coroutine.close()
                 raise
-            except BaseException as thrown:  # noqa: BLE001 - the task's cancellation, for the handler
-                step = functools.partial(coroutine.throw, thrown)
-            else:
-                step = functools.partial(coroutine.send, None)
+            except BaseException as exc:  # noqa: BLE001 - the task's cancellation, for the handler
+                thrown = exc
             try:
-                waiting_on = step()
+                waiting_on = coroutine.send(None) if thrown is None else coroutine.throw(thrown)
             except StopIteration as stop:
                 return stop.value  # type: ignore[no-any-return]
 
@@ -236,6 +235,7 @@ class KafkaConnection(asyncio.Protocol):
         self._dispatcher = dispatcher
         self._zero_copy = zero_copy
         self._socket_fd = -1
+        self._splicing = False  # zero-copy on a plain socket: file ranges go out by os.sendfile
         self._decoder = FrameDecoder(max_frame_size)
         self._max_frame_size = max_frame_size
         self._frame_limit = frame_limit
@@ -277,7 +277,8 @@ class KafkaConnection(asyncio.Protocol):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         if sock is not None:
             self._socket_fd = sock.fileno()
-        if self._zero_copy and self._socket_fd >= 0:
+        self._splicing = self._zero_copy and self._socket_fd >= 0
+        if self._splicing:
             # pause on any byte the socket did not take, resume once all went out: the moments to splice again
             transport.set_write_buffer_limits(high=0, low=0)  # type: ignore[attr-defined]
         peer = transport.get_extra_info("peername")
@@ -519,7 +520,7 @@ class KafkaConnection(asyncio.Protocol):
         for part in parts:
             if isinstance(part, FileSlice):
                 part.fileno()  # a deleted segment fails here, before the frame's first byte
-        if self._zero_copy and self._socket_fd >= 0 and transport.get_write_buffer_size() == 0:
+        if self._splicing and transport.get_write_buffer_size() == 0:
             self._send_direct(parts)
         else:
             self._out.extend(parts)
@@ -532,7 +533,7 @@ class KafkaConnection(asyncio.Protocol):
                 sent = self._splice(part)
                 if sent == part.size:
                     continue
-                self._out.append(FileSlice(part.path, part.position + sent, part.size - sent, part.file))
+                self._out.append(part.after(sent))
                 self._out.extend(parts[index + 1:])
                 return
             view = memoryview(part)
@@ -568,15 +569,15 @@ class KafkaConnection(asyncio.Protocol):
         part = self._out.popleft()
         if isinstance(part, FileSlice):
             chunk = CHUNK
-            if self._zero_copy and self._socket_fd >= 0 and self._transport.get_write_buffer_size() == 0:
+            if self._splicing and self._transport.get_write_buffer_size() == 0:
                 sent = self._splice(part)
                 if sent == part.size:
                     return
-                part = FileSlice(part.path, part.position + sent, part.size - sent, part.file)
+                part = part.after(sent)
                 chunk = NOTIFY_CHUNK
             if part.size > chunk:
-                self._out.appendleft(FileSlice(part.path, part.position + chunk, part.size - chunk, part.file))
-                part = FileSlice(part.path, part.position, chunk, part.file)
+                self._out.appendleft(part.after(chunk))
+                part = part.first(chunk)
             if self._io is None:
                 self._transport.write(part.read())
                 return

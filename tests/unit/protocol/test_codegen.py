@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 
-from pybroker.protocol import codegen
+from pybroker.protocol import primitives
 from pybroker.protocol.errors import DecodeError, EncodeError
 from pybroker.protocol.messages import ApiVersionsRequest, FetchRequest, FetchResponse
 from pybroker.protocol.primitives import ZERO_UUID, Reader
@@ -51,10 +51,10 @@ def test_topic_ids_are_shared_and_the_cache_is_bounded() -> None:
     first = FetchRequest.decode(_fetch("", topic_id).encode(13), 13).topics[0].topic_id
     second = FetchRequest.decode(_fetch("", topic_id).encode(13), 13).topics[0].topic_id
     assert first == topic_id and first is second
-    assert codegen.uuid_of(bytes(16)) is ZERO_UUID
-    for _ in range(codegen._UUID_CACHE_SIZE + 10):
-        codegen.uuid_of(uuid.uuid4().bytes)
-    assert len(codegen._UUIDS) <= codegen._UUID_CACHE_SIZE
+    assert primitives.uuid_of(bytes(16)) is ZERO_UUID
+    for _ in range(primitives._UUID_CACHE_SIZE + 10):
+        primitives.uuid_of(uuid.uuid4().bytes)
+    assert len(primitives._UUIDS) <= primitives._UUID_CACHE_SIZE
 
 
 def test_tagged_fields_are_written_only_when_they_differ_from_their_default() -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import struct
+from collections.abc import Awaitable, Callable
 
 import uvloop
 
@@ -40,12 +41,24 @@ class _Dispatcher:
         return struct.pack(">iB", 1, tag)
 
 
-async def _serve(dispatcher: _Dispatcher) -> tuple[asyncio.AbstractServer, asyncio.StreamReader, asyncio.StreamWriter]:
-    loop = asyncio.get_running_loop()
-    server = await loop.create_server(lambda: KafkaConnection(dispatcher, max_frame_size=64, max_in_flight=16,
-                                                              connections=set()), "127.0.0.1", 0)
-    reader, writer = await asyncio.open_connection("127.0.0.1", server.sockets[0].getsockname()[1])
-    return server, reader, writer
+Scenario = Callable[[_Dispatcher, asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
+
+
+def _run(scenario: Scenario) -> None:
+    """Run ``scenario`` against a KafkaConnection on a loopback port, with one client connected."""
+    async def served() -> None:
+        dispatcher = _Dispatcher()
+        loop = asyncio.get_running_loop()
+        server = await loop.create_server(lambda: KafkaConnection(dispatcher, max_frame_size=64, max_in_flight=16,
+                                                                  connections=set()), "127.0.0.1", 0)
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.sockets[0].getsockname()[1])
+        try:
+            await scenario(dispatcher, reader, writer)
+        finally:
+            writer.close()
+            server.close()
+
+    uvloop.run(served())
 
 
 def _frames(*requests: tuple[int, int]) -> bytes:
@@ -58,57 +71,42 @@ async def _answers(reader: asyncio.StreamReader, count: int) -> list[int]:
 
 
 def test_a_request_that_does_not_wait_is_answered_without_a_task() -> None:
-    async def scenario() -> None:
-        dispatcher = _Dispatcher()
-        server, reader, writer = await _serve(dispatcher)
+    async def scenario(dispatcher: _Dispatcher, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         writer.write(_frames((SYNC, 7), (SYNC, 8)))
         assert await _answers(reader, 2) == [7, 8]
         assert dispatcher.in_task == {7: False, 8: False}
-        writer.close()
-        server.close()
 
-    uvloop.run(scenario())
+    _run(scenario)
 
 
 def test_answers_keep_request_order_when_an_earlier_request_waits() -> None:
-    async def scenario() -> None:
-        dispatcher = _Dispatcher()
-        server, reader, writer = await _serve(dispatcher)
+    async def scenario(dispatcher: _Dispatcher, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         writer.write(_frames((WAIT, 1), (SYNC, 2), (SYNC, 3)))
         await asyncio.wait_for(_until(lambda: len(dispatcher.in_task) == 3), 10)  # 2 and 3 are done
         dispatcher.release.set_result(None)
         assert await _answers(reader, 3) == [1, 2, 3]
         assert dispatcher.in_task == {1: False, 2: False, 3: False}  # every first step ran in the read callback
-        writer.close()
-        server.close()
 
-    uvloop.run(scenario())
+    _run(scenario)
 
 
 def test_a_waiting_handler_is_cancelled_when_its_connection_closes() -> None:
-    async def scenario() -> None:
-        dispatcher = _Dispatcher()
-        server, _, writer = await _serve(dispatcher)
+    async def scenario(dispatcher: _Dispatcher, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         writer.write(_frames((FOREVER, 5)))
         await asyncio.wait_for(_until(lambda: 5 in dispatcher.in_task), 10)
         writer.close()
         await asyncio.wait_for(_until(lambda: dispatcher.cancelled == [5]), 10)
-        server.close()
 
-    uvloop.run(scenario())
+    _run(scenario)
 
 
 def test_a_handler_failing_in_its_first_step_closes_the_connection_after_earlier_answers() -> None:
-    async def scenario() -> None:
-        dispatcher = _Dispatcher()
-        server, reader, writer = await _serve(dispatcher)
+    async def scenario(dispatcher: _Dispatcher, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         writer.write(_frames((SYNC, 1), (FAIL, 2), (SYNC, 3)))
         assert await _answers(reader, 1) == [1]
         assert await asyncio.wait_for(reader.read(), 10) == b""  # closed, nothing after the failure
-        writer.close()
-        server.close()
 
-    uvloop.run(scenario())
+    _run(scenario)
 
 
 async def _until(condition) -> None:  # type: ignore[no-untyped-def]
