@@ -230,6 +230,8 @@ class ProducerStateManager:
 
     def first_unstable_offset(self) -> int | None:
         """First offset of the oldest transaction that is open or whose marker is not replicated."""
+        if not self._ongoing and not self._unreplicated:  # every fetch asks: no list for the usual answer
+            return None
         return min([*self._ongoing.values(), *self._unreplicated], default=None)
 
     def first_undecided_offset(self) -> int | None:

@@ -41,6 +41,7 @@ CONTROLLED_SHUTDOWN_KEY = 7
 
 _SIZE = struct.Struct(">i")
 _HEADER_V0 = struct.Struct(">ii")  # size, correlation id
+_HEADER_FIXED = struct.Struct(">hhih")  # api key, api version, correlation id, client id length
 
 
 class FrameDecoder:
@@ -144,6 +145,9 @@ def decode_request_header(frame: BytesLike) -> tuple[RequestHeader, int]:
     (key, version, correlation id, client id; no tagged fields) so the server
     can reply UNSUPPORTED_VERSION to the right correlation id.
     """
+    fast = _usual_request_header(frame)
+    if fast is not None:
+        return fast
     r = Reader(frame)
     api_key = r.read_int16()
     api_version = r.read_int16()
@@ -154,6 +158,33 @@ def decode_request_header(frame: BytesLike) -> tuple[RequestHeader, int]:
         return RequestHeader.read(r, version), r.pos
     header = RequestHeader.read(r, 1)
     return header, r.pos
+
+
+def _usual_request_header(frame: BytesLike) -> tuple[RequestHeader, int] | None:
+    """The header every client sends, in one unpack: a supported key and version, a client id of valid
+    UTF-8 within the frame and, in a v2 header, no tagged fields. None for anything else, which the
+    generated codec then reads (and rejects) as before."""
+    try:
+        api_key, api_version, correlation_id, length = _HEADER_FIXED.unpack_from(frame, 0)
+    except struct.error:
+        return None
+    supported = REQUEST_VERSIONS.get(api_key)
+    if supported is None or not supported[0] <= api_version <= supported[1] or length < -1:
+        return None
+    fmin = REQUEST_FLEXIBLE_MIN.get(api_key)
+    flexible = fmin is not None and api_version >= fmin
+    if not flexible and api_key == CONTROLLED_SHUTDOWN_KEY and api_version == 0:
+        return None  # header v0: no client id
+    end = _HEADER_FIXED.size + max(length, 0)
+    if end + flexible > len(frame) or (flexible and frame[end] != 0):
+        return None
+    client_id = None
+    if length >= 0:
+        try:
+            client_id = str(frame[_HEADER_FIXED.size:end], "utf-8")
+        except UnicodeDecodeError:
+            return None
+    return RequestHeader(api_key, api_version, correlation_id, client_id), end + flexible
 
 
 def decode_response_header(frame: BytesLike, api_key: int,

@@ -18,6 +18,8 @@ from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.frame import decode_request_header, encode_response, encode_response_parts
 from pybroker.protocol.messages import ApiVersionsResponse
+from pybroker.protocol.primitives import Reader
+from pybroker.protocol.schema import Read, decode_budget, get_plan
 from pybroker.server import sasl_gate
 from pybroker.server.sasl_session import SASL_PROTOCOLS
 from pybroker.server.context import ConnectionSession, RequestContext
@@ -34,6 +36,17 @@ CONSUMER_PROTOCOL_APIS = frozenset({ApiKey.CONSUMER_GROUP_HEARTBEAT, ApiKey.CONS
 limited_log = LogLimiter(logging.getLogger("pybroker.server"))
 
 
+Route = tuple[ApiHandler, Read, int]
+"""A served (API key, version): its handler, the generated reader of its request and the request's decode budget."""
+
+
+def _route(handler: ApiHandler, version: int) -> Route:
+    cls = handler.request_class
+    if not cls.MIN_VERSION <= version <= cls.MAX_VERSION:  # Message.read refuses it as the codec's own error
+        return handler, lambda r: cls.read(r, version), decode_budget(cls)
+    return handler, get_plan(cls, version).read, decode_budget(cls)
+
+
 class Dispatcher:
     def __init__(self, broker: "Broker", handlers: Iterable[ApiHandler]):
         self._broker = broker
@@ -41,6 +54,7 @@ class Dispatcher:
         self.handlers: dict[int, ApiHandler] = {handler.api_key: handler for handler in handlers
                                                 if consumer_protocol or handler.api_key not in CONSUMER_PROTOCOL_APIS}
         self._guard = InterBrokerGuard()
+        self._routes: dict[tuple[int, int], Route] = {}
 
     @property
     def io(self) -> IoExecutor:
@@ -55,14 +69,18 @@ class Dispatcher:
                 return answer
         header, body_offset = decode_request_header(frame)
         key, version = header.request_api_key, header.request_api_version
-        handler = self.handlers.get(key)
-        if handler is None:
-            raise CloseConnection(f"unsupported API key {key}")
-        if not handler.min_version <= version <= handler.max_version:
-            if key == ApiKey.API_VERSIONS:
-                return self._unsupported_api_versions(header.correlation_id)
-            raise CloseConnection(f"unsupported version {version} of API key {key}")
-        request = handler.request_class.decode(frame[body_offset:], version)
+        route = self._routes.get((key, version))
+        if route is None:
+            handler = self.handlers.get(key)
+            if handler is None:
+                raise CloseConnection(f"unsupported API key {key}")
+            if not handler.min_version <= version <= handler.max_version:
+                if key == ApiKey.API_VERSIONS:
+                    return self._unsupported_api_versions(header.correlation_id)
+                raise CloseConnection(f"unsupported version {version} of API key {key}")
+            route = self._routes[(key, version)] = _route(handler, version)
+        handler, read, budget = route
+        request = read(Reader(frame[body_offset:], 0, budget))
         context = RequestContext(self._broker, version, header.correlation_id, header.client_id, peer,
                                  int(time.time() * 1000), session if session is not None else ConnectionSession())
         if session is not None and (sasl_refusal := sasl_gate.refusal(session, key, request, context.now_ms)):

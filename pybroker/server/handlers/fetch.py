@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from pybroker.log.errors import ColdReadError
@@ -53,7 +54,9 @@ class _Wanted:
 
 @dataclass(slots=True)
 class _Result:
-    partitions: list[tuple[_Wanted, PartitionData]] = field(default_factory=list)
+    """Each partition read, with its records' size, in request order."""
+
+    partitions: list[tuple[_Wanted, PartitionData, int]] = field(default_factory=list)
     bytes: int = 0
     has_error: bool = False
 
@@ -61,16 +64,18 @@ class _Result:
 @api(ApiKey.FETCH, 4, 17)
 async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
     sessions = ctx.broker.fetch_sessions
+    follower = _replica_id(ctx, request) >= 0
     context = sessions.new_context(
         ctx.now_ms, session_id=request.session_id, epoch=request.session_epoch,
-        privileged=_replica_id(ctx, request) >= 0, uses_topic_ids=_uses_topic_ids(ctx),
+        privileged=follower, uses_topic_ids=_uses_topic_ids(ctx),
         requested=_requested(ctx, request), forgotten=_forgotten(ctx, request))
     if context.error is not ErrorCode.NONE:
         return FetchResponse(throttle_time_ms=0, error_code=context.error, session_id=0, responses=[])
     wanted = _resolve(ctx, context.partitions)
     _authorize(ctx, request, wanted)
     result = await _read_all_from_cache(ctx, request, wanted)
-    _record_follower_fetch(ctx, request, result)
+    if follower:
+        _record_follower_fetch(ctx, request, result)
     deadline = time.monotonic() + request.max_wait_ms / 1000
     keys = [(w.topic, w.request.partition) for w in wanted if w.topic is not None]
     while result.bytes < request.min_bytes and not result.has_error and keys:
@@ -81,11 +86,11 @@ async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
         await ctx.broker.replica_manager.wait_for_append(keys, remaining)
         result = await _read_all_from_cache(ctx, request, wanted)
     # consumer_byte_rate: a throttled consumer gets an empty answer and the session is left as it was
-    if quota.record_fetch(_replica_id(ctx, request) >= 0, result.bytes, int(time.time() * 1000)):
+    if quota.record_fetch(follower, result.bytes):
         return FetchResponse(throttle_time_ms=0, error_code=0, responses=[],
                              session_id=context.session.id if context.session is not None else 0)
     session_id, included = sessions.complete(
-        context, ctx.now_ms, [(item.key, data, _records_size(data)) for item, data in result.partitions])
+        context, ctx.now_ms, [(item.key, data, size) for item, data, size in result.partitions])
     if not all(included):
         result.partitions = [part for part, keep in zip(result.partitions, included) if keep]
     return FetchResponse(throttle_time_ms=0, error_code=0, session_id=session_id, responses=_group(ctx, result))
@@ -167,24 +172,29 @@ def _read_all(ctx: RequestContext, request: FetchRequest, wanted: list[_Wanted],
     so only a negative request max_bytes reaches the first partition's read (which rejects it).
     """
     result = _Result()
+    follower = _replica_id(ctx, request) >= 0
     limit = request.max_bytes if ctx.api_version >= 3 else 2**31 - 1
-    limit = int(min(limit, ctx.broker.config["fetch.max.bytes"],
-                    quota.fetch_max_bytes(_replica_id(ctx, request) >= 0, int(time.time() * 1000))))
+    limit = int(min(limit, ctx.broker.config["fetch.max.bytes"], quota.fetch_max_bytes(follower)))
+    # Followers read up to the log end; consumers up to the high watermark or, read_committed, the LSO.
+    max_offset = None if follower else \
+        (_last_stable if request.isolation_level == READ_COMMITTED else _high_watermark)
     for item in wanted:
-        data = _error_data(item.request.partition, item.error)
         if item.error is ErrorCode.NONE:
             try:
-                _read_partition(ctx, request, item, data, limit, min_one_batch=result.bytes == 0,
-                                cached_only=cached_only)
+                data = _read_partition(ctx, request, item, limit, max_offset, min_one_batch=result.bytes == 0,
+                                       cached_only=cached_only)
             except ColdReadError:
                 raise
             except Exception as exc:  # Kafka answers any failed read with unknown offsets (-1)
                 data = _error_data(item.request.partition, error_code_for(exc))
-        limit = max(limit - _records_size(data), 0)
+        else:
+            data = _error_data(item.request.partition, item.error)
+        size = _records_size(data)
+        limit = max(limit - size, 0)
         if data.error_code:
             result.has_error = True
-        result.bytes += _records_size(data)
-        result.partitions.append((item, data))
+        result.bytes += size
+        result.partitions.append((item, data, size))
     return result
 
 
@@ -193,26 +203,28 @@ def _error_data(partition: int, error: ErrorCode) -> PartitionData:
                          log_start_offset=-1, records=b"")
 
 
-def _read_partition(ctx: RequestContext, request: FetchRequest, item: _Wanted, data: PartitionData,
-                    budget: int, *, min_one_batch: bool, cached_only: bool) -> None:
-    partition = ctx.broker.replica_manager.leader_partition(item.topic, item.request.partition)
-    partition.check_leader_epoch(item.request.current_leader_epoch)
+def _read_partition(ctx: RequestContext, request: FetchRequest, item: _Wanted, budget: int,
+                    max_offset: Callable[[PartitionLog], int] | None, *, min_one_batch: bool,
+                    cached_only: bool) -> PartitionData:
+    wanted = item.request
+    partition = ctx.broker.replica_manager.leader_partition(item.topic, wanted.partition)
+    partition.check_leader_epoch(wanted.current_leader_epoch)
     log = partition.log
     read_committed = request.isolation_level == READ_COMMITTED
     last_stable = log.last_stable_offset
-    info = log.read(item.request.fetch_offset, min(item.request.partition_max_bytes, budget),
-                    max_offset=_max_offset(ctx, request, log), min_one_batch=min_one_batch,
+    info = log.read(wanted.fetch_offset, min(wanted.partition_max_bytes, budget),
+                    max_offset=None if max_offset is None else max_offset(log), min_one_batch=min_one_batch,
                     cached_only=cached_only)
-    data.high_watermark = info.high_watermark
-    data.last_stable_offset = last_stable
-    data.log_start_offset = info.log_start_offset
-    data.aborted_transactions = [] if read_committed else None
+    aborted = [] if read_committed else None
+    records: bytes | FileSlice = b""
     if info.slices is not None:
-        data.records = info.slices  # the network layer splices the file range into the response
+        records = info.slices  # the network layer splices the file range into the response
         if read_committed:
-            data.aborted_transactions = [
-                FetchResponse.AbortedTransaction(producer_id=txn.producer_id, first_offset=txn.first_offset)
-                for txn in log.collect_aborted(item.request.fetch_offset, last_stable)]
+            aborted = [FetchResponse.AbortedTransaction(producer_id=txn.producer_id, first_offset=txn.first_offset)
+                       for txn in log.collect_aborted(wanted.fetch_offset, last_stable)]
+    return PartitionData(partition_index=wanted.partition, error_code=0, high_watermark=info.high_watermark,
+                         last_stable_offset=last_stable, log_start_offset=info.log_start_offset,
+                         aborted_transactions=aborted, records=records)
 
 
 def _records_size(data: PartitionData) -> int:
@@ -225,22 +237,21 @@ def _replica_id(ctx: RequestContext, request: FetchRequest) -> int:
     return request.replica_id if ctx.api_version < FIRST_REPLICA_STATE_VERSION else request.replica_state.replica_id
 
 
-def _max_offset(ctx: RequestContext, request: FetchRequest, log: PartitionLog) -> int | None:
-    """Followers read up to the log end; consumers up to the high watermark or, read_committed, the LSO."""
-    if _replica_id(ctx, request) >= 0:
-        return None
-    return log.last_stable_offset if request.isolation_level == READ_COMMITTED else log.high_watermark
+def _high_watermark(log: PartitionLog) -> int:
+    return log.high_watermark
+
+
+def _last_stable(log: PartitionLog) -> int:
+    return log.last_stable_offset
 
 
 def _record_follower_fetch(ctx: RequestContext, request: FetchRequest, result: _Result) -> None:
-    """A follower's fetch offsets are its log end offsets: the leader's ISR and watermark use them.
+    """A follower's (only) fetch offsets are its log end offsets: the leader's ISR and watermark use them.
 
     Only offsets the leader could read from count (Kafka's updateFollowerFetchState runs on the read
     result): an out-of-range or refused fetch says nothing about what the follower holds."""
     replica_id = _replica_id(ctx, request)
-    if replica_id < 0:
-        return
-    for item, data in result.partitions:
+    for item, data, _ in result.partitions:
         if data.error_code == ErrorCode.NONE:
             try:
                 ctx.broker.replica_manager.record_follower_fetch(
@@ -254,7 +265,7 @@ def _record_follower_fetch(ctx: RequestContext, request: FetchRequest, result: _
 def _group(ctx: RequestContext, result: _Result) -> list[FetchResponse.FetchableTopicResponse]:
     """Group partition results back into topics, keeping the request's order."""
     topics: list[FetchResponse.FetchableTopicResponse] = []
-    for item, data in result.partitions:
+    for item, data, _ in result.partitions:
         if not topics or topics[-1].topic != item.topic or topics[-1].topic_id != item.topic_id:
             topics.append(FetchResponse.FetchableTopicResponse(topic=item.topic, topic_id=item.topic_id,
                                                                 partitions=[]))

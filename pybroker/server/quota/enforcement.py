@@ -186,15 +186,15 @@ def record_produce(acks: int, size: int, now_ms: int) -> None:
     state.throttle(produce, produce.record(state.user, state.client_id, size, now_ms))
 
 
-def fetch_max_bytes(follower: bool, now_ms: int) -> float:
+def fetch_max_bytes(follower: bool) -> float:
     """A consumer's fetch reads at most what one quota window allows (Kafka's maxQuotaWindowBytes)."""
     state = _CURRENT.get()
     if state is None or follower:
         return float("inf")
-    return state.managers.fetch.max_value_in_window(state.user, state.client_id, now_ms)
+    return state.managers.fetch.max_value_in_window(state.user, state.client_id, int(time.time() * 1000))
 
 
-def record_fetch(follower: bool, size: int, now_ms: int) -> int:
+def record_fetch(follower: bool, size: int) -> int:
     """Fetch: a consumer's response bytes go to consumer_byte_rate; followers are not measured and
     are exempt from the request quota. Returns the throttle time: the caller then answers empty,
     and the bytes are taken back, as Kafka does (the request quota is recorded after the handler,
@@ -206,6 +206,7 @@ def record_fetch(follower: bool, size: int, now_ms: int) -> int:
         state.exempt = True
         return 0
     fetch = state.managers.fetch
+    now_ms = int(time.time() * 1000)
     throttle_ms = fetch.record(state.user, state.client_id, size, now_ms)
     if throttle_ms > 0:
         fetch.unrecord(state.user, state.client_id, size, now_ms)
