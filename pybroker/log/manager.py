@@ -547,6 +547,11 @@ class LogManager:
         else:
             del self._flush_waiters[tp]
 
+    @property
+    def flushing(self) -> bool:
+        """Whether a flush.messages flush is running: only then may a Produce answer have to wait for one."""
+        return bool(self._flush_tasks)
+
     async def wait_flushed(self, partitions: Iterable[TopicPartition]) -> set[TopicPartition]:
         """Wait until the flush.messages flushes running for ``partitions`` cover their current LEO;
         returns those whose flush failed (the caller answers KAFKA_STORAGE_ERROR for them)."""

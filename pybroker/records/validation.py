@@ -19,11 +19,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .batch import RecordBatch
+from .batch import BatchHeader, RecordBatch
 from .compression import decompress
 from .constants import (
     COMPRESSION_CODEC_MASK,
     CONTROL_FLAG_MASK,
+    LOG_OVERHEAD,
     NO_TIMESTAMP,
     RECORD_BATCH_OVERHEAD,
     TIMESTAMP_TYPE_MASK,
@@ -63,14 +64,16 @@ class ProducePolicy:
     max_decompressed_bytes: int = _MIN_DECOMPRESSED_LIMIT
 
 
-def validate_produced_batch(batch: RecordBatch, policy: ProducePolicy, now_ms: int, partition: str) -> int:
-    """Kafka's produce checks of one client batch whose framing and CRC are already checked.
+def validate_produced_batch(batch: RecordBatch, policy: ProducePolicy, now_ms: int, partition: str,
+                            header: BatchHeader | None = None) -> int:
+    """Kafka's produce checks of one client batch whose framing and CRC are already checked
+    (``header``: its fields, when the caller has unpacked them already).
 
     Returns the largest record timestamp (NO_TIMESTAMP if none), which Kafka writes into the
     header's maxTimestamp rather than trusting the producer's. Raises InvalidRecordError,
     RecordValidationError, CorruptRecordError or RecordTooLargeError.
     """
-    h = batch.header()
+    h = batch.header() if header is None else header
     if h.base_offset != 0:
         raise InvalidRecordError(f"The baseOffset of the record batch in the append to {partition} should be 0, "
                                  f"but it is {h.base_offset}")
@@ -94,7 +97,7 @@ def validate_produced_batch(batch: RecordBatch, policy: ProducePolicy, now_ms: i
         raise InvalidRecordError(f"Transactional record batch without a producer id in topic partition {partition}")
 
     start = batch.position + RECORD_BATCH_OVERHEAD
-    end = batch.position + batch.size
+    end = batch.position + h.batch_length + LOG_OVERHEAD
     codec = h.attributes & COMPRESSION_CODEC_MASK
     if codec:
         data: bytes | memoryview = decompress(codec, memoryview(batch.buffer)[start:end],

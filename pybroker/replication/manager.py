@@ -270,10 +270,13 @@ class ReplicaManager:
     # Leader side
 
     def append(self, topic: str, index: int, batch: bytearray, *, required_acks: int, now_ms: int) -> AppendInfo:
-        partition = self.leader_partition(topic, index)
+        return self.append_to(self.leader_partition(topic, index), batch, required_acks=required_acks, now_ms=now_ms)
+
+    def append_to(self, partition: Partition, batch: bytearray, *, required_acks: int, now_ms: int) -> AppendInfo:
+        """`append` to a partition the caller already looked up with `leader_partition`."""
         info = partition.append_as_leader(batch, required_acks=required_acks, now_ms=now_ms)
         if not info.duplicate:
-            self._wake((topic, index))
+            self._wake((partition.topic, partition.index))
         return info
 
     def log(self, topic: str, index: int) -> PartitionLog:

@@ -20,6 +20,7 @@ from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.messages import ProduceRequest, ProduceResponse
 from pybroker.records.batch import Compression, TimestampType, set_max_timestamp, validate_batch
+from pybroker.records.constants import COMPRESSION_CODEC_MASK, LOG_OVERHEAD, TRANSACTIONAL_FLAG_MASK
 from pybroker.records.errors import InvalidRecordError, RecordValidationError, UnsupportedCompressionError
 from pybroker.records.validation import validate_produced_batch
 from pybroker.replication.errors import NotEnoughReplicasAfterAppendError, ReplicaTimeoutError
@@ -50,13 +51,14 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
                       _produce_partition(ctx, request, topic.name, data, replicating) for data in topic.partition_data]
         responses.append(ProduceResponse.TopicProduceResponse(name=topic.name, partition_responses=partitions))
     # flush.messages: as Kafka's synchronous flush, answer once the appended offsets are fsynced (off the loop).
-    unflushed = await ctx.broker.log_manager.wait_flushed(
-        (topic.name, partition.index) for topic in responses for partition in topic.partition_responses
-        if partition.error_code == ErrorCode.NONE)
-    for topic in responses:
-        topic.partition_responses = [
-            _error(p.index, ErrorCode.KAFKA_STORAGE_ERROR, f"Flush of {topic.name}-{p.index} failed")
-            if (topic.name, p.index) in unflushed else p for p in topic.partition_responses]
+    if ctx.broker.log_manager.flushing:
+        unflushed = await ctx.broker.log_manager.wait_flushed(
+            (topic.name, partition.index) for topic in responses for partition in topic.partition_responses
+            if partition.error_code == ErrorCode.NONE)
+        for topic in responses:
+            topic.partition_responses = [
+                _error(p.index, ErrorCode.KAFKA_STORAGE_ERROR, f"Flush of {topic.name}-{p.index} failed")
+                if (topic.name, p.index) in unflushed else p for p in topic.partition_responses]
     # producer_byte_rate counts the request's record bytes, acks=0 included (Kafka counts the request size)
     size = 0
     for topic_data in request.topic_data:
@@ -115,20 +117,24 @@ def _produce_partition(ctx: RequestContext, request: ProduceRequest, topic: str,
     if topic in INTERNAL_TOPICS:  # Kafka's appendToLocalLog for clients: only coordinators write these
         return _error(data.index, ErrorCode.INVALID_TOPIC_EXCEPTION, f"Cannot append to internal topic {topic}")
     try:
-        partition = ctx.broker.replica_manager.leader_partition(topic, data.index)
+        replica_manager = ctx.broker.replica_manager
+        partition = replica_manager.leader_partition(topic, data.index)
         records = data.records
         if records is None or len(records) == 0:
             raise InvalidRecordError("Produce request's partition data carries no record batch")
         config = partition.log.config
         batch = validate_batch(records, 0, max_size=config.max_message_bytes, check_counts=False)
-        if batch.size != len(records):
+        header = batch.header()  # one unpack for every field read below
+        if header.batch_length + LOG_OVERHEAD != len(records):
             raise InvalidRecordError("Produce requests v3+ must carry exactly one record batch per partition")
-        if batch.compression == Compression.ZSTD and ctx.api_version < FIRST_ZSTD_VERSION:
+        if header.attributes & COMPRESSION_CODEC_MASK == Compression.ZSTD and ctx.api_version < FIRST_ZSTD_VERSION:
             raise UnsupportedCompressionError("zstd compression needs Produce v7 or later")
-        if batch.is_transactional and request.transactional_id is None:
+        transactional = bool(header.attributes & TRANSACTIONAL_FLAG_MASK)
+        if transactional and request.transactional_id is None:
             return _error(data.index, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None)
-        max_timestamp = validate_produced_batch(batch, config.produce_policy, ctx.now_ms, f"{topic}-{data.index}")
-        if batch.is_transactional:
+        max_timestamp = validate_produced_batch(batch, config.produce_policy, ctx.now_ms, f"{topic}-{data.index}",
+                                                header)
+        if transactional:
             code = ctx.broker.txns.verify_partition(request.transactional_id, batch.producer_id,
                                                     batch.producer_epoch, (topic, data.index))
             if code is not ErrorCode.NONE:
@@ -136,10 +142,9 @@ def _produce_partition(ctx: RequestContext, request: ProduceRequest, topic: str,
         appended = bytearray(records)
         if not config.log_append_time:  # Kafka's setMaxTimestamp: the records', not the producer's claim
             set_max_timestamp(appended, 0, TimestampType.CREATE_TIME, max_timestamp)
-        info = ctx.broker.replica_manager.append(topic, data.index, appended,
-                                                 required_acks=request.acks, now_ms=ctx.now_ms)
+        info = replica_manager.append_to(partition, appended, required_acks=request.acks, now_ms=ctx.now_ms)
         if ctx.broker.metrics is not None:
-            ctx.broker.metrics.record_produce(topic, batch.size, batch.records_count)
+            ctx.broker.metrics.record_produce(topic, len(records), header.records_count)
     except RecordValidationError as exc:
         response = _error(data.index, ErrorCode.INVALID_TIMESTAMP if exc.invalid_timestamp
                           else ErrorCode.INVALID_RECORD, str(exc))
