@@ -83,7 +83,8 @@ class Dispatcher:
         request = read(Reader(frame[body_offset:], 0, budget))
         context = RequestContext(self._broker, version, header.correlation_id, header.client_id, peer,
                                  int(time.time() * 1000), session if session is not None else ConnectionSession())
-        if session is not None and (sasl_refusal := sasl_gate.refusal(session, key, request, context.now_ms)):
+        if session is not None and session.sasl is not None and \
+                (sasl_refusal := sasl_gate.refusal(session, key, request, context.now_ms)):
             return FinalResponse(encode_response_parts(header.correlation_id, key, version, sasl_refusal))
         if key not in GUARDED:
             # Until start-up finished: ApiVersions (stateless, every connection's first) and the SASL
@@ -99,12 +100,13 @@ class Dispatcher:
                                         type(request).__name__, peer, header.client_id, refused.name)
                 return encode_response_parts(header.correlation_id, key, version, refusal(request, refused))
         metrics = self._broker.metrics
+        handle = handler.handle if self._broker.quotas.managers.enabled else handler.unbounded
         if metrics is None:
-            response = await handler.handle(context, request)
+            response = await handle(context, request)
         else:
             started = time.perf_counter()
             try:
-                response = await handler.handle(context, request)
+                response = await handle(context, request)
             finally:
                 metrics.observe_request(key, started)
             if key == ApiKey.FETCH and response is not None:

@@ -26,7 +26,10 @@ class ApiHandler:
     api_key: int
     min_version: int
     max_version: int
+    #: the handler under the client quotas (what requests go through while any quota is set)
     handle: HandlerFunc
+    #: the handler itself, which the dispatcher calls directly while no quota is set at all
+    unbounded: HandlerFunc
 
     @property
     def request_class(self) -> type[Message]:
@@ -40,6 +43,6 @@ def api(api_key: int, min_version: int, max_version: int) -> Callable[[HandlerFu
     """Declare a handler together with the versions it serves; it runs under the client quotas."""
 
     def wrap(func: HandlerFunc) -> ApiHandler:
-        return ApiHandler(api_key, min_version, max_version, enforced(api_key, func))
+        return ApiHandler(api_key, min_version, max_version, enforced(api_key, func), func)
 
     return wrap
