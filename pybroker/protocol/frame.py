@@ -42,6 +42,8 @@ CONTROLLED_SHUTDOWN_KEY = 7
 _SIZE = struct.Struct(">i")
 _HEADER_V0 = struct.Struct(">ii")  # size, correlation id
 _HEADER_FIXED = struct.Struct(">hhih")  # api key, api version, correlation id, client id length
+#: (api key, version) -> whether its response header is v1 (flexible), filled as answers are framed
+_FLEXIBLE_RESPONSE_HEADER: dict[tuple[int, int], bool] = {}
 
 
 class FrameDecoder:
@@ -246,8 +248,12 @@ class EncodedBody:
 def _response_writer(correlation_id: int, api_key: int, api_version: int, msg: Message | EncodedBody) -> Writer:
     w = Writer()
     buf = w.buf
+    flexible = _FLEXIBLE_RESPONSE_HEADER.get((api_key, api_version))
+    if flexible is None:
+        flexible = _FLEXIBLE_RESPONSE_HEADER[(api_key, api_version)] = \
+            response_header_version(api_key, api_version) == 1
     buf += _HEADER_V0.pack(0, correlation_id)
-    if response_header_version(api_key, api_version) == 1:
+    if flexible:
         buf.append(0)  # empty tagged-field section
     msg.write(w, api_version)
     _SIZE.pack_into(buf, 0, w.encoded_size - 4)

@@ -313,11 +313,15 @@ class Writer:
     @property
     def encoded_size(self) -> int:
         """Bytes the encoding takes on the wire, holes included."""
+        if not self.holes:
+            return len(self.buf)
         return len(self.buf) + sum(hole.size for _, hole in self.holes)
 
     def parts(self) -> list[FramePart]:
         """The encoding as ordered pieces: zero-copy views of ``buf`` with the holes between them."""
         view = memoryview(self.buf)
+        if not self.holes:
+            return [view]
         pieces: list[FramePart] = []
         start = 0
         for position, hole in self.holes:
