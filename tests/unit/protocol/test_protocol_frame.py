@@ -7,6 +7,7 @@ import struct
 
 import pytest
 
+from pybroker.protocol.api_keys import REQUEST_VERSIONS
 from pybroker.protocol.errors import DecodeError, FrameTooLarge
 from pybroker.protocol.frame import (
     FrameDecoder,
@@ -25,6 +26,7 @@ from pybroker.protocol.messages import (
     ProduceRequest,
     RequestHeader,
 )
+from pybroker.protocol.primitives import Reader, Writer
 
 
 def framed(*payloads: bytes) -> bytes:
@@ -163,3 +165,33 @@ def test_encode_response_message_matches_encode_response(api_key: int, msg: obje
                                                          version: int) -> None:
     expected = encode_response(9, api_key, version, msg.encode(version))  # type: ignore[attr-defined]
     assert bytes(encode_response_message(9, api_key, version, msg)) == expected  # type: ignore[arg-type]
+
+
+def _generic_header(frame: bytes) -> tuple[RequestHeader, int]:
+    """What the generated RequestHeader codec reads, the reference for the one-unpack path."""
+    key, version = struct.unpack_from(">hh", frame)
+    r = Reader(frame)
+    return RequestHeader.read(r, request_header_version(key, version)), r.pos
+
+
+@pytest.mark.parametrize("key,version", [(key, version) for key, (low, high) in REQUEST_VERSIONS.items()
+                                         for version in {low, high}])
+@pytest.mark.parametrize("client_id", ["rdkafka", None, "", "клиент-é"])
+def test_usual_header_reads_as_the_codec_does(key: int, version: int, client_id: str | None) -> None:
+    header = RequestHeader(request_api_key=key, request_api_version=version, correlation_id=-7, client_id=client_id)
+    w = Writer()
+    header.write(w, request_header_version(key, version))
+    frame = w.getvalue() + b"body"
+    assert decode_request_header(frame) == _generic_header(frame)
+
+
+def test_header_with_tagged_fields_or_bad_client_id_goes_through_the_codec() -> None:
+    tagged = bytes.fromhex("0001 000c 00000009 0001 63 01 00 01 ff".replace(" ", ""))  # Fetch v12, one tagged field
+    header, offset = decode_request_header(tagged)
+    assert header.client_id == "c" and offset == 15
+    with pytest.raises(DecodeError):  # client id longer than the frame
+        decode_request_header(bytes.fromhex("0001 000c 00000009 0005 6364".replace(" ", "")))
+    with pytest.raises(DecodeError):  # client id of invalid UTF-8
+        decode_request_header(bytes.fromhex("0001 000c 00000009 0001 ff 00".replace(" ", "")))
+    with pytest.raises(DecodeError):  # a v2 header cut before its tagged fields
+        decode_request_header(bytes.fromhex("0001 000c 00000009 0001 63".replace(" ", "")))
