@@ -143,8 +143,15 @@ def consume_all(bootstrap: str, topic: str, count: int, partitions: int, timeout
 
 def cpu_seconds(pid: int) -> float:
     """utime + stime of process `pid` (all its threads), from /proc/<pid>/stat."""
+    user, system = cpu_split(pid)
+    return user + system
+
+
+def cpu_split(pid: int) -> tuple[float, float]:
+    """(utime, stime) of process `pid` in seconds: its own code, and the kernel working for it."""
     fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick
 
 
 def warmup(p: Params) -> Result:
@@ -408,16 +415,19 @@ def request_cost(p: Params) -> Result:
     over that window divided by the requests the clients counted (librdkafka statistics)."""
     create_topic(p["bootstrap"], p["topic"], p["clients"], p["timeout"])
 
-    def broker_cpu_over_the_window() -> tuple[float, float]:
-        cpu_start, started = cpu_seconds(p["pid"]), time.perf_counter()
+    def broker_cpu_over_the_window() -> tuple[float, float, float]:
+        (user, system), started = cpu_split(p["pid"]), time.perf_counter()
         time.sleep(p["seconds"])
-        return cpu_seconds(p["pid"]) - cpu_start, time.perf_counter() - started
+        user_end, system_end = cpu_split(p["pid"])
+        return user_end - user, system_end - system, time.perf_counter() - started
 
-    outcomes, (cpu, elapsed) = _run_workers(p, p["clients"], _cost_client, broker_cpu_over_the_window)
+    outcomes, (user, system, elapsed) = _run_workers(p, p["clients"], _cost_client, broker_cpu_over_the_window)
     requests = sum(o["requests"] for o in outcomes)
     if not requests:
         raise RuntimeError("no requests counted")
+    cpu = user + system
     return {"requests_per_s": requests / elapsed, "cpu_us": cpu / requests * 1e6,
+            "kernel_cpu_us": system / requests * 1e6,
             "broker_cpu_share": cpu / elapsed, "messages_per_request": sum(o["messages"] for o in outcomes) / requests}
 
 

@@ -148,6 +148,8 @@ def w12(bench: Bench, side: str) -> None:
                        ("fetch", "empty Fetch (fetch.wait.max.ms=0)")):
         label = f"{what}, {clients} clients"
         metrics = {Metric("W12 request cost", label + ": broker CPU per request", "µs", False): "cpu_us",
+                   Metric("W12 request cost", label + ": of which in the kernel (stime)", "µs", False):
+                       "kernel_cpu_us",
                    Metric("W12 request cost", label + ": requests", "requests/s", True): "requests_per_s",
                    Metric("W12 request cost", label + ": broker CPU share", "cores", False): "broker_cpu_share"}
         with running(bench.new(side), bench.args.timeout) as broker:
