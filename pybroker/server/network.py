@@ -165,7 +165,7 @@ def mute_connection(seconds: float) -> None:
 @dataclass(eq=False, slots=True)
 class InFlight:
     """A request's place in its connection's response order: the answer its handler's first step
-    gave, or the task running the rest of the handler. Reads like the task's future."""
+    gave, or the task running the rest of the handler."""
 
     task: asyncio.Task[Response] | None = None
     ready: bool = False
@@ -178,16 +178,15 @@ class InFlight:
     def done(self) -> bool:
         return self.ready if self.task is None else self.task.done()
 
-    def cancelled(self) -> bool:
-        if self.task is not None:
-            return self.task.cancelled()
-        return isinstance(self.error, asyncio.CancelledError)
-
-    def exception(self) -> BaseException | None:
-        return self.task.exception() if self.task is not None else self.error
-
-    def result(self) -> Response:
-        return self.task.result() if self.task is not None else self.value
+    def outcome(self) -> tuple[bool, BaseException | None, Response]:
+        """A finished request's (cancelled, error, answer), read in one call."""
+        task = self.task
+        if task is None:
+            return isinstance(self.error, asyncio.CancelledError), self.error, self.value
+        if task.cancelled():
+            return True, None, None
+        error = task.exception()
+        return False, error, task.result() if error is None else None
 
     def cancel(self) -> None:
         if self.task is not None:
@@ -468,10 +467,9 @@ class KafkaConnection(asyncio.Protocol):
                     continue
                 if not pending or not pending[0].done():
                     break
-                future = pending.popleft()
-                if future.cancelled():
+                cancelled, exc, response = pending.popleft().outcome()
+                if cancelled:
                     continue
-                exc = future.exception()
                 if exc is not None:
                     if isinstance(exc, (CloseConnection, DecodeError)):
                         limited_log.warning("rejected-request", "Closing connection from %s: %s", self.peer, exc)
@@ -481,7 +479,6 @@ class KafkaConnection(asyncio.Protocol):
                                         exc_info=exc)
                     self.close()
                     return
-                response = future.result()
                 if isinstance(response, FinalResponse):
                     self._send(response.parts if isinstance(response.parts, list) else [response.parts])
                     self.close()
