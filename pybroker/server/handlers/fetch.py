@@ -73,18 +73,14 @@ async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
         return FetchResponse(throttle_time_ms=0, error_code=context.error, session_id=0, responses=[])
     wanted = _resolve(ctx, context.partitions)
     _authorize(ctx, request, wanted)
-    result = await _read_all_from_cache(ctx, request, wanted)
+    try:  # usually all in the page cache: read at once, without a coroutine of its own
+        result = _read_all(ctx, request, wanted, cached_only=True)
+    except ColdReadError:
+        result = await _read_all_from_cache(ctx, request, wanted)
     if follower:
         _record_follower_fetch(ctx, request, result)
-    deadline = time.monotonic() + request.max_wait_ms / 1000
-    keys = [(w.topic, w.request.partition) for w in wanted if w.topic is not None]
-    while result.bytes < request.min_bytes and not result.has_error and keys:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            break
-        leave_request_queue()
-        await ctx.broker.replica_manager.wait_for_append(keys, remaining)
-        result = await _read_all_from_cache(ctx, request, wanted)
+    if result.bytes < request.min_bytes and not result.has_error and request.max_wait_ms > 0:
+        result = await _long_poll(ctx, request, wanted, result)
     # consumer_byte_rate: a throttled consumer gets an empty answer and the session is left as it was
     if quota.record_fetch(follower, result.bytes):
         return FetchResponse(throttle_time_ms=0, error_code=0, responses=[],
@@ -94,6 +90,21 @@ async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
     if not all(included):
         result.partitions = [part for part, keep in zip(result.partitions, included) if keep]
     return FetchResponse(throttle_time_ms=0, error_code=0, session_id=session_id, responses=_group(ctx, result))
+
+
+async def _long_poll(ctx: RequestContext, request: FetchRequest, wanted: list[_Wanted], result: _Result) -> _Result:
+    """Read again after each append to the partitions asked for, until min_bytes are there, a read
+    fails or max_wait_ms has passed; the last read is the answer."""
+    deadline = time.monotonic() + request.max_wait_ms / 1000
+    keys = [(w.topic, w.request.partition) for w in wanted if w.topic is not None]
+    while result.bytes < request.min_bytes and not result.has_error and keys:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            break
+        leave_request_queue()
+        await ctx.broker.replica_manager.wait_for_append(keys, remaining)
+        result = await _read_all_from_cache(ctx, request, wanted)
+    return result
 
 
 def _authorize(ctx: RequestContext, request: FetchRequest, wanted: list[_Wanted]) -> None:
