@@ -59,41 +59,55 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
             topic.partition_responses = [
                 _error(p.index, ErrorCode.KAFKA_STORAGE_ERROR, f"Flush of {topic.name}-{p.index} failed")
                 if (topic.name, p.index) in unflushed else p for p in topic.partition_responses]
-    # producer_byte_rate counts the request's record bytes, acks=0 included (Kafka counts the request size)
-    size = 0
-    for topic_data in request.topic_data:
-        for data in topic_data.partition_data:
-            size += len(data.records) if data.records is not None else 0
-    quota.record_produce(request.acks, size, int(time.time() * 1000))
+    if quota.active():  # producer_byte_rate counts the request's record bytes, acks=0 included (as Kafka)
+        size = 0
+        for topic_data in request.topic_data:
+            for data in topic_data.partition_data:
+                size += len(data.records) if data.records is not None else 0
+        quota.record_produce(request.acks, size, int(time.time() * 1000))
     if request.acks == 0:
         return None
     if replicating:
-        await _await_replication(ctx, request.timeout_ms, replicating, responses)
+        # acks=all: hold the answer until the ISR has every appended batch (Kafka's delayed produce). Partitions
+        # already replicated (a single replica, or followers ahead) are answered without waiting, as Kafka's
+        # delayed produce completes at once when it can.
+        failed, waiting = _replication_state(ctx, replicating)
+        if waiting:
+            await _await_replication(ctx, request.timeout_ms, replicating, waiting, failed)
+        if failed:
+            _answer_replication_failures(responses, failed)
     return ProduceResponse(responses=responses, throttle_time_ms=0)
 
 
-async def _await_replication(ctx: RequestContext, timeout_ms: int, replicating: dict[tuple[str, int], int],
-                             responses: list[ProduceResponse.TopicProduceResponse]) -> None:
-    """acks=all: hold the answer until the ISR has every appended batch (Kafka's delayed produce). Partitions
-    already replicated (a single replica, or followers ahead) are answered without waiting, as Kafka's
-    delayed produce completes at once when it can."""
+def _replication_state(ctx: RequestContext, replicating: dict[tuple[str, int], int]
+                       ) -> tuple[dict[tuple[str, int], Exception], list[tuple[str, int]]]:
+    """The partitions whose append cannot be acknowledged (and why), and those still waiting for the ISR."""
     manager = ctx.broker.replica_manager
     failed: dict[tuple[str, int], Exception] = {}
-    keys: list[tuple[str, int]] = []
+    waiting: list[tuple[str, int]] = []
     for key, offset in replicating.items():
         try:
             if not manager.replicated(*key, offset):
-                keys.append(key)
+                waiting.append(key)
         except Exception as exc:  # noqa: BLE001 - answered as that partition's error, as after a wait
             failed[key] = exc
-    if keys:
-        leave_request_queue()
-        outcomes = await asyncio.gather(*(
-            manager.wait_for_high_watermark(topic, index, replicating[(topic, index)], timeout_ms / 1000)
-            for topic, index in keys), return_exceptions=True)
-        failed.update((key, outcome) for key, outcome in zip(keys, outcomes) if isinstance(outcome, Exception))
-    if not failed:
-        return
+    return failed, waiting
+
+
+async def _await_replication(ctx: RequestContext, timeout_ms: int, replicating: dict[tuple[str, int], int],
+                             waiting: list[tuple[str, int]], failed: dict[tuple[str, int], Exception]) -> None:
+    """Wait for the high watermark of each `waiting` partition to pass its append; failures go to `failed`."""
+    manager = ctx.broker.replica_manager
+    leave_request_queue()
+    outcomes = await asyncio.gather(*(
+        manager.wait_for_high_watermark(topic, index, replicating[(topic, index)], timeout_ms / 1000)
+        for topic, index in waiting), return_exceptions=True)
+    failed.update((key, outcome) for key, outcome in zip(waiting, outcomes) if isinstance(outcome, Exception))
+
+
+def _answer_replication_failures(responses: list[ProduceResponse.TopicProduceResponse],
+                                 failed: dict[tuple[str, int], Exception]) -> None:
+    """Each failed partition's answer becomes its replication error."""
     for topic in responses:
         for i, partition in enumerate(topic.partition_responses):
             exc = failed.get((topic.name, partition.index))
