@@ -41,6 +41,8 @@ MIB_BYTES = 1 << 20
 BATCHING = {"linger.ms": 5, "batch.size": 1048576, "acks": 1}
 #: W2's second pass: librdkafka's fetch.max.bytes at its max.partition.fetch.bytes default (1 MiB).
 EQUAL_RESPONSE_BYTES = 1 << 20
+#: W2's consumers: librdkafka's largest queued.min.messages, so that prefetching never waits on a full queue.
+QUEUED_MIN_MESSAGES = 10_000_000
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -113,12 +115,16 @@ def consume_all(bootstrap: str, topic: str, count: int, partitions: int, timeout
     """Read `count` messages from the beginning of every partition (assign, no group join).
 
     `fetch.queue.backoff.ms=0` stops librdkafka pausing fetches for a second whenever its local queue is
-    full, which otherwise caps both brokers at the same client-side rate.
+    full, which otherwise caps both brokers at the same client-side rate. `queued.min.messages` raised: at
+    its default (100,000 per partition) librdkafka leaves the partitions with data out of its fetches while
+    their queues are full, so that a fetch may name only partitions already read to the end, and either
+    broker then holds it for fetch.wait.max.ms (500 ms), as Kafka does; with 8 partitions such waits put
+    each run at random on one of a few rates (about 0.66, 0.95 or 1.7 M msgs/s here, on both brokers).
     """
     stats = _Stats()
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "benchmarks", "enable.auto.commit": False,
-                         "fetch.queue.backoff.ms": 0, "statistics.interval.ms": 200, "stats_cb": stats,
-                         **(client or {})})
+                         "fetch.queue.backoff.ms": 0, "queued.min.messages": QUEUED_MIN_MESSAGES,
+                         "statistics.interval.ms": 200, "stats_cb": stats, **(client or {})})
     assigned = time.perf_counter()
     consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
     got = first = 0
