@@ -226,7 +226,7 @@ def _read_partition(ctx: RequestContext, request: FetchRequest, item: _Wanted, b
     info = log.read(wanted.fetch_offset, min(wanted.partition_max_bytes, budget),
                     max_offset=None if max_offset is None else max_offset(log), min_one_batch=min_one_batch,
                     cached_only=cached_only)
-    aborted = [] if read_committed else None
+    aborted: list[FetchResponse.AbortedTransaction] | None = [] if read_committed else None
     records: bytes | FileSlice = b""
     if info.slices is not None:
         records = info.slices  # the network layer splices the file range into the response
