@@ -42,8 +42,6 @@ CONTROLLED_SHUTDOWN_KEY = 7
 _SIZE = struct.Struct(">i")
 _HEADER_V0 = struct.Struct(">ii")  # size, correlation id
 _HEADER_FIXED = struct.Struct(">hhih")  # api key, api version, correlation id, client id length
-#: (api key, version) -> whether its response header is v1 (flexible), filled as answers are framed
-_FLEXIBLE_RESPONSE_HEADER: dict[tuple[int, int], bool] = {}
 
 
 class FrameDecoder:
@@ -173,10 +171,10 @@ def _usual_request_header(frame: BytesLike) -> tuple[RequestHeader, int] | None:
     supported = REQUEST_VERSIONS.get(api_key)
     if supported is None or not supported[0] <= api_version <= supported[1] or length < -1:
         return None
-    fmin = REQUEST_FLEXIBLE_MIN.get(api_key)
-    flexible = fmin is not None and api_version >= fmin
-    if not flexible and api_key == CONTROLLED_SHUTDOWN_KEY and api_version == 0:
-        return None  # header v0: no client id
+    header_version = request_header_version(api_key, api_version)
+    if header_version == 0:  # no client id
+        return None
+    flexible = header_version == 2
     end = _HEADER_FIXED.size + max(length, 0)
     if end + flexible > len(frame) or (flexible and frame[end] != 0):
         return None
@@ -248,12 +246,8 @@ class EncodedBody:
 def _response_writer(correlation_id: int, api_key: int, api_version: int, msg: Message | EncodedBody) -> Writer:
     w = Writer()
     buf = w.buf
-    flexible = _FLEXIBLE_RESPONSE_HEADER.get((api_key, api_version))
-    if flexible is None:
-        flexible = _FLEXIBLE_RESPONSE_HEADER[(api_key, api_version)] = \
-            response_header_version(api_key, api_version) == 1
     buf += _HEADER_V0.pack(0, correlation_id)
-    if flexible:
+    if response_header_version(api_key, api_version) == 1:
         buf.append(0)  # empty tagged-field section
     msg.write(w, api_version)
     _SIZE.pack_into(buf, 0, w.encoded_size - 4)

@@ -14,12 +14,10 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from pybroker.log.errors import ColdReadError
 from pybroker.log.file_slice import FileSlice
-from pybroker.log.log import PartitionLog
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.messages import FetchRequest, FetchResponse
@@ -75,8 +73,8 @@ async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
     _authorize(ctx, request, wanted)
     try:  # usually all in the page cache: read at once, without a coroutine of its own
         result = _read_all(ctx, request, wanted, cached_only=True)
-    except ColdReadError:
-        result = await _read_all_from_cache(ctx, request, wanted)
+    except ColdReadError as cold:
+        result = await _read_all_from_cache(ctx, request, wanted, cold)
     if follower:
         _record_follower_fetch(ctx, request, result)
     if result.bytes < request.min_bytes and not result.has_error and request.max_wait_ms > 0:
@@ -161,18 +159,23 @@ def _resolve(ctx: RequestContext, partitions: Requested) -> list[_Wanted]:
     return wanted
 
 
-async def _read_all_from_cache(ctx: RequestContext, request: FetchRequest, wanted: list[_Wanted]) -> _Result:
+async def _read_all_from_cache(ctx: RequestContext, request: FetchRequest, wanted: list[_Wanted],
+                               cold: ColdReadError | None = None) -> _Result:
     """``_read_all`` with the page cache only, so that a cold log never stalls the event loop: where
     a header walk meets a page out of the cache, that range is read into the cache on an I/O thread
     and the reads start over (the same range is then also warm for the sendfile of the answer).
-    After ``MAX_WARM_UPS`` (the cache evicting as fast as we warm) the reads may block, to progress."""
+    After ``MAX_WARM_UPS`` (the cache evicting as fast as we warm) the reads may block, to progress.
+    ``cold``: the miss of a read the caller already tried, warmed first instead of read again."""
     io = ctx.broker.io
     for _ in range(MAX_WARM_UPS):
-        try:
-            return _read_all(ctx, request, wanted, cached_only=True)
-        except ColdReadError as cold:
-            io.cold_reads["fetch"] += 1
-            await io.run(cold.warm)
+        if cold is None:
+            try:
+                return _read_all(ctx, request, wanted, cached_only=True)
+            except ColdReadError as miss:
+                cold = miss
+        io.cold_reads["fetch"] += 1
+        await io.run(cold.warm)
+        cold = None
     return _read_all(ctx, request, wanted, cached_only=False)
 
 
@@ -186,13 +189,10 @@ def _read_all(ctx: RequestContext, request: FetchRequest, wanted: list[_Wanted],
     follower = _replica_id(ctx, request) >= 0
     limit = request.max_bytes if ctx.api_version >= 3 else 2**31 - 1
     limit = int(min(limit, ctx.broker.config["fetch.max.bytes"], quota.fetch_max_bytes(follower)))
-    # Followers read up to the log end; consumers up to the high watermark or, read_committed, the LSO.
-    max_offset = None if follower else \
-        (_last_stable if request.isolation_level == READ_COMMITTED else _high_watermark)
     for item in wanted:
         if item.error is ErrorCode.NONE:
             try:
-                data = _read_partition(ctx, request, item, limit, max_offset, min_one_batch=result.bytes == 0,
+                data = _read_partition(ctx, request, item, limit, follower, min_one_batch=result.bytes == 0,
                                        cached_only=cached_only)
             except ColdReadError:
                 raise
@@ -214,18 +214,18 @@ def _error_data(partition: int, error: ErrorCode) -> PartitionData:
                          log_start_offset=-1, records=b"")
 
 
-def _read_partition(ctx: RequestContext, request: FetchRequest, item: _Wanted, budget: int,
-                    max_offset: Callable[[PartitionLog], int] | None, *, min_one_batch: bool,
-                    cached_only: bool) -> PartitionData:
+def _read_partition(ctx: RequestContext, request: FetchRequest, item: _Wanted, budget: int, follower: bool, *,
+                    min_one_batch: bool, cached_only: bool) -> PartitionData:
     wanted = item.request
     partition = ctx.broker.replica_manager.leader_partition(item.topic, wanted.partition)
     partition.check_leader_epoch(wanted.current_leader_epoch)
     log = partition.log
     read_committed = request.isolation_level == READ_COMMITTED
     last_stable = log.last_stable_offset
-    info = log.read(wanted.fetch_offset, min(wanted.partition_max_bytes, budget),
-                    max_offset=None if max_offset is None else max_offset(log), min_one_batch=min_one_batch,
-                    cached_only=cached_only)
+    # Followers read up to the log end; consumers up to the high watermark or, read_committed, the LSO.
+    max_offset = None if follower else last_stable if read_committed else log.high_watermark
+    info = log.read(wanted.fetch_offset, min(wanted.partition_max_bytes, budget), max_offset=max_offset,
+                    min_one_batch=min_one_batch, cached_only=cached_only)
     aborted: list[FetchResponse.AbortedTransaction] | None = [] if read_committed else None
     records: bytes | FileSlice = b""
     if info.slices is not None:
@@ -248,16 +248,8 @@ def _replica_id(ctx: RequestContext, request: FetchRequest) -> int:
     return request.replica_id if ctx.api_version < FIRST_REPLICA_STATE_VERSION else request.replica_state.replica_id
 
 
-def _high_watermark(log: PartitionLog) -> int:
-    return log.high_watermark
-
-
-def _last_stable(log: PartitionLog) -> int:
-    return log.last_stable_offset
-
-
 def _record_follower_fetch(ctx: RequestContext, request: FetchRequest, result: _Result) -> None:
-    """A follower's (only) fetch offsets are its log end offsets: the leader's ISR and watermark use them.
+    """A follower's fetch offsets are its log end offsets: the leader's ISR and watermark use them.
 
     Only offsets the leader could read from count (Kafka's updateFollowerFetchState runs on the read
     result): an out-of-range or refused fetch says nothing about what the follower holds."""

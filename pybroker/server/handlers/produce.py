@@ -149,8 +149,8 @@ def _produce_partition(ctx: RequestContext, request: ProduceRequest, topic: str,
         max_timestamp = validate_produced_batch(batch, config.produce_policy, ctx.now_ms, f"{topic}-{data.index}",
                                                 header)
         if transactional:
-            code = ctx.broker.txns.verify_partition(request.transactional_id, batch.producer_id,
-                                                    batch.producer_epoch, (topic, data.index))
+            code = ctx.broker.txns.verify_partition(request.transactional_id, header.producer_id,
+                                                    header.producer_epoch, (topic, data.index))
             if code is not ErrorCode.NONE:
                 return _error(data.index, code, f"{topic}-{data.index} is not part of the producer's transaction")
         appended = bytearray(records)
