@@ -71,6 +71,27 @@ def _queue_producer(bootstrap: str, history: History, process: str) -> Producer:
     return Producer({**_producer_config(bootstrap), "debug": "eos", "log_level": 7, "logger": logger})
 
 
+def _kafka_error_of(exc: Exception) -> KafkaException:
+    """The KafkaException a call of the queue producer raised. When librdkafka logs in the same poll
+    after a fatal error, confluent-kafka calls the Python logger with that error already set, and the
+    call fails as a SystemError caused by it: the same fatal error, which must not end the thread."""
+    if isinstance(exc, KafkaException):
+        return exc
+    if isinstance(exc, SystemError) and isinstance(exc.__cause__, KafkaException):
+        return exc.__cause__
+    raise exc
+
+
+def _flush(producer: Producer, timeout: float) -> int:
+    """`producer.flush`: the messages left; a fatal error raised meanwhile ends the wait early (they fail
+    as they are purged, and their callbacks record that)."""
+    try:
+        return producer.flush(timeout)
+    except (KafkaException, SystemError) as exc:
+        _kafka_error_of(exc)
+        return len(producer)
+
+
 def _consumer_config(bootstrap: str, **extra: Any) -> dict[str, Any]:
     return {"bootstrap.servers": bootstrap, "enable.auto.commit": False, "auto.offset.reset": "earliest",
             "session.timeout.ms": 6000, "heartbeat.interval.ms": 1000, "socket.timeout.ms": 5000,
@@ -136,14 +157,11 @@ class Workload:
                 producer.poll(1.0 / self.rate)
             except BufferError:
                 producer.poll(1.0 / self.rate)
-            except KafkaException as exc:  # fatal (e.g. a sequence gap): a new producer, a new producer id
-                history.add("producer-fatal", process=name, error=str(exc.args[0]))
-                try:
-                    producer.flush(5)
-                except KafkaException:
-                    pass  # its messages fail as they are purged; their callbacks record that
+            except (KafkaException, SystemError) as exc:  # fatal (e.g. a sequence gap): a new producer id
+                history.add("producer-fatal", process=name, error=str(_kafka_error_of(exc).args[0]))
+                _flush(producer, 5)
                 producer = _queue_producer(self.bootstrap, history, name)
-        left = producer.flush(30)
+        left = _flush(producer, 30)
         history.add("producer-closed", process=name, undelivered=left)
 
     def _consume(self, name: str, deadline: float) -> None:
