@@ -15,6 +15,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.synchronize import Barrier
@@ -33,6 +34,11 @@ from confluent_kafka.admin import (
     ScramMechanism,
     UserScramCredentialUpsertion,
 )
+
+from pybroker.protocol.api_keys import ApiKey
+from pybroker.protocol.frame import encode_request, encode_response
+from pybroker.protocol.messages import FetchRequest, FetchResponse
+from pybroker.protocol.messages.request_header import RequestHeader
 
 Params = dict[str, Any]
 Result = dict[str, float]
@@ -420,14 +426,24 @@ def request_cost(p: Params) -> Result:
     """W12: `clients` processes, one partition each, for `seconds`; the broker's CPU (utime+stime of `pid`)
     over that window divided by the requests the clients counted (librdkafka statistics)."""
     create_topic(p["bootstrap"], p["topic"], p["clients"], p["timeout"])
+    return _cost_over_the_window(p, _run_workers_timed(p, _cost_client))
 
-    def broker_cpu_over_the_window() -> tuple[float, float, float]:
+
+def _run_workers_timed(p: Params, work: Work) -> tuple[list[dict[str, Any]], tuple[float, float, float]]:
+    """`clients` processes of `work`, and the user and system CPU seconds of process `pid` over the
+    `seconds` after they start together, with that window's length."""
+    def cpu_over_the_window() -> tuple[float, float, float]:
         (user, system), started = cpu_split(p["pid"]), time.perf_counter()
         time.sleep(p["seconds"])
         user_end, system_end = cpu_split(p["pid"])
         return user_end - user, system_end - system, time.perf_counter() - started
 
-    outcomes, (user, system, elapsed) = _run_workers(p, p["clients"], _cost_client, broker_cpu_over_the_window)
+    return _run_workers(p, p["clients"], work, cpu_over_the_window)
+
+
+def _cost_over_the_window(p: Params, timed: tuple[list[dict[str, Any]], tuple[float, float, float]]) -> Result:
+    """Requests/s, and the server's CPU per request (and its kernel part) from `_run_workers_timed`."""
+    outcomes, (user, system, elapsed) = timed
     requests = sum(o["requests"] for o in outcomes)
     if not requests:
         raise RuntimeError("no requests counted")
@@ -435,6 +451,56 @@ def request_cost(p: Params) -> Result:
     return {"requests_per_s": requests / elapsed, "cpu_us": cpu / requests * 1e6,
             "kernel_cpu_us": system / requests * 1e6,
             "broker_cpu_share": cpu / elapsed, "messages_per_request": sum(o["messages"] for o in outcomes) / requests}
+
+
+def empty_fetch_exchange() -> tuple[bytes, int]:
+    """An empty Fetch v16 of one partition, framed as librdkafka sends it, and the size after the size
+    prefix of its empty answer: the exchange whose cost W12's fetch pass measures."""
+    topic_id = uuid.UUID(int=1)
+    request = FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=52428800, isolation_level=0,
+                           session_id=0, session_epoch=-1, topics=[FetchRequest.FetchTopic(topic_id=topic_id, partitions=[
+                               FetchRequest.FetchPartition(partition=0, fetch_offset=0, log_start_offset=-1,
+                                                           partition_max_bytes=1048576)])])
+    header = RequestHeader(request_api_key=ApiKey.FETCH, request_api_version=16, correlation_id=0, client_id="rdkafka")
+    response = FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=[
+        FetchResponse.FetchableTopicResponse(topic_id=topic_id, partitions=[FetchResponse.PartitionData(
+            partition_index=0, error_code=0, high_watermark=0, last_stable_offset=0, log_start_offset=0,
+            aborted_transactions=None, records=b"")])])
+    answer = encode_response(0, ApiKey.FETCH, 16, response.encode(16))
+    return bytes(encode_request(header, request, 16)), len(answer) - 4
+
+
+def _floor_client(p: Params, _index: int, barrier: Barrier) -> dict[str, Any]:
+    """One connection, one request in flight: send the frame, read its whole answer, for `seconds`."""
+    frame = bytes.fromhex(p["frame"])
+    requests = 0
+    with socket.create_connection(("127.0.0.1", p["port"]), timeout=p["timeout"]) as conn:
+        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        barrier.wait(p["timeout"])
+        end = time.perf_counter() + p["seconds"]
+        while time.perf_counter() < end:
+            conn.sendall(frame)
+            size = b""
+            while len(size) < 4:
+                size += _received(conn, 4 - len(size))
+            left = int.from_bytes(size, "big")
+            while left:
+                left -= len(_received(conn, left))
+            requests += 1
+    return {"requests": requests, "messages": 0}
+
+
+def _received(conn: socket.socket, at_most: int) -> bytes:
+    data = conn.recv(at_most)
+    if not data:
+        raise RuntimeError("the server closed the connection")
+    return data
+
+
+def request_floor(p: Params) -> Result:
+    """The floor under W12: `clients` raw connections ping-pong `frame` with a server that answers each
+    request with canned bytes; its CPU (utime+stime of `pid`) over the window per request."""
+    return _cost_over_the_window(p, _run_workers_timed(p, _floor_client))
 
 
 def roundtrip(p: Params) -> Result:
@@ -650,7 +716,7 @@ OPS: dict[str, Callable[[Params], Result]] = {
     "warmup": warmup, "produce_consume": produce_consume, "request_rate": request_rate, "roundtrip": roundtrip,
     "many_partitions": many_partitions, "replicated": replicated, "fill": fill, "sink_send": sink_send,
     "noisy_neighbour": noisy_neighbour, "scram_user": scram_user, "connect": connect, "startup": startup,
-    "allow_acls": allow_acls, "request_cost": request_cost,
+    "allow_acls": allow_acls, "request_cost": request_cost, "request_floor": request_floor,
 }
 
 if __name__ == "__main__":

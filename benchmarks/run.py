@@ -22,7 +22,22 @@ import confluent_kafka
 
 from benchmarks.brokers import REPO, TANSU_STORAGE, find_tansu
 from benchmarks.report import LIMIT, SIDES, Report
-from benchmarks.workloads import Bench, machine_limit, w1_w2, w3, w4, w5, w6, w7, w8, w9, w10, w11, w12
+from benchmarks.workloads import (
+    Bench,
+    machine_limit,
+    request_floor,
+    w1_w2,
+    w3,
+    w4,
+    w5,
+    w6,
+    w7,
+    w8,
+    w9,
+    w10,
+    w11,
+    w12,
+)
 
 ALL = ("W1", "W2", "W3", "W4", "W5", "W6", "W7", "W8", "W9", "W10", "W11", "W12", LIMIT)
 # Runs in this order; W1 and W2 share one pass (W2 reads what W1 wrote).
@@ -31,6 +46,7 @@ STEPS: tuple[tuple[frozenset[str], Callable[[Bench, str], None], tuple[str, ...]
     (frozenset({"W1", "W2"}), w1_w2, SIDES),
     (frozenset({"W3"}), w3, SIDES),
     (frozenset({"W12"}), w12, SIDES),
+    (frozenset({"W12"}), request_floor, (LIMIT,)),
     (frozenset({"W4"}), w4, SIDES),
     (frozenset({"W5"}), w5, SIDES),
     (frozenset({"W6"}), w6, SIDES),

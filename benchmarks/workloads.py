@@ -19,7 +19,8 @@ from typing import Any
 from benchmarks.brokers import REPO, BrokerProcess, PyBroker, Tansu, free_port
 from benchmarks.cluster import BROKERS, running_cluster
 from benchmarks.report import LIMIT, Metric, Report
-from benchmarks.sink import running_sink
+from benchmarks.load import empty_fetch_exchange
+from benchmarks.sink import running_answerer, running_sink
 from pybroker.security.dev_certs import make_dev_certs
 
 MIB = 1 << 20
@@ -319,6 +320,21 @@ def machine_limit(bench: Bench, side: str) -> None:
             (workdir / f"sink-{rep}.bin").unlink()
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def request_floor(bench: Bench, side: str) -> None:
+    """W12's floor: a bare uvloop server answers each empty Fetch with canned bytes of its answer's size,
+    for as many raw connections (one request in flight each) as W12 has clients."""
+    frame, answer_size = empty_fetch_exchange()
+    label = f"one empty Fetch answered with canned bytes by a bare uvloop server, {bench.args.w12_clients} connections"
+    metrics = {Metric(LIMIT, label + ": server CPU per request", "µs", False): "cpu_us",
+               Metric(LIMIT, label + ": of which in the kernel (stime)", "µs", False): "kernel_cpu_us",
+               Metric(LIMIT, label + ": requests", "requests/s", True): "requests_per_s"}
+    with running_answerer(answer_size) as (port, pid):
+        for rep in range(bench.args.repetitions):
+            print(f"W12 floor rep {rep + 1}", file=sys.stderr)
+            bench.measure(side, metrics, "request_floor", port=port, pid=pid, frame=frame.hex(),
+                          clients=bench.args.w12_clients, seconds=bench.args.w12_seconds)
 
 
 def _security_overrides(ca: Path, broker_pem: Path) -> dict[str, str]:
