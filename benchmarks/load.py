@@ -190,7 +190,8 @@ def produce_consume(p: Params) -> Result:
     extra: Result = {}
     if p.get("bounded"):
         # Again with every response held to 1 MiB: Tansu does not apply max.partition.fetch.bytes (1 MiB)
-        # but does apply fetch.max.bytes, so here both brokers answer in responses of the same size.
+        # but does apply fetch.max.bytes, so here both answer lz4 data in responses of the same size
+        # (uncompressed, Tansu's still carry two 1 MiB batches; see the README).
         bounded = consume_all(p["bootstrap"], p["topic"], p["messages"], p["partitions"], p["timeout"],
                               {**security, "fetch.max.bytes": EQUAL_RESPONSE_BYTES})
         extra = {"consume_bounded": bounded.steady, "consume_bounded_total": bounded.total,
