@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
 from kazoo.exceptions import BadVersionError, ConnectionLoss, NodeExistsError, OperationTimeoutError
 from kazoo.protocol.states import ZnodeStat
@@ -139,8 +139,15 @@ class ZkMetadata(TopicRegistry):
         """Merge the controller's update into the cache, as Kafka's metadata cache does: the live brokers
         are replaced; each partition state in the request replaces that partition's, one with leader -2
         (LeaderDuringDelete) removes it, and a topic goes with its last partition. A topic named with
-        another topic id than the cached one was re-created: its old partitions go."""
+        another topic id than the cached one was re-created: its old partitions go.
+
+        The configs of topics new to this broker are read from ZooKeeper first; the merge after them
+        runs without a pause, so an update handled meanwhile on another connection (another
+        controller's) is never overwritten by this one's older view, and one from a controller deposed
+        meanwhile is dropped, as Kafka's cache applies updates one at a time under its lock."""
+        configs = {topic.topic_name: await self.configs_for(topic.topic_name) for topic in request.topic_states}
         if request.controller_epoch < self.controller_epoch:
+            self._forget_configs_of_absent(configs)
             return
         self.controller_epoch, self._controller_id = request.controller_epoch, request.controller_id
         brokers = {}
@@ -171,20 +178,27 @@ class ZkMetadata(TopicRegistry):
                     removed.append(name)
                 continue
             topic_id = previous.topic_id if topic.topic_id == ZERO_UUID and previous is not None else topic.topic_id
-            info = TopicInfo(name, topic_id, partitions, await self.configs_for(name))
+            info = TopicInfo(name, topic_id, partitions, configs[name])
             # An unchanged topic keeps its object, so answers cached for it stay valid (metadata_cache.py).
             if previous != info:
                 topics[name] = info
                 changed.append(info)
         self._topics = topics
         self._by_id = {info.topic_id: info for info in topics.values()}
+        self._forget_configs_of_absent(configs)
         for name in removed:
-            self._configs.pop(name, None)
             self._notify(name, None)
         for info in changed:
             self._notify(info.name, info)
         self._changed.set()
         self._changed = asyncio.Event()
+
+    def _forget_configs_of_absent(self, names: Iterable[str]) -> None:
+        """Drop the configs read for topics the cache does not hold: config changes are followed only
+        for the topics it holds, so a copy kept for another could be stale when that topic arrives."""
+        for name in names:
+            if name not in self._topics:
+                self._configs.pop(name, None)
 
     async def configs_for(self, topic: str) -> Mapping[str, str]:
         """A topic's config overrides, also before the controller's metadata about it arrived."""
