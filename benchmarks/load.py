@@ -427,7 +427,7 @@ def request_cost(p: Params) -> Result:
     """W12: `clients` processes, one partition each, for `seconds`; the broker's CPU (utime+stime of `pid`)
     over that window divided by the requests the clients counted (librdkafka statistics)."""
     create_topic(p["bootstrap"], p["topic"], p["clients"], p["timeout"])
-    return _cost_over_the_window(p, _run_workers_timed(p, _cost_client))
+    return _cost_over_the_window(_run_workers_timed(p, _cost_client))
 
 
 def _run_workers_timed(p: Params, work: Work) -> tuple[list[dict[str, Any]], tuple[float, float, float]]:
@@ -442,7 +442,7 @@ def _run_workers_timed(p: Params, work: Work) -> tuple[list[dict[str, Any]], tup
     return _run_workers(p, p["clients"], work, cpu_over_the_window)
 
 
-def _cost_over_the_window(p: Params, timed: tuple[list[dict[str, Any]], tuple[float, float, float]]) -> Result:
+def _cost_over_the_window(timed: tuple[list[dict[str, Any]], tuple[float, float, float]]) -> Result:
     """Requests/s, and the server's CPU per request (and its kernel part) from `_run_workers_timed`."""
     outcomes, (user, system, elapsed) = timed
     requests = sum(o["requests"] for o in outcomes)
@@ -501,7 +501,7 @@ def _received(conn: socket.socket, at_most: int) -> bytes:
 def request_floor(p: Params) -> Result:
     """The floor under W12: `clients` raw connections ping-pong `frame` with a server that answers each
     request with canned bytes; its CPU (utime+stime of `pid`) over the window per request."""
-    return _cost_over_the_window(p, _run_workers_timed(p, _floor_client))
+    return _cost_over_the_window(_run_workers_timed(p, _floor_client))
 
 
 def roundtrip(p: Params) -> Result:

@@ -80,13 +80,8 @@ class ZkTopicAdmin:
         return sorted(n for n in names if include_internal or n not in INTERNAL_TOPICS)
 
     async def describe_cluster(self) -> list[BrokerNode]:
-        nodes = []
-        for child in await self._zk.children(zp.BROKER_IDS):
-            node = await self._zk.get(zp.broker_path(int(child)))
-            if node is not None:
-                registration = zp.decode_broker(int(child), node[0], node[1].czxid)
-                nodes.append(BrokerNode(int(child), registration.host, registration.port, registration.rack))
-        return sorted(nodes, key=lambda b: b.node_id)
+        registrations = await self._zk.broker_registrations()
+        return [BrokerNode(b.broker_id, b.host, b.port, b.rack) for _, b in sorted(registrations.items())]
 
     async def describe_topics(self, names: Sequence[str]) -> dict[str, TopicDescription]:
         """Assignments, then each partition's state znode: one ZooKeeper read per partition."""

@@ -214,12 +214,7 @@ class ZkController:
     # Brokers
 
     async def _read_brokers(self) -> dict[int, zp.BrokerRegistration]:
-        brokers = {}
-        for child in await self._zk.children(zp.BROKER_IDS, watch=ev.BROKERS_CHANGED):
-            node = await self._zk.get(zp.broker_path(int(child)))
-            if node is not None:
-                brokers[int(child)] = zp.decode_broker(int(child), node[0], node[1].czxid, self._listener)
-        return brokers
+        return await self._zk.broker_registrations(self._listener, watch=ev.BROKERS_CHANGED)
 
     async def _on_brokers_changed(self, _: ZkEvent) -> None:
         if not self.active:

@@ -20,6 +20,7 @@ from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import NoNodeError, RolledBackError
 from kazoo.protocol.states import ZnodeStat
 
+from pybroker.controller import zk_paths as zp
 from pybroker.controller.events import SESSION_LOST, SESSION_RECONNECTED, EventHandler, EventQueue, Work, ZkEvent
 
 log = logging.getLogger("pybroker.zookeeper")
@@ -121,6 +122,17 @@ class ZkClient:
             return await asyncio.to_thread(self._client.get_children, path, self._watcher(watch) if watch else None)
         except NoNodeError:
             return []
+
+    async def broker_registrations(self, listener: str | None = None, *,
+                                   watch: str | None = None) -> dict[int, zp.BrokerRegistration]:
+        """Every broker registered under /brokers/ids now, with the host and port of `listener`;
+        `watch` is put on the children, to hear of brokers coming and going."""
+        registrations = {}
+        for child in await self.children(zp.BROKER_IDS, watch):
+            node = await self.get(zp.broker_path(int(child)))
+            if node is not None:
+                registrations[int(child)] = zp.decode_broker(int(child), node[0], node[1].czxid, listener)
+        return registrations
 
     async def sync(self, path: str) -> None:
         """Catch this session's server up with the leader, so the next read of `path` sees every

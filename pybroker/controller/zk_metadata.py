@@ -273,23 +273,14 @@ class ZkMetadata(TopicRegistry):
 
     async def _registered_brokers(self) -> list[tuple[int, str | None]]:
         """(id, rack) of every broker registered in ZooKeeper now: this broker's cache may lag behind."""
-        return [(b.broker_id, b.rack) for b in await self._registrations()]
-
-    async def _registrations(self) -> list[zp.BrokerRegistration]:
-        """Every broker registered in ZooKeeper now, with the host and port of the inter-broker listener."""
-        registrations = []
-        for child in await self._zk.children(zp.BROKER_IDS):
-            node = await self._zk.get(zp.broker_path(int(child)))
-            if node is not None:
-                registrations.append(zp.decode_broker(int(child), node[0], node[1].czxid, self._listener))
-        return registrations
+        return [(b.broker_id, b.rack) for b in (await self._zk.broker_registrations()).values()]
 
     async def _brokers_from_zookeeper(self) -> None:
         """Until the controller's first UpdateMetadata, the live brokers are those registered in ZooKeeper,
         so that a restarted broker's first answers name the controller and every broker. Told "no
         controller", librdkafka's admin client asks once more and may then wait out its whole timeout."""
         registered = {b.broker_id: BrokerInfo(b.broker_id, b.host, b.port, b.rack, b.endpoints)
-                      for b in await self._registrations()}
+                      for b in (await self._zk.broker_registrations(self._listener)).values()}
         if self.controller_epoch == 0:  # no UpdateMetadata arrived while ZooKeeper was read
             self._brokers = {**registered, self._me.broker_id: self._me}
 
