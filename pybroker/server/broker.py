@@ -167,6 +167,7 @@ class Broker:
         if self.metrics is not None:
             await self.metrics.close()
         await self.socket_server.stop()
+        self.groups.close()
         await self.txns.close()
         if self.zk_mode is not None:
             await self.zk_mode.stop()

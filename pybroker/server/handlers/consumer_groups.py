@@ -4,11 +4,15 @@ Served only while ``group.coordinator.rebalance.protocols`` lists "consumer" (th
 Each request carries a snapshot of the cluster's topics (names, ids, partition counts), from which
 the coordinator resolves subscriptions, so topics created, deleted or grown are seen at the next
 heartbeat, as Kafka re-reads its metadata image.
+
+A regex is checked in the regex worker before the coordinator sees it: one RE2 refuses is
+INVALID_REGULAR_EXPRESSION (``topic_regex.py``).
 """
 
 from __future__ import annotations
 
 from pybroker.coordinator.consumer import Heartbeat
+from pybroker.coordinator.topic_regex import invalid_message
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.messages import (
@@ -20,7 +24,7 @@ from pybroker.protocol.messages import (
 from pybroker.security.acl import AclOperation, ResourceType
 from pybroker.server.authorization import OPERATIONS_NOT_REQUESTED, allowed_names, authorize, authorized_operations
 from pybroker.server.context import RequestContext
-from pybroker.server.handlers.groups import client_host, coordinate, topic_image
+from pybroker.server.handlers.groups import client_host, coordinate
 from pybroker.server.registry import api
 
 @api(ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, 1)
@@ -28,8 +32,15 @@ async def consumer_group_heartbeat(ctx: RequestContext,
                                    request: ConsumerGroupHeartbeatRequest) -> ConsumerGroupHeartbeatResponse:
     if not authorize(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id):
         return ConsumerGroupHeartbeatResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
-    heartbeat = Heartbeat(request, ctx.api_version, ctx.client_id or "", client_host(ctx), topic_image(ctx))
-    coordinator = ctx.broker.groups.coordinator
+    service = ctx.broker.groups
+    regex = request.subscribed_topic_regex
+    if regex:
+        reason = await service.regexes.invalid_reason(regex)
+        if reason is not None:
+            return ConsumerGroupHeartbeatResponse(error_code=ErrorCode.INVALID_REGULAR_EXPRESSION,
+                                                  error_message=invalid_message(regex, reason))
+    heartbeat = Heartbeat(request, ctx.api_version, ctx.client_id or "", client_host(ctx), service.topic_image())
+    coordinator = service.coordinator
     return await coordinate(ctx, [request.group_id],
                             lambda waiter, now: coordinator.consumer_group_heartbeat(waiter, heartbeat, now),
                             lambda code: ConsumerGroupHeartbeatResponse(error_code=code))
@@ -40,7 +51,7 @@ async def consumer_group_describe(ctx: RequestContext,
                                   request: ConsumerGroupDescribeRequest) -> ConsumerGroupDescribeResponse:
     service = ctx.broker.groups
     allowed = allowed_names(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, request.group_ids)
-    image = topic_image(ctx)
+    image = service.topic_image()
     described = [
         ConsumerGroupDescribeResponse.DescribedGroup(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED,
                                                      group_id=group_id)
