@@ -40,12 +40,12 @@ authorizer with the brokers as super users.
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import socket
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from pybroker.common.client_quotas import normalized_ip
 from pybroker.controller import zk_paths as zp
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.error_codes import ErrorCode
@@ -174,13 +174,7 @@ class InterBrokerGuard:
 
 def _normalized(address: str) -> str:
     """One spelling per address: IPv4-mapped IPv6 (a dual-stack socket's view) as plain IPv4."""
-    try:
-        ip = ipaddress.ip_address(address.split("%", 1)[0])
-    except ValueError:
-        return address
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        return str(ip.ipv4_mapped)
-    return str(ip)
+    return normalized_ip(address) or address
 
 
 def _peer_address(ctx: "RequestContext") -> str:
