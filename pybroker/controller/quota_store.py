@@ -23,7 +23,7 @@ import asyncio
 import json
 import logging
 import os
-from typing import Callable, Mapping, Protocol
+from typing import Any, Callable, Mapping, Protocol
 
 from pybroker.common.client_quotas import IP_QUOTA_KEYS, QUOTA_KEYS
 from pybroker.common.durable_json import write_json_durably_off_loop
@@ -110,26 +110,22 @@ class _Cache:
         return self.ip_entities
 
     def _store_ip(self, ip: str, config: Mapping[str, str]) -> None:
-        config = quota_keys_of(config, IP_QUOTA_KEYS)
-        if config == self.ip_entities.get(ip, {}):
-            return
-        if config:
-            self.ip_entities[ip] = config
-        else:
-            self.ip_entities.pop(ip, None)
-        for listener in self.ip_listeners:
-            listener(ip, config)
+        _replace(self.ip_entities, self.ip_listeners, ip, quota_keys_of(config, IP_QUOTA_KEYS))
 
     def _store(self, entity: Entity, config: Mapping[str, str]) -> None:
-        config = quota_keys_of(config)
-        if config == self.entities.get(entity, {}):
-            return
-        if config:
-            self.entities[entity] = config
-        else:
-            self.entities.pop(entity, None)
-        for listener in self.listeners:
-            listener(entity, config)
+        _replace(self.entities, self.listeners, entity, quota_keys_of(config))
+
+
+def _replace(table: dict[Any, dict[str, str]], listeners: list[Any], key: Any, config: dict[str, str]) -> None:
+    """Keep ``config`` as ``key``'s quotas (none: drop it) and tell ``listeners`` if they changed."""
+    if config == table.get(key, {}):
+        return
+    if config:
+        table[key] = config
+    else:
+        table.pop(key, None)
+    for listener in listeners:
+        listener(key, config)
 
 
 class FileQuotaStore(_Cache):

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -93,15 +95,23 @@ def real_identity(zookeeper: ZooKeeperServer) -> tuple[int, int, int]:
         admin.close()
 
 
-def test_the_epoch_search_finds_nothing_and_the_forged_stop_replica_deletes_nothing(tmp_path: Path) -> None:
+@contextmanager
+def victim_broker(tmp_path: Path) -> Iterator[tuple[ZooKeeperServer, BrokerProcess, int]]:
+    """ZooKeeper and broker 0 (the controller), whose topic ``victim`` holds RECORDS acknowledged records."""
     zookeeper = ZooKeeperServer(tmp_path / "zookeeper").start()
     broker = BrokerProcess(tmp_path, broker_overrides(0, zookeeper.connect + CHROOT))
     try:
         broker.start()
         fill(broker.bootstrap, "victim")
-        port = broker.port
-        assert port is not None
+        assert broker.port is not None
+        yield zookeeper, broker, broker.port
+    finally:
+        broker.kill()
+        zookeeper.stop()
 
+
+def test_the_epoch_search_finds_nothing_and_the_forged_stop_replica_deletes_nothing(tmp_path: Path) -> None:
+    with victim_broker(tmp_path) as (_, broker, port):
         async def attack() -> tuple[list[int], StopReplicaResponse]:
             answers: list[int] = []
 
@@ -133,19 +143,10 @@ def test_the_epoch_search_finds_nothing_and_the_forged_stop_replica_deletes_noth
         assert forged.error_code == DENIED and forged.partition_errors == []
         assert (tmp_path / "logs" / "victim-0").is_dir()
         assert records(broker.bootstrap, "victim") == RECORDS
-    finally:
-        broker.kill()
-        zookeeper.stop()
 
 
 def test_leader_epochs_fence_a_stale_stop_replica_and_a_deletion_names_its_source(tmp_path: Path) -> None:
-    zookeeper = ZooKeeperServer(tmp_path / "zookeeper").start()
-    broker = BrokerProcess(tmp_path, broker_overrides(0, zookeeper.connect + CHROOT))
-    try:
-        broker.start()
-        fill(broker.bootstrap, "victim")
-        port = broker.port
-        assert port is not None
+    with victim_broker(tmp_path) as (zookeeper, broker, port):
         controller, epoch, me = real_identity(zookeeper)
 
         async def scenario() -> tuple[LeaderAndIsrResponse, StopReplicaResponse, StopReplicaResponse]:
@@ -174,9 +175,6 @@ def test_leader_epochs_fence_a_stale_stop_replica_and_a_deletion_names_its_sourc
         assert broker.wait_for_log(rf"WARN Deleting the log of victim-0 .*: StopReplica from controller {controller} "
                                    rf"\(epoch {epoch}\) at 127\.0\.0\.1:\d+")
         assert not (tmp_path / "logs" / "victim-0").exists()
-    finally:
-        broker.kill()
-        zookeeper.stop()
 
 
 def test_a_separate_inter_broker_listener_is_the_only_one_serving_controller_requests(tmp_path: Path) -> None:
