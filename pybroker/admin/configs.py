@@ -1,7 +1,8 @@
 """`pybroker configs`: describe and alter topic, broker and client-metrics configs, as kafka-configs.sh does.
 
 Users and clients (`--entity-type users|clients`, together for a user's client) carry quotas and
-SCRAM credentials, handled in quota_configs.py.
+SCRAM credentials, ips (`--entity-type ips`) KIP-612's connection_creation_rate quota; all handled in
+quota_configs.py.
 `--describe` prints, per entity, `Dynamic configs for topic T are:` (or `All configs ...` with
 `--all`) then `  name=value sensitive=false synonyms={SOURCE:name=value, ...}` lines sorted by
 name. `--alter` applies `--add-config k1=v1,k2=[a,b]` and `--delete-config k1,k2` with
@@ -33,12 +34,12 @@ from pybroker.common.config import parse_properties
 ERROR_PREFIX = "Error while executing config command : "
 # users and clients are not DescribeConfigs resources
 ENTITY_TYPES = {"topics": TOPIC_RESOURCE, "brokers": BROKER_RESOURCE, "client-metrics": CLIENT_METRICS_RESOURCE,
-                quota_configs.USERS: None, quota_configs.CLIENTS: None}
+                quota_configs.USERS: None, quota_configs.CLIENTS: None, quota_configs.IPS: None}
 #: how ConfigCommand names one entity of a type in its output (the type without its last letter)
 SINGULAR = {TOPIC_RESOURCE: "topic", BROKER_RESOURCE: "broker", CLIENT_METRICS_RESOURCE: "client-metric"}
 #: the shorthand flags: (option dest, entity type, name or "" for the default)
-SHORTHANDS = (("topic", "topics"), ("broker", "brokers"), ("user", "users"), ("client", "clients"))
-DEFAULT_SHORTHANDS = (("user_defaults", "users"), ("client_defaults", "clients"))
+SHORTHANDS = (("topic", "topics"), ("broker", "brokers"), ("user", "users"), ("client", "clients"), ("ip", "ips"))
+DEFAULT_SHORTHANDS = (("user_defaults", "users"), ("client_defaults", "clients"), ("ip_defaults", "ips"))
 #: Kafka's ConfigEntry.ConfigSource names by DescribeConfigs source id
 SOURCE_NAMES = {0: "UNKNOWN", 1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG",
                 3: "DYNAMIC_DEFAULT_BROKER_CONFIG", 4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG",
@@ -56,13 +57,13 @@ def build_parser() -> ToolParser:
     actions.add_argument("--alter", action="store_true", help="add or delete configs of the given entity")
     add_connection_arguments(parser)
     parser.add_argument("--entity-type", choices=sorted(ENTITY_TYPES), action="append",
-                        help="topics, brokers, client-metrics, users or clients; users and clients together for a "
-                             "user's client")
+                        help="topics, brokers, client-metrics, users, clients or ips; users and clients together for "
+                             "a user's client")
     parser.add_argument("--entity-name", metavar="NAME", dest="entity_names", action="append",
-                        help="topic name, broker id, subscription, user principal or client id, one per --entity-type; "
-                             "all of them if omitted with --describe")
+                        help="topic name, broker id, subscription, user principal, client id or IP address, one per "
+                             "--entity-type; all of them if omitted with --describe")
     parser.add_argument("--entity-default", dest="entity_names", action="append_const", const="",
-                        help="the default user or client (in place of an --entity-name)")
+                        help="the default user, client or ip (in place of an --entity-name)")
     parser.add_argument("--topic", metavar="TOPIC", help="same as --entity-type topics --entity-name TOPIC")
     parser.add_argument("--broker", metavar="ID", help="same as --entity-type brokers --entity-name ID")
     parser.add_argument("--user", metavar="PRINCIPAL", help="same as --entity-type users --entity-name PRINCIPAL")
@@ -70,6 +71,8 @@ def build_parser() -> ToolParser:
     parser.add_argument("--user-defaults", action="store_true", help="same as --entity-type users --entity-default")
     parser.add_argument("--client-defaults", action="store_true",
                         help="same as --entity-type clients --entity-default")
+    parser.add_argument("--ip", metavar="IP", help="same as --entity-type ips --entity-name IP")
+    parser.add_argument("--ip-defaults", action="store_true", help="same as --entity-type ips --entity-default")
     parser.add_argument("--all", action="store_true", help="with --describe: every config, not just overrides")
     parser.add_argument("--add-config", metavar="K1=V1,K2=[V1,V2]",
                         help="configs to set; a list value goes in square brackets")
@@ -125,6 +128,8 @@ def entities(args: argparse.Namespace) -> tuple[list[str], list[str]]:
         raise UsageError("An entity-name or default entity must be specified with --alter of users, clients, "
                          "brokers or ips" if quota_entity else f"An entity name must be specified with --alter of "
                                                                f"{types[0]}")
+    if types[0] == quota_configs.IPS and names and names[0] and not quota_configs.resolvable(names[0]):
+        raise UsageError(f"The entity name for ips must be a valid IP or resolvable host, but it is: {names[0]}")
     if types[0] == "brokers" and names and not names[0].isdigit():
         raise UsageError(f"The entity name for brokers must be a valid integer broker id, but it is: {names[0]}")
     if args.all and not args.describe:

@@ -1,4 +1,5 @@
-"""`pybroker configs --entity-type users|clients`: client quotas and SCRAM credentials, as kafka-configs.sh.
+"""`pybroker configs --entity-type users|clients|ips`: client quotas, connection creation rate quotas
+(ips, KIP-612) and SCRAM credentials, as kafka-configs.sh.
 
 An entity is one or two entity types (``users``, ``clients``; both for a user's client) with a name
 each, ``""`` naming the default entity (``--entity-default``, ``--user-defaults``). Quota keys go to
@@ -11,6 +12,7 @@ lines when neither clients nor a default are involved.
 
 from __future__ import annotations
 
+import socket
 from decimal import Decimal
 from typing import Mapping, Sequence
 
@@ -18,14 +20,15 @@ from pybroker.admin import user_configs
 from pybroker.admin.tool import CommandError, UsageError
 from pybroker.client import KafkaClient
 from pybroker.client.quota_admin import ANY_SPECIFIED, DEFAULT_MATCH, alter_client_quotas, describe_client_quotas
-from pybroker.common.client_quotas import CLIENT_ID, QUOTA_KEYS, USER
+from pybroker.common.client_quotas import CLIENT_ID, IP, IP_QUOTA_KEYS, QUOTA_KEYS, USER
 from pybroker.security.sasl.scram import MECHANISMS
 
 USERS = "users"
 CLIENTS = "clients"
+IPS = "ips"
 #: kafka-configs.sh's entity types -> ClientQuotaEntity's
-ENTITY_KINDS = {USERS: USER, CLIENTS: CLIENT_ID}
-LABELS = {USER: "user-principal", CLIENT_ID: "client-id"}
+ENTITY_KINDS = {USERS: USER, CLIENTS: CLIENT_ID, IPS: IP}
+LABELS = {USER: "user-principal", CLIENT_ID: "client-id", IP: "ip"}
 #: Kafka's exception class names for AlterClientQuotas refusals
 EXCEPTION_NAMES = {42: "InvalidRequestException", 31: "ClusterAuthorizationException",
                    35: "UnsupportedVersionException", 41: "NotControllerException"}
@@ -57,9 +60,18 @@ def components(types: Sequence[str], names: Sequence[str]) -> list[tuple[str, ob
     return result
 
 
+def resolvable(name: str) -> bool:
+    """Kafka's isValidIpEntity: an IP address or a host that resolves."""
+    try:
+        socket.getaddrinfo(name, None)
+    except (OSError, UnicodeError):
+        return False
+    return True
+
+
 def entity_text(entity: Mapping[str, str | None]) -> str:
     parts = []
-    for kind in (USER, CLIENT_ID):
+    for kind in (USER, CLIENT_ID, IP):
         if kind in entity:
             name = entity[kind]
             parts.append(f"{LABELS[kind]} '{name}'" if name is not None else f"the default {LABELS[kind]}")
@@ -70,19 +82,24 @@ async def describe(client: KafkaClient, types: Sequence[str], names: Sequence[st
     for entity, values in await describe_client_quotas(client, components(types, names), strict=True):
         text = ", ".join(f"{key}={java_double(value)}" for key, value in sorted(values.items()))
         print(f"Quota configs for {entity_text(entity)} are {text}")
-    if CLIENTS not in types and "" not in names:
+    if types[0] == USERS and CLIENTS not in types and "" not in names:
         await user_configs.describe(client, names[0] if names else None)
 
 
 async def alter(client: KafkaClient, types: Sequence[str], names: Sequence[str], updates: Mapping[str, str],
                 deletions: Sequence[str]) -> None:
-    """ConfigCommand's users/clients branch: quota or SCRAM keys, checked the way it checks them."""
+    """ConfigCommand's users/clients/ips branches: quota or SCRAM keys, checked the way it checks them."""
     quota_keys = [k for k in [*updates, *deletions] if k in QUOTA_KEYS]
     scram_added = [k for k in updates if k in MECHANISMS]
     scram_deleted = [k for k in deletions if k in MECHANISMS]
     unknown_added = [k for k in updates if k not in QUOTA_KEYS and k not in MECHANISMS]
     unknown_deleted = [k for k in deletions if k not in QUOTA_KEYS and k not in MECHANISMS]
-    if types[0] == CLIENTS or len(types) == 2:
+    if types[0] == IPS:
+        unknown = [k for k in [*updates, *deletions] if k not in IP_QUOTA_KEYS]
+        if unknown:
+            raise UsageError(f"Only connection quota configs can be added for '{IPS}' using --bootstrap-server. "
+                             f"Unexpected config names: {','.join(unknown)}")
+    elif types[0] == CLIENTS or len(types) == 2:
         if unknown_added or scram_added:
             raise UsageError(f"Only quota configs can be added for 'clients' using --bootstrap-server. "
                              f"Unexpected config names: {_scala_list(unknown_added + scram_added)}")

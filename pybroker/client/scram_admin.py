@@ -19,9 +19,7 @@ from pybroker.protocol.messages import (
     DescribeUserScramCredentialsRequest,
     DescribeUserScramCredentialsResponse,
 )
-from pybroker.security.sasl.scram import BY_TYPE, MECHANISMS
-
-DEFAULT_ITERATIONS = 4096  # kafka-configs.sh's default
+from pybroker.security.sasl.scram import BY_TYPE, DEFAULT_ITERATIONS, DEFAULT_SALT_BYTES, MECHANISMS
 
 
 @dataclass(frozen=True)
@@ -55,7 +53,7 @@ async def alter_user_scram_credentials(client: KafkaClient, upsertions: Sequence
     request = AlterUserScramCredentialsRequest(upsertions=[], deletions=[])
     for upsertion in upsertions:
         mechanism = MECHANISMS[upsertion.mechanism]
-        salt = secrets.token_bytes(32)
+        salt = secrets.token_bytes(DEFAULT_SALT_BYTES)
         request.upsertions.append(AlterUserScramCredentialsRequest.ScramCredentialUpsertion(
             name=upsertion.user, mechanism=mechanism.type_code, iterations=upsertion.iterations, salt=salt,
             salted_password=mechanism.salted_password(upsertion.password, salt, upsertion.iterations)))

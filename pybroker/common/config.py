@@ -172,6 +172,7 @@ _KEYS: list[ConfigKey] = [
     ConfigKey("queued.max.requests.per.connection", "int", 32, "pybroker's own: requests of one connection handled at once (Kafka handles one); past it, or while the client does not read its responses, the broker stops reading from it.", at_least(1)),
     ConfigKey("max.connections", "int", INT_MAX, "Connections the broker holds; at the limit it stops accepting until one closes.", at_least(0)),
     ConfigKey("max.connections.per.ip", "int", INT_MAX, "Connections from one IP address; more are closed at once.", at_least(0)),
+    ConfigKey("max.connection.creation.rate", "int", INT_MAX, "New connections per second the broker accepts (KIP-612; also per listener as listener.name.<l>.max.connection.creation.rate); past it the listener waits before accepting more. The inter-broker listener, when there are several, counts against its listener bound only.", at_least(0)),
     ConfigKey("max.connections.per.ip.overrides", "string", "", "Per-host limits overriding max.connections.per.ip, e.g. hostName:100,127.0.0.1:200."),
     ConfigKey("connections.max.idle.ms", "long", 600000, "Connections with no traffic and no request in progress are closed after this long.", at_least(1)),
     ConfigKey("request.receive.timeout.ms", "long", 60000, "pybroker's own (Kafka has none): a connection's first request, and any request once its first byte arrived, must be received within this long, or the connection is closed (slow clients holding memory).", at_least(1)),

@@ -2,10 +2,11 @@
 
 An entity is ``(user, client-id)``, each part a sanitized name (Kafka's Sanitizer), ``<default>``
 for the default entity, or None when the entity has no such part. Its config maps quota keys to
-their text values.
+their text values. An ``ip`` entity (KIP-612) stands alone, named by an IP address or ``<default>``;
+its only key is connection_creation_rate.
 
-- ZooKeeper mode: ``/config/users/<user>``, ``/config/clients/<client-id>`` and
-  ``/config/users/<user>/clients/<client-id>`` hold ``{"version":1,"config":{...}}`` and every change
+- ZooKeeper mode: ``/config/users/<user>``, ``/config/clients/<client-id>``,
+  ``/config/users/<user>/clients/<client-id>`` and ``/config/ips/<ip>`` hold ``{"version":1,"config":{...}}`` and every change
   is announced by ``/config/changes/config_change_<seq>`` with ``{"version":2,"entity_path":
   "users/<user>/clients/<client-id>"}`` (AdminZkClient.changeConfigs). A user's node is shared with
   its SCRAM credentials (scram_store.py): a write keeps every key that is not a quota key. Every
@@ -22,9 +23,9 @@ import asyncio
 import json
 import logging
 import os
-from typing import Callable, Mapping, Protocol
+from typing import Any, Callable, Mapping, Protocol
 
-from pybroker.common.client_quotas import QUOTA_KEYS
+from pybroker.common.client_quotas import IP_QUOTA_KEYS, QUOTA_KEYS
 from pybroker.common.durable_json import write_json_durably_off_loop
 from pybroker.controller import zk_paths as zp
 from pybroker.controller.config_changes import ConfigChangeFeed, announce_config_change
@@ -35,12 +36,15 @@ log = logging.getLogger("pybroker.metadata")
 
 CONFIG_USERS = "/config/users"
 CONFIG_CLIENTS = "/config/clients"
+CONFIG_IPS = "/config/ips"
+IPS = "ips"
 QUOTAS_FILE = "pybroker-client-quotas.json"
 _WATCH = "client-quota-changes"
 
 #: (sanitized user or "<default>" or None, sanitized client id or "<default>" or None)
 Entity = tuple[str | None, str | None]
 Listener = Callable[[Entity, Mapping[str, str]], None]
+IpListener = Callable[[str, Mapping[str, str]], None]
 
 __all__ = ["ClientQuotaStore", "Entity", "FileQuotaStore", "ZkQuotaStore", "desanitize", "entity_path", "sanitize"]
 
@@ -67,37 +71,61 @@ def parse_entity_path(path: str) -> Entity | None:
     return None
 
 
-def quota_keys_of(config: Mapping[str, str]) -> dict[str, str]:
-    return {k: v for k, v in config.items() if k in QUOTA_KEYS}
+def quota_keys_of(config: Mapping[str, str], keys: Mapping[str, str] = QUOTA_KEYS) -> dict[str, str]:
+    return {k: v for k, v in config.items() if k in keys}
+
+
+def parse_ip_path(path: str) -> str | None:
+    """The ip of ``ips/<ip>``, else None."""
+    kind, _, ip = path.partition("/")
+    return ip if kind == IPS and ip and "/" not in ip else None
 
 
 class ClientQuotaStore(Protocol):
     listeners: list[Listener]
+    ip_listeners: list[IpListener]
 
     def all(self) -> Mapping[Entity, Mapping[str, str]]: ...
 
+    def ips(self) -> Mapping[str, Mapping[str, str]]: ...
+
     async def set_quotas(self, entity: Entity, config: Mapping[str, str]) -> None:
         """Replace the entity's quota keys (empty: it has no quotas left)."""
+
+    async def set_ip_quotas(self, ip: str, config: Mapping[str, str]) -> None:
+        """Replace an ip entity's keys (an address or ``<default>``)."""
 
 
 class _Cache:
     def __init__(self) -> None:
         self.entities: dict[Entity, dict[str, str]] = {}
+        self.ip_entities: dict[str, dict[str, str]] = {}
         self.listeners: list[Listener] = []
+        self.ip_listeners: list[IpListener] = []
 
     def all(self) -> Mapping[Entity, Mapping[str, str]]:
         return self.entities
 
+    def ips(self) -> Mapping[str, Mapping[str, str]]:
+        return self.ip_entities
+
+    def _store_ip(self, ip: str, config: Mapping[str, str]) -> None:
+        _replace(self.ip_entities, self.ip_listeners, ip, quota_keys_of(config, IP_QUOTA_KEYS))
+
     def _store(self, entity: Entity, config: Mapping[str, str]) -> None:
-        config = quota_keys_of(config)
-        if config == self.entities.get(entity, {}):
-            return
-        if config:
-            self.entities[entity] = config
-        else:
-            self.entities.pop(entity, None)
-        for listener in self.listeners:
-            listener(entity, config)
+        _replace(self.entities, self.listeners, entity, quota_keys_of(config))
+
+
+def _replace(table: dict[Any, dict[str, str]], listeners: list[Any], key: Any, config: dict[str, str]) -> None:
+    """Keep ``config`` as ``key``'s quotas (none: drop it) and tell ``listeners`` if they changed."""
+    if config == table.get(key, {}):
+        return
+    if config:
+        table[key] = config
+    else:
+        table.pop(key, None)
+    for listener in listeners:
+        listener(key, config)
 
 
 class FileQuotaStore(_Cache):
@@ -113,17 +141,30 @@ class FileQuotaStore(_Cache):
         except FileNotFoundError:
             return
         for path, config in document.get("entities", {}).items():
-            entity = parse_entity_path(path)
+            entity, ip = parse_entity_path(path), parse_ip_path(path)
             if entity is not None:
                 self.entities[entity] = quota_keys_of({str(k): str(v) for k, v in config.items()})
+            elif ip is not None:
+                self.ip_entities[ip] = quota_keys_of({str(k): str(v) for k, v in config.items()}, IP_QUOTA_KEYS)
 
     async def set_quotas(self, entity: Entity, config: Mapping[str, str]) -> None:
         async with self._writes:
-            entities = {entity_path(e): c for e, c in self.entities.items() if e != entity}
-            if config:
-                entities[entity_path(entity)] = dict(config)
-            await write_json_durably_off_loop(self._path, {"version": 1, "entities": entities})
+            await self._write(entity_path(entity), config)
             self._store(entity, config)
+
+    async def set_ip_quotas(self, ip: str, config: Mapping[str, str]) -> None:
+        async with self._writes:
+            await self._write(f"{IPS}/{ip}", config)
+            self._store_ip(ip, config)
+
+    async def _write(self, path: str, config: Mapping[str, str]) -> None:
+        """The document with the entity at ``path`` replaced (or dropped when ``config`` is empty)."""
+        entities = {entity_path(e): c for e, c in self.entities.items()}
+        entities.update((f"{IPS}/{ip}", c) for ip, c in self.ip_entities.items())
+        entities.pop(path, None)
+        if config:
+            entities[path] = dict(config)
+        await write_json_durably_off_loop(self._path, {"version": 1, "entities": entities})
 
 
 class ZkQuotaStore(_Cache):
@@ -136,8 +177,10 @@ class ZkQuotaStore(_Cache):
         zk.on(_WATCH, self._on_changes)
 
     async def start(self) -> None:
-        await self._zk.ensure_paths(CONFIG_USERS, CONFIG_CLIENTS, zp.CONFIG_CHANGES)
+        await self._zk.ensure_paths(CONFIG_USERS, CONFIG_CLIENTS, CONFIG_IPS, zp.CONFIG_CHANGES)
         await self._changes.start()
+        for ip in await self._zk.children(CONFIG_IPS):
+            await self._reload_ip(ip)
         for client in await self._zk.children(CONFIG_CLIENTS):
             await self._reload((None, client))
         for user in await self._zk.children(CONFIG_USERS):
@@ -146,23 +189,36 @@ class ZkQuotaStore(_Cache):
                 await self._reload((user, client))
 
     async def set_quotas(self, entity: Entity, config: Mapping[str, str]) -> None:
-        path = f"/config/{entity_path(entity)}"
-        node = await self._zk.get(path)
-        merged = {k: v for k, v in (zp.decode_topic_config(node[0]) if node else {}).items() if k not in QUOTA_KEYS}
+        await self._write(entity_path(entity), config, QUOTA_KEYS)
+        self._store(entity, config)
+
+    async def set_ip_quotas(self, ip: str, config: Mapping[str, str]) -> None:
+        await self._write(f"{IPS}/{ip}", config, IP_QUOTA_KEYS)
+        self._store_ip(ip, config)
+
+    async def _write(self, path: str, config: Mapping[str, str], keys: Mapping[str, str]) -> None:
+        """``/config/<path>`` with its quota keys replaced (other keys, SCRAM's, kept), then announced."""
+        node = await self._zk.get(f"/config/{path}")
+        merged = {k: v for k, v in (zp.decode_topic_config(node[0]) if node else {}).items() if k not in keys}
         merged.update(config)
         data = zp.encode_topic_config(merged)
         if node is None:
-            await self._zk.create(path, data, makepath=True)
+            await self._zk.create(f"/config/{path}", data, makepath=True)
         else:
-            await self._zk.set(path, data)
-        await announce_config_change(self._zk, entity_path(entity))
-        self._store(entity, config)
+            await self._zk.set(f"/config/{path}", data)
+        await announce_config_change(self._zk, path)
 
     async def _on_changes(self, _: ZkEvent) -> None:
         for kind, rest in await self._changes.new_changes():
-            entity = parse_entity_path(f"{kind}/{rest}")
+            entity, ip = parse_entity_path(f"{kind}/{rest}"), parse_ip_path(f"{kind}/{rest}")
             if entity is not None:
                 await self._reload(entity)
+            elif ip is not None:
+                await self._reload_ip(ip)
+
+    async def _reload_ip(self, ip: str) -> None:
+        node = await self._zk.get(f"{CONFIG_IPS}/{ip}")
+        self._store_ip(ip, zp.decode_topic_config(node[0]) if node else {})
 
     async def _reload(self, entity: Entity) -> None:
         node = await self._zk.get(f"/config/{entity_path(entity)}")

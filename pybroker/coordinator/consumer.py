@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import re
 import uuid
 from dataclasses import dataclass
 from typing import Any, Mapping
 
 from pybroker.coordinator import consumer_records
 from pybroker.coordinator.assignors import ASSIGNORS
+from pybroker.coordinator.consumer_regex import Describable, RegexRefresh, maybe_refresh, regex_topics, resolved
 from pybroker.coordinator.consumer_group import (
     Assignment,
     ConsumerGroup,
@@ -39,20 +39,21 @@ from pybroker.protocol.messages import (
 LEAVE_EPOCH = -1
 STATIC_LEAVE_EPOCH = -2
 FIRST_CLIENT_MEMBER_ID_VERSION = 1
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 log = logging.getLogger("pybroker.coordinator")
 
 
 @dataclass(frozen=True, slots=True)
 class Heartbeat:
-    """A ConsumerGroupHeartbeat with what the connection adds."""
+    """A ConsumerGroupHeartbeat with what the connection adds: ``describable`` filters the topics a
+    regex refresh it asks for may reach (None: no authorizer). Its regex was found valid already."""
 
     request: ConsumerGroupHeartbeatRequest
     version: int
     client_id: str
     client_host: str
     image: TopicImage
+    describable: Describable | None = None
 
 
 class HeartbeatError(Exception):
@@ -86,7 +87,7 @@ class ConsumerMembership:
     def heartbeat(self, waiter: Waiter, hb: Heartbeat, now_ms: int) -> Outcome:
         out = Outcome()
         try:
-            response = self._heartbeat(hb, now_ms)
+            response = self._heartbeat(out, hb, now_ms)
         except HeartbeatError as exc:
             response = ConsumerGroupHeartbeatResponse(error_code=exc.code, error_message=exc.message)
         group = self.groups.get(hb.request.group_id)
@@ -100,7 +101,7 @@ class ConsumerMembership:
         partition = self.table.partition_of(group.group_id)
         out.records.extend((partition, record) for record in consumer_records.changes(group))
 
-    def _heartbeat(self, hb: Heartbeat, now_ms: int) -> ConsumerGroupHeartbeatResponse:
+    def _heartbeat(self, out: Outcome, hb: Heartbeat, now_ms: int) -> ConsumerGroupHeartbeatResponse:
         request = hb.request
         self._validate(request, hb.version)
         group = self._group_for(request, now_ms)
@@ -110,6 +111,9 @@ class ConsumerMembership:
         before = (dict(member.assigned), member.member_epoch)
         changed = self._update_member(member, request, hb) or joined
         member.heartbeat_deadline_ms = now_ms + self.session_timeout_ms
+        refresh = maybe_refresh(group, hb.image, hb.describable, now_ms)
+        if refresh is not None:
+            out.tasks.append(refresh)
         if self.refresh_subscriptions(group, hb.image) or changed:
             self.bump(group, hb.image)
         owned = _owned(request, hb.image)
@@ -123,7 +127,8 @@ class ConsumerMembership:
         return response
 
     def _validate(self, request: ConsumerGroupHeartbeatRequest, version: int) -> None:
-        """Kafka's throwIfConsumerGroupHeartbeatRequestIsInvalid, then the assignor and regex checks."""
+        """Kafka's throwIfConsumerGroupHeartbeatRequestIsInvalid, then the assignor check (the handler
+        checked the regex, in the regex worker: `topic_regex.py`)."""
         invalid = ErrorCode.INVALID_REQUEST
         if not request.group_id:
             raise HeartbeatError(invalid, "GroupId can't be empty.")
@@ -151,13 +156,6 @@ class ConsumerMembership:
             raise HeartbeatError(ErrorCode.UNSUPPORTED_ASSIGNOR,
                                  f"ServerAssignor {request.server_assignor} is not supported. Supported assignors: "
                                  f"{', '.join(self.assignors)}.")
-        if request.subscribed_topic_regex:
-            try:
-                re.compile(request.subscribed_topic_regex)
-            except re.error as exc:
-                raise HeartbeatError(ErrorCode.INVALID_REGULAR_EXPRESSION,
-                                     f"SubscribedTopicRegex `{request.subscribed_topic_regex}` is not a valid "
-                                     f"regular expression: {exc}.") from None
 
     def _group_for(self, request: ConsumerGroupHeartbeatRequest, now_ms: int) -> ConsumerGroup:
         group: GroupBase | None = self.groups.get(request.group_id)
@@ -299,16 +297,11 @@ class ConsumerMembership:
 
     # ------------------------------------------------------------------ epochs and assignment
 
-    def _subscriptions(self, group: ConsumerGroup, image: TopicImage) -> dict[str, set[str]]:
-        """member id -> the existing topics it subscribes to, by name or regular expression."""
-        subscriptions: dict[str, set[str]] = {}
-        for member in group.members.values():
-            topics = {t for t in member.subscribed_topic_names if t in image.topics}
-            if member.subscribed_topic_regex:
-                pattern = re.compile(member.subscribed_topic_regex)
-                topics |= {t for t in image.topics if t not in INTERNAL_TOPICS and pattern.fullmatch(t)}
-            subscriptions[member.member_id] = topics
-        return subscriptions
+    @staticmethod
+    def _subscriptions(group: ConsumerGroup, image: TopicImage) -> dict[str, set[str]]:
+        """member id -> the existing topics it subscribes to, by name or (as resolved) regular expression."""
+        return {m.member_id: ConsumerMembership._known_subscription(group, m, image.topics)
+                for m in group.members.values()}
 
     def refresh_subscriptions(self, group: ConsumerGroup, image: TopicImage) -> bool:
         """Whether the subscribed topics' partition counts changed (topics created, deleted, grown)."""
@@ -329,7 +322,8 @@ class ConsumerMembership:
                 subscriptions: dict[str, set[str]] | None = None) -> None:
         """Compute the target assignment for the group epoch (Kafka's TargetAssignmentBuilder)."""
         if subscriptions is None:
-            subscriptions = {m.member_id: self._known_subscription(m, metadata) for m in group.members.values()}
+            subscriptions = {m.member_id: self._known_subscription(group, m, metadata)
+                             for m in group.members.values()}
         group.subscription_metadata = metadata
         group.assignor_name = self._preferred_assignor(group)
         assignor = ASSIGNORS[group.assignor_name]
@@ -339,12 +333,19 @@ class ConsumerMembership:
                  group.group_id, group.group_epoch, group.assignor_name)
 
     @staticmethod
-    def _known_subscription(member: ConsumerMember, metadata: dict[str, int]) -> set[str]:
-        topics = {t for t in member.subscribed_topic_names if t in metadata}
-        if member.subscribed_topic_regex:
-            pattern = re.compile(member.subscribed_topic_regex)
-            topics |= {t for t in metadata if pattern.fullmatch(t)}
-        return topics
+    def _known_subscription(group: ConsumerGroup, member: ConsumerMember, existing: Mapping[str, Any]) -> set[str]:
+        """The topics of ``existing`` the member subscribes to, by name or regex."""
+        return {t for t in member.subscribed_topic_names if t in existing} | regex_topics(group, member, existing)
+
+    def regexes_resolved(self, refresh: RegexRefresh, matches: dict[str, list[str]] | None) -> Outcome:
+        """A regex refresh finished (None: it failed): a new epoch if a regex now stands for other topics."""
+        out = Outcome()
+        group = self.groups.get(refresh.group_id)
+        if isinstance(group, ConsumerGroup):
+            if resolved(group, refresh, matches) or self.refresh_subscriptions(group, refresh.image):
+                self.bump(group, refresh.image)
+            self.flush(out, group)
+        return out
 
     def _preferred_assignor(self, group: ConsumerGroup) -> str:
         """The assignor most members ask for, else the first of ``group.consumer.assignors``."""

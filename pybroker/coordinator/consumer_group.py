@@ -42,10 +42,12 @@ Assignment = dict[str, frozenset[int]]
 
 @dataclass(frozen=True, slots=True)
 class TopicImage:
-    """The cluster's topics when a request arrived: name -> (topic id, partition count)."""
+    """The cluster's topics when a request arrived: name -> (topic id, partition count); ``version``
+    changes whenever a topic does (regex resolutions remember the version they saw)."""
 
     topics: Mapping[str, tuple[uuid.UUID, int]]
     by_id: Mapping[uuid.UUID, str] = field(default_factory=dict)
+    version: int = 0
 
     def __post_init__(self) -> None:
         if not self.by_id:
@@ -94,6 +96,14 @@ class ConsumerMember:
     """Set for a member using the classic protocol (JoinGroup/SyncGroup) in this group (``migration.py``)."""
 
 
+@dataclass(frozen=True, slots=True)
+class ResolvedRegex:
+    """The topics a subscribed regex matched, at a version of the topic image (``consumer_regex.py``)."""
+
+    topics: frozenset[str]
+    image_version: int
+
+
 @dataclass(slots=True)
 class ClassicMemberInfo:
     """What a classic member told JoinGroup that the consumer protocol has no field for."""
@@ -119,6 +129,10 @@ class ConsumerGroup(GroupBase):
     """Partition counts of the subscribed topics the target was computed for."""
     topic_ids: dict[str, uuid.UUID] = field(default_factory=dict)
     """Ids of the topics the group has seen: the records name topics by id."""
+    resolved_regexes: dict[str, ResolvedRegex] = field(default_factory=dict)
+    """Subscribed regex -> the topics it was last resolved to (``consumer_regex.py``)."""
+    regex_refresh_pending: bool = False
+    regex_refreshed_ms: int = 0
     written: dict[bytes, bytes] = field(default_factory=dict)
     """The group's records as last written to ``__consumer_offsets`` (key -> value)."""
     dead: bool = False

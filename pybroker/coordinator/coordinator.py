@@ -14,6 +14,7 @@ from typing import Iterable, TypeVar
 
 from pybroker.coordinator.classic import ClassicMembership, JoinRequest, join_error
 from pybroker.coordinator.consumer import ConsumerLoad, ConsumerMembership, Heartbeat, TopicImage
+from pybroker.coordinator.consumer_regex import RegexRefresh
 from pybroker.coordinator.consumer_group import ConsumerGroup
 from pybroker.coordinator.group import CommittedOffset, Group, GroupState, Waiter
 from pybroker.coordinator.group_base import GroupBase
@@ -156,6 +157,9 @@ class GroupCoordinator:
         if isinstance(group, ConsumerGroup):
             self._maybe_downgrade(out, group, now_ms)
         return out
+
+    def regexes_resolved(self, refresh: RegexRefresh, matches: dict[str, list[str]] | None) -> Outcome:
+        return self.consumer.regexes_resolved(refresh, matches)
 
     def _maybe_downgrade(self, out: Outcome, group: ConsumerGroup, now_ms: int) -> None:
         """The last consumer-protocol member left: the classic members are left in a classic group."""

@@ -8,14 +8,17 @@ restart or a failover could forget. If persisting or replicating fails, every an
 outcome fails with ``CoordinatorStorageError`` and the handlers turn it into COORDINATOR_NOT_AVAILABLE.
 Committed offsets follow the same rule: the coordinator stages them and they become visible to
 OffsetFetch only once their records are replicated; a failed write leaves the previous value.
+An outcome's tasks (regex refreshes) run off the loop through ``resolve``; their results come back
+to the coordinator as another outcome.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Coroutine
 
+from pybroker.coordinator.consumer_regex import RegexRefresh
 from pybroker.coordinator.coordinator import GroupCoordinator, Outcome
 from pybroker.coordinator.records import Record
 
@@ -28,6 +31,8 @@ Persist = Callable[[int, list[Record]], int]
 Replicated = Callable[[int, int], Awaitable[None]]
 """Wait until the in-sync replicas of a partition hold everything before an offset."""
 Clock = Callable[[], int]
+Resolve = Callable[[frozenset[str], list[str]], Awaitable[dict[str, list[str]]]]
+"""Match regexes against topic names off the loop (``topic_regex.RegexEngine.resolve``)."""
 
 
 class CoordinatorStorageError(Exception):
@@ -40,10 +45,11 @@ class NotCoordinatorError(Exception):
 
 class CoordinatorRuntime:
     def __init__(self, coordinator: GroupCoordinator, persist: Persist, clock: Clock,
-                 replicated: Replicated | None = None) -> None:
+                 replicated: Replicated | None = None, resolve: Resolve | None = None) -> None:
         self.coordinator = coordinator
         self._persist = persist
         self._replicated = replicated
+        self._resolve = resolve
         self._replicating: set[asyncio.Task[None]] = set()  # referenced so they are not collected early
         self._clock = clock
         self._wake = asyncio.Event()
@@ -55,6 +61,8 @@ class CoordinatorRuntime:
         return await future
 
     def apply(self, outcome: Outcome) -> None:
+        for task in outcome.tasks:
+            self._spawn(self._refresh(task))
         by_partition: dict[int, list[Record]] = {}
         for partition, record in outcome.records:
             by_partition.setdefault(partition, []).append(record)
@@ -72,9 +80,23 @@ class CoordinatorRuntime:
             self.coordinator.offsets_written(outcome.staged, ends)
             deliver(outcome.replies)
         else:
-            task = asyncio.get_running_loop().create_task(self._deliver_when_replicated(ends, outcome))
-            self._replicating.add(task)
-            task.add_done_callback(self._replicating.discard)
+            self._spawn(self._deliver_when_replicated(ends, outcome))
+
+    def _spawn(self, coroutine: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(coroutine)
+        self._replicating.add(task)
+        task.add_done_callback(self._replicating.discard)
+
+    async def _refresh(self, refresh: RegexRefresh) -> None:
+        """Resolve a group's regexes off the loop; a failure leaves them to the next refresh."""
+        matches: dict[str, list[str]] | None = None
+        try:
+            if self._resolve is None:
+                raise RuntimeError("no regex resolver")
+            matches = await self._resolve(refresh.patterns, list(refresh.image.topics))
+        except Exception as exc:
+            log.error("Could not resolve the regular expressions of group %s: %s", refresh.group_id, exc)
+        self.apply(self.coordinator.regexes_resolved(refresh, matches))
 
     async def _deliver_when_replicated(self, ends: dict[int, int], outcome: Outcome) -> None:
         assert self._replicated is not None

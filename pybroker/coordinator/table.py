@@ -57,6 +57,9 @@ class Outcome:
     staged: list[Any] = field(default_factory=list)
     """OffsetCommit values (``OffsetEntry``) in ``records``: the runtime hands them to
     ``offsets_written`` once the records are replicated, or to ``offsets_failed`` if they are not."""
+    tasks: list[Any] = field(default_factory=list)
+    """Work for off the loop (``consumer_regex.RegexRefresh``): the runtime runs it and hands the
+    result back to ``regexes_resolved``."""
 
     def reply(self, waiter: Waiter, response: Any) -> None:
         self.replies.append((waiter, response))

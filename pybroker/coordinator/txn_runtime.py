@@ -72,9 +72,7 @@ class TxnRuntime(CoordinatorRuntime):
             return
         prepared = [m.transactional_id for m in outcome.markers] if ends and self._replicated else []
         self._awaiting_isr.update(prepared)
-        task = asyncio.get_running_loop().create_task(self._finish(ends, outcome, prepared))
-        self._replicating.add(task)
-        task.add_done_callback(self._replicating.discard)
+        self._spawn(self._finish(ends, outcome, prepared))
 
     async def _finish(self, ends: dict[int, int], outcome: TxnOutcome, prepared: list[str]) -> None:
         try:

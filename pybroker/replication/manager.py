@@ -218,13 +218,17 @@ class ReplicaManager:
     def _on_follower_append(self, key: TopicPartitionKey) -> None:
         self._wake(key)
 
-    def stop_replica(self, topic: str, index: int, *, delete: bool) -> None:
+    def stop_replica(self, topic: str, index: int, *, delete: bool, source: str) -> None:
+        """Stop replicating a partition, and with ``delete`` remove its log: a deletion is logged at
+        WARN with ``source``, what asked for it."""
         key = (topic, index)
         self._stop_fetching(key)
         partition = self._partitions.pop(key, None)
         if partition is not None and partition.is_leader:
             self._notify_leadership(topic, index, partition.leader_epoch, is_leader=False)
         if partition is not None and delete:
+            log.warning("Deleting the log of %s-%d (leader epoch %d): %s", topic, index, partition.leader_epoch,
+                        source)
             self.log_manager.delete_log(topic, index)
         self._wake(key)
 
@@ -255,7 +259,7 @@ class ReplicaManager:
 
     def remove_topic(self, topic: str) -> None:
         for key in [key for key in self._partitions if key[0] == topic]:
-            self.stop_replica(*key, delete=True)
+            self.stop_replica(*key, delete=True, source=f"topic {topic} was deleted")
 
     async def shutdown(self) -> None:
         fetchers = list(self._fetchers.values())

@@ -161,9 +161,17 @@ class Partition:
         self.maybe_advance_high_watermark()
         return info
 
+    def check_follower(self, replica_id: int) -> None:
+        """Kafka's followerReplicaOrThrow: only another replica of the partition fetches as a follower,
+        so the follower table never holds more than the replica set."""
+        if replica_id == self.broker_id or replica_id not in self.replicas:
+            raise NotLeaderError(f"Replica {replica_id} is not recognized as a valid replica of "
+                                 f"{self.topic}-{self.index}")
+
     def record_follower_fetch(self, replica_id: int, fetch_offset: int, now_ms: int, *,
                               log_start_offset: int = -1) -> bool:
         """Record a follower's fetch; True when the log start it reports changed (DeleteRecords waits on it)."""
+        self.check_follower(replica_id)
         state = self.followers.get(replica_id) or rs.initial_follower(replica_id, in_isr=False, now_ms=now_ms)
         self.followers[replica_id] = rs.on_follower_fetch(state, fetch_offset=fetch_offset,
                                                           leader_leo=self.log.log_end_offset, now_ms=now_ms,

@@ -96,6 +96,7 @@ class Broker:
                 else ZkAclStore(self.zk_mode.zk, self.authorizer)
         self.dispatcher = Dispatcher(self, ALL_HANDLERS)
         self.socket_server = SocketServer(config, self.dispatcher)
+        self.quotas.follow_ip_quotas(self.socket_server.rates)
         # Off (None) unless metrics.port is set, so the request path pays nothing for unscraped counters.
         self.metrics = BrokerMetrics(self) if config["metrics.port"] >= 0 else None
         self._tasks: list[asyncio.Task[None]] = []
@@ -167,6 +168,7 @@ class Broker:
         if self.metrics is not None:
             await self.metrics.close()
         await self.socket_server.stop()
+        self.groups.close()
         await self.txns.close()
         if self.zk_mode is not None:
             await self.zk_mode.stop()

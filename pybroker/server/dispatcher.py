@@ -8,6 +8,7 @@ unknown API key or version closes the connection. Requests only brokers send pas
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from typing import TYPE_CHECKING, Iterable
@@ -92,13 +93,11 @@ class Dispatcher:
             # for the metadata.
             if not self._broker.serving.is_set() and key not in sasl_gate.BEFORE_START_UP:
                 await self._broker.serving.wait()
-        else:
-            refused = await self._guard.check(context, key, request)
-            if refused:
-                if refused is ErrorCode.CLUSTER_AUTHORIZATION_FAILED:
-                    limited_log.warning(f"refused-{key}", "Refused %s from %s (client id %s): %s",
-                                        type(request).__name__, peer, header.client_id, refused.name)
-                return encode_response_parts(header.correlation_id, key, version, refusal(request, refused))
+        elif not await self._guard.check(context, request):
+            limited_log.warning(f"refused-{key}", "Refused %s from %s on listener %s (client id %s)",
+                                type(request).__name__, peer, context.session.listener, header.client_id)
+            await asyncio.sleep(self._broker.sasl.failed_delay_ms / 1000)  # each guess costs a delay
+            return FinalResponse(encode_response_parts(header.correlation_id, key, version, refusal(request)))
         metrics = self._broker.metrics
         handle = handler.handle if self._broker.quotas.managers.enabled else handler.unbounded
         if metrics is None:

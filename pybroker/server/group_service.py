@@ -13,9 +13,12 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Any, Callable
 
+from pybroker.controller.metadata import TopicInfo
+from pybroker.coordinator.consumer_group import TopicImage
 from pybroker.coordinator.coordinator import GroupConfig, GroupCoordinator, Outcome
 from pybroker.coordinator.loader import replay
 from pybroker.coordinator.runtime import CoordinatorRuntime
+from pybroker.coordinator.topic_regex import RegexEngine
 from pybroker.log import PartitionLog
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.server.coordinator_loads import PartitionLoads
@@ -55,7 +58,12 @@ class GroupService:
             replication_factor=config["offsets.topic.replication.factor"],
             configs=lambda _: {"segment.bytes": str(config["offsets.topic.segment.bytes"])},
             replication_timeout_ms=config["offsets.commit.timeout.ms"], clock=clock)
-        self.runtime = CoordinatorRuntime(self.coordinator, self.topic.append, clock, self.topic.replicated)
+        self.regexes = RegexEngine()
+        """Checks and resolves members' topic regexes in a worker process."""
+        self.runtime = CoordinatorRuntime(self.coordinator, self.topic.append, clock, self.topic.replicated,
+                                          self.regexes.resolve)
+        self._image: TopicImage | None = None
+        self._image_version = 0
         self._clock = clock
         self.loaded: set[int] = set()
         """Partitions of the internal topic whose groups this broker coordinates."""
@@ -64,7 +72,26 @@ class GroupService:
 
     def start(self) -> asyncio.Task[None]:
         """Run the coordinator's timers (partitions are loaded as this broker becomes their leader)."""
+        assert self._broker.metadata is not None
+        self._broker.metadata.add_listener(self._on_topic_change)
         return asyncio.get_running_loop().create_task(self.runtime.run_timers(), name="group-coordinator")
+
+    def close(self) -> None:
+        self.regexes.shutdown()
+
+    def topic_image(self) -> TopicImage:
+        """The cluster's topics as the consumer protocol resolves subscriptions against them, built again
+        only after a topic changed (its version then rises)."""
+        if self._image is None:
+            assert self._broker.metadata is not None
+            self._image = TopicImage({name: (info.topic_id, len(info.partitions))
+                                      for name, info in self._broker.metadata.topics().items()},
+                                     version=self._image_version)
+        return self._image
+
+    def _on_topic_change(self, _name: str, _info: TopicInfo | None) -> None:
+        self._image = None
+        self._image_version += 1
 
     def owns(self, group_id: str) -> bool:
         return self.coordinator.partition_of(group_id) in self.loaded

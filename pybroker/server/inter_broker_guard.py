@@ -5,46 +5,47 @@ WriteTxnMarkers is not guarded: besides transaction coordinators, Kafka's Admin.
 (KIP-664) sends it from clients, and a Kafka broker without an authorizer serves it to anyone; with
 an authorizer its handler requires ClusterAction.
 
-With an authorizer (``authorizer.class.name``) every guarded request first needs ClusterAction on
-the cluster (brokers are normally ``super.users``); the checks below still follow.
+A ZooKeeper-mode Kafka broker without an authorizer serves these requests to anyone who can connect.
+pybroker's guard promises less than authentication and more than nothing: it stops a *blind*
+forger, one who cannot read ZooKeeper. docs/security.md says what it does and does not stop.
 
-Kafka lets them through a ClusterAction ACL on the inter-broker listener. Until pybroker separates
-listeners and has ACL enforcement, a request passes only when everything it claims can be checked
-against ZooKeeper, which a client cannot write through the Kafka port:
-
-- controller requests: ``controller_id`` is the broker registered in /controller and
-  ``controller_epoch`` is the one in /controller_epoch (both read in one go when the pair is not
-  the one already verified), so a forged epoch above ZooKeeper's is refused and never adopted;
+- They are served only on the inter-broker listener (``inter.broker.listener.name``): with a
+  separate, authenticated inter-broker listener no client listener takes them at all.
+- With an authorizer (``authorizer.class.name``) the principal needs ClusterAction on the cluster
+  (brokers are normally ``super.users``), as in Kafka; the checks below still follow.
+- Controller requests: ``controller_id`` is the broker registered in /controller and
+  ``controller_epoch`` the one in /controller_epoch (both read in one go when the pair is not the one
+  already verified), so a forged epoch above ZooKeeper's is refused and never adopted;
   ``broker_epoch`` is the czxid of this broker's own registration; the peer's address is one the
-  controller's registered host resolves to;
+  controller's registered host resolves to.
 - ControlledShutdown: the peer's address is the registered host of the broker it names, and the
   broker epoch is that registration's.
 
-Refusals answer CLUSTER_AUTHORIZATION_FAILED, Kafka's answer when ClusterAction is denied. A lower
-controller epoch than one already obeyed stays STALE_CONTROLLER_EPOCH and an older broker epoch
-STALE_BROKER_EPOCH, as in Kafka. In single-node mode there is no other broker, so every one of
-these requests is refused (a KRaft Kafka broker does not serve them to anyone either: it closes the
-connection of a request for an API its listener does not expose; we answer instead, as
-ApiVersions still lists them).
+Every request that fails any check gets the same answer, CLUSTER_AUTHORIZATION_FAILED (Kafka's when
+ClusterAction is denied), after ``connection.failed.authentication.delay.ms``, and its connection is
+closed: no answer tells a forger that a guess was closer (a lower epoch answered STALE_BROKER_EPOCH
+and a higher one CLUSTER_AUTHORIZATION_FAILED, so 64 requests found a broker epoch by bisection),
+and each guess costs a connection and a delay. A deposed controller's requests are refused the same
+way; a controller does not act on the code. In single-node mode there is no other broker, so every
+one of these requests is refused (a KRaft Kafka broker does not serve them to anyone either).
 
-Limits of the address check, honestly: it proves only that the request comes from a machine a
-broker is registered on. Any process on a broker's host (every client of a single-host cluster,
-as in our tests) passes it, as does anyone who can spoof or share that address (NAT, a proxy in
-front of the brokers). A broker that reaches another through an interface other than the one its
-advertised host resolves to (multi-homed hosts) is refused. The controller_id/epoch and broker
-epoch checks stop a blind forger, not one who can read ZooKeeper or guess a czxid. Real
-protection is the inter-broker listener with authentication and ClusterAction ACLs.
+Limits, honestly: the address check proves only that the request comes from a machine a broker is
+registered on (any process there passes it, as does anyone who can spoof or share that address), and
+a ZooKeeper that has served few writes hands out small czxids, so a local process that can connect
+can still find this broker's epoch by exhaustion, one refused request at a time. Real protection is
+an inter-broker listener of its own with authentication (a shared SASL credential or mTLS), and an
+authorizer with the brokers as super users.
 """
 
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import socket
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from pybroker.common.client_quotas import normalized_ip
 from pybroker.controller import zk_paths as zp
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.error_codes import ErrorCode
@@ -83,11 +84,12 @@ class InterBrokerGuard:
         self._controller: _VerifiedController | None = None
         self._resolved: dict[str, tuple[float, frozenset[str]]] = {}
 
-    async def check(self, ctx: "RequestContext", key: int, request: Message) -> ErrorCode:
-        """NONE when ``request`` (of API ``key``, one of GUARDED) may be served. With an authorizer
-        the principal needs ClusterAction on the cluster first, as in Kafka."""
+    async def check(self, ctx: "RequestContext", request: Message) -> bool:
+        """Whether ``request`` (of an API in GUARDED) may be served; refused ones all get one answer."""
+        if ctx.session.listener != ctx.broker.listeners.inter_broker:
+            return False
         if ctx.broker.authorizer is not None and not authorize_cluster(ctx, AclOperation.CLUSTER_ACTION):
-            return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+            return False
         if isinstance(request, (LeaderAndIsrRequest, UpdateMetadataRequest, StopReplicaRequest)):
             return await self.controller_request(ctx, request.controller_id, request.controller_epoch,
                                                  request.broker_epoch)
@@ -95,53 +97,44 @@ class InterBrokerGuard:
         return await self.controlled_shutdown(ctx, request.broker_id, request.broker_epoch)
 
     async def controller_request(self, ctx: "RequestContext", controller_id: int, controller_epoch: int,
-                                 broker_epoch: int) -> ErrorCode:
-        """NONE when the request comes from the current controller to this run of this broker. A
-        request arriving during start-up waits until this run registered: only then is its broker
-        epoch known, and a request for the previous run's registration (still in ZooKeeper until its
-        session expires) is STALE_BROKER_EPOCH, never served."""
+                                 broker_epoch: int) -> bool:
+        """Whether the request comes from the current controller to this run of this broker. A request
+        arriving during start-up waits until this run registered: only then is its broker epoch known,
+        and one for the previous run's registration (in ZooKeeper until its session expires) is refused."""
         zk_mode = ctx.broker.zk_mode
         if zk_mode is None:
-            return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+            return False
         await zk_mode.registered.wait()
         metadata = zk_mode.metadata
         assert metadata is not None
         if controller_epoch < metadata.controller_epoch:
-            return ErrorCode.STALE_CONTROLLER_EPOCH
+            return False
         verified = self._controller
         if verified is None or (verified.broker_id, verified.epoch) != (controller_id, controller_epoch):
-            code, verified = await self._read_controller(zk_mode, controller_id, controller_epoch)
+            verified = await self._read_controller(zk_mode, controller_id, controller_epoch)
             if verified is None:
-                return code
+                return False
             self._controller = verified
         if _peer_address(ctx) not in verified.addresses:
-            return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+            return False
         if broker_epoch == metadata.broker_epoch:
-            return ErrorCode.NONE
-        if 0 <= broker_epoch < metadata.broker_epoch:
-            return ErrorCode.STALE_BROKER_EPOCH
+            return True
         # Our registration may have happened a moment ago and the controller saw it first.
         registration = await self._registration(zk_mode, ctx.broker.broker_id)
-        if registration is not None and broker_epoch == registration.epoch:
-            return ErrorCode.NONE
-        return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        return registration is not None and broker_epoch == registration.epoch
 
-    async def controlled_shutdown(self, ctx: "RequestContext", broker_id: int, broker_epoch: int) -> ErrorCode:
-        """NONE when the peer is on the registered host of ``broker_id`` and names its registration."""
+    async def controlled_shutdown(self, ctx: "RequestContext", broker_id: int, broker_epoch: int) -> bool:
+        """Whether the peer is on the registered host of ``broker_id`` and names its registration."""
         zk_mode = ctx.broker.zk_mode
         if zk_mode is None or zk_mode.metadata is None:
-            return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+            return False
         registration = await self._registration(zk_mode, broker_id)
-        if registration is None or _peer_address(ctx) not in await self._addresses(registration.host):
-            return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
-        if 0 <= broker_epoch < registration.epoch:
-            return ErrorCode.STALE_BROKER_EPOCH
-        return ErrorCode.NONE if broker_epoch == registration.epoch else ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        return registration is not None and broker_epoch == registration.epoch and \
+            _peer_address(ctx) in await self._addresses(registration.host)
 
-
-    async def _read_controller(self, zk_mode: "ZkMode", controller_id: int, controller_epoch: int
-                               ) -> tuple[ErrorCode, _VerifiedController | None]:
-        """ZooKeeper's controller and epoch; the claim verified, or the code refusing it."""
+    async def _read_controller(self, zk_mode: "ZkMode", controller_id: int,
+                               controller_epoch: int) -> _VerifiedController | None:
+        """The claimed controller and epoch, if they are ZooKeeper's."""
         zk = zk_mode.zk
         epoch_node = await zk.get(zp.CONTROLLER_EPOCH)
         if epoch_node is not None and zp.decode_controller_epoch(epoch_node[0]) < controller_epoch:
@@ -149,16 +142,14 @@ class InterBrokerGuard:
             epoch_node = await zk.get(zp.CONTROLLER_EPOCH)
         controller_node = await zk.get(zp.CONTROLLER)  # after the epoch: both come from one election or later
         if controller_node is None or epoch_node is None:
-            return ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None
-        epoch = zp.decode_controller_epoch(epoch_node[0])
-        if controller_epoch < epoch:
-            return ErrorCode.STALE_CONTROLLER_EPOCH, None
-        if controller_epoch != epoch or zp.decode_controller(controller_node[0]) != controller_id:
-            return ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None
+            return None
+        if controller_epoch != zp.decode_controller_epoch(epoch_node[0]) or \
+                zp.decode_controller(controller_node[0]) != controller_id:
+            return None
         registration = await self._registration(zk_mode, controller_id)
         if registration is None:
-            return ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None
-        return ErrorCode.NONE, _VerifiedController(controller_id, epoch, await self._addresses(registration.host))
+            return None
+        return _VerifiedController(controller_id, controller_epoch, await self._addresses(registration.host))
 
     @staticmethod
     async def _registration(zk_mode: "ZkMode", broker_id: int) -> zp.BrokerRegistration | None:
@@ -183,13 +174,7 @@ class InterBrokerGuard:
 
 def _normalized(address: str) -> str:
     """One spelling per address: IPv4-mapped IPv6 (a dual-stack socket's view) as plain IPv4."""
-    try:
-        ip = ipaddress.ip_address(address.split("%", 1)[0])
-    except ValueError:
-        return address
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        return str(ip.ipv4_mapped)
-    return str(ip)
+    return normalized_ip(address) or address
 
 
 def _peer_address(ctx: "RequestContext") -> str:
@@ -199,8 +184,8 @@ def _peer_address(ctx: "RequestContext") -> str:
 GUARDED = frozenset({ApiKey.LEADER_AND_ISR, ApiKey.UPDATE_METADATA, ApiKey.STOP_REPLICA, ApiKey.CONTROLLED_SHUTDOWN})
 
 
-def refusal(request: Message, code: ErrorCode) -> Message:
-    """The answer to a guarded request refused with ``code`` (Kafka's getErrorResponse)."""
+def refusal(request: Message, code: ErrorCode = ErrorCode.CLUSTER_AUTHORIZATION_FAILED) -> Message:
+    """The answer to a refused guarded request (Kafka's getErrorResponse)."""
     if isinstance(request, LeaderAndIsrRequest):
         return LeaderAndIsrResponse(error_code=code, topics=[])
     if isinstance(request, UpdateMetadataRequest):

@@ -205,9 +205,10 @@ class _StateCollector(Collector):
         yield _gauge("kafka_server_socket_server_metrics_connection_count", "Open client connections.",
                      server.open_count)
         refused = CounterMetricFamily("kafka_network_socketserver_refusedconnections",
-                                      "Connections closed at accept by a connection quota, per config key.",
-                                      labels=["limit"])
-        refused.add_metric(["max.connections.per.ip"], server.refused["max.connections.per.ip"])
+                                      "Connections closed at accept by a connection quota, per config key "
+                                      "(max.connection.creation.rate: accepts delayed).", labels=["limit"])
+        for key in ("max.connections.per.ip", "connection_creation_rate", "max.connection.creation.rate"):
+            refused.add_metric([key], server.refused[key])
         yield refused
         expired = CounterMetricFamily("kafka_network_socketserver_expiredconnections",
                                       "Connections closed by the broker for idleness or a request received too "

@@ -6,6 +6,9 @@ Kafka's rules (SocketServer's Acceptor and ConnectionQuotas, KIP-402):
   backlog) until a connection closes;
 - ``max.connections.per.ip`` and ``max.connections.per.ip.overrides`` (``host:count,...``): a
   connection past its address's limit is accepted and closed at once;
+- KIP-612's connection creation rates (``connection_rates.py``): past ``max.connection.creation.rate``
+  (broker or listener) the acceptor waits; past an address's ``connection_creation_rate`` quota the
+  connection is closed, unserved, after the throttle time;
 - ``socket.receive.buffer.bytes`` is set on the listening socket (so accepted sockets inherit it
   before the TCP handshake fixes the window scale), ``socket.send.buffer.bytes`` on each accepted
   socket; -1 keeps the OS default;
@@ -40,6 +43,7 @@ from pybroker.common.config import BrokerConfig, ConfigError
 from pybroker.common.listeners import Endpoint
 from pybroker.common.log_limit import LogLimiter
 from pybroker.security.principal import NoMatchingRule, PrincipalMapper
+from pybroker.server.connection_rates import ConnectionRates
 from pybroker.server.context import ConnectionSession
 from pybroker.server.network import KafkaConnection, RequestQueue
 
@@ -108,6 +112,7 @@ class SocketServer:
 
     def __init__(self, config: BrokerConfig, dispatcher: "Dispatcher") -> None:
         self.limits = ConnectionLimits.from_config(config)
+        self.rates = ConnectionRates(config)
         self.queue = RequestQueue(config["queued.max.requests"], config["queued.max.request.bytes"])
         self.connections: set[KafkaConnection] = set()
         self.open_count = 0  # counted at accept, before the transport exists, as the quotas are
@@ -121,6 +126,7 @@ class SocketServer:
         self._slot_freed = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._handshakes: set[asyncio.Task[None]] = set()
+        self._throttled: set[socket.socket] = set()  # closed once their address's throttle time has passed
 
     def start(self, spec: ListenerSpec) -> int:
         """Bind and listen on every address the listener's host resolves to (as asyncio's create_server;
@@ -158,6 +164,8 @@ class SocketServer:
         await asyncio.gather(*self._tasks, *self._handshakes, return_exceptions=True)
         for listener in self._listeners:
             listener.close()
+        for sock in self._throttled:
+            sock.close()
         for connection in list(self.connections):
             connection.close()
 
@@ -176,6 +184,8 @@ class SocketServer:
                 await asyncio.sleep(0.1)
                 continue
             ip = address[0]
+            if not await self._within_creation_rates(sock, ip, spec):
+                continue
             limit = self.limits.for_ip(ip)
             if self.per_ip[ip] >= limit:
                 self.refused["max.connections.per.ip"] += 1
@@ -191,6 +201,29 @@ class SocketServer:
                 task = loop.create_task(self._connect(sock, ip, spec), name="tls-handshake")
                 self._handshakes.add(task)
                 task.add_done_callback(self._handshakes.discard)
+
+    async def _within_creation_rates(self, sock: socket.socket, ip: str, spec: ListenerSpec) -> bool:
+        """KIP-612: wait out the broker's and the listener's max.connection.creation.rate; False (the
+        socket closed later, after its throttle time) past the address's connection_creation_rate."""
+        loop = asyncio.get_running_loop()
+        listener = spec.endpoint.listener
+        delay_ms = self.rates.accept_delay_ms(listener, int(loop.time() * 1000))
+        if delay_ms:
+            self.refused["max.connection.creation.rate"] += 1  # delayed, not refused: counted with them
+            await asyncio.sleep(delay_ms / 1000)
+        throttle_ms = self.rates.ip_throttle_ms(ip, listener, int(loop.time() * 1000))
+        if not throttle_ms:
+            return True
+        self.refused["connection_creation_rate"] += 1
+        limited_log.log(logging.INFO, "ip-creation-rate", "Throttled a connection from %s for %d ms: the address "
+                        "is past its connection_creation_rate quota.", ip, throttle_ms)
+        self._throttled.add(sock)
+        loop.call_later(throttle_ms / 1000, self._close_throttled, sock)
+        return False
+
+    def _close_throttled(self, sock: socket.socket) -> None:
+        self._throttled.discard(sock)
+        sock.close()
 
     async def _connect(self, sock: socket.socket, ip: str, spec: ListenerSpec) -> None:
         loop = asyncio.get_running_loop()

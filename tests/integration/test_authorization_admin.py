@@ -394,6 +394,21 @@ def test_offset_fetch_hides_topics_without_describe(admin, broker):
     assert [t.name for t in every.topics] == [readable]
 
 
+def test_offset_fetch_v1_refused_answers_each_partition_as_kafka(admin, broker):
+    """v0-1 have no top-level error code: Kafka puts the refusal on every partition asked for
+    (OffsetFetchRequest.getErrorResponse); v2+ carry it at the top."""
+    topic, group = fresh("of-v1"), fresh("of-v1-group")
+    topics(admin, topic, partitions=2)
+    commit_offset(admin, group, topic)
+    asked = [OffsetFetchRequest.OffsetFetchRequestTopic(name=topic, partition_indexes=[0, 1])]
+    old = raw(broker, OffsetFetchRequest(group_id=group, topics=asked), 1, OffsetFetchResponse)
+    assert [(t.name, p.partition_index, p.error_code, p.committed_offset, p.metadata)
+            for t in old.topics for p in t.partitions] == \
+        [(topic, i, ErrorCode.GROUP_AUTHORIZATION_FAILED, -1, "") for i in (0, 1)]
+    newer = raw(broker, OffsetFetchRequest(group_id=group, topics=asked), 2, OffsetFetchResponse)
+    assert (newer.error_code, newer.topics) == (ErrorCode.GROUP_AUTHORIZATION_FAILED, [])
+
+
 def test_offset_delete_needs_group_delete_and_topic_read(admin, broker):
     readable, unreadable, group = fresh("od-read"), fresh("od-unread"), fresh("od-group")
     topics(admin, readable, unreadable)

@@ -81,8 +81,9 @@ def test_alter_client_quotas_refusals_and_describe_filters(broker: BrokerProcess
     assert alter(broker.bootstrap, [({"user": "alice"}, {"producer_byte_rate": None, "request_percentage": None})]) \
         == [None]
     assert describe(broker.bootstrap, [("user", "alice")], strict=True) == []
-    with pytest.raises(ResponseError, match="Custom entity type 'ip' not supported"):
-        describe(broker.bootstrap, [("ip", "1.2.3.4")])
+    with pytest.raises(ResponseError, match="Custom entity type 'group' not supported"):
+        describe(broker.bootstrap, [("group", "1.2.3.4")])
+    assert describe(broker.bootstrap, [("ip", "1.2.3.4")]) == []  # KIP-612's entity: known, none set
 
 
 class _Producing(threading.Thread):

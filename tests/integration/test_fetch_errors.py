@@ -106,9 +106,9 @@ def test_fetch_below_the_log_start_answers_offset_out_of_range_like_kafka(retent
             assert answer.error_code == ErrorCode.OFFSET_OUT_OF_RANGE, offset
             assert (answer.high_watermark, answer.last_stable_offset, answer.log_start_offset) == (-1, -1, -1)
             assert len(answer.records) == 0
-        follower = _fetch(client, 0, replica_id=1)  # followers too: they ask ListOffsets, as Kafka's
-        assert follower.error_code == ErrorCode.OFFSET_OUT_OF_RANGE
-        assert (follower.high_watermark, follower.log_start_offset) == (-1, -1)
+        stranger = _fetch(client, 0, replica_id=1)  # not a replica: refused before any read, as in Kafka
+        assert stranger.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+        assert (stranger.high_watermark, stranger.log_start_offset) == (-1, -1)
         readable = _fetch(client, log_start)  # the same connection still serves
         assert readable.error_code == ErrorCode.NONE and readable.log_start_offset == log_start
         assert readable.high_watermark == BATCHES and len(readable.records) > 0

@@ -1,5 +1,5 @@
 """A single-node broker has no other broker, so it serves none of the requests only brokers send
-(CLUSTER_AUTHORIZATION_FAILED, nothing applied); clients may not Produce to the internal topics
+(CLUSTER_AUTHORIZATION_FAILED, nothing applied, the connection closed); clients may not Produce to the internal topics
 (Kafka's "Cannot append to internal topic", INVALID_TOPIC_EXCEPTION)."""
 
 from __future__ import annotations
@@ -7,11 +7,15 @@ from __future__ import annotations
 import asyncio
 import uuid
 
+import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
 from pybroker.client.connection import Connection
+from pybroker.client.errors import KafkaConnectionError
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.messages import (
+    ApiVersionsRequest,
+    ApiVersionsResponse,
     ControlledShutdownRequest,
     ControlledShutdownResponse,
     LeaderAndIsrRequest,
@@ -56,19 +60,21 @@ def test_single_node_refuses_every_inter_broker_request(broker: BrokerProcess) -
     port = broker.port
 
     async def send() -> list[int]:
-        connection = await Connection.open("127.0.0.1", port, client_id="forger", timeout=10)
-        try:
-            leader = await connection.send_at(leader_and_isr("ghost", controller_epoch=10 ** 6, leader_port=port),
-                                              7, LeaderAndIsrResponse)
-            metadata = await connection.send_at(UpdateMetadataRequest(
-                controller_id=0, controller_epoch=10 ** 6, broker_epoch=-1, live_brokers=[], topic_states=[]),
-                8, UpdateMetadataResponse)
-            stop = await connection.send_at(stop_replica("kept"), 4, StopReplicaResponse)
-            shutdown = await connection.send_at(ControlledShutdownRequest(broker_id=0, broker_epoch=-1), 3,
-                                                ControlledShutdownResponse)
-            return [leader.error_code, metadata.error_code, stop.error_code, shutdown.error_code]
-        finally:
-            await connection.close()
+        codes = []
+        for request, version, response_type in (
+                (leader_and_isr("ghost", controller_epoch=10 ** 6, leader_port=port), 7, LeaderAndIsrResponse),
+                (UpdateMetadataRequest(controller_id=0, controller_epoch=10 ** 6, broker_epoch=-1, live_brokers=[],
+                                       topic_states=[]), 8, UpdateMetadataResponse),
+                (stop_replica("kept"), 4, StopReplicaResponse),
+                (ControlledShutdownRequest(broker_id=0, broker_epoch=-1), 3, ControlledShutdownResponse)):
+            connection = await Connection.open("127.0.0.1", port, client_id="forger", timeout=10)
+            try:  # each on a connection of its own: a refused one is closed after its answer
+                codes.append((await connection.send_at(request, version, response_type)).error_code)
+                with pytest.raises(KafkaConnectionError):
+                    await connection.send_at(ApiVersionsRequest(), 0, ApiVersionsResponse)
+            finally:
+                await connection.close()
+        return codes
 
     assert asyncio.run(send()) == [ErrorCode.CLUSTER_AUTHORIZATION_FAILED] * 4
     assert not (broker.data_dir / "logs" / "ghost-0").exists()

@@ -49,6 +49,7 @@ from pybroker.protocol.messages import (
 )
 from pybroker.protocol.schema import PRIMITIVE_TYPES, ZERO_UUID, FieldSpec, Message, Struct, resolve_struct
 from pybroker.records.record import RecordInput, build_batch
+from pybroker.server.inter_broker_guard import GUARDED
 from tests.integration.broker_process import BrokerProcess
 from tests.integration.test_bad_input import WireClient
 
@@ -358,6 +359,9 @@ def advertised_answers(bootstrap: str) -> Iterator[Answer]:
                     client = WireClient(bootstrap)
                     continue
                 yield Answer(key.api_key, version, request, response, None)
+                if key.api_key in GUARDED:  # refused requests only brokers send close their connection
+                    client.close()
+                    client = WireClient(bootstrap)
     finally:
         client.close()
 

@@ -194,3 +194,20 @@ def test_start_up_refuses_oauthbearer_settings_that_cannot_work(tmp_path: Path):
                           "security.inter.broker.protocol=SASL_PLAINTEXT", "sasl.enabled.mechanisms=OAUTHBEARER",
                           "sasl.mechanism.inter.broker.protocol=OAUTHBEARER")
     assert "sasl.mechanism.inter.broker.protocol" in stderr and len(stderr.strip().splitlines()) == 1, stderr
+
+
+def test_token_times_outside_int64_milliseconds_are_invalid_tokens(oauth_broker, signing_key):
+    """An ``exp`` or ``iat`` that is not a finite number of seconds whose milliseconds fit a long is an
+    invalid token (jose4j's NumericDate), not an answer the broker fails to encode."""
+    now = time.time()
+    for name, value in (("exp", 1e300), ("exp", float("nan")), ("exp", float("inf")), ("exp", -1e300),
+                        ("iat", float("nan")), ("iat", -1e300)):
+        claims = {name: value}
+        unsecured = unsecured_token("alice", 600, now, **claims)
+        secured = jwt.encode({"sub": "alice", "iat": int(now), "exp": int(now) + 600, "aud": AUDIENCE, "iss": ISSUER,
+                              **claims}, signing_key, algorithm="RS256", headers={"kid": "k1"})
+        for listener, token in (("SASL_PLAINTEXT", unsecured), ("SECURED", secured)):
+            first, final = asyncio.run(exchange(oauth_broker[listener], token))
+            assert (first.error_code, bytes(first.auth_bytes)) == (ErrorCode.NONE, b'{"status":"invalid_token"}'), \
+                (listener, name, value)
+            assert final is not None and final.error_code == ErrorCode.SASL_AUTHENTICATION_FAILED

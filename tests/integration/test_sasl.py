@@ -6,6 +6,7 @@ oversized tokens, a client that stops after its handshake)."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import shutil
 import socket
 import struct
@@ -395,3 +396,55 @@ def test_start_up_refuses_sasl_settings_that_cannot_work(tmp_path: Path):
         result = subprocess.run(args, capture_output=True, text=True, timeout=60, cwd=REPO)
         assert result.returncode == 1
         assert expected in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+async def _server_first(connection: Connection, mechanism: str, user: str) -> dict[str, str]:
+    """The fields of the SCRAM server-first message answering a client-first for ``user``."""
+    handshake = await connection.send_at(SaslHandshakeRequest(mechanism=mechanism), 1, SaslHandshakeResponse)
+    assert handshake.error_code == ErrorCode.NONE
+    first = await connection.send_at(SaslAuthenticateRequest(auth_bytes=f"n,,n={user},r=clientnonce".encode()), 2,
+                                     SaslAuthenticateResponse)
+    assert first.error_code == ErrorCode.NONE, first
+    return dict(item.split("=", 1) for item in bytes(first.auth_bytes).decode().split(","))
+
+
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512"])
+def test_scram_answers_an_unknown_user_as_it_answers_one_created_with_the_defaults(sasl_broker, mechanism):
+    """One unauthenticated round trip must not tell whether a user exists: the same salt length and
+    iteration count as a user created with the defaults, and the same salt each time it is asked."""
+    real = f"real-{uuid.uuid4().hex[:6]}"
+    scram_user(sasl_broker, real, "real-secret", mechanism)
+
+    async def go() -> list[dict[str, str]]:
+        answers = []
+        for user in (real, "ghost-user", "ghost-user"):
+            connection = await connect(sasl_broker)
+            try:
+                answers.append(await _server_first(connection, mechanism, user))
+            finally:
+                await connection.close()
+        return answers
+
+    known, ghost, again = run(go())
+    assert len(base64.b64decode(ghost["s"])) == len(base64.b64decode(known["s"])) == 32
+    assert ghost["i"] == known["i"] == "4096"
+    assert ghost["s"] == again["s"] and ghost["s"] != known["s"]
+
+
+def test_sasl_authenticate_after_login_is_illegal_sasl_state(sasl_broker):
+    """Kafka's KafkaApis answers it ILLEGAL_SASL_STATE and keeps the connection; it raised inside the broker."""
+    async def go() -> None:
+        connection = await connect(sasl_broker)
+        try:
+            await authenticate(connection, SaslCredentials("PLAIN", "alice", "alice-plain"))
+            answer = await connection.send_at(SaslAuthenticateRequest(auth_bytes=b"\0alice\0alice-plain"), 2,
+                                              SaslAuthenticateResponse)
+            assert answer.error_code == ErrorCode.ILLEGAL_SASL_STATE
+            assert answer.error_message == "SaslAuthenticate request received after successful authentication"
+            metadata = await connection.send_at(MetadataRequest(topics=[]), 1, MetadataResponse)
+            assert metadata.brokers
+        finally:
+            await connection.close()
+
+    run(go())
+    assert "Traceback" not in sasl_broker.log_text()

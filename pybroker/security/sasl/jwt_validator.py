@@ -6,8 +6,9 @@ Settings (Kafka's ``sasl.oauthbearer.*`` keys): ``jwks.endpoint.url`` (``file://
 ``jwks.endpoint.refresh.ms`` (1 h) and ``jwks.endpoint.retry.backoff.ms``.
 
 Checks, as Kafka's: a signature by a key of the set (``alg`` ``none`` refused), ``exp`` and ``iat``
-present and ``exp`` not past (with the clock skew; like jose4j, ``iat`` is not compared with now),
-``aud`` and ``iss`` when configured, and a non-blank subject claim.
+present, finite and within a long of milliseconds (jose4j's NumericDate), and ``exp`` not past (with
+the clock skew; like jose4j, ``iat`` is not compared with now), ``aud`` and ``iss`` when configured,
+and a non-blank subject claim.
 
 The key set is read before the broker serves (a file at once; a URL fetched, and retried in the
 background if the endpoint does not answer) and re-read on a background thread every refresh
@@ -30,7 +31,7 @@ from urllib.parse import urlparse
 
 import jwt
 
-from pybroker.security.sasl.oauthbearer import InvalidToken, ValidToken, token_scope
+from pybroker.security.sasl.oauthbearer import InvalidToken, ValidToken, time_claim, token_scope
 
 log = logging.getLogger("pybroker.security")
 FETCH_TIMEOUT_S = 10.0
@@ -150,8 +151,10 @@ class JwtValidator:
         subject = claims.get(self.settings.sub_claim)
         if not isinstance(subject, str) or not subject.strip():
             raise InvalidToken(f"The {self.settings.sub_claim} claim is missing or blank")
-        return ValidToken(subject, int(float(claims["exp"]) * 1000), token_scope(claims, self.settings.scope_claim),
-                          claims)
+        time_claim(claims, "iat")
+        expires = time_claim(claims, "exp")
+        assert expires is not None  # required by the decoding
+        return ValidToken(subject, int(expires * 1000), token_scope(claims, self.settings.scope_claim), claims)
 
     def _verified_claims(self, token: str, kid: str | None, algorithm: str) -> Mapping[str, Any]:
         """PyJWT checks the times against the system clock, the one `now_ms` of validate() comes from."""
@@ -169,7 +172,7 @@ class JwtValidator:
                                   issuer=settings.expected_issuer, leeway=settings.clock_skew_s,
                                   options={"require": ["exp", "iat"], "verify_aud": bool(settings.expected_audience),
                                            "verify_iat": False})
-            except (jwt.PyJWTError, ValueError, TypeError) as exc:
+            except (jwt.PyJWTError, ValueError, TypeError, OverflowError) as exc:  # int(inf) overflows in PyJWT
                 failure = exc
         raise InvalidToken(f"Could not validate the access token: {failure}")
 

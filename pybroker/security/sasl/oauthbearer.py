@@ -15,7 +15,8 @@ The unsecured validator takes JWS tokens with ``alg`` ``none`` and no signature 
 ``enable.sasl.oauthbearer.unsecure.jwt``). Its JAAS options: ``unsecuredValidatorPrincipalClaimName``
 (default ``sub``), ``unsecuredValidatorScopeClaimName`` (``scope``), ``unsecuredValidatorRequiredScope``
 (space-separated) and ``unsecuredValidatorAllowableClockSkewMs`` (0). ``exp`` is required; ``iat``,
-when present, must not lie in the future. Anyone can mint such a token: never use it in production.
+when present, must not lie in the future; both must be finite numbers of seconds whose milliseconds
+fit a long, else the token is invalid (NaN or 1e300 used to fail while the answer was encoded). Anyone can mint such a token: never use it in production.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Protocol
@@ -37,6 +39,7 @@ _VALUE = r"[\x21-\x7E \t\r\n]+"
 _CLIENT_FIRST = re.compile(rf"n,(?:a=(?P<authzid>{_SASLNAME}))?,{SEPARATOR}"
                            rf"(?P<pairs>(?:{_KEY}={_VALUE}{SEPARATOR})*){SEPARATOR}")
 _AUTH = re.compile(r"(?P<scheme>\w+) +(?P<token>[-_.a-zA-Z0-9]+)")
+LONG_MAX = 2**63 - 1
 log = logging.getLogger("pybroker.security")
 
 
@@ -157,10 +160,17 @@ def _segment(text: str) -> dict[str, Any]:
     return value
 
 
-def _number(claims: Mapping[str, Any], name: str) -> float | None:
+def time_claim(claims: Mapping[str, Any], name: str) -> float | None:
+    """A NumericDate claim (``exp``, ``iat``) in seconds, or None when absent; InvalidToken unless it is
+    a finite number whose milliseconds fit a long (jose4j's NumericDate refuses the rest), so that no
+    session lifetime derived from it overflows its int64 field."""
     value = claims.get(name)
-    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise InvalidToken(f"The '{name}' claim was not of type Number: {type(value).__name__}")
+    if (isinstance(value, float) and not math.isfinite(value)) or not -LONG_MAX <= value * 1000 <= LONG_MAX:
+        raise InvalidToken(f"The '{name}' claim is not a time in range: {value}")
     return value
 
 
@@ -207,7 +217,7 @@ class UnsecuredValidator:
             raise InvalidToken("Unsecured JWS must have 'none' for an algorithm")
         if parts[2]:
             raise InvalidToken("Unsecured JWS must not contain a digital signature")
-        expires, issued = _number(claims, "exp"), _number(claims, "iat")
+        expires, issued = time_claim(claims, "exp"), time_claim(claims, "iat")
         if expires is None:
             raise InvalidToken("No expiration time in JWT")
         principal = claims.get(self.principal_claim)

@@ -14,8 +14,10 @@ SaltedPassword = PBKDF2-HMAC(password, salt, iterations), StoredKey = H(HMAC(Sal
 
 Two choices differ from Kafka's ScramSaslServer, both so that an unauthenticated client learns
 nothing about which users exist: an unknown user gets a server-first message built from a
-deterministic fake credential (RFC 5802 section 9) and fails only at the proof, like a wrong
-password; and Kafka's ``tokenauth`` extension (delegation tokens, which pybroker does not have)
+deterministic fake credential (RFC 5802 section 9) with the salt length and iteration count of a user
+created with the defaults (``DEFAULT_SALT_BYTES``, ``DEFAULT_ITERATIONS``), and fails only at the
+proof, like a wrong password (the seed is per broker run: two brokers, or one before and after a
+restart, answer an unknown user with different salts, where a real user's salt is the same); and Kafka's ``tokenauth`` extension (delegation tokens, which pybroker does not have)
 fails the same way.
 
 The client-final nonce must end with the server-first nonce (Kafka 3.8.1's check after
@@ -58,6 +60,8 @@ SCRAM_SHA_512 = ScramMechanism("SCRAM-SHA-512", "sha512", 2)
 MECHANISMS: dict[str, ScramMechanism] = {m.name: m for m in (SCRAM_SHA_256, SCRAM_SHA_512)}
 BY_TYPE: dict[int, ScramMechanism] = {m.type_code: m for m in MECHANISMS.values()}
 MAX_ITERATIONS = 16384  # Kafka's limit for AlterUserScramCredentials
+DEFAULT_ITERATIONS = 4096  # kafka-configs.sh's default
+DEFAULT_SALT_BYTES = 32  # pybroker's admin client's salts
 TOKEN_AUTH_EXTENSION = "tokenauth"
 
 
@@ -85,7 +89,7 @@ class ScramCredential:
     @classmethod
     def from_password(cls, mechanism: ScramMechanism, password: str, iterations: int,
                       salt: bytes | None = None) -> "ScramCredential":
-        salt = salt if salt is not None else secrets.token_bytes(32)
+        salt = salt if salt is not None else secrets.token_bytes(DEFAULT_SALT_BYTES)
         return cls.from_salted_password(mechanism, salt, mechanism.salted_password(password, salt, iterations),
                                         iterations)
 
@@ -204,9 +208,12 @@ class ScramServer:
         return self._server_first.encode()
 
     def _fake_credential(self) -> ScramCredential:
+        """What an unknown user is answered with: the salt length and iteration count of a user created
+        with the defaults, the salt derived from the name, so that asking again gets the same."""
         seed = self._scram.hmac(self._secret, f"{self.mechanism}\x00{self._user}".encode())
-        return ScramCredential(seed[:16], self._scram.digest(seed + b"stored"), self._scram.digest(seed + b"server"),
-                               self._scram.min_iterations)
+        salt = hashlib.shake_256(seed).digest(DEFAULT_SALT_BYTES)
+        return ScramCredential(salt, self._scram.digest(seed + b"stored"), self._scram.digest(seed + b"server"),
+                               DEFAULT_ITERATIONS)
 
     def _client_final(self, message: str) -> bytes:
         match = _CLIENT_FINAL.fullmatch(message)

@@ -8,6 +8,10 @@ offset); control batches are returned as they are and clients skip them, as with
 Fetch sessions (KIP-227) live in `pybroker.server.fetch_sessions`: it says which partitions a
 request reads (an incremental request reads its session's partitions) and which partitions the
 response carries; this handler only reads them. Followers are privileged in the session cache.
+
+A fetch with a replica id reads as a follower (to the log end, outside the consumer byte-rate
+quota) only from a replica of the partition other than the leader; any other id is answered
+NOT_LEADER_OR_FOLLOWER, and with an authorizer it needs ClusterAction, as in Kafka.
 """
 
 from __future__ import annotations
@@ -219,6 +223,8 @@ def _read_partition(ctx: RequestContext, request: FetchRequest, item: _Wanted, b
     wanted = item.request
     partition = ctx.broker.replica_manager.leader_partition(item.topic, wanted.partition)
     partition.check_leader_epoch(wanted.current_leader_epoch)
+    if follower:
+        partition.check_follower(_replica_id(ctx, request))
     log = partition.log
     read_committed = request.isolation_level == READ_COMMITTED
     last_stable = log.last_stable_offset

@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 from typing import Any, Callable, Iterable
 
-from pybroker.coordinator.consumer_group import TopicImage
 from pybroker.coordinator.coordinator import JoinRequest, join_error
 from pybroker.coordinator.runtime import CoordinatorStorageError, NotCoordinatorError
 from pybroker.protocol.api_keys import ApiKey
@@ -74,12 +73,6 @@ async def coordinate(ctx: RequestContext, group_ids: Iterable[str], operation: C
         return on_error(ErrorCode.COORDINATOR_NOT_AVAILABLE if code is ErrorCode.UNKNOWN_SERVER_ERROR else code)
 
 
-def topic_image(ctx: RequestContext) -> TopicImage:
-    """The cluster's topics as the consumer protocol resolves subscriptions against them."""
-    return TopicImage({name: (info.topic_id, len(info.partitions))
-                       for name, info in ctx.broker.metadata.topics().items()})
-
-
 def client_host(ctx: RequestContext) -> str:
     """Kafka reports a member's host as Java's InetAddress.toString: "/127.0.0.1"."""
     host = ctx.client_host.rsplit(":", 1)[0]
@@ -140,7 +133,7 @@ async def _find_one(ctx: RequestContext, key: str, key_type: int) -> FindCoordin
 async def join_group(ctx: RequestContext, request: JoinGroupRequest) -> JoinGroupResponse:
     if not authorize(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id):
         return join_error(ErrorCode.GROUP_AUTHORIZATION_FAILED, request.member_id, ctx.api_version)
-    join = JoinRequest(request, ctx.api_version, ctx.client_id or "", client_host(ctx), topic_image(ctx))
+    join = JoinRequest(request, ctx.api_version, ctx.client_id or "", client_host(ctx), ctx.broker.groups.topic_image())
     coordinator = ctx.broker.groups.coordinator
     return await coordinate(ctx, [request.group_id], lambda waiter, now: coordinator.join_group(waiter, join, now),
                             lambda code: join_error(code, request.member_id, ctx.api_version))

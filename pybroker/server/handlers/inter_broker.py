@@ -4,9 +4,12 @@ ControlledShutdown (7): a broker's request to the controller before it stops.
 Served in the versions our controller sends (controller.py) and newer: LeaderAndIsr 5-7,
 StopReplica 3-4, UpdateMetadata 7-8, ControlledShutdown 1-3 (v0 has its own request header).
 A request from an older controller epoch than one this broker already obeyed is refused with
-STALE_CONTROLLER_EPOCH; a partition state whose leader epoch is not newer than the replica's is
-skipped and answered STALE_CONTROLLER_EPOCH, as Kafka does (a new controller re-sends every
-partition's state).
+STALE_CONTROLLER_EPOCH; leader epochs are checked per partition as Kafka's ReplicaManager does: a
+LeaderAndIsr partition state whose leader epoch is not newer than the replica's is skipped and
+answered STALE_CONTROLLER_EPOCH (a new controller re-sends every partition's state), one whose
+replicas do not include this broker UNKNOWN_TOPIC_OR_PARTITION; a StopReplica whose leader epoch is
+older than the replica's is FENCED_LEADER_EPOCH (-1, no epoch, and -2, a topic being deleted, pass).
+A log a StopReplica deletes is logged at WARN with the controller and address that asked.
 
 Each of the three also carries the broker epoch (the czxid of the registration) the controller sent
 it to: one older than this broker's own was meant for an earlier run of this broker (it restarted,
@@ -38,6 +41,7 @@ from pybroker.server.error_mapping import error_code_for
 from pybroker.server.registry import api
 
 PartitionError = LeaderAndIsrResponse.LeaderAndIsrPartitionError
+NO_EPOCH, EPOCH_DURING_DELETE = -1, -2  # Kafka's LeaderAndIsr.NoEpoch and EpochDuringDelete
 
 
 def _metadata(ctx: RequestContext) -> ZkMetadata | None:
@@ -85,6 +89,8 @@ async def leader_and_isr(ctx: RequestContext, request: LeaderAndIsrRequest) -> L
                     code = ErrorCode.KAFKA_STORAGE_ERROR  # Kafka's HostedPartition.Offline, before any epoch check
                 elif hosted is not None and state.leader_epoch <= hosted.leader_epoch:
                     code = ErrorCode.STALE_CONTROLLER_EPOCH
+                elif broker.broker_id not in state.replicas:
+                    code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 else:
                     role = PartitionRole(topic.topic_name, state.partition_index, topic.topic_id, state.leader,
                                          state.leader_epoch, tuple(state.replicas), tuple(state.isr),
@@ -117,13 +123,20 @@ async def stop_replica(ctx: RequestContext, request: StopReplicaRequest) -> Stop
     if _stale(ctx, request.controller_epoch):
         return StopReplicaResponse(error_code=ErrorCode.STALE_CONTROLLER_EPOCH, partition_errors=[])
     errors = []
+    replicas = ctx.broker.replica_manager
+    source = f"StopReplica from controller {request.controller_id} (epoch {request.controller_epoch}) at " \
+             f"{ctx.client_host}"
     for topic in request.topic_states:
         for state in topic.partition_states:
             code = ErrorCode.INVALID_TOPIC_EXCEPTION if topic_name_error(topic.topic_name) else ErrorCode.NONE
             try:
-                if code is ErrorCode.NONE:
-                    ctx.broker.replica_manager.stop_replica(topic.topic_name, state.partition_index,
-                                                            delete=state.delete_partition)
+                hosted = replicas.hosted(topic.topic_name, state.partition_index) if code is ErrorCode.NONE else None
+                if hosted is not None and state.leader_epoch not in (NO_EPOCH, EPOCH_DURING_DELETE) and \
+                        state.leader_epoch < hosted.leader_epoch:
+                    code = ErrorCode.FENCED_LEADER_EPOCH
+                elif code is ErrorCode.NONE:
+                    replicas.stop_replica(topic.topic_name, state.partition_index, delete=state.delete_partition,
+                                          source=source)
             except Exception as exc:
                 code = error_code_for(exc)
             errors.append(StopReplicaResponse.StopReplicaPartitionError(

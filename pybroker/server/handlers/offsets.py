@@ -4,7 +4,8 @@ Partitions of topics this cluster does not have are answered UNKNOWN_TOPIC_OR_PA
 as Kafka's request layer does, and never reach the coordinator. OffsetFetch with require_stable
 (v7+, KIP-447) answers UNSTABLE_OFFSET_COMMIT for a partition while a transaction that commits
 its offset is still open, or an OffsetCommit of it is not replicated yet, so a new consumer does not
-start from an offset about to change.
+start from an offset about to change. A refused OffsetFetch v0-1, whose answer has no top-level
+error code, carries the error on every partition asked for, as Kafka's does.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from pybroker.server.handlers.groups import coordinate
 from pybroker.server.registry import api
 
 FIRST_BATCHED_FETCH_VERSION = 8
+FIRST_TOP_LEVEL_ERROR_VERSION = 2
 NO_OFFSET = -1
 
 
@@ -104,12 +106,23 @@ async def offset_fetch(ctx: RequestContext, request: OffsetFetchRequest) -> Offs
                                                          error_code=service.not_owned_error(group.group_id))
             for group in request.groups])
     if not authorize(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, request.group_id):
-        return OffsetFetchResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
+        return _refused(ctx, request, ErrorCode.GROUP_AUTHORIZATION_FAILED)
     if not service.owns(request.group_id):
-        return OffsetFetchResponse(error_code=service.not_owned_error(request.group_id))
+        return _refused(ctx, request, service.not_owned_error(request.group_id))
     return OffsetFetchResponse(error_code=0, topics=_describable(ctx, request.topics is None, _fetched(
         coordinator, request.group_id, request.topics, OffsetFetchResponse.OffsetFetchResponseTopic,
         OffsetFetchResponse.OffsetFetchResponsePartition, request.require_stable)))
+
+
+def _refused(ctx: RequestContext, request: OffsetFetchRequest, code: ErrorCode) -> OffsetFetchResponse:
+    """Kafka's OffsetFetchRequest.getErrorResponse: v0-1 have no top-level error code, so every
+    partition asked for carries it (no offset, no metadata)."""
+    if ctx.api_version >= FIRST_TOP_LEVEL_ERROR_VERSION:
+        return OffsetFetchResponse(error_code=code)
+    return OffsetFetchResponse(topics=[OffsetFetchResponse.OffsetFetchResponseTopic(name=topic.name, partitions=[
+        OffsetFetchResponse.OffsetFetchResponsePartition(partition_index=index, committed_offset=NO_OFFSET,
+                                                         committed_leader_epoch=-1, metadata="", error_code=code)
+        for index in topic.partition_indexes]) for topic in request.topics or ()])
 
 
 def _describable(ctx: RequestContext, all_topics: bool, fetched: list[Any]) -> list[Any]:

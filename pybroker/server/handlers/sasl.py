@@ -4,7 +4,8 @@ The connection's `SaslSession` (sasl_session.py) holds the state; these handlers
 failed exchange is answered only after ``connection.failed.authentication.delay.ms`` (Kafka's
 KIP-306 delay, so guessing passwords is slow) and the connection is then closed. Both APIs on a
 connection of a listener without SASL answer ILLEGAL_SASL_STATE, as Kafka's do once a
-connection is authenticated by other means.
+connection is authenticated by other means; so does a SaslAuthenticate after a completed exchange
+that no SaslHandshake reopened (Kafka's KafkaApis), and the connection stays open.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from pybroker.protocol.messages import (
 from pybroker.security.sasl import SaslAuthenticationError
 from pybroker.server.context import RequestContext
 from pybroker.server.registry import api
+from pybroker.server.sasl_session import SaslState
 
 limited_log = LogLimiter(logging.getLogger("pybroker.server"))
 
@@ -43,8 +45,10 @@ async def handshake(ctx: RequestContext, request: SaslHandshakeRequest) -> SaslH
 @api(ApiKey.SASL_AUTHENTICATE, 0, 2)
 async def authenticate(ctx: RequestContext, request: SaslAuthenticateRequest) -> SaslAuthenticateResponse:
     sasl = ctx.session.sasl
-    if sasl is None:
-        return SaslAuthenticateResponse(error_code=ErrorCode.ILLEGAL_SASL_STATE, auth_bytes=b"")
+    if sasl is None or sasl.state is SaslState.COMPLETE:
+        return SaslAuthenticateResponse(error_code=ErrorCode.ILLEGAL_SASL_STATE, auth_bytes=b"",
+                                        error_message="SaslAuthenticate request received after successful "
+                                                      "authentication")
     try:
         answer, lifetime = sasl.authenticate(bytes(request.auth_bytes), ctx.api_version, ctx.now_ms)
     except SaslAuthenticationError as exc:

@@ -10,6 +10,8 @@ import pytest
 from pybroker.coordinator.assignors import range_assignor, uniform
 from pybroker.coordinator.consumer import Heartbeat, TopicImage
 from pybroker.coordinator.consumer_group import ConsumerGroupState
+from pybroker.coordinator.consumer_regex import REFRESH_INTERVAL_MS
+from pybroker.coordinator.topic_regex import invalid_reason, resolve
 from pybroker.coordinator.coordinator import GroupConfig, GroupCoordinator
 from pybroker.coordinator.loader import replay
 from pybroker.protocol.error_codes import ErrorCode
@@ -44,6 +46,9 @@ class Member:
         out = self.c.consumer_group_heartbeat("w", Heartbeat(request, 1, "client", "/127.0.0.1", image), now)
         [(_, response)] = out.replies
         self.written.extend(record for _, record in out.records)
+        for refresh in out.tasks:  # what the runtime does in the regex worker
+            resolved = self.c.regexes_resolved(refresh, resolve(sorted(refresh.patterns), list(refresh.image.topics)))
+            self.written.extend(record for _, record in resolved.records)
         if response.error_code == 0:
             self.epoch = response.member_epoch
             if response.assignment is not None:
@@ -120,7 +125,7 @@ def test_fencing_unknown_members_and_bad_input() -> None:
     assert a.beat(member_epoch=a.epoch + 5).error_code == ErrorCode.FENCED_MEMBER_EPOCH
     assert Member(c, "nobody").beat(member_epoch=3).error_code == ErrorCode.UNKNOWN_MEMBER_ID
     assert Member(c, "x").beat(server_assignor="sticky").error_code == ErrorCode.UNSUPPORTED_ASSIGNOR
-    assert Member(c, "x").beat(subscribed_topic_regex="t(").error_code == ErrorCode.INVALID_REGULAR_EXPRESSION
+    assert invalid_reason("t(") == "missing ): t("  # the handler's check, in the regex worker
     assert Member(c, "x").beat(rebalance_timeout_ms=-1).error_code == ErrorCode.INVALID_REQUEST
     assert Member(c, "").beat().error_code == ErrorCode.INVALID_REQUEST
     assert a.beat().error_code == 0 and a.owned == set(range(6))  # the group was not disturbed
@@ -142,13 +147,35 @@ def test_static_member_leaves_and_returns_with_its_assignment() -> None:
 def test_regex_subscription_follows_topic_creation_and_partition_growth() -> None:
     c = coordinator()
     a = Member(c, "a")
-    a.beat(subscribed_topic_names=None, subscribed_topic_regex="t.*")
+    joined = a.beat(subscribed_topic_names=None, subscribed_topic_regex="t.*")
+    assert joined.assignment is not None and not joined.assignment.topic_partitions  # resolved off the loop
+    a.beat()
     assert a.owned == set(range(6))
     other = uuid.uuid4()
-    grown = TopicImage({"t": (TOPIC_ID, 8), "tx": (other, 2), "u": (uuid.uuid4(), 1)})
-    response = a.beat(image=grown)
+    grown = TopicImage({"t": (TOPIC_ID, 8), "tx": (other, 2), "u": (uuid.uuid4(), 1)}, version=1)
+    response = a.beat(image=grown)  # partitions at once; new topics at the next batched refresh
+    assigned = {tp.topic_id: set(tp.partitions) for tp in response.assignment.topic_partitions}
+    assert assigned == {TOPIC_ID: set(range(8))}
+    a.beat(REFRESH_INTERVAL_MS, image=grown)
+    response = a.beat(REFRESH_INTERVAL_MS, image=grown)
     assigned = {tp.topic_id: set(tp.partitions) for tp in response.assignment.topic_partitions}
     assert assigned == {TOPIC_ID: set(range(8)), other: {0, 1}}
+
+
+def test_a_regex_keeps_its_topics_until_resolved_after_a_coordinator_load() -> None:
+    """A reloaded group has no resolutions (they are not persisted): members keep their targets meanwhile."""
+    c = coordinator()
+    a = Member(c, "a")
+    a.beat(subscribed_topic_names=None, subscribed_topic_regex="t.*")
+    a.beat()
+    assert a.owned == set(range(6))
+    group = c.groups[GROUP]
+    group.resolved_regexes.clear()
+    epoch = group.group_epoch
+    response = Member(c, "b").beat(subscribed_topic_names=["t"])
+    assert response.error_code == 0 and c.groups[GROUP].group_epoch == epoch + 2  # b joined, then resolved
+    a.beat()
+    assert len(a.owned) == 3  # shared with b, never all revoked
 
 
 def test_offset_commit_takes_the_member_epoch_as_generation() -> None:

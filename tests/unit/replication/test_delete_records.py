@@ -107,3 +107,13 @@ def test_offsets_and_roles_kafka_refuses(tmp_path: Path, replicas):
     with pytest.raises(PolicyViolationError):
         compacted.delete_records(0)
     assert leader.log.log_start_offset == 0
+
+
+def test_only_replicas_are_followers_so_the_follower_table_stays_the_replica_set(replicas):
+    """Kafka's followerReplicaOrThrow: a fetch naming any other id (or the leader's own) records nothing."""
+    leader = replicas[0]
+    for replica_id in (0, 3, 7, 2**31 - 1):
+        with pytest.raises(NotLeaderError):
+            leader.record_follower_fetch(replica_id, 10, NOW)
+    assert set(leader.followers) == {1, 2}
+    assert leader.log.high_watermark == 10
