@@ -41,6 +41,7 @@ from pybroker.server.metrics import BrokerMetrics
 from pybroker.server.quota.service import ClientQuotas
 from pybroker.server.telemetry.manager import ClientMetricsManager
 from pybroker.server.sasl_session import SaslAuthenticator
+from pybroker.server.schema_registry import BrokerSchemaRegistry
 from pybroker.server.socket_server import SocketServer
 from pybroker.server.topic_configs import TopicConfigs
 from pybroker.server.zk_mode import ZkMode
@@ -98,6 +99,7 @@ class Broker:
         self.socket_server = SocketServer(config, self.dispatcher)
         # Off (None) unless metrics.port is set, so the request path pays nothing for unscraped counters.
         self.metrics = BrokerMetrics(self) if config["metrics.port"] >= 0 else None
+        self.schema_registry = BrokerSchemaRegistry(self) if config["schema.registry.listeners"] else None
         self._tasks: list[asyncio.Task[None]] = []
         self.bound_port: int | None = None
         # Set once the metadata is ready: the listener is bound earlier (a ZooKeeper registration
@@ -147,6 +149,8 @@ class Broker:
                        lambda: self.log_manager.checkpoint_async((LOG_START_OFFSET_CHECKPOINT,)))
         if self.metrics is not None:
             await self.metrics.serve(self.config["metrics.host"], self.config["metrics.port"])
+        if self.schema_registry is not None:
+            await self.schema_registry.start()
         log.info("[KafkaServer id=%d] started (cluster id %s), listening on %s:%d", self.broker_id,
                  metadata.cluster_id, self._listener_specs[0].endpoint.host or "0.0.0.0", self.bound_port)
 
@@ -166,6 +170,8 @@ class Broker:
         self.txns.loading.cancel_all()
         if self.metrics is not None:
             await self.metrics.close()
+        if self.schema_registry is not None:
+            await self.schema_registry.stop()
         await self.socket_server.stop()
         await self.txns.close()
         if self.zk_mode is not None:

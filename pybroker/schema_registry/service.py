@@ -1,0 +1,112 @@
+"""The registry as the broker runs it: the HTTP listener, the API, the leader check for writes.
+
+Off unless ``schema.registry.listeners`` names a URL (``http://127.0.0.1:8081``; port 0 picks a free one,
+logged as the Kafka listener's is). The store starts at the first request that needs it, so a broker
+whose registry nobody uses creates no ``_schemas`` topic.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import ssl
+from dataclasses import dataclass
+from typing import Awaitable, Callable, Protocol
+from urllib.parse import urlsplit
+
+from pybroker.schema_registry import errors, routes
+from pybroker.schema_registry.http import HttpServer, Request, Response
+from pybroker.schema_registry.registry import SchemaRegistry
+
+log = logging.getLogger("pybroker.schema_registry")
+JSON_TYPES = ("application/vnd.schemaregistry.v1+json", "application/vnd.schemaregistry+json", "application/json")
+
+
+class ConfigError(ValueError):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class ListenerUrl:
+    scheme: str
+    host: str
+    port: int
+
+
+def parse_listener(url: str) -> ListenerUrl:
+    parts = urlsplit(url.strip())
+    if parts.scheme not in ("http", "https") or parts.port is None and not url.rstrip("/").endswith(":0"):
+        raise ConfigError(f"Invalid schema.registry.listeners entry {url!r}: expected http://host:port or "
+                          "https://host:port")
+    try:
+        port = parts.port or 0
+    except ValueError:
+        raise ConfigError(f"Invalid port in schema.registry.listeners entry {url!r}") from None
+    return ListenerUrl(parts.scheme, parts.hostname or "", port)
+
+
+class Leadership(Protocol):
+    async def leader_url(self) -> str | None:
+        """None when this broker's registry is the leader; else the leader's URL (50004 if none)."""
+
+
+class SoleLeader:
+    """A single broker: its registry is always the leader."""
+
+    async def leader_url(self) -> str | None:
+        return None
+
+
+Authenticator = Callable[[Request], Awaitable[None]]
+Forwarder = Callable[[str, Request], Awaitable[Response]]
+
+
+class SchemaRegistryService:
+    def __init__(self, registry: SchemaRegistry, listener: ListenerUrl, *, leadership: Leadership,
+                 max_body_bytes: int, ssl_context: ssl.SSLContext | None = None,
+                 authenticate: Authenticator | None = None, authorize: Callable[[Request, str], None] | None = None,
+                 forward: Forwarder | None = None) -> None:
+        self.registry = registry
+        self.listener = listener
+        self.leadership = leadership
+        self.authenticate = authenticate
+        self.authorize = authorize
+        self.forward = forward
+        self.server = HttpServer(self.handle, max_body_bytes=max_body_bytes, ssl_context=ssl_context)
+        self.url = ""
+
+    async def start(self) -> str:
+        port = await self.server.start(self.listener.host, self.listener.port)
+        host = self.listener.host or "0.0.0.0"
+        self.url = f"{self.listener.scheme}://{host}:{port}"
+        log.info("Schema registry listening on %s", self.url)
+        return self.url
+
+    async def close(self) -> None:
+        await self.server.close()
+        await self.registry.store.close()
+
+    async def handle(self, request: Request) -> Response:
+        try:
+            if self.authenticate is not None:
+                await self.authenticate(request)
+            route, args = routes.match(request.method, request.path)
+            if self.authorize is not None:
+                self.authorize(request, route.operation)
+            if route.writes:
+                leader = await self.leadership.leader_url()
+                if leader is not None:
+                    if self.forward is None:
+                        raise errors.unknown_leader("Writes go to the leader, and forwarding is off")
+                    return await self.forward(leader, request)
+            answer = await route.action(self.registry, request, args)
+        except errors.RegistryError as exc:
+            headers = [("www-authenticate", 'Basic realm="pybroker"')] if exc.status == 401 else []
+            return Response(exc.status, _json(exc.body()), headers=headers)
+        if isinstance(answer, routes.RawText):
+            return Response(200, answer.text.encode())
+        return Response(200, _json(answer))
+
+
+def _json(value: object) -> bytes:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
