@@ -46,8 +46,12 @@ def _sorted(node: Any) -> Any:
 
 
 def parse(text: str, dependencies: Mapping[str, str]) -> JsonSchema:
-    import jsonschema
-    import jsonschema.validators
+    try:
+        import jsonschema
+        import jsonschema.validators
+    except ImportError:
+        raise InvalidSchemaError("JSON schemas need the schema-registry extra: "
+                                 "pip install 'pybroker[schema-registry]' (jsonschema)") from None
 
     try:
         document = json.loads(text)
