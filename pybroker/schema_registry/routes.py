@@ -14,7 +14,7 @@ from urllib.parse import unquote
 from pybroker.schema_registry import errors
 from pybroker.schema_registry.http import Request
 from pybroker.schema_registry.registry import SchemaRegistry, parse_version, version_body
-from pybroker.schema_registry.types import SCHEMA_TYPES
+from pybroker.schema_registry.types import AVRO, JSON, PROTOBUF
 
 Answer = Any  # JSON-able, or RawText for the /schema endpoints
 Action = Callable[[SchemaRegistry, Request, list[str]], Awaitable[Answer]]
@@ -59,7 +59,7 @@ async def root(registry: SchemaRegistry, request: Request, args: list[str]) -> A
 
 
 async def schema_types(registry: SchemaRegistry, request: Request, args: list[str]) -> Answer:
-    return list(SCHEMA_TYPES)
+    return [JSON, PROTOBUF, AVRO]  # Confluent's order
 
 
 async def contexts(registry: SchemaRegistry, request: Request, args: list[str]) -> Answer:

@@ -52,6 +52,3 @@ def schema_type(name: str | None) -> SchemaType:
         from pybroker.schema_registry.types import protobuf
         return SchemaType(PROTOBUF, protobuf.parse)
     raise InvalidSchemaError(f"Invalid schema type {name}")
-
-
-SCHEMA_TYPES = (AVRO, JSON, PROTOBUF)
