@@ -82,8 +82,6 @@ def _fields(message_name: str, read: Any, written: Any) -> Iterator[tuple[str, s
                           and writer_fields[f.number].HasField("oneof_index") for f in read.field)
             if existed:
                 yield "FIELD_MOVED_TO_EXISTING_ONEOF", path
-        elif in_writer_oneof and not in_reader_oneof:
-            yield "ONEOF_FIELD_REMOVED", path
     for oneof, count in moved_into.items():
         if count > 1:
             yield "MULTIPLE_FIELDS_MOVED_TO_ONEOF", f"{message_name}.{read.oneof_decl[oneof].name}"
