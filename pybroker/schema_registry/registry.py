@@ -20,6 +20,11 @@ from pybroker.schema_registry.types import AVRO, PROTOBUF
 READWRITE, READONLY, READONLY_OVERRIDE, IMPORT = "READWRITE", "READONLY", "READONLY_OVERRIDE", "IMPORT"
 MODES = (READWRITE, READONLY, READONLY_OVERRIDE, IMPORT)
 MAX_VERSION = 2**31 - 1
+WRITE_ATTEMPTS = 3
+
+
+class _LostRace(Exception):
+    """A registration's record did not apply: another writer's came first in the log."""
 
 
 def parse_version(text: str, *, allow_latest: bool = True) -> int:
@@ -191,6 +196,17 @@ class SchemaRegistry:
     async def register(self, subject: str, body: dict[str, Any], *, normalize: bool) -> Version:
         _check_subject(subject)
         await self.view()
+        for _ in range(WRITE_ATTEMPTS - 1):
+            try:
+                return await self._register(subject, body, normalize)
+            except _LostRace:
+                continue  # caught up again: the next attempt sees the winner's record
+        try:
+            return await self._register(subject, body, normalize)
+        except _LostRace as lost:
+            raise errors.store_error(str(lost)) from None
+
+    async def _register(self, subject: str, body: dict[str, Any], normalize: bool) -> Version:
         async with self._write_lock:
             await self.store.catch_up()
             state = self.store.state
@@ -228,7 +244,11 @@ class SchemaRegistry:
             if len(encoded) > self.max_schema_bytes:
                 raise errors.schema_too_large(len(encoded), self.max_schema_bytes)
             await self.store.write([(records.schema_key(subject, number), encoded)])
-            return self.store.state.subjects[subject][number]
+            applied = self.store.state.subjects.get(subject, {}).get(number)
+            if applied is None or applied.schema_id != schema_id or applied.content.identity() != content.identity():
+                raise _LostRace(f"Another writer registered subject {subject} version {number} or id {schema_id} "
+                                "first")
+            return applied
 
     @staticmethod
     def _imported(state: RegistryState, subject: str, body: dict[str, Any], content: Content) -> tuple[int, int]:

@@ -99,7 +99,7 @@ async def versions_of_id(registry: SchemaRegistry, request: Request, args: list[
 async def list_schemas(registry: SchemaRegistry, request: Request, args: list[str]) -> Answer:
     state = await registry.view()
     prefix, deleted = request.param("subjectPrefix", "") or "", request.flag("deleted")
-    answers = []
+    answers: list[dict[str, Any]] = []
     for subject in sorted(state.subjects):
         if not subject.startswith(prefix):
             continue

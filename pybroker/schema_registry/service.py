@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 
 from pybroker.schema_registry import errors, routes
 from pybroker.schema_registry.http import HttpServer, Request, Response
+from pybroker.schema_registry.leader import FORWARDED_HEADER, OFFSET_HEADER
 from pybroker.schema_registry.registry import SchemaRegistry
 
 log = logging.getLogger("pybroker.schema_registry")
@@ -93,19 +94,30 @@ class SchemaRegistryService:
             route, args = routes.match(request.method, request.path)
             if self.authorize is not None:
                 self.authorize(request, route.operation)
-            if route.writes:
+            if route.writes and FORWARDED_HEADER not in request.headers:  # a forwarded write is never sent on
                 leader = await self.leadership.leader_url()
                 if leader is not None:
                     if self.forward is None:
                         raise errors.unknown_leader("Writes go to the leader, and forwarding is off")
-                    return await self.forward(leader, request)
+                    return await self._forwarded(leader, request)
             answer = await route.action(self.registry, request, args)
         except errors.RegistryError as exc:
             headers = [("www-authenticate", 'Basic realm="pybroker"')] if exc.status == 401 else []
             return Response(exc.status, _json(exc.body()), headers=headers)
         if isinstance(answer, routes.RawText):
             return Response(200, answer.text.encode())
-        return Response(200, _json(answer))
+        written = [(OFFSET_HEADER, str(self.registry.store.position - 1))] if route.writes else []
+        return Response(200, _json(answer), headers=written)
+
+    async def _forwarded(self, leader: str, request: Request) -> Response:
+        """The leader's answer, once this broker's view holds the write (read-your-writes from here too)."""
+        assert self.forward is not None
+        response = await self.forward(leader, request)
+        offset = next((int(v) for k, v in response.headers if k == OFFSET_HEADER and v.lstrip("-").isdigit()), None)
+        if response.status == 200 and offset is not None and offset >= 0:
+            await self.registry.store.ensure_started()
+            await self.registry.store.wait_for(offset)
+        return response
 
 
 def _json(value: object) -> bytes:

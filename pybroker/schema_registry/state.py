@@ -55,7 +55,7 @@ class RegistryState:
     configs: dict[str | None, dict[str, Any]] = field(default_factory=dict)
     modes: dict[str | None, str] = field(default_factory=dict)
     max_id: int = 0
-    deleted_up_to: dict[str, int] = field(default_factory=dict)  # DELETE_SUBJECT: versions <= n soft-deleted
+    conflicts: int = 0  # SCHEMA records skipped because an earlier one holds their id or key
 
     # Replay
 
@@ -103,6 +103,14 @@ class RegistryState:
                            for r in value.get("references") or () if isinstance(r, dict))
         content = Content(value.get("schemaType") or "AVRO", schema, references, value.get("metadata"),
                           value.get("ruleSet"))
+        known = self.contents.get(schema_id)
+        current = self.subjects.get(subject, {}).get(number)
+        if (known is not None and known.identity() != content.identity()) or \
+                (current is not None and current.schema_id != schema_id):
+            # Two writers raced (a deposed leader's late write): the first record in the log wins, in
+            # every view alike, and the losing writer sees that its record did not apply.
+            self.conflicts += 1
+            return
         self.contents.setdefault(schema_id, content)
         self.ids_by_identity.setdefault(content.identity(), schema_id)
         self.max_id = max(self.max_id, schema_id)

@@ -1,17 +1,32 @@
-"""Start-up wiring of the schema registry (pybroker.schema_registry) into the broker process."""
+"""Start-up wiring of the schema registry (pybroker.schema_registry) into the broker process.
+
+A single broker's registry is always the leader. In a ZooKeeper cluster each broker publishes its
+registry's URL in an ephemeral znode, and writes go to the registry of the broker leading partition 0
+of ``_schemas`` (pybroker.schema_registry.leader).
+"""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import functools
+import json
+import logging
 from typing import TYPE_CHECKING
 
 from pybroker.common.config import ConfigError
-from pybroker.schema_registry.registry import SchemaRegistry
-from pybroker.schema_registry.service import SchemaRegistryService, SoleLeader, parse_listener
-from pybroker.schema_registry.store import KafkaStore
 from pybroker.schema_registry import service as registry_service
+from pybroker.schema_registry.leader import PartitionLeadership, forward
+from pybroker.schema_registry.registry import SchemaRegistry
+from pybroker.schema_registry.service import Forwarder, Leadership, SchemaRegistryService, SoleLeader, parse_listener
+from pybroker.schema_registry.store import KafkaStore
 
 if TYPE_CHECKING:
     from pybroker.server.broker import Broker
+
+log = logging.getLogger("pybroker.schema_registry")
+ZNODE_ROOT = "/pybroker/schema_registry"
+REPUBLISH_INTERVAL_S = 5.0
 
 
 class BrokerSchemaRegistry:
@@ -31,6 +46,8 @@ class BrokerSchemaRegistry:
         if self.listener.scheme == "https":
             raise ConfigError("schema.registry.listeners: https is not served yet; use http")
         self.service: SchemaRegistryService | None = None
+        self.url = ""
+        self._publisher: asyncio.Task[None] | None = None
 
     async def start(self) -> str:
         config = self.broker.config
@@ -41,10 +58,61 @@ class BrokerSchemaRegistry:
                            sasl=self.broker.inter_broker_sasl)
         registry = SchemaRegistry(store, default_level=config["schema.registry.compatibility.level"].upper(),
                                   max_schema_bytes=config["message.max.bytes"] - 512)
-        self.service = SchemaRegistryService(registry, self.listener, leadership=SoleLeader(),
-                                             max_body_bytes=config["schema.registry.max.request.bytes"])
-        return await self.service.start()
+        leadership: Leadership = SoleLeader()
+        forwarder: Forwarder | None = None
+        timeout_s = config["schema.registry.timeout.ms"] / 1000
+        if self.broker.zk_mode is not None:
+            leadership = PartitionLeadership(self.broker.broker_id, self._leader_id, self._url_of,
+                                             store.ensure_started, timeout_s)
+            forwarder = functools.partial(forward, timeout_s=timeout_s)
+
+        self.service = SchemaRegistryService(registry, self.listener, leadership=leadership,
+                                             max_body_bytes=config["schema.registry.max.request.bytes"],
+                                             forward=forwarder)
+        url = await self.service.start()
+        host = self.listener.host
+        self.url = url if host not in ("", "0.0.0.0", "::") else url.replace(
+            f"//{host or '0.0.0.0'}:", f"//{inter_broker.host}:", 1)
+        if self.broker.zk_mode is not None:
+            self._publisher = asyncio.get_running_loop().create_task(self._publish(), name="schema-registry-url")
+        return url
+
+    def _leader_id(self) -> int | None | bool:
+        metadata = self.broker.metadata
+        info = metadata.topics().get(self.broker.config["schema.registry.topic"]) if metadata is not None else None
+        if info is None:
+            return False
+        partition = info.partitions.get(0)
+        return partition.leader if partition is not None and partition.leader >= 0 else None
+
+    async def _url_of(self, broker_id: int) -> str | None:
+        assert self.broker.zk_mode is not None
+        node = await self.broker.zk_mode.zk.get(f"{ZNODE_ROOT}/{broker_id}")
+        if node is None:
+            return None
+        with contextlib.suppress(ValueError, AttributeError):
+            return json.loads(node[0]).get("url")
+        return None
+
+    async def _publish(self) -> None:
+        """Keeps this broker's znode naming its registry URL (re-created after a ZooKeeper session loss)."""
+        assert self.broker.zk_mode is not None
+        zk = self.broker.zk_mode.zk
+        path, data = f"{ZNODE_ROOT}/{self.broker.broker_id}", json.dumps({"url": self.url}).encode()
+        while True:
+            try:
+                node = await zk.get(path)
+                if node is None:
+                    await zk.create(path, data, ephemeral=True, makepath=True)
+                elif node[0] != data or node[1].ephemeralOwner != zk.session_id:
+                    await zk.delete(path)
+                    await zk.create(path, data, ephemeral=True, makepath=True)
+            except Exception as exc:  # ZooKeeper away: try again at the next round
+                log.debug("Publishing the schema registry URL failed: %s", exc)
+            await asyncio.sleep(REPUBLISH_INTERVAL_S)
 
     async def stop(self) -> None:
+        if self._publisher is not None:
+            self._publisher.cancel()
         if self.service is not None:
             await self.service.close()
