@@ -12,10 +12,12 @@ import contextlib
 import functools
 import json
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Mapping
 
 from pybroker.common.config import ConfigError
 from pybroker.schema_registry import service as registry_service
+from pybroker.schema_registry.auth import AclAuthorization, BasicAuthenticator
+from pybroker.security.tls import broker_settings, client_context, server_context
 from pybroker.schema_registry.leader import PartitionLeadership, forward
 from pybroker.schema_registry.registry import SchemaRegistry
 from pybroker.schema_registry.service import Forwarder, Leadership, SchemaRegistryService, SoleLeader, parse_listener
@@ -26,6 +28,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("pybroker.schema_registry")
 ZNODE_ROOT = "/pybroker/schema_registry"
+TLS_LISTENER_NAME = "SCHEMA_REGISTRY"
 REPUBLISH_INTERVAL_S = 5.0
 
 
@@ -43,8 +46,11 @@ class BrokerSchemaRegistry:
             self.listener = parse_listener(urls[0])
         except registry_service.ConfigError as exc:
             raise ConfigError(str(exc)) from None
-        if self.listener.scheme == "https":
-            raise ConfigError("schema.registry.listeners: https is not served yet; use http")
+        # HTTPS: the broker's ssl.* keys, or listener.name.schema_registry.ssl.* to give the registry its own.
+        self.tls_settings = broker_settings(config, TLS_LISTENER_NAME, "SSL")
+        self.server_tls = server_context(self.tls_settings) if self.listener.scheme == "https" else None
+        self.authenticate = BasicAuthenticator(self._plain_users, self._scram_config) \
+            if config["schema.registry.authentication.method"] == "BASIC" else None
         self.service: SchemaRegistryService | None = None
         self.url = ""
         self._publisher: asyncio.Task[None] | None = None
@@ -64,11 +70,17 @@ class BrokerSchemaRegistry:
         if self.broker.zk_mode is not None:
             leadership = PartitionLeadership(self.broker.broker_id, self._leader_id, self._url_of,
                                              store.ensure_started, timeout_s)
-            forwarder = functools.partial(forward, timeout_s=timeout_s)
 
-        self.service = SchemaRegistryService(registry, self.listener, leadership=leadership,
-                                             max_body_bytes=config["schema.registry.max.request.bytes"],
-                                             forward=forwarder)
+        if self.broker.zk_mode is not None:
+            forward_tls = None
+            if self.server_tls is not None:
+                forward_tls = client_context(self.tls_settings)
+            forwarder = functools.partial(forward, timeout_s=timeout_s, tls=forward_tls)
+        authorizer = self.broker.authorizer
+        self.service = SchemaRegistryService(
+            registry, self.listener, leadership=leadership, max_body_bytes=config["schema.registry.max.request.bytes"],
+            ssl_context=self.server_tls, authenticate=self.authenticate, forward=forwarder,
+            authorize=AclAuthorization(authorizer, config["schema.registry.topic"]) if authorizer is not None else None)
         url = await self.service.start()
         host = self.listener.host
         self.url = url if host not in ("", "0.0.0.0", "::") else url.replace(
@@ -76,6 +88,15 @@ class BrokerSchemaRegistry:
         if self.broker.zk_mode is not None:
             self._publisher = asyncio.get_running_loop().create_task(self._publish(), name="schema-registry-url")
         return url
+
+    def _plain_users(self) -> dict[str, str]:
+        users: dict[str, str] = {}
+        for settings in self.broker.sasl.listeners.values():
+            users.update(settings.plain_users)
+        return users
+
+    def _scram_config(self, user: str) -> Mapping[str, str]:
+        return self.broker.scram_credentials.user_config(user)
 
     def _leader_id(self) -> int | None | bool:
         metadata = self.broker.metadata
