@@ -48,6 +48,11 @@ class KafkaStore:
         self._fetcher = Fetcher(self.client, FetchSettings(max_wait_ms=500))
         self._started: asyncio.Future[None] | None = None
 
+    @property
+    def started(self) -> bool:
+        """Started, or starting: asked once, and not failed."""
+        return self._started is not None and (not self._started.done() or self._started.exception() is None)
+
     async def ensure_started(self) -> None:
         """Creates the topic if needed and replays it, once; a failed start is tried again by the next caller."""
         if self._started is None or (self._started.done() and self._started.exception() is not None):

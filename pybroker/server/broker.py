@@ -41,6 +41,7 @@ from pybroker.server.metrics import BrokerMetrics
 from pybroker.server.quota.service import ClientQuotas
 from pybroker.server.telemetry.manager import ClientMetricsManager
 from pybroker.server.sasl_session import SaslAuthenticator
+from pybroker.schema_registry.validation import SchemaValidation
 from pybroker.server.schema_registry import BrokerSchemaRegistry
 from pybroker.server.socket_server import SocketServer
 from pybroker.server.topic_configs import TopicConfigs
@@ -100,6 +101,8 @@ class Broker:
         # Off (None) unless metrics.port is set, so the request path pays nothing for unscraped counters.
         self.metrics = BrokerMetrics(self) if config["metrics.port"] >= 0 else None
         self.schema_registry = BrokerSchemaRegistry(self) if config["schema.registry.listeners"] else None
+        self.schema_validation = SchemaValidation(lambda: self.schema_registry.view()
+                                                  if self.schema_registry is not None else None)
         self._tasks: list[asyncio.Task[None]] = []
         self.bound_port: int | None = None
         # Set once the metadata is ready: the listener is bound earlier (a ZooKeeper registration
@@ -190,6 +193,7 @@ class Broker:
             raise InvalidTopicConfigError(str(exc)) from None
 
     def _on_topic_change(self, name: str, info: TopicInfo | None) -> None:
+        self.schema_validation.on_topic_change(name, info.configs if info is not None else None)
         if info is None:
             # In a cluster only the controller's StopReplica deletes a replica, as in Kafka: an update of
             # the metadata cache never does, so a wrong one cannot cost data.

@@ -21,6 +21,7 @@ from pybroker.security.tls import broker_settings, client_context, server_contex
 from pybroker.schema_registry.leader import PartitionLeadership, forward
 from pybroker.schema_registry.registry import SchemaRegistry
 from pybroker.schema_registry.service import Forwarder, Leadership, SchemaRegistryService, SoleLeader, parse_listener
+from pybroker.schema_registry.state import RegistryState
 from pybroker.schema_registry.store import KafkaStore
 
 if TYPE_CHECKING:
@@ -54,6 +55,7 @@ class BrokerSchemaRegistry:
         self.service: SchemaRegistryService | None = None
         self.url = ""
         self._publisher: asyncio.Task[None] | None = None
+        self._replaying: asyncio.Future[None] | None = None
 
     async def start(self) -> str:
         config = self.broker.config
@@ -87,7 +89,20 @@ class BrokerSchemaRegistry:
             f"//{host or '0.0.0.0'}:", f"//{inter_broker.host}:", 1)
         if self.broker.zk_mode is not None:
             self._publisher = asyncio.get_running_loop().create_task(self._publish(), name="schema-registry-url")
+        if self.broker.schema_validation.topics:  # validated topics need the view from the first record on
+            self.view()
         return url
+
+    def view(self) -> RegistryState | None:
+        """The registry's view for broker-side validation (its replay is started on first use); None
+        until the registry serves."""
+        if self.service is None:
+            return None
+        store = self.service.registry.store
+        if not store.started:
+            self._replaying = asyncio.ensure_future(store.ensure_started())
+            self._replaying.add_done_callback(lambda task: task.cancelled() or task.exception())
+        return store.state
 
     def _plain_users(self) -> dict[str, str]:
         users: dict[str, str] = {}
