@@ -157,16 +157,17 @@ class SchemaRegistry:
         level = self.level(state, subject)
         content = await self._content(state, subject, body, normalize)
         new = await self.parser.stored(state, content)
-        live = state.versions(subject)
         if version_text is None:
-            earlier = live
-            if not level.endswith("_TRANSITIVE"):
-                earlier = live[-1:]
-        else:
-            earlier = [self._version(state, subject, parse_version(version_text), False)]
-            level = level.removesuffix("_TRANSITIVE")
-        targets = [compat.Earlier(v.version, await self.parser.stored(state, v.content)) for v in earlier]
-        return compat.check(level, new, targets)
+            return compat.check(level, new, await self._earlier(state, subject, level))
+        version = self._version(state, subject, parse_version(version_text), False)
+        return compat.check(level.removesuffix("_TRANSITIVE"), new,
+                            [compat.Earlier(version.version, await self.parser.stored(state, version.content))])
+
+    async def _earlier(self, state: RegistryState, subject: str, level: str) -> list[compat.Earlier]:
+        """The versions ``level`` compares with, parsed: none for NONE, the latest unless transitive."""
+        live = state.versions(subject)
+        wanted = [] if level == compat.NONE else live if level.endswith("_TRANSITIVE") else live[-1:]
+        return [compat.Earlier(v.version, await self.parser.stored(state, v.content)) for v in wanted]
 
     def level(self, state: RegistryState, subject: str | None) -> str:
         return (state.compatibility(subject) if subject is not None else None) or state.compatibility(None) \
@@ -221,9 +222,8 @@ class SchemaRegistry:
                     if version.content.identity() == content.identity():
                         return version
                 level = self.level(state, subject)
-                earlier = [compat.Earlier(v.version, await self.parser.stored(state, v.content))
-                           for v in state.versions(subject)]
-                problems = compat.check(level, await self.parser.stored(state, content), earlier)
+                problems = compat.check(level, await self.parser.stored(state, content),
+                                        await self._earlier(state, subject, level))
                 if problems:
                     raise errors.incompatible(subject, problems)
                 schema_id = state.id_for(content) or state.max_id + 1

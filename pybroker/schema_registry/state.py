@@ -6,6 +6,7 @@ leader's writes come back through the same path, so every view converges on the 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import uuid
@@ -16,7 +17,7 @@ from pybroker.schema_registry import records
 from pybroker.schema_registry.records import Key
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Content:
     """What an id stands for: the same content registered under several subjects has one id."""
 
@@ -27,10 +28,14 @@ class Content:
     rule_set: Any = None
 
     def identity(self) -> str:
+        return self._identity
+
+    @functools.cached_property
+    def _identity(self) -> str:  # computed once: lookups compare it with every version of a subject
         return json.dumps([self.schema_type, self.schema, self.references, self.metadata, self.rule_set],
                           sort_keys=True, separators=(",", ":"))
 
-    @property
+    @functools.cached_property
     def guid(self) -> str:
         return str(uuid.UUID(bytes=hashlib.md5(self.identity().encode()).digest(), version=4))
 
