@@ -98,3 +98,17 @@ def _try_register(client: SchemaRegistryClient, subject: str, schema: Schema) ->
         if exc.error_code in (50001, 50002, 50003, 50004):  # no leader yet: the client would retry
             return None
         raise
+
+
+def test_embedded_cluster_exposes_every_brokers_registry(tmp_path: Path) -> None:
+    from pybroker.testing import EmbeddedCluster
+
+    with EmbeddedCluster(3, schema_registry=True, tmp_dir=tmp_path) as cluster:
+        urls = cluster.schema_registry_url.split(",")
+        assert len(urls) == 3
+        schema_id = SchemaRegistryClient({"url": cluster.schema_registry_url}).register_schema(
+            "embedded-value", record("Embedded", "a"))
+        for url in urls:  # every broker's view, read-your-writes on the one that answered
+            client = SchemaRegistryClient({"url": url})
+            wait_until(lambda: "embedded-value" in client.get_subjects(), f"{url} to hold the subject")
+            assert client.get_latest_version("embedded-value").schema_id == schema_id
