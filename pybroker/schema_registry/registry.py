@@ -50,6 +50,11 @@ def schema_body(content: Content, parsed_schema: str | None = None) -> dict[str,
     return body
 
 
+def schema_value(subject: str, number: int, schema_id: int, content: Content, *, deleted: bool) -> dict[str, Any]:
+    """A SCHEMA record's value in ``_schemas``, as Confluent writes it."""
+    return {"subject": subject, "version": number, "id": schema_id, **schema_body(content), "deleted": deleted}
+
+
 def version_body(version: Version, schema: str | None = None) -> dict[str, Any]:
     return {"subject": version.subject, "version": version.version, "id": version.schema_id,
             "guid": version.content.guid, **schema_body(version.content, schema)}
@@ -230,17 +235,7 @@ class SchemaRegistry:
                 number = max((v.version for v in state.versions(subject, deleted=True)), default=0) + 1
             else:
                 schema_id, number = self._imported(state, subject, body, content)
-            value = {"subject": subject, "version": number, "id": schema_id, "schema": content.schema,
-                     "deleted": False}
-            if content.schema_type != AVRO:
-                value["schemaType"] = content.schema_type
-            if content.references:
-                value["references"] = content.references_json()
-            if content.metadata is not None:
-                value["metadata"] = content.metadata
-            if content.rule_set is not None:
-                value["ruleSet"] = content.rule_set
-            encoded = records.encode_value(value)
+            encoded = records.encode_value(schema_value(subject, number, schema_id, content, deleted=False))
             if len(encoded) > self.max_schema_bytes:
                 raise errors.schema_too_large(len(encoded), self.max_schema_bytes)
             await self.store.write([(records.schema_key(subject, number), encoded)])
@@ -311,12 +306,7 @@ class SchemaRegistry:
                 return version.version
             if version.deleted:
                 raise errors.version_soft_deleted(subject, version.version)
-            value = {"subject": subject, "version": version.version, "id": version.schema_id,
-                     "schema": version.content.schema, "deleted": True}
-            if version.content.schema_type != AVRO:
-                value["schemaType"] = version.content.schema_type
-            if version.content.references:
-                value["references"] = version.content.references_json()
+            value = schema_value(subject, version.version, version.schema_id, version.content, deleted=True)
             await self.store.write([(key, records.encode_value(value))])
             return version.version
 
