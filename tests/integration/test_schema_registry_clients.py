@@ -136,6 +136,25 @@ def test_avro_references_across_subjects(client: SchemaRegistryClient) -> None:
     assert refused.value.error_code == 42206
 
 
+def test_json_schema_references_across_subjects(client: SchemaRegistryClient) -> None:
+    import json
+
+    address = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+    client.register_schema("json-address", Schema(json.dumps(address), "JSON"))
+    person = {"type": "object", "properties": {"home": {"$ref": "address.json"}}}
+    reference = SchemaReference("address.json", "json-address", 1)
+    person_id = client.register_schema("json-person-value", Schema(json.dumps(person), "JSON", [reference]))
+    serializer = JSONSerializer(client.get_schema(person_id), client, conf={"auto.register.schemas": False,
+                                                                            "use.latest.version": True})
+    context = SerializationContext("json-person", MessageField.VALUE)
+    from confluent_kafka.serialization import SerializationError
+
+    assert serializer({"home": {"city": "oslo"}}, SerializationContext("json-person", MessageField.VALUE))
+    with pytest.raises(SerializationError):  # the referenced schema's rule applies
+        serializer({"home": {"town": "oslo"}}, context)
+    assert client.get_referenced_by("json-address", 1) == [person_id]
+
+
 def test_compatibility_config_and_incompatible_registration(client: SchemaRegistryClient) -> None:
     import json
 
@@ -181,11 +200,20 @@ def test_concurrent_registration_of_one_schema_gets_one_id(broker: EmbeddedBroke
     assert all(client.get_versions(f"colour-{i}") == [1] for i in range(3))
 
 
-def test_async_client(broker: EmbeddedBroker) -> None:
+def test_async_client_and_serializers(broker: EmbeddedBroker) -> None:
     import json
+
+    from confluent_kafka.schema_registry._async.avro import AsyncAvroDeserializer, AsyncAvroSerializer
 
     async def scenario() -> None:
         client = AsyncSchemaRegistryClient({"url": broker.schema_registry_url})
+        serializer = await AsyncAvroSerializer(client, json.dumps(USER))
+        deserializer = await AsyncAvroDeserializer(client)
+        context = SerializationContext("async-users", MessageField.VALUE)
+        encoded = await serializer({"name": "kay", "age": 7}, context)
+        (received,) = await asyncio.to_thread(round_trip, broker, "async-users", lambda value, _: value,
+                                              lambda value, _: value, [encoded])
+        assert await deserializer(received, context) == {"name": "kay", "age": 7}
         schema_id = await client.register_schema("async-value", Schema(json.dumps(USER), "AVRO"))
         assert (await client.get_schema(schema_id)).schema_type == "AVRO"
         assert "async-value" in await client.get_subjects()
