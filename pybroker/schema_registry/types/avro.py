@@ -25,18 +25,21 @@ _CANONICAL_ORDER = ("name", "type", "fields", "symbols", "items", "values", "siz
 class AvroSchema:
     schema_type = AVRO
 
-    def __init__(self, text: str, document: Any, schema: avro.schema.Schema, dependencies: Mapping[str, str]) -> None:
+    def __init__(self, text: str, document: Any, schema: avro.schema.Schema,
+                 referenced: Mapping[str, avro.schema.NamedSchema]) -> None:
         self.text = text
         self.document = document
         self.schema = schema
-        self.dependencies = dict(dependencies)
+        self.referenced = dict(referenced)  # the named types the references define, by full name
 
     def canonical(self) -> str:
         return json.dumps(self.document, separators=(",", ":"), ensure_ascii=False)
 
     def normalized(self) -> AvroSchema:
-        document = _normalize(self.schema.to_json(avro.name.Names()))
-        return AvroSchema(self.text, document, self.schema, self.dependencies)
+        names = avro.name.Names()
+        names.names = dict(self.referenced)  # referenced types stay references, not inlined copies
+        document = _normalize(self.schema.to_json(names))
+        return AvroSchema(self.text, document, self.schema, self.referenced)
 
     def fingerprint(self) -> bytes:
         """The Parsing Canonical Form's SHA-256: equal for schemas that read and write alike."""
@@ -72,6 +75,7 @@ def parse(text: str, dependencies: Mapping[str, str]) -> AvroSchema:
                 avro.schema.make_avsc_object(json.loads(dependency), names)
             except (ValueError, avro.errors.AvroException) as exc:
                 raise InvalidSchemaError(f"reference {name}: {exc}") from None
+        referenced = dict(names.names)
         document = json.loads(text)
         schema = avro.schema.make_avsc_object(document, names)
     except InvalidSchemaError:
@@ -80,4 +84,4 @@ def parse(text: str, dependencies: Mapping[str, str]) -> AvroSchema:
         raise InvalidSchemaError("schema nested too deeply") from None
     except (ValueError, TypeError, AttributeError, avro.errors.AvroException) as exc:
         raise InvalidSchemaError(str(exc) or type(exc).__name__) from None
-    return AvroSchema(text, document, schema, dependencies)
+    return AvroSchema(text, document, schema, referenced)

@@ -38,9 +38,10 @@ def render(file: Any) -> str:
     if options:
         lines.append("")
         lines.extend(f"option {option};" for option in options)
+    scope = f".{file.package}" if file.package else ""
     for message in file.message_type:
         lines.append("")
-        lines.extend(_message(message, syntax, ""))
+        lines.extend(_message(message, syntax, "", f"{scope}.{message.name}"))
     for enum in file.enum_type:
         lines.append("")
         lines.extend(_enum(enum, ""))
@@ -69,7 +70,8 @@ def _options(options: Any) -> Iterator[str]:
     for field, value in options.ListFields():
         if field.is_extension or field.message_type is not None or field.name == "uninterpreted_option":
             continue
-        values = value if field.label == field.LABEL_REPEATED else [value]
+        repeated = field.is_repeated if hasattr(field, "is_repeated") else field.label == field.LABEL_REPEATED
+        values = value if repeated else [value]
         for item in values:
             yield f"{field.name} = {_value(item, field)}"
 
@@ -127,18 +129,14 @@ def _field(field: Any, syntax: str, maps: dict[str, Any], indent: str, in_oneof:
     return f"{indent}{label}{type_name} {field.name} = {field.number}{suffix};"
 
 
-def _message(message: Any, syntax: str, indent: str) -> list[str]:
+def _message(message: Any, syntax: str, indent: str, full_name: str) -> list[str]:
+    """``full_name`` is the message's fully qualified name, as fields' type names spell it."""
     inner = indent + _INDENT
     lines = [f"{indent}message {message.name} {{"]
-    lines.extend(f"{inner}option {option};" for option in _options(message.options) if not option.startswith("map_entry"))
+    lines.extend(f"{inner}option {option};" for option in _options(message.options))
     lines.extend(_reserved(message.reserved_range, message.reserved_name, False, inner))
-    maps = {f".{message.name}.{nested.name}": nested for nested in message.nested_type if nested.options.map_entry}
-    # map entry names are resolved by suffix: the field's type_name ends with ".<Message>.<Entry>"
-    suffix_maps = {nested.name: nested for nested in message.nested_type if nested.options.map_entry}
-    resolved = {field.type_name: suffix_maps[field.type_name.rsplit(".", 1)[-1]] for field in message.field
-                if field.type == TYPE_MESSAGE and field.type_name.rsplit(".", 1)[-1] in suffix_maps
-                and field.type_name.endswith(f"{message.name}.{field.type_name.rsplit('.', 1)[-1]}")}
-    maps.update(resolved)
+    # A map field is a repeated field of a nested *Entry message that protoc generated for it.
+    maps = {f"{full_name}.{nested.name}": nested for nested in message.nested_type if nested.options.map_entry}
     real_oneofs = {index for index, _ in enumerate(message.oneof_decl)
                    if not any(f.HasField("oneof_index") and f.oneof_index == index and f.proto3_optional
                               for f in message.field)}
@@ -161,7 +159,7 @@ def _message(message: Any, syntax: str, indent: str) -> list[str]:
                      if end != span.start else f"{inner}extensions {span.start};")
     for nested in message.nested_type:
         if not nested.options.map_entry:
-            lines.extend(_message(nested, syntax, inner))
+            lines.extend(_message(nested, syntax, inner, f"{full_name}.{nested.name}"))
     for enum in message.enum_type:
         lines.extend(_enum(enum, inner))
     for block in _extensions(message.extension, syntax, inner):

@@ -132,3 +132,13 @@ def test_avro_normalize_makes_key_order_insignificant() -> None:
     two = avro.parse('{"fields": [{"type": "int", "name": "a"}], "name": "R", "type": "record"}', {})
     assert one.canonical() != two.canonical()
     assert one.normalized().canonical() == two.normalized().canonical()
+
+
+def test_avro_normalize_keeps_referenced_types_as_references() -> None:
+    address = json.dumps({"type": "record", "name": "Address", "namespace": "n",
+                          "fields": [{"name": "city", "type": "string"}]})
+    user = avro.parse('{"fields": [{"type": "n.Address", "name": "home"}], "name": "User", "type": "record"}',
+                      {"n.Address": address})
+    normalized = user.normalized().canonical()
+    assert json.loads(normalized)["fields"] == [{"name": "home", "type": "n.Address"}]
+    assert avro.parse(normalized, {"n.Address": address}).canonical() == normalized  # parses again as stored
