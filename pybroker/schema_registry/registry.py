@@ -162,11 +162,11 @@ class SchemaRegistry:
         level = self.level(state, subject)
         content = await self._content(state, subject, body, normalize)
         new = await self.parser.stored(state, content)
-        if version_text is None:
-            return compat.check(level, new, await self._earlier(state, subject, level))
+        if version_text is None:  # compatibility checks of large schemas run off the event loop
+            return await asyncio.to_thread(compat.check, level, new, await self._earlier(state, subject, level))
         version = self._version(state, subject, parse_version(version_text), False)
-        return compat.check(level.removesuffix("_TRANSITIVE"), new,
-                            [compat.Earlier(version.version, await self.parser.stored(state, version.content))])
+        earlier = [compat.Earlier(version.version, await self.parser.stored(state, version.content))]
+        return await asyncio.to_thread(compat.check, level.removesuffix("_TRANSITIVE"), new, earlier)
 
     async def _earlier(self, state: RegistryState, subject: str, level: str) -> list[compat.Earlier]:
         """The versions ``level`` compares with, parsed: none for NONE, the latest unless transitive."""
@@ -227,8 +227,8 @@ class SchemaRegistry:
                     if version.content.identity() == content.identity():
                         return version
                 level = self.level(state, subject)
-                problems = compat.check(level, await self.parser.stored(state, content),
-                                        await self._earlier(state, subject, level))
+                problems = await asyncio.to_thread(compat.check, level, await self.parser.stored(state, content),
+                                                   await self._earlier(state, subject, level))
                 if problems:
                     raise errors.incompatible(subject, problems)
                 schema_id = state.id_for(content) or state.max_id + 1

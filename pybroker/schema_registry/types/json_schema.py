@@ -131,9 +131,6 @@ class _Resolver:
         return node, root
 
 
-_NUMBER_TYPES = {"integer": {"integer"}, "number": {"integer", "number"}}
-
-
 def _types(schema: Any) -> set[str] | None:
     if not isinstance(schema, dict) or "type" not in schema:
         return None
@@ -181,7 +178,8 @@ def _compare(writer: Any, reader: Any, path: str, resolver: _Resolver, depth: in
             return
         lost = {t for t in writer_types if not _accepts(reader_types, t)}
         if lost:
-            yield ("TYPE_NARROWED" if writer_types - lost else "TYPE_CHANGED"), path
+            narrowed = writer_types - lost or (lost == {"number"} and "integer" in reader_types)
+            yield ("TYPE_NARROWED" if narrowed else "TYPE_CHANGED"), path
             return
     yield from _compare_limits(writer, reader, path)
     if "enum" in reader:
