@@ -20,11 +20,10 @@ from pybroker.schema_registry.leader import FORWARDED_HEADER, OFFSET_HEADER
 from pybroker.schema_registry.registry import SchemaRegistry
 
 log = logging.getLogger("pybroker.schema_registry")
-JSON_TYPES = ("application/vnd.schemaregistry.v1+json", "application/vnd.schemaregistry+json", "application/json")
 
 
 class ConfigError(ValueError):
-    pass
+    """``schema.registry.listeners`` names no usable URL."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,13 +35,13 @@ class ListenerUrl:
 
 def parse_listener(url: str) -> ListenerUrl:
     parts = urlsplit(url.strip())
-    if parts.scheme not in ("http", "https") or parts.port is None and not url.rstrip("/").endswith(":0"):
-        raise ConfigError(f"Invalid schema.registry.listeners entry {url!r}: expected http://host:port or "
-                          "https://host:port")
     try:
-        port = parts.port or 0
-    except ValueError:
-        raise ConfigError(f"Invalid port in schema.registry.listeners entry {url!r}") from None
+        port = parts.port
+    except ValueError:  # not a number, or out of range
+        port = None
+    if parts.scheme not in ("http", "https") or port is None:
+        raise ConfigError(f"Invalid schema.registry.listeners entry {url!r}: expected http://host:port or "
+                          "https://host:port (port 0: any free port)")
     return ListenerUrl(parts.scheme, parts.hostname or "", port)
 
 
