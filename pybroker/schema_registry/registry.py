@@ -138,7 +138,7 @@ class SchemaRegistry:
         versions = state.versions(subject, deleted=deleted)
         if not versions:
             raise errors.subject_not_found(subject)
-        content = await self._content(state, subject, body, normalize)
+        content = await self.content_of(state, subject, body, normalize)
         for version in reversed(versions):
             if version.content.identity() == content.identity():
                 return version
@@ -160,7 +160,7 @@ class SchemaRegistry:
                                   normalize: bool) -> list[str]:
         state = await self.view()
         level = self.level(state, subject)
-        content = await self._content(state, subject, body, normalize)
+        content = await self.content_of(state, subject, body, normalize)
         new = await self.parser.stored(state, content)
         if version_text is None:  # compatibility checks of large schemas run off the event loop
             return await asyncio.to_thread(compat.check, level, new, await self._earlier(state, subject, level))
@@ -190,7 +190,8 @@ class SchemaRegistry:
                 return config["normalize"]
         return False
 
-    async def _content(self, state: RegistryState, subject: str, body: dict[str, Any], normalize: bool) -> Content:
+    async def content_of(self, state: RegistryState, subject: str, body: dict[str, Any], normalize: bool) -> Content:
+        """A request's schema as it would be stored (42201 when it does not parse)."""
         references = reference_tuples(body.get("references"))
         parsed = await self.parser.parse(state, body.get("schemaType"), body.get("schema"), references)
         if self._normalizing(state, subject, normalize):
@@ -219,7 +220,7 @@ class SchemaRegistry:
             mode = self.mode(state, subject)
             if mode in (READONLY, READONLY_OVERRIDE):
                 raise errors.not_permitted(f"Subject {subject} is in read-only mode")
-            content = await self._content(state, subject, body, normalize)
+            content = await self.content_of(state, subject, body, normalize)
             if mode != IMPORT:
                 if body.get("id") not in (None, -1):
                     raise errors.not_permitted(f"Subject {subject} is not in import mode")

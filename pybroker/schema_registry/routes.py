@@ -168,7 +168,7 @@ async def compatibility(registry: SchemaRegistry, request: Request, args: list[s
     if not state.versions(subject):
         if version is not None:
             raise errors.subject_not_found(subject)
-        await registry._content(state, subject, body, request.flag("normalize"))  # still 42201 for a bad schema
+        await registry.content_of(state, subject, body, request.flag("normalize"))  # still 42201 for a bad schema
         return {"is_compatible": True, **({"messages": []} if request.flag("verbose") else {})}
     problems = await registry.check_compatibility(subject, version, body, normalize=request.flag("normalize"))
     answer: dict[str, Any] = {"is_compatible": not problems}
