@@ -1,9 +1,11 @@
 """Avro schemas, parsed by the Apache ``avro`` package: named types, logical types, defaults, references.
 
 The stored string is the schema's JSON without insignificant whitespace (as Confluent stores Avro's
-``Schema.toString()``); ``normalize`` orders it as the Parsing Canonical Form does while keeping
-defaults, logical types and aliases. Compatibility follows Avro's schema-resolution rules (the
-``avro.compatibility`` checker ports Java's ``SchemaCompatibility``).
+``Schema.toString()``), and two registrations are the same schema (one id) when those strings are equal.
+Not the Parsing Canonical Form's fingerprint: it drops defaults, docs and aliases, which change how data
+is read. ``normalize`` orders attributes as the Parsing Canonical Form does while keeping them.
+Compatibility follows Avro's schema-resolution rules (the ``avro.compatibility`` checker ports Java's
+``SchemaCompatibility``).
 """
 
 from __future__ import annotations
@@ -40,10 +42,6 @@ class AvroSchema:
         names.names = dict(self.referenced)  # referenced types stay references, not inlined copies
         document = _normalize(self.schema.to_json(names))
         return AvroSchema(self.text, document, self.schema, self.referenced)
-
-    def fingerprint(self) -> bytes:
-        """The Parsing Canonical Form's SHA-256: equal for schemas that read and write alike."""
-        return self.schema.fingerprint("sha256")
 
     def read_errors(self, writer: Any) -> list[str]:
         if not isinstance(writer, AvroSchema):
