@@ -89,13 +89,14 @@ def test_writes_through_any_broker_one_id_space_and_failover(registry_cluster: C
         assert json.loads(client.get_schema(first).schema_str) == json.loads(record("Order", "a").schema_str)
 
 
-def _try_register(client: SchemaRegistryClient, subject: str, schema: Schema) -> int | None:
+def _try_register(client: SchemaRegistryClient, subject: str, schema: Schema, *waiting_for: int) -> int | None:
+    """The id, or None on an error that passes (no leader yet, or one of ``waiting_for``)."""
     from confluent_kafka.schema_registry.error import SchemaRegistryError
 
     try:
         return client.register_schema(subject, schema)
     except SchemaRegistryError as exc:
-        if exc.error_code in (50001, 50002, 50003, 50004):  # no leader yet: the client would retry
+        if exc.error_code in (50001, 50002, 50003, 50004, *waiting_for):  # the client would retry these
             return None
         raise
 
@@ -112,3 +113,38 @@ def test_embedded_cluster_exposes_every_brokers_registry(tmp_path: Path) -> None
             client = SchemaRegistryClient({"url": url})
             wait_until(lambda: "embedded-value" in client.get_subjects(), f"{url} to hold the subject")
             assert client.get_latest_version("embedded-value").schema_id == schema_id
+
+
+def test_followers_forward_over_https_with_the_clients_credentials(tmp_path: Path) -> None:
+    from confluent_kafka.admin import ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
+
+    from pybroker.security.dev_certs import make_dev_certs
+
+    certs = make_dev_certs(tmp_path / "certs")
+    extra = {"schema.registry.listeners": "https://127.0.0.1:0", "schema.registry.authentication.method": "BASIC",
+             "ssl.keystore.type": "PEM", "ssl.keystore.location": str(certs.broker),
+             "ssl.truststore.type": "PEM", "ssl.truststore.location": str(certs.ca)}
+    with running_cluster(tmp_path / "cluster", extra=extra) as cluster:
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        for future in admin.alter_user_scram_credentials([UserScramCredentialUpsertion(
+                "carol", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096), b"carol-secret")]).values():
+            future.result(timeout=30)
+        addresses = {b: re.search(r"Schema registry listening on (https://\S+)", broker.log_text()).group(1)
+                     for b, broker in enumerate(cluster.brokers)}
+
+        def client(broker_id: int, password: str = "carol-secret") -> SchemaRegistryClient:
+            return SchemaRegistryClient({"url": addresses[broker_id], "ssl.ca.location": str(certs.ca),
+                                         "basic.auth.user.info": f"carol:{password}"})
+
+        for broker_id in addresses:  # carol's credential reaches each broker's store through ZooKeeper
+            wait_until(lambda: _try_register(client(broker_id), "tls-value", record("Tls", "a"), 401),
+                       f"carol's credential on broker {broker_id}")
+        leader = schemas_leader(cluster)
+        follower = next(b for b in addresses if b != leader)
+        schema_id = client(follower).register_schema("tls-value", record("Tls", "a", "b"))  # forwarded over TLS
+        assert client(follower).get_latest_version("tls-value").schema_id == schema_id
+        from confluent_kafka.schema_registry.error import SchemaRegistryError
+
+        with pytest.raises(SchemaRegistryError) as refused:
+            client(follower, "wrong").register_schema("tls-value", record("Tls", "a", "b", "c"))
+        assert refused.value.http_status_code == 401
