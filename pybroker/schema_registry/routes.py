@@ -107,8 +107,18 @@ async def list_schemas(registry: SchemaRegistry, request: Request, args: list[st
         if request.flag("latestOnly"):
             versions = versions[-1:]
         answers.extend(version_body(v) for v in versions)
-    offset, limit = int(request.param("offset", "0") or 0), int(request.param("limit", "-1") or -1)
+    offset, limit = _int_param(request, "offset", 0), _int_param(request, "limit", -1)
     return answers[offset:] if limit < 0 else answers[offset:offset + limit]
+
+
+def _int_param(request: Request, name: str, default: int) -> int:
+    text = request.param(name)
+    if text is None or text == "":
+        return default
+    try:
+        return int(text)
+    except ValueError:
+        raise errors.RegistryError(422, 422, f"Query parameter {name} must be an integer, got {text!r}") from None
 
 
 async def subjects(registry: SchemaRegistry, request: Request, args: list[str]) -> Answer:

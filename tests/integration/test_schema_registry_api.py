@@ -148,6 +148,10 @@ def test_bad_versions_levels_and_modes(api: Api) -> None:
     assert api.error("PUT", "/mode/bv-value", {"mode": "WRITEONLY"}) == (422, 42204)
     assert api.error("POST", "/subjects/bv-value/versions", raw=b"{oops") == (422, 422)
     assert api.error("POST", "/subjects/bv-value/versions", raw=b"[1, 2]") == (422, 422)
+    assert api.error("POST", "/subjects/bv-value/versions", {"schema": "\"int\"", "schemaType": 5}) == (422, 42201)
+    assert api.error("POST", "/subjects/bv-value/versions", {"schema": 7}) == (422, 42201)
+    assert api.error("POST", "/subjects/bv-value/versions", {"schema": "\"int\"", "references": {}}) == (422, 42201)
+    assert api.error("GET", "/schemas?offset=first") == (422, 422)
 
 
 def test_deletes_soft_then_hard(api: Api) -> None:

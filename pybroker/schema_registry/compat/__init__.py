@@ -32,10 +32,13 @@ def check(level: str, new: ParsedSchema, earlier: Sequence[Earlier]) -> list[str
     backward, forward = level.startswith(("BACKWARD", "FULL")), level.startswith(("FORWARD", "FULL"))
     for old in reversed(targets):
         errors: list[str] = []
-        if backward:
-            errors += new.read_errors(old.schema)
-        if forward:
-            errors += old.schema.read_errors(new)
+        try:
+            if backward:
+                errors += new.read_errors(old.schema)
+            if forward:
+                errors += old.schema.read_errors(new)
+        except RecursionError:
+            errors.append("{errorType:'NESTED_TOO_DEEPLY', description:'the schemas are nested too deeply to compare'}")
         if errors:
             return [*errors, f"{{oldSchemaVersion: {old.version}}}", f"{{oldSchema: '{old.schema.canonical()}'}}",
                     f"{{compatibility: '{level}'}}"]

@@ -41,6 +41,8 @@ class SchemaType:
 
 def schema_type(name: str | None) -> SchemaType:
     """The type for a request's ``schemaType`` (absent: AVRO); InvalidSchemaError for others."""
+    if name is not None and not isinstance(name, str):
+        raise InvalidSchemaError(f"Invalid schema type {name!r}")
     key = (name or AVRO).upper()
     if key == AVRO:
         from pybroker.schema_registry.types import avro
