@@ -187,15 +187,23 @@ async def compatibility(registry: SchemaRegistry, request: Request, args: list[s
     return answer
 
 
+def _scoped(request: Request, args: list[str], table: dict[str | None, Any],
+            not_configured: Callable[[str], errors.RegistryError]) -> tuple[str | None, Any]:
+    """A subject's own config or mode (args[0]), or the global one: 404 for a subject without its own
+    unless ``defaultToGlobal=true``; None when neither is set."""
+    subject = args[0] if args else None
+    own = table.get(subject)
+    if own is None and subject is not None:
+        if not request.flag("defaultToGlobal"):
+            raise not_configured(subject)
+        own = table.get(None)
+    return subject, own
+
+
 async def get_config(registry: SchemaRegistry, request: Request, args: list[str]) -> Answer:
     state = await registry.view()
-    subject = args[0] if args else None
-    config = state.configs.get(subject)
-    if config is None:
-        if subject is not None and not request.flag("defaultToGlobal"):
-            raise errors.compatibility_not_configured(subject)
-        config = state.configs.get(None) or {"compatibilityLevel": registry.default_level}
-    return config
+    _, config = _scoped(request, args, state.configs, errors.compatibility_not_configured)
+    return config or {"compatibilityLevel": registry.default_level}
 
 
 async def put_config(registry: SchemaRegistry, request: Request, args: list[str]) -> Answer:
@@ -208,13 +216,8 @@ async def delete_config(registry: SchemaRegistry, request: Request, args: list[s
 
 async def get_mode(registry: SchemaRegistry, request: Request, args: list[str]) -> Answer:
     state = await registry.view()
-    subject = args[0] if args else None
-    mode = state.modes.get(subject)
-    if mode is None:
-        if subject is not None and not request.flag("defaultToGlobal"):
-            raise errors.mode_not_configured(subject)
-        mode = registry.mode(state, None)
-    return {"mode": mode}
+    _, mode = _scoped(request, args, state.modes, errors.mode_not_configured)
+    return {"mode": mode or registry.mode(state, None)}
 
 
 async def put_mode(registry: SchemaRegistry, request: Request, args: list[str]) -> Answer:
