@@ -37,6 +37,7 @@ from pybroker.client import AdminClient, KafkaClient, KafkaClientError, NewTopic
 from pybroker.client.acl_admin import create_acls, delete_acls, describe_acls
 from pybroker.client.admin import TOPIC_RESOURCE
 from pybroker.client.groups import GroupAdmin
+from pybroker.client.registry_http import RegistryRequestError
 from pybroker.client.scram_admin import ScramUpsertion, alter_user_scram_credentials, describe_user_scram_credentials
 from pybroker.common.topic import TopicPartition
 from pybroker.console import cluster_views
@@ -362,7 +363,7 @@ def create_app(config: ConsoleConfig) -> Starlette:
             return render(request, "schemas.html", {"registry": None})
         try:
             level, rows = await schemas_view.subjects(config.schema_registry_url)
-        except schemas_view.RegistryUnavailable as exc:
+        except RegistryRequestError as exc:
             return render(request, "error.html", {"error": str(exc), "back": "/"}, 503)
         return render(request, "schemas.html", {"registry": config.schema_registry_url, "level": level, "rows": rows})
 
@@ -372,7 +373,7 @@ def create_app(config: ConsoleConfig) -> Starlette:
             return RedirectResponse("/schemas", status_code=303)
         try:
             level, versions = await schemas_view.subject_versions(config.schema_registry_url, name)
-        except schemas_view.RegistryUnavailable as exc:
+        except RegistryRequestError as exc:
             return render(request, "error.html", {"error": str(exc), "back": "/schemas"}, 404)
         return render(request, "subject.html", {"subject": name, "level": level, "versions": versions})
 

@@ -5,17 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote
+
+from pybroker.client.registry_http import RegistryHttpClient, segment
 
 TIMEOUT_S = 10.0
-
-
-class RegistryUnavailable(Exception):
-    """The registry could not be reached or refused; the message says which and why."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,20 +24,7 @@ class SubjectRow:
 
 
 async def _get(base: str, path: str) -> Any:
-    def fetch() -> Any:
-        try:
-            with urllib.request.urlopen(f"{base.rstrip('/')}{path}", timeout=TIMEOUT_S) as response:
-                return json.loads(response.read())
-        except urllib.error.HTTPError as exc:
-            try:
-                message = json.loads(exc.read()).get("message", str(exc))
-            except ValueError:
-                message = str(exc)
-            raise RegistryUnavailable(f"{base} answered {exc.code}: {message}") from None
-        except (urllib.error.URLError, OSError, ValueError) as exc:
-            raise RegistryUnavailable(f"the schema registry at {base} cannot be reached: {exc}") from None
-
-    return await asyncio.to_thread(fetch)
+    return await asyncio.to_thread(RegistryHttpClient(base, timeout_s=TIMEOUT_S).call, "GET", path)
 
 
 async def subjects(base: str) -> tuple[str, list[SubjectRow]]:
@@ -50,7 +32,7 @@ async def subjects(base: str) -> tuple[str, list[SubjectRow]]:
     level = (await _get(base, "/config"))["compatibilityLevel"]
     rows = []
     for subject in await _get(base, "/subjects"):
-        name = quote(subject, safe="")
+        name = segment(subject)
         versions = await _get(base, f"/subjects/{name}/versions")
         latest = await _get(base, f"/subjects/{name}/versions/latest")
         config = await _get(base, f"/config/{name}?defaultToGlobal=true")
@@ -61,7 +43,7 @@ async def subjects(base: str) -> tuple[str, list[SubjectRow]]:
 
 async def subject_versions(base: str, subject: str) -> tuple[str, list[dict[str, Any]]]:
     """The subject's compatibility level and each live version (id, type, schema pretty-printed, references)."""
-    name = quote(subject, safe="")
+    name = segment(subject)
     level = (await _get(base, f"/config/{name}?defaultToGlobal=true"))["compatibilityLevel"]
     versions = []
     for number in await _get(base, f"/subjects/{name}/versions"):
