@@ -21,6 +21,7 @@ COPY config ./config
 RUN pip install --no-cache-dir . \
     && mkdir -p /etc/pybroker /var/lib/pybroker/data \
     && sed -e 's|^listeners=.*|listeners=PLAINTEXT://0.0.0.0:9092|' \
+           -e 's|^schema.registry.listeners=.*|schema.registry.listeners=http://0.0.0.0:8081|' \
            -e 's|^log.dirs=.*|log.dirs=/var/lib/pybroker/data|' \
            config/server.properties > /etc/pybroker/server.properties \
     && echo 'advertised.listeners=PLAINTEXT://localhost:9092' >> /etc/pybroker/server.properties \

@@ -54,7 +54,7 @@ $(VENV)/bin/python:
 	$(BIN)/python -m pip install -q --upgrade pip
 
 $(VENV)/.installed: pyproject.toml | $(VENV)/bin/python
-	$(BIN)/python -m pip install -q -e .
+	$(BIN)/python -m pip install -q -e '.[schema-registry]'
 	touch $@
 
 $(VENV)/.installed-test: pyproject.toml | $(VENV)/bin/python

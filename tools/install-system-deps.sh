@@ -11,6 +11,8 @@ command -v java >/dev/null 2>&1 || missing+=(default-jre-headless)
 command -v javac >/dev/null 2>&1 || missing+=(default-jdk-headless)
 # Chromium runs the web console's browser tests (tests/console, driven by Playwright at /usr/bin/chromium).
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+# curl runs the README's schema registry commands (tests/integration/test_readme_schema_registry.py).
+command -v curl >/dev/null 2>&1 || missing+=(curl)
 [ ${#missing[@]} -eq 0 ] && exit 0
 echo "installing Debian packages: ${missing[*]}"
 sudo=""

@@ -35,6 +35,8 @@ TOOLS: dict[str, tuple[str, str]] = {
     "reassign-partitions": ("reassign_partitions", "generate, execute and verify partition reassignments "
                                                    "(kafka-reassign-partitions.sh)"),
     "console": ("pybroker.console.cli", "serve a web console for the cluster (needs pybroker[console])"),
+    "schema-registry": ("schema_registry", "list, get, register, check and delete schemas; set compatibility and "
+                                           "modes (a schema registry's REST API)"),
 }
 
 

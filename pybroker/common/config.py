@@ -183,6 +183,14 @@ _KEYS: list[ConfigKey] = [
     # Metrics (pybroker's own: Kafka exposes JMX, pybroker Prometheus text)
     ConfigKey("metrics.port", "int", -1, "Port serving Prometheus text at /metrics; -1 = off, 0 = any free port (logged).", between(-1, 65535)),
     ConfigKey("metrics.host", "string", "127.0.0.1", "Address the /metrics endpoint binds; loopback by default so metrics are not published by accident."),
+    # Schema registry (Confluent's REST API, served by the broker; pybroker.schema_registry)
+    ConfigKey("schema.registry.listeners", "list", [], "URL the schema registry serves, http://host:port or https://host:port (port 0: any free port, logged); empty: off."),
+    ConfigKey("schema.registry.topic", "string", "_schemas", "Compacted topic holding the registry's schemas and configs (Confluent's kafkastore.topic)."),
+    ConfigKey("schema.registry.topic.replication.factor", "int", 3, "Replication factor of the registry topic, capped at the live brokers (kafkastore.topic.replication.factor).", at_least(1)),
+    ConfigKey("schema.registry.timeout.ms", "int", 10000, "How long a registry write waits for the topic and its reader (kafkastore.timeout.ms).", at_least(1)),
+    ConfigKey("schema.registry.compatibility.level", "string", "backward", "Compatibility level while none is configured (schema.compatibility.level).", one_of("none", "backward", "backward_transitive", "forward", "forward_transitive", "full", "full_transitive", "NONE", "BACKWARD", "BACKWARD_TRANSITIVE", "FORWARD", "FORWARD_TRANSITIVE", "FULL", "FULL_TRANSITIVE")),
+    ConfigKey("schema.registry.max.request.bytes", "int", 20971520, "Largest HTTP request body the registry reads; larger ones get 413.", at_least(1024)),
+    ConfigKey("schema.registry.authentication.method", "string", "NONE", "BASIC: every request carries HTTP basic credentials of a SCRAM or PLAIN user of the broker.", one_of("NONE", "BASIC")),
     # Topics
     ConfigKey("auto.create.topics.enable", "boolean", True, "Create a topic on Metadata/Produce for an unknown name."),
     ConfigKey("delete.topic.enable", "boolean", True, "Allow DeleteTopics."),

@@ -37,9 +37,11 @@ from pybroker.client import AdminClient, KafkaClient, KafkaClientError, NewTopic
 from pybroker.client.acl_admin import create_acls, delete_acls, describe_acls
 from pybroker.client.admin import TOPIC_RESOURCE
 from pybroker.client.groups import GroupAdmin
+from pybroker.client.registry_http import RegistryRequestError
 from pybroker.client.scram_admin import ScramUpsertion, alter_user_scram_credentials, describe_user_scram_credentials
 from pybroker.common.topic import TopicPartition
 from pybroker.console import cluster_views
+from pybroker.console import schemas as schemas_view
 from pybroker.console.messages import MAX_LIMIT, MODES, BrowseError, Search, browse, one_record
 from pybroker.console.sampler import Sampler
 from pybroker.console.session import UNREACHABLE, ClusterSession
@@ -70,6 +72,7 @@ class ConsoleConfig:
     allow_writes: bool = False
     password: str | None = None
     sample_interval_s: float = 10.0
+    schema_registry_url: str | None = None
 
 
 class Refused(Exception):
@@ -355,6 +358,25 @@ def create_app(config: ConsoleConfig) -> Starlette:
         verb = "Delete" if delete else "Set"
         return await write(request, f"{verb} the {mechanism} credentials of user '{user}'", "/users", alter)
 
+    async def schemas(request: Request) -> Response:
+        if config.schema_registry_url is None:
+            return render(request, "schemas.html", {"registry": None})
+        try:
+            level, rows = await schemas_view.subjects(config.schema_registry_url)
+        except RegistryRequestError as exc:
+            return render(request, "error.html", {"error": str(exc), "back": "/"}, 503)
+        return render(request, "schemas.html", {"registry": config.schema_registry_url, "level": level, "rows": rows})
+
+    async def subject(request: Request) -> Response:
+        name = request.path_params["subject"]
+        if config.schema_registry_url is None:
+            return RedirectResponse("/schemas", status_code=303)
+        try:
+            level, versions = await schemas_view.subject_versions(config.schema_registry_url, name)
+        except RegistryRequestError as exc:
+            return render(request, "error.html", {"error": str(exc), "back": "/schemas"}, 404)
+        return render(request, "subject.html", {"subject": name, "level": level, "versions": versions})
+
     async def login(request: Request) -> Response:
         if request.method == "GET":
             return render(request, "login.html", {})
@@ -401,6 +423,7 @@ def create_app(config: ConsoleConfig) -> Starlette:
         Route("/acls", acls), Route("/acls/add", add_acl, methods=["POST"]),
         Route("/acls/remove", remove_acl, methods=["POST"]),
         Route("/users", users), Route("/users", alter_user, methods=["POST"]),
+        Route("/schemas", schemas), Route("/schemas/{subject:path}", subject),
         Route("/login", login, methods=["GET", "POST"]), Route("/logout", logout, methods=["POST"]),
     ]
     return Starlette(routes=routes, lifespan=lifespan,

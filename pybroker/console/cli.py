@@ -27,6 +27,8 @@ def build_parser() -> ToolParser:
                         help="allow changes (create/delete topics, produce, reset offsets, ACLs...); read-only without")
     parser.add_argument("--sample-interval", type=float, default=10.0, metavar="SECONDS",
                         help="how often the charts' offsets are sampled (default 10)")
+    parser.add_argument("--schema-registry-url", metavar="URL",
+                        help="the schema registry to list subjects from, e.g. http://127.0.0.1:8081")
     return parser
 
 
@@ -47,6 +49,7 @@ def command(args: argparse.Namespace, settings: ClientSettings) -> None:
     if args.command_config:
         with open(args.command_config, encoding="utf-8") as handle:
             password = parse_properties(handle.read()).get("console.password") or None
-    app = create_app(ConsoleConfig(settings, args.allow_writes, password, args.sample_interval))
+    app = create_app(ConsoleConfig(settings, args.allow_writes, password, args.sample_interval,
+                                   args.schema_registry_url))
     print(f"pybroker console for {settings.bootstrap} on http://{args.host}:{args.port}/", flush=True)
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning")

@@ -41,6 +41,8 @@ from pybroker.server.metrics import BrokerMetrics
 from pybroker.server.quota.service import ClientQuotas
 from pybroker.server.telemetry.manager import ClientMetricsManager
 from pybroker.server.sasl_session import SaslAuthenticator
+from pybroker.schema_registry.validation import SchemaValidation
+from pybroker.server.schema_registry import BrokerSchemaRegistry
 from pybroker.server.socket_server import SocketServer
 from pybroker.server.topic_configs import TopicConfigs
 from pybroker.server.zk_mode import ZkMode
@@ -99,6 +101,9 @@ class Broker:
         self.quotas.follow_ip_quotas(self.socket_server.rates)
         # Off (None) unless metrics.port is set, so the request path pays nothing for unscraped counters.
         self.metrics = BrokerMetrics(self) if config["metrics.port"] >= 0 else None
+        self.schema_registry = BrokerSchemaRegistry(self) if config["schema.registry.listeners"] else None
+        self.schema_validation = SchemaValidation(lambda: self.schema_registry.view()
+                                                  if self.schema_registry is not None else None)
         self._tasks: list[asyncio.Task[None]] = []
         self.bound_port: int | None = None
         # Set once the metadata is ready: the listener is bound earlier (a ZooKeeper registration
@@ -148,6 +153,8 @@ class Broker:
                        lambda: self.log_manager.checkpoint_async((LOG_START_OFFSET_CHECKPOINT,)))
         if self.metrics is not None:
             await self.metrics.serve(self.config["metrics.host"], self.config["metrics.port"])
+        if self.schema_registry is not None:
+            await self.schema_registry.start()
         log.info("[KafkaServer id=%d] started (cluster id %s), listening on %s:%d", self.broker_id,
                  metadata.cluster_id, self._listener_specs[0].endpoint.host or "0.0.0.0", self.bound_port)
 
@@ -167,6 +174,8 @@ class Broker:
         self.txns.loading.cancel_all()
         if self.metrics is not None:
             await self.metrics.close()
+        if self.schema_registry is not None:
+            await self.schema_registry.stop()
         await self.socket_server.stop()
         self.groups.close()
         await self.txns.close()
@@ -186,6 +195,7 @@ class Broker:
             raise InvalidTopicConfigError(str(exc)) from None
 
     def _on_topic_change(self, name: str, info: TopicInfo | None) -> None:
+        self.schema_validation.on_topic_change(name, info.configs if info is not None else None)
         if info is None:
             # In a cluster only the controller's StopReplica deletes a replica, as in Kafka: an update of
             # the metadata cache never does, so a wrong one cannot cost data.

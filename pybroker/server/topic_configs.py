@@ -11,6 +11,7 @@ from typing import Mapping
 
 from pybroker.common.config import CONFIG_KEYS, BrokerConfig, key_synonyms, value_text
 from pybroker.log.config import TOPIC_CONFIG_KEYS, LogConfig
+from pybroker.schema_registry import validation as schema_validation
 
 # DescribeConfigs ConfigSource values.
 DYNAMIC_TOPIC_CONFIG = 1
@@ -65,7 +66,8 @@ def broker_synonyms(config: BrokerConfig, name: str) -> tuple[Synonym, ...]:
 class TopicConfigs:
     def __init__(self, broker_config: BrokerConfig):
         self._broker_config = broker_config
-        self.defaults = broker_config.topic_defaults()
+        self.defaults = {**broker_config.topic_defaults(),
+                         **{name: key.default for name, key in schema_validation.TOPIC_KEYS.items()}}
         self._base = LogConfig.from_topic_configs(LogConfig(), self._log_keys(self.defaults))
         self.known_keys = sorted(set(TOPIC_CONFIG_KEYS) | set(self.defaults))
 
@@ -78,6 +80,7 @@ class TopicConfigs:
                 raise ValueError(f"Null value not supported for topic configs: {name}")
         self.log_config(overrides)
         self.min_insync_replicas(overrides)
+        schema_validation.validate_configs(overrides)
         if overrides.get("compression.type", "producer") not in _COMPRESSION_TYPES:
             raise ValueError(f"Invalid value {overrides['compression.type']} for configuration compression.type")
         unclean = overrides.get("unclean.leader.election.enable", "false").lower()
@@ -112,8 +115,8 @@ class TopicConfigs:
                 source = synonyms[0].source if synonyms else DEFAULT_CONFIG
             else:
                 value, source = _log_default(name), DEFAULT_CONFIG
-            config_type = broker_key.type if broker_key else TOPIC_CONFIG_KEYS[name][1]
-            doc = broker_key.doc if broker_key else TOPIC_CONFIG_KEYS[name][3]
+            spec = broker_key or TOPIC_CONFIG_KEYS.get(name) or schema_validation.TOPIC_KEYS[name]
+            config_type, doc = spec.type, spec.doc
             described.append(DescribedConfig(name, value, source, CONFIG_TYPES.get(config_type, 2), doc, synonyms))
         return described
 

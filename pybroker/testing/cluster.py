@@ -51,11 +51,14 @@ class EmbeddedCluster:
     """ZooKeeper plus ``brokers`` pybrokers (ids 0..n-1) on loopback ports, in one temporary directory."""
 
     def __init__(self, brokers: int = 3, config: Mapping[str, Any] | None = None, *,
-                 start_timeout: float = 60.0, tmp_dir: str | Path | None = None, **overrides: Any) -> None:
+                 start_timeout: float = 60.0, tmp_dir: str | Path | None = None, schema_registry: bool = False,
+                 **overrides: Any) -> None:
         if brokers < 1:
             raise ValueError("a cluster needs at least one broker")
         self.size = brokers
         self.config = {**cluster_defaults(brokers), **kafka_config(config, overrides)}
+        if schema_registry:
+            self.config.setdefault("schema.registry.listeners", "http://127.0.0.1:0")
         self.start_timeout = start_timeout
         self._tmp_root = tmp_dir
         self.root: Path | None = None
@@ -120,6 +123,16 @@ class EmbeddedCluster:
                     raise EmbeddedBrokerError(f"broker {node.broker_id} did not see brokers {sorted(running)} "
                                               f"within {self.start_timeout} s:\n{node.log_tail(20)}")
                 time.sleep(0.05)
+
+    @property
+    def schema_registry_url(self) -> str:
+        """The running brokers' registry URLs, comma-separated as SchemaRegistryClient takes them
+        (``schema_registry=True``): any of them serves reads, and forwards writes to the leader's."""
+        urls = [node.schema_registry_url for node in self.brokers.values()
+                if node.running and node.schema_registry_url is not None]
+        if not urls:
+            raise EmbeddedBrokerError("the cluster serves no schema registry: start it with schema_registry=True")
+        return ",".join(urls)
 
     def kill(self, broker_id: int) -> None:
         """SIGKILL one broker: its ZooKeeper session expires within seconds and leadership moves on."""

@@ -27,6 +27,7 @@ import pybroker
 from pybroker.testing.process import ChildProcess
 
 READY = re.compile(r"listening on [^\s:]+:(\d+)")
+REGISTRY_READY = re.compile(r"Schema registry listening on (https?://\S+)")
 PORT_IN_USE = re.compile(r"address already in use|Errno 98", re.IGNORECASE)
 #: Kafka defaults that only slow a test down; any of them can be overridden.
 TESTING_DEFAULTS = {
@@ -99,6 +100,7 @@ class BrokerNode:
         self.data_dir: Path | None = self._given_dir
         self.child: ChildProcess | None = None
         self._started_once = False
+        self.schema_registry_url: str | None = None  # once started with schema.registry.listeners
         _OPEN.add(self)
 
     @property
@@ -139,6 +141,10 @@ class BrokerNode:
         assert child is not None
         if child.ready_match is not None:
             self.port = int(child.ready_match.group(1))  # kept: restart() comes back on the same address
+            registry = next((m for m in map(REGISTRY_READY.search, list(child.lines)) if m), None)
+            if registry is not None:  # its port is kept too
+                self.schema_registry_url = registry.group(1)
+                self.config["schema.registry.listeners"] = self.schema_registry_url
             self._started_once = True
             return
         child.kill()
@@ -255,10 +261,21 @@ class _BrokerHandle:
 
     def __init__(self, config: Mapping[str, Any] | None = None, *, data_dir: str | Path | None = None,
                  port: int = 0, host: str = "127.0.0.1", broker_id: int = 0, start_timeout: float = 30.0,
-                 tmp_dir: str | Path | None = None, **overrides: Any) -> None:
-        self.node = BrokerNode(kafka_config(config, overrides), data_dir=data_dir, host=host, port=port,
+                 tmp_dir: str | Path | None = None, schema_registry: bool = False, **overrides: Any) -> None:
+        properties = kafka_config(config, overrides)
+        if schema_registry:
+            properties.setdefault("schema.registry.listeners", f"http://{host}:0")
+        self.node = BrokerNode(properties, data_dir=data_dir, host=host, port=port,
                                broker_id=broker_id, tmp_root=tmp_dir)
         self.start_timeout = start_timeout
+
+    @property
+    def schema_registry_url(self) -> str:
+        """The schema registry's URL (``schema_registry=True``, or ``schema.registry.listeners`` set)."""
+        if self.node.schema_registry_url is None:
+            raise EmbeddedBrokerError("the broker serves no schema registry: start it with schema_registry=True "
+                                      "(or set schema.registry.listeners)")
+        return self.node.schema_registry_url
 
     @property
     def bootstrap_servers(self) -> str:

@@ -1,4 +1,5 @@
-"""The pytest plugin (entry point ``pytest11``): fixtures ``kafka_broker``, ``kafka_topic``, ``kafka_cluster``.
+"""The pytest plugin (entry point ``pytest11``): fixtures ``kafka_broker``, ``kafka_topic``, ``kafka_cluster``,
+``schema_registry_url``.
 
 Loading it costs an import of this module only: no broker starts, nothing of pybroker is imported, until
 a test asks for one of the fixtures. ``--kafka-bootstrap host:port`` runs the same tests against an
@@ -83,8 +84,17 @@ def kafka_broker(request: pytest.FixtureRequest) -> Iterator[Any]:
         return
     from pybroker.testing.embedded import EmbeddedBroker
 
-    with EmbeddedBroker(_broker_config(request.config)) as broker:
+    with EmbeddedBroker(_broker_config(request.config), schema_registry=True) as broker:
         yield broker
+
+
+@pytest.fixture(scope="session")
+def schema_registry_url(kafka_broker: Any) -> str:
+    """The URL of the session broker's schema registry (Confluent's REST API), for SchemaRegistryClient."""
+    url = getattr(kafka_broker, "schema_registry_url", None)
+    if url is None:
+        pytest.skip("--kafka-bootstrap names no schema registry")
+    return url
 
 
 @pytest.fixture(scope="session")

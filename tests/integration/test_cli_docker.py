@@ -74,7 +74,8 @@ def test_installed_like_the_image_the_broker_serves_and_is_healthy(tmp_path: Pat
     config = tmp_path / "server.properties"
     config.write_text((REPO / "config" / "server.properties").read_text()
                       .replace("listeners=PLAINTEXT://127.0.0.1:9092", "listeners=PLAINTEXT://127.0.0.1:0")
-                      .replace("log.dirs=/tmp/kafka-logs", f"log.dirs={tmp_path / 'data'}"))
+                      .replace("log.dirs=/tmp/kafka-logs", f"log.dirs={tmp_path / 'data'}")
+                      .replace("schema.registry.listeners=http://127.0.0.1:8081", "schema.registry.listeners=http://127.0.0.1:0"))
     command = json.loads(instruction("CMD")[0])
     command[command.index("/etc/pybroker/server.properties")] = str(config)
     env = {**os.environ, "PATH": f"{venv / 'bin'}:{os.environ['PATH']}", "PYTHONPATH": ""}

@@ -148,6 +148,9 @@ def _produce_partition(ctx: RequestContext, request: ProduceRequest, topic: str,
             return _error(data.index, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None)
         max_timestamp = validate_produced_batch(batch, config.produce_policy, ctx.now_ms, f"{topic}-{data.index}",
                                                 header)
+        schema_rules = ctx.broker.schema_validation.topics.get(topic)
+        if schema_rules is not None:  # confluent.{key,value}.schema.validation=true
+            ctx.broker.schema_validation.check(topic, schema_rules, batch)
         if transactional:
             code = ctx.broker.txns.verify_partition(request.transactional_id, header.producer_id,
                                                     header.producer_epoch, (topic, data.index))

@@ -49,6 +49,12 @@ NOT_FROM_HANDLERS = {
     "pybroker.log.errors.ColdReadError": "caught by the Fetch handler, which warms the range off the loop and reads again",
     "pybroker.testing.embedded.EmbeddedBrokerError": "the test-embedding API, in the test run's process, not the broker",
     "pybroker.testing.zookeeper.ZooKeeperUnavailable": "the test-embedding API, in the test run's process, not the broker",
+    "pybroker.client.registry_http.RegistryRequestError": "the schema registry CLI and the console, not the broker",
+    "pybroker.schema_registry.errors.RegistryError": "the schema registry's HTTP API answers it with its own codes",
+    "pybroker.schema_registry.http._Reject": "the schema registry's HTTP server answers a 4xx and closes",
+    "pybroker.schema_registry.registry._LostRace": "caught by the registry's write, which tries again",
+    "pybroker.schema_registry.service.ConfigError": "broker start-up only",
+    "pybroker.schema_registry.types.InvalidSchemaError": "the schema registry answers 42201",
 }
 # Base classes: only their subclasses are raised (checked below), and each subclass has a row.
 BASES = {

@@ -1,0 +1,154 @@
+"""Start-up wiring of the schema registry (pybroker.schema_registry) into the broker process.
+
+A single broker's registry is always the leader. In a ZooKeeper cluster each broker publishes its
+registry's URL in an ephemeral znode, and writes go to the registry of the broker leading partition 0
+of ``_schemas`` (pybroker.schema_registry.leader).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import json
+import logging
+from typing import TYPE_CHECKING, Mapping
+
+from pybroker.common.config import ConfigError
+from pybroker.schema_registry import service as registry_service
+from pybroker.schema_registry.auth import AclAuthorization, BasicAuthenticator
+from pybroker.security.tls import broker_settings, client_context, server_context
+from pybroker.schema_registry.leader import PartitionLeadership, forward
+from pybroker.schema_registry.registry import SchemaRegistry
+from pybroker.schema_registry.service import Forwarder, Leadership, SchemaRegistryService, SoleLeader, parse_listener
+from pybroker.schema_registry.state import RegistryState
+from pybroker.schema_registry.store import KafkaStore
+
+if TYPE_CHECKING:
+    from pybroker.server.broker import Broker
+
+log = logging.getLogger("pybroker.schema_registry")
+ZNODE_ROOT = "/pybroker/schema_registry"
+TLS_LISTENER_NAME = "SCHEMA_REGISTRY"
+REPUBLISH_INTERVAL_S = 5.0
+
+
+class BrokerSchemaRegistry:
+    """The registry of one broker: configured at construction (bad keys fail start-up), served once the
+    broker's listeners are bound, reaching the cluster through this broker's inter-broker listener."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        config = broker.config
+        urls = config["schema.registry.listeners"]
+        if len(urls) != 1:
+            raise ConfigError("schema.registry.listeners: exactly one URL is served")
+        try:
+            self.listener = parse_listener(urls[0])
+        except registry_service.ConfigError as exc:
+            raise ConfigError(str(exc)) from None
+        # HTTPS: the broker's ssl.* keys, or listener.name.schema_registry.ssl.* to give the registry its own.
+        self.tls_settings = broker_settings(config, TLS_LISTENER_NAME, "SSL")
+        self.server_tls = server_context(self.tls_settings) if self.listener.scheme == "https" else None
+        self.authenticate = BasicAuthenticator(self._plain_users, self._scram_config) \
+            if config["schema.registry.authentication.method"] == "BASIC" else None
+        self.service: SchemaRegistryService | None = None
+        self.url = ""
+        self._publisher: asyncio.Task[None] | None = None
+        self._replaying: asyncio.Future[None] | None = None
+
+    async def start(self) -> str:
+        config = self.broker.config
+        inter_broker = self.broker.broker_info()
+        store = KafkaStore(f"{inter_broker.host}:{inter_broker.port}", topic=config["schema.registry.topic"],
+                           replication_factor=config["schema.registry.topic.replication.factor"],
+                           timeout_ms=config["schema.registry.timeout.ms"], tls=self.broker.inter_broker_tls,
+                           sasl=self.broker.inter_broker_sasl)
+        registry = SchemaRegistry(store, default_level=config["schema.registry.compatibility.level"].upper(),
+                                  max_schema_bytes=config["message.max.bytes"] - 512)
+        leadership: Leadership = SoleLeader()
+        forwarder: Forwarder | None = None
+        timeout_s = config["schema.registry.timeout.ms"] / 1000
+        if self.broker.zk_mode is not None:
+            leadership = PartitionLeadership(self.broker.broker_id, self._leader_id, self._url_of,
+                                             store.ensure_started, timeout_s)
+
+        if self.broker.zk_mode is not None:
+            forward_tls = None
+            if self.server_tls is not None:
+                forward_tls = client_context(self.tls_settings)
+            forwarder = functools.partial(forward, timeout_s=timeout_s, tls=forward_tls)
+        authorizer = self.broker.authorizer
+        self.service = SchemaRegistryService(
+            registry, self.listener, leadership=leadership, max_body_bytes=config["schema.registry.max.request.bytes"],
+            ssl_context=self.server_tls, authenticate=self.authenticate, forward=forwarder,
+            authorize=AclAuthorization(authorizer, config["schema.registry.topic"]) if authorizer is not None else None)
+        url = await self.service.start()
+        host = self.listener.host
+        self.url = url if host not in ("", "0.0.0.0", "::") else url.replace(
+            f"//{host or '0.0.0.0'}:", f"//{inter_broker.host}:", 1)
+        if self.broker.zk_mode is not None:
+            self._publisher = asyncio.get_running_loop().create_task(self._publish(), name="schema-registry-url")
+        if self.broker.schema_validation.topics:  # validated topics need the view from the first record on
+            self.view()
+        return url
+
+    def view(self) -> RegistryState | None:
+        """The registry's view for broker-side validation (its replay is started on first use); None
+        until the registry serves."""
+        if self.service is None:
+            return None
+        store = self.service.registry.store
+        if not store.started:
+            self._replaying = asyncio.ensure_future(store.ensure_started())
+            self._replaying.add_done_callback(lambda task: task.cancelled() or task.exception())
+        return store.state
+
+    def _plain_users(self) -> dict[str, str]:
+        users: dict[str, str] = {}
+        for settings in self.broker.sasl.listeners.values():
+            users.update(settings.plain_users)
+        return users
+
+    def _scram_config(self, user: str) -> Mapping[str, str]:
+        return self.broker.scram_credentials.user_config(user)
+
+    def _leader_id(self) -> int | None | bool:
+        metadata = self.broker.metadata
+        info = metadata.topics().get(self.broker.config["schema.registry.topic"]) if metadata is not None else None
+        if info is None:
+            return False
+        partition = info.partitions.get(0)
+        return partition.leader if partition is not None and partition.leader >= 0 else None
+
+    async def _url_of(self, broker_id: int) -> str | None:
+        assert self.broker.zk_mode is not None
+        node = await self.broker.zk_mode.zk.get(f"{ZNODE_ROOT}/{broker_id}")
+        if node is None:
+            return None
+        with contextlib.suppress(ValueError, AttributeError):
+            return json.loads(node[0]).get("url")
+        return None
+
+    async def _publish(self) -> None:
+        """Keeps this broker's znode naming its registry URL (re-created after a ZooKeeper session loss)."""
+        assert self.broker.zk_mode is not None
+        zk = self.broker.zk_mode.zk
+        path, data = f"{ZNODE_ROOT}/{self.broker.broker_id}", json.dumps({"url": self.url}).encode()
+        while True:
+            try:
+                node = await zk.get(path)
+                if node is None:
+                    await zk.create(path, data, ephemeral=True, makepath=True)
+                elif node[0] != data or node[1].ephemeralOwner != zk.session_id:
+                    await zk.delete(path)
+                    await zk.create(path, data, ephemeral=True, makepath=True)
+            except Exception as exc:  # ZooKeeper away: try again at the next round
+                log.debug("Publishing the schema registry URL failed: %s", exc)
+            await asyncio.sleep(REPUBLISH_INTERVAL_S)
+
+    async def stop(self) -> None:
+        if self._publisher is not None:
+            self._publisher.cancel()
+        if self.service is not None:
+            await self.service.close()
