@@ -13,8 +13,8 @@ import zipfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-SOURCES = ("pyproject.toml", "README.md", "pybroker", "spark_jobs")
-NOT_SHIPPED = ("tests/", "benchmarks/", "chaos/", "tools/", "config/", "data/", "logs/", "spark_jobs/checkpoints/")
+SOURCES = ("pyproject.toml", "README.md", "pybroker")
+NOT_SHIPPED = ("tests/", "benchmarks/", "chaos/", "tools/", "config/", "data/", "logs/", "pybroker/spark_jobs/checkpoints/")
 
 
 def build(tmp_path: Path) -> tuple[Path, Path]:

@@ -49,6 +49,7 @@ NOT_FROM_HANDLERS = {
     "pybroker.log.errors.ColdReadError": "caught by the Fetch handler, which warms the range off the loop and reads again",
     "pybroker.testing.embedded.EmbeddedBrokerError": "the test-embedding API, in the test run's process, not the broker",
     "pybroker.testing.zookeeper.ZooKeeperUnavailable": "the test-embedding API, in the test run's process, not the broker",
+    "pybroker.spark_jobs.kafka_source.reader.DataLossError": "the Spark jobs' Kafka source, in Spark, not the broker",
 }
 # Base classes: only their subclasses are raised (checked below), and each subclass has a row.
 BASES = {
