@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
-from pybroker.common.config import CONFIG_KEYS, BrokerConfig, key_synonyms, value_text
-from pybroker.log.config import TOPIC_CONFIG_KEYS, LogConfig
+from pybroker.common.config import CONFIG_KEYS, BrokerConfig, ConfigError, key_synonyms, parse_value, value_text
+from pybroker.log.config import TOPIC_CONFIG_KEYS, InvalidLogConfig, LogConfig
 
 # DescribeConfigs ConfigSource values.
 DYNAMIC_TOPIC_CONFIG = 1
@@ -22,7 +22,6 @@ CONFIG_TYPES = {"boolean": 1, "string": 2, "int": 3, "short": 4, "long": 5, "dou
                 "class": 8, "password": 9}
 
 _BROKER_KEY_FOR_TOPIC_KEY = {key.topic_key: key for key in CONFIG_KEYS.values() if key.topic_key}
-_COMPRESSION_TYPES = ("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd")
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,11 +61,24 @@ def broker_synonyms(config: BrokerConfig, name: str) -> tuple[Synonym, ...]:
     return tuple(listed[first:])
 
 
+def broker_key_error(config: BrokerConfig, exc: InvalidLogConfig) -> str:
+    """The message of a topic key's refusal of a broker default, naming the broker key the user set (its
+    most specific synonym in the file, e.g. log.roll.ms over log.roll.hours) and the value written there."""
+    broker_key = _BROKER_KEY_FOR_TOPIC_KEY[exc.key].name
+    synonyms = key_synonyms(broker_key)
+    written = next((name for name in synonyms if config.is_set(name)), broker_key)
+    value = config.raw[written] if config.is_set(written) else exc.value
+    return f"Invalid value {value} for configuration {written}: {exc.reason}"
+
+
 class TopicConfigs:
     def __init__(self, broker_config: BrokerConfig):
         self._broker_config = broker_config
         self.defaults = broker_config.topic_defaults()
-        self._base = LogConfig.from_topic_configs(LogConfig(), self._log_keys(self.defaults))
+        try:
+            self._base = LogConfig.from_topic_configs(LogConfig(), self._log_keys(self.defaults))
+        except InvalidLogConfig as exc:  # a broker default the topic key refuses: named as the user wrote it
+            raise ConfigError(broker_key_error(broker_config, exc)) from None
         self.known_keys = sorted(set(TOPIC_CONFIG_KEYS) | set(self.defaults))
 
     def validate(self, overrides: Mapping[str, str | None]) -> None:
@@ -76,26 +88,17 @@ class TopicConfigs:
                 raise ValueError(f"Unknown topic config name: {name}")
             if value is None:
                 raise ValueError(f"Null value not supported for topic configs: {name}")
+            broker_key = _BROKER_KEY_FOR_TOPIC_KEY.get(name)
+            if name not in TOPIC_CONFIG_KEYS and broker_key is not None:  # the broker's type and bounds
+                parse_value(name, broker_key, value)
         self.log_config(overrides)
-        self.min_insync_replicas(overrides)
-        if overrides.get("compression.type", "producer") not in _COMPRESSION_TYPES:
-            raise ValueError(f"Invalid value {overrides['compression.type']} for configuration compression.type")
-        unclean = overrides.get("unclean.leader.election.enable", "false").lower()
-        if unclean not in ("true", "false"):
-            raise ValueError(f"Invalid value {unclean} for configuration unclean.leader.election.enable")
 
     def log_config(self, overrides: Mapping[str, str]) -> LogConfig:
         return LogConfig.from_topic_configs(self._base, self._log_keys(overrides))
 
     def min_insync_replicas(self, overrides: Mapping[str, str]) -> int:
         raw = overrides.get("min.insync.replicas", self.defaults["min.insync.replicas"])
-        try:
-            value = int(raw)
-        except ValueError:
-            raise ValueError(f"Invalid value {raw} for configuration min.insync.replicas") from None
-        if value < 1:
-            raise ValueError(f"Invalid value {raw} for configuration min.insync.replicas: Value must be at least 1")
-        return value
+        return int(parse_value("min.insync.replicas", CONFIG_KEYS["min.insync.replicas"], raw))
 
     def describe(self, overrides: Mapping[str, str], keys: list[str] | None = None) -> list[DescribedConfig]:
         described = []
