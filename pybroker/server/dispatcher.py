@@ -116,7 +116,7 @@ class Dispatcher:
             try:
                 response = await handle(context, request)
             finally:
-                metrics.observe_request(key, started)
+                metrics.observe_request(key, version, started)
             if key == ApiKey.FETCH and response is not None:
                 metrics.record_fetch(version, request, response)
         if response is None:
