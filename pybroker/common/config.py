@@ -474,12 +474,3 @@ def parse_listener(uri: str) -> tuple[str, str, int]:
     if port > 65535:
         raise ValueError(f"port {port} out of range")
     return match.group(1), host, port
-
-
-def render_reference() -> str:
-    """The configuration reference as Markdown, generated from the table above."""
-    lines = ["| key | type | default | description |", "|---|---|---|---|"]
-    for key in _KEYS:
-        default = ",".join(key.default) if isinstance(key.default, list) else key.default
-        lines.append(f"| `{key.name}` | {key.type} | `{default}` | {key.doc} |")
-    return "\n".join(lines) + "\n"
