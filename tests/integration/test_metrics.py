@@ -101,3 +101,27 @@ def test_only_metrics_path_is_served(metered_broker: BrokerProcess) -> None:
 
 def test_metrics_off_by_default(broker: BrokerProcess) -> None:
     assert METRICS_URL.search(broker.log_text()) is None
+
+
+MONITORING = Path(__file__).resolve().parents[2] / "docs" / "monitoring"
+METRIC_NAME = re.compile(r"\b(?:kafka|pybroker)_[a-z_]+")
+
+
+def test_the_dashboard_and_alert_rules_use_only_served_metrics(metered_broker: BrokerProcess) -> None:
+    """docs/monitoring's Grafana dashboard and Prometheus rules name metrics the broker serves (once a record was
+    produced and fetched: the per-topic and per-request series exist from their first use)."""
+    url = METRICS_URL.search(metered_broker.log_text()).group(1)  # type: ignore[union-attr]
+    producer = Producer({"bootstrap.servers": metered_broker.bootstrap})
+    producer.produce("dashboard", VALUE)
+    assert producer.flush(30) == 0
+    consumer = Consumer({"bootstrap.servers": metered_broker.bootstrap, "group.id": "dashboard",
+                         "auto.offset.reset": "earliest"})
+    consumer.subscribe(["dashboard"])
+    message = consumer.poll(30)
+    consumer.close()
+    assert message is not None and message.value() == VALUE
+    served = {name for name, _ in scrape(url)}
+    used = set(METRIC_NAME.findall((MONITORING / "grafana-dashboard.json").read_text()))
+    used |= set(METRIC_NAME.findall((MONITORING / "alerts.yml").read_text()))
+    assert len(used) >= 10
+    assert sorted(used - served) == []
