@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from pybroker.common.config import parse_properties
+from pybroker.samples import sample_names, sample_text
 from tests.integration.doc_blocks import REPO, Block, doc_pages, fenced_blocks
 from tests.integration.sandbox import Plan, Step, report, run_plan
 from tests.integration.wheel_venv import WheelVenv
@@ -46,9 +48,17 @@ SERVERS: dict[str, tuple[tuple[int, ...], bool]] = {
     r"pybroker console\s": ((8080,), False),
 }
 DEFAULT_BROKER = Step("the broker of docs/getting-started.md", "server", "pybroker serve", ports=(9092,))
-#: the fixed directories the samples write to: private and empty in every page's sandbox
-SAMPLE_DIRS = ["/tmp/kafka-logs", "/tmp/kafka-logs-0", "/tmp/kafka-logs-1", "/tmp/kafka-logs-2", "/tmp/zookeeper",
-               "/tmp/pybroker-ssl-logs"]
+
+
+def sample_dirs() -> list[str]:
+    """The fixed directories the samples write to (log.dirs, ZooKeeper's dataDir): private and empty in every
+    page's sandbox, so a page never meets another run's data there, nor anyone's real data."""
+    found = set()
+    for sample in sample_names():
+        values = parse_properties(sample_text(sample))
+        for key in ("log.dirs", "log.dir", "dataDir"):
+            found.update(path.strip() for path in values.get(key, "").split(",") if path.strip().startswith("/"))
+    return sorted(found)
 
 
 def skip_reason(block: Block) -> str | None:
@@ -96,5 +106,5 @@ def test_the_page_s_commands_run(page: Path, installed_wheel: WheelVenv, tmp_pat
     steps = steps_of(page)
     env = {"PATH": f"{installed_wheel.bin}:/usr/local/bin:/usr/bin:/bin", "HOME": str(tmp_path / "home"),
            "LANG": "C.UTF-8"}
-    outcomes = run_plan(Plan(steps, tmp_path / "work", env, SAMPLE_DIRS), python=str(installed_wheel.python))
+    outcomes = run_plan(Plan(steps, tmp_path / "work", env, sample_dirs()), python=str(installed_wheel.python))
     assert len(outcomes) == len(steps) and all(o.ok for o in outcomes), report(outcomes, len(steps))
