@@ -73,20 +73,14 @@ def broker_keys() -> str:
 
 
 def topic_keys() -> str:
-    from pybroker.common.config import CONFIG_KEYS
-    from pybroker.log.config import FIELD_VALIDATORS, TOPIC_CONFIG_KEYS
+    from pybroker.log.config import TOPIC_CONFIG_KEYS
+    from pybroker.server.topic_configs import topic_keys as declared
 
-    broker_key_of = {key.topic_key: key for key in CONFIG_KEYS.values() if key.topic_key}
     lines = ["| key | type | default from broker key | valid values | description |", "|---|---|---|---|---|"]
-    for name in sorted(set(TOPIC_CONFIG_KEYS) | set(broker_key_of)):
-        spec = TOPIC_CONFIG_KEYS.get(name)
-        broker_key = broker_key_of.get(name)
-        kind = spec.type if spec is not None else broker_key.type
-        validator = FIELD_VALIDATORS.get(spec.field) if spec is not None else None
-        validator = validator or (broker_key.validator if broker_key is not None else None)
-        doc = spec.doc if spec is not None else broker_key.doc
-        source = f"`{broker_key.name}`" if broker_key is not None else f"— ({_default(spec.default)})"
-        lines.append(f"| `{name}` | {kind} | {source} | {_cell(_valid(validator))} | {_cell(doc)} |")
+    for key in declared():
+        source = f"`{key.broker_key.name}`" if key.broker_key is not None else \
+            f"— ({_default(TOPIC_CONFIG_KEYS[key.name].default)})"
+        lines.append(f"| `{key.name}` | {key.type} | {source} | {_cell(_valid(key.validator))} | {_cell(key.doc)} |")
     return "\n".join(lines) + "\n"
 
 

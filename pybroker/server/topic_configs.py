@@ -7,10 +7,18 @@ provides its default (e.g. `retention.ms` <- `log.retention.ms`/`minutes`/`hours
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Any, Mapping
 
-from pybroker.common.config import CONFIG_KEYS, BrokerConfig, ConfigError, key_synonyms, parse_value, value_text
-from pybroker.log.config import TOPIC_CONFIG_KEYS, InvalidLogConfig, LogConfig
+from pybroker.common.config import (
+    CONFIG_KEYS,
+    BrokerConfig,
+    ConfigError,
+    ConfigKey,
+    key_synonyms,
+    parse_value,
+    value_text,
+)
+from pybroker.log.config import FIELD_VALIDATORS, TOPIC_CONFIG_KEYS, InvalidLogConfig, LogConfig
 
 # DescribeConfigs ConfigSource values.
 DYNAMIC_TOPIC_CONFIG = 1
@@ -59,6 +67,32 @@ def broker_synonyms(config: BrokerConfig, name: str) -> tuple[Synonym, ...]:
                if n in CONFIG_KEYS and CONFIG_KEYS[n].default is not None]  # Kafka keeps no null defaults
     first = next((i for i, synonym in enumerate(listed) if synonym.name == name), len(listed))
     return tuple(listed[first:])
+
+
+@dataclass(frozen=True, slots=True)
+class TopicKey:
+    """A topic config key as declared: by the log (TOPIC_CONFIG_KEYS), the broker key giving its default, or both."""
+
+    name: str
+    type: str
+    validator: Any
+    doc: str
+    broker_key: ConfigKey | None
+
+
+def topic_keys() -> list[TopicKey]:
+    """Every topic config key, sorted: type, validator and doc from the log's table, else the broker key's."""
+    keys = []
+    for name in sorted(set(TOPIC_CONFIG_KEYS) | set(_BROKER_KEY_FOR_TOPIC_KEY)):
+        spec = TOPIC_CONFIG_KEYS.get(name)
+        broker_key = _BROKER_KEY_FOR_TOPIC_KEY.get(name)
+        validator = FIELD_VALIDATORS.get(spec.field) if spec is not None else None
+        if spec is not None:
+            keys.append(TopicKey(name, spec.type, validator or (broker_key.validator if broker_key else None),
+                                 spec.doc, broker_key))
+        elif broker_key is not None:
+            keys.append(TopicKey(name, broker_key.type, broker_key.validator, broker_key.doc, broker_key))
+    return keys
 
 
 def broker_key_error(config: BrokerConfig, exc: InvalidLogConfig) -> str:

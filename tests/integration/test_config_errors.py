@@ -16,44 +16,16 @@ import pytest
 
 from pybroker.client import AdminClient, KafkaClient, NewTopic, ResponseError
 from pybroker.client.admin import BROKER_RESOURCE, TOPIC_RESOURCE
-from pybroker.common.config import CONFIG_KEYS, INT_MAX, LONG_MAX, AtLeast, Between, OneOf
-from pybroker.log.config import FIELD_VALIDATORS, TOPIC_CONFIG_KEYS
 from pybroker.protocol.error_codes import ErrorCode
+from pybroker.server.topic_configs import topic_keys
 from tests.integration.broker_process import REPO, BrokerProcess
+from tests.unit.common.test_config_errors import refused_values
 
-LIMITS = {"int": INT_MAX, "long": LONG_MAX}
-BROKER_KEY_OF = {key.topic_key: key for key in CONFIG_KEYS.values() if key.topic_key}
-
-
-def topic_keys() -> list[str]:
-    return sorted(set(TOPIC_CONFIG_KEYS) | set(BROKER_KEY_OF))
-
-
-def bad_values(name: str) -> Iterator[str]:
-    spec = TOPIC_CONFIG_KEYS.get(name)
-    broker_key = BROKER_KEY_OF.get(name)
-    kind = spec.type if spec is not None else broker_key.type
-    validator = FIELD_VALIDATORS.get(spec.field) if spec is not None else None
-    validator = validator or (broker_key.validator if broker_key is not None else None)
-    if kind in LIMITS:
-        yield from ("many", "1.5", str(LIMITS[kind] + 1))
-    elif kind == "double":
-        yield "half"
-    elif kind == "boolean":
-        yield "maybe"
-    if isinstance(validator, AtLeast):
-        yield str(validator.minimum - 1)
-    elif isinstance(validator, Between):
-        yield from (str(validator.minimum - 1), str(validator.maximum + 1))
-    elif isinstance(validator, OneOf):
-        yield "bogus"
-
-
-CASES = [(name, value) for name in topic_keys() for value in bad_values(name)]
+CASES = [(key.name, value) for key in topic_keys() for value in refused_values(key.type, key.validator)]
 
 
 def test_every_topic_key_has_bad_values() -> None:
-    assert sorted(set(topic_keys()) - {name for name, _ in CASES}) == []
+    assert sorted({key.name for key in topic_keys()} - {name for name, _ in CASES}) == []
 
 
 @pytest.fixture(scope="module")

@@ -73,21 +73,24 @@ FREE_TEXT = {
 }
 
 
-def bad_values(key: ConfigKey) -> Iterator[str]:
-    """The values of each kind that the key's declaration refuses."""
-    if key.type in LIMITS:
-        yield from ("many", "1.5", str(LIMITS[key.type] + 1))
-    elif key.type == "double":
+def refused_values(kind: str, validator: object) -> Iterator[str]:
+    """The values of each kind that a key of this type and validator refuses."""
+    if kind in LIMITS:
+        yield from ("many", "1.5", str(LIMITS[kind] + 1))
+    elif kind == "double":
         yield "half"
-    elif key.type == "boolean":
+    elif kind == "boolean":
         yield "maybe"
-    validator = key.validator
     if isinstance(validator, AtLeast):
         yield str(validator.minimum - 1)
     elif isinstance(validator, Between):
         yield from (str(validator.minimum - 1), str(validator.maximum + 1))
     elif isinstance(validator, OneOf):
         yield "bogus"
+
+
+def bad_values(key: ConfigKey) -> Iterator[str]:
+    return refused_values(key.type, key.validator)
 
 
 CASES = [(key.name, value, {}) for key in CONFIG_KEYS.values() for value in bad_values(key)] + \
