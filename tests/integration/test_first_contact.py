@@ -4,6 +4,7 @@ network without authentication says so once."""
 
 from __future__ import annotations
 
+import itertools
 import re
 import struct
 import time
@@ -36,11 +37,31 @@ def warnings_about(broker: BrokerProcess, client_id: str) -> list[str]:
     return [line for line in broker.log_lines if " WARN " in line and f"Client {client_id!r}" in line]
 
 
-def wait_for(condition, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.05)
+def future_api_versions(bootstrap: str, client_id: str) -> ApiVersionsResponse:
+    client = WireClient(bootstrap)
+    header = RequestHeader(request_api_key=ApiKey.API_VERSIONS, request_api_version=99, correlation_id=7,
+                           client_id=client_id)
+    frame = bytearray(encode_request(header, ApiVersionsRequest(), 3))
+    frame[6:8] = struct.pack(">h", 99)
+    client.sock.sendall(bytes(frame))
+    try:
+        return ApiVersionsResponse.decode(client.read_frame()[4:], 0)
+    finally:
+        client.close()
+
+
+_markers = itertools.count()
+
+
+def logged_so_far(broker: BrokerProcess) -> None:
+    """Returns once every line the broker logged until now has been read: a marker client's warning, logged
+    after them, is in the lines."""
+    marker = f"log-marker-{next(_markers)}"
+    future_api_versions(broker.bootstrap, marker)
+    deadline = time.monotonic() + 10
+    while not warnings_about(broker, marker):
+        assert time.monotonic() < deadline, "the marker's warning was never logged"
+        time.sleep(0.02)
 
 
 def test_a_produce_at_an_unsupported_version_closes_the_connection_and_names_the_client_once(
@@ -55,7 +76,7 @@ def test_a_produce_at_an_unsupported_version_closes_the_connection_and_names_the
     finally:
         producer.close(timeout=5)
     low, high = SERVED[ApiKey.PRODUCE]
-    wait_for(lambda: warnings_about(old_clients_broker, "legacy-app"))
+    logged_so_far(old_clients_broker)
     [line] = warnings_about(old_clients_broker, "legacy-app")  # once, though the client retried
     assert re.search(rf"sent Produce v[0-2], which this broker does not serve \(it serves Produce v{low} to "
                      rf"v{high}\): closing the connection", line), line
@@ -65,17 +86,11 @@ def test_a_produce_at_an_unsupported_version_closes_the_connection_and_names_the
 def test_api_versions_from_the_future_is_answered_with_the_range_and_logged_once(
         old_clients_broker: BrokerProcess) -> None:
     for _ in range(2):
-        client = WireClient(old_clients_broker.bootstrap)
-        header = RequestHeader(request_api_key=ApiKey.API_VERSIONS, request_api_version=99, correlation_id=7,
-                               client_id="future-app")
-        frame = bytearray(encode_request(header, ApiVersionsRequest(), 3))
-        frame[6:8] = struct.pack(">h", 99)
-        client.sock.sendall(bytes(frame))
-        response = ApiVersionsResponse.decode(client.read_frame()[4:], 0)
-        client.close()
+        response = future_api_versions(old_clients_broker.bootstrap, "future-app")
         assert response.error_code == ErrorCode.UNSUPPORTED_VERSION
         assert [(k.api_key, k.min_version, k.max_version) for k in response.api_keys] == \
             [(ApiKey.API_VERSIONS, *SERVED[ApiKey.API_VERSIONS])]
+    logged_so_far(old_clients_broker)
     [line] = warnings_about(old_clients_broker, "future-app")
     low, high = SERVED[ApiKey.API_VERSIONS]
     assert f"sent ApiVersions v99, which this broker does not serve (it serves ApiVersions v{low} to v{high}): " \
