@@ -74,8 +74,9 @@ def bare_start(work: Path) -> float:
     """Seconds from starting `pybroker serve` to its listening line, the parent doing nothing meanwhile."""
     data = work / "bare"
     started = time.perf_counter()
-    child = subprocess.Popen([sys.executable, "-m", "pybroker", "serve", "--override", "listeners=PLAINTEXT://127.0.0.1:0",
-                              "--override", f"log.dirs={data}"], stderr=subprocess.PIPE, text=True)
+    child = subprocess.Popen([sys.executable, "-m", "pybroker", "serve", "/dev/null",
+                              "--override", "listeners=PLAINTEXT://127.0.0.1:0", "--override", f"log.dirs={data}"],
+                             stderr=subprocess.PIPE, text=True)
     try:
         assert child.stderr is not None
         for line in child.stderr:
