@@ -16,7 +16,6 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 WORKDIR /opt/pybroker
 COPY pyproject.toml README.md ./
 COPY pybroker ./pybroker
-COPY spark_jobs ./spark_jobs
 COPY config ./config
 RUN pip install --no-cache-dir . \
     && mkdir -p /etc/pybroker /var/lib/pybroker/data \

@@ -1,4 +1,4 @@
-# The two commands of the README's quick start: `make run` and `make test`.
+# `make run` and `make test`, for working on pybroker (README.md "Working on pybroker"; users `pip install` it).
 # Both work on a fresh machine: they create .venv, install what they need and go.
 
 PYTHON ?= python3

@@ -547,7 +547,7 @@ def render_api_keys(api_names: dict[int, str], msgs: list[MessageDef]) -> str:
         "",
         "from enum import IntEnum",
         "",
-        "__all__ = [\"ApiKey\", \"REQUEST_VERSIONS\", \"REQUEST_FLEXIBLE_MIN\", "
+        "__all__ = [\"ApiKey\", \"REQUEST_VERSIONS\", \"REQUEST_LATEST_UNSTABLE\", \"REQUEST_FLEXIBLE_MIN\", "
         "\"RESPONSE_FLEXIBLE_MIN\"]",
         "",
         "",
@@ -559,7 +559,11 @@ def render_api_keys(api_names: dict[int, str], msgs: list[MessageDef]) -> str:
     lines += ["", "", "#: (min, max) valid request version per API key.",
               "REQUEST_VERSIONS: dict[int, tuple[int, int]] = {"]
     lines += [f"    {k}: ({req[k].valid[0]}, {req[k].valid[1]})," for k in sorted(req)]
-    lines += ["}", "", "#: First flexible request version per API key (None: never flexible).",
+    lines += ["}", "", "#: API keys whose latest request version is unstable (latestVersionUnstable), without",
+              "#: importing their message classes.",
+              "REQUEST_LATEST_UNSTABLE: frozenset[int] = frozenset({"]
+    lines += [f"    {k}," for k in sorted(req) if req[k].unstable]
+    lines += ["})", "", "#: First flexible request version per API key (None: never flexible).",
               "REQUEST_FLEXIBLE_MIN: dict[int, int | None] = {"]
     lines += [f"    {k}: {req[k].flexible_min}," for k in sorted(req)]
     lines += ["}", "", "#: First flexible response version per API key (None: never flexible).",

@@ -9,6 +9,11 @@ command -v kcat >/dev/null 2>&1 || missing+=(kcat)
 command -v java >/dev/null 2>&1 || missing+=(default-jre-headless)
 # javac compiles the Java client scenarios (tests/java, run by tests/integration/test_java_client.py).
 command -v javac >/dev/null 2>&1 || missing+=(default-jdk-headless)
+# The docs' commands and the wheel's test run in private network and mount namespaces (tests/integration/sandbox.py):
+# unshare from util-linux, ip from iproute2; the docs use curl.
+command -v unshare >/dev/null 2>&1 || missing+=(util-linux)
+command -v ip >/dev/null 2>&1 || missing+=(iproute2)
+command -v curl >/dev/null 2>&1 || missing+=(curl)
 # Chromium runs the web console's browser tests (tests/console, driven by Playwright at /usr/bin/chromium).
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 # curl runs the README's schema registry commands (tests/integration/test_readme_schema_registry.py).

@@ -39,6 +39,10 @@ TOOLS: dict[str, tuple[str, str]] = {
                                            "modes (a schema registry's REST API)"),
 }
 
+#: Kafka's script names (kafka-topics.sh without .sh) -> the subcommand each runs, for scripts written for Kafka.
+KAFKA_SCRIPTS: dict[str, str] = {f"kafka-{name}": name for name in TOOLS if name != "console"} | \
+    {"kafka-server-start": "serve"}
+
 
 def tool_main(name: str) -> Callable[[list[str]], int]:
     module_name = TOOLS[name][0]  # a dotted name is a tool outside this package

@@ -3,7 +3,7 @@
 Subcommands `describe`, `upgrade --feature NAME=LEVEL`, `downgrade --feature NAME=LEVEL [--unsafe]` and
 `disable --feature NAME`, each change with `--dry-run` (UpdateFeatures' validateOnly). One line per feature:
 `Feature: f\tSupportedMinVersion: a\tSupportedMaxVersion: b\tFinalizedVersionLevel: c\tEpoch: e` for
-describe (features the broker supports only, so nothing on a ZooKeeper-mode broker); `f was upgraded to N.`
+describe (features the broker supports only; a line saying there are none on a ZooKeeper-mode broker); `f was upgraded to N.`
 or `Could not upgrade f to N. <reason>` for changes, and then `K out of M operation(s) failed.` on stderr
 with exit code 1 when any failed. `--metadata` (metadata.version by release name) is KRaft-only and not offered.
 """
@@ -65,6 +65,10 @@ def parse_name_and_level(item: str) -> tuple[str, int]:
 def command(args: argparse.Namespace, settings: ClientSettings) -> int:
     if args.action == "describe":
         metadata = run_client(settings, describe_features)
+        if not metadata.supported:
+            print("No supported features: this cluster's brokers support no feature flags "
+                  "(a ZooKeeper-mode or single-node pybroker finalizes none; KRaft features are not served).")
+            return 0
         epoch = "-" if metadata.epoch is None else str(metadata.epoch)
         for name, (low, high) in sorted(metadata.supported.items()):
             print(f"Feature: {name}\tSupportedMinVersion: {low}\tSupportedMaxVersion: {high}\t"

@@ -61,6 +61,9 @@ def _run(args: argparse.Namespace, settings: ClientSettings) -> int:
                   if error is not None and error.code == ErrorCode.ELECTION_NOT_NEEDED]
     failed = {tp: error for tp, error in results.items()
               if error is not None and error.code != ErrorCode.ELECTION_NOT_NEEDED}
+    if not results:  # only --all-topic-partitions answers with no partition: none needed an election
+        print(f"No partition needed a leader election ({name}): every partition already has "
+              f"{'its preferred leader' if election_type is ElectionType.PREFERRED else 'a leader'}.")
     if elected:
         print(f"Successfully completed leader election ({name}) for partitions {_names(elected)}")
     if not_needed:

@@ -11,6 +11,7 @@ from functools import lru_cache
 from typing import Mapping
 
 from pybroker.client.errors import UnsupportedVersionError
+from pybroker.protocol.api_keys import REQUEST_LATEST_UNSTABLE, REQUEST_VERSIONS
 from pybroker.protocol.messages import API_NAMES
 
 
@@ -22,11 +23,10 @@ class VersionRange:
 
 @lru_cache(maxsize=1)
 def client_versions() -> dict[int, VersionRange]:
-    """Versions our codecs can speak per API key; an unstable latest version is left out, as in Kafka."""
-    from pybroker.protocol.messages import REQUEST_CLASSES
-
-    return {key: VersionRange(cls.MIN_VERSION, cls.MAX_VERSION - (1 if cls.LATEST_VERSION_UNSTABLE else 0))
-            for key, cls in REQUEST_CLASSES.items()}
+    """Versions our codecs can speak per API key; an unstable latest version is left out, as in Kafka. From the
+    generated version table, so no message class is imported for APIs this client never calls."""
+    return {key: VersionRange(low, high - (1 if key in REQUEST_LATEST_UNSTABLE else 0))
+            for key, (low, high) in REQUEST_VERSIONS.items()}
 
 
 def usable_version(ours: VersionRange | None, theirs: VersionRange | None) -> int | None:

@@ -26,32 +26,73 @@ class ConfigError(ValueError):
 Validator = Callable[[str, Any], None]
 
 
-def at_least(minimum: int | float) -> Validator:
-    def check(key: str, value: Any) -> None:
-        if value is not None and value < minimum:
-            raise ConfigError(f"Invalid value {value} for configuration {key}: Value must be at least {minimum}")
+@dataclass(frozen=True, slots=True)
+class AtLeast:
+    """Kafka's ConfigDef.Range.atLeast."""
 
-    return check
+    minimum: int | float
+
+    def reason(self, value: Any) -> str | None:
+        return None if value is None or value >= self.minimum else f"Value must be at least {self.minimum}"
+
+    def __call__(self, key: str, value: Any) -> None:
+        _raise(key, value, self.reason(value))
+
+
+@dataclass(frozen=True, slots=True)
+class Between:
+    """Kafka's ConfigDef.Range.between."""
+
+    minimum: int | float
+    maximum: int | float
+
+    def reason(self, value: Any) -> str | None:
+        if value is None or self.minimum <= value <= self.maximum:
+            return None
+        return f"Value must be between {self.minimum} and {self.maximum}"
+
+    def __call__(self, key: str, value: Any) -> None:
+        _raise(key, value, self.reason(value))
+
+
+@dataclass(frozen=True, slots=True)
+class OneOf:
+    """Kafka's ValidString; for a list (or a comma-separated string) ValidList: each item one of the choices."""
+
+    choices: tuple[str, ...]
+    listed: bool = False  # the value is a comma-separated string of items (a topic's cleanup.policy)
+
+    def bad_item(self, value: Any) -> Any:
+        """The first item that is not a choice, or None."""
+        if value is None:
+            return None
+        if isinstance(value, list) or self.listed:
+            items = value if isinstance(value, list) else [item.strip() for item in str(value).split(",")]
+            return next((item for item in items if item and item not in self.choices), None)
+        return None if value in self.choices else value
+
+    def reason(self, value: Any) -> str | None:
+        return None if self.bad_item(value) is None else f"String must be one of: {', '.join(self.choices)}"
+
+    def __call__(self, key: str, value: Any) -> None:
+        _raise(key, self.bad_item(value), self.reason(value))
+
+
+def _raise(key: str, value: Any, reason: str | None) -> None:
+    if reason is not None:
+        raise ConfigError(f"Invalid value {value} for configuration {key}: {reason}")
+
+
+def at_least(minimum: int | float) -> Validator:
+    return AtLeast(minimum)
 
 
 def between(minimum: int | float, maximum: int | float) -> Validator:
-    def check(key: str, value: Any) -> None:
-        if value is not None and not minimum <= value <= maximum:
-            raise ConfigError(f"Invalid value {value} for configuration {key}: Value must be between {minimum} and {maximum}")
-
-    return check
+    return Between(minimum, maximum)
 
 
 def one_of(*choices: str) -> Validator:
-    def check(key: str, value: Any) -> None:
-        values = value if isinstance(value, list) else [value]
-        for item in values:
-            if item is not None and item not in choices:
-                raise ConfigError(
-                    f"Invalid value {item} for configuration {key}: String must be one of: {', '.join(choices)}"
-                )
-
-    return check
+    return OneOf(choices)
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,7 +108,16 @@ class ConfigKey:
     topic_key: str | None = None
 
 
-def _parse(key: ConfigKey, raw: str) -> Any:
+def parse_value(name: str, key: ConfigKey, raw: str) -> Any:
+    """``raw`` converted to ``key``'s type and validated; ConfigError naming ``name``, the key as the user wrote it
+    (a topic key whose default ``key`` provides, a ``listener.name.<l>.`` key)."""
+    value = _parse(key, raw, name)
+    if key.validator is not None:
+        key.validator(name, value)
+    return value
+
+
+def _parse(key: ConfigKey, raw: str, name: str | None = None) -> Any:
     text = raw.strip()
     try:
         if key.type in ("int", "long"):
@@ -87,7 +137,7 @@ def _parse(key: ConfigKey, raw: str) -> Any:
         return raw if key.type == "password" else text
     except ValueError:
         raise ConfigError(
-            f"Invalid value {raw!r} for configuration {key.name}: Expected value to be of type {key.type}"
+            f"Invalid value {raw!r} for configuration {name or key.name}: Expected value to be of type {key.type}"
         ) from None
 
 
@@ -337,8 +387,10 @@ class BrokerConfig:
         self._check_listeners()
 
     @classmethod
-    def load(cls, path: str | None, overrides: Iterable[str] = ()) -> "BrokerConfig":
-        values: dict[str, str] = {}
+    def load(cls, path: str | None, overrides: Iterable[str] = (),
+             base: Mapping[str, str] | None = None) -> "BrokerConfig":
+        """The file at ``path`` (or ``base``'s values without one), then ``overrides`` (``key=value``)."""
+        values: dict[str, str] = dict(base or {})
         if path is not None:
             try:
                 with open(path, encoding="utf-8") as handle:
@@ -366,11 +418,14 @@ class BrokerConfig:
 
     @property
     def retention_ms(self) -> int:
+        """As Kafka's KafkaConfig.logRetentionTimeMillis: any negative retention is -1, unlimited."""
         if self["log.retention.ms"] is not None:
-            return self["log.retention.ms"]
-        if self["log.retention.minutes"] is not None:
-            return self["log.retention.minutes"] * 60_000
-        return self["log.retention.hours"] * 3_600_000
+            millis = self["log.retention.ms"]
+        elif self["log.retention.minutes"] is not None:
+            millis = self["log.retention.minutes"] * 60_000
+        else:
+            millis = self["log.retention.hours"] * 3_600_000
+        return -1 if millis < 0 else millis
 
     @property
     def roll_ms(self) -> int:
@@ -428,12 +483,3 @@ def parse_listener(uri: str) -> tuple[str, str, int]:
     if port > 65535:
         raise ValueError(f"port {port} out of range")
     return match.group(1), host, port
-
-
-def render_reference() -> str:
-    """The configuration reference as Markdown, generated from the table above."""
-    lines = ["| key | type | default | description |", "|---|---|---|---|"]
-    for key in _KEYS:
-        default = ",".join(key.default) if isinstance(key.default, list) else key.default
-        lines.append(f"| `{key.name}` | {key.type} | `{default}` | {key.doc} |")
-    return "\n".join(lines) + "\n"

@@ -19,8 +19,6 @@ from typing import AsyncIterator, Awaitable, Callable
 from urllib.parse import urlencode
 
 import jinja2
-import plotly.graph_objects as go
-import plotly.offline
 from starlette.applications import Starlette
 from starlette.datastructures import FormData
 from starlette.middleware import Middleware
@@ -42,6 +40,7 @@ from pybroker.client.scram_admin import ScramUpsertion, alter_user_scram_credent
 from pybroker.common.topic import TopicPartition
 from pybroker.console import cluster_views
 from pybroker.console import schemas as schemas_view
+from pybroker.console.charts import line_chart
 from pybroker.console.messages import MAX_LIMIT, MODES, BrowseError, Search, browse, one_record
 from pybroker.console.sampler import Sampler
 from pybroker.console.session import UNREACHABLE, ClusterSession
@@ -285,18 +284,14 @@ def create_app(config: ConsoleConfig) -> Starlette:
         inbound, outbound = sampler.rates()
         lags = sampler.lags()
         busiest = sorted(inbound.values, key=lambda t: -sum(inbound.values[t]))[:CHART_TOPICS]
-        figures = {
-            "in": _figure("Messages in per second", inbound.times, {t: inbound.values[t] for t in busiest}),
-            "out": _figure("Messages out per second (committed by groups)", outbound.times,
-                           {t: outbound.values[t] for t in busiest if t in outbound.values}),
-            "lag": _figure("Lag per group", lags.times, lags.values),
+        charts = {
+            "in": line_chart("Messages in per second", inbound.times, {t: inbound.values[t] for t in busiest}),
+            "out": line_chart("Messages out per second (committed by groups)", outbound.times,
+                              {t: outbound.values[t] for t in busiest if t in outbound.values}),
+            "lag": line_chart("Lag per group", lags.times, lags.values),
         }
-        return render(request, "charts.html", {"figures": figures, "interval": config.sample_interval_s,
+        return render(request, "charts.html", {"charts": charts, "interval": config.sample_interval_s,
                                                "samples": len(sampler.samples)})
-
-    async def plotly_js(_: Request) -> Response:
-        return Response(plotly.offline.get_plotlyjs(), media_type="application/javascript",
-                        headers={"Cache-Control": "max-age=86400"})
 
     async def acls(request: Request) -> Response:
         async def load(client: KafkaClient) -> dict:
@@ -396,7 +391,7 @@ def create_app(config: ConsoleConfig) -> Starlette:
         return response
 
     async def require_login(request: Request, call_next: RequestResponseEndpoint) -> Response:
-        if config.password is None or request.url.path in ("/login", "/static/plotly.min.js") \
+        if config.password is None or request.url.path == "/login" \
                 or request.cookies.get(SESSION_COOKIE) in logins:
             return await call_next(request)
         return RedirectResponse("/login", status_code=303)
@@ -419,7 +414,7 @@ def create_app(config: ConsoleConfig) -> Starlette:
         Route("/groups", groups), Route("/groups/{group}", group),
         Route("/groups/{group}/reset", reset_group, methods=["POST"]),
         Route("/groups/{group}/delete", delete_group, methods=["POST"]),
-        Route("/charts", charts), Route("/static/plotly.min.js", plotly_js),
+        Route("/charts", charts),
         Route("/acls", acls), Route("/acls/add", add_acl, methods=["POST"]),
         Route("/acls/remove", remove_acl, methods=["POST"]),
         Route("/users", users), Route("/users", alter_user, methods=["POST"]),
@@ -428,13 +423,6 @@ def create_app(config: ConsoleConfig) -> Starlette:
     ]
     return Starlette(routes=routes, lifespan=lifespan,
                      middleware=[Middleware(BaseHTTPMiddleware, dispatch=require_login)])
-
-
-def _figure(title: str, times: list[float], series: dict[str, list[float]]) -> str:
-    stamps = [datetime.fromtimestamp(t) for t in times]
-    figure = go.Figure([go.Scatter(x=stamps, y=values, mode="lines", name=name) for name, values in series.items()])
-    figure.update_layout(title=title, height=320, margin={"l": 50, "r": 20, "t": 50, "b": 40})
-    return figure.to_json().replace("</", "<\\/")  # a group id cannot end the script element
 
 
 def _reset_arguments(form: FormData) -> argparse.Namespace:

@@ -7,14 +7,17 @@ makes it ask for a login.
 from __future__ import annotations
 
 import argparse
+import socket
 from typing import Sequence
 
-from pybroker.admin.tool import ClientSettings, ToolParser, UsageError, add_connection_arguments, run_tool
+from pybroker.admin.tool import ClientSettings, CommandError, ToolParser, UsageError, add_connection_arguments, run_tool
 from pybroker.common.config import parse_properties
 
 ERROR_PREFIX = "Error: "
 DEFAULT_PORT = 8080
 CONSOLE_TIMEOUT_MS = 5000  # a page waits this long for an unreachable cluster before showing the banner
+GRACE_S = 5  # on SIGTERM, how long open requests may run on before the console exits anyway
+BACKLOG = 128
 
 
 def build_parser() -> ToolParser:
@@ -49,7 +52,28 @@ def command(args: argparse.Namespace, settings: ClientSettings) -> None:
     if args.command_config:
         with open(args.command_config, encoding="utf-8") as handle:
             password = parse_properties(handle.read()).get("console.password") or None
+    listener = bind(args.host, args.port)  # before anything starts: a taken port is one line and exit 1
     app = create_app(ConsoleConfig(settings, args.allow_writes, password, args.sample_interval,
                                    args.schema_registry_url))
     print(f"pybroker console for {settings.bootstrap} on http://{args.host}:{args.port}/", flush=True)
-    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+    # uvicorn stops on SIGTERM and SIGINT; open connections get GRACE_S to finish, then are closed.
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=GRACE_S))
+    server.run(sockets=[listener])
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """The console's listening socket; CommandError naming the address when it cannot be had."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
+                                                             flags=socket.AI_PASSIVE)[0]
+        listener = socket.socket(family, kind, proto)
+    except OSError as exc:
+        raise CommandError(f"cannot serve the console on {host}:{port}: {exc.strerror or exc}") from None
+    try:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(address)
+        listener.listen(BACKLOG)
+    except OSError as exc:
+        listener.close()
+        raise CommandError(f"cannot serve the console on {host}:{port}: {exc.strerror or exc}") from None
+    return listener

@@ -13,8 +13,9 @@ from __future__ import annotations
 import dataclasses
 import functools
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, NamedTuple
+from typing import Any, Mapping, NamedTuple
 
+from pybroker.common.config import AtLeast, Between, OneOf
 from pybroker.log.errors import InvalidLogConfig
 from pybroker.records.validation import ProducePolicy, max_decompressed_bytes
 
@@ -85,45 +86,26 @@ TOPIC_CONFIG_KEYS: dict[str, TopicConfigKey] = {
 _FIELD_TO_KEY = {spec.field: key for key, spec in TOPIC_CONFIG_KEYS.items()}
 
 
-def _at_least(minimum: int) -> Callable[[Any], str | None]:
-    return lambda v: None if v >= minimum else f"Value must be at least {minimum}"
-
-
-def _ratio(v: Any) -> str | None:
-    return None if 0 <= v <= 1 else "Value must be between 0 and 1"
-
-
-def _timestamp_type(v: Any) -> str | None:
-    return None if v in ("CreateTime", "LogAppendTime") else "String must be one of: CreateTime, LogAppendTime"
-
-
-def _cleanup_policy(v: Any) -> str | None:
-    items = [p.strip() for p in str(v).split(",") if p.strip()]  # empty is valid: Kafka's ValidList
-    if any(p not in ("delete", "compact") for p in items):
-        return "String must be one of: compact, delete"
-    return None
-
-
-# Kafka's LogConfig validators (ConfigDef.Range.atLeast / ValidString / ValidList).
-_VALIDATORS: dict[str, Callable[[Any], str | None]] = {
-    "segment_bytes": _at_least(14),  # LegacyRecord.RECORD_OVERHEAD_V0
-    "segment_ms": _at_least(1),
-    "segment_index_bytes": _at_least(4),
-    "index_interval_bytes": _at_least(0),
-    "retention_ms": _at_least(-1),
-    "flush_messages": _at_least(1),
-    "flush_ms": _at_least(0),
-    "max_message_bytes": _at_least(0),
-    "file_delete_delay_ms": _at_least(0),
-    "delete_retention_ms": _at_least(0),
-    "min_cleanable_dirty_ratio": _ratio,
-    "min_compaction_lag_ms": _at_least(0),
-    "max_compaction_lag_ms": _at_least(1),
-    "message_timestamp_type": _timestamp_type,
-    "message_timestamp_before_max_ms": _at_least(0),
-    "message_timestamp_after_max_ms": _at_least(0),
-    "message_timestamp_difference_max_ms": _at_least(0),
-    "cleanup_policy": _cleanup_policy,
+# Kafka's LogConfig validators (ConfigDef.Range.atLeast / ValidString / ValidList), per LogConfig field.
+FIELD_VALIDATORS: dict[str, AtLeast | Between | OneOf] = {
+    "segment_bytes": AtLeast(14),  # LegacyRecord.RECORD_OVERHEAD_V0
+    "segment_ms": AtLeast(1),
+    "segment_index_bytes": AtLeast(4),
+    "index_interval_bytes": AtLeast(0),
+    "retention_ms": AtLeast(-1),
+    "flush_messages": AtLeast(1),
+    "flush_ms": AtLeast(0),
+    "max_message_bytes": AtLeast(0),
+    "file_delete_delay_ms": AtLeast(0),
+    "delete_retention_ms": AtLeast(0),
+    "min_cleanable_dirty_ratio": Between(0, 1),
+    "min_compaction_lag_ms": AtLeast(0),
+    "max_compaction_lag_ms": AtLeast(1),
+    "message_timestamp_type": OneOf(("CreateTime", "LogAppendTime")),
+    "message_timestamp_before_max_ms": AtLeast(0),
+    "message_timestamp_after_max_ms": AtLeast(0),
+    "message_timestamp_difference_max_ms": AtLeast(0),
+    "cleanup_policy": OneOf(("compact", "delete"), listed=True),  # empty is valid: Kafka's ValidList
 }
 
 
@@ -180,8 +162,8 @@ class LogConfig:
     preallocate: bool = False
 
     def __post_init__(self) -> None:
-        for name, check in _VALIDATORS.items():
-            reason = check(getattr(self, name))
+        for name, validator in FIELD_VALIDATORS.items():
+            reason = validator.reason(getattr(self, name))
             if reason is not None:
                 raise InvalidLogConfig(_FIELD_TO_KEY[name], getattr(self, name), reason)
         if self.min_compaction_lag_ms > self.max_compaction_lag_ms:

@@ -106,6 +106,7 @@ class InvalidLogConfig(LogError, ValueError):
         super().__init__(f"Invalid value {value!r} for configuration {key}: {reason}")
         self.key = key
         self.value = value
+        self.reason = reason
 
 
 class ProducerStateError(LogError):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from enum import IntEnum
 
-__all__ = ["ApiKey", "REQUEST_VERSIONS", "REQUEST_FLEXIBLE_MIN", "RESPONSE_FLEXIBLE_MIN"]
+__all__ = ["ApiKey", "REQUEST_VERSIONS", "REQUEST_LATEST_UNSTABLE", "REQUEST_FLEXIBLE_MIN", "RESPONSE_FLEXIBLE_MIN"]
 
 
 class ApiKey(IntEnum):
@@ -192,6 +192,22 @@ REQUEST_VERSIONS: dict[int, tuple[int, int]] = {
     86: (0, 0),
     87: (0, 0),
 }
+
+#: API keys whose latest request version is unstable (latestVersionUnstable), without
+#: importing their message classes.
+REQUEST_LATEST_UNSTABLE: frozenset[int] = frozenset({
+    26,
+    68,
+    76,
+    77,
+    78,
+    79,
+    83,
+    84,
+    85,
+    86,
+    87,
+})
 
 #: First flexible request version per API key (None: never flexible).
 REQUEST_FLEXIBLE_MIN: dict[int, int | None] = {

@@ -7,7 +7,8 @@ all of them at produce time, and so does :func:`validate_produced_batch`:
 
 - batch header rules (offset range, count, control batches, sequences): INVALID_RECORD;
 - the records themselves, walked once at byte level (varints over the buffer, no Record objects;
-  vectorized for large batches by :mod:`.record_scan`, this module's walk being the reference):
+  vectorized for large batches by :mod:`.record_scan` when numpy is installed (the ``numpy`` extra),
+  this module's walk being the reference):
   INVALID_RECORD; a compressed payload is decompressed first (Kafka does too), bounded so a
   compression bomb is refused once its output passes the limit (RECORD_TOO_LARGE), a codec
   failure is CORRUPT_MESSAGE;
@@ -18,6 +19,7 @@ all of them at produce time, and so does :func:`validate_produced_batch`:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 from .batch import BatchHeader, RecordBatch
 from .compression import decompress
@@ -39,6 +41,21 @@ MIN_RECORDS = 80
 """From this many records on the walk is vectorized (:mod:`.record_scan`): below, numpy's fixed cost per
 operation outweighs the per-record saving. That module (and numpy) loads with the first such batch, not
 at the broker's start."""
+
+Scan = Callable[[bytes | memoryview, int], "tuple[int, int, bool] | None"]
+_vectorized: list[Scan | None] = []  # resolved at the first large batch: record_scan's walk, or None without numpy
+
+
+def vectorized_scan() -> Scan | None:
+    """record_scan's walk, or None when numpy is not installed (every batch is then walked here)."""
+    if not _vectorized:
+        try:
+            from .record_scan import scan_records
+        except ImportError:  # numpy is an optional extra
+            _vectorized.append(None)
+        else:
+            _vectorized.append(scan_records)
+    return _vectorized[0]
 _MIN_DECOMPRESSED_LIMIT = 64 << 20
 _DECOMPRESSED_LIMIT_FACTOR = 64
 
@@ -106,10 +123,8 @@ def validate_produced_batch(batch: RecordBatch, policy: ProducePolicy, now_ms: i
         data = memoryview(batch.buffer)[start:end]
     count = h.records_count
     summary = None
-    if count >= MIN_RECORDS:
-        from .record_scan import scan_records
-
-        summary = scan_records(data, count)
+    if count >= MIN_RECORDS and (scan := vectorized_scan()) is not None:
+        summary = scan(data, count)
     if summary is None:  # few records, or ones the vectorized walk leaves to this one (which names the fault)
         summary = _scan(data, count, partition, None)
     min_delta, max_delta, keyless = summary

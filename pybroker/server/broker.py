@@ -6,6 +6,7 @@ This is the one place that decides the event loop, the listening socket and the 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from typing import Awaitable, Callable, Mapping
@@ -35,7 +36,7 @@ from pybroker.server.features import FeatureStore, LocalFeatures
 from pybroker.server.fetch_sessions import FetchSessionCache
 from pybroker.server.group_service import GroupService
 from pybroker.server.handlers import ALL_HANDLERS
-from pybroker.server.listeners import advertised_endpoints, inter_broker_tls, listener_specs
+from pybroker.server.listeners import advertised_endpoints, inter_broker_tls, listener_specs, unauthenticated_exposure
 from pybroker.server.log_dir_events import LogDirEventAnnouncer
 from pybroker.server.metrics import BrokerMetrics
 from pybroker.server.quota.service import ClientQuotas
@@ -120,6 +121,12 @@ class Broker:
             log.info("Awaiting socket connections on %s:%d (listener %s, %s).", spec.endpoint.host or "0.0.0.0",
                      ports[spec.endpoint.listener], spec.endpoint.listener, spec.endpoint.security_protocol)
         self.bound_port = ports[self._listener_specs[0].endpoint.listener]
+        exposed = unauthenticated_exposure(self.config)
+        if exposed:
+            log.warning("Listener %s accepts clients on a non-loopback address without authentication: whoever "
+                        "reaches it may read, write and delete every topic. Bind 127.0.0.1, or use SASL_SSL, "
+                        "SASL_PLAINTEXT or SSL with ssl.client.auth=required (docs/troubleshooting.md).",
+                        ", ".join(dataclasses.replace(e, port=ports[e.listener]).uri() for e in exposed))
         self.endpoints = advertised_endpoints(self.listeners, ports)
         metadata: ClusterMetadata
         if self.zk_mode is not None:

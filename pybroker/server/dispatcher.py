@@ -2,7 +2,8 @@
 
 Kafka's rules for requests it cannot serve: an ApiVersions request at a version we do not know
 gets a v0-encoded UNSUPPORTED_VERSION answer listing our range for key 18 (KIP-511); any other
-unknown API key or version closes the connection. Requests only brokers send pass the
+unknown API key or version closes the connection (SocketServer.parseRequestHeader's
+UnsupportedVersionException). Either is logged once per client, with what the broker serves. Requests only brokers send pass the
 `InterBrokerGuard` first; a refused one gets its API's error answer and never reaches the handler.
 """
 
@@ -25,6 +26,7 @@ from pybroker.server import sasl_gate
 from pybroker.server.sasl_session import SASL_PROTOCOLS
 from pybroker.server.context import ConnectionSession, RequestContext
 from pybroker.server.inter_broker_guard import GUARDED, InterBrokerGuard, refusal
+from pybroker.server.metrics import request_name
 from pybroker.server.network import CloseConnection, FinalResponse, Response
 from pybroker.server.registry import ApiHandler
 
@@ -34,7 +36,10 @@ if TYPE_CHECKING:
 CONSUMER_PROTOCOL_APIS = frozenset({ApiKey.CONSUMER_GROUP_HEARTBEAT, ApiKey.CONSUMER_GROUP_DESCRIBE})
 """Served and advertised only while group.coordinator.rebalance.protocols lists "consumer"."""
 
-limited_log = LogLimiter(logging.getLogger("pybroker.server"))
+log = logging.getLogger("pybroker.server")
+limited_log = LogLimiter(log)
+MAX_UNSUPPORTED_CLIENTS = 1024
+"""Clients whose unsupported versions were reported, remembered so each is reported once (oldest forgotten)."""
 
 
 Route = tuple[ApiHandler, Read, int]
@@ -56,6 +61,7 @@ class Dispatcher:
                                                 if consumer_protocol or handler.api_key not in CONSUMER_PROTOCOL_APIS}
         self._guard = InterBrokerGuard()
         self._routes: dict[tuple[int, int], Route] = {}
+        self._unsupported_seen: dict[tuple[str | None, str, int], None] = {}  # reported (client, host, API)
 
     @property
     def io(self) -> IoExecutor:
@@ -76,9 +82,11 @@ class Dispatcher:
             if handler is None:
                 raise CloseConnection(f"unsupported API key {key}")
             if not handler.min_version <= version <= handler.max_version:
+                self._report_unsupported(header.client_id, peer, handler, version)
                 if key == ApiKey.API_VERSIONS:
                     return self._unsupported_api_versions(header.correlation_id)
-                raise CloseConnection(f"unsupported version {version} of API key {key}")
+                raise CloseConnection(f"unsupported version {version} of {request_name(key)} (key {key})",
+                                      logged=True)
             route = self._routes[(key, version)] = _route(handler, version)
         handler, read, budget = route
         request = read(Reader(frame[body_offset:], 0, budget))
@@ -107,13 +115,32 @@ class Dispatcher:
             try:
                 response = await handle(context, request)
             finally:
-                metrics.observe_request(key, started)
+                metrics.observe_request(key, version, started)
             if key == ApiKey.FETCH and response is not None:
                 metrics.record_fetch(version, request, response)
         if response is None:
             return None
         parts = encode_response_parts(header.correlation_id, key, version, response)
         return FinalResponse(parts) if context.session.close_after_response else parts
+
+    def _report_unsupported(self, client_id: str | None, peer: str, handler: ApiHandler, version: int) -> None:
+        """One warning per client (client id and address) and API: what it asked for and what is served. Kafka
+        logs the disconnect only, and the client then often blames something else (a SASL setting)."""
+        host = peer.rpartition(":")[0] or peer
+        seen = (client_id, host, handler.api_key)
+        if seen in self._unsupported_seen:
+            return
+        self._unsupported_seen[seen] = None
+        if len(self._unsupported_seen) > MAX_UNSUPPORTED_CLIENTS:
+            del self._unsupported_seen[next(iter(self._unsupported_seen))]
+        name = request_name(handler.api_key)
+        served = f"{name} v{handler.min_version} to v{handler.max_version}"
+        if handler.api_key == ApiKey.API_VERSIONS:
+            outcome = "answered UNSUPPORTED_VERSION with the served range (KIP-511), so the client can retry lower"
+        else:
+            outcome = "closing the connection, as Kafka does (the client is too old or pins an old API version)"
+        log.warning("Client %r from %s sent %s v%d, which this broker does not serve (it serves %s): %s",
+                    client_id, peer, name, version, served, outcome)
 
     def _unsupported_api_versions(self, correlation_id: int) -> bytes:
         own = self.handlers[ApiKey.API_VERSIONS]

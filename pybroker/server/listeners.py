@@ -7,6 +7,8 @@ JKS store or a bad principal rule stops start-up with one line naming the key.
 
 from __future__ import annotations
 
+import ipaddress
+import socket
 import ssl
 
 from pybroker.common.config import BrokerConfig
@@ -50,3 +52,29 @@ def advertised_endpoints(listeners: Listeners, bound_ports: dict[str, int]) -> t
     """``advertised.listeners`` as published: an empty host is ``localhost``, port 0 the bound port."""
     return tuple(Endpoint(e.listener, e.host or DEFAULT_ADVERTISED_HOST, e.port or bound_ports[e.listener],
                           e.security_protocol) for e in listeners.advertised)
+
+
+def unauthenticated_exposure(config: BrokerConfig) -> list[Endpoint]:
+    """Bound listeners that anyone reaching a non-loopback address may use without authenticating:
+    PLAINTEXT, or SSL without required client certificates, on a routable host or every interface."""
+    exposed = []
+    for endpoint in config.listener_set.bound:
+        if endpoint.security_protocol in SASL_PROTOCOLS or _is_loopback(endpoint.host):
+            continue
+        if endpoint.uses_tls and listener_value(config, endpoint.listener, "ssl.client.auth") == "required":
+            continue
+        exposed.append(endpoint)
+    return exposed
+
+
+def _is_loopback(host: str) -> bool:
+    if not host:  # every interface
+        return False
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a host name: loopback if every address it names is
+        try:
+            addresses = {info[4][0] for info in socket.getaddrinfo(host, None)}
+        except OSError:
+            return False
+        return bool(addresses) and all(ipaddress.ip_address(a.split("%")[0]).is_loopback for a in addresses)

@@ -64,7 +64,8 @@ class BrokerMetrics:
         self.bytes_out = Counter("kafka_server_brokertopicmetrics_bytesout",
                                  "Record batch bytes sent to consumers (follower fetches excluded).", ["topic"],
                                  registry=self.registry)
-        self.requests = Counter("kafka_network_requestmetrics_requests", "Requests handled, per API.", ["request"],
+        self.requests = Counter("kafka_network_requestmetrics_requests", "Requests handled, per API and version "
+                                "(RequestsPerSec's request and version tags, KIP-272).", ["request", "version"],
                                 registry=self.registry)
         self.latency = Histogram("kafka_network_requestmetrics_totaltime_seconds",
                                  "Time from a request's decoding to its response being ready, per API.", ["request"],
@@ -77,9 +78,9 @@ class BrokerMetrics:
 
     # Request path
 
-    def observe_request(self, api_key: int, started: float) -> None:
+    def observe_request(self, api_key: int, version: int, started: float) -> None:
         name = request_name(api_key)
-        self.requests.labels(request=name).inc()
+        self.requests.labels(request=name, version=str(version)).inc()
         self.latency.labels(request=name).observe(time.perf_counter() - started)
 
     def record_produce(self, topic: str, size: int, records: int) -> None:

@@ -69,7 +69,12 @@ UNBOUNDED = 2**31 - 1
 
 
 class CloseConnection(Exception):
-    """Raised by the dispatcher when Kafka would drop the connection (e.g. unknown API key)."""
+    """Raised by the dispatcher when Kafka would drop the connection (e.g. unknown API key); ``logged`` when
+    the dispatcher has said why already."""
+
+    def __init__(self, message: str, *, logged: bool = False) -> None:
+        super().__init__(message)
+        self.logged = logged
 
 
 @dataclass(frozen=True, slots=True)
@@ -472,7 +477,8 @@ class KafkaConnection(asyncio.Protocol):
                     continue
                 if exc is not None:
                     if isinstance(exc, (CloseConnection, DecodeError)):
-                        limited_log.warning("rejected-request", "Closing connection from %s: %s", self.peer, exc)
+                        if not getattr(exc, "logged", False):  # the dispatcher may have said why already
+                            limited_log.warning("rejected-request", "Closing connection from %s: %s", self.peer, exc)
                     else:
                         limited_log.log(logging.ERROR, f"unexpected-{type(exc).__name__}",
                                         "Closing connection from %s after an unexpected error", self.peer,

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
 from pybroker.client.sasl import SaslCredentials
-from pybroker.common.config import LISTENER_PREFIX, BrokerConfig, ConfigError
+from pybroker.common.config import CONFIG_KEYS, LISTENER_PREFIX, BrokerConfig, ConfigError, parse_value
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.security.principal import USER_TYPE, KafkaPrincipal
 from pybroker.security.sasl import SaslAuthenticationError, SaslError, SaslServer
@@ -65,7 +65,7 @@ def listener_value(config: BrokerConfig, listener: str, key: str) -> Any:
     """A key's value for one listener: ``listener.name.<listener>.<key>`` over the key itself."""
     prefixed = f"{LISTENER_PREFIX}{listener.lower()}.{key}"
     if prefixed in config.raw:
-        return BrokerConfig({key: config.raw[prefixed]})[key]
+        return parse_value(prefixed, CONFIG_KEYS[key], config.raw[prefixed])
     return config[key]
 
 
@@ -73,7 +73,7 @@ def mechanism_value(config: BrokerConfig, listener: str, mechanism: str, key: st
     """(the key that set it, value): ``listener.name.<l>.<mechanism>.<key>`` over ``listener_value``."""
     prefixed = f"{LISTENER_PREFIX}{listener.lower()}.{mechanism.lower()}.{key}"
     if prefixed in config.raw:
-        return prefixed, BrokerConfig({key: config.raw[prefixed]})[key]
+        return prefixed, parse_value(prefixed, CONFIG_KEYS[key], config.raw[prefixed])
     if f"{LISTENER_PREFIX}{listener.lower()}.{key}" in config.raw:
         return f"{LISTENER_PREFIX}{listener.lower()}.{key}", listener_value(config, listener, key)
     return key, config[key]

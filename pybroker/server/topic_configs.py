@@ -7,10 +7,18 @@ provides its default (e.g. `retention.ms` <- `log.retention.ms`/`minutes`/`hours
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Any, Mapping
 
-from pybroker.common.config import CONFIG_KEYS, BrokerConfig, key_synonyms, value_text
-from pybroker.log.config import TOPIC_CONFIG_KEYS, LogConfig
+from pybroker.common.config import (
+    CONFIG_KEYS,
+    BrokerConfig,
+    ConfigError,
+    ConfigKey,
+    key_synonyms,
+    parse_value,
+    value_text,
+)
+from pybroker.log.config import FIELD_VALIDATORS, TOPIC_CONFIG_KEYS, InvalidLogConfig, LogConfig
 from pybroker.schema_registry import validation as schema_validation
 
 # DescribeConfigs ConfigSource values.
@@ -23,7 +31,6 @@ CONFIG_TYPES = {"boolean": 1, "string": 2, "int": 3, "short": 4, "long": 5, "dou
                 "class": 8, "password": 9}
 
 _BROKER_KEY_FOR_TOPIC_KEY = {key.topic_key: key for key in CONFIG_KEYS.values() if key.topic_key}
-_COMPRESSION_TYPES = ("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd")
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,12 +70,51 @@ def broker_synonyms(config: BrokerConfig, name: str) -> tuple[Synonym, ...]:
     return tuple(listed[first:])
 
 
+@dataclass(frozen=True, slots=True)
+class TopicKey:
+    """A topic config key as declared: by the log (TOPIC_CONFIG_KEYS), the broker key giving its default, or both."""
+
+    name: str
+    type: str
+    validator: Any
+    doc: str
+    broker_key: ConfigKey | None
+
+
+def topic_keys() -> list[TopicKey]:
+    """Every topic config key, sorted: type, validator and doc from the log's table, else the broker key's."""
+    keys = []
+    for name in sorted(set(TOPIC_CONFIG_KEYS) | set(_BROKER_KEY_FOR_TOPIC_KEY)):
+        spec = TOPIC_CONFIG_KEYS.get(name)
+        broker_key = _BROKER_KEY_FOR_TOPIC_KEY.get(name)
+        validator = FIELD_VALIDATORS.get(spec.field) if spec is not None else None
+        if spec is not None:
+            keys.append(TopicKey(name, spec.type, validator or (broker_key.validator if broker_key else None),
+                                 spec.doc, broker_key))
+        elif broker_key is not None:
+            keys.append(TopicKey(name, broker_key.type, broker_key.validator, broker_key.doc, broker_key))
+    return keys
+
+
+def broker_key_error(config: BrokerConfig, exc: InvalidLogConfig) -> str:
+    """The message of a topic key's refusal of a broker default, naming the broker key the user set (its
+    most specific synonym in the file, e.g. log.roll.ms over log.roll.hours) and the value written there."""
+    broker_key = _BROKER_KEY_FOR_TOPIC_KEY[exc.key].name
+    synonyms = key_synonyms(broker_key)
+    written = next((name for name in synonyms if config.is_set(name)), broker_key)
+    value = config.raw[written] if config.is_set(written) else exc.value
+    return f"Invalid value {value} for configuration {written}: {exc.reason}"
+
+
 class TopicConfigs:
     def __init__(self, broker_config: BrokerConfig):
         self._broker_config = broker_config
         self.defaults = {**broker_config.topic_defaults(),
                          **{name: key.default for name, key in schema_validation.TOPIC_KEYS.items()}}
-        self._base = LogConfig.from_topic_configs(LogConfig(), self._log_keys(self.defaults))
+        try:
+            self._base = LogConfig.from_topic_configs(LogConfig(), self._log_keys(self.defaults))
+        except InvalidLogConfig as exc:  # a broker default the topic key refuses: named as the user wrote it
+            raise ConfigError(broker_key_error(broker_config, exc)) from None
         self.known_keys = sorted(set(TOPIC_CONFIG_KEYS) | set(self.defaults))
 
     def validate(self, overrides: Mapping[str, str | None]) -> None:
@@ -78,27 +124,18 @@ class TopicConfigs:
                 raise ValueError(f"Unknown topic config name: {name}")
             if value is None:
                 raise ValueError(f"Null value not supported for topic configs: {name}")
+            broker_key = _BROKER_KEY_FOR_TOPIC_KEY.get(name)
+            if name not in TOPIC_CONFIG_KEYS and broker_key is not None:  # the broker's type and bounds
+                parse_value(name, broker_key, value)
         self.log_config(overrides)
-        self.min_insync_replicas(overrides)
         schema_validation.validate_configs(overrides)
-        if overrides.get("compression.type", "producer") not in _COMPRESSION_TYPES:
-            raise ValueError(f"Invalid value {overrides['compression.type']} for configuration compression.type")
-        unclean = overrides.get("unclean.leader.election.enable", "false").lower()
-        if unclean not in ("true", "false"):
-            raise ValueError(f"Invalid value {unclean} for configuration unclean.leader.election.enable")
 
     def log_config(self, overrides: Mapping[str, str]) -> LogConfig:
         return LogConfig.from_topic_configs(self._base, self._log_keys(overrides))
 
     def min_insync_replicas(self, overrides: Mapping[str, str]) -> int:
         raw = overrides.get("min.insync.replicas", self.defaults["min.insync.replicas"])
-        try:
-            value = int(raw)
-        except ValueError:
-            raise ValueError(f"Invalid value {raw} for configuration min.insync.replicas") from None
-        if value < 1:
-            raise ValueError(f"Invalid value {raw} for configuration min.insync.replicas: Value must be at least 1")
-        return value
+        return int(parse_value("min.insync.replicas", CONFIG_KEYS["min.insync.replicas"], raw))
 
     def describe(self, overrides: Mapping[str, str], keys: list[str] | None = None) -> list[DescribedConfig]:
         described = []

@@ -68,6 +68,17 @@ def _property(value: Any) -> str:
     return str(value)
 
 
+def warm_imports() -> None:
+    """Imports what creating a topic and the first requests need (our client and every message codec the
+    version negotiation looks at, a few hundred ms), so that it overlaps the broker child's own start-up
+    instead of following it."""
+    import pybroker.client.admin  # noqa: F401
+    import pybroker.client.cluster  # noqa: F401
+    from pybroker.client.versions import client_versions
+
+    client_versions()
+
+
 def run_sync(factory: Callable[[], Awaitable[T]]) -> T:
     """Runs a coroutine to completion from synchronous code, also when the caller is inside an event loop."""
     try:
@@ -159,6 +170,7 @@ class BrokerNode:
 
     def start(self, timeout: float) -> None:
         child = self.spawn()
+        warm_imports()  # while the child starts: a test's first call then pays no import
         child.wait_ready(timeout)
         self.finish_start()
 
@@ -354,6 +366,7 @@ class AsyncEmbeddedBroker(_BrokerHandle):
         loop = asyncio.get_running_loop()
         done = loop.create_future()
         child = self.node.spawn()  # quick (a fork); the wait for its ready line does not block the loop
+        await asyncio.to_thread(warm_imports)
         def settle() -> None:
             if not done.done():
                 done.set_result(None)

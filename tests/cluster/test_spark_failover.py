@@ -1,5 +1,5 @@
 """A Spark streaming job keeps going when the leader of one of its input partitions is SIGKILLed, and its
-output is exact: `spark_jobs/archive.py` (Parquet file sink with a checkpoint, exactly once) runs under
+output is exact: `pybroker/spark_jobs/archive.py` (Parquet file sink with a checkpoint, exactly once) runs under
 spark-submit against the three-broker cluster while an idempotent acks=all producer writes N messages; the
 leader of partition 0 dies mid-stream, after the query has committed a batch. The same query (no restart) must
 archive every acknowledged message exactly once. Through Spark's JVM connector and through the Python fallback.

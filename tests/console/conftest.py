@@ -47,7 +47,7 @@ class ConsoleProcess:
             if self.process.poll() is not None:
                 raise RuntimeError(f"console exited: {self.log_tail()}")
             try:
-                urllib.request.urlopen(f"{self.url}/static/plotly.min.js", timeout=5).close()
+                urllib.request.urlopen(f"{self.url}/login", timeout=5).close()
                 return self
             except (urllib.error.URLError, ConnectionError):
                 time.sleep(0.1)

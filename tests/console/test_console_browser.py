@@ -200,7 +200,7 @@ def test_group_lag_rises_and_falls_then_reset(consoles, console_broker, page, sc
                   lambda: lag_is("0")() and page.locator("#state").all_inner_texts() == ["Stable"])  # and fallen
         assert page.locator("#members tr").count() == 2
         snap(page, screenshots, "group")
-        poll_page(page, f"{url}/charts", lambda: page.locator("#chart-lag .main-svg").count() > 0)
+        poll_page(page, f"{url}/charts", lambda: page.locator("#chart-lag svg polyline").count() > 0)
         snap(page, screenshots, "charts")
         # While the consumer runs, the reset is refused with Kafka's reason.
         page.goto(f"{url}/groups/{group}")

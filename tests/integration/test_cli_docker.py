@@ -68,7 +68,8 @@ def test_installed_like_the_image_the_broker_serves_and_is_healthy(tmp_path: Pat
                                         check=True, capture_output=True, text=True).stdout.strip())
     (site_packages / "test-dependencies.pth").write_text(sysconfig.get_path("purelib") + "\n")
     located = subprocess.run([str(python), "-c", "import pybroker; print(pybroker.__file__)"], check=True,
-                             capture_output=True, text=True, cwd=tmp_path).stdout.strip()
+                             capture_output=True, text=True, cwd=tmp_path,
+                             env={**os.environ, "PYTHONPATH": ""}).stdout.strip()
     assert located.startswith(str(site_packages))
 
     config = tmp_path / "server.properties"

@@ -68,13 +68,18 @@ def test_counters_follow_produce_and_fetch(metered_broker: BrokerProcess) -> Non
     assert after[("kafka_server_brokertopicmetrics_messagesin_total", topic)] == MESSAGES
     assert after[("kafka_server_brokertopicmetrics_bytesin_total", topic)] == log_bytes
     assert after[("kafka_server_brokertopicmetrics_bytesout_total", topic)] == log_bytes
+    def requests(scraped: dict, request: str) -> float:  # over the API's versions (the version label, KIP-272)
+        return sum(value for (name, labels), value in scraped.items()
+                   if name == "kafka_network_requestmetrics_requests_total" and dict(labels)["request"] == request)
+
     for request in ("Produce", "Fetch", "Metadata", "CreateTopics"):
-        label = (("request", request),)
-        count = after[("kafka_network_requestmetrics_requests_total", label)]
+        count = requests(after, request)
         assert count >= 1
-        assert after[("kafka_network_requestmetrics_totaltime_seconds_count", label)] == count
-    assert after[("kafka_network_requestmetrics_requests_total", (("request", "CreateTopics"),))] \
-        == before[("kafka_network_requestmetrics_requests_total", (("request", "CreateTopics"),))]
+        assert after[("kafka_network_requestmetrics_totaltime_seconds_count", (("request", request),))] == count
+    assert requests(after, "CreateTopics") == requests(before, "CreateTopics")
+    produce_versions = {dict(labels)["version"] for (name, labels), _ in after.items()
+                        if name == "kafka_network_requestmetrics_requests_total" and dict(labels)["request"] == "Produce"}
+    assert produce_versions and all(version.isdigit() for version in produce_versions)
     assert after[("kafka_controller_kafkacontroller_activecontrollercount", ())] == 1
     assert after[("kafka_server_replicamanager_underreplicatedpartitions", ())] == 0
     assert after[("kafka_coordinator_group_groupmetadatamanager_numgroups", ())] == 0
@@ -96,3 +101,27 @@ def test_only_metrics_path_is_served(metered_broker: BrokerProcess) -> None:
 
 def test_metrics_off_by_default(broker: BrokerProcess) -> None:
     assert METRICS_URL.search(broker.log_text()) is None
+
+
+MONITORING = Path(__file__).resolve().parents[2] / "docs" / "monitoring"
+METRIC_NAME = re.compile(r"\b(?:kafka|pybroker)_[a-z_]+")
+
+
+def test_the_dashboard_and_alert_rules_use_only_served_metrics(metered_broker: BrokerProcess) -> None:
+    """docs/monitoring's Grafana dashboard and Prometheus rules name metrics the broker serves (once a record was
+    produced and fetched: the per-topic and per-request series exist from their first use)."""
+    url = METRICS_URL.search(metered_broker.log_text()).group(1)  # type: ignore[union-attr]
+    producer = Producer({"bootstrap.servers": metered_broker.bootstrap})
+    producer.produce("dashboard", VALUE)
+    assert producer.flush(30) == 0
+    consumer = Consumer({"bootstrap.servers": metered_broker.bootstrap, "group.id": "dashboard",
+                         "auto.offset.reset": "earliest"})
+    consumer.subscribe(["dashboard"])
+    message = consumer.poll(30)
+    consumer.close()
+    assert message is not None and message.value() == VALUE
+    served = {name for name, _ in scrape(url)}
+    used = set(METRIC_NAME.findall((MONITORING / "grafana-dashboard.json").read_text()))
+    used |= set(METRIC_NAME.findall((MONITORING / "alerts.yml").read_text()))
+    assert len(used) >= 10
+    assert sorted(used - served) == []

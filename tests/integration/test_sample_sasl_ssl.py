@@ -1,7 +1,7 @@
-"""config/sasl-ssl.properties and config/sasl-ssl-client.properties as README.md's "Security" section
+"""config/sasl-ssl.properties and config/sasl-ssl-client.properties as a reader of docs/access-control.md
 uses them: a broker started from the sample (only the port, log dir and certificate paths changed),
 a SCRAM-SHA-512 user created with `pybroker configs` through the sample client file, and kcat,
-confluent-kafka, kafka-python and aiokafka connecting with the README's settings."""
+confluent-kafka, kafka-python and aiokafka connecting with the settings that page shows."""
 
 from __future__ import annotations
 

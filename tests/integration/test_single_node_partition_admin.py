@@ -148,4 +148,7 @@ def test_leader_election_cli_finds_every_leader_already_elected(broker):
         one = run(*base, "--election-type", election, "--topic", TOPIC, "--partition", "0")
         assert (one.returncode, one.stdout) == (0, f"Valid replica already elected for partitions {TOPIC}-0\n"), one
         every = run(*base, "--election-type", election, "--all-topic-partitions")
-        assert (every.returncode, every.stdout, every.stderr) == (0, "", ""), every
+        leader = "its preferred leader" if election == "PREFERRED" else "a leader"
+        assert (every.returncode, every.stderr) == (0, ""), every
+        assert every.stdout == f"No partition needed a leader election ({election}): every partition already has " \
+                               f"{leader}.\n"

@@ -13,8 +13,8 @@ from typing import Iterator
 import pytest
 from pyspark.sql import SparkSession
 
-from spark_jobs import generate
-from spark_jobs.common import build_session
+from pybroker.spark_jobs import generate
+from pybroker.spark_jobs.common import build_session
 from tests.integration.broker_process import BrokerProcess
 from tests.spark import remote
 from tests.spark.operations import OPERATIONS

@@ -17,8 +17,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 from pyspark.sql.types import ArrayType, BinaryType, IntegerType, StringType, StructField, StructType
 
-from spark_jobs import aggregate, archive, generate, report
-from spark_jobs.kafka_format import kafka_format, resolved_provider
+from pybroker.spark_jobs import aggregate, archive, generate, report
+from pybroker.spark_jobs.kafka_format import kafka_format, resolved_provider
 
 STREAMING_JOBS = {"aggregate": aggregate.start, "archive": archive.start}
 SINK_SCHEMA = StructType([

@@ -19,7 +19,7 @@ import threading
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from spark_jobs.common import build_session
+from pybroker.spark_jobs.common import build_session
 from tests.spark.operations import OPERATIONS
 
 REPO = Path(__file__).resolve().parents[2]

@@ -33,7 +33,7 @@ def records(first: int, count: int) -> list[tuple[bytes, bytes, int]]:
 
 
 def submit(connector: str, log: Path, job_args: list[str]) -> subprocess.Popen[bytes]:
-    """spark-submit spark_jobs/archive.py in its own process group, forced onto one connector."""
+    """spark-submit pybroker/spark_jobs/archive.py in its own process group, forced onto one connector."""
     if connector == "jvm":
         command = [str(remote.VENV / "bin" / "spark-submit"), "--jars", remote.jars_argument()]
         env = {key: value for key, value in remote.spark40_environment().items() if key != "PYSPARK_SUBMIT_ARGS"}
@@ -41,7 +41,7 @@ def submit(connector: str, log: Path, job_args: list[str]) -> subprocess.Popen[b
         command = [str(Path(sys.executable).parent / "spark-submit")]
         env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
                "SPARK_JOBS_KAFKA_CONNECTOR": "python"}
-    command += ["--master", "local[2]", "--conf", "spark.ui.enabled=false", "spark_jobs/archive.py", *job_args]
+    command += ["--master", "local[2]", "--conf", "spark.ui.enabled=false", "pybroker/spark_jobs/archive.py", *job_args]
     with log.open("ab") as out:
         return subprocess.Popen(command, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT,
                                 start_new_session=True)

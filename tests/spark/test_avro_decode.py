@@ -1,4 +1,4 @@
-"""spark_jobs.avro_decode on real local Spark: values written by confluent-kafka's AvroSerializer with
+"""pybroker.spark_jobs.avro_decode on real local Spark: values written by confluent-kafka's AvroSerializer with
 two versions of a schema come back as columns of the latest version (the older records resolved to it
 by Avro's rules), a value without the wire format gets its reason in decode_error."""
 
@@ -16,7 +16,7 @@ from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 from pyspark.sql import SparkSession
 
-from spark_jobs.avro_decode import decode, run
+from pybroker.spark_jobs.avro_decode import decode, run
 from pybroker.testing import EmbeddedBroker
 from tests.spark.support import job_args
 

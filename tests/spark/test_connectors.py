@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 from kafka.partitioner.default import murmur2
 
-from spark_jobs.kafka_format import JVM_PROVIDER
-from spark_jobs.kafka_source.options import FALLBACK_NAME
+from pybroker.spark_jobs.kafka_format import JVM_PROVIDER
+from pybroker.spark_jobs.kafka_source.options import FALLBACK_NAME
 from tests.integration.broker_process import BrokerProcess
 from tests.spark.conftest import CONNECTORS, EVENTS_START, jobs_for
 from tests.spark.support import Jobs, Kafka, job_args

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from pyspark.sql.types import IntegerType, StringType, StructField, StructType
 
-from spark_jobs.common import error_summary
-from spark_jobs.kafka_source.options import (EARLIEST, LATEST, KafkaPartition, Subscription, sink_options,
+from pybroker.spark_jobs.common import error_summary
+from pybroker.spark_jobs.kafka_source.options import (EARLIEST, LATEST, KafkaPartition, Subscription, sink_options,
                                              source_options)
-from spark_jobs.kafka_source.schema import check_sink_schema
+from pybroker.spark_jobs.kafka_source.schema import check_sink_schema
 
 SERVERS = {"kafka.bootstrap.servers": "127.0.0.1:9092"}
 
@@ -85,7 +85,7 @@ def test_sink_needs_a_topic_and_a_value_of_the_right_types() -> None:
 
 def test_a_job_error_is_reduced_to_its_cause_line() -> None:
     wrapped = ValueError("[PYTHON_EXCEPTION] An exception was thrown from the Python worker:\nTraceback (most recent "
-                         "call last):\n  File \"x.py\", line 1, in f\nspark_jobs.kafka_source.reader.DataLossError: "
+                         "call last):\n  File \"x.py\", line 1, in f\npybroker.spark_jobs.kafka_source.reader.DataLossError: "
                          "Cannot fetch offset 5 of t-0\n SQLSTATE: 38000")
     assert error_summary(wrapped) == "DataLossError: Cannot fetch offset 5 of t-0"
     assert error_summary(ValueError("plain message")) == "plain message"

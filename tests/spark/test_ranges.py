@@ -5,8 +5,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from spark_jobs.kafka_source.options import KafkaPartition
-from spark_jobs.kafka_source.ranges import OffsetRange, rate_limit, split_ranges
+from pybroker.spark_jobs.kafka_source.options import KafkaPartition
+from pybroker.spark_jobs.kafka_source.ranges import OffsetRange, rate_limit, split_ranges
 
 A, B, C = (KafkaPartition("t", p) for p in range(3))
 

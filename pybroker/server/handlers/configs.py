@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Mapping
 
-from pybroker.common.config import CONFIG_KEYS, DYNAMIC_KEYS, value_text
+from pybroker.common.config import CONFIG_KEYS, DYNAMIC_KEYS, ConfigError, parse_value, value_text
 from pybroker.common.topic import topic_name_error
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.error_codes import ErrorCode
@@ -169,7 +169,10 @@ async def _apply(ctx: RequestContext, resource_type: int, name: str, edit, valid
     if resource_type == client_metrics_configs.CLIENT_METRICS:
         return await client_metrics_configs.apply(ctx, name, edit, validate_only)
     if resource_type != TOPIC:
-        return ErrorCode.INVALID_REQUEST, "Only topic configs can be altered; broker configs are static"
+        try:
+            return _refuse_broker_change(edit({}), name)
+        except ValueError as exc:  # APPEND/SUBTRACT on a broker key
+            return ErrorCode.INVALID_CONFIG, str(exc)
     info = broker.metadata.topic(name)
     if info is None:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist"
@@ -184,3 +187,17 @@ async def _apply(ctx: RequestContext, resource_type: int, name: str, edit, valid
     except Exception as exc:
         return error_code_for(exc), error_message_for(exc)
     return ErrorCode.NONE, None
+
+
+def _refuse_broker_change(changes: Mapping[str, str | None], broker_id: str) -> tuple[int, str]:
+    """A broker's configs are static here: a value it could not take is named as such (INVALID_CONFIG, as
+    Kafka's validation answers), any other change is refused naming the keys."""
+    for key, value in changes.items():
+        if key in CONFIG_KEYS and value is not None:
+            try:
+                parse_value(key, CONFIG_KEYS[key], value)
+            except ConfigError as exc:
+                return ErrorCode.INVALID_CONFIG, str(exc)
+    return ErrorCode.INVALID_REQUEST, (f"Cannot update these configs of broker {broker_id or '(default)'}: "
+                                       f"{', '.join(sorted(changes))}: pybroker's broker configs are static "
+                                       "(set them in server.properties and restart the broker)")

@@ -40,3 +40,13 @@ def test_client_versions_leave_out_unstable_latest_versions() -> None:
     ours = client_versions()
     assert ours[ApiKey.API_VERSIONS] == VersionRange(0, 4)
     assert ours[ApiKey.END_TXN].max == 4  # EndTxn v5 is marked unstable in the spec
+
+
+def test_the_version_table_agrees_with_the_message_classes() -> None:
+    """client_versions reads the generated table instead of importing every message class: same ranges."""
+    from pybroker.client.versions import VersionRange, client_versions
+    from pybroker.protocol.messages import REQUEST_CLASSES
+
+    assert client_versions() == {
+        key: VersionRange(cls.MIN_VERSION, cls.MAX_VERSION - (1 if cls.LATEST_VERSION_UNSTABLE else 0))
+        for key, cls in REQUEST_CLASSES.items()}

@@ -4,6 +4,10 @@ either gives up (the Python walk then decides) or agrees with the Python walk's 
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -17,6 +21,7 @@ from pybroker.records.validation import ProducePolicy, _scan, validate_produced_
 from tests.integration.test_poison_batches import header_with_negative_key_size, raw_batch
 
 NOW = 1_700_000_000_000
+REPO = Path(__file__).resolve().parents[3]
 
 
 def sized(size: int) -> bytes:
@@ -117,3 +122,32 @@ def test_poison_in_a_large_batch_gets_the_python_walks_answer(poison: bytes, at:
     assert vectorized == verdict()
     if "offset delta" not in vectorized:  # an edit that shifts the offsets of the records after it
         assert vectorized != "passed"
+
+
+def test_without_numpy_large_batches_are_walked_in_python() -> None:
+    """numpy is an optional extra: without it a large batch is checked by the Python walk, faults named as ever."""
+    script = """
+import sys
+sys.modules["numpy"] = None  # as if the numpy extra were not installed
+from pybroker.records import validation
+from pybroker.records.batch import validate_batch
+from pybroker.records.errors import InvalidRecordError
+from pybroker.records.validation import ProducePolicy, validate_produced_batch
+from tests.integration.test_poison_batches import raw_batch
+from pybroker.records.record import encode_record
+
+out = bytearray()
+for index in range(200):
+    encode_record(out, index, index, b"k%d" % index, b"v", [])
+batch = validate_batch(raw_batch(bytes(out), 200, base_timestamp=1), check_counts=False)
+assert validate_produced_batch(batch, ProducePolicy(), 10, "t-0") == 200
+assert validation.vectorized_scan() is None
+bad = validate_batch(raw_batch(bytes(out), 201, base_timestamp=1), check_counts=False)
+try:
+    validate_produced_batch(bad, ProducePolicy(), 10, "t-0")
+except InvalidRecordError as exc:
+    print(exc)
+"""
+    result = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("Incorrect declared batch size")  # the Python walk names the fault

@@ -55,6 +55,7 @@ NOT_FROM_HANDLERS = {
     "pybroker.schema_registry.registry._LostRace": "caught by the registry's write, which tries again",
     "pybroker.schema_registry.service.ConfigError": "broker start-up only",
     "pybroker.schema_registry.types.InvalidSchemaError": "the schema registry answers 42201",
+    "pybroker.spark_jobs.kafka_source.reader.DataLossError": "the Spark jobs' Kafka source, in Spark, not the broker",
 }
 # Base classes: only their subclasses are raised (checked below), and each subclass has a row.
 BASES = {

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
-from spark_jobs.kafka_source.options import KafkaPartition
+from pybroker.spark_jobs.kafka_source.options import KafkaPartition
 
 
 @dataclass(frozen=True)

@@ -17,9 +17,9 @@ from confluent_kafka import (TIMESTAMP_CREATE_TIME, TIMESTAMP_LOG_APPEND_TIME, C
                              Message, TopicPartition)
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from spark_jobs.kafka_source.options import SourceOptions
-from spark_jobs.kafka_source.ranges import OffsetRange
-from spark_jobs.kafka_source.schema import CREATE_TIME, LOG_APPEND_TIME, source_schema
+from pybroker.spark_jobs.kafka_source.options import SourceOptions
+from pybroker.spark_jobs.kafka_source.ranges import OffsetRange
+from pybroker.spark_jobs.kafka_source.schema import CREATE_TIME, LOG_APPEND_TIME, source_schema
 
 log = logging.getLogger(__name__)
 

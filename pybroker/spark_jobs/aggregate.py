@@ -1,6 +1,6 @@
 """Streaming aggregation: event counts and amount sums per category in event-time tumbling windows.
 
-    python -m spark_jobs.aggregate --bootstrap-servers 127.0.0.1:9092 --input-topic events \\
+    python -m pybroker.spark_jobs.aggregate --bootstrap-servers 127.0.0.1:9092 --input-topic events \\
         --output-topic event-stats --checkpoint /tmp/event-stats-checkpoint
 
 Reads the generator's JSON events with an explicit schema, drops events later than the watermark, and
@@ -24,8 +24,8 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 from pyspark.sql.types import DecimalType, StringType, StructField, StructType, TimestampType
 
-from spark_jobs.common import build_session, job_parser, kafka_options, run_cli, streaming_arguments
-from spark_jobs.kafka_format import kafka_format
+from pybroker.spark_jobs.common import build_session, job_parser, kafka_options, run_cli, streaming_arguments
+from pybroker.spark_jobs.kafka_format import kafka_format
 
 log = logging.getLogger(__name__)
 

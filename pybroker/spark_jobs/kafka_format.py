@@ -33,8 +33,8 @@ def kafka_format(spark: SparkSession) -> str:
     if choice == "jvm":
         raise RuntimeError(f"{CONNECTOR_ENV}=jvm, but Spark's connector {JVM_PROVIDER} is not on the classpath: {hint}")
     try:
-        from spark_jobs.kafka_source.datasource import KafkaDataSource
-        from spark_jobs.kafka_source.options import FALLBACK_NAME
+        from pybroker.spark_jobs.kafka_source.datasource import KafkaDataSource
+        from pybroker.spark_jobs.kafka_source.options import FALLBACK_NAME
     except ImportError as exc:  # the Python Data Source streaming API the fallback needs is newer than this Spark
         raise RuntimeError(f"the Python fallback needs pyspark>=4.3 ({exc}) and Spark's connector "
                            f"{JVM_PROVIDER} is not on the classpath: {hint}") from exc

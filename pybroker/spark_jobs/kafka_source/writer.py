@@ -12,7 +12,7 @@ from typing import Iterator
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from pyspark.sql import Row
 
-from spark_jobs.kafka_source.options import SinkOptions
+from pybroker.spark_jobs.kafka_source.options import SinkOptions
 
 FLUSH_TIMEOUT_S = 300.0
 

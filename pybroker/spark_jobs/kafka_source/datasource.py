@@ -17,13 +17,13 @@ from pyspark.sql.datasource import (DataSource, DataSourceReader, DataSourceStre
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 from pyspark.sql.types import StructType
 
-from spark_jobs.kafka_source.offsets import OffsetLookup
-from spark_jobs.kafka_source.options import (FALLBACK_NAME, KafkaPartition, SinkOptions, SourceOptions,
+from pybroker.spark_jobs.kafka_source.offsets import OffsetLookup
+from pybroker.spark_jobs.kafka_source.options import (FALLBACK_NAME, KafkaPartition, SinkOptions, SourceOptions,
                                              offsets_from_json, offsets_to_json, sink_options, source_options)
-from spark_jobs.kafka_source.ranges import OffsetRange, rate_limit, split_ranges
-from spark_jobs.kafka_source.reader import read_range, report_data_loss
-from spark_jobs.kafka_source.schema import check_sink_schema, source_schema
-from spark_jobs.kafka_source.writer import write_rows
+from pybroker.spark_jobs.kafka_source.ranges import OffsetRange, rate_limit, split_ranges
+from pybroker.spark_jobs.kafka_source.reader import read_range, report_data_loss
+from pybroker.spark_jobs.kafka_source.schema import check_sink_schema, source_schema
+from pybroker.spark_jobs.kafka_source.writer import write_rows
 
 
 class KafkaDataSource(DataSource):

@@ -12,7 +12,7 @@ from typing import Iterable, Mapping
 from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec as AdminOffsetSpec
 
-from spark_jobs.kafka_source.options import EARLIEST, LATEST, KafkaPartition, OffsetSpec, SourceOptions
+from pybroker.spark_jobs.kafka_source.options import EARLIEST, LATEST, KafkaPartition, OffsetSpec, SourceOptions
 
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 REQUEST_TIMEOUT_S = 30.0

@@ -1,6 +1,6 @@
 """Batch report: per-partition message count, bytes, first/last offsets and timestamps of a topic range.
 
-    python -m spark_jobs.report --bootstrap-servers 127.0.0.1:9092 --topic events \\
+    python -m pybroker.spark_jobs.report --bootstrap-servers 127.0.0.1:9092 --topic events \\
         [--starting-offsets earliest] [--ending-offsets latest] [--json]
 
 Bytes count keys plus values. Partitions with no message in the range are not listed.
@@ -16,8 +16,8 @@ from datetime import datetime
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from spark_jobs.common import build_session, job_parser, kafka_options, run_cli
-from spark_jobs.kafka_format import kafka_format
+from pybroker.spark_jobs.common import build_session, job_parser, kafka_options, run_cli
+from pybroker.spark_jobs.kafka_format import kafka_format
 
 COLUMNS = ("TOPIC", "PARTITION", "MESSAGES", "BYTES", "FIRST-OFFSET", "LAST-OFFSET", "FIRST-TIMESTAMP",
            "LAST-TIMESTAMP")

@@ -1,6 +1,6 @@
 """Event generator: write a realistic, reproducible stream of shop events to a topic through the Kafka sink.
 
-    python -m spark_jobs.generate --bootstrap-servers 127.0.0.1:9092 --topic events --count 100000
+    python -m pybroker.spark_jobs.generate --bootstrap-servers 127.0.0.1:9092 --topic events --count 100000
 
 Each event is JSON keyed by user: {"event_id", "user", "category", "action", "amount", "event_time"}.
 Event times advance by 1/--events-per-second from --start with up to --jitter-ms of disorder, and every field
@@ -17,8 +17,8 @@ from datetime import datetime, timezone
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from spark_jobs.common import build_session, job_parser, kafka_options, run_cli
-from spark_jobs.kafka_format import kafka_format
+from pybroker.spark_jobs.common import build_session, job_parser, kafka_options, run_cli
+from pybroker.spark_jobs.kafka_format import kafka_format
 
 log = logging.getLogger(__name__)
 

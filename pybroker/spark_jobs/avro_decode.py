@@ -1,6 +1,6 @@
 """Decode a topic's Avro values by the schemas in the schema registry, into columns, written as Parquet.
 
-    python -m spark_jobs.avro_decode --bootstrap-servers 127.0.0.1:9092 --topic readings \\
+    python -m pybroker.spark_jobs.avro_decode --bootstrap-servers 127.0.0.1:9092 --topic readings \\
         --schema-registry-url http://127.0.0.1:8081 --path /tmp/readings-decoded
 
 Values are in Confluent's wire format (magic byte 0, the 4-byte schema id, the Avro body), as

@@ -67,7 +67,7 @@ def build_session(app_name: str, args: argparse.Namespace) -> SparkSession:
 
 def _log_to_stderr() -> None:
     """The jobs' own INFO lines go to stderr, without turning on INFO logging for every library (py4j)."""
-    logger = logging.getLogger("spark_jobs")
+    logger = logging.getLogger("pybroker.spark_jobs")
     if not logger.handlers:
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))

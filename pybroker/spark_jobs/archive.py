@@ -1,6 +1,6 @@
 """Streaming archiver: copy a topic into Parquet files partitioned by date, exactly once.
 
-    python -m spark_jobs.archive --bootstrap-servers 127.0.0.1:9092 --topic events \\
+    python -m pybroker.spark_jobs.archive --bootstrap-servers 127.0.0.1:9092 --topic events \\
         --path /tmp/events-archive --checkpoint /tmp/events-archive-checkpoint
 
 Spark's file sink records each micro-batch's files in `<path>/_spark_metadata` and the source offsets in the
@@ -17,8 +17,8 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
-from spark_jobs.common import build_session, job_parser, kafka_options, run_cli, streaming_arguments
-from spark_jobs.kafka_format import kafka_format
+from pybroker.spark_jobs.common import build_session, job_parser, kafka_options, run_cli, streaming_arguments
+from pybroker.spark_jobs.kafka_format import kafka_format
 
 log = logging.getLogger(__name__)
 
