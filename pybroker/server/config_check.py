@@ -10,6 +10,7 @@ from pybroker.common.config import BrokerConfig
 from pybroker.server.authorization import build_authorizer
 from pybroker.server.listeners import listener_specs
 from pybroker.server.sasl_session import SaslAuthenticator
+from pybroker.server.schema_registry import registry_listener
 from pybroker.server.socket_server import ConnectionLimits
 from pybroker.server.topic_configs import TopicConfigs
 
@@ -21,3 +22,5 @@ def check_config(config: BrokerConfig) -> None:
     SaslAuthenticator(config, lambda: None)  # SASL mechanisms and their JAAS settings
     build_authorizer(config)
     ConnectionLimits.from_config(config)
+    if config["schema.registry.listeners"]:
+        registry_listener(config)

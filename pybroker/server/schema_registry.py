@@ -14,13 +14,15 @@ import json
 import logging
 from typing import TYPE_CHECKING, Mapping
 
-from pybroker.common.config import ConfigError
+from pybroker.common.config import BrokerConfig, ConfigError
+from pybroker.common.topic import topic_name_error
 from pybroker.schema_registry import service as registry_service
 from pybroker.schema_registry.auth import AclAuthorization, BasicAuthenticator
 from pybroker.security.tls import broker_settings, client_context, server_context
 from pybroker.schema_registry.leader import PartitionLeadership, forward
 from pybroker.schema_registry.registry import SchemaRegistry
-from pybroker.schema_registry.service import Forwarder, Leadership, SchemaRegistryService, SoleLeader, parse_listener
+from pybroker.schema_registry.service import (Forwarder, Leadership, ListenerUrl, SchemaRegistryService, SoleLeader,
+                                              parse_listener)
 from pybroker.schema_registry.state import RegistryState
 from pybroker.schema_registry.store import KafkaStore
 
@@ -33,6 +35,21 @@ TLS_LISTENER_NAME = "SCHEMA_REGISTRY"
 REPUBLISH_INTERVAL_S = 5.0
 
 
+def registry_listener(config: BrokerConfig) -> ListenerUrl:
+    """The one URL the registry serves, and its topic name, checked (ConfigError naming the key)."""
+    urls = config["schema.registry.listeners"]
+    if len(urls) != 1:
+        raise ConfigError("schema.registry.listeners: exactly one URL is served")
+    problem = topic_name_error(config["schema.registry.topic"])
+    if problem is not None:
+        raise ConfigError(f"Invalid value {config['schema.registry.topic']} for configuration "
+                          f"schema.registry.topic: {problem}")
+    try:
+        return parse_listener(urls[0])
+    except registry_service.ConfigError as exc:
+        raise ConfigError(str(exc)) from None
+
+
 class BrokerSchemaRegistry:
     """The registry of one broker: configured at construction (bad keys fail start-up), served once the
     broker's listeners are bound, reaching the cluster through this broker's inter-broker listener."""
@@ -40,13 +57,7 @@ class BrokerSchemaRegistry:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
         config = broker.config
-        urls = config["schema.registry.listeners"]
-        if len(urls) != 1:
-            raise ConfigError("schema.registry.listeners: exactly one URL is served")
-        try:
-            self.listener = parse_listener(urls[0])
-        except registry_service.ConfigError as exc:
-            raise ConfigError(str(exc)) from None
+        self.listener = registry_listener(config)
         # HTTPS: the broker's ssl.* keys, or listener.name.schema_registry.ssl.* to give the registry its own.
         self.tls_settings = broker_settings(config, TLS_LISTENER_NAME, "SSL")
         self.server_tls = server_context(self.tls_settings) if self.listener.scheme == "https" else None

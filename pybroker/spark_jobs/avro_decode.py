@@ -24,8 +24,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from spark_jobs.common import build_session, job_parser, kafka_options, run_cli
-from spark_jobs.kafka_format import kafka_format
+from pybroker.spark_jobs.common import build_session, job_parser, kafka_options, run_cli
+from pybroker.spark_jobs.kafka_format import kafka_format
 
 _PRIMITIVES = {"boolean": T.BooleanType(), "int": T.IntegerType(), "long": T.LongType(), "float": T.FloatType(),
                "double": T.DoubleType(), "bytes": T.BinaryType(), "string": T.StringType()}

@@ -41,6 +41,8 @@ SEMANTIC: dict[str, tuple[str, dict[str, str]]] = {
     "max.connections.per.ip.overrides": ("localhost", {}),
     "log.retention.minutes": ("forever", {}),
     "log.retention.hours": ("1.5", {}),
+    "schema.registry.listeners": ("localhost:8081", {}),
+    "schema.registry.topic": ("no spaces", {"schema.registry.listeners": "http://127.0.0.1:0"}),
 }
 FREE_TEXT = {
     "broker.rack": "any name",
