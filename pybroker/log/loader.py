@@ -184,7 +184,12 @@ def load_segments(dir_path: str, config: LogConfig, *, now_ms: int, recovery_poi
 
     segments: list[LogSegment] = []
     for i, base in enumerate(bases):  # pass 3
-        segment = LogSegment.open(dir_path, base, config, created_ms=now_ms)
+        try:
+            segment = LogSegment.open(dir_path, base, config, created_ms=now_ms)
+        except BaseException:
+            for opened in segments:  # out of descriptors, say: give back those this load took
+                opened.release()
+            raise
         segments.append(segment)
         if i >= first_unflushed:
             continue
