@@ -103,6 +103,8 @@ def _reports_storage_errors(method: _Method) -> _Method:
             return method(self, *args, **kwargs)
         except (LogStorageError, OSError) as exc:
             error = exc if isinstance(exc, LogStorageError) else LogStorageError(f"I/O error in {self._dir}: {exc}")
+            if error is not exc:
+                error.__cause__ = exc  # the listener tells a full descriptor table from a failed disk by it
             if self.storage_error_listener is not None and not isinstance(error, SliceUnavailableError):
                 self.storage_error_listener(self, error)
             if error is exc:

@@ -21,7 +21,9 @@ Kafka's); one whose partition has no current log elsewhere is removed.
 
 A log dir whose I/O failed is taken offline (``fail_dir``, Kafka's LogDirFailureChannel): its logs
 are closed without a flush and dropped, so every later use of its partitions answers
-KAFKA_STORAGE_ERROR, and nothing more is written there until a restart. The manager owns no timer: the server calls ``flush_dirty_async``,
+KAFKA_STORAGE_ERROR, and nothing more is written there until a restart. Running out of descriptors
+(EMFILE, ENFILE) is the process's failure, not the disk's: that operation fails, the dir stays online.
+The manager owns no timer: the server calls ``flush_dirty_async``,
 ``run_retention`` and ``checkpoint_async`` periodically with the current time, and runs the log
 cleaner as ``plan_cleaning`` (loop) -> ``CleaningJob.run`` (worker thread) ->
 ``finish_cleaning`` (loop); see ``cleaner.py``.
@@ -47,6 +49,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Collection, Iterable, Mapping
 
 from pybroker.common.io_executor import IoExecutor
+from pybroker.common.open_files import is_descriptor_exhaustion
 
 from pybroker.log.checkpoint import OffsetCheckpointFile, fsync_dir
 from pybroker.log.cleaner import CleaningJob, assess_log, discard_outputs, install_cleaned, map_capacity
@@ -391,6 +394,9 @@ class LogManager:
         """Take log dir ``root`` offline after an I/O error (Kafka's LogManager.handleLogDirFailure):
         its current and future logs are closed without a flush and forgotten. True if it was online."""
         if root in self._offline or root not in self._log_dirs:
+            return False
+        if is_descriptor_exhaustion(cause):  # the process is out of descriptors: the disk is not at fault
+            logger.error("Out of open files (RLIMIT_NOFILE), log dir %s stays online: %s", root, cause)
             return False
         self._offline.add(root)
         logger.error("Stopping serving logs in dir %s: %s", root, cause)
