@@ -174,6 +174,7 @@ _KEYS: list[ConfigKey] = [
     ConfigKey("max.connections.per.ip", "int", INT_MAX, "Connections from one IP address; more are closed at once.", at_least(0)),
     ConfigKey("max.connections.per.ip.overrides", "string", "", "Per-host limits overriding max.connections.per.ip, e.g. hostName:100,127.0.0.1:200."),
     ConfigKey("connections.max.idle.ms", "long", 600000, "Connections with no traffic and no request in progress are closed after this long.", at_least(1)),
+    ConfigKey("open.files.headroom", "int", 1024, "pybroker's own (Kafka has none): descriptors of the open files limit (RLIMIT_NOFILE, raised to its hard limit at start-up) kept free for connections, replication, the log cleaner and flushes; a CreateTopics or CreatePartitions whose partitions would leave fewer is refused with POLICY_VIOLATION. At most a quarter of the limit is kept.", at_least(0)),
     ConfigKey("request.receive.timeout.ms", "long", 60000, "pybroker's own (Kafka has none): a connection's first request, and any request once its first byte arrived, must be received within this long, or the connection is closed (slow clients holding memory).", at_least(1)),
     # Client quotas (the quotas themselves are dynamic entity configs: pybroker configs --entity-type users|clients)
     ConfigKey("quota.window.num", "int", 11, "Samples kept for client quota rates.", at_least(1)),
