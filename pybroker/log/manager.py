@@ -53,7 +53,7 @@ from pybroker.common.open_files import is_descriptor_exhaustion
 
 from pybroker.log.checkpoint import OffsetCheckpointFile, fsync_dir
 from pybroker.log.cleaner import CleaningJob, assess_log, discard_outputs, install_cleaned, map_capacity
-from pybroker.log.config import LogConfig
+from pybroker.log.config import LONG_MAX, LogConfig
 from pybroker.common.topic import topic_name_error
 from pybroker.log.errors import (CorruptLogError, IllegalTopicNameError, LogDirNotFoundError, LogError,
                                  LogStorageError, SliceUnavailableError)
@@ -137,6 +137,10 @@ class LogManager:
         self._flush_locks: dict[TopicPartition, asyncio.Lock] = {}  # one flush per log at a time
         self._flush_tasks: dict[TopicPartition, asyncio.Task[None]] = {}  # flush.messages flushes
         self._flush_waiters: dict[TopicPartition, list[tuple[int, asyncio.Future[bool]]]] = {}
+        # What the periodic passes look at (``_watch``), so that an idle broker does no per-partition work:
+        self._timed_flushes: set[TopicPartition] = set()  # flush.ms is finite
+        self._rolled: set[TopicPartition] = set()  # a segment below the recovery point's awaits its flush
+        self._compacted: set[TopicPartition] = set()  # cleanup.policy has compact
         self._checkpoint_lock = asyncio.Lock()  # an older snapshot never overwrites a newer one
         self._checkpoint_passes: dict[str, int] = {}  # per file, the checkpoint passes begun so far
 
@@ -496,8 +500,36 @@ class LogManager:
 
     def _adopt(self, tp: TopicPartition) -> None:
         self._logs[tp].storage_error_listener = self.fail_dir_of
+        self._logs[tp].schedule_listener = self._watch
+        self._watch(self._logs[tp])
         if self._io is not None:
             self._logs[tp].flush_requester = self._request_flush
+
+    def _watch(self, log: PartitionLog) -> None:
+        """Whether the flusher and the cleaner have to look at ``log`` (after a roll, a config change, or when
+        it is adopted); a log dropped since is forgotten when a pass meets it."""
+        tp = (log.topic, log.partition)
+        if self._logs.get(tp) is not log:
+            return
+        config = log.config
+        for wanted, members in ((config.flush_ms < LONG_MAX, self._timed_flushes),
+                                (config.compact_enabled, self._compacted),
+                                (log.recovery_point < log.active_segment.base_offset, self._rolled)):
+            if wanted:
+                members.add(tp)
+            elif members is not self._rolled:
+                members.discard(tp)
+
+    def _watched(self, members: set[TopicPartition]) -> list[tuple[TopicPartition, PartitionLog]]:
+        """The logs of ``members`` that are still on this broker (the others leave the set)."""
+        found = []
+        for tp in sorted(members):
+            log = self._logs.get(tp)
+            if log is None or log.closed:
+                members.discard(tp)
+            else:
+                found.append((tp, log))
+        return found
 
     async def flush_log(self, log: PartitionLog, up_to: int | None = None, *, now_ms: int | None = None) -> None:
         """Flush ``log`` to ``up_to`` (default LEO) with the fsyncs on the I/O executor."""
@@ -579,22 +611,34 @@ class LogManager:
     # -- periodic work ------------------------------------------------------------------------
 
     def _due_flushes(self, now_ms: int) -> list[tuple[PartitionLog, int | None]]:
-        """Logs idle longer than flush.ms (to their end), and segments rolled since the last flush."""
+        """Logs idle longer than flush.ms (to their end), and segments rolled since the last flush; only the
+        logs with a finite flush.ms and those that rolled are looked at."""
         self._now_ms = now_ms
-        due: list[tuple[PartitionLog, int | None]] = []
-        for log in self._logs.values():
+        due: dict[TopicPartition, tuple[PartitionLog, int | None]] = {}
+        for tp, log in self._watched(self._timed_flushes):
             if now_ms - log.last_flush_ms >= log.config.flush_ms:
-                due.append((log, None))
-            elif log.recovery_point < log.active_segment.base_offset:
-                due.append((log, log.active_segment.base_offset))
-        return due
+                due[tp] = (log, None)
+        for tp, log in self._watched(self._rolled):
+            self._rolled.discard(tp)  # back in once its flush is found to have fallen short
+            if tp not in due and log.recovery_point < log.active_segment.base_offset:
+                due[tp] = (log, log.active_segment.base_offset)
+        return list(due.values())
 
     def flush_dirty(self, now_ms: int) -> int:
         """fsync logs idle longer than flush.ms, and segments rolled since the last flush."""
         due = self._due_flushes(now_ms)
-        for log, up_to in due:
-            log.flush(up_to, now_ms=now_ms)
+        try:
+            for log, up_to in due:
+                log.flush(up_to, now_ms=now_ms)
+        finally:
+            self._rewatch(due)
         return len(due)
+
+    def _rewatch(self, flushed: list[tuple[PartitionLog, int | None]]) -> None:
+        """A rolled segment whose flush failed or was voided (a truncation meanwhile) is due again."""
+        for log, _ in flushed:
+            if not log.closed:
+                self._watch(log)
 
     async def flush_dirty_async(self, now_ms: int) -> int:
         """``flush_dirty`` with the fsyncs on the I/O executor; a failing log is logged and skipped."""
@@ -602,6 +646,7 @@ class LogManager:
         due = self._due_flushes(now_ms)
         outcomes = await asyncio.gather(*(self.flush_log(log, up_to, now_ms=now_ms) for log, up_to in due),
                                         return_exceptions=True)
+        self._rewatch(due)
         for (log, _), outcome in zip(due, outcomes):
             if isinstance(outcome, Exception):
                 logger.error("Flush of %s-%d failed: %s", log.topic, log.partition, outcome)
@@ -624,7 +669,7 @@ class LogManager:
         """
         self._now_ms = now_ms
         candidates = []
-        for tp, log in self._logs.items():
+        for tp, log in self._watched(self._compacted):
             if (not log.config.compact_enabled or tp in self._cleaning or tp in self._uncleanable
                     or tp in self._cleaning_paused):
                 continue
