@@ -212,6 +212,7 @@ _KEYS: list[ConfigKey] = [
     ConfigKey("log.flush.interval.ms", "long", None, "Time before a forced fsync; defaults to log.flush.scheduler.interval.ms.", topic_key="flush.ms"),
     ConfigKey("log.flush.scheduler.interval.ms", "long", LONG_MAX, "How often the flusher checks whether a log needs an fsync."),
     ConfigKey("log.flush.offset.checkpoint.interval.ms", "int", 60000, "How often recovery points are checkpointed.", at_least(0)),
+    ConfigKey("num.recovery.threads.per.data.dir", "int", 2, "Threads per log dir that flush and close the logs at a clean shutdown (10,000 partitions: 20,000 fsyncs, which threads let the file system batch).", at_least(1)),
     ConfigKey("log.flush.start.offset.checkpoint.interval.ms", "int", 60000, "How often log start offsets are checkpointed.", at_least(0)),
     ConfigKey("log.message.timestamp.type", "string", "CreateTime", "CreateTime or LogAppendTime.", one_of("CreateTime", "LogAppendTime"), topic_key="message.timestamp.type"),
     ConfigKey("log.message.timestamp.before.max.ms", "long", LONG_MAX, "How far a CreateTime record's timestamp may lie before the broker's clock.", at_least(0), topic_key="message.timestamp.before.max.ms"),

@@ -45,6 +45,7 @@ import os
 import re
 import shutil
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable, Collection, Iterable, Mapping
 
@@ -111,10 +112,12 @@ class LogDirStatus:
 class LogManager:
     """Opens, creates, deletes, flushes, retains and checkpoints the partition logs."""
 
-    def __init__(self, log_dirs: list[str], default_config: LogConfig) -> None:
+    def __init__(self, log_dirs: list[str], default_config: LogConfig, *, recovery_threads: int = 1) -> None:
+        """``recovery_threads``: num.recovery.threads.per.data.dir, the threads per log dir of a shutdown."""
         if not log_dirs:
             raise ValueError("at least one log directory is required")
         self._log_dirs = [os.path.abspath(d) for d in log_dirs]
+        self._recovery_threads = recovery_threads
         self._default_config = default_config
         self._topic_configs: dict[str, LogConfig] = {}
         self._logs: dict[TopicPartition, PartitionLog] = {}
@@ -220,12 +223,15 @@ class LogManager:
                     future.log_end_offset)
 
     def shutdown(self) -> None:
-        """Flush everything, write the checkpoints, close the logs and mark the shutdown clean."""
-        for log in self._logs.values():
-            log.flush()
-        self.checkpoint()
-        for log in [*self._logs.values(), *self._futures.values()]:
-            log.close()
+        """Flush everything, write the checkpoints, close the logs and mark the shutdown clean.
+
+        Logs are flushed and closed by ``recovery_threads`` threads per log dir, as Kafka's shutdown does:
+        each close fsyncs a producer snapshot, and concurrent fsyncs share the file system's journal
+        commits. Each log is used by one thread at a time, and the event loop is held meanwhile."""
+        with ThreadPoolExecutor(self._recovery_threads * len(self._log_dirs), "pybroker-shutdown") as threads:
+            list(threads.map(lambda log: log.flush(), list(self._logs.values())))
+            self.checkpoint()
+            list(threads.map(lambda log: log.close(), [*self._logs.values(), *self._futures.values()]))
         self._close_retired(self._now_ms, force=True)
         for root in self.online_dirs:
             with open(os.path.join(root, CLEAN_SHUTDOWN_FILE), "w", encoding="utf-8") as f:

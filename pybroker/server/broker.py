@@ -68,7 +68,8 @@ class Broker:
         self.topic_configs = TopicConfigs(config)
         # Before any log is opened: a broker with many partitions needs the hard limit, not the soft one.
         self.open_files = DescriptorBudget(raise_open_files_limit(), config["open.files.headroom"])
-        self.log_manager = LogManager(config.log_dirs, self.topic_configs.log_config({}))
+        self.log_manager = LogManager(config.log_dirs, self.topic_configs.log_config({}),
+                                      recovery_threads=config["num.recovery.threads.per.data.dir"])
         self.io = IoExecutor(config["background.threads"])  # fsyncs; kazoo keeps asyncio's default pool
         self.replica_manager = ReplicaManager(self.log_manager, self.broker_id,
                                               replica_lag_time_max_ms=config["replica.lag.time.max.ms"])
