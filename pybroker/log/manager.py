@@ -71,6 +71,7 @@ CHECKPOINT_FILES = (RECOVERY_POINT_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, HIGH
 CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
 DEFAULT_DEDUPE_BUFFER_SIZE = 134217728
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+MAX_CONCURRENT_FLUSHES = 32
 DELETE_DIR_SUFFIX = "-delete"
 FUTURE_DIR_SUFFIX = "-future"
 _SKIPPED_DIR_SUFFIXES = (DELETE_DIR_SUFFIX, "-stray", FUTURE_DIR_SUFFIX)
@@ -138,6 +139,9 @@ class LogManager:
         self.dir_failure_listeners: list[Callable[[str, list[TopicPartition]], None]] = []
         self._io: IoExecutor | None = None
         self._flush_locks: dict[TopicPartition, asyncio.Lock] = {}  # one flush per log at a time
+        # Each flush holds descriptors of its own (a few per segment) until its fsyncs are done: with every
+        # log due at once (a broker-wide flush.ms), a bounded number of them run at a time.
+        self._flush_slots = asyncio.Semaphore(MAX_CONCURRENT_FLUSHES)
         self._flush_tasks: dict[TopicPartition, asyncio.Task[None]] = {}  # flush.messages flushes
         self._flush_waiters: dict[TopicPartition, list[tuple[int, asyncio.Future[bool]]]] = {}
         # What the periodic passes look at (``_watch``), so that an idle broker does no per-partition work:
@@ -540,7 +544,7 @@ class LogManager:
     async def flush_log(self, log: PartitionLog, up_to: int | None = None, *, now_ms: int | None = None) -> None:
         """Flush ``log`` to ``up_to`` (default LEO) with the fsyncs on the I/O executor."""
         tp = (log.topic, log.partition)
-        async with self._flush_locks.setdefault(tp, asyncio.Lock()):
+        async with self._flush_locks.setdefault(tp, asyncio.Lock()), self._flush_slots:
             if log.closed:
                 return
             job = log.begin_flush(up_to, now_ms=now_ms)

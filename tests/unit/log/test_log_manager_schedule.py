@@ -5,6 +5,7 @@ manager changes it) and a flush that fell short are picked up too."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import errno
 import os
@@ -13,10 +14,12 @@ from pathlib import Path
 import pytest
 
 from logtest_util import NOW, SMALL, batch
+from pybroker.common.io_executor import IoExecutor
 from pybroker.log.config import LogConfig
 from pybroker.log.errors import LogStorageError
-from pybroker.log.manager import LogManager
+from pybroker.log.flush import FlushJob
 from pybroker.log.log import PartitionLog
+from pybroker.log.manager import MAX_CONCURRENT_FLUSHES, LogManager
 
 
 class CountingConfig(LogConfig):
@@ -94,3 +97,39 @@ def test_a_config_changed_on_the_log_itself_is_seen_by_the_passes(tmp_path: Path
     log.append_as_leader(batch(), leader_epoch=0, now_ms=NOW)
     assert manager.flush_dirty(NOW + 10**9) == 0
     manager.shutdown()
+
+
+def test_flushes_due_together_hold_descriptors_a_bounded_number_at_a_time(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """A broker-wide flush.ms makes every log due at once: each flush keeps descriptors open until its fsyncs
+    are done, so only MAX_CONCURRENT_FLUSHES of them are begun at a time."""
+    timed = dataclasses.replace(SMALL, flush_ms=1000)
+    outstanding, peak = [0], [0]
+    begin, run = PartitionLog.begin_flush, FlushJob.run
+
+    def counting_begin(self: PartitionLog, *args: object, **kwargs: object) -> FlushJob:
+        job = begin(self, *args, **kwargs)  # type: ignore[arg-type]
+        outstanding[0] += 1
+        peak[0] = max(peak[0], outstanding[0])
+        return job
+
+    def counting_run(self: FlushJob) -> None:
+        run(self)
+        outstanding[0] -= 1
+
+    async def scenario() -> int:
+        io = IoExecutor(4)
+        manager = LogManager([str(tmp_path)], timed)
+        manager.startup(NOW)
+        manager.attach_executor(io)
+        for partition in range(3 * MAX_CONCURRENT_FLUSHES):
+            manager.get_or_create_log("t", partition, timed).append_as_leader(batch(), leader_epoch=0, now_ms=NOW)
+        monkeypatch.setattr(PartitionLog, "begin_flush", counting_begin)
+        monkeypatch.setattr(FlushJob, "run", counting_run)
+        flushed = await manager.flush_dirty_async(NOW + 1000)
+        io.shutdown()
+        manager.shutdown()
+        return flushed
+
+    assert asyncio.run(scenario()) == 3 * MAX_CONCURRENT_FLUSHES
+    assert 0 < peak[0] <= MAX_CONCURRENT_FLUSHES
