@@ -4,8 +4,9 @@ CreateTopics, CreatePartitions and the auto-creation of a topic first plan the n
 metadata's ``validate_only`` pass: every check, and in a cluster the replica placement), then admit the
 ones placed on this broker against the budget, and only then create them, with the very placement that
 was admitted. A refusal therefore leaves nothing behind: no metadata, no partition directory, no log.
-In a cluster the budget checked is that of the broker handling the request; another broker that runs
-out of descriptors fails the LeaderAndIsr of those partitions without taking its log dir offline.
+In a cluster the budget checked is that of the broker handling the request; another broker that would run
+out of descriptors answers the LeaderAndIsr of the replicas it cannot open with KAFKA_STORAGE_ERROR, so the
+controller treats them as offline replicas (and elects other leaders), and its log dir stays online.
 """
 
 from __future__ import annotations
