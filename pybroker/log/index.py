@@ -35,7 +35,6 @@ import ctypes
 import mmap
 import os
 import struct
-import weakref
 from typing import Iterator
 
 from pybroker.log.errors import CorruptLogError, LogClosedError, LogError
@@ -66,32 +65,44 @@ def _libc_error(call: str, path: str) -> OSError:
     return OSError(code, f"{call} of {path} failed: {os.strerror(code)}")
 
 
+_memory_view = ctypes.pythonapi.PyMemoryView_FromMemory
+_memory_view.restype = ctypes.py_object
+_memory_view.argtypes = (ctypes.c_void_p, ctypes.c_ssize_t, ctypes.c_int)
+_PYBUF_WRITE = 0x200
+
+
 class _FileMapping:
     """A shared read-write mapping of a file's first ``length`` bytes that holds no descriptor.
 
-    ``view`` is the only way in, and is never handed out: every use copies out of it or packs into it,
-    so nothing can touch the memory once ``close`` unmapped it (the owner drops it before that).
+    ``view`` (a memoryview straight over the mapping, one object) is the only way in, and is never handed
+    out: every use copies out of it or packs into it, so nothing can touch the memory once ``close``
+    unmapped it (the owner drops it before that).
     """
 
-    __slots__ = ("view", "_address", "_length", "_path", "_unmap", "__weakref__")
+    __slots__ = ("view", "_address", "_length", "_path")
 
     def __init__(self, fd: int, length: int, path: str) -> None:
         address = _libc.mmap(None, length, mmap.PROT_READ | mmap.PROT_WRITE, mmap.MAP_SHARED, fd, 0)
         if address is None or address == _MAP_FAILED:
             raise _libc_error("mmap", path)
-        self._address, self._length, self._path = address, length, path
-        self.view = memoryview((ctypes.c_ubyte * length).from_address(address)).cast("B")
-        self._unmap = weakref.finalize(self, _libc.munmap, address, length)
+        self._address: int | None = address
+        self._length, self._path = length, path
+        self.view: memoryview = _memory_view(address, length, _PYBUF_WRITE)
 
     def flush(self) -> None:
         """msync: the entries reach the file on disk."""
-        if _libc.msync(self._address, self._length, _MS_SYNC) != 0:
+        if self._address is not None and _libc.msync(self._address, self._length, _MS_SYNC) != 0:
             raise _libc_error("msync", self._path)
 
     def close(self) -> None:
         """Unmap (idempotent)."""
-        self.view.release()
-        self._unmap()
+        if self._address is not None:
+            self.view.release()
+            _libc.munmap(self._address, self._length)
+            self._address = None
+
+    def __del__(self) -> None:
+        self.close()
 
 
 class _MmapIndex:
