@@ -212,6 +212,25 @@ class LogManager:
         for root, path, tp, clean in futures:
             self._load_future(root, path, tp, clean, now_ms)
 
+    def _in_threads(self, work: Callable[[PartitionLog], None], logs: list[PartitionLog]) -> None:
+        """``work`` on every log, ``recovery_threads`` threads per log dir; a storage error is reported here,
+        on the calling thread (the listeners touch the event loop's state), and the first one raised."""
+        listeners = [(log, log.storage_error_listener) for log in logs]
+        for log in logs:
+            log.storage_error_listener = None
+        try:
+            with ThreadPoolExecutor(self._recovery_threads * len(self._log_dirs), "pybroker-shutdown") as threads:
+                outcomes = list(threads.map(lambda log: _outcome(work, log), logs))
+        finally:
+            for log, listener in listeners:
+                log.storage_error_listener = listener
+        failures = [(log, error) for log, error in zip(logs, outcomes) if error is not None]
+        for log, error in failures:
+            if isinstance(error, LogStorageError):
+                self.fail_dir_of(log, error)
+        if failures:
+            raise failures[0][1]
+
     def _load_future(self, root: str, path: str, tp: TopicPartition, clean: bool, now_ms: int) -> None:
         """A ``-future`` log found at startup: kept to resume its move, unless it cannot be one."""
         if tp not in self._logs or tp in self._futures or self._root_of[tp] == root:
@@ -232,10 +251,9 @@ class LogManager:
         Logs are flushed and closed by ``recovery_threads`` threads per log dir, as Kafka's shutdown does:
         each close fsyncs a producer snapshot, and concurrent fsyncs share the file system's journal
         commits. Each log is used by one thread at a time, and the event loop is held meanwhile."""
-        with ThreadPoolExecutor(self._recovery_threads * len(self._log_dirs), "pybroker-shutdown") as threads:
-            list(threads.map(lambda log: log.flush(), list(self._logs.values())))
-            self.checkpoint()
-            list(threads.map(lambda log: log.close(), [*self._logs.values(), *self._futures.values()]))
+        self._in_threads(lambda log: log.flush(), list(self._logs.values()))
+        self.checkpoint()
+        self._in_threads(lambda log: log.close(), [*self._logs.values(), *self._futures.values()])
         self._close_retired(self._now_ms, force=True)
         for root in self.online_dirs:
             with open(os.path.join(root, CLEAN_SHUTDOWN_FILE), "w", encoding="utf-8") as f:
@@ -785,6 +803,14 @@ class LogManager:
             else:
                 failures = await self._io.run(lambda: _write_checkpoints(contents))
             self._fail_dirs_of(failures)
+
+
+def _outcome(work: Callable[[PartitionLog], None], log: PartitionLog) -> Exception | None:
+    try:
+        work(log)
+    except Exception as exc:
+        return exc
+    return None
 
 
 def _write_checkpoints(contents: list[tuple[str, dict[TopicPartition, int]]]) -> list[tuple[str, OSError]]:

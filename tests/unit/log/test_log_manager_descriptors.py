@@ -4,6 +4,7 @@ dir stays online, where an EIO takes it offline (Kafka's LogDirFailureChannel)."
 from __future__ import annotations
 
 import errno
+import threading
 import os
 from pathlib import Path
 
@@ -43,3 +44,19 @@ def test_a_roll_out_of_descriptors_fails_without_taking_the_log_dir_offline(
         assert log.append_as_leader(batch(), leader_epoch=0, now_ms=NOW).first_offset == 1
         assert len(log.segments) == 2
     manager.shutdown()
+
+
+def test_a_shutdown_reports_a_failed_flush_on_its_own_thread(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Logs are flushed and closed by worker threads at shutdown; a failed fsync still takes its log dir
+    offline, told to the listeners on the thread that called shutdown (they touch the event loop's state)."""
+    manager = LogManager([str(tmp_path)], SMALL, recovery_threads=2)
+    manager.startup(now_ms=NOW)
+    for partition in range(8):
+        manager.get_or_create_log("t", partition).append_as_leader(batch(), leader_epoch=0, now_ms=NOW)
+    told: list[str] = []
+    manager.dir_failure_listeners.append(lambda root, _tps: told.append(threading.current_thread().name))
+    monkeypatch.setattr(os, "fsync", lambda fd: (_ for _ in ()).throw(OSError(errno.EIO, "Input/output error")))
+    with pytest.raises(LogStorageError):
+        manager.shutdown()
+    assert told == [threading.current_thread().name]
+    assert manager.online_dirs == []
