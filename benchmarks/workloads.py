@@ -35,9 +35,10 @@ class LoadError(RuntimeError):
     """A client load failed or timed out; its message becomes the n/a reason."""
 
 
-def run_load(op: str, params: dict[str, Any], timeout: float) -> dict[str, float]:
-    """Run one `benchmarks.load` operation in its own process group, killed on error or after 2x`timeout`+30 s."""
-    command = [sys.executable, "-m", "benchmarks.load", op, json.dumps({**params, "timeout": timeout})]
+def run_load(op: str, params: dict[str, Any], timeout: float, module: str = "benchmarks.load") -> dict[str, float]:
+    """Run one operation of `module` (`benchmarks.load`) in its own process group, killed on error or after
+    2x`timeout`+30 s."""
+    command = [sys.executable, "-m", module, op, json.dumps({**params, "timeout": timeout})]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
                                start_new_session=True)
     try:
@@ -60,12 +61,15 @@ class Bench:
 
     args: argparse.Namespace
     scratch: Path
-    tansu: Path
+    tansu: Path | None
     report: Report
 
     def new(self, side: str, overrides: dict[str, str] | None = None) -> BrokerProcess:
         workdir = Path(tempfile.mkdtemp(prefix=f"{side}-", dir=self.scratch))
-        return PyBroker(workdir, overrides) if side == "pybroker" else Tansu(workdir, self.tansu)
+        if side == "pybroker":
+            return PyBroker(workdir, overrides)
+        assert self.tansu is not None, "the Tansu side runs only with a Tansu binary"
+        return Tansu(workdir, self.tansu)
 
     def measure(self, side: str, metrics: dict[Metric, str], op: str, **params: Any) -> bool:
         """Run one load and keep `metrics` (metric → result key) from it, or n/a for all of them if it fails."""

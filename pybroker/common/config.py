@@ -225,6 +225,7 @@ _KEYS: list[ConfigKey] = [
     ConfigKey("max.connection.creation.rate", "int", INT_MAX, "New connections per second the broker accepts (KIP-612; also per listener as listener.name.<l>.max.connection.creation.rate); past it the listener waits before accepting more. The inter-broker listener, when there are several, counts against its listener bound only.", at_least(0)),
     ConfigKey("max.connections.per.ip.overrides", "string", "", "Per-host limits overriding max.connections.per.ip, e.g. hostName:100,127.0.0.1:200."),
     ConfigKey("connections.max.idle.ms", "long", 600000, "Connections with no traffic and no request in progress are closed after this long.", at_least(1)),
+    ConfigKey("open.files.headroom", "int", 1024, "pybroker's own (Kafka has none): descriptors of the open files limit (RLIMIT_NOFILE, raised to its hard limit at start-up) kept free for connections, replication, the log cleaner and flushes; a CreateTopics or CreatePartitions whose partitions would leave fewer is refused with POLICY_VIOLATION. At most a quarter of the limit is kept.", at_least(0)),
     ConfigKey("request.receive.timeout.ms", "long", 60000, "pybroker's own (Kafka has none): a connection's first request, and any request once its first byte arrived, must be received within this long, or the connection is closed (slow clients holding memory).", at_least(1)),
     # Client quotas (the quotas themselves are dynamic entity configs: pybroker configs --entity-type users|clients)
     ConfigKey("quota.window.num", "int", 11, "Samples kept for client quota rates.", at_least(1)),
@@ -270,6 +271,7 @@ _KEYS: list[ConfigKey] = [
     ConfigKey("log.flush.interval.ms", "long", None, "Time before a forced fsync; defaults to log.flush.scheduler.interval.ms.", topic_key="flush.ms"),
     ConfigKey("log.flush.scheduler.interval.ms", "long", LONG_MAX, "How often the flusher checks whether a log needs an fsync."),
     ConfigKey("log.flush.offset.checkpoint.interval.ms", "int", 60000, "How often recovery points are checkpointed.", at_least(0)),
+    ConfigKey("num.recovery.threads.per.data.dir", "int", 2, "Threads per log dir that flush and close the logs at a clean shutdown (10,000 partitions: 20,000 fsyncs, which threads let the file system batch).", at_least(1)),
     ConfigKey("log.flush.start.offset.checkpoint.interval.ms", "int", 60000, "How often log start offsets are checkpointed.", at_least(0)),
     ConfigKey("log.message.timestamp.type", "string", "CreateTime", "CreateTime or LogAppendTime.", one_of("CreateTime", "LogAppendTime"), topic_key="message.timestamp.type"),
     ConfigKey("log.message.timestamp.before.max.ms", "long", LONG_MAX, "How far a CreateTime record's timestamp may lie before the broker's clock.", at_least(0), topic_key="message.timestamp.before.max.ms"),

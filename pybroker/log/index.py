@@ -12,7 +12,14 @@ is rolled or closed. A file's entry count is its length divided by the entry siz
 Kafka: a preallocated file that was never trimmed (crash) therefore reports zero entries at its
 tail, which ``sanity_check`` rejects as "entries not increasing".
 
-Entries are read with ``struct.unpack_from`` straight from the ``mmap``: no copy of the file, no
+Descriptors. Like Kafka's ``AbstractIndex``, an index holds its mapping and no open file: Python's
+``mmap.mmap`` keeps a duplicate of the descriptor for as long as the mapping lives (until 3.13's
+``trackfd``), which cost every partition two descriptors beside its ``.log``, so the mapping is made
+with libc's ``mmap`` (``_FileMapping``) and the file closed right away. A descriptor is opened again
+only for the moment a resize, trim or reset takes (and by a flush, which fsyncs on its own descriptor);
+an index therefore costs no descriptor at rest, and a broker one per segment.
+
+Entries are read with ``struct.unpack_from`` straight from the mapping: no copy of the file, no
 per-entry objects beyond the unpacked tuple, and the page cache is the only cache. Lookups are a
 binary search over entry slots. Like Kafka's ``AbstractIndex`` we first try the *warm section*
 (the last 8 KiB of entries): almost every lookup comes from a consumer or follower near the log
@@ -24,6 +31,7 @@ Not thread-safe: the single event loop that owns the log serialises every call.
 
 from __future__ import annotations
 
+import ctypes
 import mmap
 import os
 import struct
@@ -43,6 +51,60 @@ TimestampOffset = tuple[int, int]
 """(timestamp ms, absolute offset)."""
 
 
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.mmap.restype = ctypes.c_void_p
+_libc.mmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long)
+_libc.munmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t)
+_libc.msync.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+_MAP_FAILED = ctypes.c_void_p(-1).value
+_MS_SYNC = 4  # Linux <sys/mman.h>
+
+
+def _libc_error(call: str, path: str) -> OSError:
+    code = ctypes.get_errno()
+    return OSError(code, f"{call} of {path} failed: {os.strerror(code)}")
+
+
+_memory_view = ctypes.pythonapi.PyMemoryView_FromMemory
+_memory_view.restype = ctypes.py_object
+_memory_view.argtypes = (ctypes.c_void_p, ctypes.c_ssize_t, ctypes.c_int)
+_PYBUF_WRITE = 0x200
+
+
+class _FileMapping:
+    """A shared read-write mapping of a file's first ``length`` bytes that holds no descriptor.
+
+    ``view`` (a memoryview straight over the mapping, one object) is the only way in, and is never handed
+    out: every use copies out of it or packs into it, so nothing can touch the memory once ``close``
+    unmapped it (the owner drops it before that).
+    """
+
+    __slots__ = ("view", "_address", "_length", "_path")
+
+    def __init__(self, fd: int, length: int, path: str) -> None:
+        address = _libc.mmap(None, length, mmap.PROT_READ | mmap.PROT_WRITE, mmap.MAP_SHARED, fd, 0)
+        if address is None or address == _MAP_FAILED:
+            raise _libc_error("mmap", path)
+        self._address: int | None = address
+        self._length, self._path = length, path
+        self.view: memoryview = _memory_view(address, length, _PYBUF_WRITE)
+
+    def flush(self) -> None:
+        """msync: the entries reach the file on disk."""
+        if self._address is not None and _libc.msync(self._address, self._length, _MS_SYNC) != 0:
+            raise _libc_error("msync", self._path)
+
+    def close(self) -> None:
+        """Unmap (idempotent)."""
+        if self._address is not None:
+            self.view.release()
+            _libc.munmap(self._address, self._length)
+            self._address = None
+
+    def __del__(self) -> None:
+        self.close()
+
+
 class _MmapIndex:
     """Shared mmap bookkeeping; subclasses define the entry struct and the search key."""
 
@@ -55,7 +117,7 @@ class _MmapIndex:
         self.base_offset = base_offset
         self._entry_size = self.ENTRY.size
         self._max_index_size = max(self._entry_size, max_index_size - max_index_size % self._entry_size)
-        self._mm: mmap.mmap | None = None
+        self._mm: _FileMapping | None = None
         self._closed = False
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
@@ -72,9 +134,9 @@ class _MmapIndex:
                     # the event loop. Writing the zeros the page already holds takes that cost off it.
                     os.pwrite(fd, bytes(self._entry_size), 0)
             if self._length > 0:
-                self._mm = mmap.mmap(fd, self._length)
+                self._mm = _FileMapping(fd, self._length, path)
         finally:
-            os.close(fd)  # mmap keeps its own duplicate of the descriptor
+            os.close(fd)  # the mapping needs no descriptor
 
     # -- properties ---------------------------------------------------------------------------
 
@@ -100,11 +162,11 @@ class _MmapIndex:
 
     # -- internals ----------------------------------------------------------------------------
 
-    def _map(self) -> mmap.mmap:
+    def _map(self) -> memoryview:
         if self._closed:
             raise LogClosedError(f"{self.KIND} {self.path} is closed")
         assert self._mm is not None, "entries > 0 implies a mapping"
-        return self._mm
+        return self._mm.view
 
     def _entry(self, slot: int) -> tuple[int, int]:
         return self.ENTRY.unpack_from(self._map(), slot * self._entry_size)  # type: ignore[return-value]
@@ -156,7 +218,7 @@ class _MmapIndex:
         """Raw entries in file order (relative offsets as stored)."""
         if self._entries == 0:
             return iter(())
-        return self.ENTRY.iter_unpack(self._map()[: self._entries * self._entry_size])  # type: ignore[return-value]
+        return self.ENTRY.iter_unpack(bytes(self._map()[: self._entries * self._entry_size]))  # type: ignore[return-value]
 
     def reset(self) -> None:
         """Forget every entry and preallocate again, ready for a rebuild (Kafka ``reset``)."""
@@ -170,18 +232,18 @@ class _MmapIndex:
         new_len = new_size - new_size % self._entry_size
         if new_len == self._length:
             return
-        if self._mm is not None:
-            self._mm.close()
-            self._mm = None
-        os.truncate(self.path, new_len)
-        self._length = self._file_length = new_len
-        self._entries = min(self._entries, new_len // self._entry_size)
-        if new_len > 0:
-            fd = os.open(self.path, os.O_RDWR)
-            try:
-                self._mm = mmap.mmap(fd, new_len)
-            finally:
-                os.close(fd)
+        fd = os.open(self.path, os.O_RDWR)  # first: out of descriptors, the index is left as it was
+        try:
+            if self._mm is not None:
+                self._mm.close()
+                self._mm = None
+            os.ftruncate(fd, new_len)
+            self._length = self._file_length = new_len
+            self._entries = min(self._entries, new_len // self._entry_size)
+            if new_len > 0:
+                self._mm = _FileMapping(fd, new_len, self.path)
+        finally:
+            os.close(fd)
 
     def preallocate(self) -> None:
         """Grow back to ``segment.index.bytes`` (a truncated segment becomes active again)."""

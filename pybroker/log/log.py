@@ -103,6 +103,8 @@ def _reports_storage_errors(method: _Method) -> _Method:
             return method(self, *args, **kwargs)
         except (LogStorageError, OSError) as exc:
             error = exc if isinstance(exc, LogStorageError) else LogStorageError(f"I/O error in {self._dir}: {exc}")
+            if error is not exc:
+                error.__cause__ = exc  # the listener tells a full descriptor table from a failed disk by it
             if self.storage_error_listener is not None and not isinstance(error, SliceUnavailableError):
                 self.storage_error_listener(self, error)
             if error is exc:
@@ -162,6 +164,9 @@ class PartitionLog:
         self.flush_requester: Callable[[PartitionLog], None] | None = None
         #: Told of an I/O error of this log's files (set by the LogManager).
         self.storage_error_listener: Callable[[PartitionLog, LogStorageError], None] | None = None
+        #: Told when a segment rolled or the config changed (set by the LogManager, whose periodic flusher
+        #: and cleaner then look only at the logs these make due, never at every log on every pass).
+        self.schedule_listener: Callable[[PartitionLog], None] | None = None
         self.producer_state = ProducerStateManager()
         self._rebuild_producer_state()
 
@@ -282,6 +287,8 @@ class PartitionLog:
     def update_config(self, config: LogConfig) -> None:
         """New settings apply to the next append, roll and retention run."""
         self._config = config
+        if self.schedule_listener is not None:
+            self.schedule_listener(self)
 
     # -- appends ------------------------------------------------------------------------------
 
@@ -425,6 +432,8 @@ class PartitionLog:
         self._segments.append(segment)
         self._dir_dirty = True
         self._take_snapshot(base, sync=False)  # fsynced by the flush that reaches ``base``, as Kafka
+        if self.schedule_listener is not None:
+            self.schedule_listener(self)  # the rolled segment is flushed soon after (Kafka's flush-log task)
         logger.info("Rolled new segment %s for %s-%d", segment.log_path, self._topic, self._partition)
         return segment
 

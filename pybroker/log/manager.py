@@ -21,7 +21,9 @@ Kafka's); one whose partition has no current log elsewhere is removed.
 
 A log dir whose I/O failed is taken offline (``fail_dir``, Kafka's LogDirFailureChannel): its logs
 are closed without a flush and dropped, so every later use of its partitions answers
-KAFKA_STORAGE_ERROR, and nothing more is written there until a restart. The manager owns no timer: the server calls ``flush_dirty_async``,
+KAFKA_STORAGE_ERROR, and nothing more is written there until a restart. Running out of descriptors
+(EMFILE, ENFILE) is the process's failure, not the disk's: that operation fails, the dir stays online.
+The manager owns no timer: the server calls ``flush_dirty_async``,
 ``run_retention`` and ``checkpoint_async`` periodically with the current time, and runs the log
 cleaner as ``plan_cleaning`` (loop) -> ``CleaningJob.run`` (worker thread) ->
 ``finish_cleaning`` (loop); see ``cleaner.py``.
@@ -43,14 +45,16 @@ import os
 import re
 import shutil
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable, Collection, Iterable, Mapping
 
 from pybroker.common.io_executor import IoExecutor
+from pybroker.common.open_files import is_descriptor_exhaustion
 
 from pybroker.log.checkpoint import OffsetCheckpointFile, fsync_dir
 from pybroker.log.cleaner import CleaningJob, assess_log, discard_outputs, install_cleaned, map_capacity
-from pybroker.log.config import LogConfig
+from pybroker.log.config import LONG_MAX, LogConfig
 from pybroker.common.topic import topic_name_error
 from pybroker.log.errors import (CorruptLogError, IllegalTopicNameError, LogDirNotFoundError, LogError,
                                  LogStorageError, SliceUnavailableError)
@@ -67,6 +71,7 @@ CHECKPOINT_FILES = (RECOVERY_POINT_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, HIGH
 CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
 DEFAULT_DEDUPE_BUFFER_SIZE = 134217728
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+MAX_CONCURRENT_FLUSHES = 32
 DELETE_DIR_SUFFIX = "-delete"
 FUTURE_DIR_SUFFIX = "-future"
 _SKIPPED_DIR_SUFFIXES = (DELETE_DIR_SUFFIX, "-stray", FUTURE_DIR_SUFFIX)
@@ -108,10 +113,12 @@ class LogDirStatus:
 class LogManager:
     """Opens, creates, deletes, flushes, retains and checkpoints the partition logs."""
 
-    def __init__(self, log_dirs: list[str], default_config: LogConfig) -> None:
+    def __init__(self, log_dirs: list[str], default_config: LogConfig, *, recovery_threads: int = 1) -> None:
+        """``recovery_threads``: num.recovery.threads.per.data.dir, the threads per log dir of a shutdown."""
         if not log_dirs:
             raise ValueError("at least one log directory is required")
         self._log_dirs = [os.path.abspath(d) for d in log_dirs]
+        self._recovery_threads = recovery_threads
         self._default_config = default_config
         self._topic_configs: dict[str, LogConfig] = {}
         self._logs: dict[TopicPartition, PartitionLog] = {}
@@ -132,8 +139,15 @@ class LogManager:
         self.dir_failure_listeners: list[Callable[[str, list[TopicPartition]], None]] = []
         self._io: IoExecutor | None = None
         self._flush_locks: dict[TopicPartition, asyncio.Lock] = {}  # one flush per log at a time
+        # Each flush holds descriptors of its own (a few per segment) until its fsyncs are done: with every
+        # log due at once (a broker-wide flush.ms), a bounded number of them run at a time.
+        self._flush_slots = asyncio.Semaphore(MAX_CONCURRENT_FLUSHES)
         self._flush_tasks: dict[TopicPartition, asyncio.Task[None]] = {}  # flush.messages flushes
         self._flush_waiters: dict[TopicPartition, list[tuple[int, asyncio.Future[bool]]]] = {}
+        # What the periodic passes look at (``_watch``), so that an idle broker does no per-partition work:
+        self._timed_flushes: set[TopicPartition] = set()  # flush.ms is finite
+        self._rolled: set[TopicPartition] = set()  # a segment below the recovery point's awaits its flush
+        self._compacted: set[TopicPartition] = set()  # cleanup.policy has compact
         self._checkpoint_lock = asyncio.Lock()  # an older snapshot never overwrites a newer one
         self._checkpoint_passes: dict[str, int] = {}  # per file, the checkpoint passes begun so far
 
@@ -198,6 +212,25 @@ class LogManager:
         for root, path, tp, clean in futures:
             self._load_future(root, path, tp, clean, now_ms)
 
+    def _in_threads(self, work: Callable[[PartitionLog], None], logs: list[PartitionLog]) -> None:
+        """``work`` on every log, ``recovery_threads`` threads per log dir; a storage error is reported here,
+        on the calling thread (the listeners touch the event loop's state), and the first one raised."""
+        listeners = [(log, log.storage_error_listener) for log in logs]
+        for log in logs:
+            log.storage_error_listener = None
+        try:
+            with ThreadPoolExecutor(self._recovery_threads * len(self._log_dirs), "pybroker-shutdown") as threads:
+                outcomes = list(threads.map(lambda log: _outcome(work, log), logs))
+        finally:
+            for log, listener in listeners:
+                log.storage_error_listener = listener
+        failures = [(log, error) for log, error in zip(logs, outcomes) if error is not None]
+        for log, error in failures:
+            if isinstance(error, LogStorageError):
+                self.fail_dir_of(log, error)
+        if failures:
+            raise failures[0][1]
+
     def _load_future(self, root: str, path: str, tp: TopicPartition, clean: bool, now_ms: int) -> None:
         """A ``-future`` log found at startup: kept to resume its move, unless it cannot be one."""
         if tp not in self._logs or tp in self._futures or self._root_of[tp] == root:
@@ -213,12 +246,14 @@ class LogManager:
                     future.log_end_offset)
 
     def shutdown(self) -> None:
-        """Flush everything, write the checkpoints, close the logs and mark the shutdown clean."""
-        for log in self._logs.values():
-            log.flush()
+        """Flush everything, write the checkpoints, close the logs and mark the shutdown clean.
+
+        Logs are flushed and closed by ``recovery_threads`` threads per log dir, as Kafka's shutdown does:
+        each close fsyncs a producer snapshot, and concurrent fsyncs share the file system's journal
+        commits. Each log is used by one thread at a time, and the event loop is held meanwhile."""
+        self._in_threads(lambda log: log.flush(), list(self._logs.values()))
         self.checkpoint()
-        for log in [*self._logs.values(), *self._futures.values()]:
-            log.close()
+        self._in_threads(lambda log: log.close(), [*self._logs.values(), *self._futures.values()])
         self._close_retired(self._now_ms, force=True)
         for root in self.online_dirs:
             with open(os.path.join(root, CLEAN_SHUTDOWN_FILE), "w", encoding="utf-8") as f:
@@ -392,6 +427,9 @@ class LogManager:
         its current and future logs are closed without a flush and forgotten. True if it was online."""
         if root in self._offline or root not in self._log_dirs:
             return False
+        if is_descriptor_exhaustion(cause):  # the process is out of descriptors: the disk is not at fault
+            logger.error("Out of open files (RLIMIT_NOFILE), log dir %s stays online: %s", root, cause)
+            return False
         self._offline.add(root)
         logger.error("Stopping serving logs in dir %s: %s", root, cause)
         failed = [tp for tp, r in self._root_of.items() if r == root]
@@ -490,13 +528,41 @@ class LogManager:
 
     def _adopt(self, tp: TopicPartition) -> None:
         self._logs[tp].storage_error_listener = self.fail_dir_of
+        self._logs[tp].schedule_listener = self._watch
+        self._watch(self._logs[tp])
         if self._io is not None:
             self._logs[tp].flush_requester = self._request_flush
+
+    def _watch(self, log: PartitionLog) -> None:
+        """Whether the flusher and the cleaner have to look at ``log`` (after a roll, a config change, or when
+        it is adopted); a log dropped since is forgotten when a pass meets it."""
+        tp = (log.topic, log.partition)
+        if self._logs.get(tp) is not log:
+            return
+        config = log.config
+        for wanted, members in ((config.flush_ms < LONG_MAX, self._timed_flushes),
+                                (config.compact_enabled, self._compacted),
+                                (log.recovery_point < log.active_segment.base_offset, self._rolled)):
+            if wanted:
+                members.add(tp)
+            elif members is not self._rolled:
+                members.discard(tp)
+
+    def _watched(self, members: set[TopicPartition]) -> list[tuple[TopicPartition, PartitionLog]]:
+        """The logs of ``members`` that are still on this broker (the others leave the set)."""
+        found = []
+        for tp in sorted(members):
+            log = self._logs.get(tp)
+            if log is None or log.closed:
+                members.discard(tp)
+            else:
+                found.append((tp, log))
+        return found
 
     async def flush_log(self, log: PartitionLog, up_to: int | None = None, *, now_ms: int | None = None) -> None:
         """Flush ``log`` to ``up_to`` (default LEO) with the fsyncs on the I/O executor."""
         tp = (log.topic, log.partition)
-        async with self._flush_locks.setdefault(tp, asyncio.Lock()):
+        async with self._flush_locks.setdefault(tp, asyncio.Lock()), self._flush_slots:
             if log.closed:
                 return
             job = log.begin_flush(up_to, now_ms=now_ms)
@@ -573,22 +639,34 @@ class LogManager:
     # -- periodic work ------------------------------------------------------------------------
 
     def _due_flushes(self, now_ms: int) -> list[tuple[PartitionLog, int | None]]:
-        """Logs idle longer than flush.ms (to their end), and segments rolled since the last flush."""
+        """Logs idle longer than flush.ms (to their end), and segments rolled since the last flush; only the
+        logs with a finite flush.ms and those that rolled are looked at."""
         self._now_ms = now_ms
-        due: list[tuple[PartitionLog, int | None]] = []
-        for log in self._logs.values():
+        due: dict[TopicPartition, tuple[PartitionLog, int | None]] = {}
+        for tp, log in self._watched(self._timed_flushes):
             if now_ms - log.last_flush_ms >= log.config.flush_ms:
-                due.append((log, None))
-            elif log.recovery_point < log.active_segment.base_offset:
-                due.append((log, log.active_segment.base_offset))
-        return due
+                due[tp] = (log, None)
+        for tp, log in self._watched(self._rolled):
+            self._rolled.discard(tp)  # back in once its flush is found to have fallen short
+            if tp not in due and log.recovery_point < log.active_segment.base_offset:
+                due[tp] = (log, log.active_segment.base_offset)
+        return list(due.values())
 
     def flush_dirty(self, now_ms: int) -> int:
         """fsync logs idle longer than flush.ms, and segments rolled since the last flush."""
         due = self._due_flushes(now_ms)
-        for log, up_to in due:
-            log.flush(up_to, now_ms=now_ms)
+        try:
+            for log, up_to in due:
+                log.flush(up_to, now_ms=now_ms)
+        finally:
+            self._rewatch(due)
         return len(due)
+
+    def _rewatch(self, flushed: list[tuple[PartitionLog, int | None]]) -> None:
+        """A rolled segment whose flush failed or was voided (a truncation meanwhile) is due again."""
+        for log, _ in flushed:
+            if not log.closed:
+                self._watch(log)
 
     async def flush_dirty_async(self, now_ms: int) -> int:
         """``flush_dirty`` with the fsyncs on the I/O executor; a failing log is logged and skipped."""
@@ -596,6 +674,7 @@ class LogManager:
         due = self._due_flushes(now_ms)
         outcomes = await asyncio.gather(*(self.flush_log(log, up_to, now_ms=now_ms) for log, up_to in due),
                                         return_exceptions=True)
+        self._rewatch(due)
         for (log, _), outcome in zip(due, outcomes):
             if isinstance(outcome, Exception):
                 logger.error("Flush of %s-%d failed: %s", log.topic, log.partition, outcome)
@@ -618,7 +697,7 @@ class LogManager:
         """
         self._now_ms = now_ms
         candidates = []
-        for tp, log in self._logs.items():
+        for tp, log in self._watched(self._compacted):
             if (not log.config.compact_enabled or tp in self._cleaning or tp in self._uncleanable
                     or tp in self._cleaning_paused):
                 continue
@@ -724,6 +803,14 @@ class LogManager:
             else:
                 failures = await self._io.run(lambda: _write_checkpoints(contents))
             self._fail_dirs_of(failures)
+
+
+def _outcome(work: Callable[[PartitionLog], None], log: PartitionLog) -> Exception | None:
+    try:
+        work(log)
+    except Exception as exc:
+        return exc
+    return None
 
 
 def _write_checkpoints(contents: list[tuple[str, dict[TopicPartition, int]]]) -> list[tuple[str, OSError]]:

@@ -78,10 +78,14 @@ class LogSegment:
         self.indexes_existed = (os.path.exists(prefix + INDEX_SUFFIX)
                                 and os.path.exists(prefix + TIME_INDEX_SUFFIX))
         self._log = LogFile.open(prefix + LOG_SUFFIX)
-        self._size = os.fstat(self._log.fileno()).st_size
-        self.offset_index = OffsetIndex(prefix + INDEX_SUFFIX, base_offset, max_index_size, preallocate=active)
-        self.time_index = TimeIndex(prefix + TIME_INDEX_SUFFIX, base_offset, max_index_size, preallocate=active)
-        self.txn_index = TransactionIndex(prefix + TXN_INDEX_SUFFIX)
+        try:  # a failure (out of descriptors) must not leave the .log open; a mapping goes with its index
+            self._size = os.fstat(self._log.fileno()).st_size
+            self.offset_index = OffsetIndex(prefix + INDEX_SUFFIX, base_offset, max_index_size, preallocate=active)
+            self.time_index = TimeIndex(prefix + TIME_INDEX_SUFFIX, base_offset, max_index_size, preallocate=active)
+            self.txn_index = TransactionIndex(prefix + TXN_INDEX_SUFFIX)
+        except BaseException:
+            self._log.close()
+            raise
         self._index_interval_bytes = index_interval_bytes
         self._bytes_since_last_index_entry = 0
         self.created_ms = created_ms
@@ -508,6 +512,11 @@ class LogSegment:
                     target.path = path + DELETED_SUFFIX
                 else:
                     target.rename(path + DELETED_SUFFIX)
+
+    def release(self) -> None:
+        """Close the data file and change nothing on disk (a load that failed half-way); the index mappings
+        are unmapped with their objects."""
+        self._log.close()
 
     def close(self) -> None:
         """Record the final time-index entry, trim indexes and close the data file."""

@@ -78,6 +78,7 @@ class ReplicaManager:
         self.isr_writer: IsrWriter | None = None
         self._now_ms = now_ms
         self._partitions: dict[TopicPartitionKey, Partition] = {}
+        self._by_topic: dict[str, dict[int, Partition]] = {}  # the same, per topic: a topic's change is O(its partitions)
         self._waiters: dict[TopicPartitionKey, set[asyncio.Future[None]]] = {}
         self._fetchers: dict[int, ReplicaFetcher] = {}
         self._fetcher_addresses: dict[int, tuple[str, int]] = {}
@@ -131,6 +132,7 @@ class ReplicaManager:
             partition = Partition(topic, index, topic_id, log_, self.broker_id, -1, leader_epoch, (), (),
                                   min_isr, epoch_cache=epoch_cache_of(log_))
             self._partitions[key] = partition
+            self._by_topic.setdefault(topic, {})[index] = partition
             for listener in self.hosted_listeners:
                 listener(topic, index)
         else:
@@ -224,6 +226,11 @@ class ReplicaManager:
         key = (topic, index)
         self._stop_fetching(key)
         partition = self._partitions.pop(key, None)
+        if partition is not None:
+            of_topic = self._by_topic[topic]
+            del of_topic[index]
+            if not of_topic:
+                del self._by_topic[topic]
         if partition is not None and partition.is_leader:
             self._notify_leadership(topic, index, partition.leader_epoch, is_leader=False)
         if partition is not None and delete:
@@ -252,14 +259,13 @@ class ReplicaManager:
                 log.exception("Leadership listener failed for %s-%d", topic, index)
 
     def update_config(self, topic: str, config: LogConfig, min_insync_replicas: int) -> None:
-        for (name, _), partition in self._partitions.items():
-            if name == topic:
-                partition.log.update_config(config)
-                partition.min_insync_replicas = min_insync_replicas
+        for partition in self._by_topic.get(topic, {}).values():
+            partition.log.update_config(config)
+            partition.min_insync_replicas = min_insync_replicas
 
     def remove_topic(self, topic: str) -> None:
-        for key in [key for key in self._partitions if key[0] == topic]:
-            self.stop_replica(*key, delete=True, source=f"topic {topic} was deleted")
+        for index in list(self._by_topic.get(topic, ())):
+            self.stop_replica(topic, index, delete=True, source=f"topic {topic} was deleted")
 
     async def shutdown(self) -> None:
         fetchers = list(self._fetchers.values())

@@ -13,6 +13,7 @@ from typing import Awaitable, Callable, Mapping
 
 from pybroker.common.config import BrokerConfig
 from pybroker.common.io_executor import IoExecutor
+from pybroker.common.open_files import DescriptorBudget, raise_open_files_limit
 from pybroker.common.listeners import Endpoint
 from pybroker.controller.embedded import EmbeddedMetadata
 from pybroker.controller.errors import InvalidTopicConfigError
@@ -45,6 +46,7 @@ from pybroker.server.sasl_session import SaslAuthenticator
 from pybroker.schema_registry.validation import SchemaValidation
 from pybroker.server.schema_registry import BrokerSchemaRegistry
 from pybroker.server.socket_server import SocketServer
+from pybroker.server import topic_creation
 from pybroker.server.topic_configs import TopicConfigs
 from pybroker.server.zk_mode import ZkMode
 from pybroker.server.txn_service import TxnService
@@ -67,7 +69,10 @@ class Broker:
         self.inter_broker_sasl = self.sasl.inter_broker  # how our own inter-broker clients log in
         self.endpoints: tuple[Endpoint, ...] = ()  # advertised, once the listeners are bound
         self.topic_configs = TopicConfigs(config)
-        self.log_manager = LogManager(config.log_dirs, self.topic_configs.log_config({}))
+        # Before any log is opened: a broker with many partitions needs the hard limit, not the soft one.
+        self.open_files = DescriptorBudget(raise_open_files_limit(), config["open.files.headroom"])
+        self.log_manager = LogManager(config.log_dirs, self.topic_configs.log_config({}),
+                                      recovery_threads=config["num.recovery.threads.per.data.dir"])
         self.io = IoExecutor(config["background.threads"])  # fsyncs; kazoo keeps asyncio's default pool
         self.replica_manager = ReplicaManager(self.log_manager, self.broker_id,
                                               replica_lag_time_max_ms=config["replica.lag.time.max.ms"])
@@ -224,8 +229,8 @@ class Broker:
 
     async def auto_create_topic(self, name: str) -> TopicInfo:
         assert self.metadata is not None
-        return await self.metadata.create_topic(name, self.config["num.partitions"],
-                                                self.config["default.replication.factor"], {})
+        return await topic_creation.create_topic(self, name, self.config["num.partitions"],
+                                                 self.config["default.replication.factor"], {})
 
     # Background work
 

@@ -15,6 +15,7 @@ from typing import Callable
 
 from pybroker.client import errors as client
 from pybroker.common.config import ConfigError
+from pybroker.common.open_files import OpenFilesLimitError
 from pybroker.controller import errors as controller
 from pybroker.controller.controller import NotControllerError, StaleBrokerEpochError
 from pybroker.controller.producer_ids import ProducerIdsUnavailableError
@@ -68,6 +69,7 @@ CODES: list[tuple[type[BaseException], ErrorCode]] = [
     (controller.TopicDeletionDisabledError, ErrorCode.TOPIC_DELETION_DISABLED),
     (controller.NoReassignmentInProgressError, ErrorCode.NO_REASSIGNMENT_IN_PROGRESS),
     (ConfigError, ErrorCode.INVALID_CONFIG),
+    (OpenFilesLimitError, ErrorCode.POLICY_VIOLATION),
     (DecodeError, ErrorCode.INVALID_REQUEST),  # bytes inside a request (e.g. group metadata) that do not parse
     (client.KafkaTimeoutError, ErrorCode.REQUEST_TIMED_OUT),  # another broker, asked on the request's behalf
     (client.KafkaConnectionError, ErrorCode.NETWORK_EXCEPTION),

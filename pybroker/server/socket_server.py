@@ -33,7 +33,10 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import errno
 import logging
+import os
+import resource
 import socket
 import ssl
 from dataclasses import dataclass
@@ -127,6 +130,7 @@ class SocketServer:
         self._tasks: list[asyncio.Task[None]] = []
         self._handshakes: set[asyncio.Task[None]] = set()
         self._throttled: set[socket.socket] = set()  # closed once their address's throttle time has passed
+        self._spare = SpareDescriptor()
 
     def start(self, spec: ListenerSpec) -> int:
         """Bind and listen on every address the listener's host resolves to (as asyncio's create_server;
@@ -168,6 +172,7 @@ class SocketServer:
             sock.close()
         for connection in list(self.connections):
             connection.close()
+        self._spare.close()
 
     # Accepting
 
@@ -179,9 +184,10 @@ class SocketServer:
                 await self._slot_freed.wait()
             try:
                 sock, address = await loop.sock_accept(listener)
-            except OSError as exc:  # e.g. EMFILE: back off instead of spinning
-                limited_log.warning("accept-failed", "Accepting a connection failed: %s", exc)
-                await asyncio.sleep(0.1)
+            except OSError as exc:
+                if not self._spare.shed(listener, exc):  # back off instead of spinning
+                    limited_log.warning("accept-failed", "Accepting a connection failed: %s", exc)
+                    await asyncio.sleep(0.1)
                 continue
             ip = address[0]
             if not await self._within_creation_rates(sock, ip, spec):
@@ -277,6 +283,46 @@ class SocketServer:
                     limited_log.log(logging.INFO, reason, "Closing connection from %s: %s passed", connection.peer,
                                     reason)
                     connection.close()
+
+
+class SpareDescriptor:
+    """One descriptor held in reserve, as servers do (an open ``/dev/null``): out of descriptors, accept()
+    fails with EMFILE and the connection would wait in the listen backlog until the broker is restarted;
+    the spare is closed for the moment it takes to accept the newest connection and close it (shed, with a
+    log line), and taken again, so clients get an answer (a closed connection) and the listener goes on."""
+
+    def __init__(self) -> None:
+        self._fd = self._take()
+
+    @staticmethod
+    def _take() -> int | None:
+        try:
+            return os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            return None
+
+    def shed(self, listener: socket.socket, error: OSError) -> bool:
+        """After ``error`` from accepting on ``listener``: True if it was EMFILE/ENFILE and a connection was
+        shed, False when the caller should back off."""
+        if error.errno not in (errno.EMFILE, errno.ENFILE) or self._fd is None:
+            self._fd = self._fd if self._fd is not None else self._take()
+            return False
+        os.close(self._fd)
+        try:
+            sock, address = listener.accept()
+        except OSError:
+            return False
+        finally:
+            self._fd = self._take()
+        sock.close()
+        limited_log.warning("shed", "Shedding connection from %s: the broker is out of open files (RLIMIT_NOFILE "
+                            "%d)", address[0], resource.getrlimit(resource.RLIMIT_NOFILE)[0])
+        return True
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 
 
 def _pre_authentication(session: ConnectionSession, limit: int) -> int | None:

@@ -43,9 +43,11 @@ def broker_overrides(broker_id: int, zk_connect: str) -> dict[str, str]:
 
 
 @contextmanager
-def running_cluster(root: Path, brokers: int = BROKERS, extra: dict[str, str] | None = None) -> Iterator[Cluster]:
-    """ZooKeeper and ``brokers`` brokers (ids from 0) in the chroot /pybroker, each with ``extra`` overrides;
-    every broker knows every other before this yields, and each one's log is kept for post-mortems."""
+def running_cluster(root: Path, brokers: int = BROKERS, extra: dict[str, str] | None = None,
+                    open_files: dict[int, int] | None = None) -> Iterator[Cluster]:
+    """ZooKeeper and ``brokers`` brokers (ids from 0) in the chroot /pybroker, each with ``extra`` overrides
+    (and the RLIMIT_NOFILE ``open_files`` gives it, if any); every broker knows every other before this
+    yields, and each one's log is kept for post-mortems."""
     zookeeper = ZooKeeperServer(root / "zookeeper").start()
     processes: list[BrokerProcess] = []
     try:
@@ -53,7 +55,8 @@ def running_cluster(root: Path, brokers: int = BROKERS, extra: dict[str, str] | 
             data_dir = root / f"broker-{broker_id}"
             data_dir.mkdir()
             overrides = {**broker_overrides(broker_id, zookeeper.connect + CHROOT), **(extra or {})}
-            processes.append(BrokerProcess(data_dir, overrides).start())
+            processes.append(BrokerProcess(data_dir, overrides,
+                                           open_files=(open_files or {}).get(broker_id)).start())
         for broker in processes:
             wait_until(lambda: len(AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics(
                 timeout=10).brokers) == brokers, f"broker {broker.port} to know all brokers")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import resource
 import signal
 import subprocess
 import sys
@@ -18,8 +19,10 @@ REPO = Path(__file__).resolve().parents[2]
 class BrokerProcess:
     """A `pybroker serve` child; its stderr is kept in `log_lines` for assertions about its log."""
 
-    def __init__(self, data_dir: Path, overrides: dict[str, str] | None = None):
+    def __init__(self, data_dir: Path, overrides: dict[str, str] | None = None, *, open_files: int | None = None):
+        """``open_files``: the child's RLIMIT_NOFILE (soft and hard), for tests of running out of descriptors."""
         self.data_dir = data_dir
+        self.open_files = open_files
         self.overrides = {"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(data_dir / "logs"),
                           **(overrides or {})}
         self.process: subprocess.Popen[str] | None = None
@@ -37,7 +40,8 @@ class BrokerProcess:
         for key, value in self.overrides.items():
             args += ["--override", f"{key}={value}"]
         self.process = subprocess.Popen(args, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
-                                        cwd=REPO, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                                        cwd=REPO, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                                        preexec_fn=None if self.open_files is None else self._limit_open_files)
         ready = threading.Event()
 
         def pump() -> None:
@@ -57,6 +61,10 @@ class BrokerProcess:
         # Re-use the same port on restart, so clients configured with it keep working.
         self.overrides["listeners"] = f"PLAINTEXT://127.0.0.1:{self.port}"
         return self
+
+    def _limit_open_files(self) -> None:
+        assert self.open_files is not None
+        resource.setrlimit(resource.RLIMIT_NOFILE, (self.open_files, self.open_files))
 
     def stop(self, timeout: float = 30.0) -> int:
         """SIGTERM and wait: a clean shutdown."""

@@ -15,11 +15,17 @@ Each of the three also carries the broker epoch (the czxid of the registration) 
 it to: one older than this broker's own was meant for an earlier run of this broker (it restarted,
 KIP-380) and is refused with STALE_BROKER_EPOCH, as Kafka's KafkaApis does; -1 skips the check.
 Who may send them at all is checked before they get here (`inter_broker_guard`). Topic names are
-checked again (INVALID_TOPIC_EXCEPTION) before a LeaderAndIsr or StopReplica turns one into a path.
+checked again (INVALID_TOPIC_EXCEPTION) before a LeaderAndIsr or StopReplica turns one into a path. A new
+replica past the descriptor budget (``pybroker.common.open_files``) is answered KAFKA_STORAGE_ERROR: the
+controller then treats it as offline, as a replica in a failed log dir.
 """
 
 from __future__ import annotations
 
+import logging
+
+from pybroker.common.log_limit import LogLimiter
+from pybroker.common.open_files import OpenFilesLimitError
 from pybroker.common.topic import topic_name_error
 from pybroker.controller.controller import NotControllerError, StaleBrokerEpochError
 from pybroker.controller.zk_metadata import ZkMetadata
@@ -42,6 +48,7 @@ from pybroker.server.registry import api
 
 PartitionError = LeaderAndIsrResponse.LeaderAndIsrPartitionError
 NO_EPOCH, EPOCH_DURING_DELETE = -1, -2  # Kafka's LeaderAndIsr.NoEpoch and EpochDuringDelete
+limited_log = LogLimiter(logging.getLogger("pybroker.server"))
 
 
 def _metadata(ctx: RequestContext) -> ZkMetadata | None:
@@ -57,6 +64,18 @@ def _stale(ctx: RequestContext, controller_epoch: int) -> bool:
 def _stale_broker_epoch(ctx: RequestContext, broker_epoch: int) -> bool:
     metadata = _metadata(ctx)
     return metadata is not None and broker_epoch != -1 and broker_epoch < metadata.broker_epoch
+
+
+def _descriptor_for(ctx: RequestContext, topic: str, index: int) -> bool:
+    """Whether a new replica's log fits the descriptor budget. A broker asked for more replicas than its open
+    files limit holds (the broker that took the CreateTopics checked only its own) reports those it cannot
+    open as offline, with one log line, rather than failing half-way through their files."""
+    try:
+        ctx.broker.open_files.admit(1, f"replica {topic}-{index}")
+    except OpenFilesLimitError as exc:
+        limited_log.warning("open-files", "%s", exc)
+        return False
+    return True
 
 
 @api(ApiKey.LEADER_AND_ISR, 5, 7)
@@ -91,6 +110,8 @@ async def leader_and_isr(ctx: RequestContext, request: LeaderAndIsrRequest) -> L
                     code = ErrorCode.STALE_CONTROLLER_EPOCH
                 elif broker.broker_id not in state.replicas:
                     code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                elif hosted is None and not _descriptor_for(ctx, topic.topic_name, state.partition_index):
+                    code = ErrorCode.KAFKA_STORAGE_ERROR  # an offline replica: the controller elects around it
                 else:
                     role = PartitionRole(topic.topic_name, state.partition_index, topic.topic_id, state.leader,
                                          state.leader_epoch, tuple(state.replicas), tuple(state.isr),

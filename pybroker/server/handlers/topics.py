@@ -24,6 +24,7 @@ from pybroker.protocol.messages import (
     DeleteTopicsResponse,
 )
 from pybroker.security.acl import AclOperation, ResourceType
+from pybroker.server import topic_creation
 from pybroker.server.authorization import allowed_names, authorize, authorize_cluster
 from pybroker.server.context import RequestContext
 from pybroker.server.error_mapping import error_code_for, error_message_for
@@ -94,8 +95,8 @@ async def _create_one(ctx: RequestContext, topic: CreateTopicsRequest.CreatableT
         return CreatableTopicResult(name=topic.name, error_code=ErrorCode.THROTTLING_QUOTA_EXCEEDED,
                                     error_message=THROTTLED)
     try:
-        info = await broker.metadata.create_topic(topic.name, partitions, factor, configs, assignments,
-                                                  validate_only=validate_only)
+        info = await topic_creation.create_topic(broker, topic.name, partitions, factor, configs, assignments,
+                                                 validate_only=validate_only)
     except Exception as exc:
         code, message = _failure(exc)
         return CreatableTopicResult(name=topic.name, error_code=code, error_message=message)
@@ -173,8 +174,8 @@ async def create_partitions(ctx: RequestContext, request: CreatePartitionsReques
                 results.append(result)
                 continue
             try:
-                await ctx.broker.metadata.create_partitions(topic.name, topic.count, assignments,
-                                                            validate_only=request.validate_only)
+                await topic_creation.create_partitions(ctx.broker, topic.name, topic.count, assignments,
+                                                       validate_only=request.validate_only)
             except Exception as exc:
                 result.error_code, result.error_message = _failure(exc)
         results.append(result)

@@ -72,14 +72,15 @@ def test_flush_messages_fsyncs_off_the_loop_and_produce_waits_for_it(tmp_path: A
 def test_periodic_flush_and_checkpoint_run_on_io_threads(tmp_path: Any, fsync_threads: list[str]) -> None:
     async def scenario() -> list[str]:
         io = IoExecutor(2)
-        manager = LogManager([str(tmp_path)], SMALL)
+        timed = dataclasses.replace(SMALL, flush_ms=1000)
+        manager = LogManager([str(tmp_path)], timed)
         manager.startup(NOW)
         manager.attach_executor(io)
-        log = manager.get_or_create_log("t", 0, SMALL)
+        log = manager.get_or_create_log("t", 0, timed)
         for _ in range(20):
             log.append_as_leader(batch(3, value=b"x" * 40), leader_epoch=0, now_ms=NOW)
         fsync_threads.clear()
-        flushed = await manager.flush_dirty_async(NOW + SMALL.flush_ms)
+        flushed = await manager.flush_dirty_async(NOW + timed.flush_ms)
         await manager.checkpoint_async()
         seen = fsync_threads[:]
         assert flushed == 1 and log.recovery_point == log.log_end_offset

@@ -124,3 +124,41 @@ def test_time_index_sanity_check_rejects_decreasing_timestamps(tmp_path: Path) -
     path.write_bytes(struct.pack(">qiqi", 2000, 1, 1000, 2))
     with pytest.raises(CorruptLogError):
         TimeIndex(str(path), 0, 4096).sanity_check()
+
+
+def _open_descriptors() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def test_an_index_holds_no_descriptor_at_rest_and_its_entries_reach_the_file(tmp_path: Path) -> None:
+    """Kafka's indexes are mapped with their files closed: a partition then costs one descriptor, its .log."""
+    before = _open_descriptors()
+    offsets = OffsetIndex(str(tmp_path / "a.index"), 0, 4096, preallocate=True)
+    times = TimeIndex(str(tmp_path / "a.timeindex"), 0, 4096, preallocate=True)
+    assert offsets.append(10, 100) and times.maybe_append(1000, 10)
+    assert _open_descriptors() == before
+    offsets.trim_to_valid_size()  # a resize opens the file only for as long as it takes
+    offsets.preallocate()
+    assert offsets.append(20, 200)
+    offsets.flush()
+    assert _open_descriptors() == before
+    with open(offsets.path, "rb") as f:
+        assert struct.unpack(">iiii", f.read(16)) == (10, 100, 20, 200)
+    offsets.close()
+    times.close()
+    assert os.path.getsize(offsets.path) == 16 and os.path.getsize(times.path) == 12
+
+
+def test_a_resize_that_cannot_open_the_file_leaves_the_index_usable(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    idx = OffsetIndex(str(tmp_path / "a.index"), 0, 4096, preallocate=True)
+    assert idx.append(10, 100)
+
+    def out_of_descriptors(*_args: object) -> int:
+        raise OSError(24, "Too many open files")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(os, "open", out_of_descriptors)
+        with pytest.raises(OSError):
+            idx.trim_to_valid_size()
+    assert idx.lookup(15) == (10, 100) and idx.append(20, 200)  # still mapped at its old size

@@ -1,0 +1,53 @@
+"""Creating topics and partitions within this broker's descriptor budget (``pybroker.common.open_files``).
+
+CreateTopics, CreatePartitions and the auto-creation of a topic first plan the new partitions (the
+metadata's ``validate_only`` pass: every check, and in a cluster the replica placement), then admit the
+ones placed on this broker against the budget, and only then create them, with the very placement that
+was admitted. A refusal therefore leaves nothing behind: no metadata, no partition directory, no log.
+In a cluster the budget checked is that of the broker handling the request; another broker that would run
+out of descriptors answers the LeaderAndIsr of the replicas it cannot open with KAFKA_STORAGE_ERROR, so the
+controller treats them as offline replicas (and elects other leaders), and its log dir stays online.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Mapping, Sequence
+
+from pybroker.controller.metadata import TopicInfo
+
+if TYPE_CHECKING:
+    from pybroker.server.broker import Broker
+
+__all__ = ["create_topic", "create_partitions"]
+
+
+def _hosted_here(broker: Broker, info: TopicInfo, partitions: Sequence[int]) -> int:
+    return sum(1 for p in partitions if broker.broker_id in info.partitions[p].replicas)
+
+
+async def create_topic(broker: Broker, name: str, partitions: int, factor: int, configs: Mapping[str, str],
+                       assignments: Mapping[int, Sequence[int]] | None = None, *,
+                       validate_only: bool = False) -> TopicInfo:
+    """``metadata.create_topic``, refused with OpenFilesLimitError when its partitions would not fit here."""
+    assert broker.metadata is not None
+    planned = await broker.metadata.create_topic(name, partitions, factor, configs, assignments, validate_only=True)
+    broker.open_files.admit(_hosted_here(broker, planned, list(planned.partitions)), f"topic '{name}'",
+                            count_in=not validate_only)
+    if validate_only:
+        return planned
+    plan = {p: partition.replicas for p, partition in planned.partitions.items()}
+    return await broker.metadata.create_topic(name, len(plan), factor, configs, plan)
+
+
+async def create_partitions(broker: Broker, name: str, total: int, assignments: Sequence[Sequence[int]] | None, *,
+                            validate_only: bool = False) -> TopicInfo:
+    """``metadata.create_partitions``, refused with OpenFilesLimitError when the new partitions would not fit."""
+    assert broker.metadata is not None
+    current = broker.metadata.topic(name)
+    planned = await broker.metadata.create_partitions(name, total, assignments, validate_only=True)
+    added = sorted(set(planned.partitions) - set(current.partitions if current is not None else ()))
+    broker.open_files.admit(_hosted_here(broker, planned, added), f"{len(added)} new partition(s) of topic '{name}'",
+                            count_in=not validate_only)
+    if validate_only:
+        return planned
+    return await broker.metadata.create_partitions(name, total, [planned.partitions[p].replicas for p in added])
