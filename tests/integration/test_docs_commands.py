@@ -36,6 +36,8 @@ SKIPPED: dict[tuple[str, str], str] = {
     ("docs/spark.md", "pybroker.spark_jobs.generate"): "Spark jobs take minutes; tests/spark runs each job with "
                                                       "these flags",
     ("docs/spark.md", "spark-submit --packages"): "reaches Maven Central, which this machine cannot",
+    ("docs/sizing.md", "sysctl -w vm.max_map_count"): "changes a kernel setting of the whole machine, "
+                                                     "not a test's to change",
 }
 
 #: the first command of a block that starts a server -> the ports that accept connections once it is ready (those
