@@ -40,7 +40,9 @@ TOOLS: dict[str, tuple[str, str]] = {
 }
 
 #: Kafka's script names (kafka-topics.sh without .sh) -> the subcommand each runs, for scripts written for Kafka.
-KAFKA_SCRIPTS: dict[str, str] = {f"kafka-{name}": name for name in TOOLS if name != "console"} | \
+#: The console and the schema registry tool are pybroker's own: Kafka has no script of either.
+KAFKA_SCRIPTS: dict[str, str] = {f"kafka-{name}": name for name in TOOLS
+                                 if name not in ("console", "schema-registry")} | \
     {"kafka-server-start": "serve"}
 
 

@@ -61,7 +61,7 @@ def test_the_kafka_scripts_are_declared_and_run_their_subcommand(monkeypatch: py
     scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
     assert {name: target for name, target in scripts.items() if name != "pybroker"} == \
         {name: "pybroker.__main__:kafka_script" for name in KAFKA_SCRIPTS}
-    assert set(KAFKA_SCRIPTS.values()) == (set(TOOLS) - {"console"}) | {"serve"}
+    assert set(KAFKA_SCRIPTS.values()) == (set(TOOLS) - {"console", "schema-registry"}) | {"serve"}
     monkeypatch.setattr(sys, "argv", ["/venv/bin/kafka-topics.sh", "--help"])
     with pytest.raises(SystemExit) as done:
         cli.kafka_script()
