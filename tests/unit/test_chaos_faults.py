@@ -1,0 +1,87 @@
+"""Fault schedules: the sequential generator still draws the schedules the smoke's seeds name; the
+overlapping one overlaps faults but never two power losses, nor anything with an exclusive fault; a
+proxy cuts exactly the sources it is told and lets their frozen connections go when released."""
+
+from __future__ import annotations
+
+import socket
+import threading
+
+import pytest
+
+from chaos.faults import COMPOSITE, SPECS, Fault, schedule
+from chaos.proxy import CLIENT, Proxy, ProxyHost
+
+
+def test_the_sequential_schedule_of_seed_6_is_kill_two_then_power_loss_of_a_leader() -> None:
+    assert schedule(6, 20.0) == [Fault(3.6, "kill-two", "random", 2.0), Fault(8.7, "power-loss", "leader", 2.3)]
+
+
+def test_overlapping_schedules_overlap_but_never_two_power_losses_or_an_exclusive_fault() -> None:
+    overlaps = 0
+    for seed in range(200):
+        plan = schedule(seed, 60.0, generator="overlapping", partitions=6)
+        assert plan and all(f.end() <= 57.0 for f in plan)
+        for i, a in enumerate(plan):
+            assert (a.partition is not None) == (a.target in ("leader", "preferred"))
+            for b in plan[i + 1:]:
+                if b.at < a.end():
+                    overlaps += 1
+                    assert not (SPECS[a.kind].power_loss and SPECS[b.kind].power_loss), (seed, a, b)
+                    assert not (SPECS[a.kind].exclusive or SPECS[b.kind].exclusive), (seed, a, b)
+    assert overlaps > 200
+
+
+def test_aimed_schedules_draw_only_composite_faults_one_after_another() -> None:
+    plan = schedule(11, 60.0, generator="aimed", partitions=6)
+    assert plan and {f.kind for f in plan} <= set(COMPOSITE)
+    assert all(b.at >= a.end() for a, b in zip(plan, plan[1:]))
+    only = schedule(11, 60.0, ["lag-then-kill"], generator="aimed", partitions=6)
+    assert only and {f.kind for f in only} == {"lag-then-kill"}
+
+
+def _echo_server() -> tuple[socket.socket, int]:
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            threading.Thread(target=lambda c=conn: [c.sendall(d) for d in iter(lambda: c.recv(1024), b"")],
+                             daemon=True).start()
+    threading.Thread(target=serve, daemon=True).start()
+    return server, server.getsockname()[1]
+
+
+def test_a_proxy_freezes_a_cut_source_and_closes_its_connections_once_released() -> None:
+    server, port = _echo_server()
+    host = ProxyHost()
+    try:
+        proxy = host.add(Proxy("b0", lambda: {}))
+        proxy.target_port = port
+        client = socket.create_connection(("127.0.0.1", proxy.port), 5)
+        client.settimeout(5)
+        client.sendall(b"ping")
+        assert client.recv(4) == b"ping"
+        host.call(lambda: proxy.block({"b1"}))  # another source: this client is not affected
+        client.sendall(b"pong")
+        assert client.recv(4) == b"pong"
+        host.call(lambda: proxy.block({CLIENT}))
+        client.settimeout(0.5)
+        client.sendall(b"lost")
+        with pytest.raises(TimeoutError):  # frozen: nothing forwarded, nothing closed
+            client.recv(4)
+        host.call(lambda: proxy.block(set()))
+        client.settimeout(5)
+        assert client.recv(4) == b""  # released: the frozen connection is closed, the peer reconnects
+        again = socket.create_connection(("127.0.0.1", proxy.port), 5)
+        again.settimeout(5)
+        again.sendall(b"back")
+        assert again.recv(4) == b"back"
+    finally:
+        host.close()
+        server.close()
