@@ -119,10 +119,12 @@ def check(events: Iterable[dict[str, Any]], stamp_of: StampOf | None = None,
 
     drained = {e["value"] for e in reads}
     superseded = _superseded(reads, compacted)
+    compacted_away = 0
     for e in acks:
         if e["value"] in transactional or e["value"] in drained:
             continue  # a transaction's values are judged with it below
         if e["topic"] in compacted and superseded(e):
+            compacted_away += 1
             continue
         report.add("lost", {"value": e["value"], "topic": e["topic"], "partition": e["partition"],
                             "offset": e["offset"], "acked_at": e["t"]})
@@ -154,7 +156,7 @@ def check(events: Iterable[dict[str, Any]], stamp_of: StampOf | None = None,
             report.add("drain_incomplete", {"process": e.get("process", "drain"), "behind": e.get("behind"),
                                             "unknown": e.get("unknown")})
     outcomes = [t["outcome"] for t in txns]
-    report.stats = {"acked": len(acks), "polled": len(polls), "drained": len(drained),
+    report.stats = {"acked": len(acks), "polled": len(polls), "drained": len(drained), "compacted_away": compacted_away,
                     "failed_sends": sum(e["type"] == "fail" for e in events),
                     "commits": sum(e["type"] == "commit" for e in events),
                     "txns": len(txns), "aborted_txns": outcomes.count("abort"),
