@@ -14,12 +14,9 @@ run (tests/unit/server/test_client_quota_manager.py has the envelope)."""
 
 from __future__ import annotations
 
-import asyncio
 import time
 from pathlib import Path
 
-from pybroker.client.cluster import KafkaClient
-from pybroker.client.quota_admin import alter_client_quotas
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.frame import encode_request
 from pybroker.protocol.messages import ProduceRequest, ProduceResponse, RequestHeader
@@ -27,19 +24,12 @@ from pybroker.records.record import RecordInput, build_batch
 from tests.integration.broker_process import BrokerProcess
 from tests.integration.test_bad_input import WireClient
 from tests.integration.test_hostile_clients import create_topic
+from tests.integration.test_quota_mute import set_quota
 
 RATE = 1_000  # producer_byte_rate of the WireClient's client id, bytes/s: ten windows hold 10,000 bytes
 WINDOWS = 11  # Kafka's default quota.window.num (quota.window.size.seconds = 1)
 SMALL = b"s" * 100  # requests where the header is a large part of the size
 SMALL_REQUESTS = 40
-
-
-def set_quota(bootstrap: str) -> None:
-    async def run() -> None:
-        async with KafkaClient(bootstrap) as client:
-            assert await alter_client_quotas(client, [({"client-id": "wire-test"},
-                                                       {"producer_byte_rate": float(RATE)})]) == [None]
-    asyncio.run(run())
 
 
 def produce_request(topic: str, value: bytes) -> ProduceRequest:
@@ -64,7 +54,7 @@ def kafka_throttle_ms(total: float, elapsed_ms: int) -> int:
 def test_a_produce_throttle_is_kafkas_for_the_request_bytes(tmp_path: Path) -> None:
     broker = BrokerProcess(tmp_path).start()  # the default 11 windows of 1 s
     try:
-        set_quota(broker.bootstrap)
+        set_quota(broker.bootstrap, RATE)
         client = WireClient(broker.bootstrap)
         create_topic(client, "formula")
         small, big = produce_request("formula", SMALL), produce_request("formula", b"b" * 6_000)
