@@ -186,10 +186,15 @@ def run_round(seed: int, duration: float, *, brokers: int = 3, partitions: int =
 def _verdict(report: Report, heal_error: str | None, expect_loss: bool) -> str:
     if expect_loss:
         return EXPECTED_LOSS if report.anomalies["lost"] else "no loss (loss was expected!)"
-    parts = [f"heal failed ({heal_error})"] if heal_error else []
+    parts = [f"heal failed ({_shorten(heal_error)})"] if heal_error else []
     if not report.clean:
         parts.append("anomalies: " + json.dumps(report.counts()))
     return "; ".join(parts) or "clean"
+
+
+def _shorten(text: str, limit: int = 200) -> str:
+    """A verdict's part; the whole text is in the history."""
+    return text if len(text) <= limit else text[:limit] + "..."
 
 
 def _log_round(events: list[dict[str, Any]], result: RoundResult, log) -> None:
