@@ -241,7 +241,7 @@ def _check_poll_order(events: list[dict[str, Any]], report: Report) -> None:
         if e["type"] == "assign":
             for topic, partition in e["partitions"]:
                 last.pop((e["process"], (topic, partition)), None)
-        elif e["type"] in ("poll", "read"):
+        elif e["type"] in ("poll", "read", "read-uncommitted"):
             key = (e["process"], (e["topic"], e["partition"]))
             previous = last.get(key)
             if previous is not None and e["offset"] <= previous:

@@ -4,6 +4,7 @@ scheduled; each takes its holds on brokers, links and ZooKeeper from the cluster
 
 from __future__ import annotations
 
+import json
 import random
 import threading
 import time
@@ -86,7 +87,7 @@ def apply(cluster: ChaosCluster, fault: Fault, history: History, rng: random.Ran
     """Start `fault`, hold it for its duration, give it back; both ends go to the history."""
     step = _Steps(history, index)
     victims: list[Broker] = [] if fault.kind == "zk-restart" else [resolve(cluster, fault.target, rng, fault.partition)]
-    if fault.kind in ("kill-two", "power-loss-two", "net-and-zk"):
+    if fault.kind in ("kill-two", "net-and-zk"):
         victims.append(_other(cluster, rng, victims[0]))
     start = history.add("fault", phase="start", id=index, **asdict(fault), brokers=[b.broker_id for b in victims])
     detail: dict[str, Any] = {}
@@ -160,8 +161,8 @@ def _failover_mid(cluster: ChaosCluster, leader: Broker, hold: float, step: _Ste
     """The leader killed; halfway, the controller then (the new one, if the leader was it)."""
     cluster.take_down(leader)
     time.sleep(hold / 2)
-    controller = resolve(cluster, "controller", random.Random(0))
-    second = controller if controller is not leader else None
+    controller = cluster.controller()
+    second = cluster.by_id(controller) if controller is not None and controller != leader.broker_id else None
     if second is not None:
         step("kill-controller", broker=second.broker_id)
         cluster.take_down(second)
@@ -217,29 +218,33 @@ def _power_loss_two(cluster: ChaosCluster, hold: float, step: _Steps) -> dict[st
 
 def _controller_bounce(cluster: ChaosCluster, fault: Fault, controller: Broker, step: _Steps) -> dict[str, Any]:
     """Chaos seed 6, made to happen: the controller (leading a partition) loses power; the dead session's
-    registration is deleted and the broker restarted, and only once it registered again is the dead
-    session's /controller deleted, so the next controller's failover finds it live, registered after the
-    partition states were written, and named their leader."""
+    registration and /controller are replaced by a /controller of the harness's session naming it still (as
+    the dead session's did until it expired), the broker restarts and registers again, and only then is that
+    /controller deleted: the next controller's failover finds the broker live, registered after the partition
+    states were written, and named their leader."""
     zk = cluster.zk_client()
     try:
-        led = [p for p in range(len(cluster.admin().list_topics(QUEUE_TOPIC, timeout=5).topics[QUEUE_TOPIC].partitions))
-               if partition_state(cluster, p)[0] == controller.broker_id]
+        partitions = cluster.admin().list_topics(QUEUE_TOPIC, timeout=5).topics[QUEUE_TOPIC].partitions
+        led = [p for p in range(len(partitions)) if partition_state(cluster, p)[0] == controller.broker_id]
         lost = cluster.take_down(controller, power_loss=True)
         step("power-loss", broker=controller.broker_id, leads=led)
         registration = f"/brokers/ids/{controller.broker_id}"
         try:
-            old = zk.get(registration)[1].czxid
-            zk.delete(registration)
+            data, _ = zk.get("/controller")
+            if json.loads(data)["brokerid"] != controller.broker_id:
+                raise NoNodeError("/controller names another broker now")
+            transaction = zk.transaction()
+            transaction.delete(registration)
+            transaction.delete("/controller")
+            transaction.create("/controller", data, ephemeral=True)
+            held = all(r is True or isinstance(r, str) for r in transaction.commit())
         except NoNodeError:
-            old = -1
+            held = False
         cluster.bring_up(controller)
-        again = _wait(lambda: zk.get(registration)[1].czxid > old, REGISTER_WAIT_S)
-        node = zk.exists("/controller")
-        if again and node is not None and node.czxid < zk.get(registration)[1].czxid:
+        again = _wait(lambda: zk.exists(registration) is not None, REGISTER_WAIT_S)
+        if held:
             zk.delete("/controller")
-            step("controller-deleted", registered_again=True)
-        else:
-            step("race-not-made", registered_again=again)
+        step("controller-deleted" if held and again else "race-not-made", registered_again=again)
         time.sleep(fault.duration)
         return {"lost_bytes": lost, "leads": led}
     finally:

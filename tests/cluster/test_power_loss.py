@@ -72,6 +72,18 @@ def produce_acknowledged(cluster: Cluster, topic: str, prefix: str = "m") -> Non
     assert producer.flush(30) == 0 and errors == []
 
 
+def hold_controller_znode(zk: KazooClient, dead: int) -> None:
+    """Replace a dead broker's registration and /controller (its session's, until ZooKeeper expires it) by a
+    /controller of this client's session naming it still, so that no broker is elected until it is deleted."""
+    data = zk.get(zp.CONTROLLER)[0]
+    assert json.loads(data)["brokerid"] == dead
+    transaction = zk.transaction()
+    transaction.delete(zp.broker_path(dead))
+    transaction.delete(zp.CONTROLLER)
+    transaction.create(zp.CONTROLLER, data, ephemeral=True)
+    assert all(result is True or isinstance(result, str) for result in transaction.commit())
+
+
 def test_acknowledged_records_survive_a_power_loss_of_the_leader_left_alone_in_the_isr(tmp_path: Path) -> None:
     with running_cluster(tmp_path, extra={"replica.lag.time.max.ms": "2000"}) as cluster:  # the leader is the controller
         [leader] = wait_until(lambda: [c for c in [controller_id(cluster)] if c >= 0], "a controller")
@@ -135,8 +147,9 @@ def test_a_leader_and_controller_registered_again_before_the_next_controller_los
     registration is in ZooKeeper before the next controller is elected: with a 4 s session and a restart
     within it, the old session's expiry frees /brokers/ids/N and /controller together and the restarted
     broker may register before the election's failover reads the brokers ("now and then"). Here that order
-    is made, not waited for: the dead session's registration is deleted, the broker restarted, and only then
-    /controller. The next controller finds the broker live and named leader; before 980639d it kept it
+    is made, not waited for: the dead session's registration and /controller are deleted and the test holds a
+    /controller of its own naming the dead broker (as the dead session's did until it expired) while the broker
+    restarts and registers; only then is it deleted. The next controller finds the broker live and named leader; before 980639d it kept it
     leader at the same epoch with its log cut to the last fsync, and the followers truncated the acknowledged
     tail to it. Its registration is newer than the partition state's last write, so it is now handled as
     bounced and a follower leads."""
@@ -158,12 +171,18 @@ def test_a_leader_and_controller_registered_again_before_the_next_controller_los
         assert controller_id(cluster) == leader
 
         broker = cluster.brokers[leader]
-        broker.kill()
-        cut = lose_unsynced_writes(broker.data_dir / "logs")
-        assert cut.get(f"{topic}-0"), f"the power loss cut nothing of {topic}-0: {cut}"
-        zk_read(cluster, lambda zk: zk.delete(zp.broker_path(leader)))  # the dead session's registration
-        broker.start()  # registered again; /controller still names the dead session, so nobody is elected
-        zk_read(cluster, lambda zk: zk.delete(zp.CONTROLLER))
+        zk = KazooClient(cluster.zk_connect)
+        zk.start(10)
+        try:
+            broker.kill()
+            cut = lose_unsynced_writes(broker.data_dir / "logs")
+            assert cut.get(f"{topic}-0"), f"the power loss cut nothing of {topic}-0: {cut}"
+            hold_controller_znode(zk, leader)
+            broker.start()  # registered again; /controller names it, so nobody stands for controller
+            zk.delete(zp.CONTROLLER)
+        finally:
+            zk.stop()
+            zk.close()
 
         values = consume(cluster, topic, 1, 2 * ACKED)[0]
         assert values == [f"{prefix}-{i}".encode() for prefix in "ab" for i in range(ACKED)]
