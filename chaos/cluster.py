@@ -135,6 +135,7 @@ class ChaosCluster:
     _paused: Counter[int] = field(default_factory=Counter)
     _cuts: Counter[Link] = field(default_factory=Counter)
     _zookeeper_down: int = 0
+    power_lost_at: dict[int, float] = field(default_factory=dict)  # broker id -> monotonic time of its last power loss
 
     @property
     def bootstrap(self) -> str:
@@ -199,6 +200,20 @@ class ChaosCluster:
             client.stop()
             client.close()
 
+    def isrs(self) -> dict[str, list[int]]:
+        """Every partition's ISR as its state znode holds it (what the controller elects from)."""
+        client = self.zk_client()
+        try:
+            found = {}
+            for topic in client.get_children("/brokers/topics"):
+                for partition in client.get_children(f"/brokers/topics/{topic}/partitions"):
+                    data, _ = client.get(f"/brokers/topics/{topic}/partitions/{partition}/state")
+                    found[f"{topic}-{partition}"] = json.loads(data)["isr"]
+            return found
+        finally:
+            client.stop()
+            client.close()
+
     # -- process faults: holds --------------------------------------------------------------------
 
     def take_down(self, broker: Broker, power_loss: bool = False) -> dict[str, int]:
@@ -208,7 +223,10 @@ class ChaosCluster:
             self._down[broker.broker_id] += 1
             if self._down[broker.broker_id] == 1:
                 self.kill(broker)
-            return lose_unsynced_writes(broker.data_dir / "logs") if power_loss else {}
+            if not power_loss:
+                return {}
+            self.power_lost_at[broker.broker_id] = time.monotonic()
+            return lose_unsynced_writes(broker.data_dir / "logs")
 
     def bring_up(self, broker: Broker) -> None:
         """Give a down hold back; the last one starts the broker again, without waiting for it."""

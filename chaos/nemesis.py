@@ -19,6 +19,7 @@ from chaos.history import History
 from chaos.workload import QUEUE_TOPIC
 
 REGISTER_WAIT_S = 30.0
+RECOVERY_S = 30.0  # after its power loss, a broker is not trusted to hold every acknowledged record
 
 
 class Nemesis:
@@ -199,11 +200,14 @@ def _lag_then(cluster: ChaosCluster, fault: Fault, leader: Broker, step: _Steps)
 
 
 def _power_loss_two(cluster: ChaosCluster, hold: float, step: _Steps) -> dict[str, Any]:
-    """Two brokers lose power together, leaving one that is in the ISR of every partition of every topic;
-    without such a broker, two are only killed (their page caches keep what they acknowledged)."""
-    meta = cluster.admin().list_topics(timeout=5)
-    everywhere = set.intersection(*(set(p.isrs) for t in meta.topics.values() for p in t.partitions.values()))
-    survivors = sorted(everywhere & {b.broker_id for b in cluster.brokers if b.alive})
+    """Two brokers lose power together, leaving one that is in the ISR of every partition of every topic (as
+    ZooKeeper holds them) and has not lost power itself in the last RECOVERY_S; without such a broker, two
+    are only killed (their page caches keep what they acknowledged). A survivor back from its own power loss
+    may still be named in an ISR before the controller handled its restart, without the records it lost."""
+    everywhere = set.intersection(*(set(isr) for isr in cluster.isrs().values()))
+    recent = {b for b, at in cluster.power_lost_at.items() if time.monotonic() - at < RECOVERY_S}
+    live = {b.broker_id for b in cluster.brokers if b.alive and not b.paused}
+    survivors = sorted((everywhere - recent) & live)
     power = bool(survivors)
     survivor = cluster.by_id(survivors[0]) if power else cluster.brokers[0]
     victims = [b for b in cluster.brokers if b is not survivor][:2]

@@ -233,24 +233,20 @@ class Workload:
         """Transactions of 1-4 values over the txn topic's partitions, 60% committed, the rest aborted after a
         flush (so that the aborted records are in the log, where read_committed must skip them). Every value
         the broker acknowledged is an `ack` (committed or aborted, it must stay in the log); every
-        transaction a `txn` with its outcome: commit, abort, or unknown (in doubt, judged for atomicity)."""
+        transaction a `txn` with its outcome: commit, abort, or unknown (in doubt, judged for atomicity).
+        After an unknown outcome the producer is replaced: the new one's InitProducerId fences it and has
+        the coordinator finish its transaction, one way or the other."""
         rng = random.Random(self.seed)
         history = self.history
-        producer = Producer({**_producer_config(self.bootstrap), "transactional.id": f"chaos-{name}",
-                             "transaction.timeout.ms": 30000})
 
         def delivered(err: Any, msg: Any) -> None:
             if err is None:
                 history.add("ack", process=name, topic=TXN_TOPIC, value=msg.value().decode(),
                             partition=msg.partition(), offset=msg.offset(), txn=True)
 
-        try:
-            producer.init_transactions(30)
-        except KafkaException as exc:
-            history.add("txn-init-fail", process=name, error=str(exc.args[0]))
-            return
+        producer = self._transactional_producer(name, deadline)
         n = 0
-        while self._running(deadline):
+        while producer is not None and self._running(deadline):
             values = [f"{name}-{n}-{i}" for i in range(rng.randint(1, 4))]
             commit = rng.random() < 0.6
             n += 1
@@ -259,18 +255,55 @@ class Workload:
                 for i, value in enumerate(values):
                     producer.produce(TXN_TOPIC, value.encode(), partition=(n + i) % self.partitions,
                                      on_delivery=delivered)
+                outcome, error = self._end(producer, commit)
+            except KafkaException as exc:
+                outcome, error = self._end_after(producer, exc.args[0])
+            history.add("txn", process=name, txn=n, values=values, outcome=outcome,
+                        **({"error": error} if error else {}))
+            if outcome == "unknown":
+                producer = self._transactional_producer(name, deadline)
+            time.sleep(0.1)
+
+    def _transactional_producer(self, name: str, deadline: float) -> Producer | None:
+        """A transactional producer whose InitProducerId succeeded (tried until the deadline), or None."""
+        while self._running(deadline):
+            producer = Producer({**_producer_config(self.bootstrap), "transactional.id": f"chaos-{name}",
+                                 "transaction.timeout.ms": 30000})
+            try:
+                producer.init_transactions(30)
+                return producer
+            except KafkaException as exc:
+                self.history.add("txn-init-fail", process=name, error=str(exc.args[0]))
+        return None
+
+    def _end(self, producer: Producer, commit: bool) -> tuple[str, str | None]:
+        """Commit, or flush and abort; a call that fails retriably is made again (librdkafka allows it)."""
+        for _ in range(3):
+            try:
                 if commit:
                     producer.commit_transaction(15)
                 else:
-                    left = producer.flush(15)
-                    if left:
-                        history.add("txn-flush-left", process=name, txn=n, left=left)
+                    _flush(producer, 15)
                     producer.abort_transaction(15)
-                history.add("txn", process=name, txn=n, values=values, outcome="commit" if commit else "abort")
+                return ("commit" if commit else "abort"), None
             except KafkaException as exc:
-                if not self._recover(name, producer, n, values, exc.args[0]):
-                    return
-            time.sleep(0.1)
+                error = exc.args[0]
+                if not error.retriable() or error.txn_requires_abort():
+                    return self._end_after(producer, error)
+        return "unknown", str(error)
+
+    @staticmethod
+    def _end_after(producer: Producer, error: Any) -> tuple[str, str | None]:
+        """After an abortable error the transaction is aborted (what was sent flushed first); any other
+        error, or a failed abort, leaves its outcome unknown."""
+        if error.txn_requires_abort():
+            try:
+                _flush(producer, 5)
+                producer.abort_transaction(15)
+                return "abort", str(error)
+            except KafkaException as exc:
+                error = exc.args[0]
+        return "unknown", str(error)
 
     def _transform(self, name: str, deadline: float) -> None:
         """Consume-transform-produce: each batch polled from `queue` goes to `ctp` in one transaction
@@ -313,17 +346,9 @@ class Workload:
     def _abort(self, name: str, producer: Producer, attempt: int, values: list[str], error: Any) -> bool:
         """After an abortable error the transaction is aborted (its outputs must never be read); any
         other error leaves its outcome unknown and ends the loop (False)."""
-        if error.txn_requires_abort():
-            try:
-                _flush(producer, 5)  # what was sent reaches the log before the abort marker
-                producer.abort_transaction(15)
-            except KafkaException as exc:
-                error = exc.args[0]
-            else:
-                self.history.add("txn", process=name, txn=attempt, values=values, outcome="abort", error=str(error))
-                return True
-        self.history.add("txn", process=name, txn=attempt, values=values, outcome="unknown", error=str(error))
-        return False
+        outcome, detail = self._end_after(producer, error)
+        self.history.add("txn", process=name, txn=attempt, values=values, outcome=outcome, error=detail)
+        return outcome == "abort"
 
     @staticmethod
     def _rewind(consumer: Consumer) -> None:
@@ -333,21 +358,6 @@ class Workload:
                 consumer.seek(TopicPartition(tp.topic, tp.partition, tp.offset if tp.offset >= 0 else OFFSET_BEGINNING))
         except KafkaException:
             pass  # a rebalance under way: the new assignment starts from the committed offsets anyway
-
-    def _recover(self, name: str, producer: Producer, n: int, values: list[str], error: Any) -> bool:
-        """After an abortable error the transaction is aborted (outcome abort); otherwise, or when the abort
-        fails, its outcome is unknown. False when the producer cannot go on (fatal)."""
-        if error.txn_requires_abort():
-            try:
-                producer.abort_transaction(15)
-            except KafkaException as exc:
-                self.history.add("txn", process=name, txn=n, values=values, outcome="unknown",
-                                 error=str(exc.args[0]))
-                return False
-            self.history.add("txn", process=name, txn=n, values=values, outcome="abort", error=str(error))
-            return True
-        self.history.add("txn", process=name, txn=n, values=values, outcome="unknown", error=str(error))
-        return error.retriable()
 
     def _consume_committed(self, name: str, deadline: float) -> None:
         self._group_consumer(name, deadline, TXN_TOPIC, GROUP + "-txn", {"isolation.level": "read_committed"})
