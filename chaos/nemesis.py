@@ -55,9 +55,17 @@ class Nemesis:
 
 def partition_state(cluster: ChaosCluster, partition: int,
                     topic: str = QUEUE_TOPIC) -> tuple[int, list[int], list[int]]:
-    """(leader, replicas in assignment order, ISR) of a partition, as the metadata says now."""
-    meta = cluster.admin().list_topics(topic, timeout=5).topics[topic].partitions[partition]
-    return meta.leader, list(meta.replicas), list(meta.isrs)
+    """(leader, replicas in assignment order, ISR) of a partition, as the metadata says now (asked again for
+    up to 5 s while the broker answering does not know the partition)."""
+    deadline = time.monotonic() + 5.0
+    while True:
+        try:
+            meta = cluster.admin().list_topics(topic, timeout=5).topics[topic].partitions[partition]
+            return meta.leader, list(meta.replicas), list(meta.isrs)
+        except KeyError:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.5)
 
 
 def resolve(cluster: ChaosCluster, target: str, rng: random.Random, partition: int | None = None) -> Broker:
