@@ -27,7 +27,9 @@ Given the round's segment files (provenance.py), a duplicate whose later copy ca
 of the same producer id, from a producer that bumped its epoch (a local message timeout, or a bump
 its librdkafka log recorded) before the value was acknowledged, is librdkafka re-sending a possibly
 persisted message under the new epoch from sequence 0, which no broker can deduplicate (librdkafka
-#4953): reported as `duplicate_epoch_bump` with the bump's reasons, not as an anomaly.
+#4953): reported as `duplicate_epoch_bump` with the bump's reasons, not as an anomaly. On a compacted
+topic the cleaner may have removed the copies from every log before it was read; the bump alone then
+explains them.
 """
 
 from __future__ import annotations
@@ -107,7 +109,8 @@ def check(events: Iterable[dict[str, Any]], stamp_of: StampOf | None = None,
         if len(places) > 1:
             stamps = _epoch_bumped(sorted(places), stamp_of)
             source = _ctp_source(value)
-            bumps = _bumps_before(events, value, acked_at.get(value)) if stamps else []
+            cleaned = stamps is None and _cleaned_away(sorted(places), stamp_of, compacted)
+            bumps = _bumps_before(events, value, acked_at.get(value)) if stamps or cleaned else []
             if bumps:
                 report.explain("duplicate_epoch_bump", {"value": value, "at": sorted(places), "stamps": stamps,
                                                         "bumped_by": bumps[:3]})
@@ -194,6 +197,16 @@ def _epoch_bumped(places: list[Place], stamp_of: StampOf | None) -> list[list[in
     if any(later <= earlier for earlier, later in zip(epochs, epochs[1:])):
         return None
     return [[s.producer_id, s.producer_epoch, s.sequence] for s in stamps]
+
+
+def _cleaned_away(places: list[Place], stamp_of: StampOf | None, compacted: Collection[str]) -> bool:
+    """Copies in one partition of a compacted topic whose producer stamps the logs no longer hold (the cleaner
+    removed a copy behind a later record of its key before the round's logs were read): a producer's
+    recorded epoch bump is then the only evidence, and taken as enough."""
+    topics = {(topic, partition) for topic, partition, _ in places}
+    if stamp_of is None or len(topics) != 1 or next(iter(topics))[0] not in compacted:
+        return False
+    return any(stamp_of(*place) is None for place in places)
 
 
 def _ctp_source(value: str) -> str | None:

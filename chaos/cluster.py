@@ -34,6 +34,7 @@ REPO = Path(__file__).resolve().parents[1]
 CHROOT = "/pybroker"
 SESSION_TIMEOUT_MS = 4000
 REPLICA_LAG_MS = 2000
+SOLE_MEMBER_GRACE_S = 10.0  # for a leader left alone in the ISR to have flushed its log
 
 
 def free_port() -> int:
@@ -135,7 +136,7 @@ class ChaosCluster:
     _paused: Counter[int] = field(default_factory=Counter)
     _cuts: Counter[Link] = field(default_factory=Counter)
     _zookeeper_down: int = 0
-    power_lost_at: dict[int, float] = field(default_factory=dict)  # broker id -> monotonic time of its last power loss
+    power_lost_at: dict[int, float] = field(default_factory=dict)  # broker id -> time.time() of its last power loss
 
     @property
     def bootstrap(self) -> str:
@@ -200,19 +201,38 @@ class ChaosCluster:
             client.stop()
             client.close()
 
-    def isrs(self) -> dict[str, list[int]]:
-        """Every partition's ISR as its state znode holds it (what the controller elects from)."""
+    def isrs(self) -> dict[str, tuple[list[int], float]]:
+        """Every partition's ISR as its state znode holds it (what the controller elects from), and when
+        that znode was last written (seconds since the epoch)."""
         client = self.zk_client()
         try:
             found = {}
             for topic in client.get_children("/brokers/topics"):
                 for partition in client.get_children(f"/brokers/topics/{topic}/partitions"):
-                    data, _ = client.get(f"/brokers/topics/{topic}/partitions/{partition}/state")
-                    found[f"{topic}-{partition}"] = json.loads(data)["isr"]
+                    data, stat = client.get(f"/brokers/topics/{topic}/partitions/{partition}/state")
+                    found[f"{topic}-{partition}"] = (json.loads(data)["isr"], stat.mtime / 1000)
             return found
         finally:
             client.stop()
             client.close()
+
+    def power_loss_risk(self, victims: list[Broker]) -> str | None:
+        """Why powering off `victims` now could lose acknowledged records by design, in Kafka too (neither
+        fsyncs before acknowledging), or None. A partition is safe when an ISR member outside the victims
+        holds its records (one whose membership was written after its own last power loss: a broker back from
+        one may still be named in the ISR before the controller handled its restart), or when its only ISR
+        member has been that for SOLE_MEMBER_GRACE_S: a leader left alone in the ISR flushes its log (README),
+        and a power loss after that is what the harness must be able to survive."""
+        names = {b.broker_id for b in victims}
+        now = time.time()
+        for name, (isr, written) in sorted(self.isrs().items()):
+            holders = [b for b in isr if b not in names and self.power_lost_at.get(b, 0.0) < written]
+            if holders:
+                continue
+            if len(isr) == 1 and isr[0] in names and now - written >= SOLE_MEMBER_GRACE_S:
+                continue
+            return f"{name}: ISR {isr} written {now - written:.1f} s ago"
+        return None
 
     # -- process faults: holds --------------------------------------------------------------------
 
@@ -225,7 +245,7 @@ class ChaosCluster:
                 self.kill(broker)
             if not power_loss:
                 return {}
-            self.power_lost_at[broker.broker_id] = time.monotonic()
+            self.power_lost_at[broker.broker_id] = time.time()
             return lose_unsynced_writes(broker.data_dir / "logs")
 
     def bring_up(self, broker: Broker) -> None:

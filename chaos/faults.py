@@ -15,9 +15,7 @@ Composite faults (one thread each, steps recorded as `fault-step`):
   failover-mid a partition's leader is killed, and halfway through the controller too;
   net-and-zk   one broker cut from another while a third (or the same) is cut from ZooKeeper;
   power-loss-two
-               two brokers lose power together; the one left is in every partition's ISR (when no broker
-               is, two are only killed: a correlated power loss of every in-sync copy loses acknowledged
-               writes in Kafka too, since neither fsyncs before acknowledging);
+               two brokers lose power together, leaving every partition an in-sync copy;
   controller-bounce
                chaos seed 6: the controller, leading a partition, loses power and registers again before
                the next controller is elected (the dead session's registration and /controller are
@@ -25,8 +23,10 @@ Composite faults (one thread each, steps recorded as `fault-step`):
   clients-cut  every client connection to a broker frozen (brokers and ZooKeeper still reach it).
 
 Targets named by role are resolved when the fault starts, so the history records which broker it hit.
-Power losses never overlap one another: two brokers losing unsynced writes at once may take every
-in-sync copy of an acknowledged write, which only `power-loss-two`'s choice of victims rules out.
+A power loss that could take every in-sync copy of an acknowledged write loses it in Kafka too (neither
+fsyncs before acknowledging): power losses never overlap in a schedule, and when one starts the nemesis
+checks the partition states in ZooKeeper and only kills its victims if powering them off could
+(cluster.py's power_loss_risk; recorded as a `fault-step`).
 """
 
 from __future__ import annotations

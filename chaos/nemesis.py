@@ -19,7 +19,6 @@ from chaos.history import History
 from chaos.workload import QUEUE_TOPIC
 
 REGISTER_WAIT_S = 30.0
-RECOVERY_S = 30.0  # after its power loss, a broker is not trusted to hold every acknowledged record
 
 
 class Nemesis:
@@ -102,8 +101,7 @@ def apply(cluster: ChaosCluster, fault: Fault, history: History, rng: random.Ran
     detail: dict[str, Any] = {}
     kind, hold = fault.kind, fault.duration
     if kind in ("kill", "kill-two", "power-loss"):
-        lost = {v.name: cluster.take_down(v, power_loss=kind == "power-loss") for v in victims}
-        detail["lost_bytes"] = {name: cut for name, cut in lost.items() if cut}
+        detail["lost_bytes"] = _take_down(cluster, victims, kind == "power-loss", step)
         time.sleep(hold)
         for victim in victims:
             cluster.bring_up(victim)
@@ -199,7 +197,7 @@ def _lag_then(cluster: ChaosCluster, fault: Fault, leader: Broker, step: _Steps)
         if how == "isolate":
             _held_cut(cluster, cluster.isolation(leader) + cluster.from_zookeeper(leader), fault.duration)
         else:
-            detail["lost_bytes"] = cluster.take_down(leader, power_loss=how == "power-loss")
+            detail["lost_bytes"] = _take_down(cluster, [leader], how == "power-loss", step)
             time.sleep(fault.duration)
             cluster.bring_up(leader)
         return detail
@@ -207,25 +205,28 @@ def _lag_then(cluster: ChaosCluster, fault: Fault, leader: Broker, step: _Steps)
         cluster.uncut(lag)
 
 
+def _take_down(cluster: ChaosCluster, victims: list[Broker], power_loss: bool, step: _Steps) -> dict[str, Any]:
+    """Kill the victims, or power them off when that cannot lose acknowledged records by design (cluster.py's
+    power_loss_risk: Kafka would lose them too); bytes cut per broker and partition."""
+    risk = cluster.power_loss_risk(victims) if power_loss else None
+    if risk is not None:
+        step("killed, not powered off", brokers=[v.broker_id for v in victims], risk=risk)
+    lost = {v.name: cluster.take_down(v, power_loss=power_loss and risk is None) for v in victims}
+    return {name: cut for name, cut in lost.items() if cut}
+
+
 def _power_loss_two(cluster: ChaosCluster, hold: float, step: _Steps) -> dict[str, Any]:
-    """Two brokers lose power together, leaving one that is in the ISR of every partition of every topic (as
-    ZooKeeper holds them) and has not lost power itself in the last RECOVERY_S; without such a broker, two
-    are only killed (their page caches keep what they acknowledged). A survivor back from its own power loss
-    may still be named in an ISR before the controller handled its restart, without the records it lost."""
-    everywhere = set.intersection(*(set(isr) for isr in cluster.isrs().values()))
-    recent = {b for b, at in cluster.power_lost_at.items() if time.monotonic() - at < RECOVERY_S}
-    live = {b.broker_id for b in cluster.brokers if b.alive and not b.paused}
-    survivors = sorted((everywhere - recent) & live)
-    power = bool(survivors)
-    survivor = cluster.by_id(survivors[0]) if power else cluster.brokers[0]
-    victims = [b for b in cluster.brokers if b is not survivor][:2]
-    step("power-loss" if power else "kill (no broker in every ISR)", brokers=[v.broker_id for v in victims],
-         survivor=survivor.broker_id)
-    lost = {v.name: cluster.take_down(v, power_loss=power) for v in victims}
+    """Two brokers lose power together: a pair whose loss leaves every partition an ISR member that holds its
+    records (power_loss_risk); without such a pair, two brokers are only killed."""
+    pairs = [[b for b in cluster.brokers if b is not survivor] for survivor in cluster.brokers]
+    safe = [pair for pair in pairs if cluster.power_loss_risk(pair) is None]
+    victims = (safe or pairs)[0]
+    step("power-loss", brokers=[v.broker_id for v in victims])
+    lost = _take_down(cluster, victims, bool(safe), step)
     time.sleep(hold)
     for victim in victims:
         cluster.bring_up(victim)
-    return {"lost_bytes": {name: cut for name, cut in lost.items() if cut}, "survivor": survivor.broker_id}
+    return {"lost_bytes": lost}
 
 
 def _controller_bounce(cluster: ChaosCluster, fault: Fault, controller: Broker, step: _Steps) -> dict[str, Any]:
@@ -238,8 +239,8 @@ def _controller_bounce(cluster: ChaosCluster, fault: Fault, controller: Broker, 
     try:
         partitions = cluster.admin().list_topics(QUEUE_TOPIC, timeout=5).topics[QUEUE_TOPIC].partitions
         led = [p for p in range(len(partitions)) if partition_state(cluster, p)[0] == controller.broker_id]
-        lost = cluster.take_down(controller, power_loss=True)
         step("power-loss", broker=controller.broker_id, leads=led)
+        lost = _take_down(cluster, [controller], True, step)
         registration = f"/brokers/ids/{controller.broker_id}"
         try:
             data, _ = zk.get("/controller")

@@ -85,3 +85,30 @@ def test_a_proxy_freezes_a_cut_source_and_closes_its_connections_once_released()
     finally:
         host.close()
         server.close()
+
+
+def test_a_power_loss_is_risky_only_when_no_other_isr_member_holds_the_records(tmp_path, monkeypatch) -> None:
+    """Kafka loses acknowledged records when every in-sync copy loses power (nothing is fsynced before the
+    acknowledgement), so the nemesis powers brokers off only when another ISR member holds each partition's
+    records, or a sole member had SOLE_MEMBER_GRACE_S to flush its log."""
+    import time
+
+    from chaos.cluster import SOLE_MEMBER_GRACE_S, ChaosCluster
+
+    cluster = ChaosCluster(tmp_path)
+    brokers = [type("B", (), {"broker_id": i})() for i in range(3)]
+    now = time.time()
+    states: dict[str, tuple[list[int], float]] = {}
+    monkeypatch.setattr(cluster, "isrs", lambda: states)
+    states["queue-0"] = ([0, 1], now - 1)
+    assert cluster.power_loss_risk([brokers[0]]) is None  # broker 1 holds it
+    assert cluster.power_loss_risk([brokers[0], brokers[1]]) is not None  # both copies
+    states["queue-0"] = ([0], now - 1)
+    assert "queue-0" in cluster.power_loss_risk([brokers[0]])  # alone for a second: maybe not flushed yet
+    states["queue-0"] = ([0], now - SOLE_MEMBER_GRACE_S - 1)
+    assert cluster.power_loss_risk([brokers[0]]) is None  # it has flushed by now (the rule under test)
+    states["queue-0"] = ([0, 1], now - 5)
+    cluster.power_lost_at[1] = now - 2  # broker 1 lost power after the ISR was written: maybe named still
+    assert cluster.power_loss_risk([brokers[0]]) is not None
+    cluster.power_lost_at[1] = now - 9  # and rejoined since
+    assert cluster.power_loss_risk([brokers[0]]) is None
