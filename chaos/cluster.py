@@ -201,17 +201,19 @@ class ChaosCluster:
             client.stop()
             client.close()
 
-    def isrs(self) -> dict[str, tuple[list[int], float]]:
-        """Every partition's ISR as its state znode holds it (what the controller elects from), and when
-        that znode was last written (seconds since the epoch)."""
+    def isrs(self) -> tuple[dict[str, tuple[list[int], float]], dict[int, float]]:
+        """Every partition's ISR as its state znode holds it (what the controller elects from) and when that
+        znode was last written, and when each registered broker registered (seconds since the epoch)."""
         client = self.zk_client()
         try:
-            found = {}
+            states = {}
             for topic in client.get_children("/brokers/topics"):
                 for partition in client.get_children(f"/brokers/topics/{topic}/partitions"):
                     data, stat = client.get(f"/brokers/topics/{topic}/partitions/{partition}/state")
-                    found[f"{topic}-{partition}"] = (json.loads(data)["isr"], stat.mtime / 1000)
-            return found
+                    states[f"{topic}-{partition}"] = (json.loads(data)["isr"], stat.mtime / 1000)
+            registered = {int(b): client.get(f"/brokers/ids/{b}")[1].ctime / 1000
+                          for b in client.get_children("/brokers/ids")}
+            return states, registered
         finally:
             client.stop()
             client.close()
@@ -219,14 +221,21 @@ class ChaosCluster:
     def power_loss_risk(self, victims: list[Broker]) -> str | None:
         """Why powering off `victims` now could lose acknowledged records by design, in Kafka too (neither
         fsyncs before acknowledging), or None. A partition is safe when an ISR member outside the victims
-        holds its records (one whose membership was written after its own last power loss: a broker back from
-        one may still be named in the ISR before the controller handled its restart), or when its only ISR
+        holds its records: one that never lost power, or that registered again since its last power loss and
+        whose membership was written after that (a broker back from one may still be named in an ISR that
+        was rewritten for another reason before the controller handled its restart), or when its only ISR
         member has been that for SOLE_MEMBER_GRACE_S: a leader left alone in the ISR flushes its log (README),
         and a power loss after that is what the harness must be able to survive."""
         names = {b.broker_id for b in victims}
         now = time.time()
-        for name, (isr, written) in sorted(self.isrs().items()):
-            holders = [b for b in isr if b not in names and self.power_lost_at.get(b, 0.0) < written]
+        states, registered = self.isrs()
+
+        def holds(broker: int, written: float) -> bool:
+            lost = self.power_lost_at.get(broker)
+            return lost is None or lost < registered.get(broker, 0.0) < written
+
+        for name, (isr, written) in sorted(states.items()):
+            holders = [b for b in isr if b not in names and holds(b, written)]
             if holders:
                 continue
             if len(isr) == 1 and isr[0] in names and now - written >= SOLE_MEMBER_GRACE_S:

@@ -99,7 +99,8 @@ def test_a_power_loss_is_risky_only_when_no_other_isr_member_holds_the_records(t
     brokers = [type("B", (), {"broker_id": i})() for i in range(3)]
     now = time.time()
     states: dict[str, tuple[list[int], float]] = {}
-    monkeypatch.setattr(cluster, "isrs", lambda: states)
+    registered = {0: now - 100, 1: now - 100, 2: now - 100}
+    monkeypatch.setattr(cluster, "isrs", lambda: (states, registered))
     states["queue-0"] = ([0, 1], now - 1)
     assert cluster.power_loss_risk([brokers[0]]) is None  # broker 1 holds it
     assert cluster.power_loss_risk([brokers[0], brokers[1]]) is not None  # both copies
@@ -107,8 +108,10 @@ def test_a_power_loss_is_risky_only_when_no_other_isr_member_holds_the_records(t
     assert "queue-0" in cluster.power_loss_risk([brokers[0]])  # alone for a second: maybe not flushed yet
     states["queue-0"] = ([0], now - SOLE_MEMBER_GRACE_S - 1)
     assert cluster.power_loss_risk([brokers[0]]) is None  # it has flushed by now (the rule under test)
-    states["queue-0"] = ([0, 1], now - 5)
-    cluster.power_lost_at[1] = now - 2  # broker 1 lost power after the ISR was written: maybe named still
+    states["queue-0"] = ([0, 1], now - 1)
+    cluster.power_lost_at[1] = now - 9  # broker 1 lost power; the ISR was rewritten since, but it is not back
     assert cluster.power_loss_risk([brokers[0]]) is not None
-    cluster.power_lost_at[1] = now - 9  # and rejoined since
+    registered[1] = now - 5  # back, and the ISR written after it registered again: it rejoined
     assert cluster.power_loss_risk([brokers[0]]) is None
+    states["queue-0"] = ([0, 1], now - 6)  # written before it came back: a stale membership
+    assert cluster.power_loss_risk([brokers[0]]) is not None
