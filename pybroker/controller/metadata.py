@@ -77,12 +77,6 @@ class ClusterMetadata(Protocol):
 
     def topic_by_id(self, topic_id: uuid.UUID) -> TopicInfo | None: ...
 
-    @property
-    def knows_topics(self) -> bool:
-        """Whether a topic missing from `topics()` is one the cluster does not have (not merely one this
-        broker has not been told of yet)."""
-        ...
-
     def add_listener(self, listener: TopicListener) -> None: ...
 
     async def create_topic(self, name: str, num_partitions: int, replication_factor: int,
@@ -118,11 +112,6 @@ class TopicRegistry:
 
     def topic_by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
         return self._by_id.get(topic_id)
-
-    @property
-    def knows_topics(self) -> bool:
-        """A registry that holds every topic from the start (ZkMetadata's once the controller told it)."""
-        return True
 
     def add_listener(self, listener: TopicListener) -> None:
         self._listeners.append(listener)

@@ -122,11 +122,6 @@ class ZkMetadata(TopicRegistry):
     # Reads
 
     @property
-    def knows_topics(self) -> bool:
-        """The topics come with the controller's UpdateMetadata: before the first, none is known."""
-        return self.controller_epoch > 0
-
-    @property
     def controller_id(self) -> int:
         """The controller, or -1 while it is unknown or not yet among the brokers this broker can
         name: clients then refresh metadata instead of waiting for a broker they cannot reach."""
