@@ -221,18 +221,22 @@ class ChaosCluster:
     def power_loss_risk(self, victims: list[Broker]) -> str | None:
         """Why powering off `victims` now could lose acknowledged records by design, in Kafka too (neither
         fsyncs before acknowledging), or None. A partition is safe when an ISR member outside the victims
-        holds its records: one that never lost power, or that registered again since its last power loss and
-        whose membership was written after that (a broker back from one may still be named in an ISR that
-        was rewritten for another reason before the controller handled its restart), or when its only ISR
+        holds its records and will stay in the ISR: one that runs (a broker killed or stopped now is taken out
+        of the ISR when it comes back or its session expires), whose registration is older than the ISR's
+        last write, and which has not lost power since it registered (a broker back from a power loss may
+        still be named in an ISR rewritten for another reason before the controller handled its restart),
+        or when its only ISR
         member has been that for SOLE_MEMBER_GRACE_S: a leader left alone in the ISR flushes its log (README),
         and a power loss after that is what the harness must be able to survive."""
         names = {b.broker_id for b in victims}
         now = time.time()
         states, registered = self.isrs()
+        running = {b.broker_id for b in self.brokers if b.alive and not b.paused}
 
         def holds(broker: int, written: float) -> bool:
-            lost = self.power_lost_at.get(broker)
-            return lost is None or lost < registered.get(broker, 0.0) < written
+            since = registered.get(broker)
+            lost = self.power_lost_at.get(broker, 0.0)
+            return broker in running and since is not None and lost < since < written
 
         for name, (isr, written) in sorted(states.items()):
             holders = [b for b in isr if b not in names and holds(b, written)]

@@ -96,7 +96,8 @@ def test_a_power_loss_is_risky_only_when_no_other_isr_member_holds_the_records(t
     from chaos.cluster import SOLE_MEMBER_GRACE_S, ChaosCluster
 
     cluster = ChaosCluster(tmp_path)
-    brokers = [type("B", (), {"broker_id": i})() for i in range(3)]
+    brokers = [type("B", (), {"broker_id": i, "alive": True, "paused": False})() for i in range(3)]
+    cluster.brokers = brokers  # type: ignore[assignment]
     now = time.time()
     states: dict[str, tuple[list[int], float]] = {}
     registered = {0: now - 100, 1: now - 100, 2: now - 100}
@@ -114,4 +115,8 @@ def test_a_power_loss_is_risky_only_when_no_other_isr_member_holds_the_records(t
     registered[1] = now - 5  # back, and the ISR written after it registered again: it rejoined
     assert cluster.power_loss_risk([brokers[0]]) is None
     states["queue-0"] = ([0, 1], now - 6)  # written before it came back: a stale membership
+    assert cluster.power_loss_risk([brokers[0]]) is not None
+    del cluster.power_lost_at[1]
+    states["queue-0"] = ([0, 1], now - 1)
+    brokers[1].alive = False  # killed: its disk is intact, but it leaves the ISR when it comes back
     assert cluster.power_loss_risk([brokers[0]]) is not None
