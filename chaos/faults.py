@@ -1,22 +1,43 @@
-"""Seeded fault schedules and how each fault is applied and healed.
+"""Seeded fault schedules: which faults, aimed at whom, when and for how long (nemesis.py applies them).
 
-A schedule is a list of faults, one at a time, each healed before a quiet gap and the next. Targets
-named by role ("leader" of partition 0 of the queue topic, "controller") are resolved when the fault
-starts, so the history records which broker it hit.
+Three generators:
+  sequential   one fault at a time, each healed before a quiet gap and the next (the first harness's
+               schedules: `make test`'s smoke seeds name these);
+  overlapping  faults that start while others still hold, aimed at any partition's leader or preferred
+               replica, the controller or a random broker, with the composite faults below among them;
+  aimed        only the composite faults (`--kinds` picks some), one after another.
+
+Composite faults (one thread each, steps recorded as `fault-step`):
+  lag-then-kill, lag-then-power-loss, lag-then-isolate
+               the first replica of a partition's assignment other than its leader is cut off from the
+               leader until it leaves the ISR, then the leader is killed, powered off, or cut from the
+               brokers and ZooKeeper: a controller electing a live replica outside the ISR loses data;
+  failover-mid a partition's leader is killed, and halfway through the controller too;
+  net-and-zk   one broker cut from another while a third (or the same) is cut from ZooKeeper;
+  power-loss-two
+               two brokers lose power together, leaving every partition an in-sync copy;
+  controller-bounce
+               chaos seed 6: the controller, leading a partition, loses power and registers again before
+               the next controller is elected (the dead session's registration and /controller are
+               deleted around its restart, so the race it lost "now and then" is lost every time);
+  clients-cut  every client connection to a broker frozen (brokers and ZooKeeper still reach it).
+
+Targets named by role are resolved when the fault starts, so the history records which broker it hit.
+A power loss that could take every in-sync copy of an acknowledged write loses it in Kafka too (neither
+fsyncs before acknowledging): power losses never overlap in a schedule, and when one starts the nemesis
+checks the partition states in ZooKeeper and only kills its victims if powering them off could
+(cluster.py's power_loss_risk; recorded as a `fault-step`).
 """
 
 from __future__ import annotations
 
 import random
-import time
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import dataclass
 
-from chaos.cluster import REPLICA_LAG_MS, SESSION_TIMEOUT_MS, Broker, ChaosCluster
-from chaos.history import History
-from chaos.workload import QUEUE_TOPIC
+from chaos.cluster import REPLICA_LAG_MS, SESSION_TIMEOUT_MS
 
-# kind -> (targets to choose from, shortest and longest duration in seconds)
+# kind -> (targets to choose from, shortest and longest duration in seconds): the sequential schedules'
+# kinds, in the order their seeds were drawn with (changing it changes every existing seed's schedule).
 KINDS: dict[str, tuple[tuple[str, ...], float, float]] = {
     "kill": (("random", "leader", "controller"), 1.0, 4.0),
     "kill-two": (("random",), 1.0, 3.0),
@@ -24,11 +45,51 @@ KINDS: dict[str, tuple[tuple[str, ...], float, float]] = {
     # shorter than replica.lag.time.max.ms; between it and the session timeout; longer than both
     "pause-short": (("random", "leader", "controller"), 0.3, 0.8 * min(REPLICA_LAG_MS, SESSION_TIMEOUT_MS) / 1000),
     "pause-lag": (("random", "leader"), 1.2 * REPLICA_LAG_MS / 1000, 0.8 * SESSION_TIMEOUT_MS / 1000),
-    "pause-long": (("random", "leader", "controller"), 1.5 * SESSION_TIMEOUT_MS / 1000, 2.0 * SESSION_TIMEOUT_MS / 1000),
+    "pause-long": (("random", "leader", "controller"), 1.5 * SESSION_TIMEOUT_MS / 1000,
+                   2.0 * SESSION_TIMEOUT_MS / 1000),
     "zk-restart": (("zookeeper",), 1.0, 5.0),
     "isolate": (("random", "leader", "controller"), 2.0, 8.0),  # from the other brokers (not from clients/ZK)
     "zk-cut": (("random", "leader", "controller"), 2.0, 8.0),  # a broker from ZooKeeper
 }
+
+AIMED = ("random", "leader", "preferred", "controller")
+LAG_WAIT_S = 3.0 * REPLICA_LAG_MS / 1000  # how long a lag-then-* fault waits for its follower to leave the ISR
+
+
+@dataclass(frozen=True)
+class Spec:
+    targets: tuple[str, ...]
+    shortest: float
+    longest: float
+    extra: float = 0.0  # seconds a composite fault takes besides its duration (waiting for a lag)
+    power_loss: bool = False  # never overlaps another power loss
+    exclusive: bool = False  # overlaps nothing
+
+
+SPECS: dict[str, Spec] = {
+    "kill": Spec(AIMED, 1.0, 4.0),
+    "kill-two": Spec(("random", "leader"), 1.0, 3.0),
+    "power-loss": Spec(AIMED, 1.0, 3.0, power_loss=True),
+    "pause-short": Spec(AIMED, *KINDS["pause-short"][1:]),
+    "pause-lag": Spec(AIMED, *KINDS["pause-lag"][1:]),
+    "pause-long": Spec(AIMED, *KINDS["pause-long"][1:]),
+    "zk-restart": Spec(("zookeeper",), 1.0, 5.0),
+    "isolate": Spec(AIMED, 2.0, 8.0),
+    "zk-cut": Spec(AIMED, 2.0, 8.0),
+    "clients-cut": Spec(AIMED, 2.0, 6.0),
+    "net-and-zk": Spec(AIMED, 2.0, 6.0),
+    "failover-mid": Spec(("leader", "preferred"), 2.0, 6.0),
+    "lag-then-kill": Spec(("leader",), 1.0, 4.0, extra=LAG_WAIT_S),
+    "lag-then-power-loss": Spec(("leader",), 1.0, 3.0, extra=LAG_WAIT_S, power_loss=True),
+    "lag-then-isolate": Spec(("leader",), 1.5 * SESSION_TIMEOUT_MS / 1000, 2.0 * SESSION_TIMEOUT_MS / 1000,
+                             extra=LAG_WAIT_S),
+    "power-loss-two": Spec(("random",), 1.0, 3.0, power_loss=True, exclusive=True),
+    "controller-bounce": Spec(("controller",), 1.0, 3.0, extra=SESSION_TIMEOUT_MS / 1000, power_loss=True,
+                              exclusive=True),
+}
+COMPOSITE = ("lag-then-kill", "lag-then-power-loss", "lag-then-isolate", "failover-mid", "net-and-zk",
+             "power-loss-two", "controller-bounce", "clients-cut")
+GENERATORS = ("sequential", "overlapping", "aimed")
 
 
 @dataclass
@@ -37,15 +98,35 @@ class Fault:
     kind: str
     target: str
     duration: float
+    partition: int | None = None  # whose leader, preferred replica or follower the fault aims at
+
+    @property
+    def aim(self) -> str:
+        return self.target if self.partition is None else f"{self.target} of p{self.partition}"
 
     def describe(self) -> str:
-        return f"{self.at:5.1f}s {self.kind}({self.target}) {self.duration:.1f}s"
+        return f"{self.at:5.1f}s {self.kind}({self.aim}) {self.duration:.1f}s"
+
+    def end(self) -> float:
+        """When it has surely been given back (composite faults' extra steps included)."""
+        return self.at + self.duration + SPECS[self.kind].extra if self.kind in SPECS else self.at + self.duration
 
 
-def schedule(seed: int, duration: float, kinds: list[str] | None = None) -> list[Fault]:
+def schedule(seed: int, duration: float, kinds: list[str] | None = None, *, generator: str = "sequential",
+             partitions: int = 3) -> list[Fault]:
+    if generator == "sequential":
+        return sequential(seed, duration, kinds)
+    if generator == "overlapping":
+        return overlapping(seed, duration, partitions, kinds)
+    if generator == "aimed":
+        return overlapping(seed, duration, partitions, kinds or list(COMPOSITE), overlap=False)
+    raise ValueError(f"unknown schedule generator {generator}")
+
+
+def sequential(seed: int, duration: float, kinds: list[str] | None = None) -> list[Fault]:
     rng = random.Random(seed)
     names = kinds or list(KINDS)
-    faults = []
+    faults: list[Fault] = []
     at = rng.uniform(2.0, 4.0)
     while True:
         kind = rng.choice(names)
@@ -57,88 +138,31 @@ def schedule(seed: int, duration: float, kinds: list[str] | None = None) -> list
         at += length + rng.uniform(3.0, 6.0)
 
 
+def overlapping(seed: int, duration: float, partitions: int, kinds: list[str] | None = None, *,
+                overlap: bool = True) -> list[Fault]:
+    """Faults every 1-5 s whatever still holds (`overlap`; else each after the previous ended), each
+    aimed at a random partition; a power loss waits for the previous one to end, an exclusive fault for
+    every fault. Stops at the first fault that would not end 3 s before `duration`."""
+    rng = random.Random(seed)
+    names = kinds or list(SPECS)
+    faults: list[Fault] = []
+    at = rng.uniform(2.0, 4.0)
+    while True:
+        kind = rng.choice(names)
+        spec = SPECS[kind]
+        length = round(rng.uniform(spec.shortest, spec.longest), 1)
+        busy = [f.end() for f in faults if not overlap or spec.exclusive or SPECS[f.kind].exclusive
+                or (spec.power_loss and SPECS[f.kind].power_loss)]
+        at = max([at, *(end + 1.0 for end in busy)])
+        if at + length + spec.extra > duration - 3.0:
+            return faults
+        target = rng.choice(spec.targets)
+        partition = rng.randrange(partitions) if target in ("leader", "preferred") else None
+        faults.append(Fault(round(at, 1), kind, target, length, partition))
+        at += rng.uniform(1.0, 5.0) if overlap else length + spec.extra + rng.uniform(2.0, 4.0)
+
+
 def expected_loss_schedule() -> list[Fault]:
     """Partition 0's follower drops out of the ISR (paused past replica.lag.time.max.ms), then the
     leader and the other follower lose power together: only unsynced data held the acked tail."""
-    return [Fault(4.0, "lose-isr", "leader", 6.0)]
-
-
-def _leader(cluster: ChaosCluster, partition: int = 0) -> int | None:
-    meta = cluster.admin().list_topics(QUEUE_TOPIC, timeout=5)
-    leader = meta.topics[QUEUE_TOPIC].partitions[partition].leader
-    return leader if leader >= 0 else None
-
-
-def resolve(cluster: ChaosCluster, target: str, rng: random.Random) -> Broker:
-    live = [b for b in cluster.brokers if b.alive and not b.paused] or cluster.brokers
-    chosen: int | None = None
-    try:
-        if target == "leader":
-            chosen = _leader(cluster)
-        elif target == "controller":
-            controller = cluster.admin().list_topics(timeout=5).controller_id
-            chosen = controller if controller >= 0 else None
-    except Exception:  # noqa: BLE001 - no answer: fall back to a random broker, recorded as such
-        chosen = None
-    if chosen is None or chosen >= len(cluster.brokers):
-        return rng.choice(live)
-    return cluster.by_id(chosen)
-
-
-def apply(cluster: ChaosCluster, fault: Fault, history: History, rng: random.Random) -> None:
-    """Start `fault`, hold it for its duration, heal it; both ends go to the history."""
-    victims: list[Broker] = []
-    detail: dict[str, Any] = {}
-    if fault.kind != "zk-restart":
-        victims = [resolve(cluster, fault.target, rng)]
-    if fault.kind == "kill-two":
-        victims.append(rng.choice([b for b in cluster.brokers if b is not victims[0]]))
-    start = history.add("fault", phase="start", **asdict(fault), brokers=[b.broker_id for b in victims])
-    if fault.kind in ("kill", "kill-two"):
-        for broker in victims:
-            cluster.kill(broker)
-        time.sleep(fault.duration)
-        for broker in victims:
-            cluster.restart(broker)
-    elif fault.kind == "power-loss":
-        detail["lost_bytes"] = cluster.power_loss(victims[0])
-        time.sleep(fault.duration)
-        cluster.restart(victims[0])
-    elif fault.kind.startswith("pause"):
-        cluster.pause(victims[0])
-        time.sleep(fault.duration)
-        cluster.resume(victims[0])
-    elif fault.kind == "zk-restart":
-        cluster.restart_zookeeper(fault.duration)
-    elif fault.kind == "isolate":
-        for other in cluster.brokers:
-            if other is not victims[0]:
-                cluster.cut(victims[0], other)
-        time.sleep(fault.duration)
-        cluster.heal_network()
-    elif fault.kind == "zk-cut":
-        cluster.cut_zookeeper(victims[0])
-        time.sleep(fault.duration)
-        cluster.heal_network()
-    elif fault.kind == "lose-isr":
-        detail.update(_lose_isr(cluster, victims[0], fault.duration, history))
-    else:
-        raise ValueError(f"unknown fault {fault.kind}")
-    history.add("fault", phase="end", kind=fault.kind, started=start["t"], **detail)
-
-
-def _lose_isr(cluster: ChaosCluster, leader: Broker, duration: float, history: History) -> dict[str, Any]:
-    # The leader shrinks the ISR through the controller (AlterPartition), so the paused follower must not
-    # be the controller: a paused controller leaves the ISR as it is, and nothing acked can be lost.
-    controller = cluster.admin().list_topics(timeout=5).controller_id
-    followers = sorted((b for b in cluster.brokers if b is not leader), key=lambda b: b.broker_id == controller)
-    follower, other = followers[:2]
-    cluster.pause(follower)
-    time.sleep(1.5 * REPLICA_LAG_MS / 1000)  # out of the ISR, still in ZooKeeper
-    history.add("fault-step", step="power-loss", brokers=[leader.broker_id, other.broker_id])
-    lost = {f"b{b.broker_id}": cluster.power_loss(b) for b in (leader, other)}
-    cluster.resume(follower)
-    time.sleep(duration)
-    cluster.restart(leader)
-    cluster.restart(other)
-    return {"lost_bytes": lost, "stale_follower": follower.broker_id}
+    return [Fault(4.0, "lose-isr", "leader", 6.0, 0)]

@@ -35,11 +35,13 @@ class _Batch:
 
 
 class LogProvenance:
-    """Reads `<log dir>/<topic>-<partition>/*.log` of the first log dir that holds the partition."""
+    """Reads `<log dir>/<topic>-<partition>/*.log`: an offset's batch in the first log dir that still holds
+    it (a compacted topic's replicas clean on their own schedules, so one may have removed an offset another
+    keeps)."""
 
     def __init__(self, log_dirs: list[Path]) -> None:
         self._log_dirs = log_dirs
-        self._batches: dict[tuple[str, int], list[_Batch]] = {}
+        self._batches: dict[tuple[str, int], list[list[_Batch]]] = {}
 
     @classmethod
     def of_round(cls, root: Path) -> "LogProvenance":
@@ -47,29 +49,26 @@ class LogProvenance:
         return cls(sorted(root.glob("broker-*/logs")))
 
     def stamp(self, topic: str, partition: int, offset: int) -> ProducerStamp | None:
-        batches = self._partition(topic, partition)
-        i = bisect_right([b.base_offset for b in batches], offset) - 1
-        if i < 0 or offset > batches[i].last_offset:
-            return None
-        batch = batches[i]
-        return ProducerStamp(batch.producer_id, batch.producer_epoch,
-                             batch.base_sequence + offset - batch.base_offset)
+        for batches in self._partition(topic, partition):
+            i = bisect_right([b.base_offset for b in batches], offset) - 1
+            if i >= 0 and offset <= batches[i].last_offset:
+                batch = batches[i]
+                return ProducerStamp(batch.producer_id, batch.producer_epoch,
+                                     batch.base_sequence + offset - batch.base_offset)
+        return None
 
-    def _partition(self, topic: str, partition: int) -> list[_Batch]:
+    def _partition(self, topic: str, partition: int) -> list[list[_Batch]]:
         key = (topic, partition)
         if key not in self._batches:
-            self._batches[key] = self._read(f"{topic}-{partition}")
+            self._batches[key] = [self._read(log_dir / f"{topic}-{partition}") for log_dir in self._log_dirs]
         return self._batches[key]
 
-    def _read(self, directory: str) -> list[_Batch]:
-        for log_dir in self._log_dirs:
-            segments = sorted((log_dir / directory).glob("*.log"))
-            if segments:
-                batches = []
-                for segment in segments:
-                    for batch in iter_batches(segment.read_bytes()):
-                        h = batch.header()
-                        batches.append(_Batch(h.base_offset, h.base_offset + h.last_offset_delta, h.producer_id,
-                                              h.producer_epoch, h.base_sequence))
-                return batches
-        return []
+    @staticmethod
+    def _read(directory: Path) -> list[_Batch]:
+        batches = []
+        for segment in sorted(directory.glob("*.log")):
+            for batch in iter_batches(segment.read_bytes()):
+                h = batch.header()
+                batches.append(_Batch(h.base_offset, h.base_offset + h.last_offset_delta, h.producer_id,
+                                      h.producer_epoch, h.base_sequence))
+        return batches

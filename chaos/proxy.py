@@ -1,6 +1,7 @@
 """Per-link TCP proxies on 127.0.0.1: how the harness cuts the network.
 
-`ip netns` works in this sandbox but nft/iptables are absent, so partitions are made in user space.
+`ip netns` works in this sandbox but nft/iptables are absent (and a CI machine may have neither), so
+partitions are made in user space.
 Every broker advertises a proxy port instead of its listener, and reaches ZooKeeper through a proxy
 of its own. A proxy learns which process opened each connection (the peer port's socket inode in
 /proc/net/tcp, found among the fds of the known broker pids), so one proxy per broker can cut the
@@ -127,21 +128,18 @@ class Proxy:
         link.close()
         self.links.discard(link)
 
-    def cut(self, sources: set[str]) -> None:
-        """Freeze the connections from `sources` (pumps stop; sockets stay open) and hang new ones."""
-        self.blocked |= sources
+    def block(self, sources: set[str]) -> None:
+        """Cut exactly `sources`: connections from a newly cut source freeze (pumps stop; sockets stay open)
+        and new ones hang; frozen connections of a source no longer cut are closed so their peers reconnect."""
+        before = self.blocked
+        self.blocked = set(sources)
         for link in list(self.links):
             if self.is_blocked(link.source):
                 for task in link.tasks:
                     task.cancel()
                 link.tasks = []
-
-    def heal(self) -> None:
-        """Forward everything again; close the frozen connections so their peers reconnect."""
-        frozen = [link for link in self.links if self.is_blocked(link.source)]
-        self.blocked.clear()
-        for link in frozen:
-            self._drop(link)
+            elif "*" in before or link.source in before:
+                self._drop(link)
 
     def reset(self) -> None:
         """Close every connection (the target restarted)."""

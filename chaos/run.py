@@ -3,6 +3,10 @@
 `python -m chaos --rounds 20 --duration 60 --seed 1` (or `make chaos CHAOS_ARGS=...`). Each round
 prints its seed, schedule and verdict; a failing round's history (JSON lines) and broker logs are
 kept under --keep-dir for inspection, and `python -m chaos --check <history.jsonl>` re-checks one.
+
+Every round is checked: a round whose cluster does not heal (no leader or no full ISR somewhere after
+HEALTHY_TIMEOUT) still drains what leads and runs the checker, and its verdict names both. After the
+drain, every replica's log is compared with the others' offset by offset (replicas.py).
 """
 
 from __future__ import annotations
@@ -10,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import random
 import shutil
 import signal
 import sys
@@ -20,15 +23,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from chaos import faults
-from chaos.checker import Report, check
-from chaos.cluster import ChaosCluster, wait_for
+from chaos import faults, replicas
+from chaos.checker import ANOMALIES, Report, check
+from chaos.cluster import REPO, ChaosCluster, wait_for
+from chaos.drain import drain
 from chaos.history import History, read_jsonl
+from chaos.nemesis import Nemesis
 from chaos.provenance import LogProvenance
-from chaos.workload import CTP_TOPIC, QUEUE_TOPIC, TXN_TOPIC, Workload, create_topics, drain
+from chaos.workload import CTP_TOPIC, TABLE_TOPIC, TXN_TOPIC, Workload, create_topics, topics_of
 
 HEALTHY_TIMEOUT = 120.0
+FAULTS_END_TIMEOUT = 90.0  # composite faults may still be in their steps when the schedule's time is up
+LEVEL_TIMEOUT = 15.0  # for the replicas to come level once the workload stopped
 EXPECTED_LOSS = "loss detected (expected)"
+COMPACTED = (TABLE_TOPIC,)
+SAFETY = tuple(name for name in ANOMALIES if name != "drain_incomplete")  # drain_incomplete is liveness
 
 
 @dataclass
@@ -38,11 +47,18 @@ class RoundResult:
     verdict: str
     report: Report
     unavailable: dict[str, float] = field(default_factory=dict)
+    unavailable_partitions: dict[str, float] = field(default_factory=dict)
+    healed: bool = True
     kept: Path | None = None
 
     @property
     def ok(self) -> bool:
         return self.verdict in ("clean", EXPECTED_LOSS)
+
+    @property
+    def caught(self) -> bool:
+        """A safety anomaly was found (what a planted bug must produce)."""
+        return any(self.report.anomalies[name] for name in SAFETY)
 
 
 def under_replicated(cluster: ChaosCluster, topics: list[str]) -> list[str]:
@@ -70,99 +86,164 @@ def wait_replicated(cluster: ChaosCluster, topics: list[str], what: str) -> None
         raise TimeoutError(f"{exc}: {under_replicated(cluster, topics)}") from None
 
 
-def longest_unavailability(events: list[dict[str, Any]]) -> dict[str, float]:
-    """Per fault kind, the longest gap between successive acks that overlaps one of its windows."""
-    acks = sorted(e["t"] for e in events if e["type"] == "ack")
-    ends = {e["started"]: e["t"] for e in events if e["type"] == "fault" and e["phase"] == "end"}
-    worst: dict[str, float] = {}
+def longest_unavailability(events: list[dict[str, Any]]) -> tuple[dict[str, float], dict[str, float]]:
+    """Per fault kind and per partition, the longest gap between a partition's successive acks that
+    overlaps a fault's window (a gap still open is counted up to 60 s past the fault's end)."""
+    acks: dict[str, list[float]] = {}
+    for e in events:
+        if e["type"] == "ack":
+            acks.setdefault(f"{e['topic']}-{e['partition']}", []).append(e["t"])
+    ends = {e.get("id", e["started"]): e["t"] for e in events if e["type"] == "fault" and e["phase"] == "end"}
+    by_kind: dict[str, float] = {}
+    by_partition: dict[str, float] = {}
     for e in events:
         if e["type"] != "fault" or e["phase"] != "start":
             continue
-        start, end = e["t"], ends.get(e["t"], e["t"])
-        points = [start] + [t for t in acks if start < t] + [float("inf")]
-        gap = 0.0
-        for before, after in zip(points, points[1:]):
-            if before > end:
-                break
-            gap = max(gap, min(after, end + 60.0) - before)
-        worst[e["kind"]] = max(worst.get(e["kind"], 0.0), round(gap, 1))
-    return worst
+        start = e["t"]
+        end = ends.get(e.get("id", start), start)
+        for name, times in acks.items():
+            points = [start] + [t for t in sorted(times) if start < t] + [float("inf")]
+            gap = 0.0
+            for before, after in zip(points, points[1:]):
+                if before > end:
+                    break
+                gap = max(gap, min(after, end + 60.0) - before)
+            gap = round(gap, 1)
+            by_kind[e["kind"]] = max(by_kind.get(e["kind"], 0.0), gap)
+            by_partition[name] = max(by_partition.get(name, 0.0), gap)
+    return by_kind, dict(sorted(by_partition.items()))
 
 
-def run_round(seed: int, duration: float, *, brokers: int = 3, partitions: int = 3, expect_loss: bool = False,
-              with_txn: bool = False, keep_dir: Path | None = None, log=print) -> RoundResult:
-    rng = random.Random(seed)
-    plan = faults.expected_loss_schedule() if expect_loss else faults.schedule(seed, duration)
-    log(f"round seed={seed} duration={duration:.0f}s brokers={brokers} unclean={expect_loss} txn={with_txn}")
+def run_round(seed: int, duration: float, *, brokers: int = 3, partitions: int = 6, expect_loss: bool = False,
+              with_txn: bool = False, generator: str = "overlapping", kinds: list[str] | None = None,
+              code_root: Path = REPO, keep_dir: Path | None = None, keep_all: bool = False,
+              log=print) -> RoundResult:
+    plan = faults.expected_loss_schedule() if expect_loss else \
+        faults.schedule(seed, duration, kinds, generator=generator, partitions=partitions)
+    log(f"round seed={seed} duration={duration:.0f}s brokers={brokers} partitions={partitions} "
+        f"schedule={'expected-loss' if expect_loss else generator} unclean={expect_loss} txn={with_txn}"
+        + ("" if code_root == REPO else f" code={code_root}"))
     for fault in plan:
         log(f"  {fault.describe()}")
     root = Path(tempfile.mkdtemp(prefix=f"chaos-{seed}-"))
     history = History()
-    topics = [QUEUE_TOPIC] + ([TXN_TOPIC, CTP_TOPIC] if with_txn else [])
-    cluster = ChaosCluster(root, brokers, {"unclean.leader.election.enable": str(expect_loss).lower()})
+    topics = topics_of(with_txn)
+    cluster = ChaosCluster(root, brokers, {"unclean.leader.election.enable": str(expect_loss).lower(),
+                                           "log.cleaner.backoff.ms": "1000"}, code_root)
     verdict = "error"
     report = Report()
+    heal_error: str | None = None
     try:
         cluster.start()
         create_topics(cluster.admin(), partitions, expect_loss, with_txn)
         wait_replicated(cluster, topics, "topics to be replicated")
         history = History()
         workload = Workload(history, cluster.bootstrap, partitions, seed, with_txn=with_txn)
-        workload.start(time.monotonic() + duration + HEALTHY_TIMEOUT + 60)
+        workload.start(time.monotonic() + duration + FAULTS_END_TIMEOUT + HEALTHY_TIMEOUT + 60)
+        nemesis = Nemesis(cluster, history, seed)
         try:
-            for fault in plan:
-                time.sleep(max(0.0, fault.at - history.now()))
-                faults.apply(cluster, fault, history, rng)
+            nemesis.start(plan)
             time.sleep(max(0.0, duration - history.now()))
-            history.add("heal")
+            holding = nemesis.join(FAULTS_END_TIMEOUT)
+            history.add("heal", still_holding=holding)
             cluster.heal()
-            wait_replicated(cluster, topics, "every partition's full ISR")
-            history.add("healthy")
-            time.sleep(2.0)  # the consumers read the tail
+            try:
+                wait_replicated(cluster, topics, "every partition's full ISR")
+                history.add("healthy")
+                time.sleep(2.0)  # the consumers read the tail
+            except TimeoutError as exc:
+                heal_error = str(exc)
+                history.add("heal-failed", error=heal_error)
         finally:
             workload.stop()
-        drain(history, cluster.bootstrap, topics, partitions, 60.0)
-        report = check(history.snapshot(), LogProvenance.of_round(root).stamp)
-        if expect_loss:
-            verdict = EXPECTED_LOSS if report.anomalies["lost"] else "no loss (loss was expected!)"
-        else:
-            verdict = "clean" if report.clean else "anomalies: " + json.dumps(report.counts())
+        drain(history, cluster.bootstrap, topics, partitions, 60.0 if heal_error is None else 30.0)
+        if with_txn:
+            drain(history, cluster.bootstrap, [TXN_TOPIC, CTP_TOPIC], partitions, 60.0, event="read-uncommitted")
+        uneven = replicas.wait_level(root, LEVEL_TIMEOUT) if heal_error is None else None
+        cluster.stop()
+        report = check(history.snapshot(), LogProvenance.of_round(root).stamp, COMPACTED)
+        for finding in replicas.compare(root, COMPACTED, uneven):
+            report.add("replica_divergent", finding)
+        verdict = _verdict(report, heal_error, expect_loss)
     except Exception as exc:  # noqa: BLE001 - a round that cannot finish is a verdict too
         verdict = f"error: {type(exc).__name__}: {exc}"
         history.add("error", error=verdict)
     finally:
         cluster.stop()
-    result = RoundResult(seed, plan, verdict, report, longest_unavailability(history.snapshot()))
+    by_kind, by_partition = longest_unavailability(history.snapshot())
+    result = RoundResult(seed, plan, verdict, report, by_kind, by_partition, heal_error is None)
     history.dump(root / "history.jsonl")
-    if result.ok or keep_dir is None:
+    if (result.ok and not keep_all) or keep_dir is None:
         shutil.rmtree(root, ignore_errors=True)
     else:
         keep_dir.mkdir(parents=True, exist_ok=True)
         result.kept = keep_dir / root.name
         shutil.move(str(root), result.kept)
-    for e in history.snapshot():
+    _log_round(history.snapshot(), result, log)
+    return result
+
+
+def _verdict(report: Report, heal_error: str | None, expect_loss: bool) -> str:
+    if expect_loss:
+        return EXPECTED_LOSS if report.anomalies["lost"] else "no loss (loss was expected!)"
+    parts = [f"heal failed ({_shorten(heal_error)})"] if heal_error else []
+    if not report.clean:
+        parts.append("anomalies: " + json.dumps(report.counts()))
+    return "; ".join(parts) or "clean"
+
+
+def _shorten(text: str, limit: int = 200) -> str:
+    """A verdict's part; the whole text is in the history."""
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _log_round(events: list[dict[str, Any]], result: RoundResult, log) -> None:
+    report = result.report
+    for e in events:
         if e["type"] == "fault" and e["phase"] == "start":
-            log(f"  at {e['t']:5.1f}s {e['kind']}({e['target']}) hit brokers {e['brokers']}")
+            aim = e["target"] if e.get("partition") is None else f"{e['target']} of p{e['partition']}"
+            log(f"  at {e['t']:5.1f}s {e['kind']}({aim}) hit brokers {e['brokers']}")
+        elif e["type"] == "fault-step":
+            detail = {k: v for k, v in e.items() if k not in ("t", "type", "id", "step")}
+            log(f"  at {e['t']:5.1f}s   {e['step']} {json.dumps(detail)}")
         elif e["type"] == "fault" and e.get("lost_bytes"):
             log(f"  at {e['t']:5.1f}s {e['kind']} cut unsynced bytes: {e['lost_bytes']}")
-    log(f"  verdict: {verdict}  stats={report.stats}")
+        elif e["type"] == "fault-error":
+            log(f"  at {e['t']:5.1f}s {e['kind']} could not be applied: {e['error']}")
+    log(f"  verdict: {result.verdict}  stats={report.stats}")
     if report.explained:
         log("  explained (a client's documented behaviour, not a broker anomaly): "
             + json.dumps({name: len(found) for name, found in report.explained.items()}))
         log("    " + json.dumps(report.summary()["explained"])[:1000])
     if not report.clean:
         log("  examples: " + json.dumps(report.summary()["examples"])[:2000])
-    log(f"  longest unavailability (s): {result.unavailable}")
+    log(f"  longest unavailability (s) per fault kind: {result.unavailable}")
+    log(f"  per partition: {result.unavailable_partitions}")
     if result.kept:
         log(f"  history kept: {result.kept}/history.jsonl")
-    return result
 
 
 def table(results: list[RoundResult]) -> str:
-    lines = ["| seed | faults | outcome | longest unavailability (s) |", "|---|---|---|---|"]
+    lines = ["| seed | faults | outcome | acked | txns (aborted/unknown) | longest unavailability (s) |",
+             "|---|---|---|---|---|---|"]
     for r in results:
-        kinds = ", ".join(f"{f.kind}({f.target})" for f in r.schedule)
-        lines.append(f"| {r.seed} | {kinds} | {r.verdict} | {r.unavailable} |")
+        kinds = ", ".join(f"{f.kind}({f.aim})" for f in r.schedule)
+        stats = r.report.stats
+        txns = f"{stats.get('txns', 0)} ({stats.get('aborted_txns', 0)}/{stats.get('unknown_txns', 0)})"
+        worst = max(r.unavailable.values(), default=0.0)
+        lines.append(f"| {r.seed} | {kinds} | {r.verdict} | {stats.get('acked', '')} | {txns} | {worst} |")
+    by_kind: dict[str, float] = {}
+    by_partition: dict[str, float] = {}
+    for r in results:
+        for kind, gap in r.unavailable.items():
+            by_kind[kind] = max(by_kind.get(kind, 0.0), gap)
+        for name, gap in r.unavailable_partitions.items():
+            by_partition[name] = max(by_partition.get(name, 0.0), gap)
+    lines.append("")
+    lines.append("Longest unavailability per fault kind: " + ", ".join(
+        f"{kind} {gap} s" for kind, gap in sorted(by_kind.items(), key=lambda kv: -kv[1])))
+    lines.append("Longest unavailability per partition: " + ", ".join(
+        f"{name} {gap} s" for name, gap in sorted(by_partition.items())))
     return "\n".join(lines)
 
 
@@ -172,22 +253,32 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--duration", type=float, default=60.0, help="seconds of faults per round")
     parser.add_argument("--seed", type=int, default=int(time.time()) % 100000, help="first round's seed")
     parser.add_argument("--brokers", type=int, default=3, choices=(3, 5))
-    parser.add_argument("--partitions", type=int, default=3)
-    parser.add_argument("--txn", action="store_true", help="add the transactional workload")
+    parser.add_argument("--partitions", type=int, default=6)
+    parser.add_argument("--schedule", choices=faults.GENERATORS, default="overlapping",
+                        help="sequential: one fault at a time; overlapping: faults while others hold, composite "
+                             "ones among them; aimed: composite faults only")
+    parser.add_argument("--kinds", help="comma-separated fault kinds to draw from (faults.py)")
+    parser.add_argument("--txn", action="store_true", help="add the transactional workloads")
     parser.add_argument("--no-expected-loss", action="store_true",
                         help="skip the final unclean-election + power-loss round (where loss must be detected)")
     parser.add_argument("--keep-dir", type=Path, default=Path("chaos-runs"))
+    parser.add_argument("--keep-all", action="store_true", help="keep clean rounds' histories and logs too")
     parser.add_argument("--check", type=Path, help="only re-check a kept history.jsonl")
     args = parser.parse_args(argv)
     logging.getLogger("kazoo").setLevel(logging.CRITICAL)  # ZooKeeper start-up polling is noisy
     # SIGTERM unwinds like Ctrl-C, so the round's `finally` kills its brokers (paused ones included).
     signal.signal(signal.SIGTERM, lambda _signum, _frame: sys.exit(128 + signal.SIGTERM))
     if args.check:
-        report = check(read_jsonl(args.check), LogProvenance.of_round(args.check.parent).stamp)
+        report = check(read_jsonl(args.check), LogProvenance.of_round(args.check.parent).stamp, COMPACTED)
+        for finding in replicas.compare(args.check.parent, COMPACTED):
+            report.add("replica_divergent", finding)
         print(json.dumps(report.summary(), indent=1))
         return 0 if report.clean else 1
+    kinds = args.kinds.split(",") if args.kinds else None
     results = [run_round(args.seed + i, args.duration, brokers=args.brokers, partitions=args.partitions,
-                         with_txn=args.txn, keep_dir=args.keep_dir) for i in range(args.rounds)]
+                         with_txn=args.txn, generator=args.schedule, kinds=kinds, keep_dir=args.keep_dir,
+                         keep_all=args.keep_all)
+               for i in range(args.rounds)]
     if not args.no_expected_loss:
         results.append(run_round(args.seed + args.rounds, 20.0, brokers=3, partitions=args.partitions,
                                  expect_loss=True, keep_dir=args.keep_dir))

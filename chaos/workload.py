@@ -1,12 +1,14 @@
 """Workloads driven by confluent-kafka (librdkafka) threads; every operation goes to the History.
 
-queue: idempotent acks=all producers send unique values round-robin over the partitions; a group of
-consumers polls and commits synchronously. txn: a transactional producer commits or aborts batches
-at random, read back by read_committed consumers; and a consume-transform-produce loop reads `queue`
-in a group (read_committed) and writes each value, tagged with its attempt, to `ctp` in a
-transaction that also commits the group's offsets (sendOffsetsToTransaction): exactly once means no
-input appears in two committed outputs. drain: after healing, a fresh consumer reads every
-partition from offset 0 to its end.
+queue: idempotent acks=all producers send unique values round-robin over the partitions, with keys; a
+group of consumers polls and commits synchronously. table: an idempotent producer overwrites a few
+dozen keys in a compacted topic whose segments roll every second, so the cleaner runs during the round.
+txn: a transactional producer commits or aborts batches at random, flushing them first so that aborted
+records reach the log, and classifies every transaction (commit, abort, unknown: in doubt), read back by
+a read_committed group; and a consume-transform-produce loop reads `queue` in a group (read_committed)
+and writes each value, tagged with its attempt, to `ctp` in a transaction that also commits the
+group's offsets (sendOffsetsToTransaction): exactly once means no input appears in two committed
+outputs. drain (drain.py): after healing, fresh consumers read every partition from offset 0 to its end.
 """
 
 from __future__ import annotations
@@ -15,25 +17,35 @@ import logging
 import random
 import threading
 import time
-from typing import Any
+from typing import Any, Callable
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from chaos.checker import CTP_PREFIX
 from chaos.history import History
 
 QUEUE_TOPIC = "queue"
+TABLE_TOPIC = "table"
 TXN_TOPIC = "txn"
 CTP_TOPIC = "ctp"
 GROUP = "chaos"
+QUEUE_KEYS = 32
+TABLE_KEYS = 24
+# The table's segments roll every second and are cleaned as soon as anything is dirty (with the brokers'
+# log.cleaner.backoff.ms, cluster.py), so replicas compact on their own during the round.
+TABLE_CONFIG = {"cleanup.policy": "compact", "segment.ms": "1000", "min.cleanable.dirty.ratio": "0.01",
+                "min.compaction.lag.ms": "0", "delete.retention.ms": "1000"}
+
+
+def topics_of(with_txn: bool) -> list[str]:
+    return [QUEUE_TOPIC, TABLE_TOPIC] + ([TXN_TOPIC, CTP_TOPIC] if with_txn else [])
 
 
 def create_topics(admin: AdminClient, partitions: int, unclean: bool, with_txn: bool) -> None:
     config = {"min.insync.replicas": "2", "unclean.leader.election.enable": str(unclean).lower()}
-    topics = [NewTopic(QUEUE_TOPIC, partitions, 3, config=config)]
-    if with_txn:
-        topics += [NewTopic(TXN_TOPIC, partitions, 3, config=config), NewTopic(CTP_TOPIC, partitions, 3, config=config)]
+    topics = [NewTopic(name, partitions, 3, config={**config, **(TABLE_CONFIG if name == TABLE_TOPIC else {})})
+              for name in topics_of(with_txn)]
     for future in admin.create_topics(topics, operation_timeout=30).values():
         future.result(60)
 
@@ -92,7 +104,7 @@ def _flush(producer: Producer, timeout: float) -> int:
         return len(producer)
 
 
-def _consumer_config(bootstrap: str, **extra: Any) -> dict[str, Any]:
+def consumer_config(bootstrap: str, **extra: Any) -> dict[str, Any]:
     return {"bootstrap.servers": bootstrap, "enable.auto.commit": False, "auto.offset.reset": "earliest",
             "session.timeout.ms": 6000, "heartbeat.interval.ms": 1000, "socket.timeout.ms": 5000,
             "reconnect.backoff.max.ms": 1000, "topic.metadata.refresh.interval.ms": 2000, "log_level": 3, **extra}
@@ -102,7 +114,8 @@ class Workload:
     """Threads that run until `stop()`; each loop is bounded by the stop flag and a deadline."""
 
     def __init__(self, history: History, bootstrap: str, partitions: int, seed: int, *,
-                 producers: int = 2, consumers: int = 2, rate: float = 40.0, with_txn: bool = False):
+                 producers: int = 2, consumers: int = 2, rate: float = 40.0, table_rate: float = 20.0,
+                 with_txn: bool = False):
         self.history = history
         self.bootstrap = bootstrap
         self.partitions = partitions
@@ -110,6 +123,7 @@ class Workload:
         self.producers = producers
         self.consumers = consumers
         self.rate = rate
+        self.table_rate = table_rate
         self.with_txn = with_txn
         self.stopping = threading.Event()
         self.threads: list[threading.Thread] = []
@@ -117,6 +131,7 @@ class Workload:
     def start(self, deadline: float) -> None:
         targets = [(self._produce, f"p{i}") for i in range(self.producers)]
         targets += [(self._consume, f"c{i}") for i in range(self.consumers)]
+        targets.append((self._overwrite, "k0"))
         if self.with_txn:
             targets += [(self._transact, "t0"), (self._consume_committed, "rc0"), (self._transform, "x0")]
         for target, name in targets:
@@ -135,28 +150,39 @@ class Workload:
     # -- queue ------------------------------------------------------------------------------------
 
     def _produce(self, name: str, deadline: float) -> None:
+        """Unique values round-robin over the queue's partitions, keyed."""
+        self._keep_producing(name, deadline, QUEUE_TOPIC, self.rate,
+                             lambda n: (f"k{n % QUEUE_KEYS}", n % self.partitions))
+
+    def _overwrite(self, name: str, deadline: float) -> None:
+        """Unique values over a few keys of the compacted table, each key always to the same partition."""
+        self._keep_producing(name, deadline, TABLE_TOPIC, self.table_rate,
+                             lambda n: (f"key-{n % TABLE_KEYS}", (n % TABLE_KEYS) % self.partitions))
+
+    def _keep_producing(self, name: str, deadline: float, topic: str, rate: float,
+                        place: Callable[[int], tuple[str, int]]) -> None:
         history = self.history
         producer = _queue_producer(self.bootstrap, history, name)
 
         def delivered(err: Any, msg: Any) -> None:
-            value = msg.value().decode()
+            value, key = msg.value().decode(), msg.key().decode()
             if err is None:
-                history.add("ack", process=name, topic=QUEUE_TOPIC, value=value, partition=msg.partition(),
+                history.add("ack", process=name, topic=topic, key=key, value=value, partition=msg.partition(),
                             offset=msg.offset())
             else:
-                history.add("fail", process=name, topic=QUEUE_TOPIC, value=value, error=str(err))
+                history.add("fail", process=name, topic=topic, key=key, value=value, error=str(err))
 
         n = 0
         while self._running(deadline):
             value = f"{name}-{n}"
-            partition = n % self.partitions
+            key, partition = place(n)
             try:
-                producer.produce(QUEUE_TOPIC, value.encode(), partition=partition, on_delivery=delivered)
-                history.add("send", process=name, topic=QUEUE_TOPIC, value=value, partition=partition)
+                producer.produce(topic, value.encode(), key.encode(), partition=partition, on_delivery=delivered)
+                history.add("send", process=name, topic=topic, value=value, partition=partition)
                 n += 1
-                producer.poll(1.0 / self.rate)
+                producer.poll(1.0 / rate)
             except BufferError:
-                producer.poll(1.0 / self.rate)
+                producer.poll(1.0 / rate)
             except (KafkaException, SystemError) as exc:  # fatal (e.g. a sequence gap): a new producer id
                 history.add("producer-fatal", process=name, error=str(_kafka_error_of(exc).args[0]))
                 _flush(producer, 5)
@@ -176,68 +202,114 @@ class Workload:
         def revoked(_consumer: Any, partitions: list[TopicPartition]) -> None:
             history.add("revoke", process=name, partitions=[[p.topic, p.partition] for p in partitions])
 
-        consumer = Consumer(_consumer_config(self.bootstrap, **{"group.id": group, **extra}))
+        consumer = Consumer(consumer_config(self.bootstrap, **{"group.id": group, **extra}))
         consumer.subscribe([topic], on_assign=assigned, on_revoke=revoked)
         since_commit = time.monotonic()
         try:
             while self._running(deadline):
                 msg = consumer.poll(0.2)
                 if msg is not None and msg.error() is None:
-                    history.add("poll", process=name, topic=msg.topic(), partition=msg.partition(),
+                    history.add("poll", process=name, group=group, topic=msg.topic(), partition=msg.partition(),
                                 offset=msg.offset(), value=msg.value().decode())
                 if time.monotonic() - since_commit > 1.0:
                     since_commit = time.monotonic()
-                    self._commit(name, consumer, topic)
+                    self._commit(name, consumer, topic, group)
         finally:
             consumer.close()
 
-    def _commit(self, name: str, consumer: Consumer, topic: str) -> None:
+    def _commit(self, name: str, consumer: Consumer, topic: str, group: str) -> None:
         try:
             done = consumer.commit(asynchronous=False)
         except KafkaException as exc:
-            self.history.add("commit-fail", process=name, topic=topic, error=str(exc.args[0]))
+            self.history.add("commit-fail", process=name, topic=topic, group=group, error=str(exc.args[0]))
             return
         offsets = {str(tp.partition): tp.offset for tp in done or [] if tp.error is None and tp.offset >= 0}
         if offsets:
-            self.history.add("commit", process=name, topic=topic, offsets=offsets)
+            self.history.add("commit", process=name, topic=topic, group=group, offsets=offsets)
 
     # -- transactions -----------------------------------------------------------------------------
 
     def _transact(self, name: str, deadline: float) -> None:
+        """Transactions of 1-4 values over the txn topic's partitions, 60% committed, the rest aborted after a
+        flush (so that the aborted records are in the log, where read_committed must skip them). Every value
+        the broker acknowledged is an `ack` (committed or aborted, it must stay in the log); every
+        transaction a `txn` with its outcome: commit, abort, or unknown (in doubt, judged for atomicity).
+        After an unknown outcome the producer is replaced: the new one's InitProducerId fences it and has
+        the coordinator finish its transaction, one way or the other."""
         rng = random.Random(self.seed)
-        producer = Producer({**_producer_config(self.bootstrap), "transactional.id": f"chaos-{name}",
-                             "transaction.timeout.ms": 30000})
-        try:
-            producer.init_transactions(30)
-        except KafkaException as exc:
-            self.history.add("txn-init-fail", process=name, error=str(exc.args[0]))
-            return
+        history = self.history
+
+        def delivered(err: Any, msg: Any) -> None:
+            if err is None:
+                history.add("ack", process=name, topic=TXN_TOPIC, value=msg.value().decode(),
+                            partition=msg.partition(), offset=msg.offset(), txn=True)
+
+        producer = self._transactional_producer(name, deadline)
         n = 0
-        while self._running(deadline):
+        while producer is not None and self._running(deadline):
             values = [f"{name}-{n}-{i}" for i in range(rng.randint(1, 4))]
             commit = rng.random() < 0.6
             n += 1
             try:
                 producer.begin_transaction()
                 for i, value in enumerate(values):
-                    producer.produce(TXN_TOPIC, value.encode(), partition=(n + i) % self.partitions)
+                    producer.produce(TXN_TOPIC, value.encode(), partition=(n + i) % self.partitions,
+                                     on_delivery=delivered)
+                outcome, error = self._end(producer, commit)
+            except KafkaException as exc:
+                outcome, error = self._end_after(producer, exc.args[0])
+            history.add("txn", process=name, txn=n, values=values, outcome=outcome,
+                        **({"error": error} if error else {}))
+            if outcome == "unknown":
+                producer = self._transactional_producer(name, deadline)
+            time.sleep(0.1)
+
+    def _transactional_producer(self, name: str, deadline: float) -> Producer | None:
+        """A transactional producer whose InitProducerId succeeded (tried until the deadline), or None."""
+        while self._running(deadline):
+            producer = Producer({**_producer_config(self.bootstrap), "transactional.id": f"chaos-{name}",
+                                 "transaction.timeout.ms": 30000})
+            try:
+                producer.init_transactions(30)
+                return producer
+            except KafkaException as exc:
+                self.history.add("txn-init-fail", process=name, error=str(exc.args[0]))
+        return None
+
+    def _end(self, producer: Producer, commit: bool) -> tuple[str, str | None]:
+        """Commit, or flush and abort; a call that fails retriably is made again (librdkafka allows it)."""
+        for _ in range(3):
+            try:
                 if commit:
                     producer.commit_transaction(15)
                 else:
+                    _flush(producer, 15)
                     producer.abort_transaction(15)
-                self.history.add("txn", process=name, txn=n, values=values, outcome="commit" if commit else "abort")
+                return ("commit" if commit else "abort"), None
             except KafkaException as exc:
                 error = exc.args[0]
-                self.history.add("txn", process=name, txn=n, values=values, outcome="unknown", error=str(error))
-                if not self._recover(producer, error):
-                    return
-            time.sleep(0.1)
+                if not error.retriable() or error.txn_requires_abort():
+                    return self._end_after(producer, error)
+        return "unknown", str(error)
+
+    @staticmethod
+    def _end_after(producer: Producer, error: Any) -> tuple[str, str | None]:
+        """After an abortable error the transaction is aborted (what was sent flushed first); any other
+        error, or a failed abort, leaves its outcome unknown."""
+        if error.txn_requires_abort():
+            try:
+                _flush(producer, 5)
+                producer.abort_transaction(15)
+                return "abort", str(error)
+            except KafkaException as exc:
+                error = exc.args[0]
+        return "unknown", str(error)
 
     def _transform(self, name: str, deadline: float) -> None:
         """Consume-transform-produce: each batch polled from `queue` goes to `ctp` in one transaction
         with the group's new offsets; after a failed or aborted transaction the consumer goes back to
         the group's committed offsets, so the batch is transformed again under a new attempt."""
-        consumer = Consumer(_consumer_config(self.bootstrap, **{"group.id": GROUP + "-ctp",
+        consumer = Consumer(consumer_config(self.bootstrap, **{"group.id": GROUP + "-ctp",
                                                                 "isolation.level": "read_committed"}))
         producer = Producer({**_producer_config(self.bootstrap), "transactional.id": f"chaos-{name}",
                              "transaction.timeout.ms": 30000})
@@ -274,16 +346,9 @@ class Workload:
     def _abort(self, name: str, producer: Producer, attempt: int, values: list[str], error: Any) -> bool:
         """After an abortable error the transaction is aborted (its outputs must never be read); any
         other error leaves its outcome unknown and ends the loop (False)."""
-        if error.txn_requires_abort():
-            try:
-                producer.abort_transaction(15)
-            except KafkaException as exc:
-                error = exc.args[0]
-            else:
-                self.history.add("txn", process=name, txn=attempt, values=values, outcome="abort", error=str(error))
-                return True
-        self.history.add("txn", process=name, txn=attempt, values=values, outcome="unknown", error=str(error))
-        return False
+        outcome, detail = self._end_after(producer, error)
+        self.history.add("txn", process=name, txn=attempt, values=values, outcome=outcome, error=detail)
+        return outcome == "abort"
 
     @staticmethod
     def _rewind(consumer: Consumer) -> None:
@@ -294,71 +359,5 @@ class Workload:
         except KafkaException:
             pass  # a rebalance under way: the new assignment starts from the committed offsets anyway
 
-    def _recover(self, producer: Producer, error: Any) -> bool:
-        """Abort after an abortable error; a fatal one ends the transactional producer."""
-        if error.txn_requires_abort():
-            try:
-                producer.abort_transaction(15)
-            except KafkaException:
-                return False
-            return True
-        return error.retriable()
-
     def _consume_committed(self, name: str, deadline: float) -> None:
         self._group_consumer(name, deadline, TXN_TOPIC, GROUP + "-txn", {"isolation.level": "read_committed"})
-
-
-RETRY_END_OFFSET = (KafkaError._UNKNOWN_PARTITION, KafkaError.NOT_LEADER_FOR_PARTITION,
-                    KafkaError.LEADER_NOT_AVAILABLE)
-
-
-def _end_offset(consumer: Consumer, partition: TopicPartition, deadline: float) -> int:
-    """The partition's end (the LSO, read_committed), asked again while the new consumer's metadata
-    does not know the partition yet ("Unknown partition") or still names a broker that has since
-    handed leadership on (after the heal, preferred leaders take over), or the call times out, until
-    `deadline`."""
-    while True:
-        try:
-            offsets = consumer.get_watermark_offsets(partition, timeout=10)
-        except KafkaException as exc:
-            if time.monotonic() >= deadline:
-                raise
-            error = exc.args[0]
-            if not (error.retriable() or error.code() in RETRY_END_OFFSET):
-                raise
-            time.sleep(0.2)
-            continue
-        if offsets is not None:
-            return offsets[1]
-        if time.monotonic() >= deadline:
-            raise TimeoutError(f"no end offset for {partition.topic}-{partition.partition}")
-
-
-def drain(history: History, bootstrap: str, topics: list[str], partitions: int, timeout: float) -> None:
-    """Read every partition of `topics` from offset 0 to its high watermark (read_committed)."""
-    consumer = Consumer(_consumer_config(bootstrap, **{"group.id": "chaos-drain", "isolation.level": "read_committed"}))
-    try:
-        ends: dict[tuple[str, int], int] = {}
-        deadline = time.monotonic() + timeout
-        for topic in topics:
-            for p in range(partitions):
-                ends[(topic, p)] = _end_offset(consumer, TopicPartition(topic, p), deadline)
-        consumer.assign([TopicPartition(t, p, OFFSET_BEGINNING) for t, p in ends])
-        position = {tp: 0 for tp in ends}
-        while time.monotonic() < deadline and any(position[tp] < ends[tp] for tp in ends):
-            msg = consumer.poll(0.5)
-            if msg is None:
-                # read_committed skips control records: ask where the consumer stands
-                for tp in consumer.position([TopicPartition(t, p) for t, p in ends]):
-                    if tp.offset >= 0:
-                        position[(tp.topic, tp.partition)] = max(position[(tp.topic, tp.partition)], tp.offset)
-                continue
-            if msg.error() is not None:
-                continue
-            history.add("read", process="drain", topic=msg.topic(), partition=msg.partition(),
-                        offset=msg.offset(), value=msg.value().decode())
-            position[(msg.topic(), msg.partition())] = msg.offset() + 1
-        behind = {f"{t}-{p}": [position[(t, p)], ends[(t, p)]] for t, p in ends if position[(t, p)] < ends[(t, p)]}
-        history.add("drain", complete=not behind, behind=behind, ends={f"{t}-{p}": e for (t, p), e in ends.items()})
-    finally:
-        consumer.close()

@@ -36,6 +36,7 @@ class RequestContext:
     client_host: str
     now_ms: int
     session: ConnectionSession = field(default_factory=ConnectionSession)
+    request_size: int = 0  # the request's bytes after the size prefix (Kafka's request.sizeInBytes)
 
     @property
     def listener(self) -> str:

@@ -91,7 +91,8 @@ class Dispatcher:
         handler, read, budget = route
         request = read(Reader(frame[body_offset:], 0, budget))
         context = RequestContext(self._broker, version, header.correlation_id, header.client_id, peer,
-                                 int(time.time() * 1000), session if session is not None else ConnectionSession())
+                                 int(time.time() * 1000), session if session is not None else ConnectionSession(),
+                                 len(frame))
         if session is not None and session.sasl is not None and \
                 (sasl_refusal := sasl_gate.refusal(session, key, request, context.now_ms)):
             return FinalResponse(encode_response_parts(header.correlation_id, key, version, sasl_refusal))

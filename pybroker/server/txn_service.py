@@ -24,6 +24,7 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
+from pybroker.controller import zk_paths as zp
 from pybroker.controller.metadata import BrokerInfo
 from pybroker.coordinator.loader import decoded_records
 from pybroker.coordinator.txn_coordinator import MarkerRequest, TransactionCoordinator, TxnConfig, TxnOutcome
@@ -135,9 +136,20 @@ class TxnService:
     async def write_markers(self, marker: MarkerRequest) -> bool:
         """The runtime's marker writer: True when every partition has its marker. Partitions of a topic
         this broker's metadata no longer has are done: their topic was deleted (Kafka's marker channel
-        drops them the same way, on the coordinator, never on the broker that receives the markers)."""
+        drops them the same way, on the coordinator, never on the broker that receives the markers). In
+        ZooKeeper mode only once ZooKeeper confirms the topic is gone: a restarted broker's cache lacks
+        topics until the controller's UpdateMetadata gives them (its LeaderAndIsr comes first), and a
+        coordinator that loaded its transactions meanwhile took every partition for deleted and completed
+        the transaction without a marker (chaos rounds 3004, 3007 and 3013: the records of a committed
+        transaction closed by the producer's next ABORT marker, an aborted one's by the next COMMIT, or a
+        transaction left open for good)."""
         metadata = self._broker.metadata
         assert metadata is not None
+        missing = {topic for topic, _ in marker.partitions if metadata.topic(topic) is None}
+        if missing and not await self._deleted(missing):
+            log.info("Markers of transaction %s wait for this broker's metadata of %s", marker.transactional_id,
+                     sorted(missing))
+            return False
         local, remote = self._route([tp for tp in marker.partitions if metadata.topic(tp[0]) is not None])
         sends = [self._markers.send(broker, marker, partitions) for broker, partitions in remote.values()]
         answers = await asyncio.gather(self.write_marker(marker.producer_id, marker.producer_epoch,
@@ -147,6 +159,18 @@ class TxnService:
             log.warning("Markers of transaction %s not written yet (retried on the next abort check): %s",
                         marker.transactional_id, {f"{t}-{p}": code.name for (t, p), code in failed.items()})
         return not failed
+
+    async def _deleted(self, topics: set[str]) -> bool:
+        """Whether every one of `topics`, missing from this broker's metadata, is deleted or being deleted
+        (ZooKeeper says; without ZooKeeper this broker's metadata is the cluster's)."""
+        zk_mode = self._broker.zk_mode
+        if zk_mode is None:
+            return True
+        for topic in topics:
+            if await zk_mode.zk.get(zp.topic_path(topic)) is not None and \
+                    await zk_mode.zk.get(zp.delete_topic_path(topic)) is None:
+                return False
+        return True
 
     def _route(self, partitions: Iterable[TopicPartition]
                ) -> tuple[list[TopicPartition], dict[int, tuple[BrokerInfo, list[TopicPartition]]]]:

@@ -11,24 +11,28 @@ import pytest
 from chaos.faults import KINDS
 from chaos.run import EXPECTED_LOSS, run_round
 
-# Seeds whose 20 s schedules between them hit a leader kill, two brokers killed at once, pauses past
+# Seeds whose 20 s sequential schedules between them hit a leader kill, two brokers killed at once, pauses past
 # replica.lag.time.max.ms and below it, a ZooKeeper restart, the controller isolated from the brokers and
-# cut from ZooKeeper. Power loss is left to the expected-loss round: seed 6 (kill two, then power loss of
-# the leader that is also the controller) loses acknowledged writes now and then, a known controller bug.
-SMOKE_SEEDS = (2, 3, 10)
+# cut from ZooKeeper, and (seed 6) two brokers killed, then a power loss of the leader that is also the
+# controller. Seed 6 was left out for losing acknowledged writes now and then: the leader came back within
+# its ZooKeeper session and the next controller, elected after it registered again, kept it leader with its
+# cut log (fixed in 980639d; test_power_loss.py makes that order every time, and the harness's
+# controller-bounce fault too).
+SMOKE_SEEDS = (2, 3, 6, 10)
 # A failing round's history and broker logs outlive pytest's own temporary directories.
 KEEP = Path(tempfile.gettempdir()) / "pybroker-chaos-smoke"
 
 
 @pytest.mark.parametrize("seed", SMOKE_SEEDS)
 def test_short_chaos_round_is_clean(seed: int) -> None:
-    result = run_round(seed, 20.0, keep_dir=KEEP)
+    result = run_round(seed, 20.0, partitions=3, generator="sequential", keep_dir=KEEP)
     assert result.schedule and all(f.kind in KINDS for f in result.schedule)
     assert result.verdict == "clean", f"seed {seed}: {result.verdict}; history kept in {result.kept}"
-    assert result.report.stats["acked"] > 100 and result.report.stats["drained"] >= result.report.stats["acked"]
+    stats = result.report.stats
+    assert stats["acked"] > 100 and stats["drained"] + stats["compacted_away"] >= stats["acked"]
 
 
 def test_unclean_election_after_power_loss_is_caught_losing_acked_writes() -> None:
-    result = run_round(1000, 20.0, expect_loss=True, keep_dir=KEEP)
+    result = run_round(1000, 20.0, partitions=3, expect_loss=True, keep_dir=KEEP)
     assert result.verdict == EXPECTED_LOSS, result.verdict
     assert result.report.anomalies["lost"]

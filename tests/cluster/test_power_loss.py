@@ -1,4 +1,4 @@
-"""Acknowledged records survive power losses of ISR members (chaos rounds 6016, 7001 and 8015).
+"""Acknowledged records survive power losses of ISR members (chaos seed 6, rounds 6016, 7001 and 8015).
 
 First test: a leader left alone in the ISR keeps what acks=all acknowledged through a power loss.
 
@@ -11,7 +11,10 @@ minimum, all of it: records above its high watermark may have been acknowledged 
 
 Second test: every ISR member goes down at once, one losing power and one only killed; the killed one
 is back first, and the one that lost power, which the controller used to wait for, is elected only if
-its log is the longer."""
+its log is the longer.
+
+Third test: chaos seed 6, the leader that is also the controller loses power and is back before its
+ZooKeeper session expired."""
 
 from __future__ import annotations
 
@@ -60,13 +63,25 @@ def produce_above_the_high_watermark(cluster: Cluster, topic: str) -> None:
     assert producer.flush(30) == 0
 
 
-def produce_acknowledged(cluster: Cluster, topic: str) -> None:
+def produce_acknowledged(cluster: Cluster, topic: str, prefix: str = "m") -> None:
     producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "enable.idempotence": True})
     errors: list[object] = []
     for i in range(ACKED):
-        producer.produce(topic, f"m-{i}".encode(), partition=0,
+        producer.produce(topic, f"{prefix}-{i}".encode(), partition=0,
                          on_delivery=lambda err, _: err is not None and errors.append(err))
     assert producer.flush(30) == 0 and errors == []
+
+
+def hold_controller_znode(zk: KazooClient, dead: int) -> None:
+    """Replace a dead broker's registration and /controller (its session's, until ZooKeeper expires it) by a
+    /controller of this client's session naming it still, so that no broker is elected until it is deleted."""
+    data = zk.get(zp.CONTROLLER)[0]
+    assert json.loads(data)["brokerid"] == dead
+    transaction = zk.transaction()
+    transaction.delete(zp.broker_path(dead))
+    transaction.delete(zp.CONTROLLER)
+    transaction.create(zp.CONTROLLER, data, ephemeral=True)
+    assert all(result is True or isinstance(result, str) for result in transaction.commit())
 
 
 def test_acknowledged_records_survive_a_power_loss_of_the_leader_left_alone_in_the_isr(tmp_path: Path) -> None:
@@ -124,3 +139,50 @@ def test_the_longest_log_leads_when_the_isr_member_back_first_lost_power(tmp_pat
         values = consume(cluster, topic, 1, ACKED)[0]
         assert values[:ACKED] == [f"m-{i}".encode() for i in range(ACKED)]
         assert zk_isr(cluster, topic)[0] == b  # b led: it had the longer log
+
+
+def test_a_leader_and_controller_registered_again_before_the_next_controller_loses_nothing(tmp_path: Path) -> None:
+    """Chaos seed 6 (kill two, then power loss of the leader that is also the controller). Two brokers are
+    killed and come back, so the one left leads and controls. It then loses power and restarts, and its new
+    registration is in ZooKeeper before the next controller is elected: with a 4 s session and a restart
+    within it, the old session's expiry frees /brokers/ids/N and /controller together and the restarted
+    broker may register before the election's failover reads the brokers ("now and then"). Here that order
+    is made, not waited for: the dead session's registration and /controller are deleted and the test holds a
+    /controller of its own naming the dead broker (as the dead session's did until it expired) while the broker
+    restarts and registers; only then is it deleted. The next controller finds the broker live and named leader; before 980639d it kept it
+    leader at the same epoch with its log cut to the last fsync, and the followers truncated the acknowledged
+    tail to it. Its registration is newer than the partition state's last write, so it is now handled as
+    bounced and a follower leads."""
+    topic = "seed6"
+    with running_cluster(tmp_path, extra={"replica.lag.time.max.ms": "2000"}) as cluster:
+        leader = wait_until(lambda: [c for c in [controller_id(cluster)] if c >= 0], "a controller")[0]
+        followers = [b for b in range(3) if b != leader]
+        create_topic(cluster, topic, 1, assignment=[[leader, *followers]], **{"min.insync.replicas": "2"})
+        wait_for_full_isr(cluster, topic)
+        produce_acknowledged(cluster, topic, "a")
+
+        for follower in followers:  # kill two: the leader, also the controller, is left alone in the ISR
+            cluster.brokers[follower].kill()
+        wait_until(lambda: zk_isr(cluster, topic) == [leader], "the ISR to shrink to the leader", timeout=30)
+        for follower in followers:
+            cluster.brokers[follower].start()
+        wait_for_full_isr(cluster, topic)
+        produce_acknowledged(cluster, topic, "b")  # on the followers' logs, in no fsync of the leader's
+        assert controller_id(cluster) == leader
+
+        broker = cluster.brokers[leader]
+        zk = KazooClient(cluster.zk_connect)
+        zk.start(10)
+        try:
+            broker.kill()
+            cut = lose_unsynced_writes(broker.data_dir / "logs")
+            assert cut.get(f"{topic}-0"), f"the power loss cut nothing of {topic}-0: {cut}"
+            hold_controller_znode(zk, leader)
+            broker.start()  # registered again; /controller names it, so nobody stands for controller
+            zk.delete(zp.CONTROLLER)
+        finally:
+            zk.stop()
+            zk.close()
+
+        values = consume(cluster, topic, 1, 2 * ACKED)[0]
+        assert values == [f"{prefix}-{i}".encode() for prefix in "ab" for i in range(ACKED)]

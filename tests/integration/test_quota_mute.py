@@ -31,11 +31,12 @@ def server_receive_queue(broker_port: int, client_port: int) -> int | None:
     return None
 
 
-def set_quota(bootstrap: str) -> None:
+def set_quota(bootstrap: str, rate: int = RATE) -> None:
+    """producer_byte_rate of the WireClient's client id."""
     async def run() -> None:
         async with KafkaClient(bootstrap) as client:
             assert await alter_client_quotas(client, [({"client-id": "wire-test"},
-                                                       {"producer_byte_rate": float(RATE)})]) == [None]
+                                                       {"producer_byte_rate": float(rate)})]) == [None]
     asyncio.run(run())
 
 

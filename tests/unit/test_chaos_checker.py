@@ -210,3 +210,54 @@ def test_power_loss_cuts_logs_back_to_the_recovery_point(tmp_path: Path) -> None
     assert not (part / f"{9:020d}.log").exists() and not (part / f"{0:020d}.index").exists()
     assert not (tmp_path / "replication-offset-checkpoint.tmp").exists()
     assert lost == {"queue-0": len(_batch(5, 4)) + len(_batch(9, 1))}
+
+
+def test_a_compacted_topics_value_may_be_missing_only_behind_a_later_record_of_its_key() -> None:
+    def keyed(e: dict[str, Any], key: str) -> dict[str, Any]:
+        return {**e, "topic": "table", "key": key}
+    history = [keyed(ack("a", 0, 0), "k"), keyed(ack("b", 0, 1), "j"), keyed(ack("c", 0, 2), "k"),
+               keyed(read("b", 0, 1), "j"), keyed(read("c", 0, 2), "k"), DRAINED]
+    report = check(history, compacted={"table"})
+    assert report.clean and report.stats["compacted_away"] == 1  # a was cleaned: c, at a later offset, has its key
+    assert check(history).counts() == {"lost": 1}  # not compacted: a is lost
+    latest_missing = history[:3] + [keyed(read("a", 0, 0), "k"), keyed(read("b", 0, 1), "j"), DRAINED]
+    assert check(latest_missing, compacted={"table"}).counts() == {"lost": 1}  # c, the last of k, is gone
+
+
+def test_a_transaction_in_doubt_is_all_or_nothing() -> None:
+    history = [txn(1, ["t-1-0", "t-1-1"], "unknown"), txn(2, ["t-2-0", "t-2-1"], "unknown"),
+               txn(3, ["t-3-0", "t-3-1"], "unknown"),
+               read("t-1-0", 0, 0, topic="txn"), read("t-1-1", 1, 0, topic="txn"), read("t-3-0", 0, 1, topic="txn"),
+               DRAINED]
+    report = check(history)
+    assert report.counts() == {"partial_txn": 1}
+    assert report.anomalies["partial_txn"][0]["txn"] == 3
+
+
+def test_an_acknowledged_aborted_record_must_stay_in_the_log() -> None:
+    """Aborted or not, a transactional record the broker acknowledged is in the read_uncommitted drain; the
+    read_committed drain must not show it."""
+    acked = {**ack("t-1-0", 0, 0), "topic": "txn", "txn": True}
+    uncommitted_drain = {"t": 9.0, "type": "drain", "process": "drain-uncommitted", "complete": True, "behind": {}}
+    history = [acked, txn(1, ["t-1-0"], "abort"), read("t-1-0", 0, 0, type_="read-uncommitted", topic="txn",
+                                                       process="drain-uncommitted"), DRAINED, uncommitted_drain]
+    report = check(history)
+    assert report.clean, report.summary()
+    assert report.stats["aborted_in_log"] == 1
+    assert check([h for h in history if h["type"] != "read-uncommitted"]).counts() == {"lost": 1}
+    assert check(history + [read("t-1-0", 0, 0, topic="txn")]).counts() == {"aborted_read": 1}
+
+
+def test_a_group_commit_past_a_record_no_member_polled_is_a_skip() -> None:
+    history = [ack("a", 0, 0), ack("b", 0, 1), ack("c", 0, 2), poll("a", 0, 0), poll("b", 0, 1, process="c1"),
+               {**commit(0, 2), "group": "g"}, read("a", 0, 0), read("b", 0, 1), read("c", 0, 2), DRAINED]
+    for e in history:
+        if e["type"] == "poll":
+            e["group"] = "g"
+    assert check(history).clean  # a and b were polled (by two members) before the commit of 2
+    skipping = [e for e in history if e.get("value") != "b" or e["type"] != "poll"]
+    report = check(skipping)
+    assert report.counts() == {"skipped": 1}
+    assert report.anomalies["skipped"][0]["first"] == 1
+    late = [{**e, "t": 5.0} if e["type"] == "poll" and e["value"] == "b" else e for e in history]
+    assert check(late).counts() == {"skipped": 1}  # polled only after the commit

@@ -59,12 +59,8 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
             topic.partition_responses = [
                 _error(p.index, ErrorCode.KAFKA_STORAGE_ERROR, f"Flush of {topic.name}-{p.index} failed")
                 if (topic.name, p.index) in unflushed else p for p in topic.partition_responses]
-    if quota.active():  # producer_byte_rate counts the request's record bytes, acks=0 included (as Kafka)
-        size = 0
-        for topic_data in request.topic_data:
-            for data in topic_data.partition_data:
-                size += len(data.records) if data.records is not None else 0
-        quota.record_produce(request.acks, size, int(time.time() * 1000))
+    if quota.active():  # producer_byte_rate counts the whole request's bytes, acks=0 included (as Kafka)
+        quota.record_produce(request.acks, ctx.request_size, int(time.time() * 1000))
     if request.acks == 0:
         return None
     if replicating:

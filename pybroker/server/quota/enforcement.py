@@ -180,8 +180,8 @@ def active() -> bool:
 
 
 def record_produce(acks: int, size: int, now_ms: int) -> None:
-    """Produce: the request's record bytes go to producer_byte_rate (acks=0 is exempt from the
-    request quota, as in Kafka, but not from the byte rate)."""
+    """Produce: the request's size (header and all, as Kafka's request.sizeInBytes) goes to
+    producer_byte_rate (acks=0 is exempt from the request quota, as in Kafka, but not from the byte rate)."""
     state = _CURRENT.get()
     if state is None:
         return

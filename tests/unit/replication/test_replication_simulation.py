@@ -226,3 +226,24 @@ def test_a_follower_joining_the_isr_holds_the_high_watermark_while_the_write_is_
     assert lead.isr == (0, 1, 2)
     lead.record_follower_fetch(2, lead.log.log_end_offset, simulation.now)
     assert lead.maybe_advance_high_watermark() and lead.log.high_watermark == 2
+
+
+def test_no_acks_all_append_while_a_shrink_below_the_minimum_is_in_flight(tmp_path: Path) -> None:
+    """Chaos (overlapping faults): the leader decided to drop its lagging follower from ISR {0, 1}, flushed its
+    whole log (it would be the only member) and sent the shrink, which took seconds to land. Records appended
+    meanwhile were acknowledged once the follower caught up, the shrink then landed, and the leader lost power:
+    the only ISR member came back without them. While such a shrink is in flight acks=all appends are refused,
+    so the flush covers all the leader will acknowledge; acks=1 appends, and a write that adds members, are
+    not held back."""
+    simulation = Simulation(tmp_path, 0)
+    lead = simulation.lead
+    simulation.stored_isr = lead.isr = (0, 1)
+    simulation.start_isr_write((0,))
+    batch = build_batch([RecordInput(None, b"v")])
+    with pytest.raises(NotEnoughReplicasError):
+        lead.append_as_leader(bytearray(batch), required_acks=-1, now_ms=simulation.now)
+    lead.append_as_leader(bytearray(batch), required_acks=1, now_ms=simulation.now)
+    simulation.isr_write()
+    simulation.start_isr_write((0, 1, 2))
+    lead.isr = (0, 1)
+    lead.append_as_leader(bytearray(batch), required_acks=-1, now_ms=simulation.now)

@@ -1,0 +1,83 @@
+"""Mutation testing of the harness: known safety bugs, planted one at a time, that the rounds must catch.
+
+Each mutant is a patch of a few lines beside this file (`<name>.patch`, made with `git diff` from the
+repository root). It is applied to a copy of `pybroker/` in a temporary directory, and the round's
+brokers run from that copy (cluster.py's `code_root`); the repository itself is never changed and no
+configuration reaches a planted bug. A patch that no longer applies (the code moved) fails loudly,
+naming the mutant: re-make it against the new code.
+
+`python -m chaos.mutants` (`make chaos-mutants`) runs every mutant's rounds at its fixed seeds until one
+is caught, a safety anomaly found (a heal failure alone is not a catch), and fails unless every mutant
+was caught.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tempfile
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+from chaos.cluster import REPO
+
+HERE = Path(__file__).resolve().parent
+
+
+@dataclass(frozen=True)
+class Mutant:
+    name: str
+    bug: str
+    kinds: tuple[str, ...]  # the faults its rounds draw from (faults.py)
+    seeds: tuple[int, ...]
+    txn: bool = False
+    generator: str = "overlapping"
+
+    @property
+    def patch(self) -> Path:
+        return HERE / f"{self.name}.patch"
+
+
+MUTANTS = (
+    Mutant("hw-without-isr", "the high watermark advances to the leader's log end without the ISR",
+           ("kill", "power-loss"), (11, 12, 13)),
+    Mutant("no-truncate", "a new follower never truncates to the leader's epoch end",
+           ("kill", "power-loss", "isolate", "lag-then-kill"), (11, 12, 13)),
+    Mutant("elect-outside-isr", "the controller elects the first live replica in assignment order, in the ISR or not",
+           ("lag-then-kill", "lag-then-isolate", "lag-then-power-loss"), (11, 12, 13), generator="aimed"),
+    Mutant("ack-at-append", "acks=all answered at the leader's append", ("kill", "power-loss"), (11, 12, 13)),
+    Mutant("no-dedupe", "the idempotent producer's duplicate check skipped", ("clients-cut", "isolate"),
+           (11, 12, 13)),
+    Mutant("abort-as-commit", "abort markers written as commit markers", ("pause-short",), (11, 12, 13),
+           txn=True),
+    Mutant("failover-misses-restart", "a new controller does not see brokers that restarted before it was elected "
+           "(chaos seed 6)", ("controller-bounce",), (11, 12, 13), generator="aimed"),
+)
+BY_NAME = {m.name: m for m in MUTANTS}
+
+
+class PatchError(RuntimeError):
+    """A mutant's patch no longer applies to the code."""
+
+
+def apply_to(mutant: Mutant, tree: Path, *, check: bool = False) -> None:
+    """Apply the mutant's patch under `tree` (which holds `pybroker/`); `check` only tries it."""
+    args = ["git", "apply", "--verbose", *(["--check"] if check else []), str(mutant.patch)]
+    done = subprocess.run(args, cwd=tree, capture_output=True, text=True)
+    if done.returncode:
+        raise PatchError(f"mutant {mutant.name}: {mutant.patch.name} no longer applies to {tree}/pybroker "
+                         f"(re-make it against the current code):\n{done.stderr.strip()}")
+
+
+@contextmanager
+def planted(mutant: Mutant) -> Iterator[Path]:
+    """A temporary copy of the repository's `pybroker/` with the mutant applied: a `code_root`."""
+    root = Path(tempfile.mkdtemp(prefix=f"mutant-{mutant.name}-"))
+    try:
+        shutil.copytree(REPO / "pybroker", root / "pybroker", ignore=shutil.ignore_patterns("__pycache__"))
+        apply_to(mutant, root)
+        yield root
+    finally:
+        shutil.rmtree(root, ignore_errors=True)

@@ -1,0 +1,52 @@
+"""`python -m chaos.mutants [--only a,b] [--duration 30]`: each mutant's rounds until one catches it."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+from pathlib import Path
+
+from chaos.mutants import BY_NAME, MUTANTS, planted
+from chaos.run import RoundResult, run_round
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m chaos.mutants", description=__doc__)
+    parser.add_argument("--only", help="comma-separated mutant names (default: all)")
+    parser.add_argument("--duration", type=float, default=30.0, help="seconds of faults per round")
+    parser.add_argument("--partitions", type=int, default=6)
+    parser.add_argument("--keep-dir", type=Path, default=Path("chaos-runs/mutants"))
+    args = parser.parse_args(argv)
+    logging.getLogger("kazoo").setLevel(logging.CRITICAL)
+    signal.signal(signal.SIGTERM, lambda _signum, _frame: sys.exit(128 + signal.SIGTERM))
+    mutants = [BY_NAME[name] for name in args.only.split(",")] if args.only else list(MUTANTS)
+    rows = ["| mutant | planted bug | rounds to first catch | verdict |", "|---|---|---|---|"]
+    missed = []
+    for mutant in mutants:
+        print(f"== mutant {mutant.name}: {mutant.bug}")
+        catch: tuple[int, RoundResult] | None = None
+        last: RoundResult | None = None
+        with planted(mutant) as code_root:
+            for attempt, seed in enumerate(mutant.seeds, 1):
+                last = run_round(seed, args.duration, partitions=args.partitions, with_txn=mutant.txn,
+                                 generator=mutant.generator, kinds=list(mutant.kinds), code_root=code_root,
+                                 keep_dir=args.keep_dir)
+                if last.caught:
+                    catch = (attempt, last)
+                    break
+        if catch is None:
+            missed.append(mutant.name)
+            rows.append(f"| {mutant.name} | {mutant.bug} | not caught in {len(mutant.seeds)} | "
+                        f"{last.verdict if last else 'no round'} |")
+        else:
+            rows.append(f"| {mutant.name} | {mutant.bug} | {catch[0]} (seed {catch[1].seed}) | {catch[1].verdict} |")
+    print("\n".join(rows))
+    if missed:
+        print(f"NOT CAUGHT: {', '.join(missed)}")
+    return 1 if missed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,282 @@
+"""Applies a fault schedule (faults.py): each fault in a thread of its own, so faults overlap as
+scheduled; each takes its holds on brokers, links and ZooKeeper from the cluster and gives them back
+(cluster.py), and writes its start, steps and end to the history."""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+import time
+from dataclasses import asdict
+from typing import Any, Callable
+
+from kazoo.exceptions import NoNodeError
+
+from chaos.cluster import REPLICA_LAG_MS, Broker, ChaosCluster, Link
+from chaos.faults import LAG_WAIT_S, Fault
+from chaos.history import History
+from chaos.workload import QUEUE_TOPIC
+
+REGISTER_WAIT_S = 30.0
+
+
+class Nemesis:
+    def __init__(self, cluster: ChaosCluster, history: History, seed: int) -> None:
+        self.cluster = cluster
+        self.history = history
+        self.seed = seed
+        self.threads: list[threading.Thread] = []
+
+    def start(self, plan: list[Fault]) -> None:
+        for index, fault in enumerate(plan):
+            rng = random.Random(self.seed * 1000 + index)
+            thread = threading.Thread(target=self._run, args=(index, fault, rng), name=f"fault-{index}", daemon=True)
+            thread.start()
+            self.threads.append(thread)
+
+    def join(self, timeout: float) -> list[str]:
+        """Wait for every fault to end; the names of those still holding after `timeout`."""
+        deadline = time.monotonic() + timeout
+        for thread in self.threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        return [t.name for t in self.threads if t.is_alive()]
+
+    def _run(self, index: int, fault: Fault, rng: random.Random) -> None:
+        time.sleep(max(0.0, fault.at - self.history.now()))
+        try:
+            apply(self.cluster, fault, self.history, rng, index)
+        except Exception as exc:  # noqa: BLE001 - a fault that cannot be applied is recorded, not fatal
+            self.history.add("fault-error", id=index, kind=fault.kind, error=f"{type(exc).__name__}: {exc}")
+
+
+# -- targets --------------------------------------------------------------------------------------
+
+def partition_state(cluster: ChaosCluster, partition: int,
+                    topic: str = QUEUE_TOPIC) -> tuple[int, list[int], list[int]]:
+    """(leader, replicas in assignment order, ISR) of a partition, as the metadata says now (asked again for
+    up to 5 s while the broker answering does not know the partition)."""
+    deadline = time.monotonic() + 5.0
+    while True:
+        try:
+            meta = cluster.admin().list_topics(topic, timeout=5).topics[topic].partitions[partition]
+            return meta.leader, list(meta.replicas), list(meta.isrs)
+        except KeyError:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.5)
+
+
+def resolve(cluster: ChaosCluster, target: str, rng: random.Random, partition: int | None = None) -> Broker:
+    """A role to a broker; a random live one when the cluster cannot say (recorded as whoever it is)."""
+    live = [b for b in cluster.brokers if b.alive and not b.paused] or cluster.brokers
+    chosen: int | None = None
+    try:
+        if target == "leader":
+            chosen = partition_state(cluster, partition or 0)[0]
+        elif target == "preferred":
+            chosen = partition_state(cluster, partition or 0)[1][0]
+        elif target == "controller":
+            chosen = cluster.controller()
+    except Exception:  # noqa: BLE001 - no answer: fall back to a random broker
+        chosen = None
+    if chosen is None or not 0 <= chosen < len(cluster.brokers):
+        return rng.choice(live)
+    return cluster.by_id(chosen)
+
+
+def _other(cluster: ChaosCluster, rng: random.Random, *exclude: Broker) -> Broker:
+    return rng.choice([b for b in cluster.brokers if b not in exclude])
+
+
+# -- applying -------------------------------------------------------------------------------------
+
+def apply(cluster: ChaosCluster, fault: Fault, history: History, rng: random.Random, index: int = 0) -> None:
+    """Start `fault`, hold it for its duration, give it back; both ends go to the history."""
+    step = _Steps(history, index)
+    victims: list[Broker] = [] if fault.kind == "zk-restart" else [resolve(cluster, fault.target, rng, fault.partition)]
+    if fault.kind in ("kill-two", "net-and-zk"):
+        victims.append(_other(cluster, rng, victims[0]))
+    start = history.add("fault", phase="start", id=index, **asdict(fault), brokers=[b.broker_id for b in victims])
+    detail: dict[str, Any] = {}
+    kind, hold = fault.kind, fault.duration
+    if kind in ("kill", "kill-two", "power-loss"):
+        detail["lost_bytes"] = _take_down(cluster, victims, kind == "power-loss", step)
+        time.sleep(hold)
+        for victim in victims:
+            cluster.bring_up(victim)
+    elif kind.startswith("pause"):
+        cluster.hold_paused(victims[0])
+        time.sleep(hold)
+        cluster.release_paused(victims[0])
+    elif kind == "zk-restart":
+        cluster.take_zookeeper_down()
+        time.sleep(hold)
+        cluster.bring_zookeeper_up()
+    elif kind in ("isolate", "zk-cut", "clients-cut", "net-and-zk"):
+        links = {"isolate": cluster.isolation, "zk-cut": cluster.from_zookeeper,
+                 "clients-cut": cluster.from_clients}.get(kind, lambda v: [])(victims[0])
+        if kind == "net-and-zk":
+            third = rng.choice(cluster.brokers)
+            links = cluster.between(victims[0], victims[1]) + cluster.from_zookeeper(third)
+            detail["zk_cut"] = third.broker_id
+        _held_cut(cluster, links, hold)
+    elif kind == "failover-mid":
+        detail.update(_failover_mid(cluster, victims[0], hold, step))
+    elif kind.startswith("lag-then-"):
+        detail.update(_lag_then(cluster, fault, victims[0], step))
+    elif kind == "power-loss-two":
+        detail.update(_power_loss_two(cluster, hold, step))
+    elif kind == "controller-bounce":
+        detail.update(_controller_bounce(cluster, fault, victims[0], step))
+    elif kind == "lose-isr":
+        detail.update(_lose_isr(cluster, victims[0], hold, history))
+    else:
+        raise ValueError(f"unknown fault {kind}")
+    history.add("fault", phase="end", id=index, kind=kind, started=start["t"], **detail)
+
+
+class _Steps:
+    def __init__(self, history: History, index: int) -> None:
+        self.history, self.index = history, index
+
+    def __call__(self, step: str, **fields: Any) -> None:
+        self.history.add("fault-step", id=self.index, step=step, **fields)
+
+
+def _held_cut(cluster: ChaosCluster, links: list[Link], hold: float) -> None:
+    cluster.cut(links)
+    try:
+        time.sleep(hold)
+    finally:
+        cluster.uncut(links)
+
+
+def _wait(condition: Callable[[], bool], timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if condition():
+                return True
+        except Exception:  # noqa: BLE001 - a cluster in flux answers with errors; ask again
+            pass
+        time.sleep(0.2)
+    return False
+
+
+def _failover_mid(cluster: ChaosCluster, leader: Broker, hold: float, step: _Steps) -> dict[str, Any]:
+    """The leader killed; halfway, the controller then (the new one, if the leader was it)."""
+    cluster.take_down(leader)
+    time.sleep(hold / 2)
+    controller = cluster.controller()
+    second = cluster.by_id(controller) if controller is not None and controller != leader.broker_id else None
+    if second is not None:
+        step("kill-controller", broker=second.broker_id)
+        cluster.take_down(second)
+    time.sleep(hold / 2)
+    cluster.bring_up(leader)
+    if second is not None:
+        cluster.bring_up(second)
+    return {"controller": None if second is None else second.broker_id}
+
+
+def _lag_then(cluster: ChaosCluster, fault: Fault, leader: Broker, step: _Steps) -> dict[str, Any]:
+    """The first replica of the assignment other than the leader stops fetching from it (its connections
+    into the leader frozen, so the leader's AlterPartition still reaches a controller it may be) until it
+    leaves the ISR; then the leader goes, killed, powered off or cut from brokers and ZooKeeper."""
+    partition = fault.partition or 0
+    _, replicas, _ = partition_state(cluster, partition)
+    follower = cluster.by_id(next(r for r in replicas if r != leader.broker_id))
+    lag = cluster.into(leader, follower)
+    cluster.cut(lag)
+    try:
+        left = _wait(lambda: follower.broker_id not in partition_state(cluster, partition)[2], LAG_WAIT_S)
+        step("lagging" if left else "still-in-isr", follower=follower.broker_id, leader=leader.broker_id)
+        detail: dict[str, Any] = {"follower": follower.broker_id, "left_isr": left}
+        how = fault.kind.removeprefix("lag-then-")
+        if how == "isolate":
+            _held_cut(cluster, cluster.isolation(leader) + cluster.from_zookeeper(leader), fault.duration)
+        else:
+            detail["lost_bytes"] = _take_down(cluster, [leader], how == "power-loss", step)
+            time.sleep(fault.duration)
+            cluster.bring_up(leader)
+        return detail
+    finally:
+        cluster.uncut(lag)
+
+
+def _take_down(cluster: ChaosCluster, victims: list[Broker], power_loss: bool, step: _Steps) -> dict[str, Any]:
+    """Kill the victims, or power them off when that cannot lose acknowledged records by design (cluster.py's
+    power_loss_risk: Kafka would lose them too); bytes cut per broker and partition."""
+    risk = cluster.power_loss_risk(victims) if power_loss else None
+    if risk is not None:
+        step("killed, not powered off", brokers=[v.broker_id for v in victims], risk=risk)
+    lost = {v.name: cluster.take_down(v, power_loss=power_loss and risk is None) for v in victims}
+    return {name: cut for name, cut in lost.items() if cut}
+
+
+def _power_loss_two(cluster: ChaosCluster, hold: float, step: _Steps) -> dict[str, Any]:
+    """Two brokers lose power together: a pair whose loss leaves every partition an ISR member that holds its
+    records (power_loss_risk); without such a pair, two brokers are only killed."""
+    pairs = [[b for b in cluster.brokers if b is not survivor] for survivor in cluster.brokers]
+    safe = [pair for pair in pairs if cluster.power_loss_risk(pair) is None]
+    victims = (safe or pairs)[0]
+    step("power-loss", brokers=[v.broker_id for v in victims])
+    lost = _take_down(cluster, victims, bool(safe), step)
+    time.sleep(hold)
+    for victim in victims:
+        cluster.bring_up(victim)
+    return {"lost_bytes": lost}
+
+
+def _controller_bounce(cluster: ChaosCluster, fault: Fault, controller: Broker, step: _Steps) -> dict[str, Any]:
+    """Chaos seed 6, made to happen: the controller (leading a partition) loses power; the dead session's
+    registration and /controller are replaced by a /controller of the harness's session naming it still (as
+    the dead session's did until it expired), the broker restarts and registers again, and only then is that
+    /controller deleted: the next controller's failover finds the broker live, registered after the partition
+    states were written, and named their leader."""
+    zk = cluster.zk_client()
+    try:
+        partitions = cluster.admin().list_topics(QUEUE_TOPIC, timeout=5).topics[QUEUE_TOPIC].partitions
+        led = [p for p in range(len(partitions)) if partition_state(cluster, p)[0] == controller.broker_id]
+        step("power-loss", broker=controller.broker_id, leads=led)
+        lost = _take_down(cluster, [controller], True, step)
+        registration = f"/brokers/ids/{controller.broker_id}"
+        try:
+            data, _ = zk.get("/controller")
+            if json.loads(data)["brokerid"] != controller.broker_id:
+                raise NoNodeError("/controller names another broker now")
+            transaction = zk.transaction()
+            transaction.delete(registration)
+            transaction.delete("/controller")
+            transaction.create("/controller", data, ephemeral=True)
+            held = all(r is True or isinstance(r, str) for r in transaction.commit())
+        except NoNodeError:
+            held = False
+        cluster.bring_up(controller)
+        again = _wait(lambda: zk.exists(registration) is not None, REGISTER_WAIT_S)
+        if held:
+            zk.delete("/controller")
+        step("controller-deleted" if held and again else "race-not-made", registered_again=again)
+        time.sleep(fault.duration)
+        return {"lost_bytes": lost, "leads": led}
+    finally:
+        zk.stop()
+        zk.close()
+
+
+def _lose_isr(cluster: ChaosCluster, leader: Broker, duration: float, history: History) -> dict[str, Any]:
+    # The leader shrinks the ISR through the controller (AlterPartition), so the paused follower must not
+    # be the controller: a paused controller leaves the ISR as it is, and nothing acked can be lost.
+    controller = cluster.admin().list_topics(timeout=5).controller_id
+    followers = sorted((b for b in cluster.brokers if b is not leader), key=lambda b: b.broker_id == controller)
+    follower, other = followers[:2]
+    cluster.pause(follower)
+    time.sleep(1.5 * REPLICA_LAG_MS / 1000)  # out of the ISR, still in ZooKeeper
+    history.add("fault-step", step="power-loss", brokers=[leader.broker_id, other.broker_id])
+    lost = {f"b{b.broker_id}": cluster.power_loss(b) for b in (leader, other)}
+    cluster.resume(follower)
+    time.sleep(duration)
+    cluster.restart(leader)
+    cluster.restart(other)
+    return {"lost_bytes": lost, "stale_follower": follower.broker_id}

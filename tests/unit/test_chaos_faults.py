@@ -1,0 +1,122 @@
+"""Fault schedules: the sequential generator still draws the schedules the smoke's seeds name; the
+overlapping one overlaps faults but never two power losses, nor anything with an exclusive fault; a
+proxy cuts exactly the sources it is told and lets their frozen connections go when released."""
+
+from __future__ import annotations
+
+import socket
+import threading
+
+import pytest
+
+from chaos.faults import COMPOSITE, SPECS, Fault, schedule
+from chaos.proxy import CLIENT, Proxy, ProxyHost
+
+
+def test_the_sequential_schedule_of_seed_6_is_kill_two_then_power_loss_of_a_leader() -> None:
+    assert schedule(6, 20.0) == [Fault(3.6, "kill-two", "random", 2.0), Fault(8.7, "power-loss", "leader", 2.3)]
+
+
+def test_overlapping_schedules_overlap_but_never_two_power_losses_or_an_exclusive_fault() -> None:
+    overlaps = 0
+    for seed in range(200):
+        plan = schedule(seed, 60.0, generator="overlapping", partitions=6)
+        assert plan and all(f.end() <= 57.0 for f in plan)
+        for i, a in enumerate(plan):
+            assert (a.partition is not None) == (a.target in ("leader", "preferred"))
+            for b in plan[i + 1:]:
+                if b.at < a.end():
+                    overlaps += 1
+                    assert not (SPECS[a.kind].power_loss and SPECS[b.kind].power_loss), (seed, a, b)
+                    assert not (SPECS[a.kind].exclusive or SPECS[b.kind].exclusive), (seed, a, b)
+    assert overlaps > 200
+
+
+def test_aimed_schedules_draw_only_composite_faults_one_after_another() -> None:
+    plan = schedule(11, 60.0, generator="aimed", partitions=6)
+    assert plan and {f.kind for f in plan} <= set(COMPOSITE)
+    assert all(b.at >= a.end() for a, b in zip(plan, plan[1:]))
+    only = schedule(11, 60.0, ["lag-then-kill"], generator="aimed", partitions=6)
+    assert only and {f.kind for f in only} == {"lag-then-kill"}
+
+
+def _echo_server() -> tuple[socket.socket, int]:
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            threading.Thread(target=lambda c=conn: [c.sendall(d) for d in iter(lambda: c.recv(1024), b"")],
+                             daemon=True).start()
+    threading.Thread(target=serve, daemon=True).start()
+    return server, server.getsockname()[1]
+
+
+def test_a_proxy_freezes_a_cut_source_and_closes_its_connections_once_released() -> None:
+    server, port = _echo_server()
+    host = ProxyHost()
+    try:
+        proxy = host.add(Proxy("b0", lambda: {}))
+        proxy.target_port = port
+        client = socket.create_connection(("127.0.0.1", proxy.port), 5)
+        client.settimeout(5)
+        client.sendall(b"ping")
+        assert client.recv(4) == b"ping"
+        host.call(lambda: proxy.block({"b1"}))  # another source: this client is not affected
+        client.sendall(b"pong")
+        assert client.recv(4) == b"pong"
+        host.call(lambda: proxy.block({CLIENT}))
+        client.settimeout(0.5)
+        client.sendall(b"lost")
+        with pytest.raises(TimeoutError):  # frozen: nothing forwarded, nothing closed
+            client.recv(4)
+        host.call(lambda: proxy.block(set()))
+        client.settimeout(5)
+        assert client.recv(4) == b""  # released: the frozen connection is closed, the peer reconnects
+        again = socket.create_connection(("127.0.0.1", proxy.port), 5)
+        again.settimeout(5)
+        again.sendall(b"back")
+        assert again.recv(4) == b"back"
+    finally:
+        host.close()
+        server.close()
+
+
+def test_a_power_loss_is_risky_only_when_no_other_isr_member_holds_the_records(tmp_path, monkeypatch) -> None:
+    """Kafka loses acknowledged records when every in-sync copy loses power (nothing is fsynced before the
+    acknowledgement), so the nemesis powers brokers off only when another ISR member holds each partition's
+    records, or a sole member had SOLE_MEMBER_GRACE_S to flush its log."""
+    import time
+
+    from chaos.cluster import SOLE_MEMBER_GRACE_S, ChaosCluster
+
+    cluster = ChaosCluster(tmp_path)
+    brokers = [type("B", (), {"broker_id": i, "alive": True, "paused": False})() for i in range(3)]
+    cluster.brokers = brokers  # type: ignore[assignment]
+    now = time.time()
+    states: dict[str, tuple[list[int], float]] = {}
+    registered = {0: now - 100, 1: now - 100, 2: now - 100}
+    monkeypatch.setattr(cluster, "isrs", lambda: (states, registered))
+    states["queue-0"] = ([0, 1], now - 1)
+    assert cluster.power_loss_risk([brokers[0]]) is None  # broker 1 holds it
+    assert cluster.power_loss_risk([brokers[0], brokers[1]]) is not None  # both copies
+    states["queue-0"] = ([0], now - 1)
+    assert "queue-0" in cluster.power_loss_risk([brokers[0]])  # alone for a second: maybe not flushed yet
+    states["queue-0"] = ([0], now - SOLE_MEMBER_GRACE_S - 1)
+    assert cluster.power_loss_risk([brokers[0]]) is None  # it has flushed by now (the rule under test)
+    states["queue-0"] = ([0, 1], now - 1)
+    cluster.power_lost_at[1] = now - 9  # broker 1 lost power; the ISR was rewritten since, but it is not back
+    assert cluster.power_loss_risk([brokers[0]]) is not None
+    registered[1] = now - 5  # back, and the ISR written after it registered again: it rejoined
+    assert cluster.power_loss_risk([brokers[0]]) is None
+    states["queue-0"] = ([0, 1], now - 6)  # written before it came back: a stale membership
+    assert cluster.power_loss_risk([brokers[0]]) is not None
+    del cluster.power_lost_at[1]
+    states["queue-0"] = ([0, 1], now - 1)
+    brokers[1].alive = False  # killed: its disk is intact, but it leaves the ISR when it comes back
+    assert cluster.power_loss_risk([brokers[0]]) is not None
