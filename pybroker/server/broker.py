@@ -82,8 +82,12 @@ class Broker:
         self.zk_mode = ZkMode(self) if config["zookeeper.connect"] else None
         if self.zk_mode is not None:
             self.log_manager.dir_failure_listeners.append(LogDirEventAnnouncer(self.zk_mode.zk, self.broker_id))
-        self.groups = GroupService(self, now_ms)
-        self.txns = TxnService(self, now_ms)
+        self.groups = GroupService(config, self._started_metadata, self.replica_manager, self.log_manager, self.io,
+                                   now_ms)
+        self.txns = TxnService(config, self.broker_id, self._started_metadata, self.replica_manager,
+                               self.log_manager, self.io, self.groups.coordinator, now_ms,
+                               zk=self.zk_mode.zk if self.zk_mode is not None else None,
+                               inter_broker_tls=self.inter_broker_tls, inter_broker_sasl=self.inter_broker_sasl)
         self.fetch_sessions = FetchSessionCache(config["max.incremental.fetch.session.cache.slots"],
                                                 config["min.incremental.fetch.session.eviction.ms"])
         self.replica_manager.leadership_listeners += [self.groups.on_leadership_change,
@@ -170,6 +174,10 @@ class Broker:
         log.info("[KafkaServer id=%d] started (cluster id %s), listening on %s:%d", self.broker_id,
                  metadata.cluster_id, self._listener_specs[0].endpoint.host or "0.0.0.0", self.bound_port)
 
+    def _started_metadata(self) -> ClusterMetadata:
+        assert self.metadata is not None, "the broker has not started"
+        return self.metadata
+
     def broker_info(self) -> BrokerInfo:
         """This broker as others see it: reached on the inter-broker listener, every listener advertised."""
         inter_broker = next(e for e in self.endpoints if e.listener == self.listeners.inter_broker)
@@ -182,8 +190,8 @@ class Broker:
             await self.zk_mode.controlled_shutdown()
         for task in self._tasks:
             task.cancel()
-        self.groups.loading.cancel_all()
-        self.txns.loading.cancel_all()
+        self.groups.partitions.loading.cancel_all()
+        self.txns.partitions.loading.cancel_all()
         if self.metrics is not None:
             await self.metrics.close()
         if self.schema_registry is not None:
