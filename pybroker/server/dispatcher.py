@@ -27,7 +27,7 @@ from pybroker.server.sasl_session import SASL_PROTOCOLS
 from pybroker.server.context import ConnectionSession, RequestContext
 from pybroker.server.inter_broker_guard import GUARDED, InterBrokerGuard, refusal
 from pybroker.server.metrics import request_name
-from pybroker.server.network import CloseConnection, FinalResponse, Response
+from pybroker.server.request_channel import CloseConnection, FinalResponse, Response
 from pybroker.server.registry import ApiHandler
 
 if TYPE_CHECKING:

@@ -25,7 +25,7 @@ from pybroker.security.acl import AclOperation, ResourceType
 from pybroker.server.authorization import allowed_names
 from pybroker.server.context import RequestContext
 from pybroker.server.error_mapping import error_code_for
-from pybroker.server.network import leave_request_queue
+from pybroker.server.request_channel import leave_request_queue
 from pybroker.server.registry import api
 
 PartitionResult = DeleteRecordsResponse.DeleteRecordsPartitionResult

@@ -32,7 +32,7 @@ from pybroker.server.authorization import allowed_names, authorize_cluster
 from pybroker.server.context import RequestContext
 from pybroker.server.error_mapping import error_code_for
 from pybroker.server.fetch_sessions import PartitionKey, Requested
-from pybroker.server.network import leave_request_queue
+from pybroker.server.request_channel import leave_request_queue
 from pybroker.server.quota import enforcement as quota
 from pybroker.server.registry import api
 

@@ -42,7 +42,7 @@ from pybroker.server.authorization import (
 )
 from pybroker.server.context import RequestContext
 from pybroker.server.error_mapping import error_code_for
-from pybroker.server.network import leave_request_queue
+from pybroker.server.request_channel import leave_request_queue
 from pybroker.server.registry import api
 
 log = logging.getLogger("pybroker.server")

@@ -28,7 +28,7 @@ from pybroker.server.context import RequestContext
 from pybroker.security.acl import AclOperation, ResourceType
 from pybroker.server.authorization import allowed_names, authorize
 from pybroker.server.error_mapping import error_code_for, error_message_for
-from pybroker.server.network import leave_request_queue
+from pybroker.server.request_channel import leave_request_queue
 from pybroker.server.quota import enforcement as quota
 from pybroker.server.registry import api
 

@@ -40,7 +40,7 @@ from pybroker.server.authorization import allowed_names, authorize, authorize_cl
 from pybroker.server.context import RequestContext
 from pybroker.server.error_mapping import error_code_for
 from pybroker.server.group_service import OFFSETS_TOPIC
-from pybroker.server.network import leave_request_queue
+from pybroker.server.request_channel import leave_request_queue
 from pybroker.server.registry import api
 
 FIRST_PRODUCER_FENCED_VERSION = 2  # AddPartitionsToTxn, AddOffsetsToTxn, EndTxn

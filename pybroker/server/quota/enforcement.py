@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Coroutine, Generator
 
 from pybroker.controller.quota_store import sanitize
 from pybroker.protocol.api_keys import ApiKey
-from pybroker.server.network import leave_request_queue, mute_connection
+from pybroker.server.request_channel import leave_request_queue, mute_connection
 from pybroker.server.quota.manager import NANOS_TO_PERCENTAGE, ClientQuotaManager, QuotaManagers
 
 if TYPE_CHECKING:
