@@ -65,7 +65,7 @@ class _Result:
 
 @api(ApiKey.FETCH, 4, 17)
 async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
-    sessions = ctx.broker.fetch_sessions
+    sessions = ctx.services.fetch_sessions
     follower = _replica_id(ctx, request) >= 0
     context = sessions.new_context(
         ctx.now_ms, session_id=request.session_id, epoch=request.session_epoch,
@@ -104,7 +104,7 @@ async def _long_poll(ctx: RequestContext, request: FetchRequest, wanted: list[_W
         if remaining <= 0:
             break
         leave_request_queue()
-        await ctx.broker.replica_manager.wait_for_append(keys, remaining)
+        await ctx.services.replica_manager.wait_for_append(keys, remaining)
         result = await _read_all_from_cache(ctx, request, wanted)
     return result
 
@@ -112,7 +112,7 @@ async def _long_poll(ctx: RequestContext, request: FetchRequest, wanted: list[_W
 def _authorize(ctx: RequestContext, request: FetchRequest, wanted: list[_Wanted]) -> None:
     """Kafka's checks: a follower needs ClusterAction, a consumer Read on each topic; refused
     partitions answer TOPIC_AUTHORIZATION_FAILED."""
-    if ctx.broker.authorizer is None:
+    if ctx.services.authorizer is None:
         return
     named = {w.topic for w in wanted if w.error is ErrorCode.NONE}
     if _replica_id(ctx, request) >= 0:
@@ -143,7 +143,7 @@ def _forgotten(ctx: RequestContext, request: FetchRequest) -> list[PartitionKey]
 
 def _resolve(ctx: RequestContext, partitions: Requested) -> list[_Wanted]:
     """Name each partition's topic; v13+ requests name topics by id only."""
-    metadata = ctx.broker.metadata
+    metadata = ctx.services.metadata
     error = ErrorCode.UNKNOWN_TOPIC_ID if _uses_topic_ids(ctx) else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     wanted = []
     last_topic: str | uuid.UUID | None = None
@@ -170,7 +170,7 @@ async def _read_all_from_cache(ctx: RequestContext, request: FetchRequest, wante
     and the reads start over (the same range is then also warm for the sendfile of the answer).
     After ``MAX_WARM_UPS`` (the cache evicting as fast as we warm) the reads may block, to progress.
     ``cold``: the miss of a read the caller already tried, warmed first instead of read again."""
-    io = ctx.broker.io
+    io = ctx.services.io
     for _ in range(MAX_WARM_UPS):
         if cold is None:
             try:
@@ -192,7 +192,7 @@ def _read_all(ctx: RequestContext, request: FetchRequest, wanted: list[_Wanted],
     result = _Result()
     follower = _replica_id(ctx, request) >= 0
     limit = request.max_bytes if ctx.api_version >= 3 else 2**31 - 1
-    limit = int(min(limit, ctx.broker.config["fetch.max.bytes"], quota.fetch_max_bytes(follower)))
+    limit = int(min(limit, ctx.services.config["fetch.max.bytes"], quota.fetch_max_bytes(follower)))
     for item in wanted:
         if item.error is ErrorCode.NONE:
             try:
@@ -221,7 +221,7 @@ def _error_data(partition: int, error: ErrorCode) -> PartitionData:
 def _read_partition(ctx: RequestContext, request: FetchRequest, item: _Wanted, budget: int, follower: bool, *,
                     min_one_batch: bool, cached_only: bool) -> PartitionData:
     wanted = item.request
-    partition = ctx.broker.replica_manager.leader_partition(item.topic, wanted.partition)
+    partition = ctx.services.replica_manager.leader_partition(item.topic, wanted.partition)
     partition.check_leader_epoch(wanted.current_leader_epoch)
     if follower:
         partition.check_follower(_replica_id(ctx, request))
@@ -263,7 +263,7 @@ def _record_follower_fetch(ctx: RequestContext, request: FetchRequest, result: _
     for item, data, _ in result.partitions:
         if data.error_code == ErrorCode.NONE:
             try:
-                ctx.broker.replica_manager.record_follower_fetch(
+                ctx.services.replica_manager.record_follower_fetch(
                     item.topic, item.request.partition, replica_id, item.request.fetch_offset,
                     current_leader_epoch=item.request.current_leader_epoch,
                     log_start_offset=item.request.log_start_offset)

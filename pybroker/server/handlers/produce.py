@@ -51,8 +51,8 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
                       _produce_partition(ctx, request, topic.name, data, replicating) for data in topic.partition_data]
         responses.append(ProduceResponse.TopicProduceResponse(name=topic.name, partition_responses=partitions))
     # flush.messages: as Kafka's synchronous flush, answer once the appended offsets are fsynced (off the loop).
-    if ctx.broker.log_manager.flushing:
-        unflushed = await ctx.broker.log_manager.wait_flushed(
+    if ctx.services.log_manager.flushing:
+        unflushed = await ctx.services.log_manager.wait_flushed(
             (topic.name, partition.index) for topic in responses for partition in topic.partition_responses
             if partition.error_code == ErrorCode.NONE)
         for topic in responses:
@@ -78,7 +78,7 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
 def _replication_state(ctx: RequestContext, replicating: dict[tuple[str, int], int]
                        ) -> tuple[dict[tuple[str, int], Exception], list[tuple[str, int]]]:
     """The partitions whose append cannot be acknowledged (and why), and those still waiting for the ISR."""
-    manager = ctx.broker.replica_manager
+    manager = ctx.services.replica_manager
     failed: dict[tuple[str, int], Exception] = {}
     waiting: list[tuple[str, int]] = []
     for key, offset in replicating.items():
@@ -93,7 +93,7 @@ def _replication_state(ctx: RequestContext, replicating: dict[tuple[str, int], i
 async def _await_replication(ctx: RequestContext, timeout_ms: int, replicating: dict[tuple[str, int], int],
                              waiting: list[tuple[str, int]], failed: dict[tuple[str, int], Exception]) -> None:
     """Wait for the high watermark of each `waiting` partition to pass its append; failures go to `failed`."""
-    manager = ctx.broker.replica_manager
+    manager = ctx.services.replica_manager
     leave_request_queue()
     outcomes = await asyncio.gather(*(
         manager.wait_for_high_watermark(topic, index, replicating[(topic, index)], timeout_ms / 1000)
@@ -127,7 +127,7 @@ def _produce_partition(ctx: RequestContext, request: ProduceRequest, topic: str,
     if topic in INTERNAL_TOPICS:  # Kafka's appendToLocalLog for clients: only coordinators write these
         return _error(data.index, ErrorCode.INVALID_TOPIC_EXCEPTION, f"Cannot append to internal topic {topic}")
     try:
-        replica_manager = ctx.broker.replica_manager
+        replica_manager = ctx.services.replica_manager
         partition = replica_manager.leader_partition(topic, data.index)
         records = data.records
         if records is None or len(records) == 0:
@@ -144,11 +144,11 @@ def _produce_partition(ctx: RequestContext, request: ProduceRequest, topic: str,
             return _error(data.index, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None)
         max_timestamp = validate_produced_batch(batch, config.produce_policy, ctx.now_ms, f"{topic}-{data.index}",
                                                 header)
-        schema_rules = ctx.broker.schema_validation.topics.get(topic)
+        schema_rules = ctx.services.schema_validation.topics.get(topic)
         if schema_rules is not None:  # confluent.{key,value}.schema.validation=true
-            ctx.broker.schema_validation.check(topic, schema_rules, batch)
+            ctx.services.schema_validation.check(topic, schema_rules, batch)
         if transactional:
-            code = ctx.broker.txns.verify_partition(request.transactional_id, header.producer_id,
+            code = ctx.services.txns.verify_partition(request.transactional_id, header.producer_id,
                                                     header.producer_epoch, (topic, data.index))
             if code is not ErrorCode.NONE:
                 return _error(data.index, code, f"{topic}-{data.index} is not part of the producer's transaction")
@@ -156,8 +156,8 @@ def _produce_partition(ctx: RequestContext, request: ProduceRequest, topic: str,
         if not config.log_append_time:  # Kafka's setMaxTimestamp: the records', not the producer's claim
             set_max_timestamp(appended, 0, TimestampType.CREATE_TIME, max_timestamp)
         info = replica_manager.append_to(partition, appended, required_acks=request.acks, now_ms=ctx.now_ms)
-        if ctx.broker.metrics is not None:
-            ctx.broker.metrics.record_produce(topic, len(records), header.records_count)
+        if ctx.services.metrics is not None:
+            ctx.services.metrics.record_produce(topic, len(records), header.records_count)
     except RecordValidationError as exc:
         response = _error(data.index, ErrorCode.INVALID_TIMESTAMP if exc.invalid_timestamp
                           else ErrorCode.INVALID_RECORD, str(exc))
