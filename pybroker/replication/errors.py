@@ -35,3 +35,19 @@ class ReplicaTimeoutError(ReplicationError):
 
 class PolicyViolationError(ReplicationError):
     """DeleteRecords on a log whose cleanup.policy does not include delete."""
+
+
+class InvalidRequiredAcksError(ReplicationError):
+    """Produce with acks other than 0, 1 or -1."""
+
+
+class InternalTopicError(ReplicationError):
+    """A client's produce to an internal topic, which only the coordinators write."""
+
+
+class TransactionalIdRequiredError(ReplicationError):
+    """A transactional batch in a produce request without a transactional id."""
+
+
+class InvalidTxnStateError(ReplicationError):
+    """A transactional batch for a partition its producer's ongoing transaction does not hold (KIP-890)."""

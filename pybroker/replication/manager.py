@@ -1,6 +1,7 @@
 """The partitions this broker hosts: their roles, appends, reads, replication and the purgatories.
 
-Two waiting rooms (Kafka's delayed-fetch and delayed-produce purgatories in miniature):
+Two waiting rooms (Kafka's delayed-fetch and delayed-produce purgatories in miniature, driven by
+`fetch_messages.py` and `append_records.py`):
 - fetches that find too little data wait on `wait_for_append`; every append to a partition, and
   every high-watermark move, wakes them and they re-read;
 - acks=all produces wait on `wait_for_high_watermark` until the ISR holds their last offset.

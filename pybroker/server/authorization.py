@@ -104,7 +104,7 @@ def client_ip(ctx: "RequestContext") -> str:
 
 def authorize(ctx: "RequestContext", operation: AclOperation, resource_type: ResourceType,
               name: str = CLUSTER_NAME) -> bool:
-    authorizer = ctx.broker.authorizer
+    authorizer = ctx.services.authorizer
     if authorizer is None:
         return True
     return authorizer.authorize(ctx.session.principal, client_ip(ctx), operation, resource_type, name)
@@ -118,7 +118,7 @@ def allowed_names(ctx: "RequestContext", operation: AclOperation, resource_type:
                   names: Iterable[str]) -> set[str]:
     """The names (each decided once) the principal may do ``operation`` on."""
     unique = set(names)
-    authorizer = ctx.broker.authorizer
+    authorizer = ctx.services.authorizer
     if authorizer is None:
         return unique
     principal, host = ctx.session.principal, client_ip(ctx)
@@ -126,7 +126,7 @@ def allowed_names(ctx: "RequestContext", operation: AclOperation, resource_type:
 
 
 def authorize_by_resource_type(ctx: "RequestContext", operation: AclOperation, resource_type: ResourceType) -> bool:
-    authorizer = ctx.broker.authorizer
+    authorizer = ctx.services.authorizer
     if authorizer is None:
         return True
     return authorizer.authorize_by_resource_type(ctx.session.principal, client_ip(ctx), operation, resource_type)
@@ -138,7 +138,7 @@ OPERATIONS_NOT_REQUESTED = -2147483648
 
 def authorized_operations(ctx: "RequestContext", resource_type: ResourceType, name: str = CLUSTER_NAME) -> int:
     """The resource's authorized_operations field: every operation of its type without an authorizer."""
-    authorizer = ctx.broker.authorizer
+    authorizer = ctx.services.authorizer
     if authorizer is None:
         return sum(1 << operation for operation in RESOURCE_OPERATIONS[resource_type])
     return authorizer.authorized_operations(ctx.session.principal, client_ip(ctx), resource_type, name)

@@ -32,7 +32,7 @@ from pybroker.log.manager import (
 from pybroker.replication.log_dir_mover import LogDirMover
 from pybroker.replication.manager import ReplicaManager
 from pybroker.server.authorization import build_authorizer
-from pybroker.server.dispatcher import Dispatcher
+from pybroker.server.dispatcher import Dispatcher, served_handlers
 from pybroker.server.features import FeatureStore, LocalFeatures
 from pybroker.server.fetch_sessions import FetchSessionCache
 from pybroker.server.group_service import GroupService
@@ -45,6 +45,7 @@ from pybroker.server.telemetry.manager import ClientMetricsManager
 from pybroker.server.sasl_session import SaslAuthenticator
 from pybroker.schema_registry.validation import SchemaValidation
 from pybroker.server.schema_registry import BrokerSchemaRegistry
+from pybroker.server.services import Services
 from pybroker.server.socket_server import SocketServer
 from pybroker.server import topic_creation
 from pybroker.server.topic_configs import TopicConfigs
@@ -78,12 +79,17 @@ class Broker:
                                               replica_lag_time_max_ms=config["replica.lag.time.max.ms"])
         self.log_dir_mover = LogDirMover(self.replica_manager, self.io,
                                          lambda: self.config["replica.alter.log.dirs.io.max.bytes.per.second"])
-        self.metadata: ClusterMetadata | None = None
-        self.zk_mode = ZkMode(self) if config["zookeeper.connect"] else None
+        self.zk_mode = ZkMode(config, self.replica_manager, self.broker_info, self.validate_topic_configs,
+                              inter_broker_tls=self.inter_broker_tls, inter_broker_sasl=self.inter_broker_sasl) \
+            if config["zookeeper.connect"] else None
         if self.zk_mode is not None:
             self.log_manager.dir_failure_listeners.append(LogDirEventAnnouncer(self.zk_mode.zk, self.broker_id))
-        self.groups = GroupService(self, now_ms)
-        self.txns = TxnService(self, now_ms)
+        self.groups = GroupService(config, self._started_metadata, self.replica_manager, self.log_manager, self.io,
+                                   now_ms)
+        self.txns = TxnService(config, self.broker_id, self._started_metadata, self.replica_manager,
+                               self.log_manager, self.io, self.groups.coordinator, now_ms,
+                               zk=self.zk_mode.zk if self.zk_mode is not None else None,
+                               inter_broker_tls=self.inter_broker_tls, inter_broker_sasl=self.inter_broker_sasl)
         self.fetch_sessions = FetchSessionCache(config["max.incremental.fetch.session.cache.slots"],
                                                 config["min.incremental.fetch.session.eviction.ms"])
         self.replica_manager.leadership_listeners += [self.groups.on_leadership_change,
@@ -102,20 +108,35 @@ class Broker:
         if self.authorizer is not None:
             self.acl_store = FileAclStore(config.log_dirs[0], self.authorizer) if self.zk_mode is None \
                 else ZkAclStore(self.zk_mode.zk, self.authorizer)
-        self.dispatcher = Dispatcher(self, ALL_HANDLERS)
-        self.socket_server = SocketServer(config, self.dispatcher)
-        self.quotas.follow_ip_quotas(self.socket_server.rates)
-        # Off (None) unless metrics.port is set, so the request path pays nothing for unscraped counters.
-        self.metrics = BrokerMetrics(self) if config["metrics.port"] >= 0 else None
-        self.schema_registry = BrokerSchemaRegistry(self) if config["schema.registry.listeners"] else None
+        self.schema_registry: BrokerSchemaRegistry | None = None
         self.schema_validation = SchemaValidation(lambda: self.schema_registry.view()
                                                   if self.schema_registry is not None else None)
-        self._tasks: list[asyncio.Task[None]] = []
-        self.bound_port: int | None = None
         # Set once the metadata is ready: the listener is bound earlier (a ZooKeeper registration
         # publishes its port), and like Kafka, which processes no request before start-up finished,
         # the dispatcher holds client requests until then.
         self.serving = asyncio.Event()
+        handlers = served_handlers(config, ALL_HANDLERS)
+        self.services = Services(
+            config=config, broker_id=self.broker_id, replica_manager=self.replica_manager,
+            log_manager=self.log_manager, log_dir_mover=self.log_dir_mover, io=self.io, open_files=self.open_files,
+            topic_configs=self.topic_configs, validate_topic_configs=self.validate_topic_configs,
+            auto_create_topic=self.auto_create_topic, groups=self.groups, txns=self.txns,
+            fetch_sessions=self.fetch_sessions, features=self.features, quotas=self.quotas,
+            client_metrics=self.client_metrics, sasl=self.sasl, scram_credentials=self.scram_credentials,
+            schema_validation=self.schema_validation, authorizer=self.authorizer, acl_store=self.acl_store,
+            zk_mode=self.zk_mode, serving=self.serving, apis=handlers)
+        self.dispatcher = Dispatcher(self.services, handlers)
+        self.socket_server = SocketServer(config, self.dispatcher)
+        self.quotas.follow_ip_quotas(self.socket_server.rates)
+        # Off (None) unless metrics.port is set, so the request path pays nothing for unscraped counters.
+        self.metrics = BrokerMetrics(self.services, self.socket_server) if config["metrics.port"] >= 0 else None
+        self.services.metrics = self.metrics
+        if config["schema.registry.listeners"]:
+            self.schema_registry = BrokerSchemaRegistry(self.services, self.broker_info,
+                                                        inter_broker_tls=self.inter_broker_tls,
+                                                        inter_broker_sasl=self.inter_broker_sasl)
+        self._tasks: list[asyncio.Task[None]] = []
+        self.bound_port: int | None = None
 
     async def start(self) -> None:
         self.log_manager.startup(now_ms())
@@ -145,7 +166,7 @@ class Broker:
                 validate_configs=self.validate_topic_configs,
                 delete_topic_enable=self.config["delete.topic.enable"])
         metadata.add_listener(self._on_topic_change)
-        self.metadata = metadata
+        self.services.metadata = metadata
         if self.acl_store is not None:
             await self.acl_store.start()
         self.serving.set()
@@ -170,6 +191,15 @@ class Broker:
         log.info("[KafkaServer id=%d] started (cluster id %s), listening on %s:%d", self.broker_id,
                  metadata.cluster_id, self._listener_specs[0].endpoint.host or "0.0.0.0", self.bound_port)
 
+    @property
+    def metadata(self) -> ClusterMetadata | None:
+        """The cluster's metadata, once started."""
+        return self.services.metadata
+
+    def _started_metadata(self) -> ClusterMetadata:
+        assert self.metadata is not None, "the broker has not started"
+        return self.metadata
+
     def broker_info(self) -> BrokerInfo:
         """This broker as others see it: reached on the inter-broker listener, every listener advertised."""
         inter_broker = next(e for e in self.endpoints if e.listener == self.listeners.inter_broker)
@@ -182,8 +212,8 @@ class Broker:
             await self.zk_mode.controlled_shutdown()
         for task in self._tasks:
             task.cancel()
-        self.groups.loading.cancel_all()
-        self.txns.loading.cancel_all()
+        self.groups.partitions.loading.cancel_all()
+        self.txns.partitions.loading.cancel_all()
         if self.metrics is not None:
             await self.metrics.close()
         if self.schema_registry is not None:

@@ -1,4 +1,4 @@
-"""What a handler gets besides its request: the broker's services and who is asking."""
+"""What a handler gets besides its request: the broker's services (`services.Services`) and who is asking."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from pybroker.security.principal import ANONYMOUS, KafkaPrincipal
 
 if TYPE_CHECKING:
-    from pybroker.server.broker import Broker
+    from pybroker.server.services import Services
     from pybroker.server.sasl_session import SaslSession
 
 
@@ -29,7 +29,7 @@ class ConnectionSession:
 
 @dataclass(slots=True)
 class RequestContext:
-    broker: "Broker"
+    services: "Services"
     api_version: int
     correlation_id: int
     client_id: str | None

@@ -12,8 +12,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING, Iterable
+from typing import Iterable
 
+from pybroker.common.config import BrokerConfig
 from pybroker.common.io_executor import IoExecutor
 from pybroker.common.log_limit import LogLimiter
 from pybroker.protocol.api_keys import ApiKey
@@ -27,11 +28,9 @@ from pybroker.server.sasl_session import SASL_PROTOCOLS
 from pybroker.server.context import ConnectionSession, RequestContext
 from pybroker.server.inter_broker_guard import GUARDED, InterBrokerGuard, refusal
 from pybroker.server.metrics import request_name
-from pybroker.server.network import CloseConnection, FinalResponse, Response
+from pybroker.server.request_channel import CloseConnection, FinalResponse, Response
 from pybroker.server.registry import ApiHandler
-
-if TYPE_CHECKING:
-    from pybroker.server.broker import Broker
+from pybroker.server.services import Services
 
 CONSUMER_PROTOCOL_APIS = frozenset({ApiKey.CONSUMER_GROUP_HEARTBEAT, ApiKey.CONSUMER_GROUP_DESCRIBE})
 """Served and advertised only while group.coordinator.rebalance.protocols lists "consumer"."""
@@ -53,12 +52,17 @@ def _route(handler: ApiHandler, version: int) -> Route:
     return handler, get_plan(cls, version).read, decode_budget(cls)
 
 
+def served_handlers(config: BrokerConfig, handlers: Iterable[ApiHandler]) -> dict[int, ApiHandler]:
+    """The handlers this broker's config serves, by API key."""
+    consumer_protocol = "consumer" in config["group.coordinator.rebalance.protocols"]
+    return {handler.api_key: handler for handler in handlers
+            if consumer_protocol or handler.api_key not in CONSUMER_PROTOCOL_APIS}
+
+
 class Dispatcher:
-    def __init__(self, broker: "Broker", handlers: Iterable[ApiHandler]):
-        self._broker = broker
-        consumer_protocol = "consumer" in broker.config["group.coordinator.rebalance.protocols"]
-        self.handlers: dict[int, ApiHandler] = {handler.api_key: handler for handler in handlers
-                                                if consumer_protocol or handler.api_key not in CONSUMER_PROTOCOL_APIS}
+    def __init__(self, services: Services, handlers: dict[int, ApiHandler]):
+        self._services = services
+        self.handlers = handlers
         self._guard = InterBrokerGuard()
         self._routes: dict[tuple[int, int], Route] = {}
         self._unsupported_seen: dict[tuple[str | None, str, int], None] = {}  # reported (client, host, API)
@@ -66,12 +70,12 @@ class Dispatcher:
     @property
     def io(self) -> IoExecutor:
         """The broker's I/O pool: connections read cold file ranges of responses there."""
-        return self._broker.io
+        return self._services.io
 
     async def dispatch(self, frame: memoryview, peer: str,
                        session: ConnectionSession | None = None) -> Response:
         if session is not None and session.security_protocol in SASL_PROTOCOLS:
-            answer = await sasl_gate.before_header(self._broker.sasl, session, frame, peer)
+            answer = await sasl_gate.before_header(self._services.sasl, session, frame, peer)
             if answer is not None:
                 return answer
         header, body_offset = decode_request_header(frame)
@@ -90,7 +94,7 @@ class Dispatcher:
             route = self._routes[(key, version)] = _route(handler, version)
         handler, read, budget = route
         request = read(Reader(frame[body_offset:], 0, budget))
-        context = RequestContext(self._broker, version, header.correlation_id, header.client_id, peer,
+        context = RequestContext(self._services, version, header.correlation_id, header.client_id, peer,
                                  int(time.time() * 1000), session if session is not None else ConnectionSession(),
                                  len(frame))
         if session is not None and session.sasl is not None and \
@@ -100,15 +104,15 @@ class Dispatcher:
             # Until start-up finished: ApiVersions (stateless, every connection's first) and the SASL
             # exchange are answered, controller requests wait for the registration only, the others
             # for the metadata.
-            if not self._broker.serving.is_set() and key not in sasl_gate.BEFORE_START_UP:
-                await self._broker.serving.wait()
+            if not self._services.serving.is_set() and key not in sasl_gate.BEFORE_START_UP:
+                await self._services.serving.wait()
         elif not await self._guard.check(context, request):
             limited_log.warning(f"refused-{key}", "Refused %s from %s on listener %s (client id %s)",
                                 type(request).__name__, peer, context.session.listener, header.client_id)
-            await asyncio.sleep(self._broker.sasl.failed_delay_ms / 1000)  # each guess costs a delay
+            await asyncio.sleep(self._services.sasl.failed_delay_ms / 1000)  # each guess costs a delay
             return FinalResponse(encode_response_parts(header.correlation_id, key, version, refusal(request)))
-        metrics = self._broker.metrics
-        handle = handler.handle if self._broker.quotas.managers.enabled else handler.unbounded
+        metrics = self._services.metrics
+        handle = handler.handle if self._services.quotas.managers.enabled else handler.unbounded
         if metrics is None:
             response = await handle(context, request)
         else:

@@ -10,24 +10,20 @@ their requests answered NOT_COORDINATOR (Kafka's GroupCoordinator.onElection/onR
 from __future__ import annotations
 
 import asyncio
-import logging
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
+from pybroker.common.config import BrokerConfig
+from pybroker.common.io_executor import IoExecutor
 from pybroker.controller.metadata import TopicInfo
 from pybroker.coordinator.consumer_group import TopicImage
 from pybroker.coordinator.coordinator import GroupConfig, GroupCoordinator, Outcome
 from pybroker.coordinator.loader import replay
 from pybroker.coordinator.runtime import CoordinatorRuntime
 from pybroker.coordinator.topic_regex import RegexEngine
-from pybroker.log import PartitionLog
 from pybroker.protocol.error_codes import ErrorCode
-from pybroker.server.coordinator_loads import PartitionLoads
-from pybroker.server.internal_topic import InternalTopic
-
-if TYPE_CHECKING:
-    from pybroker.server.broker import Broker
-
-log = logging.getLogger("pybroker.coordinator")
+from pybroker.replication.manager import ReplicaManager
+from pybroker.server.coordinator_loads import CoordinatorPartitions, LoadSteps, LogSource
+from pybroker.server.internal_topic import InternalTopic, MetadataSource
 
 OFFSETS_TOPIC = "__consumer_offsets"
 _ASSIGNOR_NAMES = {"org.apache.kafka.coordinator.group.assignor.UniformAssignor": "uniform",
@@ -35,9 +31,9 @@ _ASSIGNOR_NAMES = {"org.apache.kafka.coordinator.group.assignor.UniformAssignor"
 
 
 class GroupService:
-    def __init__(self, broker: "Broker", clock: Callable[[], int]) -> None:
-        config = broker.config
-        self._broker = broker
+    def __init__(self, config: BrokerConfig, metadata: MetadataSource, replicas: ReplicaManager, logs: LogSource,
+                 io: IoExecutor, clock: Callable[[], int]) -> None:
+        self._metadata = metadata
         self.coordinator = GroupCoordinator(GroupConfig(
             num_partitions=config["offsets.topic.num.partitions"],
             min_session_timeout_ms=config["group.min.session.timeout.ms"],
@@ -54,7 +50,7 @@ class GroupService:
             migration_policy=config["group.consumer.migration.policy"],
         ))
         self.topic = InternalTopic(
-            broker, OFFSETS_TOPIC, partitions=config["offsets.topic.num.partitions"],
+            metadata, replicas, OFFSETS_TOPIC, partitions=config["offsets.topic.num.partitions"],
             replication_factor=config["offsets.topic.replication.factor"],
             configs=lambda _: {"segment.bytes": str(config["offsets.topic.segment.bytes"])},
             replication_timeout_ms=config["offsets.commit.timeout.ms"], clock=clock)
@@ -65,15 +61,14 @@ class GroupService:
         self._image: TopicImage | None = None
         self._image_version = 0
         self._clock = clock
-        self.loaded: set[int] = set()
-        """Partitions of the internal topic whose groups this broker coordinates."""
-        self.loading = PartitionLoads(OFFSETS_TOPIC)
-        """Partitions being replayed: their groups are answered COORDINATOR_LOAD_IN_PROGRESS."""
+        self.partitions = CoordinatorPartitions(OFFSETS_TOPIC, logs, io, LoadSteps(
+            replay=replay, apply=self._apply, unload=self.runtime.unload, keys="group(s)", epoch="leader epoch"))
+        """The partitions of the internal topic whose groups this broker coordinates or is loading."""
+        self.on_leadership_change = self.partitions.on_leadership_change
 
     def start(self) -> asyncio.Task[None]:
         """Run the coordinator's timers (partitions are loaded as this broker becomes their leader)."""
-        assert self._broker.metadata is not None
-        self._broker.metadata.add_listener(self._on_topic_change)
+        self._metadata().add_listener(self._on_topic_change)
         return asyncio.get_running_loop().create_task(self.runtime.run_timers(), name="group-coordinator")
 
     def close(self) -> None:
@@ -83,9 +78,8 @@ class GroupService:
         """The cluster's topics as the consumer protocol resolves subscriptions against them, built again
         only after a topic changed (its version then rises)."""
         if self._image is None:
-            assert self._broker.metadata is not None
             self._image = TopicImage({name: (info.topic_id, len(info.partitions))
-                                      for name, info in self._broker.metadata.topics().items()},
+                                      for name, info in self._metadata().topics().items()},
                                      version=self._image_version)
         return self._image
 
@@ -94,41 +88,15 @@ class GroupService:
         self._image_version += 1
 
     def owns(self, group_id: str) -> bool:
-        return self.coordinator.partition_of(group_id) in self.loaded
+        return self.coordinator.partition_of(group_id) in self.partitions.loaded
 
     def not_owned_error(self, group_id: str) -> ErrorCode:
         """What a request for a group this broker does not serve gets: it may be loading it."""
-        return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if self.coordinator.partition_of(group_id) in self.loading \
-            else ErrorCode.NOT_COORDINATOR
+        return self.partitions.not_owned_error(self.coordinator.partition_of(group_id))
 
-    def on_leadership_change(self, topic: str, partition: int, leader_epoch: int, is_leader: bool) -> None:
-        """The replica manager's listener: load or unload a partition of ``__consumer_offsets``.
-
-        Becoming leader starts the replay (its file reads on the I/O executor, the records applied
-        here on the loop); any later change of this partition cancels a replay still running."""
-        if topic != OFFSETS_TOPIC:
-            return
-        self.loading.cancel(partition)
-        if not is_leader:
-            self.loaded.discard(partition)
-            self.runtime.unload(partition)
-            log.info("Unloaded the groups of %s-%d", OFFSETS_TOPIC, partition)
-            return
-        self.loaded.discard(partition)
-        self.runtime.unload(partition)  # a stale copy from an earlier term
-        partition_log = self._broker.log_manager.get_log(OFFSETS_TOPIC, partition)
-        self.loading.start(partition, self._load(partition, leader_epoch, partition_log))
-
-    async def _load(self, partition: int, leader_epoch: int, partition_log: PartitionLog | None) -> None:
-        chunks = [] if partition_log is None else \
-            [chunk async for chunk in partition_log.read_from_start_off_loop(self._broker.io)]
-        # Decoding every record is the long part of a load: an I/O thread does it, the loop applies.
-        entries = await self._broker.io.run(lambda: list(replay(chunks)))
+    def _apply(self, partition: int, _leader_epoch: int, entries: list[Any]) -> int:
         self.coordinator.load(entries, self._clock())
-        self.loaded.add(partition)
-        count = sum(1 for g in self.coordinator.groups if self.coordinator.partition_of(g) == partition)
-        log.log(logging.INFO if count else logging.DEBUG, "Loaded %d group(s) from %s-%d at leader epoch %d", count,
-                OFFSETS_TOPIC, partition, leader_epoch)
+        return sum(1 for g in self.coordinator.groups if self.coordinator.partition_of(g) == partition)
 
     async def call(self, operation: Callable[[Any, int], Outcome]) -> Any:
         return await self.runtime.call(operation)

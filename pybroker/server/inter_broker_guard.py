@@ -86,9 +86,9 @@ class InterBrokerGuard:
 
     async def check(self, ctx: "RequestContext", request: Message) -> bool:
         """Whether ``request`` (of an API in GUARDED) may be served; refused ones all get one answer."""
-        if ctx.session.listener != ctx.broker.listeners.inter_broker:
+        if ctx.session.listener != ctx.services.config.listener_set.inter_broker:
             return False
-        if ctx.broker.authorizer is not None and not authorize_cluster(ctx, AclOperation.CLUSTER_ACTION):
+        if ctx.services.authorizer is not None and not authorize_cluster(ctx, AclOperation.CLUSTER_ACTION):
             return False
         if isinstance(request, (LeaderAndIsrRequest, UpdateMetadataRequest, StopReplicaRequest)):
             return await self.controller_request(ctx, request.controller_id, request.controller_epoch,
@@ -101,7 +101,7 @@ class InterBrokerGuard:
         """Whether the request comes from the current controller to this run of this broker. A request
         arriving during start-up waits until this run registered: only then is its broker epoch known,
         and one for the previous run's registration (in ZooKeeper until its session expires) is refused."""
-        zk_mode = ctx.broker.zk_mode
+        zk_mode = ctx.services.zk_mode
         if zk_mode is None:
             return False
         await zk_mode.registered.wait()
@@ -120,12 +120,12 @@ class InterBrokerGuard:
         if broker_epoch == metadata.broker_epoch:
             return True
         # Our registration may have happened a moment ago and the controller saw it first.
-        registration = await self._registration(zk_mode, ctx.broker.broker_id)
+        registration = await self._registration(zk_mode, ctx.services.broker_id)
         return registration is not None and broker_epoch == registration.epoch
 
     async def controlled_shutdown(self, ctx: "RequestContext", broker_id: int, broker_epoch: int) -> bool:
         """Whether the peer is on the registered host of ``broker_id`` and names its registration."""
-        zk_mode = ctx.broker.zk_mode
+        zk_mode = ctx.services.zk_mode
         if zk_mode is None or zk_mode.metadata is None:
             return False
         registration = await self._registration(zk_mode, broker_id)

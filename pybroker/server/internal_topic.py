@@ -9,25 +9,28 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Callable, Mapping
+from typing import Callable, Mapping
 
 from pybroker.controller.errors import TopicExistsError
+from pybroker.controller.metadata import ClusterMetadata
 from pybroker.coordinator.records import Record
 from pybroker.records import RecordInput, build_batch
-
-if TYPE_CHECKING:
-    from pybroker.server.broker import Broker
+from pybroker.replication.manager import ReplicaManager
 
 log = logging.getLogger("pybroker.coordinator")
+
+MetadataSource = Callable[[], ClusterMetadata]
+"""The broker's metadata, once it has started (services are built before it is)."""
 
 TopicConfigs = Callable[[int], Mapping[str, str]]
 """The topic's config overrides for the replication factor it is created with."""
 
 
 class InternalTopic:
-    def __init__(self, broker: "Broker", name: str, *, partitions: int, replication_factor: int,
-                 configs: TopicConfigs, replication_timeout_ms: int, clock: Callable[[], int]) -> None:
-        self._broker = broker
+    def __init__(self, metadata: MetadataSource, replicas: ReplicaManager, name: str, *, partitions: int,
+                 replication_factor: int, configs: TopicConfigs, replication_timeout_ms: int, clock: Callable[[], int]) -> None:
+        self._metadata = metadata
+        self._replicas = replicas
         self.name = name
         self._partitions = partitions
         self._replication_factor = replication_factor
@@ -38,8 +41,7 @@ class InternalTopic:
 
     async def ensure(self) -> None:
         """Create the topic if it does not exist yet (one creation however many requests ask)."""
-        metadata = self._broker.metadata
-        assert metadata is not None
+        metadata = self._metadata()
         if metadata.topic(self.name) is not None:
             return
         if self._creating is None:
@@ -57,8 +59,7 @@ class InternalTopic:
 
     def leader(self, partition: int) -> int | None:
         """The broker leading ``partition``, i.e. the coordinator of its keys; None when there is none."""
-        metadata = self._broker.metadata
-        assert metadata is not None
+        metadata = self._metadata()
         info = metadata.topic(self.name)
         if info is None or partition not in info.partitions:
             return None
@@ -68,11 +69,11 @@ class InternalTopic:
     def append(self, partition: int, records: list[Record]) -> int:
         """Append coordinator records as one batch; returns the offset just past them."""
         batch = build_batch([RecordInput(key, value) for key, value in records])
-        info = self._broker.replica_manager.append(self.name, partition, bytearray(batch), required_acks=-1,
+        info = self._replicas.append(self.name, partition, bytearray(batch), required_acks=-1,
                                                    now_ms=self._clock())
         return info.last_offset + 1
 
     async def replicated(self, partition: int, end_offset: int) -> None:
         """Wait until the ISR of ``partition`` holds everything before ``end_offset``."""
-        await self._broker.replica_manager.wait_for_high_watermark(self.name, partition, end_offset,
+        await self._replicas.wait_for_high_watermark(self.name, partition, end_offset,
                                                                    self._timeout_s)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING, Iterable
+from typing import Iterable, Mapping, Protocol
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -28,10 +28,9 @@ from pybroker.coordinator.group import GroupState
 from pybroker.log.file_slice import FileSlice
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.messages import FetchRequest, FetchResponse
+from pybroker.server.request_channel import RequestQueue
+from pybroker.server.services import Services
 from pybroker.server.telemetry.collector import ClientTelemetryCollector
-
-if TYPE_CHECKING:
-    from pybroker.server.broker import Broker
 
 log = logging.getLogger("pybroker.metrics")
 
@@ -50,12 +49,21 @@ def request_name(api_key: int) -> str:
         return str(api_key)
 
 
+class SocketStats(Protocol):
+    """The socket server's figures, as the network gauges read them (`socket_server.SocketServer`)."""
+
+    open_count: int
+    refused: Mapping[str, int]
+    closed: Mapping[str, int]
+    queue: RequestQueue
+
+
 class BrokerMetrics:
     """The registry of one broker and the counters that the request path updates."""
 
-    def __init__(self, broker: "Broker") -> None:
+    def __init__(self, services: Services, sockets: SocketStats) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
-        self._broker = broker
+        self._services = services
         self.bytes_in = Counter("kafka_server_brokertopicmetrics_bytesin", "Record batch bytes appended by producers.",
                                 ["topic"], registry=self.registry)
         self.messages_in = Counter("kafka_server_brokertopicmetrics_messagesin",
@@ -70,9 +78,9 @@ class BrokerMetrics:
         self.latency = Histogram("kafka_network_requestmetrics_totaltime_seconds",
                                  "Time from a request's decoding to its response being ready, per API.", ["request"],
                                  buckets=LATENCY_BUCKETS_S, registry=self.registry)
-        self.registry.register(_StateCollector(broker))
-        self.registry.register(ClientTelemetryCollector(broker.client_metrics))
-        self.registry.register(_QuotaCollector(broker))
+        self.registry.register(_StateCollector(services, sockets))
+        self.registry.register(ClientTelemetryCollector(services.client_metrics))
+        self.registry.register(_QuotaCollector(services))
         self._server: asyncio.base_events.Server | None = None
         self.bound_port: int | None = None
 
@@ -105,7 +113,7 @@ class BrokerMetrics:
             counter.remove(topic)
 
     def _topic_name(self, topic_id: object) -> str | None:
-        metadata = self._broker.metadata
+        metadata = self._services.metadata
         info = metadata.topic_by_id(topic_id) if metadata is not None else None  # type: ignore[arg-type]
         return info.name if info is not None else None
 
@@ -155,36 +163,37 @@ def _record_set_size(records: object) -> int:
 class _StateCollector(Collector):
     """Gauges read from the broker's state at scrape time, as Kafka's gauges are."""
 
-    def __init__(self, broker: "Broker") -> None:
-        self._broker = broker
+    def __init__(self, services: Services, sockets: SocketStats) -> None:
+        self._services = services
+        self._sockets = sockets
 
     def collect(self) -> Iterable[Metric]:
-        broker = self._broker
-        leaders = [p for p in broker.replica_manager.partitions() if p.is_leader]
+        services = self._services
+        leaders = [p for p in services.replica_manager.partitions() if p.is_leader]
         yield _gauge("kafka_server_replicamanager_underreplicatedpartitions",
                      "Partitions led here whose ISR is smaller than their replica set.",
                      sum(1 for p in leaders if len(p.isr) < len(p.replicas)))
         yield _gauge("kafka_server_replicamanager_partitioncount", "Partitions hosted here.",
-                     sum(1 for _ in broker.replica_manager.partitions()))
+                     sum(1 for _ in services.replica_manager.partitions()))
         yield _gauge("kafka_server_replicamanager_leadercount", "Partitions led here.", len(leaders))
         yield CounterMetricFamily("kafka_server_replicamanager_isrshrinks", "ISR shrinks made by this leader.",
-                                  value=broker.replica_manager.isr_shrinks)
+                                  value=services.replica_manager.isr_shrinks)
         yield CounterMetricFamily("kafka_server_replicamanager_isrexpands", "ISR expansions made by this leader.",
-                                  value=broker.replica_manager.isr_expands)
+                                  value=services.replica_manager.isr_expands)
         active = self._is_active_controller()
         yield _gauge("kafka_controller_kafkacontroller_activecontrollercount",
                      "1 on the broker that is the active controller, else 0.", int(active))
         yield _gauge("kafka_controller_kafkacontroller_offlinepartitionscount",
                      "Partitions without a leader (reported by the active controller only).",
                      self._offline_partitions() if active else 0)
-        yield from self._network(broker)
+        yield from self._network(self._sockets)
         cold = CounterMetricFamily("pybroker_io_cold_reads", "Reads that found their pages out of the page cache "
                                    "and were done on an I/O thread instead of the event loop, per path.",
                                    labels=["path"])
         for path in ("fetch", "response"):
-            cold.add_metric([path], broker.io.cold_reads[path])
+            cold.add_metric([path], services.io.cold_reads[path])
         yield cold
-        groups = list(broker.groups.coordinator.groups.values())
+        groups = list(services.groups.coordinator.groups.values())
         yield _gauge("kafka_coordinator_group_groupmetadatamanager_numgroups", "Groups this coordinator manages.",
                      len(groups))
         for state in GroupState:
@@ -197,12 +206,11 @@ class _StateCollector(Collector):
         yield consumer
         yield CounterMetricFamily("kafka_server_group_coordinator_metrics_consumer_group_rebalance",
                                   "Consumer-protocol group epoch bumps (rebalances); rate() gives rebalances per "
-                                  "second.", value=broker.groups.coordinator.consumer.rebalances)
+                                  "second.", value=services.groups.coordinator.consumer.rebalances)
 
     @staticmethod
-    def _network(broker: "Broker") -> Iterable[Metric]:
+    def _network(server: SocketStats) -> Iterable[Metric]:
         """The socket server's bounds: connections, refusals and closes per config key, queue use."""
-        server = broker.socket_server
         yield _gauge("kafka_server_socket_server_metrics_connection_count", "Open client connections.",
                      server.open_count)
         refused = CounterMetricFamily("kafka_network_socketserver_refusedconnections",
@@ -224,13 +232,13 @@ class _StateCollector(Collector):
                      server.queue.bytes)
 
     def _is_active_controller(self) -> bool:
-        zk_mode = self._broker.zk_mode
+        zk_mode = self._services.zk_mode
         if zk_mode is None:  # a one-node cluster with embedded metadata controls itself
-            return self._broker.metadata is not None
+            return self._services.metadata is not None
         return zk_mode.controller is not None and zk_mode.controller.active
 
     def _offline_partitions(self) -> int:
-        metadata = self._broker.metadata
+        metadata = self._services.metadata
         if metadata is None:
             return 0
         return sum(1 for topic in metadata.topics().values()
@@ -248,12 +256,12 @@ class _QuotaCollector(Collector):
                   "ControllerMutation": "mutation_rate"}
     LABELS = ["user", "client_id"]
 
-    def __init__(self, broker: "Broker") -> None:
-        self._broker = broker
+    def __init__(self, services: Services) -> None:
+        self._services = services
 
     def collect(self) -> Iterable[Metric]:
         now_ms = int(time.time() * 1000)
-        for manager in self._broker.quotas.managers.all:
+        for manager in self._services.quotas.managers.all:
             group = f"kafka_server_{manager.quota_type.lower()}"
             throttle = GaugeMetricFamily(f"{group}_throttle_time", f"Average throttle time in ms per user/client-id "
                                          f"({manager.quota_type} quota).", labels=self.LABELS)

@@ -54,6 +54,15 @@ from pybroker.log.file_slice import FileSlice
 from pybroker.protocol.errors import DecodeError, FrameTooLarge
 from pybroker.protocol.frame import FrameDecoder
 from pybroker.protocol.primitives import FramePart
+from pybroker.server.request_channel import (
+    UNBOUNDED,
+    CloseConnection,
+    FinalResponse,
+    RequestQueue,
+    RequestSlot,
+    Response,
+    enter_request,
+)
 
 if TYPE_CHECKING:
     from pybroker.server.dispatcher import Dispatcher
@@ -65,106 +74,6 @@ CHUNK = 1 << 20  # bytes of a file range read per write once the socket has stop
 # With zero-copy, when a splice finds the socket full, this much of the range goes through the transport
 # instead, only so that the transport pauses us and tells us when the socket has drained.
 NOTIFY_CHUNK = 16 * 1024
-UNBOUNDED = 2**31 - 1
-
-
-class CloseConnection(Exception):
-    """Raised by the dispatcher when Kafka would drop the connection (e.g. unknown API key); ``logged`` when
-    the dispatcher has said why already."""
-
-    def __init__(self, message: str, *, logged: bool = False) -> None:
-        super().__init__(message)
-        self.logged = logged
-
-
-@dataclass(frozen=True, slots=True)
-class FinalResponse:
-    """A response after which the connection closes (a client refused by SASL, as Kafka closes it
-    after an ILLEGAL_SASL_STATE answer): written in its turn, then the transport closed, which
-    still flushes what was written."""
-
-    parts: bytes | list[FramePart]
-
-
-Response = bytes | list[FramePart] | FinalResponse | None
-
-
-@dataclass(eq=False)
-class RequestQueue:
-    """The broker-wide bounds all connections share: requests being handled, and bytes reserved
-    for large frames (``max_bytes`` -1 = unbounded). Connections that found it full wait in
-    ``waiting`` and are resumed as room is freed."""
-
-    max_requests: int = UNBOUNDED
-    max_bytes: int = -1
-    requests: int = 0
-    bytes: int = 0
-    waiting: set["KafkaConnection"] = field(default_factory=set)
-
-    def reserve(self, size: int) -> bool:
-        """Non-strict, as Kafka's SimpleMemoryPool: granted whenever any room is left."""
-        if self.bytes >= self.max_bytes:
-            return False
-        self.bytes += size
-        return True
-
-    def release_bytes(self, size: int) -> None:
-        self.bytes -= size
-        self.wake()
-
-    def wake(self) -> None:
-        """Resume the waiting connections in the loop's next pass, not here: this runs inside a handler
-        (`leave_request_queue`), and their requests start at once when dispatched."""
-        if self.waiting and self.requests < self.max_requests:
-            waiting, self.waiting = self.waiting, set()
-            loop = asyncio.get_running_loop()
-            for connection in waiting:
-                loop.call_soon(connection.resume_from_queue)
-
-
-@dataclass(eq=False, slots=True)
-class RequestSlot:
-    """A request's place among the ``queued.max.requests`` being handled, given back when it ends
-    or when it starts waiting for something other clients must make happen (`leave_request_queue`)."""
-
-    queue: RequestQueue
-    held: bool = True
-
-    def release(self) -> None:
-        if self.held:
-            self.held = False
-            self.queue.requests -= 1
-            if self.queue.waiting:
-                self.queue.wake()
-
-
-_REQUEST_SLOT: contextvars.ContextVar[RequestSlot | None] = contextvars.ContextVar("request_slot", default=None)
-_CONNECTION: contextvars.ContextVar["KafkaConnection | None"] = contextvars.ContextVar("connection", default=None)
-
-
-def _enter_request(slot: RequestSlot, connection: "KafkaConnection") -> None:
-    _REQUEST_SLOT.set(slot)
-    _CONNECTION.set(connection)
-
-
-def leave_request_queue() -> None:
-    """Called by a handler about to wait for other clients or brokers (a Fetch long poll, acks=all,
-    a rebalance): its request stops counting against ``queued.max.requests``, as a Kafka request
-    parked in a purgatory no longer holds a request-queue place, so that many waiting consumers
-    cannot keep every other request out. Outside a connection's request it does nothing."""
-    slot = _REQUEST_SLOT.get()
-    if slot is not None:
-        slot.release()
-
-
-def mute_connection(seconds: float) -> None:
-    """KIP-219: the request's response goes out at once with its throttle time, and its connection
-    reads nothing more for ``seconds`` (Kafka mutes the channel until the throttle has passed, so a
-    client that ignores throttle_time_ms cannot send around it). Outside a connection's request it
-    does nothing."""
-    connection = _CONNECTION.get()
-    if connection is not None:
-        connection.mute(seconds)
 
 
 @dataclass(eq=False, slots=True)
@@ -417,7 +326,7 @@ class KafkaConnection(asyncio.Protocol):
         queue = self._queue
         slot = RequestSlot(queue)
         context = contextvars.copy_context()
-        context.run(_enter_request, slot, self)
+        context.run(enter_request, slot, self)
         queue.requests += 1
         held = 0
         if frame is self._held_frame:

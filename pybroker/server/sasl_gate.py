@@ -19,7 +19,7 @@ from pybroker.protocol import messages
 from pybroker.protocol.schema import Message
 from pybroker.security.sasl import SaslAuthenticationError
 from pybroker.server.context import ConnectionSession
-from pybroker.server.network import CloseConnection
+from pybroker.server.request_channel import CloseConnection
 from pybroker.server.sasl_session import SaslAuthenticator, SaslState
 
 limited_log = LogLimiter(logging.getLogger("pybroker.server"))

@@ -12,10 +12,13 @@ import contextlib
 import functools
 import json
 import logging
-from typing import TYPE_CHECKING, Mapping
+import ssl
+from typing import Callable, Mapping
 
+from pybroker.client.sasl import SaslCredentials
 from pybroker.common.config import BrokerConfig, ConfigError
 from pybroker.common.topic import topic_name_error
+from pybroker.controller.metadata import BrokerInfo
 from pybroker.schema_registry import service as registry_service
 from pybroker.schema_registry.auth import AclAuthorization, BasicAuthenticator
 from pybroker.security.tls import broker_settings, client_context, server_context
@@ -25,9 +28,7 @@ from pybroker.schema_registry.service import (Forwarder, Leadership, ListenerUrl
                                               parse_listener)
 from pybroker.schema_registry.state import RegistryState
 from pybroker.schema_registry.store import KafkaStore
-
-if TYPE_CHECKING:
-    from pybroker.server.broker import Broker
+from pybroker.server.services import Services
 
 log = logging.getLogger("pybroker.schema_registry")
 ZNODE_ROOT = "/pybroker/schema_registry"
@@ -54,9 +55,13 @@ class BrokerSchemaRegistry:
     """The registry of one broker: configured at construction (bad keys fail start-up), served once the
     broker's listeners are bound, reaching the cluster through this broker's inter-broker listener."""
 
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
-        config = broker.config
+    def __init__(self, services: Services, broker_info: Callable[[], BrokerInfo], *,
+                 inter_broker_tls: ssl.SSLContext | None, inter_broker_sasl: SaslCredentials | None) -> None:
+        self._services = services
+        self._broker_info = broker_info
+        self._inter_broker_tls = inter_broker_tls
+        self._inter_broker_sasl = inter_broker_sasl
+        config = services.config
         self.listener = registry_listener(config)
         # HTTPS: the broker's ssl.* keys, or listener.name.schema_registry.ssl.* to give the registry its own.
         self.tls_settings = broker_settings(config, TLS_LISTENER_NAME, "SSL")
@@ -69,27 +74,27 @@ class BrokerSchemaRegistry:
         self._replaying: asyncio.Future[None] | None = None
 
     async def start(self) -> str:
-        config = self.broker.config
-        inter_broker = self.broker.broker_info()
+        config = self._services.config
+        inter_broker = self._broker_info()
         store = KafkaStore(f"{inter_broker.host}:{inter_broker.port}", topic=config["schema.registry.topic"],
                            replication_factor=config["schema.registry.topic.replication.factor"],
-                           timeout_ms=config["schema.registry.timeout.ms"], tls=self.broker.inter_broker_tls,
-                           sasl=self.broker.inter_broker_sasl)
+                           timeout_ms=config["schema.registry.timeout.ms"], tls=self._inter_broker_tls,
+                           sasl=self._inter_broker_sasl)
         registry = SchemaRegistry(store, default_level=config["schema.registry.compatibility.level"].upper(),
                                   max_schema_bytes=config["message.max.bytes"] - 512)
         leadership: Leadership = SoleLeader()
         forwarder: Forwarder | None = None
         timeout_s = config["schema.registry.timeout.ms"] / 1000
-        if self.broker.zk_mode is not None:
-            leadership = PartitionLeadership(self.broker.broker_id, self._leader_id, self._url_of,
+        if self._services.zk_mode is not None:
+            leadership = PartitionLeadership(self._services.broker_id, self._leader_id, self._url_of,
                                              store.ensure_started, timeout_s)
 
-        if self.broker.zk_mode is not None:
+        if self._services.zk_mode is not None:
             forward_tls = None
             if self.server_tls is not None:
                 forward_tls = client_context(self.tls_settings)
             forwarder = functools.partial(forward, timeout_s=timeout_s, tls=forward_tls)
-        authorizer = self.broker.authorizer
+        authorizer = self._services.authorizer
         self.service = SchemaRegistryService(
             registry, self.listener, leadership=leadership, max_body_bytes=config["schema.registry.max.request.bytes"],
             ssl_context=self.server_tls, authenticate=self.authenticate, forward=forwarder,
@@ -98,9 +103,9 @@ class BrokerSchemaRegistry:
         host = self.listener.host
         self.url = url if host not in ("", "0.0.0.0", "::") else url.replace(
             f"//{host or '0.0.0.0'}:", f"//{inter_broker.host}:", 1)
-        if self.broker.zk_mode is not None:
+        if self._services.zk_mode is not None:
             self._publisher = asyncio.get_running_loop().create_task(self._publish(), name="schema-registry-url")
-        if self.broker.schema_validation.topics:  # validated topics need the view from the first record on
+        if self._services.schema_validation.topics:  # validated topics need the view from the first record on
             self.view()
         return url
 
@@ -117,24 +122,24 @@ class BrokerSchemaRegistry:
 
     def _plain_users(self) -> dict[str, str]:
         users: dict[str, str] = {}
-        for settings in self.broker.sasl.listeners.values():
+        for settings in self._services.sasl.listeners.values():
             users.update(settings.plain_users)
         return users
 
     def _scram_config(self, user: str) -> Mapping[str, str]:
-        return self.broker.scram_credentials.user_config(user)
+        return self._services.scram_credentials.user_config(user)
 
     def _leader_id(self) -> int | None | bool:
-        metadata = self.broker.metadata
-        info = metadata.topics().get(self.broker.config["schema.registry.topic"]) if metadata is not None else None
+        metadata = self._services.metadata
+        info = metadata.topics().get(self._services.config["schema.registry.topic"]) if metadata is not None else None
         if info is None:
             return False
         partition = info.partitions.get(0)
         return partition.leader if partition is not None and partition.leader >= 0 else None
 
     async def _url_of(self, broker_id: int) -> str | None:
-        assert self.broker.zk_mode is not None
-        node = await self.broker.zk_mode.zk.get(f"{ZNODE_ROOT}/{broker_id}")
+        assert self._services.zk_mode is not None
+        node = await self._services.zk_mode.zk.get(f"{ZNODE_ROOT}/{broker_id}")
         if node is None:
             return None
         with contextlib.suppress(ValueError, AttributeError):
@@ -143,9 +148,9 @@ class BrokerSchemaRegistry:
 
     async def _publish(self) -> None:
         """Keeps this broker's znode naming its registry URL (re-created after a ZooKeeper session loss)."""
-        assert self.broker.zk_mode is not None
-        zk = self.broker.zk_mode.zk
-        path, data = f"{ZNODE_ROOT}/{self.broker.broker_id}", json.dumps({"url": self.url}).encode()
+        assert self._services.zk_mode is not None
+        zk = self._services.zk_mode.zk
+        path, data = f"{ZNODE_ROOT}/{self._services.broker_id}", json.dumps({"url": self.url}).encode()
         while True:
             try:
                 node = await zk.get(path)

@@ -48,7 +48,8 @@ from pybroker.common.log_limit import LogLimiter
 from pybroker.security.principal import NoMatchingRule, PrincipalMapper
 from pybroker.server.connection_rates import ConnectionRates
 from pybroker.server.context import ConnectionSession
-from pybroker.server.network import KafkaConnection, RequestQueue
+from pybroker.server.network import KafkaConnection
+from pybroker.server.request_channel import RequestQueue
 
 if TYPE_CHECKING:
     from pybroker.server.dispatcher import Dispatcher

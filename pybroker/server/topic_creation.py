@@ -11,21 +11,32 @@ controller treats them as offline replicas (and elects other leaders), and its l
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Mapping, Sequence
+from typing import Mapping, Protocol, Sequence
 
-from pybroker.controller.metadata import TopicInfo
-
-if TYPE_CHECKING:
-    from pybroker.server.broker import Broker
+from pybroker.common.open_files import DescriptorBudget
+from pybroker.controller.metadata import ClusterMetadata, TopicInfo
 
 __all__ = ["create_topic", "create_partitions"]
 
 
-def _hosted_here(broker: Broker, info: TopicInfo, partitions: Sequence[int]) -> int:
+class TopicHost(Protocol):
+    """What topic creation needs of the broker: its id, metadata and descriptor budget (`services.Services`)."""
+
+    @property
+    def broker_id(self) -> int: ...
+
+    @property
+    def metadata(self) -> ClusterMetadata | None: ...
+
+    @property
+    def open_files(self) -> DescriptorBudget: ...
+
+
+def _hosted_here(broker: TopicHost, info: TopicInfo, partitions: Sequence[int]) -> int:
     return sum(1 for p in partitions if broker.broker_id in info.partitions[p].replicas)
 
 
-async def create_topic(broker: Broker, name: str, partitions: int, factor: int, configs: Mapping[str, str],
+async def create_topic(broker: TopicHost, name: str, partitions: int, factor: int, configs: Mapping[str, str],
                        assignments: Mapping[int, Sequence[int]] | None = None, *,
                        validate_only: bool = False) -> TopicInfo:
     """``metadata.create_topic``, refused with OpenFilesLimitError when its partitions would not fit here."""
@@ -39,7 +50,7 @@ async def create_topic(broker: Broker, name: str, partitions: int, factor: int, 
     return await broker.metadata.create_topic(name, len(plan), factor, configs, plan)
 
 
-async def create_partitions(broker: Broker, name: str, total: int, assignments: Sequence[Sequence[int]] | None, *,
+async def create_partitions(broker: TopicHost, name: str, total: int, assignments: Sequence[Sequence[int]] | None, *,
                             validate_only: bool = False) -> TopicInfo:
     """``metadata.create_partitions``, refused with OpenFilesLimitError when the new partitions would not fit."""
     assert broker.metadata is not None

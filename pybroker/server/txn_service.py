@@ -22,27 +22,30 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
+import ssl
+from typing import Any, Callable, Iterable, Iterator
 
+from pybroker.client.sasl import SaslCredentials
+from pybroker.common.config import BrokerConfig
+from pybroker.common.io_executor import IoExecutor
 from pybroker.controller import zk_paths as zp
 from pybroker.controller.metadata import BrokerInfo
+from pybroker.controller.zk_client import ZkClient
+from pybroker.coordinator.coordinator import GroupCoordinator
 from pybroker.coordinator.loader import decoded_records
 from pybroker.coordinator.txn_coordinator import MarkerRequest, TransactionCoordinator, TxnConfig, TxnOutcome
 from pybroker.coordinator.txn_records import TopicPartition, TxnEntry, decode_txn_record
 from pybroker.coordinator.txn_runtime import TxnRuntime
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.messages import TxnOffsetCommitRequest
-from pybroker.log import PartitionLog
 from pybroker.records import RecordInput, build_batch, build_end_txn_marker, iter_batches
 from pybroker.replication.errors import UnknownPartitionError
-from pybroker.server.coordinator_loads import PartitionLoads
+from pybroker.replication.manager import ReplicaManager
+from pybroker.server.coordinator_loads import CoordinatorPartitions, LoadSteps, LogSource
 from pybroker.server.error_mapping import error_code_for
 from pybroker.server.group_service import OFFSETS_TOPIC
-from pybroker.server.internal_topic import InternalTopic
+from pybroker.server.internal_topic import InternalTopic, MetadataSource
 from pybroker.server.txn_markers import MarkerChannel
-
-if TYPE_CHECKING:
-    from pybroker.server.broker import Broker
 
 log = logging.getLogger("pybroker.coordinator")
 
@@ -50,9 +53,15 @@ TXN_TOPIC = "__transaction_state"
 
 
 class TxnService:
-    def __init__(self, broker: "Broker", clock: Callable[[], int]) -> None:
-        config = broker.config
-        self._broker = broker
+    def __init__(self, config: BrokerConfig, broker_id: int, metadata: MetadataSource, replicas: ReplicaManager,
+                 logs: LogSource, io: IoExecutor, groups: GroupCoordinator, clock: Callable[[], int], *,
+                 zk: ZkClient | None, inter_broker_tls: ssl.SSLContext | None,
+                 inter_broker_sasl: SaslCredentials | None) -> None:
+        self._broker_id = broker_id
+        self._metadata = metadata
+        self._replicas = replicas
+        self._groups = groups
+        self._zk = zk
         self._clock = clock
         self.coordinator = TransactionCoordinator(TxnConfig(
             num_partitions=config["transaction.state.log.num.partitions"],
@@ -62,7 +71,7 @@ class TxnService:
             expiration_check_interval_ms=config["transaction.remove.expired.transaction.cleanup.interval.ms"],
         ))
         self.topic = InternalTopic(
-            broker, TXN_TOPIC, partitions=config["transaction.state.log.num.partitions"],
+            metadata, replicas, TXN_TOPIC, partitions=config["transaction.state.log.num.partitions"],
             replication_factor=config["transaction.state.log.replication.factor"],
             configs=lambda factor: {
                 "segment.bytes": str(config["transaction.state.log.segment.bytes"]),
@@ -70,14 +79,15 @@ class TxnService:
             replication_timeout_ms=config["request.timeout.ms"], clock=clock)
         self.runtime = TxnRuntime(self.coordinator, self.topic.append, self.write_markers, clock,
                                   self.topic.replicated)
-        self._markers = MarkerChannel(config["request.timeout.ms"], broker.inter_broker_tls, broker.inter_broker_sasl)
+        self._markers = MarkerChannel(config["request.timeout.ms"], inter_broker_tls, inter_broker_sasl)
         self._request_timeout_s = config["request.timeout.ms"] / 1000
         self._offsets_timeout_s = config["offsets.commit.timeout.ms"] / 1000
         self._verify = config["transaction.partition.verification.enable"]
-        self.loaded: set[int] = set()
-        """Partitions of the internal topic whose transactional ids this broker coordinates."""
-        self.loading = PartitionLoads(TXN_TOPIC)
-        """Partitions being replayed: their transactional ids get COORDINATOR_LOAD_IN_PROGRESS."""
+        self.partitions = CoordinatorPartitions(TXN_TOPIC, logs, io, LoadSteps(
+            replay=_replay, apply=self._apply, unload=self.runtime.unload, keys="transactional id(s)",
+            epoch="coordinator epoch"))
+        """The partitions of the internal topic whose transactional ids this broker coordinates or is loading."""
+        self.on_leadership_change = self.partitions.on_leadership_change
 
     def start(self) -> asyncio.Task[None]:
         """Run the coordinator's timers (partitions are loaded as this broker becomes their leader)."""
@@ -87,40 +97,18 @@ class TxnService:
         await self._markers.close()
 
     def owns(self, transactional_id: str) -> bool:
-        return self.coordinator.partition_of(transactional_id) in self.loaded
+        return self.coordinator.partition_of(transactional_id) in self.partitions.loaded
 
     def not_owned_error(self, transactional_id: str) -> ErrorCode:
         """What a request for an id this broker does not serve gets: it may be loading it."""
-        return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS \
-            if self.coordinator.partition_of(transactional_id) in self.loading else ErrorCode.NOT_COORDINATOR
+        return self.partitions.not_owned_error(self.coordinator.partition_of(transactional_id))
 
-    def on_leadership_change(self, topic: str, partition: int, leader_epoch: int, is_leader: bool) -> None:
-        """The replica manager's listener: load or unload a partition of ``__transaction_state``.
-
-        Becoming leader starts the replay (its file reads on the I/O executor, the records applied
-        here on the loop); any later change of this partition cancels a replay still running."""
-        if topic != TXN_TOPIC:
-            return
-        self.loading.cancel(partition)
-        self.loaded.discard(partition)
-        self.runtime.unload(partition)
-        if not is_leader:
-            log.info("Unloaded the transactional ids of %s-%d", TXN_TOPIC, partition)
-            return
-        partition_log = self._broker.log_manager.get_log(TXN_TOPIC, partition)
-        self.loading.start(partition, self._load(partition, leader_epoch, partition_log))
-
-    async def _load(self, partition: int, leader_epoch: int, partition_log: PartitionLog | None) -> None:
-        chunks = [] if partition_log is None else \
-            [chunk async for chunk in partition_log.read_from_start_off_loop(self._broker.io)]
-        entries = await self._broker.io.run(lambda: list(_replay(chunks)))  # decoding off the loop
+    def _apply(self, partition: int, leader_epoch: int, entries: list[TxnEntry]) -> int:
+        """The new leader epoch is the coordinator epoch of the partition's markers."""
         self.coordinator.coordinator_epochs[partition] = leader_epoch
         self.coordinator.load(entries)
-        self.loaded.add(partition)
         self.runtime.wake()
-        count = sum(1 for t in self.coordinator.transactions if self.coordinator.partition_of(t) == partition)
-        log.log(logging.INFO if count else logging.DEBUG, "Loaded %d transactional id(s) from %s-%d at coordinator "
-                "epoch %d", count, TXN_TOPIC, partition, leader_epoch)
+        return sum(1 for t in self.coordinator.transactions if self.coordinator.partition_of(t) == partition)
 
     async def call(self, operation: Callable[[Any, int], TxnOutcome]) -> Any:
         """Run one coordinator operation, creating the internal topic first if needed."""
@@ -143,8 +131,7 @@ class TxnService:
         the transaction without a marker (chaos rounds 3004, 3007 and 3013: the records of a committed
         transaction closed by the producer's next ABORT marker, an aborted one's by the next COMMIT, or a
         transaction left open for good)."""
-        metadata = self._broker.metadata
-        assert metadata is not None
+        metadata = self._metadata()
         missing = {topic for topic, _ in marker.partitions if metadata.topic(topic) is None}
         if missing and not await self._deleted(missing):
             log.info("Markers of transaction %s wait for this broker's metadata of %s", marker.transactional_id,
@@ -163,12 +150,11 @@ class TxnService:
     async def _deleted(self, topics: set[str]) -> bool:
         """Whether every one of `topics`, missing from this broker's metadata, is deleted or being deleted
         (ZooKeeper says; without ZooKeeper this broker's metadata is the cluster's)."""
-        zk_mode = self._broker.zk_mode
-        if zk_mode is None:
+        if self._zk is None:
             return True
         for topic in topics:
-            if await zk_mode.zk.get(zp.topic_path(topic)) is not None and \
-                    await zk_mode.zk.get(zp.delete_topic_path(topic)) is None:
+            if await self._zk.get(zp.topic_path(topic)) is not None and \
+                    await self._zk.get(zp.delete_topic_path(topic)) is None:
                 return False
         return True
 
@@ -176,15 +162,14 @@ class TxnService:
                ) -> tuple[list[TopicPartition], dict[int, tuple[BrokerInfo, list[TopicPartition]]]]:
         """Split partitions into this broker's and, per other live leader, theirs. A partition
         without a known live leader stays local, where it fails and is retried later."""
-        metadata = self._broker.metadata
-        assert metadata is not None
+        metadata = self._metadata()
         brokers = {b.broker_id: b for b in metadata.brokers()}
         local: list[TopicPartition] = []
         remote: dict[int, tuple[BrokerInfo, list[TopicPartition]]] = {}
         for topic, index in partitions:
             info = metadata.topic(topic)
             leader = info.partitions[index].leader if info is not None and index in info.partitions else -1
-            if leader == self._broker.broker_id or leader not in brokers:
+            if leader == self._broker_id or leader not in brokers:
                 local.append((topic, index))
             else:
                 remote.setdefault(leader, (brokers[leader], []))[1].append((topic, index))
@@ -203,7 +188,7 @@ class TxnService:
             batch = build_end_txn_marker(commit, producer_id=producer_id, producer_epoch=producer_epoch,
                                          coordinator_epoch=coordinator_epoch, timestamp=now)
             try:
-                info = self._broker.replica_manager.append(topic, index, bytearray(batch), required_acks=-1,
+                info = self._replicas.append(topic, index, bytearray(batch), required_acks=-1,
                                                            now_ms=now)
             except UnknownPartitionError:
                 results[(topic, index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -217,13 +202,13 @@ class TxnService:
         for (topic, index), code in zip(appended, await asyncio.gather(*waits)):
             results[(topic, index)] = code
             if topic == OFFSETS_TOPIC and code is ErrorCode.NONE:  # offsets show once the marker is replicated
-                self._broker.groups.coordinator.complete_txn_offsets(producer_id, index, commit=commit,
+                self._groups.complete_txn_offsets(producer_id, index, commit=commit,
                                                                      now_ms=self._clock())
         return results
 
     async def _wait_for_isr(self, topic: str, index: int, end_offset: int, timeout_s: float) -> ErrorCode:
         try:
-            await self._broker.replica_manager.wait_for_high_watermark(topic, index, end_offset, timeout_s)
+            await self._replicas.wait_for_high_watermark(topic, index, end_offset, timeout_s)
         except Exception as exc:
             return error_code_for(exc)
         return ErrorCode.NONE
@@ -235,7 +220,7 @@ class TxnService:
         batch cannot open a transaction that nobody will end. Only done when this broker is the
         coordinator; epoch problems are left to the log, which answers INVALID_PRODUCER_EPOCH."""
         if not self._verify or transactional_id is None \
-                or self.coordinator_node(transactional_id) != self._broker.broker_id:
+                or self.coordinator_node(transactional_id) != self._broker_id:
             return ErrorCode.NONE
         code = self.coordinator.check_ongoing(transactional_id, producer_id, producer_epoch, partition)
         return code if code is ErrorCode.INVALID_TXN_STATE else ErrorCode.NONE
@@ -245,7 +230,7 @@ class TxnService:
     async def commit_offsets(self, request: TxnOffsetCommitRequest) -> dict[tuple[str, int], ErrorCode]:
         """Write a TxnOffsetCommit's offsets in the producer's transaction (visible on COMMIT) and
         wait for the ISR of the group's partition, within ``offsets.commit.timeout.ms``."""
-        groups = self._broker.groups.coordinator
+        groups = self._groups
         wanted = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
         error = groups.validate_txn_offsets(request)
         if error is not ErrorCode.NONE:
@@ -257,7 +242,7 @@ class TxnService:
                                 is_transactional=True)
             partition = groups.partition_of(request.group_id)
             try:
-                info = self._broker.replica_manager.append(OFFSETS_TOPIC, partition, bytearray(batch),
+                info = self._replicas.append(OFFSETS_TOPIC, partition, bytearray(batch),
                                                            required_acks=-1, now_ms=self._clock())
             except Exception as exc:
                 return {tp: errors.get(tp, _coordinator_code(error_code_for(exc))) for tp in wanted}

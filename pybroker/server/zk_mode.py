@@ -13,14 +13,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, TypeVar
+import ssl
+from typing import Callable, Mapping, TypeVar
 
 from kazoo.handlers.threading import KazooTimeoutError
 
 from pybroker.client.connection import Connection
 from pybroker.client.errors import KafkaClientError
+from pybroker.client.sasl import SaslCredentials
+from pybroker.common.config import BrokerConfig
 from pybroker.controller import zk_paths as zp
 from pybroker.controller.controller import RebalanceConfig, ZkController
+from pybroker.controller.metadata import BrokerInfo
 from pybroker.controller.producer_ids import ProducerIdBlocks, ProducerIdsUnavailableError
 from pybroker.controller.client_metrics_store import ZkClientMetricsStore
 from pybroker.controller.quota_store import ZkQuotaStore
@@ -36,11 +40,9 @@ from pybroker.protocol.messages import (
 from pybroker.protocol.schema import Message
 from pybroker.replication.fetcher import FetcherConfig
 from pybroker.replication.leader_endpoint import RemoteLeader
+from pybroker.replication.manager import ReplicaManager
 from pybroker.server.features import ZkFeatures
 from pybroker.server.isr_updates import AlterPartitionIsrWriter
-
-if TYPE_CHECKING:
-    from pybroker.server.broker import Broker
 
 log = logging.getLogger("pybroker.server")
 M = TypeVar("M", bound=Message)
@@ -53,12 +55,19 @@ class ZooKeeperStartError(OSError):
 
 
 class ZkMode:
-    def __init__(self, broker: "Broker"):
-        config = broker.config
+    def __init__(self, config: BrokerConfig, replicas: ReplicaManager, broker_info: Callable[[], BrokerInfo],
+                 validate_topic_configs: Callable[[Mapping[str, str]], None], *,
+                 inter_broker_tls: ssl.SSLContext | None, inter_broker_sasl: SaslCredentials | None) -> None:
         if config["broker.id"] < 0:
             raise ZooKeeperStartError("broker.id must be set (>= 0) in ZooKeeper mode; "
                                       "generated broker ids are not supported yet")
-        self._broker = broker
+        self._config = config
+        self._broker_id: int = config["broker.id"]
+        self._replicas = replicas
+        self._broker_info = broker_info
+        self._validate_topic_configs = validate_topic_configs
+        self._tls = inter_broker_tls
+        self._sasl = inter_broker_sasl
         self.inter_broker_listener = config.listener_set.inter_broker
         session_ms = config["zookeeper.session.timeout.ms"]
         self.zk = ZkClient(config["zookeeper.connect"], session_timeout_ms=session_ms,
@@ -72,7 +81,7 @@ class ZkMode:
         self.registered = asyncio.Event()  # set once this run registered, with fetching enabled
 
     async def start(self) -> ZkMetadata:
-        broker, config = self._broker, self._broker.config
+        config = self._config
         try:
             await self.zk.start()
         except KazooTimeoutError:
@@ -81,19 +90,19 @@ class ZkMode:
         await self.features.start()
         await self.client_quotas.start()
         await self.client_metrics.start()
-        replicas = broker.replica_manager
+        replicas, broker_id = self._replicas, self._broker_id
         replicas.isr_writer = AlterPartitionIsrWriter(
-            self._ask_controller, broker.broker_id, lambda: self.metadata.broker_epoch if self.metadata else -1)
+            self._ask_controller, broker_id, lambda: self.metadata.broker_epoch if self.metadata else -1)
         timeout_s = config["replica.socket.timeout.ms"] / 1000
         replicas.enable_fetching(
-            FetcherConfig(replica_id=broker.broker_id, max_wait_ms=config["replica.fetch.wait.max.ms"],
+            FetcherConfig(replica_id=broker_id, max_wait_ms=config["replica.fetch.wait.max.ms"],
                           min_bytes=config["replica.fetch.min.bytes"], max_bytes=config["replica.fetch.max.bytes"],
                           response_max_bytes=config["replica.fetch.response.max.bytes"],
                           backoff_ms=config["replica.fetch.backoff.ms"]),
-            lambda leader_id, host, port: RemoteLeader(host, port, client_id=f"replica-fetcher-{broker.broker_id}",
-                                                       timeout_s=timeout_s, tls=broker.inter_broker_tls,
-                                                       sasl=broker.inter_broker_sasl))
-        metadata = ZkMetadata(self.zk, broker.broker_info(), validate_configs=broker.validate_topic_configs,
+            lambda leader_id, host, port: RemoteLeader(host, port, client_id=f"replica-fetcher-{broker_id}",
+                                                       timeout_s=timeout_s, tls=self._tls,
+                                                       sasl=self._sasl))
+        metadata = ZkMetadata(self.zk, self._broker_info(), validate_configs=self._validate_topic_configs,
                               delete_topic_enable=config["delete.topic.enable"],
                               inter_broker_listener=self.inter_broker_listener,
                               producer_ids=ProducerIdBlocks(self._request_producer_id_block,
@@ -105,13 +114,13 @@ class ZkMode:
             raise ZooKeeperStartError(str(exc)) from None
         self.registered.set()
         self.controller = ZkController(
-            self.zk, broker.broker_id, socket_timeout_ms=config["controller.socket.timeout.ms"],
+            self.zk, broker_id, socket_timeout_ms=config["controller.socket.timeout.ms"],
             unclean_election=config["unclean.leader.election.enable"],
             rebalance=RebalanceConfig(config["auto.leader.rebalance.enable"],
                                       config["leader.imbalance.check.interval.seconds"],
                                       config["leader.imbalance.per.broker.percentage"]),
-            inter_broker_listener=self.inter_broker_listener, tls=broker.inter_broker_tls,
-            sasl=broker.inter_broker_sasl)
+            inter_broker_listener=self.inter_broker_listener, tls=self._tls,
+            sasl=self._sasl)
         self.zk.on(SESSION_RECONNECTED, self._on_session_reconnected)
         await self.controller.start()
         return metadata
@@ -122,13 +131,13 @@ class ZkMode:
     async def _on_session_reconnected(self, event: ZkEvent) -> None:
         """A new session lost the ephemeral znodes: register again and stand for controller again."""
         assert self.metadata is not None and self.controller is not None
-        await self.metadata.register(self._broker.config["zookeeper.session.timeout.ms"] / 1000)
+        await self.metadata.register(self._config["zookeeper.session.timeout.ms"] / 1000)
         await self.controller.start()
 
     async def controlled_shutdown(self) -> None:
         """Ask the controller to move leadership off this broker, retrying as Kafka does; after the
         last attempt the broker stops anyway (an unclean shutdown for the partitions it still leads)."""
-        config = self._broker.config
+        config = self._config
         if not config["controlled.shutdown.enable"] or self.metadata is None:
             return
         for attempt in range(1, config["controlled.shutdown.max.retries"] + 1):
@@ -140,7 +149,7 @@ class ZkMode:
                 remaining = None
             if remaining == []:
                 log.info("[KafkaServer id=%d] Controlled shutdown request returned successfully",
-                         self._broker.broker_id)
+                         self._broker_id)
                 return
             if remaining:
                 log.info("Controlled shutdown attempt %d: still leading %s", attempt, remaining)
@@ -150,7 +159,7 @@ class ZkMode:
     async def _request_controlled_shutdown(self) -> list[tuple[str, int]] | None:
         """The partitions still led here after one ControlledShutdown round trip; None on an error."""
         assert self.metadata is not None
-        request = ControlledShutdownRequest(broker_id=self._broker.broker_id, broker_epoch=self.metadata.broker_epoch)
+        request = ControlledShutdownRequest(broker_id=self._broker_id, broker_epoch=self.metadata.broker_epoch)
         answer = await self._ask_controller(request, CONTROLLED_SHUTDOWN_VERSION, ControlledShutdownResponse,
                                             "controlled-shutdown")
         if answer is None:
@@ -167,10 +176,10 @@ class ZkMode:
         yet, for at most controller.socket.timeout.ms."""
         assert self.metadata is not None
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + self._broker.config["controller.socket.timeout.ms"] / 1000
+        deadline = loop.time() + self._config["controller.socket.timeout.ms"] / 1000
         backoff, problem = 0.1, "no controller"
         while True:
-            request = AllocateProducerIdsRequest(broker_id=self._broker.broker_id,
+            request = AllocateProducerIdsRequest(broker_id=self._broker_id,
                                                  broker_epoch=self.metadata.broker_epoch)
             try:
                 answer = await self._ask_controller(request, 0, AllocateProducerIdsResponse, "producer-id-manager")
@@ -179,7 +188,7 @@ class ZkMode:
             if answer is not None:
                 controller_id, response = answer
                 if response.error_code == 0:
-                    return zp.ProducerIdBlock(self._broker.broker_id, response.producer_id_start,
+                    return zp.ProducerIdBlock(self._broker_id, response.producer_id_start,
                                               response.producer_id_start + response.producer_id_len - 1)
                 problem = f"error {response.error_code} from controller {controller_id}"
             if loop.time() + backoff > deadline:
@@ -196,9 +205,9 @@ class ZkMode:
         controller = self.metadata.broker(self.metadata.controller_id)
         if controller is None:
             return None
-        timeout = self._broker.config["controller.socket.timeout.ms"] / 1000
-        connection = await Connection.open(controller.host, controller.port, tls=self._broker.inter_broker_tls,
-                                           sasl=self._broker.inter_broker_sasl, client_id=client_id, timeout=timeout)
+        timeout = self._config["controller.socket.timeout.ms"] / 1000
+        connection = await Connection.open(controller.host, controller.port, tls=self._tls,
+                                           sasl=self._sasl, client_id=client_id, timeout=timeout)
         try:
             return controller.broker_id, await connection.send_at(request, version, response_class, timeout=timeout)
         finally:
@@ -207,5 +216,5 @@ class ZkMode:
     async def stop(self) -> None:
         if self.controller is not None:
             await self.controller.stop()
-        await self._broker.replica_manager.shutdown()
+        await self._replicas.shutdown()
         await self.zk.stop()

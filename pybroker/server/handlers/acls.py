@@ -58,7 +58,7 @@ def _filter(resource_type: int, name: str | None, pattern_type: int, principal: 
 
 @api(ApiKey.DESCRIBE_ACLS, 0, 3)
 async def describe_acls(ctx: RequestContext, request: DescribeAclsRequest) -> DescribeAclsResponse:
-    authorizer = ctx.broker.authorizer
+    authorizer = ctx.services.authorizer
     if authorizer is None:
         return DescribeAclsResponse(error_code=ErrorCode.SECURITY_DISABLED, error_message=DESCRIBE_MESSAGE,
                                     resources=[])
@@ -82,7 +82,7 @@ async def describe_acls(ctx: RequestContext, request: DescribeAclsRequest) -> De
 
 @api(ApiKey.CREATE_ACLS, 0, 3)
 async def create_acls(ctx: RequestContext, request: CreateAclsRequest) -> CreateAclsResponse:
-    store = ctx.broker.acl_store
+    store = ctx.services.acl_store
     if store is None:
         return CreateAclsResponse(results=[
             CreateAclsResponse.AclCreationResult(error_code=ErrorCode.SECURITY_DISABLED, error_message=ALTER_MESSAGE)
@@ -114,7 +114,7 @@ async def create_acls(ctx: RequestContext, request: CreateAclsRequest) -> Create
 
 @api(ApiKey.DELETE_ACLS, 0, 3)
 async def delete_acls(ctx: RequestContext, request: DeleteAclsRequest) -> DeleteAclsResponse:
-    store, authorizer = ctx.broker.acl_store, ctx.broker.authorizer
+    store, authorizer = ctx.services.acl_store, ctx.services.authorizer
     if store is None or authorizer is None:
         return DeleteAclsResponse(filter_results=[
             DeleteAclsResponse.DeleteAclsFilterResult(error_code=ErrorCode.SECURITY_DISABLED,

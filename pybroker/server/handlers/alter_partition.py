@@ -27,7 +27,7 @@ Outcome = ErrorCode | zp.LeaderAndIsr
 async def alter_partition(ctx: RequestContext, request: AlterPartitionRequest) -> AlterPartitionResponse:
     if not authorize_cluster(ctx, AclOperation.CLUSTER_ACTION):
         return AlterPartitionResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, topics=[])
-    zk_mode = ctx.broker.zk_mode
+    zk_mode = ctx.services.zk_mode
     controller = zk_mode.controller if zk_mode is not None else None
     if zk_mode is not None and (controller is None or not controller.active):
         return AlterPartitionResponse(error_code=ErrorCode.NOT_CONTROLLER, topics=[])
@@ -35,7 +35,7 @@ async def alter_partition(ctx: RequestContext, request: AlterPartitionRequest) -
     proposals: list[IsrProposal] = []
     outcomes: dict[tuple[int, int], Outcome] = {}  # (topic position, partition position) -> early answer
     for t, topic in enumerate(request.topics):
-        metadata = ctx.broker.metadata
+        metadata = ctx.services.metadata
         info = metadata.topic_by_id(topic.topic_id) if by_id else metadata.topic(topic.topic_name)
         for p, partition in enumerate(topic.partitions):
             if info is None:
@@ -83,9 +83,9 @@ def _partition_answer(index: int, outcome: Outcome) -> AlterPartitionResponse.Pa
 def _single_node_context(ctx: RequestContext) -> ControllerContext:
     """The one-broker cluster as a controller would see it: every partition led by this broker alone,
     at partition epoch 0."""
-    me = ctx.broker.broker_id
+    me = ctx.services.broker_id
     single = ControllerContext(brokers={me: zp.BrokerRegistration(me, "", 0, None)})
-    for name, info in ctx.broker.metadata.topics().items():
+    for name, info in ctx.services.metadata.topics().items():
         single.assignments[name] = zp.TopicAssignment({p: i.replicas for p, i in info.partitions.items()}, None)
         for p, i in info.partitions.items():
             single.states[(name, p)] = zp.LeaderAndIsr(i.leader, i.leader_epoch, i.isr, 0, 0)

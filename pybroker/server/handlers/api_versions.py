@@ -21,9 +21,9 @@ async def handle(ctx: RequestContext, request: ApiVersionsRequest) -> ApiVersion
     keys = [
         ApiVersionsResponse.ApiVersion(api_key=handler.api_key, min_version=handler.min_version,
                                        max_version=handler.max_version)
-        for handler in sorted(ctx.broker.dispatcher.handlers.values(), key=lambda h: h.api_key)
+        for handler in sorted(ctx.services.apis.values(), key=lambda h: h.api_key)
     ]
-    finalized = ctx.broker.features.current
+    finalized = ctx.services.features.current
     return ApiVersionsResponse(
         error_code=0, api_keys=keys, throttle_time_ms=0,
         supported_features=[ApiVersionsResponse.SupportedFeatureKey(name=name, min_version=low, max_version=high)

@@ -96,7 +96,7 @@ async def describe(ctx: RequestContext, request: DescribeClientQuotasRequest) ->
     components = _filter(request)
     if isinstance(components, tuple):
         return Describe(throttle_time_ms=0, error_code=components[0], error_message=components[1], entries=None)
-    store = ctx.broker.quotas.store
+    store = ctx.services.quotas.store
     stored: list[tuple[Parts, dict[str, str]]] = [((user, client, None), dict(quotas))
                                                   for (user, client), quotas in store.all().items()]
     stored += [((None, None, ip), dict(quotas)) for ip, quotas in store.ips().items()]
@@ -174,7 +174,7 @@ def _altered(entry: AlterClientQuotasRequest.EntryData, current: dict[str, str],
 
 @api(ApiKey.ALTER_CLIENT_QUOTAS, 0, 1)
 async def alter(ctx: RequestContext, request: AlterClientQuotasRequest) -> Alter:
-    store = ctx.broker.quotas.store
+    store = ctx.services.quotas.store
     allowed = authorize_cluster(ctx, AclOperation.ALTER_CONFIGS)
     addresses = await _addresses(request) if allowed else {}
     results = []

@@ -17,7 +17,7 @@ BROKERS_ENDPOINT_TYPE = 1
 
 @api(ApiKey.DESCRIBE_CLUSTER, 0, 1)
 async def handle(ctx: RequestContext, request: DescribeClusterRequest) -> DescribeClusterResponse:
-    metadata = ctx.broker.metadata
+    metadata = ctx.services.metadata
     if request.endpoint_type != BROKERS_ENDPOINT_TYPE:
         return DescribeClusterResponse(error_code=35, error_message="Only broker endpoints can be described",
                                        endpoint_type=request.endpoint_type, cluster_id=metadata.cluster_id)

@@ -55,24 +55,24 @@ async def describe_configs(ctx: RequestContext, request: DescribeConfigsRequest)
 
 def _describe(ctx: RequestContext, resource: DescribeConfigsRequest.DescribeConfigsResource
               ) -> list[DescribedConfig] | tuple[int, str]:
-    broker = ctx.broker
+    services = ctx.services
     keys = resource.configuration_keys
     name = resource.resource_name
     if resource.resource_type == TOPIC:
         invalid = topic_name_error(name)
         if invalid:
             return ErrorCode.INVALID_TOPIC_EXCEPTION, invalid
-        info = broker.metadata.topic(name)
+        info = services.metadata.topic(name)
         if info is None:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ""  # Kafka sets no message here
-        return broker.topic_configs.describe(info.configs, keys)
+        return services.topic_configs.describe(info.configs, keys)
     if resource.resource_type == BROKER:
         if name == "":
             return []  # the dynamic cluster-wide defaults, of which a static broker has none
         if not name.lstrip("-").isdigit():
             return ErrorCode.INVALID_REQUEST, f"Broker id must be an integer, but it is: {name}"
-        if int(name) != broker.broker_id:
-            return ErrorCode.INVALID_REQUEST, (f"Unexpected broker id, expected {broker.broker_id} or empty string, "
+        if int(name) != services.broker_id:
+            return ErrorCode.INVALID_REQUEST, (f"Unexpected broker id, expected {services.broker_id} or empty string, "
                                                f"but received {name}")
         return _broker_configs(ctx, keys)
     if resource.resource_type == client_metrics_configs.CLIENT_METRICS:
@@ -83,7 +83,7 @@ def _describe(ctx: RequestContext, resource: DescribeConfigsRequest.DescribeConf
 def _broker_configs(ctx: RequestContext, keys: list[str] | None) -> list[DescribedConfig]:
     """Kafka's createBrokerConfigEntry: read-only unless the key is dynamic in Kafka, password values
     hidden, the source that of the first synonym."""
-    config = ctx.broker.config
+    config = ctx.services.config
     described = []
     for key in CONFIG_KEYS.values():
         if keys and key.name not in keys:  # Kafka: a null or empty key list asks for every key
@@ -149,7 +149,7 @@ async def incremental_alter_configs(ctx: RequestContext,
 def _edit_list(ctx: RequestContext, overrides: Mapping[str, str], name: str, operation: int, value: str) -> str:
     """APPEND or SUBTRACT as Kafka does them: on the effective value (the override, else the broker
     default), for list configs only; subtracting every item leaves an empty list, which is stored."""
-    [described] = ctx.broker.topic_configs.describe(overrides, [name]) or [None]
+    [described] = ctx.services.topic_configs.describe(overrides, [name]) or [None]
     if described is None or described.config_type != CONFIG_TYPES["list"]:
         verb = "append" if operation == APPEND else "subtract"
         raise ValueError(f"Config value {verb} is not allowed for config key: {name}")
@@ -162,7 +162,7 @@ def _edit_list(ctx: RequestContext, overrides: Mapping[str, str], name: str, ope
 
 
 async def _apply(ctx: RequestContext, resource_type: int, name: str, edit, validate_only: bool) -> tuple[int, str | None]:
-    broker = ctx.broker
+    services = ctx.services
     refused = config_refusal(ctx, AclOperation.ALTER_CONFIGS, resource_type, name)
     if refused is not None:
         return refused, None  # Kafka: ApiError(error, null)
@@ -173,15 +173,15 @@ async def _apply(ctx: RequestContext, resource_type: int, name: str, edit, valid
             return _refuse_broker_change(edit({}), name)
         except ValueError as exc:  # APPEND/SUBTRACT on a broker key
             return ErrorCode.INVALID_CONFIG, str(exc)
-    info = broker.metadata.topic(name)
+    info = services.metadata.topic(name)
     if info is None:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist"
     try:
         updated = edit(info.configs)
         if validate_only:
-            broker.validate_topic_configs(updated)
+            services.validate_topic_configs(updated)
         else:
-            await broker.metadata.alter_topic_configs(name, updated)
+            await services.metadata.alter_topic_configs(name, updated)
     except ValueError as exc:
         return ErrorCode.INVALID_CONFIG, str(exc)
     except Exception as exc:

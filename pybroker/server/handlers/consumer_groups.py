@@ -44,7 +44,7 @@ async def consumer_group_heartbeat(ctx: RequestContext,
     names = request.subscribed_topic_names
     if names and not _describable(ctx, names):
         return ConsumerGroupHeartbeatResponse(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-    service = ctx.broker.groups
+    service = ctx.services.groups
     regex = request.subscribed_topic_regex
     if regex:
         reason = await service.regexes.invalid_reason(regex)
@@ -52,7 +52,7 @@ async def consumer_group_heartbeat(ctx: RequestContext,
             return ConsumerGroupHeartbeatResponse(error_code=ErrorCode.INVALID_REGULAR_EXPRESSION,
                                                   error_message=invalid_message(regex, reason))
     heartbeat = Heartbeat(request, ctx.api_version, ctx.client_id or "", client_host(ctx), service.topic_image(),
-                          None if ctx.broker.authorizer is None else
+                          None if ctx.services.authorizer is None else
                           lambda topics: allowed_names(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, topics))
     coordinator = service.coordinator
     return await coordinate(ctx, [request.group_id],
@@ -63,7 +63,7 @@ async def consumer_group_heartbeat(ctx: RequestContext,
 @api(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, 0)
 async def consumer_group_describe(ctx: RequestContext,
                                   request: ConsumerGroupDescribeRequest) -> ConsumerGroupDescribeResponse:
-    service = ctx.broker.groups
+    service = ctx.services.groups
     allowed = allowed_names(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, request.group_ids)
     image = service.topic_image()
     described = [
@@ -74,7 +74,7 @@ async def consumer_group_describe(ctx: RequestContext,
         if service.owns(group_id) else
         ConsumerGroupDescribeResponse.DescribedGroup(error_code=service.not_owned_error(group_id), group_id=group_id)
         for group_id in request.group_ids]
-    if ctx.broker.authorizer is not None:
+    if ctx.services.authorizer is not None:
         described = [group if _describable(ctx, _topics_named(group)) else
                      ConsumerGroupDescribeResponse.DescribedGroup(
                          group_id=group.group_id, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,

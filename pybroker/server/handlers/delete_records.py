@@ -25,7 +25,7 @@ from pybroker.security.acl import AclOperation, ResourceType
 from pybroker.server.authorization import allowed_names
 from pybroker.server.context import RequestContext
 from pybroker.server.error_mapping import error_code_for
-from pybroker.server.network import leave_request_queue
+from pybroker.server.request_channel import leave_request_queue
 from pybroker.server.registry import api
 
 PartitionResult = DeleteRecordsResponse.DeleteRecordsPartitionResult
@@ -70,7 +70,7 @@ async def handle(ctx: RequestContext, request: DeleteRecordsRequest) -> DeleteRe
 def _delete_on_leader(ctx: RequestContext, topic: str, requested: DeleteRecordsRequest.DeleteRecordsPartition,
                       result: PartitionResult) -> _Pending | None:
     """Apply one partition's deletion on this leader; what to wait for, or None when answered."""
-    info = ctx.broker.metadata.topic(topic)
+    info = ctx.services.metadata.topic(topic)
     if info is None or requested.partition_index not in info.partitions:
         result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         return None
@@ -78,7 +78,7 @@ def _delete_on_leader(ctx: RequestContext, topic: str, requested: DeleteRecordsR
         result.error_code = ErrorCode.INVALID_TOPIC_EXCEPTION
         return None
     try:
-        partition = ctx.broker.replica_manager.leader_partition(topic, requested.partition_index)
+        partition = ctx.services.replica_manager.leader_partition(topic, requested.partition_index)
         offset = partition.delete_records(requested.offset)
         result.low_watermark = partition.low_watermark(_alive_brokers(ctx))
     except Exception as exc:
@@ -89,7 +89,7 @@ def _delete_on_leader(ctx: RequestContext, topic: str, requested: DeleteRecordsR
 
 async def _await_replicas(ctx: RequestContext, item: _Pending, timeout_s: float) -> None:
     try:
-        item.result.low_watermark = await ctx.broker.replica_manager.wait_for_low_watermark(
+        item.result.low_watermark = await ctx.services.replica_manager.wait_for_low_watermark(
             item.topic, item.result.partition_index, item.offset, timeout_s, lambda: _alive_brokers(ctx))
     except Exception as exc:
         item.result.error_code = error_code_for(exc)
@@ -98,4 +98,4 @@ async def _await_replicas(ctx: RequestContext, item: _Pending, timeout_s: float)
 
 
 def _alive_brokers(ctx: RequestContext) -> set[int]:
-    return {broker.broker_id for broker in ctx.broker.metadata.brokers()}
+    return {broker.broker_id for broker in ctx.services.metadata.brokers()}

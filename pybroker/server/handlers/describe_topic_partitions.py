@@ -35,12 +35,12 @@ MAX_PARTITIONS_PER_RESPONSE = 2000
 
 @api(ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0, 0)
 async def handle(ctx: RequestContext, request: DescribeTopicPartitionsRequest) -> EncodedBody:
-    metadata = ctx.broker.metadata
+    metadata = ctx.services.metadata
     assert metadata is not None
     every_topic = not request.topics
     names = sorted(metadata.topics()) if every_topic else sorted({t.name for t in request.topics})
     cursor = request.cursor
-    if ctx.broker.authorizer is not None:
+    if ctx.services.authorizer is not None:
         allowed = allowed_names(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, names)
         response = _answer(metadata, request, every_topic, [n for n in names if n in allowed])
         response.topics += [Topic(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=n, topic_id=ZERO_UUID,

@@ -45,11 +45,11 @@ async def update_features(ctx: RequestContext, request: UpdateFeaturesRequest) -
     if not authorize_cluster(ctx, AclOperation.ALTER):
         refused = UpdateError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
         return _answer(ctx.api_version, dict.fromkeys(names, refused), refused)
-    zk_mode = ctx.broker.zk_mode
+    zk_mode = ctx.services.zk_mode
     if zk_mode is not None and (zk_mode.controller is None or not zk_mode.controller.active):
         return _answer(ctx.api_version, {}, UpdateError(ErrorCode.NOT_CONTROLLER,
                                                         "This node is not the active controller."))
-    store = ctx.broker.features
+    store = ctx.services.features
     existing = store.current.levels
     updates = [FeatureUpdate(item.feature, item.max_version_level, _upgrade_type(item, ctx.api_version))
                for item in request.feature_updates]

@@ -42,7 +42,7 @@ from pybroker.server.authorization import (
 )
 from pybroker.server.context import RequestContext
 from pybroker.server.error_mapping import error_code_for
-from pybroker.server.network import leave_request_queue
+from pybroker.server.request_channel import leave_request_queue
 from pybroker.server.registry import api
 
 log = logging.getLogger("pybroker.server")
@@ -56,7 +56,7 @@ async def coordinate(ctx: RequestContext, group_ids: Iterable[str], operation: C
                      on_error: Callable[[ErrorCode], Any]) -> Any:
     """Run one coordinator operation on ``group_ids``: NOT_COORDINATOR unless this broker has loaded
     their partitions; storage or topic-creation failures become COORDINATOR_NOT_AVAILABLE."""
-    service = ctx.broker.groups
+    service = ctx.services.groups
     try:
         await service.topic.ensure()
         for group_id in group_ids:
@@ -100,7 +100,7 @@ async def _find_one(ctx: RequestContext, key: str, key_type: int) -> FindCoordin
         return FindCoordinatorResponse.Coordinator(key=key, node_id=-1, host="", port=-1, error_code=code,
                                                    error_message="")
 
-    broker = ctx.broker
+    services = ctx.services
     # Kafka's checks: Describe on the group or transactional id looked up.
     if key_type == KEY_TYPE_GROUP and not authorize(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, key):
         return failed(ErrorCode.GROUP_AUTHORIZATION_FAILED)
@@ -109,19 +109,19 @@ async def _find_one(ctx: RequestContext, key: str, key_type: int) -> FindCoordin
         return failed(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     if key_type == KEY_TYPE_TRANSACTION:
         try:
-            await broker.txns.topic.ensure()
+            await services.txns.topic.ensure()
         except Exception as exc:
             return failed(ErrorCode.COORDINATOR_NOT_AVAILABLE, str(exc))
-        node_id: int | None = broker.txns.coordinator_node(key)
+        node_id: int | None = services.txns.coordinator_node(key)
     elif key_type == KEY_TYPE_GROUP:
         try:
-            await broker.groups.topic.ensure()
+            await services.groups.topic.ensure()
         except Exception as exc:
             return failed(ErrorCode.COORDINATOR_NOT_AVAILABLE, str(exc))
-        node_id = broker.groups.topic.leader(broker.groups.coordinator.partition_of(key))
+        node_id = services.groups.topic.leader(services.groups.coordinator.partition_of(key))
     else:
         return failed(ErrorCode.INVALID_REQUEST, f"Unknown coordinator key type {key_type}")
-    node = next((b for b in broker.metadata.brokers() if b.broker_id == node_id), None)
+    node = next((b for b in services.metadata.brokers() if b.broker_id == node_id), None)
     endpoint = node.endpoint(ctx.listener) if node is not None else None  # of the listener asked on
     if node is None or endpoint is None:
         return failed(ErrorCode.COORDINATOR_NOT_AVAILABLE)
@@ -133,15 +133,16 @@ async def _find_one(ctx: RequestContext, key: str, key_type: int) -> FindCoordin
 async def join_group(ctx: RequestContext, request: JoinGroupRequest) -> JoinGroupResponse:
     if not authorize(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id):
         return join_error(ErrorCode.GROUP_AUTHORIZATION_FAILED, request.member_id, ctx.api_version)
-    join = JoinRequest(request, ctx.api_version, ctx.client_id or "", client_host(ctx), ctx.broker.groups.topic_image())
-    coordinator = ctx.broker.groups.coordinator
+    join = JoinRequest(request, ctx.api_version, ctx.client_id or "", client_host(ctx),
+                       ctx.services.groups.topic_image())
+    coordinator = ctx.services.groups.coordinator
     return await coordinate(ctx, [request.group_id], lambda waiter, now: coordinator.join_group(waiter, join, now),
                             lambda code: join_error(code, request.member_id, ctx.api_version))
 
 
 @api(ApiKey.SYNC_GROUP, 0, 5)
 async def sync_group(ctx: RequestContext, request: SyncGroupRequest) -> SyncGroupResponse:
-    coordinator = ctx.broker.groups.coordinator
+    coordinator = ctx.services.groups.coordinator
     if not authorize(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id):
         return SyncGroupResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
     return await coordinate(ctx, [request.group_id], lambda waiter, now: coordinator.sync_group(waiter, request, now),
@@ -150,7 +151,7 @@ async def sync_group(ctx: RequestContext, request: SyncGroupRequest) -> SyncGrou
 
 @api(ApiKey.HEARTBEAT, 0, 4)
 async def heartbeat(ctx: RequestContext, request: HeartbeatRequest) -> HeartbeatResponse:
-    coordinator = ctx.broker.groups.coordinator
+    coordinator = ctx.services.groups.coordinator
     if not authorize(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id):
         return HeartbeatResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
     return await coordinate(ctx, [request.group_id], lambda waiter, now: coordinator.heartbeat(waiter, request, now),
@@ -159,7 +160,7 @@ async def heartbeat(ctx: RequestContext, request: HeartbeatRequest) -> Heartbeat
 
 @api(ApiKey.LEAVE_GROUP, 0, 5)
 async def leave_group(ctx: RequestContext, request: LeaveGroupRequest) -> LeaveGroupResponse:
-    coordinator = ctx.broker.groups.coordinator
+    coordinator = ctx.services.groups.coordinator
     if not authorize(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id):
         return LeaveGroupResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
     return await coordinate(ctx, [request.group_id],
@@ -169,7 +170,7 @@ async def leave_group(ctx: RequestContext, request: LeaveGroupRequest) -> LeaveG
 
 @api(ApiKey.DESCRIBE_GROUPS, 0, 5)
 async def describe_groups(ctx: RequestContext, request: DescribeGroupsRequest) -> DescribeGroupsResponse:
-    service = ctx.broker.groups
+    service = ctx.services.groups
     allowed = allowed_names(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, request.groups)
     described = [
         DescribeGroupsResponse.DescribedGroup(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, group_id=group_id)
@@ -187,7 +188,7 @@ async def describe_groups(ctx: RequestContext, request: DescribeGroupsRequest) -
 
 @api(ApiKey.LIST_GROUPS, 0, 5)
 async def list_groups(ctx: RequestContext, request: ListGroupsRequest) -> ListGroupsResponse:
-    groups = ctx.broker.groups.coordinator.list_groups(request.states_filter, request.types_filter)
+    groups = ctx.services.groups.coordinator.list_groups(request.states_filter, request.types_filter)
     if not authorize_cluster(ctx, AclOperation.DESCRIBE):  # Kafka: Describe on the cluster lists all, else each group
         allowed = allowed_names(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, (g.group_id for g in groups))
         groups = [g for g in groups if g.group_id in allowed]
@@ -196,7 +197,7 @@ async def list_groups(ctx: RequestContext, request: ListGroupsRequest) -> ListGr
 
 @api(ApiKey.DELETE_GROUPS, 0, 2)
 async def delete_groups(ctx: RequestContext, request: DeleteGroupsRequest) -> DeleteGroupsResponse:
-    coordinator = ctx.broker.groups.coordinator
+    coordinator = ctx.services.groups.coordinator
     allowed = allowed_names(ctx, AclOperation.DELETE, ResourceType.GROUP, request.groups_names)
     permitted = [g for g in request.groups_names if g in allowed]
     refused = [DeleteGroupsResponse.DeletableGroupResult(group_id=g, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)

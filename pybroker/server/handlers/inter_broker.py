@@ -53,7 +53,7 @@ limited_log = LogLimiter(logging.getLogger("pybroker.server"))
 
 def _metadata(ctx: RequestContext) -> ZkMetadata | None:
     """This broker's cluster metadata; None in single-node mode, where no controller exists."""
-    return ctx.broker.zk_mode.metadata if ctx.broker.zk_mode is not None else None
+    return ctx.services.zk_mode.metadata if ctx.services.zk_mode is not None else None
 
 
 def _stale(ctx: RequestContext, controller_epoch: int) -> bool:
@@ -71,7 +71,7 @@ def _descriptor_for(ctx: RequestContext, topic: str, index: int) -> bool:
     files limit holds (the broker that took the CreateTopics checked only its own) reports those it cannot
     open as offline, with one log line, rather than failing half-way through their files."""
     try:
-        ctx.broker.open_files.admit(1, f"replica {topic}-{index}")
+        ctx.services.open_files.admit(1, f"replica {topic}-{index}")
     except OpenFilesLimitError as exc:
         limited_log.warning("open-files", "%s", exc)
         return False
@@ -84,7 +84,7 @@ async def leader_and_isr(ctx: RequestContext, request: LeaderAndIsrRequest) -> L
         return LeaderAndIsrResponse(error_code=ErrorCode.STALE_BROKER_EPOCH, topics=[])
     if _stale(ctx, request.controller_epoch):
         return LeaderAndIsrResponse(error_code=ErrorCode.STALE_CONTROLLER_EPOCH, topics=[])
-    broker = ctx.broker
+    services = ctx.services
     metadata = _metadata(ctx)
     assert metadata is not None
     metadata.controller_epoch = request.controller_epoch
@@ -97,18 +97,18 @@ async def leader_and_isr(ctx: RequestContext, request: LeaderAndIsrRequest) -> L
                 for state in topic.partition_states]))
             continue
         configs = await metadata.configs_for(topic.topic_name)
-        log_config = broker.topic_configs.log_config(configs)
-        min_isr = broker.topic_configs.min_insync_replicas(configs)
+        log_config = services.topic_configs.log_config(configs)
+        min_isr = services.topic_configs.min_insync_replicas(configs)
         errors = []
         for state in topic.partition_states:
             code = ErrorCode.NONE
             try:
-                hosted = broker.replica_manager.hosted(topic.topic_name, state.partition_index)
-                if broker.log_manager.is_offline(topic.topic_name, state.partition_index):
+                hosted = services.replica_manager.hosted(topic.topic_name, state.partition_index)
+                if services.log_manager.is_offline(topic.topic_name, state.partition_index):
                     code = ErrorCode.KAFKA_STORAGE_ERROR  # Kafka's HostedPartition.Offline, before any epoch check
                 elif hosted is not None and state.leader_epoch <= hosted.leader_epoch:
                     code = ErrorCode.STALE_CONTROLLER_EPOCH
-                elif broker.broker_id not in state.replicas:
+                elif services.broker_id not in state.replicas:
                     code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 elif hosted is None and not _descriptor_for(ctx, topic.topic_name, state.partition_index):
                     code = ErrorCode.KAFKA_STORAGE_ERROR  # an offline replica: the controller elects around it
@@ -116,7 +116,7 @@ async def leader_and_isr(ctx: RequestContext, request: LeaderAndIsrRequest) -> L
                     role = PartitionRole(topic.topic_name, state.partition_index, topic.topic_id, state.leader,
                                          state.leader_epoch, tuple(state.replicas), tuple(state.isr),
                                          state.partition_epoch, state.controller_epoch)
-                    broker.replica_manager.apply_role(role, leaders.get(state.leader), config=log_config,
+                    services.replica_manager.apply_role(role, leaders.get(state.leader), config=log_config,
                                                       min_insync_replicas=min_isr)
             except Exception as exc:
                 code = error_code_for(exc)
@@ -144,7 +144,7 @@ async def stop_replica(ctx: RequestContext, request: StopReplicaRequest) -> Stop
     if _stale(ctx, request.controller_epoch):
         return StopReplicaResponse(error_code=ErrorCode.STALE_CONTROLLER_EPOCH, partition_errors=[])
     errors = []
-    replicas = ctx.broker.replica_manager
+    replicas = ctx.services.replica_manager
     source = f"StopReplica from controller {request.controller_id} (epoch {request.controller_epoch}) at " \
              f"{ctx.client_host}"
     for topic in request.topic_states:
@@ -167,7 +167,7 @@ async def stop_replica(ctx: RequestContext, request: StopReplicaRequest) -> Stop
 
 @api(ApiKey.CONTROLLED_SHUTDOWN, 1, 3)
 async def controlled_shutdown(ctx: RequestContext, request: ControlledShutdownRequest) -> ControlledShutdownResponse:
-    zk_mode = ctx.broker.zk_mode
+    zk_mode = ctx.services.zk_mode
     controller = zk_mode.controller if zk_mode is not None else None
     if controller is None or not controller.active:
         return ControlledShutdownResponse(error_code=ErrorCode.NOT_CONTROLLER, remaining_partitions=[])

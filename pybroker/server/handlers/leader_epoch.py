@@ -39,7 +39,7 @@ async def handle(ctx: RequestContext, request: OffsetForLeaderEpochRequest) -> O
                 partitions.append(result)
                 continue
             try:
-                partition = ctx.broker.replica_manager.leader_partition(topic.topic, requested.partition)
+                partition = ctx.services.replica_manager.leader_partition(topic.topic, requested.partition)
                 partition.check_leader_epoch(requested.current_leader_epoch)
                 result.leader_epoch, result.end_offset = partition.epoch_cache.end_offset_for(
                     requested.leader_epoch, partition.log.log_end_offset)

@@ -38,13 +38,13 @@ async def _replica_log_end(ctx: RequestContext, topic: str, index: int) -> tuple
     answers the debugging replica id. A log this broker has not served since it started (no
     LeaderAndIsr yet) is answered from disk: the controller asks every ISR member this before it
     elects the longest log among replicas that may each have lost an unflushed tail."""
-    partition = ctx.broker.replica_manager.hosted(topic, index)
+    partition = ctx.services.replica_manager.hosted(topic, index)
     if partition is not None:
         return partition.epoch_cache.latest_epoch, partition.log.log_end_offset
-    log = ctx.broker.replica_manager.log_manager.get_log(topic, index)
+    log = ctx.services.replica_manager.log_manager.get_log(topic, index)
     if log is None:
         raise UnknownPartitionError(f"This server has no replica of {topic}-{index}")
-    epoch = await ctx.broker.io.run(lambda: latest_epoch_on_disk(log))
+    epoch = await ctx.services.io.run(lambda: latest_epoch_on_disk(log))
     return epoch, log.log_end_offset
 
 
@@ -70,7 +70,7 @@ async def _list_partition(ctx: RequestContext, request: ListOffsetsRequest, topi
         if request.replica_id == DEBUGGING_REPLICA_ID and requested.timestamp == LATEST_TIMESTAMP:
             response.leader_epoch, response.offset = await _replica_log_end(ctx, topic, requested.partition_index)
             return response
-        partition = ctx.broker.replica_manager.leader_partition(topic, requested.partition_index)
+        partition = ctx.services.replica_manager.leader_partition(topic, requested.partition_index)
         partition.check_leader_epoch(requested.current_leader_epoch)
         log = partition.log
         target = requested.timestamp
@@ -84,8 +84,8 @@ async def _list_partition(ctx: RequestContext, request: ListOffsetsRequest, topi
                 response.offset, response.timestamp = found
         else:
             epoch = partition.leader_epoch
-            found = await log.fetch_offset_by_timestamp_off_loop(ctx.broker.io, target)
-            if ctx.broker.replica_manager.leader_partition(topic, requested.partition_index) is not partition \
+            found = await log.fetch_offset_by_timestamp_off_loop(ctx.services.io, target)
+            if ctx.services.replica_manager.leader_partition(topic, requested.partition_index) is not partition \
                     or partition.leader_epoch != epoch:
                 raise NotLeaderError(f"leadership of {topic}-{requested.partition_index} changed during the lookup")
             if found is not None and found[0] < _visible(log, request):

@@ -43,7 +43,7 @@ async def describe_log_dirs(ctx: RequestContext, request: DescribeLogDirsRequest
     if not authorize_cluster(ctx, AclOperation.DESCRIBE):
         return DescribeLogDirsResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, results=[])
     wanted = None if request.topics is None else {(t.topic, p) for t in request.topics for p in t.partitions}
-    manager = ctx.broker.log_manager
+    manager = ctx.services.log_manager
     results = []
     for status in manager.describe_dirs():
         if not status.online:
@@ -63,7 +63,7 @@ async def describe_log_dirs(ctx: RequestContext, request: DescribeLogDirsRequest
 
 
 def _offset_lag(ctx: RequestContext, log: PartitionLog, future: bool) -> int:
-    current = ctx.broker.log_manager.get_log(log.topic, log.partition)
+    current = ctx.services.log_manager.get_log(log.topic, log.partition)
     if current is None:
         return INVALID_OFFSET_LAG
     if future:
@@ -91,10 +91,10 @@ async def alter_replica_log_dirs(ctx: RequestContext, request: AlterReplicaLogDi
 
 def _alter(ctx: RequestContext, topic: str, index: int, path: str) -> ErrorCode:
     try:
-        ctx.broker.log_manager.check_dir(path)
-        if ctx.broker.replica_manager.hosted(topic, index) is None:
+        ctx.services.log_manager.check_dir(path)
+        if ctx.services.replica_manager.hosted(topic, index) is None:
             return ErrorCode.REPLICA_NOT_AVAILABLE
-        ctx.broker.log_dir_mover.move(topic, index, path)
+        ctx.services.log_dir_mover.move(topic, index, path)
     except Exception as exc:
         return error_code_for(exc)
     return ErrorCode.NONE

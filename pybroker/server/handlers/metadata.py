@@ -33,14 +33,14 @@ FIRST_TOPIC_ID_VERSION = 12
 
 @api(ApiKey.METADATA, 0, 12)
 async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataResponse | EncodedBody:
-    metadata = ctx.broker.metadata
+    metadata = ctx.services.metadata
     assert metadata is not None
     version = ctx.api_version
     all_topics = request.topics is None or (version == 0 and not request.topics)
     if not all_topics and version < FIRST_TOPIC_ID_VERSION and any(
             t.name is None or t.topic_id != ZERO_UUID for t in request.topics):
         return _invalid_request(request)
-    if ctx.broker.authorizer is not None:
+    if ctx.services.authorizer is not None:
         return await _authorized_answer(ctx, request, all_topics)
     requested: RequestedTopics = None if all_topics else tuple((t.name, t.topic_id) for t in request.topics)
     cache = answer_cache(metadata)
@@ -67,7 +67,7 @@ async def _authorized_answer(ctx: RequestContext, request: MetadataRequest, all_
     builds it: all topics means those the principal may Describe; a named topic it may not Describe
     is TOPIC_AUTHORIZATION_FAILED, and so is an unknown one it would auto-create without Create on
     the cluster or the topic; authorized_operations filled when asked for."""
-    metadata = ctx.broker.metadata
+    metadata = ctx.services.metadata
     live = {b.broker_id for b in metadata.brokers()}
     topics: list[Topic] = []
     if all_topics:
@@ -75,7 +75,7 @@ async def _authorized_answer(ctx: RequestContext, request: MetadataRequest, all_
         allowed = allowed_names(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, (name for name, _ in infos))
         topics = [_describe(info, live) for name, info in infos if name in allowed]
     else:
-        creating = request.allow_auto_topic_creation and ctx.broker.config["auto.create.topics.enable"]
+        creating = request.allow_auto_topic_creation and ctx.services.config["auto.create.topics.enable"]
         for requested in request.topics:
             info = resolve(metadata, requested.name, requested.topic_id)
             name = info.name if info is not None else requested.name
@@ -115,7 +115,7 @@ def _invalid_request(request: MetadataRequest) -> MetadataResponse:
 
 async def _lookup(ctx: RequestContext, requested: MetadataRequest.MetadataRequestTopic, allow_create: bool,
                   live: set[int]) -> Topic:
-    metadata = ctx.broker.metadata
+    metadata = ctx.services.metadata
     info = resolve(metadata, requested.name, requested.topic_id)
     if info is not None:
         return _describe(info, live)
@@ -123,9 +123,9 @@ async def _lookup(ctx: RequestContext, requested: MetadataRequest.MetadataReques
         return Topic(error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None, topic_id=requested.topic_id)
     if topic_name_error(requested.name):
         return Topic(error_code=ErrorCode.INVALID_TOPIC_EXCEPTION, name=requested.name)
-    if allow_create and ctx.broker.config["auto.create.topics.enable"] and requested.name not in INTERNAL_TOPICS:
+    if allow_create and ctx.services.config["auto.create.topics.enable"] and requested.name not in INTERNAL_TOPICS:
         try:
-            return _describe(await ctx.broker.auto_create_topic(requested.name), live)
+            return _describe(await ctx.services.auto_create_topic(requested.name), live)
         except Exception as exc:  # a racing creation or a policy error: report it for this topic only
             info = metadata.topic(requested.name)
             if info is not None:

@@ -39,7 +39,7 @@ def _known_topics(ctx: RequestContext, topics: list[Any]) -> list[Any]:
     """The request's topics, keeping only partitions that exist."""
     kept = []
     for topic in topics:
-        info = ctx.broker.metadata.topic(topic.name)
+        info = ctx.services.metadata.topic(topic.name)
         partitions = [p for p in topic.partitions if info is not None and p.partition_index in info.partitions]
         if partitions:
             kept.append(dataclasses.replace(topic, partitions=partitions))
@@ -70,7 +70,7 @@ async def offset_commit(ctx: RequestContext, request: OffsetCommitRequest) -> Of
     refused = {t.name for t in request.topics} - allowed
     known_topics = _known_topics(ctx, [t for t in request.topics if t.name in allowed])
     known_request = dataclasses.replace(request, topics=known_topics)
-    coordinator = ctx.broker.groups.coordinator
+    coordinator = ctx.services.groups.coordinator
 
     def failed(code: ErrorCode) -> OffsetCommitResponse:
         return OffsetCommitResponse(topics=[OffsetCommitResponse.OffsetCommitResponseTopic(
@@ -86,7 +86,7 @@ async def offset_commit(ctx: RequestContext, request: OffsetCommitRequest) -> Of
 
 @api(ApiKey.OFFSET_FETCH, 1, 9)
 async def offset_fetch(ctx: RequestContext, request: OffsetFetchRequest) -> OffsetFetchResponse:
-    service = ctx.broker.groups
+    service = ctx.services.groups
     await service.topic.ensure()
     coordinator = service.coordinator
     # Kafka's checks: Describe on each group (GROUP_AUTHORIZATION_FAILED), Describe on each topic (its
@@ -161,7 +161,7 @@ async def offset_delete(ctx: RequestContext, request: OffsetDeleteRequest) -> Of
     refused = {t.name for t in request.topics} - allowed
     known_topics = _known_topics(ctx, [t for t in request.topics if t.name in allowed])
     known_request = dataclasses.replace(request, topics=known_topics)
-    coordinator = ctx.broker.groups.coordinator
+    coordinator = ctx.services.groups.coordinator
     answered: OffsetDeleteResponse = await coordinate(
         ctx, [request.group_id], lambda waiter, now: coordinator.delete_offsets(waiter, known_request, now),
         lambda code: OffsetDeleteResponse(error_code=code))

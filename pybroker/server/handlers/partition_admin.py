@@ -51,7 +51,7 @@ _ELECTION_ERRORS = {
 
 
 def _controller(ctx: RequestContext) -> ZkController | None:
-    zk_mode = ctx.broker.zk_mode
+    zk_mode = ctx.services.zk_mode
     return zk_mode.controller if zk_mode is not None else None
 
 
@@ -103,7 +103,7 @@ async def elect_leaders(ctx: RequestContext, request: ElectLeadersRequest) -> El
     controller = _controller(ctx)
     if controller is None:
         return ElectLeadersResponse(error_code=ErrorCode.NONE, replica_election_results=_single_node_elections(
-            ctx.broker.metadata.topics(), request.topic_partitions))
+            ctx.services.metadata.topics(), request.topic_partitions))
     partitions = None if request.topic_partitions is None else \
         [(t.topic, p) for t in request.topic_partitions for p in t.partitions]
     try:
@@ -179,7 +179,7 @@ async def alter_partition_reassignments(ctx: RequestContext, request: AlterParti
 
 def _alter_single_node(ctx: RequestContext, request: AlterPartitionReassignmentsRequest
                        ) -> AlterPartitionReassignmentsResponse:
-    metadata = ctx.broker.metadata
+    metadata = ctx.services.metadata
     topics, registered = metadata.topics(), {broker.broker_id for broker in metadata.brokers()}
     responses = []
     for topic in request.topics:

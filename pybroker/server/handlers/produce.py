@@ -1,36 +1,35 @@
-"""Produce (0): validate one v2 batch per partition as Kafka's LogValidator does, then append it.
+"""Produce (0): authorize, hand the batches to the replica manager, answer.
 
-The header and CRC are checked first; then the records are walked once at byte level
-(`pybroker.records.validation`: no Record objects), after decompressing them when compressed,
-as Kafka does, with a bound on the output against compression bombs. What no consumer could
-read is refused (INVALID_RECORD, CORRUPT_MESSAGE, RECORD_TOO_LARGE); records that break a
-rule of their topic (no key on a compacted topic, a timestamp out of message.timestamp.*) are
-named in `record_errors` (KIP-467) with INVALID_RECORD or INVALID_TIMESTAMP. The header's
-maxTimestamp is the records' own, as Kafka rewrites it. acks=0 requests get no response at
-all; acks=all answers wait until the ISR holds the batch (or the request's timeout).
+The checks of each batch (Kafka's LogValidator: framing, max.message.bytes, CRC, then the records
+at byte level), the append, the flush.messages wait and the acks=all wait are the replica
+manager's (`pybroker.replication.append_records`); this handler adds the broker's own checks of a
+valid batch (schema validation, the transaction verification of KIP-890) and turns each outcome
+into its answer: what no consumer could read is refused (INVALID_RECORD, CORRUPT_MESSAGE,
+MESSAGE_TOO_LARGE); records that break a rule of their topic (no key on a compacted topic, a
+timestamp out of message.timestamp.*) are named in `record_errors` (KIP-467) with INVALID_RECORD
+or INVALID_TIMESTAMP. acks=0 requests get no response at all; acks=all answers wait until the ISR
+holds the batch (or the request's timeout).
 """
 
 from __future__ import annotations
 
-import asyncio
 import time
 
-from pybroker.common.topic import INTERNAL_TOPICS
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.messages import ProduceRequest, ProduceResponse
-from pybroker.records.batch import Compression, TimestampType, set_max_timestamp, validate_batch
-from pybroker.records.constants import COMPRESSION_CODEC_MASK, LOG_OVERHEAD, TRANSACTIONAL_FLAG_MASK
-from pybroker.records.errors import InvalidRecordError, RecordValidationError, UnsupportedCompressionError
-from pybroker.records.validation import validate_produced_batch
-from pybroker.replication.errors import NotEnoughReplicasAfterAppendError, ReplicaTimeoutError
-from pybroker.server.context import RequestContext
+from pybroker.records.batch import BatchHeader, RecordBatch
+from pybroker.records.constants import TRANSACTIONAL_FLAG_MASK
+from pybroker.records.errors import RecordValidationError
+from pybroker.replication.append_records import BeforeAppend, PartitionAppend, append_records, wait_for_acks
+from pybroker.replication.errors import InvalidTxnStateError
 from pybroker.security.acl import AclOperation, ResourceType
 from pybroker.server.authorization import allowed_names, authorize
+from pybroker.server.context import RequestContext
 from pybroker.server.error_mapping import error_code_for, error_message_for
-from pybroker.server.network import leave_request_queue
 from pybroker.server.quota import enforcement as quota
 from pybroker.server.registry import api
+from pybroker.server.request_channel import leave_request_queue
 
 PartitionResponse = ProduceResponse.PartitionProduceResponse
 FIRST_ZSTD_VERSION = 7
@@ -39,139 +38,69 @@ FIRST_ZSTD_VERSION = 7
 # From v3, as Kafka 4.0 (KIP-896): v0-2 carry message formats v0/v1, which this broker does not write.
 @api(ApiKey.PRODUCE, 3, 11)
 async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceResponse | None:
-    responses = []
-    replicating: dict[tuple[str, int], int] = {}
+    services = ctx.services
     # Kafka's checks: Write on the transactional id for the whole request, Write on each topic.
     authorized = allowed_names(ctx, AclOperation.WRITE, ResourceType.TOPIC, (t.name for t in request.topic_data))
     refused = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED if request.transactional_id is not None and not \
         authorize(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id) else None
+    # Each partition's answer in request order: a refusal now, or the outcome of its append.
+    slots: list[list[PartitionResponse | PartitionAppend]] = []
+    batches = []
     for topic in request.topic_data:
         code = refused or (None if topic.name in authorized else ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-        partitions = [_error(data.index, code, None) if code else
-                      _produce_partition(ctx, request, topic.name, data, replicating) for data in topic.partition_data]
-        responses.append(ProduceResponse.TopicProduceResponse(name=topic.name, partition_responses=partitions))
-    # flush.messages: as Kafka's synchronous flush, answer once the appended offsets are fsynced (off the loop).
-    if ctx.broker.log_manager.flushing:
-        unflushed = await ctx.broker.log_manager.wait_flushed(
-            (topic.name, partition.index) for topic in responses for partition in topic.partition_responses
-            if partition.error_code == ErrorCode.NONE)
-        for topic in responses:
-            topic.partition_responses = [
-                _error(p.index, ErrorCode.KAFKA_STORAGE_ERROR, f"Flush of {topic.name}-{p.index} failed")
-                if (topic.name, p.index) in unflushed else p for p in topic.partition_responses]
+        slots.append([_error(data.index, code, None) if code else PartitionAppend(topic.name, data.index, data.records)
+                      for data in topic.partition_data])
+        batches += [slot for slot in slots[-1] if isinstance(slot, PartitionAppend)]
+    metrics = services.metrics
+    results = await append_records(
+        services.replica_manager, batches, required_acks=request.acks, transactional_id=request.transactional_id,
+        allow_zstd=ctx.api_version >= FIRST_ZSTD_VERSION, now_ms=ctx.now_ms,
+        before_append=_checks(ctx, request.transactional_id),
+        appended=metrics.record_produce if metrics is not None else None)
     if quota.active():  # producer_byte_rate counts the whole request's bytes, acks=0 included (as Kafka)
         quota.record_produce(request.acks, ctx.request_size, int(time.time() * 1000))
     if request.acks == 0:
         return None
-    if replicating:
-        # acks=all: hold the answer until the ISR has every appended batch (Kafka's delayed produce). Partitions
-        # already replicated (a single replica, or followers ahead) are answered without waiting, as Kafka's
-        # delayed produce completes at once when it can.
-        failed, waiting = _replication_state(ctx, replicating)
-        if waiting:
-            await _await_replication(ctx, request.timeout_ms, replicating, waiting, failed)
-        if failed:
-            _answer_replication_failures(responses, failed)
-    return ProduceResponse(responses=responses, throttle_time_ms=0)
+    if request.acks == -1:
+        await wait_for_acks(services.replica_manager, results, request.timeout_ms, leave_request_queue)
+    return ProduceResponse(responses=[
+        ProduceResponse.TopicProduceResponse(name=topic.name, partition_responses=[
+            _answer(slot) if isinstance(slot, PartitionAppend) else slot for slot in of_topic])
+        for topic, of_topic in zip(request.topic_data, slots)], throttle_time_ms=0)
 
 
-def _replication_state(ctx: RequestContext, replicating: dict[tuple[str, int], int]
-                       ) -> tuple[dict[tuple[str, int], Exception], list[tuple[str, int]]]:
-    """The partitions whose append cannot be acknowledged (and why), and those still waiting for the ISR."""
-    manager = ctx.broker.replica_manager
-    failed: dict[tuple[str, int], Exception] = {}
-    waiting: list[tuple[str, int]] = []
-    for key, offset in replicating.items():
-        try:
-            if not manager.replicated(*key, offset):
-                waiting.append(key)
-        except Exception as exc:  # noqa: BLE001 - answered as that partition's error, as after a wait
-            failed[key] = exc
-    return failed, waiting
+def _checks(ctx: RequestContext, transactional_id: str | None) -> BeforeAppend:
+    """The broker's own checks of a valid batch: the topic's schema rules (confluent.{key,value}.schema.validation)
+    and, for a transactional batch, that the producer's transaction holds the partition (KIP-890)."""
+    services = ctx.services
 
-
-async def _await_replication(ctx: RequestContext, timeout_ms: int, replicating: dict[tuple[str, int], int],
-                             waiting: list[tuple[str, int]], failed: dict[tuple[str, int], Exception]) -> None:
-    """Wait for the high watermark of each `waiting` partition to pass its append; failures go to `failed`."""
-    manager = ctx.broker.replica_manager
-    leave_request_queue()
-    outcomes = await asyncio.gather(*(
-        manager.wait_for_high_watermark(topic, index, replicating[(topic, index)], timeout_ms / 1000)
-        for topic, index in waiting), return_exceptions=True)
-    failed.update((key, outcome) for key, outcome in zip(waiting, outcomes) if isinstance(outcome, Exception))
-
-
-def _answer_replication_failures(responses: list[ProduceResponse.TopicProduceResponse],
-                                 failed: dict[tuple[str, int], Exception]) -> None:
-    """Each failed partition's answer becomes its replication error."""
-    for topic in responses:
-        for i, partition in enumerate(topic.partition_responses):
-            exc = failed.get((topic.name, partition.index))
-            if exc is not None:
-                topic.partition_responses[i] = _error(partition.index, _replication_error_code(exc), str(exc))
-
-
-def _replication_error_code(exc: Exception) -> ErrorCode:
-    if isinstance(exc, NotEnoughReplicasAfterAppendError):
-        return ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
-    if isinstance(exc, ReplicaTimeoutError):
-        return ErrorCode.REQUEST_TIMED_OUT
-    return error_code_for(exc)
-
-
-def _produce_partition(ctx: RequestContext, request: ProduceRequest, topic: str,
-                       data: ProduceRequest.PartitionProduceData,
-                       replicating: dict[tuple[str, int], int]) -> PartitionResponse:
-    if request.acks not in (0, 1, -1):
-        return _error(data.index, ErrorCode.INVALID_REQUIRED_ACKS, None)
-    if topic in INTERNAL_TOPICS:  # Kafka's appendToLocalLog for clients: only coordinators write these
-        return _error(data.index, ErrorCode.INVALID_TOPIC_EXCEPTION, f"Cannot append to internal topic {topic}")
-    try:
-        replica_manager = ctx.broker.replica_manager
-        partition = replica_manager.leader_partition(topic, data.index)
-        records = data.records
-        if records is None or len(records) == 0:
-            raise InvalidRecordError("Produce request's partition data carries no record batch")
-        config = partition.log.config
-        batch = validate_batch(records, 0, max_size=config.max_message_bytes, check_counts=False)
-        header = batch.header()  # one unpack for every field read below
-        if header.batch_length + LOG_OVERHEAD != len(records):
-            raise InvalidRecordError("Produce requests v3+ must carry exactly one record batch per partition")
-        if header.attributes & COMPRESSION_CODEC_MASK == Compression.ZSTD and ctx.api_version < FIRST_ZSTD_VERSION:
-            raise UnsupportedCompressionError("zstd compression needs Produce v7 or later")
-        transactional = bool(header.attributes & TRANSACTIONAL_FLAG_MASK)
-        if transactional and request.transactional_id is None:
-            return _error(data.index, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None)
-        max_timestamp = validate_produced_batch(batch, config.produce_policy, ctx.now_ms, f"{topic}-{data.index}",
-                                                header)
-        schema_rules = ctx.broker.schema_validation.topics.get(topic)
-        if schema_rules is not None:  # confluent.{key,value}.schema.validation=true
-            ctx.broker.schema_validation.check(topic, schema_rules, batch)
-        if transactional:
-            code = ctx.broker.txns.verify_partition(request.transactional_id, header.producer_id,
-                                                    header.producer_epoch, (topic, data.index))
+    def check(topic: str, index: int, batch: RecordBatch, header: BatchHeader) -> None:
+        schema_rules = services.schema_validation.topics.get(topic)
+        if schema_rules is not None:
+            services.schema_validation.check(topic, schema_rules, batch)
+        if header.attributes & TRANSACTIONAL_FLAG_MASK:
+            code = services.txns.verify_partition(transactional_id, header.producer_id, header.producer_epoch,
+                                                  (topic, index))
             if code is not ErrorCode.NONE:
-                return _error(data.index, code, f"{topic}-{data.index} is not part of the producer's transaction")
-        appended = bytearray(records)
-        if not config.log_append_time:  # Kafka's setMaxTimestamp: the records', not the producer's claim
-            set_max_timestamp(appended, 0, TimestampType.CREATE_TIME, max_timestamp)
-        info = replica_manager.append_to(partition, appended, required_acks=request.acks, now_ms=ctx.now_ms)
-        if ctx.broker.metrics is not None:
-            ctx.broker.metrics.record_produce(topic, len(records), header.records_count)
-    except RecordValidationError as exc:
-        response = _error(data.index, ErrorCode.INVALID_TIMESTAMP if exc.invalid_timestamp
+                raise InvalidTxnStateError(f"{topic}-{index} is not part of the producer's transaction")
+
+    return check
+
+
+def _answer(item: PartitionAppend) -> PartitionResponse:
+    exc = item.error
+    if exc is None:
+        assert item.info is not None
+        return PartitionResponse(index=item.index, error_code=0, base_offset=item.info.first_offset,
+                                 log_append_time_ms=item.info.log_append_time,
+                                 log_start_offset=item.info.log_start_offset)
+    if isinstance(exc, RecordValidationError):
+        response = _error(item.index, ErrorCode.INVALID_TIMESTAMP if exc.invalid_timestamp
                           else ErrorCode.INVALID_RECORD, str(exc))
         response.record_errors = [ProduceResponse.BatchIndexAndErrorMessage(batch_index=i, batch_index_error_message=m)
                                   for i, m in exc.record_errors]
         return response
-    except InvalidRecordError as exc:
-        return _error(data.index, ErrorCode.INVALID_RECORD, str(exc))
-    except Exception as exc:
-        return _error(data.index, error_code_for(exc), error_message_for(exc))
-    if request.acks == -1:
-        replicating[(topic, data.index)] = info.last_offset + 1
-    return PartitionResponse(index=data.index, error_code=0, base_offset=info.first_offset,
-                             log_append_time_ms=info.log_append_time, log_start_offset=info.log_start_offset)
+    return _error(item.index, error_code_for(exc), error_message_for(exc))
 
 
 def _error(index: int, code: ErrorCode, message: str | None) -> PartitionResponse:

@@ -40,9 +40,9 @@ async def handle(ctx: RequestContext, request: InitProducerIdRequest) -> InitPro
                                          authorize_by_resource_type(ctx, AclOperation.WRITE, ResourceType.TOPIC)):
         return InitProducerIdResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, producer_id=-1,
                                       producer_epoch=-1)
-    coordinator = ctx.broker.txns.coordinator
+    coordinator = ctx.services.txns.coordinator
     try:  # COORDINATOR_LOAD_IN_PROGRESS while no producer-id block came from the controller: clients retry
-        fresh = await ctx.broker.metadata.allocate_producer_id() \
+        fresh = await ctx.services.metadata.allocate_producer_id() \
             if transactional_id is None or coordinator.needs_producer_id(transactional_id) else None
     except Exception as exc:  # noqa: BLE001 - mapped in one place; unexpected ones are logged there
         return InitProducerIdResponse(error_code=error_code_for(exc), producer_id=-1, producer_epoch=-1)
@@ -63,10 +63,10 @@ async def allocate_producer_ids(ctx: RequestContext, request: AllocateProducerId
     """Answered by the active controller in a cluster, by the broker itself on a single node."""
     if not authorize_cluster(ctx, AclOperation.CLUSTER_ACTION):
         return AllocateProducerIdsResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
-    zk_mode = ctx.broker.zk_mode
+    zk_mode = ctx.services.zk_mode
     try:
         if zk_mode is None:
-            block = await ctx.broker.metadata.reserve_producer_id_block(request.broker_id)
+            block = await ctx.services.metadata.reserve_producer_id_block(request.broker_id)
         elif zk_mode.controller is None or not zk_mode.controller.active:
             return AllocateProducerIdsResponse(error_code=ErrorCode.NOT_CONTROLLER)
         else:

@@ -41,7 +41,7 @@ def _credential_infos(config: Mapping[str, str]) -> list[Describe.CredentialInfo
 
 @api(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, 0)
 async def describe(ctx: RequestContext, request: DescribeUserScramCredentialsRequest) -> Describe:
-    store = ctx.broker.scram_credentials
+    store = ctx.services.scram_credentials
     if not authorize_cluster(ctx, AclOperation.DESCRIBE):
         refused = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
         return Describe(error_code=refused, error_message=refused.message, results=[])
@@ -83,7 +83,7 @@ def _refusal(name: str, mechanism: int, iterations: int | None) -> tuple[ErrorCo
 
 @api(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, 0)
 async def alter(ctx: RequestContext, request: AlterUserScramCredentialsRequest) -> Alter:
-    store = ctx.broker.scram_credentials
+    store = ctx.services.scram_credentials
     if not authorize_cluster(ctx, AclOperation.ALTER):
         refused = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
         users = sorted({d.name for d in request.deletions} | {u.name for u in request.upsertions})

@@ -35,7 +35,7 @@ def client_selectors(ctx: RequestContext) -> dict[str, str]:
 @api(ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, 0, 0)
 async def get_subscriptions(ctx: RequestContext,
                             request: GetTelemetrySubscriptionsRequest) -> GetTelemetrySubscriptionsResponse:
-    manager = ctx.broker.client_metrics
+    manager = ctx.services.client_metrics
     error, instance = manager.get_subscriptions(request.client_instance_id, client_selectors(ctx), ctx.now_ms)
     if error != ErrorCode.NONE:
         return GetTelemetrySubscriptionsResponse(throttle_time_ms=0, error_code=error, client_instance_id=ZERO,
@@ -49,7 +49,7 @@ async def get_subscriptions(ctx: RequestContext,
 
 @api(ApiKey.PUSH_TELEMETRY, 0, 0)
 async def push(ctx: RequestContext, request: PushTelemetryRequest) -> PushTelemetryResponse:
-    result = ctx.broker.client_metrics.push(request.client_instance_id, request.subscription_id, request.terminating,
+    result = ctx.services.client_metrics.push(request.client_instance_id, request.subscription_id, request.terminating,
                                             request.compression_type, request.metrics, client_selectors(ctx),
                                             ctx.now_ms)
     return PushTelemetryResponse(throttle_time_ms=0, error_code=result.error)
@@ -64,4 +64,4 @@ async def list_resources(ctx: RequestContext,
     Resource = ListClientMetricsResourcesResponse.ClientMetricsResource
     return ListClientMetricsResourcesResponse(
         throttle_time_ms=0, error_code=ErrorCode.NONE,
-        client_metrics_resources=[Resource(name=name) for name in ctx.broker.client_metrics.names()])
+        client_metrics_resources=[Resource(name=name) for name in ctx.services.client_metrics.names()])

@@ -77,7 +77,7 @@ async def create_topics(ctx: RequestContext, request: CreateTopicsRequest) -> Cr
 
 async def _create_one(ctx: RequestContext, topic: CreateTopicsRequest.CreatableTopic,
                       validate_only: bool, mutations: MutationQuota) -> CreatableTopicResult:
-    broker = ctx.broker
+    services = ctx.services
     partitions = topic.num_partitions
     factor = topic.replication_factor
     assignments = {a.partition_index: a.broker_ids for a in topic.assignments} or None
@@ -86,16 +86,16 @@ async def _create_one(ctx: RequestContext, topic: CreateTopicsRequest.CreatableT
                                     error_message="Both numPartitions or replicationFactor and replicasAssignments "
                                                   "were set. Both cannot be used at the same time.")
     if partitions == DEFAULT_FROM_BROKER:
-        partitions = broker.config["num.partitions"]
+        partitions = services.config["num.partitions"]
     if factor == DEFAULT_FROM_BROKER:
-        factor = broker.config["default.replication.factor"]
+        factor = services.config["default.replication.factor"]
     configs = {config.name: config.value for config in topic.configs}
     if not validate_only and not mutations.admit(len(assignments) if assignments else partitions,
                                                  int(time.time() * 1000)):
         return CreatableTopicResult(name=topic.name, error_code=ErrorCode.THROTTLING_QUOTA_EXCEEDED,
                                     error_message=THROTTLED)
     try:
-        info = await topic_creation.create_topic(broker, topic.name, partitions, factor, configs, assignments,
+        info = await topic_creation.create_topic(services, topic.name, partitions, factor, configs, assignments,
                                                  validate_only=validate_only)
     except Exception as exc:
         code, message = _failure(exc)
@@ -103,7 +103,7 @@ async def _create_one(ctx: RequestContext, topic: CreateTopicsRequest.CreatableT
     described = [
         CreateTopicsResponse.CreatableTopicConfigs(name=c.name, value=c.value, read_only=False,
                                                    config_source=c.source, is_sensitive=False)
-        for c in broker.topic_configs.describe(info.configs)
+        for c in services.topic_configs.describe(info.configs)
     ]
     return CreatableTopicResult(name=topic.name, topic_id=info.topic_id, error_code=0, error_message=None,
                                 num_partitions=len(info.partitions), replication_factor=info.replication_factor,
@@ -112,7 +112,7 @@ async def _create_one(ctx: RequestContext, topic: CreateTopicsRequest.CreatableT
 
 @api(ApiKey.DELETE_TOPICS, 1, 6)
 async def delete_topics(ctx: RequestContext, request: DeleteTopicsRequest) -> DeleteTopicsResponse:
-    metadata = ctx.broker.metadata
+    metadata = ctx.services.metadata
     requested = [(t.name, t.topic_id) for t in request.topics] if ctx.api_version >= 6 \
         else [(name, None) for name in request.topic_names]
     mutations = MutationQuota(strict=ctx.api_version >= STRICT_DELETE_TOPICS)
@@ -167,14 +167,14 @@ async def create_partitions(ctx: RequestContext, request: CreatePartitionsReques
             result.error_message = "The topic authorization is failed."
         else:
             assignments = None if topic.assignments is None else [a.broker_ids for a in topic.assignments]
-            info = ctx.broker.metadata.topic(topic.name)
+            info = ctx.services.metadata.topic(topic.name)
             added = max(topic.count - len(info.partitions), 0) if info is not None else 0
             if not request.validate_only and not mutations.admit(added, int(time.time() * 1000)):
                 result.error_code, result.error_message = ErrorCode.THROTTLING_QUOTA_EXCEEDED, THROTTLED
                 results.append(result)
                 continue
             try:
-                await topic_creation.create_partitions(ctx.broker, topic.name, topic.count, assignments,
+                await topic_creation.create_partitions(ctx.services, topic.name, topic.count, assignments,
                                                        validate_only=request.validate_only)
             except Exception as exc:
                 result.error_code, result.error_message = _failure(exc)

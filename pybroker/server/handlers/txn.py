@@ -40,7 +40,7 @@ from pybroker.server.authorization import allowed_names, authorize, authorize_cl
 from pybroker.server.context import RequestContext
 from pybroker.server.error_mapping import error_code_for
 from pybroker.server.group_service import OFFSETS_TOPIC
-from pybroker.server.network import leave_request_queue
+from pybroker.server.request_channel import leave_request_queue
 from pybroker.server.registry import api
 
 FIRST_PRODUCER_FENCED_VERSION = 2  # AddPartitionsToTxn, AddOffsetsToTxn, EndTxn
@@ -60,7 +60,7 @@ async def txn_call(ctx: RequestContext, transactional_id: str, operation: Callab
                    from_client: bool = True) -> Any:
     """Run a coordinator operation for ``transactional_id``; returns its answer or an ErrorCode. Calls
     from clients need Write on the transactional id; brokers' (AddPartitionsToTxn v4+) ClusterAction."""
-    service = ctx.broker.txns
+    service = ctx.services.txns
     if not transactional_id:
         return ErrorCode.INVALID_REQUEST
     if from_client and not authorize(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id):
@@ -79,7 +79,7 @@ async def txn_call(ctx: RequestContext, transactional_id: str, operation: Callab
 
 
 def _unknown_partitions(ctx: RequestContext, partitions: Iterable[TopicPartition]) -> set[TopicPartition]:
-    metadata = ctx.broker.metadata
+    metadata = ctx.services.metadata
     unknown = set()
     for topic, index in partitions:
         info = metadata.topic(topic)
@@ -110,7 +110,7 @@ async def _add_partitions(ctx: RequestContext, txn: AddPartitionsToTxnRequest.Ad
                  ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else ErrorCode.OPERATION_NOT_ATTEMPTED
                  for tp in wanted}
     else:
-        coordinator = ctx.broker.txns.coordinator
+        coordinator = ctx.services.txns.coordinator
         code = await txn_call(ctx, txn.transactional_id, lambda waiter, now: coordinator.add_partitions(
             waiter, txn.transactional_id, txn.producer_id, txn.producer_epoch, wanted, now, verify_only=verify_only),
             from_client=from_client)
@@ -148,7 +148,7 @@ async def add_partitions_to_txn(ctx: RequestContext, request: AddPartitionsToTxn
 
 @api(ApiKey.ADD_OFFSETS_TO_TXN, 0, 4)
 async def add_offsets_to_txn(ctx: RequestContext, request: AddOffsetsToTxnRequest) -> AddOffsetsToTxnResponse:
-    groups = ctx.broker.groups
+    groups = ctx.services.groups
     # Kafka's checks, in order: Write on the transactional id, Read on the group.
     if request.transactional_id and not authorize(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID,
                                                   request.transactional_id):
@@ -160,7 +160,7 @@ async def add_offsets_to_txn(ctx: RequestContext, request: AddOffsetsToTxnReques
     except Exception:
         return AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
     partition = (OFFSETS_TOPIC, groups.coordinator.partition_of(request.group_id))
-    coordinator = ctx.broker.txns.coordinator
+    coordinator = ctx.services.txns.coordinator
     code = await txn_call(ctx, request.transactional_id, lambda waiter, now: coordinator.add_partitions(
         waiter, request.transactional_id, request.producer_id, request.producer_epoch, [partition], now))
     return AddOffsetsToTxnResponse(throttle_time_ms=0,
@@ -169,7 +169,7 @@ async def add_offsets_to_txn(ctx: RequestContext, request: AddOffsetsToTxnReques
 
 @api(ApiKey.END_TXN, 0, 4)
 async def end_txn(ctx: RequestContext, request: EndTxnRequest) -> EndTxnResponse:
-    coordinator = ctx.broker.txns.coordinator
+    coordinator = ctx.services.txns.coordinator
     code = await txn_call(ctx, request.transactional_id, lambda waiter, now: coordinator.end_txn(
         waiter, request.transactional_id, request.producer_id, request.producer_epoch, request.committed, now))
     return EndTxnResponse(throttle_time_ms=0, error_code=fenced_code(code, ctx.api_version,
@@ -181,7 +181,7 @@ async def txn_offset_commit(ctx: RequestContext, request: TxnOffsetCommitRequest
     wanted = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
     readable = allowed_names(ctx, AclOperation.READ, ResourceType.TOPIC, (t.name for t in request.topics))
     unknown = _unknown_partitions(ctx, [tp for tp in wanted if tp[0] in readable])
-    groups = ctx.broker.groups
+    groups = ctx.services.groups
     try:
         await groups.topic.ensure()
         if not authorize(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
@@ -191,7 +191,7 @@ async def txn_offset_commit(ctx: RequestContext, request: TxnOffsetCommitRequest
         elif not groups.owns(request.group_id):
             codes = dict.fromkeys(wanted, groups.not_owned_error(request.group_id))
         else:
-            codes = await ctx.broker.txns.commit_offsets(dataclasses.replace(
+            codes = await ctx.services.txns.commit_offsets(dataclasses.replace(
                 request, topics=[t for t in request.topics if t.name in readable]))
             codes.update((tp, ErrorCode.TOPIC_AUTHORIZATION_FAILED) for tp in wanted if tp[0] not in readable)
     except Exception:
@@ -218,7 +218,7 @@ async def write_txn_markers(ctx: RequestContext, request: WriteTxnMarkersRequest
                     for p in t.partition_indexes]) for t in marker.topics]))
             continue
         partitions = [(t.name, p) for t in marker.topics for p in t.partition_indexes]
-        codes = await ctx.broker.txns.write_marker(marker.producer_id, marker.producer_epoch,
+        codes = await ctx.services.txns.write_marker(marker.producer_id, marker.producer_epoch,
                                                    marker.coordinator_epoch, marker.transaction_result, partitions)
         results.append(WriteTxnMarkersResponse.WritableTxnMarkerResult(producer_id=marker.producer_id, topics=[
             WriteTxnMarkersResponse.WritableTxnMarkerTopicResult(name=t.name, partitions=[
@@ -242,7 +242,7 @@ async def describe_producers(ctx: RequestContext, request: DescribeProducersRequ
                 partitions.append(response)
                 continue
             try:
-                state = ctx.broker.replica_manager.leader_partition(topic.name, index).log.producer_state
+                state = ctx.services.replica_manager.leader_partition(topic.name, index).log.producer_state
                 response.active_producers = [DescribeProducersResponse.ProducerState(
                     producer_id=e.producer_id, producer_epoch=e.epoch, last_sequence=e.last_seq,
                     last_timestamp=e.last_timestamp, coordinator_epoch=e.coordinator_epoch,
@@ -259,14 +259,14 @@ async def describe_producers(ctx: RequestContext, request: DescribeProducersRequ
 @api(ApiKey.DESCRIBE_TRANSACTIONS, 0, 0)
 async def describe_transactions(ctx: RequestContext, request: DescribeTransactionsRequest
                                 ) -> DescribeTransactionsResponse:
-    service = ctx.broker.txns
+    service = ctx.services.txns
     states = []
     for transactional_id in request.transactional_ids:
         meta = service.coordinator.describe(transactional_id)
         state = DescribeTransactionsResponse.TransactionState(transactional_id=transactional_id, error_code=0)
         if not authorize(ctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, transactional_id):
             state.error_code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-        elif service.coordinator_node(transactional_id) not in (None, ctx.broker.broker_id):
+        elif service.coordinator_node(transactional_id) not in (None, ctx.services.broker_id):
             state.error_code = ErrorCode.NOT_COORDINATOR
         elif meta is None:
             state.error_code = ErrorCode.TRANSACTIONAL_ID_NOT_FOUND
@@ -290,7 +290,7 @@ async def describe_transactions(ctx: RequestContext, request: DescribeTransactio
 @api(ApiKey.LIST_TRANSACTIONS, 0, 1)
 async def list_transactions(ctx: RequestContext, request: ListTransactionsRequest) -> ListTransactionsResponse:
     unknown = [name for name in request.state_filters if TxnState.from_name(name) is None]
-    listed = ctx.broker.txns.coordinator.list_transactions(request.state_filters, request.producer_id_filters,
+    listed = ctx.services.txns.coordinator.list_transactions(request.state_filters, request.producer_id_filters,
                                                            request.duration_filter, ctx.now_ms)
     describable = allowed_names(ctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID,
                                 (m.transactional_id for m in listed))

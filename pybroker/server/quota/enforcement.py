@@ -21,15 +21,14 @@ For each request while any quota is enabled (nothing at all otherwise):
 
 from __future__ import annotations
 
-import asyncio
 import contextvars
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Coroutine, Generator
 
 from pybroker.controller.quota_store import sanitize
 from pybroker.protocol.api_keys import ApiKey
-from pybroker.server.network import leave_request_queue, mute_connection
+from pybroker.server.request_channel import leave_request_queue, mute_connection
 from pybroker.server.quota.manager import NANOS_TO_PERCENTAGE, ClientQuotaManager, QuotaManagers
 
 if TYPE_CHECKING:
@@ -39,7 +38,6 @@ if TYPE_CHECKING:
 EXEMPT = frozenset({ApiKey.LEADER_AND_ISR, ApiKey.STOP_REPLICA, ApiKey.UPDATE_METADATA, ApiKey.CONTROLLED_SHUTDOWN,
                     ApiKey.WRITE_TXN_MARKERS})
 HandlerFunc = Callable[["RequestContext", Any], Awaitable[Any]]
-MUTE_SWEEP = 1024  # expired mutes are dropped once the table is this large
 
 
 @dataclass(slots=True)
@@ -61,46 +59,12 @@ class RequestQuota:
 _CURRENT: contextvars.ContextVar[RequestQuota | None] = contextvars.ContextVar("request_quota", default=None)
 
 
-@dataclass(slots=True)
-class Gate:
-    """A quota-bound connection's requests pass one at a time, none while it is muted."""
-
-    until: float = 0.0
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-
-    def closed(self) -> bool:
-        return self.lock.locked() or self.until > asyncio.get_running_loop().time()
-
-    async def wait(self) -> None:
-        while (left := self.until - asyncio.get_running_loop().time()) > 0:
-            await asyncio.sleep(left)
-
-
-class Gates:
-    """The gates of quota-bound connections, keyed by (listener, peer address)."""
-
-    def __init__(self) -> None:
-        self._gates: dict[tuple[str, str], Gate] = {}
-
-    def get(self, key: tuple[str, str]) -> Gate:
-        gate = self._gates.get(key)
-        if gate is None:
-            if len(self._gates) >= MUTE_SWEEP:
-                self._gates = {k: g for k, g in self._gates.items() if g.closed()}
-            gate = self._gates[key] = Gate()
-        return gate
-
-    def mute(self, key: tuple[str, str], seconds: float) -> None:
-        gate = self.get(key)
-        gate.until = max(gate.until, asyncio.get_running_loop().time() + seconds)
-
-
 def enforced(api_key: int, func: HandlerFunc) -> HandlerFunc:
     """``func`` run under the client quotas (cluster actions are exempt from the request quota)."""
     exempt = api_key in EXEMPT
 
     async def handle(ctx: "RequestContext", request: Any) -> Any:
-        quotas = getattr(ctx.broker, "quotas", None)
+        quotas = getattr(ctx.services, "quotas", None)
         if quotas is None or not quotas.managers.enabled:
             return await func(ctx, request)
         user, client_id = sanitize(ctx.session.principal.name), ctx.client_id or ""

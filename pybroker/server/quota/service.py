@@ -3,11 +3,51 @@ the ip entities' connection_creation_rate goes to the socket server's `Connectio
 
 from __future__ import annotations
 
+import asyncio
+from dataclasses import dataclass, field
+
 from pybroker.common.config import BrokerConfig
 from pybroker.controller.quota_store import ClientQuotaStore
 from pybroker.server.connection_rates import ConnectionRates
-from pybroker.server.quota.enforcement import Gates
 from pybroker.server.quota.manager import QuotaManagers
+
+MUTE_SWEEP = 1024  # expired mutes are dropped once the table is this large
+
+
+@dataclass(slots=True)
+class Gate:
+    """A quota-bound connection's requests pass one at a time, none while it is muted."""
+
+    until: float = 0.0
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    def closed(self) -> bool:
+        return self.lock.locked() or self.until > asyncio.get_running_loop().time()
+
+    async def wait(self) -> None:
+        while (left := self.until - asyncio.get_running_loop().time()) > 0:
+            await asyncio.sleep(left)
+
+
+class Gates:
+    """The gates of quota-bound connections, keyed by (listener, peer address)."""
+
+    def __init__(self) -> None:
+        self._gates: dict[tuple[str, str], Gate] = {}
+
+    def get(self, key: tuple[str, str]) -> Gate:
+        gate = self._gates.get(key)
+        if gate is None:
+            if len(self._gates) >= MUTE_SWEEP:
+                self._gates = {k: g for k, g in self._gates.items() if g.closed()}
+            gate = self._gates[key] = Gate()
+        return gate
+
+    def mute(self, key: tuple[str, str], seconds: float) -> None:
+        gate = self.get(key)
+        gate.until = max(gate.until, asyncio.get_running_loop().time() + seconds)
+
+
 
 
 class ClientQuotas:

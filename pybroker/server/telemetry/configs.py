@@ -22,14 +22,14 @@ Edit = Callable[[Mapping[str, str]], dict[str, str]]
 def describe(ctx: RequestContext, name: str, keys: list[str] | None) -> list[DescribedConfig] | tuple[int, str]:
     if not name:
         return ErrorCode.INVALID_REQUEST, "Client metrics subscription name must not be empty"
-    config = ctx.broker.client_metrics.store.all().get(name, {})
+    config = ctx.services.client_metrics.store.all().get(name, {})
     return [DescribedConfig(key, value, DYNAMIC_CLIENT_METRICS_CONFIG,
                             CONFIG_TYPES["int" if key == INTERVAL_MS else "list"], "")
             for key, value in sorted(config.items()) if not keys or key in keys]
 
 
 async def apply(ctx: RequestContext, name: str, edit: Edit, validate_only: bool) -> tuple[int, str | None]:
-    store = ctx.broker.client_metrics.store
+    store = ctx.services.client_metrics.store
     try:
         updated = edit(store.all().get(name, {}))
         validate(name, updated)

@@ -13,7 +13,8 @@ from pybroker.server.schema_registry import BrokerSchemaRegistry
 
 def registry(listeners: str, **extra: str) -> BrokerSchemaRegistry:
     config = BrokerConfig({"listeners": "PLAINTEXT://127.0.0.1:0", "schema.registry.listeners": listeners, **extra})
-    return BrokerSchemaRegistry(SimpleNamespace(config=config))  # type: ignore[arg-type]
+    return BrokerSchemaRegistry(SimpleNamespace(config=config), lambda: None,  # type: ignore[arg-type]
+                                inter_broker_tls=None, inter_broker_sasl=None)
 
 
 @pytest.mark.parametrize("listeners,reason", [

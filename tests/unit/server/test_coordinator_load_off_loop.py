@@ -42,14 +42,14 @@ def test_offsets_are_decoded_on_an_io_thread_and_applied(tmp_path: Any) -> None:
 
     async def scenario() -> GroupService:
         io = IoExecutor(1)
-        broker = SimpleNamespace(config=BrokerConfig({"offsets.topic.num.partitions": "1"}), io=io,
-                                 log_manager=SimpleNamespace(get_log=lambda topic, partition: log))
-        service = GroupService(broker, lambda: NOW)  # type: ignore[arg-type]
+        logs = SimpleNamespace(get_log=lambda topic, partition: log)
+        service = GroupService(BrokerConfig({"offsets.topic.num.partitions": "1"}), lambda: None,  # type: ignore
+                               None, logs, io, lambda: NOW)  # type: ignore[arg-type]
         threading.setprofile(hook)
         sys.setprofile(hook)
         try:
             service.on_leadership_change(OFFSETS_TOPIC, 0, 0, True)
-            await service.loading.wait()
+            await service.partitions.loading.wait()
         finally:
             sys.setprofile(None)
             threading.setprofile(None)  # type: ignore[arg-type]
@@ -58,7 +58,7 @@ def test_offsets_are_decoded_on_an_io_thread_and_applied(tmp_path: Any) -> None:
 
     service = asyncio.run(scenario())
     log.close()
-    assert service.loaded == {0}
+    assert service.partitions.loaded == {0}
     assert decoding_threads and all(name.startswith(IO_THREAD_PREFIX) for name in decoding_threads), decoding_threads
     committed = service.coordinator.groups["group-0"].offsets[("orders", 0)]
     assert committed.offset == 294  # the last of i = 0, 21, 42, ... (i % 7 == 0 and i % 3 == 0)

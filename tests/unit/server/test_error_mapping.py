@@ -28,7 +28,7 @@ NOT_FROM_HANDLERS = {
     "pybroker.admin.tool.CommandError": "command-line tools only",
     "pybroker.console.app.Refused": "the web console's own pages (bad form input, shown like a broker's refusal)",
     "pybroker.console.messages.BrowseError": "the web console's message browser (a bad seek)",
-    "pybroker.server.network.CloseConnection": "the network layer closes the connection, as Kafka does",
+    "pybroker.server.request_channel.CloseConnection": "the network layer closes the connection, as Kafka does",
     "pybroker.protocol.errors.FrameTooLarge": "the network layer closes the connection before decoding",
     "pybroker.protocol.errors.EncodeError": "our own response cannot be encoded: the dispatcher closes the connection",
     "pybroker.server.zk_mode.ZooKeeperStartError": "broker start-up only",

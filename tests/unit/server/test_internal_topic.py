@@ -11,7 +11,6 @@ reports the topic missing and refuses its creation, as ZkMetadata.create_topic d
 from __future__ import annotations
 
 import asyncio
-from types import SimpleNamespace
 from typing import Mapping
 
 from pybroker.controller.errors import TopicExistsError
@@ -26,8 +25,8 @@ class LaggingMetadata(FakeMetadata):
 
 
 def test_an_internal_topic_created_elsewhere_is_not_an_error() -> None:
-    broker = SimpleNamespace(metadata=LaggingMetadata())
-    topic = InternalTopic(broker, "__transaction_state", partitions=3, replication_factor=3,  # type: ignore[arg-type]
+    metadata = LaggingMetadata()
+    topic = InternalTopic(lambda: metadata, None, "__transaction_state", partitions=3, replication_factor=3,  # type: ignore[arg-type]
                           configs=lambda factor: {}, replication_timeout_ms=1000, clock=lambda: 0)
     asyncio.run(topic.ensure())
     assert topic.leader(0) is None  # unknown here yet: callers answer COORDINATOR_NOT_AVAILABLE

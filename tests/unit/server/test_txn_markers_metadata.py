@@ -6,7 +6,6 @@ loaded its transactions before it completed them without writing a marker (chaos
 from __future__ import annotations
 
 import asyncio
-from types import SimpleNamespace
 
 from pybroker.controller import zk_paths as zp
 from pybroker.controller.metadata import TopicRegistry
@@ -33,8 +32,9 @@ class FakeZk:
 
 def write(zk_nodes: set[str] | None) -> bool:
     service = object.__new__(TxnService)  # only write_markers' routing is exercised
-    zk_mode = None if zk_nodes is None else SimpleNamespace(zk=FakeZk(zk_nodes))
-    service._broker = SimpleNamespace(metadata=NoTopics(), broker_id=0, zk_mode=zk_mode)
+    metadata = NoTopics()
+    service._metadata, service._broker_id = lambda: metadata, 0
+    service._zk = None if zk_nodes is None else FakeZk(zk_nodes)
     return asyncio.run(service.write_markers(MARKER))
 
 

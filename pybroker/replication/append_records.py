@@ -1,0 +1,134 @@
+"""Kafka's ReplicaManager.appendRecords for producers, and its DelayedProduce.
+
+`append_records` takes a Produce request's batches as plain values and, per partition: refuses
+what Kafka's appendToLocalLog refuses (acks other than 0, 1 and -1, a client writing to an internal
+topic, a partition not led here), checks the batch as Kafka's LogValidator does (framing and
+max.message.bytes, then CRC, exactly one batch, zstd only from Produce v7, a transactional batch
+only with a transactional id, then the records at byte level: no Record objects), runs the
+caller's own checks (`BeforeAppend`: schema validation, the transaction verification), sets the
+batch's max timestamp to the records' own and appends it. With flush.messages it then waits until
+the appended offsets are on disk (Kafka's synchronous flush, done off the loop).
+
+`wait_for_acks` is the delayed produce of acks=all: the partitions whose ISR already holds their
+batch answer at once, the others wait for their high watermark (or the request's timeout).
+
+Every failure is kept as the exception of its partition; the caller turns it into an error code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Callable, Iterable
+
+from pybroker.common.topic import INTERNAL_TOPICS
+from pybroker.log.errors import LogStorageError
+from pybroker.log.log import AppendInfo
+from pybroker.records.batch import BatchHeader, Compression, RecordBatch, TimestampType, set_max_timestamp, \
+    validate_batch
+from pybroker.records.constants import COMPRESSION_CODEC_MASK, LOG_OVERHEAD, TRANSACTIONAL_FLAG_MASK
+from pybroker.records.errors import InvalidRecordError, UnsupportedCompressionError
+from pybroker.records.validation import validate_produced_batch
+from pybroker.replication.errors import InternalTopicError, InvalidRequiredAcksError, TransactionalIdRequiredError
+from pybroker.replication.manager import ReplicaManager
+
+BeforeAppend = Callable[[str, int, RecordBatch, BatchHeader], None]
+"""The caller's checks of a valid batch before it is appended ``(topic, partition, batch, header)``:
+raising refuses that partition's batch with the exception."""
+
+AppendedStats = Callable[[str, int, int], None]
+"""Told of each append ``(topic, bytes, records)``: Kafka's BytesInPerSec and MessagesInPerSec."""
+
+
+@dataclass(slots=True)
+class PartitionAppend:
+    """One partition's batch, and what became of it: ``info`` once appended; ``error`` when it was
+    refused, or when it was appended but cannot be acknowledged (flush, replication)."""
+
+    topic: str
+    index: int
+    records: bytes | None
+    info: AppendInfo | None = None
+    error: Exception | None = None
+
+
+async def append_records(replicas: ReplicaManager, batches: Iterable[PartitionAppend], *, required_acks: int,
+                         transactional_id: str | None, allow_zstd: bool, now_ms: int,
+                         before_append: BeforeAppend | None = None,
+                         appended: AppendedStats | None = None) -> list[PartitionAppend]:
+    """Append each partition's batch as leader, then wait for flush.messages; the outcomes in order."""
+    results = []
+    for item in batches:
+        try:
+            item.info = _append(replicas, item, required_acks=required_acks, transactional_id=transactional_id,
+                                allow_zstd=allow_zstd, now_ms=now_ms, before_append=before_append,
+                                appended=appended)
+        except Exception as exc:  # noqa: BLE001 - the partition's answer; the caller maps it to its code
+            item.error = exc
+        results.append(item)
+    if replicas.log_manager.flushing:
+        unflushed = await replicas.log_manager.wait_flushed(
+            (item.topic, item.index) for item in results if item.error is None)
+        for item in results:
+            if (item.topic, item.index) in unflushed:  # still awaits its acks: their failure would answer
+                item.error = LogStorageError(f"Flush of {item.topic}-{item.index} failed")
+    return results
+
+
+def _append(replicas: ReplicaManager, item: PartitionAppend, *, required_acks: int, transactional_id: str | None,
+            allow_zstd: bool, now_ms: int, before_append: BeforeAppend | None,
+            appended: AppendedStats | None) -> AppendInfo:
+    if required_acks not in (0, 1, -1):
+        raise InvalidRequiredAcksError()
+    if item.topic in INTERNAL_TOPICS:  # Kafka's appendToLocalLog for clients: only coordinators write these
+        raise InternalTopicError(f"Cannot append to internal topic {item.topic}")
+    partition = replicas.leader_partition(item.topic, item.index)
+    records = item.records
+    if records is None or len(records) == 0:
+        raise InvalidRecordError("Produce request's partition data carries no record batch")
+    config = partition.log.config
+    batch = validate_batch(records, 0, max_size=config.max_message_bytes, check_counts=False)
+    header = batch.header()  # one unpack for every field read below
+    if header.batch_length + LOG_OVERHEAD != len(records):
+        raise InvalidRecordError("Produce requests v3+ must carry exactly one record batch per partition")
+    if header.attributes & COMPRESSION_CODEC_MASK == Compression.ZSTD and not allow_zstd:
+        raise UnsupportedCompressionError("zstd compression needs Produce v7 or later")
+    if header.attributes & TRANSACTIONAL_FLAG_MASK and transactional_id is None:
+        raise TransactionalIdRequiredError()
+    max_timestamp = validate_produced_batch(batch, config.produce_policy, now_ms, f"{item.topic}-{item.index}",
+                                            header)
+    if before_append is not None:
+        before_append(item.topic, item.index, batch, header)
+    stamped = bytearray(records)
+    if not config.log_append_time:  # Kafka's setMaxTimestamp: the records', not the producer's claim
+        set_max_timestamp(stamped, 0, TimestampType.CREATE_TIME, max_timestamp)
+    info = replicas.append_to(partition, stamped, required_acks=required_acks, now_ms=now_ms)
+    if appended is not None:
+        appended(item.topic, len(records), header.records_count)
+    return info
+
+
+async def wait_for_acks(replicas: ReplicaManager, results: list[PartitionAppend], timeout_ms: int,
+                        on_wait: Callable[[], None] = lambda: None) -> None:
+    """acks=all: hold until the ISR has every appended batch (Kafka's delayed produce), or the timeout;
+    a partition that cannot be acknowledged gets its replication error. Partitions already replicated
+    (a single replica, or followers ahead) need no wait, as Kafka's delayed produce completes at once
+    when it can. ``on_wait`` is called before waiting (the request leaves the request queue)."""
+    waiting: list[PartitionAppend] = []
+    for item in results:
+        if item.info is None:
+            continue
+        try:
+            if not replicas.replicated(item.topic, item.index, item.info.last_offset + 1):
+                waiting.append(item)
+        except Exception as exc:  # noqa: BLE001 - answered as that partition's error, as after a wait
+            item.error = exc
+    if not waiting:
+        return
+    on_wait()
+    outcomes = await asyncio.gather(*(
+        replicas.wait_for_high_watermark(item.topic, item.index, item.info.last_offset + 1, timeout_ms / 1000)
+        for item in waiting if item.info is not None), return_exceptions=True)
+    for item, outcome in zip(waiting, outcomes):
+        if isinstance(outcome, Exception):
+            item.error = outcome

@@ -1,0 +1,207 @@
+"""Kafka's ReplicaManager.fetchMessages and its DelayedFetch, for consumers and followers.
+
+`fetch_messages` reads each partition in order within the request's byte limit (the first
+non-empty one may exceed it), up to the bound its reader may see: a follower to the log end, a
+consumer to the high watermark or, read_committed, to the last stable offset, with the aborted
+transactions between the fetch offset and the LSO (entries past the returned batches are
+harmless: clients apply an entry only when they reach its first offset). The reads use the page
+cache only, so a cold log never stalls the event loop: a range out of the cache is read into it on
+an I/O thread and the reads start over. A follower's fetch offsets are recorded as its log end
+offsets (they move the ISR and the high watermark). Until ``min_bytes`` are there, nothing failed
+and ``max_wait_ms`` has not passed, the reads are done again after each append to one of the
+partitions (the long poll); the last read is the answer.
+
+Every failed read is kept as the exception of its partition; the caller turns it into an error code.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from pybroker.common.io_executor import IoExecutor
+from pybroker.log.errors import ColdReadError
+from pybroker.log.file_slice import FileSlice
+from pybroker.replication.errors import ReplicationError
+from pybroker.replication.manager import ReplicaManager
+
+MAX_WARM_UPS = 8
+
+
+@dataclass(frozen=True, slots=True)
+class FetchPartition:
+    """One partition as a fetch asks for it."""
+
+    topic: str
+    index: int
+    fetch_offset: int
+    max_bytes: int
+    current_leader_epoch: int = -1
+    log_start_offset: int = -1
+    """A follower's own log start (its DeleteRecords progress); -1 from consumers."""
+
+
+@dataclass(frozen=True, slots=True)
+class FetchParams:
+    """What the whole fetch asks for (Kafka's FetchParams)."""
+
+    replica_id: int
+    """The fetching follower's broker id, or -1 for a consumer."""
+    read_committed: bool
+    min_bytes: int
+    max_wait_ms: int
+    byte_limit: Callable[[], int]
+    """The bytes the fetch may return, asked again at each read: a consumer's quota window moves
+    during a long poll."""
+
+    @property
+    def follower(self) -> bool:
+        return self.replica_id >= 0
+
+
+@dataclass(slots=True)
+class PartitionRead:
+    """One partition's read: its records (a file range the network layer splices into the answer),
+    or ``error``."""
+
+    error: Exception | None = None
+    high_watermark: int = -1
+    last_stable_offset: int = -1
+    log_start_offset: int = -1
+    aborted: list[tuple[int, int]] | None = None
+    """read_committed: the (producer id, first offset) of each aborted transaction in range."""
+    records: bytes | FileSlice = b""
+
+    @property
+    def size(self) -> int:
+        records = self.records
+        return records.size if isinstance(records, FileSlice) else len(records)
+
+
+@dataclass(slots=True)
+class FetchResult:
+    """Each partition read, in request order, and their records' size."""
+
+    reads: list[PartitionRead] = field(default_factory=list)
+    bytes: int = 0
+    has_error: bool = False
+
+
+async def fetch_messages(replicas: ReplicaManager, io: IoExecutor, params: FetchParams,
+                         partitions: list[FetchPartition], *, answered_with_error: bool = False,
+                         on_wait: Callable[[], None] = lambda: None) -> FetchResult:
+    """Read ``partitions``, record a follower's fetch, and long-poll when too little is there.
+
+    ``answered_with_error``: another partition of the request is refused already (unknown topic,
+    not authorized), so the fetch answers at once, as after a failed read. ``on_wait`` is called
+    before each wait of the long poll (the request leaves the request queue)."""
+    try:  # usually all in the page cache: read at once, without a coroutine of its own
+        result = _read_all(replicas, params, partitions, cached_only=True)
+    except ColdReadError as cold:
+        result = await _read_all_from_cache(replicas, io, params, partitions, cold)
+    if params.follower:
+        _record_follower_fetch(replicas, params.replica_id, partitions, result)
+    if result.bytes < params.min_bytes and not result.has_error and not answered_with_error \
+            and params.max_wait_ms > 0:
+        result = await _long_poll(replicas, io, params, partitions, result, on_wait)
+    return result
+
+
+async def _long_poll(replicas: ReplicaManager, io: IoExecutor, params: FetchParams, partitions: list[FetchPartition],
+                     result: FetchResult, on_wait: Callable[[], None]) -> FetchResult:
+    """Kafka's DelayedFetch: read again after each append to the partitions asked for, until
+    min_bytes are there, a read fails or max_wait_ms has passed."""
+    deadline = time.monotonic() + params.max_wait_ms / 1000
+    keys = [(p.topic, p.index) for p in partitions]
+    while result.bytes < params.min_bytes and not result.has_error and keys:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            break
+        on_wait()
+        await replicas.wait_for_append(keys, remaining)
+        result = await _read_all_from_cache(replicas, io, params, partitions)
+    return result
+
+
+async def _read_all_from_cache(replicas: ReplicaManager, io: IoExecutor, params: FetchParams,
+                               partitions: list[FetchPartition], cold: ColdReadError | None = None) -> FetchResult:
+    """``_read_all`` with the page cache only: where a header walk meets a page out of the cache,
+    that range is read into the cache on an I/O thread and the reads start over (the same range is
+    then also warm for the sendfile of the answer). After ``MAX_WARM_UPS`` (the cache evicting as
+    fast as we warm) the reads may block, to progress. ``cold``: the miss of a read the caller
+    already tried, warmed first instead of read again."""
+    for _ in range(MAX_WARM_UPS):
+        if cold is None:
+            try:
+                return _read_all(replicas, params, partitions, cached_only=True)
+            except ColdReadError as miss:
+                cold = miss
+        io.cold_reads["fetch"] += 1
+        await io.run(cold.warm)
+        cold = None
+    return _read_all(replicas, params, partitions, cached_only=False)
+
+
+def _read_all(replicas: ReplicaManager, params: FetchParams, partitions: list[FetchPartition], *,
+              cached_only: bool) -> FetchResult:
+    """Read each partition in order within the byte limit; the first non-empty one may exceed it.
+
+    As in Kafka's ReplicaManager, the limit left shrinks by each partition's size but never below 0,
+    so only a negative request max_bytes reaches the first partition's read (which rejects it).
+    """
+    result = FetchResult()
+    limit = params.byte_limit()
+    for wanted in partitions:
+        try:
+            read = _read_partition(replicas, params, wanted, limit, min_one_batch=result.bytes == 0,
+                                   cached_only=cached_only)
+        except ColdReadError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - Kafka answers any failed read with unknown offsets (-1)
+            read = PartitionRead(error=exc)
+            result.has_error = True
+        size = read.size
+        limit = max(limit - size, 0)
+        result.bytes += size
+        result.reads.append(read)
+    return result
+
+
+def _read_partition(replicas: ReplicaManager, params: FetchParams, wanted: FetchPartition, budget: int, *,
+                    min_one_batch: bool, cached_only: bool) -> PartitionRead:
+    partition = replicas.leader_partition(wanted.topic, wanted.index)
+    partition.check_leader_epoch(wanted.current_leader_epoch)
+    if params.follower:
+        partition.check_follower(params.replica_id)
+    log = partition.log
+    last_stable = log.last_stable_offset
+    # Followers read up to the log end; consumers up to the high watermark or, read_committed, the LSO.
+    max_offset = None if params.follower else last_stable if params.read_committed else log.high_watermark
+    info = log.read(wanted.fetch_offset, min(wanted.max_bytes, budget), max_offset=max_offset,
+                    min_one_batch=min_one_batch, cached_only=cached_only)
+    aborted: list[tuple[int, int]] | None = [] if params.read_committed else None
+    records: bytes | FileSlice = b""
+    if info.slices is not None:
+        records = info.slices
+        if params.read_committed:
+            aborted = [(txn.producer_id, txn.first_offset)
+                       for txn in log.collect_aborted(wanted.fetch_offset, last_stable)]
+    return PartitionRead(high_watermark=info.high_watermark, last_stable_offset=last_stable,
+                         log_start_offset=info.log_start_offset, aborted=aborted, records=records)
+
+
+def _record_follower_fetch(replicas: ReplicaManager, replica_id: int, partitions: list[FetchPartition],
+                           result: FetchResult) -> None:
+    """A follower's fetch offsets are its log end offsets: the leader's ISR and watermark use them.
+
+    Only offsets the leader could read from count (Kafka's updateFollowerFetchState runs on the read
+    result): an out-of-range or refused fetch says nothing about what the follower holds."""
+    for wanted, read in zip(partitions, result.reads):
+        if read.error is None:
+            try:
+                replicas.record_follower_fetch(wanted.topic, wanted.index, replica_id, wanted.fetch_offset,
+                                               current_leader_epoch=wanted.current_leader_epoch,
+                                               log_start_offset=wanted.log_start_offset)
+            except ReplicationError:  # not the leader (any more), or another epoch: the read reports it
+                continue
