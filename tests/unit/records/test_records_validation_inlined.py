@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from pybroker.records import validation
 from pybroker.records.errors import InvalidRecordError
-from tests.unit.records.test_records_validation_walks import damage, record, records_section
+from tests.unit.records.test_records_validation_walks import damage, damaged, record, records_section
 
 Outcome = tuple[tuple[int, int, bool], list[tuple[int, int, int]]] | str
 
@@ -42,14 +42,6 @@ def test_valid_records_walk_alike(records: list) -> None:
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(record, min_size=1, max_size=30), damage, st.sampled_from([0, 0, -1, 1]))
 def test_damaged_records_walk_alike(records: list, edits: list, miscount: int) -> None:
-    data = bytearray(records_section(records))
-    for op, where, byte in edits:
-        at = int(where * len(data))
-        if op == "set":
-            data[at] = byte
-        elif op == "delete":
-            del data[at]
-        else:
-            data.insert(at, byte)
+    data = damaged(records_section(records), edits)
     count = max(1, len(records) + miscount)
-    assert outcome(validation._scan, bytes(data), count) == outcome(validation._walk, bytes(data), count)
+    assert outcome(validation._scan, data, count) == outcome(validation._walk, data, count)
