@@ -40,13 +40,7 @@ from pybroker.log.loader import load_segments
 from pybroker.log.local_log import LocalLog
 from pybroker.log.producer_snapshot import delete_snapshots
 from pybroker.log.producer_state import ProducerStateManager, SequenceCheck
-from pybroker.log.retention import (
-    Predicate,
-    deletable_segments,
-    log_start_breached,
-    retention_ms_breached,
-    retention_size_breached,
-)
+from pybroker.log.retention import Predicate, deletable_segments, retention_rules
 from pybroker.log.segment import LogSegment
 from pybroker.log.txn_index import AbortedTxn
 from pybroker.records.batch import (
@@ -565,13 +559,8 @@ class PartitionLog:
         local.check_open()
         local.now_ms = now_ms
         local.delete_expired_files(now_ms)
-        config = local.config
-        deleted = self._delete_segments(log_start_breached(self._log_start_offset))
-        if config.delete_enabled and config.retention_ms >= 0:
-            deleted += self._delete_segments(retention_ms_breached(now_ms, config.retention_ms))
-        if config.delete_enabled and 0 <= config.retention_bytes < self.size_in_bytes:
-            deleted += self._delete_segments(retention_size_breached(self.size_in_bytes, config.retention_bytes))
-        return deleted
+        rules = retention_rules(self._log_start_offset, local.config, now_ms, lambda: self.size_in_bytes)
+        return sum(self._delete_segments(rule) for rule in rules)
 
     def _delete_segments(self, predicate: Predicate) -> int:
         local = self._local
