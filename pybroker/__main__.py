@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, Coroutine
 
-from pybroker.admin import KAFKA_SCRIPTS, TOOLS, tool_main
+from pybroker.admin import KAFKA_SCRIPTS, TOOLS, guarded, tool_main
 from pybroker.common.config import BrokerConfig, ConfigError, parse_properties
 
 # Kafka's log4j layout `[%d] %p %m (%c)%n`, with its level names (WARN, not Python's WARNING), so a broker
@@ -19,6 +19,9 @@ LOG_FORMAT = "[%(asctime)s] %(levelname)s %(message)s (%(name)s)"
 KAFKA_LEVEL_NAMES = {logging.WARNING: "WARN", logging.CRITICAL: "FATAL"}
 #: The sample a broker started without a config file runs with, its log.dirs in the user's data directory.
 DEVELOPMENT_SAMPLE = "server"
+#: The web console's subcommand: a program of its own on the client, like the admin tools, but not one of them.
+CONSOLE = "console"
+CONSOLE_HELP = "serve a web console for the cluster (needs pybroker[console])"
 log = logging.getLogger("pybroker.server")
 
 
@@ -26,6 +29,10 @@ def main(argv: list[str] | None = None) -> int:
     args_list = sys.argv[1:] if argv is None else argv
     if args_list and args_list[0] in TOOLS:  # each tool parses its own flags
         return tool_main(args_list[0])(args_list[1:])
+    if args_list and args_list[0] == CONSOLE:
+        from pybroker.console.cli import main as console_main
+
+        return guarded(console_main)(args_list[1:])
     parser = argparse.ArgumentParser(prog="pybroker", description="A Kafka-compatible broker written in Python.")
     commands = parser.add_subparsers(dest="command", required=True)
     serve = commands.add_parser(
@@ -39,6 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     sample.add_argument("name", nargs="?", help="the sample's name, e.g. server, ssl, sasl-ssl, server-0")
     for name, (_, summary) in TOOLS.items():
         commands.add_parser(name, help=summary, add_help=False)
+    commands.add_parser(CONSOLE, help=CONSOLE_HELP, add_help=False)
     args = parser.parse_args(argv)
     if args.command == "serve":
         return serve_command(args.config, args.override)

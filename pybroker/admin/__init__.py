@@ -34,22 +34,25 @@ TOOLS: dict[str, tuple[str, str]] = {
     "leader-election": ("leader_election", "elect preferred or unclean partition leaders (kafka-leader-election.sh)"),
     "reassign-partitions": ("reassign_partitions", "generate, execute and verify partition reassignments "
                                                    "(kafka-reassign-partitions.sh)"),
-    "console": ("pybroker.console.cli", "serve a web console for the cluster (needs pybroker[console])"),
     "schema-registry": ("schema_registry", "list, get, register, check and delete schemas; set compatibility and "
                                            "modes (a schema registry's REST API)"),
 }
 
 #: Kafka's script names (kafka-topics.sh without .sh) -> the subcommand each runs, for scripts written for Kafka.
-#: The console and the schema registry tool are pybroker's own: Kafka has no script of either.
-KAFKA_SCRIPTS: dict[str, str] = {f"kafka-{name}": name for name in TOOLS
-                                 if name not in ("console", "schema-registry")} | \
+#: The schema registry tool is pybroker's own (as is the web console, which is not an admin tool): Kafka has no
+#: script of either.
+KAFKA_SCRIPTS: dict[str, str] = {f"kafka-{name}": name for name in TOOLS if name != "schema-registry"} | \
     {"kafka-server-start": "serve"}
 
 
 def tool_main(name: str) -> Callable[[list[str]], int]:
-    module_name = TOOLS[name][0]  # a dotted name is a tool outside this package
-    module = importlib.import_module(module_name if "." in module_name else f"{__name__}.{module_name}")
-    entry: Callable[[list[str]], int] = module.main
+    """The ``main`` of the admin tool ``name``, imported now (each tool loads only what it uses)."""
+    module = importlib.import_module(f"{__name__}.{TOOLS[name][0]}")
+    return guarded(module.main)
+
+
+def guarded(entry: Callable[[list[str]], int]) -> Callable[[list[str]], int]:
+    """``entry`` ending quietly when the reader of its output goes away, as a shell tool does."""
 
     def run(argv: list[str]) -> int:
         try:

@@ -17,8 +17,15 @@ import argparse
 import sys
 from typing import Sequence
 
-from pybroker.admin.tool import ClientSettings, CommandError, ToolParser, UsageError, add_connection_arguments, \
-    run_client, run_tool
+from pybroker.client.command_line import (
+    ClientSettings,
+    CommandError,
+    ToolParser,
+    UsageError,
+    add_connection_arguments,
+    run_client,
+    run_tool,
+)
 from pybroker.client import KafkaClient
 from pybroker.client.acl_admin import create_acls, delete_acls, describe_acls
 from pybroker.security.acl import (

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from typing import Mapping, Sequence
 
-from pybroker.admin.tool import ClientSettings, ToolParser, add_connection_arguments, run_admin, run_tool
+from pybroker.client.command_line import ClientSettings, ToolParser, add_connection_arguments, run_admin, run_tool
 from pybroker.client import BrokerNode, VersionRange
 from pybroker.client.versions import api_name, client_versions
 

@@ -16,7 +16,7 @@ import re
 from typing import Sequence
 
 from pybroker.admin.retry import call_with_retries
-from pybroker.admin.tool import (
+from pybroker.client.command_line import (
     ClientSettings,
     CommandError,
     ToolParser,

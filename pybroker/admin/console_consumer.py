@@ -23,13 +23,13 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from pybroker.admin.record_format import RecordFormat
-from pybroker.admin.tool import (
+from pybroker.admin.options import parse_key_values
+from pybroker.client.command_line import (
     ClientSettings,
     CommandError,
     ToolParser,
     UsageError,
     add_connection_arguments,
-    parse_key_values,
     run_client,
     run_tool,
 )

@@ -16,7 +16,8 @@ import threading
 from dataclasses import dataclass
 from typing import Sequence
 
-from pybroker.admin.tool import (
+from pybroker.admin.options import parse_key_values
+from pybroker.client.command_line import (
     EXIT_FAILURE,
     EXIT_OK,
     ClientSettings,
@@ -24,7 +25,6 @@ from pybroker.admin.tool import (
     ToolParser,
     UsageError,
     add_connection_arguments,
-    parse_key_values,
     run_client,
     run_tool,
 )

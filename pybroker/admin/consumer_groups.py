@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import dataclass
 from typing import Sequence
 
-from pybroker.admin.offset_reset import (
+from pybroker.client.offset_reset import (
     RESET_OPTIONS,
     ResetPlan,
     chosen_reset,
@@ -20,8 +19,8 @@ from pybroker.admin.offset_reset import (
     parse_duration_ms,
     plan_reset,
 )
-from pybroker.admin.progress import Progress
-from pybroker.admin.tool import (
+from pybroker.common.progress import Progress
+from pybroker.client.command_line import (
     ClientSettings,
     CommandError,
     ToolParser,
@@ -30,7 +29,8 @@ from pybroker.admin.tool import (
     run_client,
     run_tool,
 )
-from pybroker.client import AdminClient, KafkaClient, KafkaClientError, OffsetSpec
+from pybroker.client import AdminClient, KafkaClient, KafkaClientError
+from pybroker.client.group_offsets import INACTIVE_STATES, OffsetRow, offset_rows
 from pybroker.client.groups import GroupAdmin, GroupDescription
 from pybroker.common.topic import TopicPartition
 
@@ -38,7 +38,6 @@ ERROR_PREFIX = "Error: Executing consumer group command failed due to "
 ACTIONS = ("list", "describe", "delete", "reset_offsets")
 MISSING = "-"
 MIN_COLUMN = 15
-INACTIVE_STATES = ("Empty", "Dead")
 REBALANCING_STATES = ("PreparingRebalance", "CompletingRebalance", "Assigning", "Reconciling")
 GROUP_TYPES = ("classic", "consumer")
 NO_ACTION_WARNING = ("WARN: No action will be performed as the --execute option is missing. In a future major "
@@ -191,37 +190,6 @@ async def describe(client: KafkaClient, args: argparse.Namespace) -> None:
                 print_offsets(rows)
     if missing:
         raise CommandError(f"Consumer group '{missing[0]}' does not exist.")
-
-
-@dataclass(frozen=True, slots=True)
-class OffsetRow:
-    group: str
-    topic: str
-    partition: int
-    current: int | None
-    log_end: int | None
-    consumer_id: str | None = None
-    host: str | None = None
-    client_id: str | None = None
-
-    @property
-    def lag(self) -> int | None:
-        return None if self.current is None or self.log_end is None else max(self.log_end - self.current, 0)
-
-
-async def offset_rows(client: KafkaClient, admin: GroupAdmin, group: GroupDescription) -> list[OffsetRow]:
-    """Assigned partitions first (by member), then committed partitions no member owns."""
-    committed = await admin.committed_offsets(group.group_id)
-    owners = {tp: m for m in group.members for tp in m.assignment}
-    partitions = sorted(set(committed) | set(owners), key=lambda tp: (tp.topic, tp.partition))
-    listed = await AdminClient(client).list_offsets({tp: OffsetSpec.LATEST for tp in partitions})
-    rows = []
-    for tp in partitions:
-        member = owners.get(tp)
-        log_end = listed[tp].offset if tp in listed and listed[tp].error is None else None
-        rows.append(OffsetRow(group.group_id, tp.topic, tp.partition, committed.get(tp), log_end,
-                              *((member.member_id, member.host, member.client_id) if member else ())))
-    return sorted(rows, key=lambda r: r.consumer_id is None)
 
 
 def width(values: Sequence[str]) -> int:

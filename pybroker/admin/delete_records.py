@@ -12,7 +12,7 @@ import argparse
 import json
 from typing import Any, Sequence
 
-from pybroker.admin.tool import (
+from pybroker.client.command_line import (
     ClientSettings,
     CommandError,
     ToolParser,

@@ -23,7 +23,7 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Iterator, Sequence
 
-from pybroker.admin.tool import EXIT_FAILURE, EXIT_OK, ToolParser
+from pybroker.client.command_line import EXIT_FAILURE, EXIT_OK, ToolParser
 from pybroker.records import (
     ControlRecordType,
     CorruptRecordError,

@@ -14,7 +14,7 @@ import argparse
 import sys
 from typing import Sequence
 
-from pybroker.admin.tool import (
+from pybroker.client.command_line import (
     EXIT_FAILURE,
     ClientSettings,
     ToolParser,

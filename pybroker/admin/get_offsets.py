@@ -10,7 +10,8 @@ import argparse
 import sys
 from typing import Sequence
 
-from pybroker.admin.tool import (
+from pybroker.admin.options import topic_filter
+from pybroker.client.command_line import (
     ClientSettings,
     CommandError,
     ToolParser,
@@ -18,7 +19,6 @@ from pybroker.admin.tool import (
     add_connection_arguments,
     run_admin,
     run_tool,
-    topic_filter,
 )
 from pybroker.client import AdminClient, ListedOffset, OffsetSpec
 from pybroker.common.topic import TopicPartition

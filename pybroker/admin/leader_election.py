@@ -12,7 +12,7 @@ import json
 from typing import Sequence
 
 from pybroker.admin.retry import call_with_retries
-from pybroker.admin.tool import (
+from pybroker.client.command_line import (
     ClientSettings,
     CommandError,
     ToolParser,
@@ -23,7 +23,7 @@ from pybroker.admin.tool import (
 )
 from pybroker.client import ResponseError
 from pybroker.common.topic import TopicPartition
-from pybroker.controller.election import ElectionType
+from pybroker.common.election_type import ElectionType
 from pybroker.protocol.error_codes import ErrorCode
 
 ERROR_PREFIX = "Error while making request: "

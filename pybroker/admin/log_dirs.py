@@ -17,8 +17,15 @@ import argparse
 import json
 from typing import Callable, Sequence, TypeVar
 
-from pybroker.admin.tool import ClientSettings, CommandError, ToolParser, UsageError, add_connection_arguments, \
-    run_client, run_tool
+from pybroker.client.command_line import (
+    ClientSettings,
+    CommandError,
+    ToolParser,
+    UsageError,
+    add_connection_arguments,
+    run_client,
+    run_tool,
+)
 from pybroker.client import KafkaClient
 from pybroker.client.errors import ResponseError
 from pybroker.client.log_dirs_admin import LogDirDescription, describe_log_dirs

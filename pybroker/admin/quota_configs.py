@@ -17,7 +17,7 @@ from decimal import Decimal
 from typing import Mapping, Sequence
 
 from pybroker.admin import user_configs
-from pybroker.admin.tool import CommandError, UsageError
+from pybroker.client.command_line import CommandError, UsageError
 from pybroker.client import KafkaClient
 from pybroker.client.quota_admin import ANY_SPECIFIED, DEFAULT_MATCH, alter_client_quotas, describe_client_quotas
 from pybroker.common.client_quotas import CLIENT_ID, IP, IP_QUOTA_KEYS, QUOTA_KEYS, USER

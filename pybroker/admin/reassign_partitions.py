@@ -19,9 +19,9 @@ import json
 import time
 from typing import Any, Mapping, Sequence
 
-from pybroker.admin.progress import Progress
+from pybroker.common.progress import Progress
 from pybroker.admin.retry import call_with_retries
-from pybroker.admin.tool import (
+from pybroker.client.command_line import (
     ClientSettings,
     CommandError,
     ToolParser,
@@ -34,8 +34,8 @@ from pybroker.client import AdminClient, KafkaClient
 from pybroker.client.errors import KafkaClientError
 from pybroker.client.log_dirs_admin import alter_replica_log_dirs, describe_log_dirs
 from pybroker.common.topic import TopicPartition
-from pybroker.controller.election import assign_replicas
-from pybroker.controller.errors import MetadataError
+from pybroker.common.metadata_errors import MetadataError
+from pybroker.common.placement import assign_replicas
 from pybroker.protocol.error_codes import ErrorCode
 
 ERROR_PREFIX = "Error: "

@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any, Sequence
 
-from pybroker.admin.tool import ToolParser
+from pybroker.client.command_line import ToolParser
 from pybroker.client.registry_http import RegistryHttpClient, RegistryRequestError, segment
 
 EXIT_OK, EXIT_FAILURE = 0, 1

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from typing import Awaitable, Callable, Sequence
 
 from pybroker.admin.retry import call_with_retries, raise_controller_moved
-from pybroker.admin.tool import (
+from pybroker.admin.options import topic_filter
+from pybroker.client.command_line import (
     ClientSettings,
     CommandError,
     ToolParser,
@@ -20,7 +21,6 @@ from pybroker.admin.tool import (
     add_connection_arguments,
     run_admin,
     run_tool,
-    topic_filter,
 )
 from pybroker.admin.zk_topics import ZkTopicAdmin, run_zk_admin
 from pybroker.client import AdminClient, ConfigEntry, NewTopic, PartitionInfo, TopicDescription, TopicResult

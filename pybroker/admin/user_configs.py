@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Mapping, Sequence
 
-from pybroker.admin.tool import CommandError, UsageError
+from pybroker.client.command_line import CommandError, UsageError
 from pybroker.client import KafkaClient
 from pybroker.client.scram_admin import (
     DEFAULT_ITERATIONS,

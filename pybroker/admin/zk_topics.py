@@ -3,7 +3,7 @@
 Kafka's old TopicCommand (AdminZkClient) never talked to a broker: it wrote `/config/topics/T` and
 `/brokers/topics/T` itself and left leader election to the controller, which watches those paths;
 deletion is a request znode `/admin/delete_topics/T` that the controller acts on. `ZkTopicAdmin`
-does the same with the layout in `pybroker.controller.zk_paths`, and offers the few methods of the
+does the same with the layout in `pybroker.zk.paths`, and offers the few methods of the
 wire `AdminClient` that `pybroker.admin.topics` uses, so both modes share the command code and print
 the same lines.
 """
@@ -18,30 +18,41 @@ from typing import Awaitable, Callable, Mapping, Sequence, TypeVar
 from kazoo.exceptions import BadVersionError, NodeExistsError
 from kazoo.handlers.threading import KazooTimeoutError
 
-from pybroker.admin.progress import Progress
-from pybroker.admin.tool import ClientSettings, CommandError
+from pybroker.common.progress import Progress
+from pybroker.client.command_line import ClientSettings, CommandError
 from pybroker.client import ConfigEntry, NewTopic, PartitionInfo, TopicDescription
 from pybroker.client.admin import TopicResult
 from pybroker.client.cluster import BrokerNode
 from pybroker.client.errors import ResponseError
 from pybroker.common.topic import INTERNAL_TOPICS, ZERO_UUID, new_topic_id, topic_id_from_string, topic_id_to_string
 from pybroker.common.topic import topic_name_error
-from pybroker.controller import zk_paths as zp
-from pybroker.controller.election import assign_replicas, check_assignment, plan_added_partitions
-from pybroker.controller.errors import (
+from pybroker.common.metadata_errors import (
     InvalidPartitionsError,
+    InvalidReplicaAssignmentError,
+    InvalidReplicationFactorError,
     InvalidTopicError,
     MetadataError,
     TopicExistsError,
     UnknownTopicError,
 )
-from pybroker.controller.zk_client import ZkClient
-from pybroker.server.error_mapping import error_code_for
+from pybroker.common.placement import assign_replicas, check_assignment, plan_added_partitions
+from pybroker.protocol.error_codes import ErrorCode
+from pybroker.zk import paths as zp
+from pybroker.zk.client import ZkClient
 
 T = TypeVar("T")
 
 SESSION_TIMEOUT_MS = 30000
 DYNAMIC_TOPIC_CONFIG = 1  # DescribeConfigs' source of a topic override
+#: The codes a broker would answer for the failures these znode writes can meet (the server's error mapping).
+ERROR_CODES: dict[type[MetadataError], ErrorCode] = {
+    TopicExistsError: ErrorCode.TOPIC_ALREADY_EXISTS,
+    UnknownTopicError: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+    InvalidTopicError: ErrorCode.INVALID_TOPIC_EXCEPTION,
+    InvalidPartitionsError: ErrorCode.INVALID_PARTITIONS,
+    InvalidReplicationFactorError: ErrorCode.INVALID_REPLICATION_FACTOR,
+    InvalidReplicaAssignmentError: ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+}
 
 
 def run_zk_admin(settings: ClientSettings, operation: Callable[["ZkTopicAdmin"], Awaitable[T]]) -> T:
@@ -127,7 +138,7 @@ class ZkTopicAdmin:
         try:
             await work
         except MetadataError as exc:
-            return TopicResult(name, ResponseError(error_code_for(exc), str(exc)))
+            return TopicResult(name, ResponseError(ERROR_CODES.get(type(exc), ErrorCode.UNKNOWN_SERVER_ERROR), str(exc)))
         return TopicResult(name)
 
     async def _create(self, topic: NewTopic) -> None:

@@ -28,9 +28,9 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 from starlette.templating import Jinja2Templates
 
-from pybroker.admin.consumer_groups import INACTIVE_STATES
-from pybroker.admin.offset_reset import ResetPlan, plan_reset
-from pybroker.admin.tool import ClientSettings, CommandError, UsageError
+from pybroker.client.group_offsets import INACTIVE_STATES
+from pybroker.client.offset_reset import ResetPlan, plan_reset
+from pybroker.client.command_line import ClientSettings, CommandError, UsageError
 from pybroker.client import AdminClient, KafkaClient, KafkaClientError, NewTopic, Producer, ResponseError
 from pybroker.client.acl_admin import create_acls, delete_acls, describe_acls
 from pybroker.client.admin import TOPIC_RESOURCE

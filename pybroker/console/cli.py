@@ -10,7 +10,14 @@ import argparse
 import socket
 from typing import Sequence
 
-from pybroker.admin.tool import ClientSettings, CommandError, ToolParser, UsageError, add_connection_arguments, run_tool
+from pybroker.client.command_line import (
+    ClientSettings,
+    CommandError,
+    ToolParser,
+    UsageError,
+    add_connection_arguments,
+    run_tool,
+)
 from pybroker.common.config import parse_properties
 
 ERROR_PREFIX = "Error: "

@@ -6,7 +6,7 @@ import asyncio
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from pybroker.admin.consumer_groups import OffsetRow, offset_rows
+from pybroker.client.group_offsets import OffsetRow, offset_rows
 from pybroker.client import AdminClient, KafkaClient, KafkaClientError, OffsetSpec, UnsupportedVersionError
 from pybroker.client.groups import GroupAdmin, GroupDescription
 from pybroker.client.log_dirs_admin import LogDirDescription, describe_log_dirs

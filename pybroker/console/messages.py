@@ -10,8 +10,8 @@ import json
 from dataclasses import dataclass
 from typing import Sequence
 
-from pybroker.admin.offset_reset import parse_datetime
-from pybroker.admin.tool import UsageError
+from pybroker.client.offset_reset import parse_datetime
+from pybroker.client.command_line import UsageError
 from pybroker.client import AdminClient, ConsumerRecord, Fetcher, FetchSettings, KafkaClient, OffsetSpec
 from pybroker.client.fetcher import READ_COMMITTED, READ_UNCOMMITTED
 from pybroker.common.topic import TopicPartition

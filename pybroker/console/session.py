@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 from typing import Awaitable, Callable, TypeVar
 
-from pybroker.admin.tool import ClientSettings
+from pybroker.client.command_line import ClientSettings
 from pybroker.client import KafkaClient, KafkaConnectionError, KafkaTimeoutError
 
 T = TypeVar("T")

@@ -8,21 +8,16 @@
 - Single node: ``pybroker-client-metrics.json`` beside the embedded metadata document, replaced whole
   (temp, fsync, rename).
 
-Reads are from memory; ``listeners`` hear of every subscription whose config changed (empty: removed).
+Reads are from memory; ``listeners`` hear of every subscription whose config changed (empty: removed). The
+cache, the file and the znodes are ``config_store.py``'s.
 """
 
 from __future__ import annotations
 
-import asyncio
-import json
-import os
 from typing import Callable, Mapping, Protocol
 
-from pybroker.common.durable_json import write_json_durably_off_loop
-from pybroker.controller import zk_paths as zp
-from pybroker.controller.config_changes import ConfigChangeFeed, announce_config_change
-from pybroker.controller.scram_store import desanitize, sanitize
-from pybroker.controller.zk_client import ZkClient, ZkEvent
+from pybroker.controller.config_store import ConfigCache, JsonDocument, ZkEntityConfigs, desanitize, sanitize
+from pybroker.controller.zk_client import ZkClient
 
 CONFIG_CLIENT_METRICS = "/config/client-metrics"
 ENTITY_TYPE = "client-metrics"
@@ -43,45 +38,28 @@ class ClientMetricsStore(Protocol):
 
 class _Cache:
     def __init__(self) -> None:
-        self.subscriptions: dict[str, dict[str, str]] = {}
-        self.listeners: list[Listener] = []
+        self._subscriptions: ConfigCache[str] = ConfigCache()
+        self.listeners: list[Listener] = self._subscriptions.listeners
 
     def all(self) -> Mapping[str, Mapping[str, str]]:
-        return self.subscriptions
-
-    def _store(self, name: str, config: Mapping[str, str]) -> None:
-        if dict(config) == self.subscriptions.get(name, {}):
-            return
-        if config:
-            self.subscriptions[name] = dict(config)
-        else:
-            self.subscriptions.pop(name, None)
-        for listener in self.listeners:
-            listener(name, config)
+        return self._subscriptions.configs
 
 
 class FileClientMetricsStore(_Cache):
-    """The single-node store."""
+    """The single-node store: ``{"version":1,"subscriptions":{"<name>":{...}}}``."""
 
     def __init__(self, data_dir: str) -> None:
         super().__init__()
-        self._path = os.path.join(data_dir, SUBSCRIPTIONS_FILE)
-        self._writes = asyncio.Lock()
-        try:
-            with open(self._path, encoding="utf-8") as handle:
-                document = json.load(handle)
-        except FileNotFoundError:
-            return
-        self.subscriptions = {str(n): {str(k): str(v) for k, v in c.items()}
-                              for n, c in document.get("subscriptions", {}).items()}
+        self._file = JsonDocument(data_dir, SUBSCRIPTIONS_FILE)
+        document = self._file.load()
+        if document is not None:
+            self._subscriptions.configs = {str(n): {str(k): str(v) for k, v in c.items()}
+                                           for n, c in document.get("subscriptions", {}).items()}
 
     async def set_config(self, name: str, config: Mapping[str, str]) -> None:
-        async with self._writes:
-            subscriptions = {n: c for n, c in self.subscriptions.items() if n != name}
-            if config:
-                subscriptions[name] = dict(config)
-            await write_json_durably_off_loop(self._path, {"version": 1, "subscriptions": subscriptions})
-            self._store(name, config)
+        async with self._file.writes:
+            await self._file.write({"version": 1, "subscriptions": self._subscriptions.replaced(name, config)})
+            self._subscriptions.store(name, config)
 
 
 class ZkClientMetricsStore(_Cache):
@@ -89,35 +67,26 @@ class ZkClientMetricsStore(_Cache):
 
     def __init__(self, zk: ZkClient) -> None:
         super().__init__()
-        self._zk = zk
-        self._changes = ConfigChangeFeed(zk, _WATCH)
-        zk.on(_WATCH, self._on_changes)
+        self._zk = ZkEntityConfigs(zk, _WATCH, self._on_change)
 
     async def start(self) -> None:
-        await self._zk.ensure_paths(CONFIG_CLIENT_METRICS, zp.CONFIG_CHANGES)
-        await self._changes.start()
-        for child in await self._zk.children(CONFIG_CLIENT_METRICS):
+        await self._zk.start(CONFIG_CLIENT_METRICS)
+        for child in await self._zk.zk.children(CONFIG_CLIENT_METRICS):
             await self._reload(desanitize(child))
 
     async def set_config(self, name: str, config: Mapping[str, str]) -> None:
         path = f"{CONFIG_CLIENT_METRICS}/{sanitize(name)}"
-        exists = await self._zk.get(path) is not None
+        exists = await self._zk.read(path) is not None
         if config:
-            data = zp.encode_topic_config(config)
-            if exists:
-                await self._zk.set(path, data)
-            else:
-                await self._zk.create(path, data, makepath=True)
+            await self._zk.put(path, config, exists=exists)
         elif exists:
-            await self._zk.delete(path)
-        await announce_config_change(self._zk, f"{ENTITY_TYPE}/{sanitize(name)}")
-        self._store(name, config)
+            await self._zk.zk.delete(path)
+        await self._zk.announce(f"{ENTITY_TYPE}/{sanitize(name)}")
+        self._subscriptions.store(name, config)
 
-    async def _on_changes(self, _: ZkEvent) -> None:
-        for kind, entity in await self._changes.new_changes():
-            if kind == ENTITY_TYPE:
-                await self._reload(desanitize(entity))
+    async def _on_change(self, kind: str, entity: str) -> None:
+        if kind == ENTITY_TYPE:
+            await self._reload(desanitize(entity))
 
     async def _reload(self, name: str) -> None:
-        node = await self._zk.get(f"{CONFIG_CLIENT_METRICS}/{sanitize(name)}")
-        self._store(name, zp.decode_topic_config(node[0]) if node else {})
+        self._subscriptions.store(name, await self._zk.read(f"{CONFIG_CLIENT_METRICS}/{sanitize(name)}") or {})

@@ -14,25 +14,17 @@ its only key is connection_creation_rate.
 - Single node: ``pybroker-client-quotas.json`` beside the embedded metadata document, replaced
   whole (temp, fsync, rename).
 
-Reads are from memory; ``listeners`` are told of every entity whose quotas changed.
+Reads are from memory; ``listeners`` are told of every entity whose quotas changed. The cache, the file and the
+znodes are ``config_store.py``'s.
 """
 
 from __future__ import annotations
 
-import asyncio
-import json
-import logging
-import os
-from typing import Any, Callable, Mapping, Protocol
+from typing import Callable, Mapping, Protocol
 
 from pybroker.common.client_quotas import IP_QUOTA_KEYS, QUOTA_KEYS
-from pybroker.common.durable_json import write_json_durably_off_loop
-from pybroker.controller import zk_paths as zp
-from pybroker.controller.config_changes import ConfigChangeFeed, announce_config_change
-from pybroker.controller.scram_store import desanitize, sanitize
-from pybroker.controller.zk_client import ZkClient, ZkEvent
-
-log = logging.getLogger("pybroker.metadata")
+from pybroker.controller.config_store import ConfigCache, JsonDocument, ZkEntityConfigs, desanitize, sanitize
+from pybroker.controller.zk_client import ZkClient
 
 CONFIG_USERS = "/config/users"
 CONFIG_CLIENTS = "/config/clients"
@@ -98,73 +90,58 @@ class ClientQuotaStore(Protocol):
 
 class _Cache:
     def __init__(self) -> None:
-        self.entities: dict[Entity, dict[str, str]] = {}
-        self.ip_entities: dict[str, dict[str, str]] = {}
-        self.listeners: list[Listener] = []
-        self.ip_listeners: list[IpListener] = []
+        self._entities: ConfigCache[Entity] = ConfigCache()
+        self._ips: ConfigCache[str] = ConfigCache()
+        self.listeners: list[Listener] = self._entities.listeners
+        self.ip_listeners: list[IpListener] = self._ips.listeners
 
     def all(self) -> Mapping[Entity, Mapping[str, str]]:
-        return self.entities
+        return self._entities.configs
 
     def ips(self) -> Mapping[str, Mapping[str, str]]:
-        return self.ip_entities
+        return self._ips.configs
 
     def _store_ip(self, ip: str, config: Mapping[str, str]) -> None:
-        _replace(self.ip_entities, self.ip_listeners, ip, quota_keys_of(config, IP_QUOTA_KEYS))
+        self._ips.store(ip, quota_keys_of(config, IP_QUOTA_KEYS))
 
     def _store(self, entity: Entity, config: Mapping[str, str]) -> None:
-        _replace(self.entities, self.listeners, entity, quota_keys_of(config))
-
-
-def _replace(table: dict[Any, dict[str, str]], listeners: list[Any], key: Any, config: dict[str, str]) -> None:
-    """Keep ``config`` as ``key``'s quotas (none: drop it) and tell ``listeners`` if they changed."""
-    if config == table.get(key, {}):
-        return
-    if config:
-        table[key] = config
-    else:
-        table.pop(key, None)
-    for listener in listeners:
-        listener(key, config)
+        self._entities.store(entity, quota_keys_of(config))
 
 
 class FileQuotaStore(_Cache):
-    """The single-node store."""
+    """The single-node store: ``{"version":1,"entities":{"<entity path>":{...}}}``."""
 
     def __init__(self, data_dir: str) -> None:
         super().__init__()
-        self._path = os.path.join(data_dir, QUOTAS_FILE)
-        self._writes = asyncio.Lock()
-        try:
-            with open(self._path, encoding="utf-8") as handle:
-                document = json.load(handle)
-        except FileNotFoundError:
+        self._file = JsonDocument(data_dir, QUOTAS_FILE)
+        document = self._file.load()
+        if document is None:
             return
         for path, config in document.get("entities", {}).items():
             entity, ip = parse_entity_path(path), parse_ip_path(path)
             if entity is not None:
-                self.entities[entity] = quota_keys_of({str(k): str(v) for k, v in config.items()})
+                self._entities.configs[entity] = quota_keys_of({str(k): str(v) for k, v in config.items()})
             elif ip is not None:
-                self.ip_entities[ip] = quota_keys_of({str(k): str(v) for k, v in config.items()}, IP_QUOTA_KEYS)
+                self._ips.configs[ip] = quota_keys_of({str(k): str(v) for k, v in config.items()}, IP_QUOTA_KEYS)
 
     async def set_quotas(self, entity: Entity, config: Mapping[str, str]) -> None:
-        async with self._writes:
+        async with self._file.writes:
             await self._write(entity_path(entity), config)
             self._store(entity, config)
 
     async def set_ip_quotas(self, ip: str, config: Mapping[str, str]) -> None:
-        async with self._writes:
+        async with self._file.writes:
             await self._write(f"{IPS}/{ip}", config)
             self._store_ip(ip, config)
 
     async def _write(self, path: str, config: Mapping[str, str]) -> None:
         """The document with the entity at ``path`` replaced (or dropped when ``config`` is empty)."""
-        entities = {entity_path(e): c for e, c in self.entities.items()}
-        entities.update((f"{IPS}/{ip}", c) for ip, c in self.ip_entities.items())
+        entities = {entity_path(e): c for e, c in self._entities.configs.items()}
+        entities.update((f"{IPS}/{ip}", c) for ip, c in self._ips.configs.items())
         entities.pop(path, None)
         if config:
             entities[path] = dict(config)
-        await write_json_durably_off_loop(self._path, {"version": 1, "entities": entities})
+        await self._file.write({"version": 1, "entities": entities})
 
 
 class ZkQuotaStore(_Cache):
@@ -172,20 +149,18 @@ class ZkQuotaStore(_Cache):
 
     def __init__(self, zk: ZkClient) -> None:
         super().__init__()
-        self._zk = zk
-        self._changes = ConfigChangeFeed(zk, _WATCH)
-        zk.on(_WATCH, self._on_changes)
+        self._zk = ZkEntityConfigs(zk, _WATCH, self._on_change)
 
     async def start(self) -> None:
-        await self._zk.ensure_paths(CONFIG_USERS, CONFIG_CLIENTS, CONFIG_IPS, zp.CONFIG_CHANGES)
-        await self._changes.start()
-        for ip in await self._zk.children(CONFIG_IPS):
+        await self._zk.start(CONFIG_USERS, CONFIG_CLIENTS, CONFIG_IPS)
+        zk = self._zk.zk
+        for ip in await zk.children(CONFIG_IPS):
             await self._reload_ip(ip)
-        for client in await self._zk.children(CONFIG_CLIENTS):
+        for client in await zk.children(CONFIG_CLIENTS):
             await self._reload((None, client))
-        for user in await self._zk.children(CONFIG_USERS):
+        for user in await zk.children(CONFIG_USERS):
             await self._reload((user, None))
-            for client in await self._zk.children(f"{CONFIG_USERS}/{user}/clients"):
+            for client in await zk.children(f"{CONFIG_USERS}/{user}/clients"):
                 await self._reload((user, client))
 
     async def set_quotas(self, entity: Entity, config: Mapping[str, str]) -> None:
@@ -198,28 +173,21 @@ class ZkQuotaStore(_Cache):
 
     async def _write(self, path: str, config: Mapping[str, str], keys: Mapping[str, str]) -> None:
         """``/config/<path>`` with its quota keys replaced (other keys, SCRAM's, kept), then announced."""
-        node = await self._zk.get(f"/config/{path}")
-        merged = {k: v for k, v in (zp.decode_topic_config(node[0]) if node else {}).items() if k not in keys}
+        current = await self._zk.read(f"/config/{path}")
+        merged = {k: v for k, v in (current or {}).items() if k not in keys}
         merged.update(config)
-        data = zp.encode_topic_config(merged)
-        if node is None:
-            await self._zk.create(f"/config/{path}", data, makepath=True)
-        else:
-            await self._zk.set(f"/config/{path}", data)
-        await announce_config_change(self._zk, path)
+        await self._zk.put(f"/config/{path}", merged, exists=current is not None)
+        await self._zk.announce(path)
 
-    async def _on_changes(self, _: ZkEvent) -> None:
-        for kind, rest in await self._changes.new_changes():
-            entity, ip = parse_entity_path(f"{kind}/{rest}"), parse_ip_path(f"{kind}/{rest}")
-            if entity is not None:
-                await self._reload(entity)
-            elif ip is not None:
-                await self._reload_ip(ip)
+    async def _on_change(self, kind: str, rest: str) -> None:
+        entity, ip = parse_entity_path(f"{kind}/{rest}"), parse_ip_path(f"{kind}/{rest}")
+        if entity is not None:
+            await self._reload(entity)
+        elif ip is not None:
+            await self._reload_ip(ip)
 
     async def _reload_ip(self, ip: str) -> None:
-        node = await self._zk.get(f"{CONFIG_IPS}/{ip}")
-        self._store_ip(ip, zp.decode_topic_config(node[0]) if node else {})
+        self._store_ip(ip, await self._zk.read(f"{CONFIG_IPS}/{ip}") or {})
 
     async def _reload(self, entity: Entity) -> None:
-        node = await self._zk.get(f"/config/{entity_path(entity)}")
-        self._store(entity, zp.decode_topic_config(node[0]) if node else {})
+        self._store(entity, await self._zk.read(f"/config/{entity_path(entity)}") or {})

@@ -11,40 +11,22 @@ credential strings (``salt=...,stored_key=...,server_key=...,iterations=...``):
 - Single node: ``pybroker-scram-credentials.json`` beside the embedded metadata document,
   ``{"version":1,"users":{"<user>":{"SCRAM-SHA-256":"..."}}}``, replaced whole (temp, fsync, rename).
 
-Reads are from memory (the authenticator must not wait on ZooKeeper per login).
+Reads are from memory (the authenticator must not wait on ZooKeeper per login). The cache, the file and the
+znodes are ``config_store.py``'s.
 """
 
 from __future__ import annotations
 
-import asyncio
-import json
-import logging
-import os
-import urllib.parse
 from typing import Mapping, Protocol
 
-from pybroker.common.durable_json import write_json_durably_off_loop
-from pybroker.controller import zk_paths as zp
-from pybroker.controller.config_changes import ConfigChangeFeed, announce_config_change
-from pybroker.controller.zk_client import ZkClient, ZkEvent
-
-log = logging.getLogger("pybroker.metadata")
+from pybroker.controller.config_store import ConfigCache, JsonDocument, ZkEntityConfigs, desanitize, sanitize
+from pybroker.controller.zk_client import ZkClient
 
 CONFIG_USERS = "/config/users"
 CREDENTIALS_FILE = "pybroker-scram-credentials.json"
 _WATCH = "user-config-changes"
 
-#: user -> {mechanism name -> stored credential text}
-UserConfigs = dict[str, dict[str, str]]
-
-
-def sanitize(name: str) -> str:
-    """Kafka's Sanitizer.sanitize: URL-encoding with ``*`` and ``~`` escaped and spaces as %20."""
-    return urllib.parse.quote(name, safe="-_.").replace("~", "%7E")
-
-
-def desanitize(name: str) -> str:
-    return urllib.parse.unquote(name)
+__all__ = ["FileScramStore", "ScramCredentialStore", "ZkScramStore", "desanitize", "sanitize"]
 
 
 class ScramCredentialStore(Protocol):
@@ -56,79 +38,55 @@ class ScramCredentialStore(Protocol):
         """Replace the user's entity config (empty: remove the user's entry)."""
 
 
-class FileScramStore:
-    """The single-node store."""
-
-    def __init__(self, data_dir: str) -> None:
-        self._path = os.path.join(data_dir, CREDENTIALS_FILE)
-        self._users: UserConfigs = {}
-        self._writes = asyncio.Lock()
-        try:
-            with open(self._path, encoding="utf-8") as handle:
-                document = json.load(handle)
-            self._users = {str(u): {str(k): str(v) for k, v in c.items()} for u, c in document["users"].items()}
-        except FileNotFoundError:
-            return  # no credentials stored yet
+class _Users:
+    def __init__(self) -> None:
+        self._users: ConfigCache[str] = ConfigCache()
 
     def user_config(self, user: str) -> Mapping[str, str]:
-        return self._users.get(user, {})
+        return self._users.get(user)
 
     def all_users(self) -> Mapping[str, Mapping[str, str]]:
-        return self._users
+        return self._users.configs
+
+
+class FileScramStore(_Users):
+    """The single-node store: ``{"version":1,"users":{"<user>":{"SCRAM-SHA-256":"..."}}}``."""
+
+    def __init__(self, data_dir: str) -> None:
+        super().__init__()
+        self._file = JsonDocument(data_dir, CREDENTIALS_FILE)
+        document = self._file.load()
+        if document is not None:
+            self._users = ConfigCache({str(u): {str(k): str(v) for k, v in c.items()}
+                                       for u, c in document["users"].items()})
 
     async def set_user_config(self, user: str, config: Mapping[str, str]) -> None:
-        async with self._writes:
-            users = dict(self._users)
-            if config:
-                users[user] = dict(config)
-            else:
-                users.pop(user, None)
-            await write_json_durably_off_loop(self._path, {"version": 1, "users": users})
-            self._users = users
+        async with self._file.writes:
+            await self._file.write({"version": 1, "users": self._users.replaced(user, config)})
+            self._users.store(user, config)
 
 
-class ZkScramStore:
+class ZkScramStore(_Users):
     """The ZooKeeper store: a cache of /config/users, kept fresh by /config/changes notifications."""
 
     def __init__(self, zk: ZkClient) -> None:
-        self._zk = zk
-        self._users: UserConfigs = {}
-        self._changes = ConfigChangeFeed(zk, _WATCH)
-        zk.on(_WATCH, self._on_changes)
+        super().__init__()
+        self._zk = ZkEntityConfigs(zk, _WATCH, self._on_change)
 
     async def start(self) -> None:
-        await self._zk.ensure_paths(CONFIG_USERS, zp.CONFIG_CHANGES)
-        await self._changes.start()
-        for child in await self._zk.children(CONFIG_USERS):
+        await self._zk.start(CONFIG_USERS)
+        for child in await self._zk.zk.children(CONFIG_USERS):
             await self._reload(desanitize(child))
-
-    def user_config(self, user: str) -> Mapping[str, str]:
-        return self._users.get(user, {})
-
-    def all_users(self) -> Mapping[str, Mapping[str, str]]:
-        return self._users
 
     async def set_user_config(self, user: str, config: Mapping[str, str]) -> None:
         path = f"{CONFIG_USERS}/{sanitize(user)}"
-        data = zp.encode_topic_config(config)  # the same entity-config JSON as topics
-        if await self._zk.get(path) is None:
-            await self._zk.create(path, data, makepath=True)
-        else:
-            await self._zk.set(path, data)
-        await announce_config_change(self._zk, f"users/{sanitize(user)}")
-        self._store(user, dict(config))
+        await self._zk.put(path, config, exists=await self._zk.read(path) is not None)
+        await self._zk.announce(f"users/{sanitize(user)}")
+        self._users.store(user, config)
 
-    async def _on_changes(self, _: ZkEvent) -> None:
-        for kind, entity in await self._changes.new_changes():
-            if kind == "users" and "/" not in entity:  # users/<u>/clients/<c> are quotas
-                await self._reload(desanitize(entity))
+    async def _on_change(self, kind: str, entity: str) -> None:
+        if kind == "users" and "/" not in entity:  # users/<u>/clients/<c> are quotas
+            await self._reload(desanitize(entity))
 
     async def _reload(self, user: str) -> None:
-        node = await self._zk.get(f"{CONFIG_USERS}/{sanitize(user)}")
-        self._store(user, zp.decode_topic_config(node[0]) if node else {})
-
-    def _store(self, user: str, config: dict[str, str]) -> None:
-        if config:
-            self._users[user] = config
-        else:
-            self._users.pop(user, None)
+        self._users.store(user, await self._zk.read(f"{CONFIG_USERS}/{sanitize(user)}") or {})

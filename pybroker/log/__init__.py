@@ -1,14 +1,19 @@
 """Partition logs on local disk, in Kafka's on-disk format.
 
 Layers, smallest first (each module's docstring states its file format):
-``index`` (OffsetIndex/TimeIndex over mmap) -> ``segment`` (.log + indexes) -> ``loader``
-(crash recovery passes) -> ``log`` (PartitionLog: offsets, roll, read, truncate, retention)
--> ``manager`` (all logs of the broker's log dirs, checkpoints, clean-shutdown marker).
-``producer_state`` checks idempotent sequences, ``checkpoint`` writes the small text files,
-``file_slice`` is what reads hand to the server. ``cleaner`` (which logs and segments to
-compact, the swap) and ``compactor`` (key map, per-batch rules, ``.cleaned`` files) implement
-log compaction. Imports only ``pybroker.records`` and the standard library; no sockets, threads
-or asyncio: the server schedules periodic work and runs ``CleaningJob.run`` in a thread.
+``index`` (OffsetIndex/TimeIndex over mmap) -> ``segment`` (.log + indexes) -> ``segments``
+(the ordered list and its floor lookup, Kafka's LogSegments) -> ``loader`` (crash recovery passes)
+-> ``local_log`` (LocalLog: roll, read, truncate, flush planning, deletion) -> ``log`` (PartitionLog,
+Kafka's UnifiedLog: log start, high watermark, LSO, appends, retention) -> ``manager`` (all logs of the
+broker's log dirs). Beside them: ``producer_state`` checks idempotent sequences, ``producer_log`` applies
+batches and markers to it, replays snapshots (``producer_snapshot``) and collects aborted transactions;
+``retention`` picks the segments to delete; ``checkpoint`` writes the small text files; ``file_slice``
+is what reads hand to the server. The manager's parts: ``log_dirs`` (dirs and their failure),
+``future_logs`` (AlterReplicaLogDirs), ``flush_scheduler`` (flushes off the loop and their waiters),
+``cleaner_manager`` (the cleaner's planning and checkpoint), ``dir_checkpoints`` (the checkpoint files).
+``cleaner`` (which logs and segments to compact, the swap) and ``compactor`` (key map, per-batch rules,
+``.cleaned`` files) implement log compaction. Imports only ``pybroker.records``, ``pybroker.common`` and
+the standard library; the server schedules periodic work and runs ``CleaningJob.run`` in a thread.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """Producer-state snapshots: ``<20-digit offset>.snapshot`` files in the partition directory.
 
-Format (Kafka ``ProducerStateManager.writeSnapshot``, RECORDS.md §3.3)::
+Format (Kafka ``ProducerStateManager.writeSnapshot``, RECORDS.md §3.3; the ``ProducerSnapshot`` v1 schema of
+Kafka's coordinator records, encoded here with ``struct`` so that the log needs no protocol code)::
 
     version int16 (1) | crc uint32 | ProducerSnapshot v1 entries (int32 count, then per producer:
     producerId int64, epoch int16, lastSequence int32, lastOffset int64, offsetDelta int32,
@@ -26,8 +27,6 @@ import crc32c
 from pybroker.log.checkpoint import fsync_dir
 from pybroker.log.producer_state import BatchMetadata, ProducerStateEntry
 from pybroker.log.segment import filename_prefix, offset_from_filename
-from pybroker.protocol.errors import DecodeError
-from pybroker.protocol.messages import ProducerSnapshot
 
 __all__ = ["SNAPSHOT_SUFFIX", "snapshot_offsets", "write_snapshot", "read_snapshot", "delete_snapshots"]
 
@@ -38,6 +37,9 @@ SNAPSHOT_VERSION = 1
 _VERSION = struct.Struct(">h")
 _CRC = struct.Struct(">I")
 _ENTRIES_OFFSET = _VERSION.size + _CRC.size
+_COUNT = struct.Struct(">i")
+# producerId, epoch, lastSequence, lastOffset, offsetDelta, timestamp, coordinatorEpoch, currentTxnFirstOffset
+_ENTRY = struct.Struct(">qhiqiqiq")
 NO_OFFSET = -1
 
 
@@ -60,13 +62,13 @@ def snapshot_offsets(dir_path: str) -> list[int]:
 def write_snapshot(dir_path: str, offset: int, entries: list[ProducerStateEntry], *, sync: bool = True) -> None:
     """Write ``<offset>.snapshot`` via a temporary file; ``sync=False`` leaves the fsyncs to the
     log flush that reaches ``offset`` (a damaged unsynced file fails its CRC and is skipped)."""
-    snapshot = ProducerSnapshot(crc=0, producer_entries=[ProducerSnapshot.ProducerEntry(
-        producer_id=e.producer_id, epoch=e.epoch, last_sequence=e.last_seq, last_offset=e.last_offset,
-        offset_delta=(e.batches[-1].last_offset - e.batches[-1].first_offset) if e.batches else 0,
-        timestamp=e.last_timestamp, coordinator_epoch=e.coordinator_epoch,
-        current_txn_first_offset=NO_OFFSET if e.current_txn_first_offset is None else e.current_txn_first_offset)
-        for e in entries])
-    body = bytearray(_VERSION.pack(SNAPSHOT_VERSION) + snapshot.encode(SNAPSHOT_VERSION))
+    body = bytearray(_VERSION.pack(SNAPSHOT_VERSION) + _CRC.pack(0) + _COUNT.pack(len(entries)))
+    for e in entries:
+        body += _ENTRY.pack(
+            e.producer_id, e.epoch, e.last_seq, e.last_offset,
+            (e.batches[-1].last_offset - e.batches[-1].first_offset) if e.batches else 0,
+            e.last_timestamp, e.coordinator_epoch,
+            NO_OFFSET if e.current_txn_first_offset is None else e.current_txn_first_offset)
     _CRC.pack_into(body, _VERSION.size, crc32c.crc32c(bytes(body[_ENTRIES_OFFSET:])))
     path = snapshot_path(dir_path, offset)
     with open(path + ".tmp", "wb") as f:
@@ -89,19 +91,20 @@ def read_snapshot(path: str) -> list[ProducerStateEntry] | None:
     (crc,) = _CRC.unpack_from(data, _VERSION.size)
     if version != SNAPSHOT_VERSION or crc != crc32c.crc32c(data[_ENTRIES_OFFSET:]):
         return None
-    try:
-        snapshot = ProducerSnapshot.decode(data[_VERSION.size:], SNAPSHOT_VERSION)
-    except DecodeError:
+    first = _ENTRIES_OFFSET + _COUNT.size
+    if len(data) < first:
+        return None
+    (count,) = _COUNT.unpack_from(data, _ENTRIES_OFFSET)
+    if count < 0 or len(data) < first + count * _ENTRY.size:
         return None
     entries = []
-    for p in snapshot.producer_entries:
-        entry = ProducerStateEntry(p.producer_id, p.epoch, last_timestamp=p.timestamp,
-                                   coordinator_epoch=p.coordinator_epoch,
-                                   current_txn_first_offset=None if p.current_txn_first_offset < 0
-                                   else p.current_txn_first_offset)
-        if p.last_sequence >= 0 and p.last_offset >= 0:
-            entry.batches.append(BatchMetadata(p.last_sequence - p.offset_delta, p.last_sequence,
-                                               p.last_offset - p.offset_delta, p.last_offset, p.timestamp))
+    for (producer_id, epoch, last_sequence, last_offset, offset_delta, timestamp, coordinator_epoch,
+         txn_first_offset) in _ENTRY.iter_unpack(data[first:first + count * _ENTRY.size]):
+        entry = ProducerStateEntry(producer_id, epoch, last_timestamp=timestamp, coordinator_epoch=coordinator_epoch,
+                                   current_txn_first_offset=None if txn_first_offset < 0 else txn_first_offset)
+        if last_sequence >= 0 and last_offset >= 0:
+            entry.batches.append(BatchMetadata(last_sequence - offset_delta, last_sequence,
+                                               last_offset - offset_delta, last_offset, timestamp))
         entries.append(entry)
     return entries
 

@@ -15,11 +15,12 @@ never deleted. The caller rolls a fresh active segment when every segment is del
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from typing import Callable, Iterator, Sequence
 
+from pybroker.log.config import LogConfig
 from pybroker.log.segment import LogSegment
 
-__all__ = ["Predicate", "deletable_segments", "log_start_breached", "retention_ms_breached",
+__all__ = ["Predicate", "deletable_segments", "log_start_breached", "retention_ms_breached", "retention_rules",
            "retention_size_breached"]
 
 Predicate = Callable[[LogSegment, "LogSegment | None"], bool]
@@ -61,3 +62,14 @@ def retention_size_breached(total_size: int, retention_bytes: int) -> Predicate:
         excess -= seg.size
         return True
     return predicate
+
+
+def retention_rules(log_start_offset: int, config: LogConfig, now_ms: int,
+                    size_in_bytes: Callable[[], int]) -> Iterator[Predicate]:
+    """The rules of one retention pass, in order; each is made once the caller has deleted what the
+    one before it chose, so the size rule sees the size that is left."""
+    yield log_start_breached(log_start_offset)
+    if config.delete_enabled and config.retention_ms >= 0:
+        yield retention_ms_breached(now_ms, config.retention_ms)
+    if config.delete_enabled and 0 <= config.retention_bytes < (size := size_in_bytes()):
+        yield retention_size_breached(size, config.retention_bytes)

@@ -18,8 +18,13 @@ all of them at produce time, and so does :func:`validate_produced_batch`:
 
 from __future__ import annotations
 
+import __future__
+import inspect
+import linecache
+import re
+import textwrap
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, cast
 
 from .batch import BatchHeader, RecordBatch
 from .compression import decompress
@@ -181,6 +186,16 @@ def _java_long(value: int) -> int:
     return (value + 2**63) % 2**64 - 2**63
 
 
+def _varint(data: bytes | memoryview, pos: int, max_bytes: int = 5) -> tuple[int, int]:
+    """The zig-zag varint at ``pos`` (at most ``max_bytes`` long) and the position after it: the one varint
+    scanner of the record walk, which ``_inline`` writes out in place at each of its calls. Reading past
+    the end raises IndexError (the walk turns it into InvalidRecordError)."""
+    b = data[pos]
+    if b < 0x80:
+        return (b >> 1) ^ -(b & 1), pos + 1
+    return _varint_tail(data, pos + 1, b, max_bytes)
+
+
 def _varint_tail(data: bytes | memoryview, pos: int, first: int, max_bytes: int) -> tuple[int, int]:
     """Zig-zag varint whose first byte ``first`` (at pos - 1) has the continuation bit set."""
     value = first & 0x7F
@@ -195,13 +210,13 @@ def _varint_tail(data: bytes | memoryview, pos: int, first: int, max_bytes: int)
     raise InvalidRecordError("Found invalid record structure: varint too long")
 
 
-def _scan(data: bytes | memoryview, count: int, partition: str,
+def _walk(data: bytes | memoryview, count: int, partition: str,
           details: list[tuple[int, int, int]] | None) -> tuple[int, int, bool]:
     """Walk ``count`` records (all of them when -1, for the slow path) checking their structure
     as Java's DefaultRecord.readFrom does; -> (min timestamp delta, max timestamp delta, any keyless).
 
-    Varints are decoded inline (one byte is the common case) and keys, values and headers are
-    skipped by their sizes, so a record costs a few dozen bytecodes and allocates nothing.
+    Keys, values and headers are skipped by their sizes, so a record allocates nothing. This is the
+    reference; the broker runs ``_scan``, the same walk with every ``_varint`` call written out in place.
     """
     n = len(data)
     pos = 0
@@ -215,88 +230,52 @@ def _scan(data: bytes | memoryview, count: int, partition: str,
                 if count < 0:
                     break
                 raise InvalidRecordError("Incorrect declared batch size, premature EOF reached")
-            b = data[pos]
-            if b < 0x80:
-                length = (b >> 1) ^ -(b & 1)
-                pos += 1
-            elif data[pos + 1] < 0x80:
-                b = (b & 0x7F) | (data[pos + 1] << 7)
-                length = (b >> 1) ^ -(b & 1)
-                pos += 2
-            else:
-                length, pos = _varint_tail(data, pos + 1, b, 5)
+            length, pos = _varint(data, pos)
             end = pos + length
             if length <= 0 or end > n:
                 raise InvalidRecordError(f"Invalid record size: expected {length} bytes in record payload, but "
                                          f"instead the buffer has only {n - pos} remaining bytes.")
-            b = data[pos + 1]  # after the attributes byte: the timestamp delta
-            if b < 0x80:
-                ts_delta = (b >> 1) ^ -(b & 1)
-                pos += 2
-            else:
-                ts_delta, pos = _varint_tail(data, pos + 2, b, 10)
+            pos += 1  # the attributes byte
+            ts_delta, pos = _varint(data, pos, 10)
             if ts_delta < min_delta:
                 min_delta = ts_delta
             if ts_delta > max_delta:
                 max_delta = ts_delta
-            b = data[pos]
-            if b < 0x80:
-                offset_delta = (b >> 1) ^ -(b & 1)
-                pos += 1
-            elif data[pos + 1] < 0x80:
-                b = (b & 0x7F) | (data[pos + 1] << 7)
-                offset_delta = (b >> 1) ^ -(b & 1)
-                pos += 2
-            else:
-                offset_delta, pos = _varint_tail(data, pos + 1, b, 5)
+            offset_delta, pos = _varint(data, pos)
             if offset_delta != index:
                 raise InvalidRecordError(f"Record {index} has offset delta {offset_delta}: the offsets in a batch "
                                          f"must run from 0 to its records count - 1 in topic partition {partition}")
-            b = data[pos]
-            if b < 0x80:
-                key_size = (b >> 1) ^ -(b & 1)
-                pos += 1
-            elif data[pos + 1] < 0x80:
-                b = (b & 0x7F) | (data[pos + 1] << 7)
-                key_size = (b >> 1) ^ -(b & 1)
-                pos += 2
-            else:
-                key_size, pos = _varint_tail(data, pos + 1, b, 5)
+            key_size, pos = _varint(data, pos)
             if key_size >= 0:
                 pos += key_size
             elif key_size == -1:
                 keyless = True
             else:
                 raise InvalidRecordError(f"Invalid negative key size {key_size}")
-            b = data[pos]
-            if b < 0x80:
-                value_size = (b >> 1) ^ -(b & 1)
-                pos += 1
-            elif data[pos + 1] < 0x80:
-                b = (b & 0x7F) | (data[pos + 1] << 7)
-                value_size = (b >> 1) ^ -(b & 1)
-                pos += 2
-            else:
-                value_size, pos = _varint_tail(data, pos + 1, b, 5)
+            value_size, pos = _varint(data, pos)
             if value_size >= 0:
                 pos += value_size
             elif value_size != -1:
                 raise InvalidRecordError(f"Invalid negative value size {value_size}")
-            b = data[pos]
-            if b == 0:
+            if data[pos] == 0:  # no headers, the common case
                 pos += 1
             else:
-                if b < 0x80:
-                    headers = (b >> 1) ^ -(b & 1)
-                    pos += 1
-                else:
-                    headers, pos = _varint_tail(data, pos + 1, b, 5)
+                headers, pos = _varint(data, pos)
                 if headers < 0:
                     raise InvalidRecordError(f"Found invalid number of record headers {headers}")
                 if headers > end - pos:
                     raise InvalidRecordError(f"Found invalid number of record headers. {headers} is larger than "
                                              "the remaining size of the buffer")
-                pos = _skip_headers(data, pos, headers)
+                for _ in range(headers):
+                    size, pos = _varint(data, pos)
+                    if size < 0:
+                        raise InvalidRecordError(f"Invalid negative header key size {size}")
+                    pos += size
+                    size, pos = _varint(data, pos)
+                    if size >= 0:
+                        pos += size
+                    elif size != -1:
+                        raise InvalidRecordError(f"Invalid negative header value size {size}")
             if pos != end:
                 raise InvalidRecordError(f"Invalid record size: expected to read {length} bytes in record payload, "
                                          f"but instead read {pos - end + length}")
@@ -310,34 +289,46 @@ def _scan(data: bytes | memoryview, count: int, partition: str,
     return min_delta, max_delta, keyless
 
 
-def _skip_headers(data: bytes | memoryview, pos: int, headers: int) -> int:
-    for _ in range(headers):
-        b = data[pos]
-        if b < 0x80:
-            size = (b >> 1) ^ -(b & 1)
-            pos += 1
-        elif data[pos + 1] < 0x80:
-            b = (b & 0x7F) | (data[pos + 1] << 7)
-            size = (b >> 1) ^ -(b & 1)
-            pos += 2
-        else:
-            size, pos = _varint_tail(data, pos + 1, b, 5)
-        if size < 0:
-            raise InvalidRecordError(f"Invalid negative header key size {size}")
-        pos += size
-        b = data[pos]
-        if b < 0x80:
-            size = (b >> 1) ^ -(b & 1)
-            pos += 1
-        elif data[pos + 1] < 0x80:
-            b = (b & 0x7F) | (data[pos + 1] << 7)
-            size = (b >> 1) ^ -(b & 1)
-            pos += 2
-        else:
-            size, pos = _varint_tail(data, pos + 1, b, 5)
-        if size >= 0:
-            pos += size
-        elif size != -1:
-            raise InvalidRecordError(f"Invalid negative header value size {size}")
-    return pos
+_Walk = Callable[[bytes | memoryview, int, str, "list[tuple[int, int, int]] | None"], "tuple[int, int, bool]"]
+_VARINT_CALL = re.compile(r"(?P<indent> *)(?P<name>\w+), pos = _varint\(data, pos(?:, (?P<max>\d+))?\)")
+# One and two bytes (most sizes, deltas and counts) without a call; longer ones in _varint_tail.
+_VARINT_INLINE = """\
+b = data[pos]
+if b < 0x80:
+    {name} = (b >> 1) ^ -(b & 1)
+    pos += 1
+elif data[pos + 1] < 0x80:
+    b = (b & 0x7F) | (data[pos + 1] << 7)
+    {name} = (b >> 1) ^ -(b & 1)
+    pos += 2
+else:
+    {name}, pos = _varint_tail(data, pos + 1, b, {max_bytes})
+"""
 
+
+def _inline(walk: _Walk) -> _Walk:
+    """``walk`` compiled again with each ``name, pos = _varint(data, pos[, max_bytes])`` line replaced by the
+    scanner's body: a call costs more in CPython than the one- or two-byte decode it makes, and a record
+    has six varints or more. Without the source (a frozen build) ``walk`` itself is returned."""
+    try:
+        source = textwrap.dedent(inspect.getsource(walk))
+    except (OSError, TypeError):
+        return walk
+    lines = []
+    for line in source.splitlines():
+        call = _VARINT_CALL.fullmatch(line)
+        if call is None:
+            lines.append(line)
+            continue
+        body = _VARINT_INLINE.format(name=call["name"], max_bytes=call["max"] or 5)
+        lines += [call["indent"] + part for part in body.splitlines()]
+    text = "\n".join(lines) + "\n"
+    filename = f"<{walk.__module__}.{walk.__name__}, varints inlined>"
+    linecache.cache[filename] = (len(text), None, text.splitlines(keepends=True), filename)  # tracebacks show it
+    namespace: dict[str, object] = {}
+    exec(compile(text, filename, "exec", flags=__future__.annotations.compiler_flag, dont_inherit=True),  # noqa: S102
+         walk.__globals__, namespace)
+    return cast(_Walk, namespace[walk.__name__])
+
+
+_scan = _inline(_walk)

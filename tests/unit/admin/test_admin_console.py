@@ -8,11 +8,12 @@ from datetime import datetime, timezone
 import pytest
 
 from pybroker.admin.configs import config_line, parse_add_config
-from pybroker.admin.consumer_groups import OffsetRow, assignment_text, table
+from pybroker.admin.consumer_groups import assignment_text, table
+from pybroker.client.group_offsets import OffsetRow
 from pybroker.admin.console_producer import LineFormat
-from pybroker.admin.offset_reset import parse_datetime, parse_duration_ms, parse_topic_partitions
+from pybroker.client.offset_reset import parse_datetime, parse_duration_ms, parse_topic_partitions
 from pybroker.admin.record_format import RecordFormat
-from pybroker.admin.tool import CommandError, UsageError
+from pybroker.client.command_line import CommandError, UsageError
 from pybroker.client import ConfigEntry, ConfigSynonym
 from pybroker.client.fetcher import ConsumerRecord
 from pybroker.common.topic import TopicPartition

@@ -7,7 +7,8 @@ import uuid
 import pytest
 
 from pybroker.admin.api_versions import api_line, node_text, versions_text
-from pybroker.admin.tool import CommandError, topic_filter
+from pybroker.admin.options import topic_filter
+from pybroker.client.command_line import CommandError
 from pybroker.admin.topics import DescribeOptions, parse_configs, parse_replica_assignment, partition_line, topic_line
 from pybroker.client import BrokerNode, ConfigEntry, PartitionInfo, TopicDescription, VersionRange
 from pybroker.common.topic import ZERO_UUID, topic_id_from_string

@@ -6,7 +6,7 @@ import io
 
 import pytest
 
-from pybroker.admin.progress import Progress
+from pybroker.common.progress import Progress
 
 
 class FakeTerminal(io.StringIO):

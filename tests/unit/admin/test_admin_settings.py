@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pybroker.admin.tool import ClientSettings, UsageError, client_settings
+from pybroker.client.command_line import ClientSettings, UsageError, client_settings
 from pybroker.admin.topics import build_parser
 from pybroker.security.dev_certs import make_dev_certs
 

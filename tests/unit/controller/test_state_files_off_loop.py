@@ -72,9 +72,9 @@ def test_quota_scram_and_client_metrics_stores_write_off_the_event_loop(
                   lambda: metrics.set_config("all", {"interval.ms": "60000"})):
         outcomes = loop_released_every_fsync(monkeypatch, write)
         assert outcomes and all(outcomes), outcomes
-    assert FileQuotaStore(str(tmp_path)).entities == {("alice", None): quotas.entities[("alice", None)]}
+    assert FileQuotaStore(str(tmp_path)).all() == {("alice", None): quotas.all()[("alice", None)]}
     assert FileScramStore(str(tmp_path)).user_config("alice") == {"SCRAM-SHA-256": "salt=x,stored_key=y"}
-    assert FileClientMetricsStore(str(tmp_path)).subscriptions == {"all": {"interval.ms": "60000"}}
+    assert FileClientMetricsStore(str(tmp_path)).all() == {"all": {"interval.ms": "60000"}}
 
 
 def test_concurrent_writes_to_one_store_both_reach_the_file(tmp_path: Path) -> None:
@@ -86,4 +86,4 @@ def test_concurrent_writes_to_one_store_both_reach_the_file(tmp_path: Path) -> N
                              quotas.set_quotas(("bob", None), {"producer_byte_rate": "2"}))
 
     asyncio.run(both())
-    assert set(FileQuotaStore(str(tmp_path)).entities) == {("alice", None), ("bob", None)}
+    assert set(FileQuotaStore(str(tmp_path)).all()) == {("alice", None), ("bob", None)}

@@ -56,4 +56,4 @@ def crash(log: PartitionLog) -> None:
                 idx._mm.close()
                 idx._mm = None
             idx._closed = True
-    log._closed = True
+    log._local.closed = True

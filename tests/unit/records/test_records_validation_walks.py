@@ -67,19 +67,25 @@ damage = st.lists(st.tuples(st.sampled_from(["set", "delete", "insert"]), st.flo
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(record, min_size=1, max_size=70), damage, st.sampled_from([0, 0, 0, -1, 1]))
 def test_damaged_records_never_pass_the_vectorized_walk_alone(records: list, edits: list, miscount: int) -> None:
-    data = bytearray(records_section(records))
-    for op, where, byte in edits:
-        at = int(where * len(data))
-        if op == "set":
-            data[at] = byte
-        elif op == "delete":
-            del data[at]
-        else:
-            data.insert(at, byte)
+    data = damaged(records_section(records), edits)
     count = max(1, len(records) + miscount)
-    fast = scan_records(bytes(data), count)
+    fast = scan_records(data, count)
     if fast is not None:
-        assert fast == python_walk(bytes(data), count)
+        assert fast == python_walk(data, count)
+
+
+def damaged(data: bytes, edits: list[tuple[str, float, int]]) -> bytes:
+    """``data`` with each edit (set, delete or insert a byte at a fraction of its length) applied in turn."""
+    out = bytearray(data)
+    for op, where, byte in edits:
+        at = int(where * len(out))
+        if op == "set":
+            out[at] = byte
+        elif op == "delete":
+            del out[at]
+        else:
+            out.insert(at, byte)
+    return bytes(out)
 
 
 def poisoned(poison: bytes, at: int, good: int = 60) -> bytes:

@@ -24,8 +24,8 @@ PACKAGE = Path(pybroker.__file__).parent
 
 # Raised where no handler's answer is built: they never reach error_code_for.
 NOT_FROM_HANDLERS = {
-    "pybroker.admin.tool.UsageError": "command-line tools only",
-    "pybroker.admin.tool.CommandError": "command-line tools only",
+    "pybroker.client.command_line.UsageError": "command-line tools only",
+    "pybroker.client.command_line.CommandError": "command-line tools only",
     "pybroker.console.app.Refused": "the web console's own pages (bad form input, shown like a broker's refusal)",
     "pybroker.console.messages.BrowseError": "the web console's message browser (a bad seek)",
     "pybroker.server.request_channel.CloseConnection": "the network layer closes the connection, as Kafka does",
@@ -60,7 +60,7 @@ NOT_FROM_HANDLERS = {
 # Base classes: only their subclasses are raised (checked below), and each subclass has a row.
 BASES = {
     "pybroker.client.errors.KafkaClientError",
-    "pybroker.controller.errors.MetadataError",
+    "pybroker.common.metadata_errors.MetadataError",
     "pybroker.log.errors.ProducerStateError",
     "pybroker.protocol.errors.ProtocolError",
     "pybroker.records.errors.RecordsError",

@@ -1,10 +1,10 @@
-"""What every admin tool shares: argument parsing with Kafka's exit codes, connection options, errors."""
+"""What every command-line program on the client shares (the admin tools and the web console's launcher):
+argument parsing with Kafka's exit codes, connection options and settings, errors, running a client."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import re
 import ssl
 import sys
 from dataclasses import dataclass
@@ -14,7 +14,6 @@ from pybroker.client import AdminClient, KafkaClient, KafkaClientError
 from pybroker.client.sasl import SaslConfigError, SaslCredentials
 from pybroker.common.config import ConfigError, parse_properties
 from pybroker.common.listeners import SECURITY_PROTOCOLS, TLS_PROTOCOLS
-from pybroker.common.topic import INTERNAL_TOPICS
 from pybroker.security.tls import TlsSettings, client_context
 
 T = TypeVar("T")
@@ -117,30 +116,6 @@ def client_settings(args: argparse.Namespace, default_client_id: str) -> ClientS
         raise UsageError(f"the timeout must be positive, got {timeout_ms} ms")
     return ClientSettings(args.bootstrap_server or "", timeout_ms / 1000,
                           properties.get("client.id", default_client_id), zookeeper, sasl, tls)
-
-
-def parse_key_values(items: Sequence[str], option: str) -> dict[str, str]:
-    """`key=value` items of a repeatable option (`--property`); UsageError naming a malformed one."""
-    parsed = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise UsageError(f"Invalid {option} {item!r}: expected key=value")
-        parsed[key.strip()] = value
-    return parsed
-
-
-def topic_filter(pattern: str | None, exclude_internal: bool, names: Sequence[str]) -> list[str]:
-    """Kafka's topic include-list: a regex over whole names, ',' meaning '|', quotes and spaces dropped."""
-    regex = None
-    if pattern is not None:
-        cleaned = re.sub(r"[\"']+$", "", re.sub(r"^[\"']+", "", pattern.strip().replace(",", "|").replace(" ", "")))
-        try:
-            regex = re.compile(cleaned)
-        except re.error:
-            raise CommandError(f"{cleaned} is an invalid regex.") from None
-    return [n for n in names
-            if (regex is None or regex.fullmatch(n)) and not (exclude_internal and n in INTERNAL_TOPICS)]
 
 
 def run_admin(settings: ClientSettings, operation: Callable[[AdminClient], Awaitable[T]]) -> T:

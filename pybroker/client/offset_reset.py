@@ -14,8 +14,8 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from pybroker.admin.progress import Progress
-from pybroker.admin.tool import CommandError, UsageError
+from pybroker.common.progress import Progress
+from pybroker.client.command_line import CommandError, UsageError
 from pybroker.client import AdminClient, OffsetSpec
 from pybroker.client.groups import GroupAdmin
 from pybroker.common.topic import TopicPartition

@@ -1,0 +1,47 @@
+"""The record walk the broker runs (``_scan``: the varint scanner written out in place) against the one it is
+compiled from (``_walk``, which calls ``_varint``): the same summary, the same details and the same error,
+on random valid records and on random damage to them."""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from pybroker.records import validation
+from pybroker.records.errors import InvalidRecordError
+from tests.unit.records.test_records_validation_walks import damage, damaged, record, records_section
+
+Outcome = tuple[tuple[int, int, bool], list[tuple[int, int, int]]] | str
+
+
+def outcome(walk: validation._Walk, data: bytes, count: int) -> Outcome:
+    details: list[tuple[int, int, int]] = []
+    try:
+        return walk(data, count, "t-0", details), details
+    except InvalidRecordError as e:
+        return str(e)
+
+
+def test_every_varint_call_is_written_out() -> None:
+    code = validation._scan.__code__
+    assert validation._scan is not validation._walk
+    assert "_varint" not in code.co_names and "_varint_tail" in code.co_names
+    assert validation._walk.__code__.co_names.count("_varint") == 1  # one name, eight calls
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(record, min_size=1, max_size=40))
+def test_valid_records_walk_alike(records: list) -> None:
+    data = records_section(records)
+    expected = outcome(validation._walk, data, len(records))
+    assert not isinstance(expected, str)
+    assert outcome(validation._scan, data, len(records)) == expected
+    assert outcome(validation._scan, data, -1) == outcome(validation._walk, data, -1)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(record, min_size=1, max_size=30), damage, st.sampled_from([0, 0, -1, 1]))
+def test_damaged_records_walk_alike(records: list, edits: list, miscount: int) -> None:
+    data = damaged(records_section(records), edits)
+    count = max(1, len(records) + miscount)
+    assert outcome(validation._scan, data, count) == outcome(validation._walk, data, count)
