@@ -14,8 +14,8 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from pybroker.protocol.error_codes import ErrorCode
+from tests.eventually import eventually
 from tests.cluster.conftest import BROKERS, Cluster, running_cluster
-from tests.integration.groups_common import wait_until
 from tests.integration.test_bad_input import WireClient
 from tests.integration.test_delete_records import checkpointed_start, delete, segment_bases, watermarks
 
@@ -46,7 +46,7 @@ def test_followers_follow_the_log_start_and_the_answer_waits_for_them(cluster: C
     assert producer.flush(60) == 0
     dirs = [Path(b.data_dir) / "logs" / f"{TOPIC}-0" for b in cluster.brokers]
     for log_dir in dirs:  # every replica holds all the segments from 0
-        wait_until(lambda: segment_bases(log_dir)[:1] == [0] and len(segment_bases(log_dir)) > 5,
+        eventually(lambda: segment_bases(log_dir)[:1] == [0] and len(segment_bases(log_dir)) > 5,
                    f"{log_dir} to hold the records")
 
     client = WireClient(cluster.brokers[LEADER].bootstrap)
@@ -65,7 +65,7 @@ def test_followers_follow_the_log_start_and_the_answer_waits_for_them(cluster: C
 
     # Every replica deletes its segments below the start and checkpoints the start.
     for broker, log_dir in zip(cluster.brokers, dirs):
-        wait_until(lambda: segment_bases(log_dir)[0] <= TARGET < (segment_bases(log_dir)[1:] or [COUNT + 1])[0],
+        eventually(lambda: segment_bases(log_dir)[0] <= TARGET < (segment_bases(log_dir)[1:] or [COUNT + 1])[0],
                    f"retention on broker {broker.port}")
-        wait_until(lambda: checkpointed_start(Path(broker.data_dir) / "logs", TOPIC) == TARGET,
+        eventually(lambda: checkpointed_start(Path(broker.data_dir) / "logs", TOPIC) == TARGET,
                    f"log-start-offset-checkpoint of broker {broker.port}")
