@@ -136,7 +136,7 @@ class ChaosCluster:
     _paused: Counter[int] = field(default_factory=Counter)
     _cuts: Counter[Link] = field(default_factory=Counter)
     _zookeeper_down: int = 0
-    power_lost_at: dict[int, float] = field(default_factory=dict)  # broker id -> time.time() of its last power loss
+    killed_at: dict[int, float] = field(default_factory=dict)  # broker id -> time.time() of its last kill or power loss
 
     @property
     def bootstrap(self) -> str:
@@ -223,9 +223,11 @@ class ChaosCluster:
         fsyncs before acknowledging), or None. A partition is safe when an ISR member outside the victims
         holds its records and will stay in the ISR: one that runs (a broker killed or stopped now is taken out
         of the ISR when it comes back or its session expires), whose registration is older than the ISR's
-        last write, and which has not lost power since it registered (a broker back from a power loss may
-        still be named in an ISR rewritten for another reason before the controller handled its restart),
-        or when its only ISR
+        last write, and which has not been killed since it registered (a broker back from a power loss may
+        still be named in an ISR rewritten for another reason before the controller handled its restart; one
+        killed and started again still has its dead process's registration until that session expires, and
+        the controller then handles it as restarted: round 3015 powered off the other two ISR members of
+        every partition then, and they led again with their cut logs), or when its only ISR
         member has been that for SOLE_MEMBER_GRACE_S: a leader left alone in the ISR flushes its log (README),
         and a power loss after that is what the harness must be able to survive."""
         names = {b.broker_id for b in victims}
@@ -235,8 +237,8 @@ class ChaosCluster:
 
         def holds(broker: int, written: float) -> bool:
             since = registered.get(broker)
-            lost = self.power_lost_at.get(broker, 0.0)
-            return broker in running and since is not None and lost < since < written
+            down = self.killed_at.get(broker, 0.0)
+            return broker in running and since is not None and down < since < written
 
         for name, (isr, written) in sorted(states.items()):
             holders = [b for b in isr if b not in names and holds(b, written)]
@@ -258,7 +260,7 @@ class ChaosCluster:
                 self.kill(broker)
             if not power_loss:
                 return {}
-            self.power_lost_at[broker.broker_id] = time.time()
+            self.killed_at[broker.broker_id] = time.time()  # the page cache goes now, whenever the process went
             return lose_unsynced_writes(broker.data_dir / "logs")
 
     def bring_up(self, broker: Broker) -> None:
@@ -300,6 +302,7 @@ class ChaosCluster:
                 self.zookeeper.start()
 
     def kill(self, broker: Broker) -> None:
+        self.killed_at[broker.broker_id] = time.time()
         broker.kill()
         assert self.proxies is not None
         self.proxies.call(broker.front.reset)

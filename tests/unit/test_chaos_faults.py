@@ -110,13 +110,18 @@ def test_a_power_loss_is_risky_only_when_no_other_isr_member_holds_the_records(t
     states["queue-0"] = ([0], now - SOLE_MEMBER_GRACE_S - 1)
     assert cluster.power_loss_risk([brokers[0]]) is None  # it has flushed by now (the rule under test)
     states["queue-0"] = ([0, 1], now - 1)
-    cluster.power_lost_at[1] = now - 9  # broker 1 lost power; the ISR was rewritten since, but it is not back
-    assert cluster.power_loss_risk([brokers[0]]) is not None
+    cluster.killed_at[1] = now - 9  # broker 1 lost power; the ISR was rewritten
+    assert cluster.power_loss_risk([brokers[0]]) is not None  # since, but it is not back
     registered[1] = now - 5  # back, and the ISR written after it registered again: it rejoined
     assert cluster.power_loss_risk([brokers[0]]) is None
     states["queue-0"] = ([0, 1], now - 6)  # written before it came back: a stale membership
     assert cluster.power_loss_risk([brokers[0]]) is not None
-    del cluster.power_lost_at[1]
+    del cluster.killed_at[1]
     states["queue-0"] = ([0, 1], now - 1)
     brokers[1].alive = False  # killed: its disk is intact, but it leaves the ISR when it comes back
     assert cluster.power_loss_risk([brokers[0]]) is not None
+    brokers[1].alive = True  # started again (round 3015): the registration is still the dead process's
+    cluster.killed_at[1] = now - 3
+    assert cluster.power_loss_risk([brokers[0]]) is not None
+    registered[1] = now - 2  # registered again, and the ISR written since: it rejoined
+    assert cluster.power_loss_risk([brokers[0]]) is None
