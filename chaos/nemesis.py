@@ -13,13 +13,14 @@ from typing import Any, Callable
 
 from kazoo.exceptions import NoNodeError
 
-from chaos.cluster import REPLICA_LAG_MS, Broker, ChaosCluster, Link
+from chaos.cluster import Broker, ChaosCluster, Link
 from chaos.faults import LAG_WAIT_S, Fault
 from chaos.history import History
 from chaos.replicas import log_end
 from chaos.workload import QUEUE_TOPIC
 
 REGISTER_WAIT_S = 30.0
+ACKED_AFTER_SHRINK = 20  # lose-isr: records the two ISR members left take before they lose power
 OVERTAKE_WAIT_S = 20.0  # lag-then-isolate: how long the cut may outlast its duration for a new leader to write
 
 
@@ -303,8 +304,14 @@ def _lose_isr(cluster: ChaosCluster, leader: Broker, duration: float, history: H
     followers = sorted((b for b in cluster.brokers if b is not leader), key=lambda b: b.broker_id == controller)
     follower, other = followers[:2]
     cluster.pause(follower)
-    time.sleep(1.5 * REPLICA_LAG_MS / 1000)  # out of the ISR, still in ZooKeeper
-    history.add("fault-step", step="power-loss", brokers=[leader.broker_id, other.broker_id])
+    # Out of the ISR (still in ZooKeeper), then records that only the two left acknowledged: waited for, not
+    # slept for (a loaded machine shrank the ISR just before the power loss, and nothing was lost).
+    out = _wait(lambda: follower.broker_id not in partition_state(cluster, 0)[2], LAG_WAIT_S)
+    log = other.data_dir / "logs" / f"{QUEUE_TOPIC}-0"
+    shrunk_at = log_end(log)
+    grew = _wait(lambda: log_end(log) >= shrunk_at + ACKED_AFTER_SHRINK, LAG_WAIT_S)
+    history.add("fault-step", step="power-loss", brokers=[leader.broker_id, other.broker_id], out_of_isr=out,
+                acknowledged_since=grew)
     lost = {f"b{b.broker_id}": cluster.power_loss(b) for b in (leader, other)}
     cluster.resume(follower)
     time.sleep(duration)
