@@ -386,6 +386,19 @@ class ChaosCluster:
                     broker.process = None
                     broker.spawn()
 
+    def revive(self) -> list[int]:
+        """After the heal, start again every broker whose process has exited; their ids. A broker started
+        while cut from ZooKeeper gives up after zookeeper.connection.timeout.ms and exits, as Kafka's does,
+        and may do so just after the heal looked (round 3004: 'broker 1 not registered' for 120 s)."""
+        started = []
+        for broker in self.brokers:
+            with self._broker_locks[broker.broker_id]:
+                if not broker.alive and not self._down[broker.broker_id]:
+                    broker.process = None
+                    broker.spawn()
+                    started.append(broker.broker_id)
+        return started
+
     def stop(self) -> None:
         """Kill everything, even half-started; never raises."""
         for broker in self.brokers:

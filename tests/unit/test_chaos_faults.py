@@ -125,3 +125,28 @@ def test_a_power_loss_is_risky_only_when_no_other_isr_member_holds_the_records(t
     assert cluster.power_loss_risk([brokers[0]]) is not None
     registered[1] = now - 2  # registered again, and the ISR written since: it rejoined
     assert cluster.power_loss_risk([brokers[0]]) is None
+
+
+def test_the_heal_starts_again_a_broker_that_exited_after_it_looked(tmp_path) -> None:
+    """Round 3004: a broker started while cut from ZooKeeper exits after its connection timeout, which may
+    come just after the heal restarted the dead ones; the wait for the full ISR starts it again."""
+    import threading
+
+    from chaos.cluster import ChaosCluster
+
+    class FakeBroker:
+        def __init__(self, broker_id: int, alive: bool) -> None:
+            self.broker_id, self.alive, self.process, self.spawned = broker_id, alive, object(), 0
+
+        def spawn(self) -> None:
+            self.spawned += 1
+            self.alive = True
+
+    cluster = ChaosCluster(tmp_path)
+    brokers = [FakeBroker(0, True), FakeBroker(1, False), FakeBroker(2, False)]
+    cluster.brokers = brokers  # type: ignore[assignment]
+    cluster._broker_locks = {b.broker_id: threading.RLock() for b in brokers}
+    cluster._down[2] = 1  # a fault still holds it down
+    assert cluster.revive() == [1]
+    assert [b.spawned for b in brokers] == [0, 1, 0]
+    assert cluster.revive() == []
