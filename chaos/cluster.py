@@ -229,22 +229,28 @@ class ChaosCluster:
         the controller then handles it as restarted: round 3015 powered off the other two ISR members of
         every partition then, and they led again with their cut logs), or when its only ISR
         member has been that for SOLE_MEMBER_GRACE_S: a leader left alone in the ISR flushes its log (README),
-        and a power loss after that is what the harness must be able to survive."""
+        and a power loss after that is what the harness must be able to survive. Only if that member too was
+        registered before the ISR was written and not killed since: one started again came back with what it
+        had not flushed still unflushed, and not as the leader that flushed (round 3017 with the fixes:
+        queue-4's only member, whose session had expired and which was then killed and started again, lost
+        power with its whole log above its recovery point, and the intact follower outside the ISR truncated
+        to it)."""
         names = {b.broker_id for b in victims}
         now = time.time()
         states, registered = self.isrs()
         running = {b.broker_id for b in self.brokers if b.alive and not b.paused}
 
-        def holds(broker: int, written: float) -> bool:
+        def member_since(broker: int, written: float) -> bool:
+            """Registered before the ISR was written, and not killed since it registered."""
             since = registered.get(broker)
-            down = self.killed_at.get(broker, 0.0)
-            return broker in running and since is not None and down < since < written
+            return since is not None and self.killed_at.get(broker, 0.0) < since < written
 
         for name, (isr, written) in sorted(states.items()):
-            holders = [b for b in isr if b not in names and holds(b, written)]
+            holders = [b for b in isr if b not in names and b in running and member_since(b, written)]
             if holders:
                 continue
-            if len(isr) == 1 and isr[0] in names and now - written >= SOLE_MEMBER_GRACE_S:
+            if len(isr) == 1 and isr[0] in names and now - written >= SOLE_MEMBER_GRACE_S \
+                    and member_since(isr[0], written):
                 continue
             return f"{name}: ISR {isr} written {now - written:.1f} s ago"
         return None

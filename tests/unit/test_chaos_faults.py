@@ -109,6 +109,12 @@ def test_a_power_loss_is_risky_only_when_no_other_isr_member_holds_the_records(t
     assert "queue-0" in cluster.power_loss_risk([brokers[0]])  # alone for a second: maybe not flushed yet
     states["queue-0"] = ([0], now - SOLE_MEMBER_GRACE_S - 1)
     assert cluster.power_loss_risk([brokers[0]]) is None  # it has flushed by now (the rule under test)
+    cluster.killed_at[0] = now - 3  # but not if it was killed and started again since (round 3017)
+    assert cluster.power_loss_risk([brokers[0]]) is not None
+    del cluster.killed_at[0]
+    registered[0] = now - 2  # nor if its registration is newer than the ISR
+    assert cluster.power_loss_risk([brokers[0]]) is not None
+    registered[0] = now - 100
     states["queue-0"] = ([0, 1], now - 1)
     cluster.killed_at[1] = now - 9  # broker 1 lost power; the ISR was rewritten
     assert cluster.power_loss_risk([brokers[0]]) is not None  # since, but it is not back
