@@ -136,7 +136,7 @@ class ChaosCluster:
     _paused: Counter[int] = field(default_factory=Counter)
     _cuts: Counter[Link] = field(default_factory=Counter)
     _zookeeper_down: int = 0
-    power_lost_at: dict[int, float] = field(default_factory=dict)  # broker id -> time.time() of its last power loss
+    killed_at: dict[int, float] = field(default_factory=dict)  # broker id -> time.time() of its last kill or power loss
 
     @property
     def bootstrap(self) -> str:
@@ -223,26 +223,34 @@ class ChaosCluster:
         fsyncs before acknowledging), or None. A partition is safe when an ISR member outside the victims
         holds its records and will stay in the ISR: one that runs (a broker killed or stopped now is taken out
         of the ISR when it comes back or its session expires), whose registration is older than the ISR's
-        last write, and which has not lost power since it registered (a broker back from a power loss may
-        still be named in an ISR rewritten for another reason before the controller handled its restart),
-        or when its only ISR
+        last write, and which has not been killed since it registered (a broker back from a power loss may
+        still be named in an ISR rewritten for another reason before the controller handled its restart; one
+        killed and started again still has its dead process's registration until that session expires, and
+        the controller then handles it as restarted: round 3015 powered off the other two ISR members of
+        every partition then, and they led again with their cut logs), or when its only ISR
         member has been that for SOLE_MEMBER_GRACE_S: a leader left alone in the ISR flushes its log (README),
-        and a power loss after that is what the harness must be able to survive."""
+        and a power loss after that is what the harness must be able to survive. Only if that member too was
+        registered before the ISR was written and not killed since: one started again came back with what it
+        had not flushed still unflushed, and not as the leader that flushed (round 3017 with the fixes:
+        queue-4's only member, whose session had expired and which was then killed and started again, lost
+        power with its whole log above its recovery point, and the intact follower outside the ISR truncated
+        to it)."""
         names = {b.broker_id for b in victims}
         now = time.time()
         states, registered = self.isrs()
         running = {b.broker_id for b in self.brokers if b.alive and not b.paused}
 
-        def holds(broker: int, written: float) -> bool:
+        def member_since(broker: int, written: float) -> bool:
+            """Registered before the ISR was written, and not killed since it registered."""
             since = registered.get(broker)
-            lost = self.power_lost_at.get(broker, 0.0)
-            return broker in running and since is not None and lost < since < written
+            return since is not None and self.killed_at.get(broker, 0.0) < since < written
 
         for name, (isr, written) in sorted(states.items()):
-            holders = [b for b in isr if b not in names and holds(b, written)]
+            holders = [b for b in isr if b not in names and b in running and member_since(b, written)]
             if holders:
                 continue
-            if len(isr) == 1 and isr[0] in names and now - written >= SOLE_MEMBER_GRACE_S:
+            if len(isr) == 1 and isr[0] in names and now - written >= SOLE_MEMBER_GRACE_S \
+                    and member_since(isr[0], written):
                 continue
             return f"{name}: ISR {isr} written {now - written:.1f} s ago"
         return None
@@ -258,7 +266,7 @@ class ChaosCluster:
                 self.kill(broker)
             if not power_loss:
                 return {}
-            self.power_lost_at[broker.broker_id] = time.time()
+            self.killed_at[broker.broker_id] = time.time()  # the page cache goes now, whenever the process went
             return lose_unsynced_writes(broker.data_dir / "logs")
 
     def bring_up(self, broker: Broker) -> None:
@@ -300,6 +308,7 @@ class ChaosCluster:
                 self.zookeeper.start()
 
     def kill(self, broker: Broker) -> None:
+        self.killed_at[broker.broker_id] = time.time()
         broker.kill()
         assert self.proxies is not None
         self.proxies.call(broker.front.reset)
@@ -382,6 +391,19 @@ class ChaosCluster:
                 if not broker.alive:
                     broker.process = None
                     broker.spawn()
+
+    def revive(self) -> list[int]:
+        """After the heal, start again every broker whose process has exited; their ids. A broker started
+        while cut from ZooKeeper gives up after zookeeper.connection.timeout.ms and exits, as Kafka's does,
+        and may do so just after the heal looked (round 3004: 'broker 1 not registered' for 120 s)."""
+        started = []
+        for broker in self.brokers:
+            with self._broker_locks[broker.broker_id]:
+                if not broker.alive and not self._down[broker.broker_id]:
+                    broker.process = None
+                    broker.spawn()
+                    started.append(broker.broker_id)
+        return started
 
     def stop(self) -> None:
         """Kill everything, even half-started; never raises."""

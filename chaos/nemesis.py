@@ -13,12 +13,15 @@ from typing import Any, Callable
 
 from kazoo.exceptions import NoNodeError
 
-from chaos.cluster import REPLICA_LAG_MS, Broker, ChaosCluster, Link
+from chaos.cluster import Broker, ChaosCluster, Link
 from chaos.faults import LAG_WAIT_S, Fault
 from chaos.history import History
+from chaos.replicas import log_end
 from chaos.workload import QUEUE_TOPIC
 
 REGISTER_WAIT_S = 30.0
+ACKED_AFTER_SHRINK = 20  # lose-isr: records the two ISR members left take before they lose power
+OVERTAKE_WAIT_S = 20.0  # lag-then-isolate: how long the cut may outlast its duration for a new leader to write
 
 
 class Nemesis:
@@ -183,7 +186,8 @@ def _failover_mid(cluster: ChaosCluster, leader: Broker, hold: float, step: _Ste
 def _lag_then(cluster: ChaosCluster, fault: Fault, leader: Broker, step: _Steps) -> dict[str, Any]:
     """The first replica of the assignment other than the leader stops fetching from it (its connections
     into the leader frozen, so the leader's AlterPartition still reaches a controller it may be) until it
-    leaves the ISR; then the leader goes, killed, powered off or cut from brokers and ZooKeeper."""
+    leaves the ISR; then the leader goes, killed, powered off or cut from brokers and ZooKeeper (the cut
+    held until another broker leads and has written past it, see `_overtaken`)."""
     partition = fault.partition or 0
     _, replicas, _ = partition_state(cluster, partition)
     follower = cluster.by_id(next(r for r in replicas if r != leader.broker_id))
@@ -195,7 +199,14 @@ def _lag_then(cluster: ChaosCluster, fault: Fault, leader: Broker, step: _Steps)
         detail: dict[str, Any] = {"follower": follower.broker_id, "left_isr": left}
         how = fault.kind.removeprefix("lag-then-")
         if how == "isolate":
-            _held_cut(cluster, cluster.isolation(leader) + cluster.from_zookeeper(leader), fault.duration)
+            cut = cluster.isolation(leader) + cluster.from_zookeeper(leader)
+            cluster.cut(cut)
+            try:
+                time.sleep(fault.duration)
+                detail["overtaken"] = _overtaken(cluster, leader, partition)
+                step("overtaken" if detail["overtaken"] else "not-overtaken", leader=leader.broker_id)
+            finally:
+                cluster.uncut(cut)
         else:
             detail["lost_bytes"] = _take_down(cluster, [leader], how == "power-loss", step)
             time.sleep(fault.duration)
@@ -203,6 +214,27 @@ def _lag_then(cluster: ChaosCluster, fault: Fault, leader: Broker, step: _Steps)
         return detail
     finally:
         cluster.uncut(lag)
+
+
+def _overtaken(cluster: ChaosCluster, leader: Broker, partition: int, topic: str = QUEUE_TOPIC) -> bool:
+    """Hold an isolated leader's cut (up to OVERTAKE_WAIT_S) until another broker leads its partition and
+    has written past the isolated leader's log end. What the isolated leader appended and could not
+    replicate is then a divergent tail that it must truncate when it follows again: healed sooner, it
+    fetched from past the new leader's end and was cut back to it, which hides a follower that never
+    truncates to the leader's epoch end (the no-truncate mutant)."""
+    zk = cluster.zk_client()
+    try:
+        def ahead() -> bool:
+            data, _ = zk.get(f"/brokers/topics/{topic}/partitions/{partition}/state")
+            new = json.loads(data)["leader"]
+            if new in (-1, leader.broker_id):
+                return False
+            name = f"{topic}-{partition}"
+            return log_end(cluster.by_id(new).data_dir / "logs" / name) > log_end(leader.data_dir / "logs" / name)
+        return _wait(ahead, OVERTAKE_WAIT_S)
+    finally:
+        zk.stop()
+        zk.close()
 
 
 def _take_down(cluster: ChaosCluster, victims: list[Broker], power_loss: bool, step: _Steps) -> dict[str, Any]:
@@ -272,8 +304,14 @@ def _lose_isr(cluster: ChaosCluster, leader: Broker, duration: float, history: H
     followers = sorted((b for b in cluster.brokers if b is not leader), key=lambda b: b.broker_id == controller)
     follower, other = followers[:2]
     cluster.pause(follower)
-    time.sleep(1.5 * REPLICA_LAG_MS / 1000)  # out of the ISR, still in ZooKeeper
-    history.add("fault-step", step="power-loss", brokers=[leader.broker_id, other.broker_id])
+    # Out of the ISR (still in ZooKeeper), then records that only the two left acknowledged: waited for, not
+    # slept for (a loaded machine shrank the ISR just before the power loss, and nothing was lost).
+    out = _wait(lambda: follower.broker_id not in partition_state(cluster, 0)[2], LAG_WAIT_S)
+    log = other.data_dir / "logs" / f"{QUEUE_TOPIC}-0"
+    shrunk_at = log_end(log)
+    grew = _wait(lambda: log_end(log) >= shrunk_at + ACKED_AFTER_SHRINK, LAG_WAIT_S)
+    history.add("fault-step", step="power-loss", brokers=[leader.broker_id, other.broker_id], out_of_isr=out,
+                acknowledged_since=grew)
     lost = {f"b{b.broker_id}": cluster.power_loss(b) for b in (leader, other)}
     cluster.resume(follower)
     time.sleep(duration)

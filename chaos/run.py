@@ -79,9 +79,18 @@ def under_replicated(cluster: ChaosCluster, topics: list[str]) -> list[str]:
     return problems
 
 
-def wait_replicated(cluster: ChaosCluster, topics: list[str], what: str) -> None:
+def wait_replicated(cluster: ChaosCluster, topics: list[str], what: str, history: History | None = None) -> None:
+    """Wait for every partition's full ISR; with `history` (after the heal), brokers that exited meanwhile
+    are started again, each time recorded as `revived`."""
+    def replicated() -> bool:
+        if history is not None:
+            revived = cluster.revive()
+            if revived:
+                history.add("revived", brokers=revived)
+        return not under_replicated(cluster, topics)
+
     try:
-        wait_for(lambda: not under_replicated(cluster, topics), what, HEALTHY_TIMEOUT)
+        wait_for(replicated, what, HEALTHY_TIMEOUT)
     except TimeoutError as exc:
         raise TimeoutError(f"{exc}: {under_replicated(cluster, topics)}") from None
 
@@ -148,7 +157,7 @@ def run_round(seed: int, duration: float, *, brokers: int = 3, partitions: int =
             history.add("heal", still_holding=holding)
             cluster.heal()
             try:
-                wait_replicated(cluster, topics, "every partition's full ISR")
+                wait_replicated(cluster, topics, "every partition's full ISR", history)
                 history.add("healthy")
                 time.sleep(2.0)  # the consumers read the tail
             except TimeoutError as exc:
@@ -208,6 +217,8 @@ def _log_round(events: list[dict[str, Any]], result: RoundResult, log) -> None:
             log(f"  at {e['t']:5.1f}s   {e['step']} {json.dumps(detail)}")
         elif e["type"] == "fault" and e.get("lost_bytes"):
             log(f"  at {e['t']:5.1f}s {e['kind']} cut unsynced bytes: {e['lost_bytes']}")
+        elif e["type"] == "revived":
+            log(f"  at {e['t']:5.1f}s brokers {e['brokers']} had exited and were started again")
         elif e["type"] == "fault-error":
             log(f"  at {e['t']:5.1f}s {e['kind']} could not be applied: {e['error']}")
     log(f"  verdict: {result.verdict}  stats={report.stats}")

@@ -44,7 +44,7 @@ MUTANTS = (
     Mutant("hw-without-isr", "the high watermark advances to the leader's log end without the ISR",
            ("kill", "power-loss"), (11, 12, 13)),
     Mutant("no-truncate", "a new follower never truncates to the leader's epoch end",
-           ("kill", "power-loss", "isolate", "lag-then-kill"), (11, 12, 13)),
+           ("lag-then-isolate",), (11, 12, 13, 14, 15), generator="aimed"),
     Mutant("elect-outside-isr", "the controller elects the first live replica in assignment order, in the ISR or not",
            ("lag-then-kill", "lag-then-isolate", "lag-then-power-loss"), (11, 12, 13), generator="aimed"),
     Mutant("ack-at-append", "acks=all answered at the leader's append", ("kill", "power-loss"), (11, 12, 13)),

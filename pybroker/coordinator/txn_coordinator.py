@@ -13,11 +13,18 @@ Rules of this module (the same as ``coordinator.py``'s):
 3. Errors follow Kafka: a wrong producer id is INVALID_PRODUCER_ID_MAPPING, a wrong epoch is
    PRODUCER_FENCED (INVALID_PRODUCER_EPOCH for requests too old to know it), a request racing a
    commit or abort is CONCURRENT_TRANSACTIONS.
+4. Partitions join a transaction only once their record is on the ISR, as Kafka's pending state
+   transitions do: AddPartitions keeps the metadata as it was in ``pending`` until the runtime calls
+   ``persisted``, answers CONCURRENT_TRANSACTIONS to that id meanwhile, and a write that failed puts
+   the metadata back. Otherwise the client's retry found its partitions already added and was told so
+   with nothing on the log; a failover then forgot them, EndTxn took the previous transaction's
+   CompleteCommit for a retry, and the partitions never got their marker (chaos round 3003: a
+   committed transaction's record closed by the producer's next ABORT).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, Iterable
 
 from pybroker.coordinator.group import Waiter
@@ -58,6 +65,9 @@ class TxnOutcome:
     records: list[tuple[int, Record]] = field(default_factory=list)
     """(partition of __transaction_state, record)."""
     markers: list[MarkerRequest] = field(default_factory=list)
+    pending: dict[str, TxnMetadata] = field(default_factory=dict)
+    """Transactional id -> its metadata before this outcome's change, which waits for ``records`` to be on
+    the ISR (rule 4)."""
 
     def reply(self, waiter: Waiter, response: Any) -> None:
         self.replies.append((waiter, response))
@@ -77,6 +87,8 @@ class TransactionCoordinator:
         self.config = config
         self.transactions: dict[str, TxnMetadata] = {}
         self.coordinator_epochs: dict[int, int] = {}  # partition -> leader epoch of __transaction_state
+        self.pending: dict[str, TxnMetadata] = {}
+        """Transactional id -> its metadata as the log holds it, while a change waits for the ISR (rule 4)."""
         self._next_abort_check_ms: int | None = None
         self._next_expiration_check_ms: int | None = None
 
@@ -112,6 +124,9 @@ class TransactionCoordinator:
                 transactional_id, fresh_producer_id, 0, timeout_ms, TxnState.EMPTY, last_update_ms=now_ms)
             self._persist(out, meta)
             out.reply(waiter, InitResult(ErrorCode.NONE, meta.producer_id, meta.producer_epoch))
+            return out
+        if transactional_id in self.pending:
+            out.reply(waiter, InitResult(ErrorCode.CONCURRENT_TRANSACTIONS))
             return out
         if producer_id != NO_PRODUCER_ID:
             retried = producer_id == meta.producer_id and producer_epoch == meta.last_producer_epoch \
@@ -167,12 +182,17 @@ class TransactionCoordinator:
         meta = self.transactions.get(transactional_id)
         error = self._check_producer(meta, producer_id, producer_epoch)
         if error is ErrorCode.NONE and meta is not None:
+            logged = self.pending.get(transactional_id, meta)
             if meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
                 error = ErrorCode.CONCURRENT_TRANSACTIONS
             elif verify_only:
-                if meta.state is not TxnState.ONGOING or not wanted <= meta.partitions:
+                if logged.state is not TxnState.ONGOING or not wanted <= logged.partitions:
                     error = ErrorCode.INVALID_TXN_STATE
+            elif transactional_id in self.pending:
+                error = ErrorCode.CONCURRENT_TRANSACTIONS
             elif not wanted <= meta.partitions or meta.state is not TxnState.ONGOING:
+                self.pending[transactional_id] = out.pending[transactional_id] = replace(
+                    meta, partitions=set(meta.partitions))
                 if meta.state is not TxnState.ONGOING:
                     meta.partitions.clear()
                     meta.start_ms = now_ms
@@ -182,6 +202,19 @@ class TransactionCoordinator:
                 self._persist(out, meta)
         out.reply(waiter, error)
         return out
+
+    def persisted(self, outcome: TxnOutcome, ok: bool) -> None:
+        """The records of an outcome's pending changes are on the ISR (``ok``), or could not be written
+        or replicated: the change stands, or the metadata is put back as the log holds it (rule 4). A
+        change that an unload (and maybe a new load) has replaced since is left alone."""
+        for transactional_id, logged in outcome.pending.items():
+            if self.pending.get(transactional_id) is not logged:
+                continue
+            del self.pending[transactional_id]
+            meta = self.transactions.get(transactional_id)
+            if not ok and meta is not None:
+                for name in (f.name for f in fields(TxnMetadata)):
+                    setattr(meta, name, getattr(logged, name))
 
     def _check_producer(self, meta: TxnMetadata | None, producer_id: int, producer_epoch: int) -> ErrorCode:
         if meta is None or meta.producer_id != producer_id:
@@ -195,8 +228,9 @@ class TransactionCoordinator:
         """Whether a transactional write to ``partition`` belongs to the producer's open transaction."""
         meta = self.transactions.get(transactional_id)
         error = self._check_producer(meta, producer_id, producer_epoch)
-        if error is ErrorCode.NONE and meta is not None and (
-                meta.state is not TxnState.ONGOING or partition not in meta.partitions):
+        logged = self.pending.get(transactional_id, meta)
+        if error is ErrorCode.NONE and logged is not None and (
+                logged.state is not TxnState.ONGOING or partition not in logged.partitions):
             return ErrorCode.INVALID_TXN_STATE
         return error
 
@@ -207,7 +241,9 @@ class TransactionCoordinator:
         out = TxnOutcome()
         meta = self.transactions.get(transactional_id)
         error = self._check_producer(meta, producer_id, producer_epoch)
-        if error is ErrorCode.NONE and meta is not None:
+        if error is ErrorCode.NONE and meta is not None and transactional_id in self.pending:
+            error = ErrorCode.CONCURRENT_TRANSACTIONS  # its partitions are not all on the log yet (rule 4)
+        elif error is ErrorCode.NONE and meta is not None:
             match meta.state:
                 case TxnState.ONGOING:
                     self._prepare_end(out, meta, commit=commit, now_ms=now_ms)
@@ -266,6 +302,8 @@ class TransactionCoordinator:
         """Abort transactions open longer than their timeout (fencing their producer), and resend
         the markers of transactions stuck in a Prepare state."""
         for meta in self.transactions.values():
+            if meta.transactional_id in self.pending:
+                continue  # decided once its record is on the ISR or put back (rule 4)
             if meta.state is TxnState.ONGOING and now_ms >= meta.start_ms + meta.timeout_ms:
                 self._bump_epoch(meta, None)
                 self._prepare_end(out, meta, commit=False, now_ms=now_ms)
@@ -304,6 +342,7 @@ class TransactionCoordinator:
         outcome, so there are no waiters to fail (the group runtime's protocol)."""
         for transactional_id in [t for t in self.transactions if self.partition_of(t) == partition]:
             del self.transactions[transactional_id]
+            self.pending.pop(transactional_id, None)
         self.coordinator_epochs.pop(partition, None)
         return []
 

@@ -8,6 +8,9 @@ persisted the same way); then, after the first attempt at the markers, the answe
 delivered (a producer hears of its commit once the decision is on the ISR and its markers were
 sent; a leader that stays unreachable delays no answer, its markers are retried meanwhile).
 
+A change of a transaction's partitions stands only once its record is on the ISR: the runtime tells
+the coordinator (``persisted``), which otherwise puts the metadata back as the log holds it.
+
 Two rules keep a marker from ever reaching a log it does not belong in:
 
 1. No marker of a transaction is written while a Prepare record of it waits for the ISR (the
@@ -63,11 +66,13 @@ class TxnRuntime(CoordinatorRuntime):
         try:
             ends = self._persist_records(outcome.records)
         except Exception as exc:
+            self.txn.persisted(outcome, ok=False)
             fail(outcome.replies, exc)
             return
         finally:
             self._wake.set()
         if not outcome.markers and (self._replicated is None or not ends):
+            self.txn.persisted(outcome, ok=True)
             deliver(outcome.replies)
             return
         prepared = [m.transactional_id for m in outcome.markers] if ends and self._replicated else []
@@ -84,8 +89,10 @@ class TxnRuntime(CoordinatorRuntime):
                 try:
                     await asyncio.gather(*(self._replicated(p, end) for p, end in ends.items()))
                 except Exception as exc:
+                    self.txn.persisted(outcome, ok=False)
                     fail(outcome.replies, exc)
                     return
+            self.txn.persisted(outcome, ok=True)
         finally:
             self._awaiting_isr.subtract(prepared)
             self._awaiting_isr += Counter()  # drop ids whose count reached zero

@@ -19,13 +19,15 @@ from chaos.run import EXPECTED_LOSS, run_round
 # cut log (fixed in 980639d; test_power_loss.py makes that order every time, and the harness's
 # controller-bounce fault too).
 SMOKE_SEEDS = (2, 3, 6, 10)
+# Seed 6 draws the same two faults in 15 s as in 20 s (the others would lose their last fault).
+DURATIONS = {6: 15.0}
 # A failing round's history and broker logs outlive pytest's own temporary directories.
 KEEP = Path(tempfile.gettempdir()) / "pybroker-chaos-smoke"
 
 
 @pytest.mark.parametrize("seed", SMOKE_SEEDS)
 def test_short_chaos_round_is_clean(seed: int) -> None:
-    result = run_round(seed, 20.0, partitions=3, generator="sequential", keep_dir=KEEP)
+    result = run_round(seed, DURATIONS.get(seed, 20.0), partitions=3, generator="sequential", keep_dir=KEEP)
     assert result.schedule and all(f.kind in KINDS for f in result.schedule)
     assert result.verdict == "clean", f"seed {seed}: {result.verdict}; history kept in {result.kept}"
     stats = result.report.stats
@@ -33,6 +35,7 @@ def test_short_chaos_round_is_clean(seed: int) -> None:
 
 
 def test_unclean_election_after_power_loss_is_caught_losing_acked_writes() -> None:
-    result = run_round(1000, 20.0, partitions=3, expect_loss=True, keep_dir=KEEP)
+    # Its one fault is fixed and waited for (faults.expected_loss_schedule); what follows it proves nothing.
+    result = run_round(1000, 12.0, partitions=3, expect_loss=True, keep_dir=KEEP)
     assert result.verdict == EXPECTED_LOSS, result.verdict
     assert result.report.anomalies["lost"]

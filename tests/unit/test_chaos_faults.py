@@ -109,14 +109,50 @@ def test_a_power_loss_is_risky_only_when_no_other_isr_member_holds_the_records(t
     assert "queue-0" in cluster.power_loss_risk([brokers[0]])  # alone for a second: maybe not flushed yet
     states["queue-0"] = ([0], now - SOLE_MEMBER_GRACE_S - 1)
     assert cluster.power_loss_risk([brokers[0]]) is None  # it has flushed by now (the rule under test)
-    states["queue-0"] = ([0, 1], now - 1)
-    cluster.power_lost_at[1] = now - 9  # broker 1 lost power; the ISR was rewritten since, but it is not back
+    cluster.killed_at[0] = now - 3  # but not if it was killed and started again since (round 3017)
     assert cluster.power_loss_risk([brokers[0]]) is not None
+    del cluster.killed_at[0]
+    registered[0] = now - 2  # nor if its registration is newer than the ISR
+    assert cluster.power_loss_risk([brokers[0]]) is not None
+    registered[0] = now - 100
+    states["queue-0"] = ([0, 1], now - 1)
+    cluster.killed_at[1] = now - 9  # broker 1 lost power; the ISR was rewritten
+    assert cluster.power_loss_risk([brokers[0]]) is not None  # since, but it is not back
     registered[1] = now - 5  # back, and the ISR written after it registered again: it rejoined
     assert cluster.power_loss_risk([brokers[0]]) is None
     states["queue-0"] = ([0, 1], now - 6)  # written before it came back: a stale membership
     assert cluster.power_loss_risk([brokers[0]]) is not None
-    del cluster.power_lost_at[1]
+    del cluster.killed_at[1]
     states["queue-0"] = ([0, 1], now - 1)
     brokers[1].alive = False  # killed: its disk is intact, but it leaves the ISR when it comes back
     assert cluster.power_loss_risk([brokers[0]]) is not None
+    brokers[1].alive = True  # started again (round 3015): the registration is still the dead process's
+    cluster.killed_at[1] = now - 3
+    assert cluster.power_loss_risk([brokers[0]]) is not None
+    registered[1] = now - 2  # registered again, and the ISR written since: it rejoined
+    assert cluster.power_loss_risk([brokers[0]]) is None
+
+
+def test_the_heal_starts_again_a_broker_that_exited_after_it_looked(tmp_path) -> None:
+    """Round 3004: a broker started while cut from ZooKeeper exits after its connection timeout, which may
+    come just after the heal restarted the dead ones; the wait for the full ISR starts it again."""
+    import threading
+
+    from chaos.cluster import ChaosCluster
+
+    class FakeBroker:
+        def __init__(self, broker_id: int, alive: bool) -> None:
+            self.broker_id, self.alive, self.process, self.spawned = broker_id, alive, object(), 0
+
+        def spawn(self) -> None:
+            self.spawned += 1
+            self.alive = True
+
+    cluster = ChaosCluster(tmp_path)
+    brokers = [FakeBroker(0, True), FakeBroker(1, False), FakeBroker(2, False)]
+    cluster.brokers = brokers  # type: ignore[assignment]
+    cluster._broker_locks = {b.broker_id: threading.RLock() for b in brokers}
+    cluster._down[2] = 1  # a fault still holds it down
+    assert cluster.revive() == [1]
+    assert [b.spawned for b in brokers] == [0, 1, 0]
+    assert cluster.revive() == []

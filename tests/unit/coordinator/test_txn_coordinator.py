@@ -38,7 +38,9 @@ def only_reply(outcome: TxnOutcome) -> Any:
 
 
 def complete(coordinator: TransactionCoordinator, outcome: TxnOutcome, now: int) -> list[MarkerRequest]:
-    """What the runtime does after persisting: every marker is written and acknowledged."""
+    """What the runtime does after persisting: the records are on the ISR, every marker is written and
+    acknowledged."""
+    coordinator.persisted(outcome, ok=True)
     for marker in outcome.markers:
         coordinator.markers_written(marker, now)
     return outcome.markers
@@ -57,6 +59,7 @@ def started(partitions: list[tuple[str, int]] | None = None) -> tuple[Transactio
     outcome = coordinator.add_partitions("w", TXN, result.producer_id, result.producer_epoch,
                                          partitions or [("out", 0), ("out", 1)], clock.now)
     assert only_reply(outcome) is ErrorCode.NONE
+    complete(coordinator, outcome, clock.now)
     return coordinator, clock, result
 
 
@@ -207,7 +210,9 @@ def test_replayed_state_resends_markers_of_a_recorded_commit_and_aborts_open_one
     coordinator, clock, producer = started()
     records = []
     records += coordinator.init_producer_id("w", "other", TIMEOUT_MS, -1, -1, 7, clock.now).records
-    records += coordinator.add_partitions("w", "other", 7, 0, [("out", 3)], clock.now).records
+    added = coordinator.add_partitions("w", "other", 7, 0, [("out", 3)], clock.now)
+    complete(coordinator, added, clock.now)
+    records += added.records
     records += coordinator.end_txn("w", TXN, producer.producer_id, producer.producer_epoch, True, clock.now).records
     entries = [decode_txn_record(k, v) for _, (k, v) in records]
     restarted = TransactionCoordinator(CONFIG)

@@ -1,5 +1,6 @@
 """TxnRuntime's ordering rules: no marker for a Prepare record the ISR does not hold yet, no stale
-marker after the transaction moved on, failed markers retried while they are current."""
+marker after the transaction moved on, failed markers retried while they are current, and partitions
+that join a transaction only once their record is on the ISR (chaos round 3003)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ import pytest
 
 from pybroker.coordinator.runtime import CoordinatorStorageError
 from pybroker.coordinator.txn_coordinator import MarkerRequest, TransactionCoordinator, TxnConfig
-from pybroker.coordinator.txn_records import TxnState
+from pybroker.coordinator.txn_records import TxnState, decode_txn_record
+from pybroker.replication.errors import NotEnoughReplicasError
 from pybroker.coordinator.txn_runtime import TxnRuntime
 from pybroker.protocol.error_codes import ErrorCode
 
@@ -26,6 +28,9 @@ class Harness:
         self.end_offset = 0
         self.held: dict[int, asyncio.Event] = {}  # end offset -> released when set
         self.failing: set[int] = set()  # end offsets whose first ISR wait fails
+        self.refusing = 0  # appends still to refuse, as a leader whose ISR is below min.insync.replicas does
+        self.log: list[tuple[int, Any]] = []  # (end offset of its append, record), oldest first
+        self.unreplicated: set[int] = set()  # end offsets of appends whose ISR wait failed
         self.markers: list[tuple[MarkerRequest, TxnState]] = []
         self.marker_results = marker_results or []
         self.coordinator = TransactionCoordinator(TxnConfig(abort_check_interval_ms=1000))
@@ -33,12 +38,23 @@ class Harness:
                                   self._replicated)
 
     def _persist(self, partition: int, records: list[Any]) -> int:
+        if self.refusing:
+            self.refusing -= 1
+            raise NotEnoughReplicasError("the ISR is smaller than min.insync.replicas")
         self.end_offset += len(records)
+        self.log += [(self.end_offset, record) for record in records]
         return self.end_offset
+
+    def failover(self) -> TransactionCoordinator:
+        """The next coordinator, on a replica that has every append whose ISR wait succeeded."""
+        successor = TransactionCoordinator(TxnConfig())
+        successor.load(decode_txn_record(key, value) for end, (key, value) in self.log if end not in self.unreplicated)
+        return successor
 
     async def _replicated(self, partition: int, end: int) -> None:
         if end in self.failing:
             self.failing.discard(end)
+            self.unreplicated.add(end)
             raise TimeoutError(f"replication up to {end} timed out")
         if end in self.held:
             await self.held[end].wait()
@@ -129,5 +145,58 @@ def test_a_marker_made_stale_by_a_newer_producer_epoch_is_not_written() -> None:
         meta.state, meta.producer_epoch = TxnState.COMPLETE_COMMIT, epoch + 1  # completed elsewhere, then fenced
         await asyncio.sleep(0.5)  # past the retry's backoff
         assert len(harness.markers) == 1  # the stale retry was dropped
+
+    asyncio.run(scenario())
+
+
+def test_partitions_join_a_transaction_only_once_their_record_is_on_the_isr() -> None:
+    """Chaos round 3003: an AddPartitionsToTxn whose record the ISR did not take was answered with an
+    error, but the coordinator kept the partitions; the producer's retry found them added and was told so
+    with nothing on the log. After a failover the next coordinator had the previous transaction's
+    CompleteCommit, took the EndTxn for a retry of it, and no marker reached the partitions: the
+    committed records were closed by the producer's next ABORT. Both ways of failing are covered: the
+    append refused (ISR below min.insync.replicas) and the ISR wait failing after the append."""
+    async def scenario() -> None:
+        harness = Harness()
+        init = await harness.call(lambda w, t: harness.coordinator.init_producer_id(w, TXN, TIMEOUT_MS, -1, -1, 1000, t))
+        pid, epoch = init.producer_id, init.producer_epoch
+
+        def add(partition: tuple[str, int]) -> Any:
+            return harness.call(lambda w, t: harness.coordinator.add_partitions(w, TXN, pid, epoch, [partition], t))
+
+        harness.refusing = 1
+        with pytest.raises(CoordinatorStorageError):
+            await add(("out", 0))
+        harness.failing.add(harness.end_offset + 1)
+        with pytest.raises(CoordinatorStorageError):
+            await add(("out", 1))
+        assert await add(("out", 0)) is ErrorCode.NONE
+        assert await add(("out", 1)) is ErrorCode.NONE
+        successor = harness.failover().transactions[TXN]
+        assert successor.state is TxnState.ONGOING and successor.partitions == {("out", 0), ("out", 1)}
+
+    asyncio.run(scenario())
+
+
+def test_a_transaction_waits_while_its_partitions_record_is_on_its_way_to_the_isr() -> None:
+    """Kafka's pending transition: requests for the transactional id get CONCURRENT_TRANSACTIONS (a
+    retry must not be told its partitions were added before the record is on the ISR), and a produce
+    to those partitions is not verified yet."""
+    async def scenario() -> None:
+        harness = Harness()
+        init = await harness.call(lambda w, t: harness.coordinator.init_producer_id(w, TXN, TIMEOUT_MS, -1, -1, 1000, t))
+        pid, epoch = init.producer_id, init.producer_epoch
+        harness.held[harness.end_offset + 1] = release = asyncio.Event()
+        first = asyncio.ensure_future(harness.call(lambda w, t: harness.coordinator.add_partitions(
+            w, TXN, pid, epoch, [("out", 0)], t)))
+        await asyncio.sleep(0.01)
+        retry = await harness.call(lambda w, t: harness.coordinator.add_partitions(w, TXN, pid, epoch, [("out", 0)], t))
+        assert retry is ErrorCode.CONCURRENT_TRANSACTIONS
+        assert await harness.commit(pid, epoch) is ErrorCode.CONCURRENT_TRANSACTIONS
+        assert harness.coordinator.check_ongoing(TXN, pid, epoch, ("out", 0)) is ErrorCode.INVALID_TXN_STATE
+        release.set()
+        assert await first is ErrorCode.NONE
+        assert harness.coordinator.check_ongoing(TXN, pid, epoch, ("out", 0)) is ErrorCode.NONE
+        assert await harness.commit(pid, epoch) is ErrorCode.NONE
 
     asyncio.run(scenario())
