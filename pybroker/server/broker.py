@@ -9,6 +9,7 @@ import asyncio
 import dataclasses
 import logging
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Awaitable, Callable, Mapping
 
 from pybroker.common.config import BrokerConfig
@@ -75,6 +76,10 @@ class Broker:
         self.log_manager = LogManager(config.log_dirs, self.topic_configs.log_config({}),
                                       recovery_threads=config["num.recovery.threads.per.data.dir"])
         self.io = IoExecutor(config["background.threads"])  # fsyncs; kazoo keeps asyncio's default pool
+        # Kafka's kafka-log-cleaner-thread-N: cleaning reads and rewrites whole segments, so it has threads
+        # of its own rather than asyncio's default pool, where kazoo's blocking calls wait their turn.
+        self._cleaner_threads = ThreadPoolExecutor(max(1, config["log.cleaner.threads"]),
+                                                   thread_name_prefix="pybroker-log-cleaner")
         self.replica_manager = ReplicaManager(self.log_manager, self.broker_id,
                                               replica_lag_time_max_ms=config["replica.lag.time.max.ms"])
         self.log_dir_mover = LogDirMover(self.replica_manager, self.io,
@@ -225,6 +230,7 @@ class Broker:
             await self.zk_mode.stop()
         await self.log_dir_mover.shutdown()
         self.io.shutdown()
+        self._cleaner_threads.shutdown(cancel_futures=True)  # a running job ends before the logs close
         self.log_manager.shutdown()
         log.info("[KafkaServer id=%d] shut down completed", self.broker_id)
 
@@ -286,7 +292,8 @@ class Broker:
         """One log-cleaner pass: plan on the loop, segment I/O in threads, swap on the loop."""
         jobs = self.log_manager.plan_cleaning(now_ms(), max_jobs=self.config["log.cleaner.threads"],
                                               dedupe_buffer_size=self.config["log.cleaner.dedupe.buffer.size"])
-        await asyncio.gather(*(asyncio.to_thread(job.run) for job in jobs))
+        loop = asyncio.get_running_loop()
+        await asyncio.gather(*(loop.run_in_executor(self._cleaner_threads, job.run) for job in jobs))
         for job in jobs:
             self.log_manager.finish_cleaning(job, now_ms())
 
