@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable, Coroutine
 
 from pybroker.common.io_executor import IoExecutor
 from pybroker.log.errors import ColdReadError
@@ -29,7 +29,7 @@ from pybroker.replication.manager import ReplicaManager
 MAX_WARM_UPS = 8
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class FetchPartition:
     """One partition as a fetch asks for it."""
 
@@ -42,7 +42,7 @@ class FetchPartition:
     """A follower's own log start (its DeleteRecords progress); -1 from consumers."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class FetchParams:
     """What the whole fetch asks for (Kafka's FetchParams)."""
 
@@ -88,23 +88,43 @@ class FetchResult:
     has_error: bool = False
 
 
-async def fetch_messages(replicas: ReplicaManager, io: IoExecutor, params: FetchParams,
-                         partitions: list[FetchPartition], *, answered_with_error: bool = False,
-                         on_wait: Callable[[], None] = lambda: None) -> FetchResult:
+def fetch_messages(replicas: ReplicaManager, io: IoExecutor, params: FetchParams, partitions: list[FetchPartition],
+                   *, answered_with_error: bool = False,
+                   on_wait: Callable[[], None] = lambda: None) -> FetchResult | Coroutine[Any, Any, FetchResult]:
     """Read ``partitions``, record a follower's fetch, and long-poll when too little is there.
+
+    As Kafka's fetchMessages, it answers at once when it can (usually: the reads find the page
+    cache warm and enough data, or no wait is asked for), with the result; otherwise it returns the
+    delayed fetch, a coroutine to await for the result (no coroutine on the common path: a small
+    fetch's cost is mostly its fixed cost).
 
     ``answered_with_error``: another partition of the request is refused already (unknown topic,
     not authorized), so the fetch answers at once, as after a failed read. ``on_wait`` is called
     before each wait of the long poll (the request leaves the request queue)."""
-    try:  # usually all in the page cache: read at once, without a coroutine of its own
+    try:  # usually all in the page cache: read at once, on the loop
         result = _read_all(replicas, params, partitions, cached_only=True)
     except ColdReadError as cold:
-        result = await _read_all_from_cache(replicas, io, params, partitions, cold)
+        return _delayed_fetch(replicas, io, params, partitions, cold, answered_with_error, on_wait)
+    return _after_read(replicas, io, params, partitions, result, answered_with_error, on_wait)
+
+
+async def _delayed_fetch(replicas: ReplicaManager, io: IoExecutor, params: FetchParams,
+                         partitions: list[FetchPartition], cold: ColdReadError, answered_with_error: bool,
+                         on_wait: Callable[[], None]) -> FetchResult:
+    """A fetch whose first read met a page out of the cache: warmed on an I/O thread, then as usual."""
+    result = await _read_all_from_cache(replicas, io, params, partitions, cold)
+    outcome = _after_read(replicas, io, params, partitions, result, answered_with_error, on_wait)
+    return outcome if isinstance(outcome, FetchResult) else await outcome
+
+
+def _after_read(replicas: ReplicaManager, io: IoExecutor, params: FetchParams, partitions: list[FetchPartition],
+                result: FetchResult, answered_with_error: bool,
+                on_wait: Callable[[], None]) -> FetchResult | Coroutine[Any, Any, FetchResult]:
     if params.follower:
         _record_follower_fetch(replicas, params.replica_id, partitions, result)
     if result.bytes < params.min_bytes and not result.has_error and not answered_with_error \
             and params.max_wait_ms > 0:
-        result = await _long_poll(replicas, io, params, partitions, result, on_wait)
+        return _long_poll(replicas, io, params, partitions, result, on_wait)
     return result
 
 

@@ -25,7 +25,8 @@ from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.messages import FetchRequest, FetchResponse
 from pybroker.protocol.primitives import ZERO_UUID
-from pybroker.replication.fetch_messages import FetchParams, FetchPartition, PartitionRead, fetch_messages
+from pybroker.replication.fetch_messages import FetchParams, FetchPartition, FetchResult, PartitionRead, \
+    fetch_messages
 from pybroker.security.acl import AclOperation, ResourceType
 from pybroker.server.authorization import allowed_names, authorize_cluster
 from pybroker.server.context import RequestContext
@@ -72,12 +73,13 @@ async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
     params = FetchParams(replica_id=replica_id, read_committed=request.isolation_level == READ_COMMITTED,
                          min_bytes=request.min_bytes, max_wait_ms=request.max_wait_ms,
                          byte_limit=lambda: int(min(request_limit, fetch_max_bytes, quota.fetch_max_bytes(follower))))
-    result = await fetch_messages(
+    outcome = fetch_messages(
         services.replica_manager, services.io, params,
         [FetchPartition(item.topic, item.request.partition, item.request.fetch_offset,
                         item.request.partition_max_bytes, item.request.current_leader_epoch,
                         item.request.log_start_offset) for item in readable],
         answered_with_error=len(readable) < len(wanted), on_wait=leave_request_queue)
+    result = outcome if isinstance(outcome, FetchResult) else await outcome
     reads = iter(result.reads)
     answers = [(item, _answer(item, next(reads)) if item.error is ErrorCode.NONE else _error_data(item))
                for item in wanted]

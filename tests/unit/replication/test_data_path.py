@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from pathlib import Path
-from typing import Iterator
+from typing import Awaitable, Iterator
 
 import pytest
 
@@ -57,13 +57,19 @@ def produce(replicas: ReplicaManager, *items: PartitionAppend, acks: int = 1, tr
                                       allow_zstd=True, now_ms=NOW, **options))  # type: ignore[arg-type]
 
 
+async def fetched(outcome: FetchResult | Awaitable[FetchResult]) -> FetchResult:
+    """fetch_messages' result: at once, or once its delayed fetch completes."""
+    return outcome if isinstance(outcome, FetchResult) else await outcome
+
+
 def fetch(replicas: ReplicaManager, *partitions: FetchPartition, replica_id: int = -1, read_committed: bool = False,
           min_bytes: int = 0, max_wait_ms: int = 0, limit: int = 1 << 20) -> FetchResult:
     async def run() -> FetchResult:
         io = IoExecutor(1)
         try:
-            return await fetch_messages(replicas, io, FetchParams(replica_id, read_committed, min_bytes, max_wait_ms,
-                                                                  lambda: limit), list(partitions))
+            return await fetched(fetch_messages(replicas, io, FetchParams(replica_id, read_committed, min_bytes,
+                                                                          max_wait_ms, lambda: limit),
+                                                list(partitions)))
         finally:
             io.shutdown()
     return asyncio.run(run())
@@ -222,8 +228,8 @@ def test_the_long_poll_answers_after_an_append(replicas: ReplicaManager) -> None
             waiting.set()
 
         try:
-            polling = asyncio.ensure_future(fetch_messages(
-                replicas, io, FetchParams(-1, False, 1, 60_000, lambda: 1 << 20), [at(0)], on_wait=on_wait))
+            polling = asyncio.ensure_future(fetched(fetch_messages(
+                replicas, io, FetchParams(-1, False, 1, 60_000, lambda: 1 << 20), [at(0)], on_wait=on_wait)))
             await waiting.wait()
             await append_records(replicas, [PartitionAppend("t", 0, batch(b"late"))], required_acks=1,
                                  transactional_id=None, allow_zstd=True, now_ms=NOW)
