@@ -139,7 +139,7 @@ def _listener_override_base(name: str) -> str | None:
 def _entry(config: DescribedConfig, include_synonyms: bool, include_documentation: bool) -> Entry:
     synonyms = [DescribeConfigsResponse.DescribeConfigsSynonym(name=s.name, value=s.value, source=s.source)
                 for s in config.synonyms] if include_synonyms else []
-    return Entry(name=config.name, value=config.value, read_only=config.read_only, is_default=config.is_default,
+    return Entry(name=config.name, value=config.value, read_only=config.read_only,
                  config_source=config.source, is_sensitive=config.is_sensitive, synonyms=synonyms,
                  config_type=config.config_type, documentation=config.doc if include_documentation else None)
 

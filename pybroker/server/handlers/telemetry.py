@@ -1,4 +1,4 @@
-"""GetTelemetrySubscriptions (71), PushTelemetry (72) and ListClientMetricsResources (74): client
+"""GetTelemetrySubscriptions (71), PushTelemetry (72) and ListConfigResources (74): client
 telemetry (KIP-714), answered by the broker's ClientMetricsManager (pybroker.server.telemetry.manager).
 
 Kafka checks no ACL for the first two (any client may push its own metrics) and Describe on the cluster
@@ -12,8 +12,8 @@ from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.messages import (
     GetTelemetrySubscriptionsRequest,
     GetTelemetrySubscriptionsResponse,
-    ListClientMetricsResourcesRequest,
-    ListClientMetricsResourcesResponse,
+    ListConfigResourcesRequest,
+    ListConfigResourcesResponse,
     PushTelemetryRequest,
     PushTelemetryResponse,
 )
@@ -55,13 +55,13 @@ async def push(ctx: RequestContext, request: PushTelemetryRequest) -> PushTeleme
     return PushTelemetryResponse(throttle_time_ms=0, error_code=result.error)
 
 
-@api(ApiKey.LIST_CLIENT_METRICS_RESOURCES, 0, 0)
+@api(ApiKey.LIST_CONFIG_RESOURCES, 0, 0)
 async def list_resources(ctx: RequestContext,
-                         request: ListClientMetricsResourcesRequest) -> ListClientMetricsResourcesResponse:
+                         request: ListConfigResourcesRequest) -> ListConfigResourcesResponse:
     if not authorize_cluster(ctx, AclOperation.DESCRIBE):
-        return ListClientMetricsResourcesResponse(throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
-                                                  client_metrics_resources=[])
-    Resource = ListClientMetricsResourcesResponse.ClientMetricsResource
-    return ListClientMetricsResourcesResponse(
+        return ListConfigResourcesResponse(throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                                           config_resources=[])
+    Resource = ListConfigResourcesResponse.ConfigResource
+    return ListConfigResourcesResponse(
         throttle_time_ms=0, error_code=ErrorCode.NONE,
-        client_metrics_resources=[Resource(name=name) for name in ctx.broker.client_metrics.names()])
+        config_resources=[Resource(resource_name=name) for name in ctx.broker.client_metrics.names()])

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[3]
-SPEC_DIRS = [REPO.parent / "shared" / "kafka-protocol" / d for d in ("message", "coordinator-records")]
+SPEC_DIRS = [REPO.parent / "shared" / "kafka-protocol" / d for d in ("4.2/message", "message", "coordinator-records")]
 
 
 @pytest.mark.skipif(not all(d.is_dir() for d in SPEC_DIRS),
@@ -26,13 +26,13 @@ def test_public_tables() -> None:
     from pybroker.protocol.api_keys import ApiKey
 
     assert messages.API_NAMES[0] == "Produce" and messages.API_NAMES[18] == "ApiVersions"
-    assert set(messages.REQUEST_CLASSES) == set(range(88)) == set(messages.RESPONSE_CLASSES)
+    assert set(messages.REQUEST_CLASSES) == set(range(93)) == set(messages.RESPONSE_CLASSES)
     for key, cls in messages.REQUEST_CLASSES.items():
         assert cls.API_KEY == key and cls.__name__ == messages.API_NAMES[key] + "Request"
         assert messages.RESPONSE_CLASSES[key].__name__ == messages.API_NAMES[key] + "Response"
     assert [k for k in ApiKey][:4] == [ApiKey.PRODUCE, ApiKey.FETCH, ApiKey.LIST_OFFSETS,
                                        ApiKey.METADATA]
-    assert ApiKey.API_VERSIONS == 18 and len(ApiKey) == 88
+    assert ApiKey.API_VERSIONS == 18 and len(ApiKey) == 93
     for name in messages.__all__:
         assert getattr(messages, name) is not None
 
@@ -47,7 +47,7 @@ def test_class_attributes_and_struct_access() -> None:
     )
 
     assert (ProduceRequest.API_KEY, ProduceRequest.MIN_VERSION, ProduceRequest.MAX_VERSION,
-            ProduceRequest.FLEXIBLE_MIN, ProduceRequest.LATEST_VERSION_UNSTABLE) == (0, 0, 11, 9,
+            ProduceRequest.FLEXIBLE_MIN, ProduceRequest.LATEST_VERSION_UNSTABLE) == (0, 3, 13, 9,
                                                                                       False)
     assert ConsumerProtocolSubscription.API_KEY == -1 and RequestHeader.API_KEY == -1
     assert ProduceRequest.TopicProduceData and ProduceRequest.PartitionProduceData
@@ -75,5 +75,5 @@ def test_full_load_does_not_exec_code() -> None:
     t = time.perf_counter()
     from pybroker.protocol import messages
 
-    assert len(messages.REQUEST_CLASSES) == 88
+    assert len(messages.REQUEST_CLASSES) == 93
     assert time.perf_counter() - t < 5
