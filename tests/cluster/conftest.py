@@ -16,6 +16,7 @@ CHROOT = "/pybroker"
 BROKERS = 3
 # Short enough that a SIGKILLed broker's session (and its /brokers/ids znode) expires within seconds.
 SESSION_TIMEOUT_MS = 4000
+POST_MORTEM_LINES = 60
 
 
 @dataclass
@@ -61,6 +62,11 @@ def running_cluster(root: Path, brokers: int = BROKERS, extra: dict[str, str] | 
             wait_until(lambda: len(AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics(
                 timeout=10).brokers) == brokers, f"broker {broker.port} to know all brokers")
         yield Cluster(zookeeper, processes)
+    except BaseException:
+        for broker in processes:  # the post-mortem a CI log keeps: the temporary directory is gone with the run
+            print(f"--- last lines of broker {broker.overrides['broker.id']} (port {broker.port}) ---")
+            print("\n".join(broker.log_lines[-POST_MORTEM_LINES:]))
+        raise
     finally:
         for broker in processes:
             broker.kill()

@@ -34,8 +34,9 @@ PAIR_LINE = "Quota configs for user-principal 'alice', client-id 'app' are consu
 
 
 def described(broker: BrokerProcess) -> list:
+    """The quotas ``broker`` describes, on a new connection that gives up after 10 s (the wait around it retries)."""
     async def go() -> list:
-        async with KafkaClient(broker.bootstrap) as client:
+        async with KafkaClient(broker.bootstrap, timeout=10) as client:
             return await describe_client_quotas(client, [("client-id", "slow")], strict=True)
     return asyncio.run(go())
 
