@@ -16,7 +16,7 @@ from typing import Any, Callable, Iterable
 from pybroker.common.topic import INTERNAL_TOPICS
 from pybroker.coordinator.runtime import CoordinatorStorageError
 from pybroker.coordinator.txn_coordinator import InitResult
-from pybroker.coordinator.txn_records import TopicPartition, TxnState
+from pybroker.coordinator.txn_records import TV_1, TV_2, TopicPartition, TxnState
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.messages import (
@@ -115,9 +115,11 @@ async def _add_partitions(ctx: RequestContext, txn: AddPartitionsToTxnRequest.Ad
                  for tp in wanted}
     else:
         coordinator = ctx.broker.txns.coordinator
+        # A leader's add (v4+, not verify-only) is the implicit add of a V2 client's Produce or TxnOffsetCommit.
+        version = TV_1 if from_client or verify_only else TV_2
         code = await txn_call(ctx, txn.transactional_id, lambda waiter, now: coordinator.add_partitions(
-            waiter, txn.transactional_id, txn.producer_id, txn.producer_epoch, wanted, now, verify_only=verify_only),
-            from_client=from_client)
+            waiter, txn.transactional_id, txn.producer_id, txn.producer_epoch, wanted, now, verify_only=verify_only,
+            client_version=version), from_client=from_client)
         code = fenced_code(code, ctx.api_version, FIRST_PRODUCER_FENCED_VERSION)
         codes = {tp: code for tp in wanted}
     return [AddTopicResult(name=t.name, results_by_partition=[
