@@ -148,7 +148,8 @@ async def offset_fetch(ctx: RequestContext, request: OffsetFetchRequest) -> Offs
         OffsetFetchResponse.OffsetFetchResponsePartition, request.require_stable)))
 
 
-def _fetched_by_id(ctx: RequestContext, coordinator: GroupCoordinator, group: OffsetFetchRequest.OffsetFetchRequestGroup,
+def _fetched_by_id(ctx: RequestContext, coordinator: GroupCoordinator,
+                   group: OffsetFetchRequest.OffsetFetchRequestGroup,
                    require_stable: bool) -> list[OffsetFetchResponse.OffsetFetchResponseTopics]:
     """One group of a batched OffsetFetch (v8+), its topics named by id from v10."""
     topics, unknown_ids = (None, []) if group.topics is None else _named(ctx, group.topics)
