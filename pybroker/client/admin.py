@@ -231,13 +231,12 @@ class AdminClient:
                     resource_type=resource_type, resource_name=n, configuration_keys=None) for n in target_names],
                 include_synonyms=include_synonyms)
             connection = await (self.client.connect() if target is None else self.client.node(target))
-            version = connection.versions.version_for(request.API_KEY)
-            response = await connection.send_at(request, version, DescribeConfigsResponse)
+            response = await connection.send(request, DescribeConfigsResponse)
             for result in response.results:
                 check(result.error_code, result.error_message)
                 configs[result.resource_name] = [
                     ConfigEntry(c.name, c.value, c.config_source,
-                                c.is_default if version == 0 else c.config_source == DEFAULT_CONFIG_SOURCE,
+                                c.config_source == DEFAULT_CONFIG_SOURCE,
                                 c.read_only, c.is_sensitive,
                                 tuple(ConfigSynonym(s.name, s.value, s.source) for s in c.synonyms or ()))
                     for c in result.configs]

@@ -64,10 +64,9 @@ class OffsetStore:
         metadata = partition.committed_metadata or ""
         if len(metadata.encode("utf-8")) > self.config.offset_metadata_max_bytes:
             return ErrorCode.OFFSET_METADATA_TOO_LARGE
-        commit_time = partition.commit_timestamp if partition.commit_timestamp >= 0 else now_ms
-        expire = commit_time + retention_time_ms if retention_time_ms >= 0 else None
+        expire = now_ms + retention_time_ms if retention_time_ms >= 0 else None
         committed = CommittedOffset(partition.committed_offset, partition.committed_leader_epoch, metadata,
-                                    commit_time, expire)
+                                    now_ms, expire)
         group.pending_offsets[(topic, partition.partition_index)] = committed
         out.staged.append(OffsetEntry(group.group_id, topic, partition.partition_index, committed))
         out.records.append((self.partition_of(group.group_id),

@@ -10,11 +10,7 @@ from __future__ import annotations
 import dataclasses
 import struct
 
-from pybroker.protocol.api_keys import (
-    REQUEST_FLEXIBLE_MIN,
-    REQUEST_VERSIONS,
-    RESPONSE_FLEXIBLE_MIN,
-)
+from pybroker.protocol.api_keys import FLEXIBLE_MIN, REQUEST_VERSIONS
 from pybroker.protocol.errors import DecodeError, EncodeError, FrameTooLarge
 from pybroker.protocol.messages.request_header import RequestHeader
 from pybroker.protocol.messages.response_header import ResponseHeader
@@ -126,7 +122,7 @@ def request_header_version(api_key: int, api_version: int) -> int:
     """Request header version: 2 for flexible request versions, else 1; ControlledShutdown v0: 0."""
     if api_key == CONTROLLED_SHUTDOWN_KEY and api_version == 0:
         return 0
-    fmin = REQUEST_FLEXIBLE_MIN.get(api_key)
+    fmin = FLEXIBLE_MIN.get(api_key)
     return 2 if fmin is not None and api_version >= fmin else 1
 
 
@@ -134,7 +130,7 @@ def response_header_version(api_key: int, api_version: int) -> int:
     """Response header version: 1 for flexible versions, else 0; ApiVersions always 0 (KIP-511)."""
     if api_key == API_VERSIONS_KEY:
         return 0
-    fmin = RESPONSE_FLEXIBLE_MIN.get(api_key)
+    fmin = FLEXIBLE_MIN.get(api_key)
     return 1 if fmin is not None and api_version >= fmin else 0
 
 

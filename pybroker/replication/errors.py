@@ -47,7 +47,3 @@ class InternalTopicError(ReplicationError):
 
 class TransactionalIdRequiredError(ReplicationError):
     """A transactional batch in a produce request without a transactional id."""
-
-
-class InvalidTxnStateError(ReplicationError):
-    """A transactional batch for a partition its producer's ongoing transaction does not hold (KIP-890)."""

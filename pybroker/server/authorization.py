@@ -77,7 +77,7 @@ CHECKED_APIS: dict[int, str] = {
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: "Describe on the cluster",
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: "Alter on the cluster",
     ApiKey.UPDATE_FEATURES: "Alter on the cluster",
-    ApiKey.LIST_CLIENT_METRICS_RESOURCES: "Describe on the cluster",
+    ApiKey.LIST_CONFIG_RESOURCES: "Describe on the cluster",
     ApiKey.DESCRIBE_LOG_DIRS: "Describe on the cluster (else no dir listed, CLUSTER_AUTHORIZATION_FAILED v3+)",
     ApiKey.ALTER_REPLICA_LOG_DIRS: "Alter on the cluster (each partition refused)",
     ApiKey.DESCRIBE_CLIENT_QUOTAS: "DescribeConfigs on the cluster",

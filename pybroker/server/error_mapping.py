@@ -62,7 +62,6 @@ CODES: list[tuple[type[BaseException], ErrorCode]] = [
     (replication.InvalidRequiredAcksError, ErrorCode.INVALID_REQUIRED_ACKS),
     (replication.InternalTopicError, ErrorCode.INVALID_TOPIC_EXCEPTION),
     (replication.TransactionalIdRequiredError, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
-    (replication.InvalidTxnStateError, ErrorCode.INVALID_TXN_STATE),
     (controller.TopicExistsError, ErrorCode.TOPIC_ALREADY_EXISTS),
     (controller.UnknownTopicError, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
     (controller.InvalidTopicError, ErrorCode.INVALID_TOPIC_EXCEPTION),

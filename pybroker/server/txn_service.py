@@ -34,7 +34,7 @@ from pybroker.controller.zk_client import ZkClient
 from pybroker.coordinator.coordinator import GroupCoordinator
 from pybroker.coordinator.loader import decoded_records
 from pybroker.coordinator.txn_coordinator import MarkerRequest, TransactionCoordinator, TxnConfig, TxnOutcome
-from pybroker.coordinator.txn_records import TopicPartition, TxnEntry, decode_txn_record
+from pybroker.coordinator.txn_records import TV_1, TV_2, TopicPartition, TxnEntry, decode_txn_record
 from pybroker.coordinator.txn_runtime import TxnRuntime
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.messages import TxnOffsetCommitRequest
@@ -213,17 +213,31 @@ class TxnService:
             return error_code_for(exc)
         return ErrorCode.NONE
 
-    def verify_partition(self, transactional_id: str | None, producer_id: int, producer_epoch: int,
-                         partition: TopicPartition) -> ErrorCode:
-        """Produce's check that a transactional batch belongs to an ongoing transaction that holds
-        ``partition`` (KIP-890 part 1, ``transaction.partition.verification.enable``), so a late
-        batch cannot open a transaction that nobody will end. Only done when this broker is the
-        coordinator; epoch problems are left to the log, which answers INVALID_PRODUCER_EPOCH."""
-        if not self._verify or transactional_id is None \
-                or self.coordinator_node(transactional_id) != self._broker_id:
+    async def admit(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                    partitions: list[TopicPartition], *, implicit: bool) -> ErrorCode:
+        """What a transactional write to ``partitions`` needs before it is appended, from the coordinator of
+        ``transactional_id`` (this broker or another, through AddPartitionsToTxn v5): a V2 client's (Produce
+        v12+, TxnOffsetCommit v5: ``implicit``, KIP-890 part 2) are added to its transaction; a V1 client's are
+        verified to be in it (KIP-890 part 1, ``transaction.partition.verification.enable``), so a late batch
+        cannot open a transaction nobody will end (INVALID_TXN_STATE). The coordinator's code is returned;
+        NOT_COORDINATOR or COORDINATOR_NOT_AVAILABLE when it cannot be asked."""
+        if not implicit and not self._verify:
             return ErrorCode.NONE
-        code = self.coordinator.check_ongoing(transactional_id, producer_id, producer_epoch, partition)
-        return code if code is ErrorCode.INVALID_TXN_STATE else ErrorCode.NONE
+        node = self.coordinator_node(transactional_id)
+        brokers = {b.broker_id: b for b in self._metadata().brokers()}
+        if node == self._broker_id:
+            if not self.owns(transactional_id):
+                code = self.not_owned_error(transactional_id)
+            else:
+                code = await self.call(lambda waiter, now: self.coordinator.add_partitions(
+                    waiter, transactional_id, producer_id, producer_epoch, partitions, now, verify_only=not implicit,
+                    client_version=TV_2 if implicit else TV_1))
+        elif node in brokers:
+            code = await self._markers.add_partitions(brokers[node], transactional_id, producer_id, producer_epoch,
+                                                      partitions, verify_only=not implicit)
+        else:
+            code = ErrorCode.COORDINATOR_NOT_AVAILABLE
+        return code
 
     # ------------------------------------------------------------------ TxnOffsetCommit
 

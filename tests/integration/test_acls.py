@@ -48,7 +48,8 @@ DESCRIBE_MESSAGE = "No Authorizer is configured on the broker"
 ALTER_MESSAGE = "No Authorizer is configured."
 
 
-def test_api_versions_lists_the_acl_apis_at_kafka_39_versions(shared_broker):
+def test_api_versions_lists_the_acl_apis_at_kafka_42_versions(shared_broker):
+    """v0 went with KIP-896 in Kafka 4.0."""
     client = WireClient(shared_broker.bootstrap)
     try:
         response = client.request(ApiVersionsRequest(client_software_name="t", client_software_version="1"), 3,
@@ -56,10 +57,10 @@ def test_api_versions_lists_the_acl_apis_at_kafka_39_versions(shared_broker):
     finally:
         client.close()
     ranges = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
-    assert (ranges.get(29), ranges.get(30), ranges.get(31)) == ((0, 3), (0, 3), (0, 3))
+    assert (ranges.get(29), ranges.get(30), ranges.get(31)) == ((1, 3), (1, 3), (1, 3))
 
 
-@pytest.mark.parametrize("version", [0, 1, 2, 3])
+@pytest.mark.parametrize("version", [1, 2, 3])
 def test_raw_requests_get_security_disabled_in_each_response_shape(shared_broker, version):
     client = WireClient(shared_broker.bootstrap)
     try:

@@ -59,6 +59,11 @@ NOT_SERVED: dict[int, str] = {
     ApiKey.WRITE_SHARE_GROUP_STATE: "share groups (own issue)",
     ApiKey.DELETE_SHARE_GROUP_STATE: "share groups (own issue)",
     ApiKey.READ_SHARE_GROUP_STATE_SUMMARY: "share groups (own issue)",
+    ApiKey.STREAMS_GROUP_HEARTBEAT: "streams groups (KIP-1071) are not implemented",
+    ApiKey.STREAMS_GROUP_DESCRIBE: "streams groups (KIP-1071) are not implemented",
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: "share groups (own issue)",
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS: "share groups (own issue)",
+    ApiKey.DELETE_SHARE_GROUP_OFFSETS: "share groups (own issue)",
 }
 
 

@@ -166,7 +166,7 @@ def test_broker_api_versions(shared_broker: BrokerProcess) -> None:
     assert lines[0] == f"{shared_broker.bootstrap} (id: 0 rack: null) -> ("
     assert lines[-1] == ")"
     assert "\tApiVersions(18): 0 to 4 [usable: 4]," in lines
-    assert "\tProduce(0): 3 to 11 [usable: 11]," in lines
+    assert "\tProduce(0): 3 to 13 [usable: 13]," in lines
     body = lines[1:-1]
     assert all(re.fullmatch(r"\t\w+\(\d+\): \d+( to \d+)? \[usable: \d+\],", line) for line in body[:-1]), body
     assert not body[-1].endswith(",")

@@ -22,8 +22,8 @@ from pybroker.protocol.messages import (
     GetTelemetrySubscriptionsResponse,
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
-    ListClientMetricsResourcesRequest,
-    ListClientMetricsResourcesResponse,
+    ListConfigResourcesRequest,
+    ListConfigResourcesResponse,
     PushTelemetryRequest,
     PushTelemetryResponse,
 )
@@ -107,13 +107,13 @@ def test_subscription_configs_are_validated_described_and_listed(wire: WireClien
     assert result.error_code == ErrorCode.NONE
     assert {c.name: c.value for c in result.configs} == {
         "metrics": "org.apache.kafka.producer.", "interval.ms": "2000", "match": "client_id=nobody-.*"}
-    names = {r.name for r in wire.request(ListClientMetricsResourcesRequest(), 0,
-                                          ListClientMetricsResourcesResponse).client_metrics_resources}
+    names = {r.resource_name for r in wire.request(ListConfigResourcesRequest(), 0,
+                                                   ListConfigResourcesResponse).config_resources}
     assert "listed" in names and "validated" not in names and "bad-key" not in names
 
     assert alter(wire, "listed", {"metrics": None, "interval.ms": None, "match": None}) == (ErrorCode.NONE, None)
-    names = {r.name for r in wire.request(ListClientMetricsResourcesRequest(), 0,
-                                          ListClientMetricsResourcesResponse).client_metrics_resources}
+    names = {r.resource_name for r in wire.request(ListConfigResourcesRequest(), 0,
+                                                   ListConfigResourcesResponse).config_resources}
     assert "listed" not in names
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -10,7 +12,8 @@ from confluent_kafka.admin import (
     ConfigSource,
     NewTopic,
 )
-from kafka.admin import KafkaAdminClient
+from kafka.admin import ConfigResource as KafkaConfigResource
+from kafka.admin import ConfigResourceType, KafkaAdminClient
 
 from pybroker.common.config import CONFIG_KEYS
 from pybroker.protocol.error_codes import ErrorCode
@@ -140,3 +143,25 @@ def test_describe_configs_for_the_cluster_default_resource_is_empty(shared_broke
     answer = client.request(DescribeConfigsRequest(resources=[resource]), 4, DescribeConfigsResponse)
     client.close()
     assert (answer.results[0].error_code, answer.results[0].configs) == (0, [])
+
+
+def test_every_key_the_properties_set_is_described_as_static(tmp_path: Path) -> None:
+    """Kafka describes a broker's originals as well as its declared keys (ConfigHelper.allConfigs): a
+    listener override or a key Kafka does not declare (a plugin's) is STATIC_BROKER_CONFIG; one of
+    unknown type is sensitive, its value hidden. Read with kafka-python's admin, as a user would."""
+    broker = BrokerProcess(tmp_path, {"listener.name.plaintext.ssl.keystore.type": "PKCS12",
+                                      "my.plugin.secret": "s3cret", "num.partitions": "3"}).start()
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        described = admin.describe_configs([KafkaConfigResource(ConfigResourceType.BROKER, "0")],
+                                           config_filter="static")
+    finally:
+        admin.close()
+        broker.kill()
+    configs = described["broker"]["0"]
+    assert configs["num.partitions"]["value"] == "3"
+    override = configs["listener.name.plaintext.ssl.keystore.type"]
+    assert (override["value"], override["is_sensitive"], override["config_type"]) == ("PKCS12", False, "STRING")
+    plugin = configs["my.plugin.secret"]
+    assert (plugin["value"], plugin["is_sensitive"], plugin["read_only"]) == (None, True, True)
+    assert all(entry["config_source"] == "STATIC_BROKER_CONFIG" for entry in configs.values())

@@ -100,7 +100,7 @@ def test_kafka_python_describe_log_dirs_reports_sizes_lags_and_the_volume(jbod):
     assert sizes[(dirs[0], TOPIC, 0)] > 0 and sizes[(dirs[1], OTHER, 0)] == 0
 
 
-@pytest.mark.parametrize("version", range(5))
+@pytest.mark.parametrize("version", range(1, 5))
 def test_every_version_filters_by_topic_partitions(jbod, version):
     process, dirs = jbod
     asked = DescribeLogDirsRequest(topics=[DescribeLogDirsRequest.DescribableLogDirTopic(topic=TOPIC, partitions=[1, 2]),

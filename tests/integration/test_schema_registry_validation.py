@@ -42,7 +42,8 @@ def produce_raw(broker: EmbeddedBroker, topic: str, values: list[bytes | None]) 
             batch = build_batch([RecordInput(None, value) for value in values])
             request = ProduceRequest(acks=-1, timeout_ms=10000, topic_data=[ProduceRequest.TopicProduceData(
                 name=topic, partition_data=[ProduceRequest.PartitionProduceData(index=0, records=batch)])])
-            response = await (await client.connect()).send(request, ProduceResponse, min_version=8)
+            # v12: the last version that names topics (v13 names them by id)
+            response = await (await client.connect()).send_at(request, 12, ProduceResponse)
             return response.responses[0].partition_responses[0]
 
     return asyncio.run(send())

@@ -56,7 +56,7 @@ def _filter(resource_type: int, name: str | None, pattern_type: int, principal: 
         AccessControlEntryFilter(principal, host, AclOperation.of(operation), AclPermissionType.of(permission)))
 
 
-@api(ApiKey.DESCRIBE_ACLS, 0, 3)
+@api(ApiKey.DESCRIBE_ACLS, 1, 3)
 async def describe_acls(ctx: RequestContext, request: DescribeAclsRequest) -> DescribeAclsResponse:
     authorizer = ctx.services.authorizer
     if authorizer is None:
@@ -80,7 +80,7 @@ async def describe_acls(ctx: RequestContext, request: DescribeAclsRequest) -> De
         for pattern, entries in sorted(by_pattern.items(), key=lambda item: str(item[0]))])
 
 
-@api(ApiKey.CREATE_ACLS, 0, 3)
+@api(ApiKey.CREATE_ACLS, 1, 3)
 async def create_acls(ctx: RequestContext, request: CreateAclsRequest) -> CreateAclsResponse:
     store = ctx.services.acl_store
     if store is None:
@@ -112,7 +112,7 @@ async def create_acls(ctx: RequestContext, request: CreateAclsRequest) -> Create
     return CreateAclsResponse(results=results)
 
 
-@api(ApiKey.DELETE_ACLS, 0, 3)
+@api(ApiKey.DELETE_ACLS, 1, 3)
 async def delete_acls(ctx: RequestContext, request: DeleteAclsRequest) -> DeleteAclsResponse:
     store, authorizer = ctx.services.acl_store, ctx.services.authorizer
     if store is None or authorizer is None:

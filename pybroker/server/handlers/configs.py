@@ -9,7 +9,15 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Mapping
 
-from pybroker.common.config import CONFIG_KEYS, DYNAMIC_KEYS, ConfigError, parse_value, value_text
+from pybroker.common.config import (
+    CONFIG_KEYS,
+    DYNAMIC_KEYS,
+    LISTENER_PREFIX,
+    BrokerConfig,
+    ConfigError,
+    parse_value,
+    value_text,
+)
 from pybroker.common.topic import topic_name_error
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.error_codes import ErrorCode
@@ -27,7 +35,14 @@ from pybroker.server.context import RequestContext
 from pybroker.server.error_mapping import error_code_for, error_message_for
 from pybroker.server.registry import api
 from pybroker.server.telemetry import configs as client_metrics_configs
-from pybroker.server.topic_configs import CONFIG_TYPES, DEFAULT_CONFIG, DescribedConfig, broker_synonyms
+from pybroker.server.topic_configs import (
+    CONFIG_TYPES,
+    DEFAULT_CONFIG,
+    STATIC_BROKER_CONFIG,
+    DescribedConfig,
+    Synonym,
+    broker_synonyms,
+)
 
 TOPIC = 2
 BROKER = 4
@@ -96,13 +111,35 @@ def _broker_configs(ctx: RequestContext, keys: list[str] | None) -> list[Describ
             key.name, None if sensitive else value_text(config[key.name]),
             synonyms[0].source if synonyms else DEFAULT_CONFIG, CONFIG_TYPES.get(key.type, 2), key.doc, synonyms,
             read_only=key.name not in DYNAMIC_KEYS, is_sensitive=sensitive))
-    return described
+    return described + [_original_config(config, name) for name in sorted(config.raw)
+                        if name not in CONFIG_KEYS and (not keys or name in keys)]
+
+
+def _original_config(config: BrokerConfig, name: str) -> DescribedConfig:
+    """A key the properties set that is not declared (a listener override, a plugin's key): Kafka describes
+    its originals too, typed as the key a listener override stands for; a key of unknown type is
+    sensitive (KafkaConfig.maybeSensitive), its value hidden."""
+    base = _listener_override_base(name)
+    key = CONFIG_KEYS.get(base) if base is not None else None
+    sensitive = key is None or key.type == "password"
+    value = None if sensitive else config.raw[name]
+    return DescribedConfig(name, value, STATIC_BROKER_CONFIG, CONFIG_TYPES.get(key.type, 2) if key else 0,
+                           key.doc if key else "", (Synonym(name, value, STATIC_BROKER_CONFIG),),
+                           read_only=True, is_sensitive=sensitive)
+
+
+def _listener_override_base(name: str) -> str | None:
+    """``listener.name.<listener>.[<sasl mechanism>.]<key>`` -> ``<key>``; None for any other name."""
+    if not name.startswith(LISTENER_PREFIX):
+        return None
+    rest = name[len(LISTENER_PREFIX):].partition(".")[2]
+    return rest if rest in CONFIG_KEYS else rest.partition(".")[2]
 
 
 def _entry(config: DescribedConfig, include_synonyms: bool, include_documentation: bool) -> Entry:
     synonyms = [DescribeConfigsResponse.DescribeConfigsSynonym(name=s.name, value=s.value, source=s.source)
                 for s in config.synonyms] if include_synonyms else []
-    return Entry(name=config.name, value=config.value, read_only=config.read_only, is_default=config.is_default,
+    return Entry(name=config.name, value=config.value, read_only=config.read_only,
                  config_source=config.source, is_sensitive=config.is_sensitive, synonyms=synonyms,
                  config_type=config.config_type, documentation=config.doc if include_documentation else None)
 

@@ -53,7 +53,9 @@ class _Wanted:
     error: ErrorCode = ErrorCode.NONE
 
 
-@api(ApiKey.FETCH, 4, 17)
+# v18 (KIP-1166) adds the follower's known high watermark, which only lets a leader end a follower's long poll early
+# when its high watermark moved; this leader does not use it (the follower learns it on the next answer, as before).
+@api(ApiKey.FETCH, 4, 18)
 async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
     services = ctx.services
     sessions = services.fetch_sessions

@@ -38,7 +38,7 @@ INVALID_OFFSET_LAG = -1
 Result = DescribeLogDirsResponse.DescribeLogDirsResult
 
 
-@api(ApiKey.DESCRIBE_LOG_DIRS, 0, 4)
+@api(ApiKey.DESCRIBE_LOG_DIRS, 1, 4)
 async def describe_log_dirs(ctx: RequestContext, request: DescribeLogDirsRequest) -> DescribeLogDirsResponse:
     if not authorize_cluster(ctx, AclOperation.DESCRIBE):
         return DescribeLogDirsResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, results=[])
@@ -71,7 +71,7 @@ def _offset_lag(ctx: RequestContext, log: PartitionLog, future: bool) -> int:
     return max(current.high_watermark - log.log_end_offset, 0)
 
 
-@api(ApiKey.ALTER_REPLICA_LOG_DIRS, 0, 2)
+@api(ApiKey.ALTER_REPLICA_LOG_DIRS, 1, 2)
 async def alter_replica_log_dirs(ctx: RequestContext, request: AlterReplicaLogDirsRequest
                                  ) -> AlterReplicaLogDirsResponse:
     allowed = authorize_cluster(ctx, AclOperation.ALTER)

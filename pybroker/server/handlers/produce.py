@@ -15,14 +15,14 @@ from __future__ import annotations
 
 import time
 
+from pybroker.common.topic import INTERNAL_TOPICS
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.messages import ProduceRequest, ProduceResponse
 from pybroker.records.batch import BatchHeader, RecordBatch
-from pybroker.records.constants import TRANSACTIONAL_FLAG_MASK
+from pybroker.records.constants import BATCH_HEADER, TRANSACTIONAL_FLAG_MASK
 from pybroker.records.errors import RecordValidationError
 from pybroker.replication.append_records import BeforeAppend, PartitionAppend, append_records, wait_for_acks
-from pybroker.replication.errors import InvalidTxnStateError
 from pybroker.security.acl import AclOperation, ResourceType
 from pybroker.server.authorization import allowed_names, authorize
 from pybroker.server.context import RequestContext
@@ -33,29 +33,42 @@ from pybroker.server.request_channel import leave_request_queue
 
 PartitionResponse = ProduceResponse.PartitionProduceResponse
 FIRST_ZSTD_VERSION = 7
+FIRST_IMPLICIT_ADD_VERSION = 12  # transactions V2: the coordinator adds the partition to the transaction
+FIRST_TOPIC_ID_VERSION = 13
+_RETRIED_BY_PRODUCERS = {ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR,
+                         ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.CONCURRENT_TRANSACTIONS,
+                         ErrorCode.NETWORK_EXCEPTION, ErrorCode.REQUEST_TIMED_OUT}
 
 
-# From v3, as Kafka 4.0 (KIP-896): v0-2 carry message formats v0/v1, which this broker does not write.
-@api(ApiKey.PRODUCE, 3, 11)
+# From v3, as Kafka 4.0 (KIP-896): v0-2 carry message formats v0/v1, which this broker does not write. v12: a
+# transactions V2 client, whose partitions the coordinator adds to its transaction; v13: topic ids (KIP-516).
+@api(ApiKey.PRODUCE, 3, 13)
 async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceResponse | None:
     services = ctx.services
+    names = [_topic_name(ctx, topic) for topic in request.topic_data]
     # Kafka's checks: Write on the transactional id for the whole request, Write on each topic.
-    authorized = allowed_names(ctx, AclOperation.WRITE, ResourceType.TOPIC, (t.name for t in request.topic_data))
+    authorized = allowed_names(ctx, AclOperation.WRITE, ResourceType.TOPIC, (n for n in names if n is not None))
     refused = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED if request.transactional_id is not None and not \
         authorize(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id) else None
+    not_admitted = {} if refused else await _admit_transactional(ctx, request, names, authorized)
     # Each partition's answer in request order: a refusal now, or the outcome of its append.
     slots: list[list[PartitionResponse | PartitionAppend]] = []
     batches = []
-    for topic in request.topic_data:
-        code = refused or (None if topic.name in authorized else ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-        slots.append([_error(data.index, code, None) if code else PartitionAppend(topic.name, data.index, data.records)
+    for name, topic in zip(names, request.topic_data):
+        if name is None:
+            slots.append([_error(data.index, ErrorCode.UNKNOWN_TOPIC_ID, None) for data in topic.partition_data])
+            continue
+        code = refused or (None if name in authorized else ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+        slots.append([_error(data.index, code, None) if code else
+                      _not_admitted(data.index, name, not_admitted[(name, data.index)])
+                      if (name, data.index) in not_admitted else PartitionAppend(name, data.index, data.records)
                       for data in topic.partition_data])
         batches += [slot for slot in slots[-1] if isinstance(slot, PartitionAppend)]
     metrics = services.metrics
     results = await append_records(
         services.replica_manager, batches, required_acks=request.acks, transactional_id=request.transactional_id,
         allow_zstd=ctx.api_version >= FIRST_ZSTD_VERSION, now_ms=ctx.now_ms,
-        before_append=_checks(ctx, request.transactional_id),
+        before_append=_checks(ctx),
         appended=metrics.record_produce if metrics is not None else None)
     if quota.active():  # producer_byte_rate counts the whole request's bytes, acks=0 included (as Kafka)
         quota.record_produce(request.acks, ctx.request_size, int(time.time() * 1000))
@@ -64,27 +77,72 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
     if request.acks == -1:
         await wait_for_acks(services.replica_manager, results, request.timeout_ms, leave_request_queue)
     return ProduceResponse(responses=[
-        ProduceResponse.TopicProduceResponse(name=topic.name, partition_responses=[
+        ProduceResponse.TopicProduceResponse(name=name or "", topic_id=topic.topic_id, partition_responses=[
             _answer(slot) if isinstance(slot, PartitionAppend) else slot for slot in of_topic])
-        for topic, of_topic in zip(request.topic_data, slots)], throttle_time_ms=0)
+        for name, topic, of_topic in zip(names, request.topic_data, slots)], throttle_time_ms=0)
 
 
-def _checks(ctx: RequestContext, transactional_id: str | None) -> BeforeAppend:
-    """The broker's own checks of a valid batch: the topic's schema rules (confluent.{key,value}.schema.validation)
-    and, for a transactional batch, that the producer's transaction holds the partition (KIP-890)."""
+def _checks(ctx: RequestContext) -> BeforeAppend:
+    """The broker's own check of a valid batch: the topic's schema rules (confluent.{key,value}.schema.validation).
+    A transactional batch's admission (KIP-890) was asked of its coordinator before the appends."""
     services = ctx.services
 
     def check(topic: str, index: int, batch: RecordBatch, header: BatchHeader) -> None:
         schema_rules = services.schema_validation.topics.get(topic)
         if schema_rules is not None:
             services.schema_validation.check(topic, schema_rules, batch)
-        if header.attributes & TRANSACTIONAL_FLAG_MASK:
-            code = services.txns.verify_partition(transactional_id, header.producer_id, header.producer_epoch,
-                                                  (topic, index))
-            if code is not ErrorCode.NONE:
-                raise InvalidTxnStateError(f"{topic}-{index} is not part of the producer's transaction")
 
     return check
+
+
+def _topic_name(ctx: RequestContext, topic: ProduceRequest.TopicProduceData) -> str | None:
+    """The topic's name: as sent up to v12, from its id from v13 (None: no topic has that id)."""
+    if ctx.api_version < FIRST_TOPIC_ID_VERSION:
+        return topic.name
+    info = ctx.services.metadata.topic_by_id(topic.topic_id)
+    return None if info is None else info.name
+
+
+async def _admit_transactional(ctx: RequestContext, request: ProduceRequest, names: list[str | None],
+                               authorized: set[str]) -> dict[tuple[str, int], ErrorCode]:
+    """The partitions whose transactional batch the coordinator did not admit (TxnService.admit: added for a
+    V2 client, verified for a V1 one), with the code each gets; asked once per producer id and epoch."""
+    if request.transactional_id is None:
+        return {}
+    metadata = ctx.services.metadata
+    by_producer: dict[tuple[int, int], list[tuple[str, int]]] = {}
+    for name, topic in zip(names, request.topic_data):
+        info = None if name is None or name not in authorized or name in INTERNAL_TOPICS else metadata.topic(name)
+        for data in topic.partition_data if info is not None else ():
+            records = data.records
+            if data.index not in info.partitions or records is None or len(records) < BATCH_HEADER.size:
+                continue  # answered by the partition's own checks
+            header = RecordBatch(records).header()
+            if header.attributes & TRANSACTIONAL_FLAG_MASK and header.producer_id >= 0:  # else refused as invalid
+                by_producer.setdefault((header.producer_id, header.producer_epoch), []).append((name, data.index))
+    not_admitted: dict[tuple[str, int], ErrorCode] = {}
+    for (producer_id, producer_epoch), partitions in by_producer.items():
+        code = await ctx.services.txns.admit(request.transactional_id, producer_id, producer_epoch, partitions,
+                                             implicit=ctx.api_version >= FIRST_IMPLICIT_ADD_VERSION)
+        if code is not ErrorCode.NONE:
+            not_admitted.update(dict.fromkeys(partitions, _produce_code(code)))
+    return not_admitted
+
+
+def _produce_code(code: ErrorCode) -> ErrorCode:
+    """A coordinator's answer to the add or verification, as the producer gets it (Kafka's
+    AddPartitionsToTxnManager): a coordinator that is away, loading or ending the transaction is
+    NOT_ENOUGH_REPLICAS, which every producer retries; a fenced producer INVALID_PRODUCER_EPOCH."""
+    if code in _RETRIED_BY_PRODUCERS:
+        return ErrorCode.NOT_ENOUGH_REPLICAS
+    if code is ErrorCode.PRODUCER_FENCED:
+        return ErrorCode.INVALID_PRODUCER_EPOCH
+    return code
+
+
+def _not_admitted(index: int, topic: str, code: ErrorCode) -> PartitionResponse:
+    return _error(index, code, f"{topic}-{index} is not part of the producer's transaction"
+                  if code is ErrorCode.INVALID_TXN_STATE else None)
 
 
 def _answer(item: PartitionAppend) -> PartitionResponse:

@@ -135,7 +135,7 @@ def test_unknown_key_and_version_parse_as_header_v1() -> None:
 
 def test_request_roundtrip_through_decoder() -> None:
     req = ProduceRequest(acks=1, timeout_ms=5, topic_data=[
-        ProduceRequest.TopicProduceData("t", [ProduceRequest.PartitionProduceData(0, b"rec")])])
+        ProduceRequest.TopicProduceData(name="t", partition_data=[ProduceRequest.PartitionProduceData(0, b"rec")])])
     frames = FrameDecoder(1 << 20).feed(
         encode_request(RequestHeader(correlation_id=1, client_id="c"), req, 9)
         + encode_request(RequestHeader(correlation_id=2, client_id=None), MetadataRequest(), 4))

@@ -52,7 +52,7 @@ def test_roundtrip_defaults(case: tuple[type[Message], int]) -> None:
 
 
 def test_case_count() -> None:
-    # 186 message/ + 7 coordinator-records/ + 12 group-records/ConsumerGroup* specs; guard against
+    # 197 4.2/message/ + 7 coordinator-records/ + 12 group-records/ConsumerGroup* specs; guard against
     # silently dropped messages/versions
-    assert len({c for c, _ in CASES}) == 205
+    assert len({c for c, _ in CASES}) == 216
     assert len(CASES) >= 650
