@@ -43,6 +43,7 @@ from pybroker.server.metrics import BrokerMetrics
 from pybroker.server.quota.service import ClientQuotas
 from pybroker.server.telemetry.manager import ClientMetricsManager
 from pybroker.server.sasl_session import SaslAuthenticator
+from pybroker.server.share_service import ShareService
 from pybroker.schema_registry.validation import SchemaValidation
 from pybroker.server.schema_registry import BrokerSchemaRegistry
 from pybroker.server.socket_server import SocketServer
@@ -84,10 +85,12 @@ class Broker:
             self.log_manager.dir_failure_listeners.append(LogDirEventAnnouncer(self.zk_mode.zk, self.broker_id))
         self.groups = GroupService(self, now_ms)
         self.txns = TxnService(self, now_ms)
+        self.share = ShareService(self)
         self.fetch_sessions = FetchSessionCache(config["max.incremental.fetch.session.cache.slots"],
                                                 config["min.incremental.fetch.session.eviction.ms"])
         self.replica_manager.leadership_listeners += [self.groups.on_leadership_change,
-                                                      self.txns.on_leadership_change]
+                                                      self.txns.on_leadership_change,
+                                                      self.share.on_leadership_change]
         # SCRAM credentials: the embedded store is read now, ZooKeeper's once its session is up.
         self.scram_credentials: ScramCredentialStore = \
             FileScramStore(config.log_dirs[0]) if self.zk_mode is None else self.zk_mode.scram_credentials
@@ -153,6 +156,7 @@ class Broker:
             self._on_topic_change(name, info)
         self._tasks.append(self.groups.start())
         self._tasks.append(self.txns.start())
+        self._tasks.append(self.share.start())
         self._schedule("producer-id-expiration", self.config["producer.id.expiration.check.interval.ms"],
                        self._expire_producer_ids)
         self._schedule("log-retention", self.config["log.retention.check.interval.ms"], self._retention)

@@ -188,6 +188,7 @@ async def describe_groups(ctx: RequestContext, request: DescribeGroupsRequest) -
 @api(ApiKey.LIST_GROUPS, 0, 5)
 async def list_groups(ctx: RequestContext, request: ListGroupsRequest) -> ListGroupsResponse:
     groups = ctx.broker.groups.coordinator.list_groups(request.states_filter, request.types_filter)
+    groups += ctx.broker.share.groups.listed(request.states_filter, request.types_filter)
     if not authorize_cluster(ctx, AclOperation.DESCRIBE):  # Kafka: Describe on the cluster lists all, else each group
         allowed = allowed_names(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, (g.group_id for g in groups))
         groups = [g for g in groups if g.group_id in allowed]
@@ -198,9 +199,12 @@ async def list_groups(ctx: RequestContext, request: ListGroupsRequest) -> ListGr
 async def delete_groups(ctx: RequestContext, request: DeleteGroupsRequest) -> DeleteGroupsResponse:
     coordinator = ctx.broker.groups.coordinator
     allowed = allowed_names(ctx, AclOperation.DELETE, ResourceType.GROUP, request.groups_names)
-    permitted = [g for g in request.groups_names if g in allowed]
+    share = ctx.broker.share
+    permitted = [g for g in request.groups_names if g in allowed and g not in share.groups.groups]
     refused = [DeleteGroupsResponse.DeletableGroupResult(group_id=g, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
                for g in request.groups_names if g not in allowed]
+    refused += [DeleteGroupsResponse.DeletableGroupResult(group_id=g, error_code=share.delete_group(g))
+                for g in request.groups_names if g in allowed and g in share.groups.groups]
 
     def failed(code: ErrorCode) -> DeleteGroupsResponse:
         return DeleteGroupsResponse(results=[DeleteGroupsResponse.DeletableGroupResult(group_id=g, error_code=code)
