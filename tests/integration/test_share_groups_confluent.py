@@ -1,0 +1,116 @@
+"""Share groups (KIP-932) with confluent-kafka's ShareConsumer (librdkafka 2.16, preview): implicit acceptance,
+explicit release and redelivery, and several consumers on one partition never given the same record twice."""
+
+from __future__ import annotations
+
+import time
+from typing import Iterator
+
+import pytest
+from confluent_kafka import AcknowledgeType, Producer, ShareConsumer
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic, ResourceType
+
+from tests.integration.broker_process import BrokerProcess
+
+DEADLINE_S = 30
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    process = BrokerProcess(tmp_path_factory.mktemp("share-confluent")).start()
+    yield process
+    process.kill()
+
+
+def _topic_and_group(bootstrap: str, topic: str, group: str) -> None:
+    """A one-partition topic and a share group reading it from the earliest offset (Kafka's default is latest)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(timeout=20)
+    resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
+        ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)])
+    admin.incremental_alter_configs([resource])[resource].result(timeout=20)
+
+
+def _produce(bootstrap: str, topic: str, values: list[str]) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
+    for value in values:
+        producer.produce(topic, value=value.encode())
+        producer.flush(10)  # one batch per record: fetches acquire whole batches
+    assert producer.flush(10) == 0
+
+
+def _consumer(bootstrap: str, group: str, explicit: bool) -> ShareConsumer:
+    consumer = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group,
+                              "share.acknowledgement.mode": "explicit" if explicit else "implicit"})
+    return consumer
+
+
+def _poll_some(consumer: ShareConsumer) -> list:
+    deadline = time.monotonic() + DEADLINE_S
+    while time.monotonic() < deadline:
+        messages = [m for m in consumer.poll(0.5) if m.error() is None]
+        if messages:
+            return messages
+    raise AssertionError(f"no record within {DEADLINE_S} s")
+
+
+def test_implicitly_accepted_records_are_not_delivered_again(broker: BrokerProcess) -> None:
+    _topic_and_group(broker.bootstrap, "cf-implicit", "cf-implicit-group")
+    _produce(broker.bootstrap, "cf-implicit", [f"old{i}" for i in range(10)])
+    with _consumer(broker.bootstrap, "cf-implicit-group", explicit=False) as consumer:
+        consumer.subscribe(["cf-implicit"])
+        seen: list[str] = []
+        while len(seen) < 10:
+            seen += [m.value().decode() for m in _poll_some(consumer)]
+        assert seen == [f"old{i}" for i in range(10)]
+        consumer.commit_sync()
+    _produce(broker.bootstrap, "cf-implicit", ["new0"])
+    with _consumer(broker.bootstrap, "cf-implicit-group", explicit=False) as consumer:
+        consumer.subscribe(["cf-implicit"])
+        assert [m.value() for m in _poll_some(consumer)] == [b"new0"]
+
+
+def test_released_records_come_back_with_a_higher_delivery_count(broker: BrokerProcess) -> None:
+    _topic_and_group(broker.bootstrap, "cf-release", "cf-release-group")
+    _produce(broker.bootstrap, "cf-release", ["a", "b", "c"])
+    with _consumer(broker.bootstrap, "cf-release-group", explicit=True) as consumer:
+        consumer.subscribe(["cf-release"])
+        first: list = []
+        while len(first) < 3:
+            batch = _poll_some(consumer)
+            for message in batch:
+                consumer.acknowledge(message, AcknowledgeType.RELEASE)
+            consumer.commit_sync()
+            first += batch
+        again: list = []
+        while len(again) < 3:
+            batch = _poll_some(consumer)
+            for message in batch:
+                consumer.acknowledge(message, AcknowledgeType.ACCEPT)
+            consumer.commit_sync()
+            again += batch
+        assert [(m.offset(), m.value()) for m in again] == [(0, b"a"), (1, b"b"), (2, b"c")]
+        assert {m.delivery_count() for m in again} == {2}
+
+
+def test_consumers_sharing_one_partition_get_each_record_once(broker: BrokerProcess) -> None:
+    _topic_and_group(broker.bootstrap, "cf-shared", "cf-shared-group")
+    values = [f"r{i}" for i in range(30)]
+    _produce(broker.bootstrap, "cf-shared", values)
+    consumers = [_consumer(broker.bootstrap, "cf-shared-group", explicit=True) for _ in range(3)]
+    received: list[str] = []
+    try:
+        for consumer in consumers:
+            consumer.subscribe(["cf-shared"])
+        deadline = time.monotonic() + DEADLINE_S
+        while len(received) < len(values) and time.monotonic() < deadline:
+            for consumer in consumers:
+                for message in consumer.poll(0.2):
+                    if message.error() is None:
+                        received.append(message.value().decode())
+                        consumer.acknowledge(message, AcknowledgeType.ACCEPT)
+                consumer.commit_sync()
+    finally:
+        for consumer in consumers:
+            consumer.close()
+    assert sorted(received) == sorted(values)
