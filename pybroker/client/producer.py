@@ -124,8 +124,11 @@ class Producer:
         by_topic: dict[str, list[ProduceRequest.PartitionProduceData]] = defaultdict(list)
         for tp, batch in batches.items():
             by_topic[tp.topic].append(ProduceRequest.PartitionProduceData(index=tp.partition, records=batch))
+        topic_ids = {name: (await self.layout(name)).topic_id for name in by_topic}  # Produce v13 names topics by id
+        names = {topic_id: name for name, topic_id in topic_ids.items()}
         request = ProduceRequest(acks=self.acks, timeout_ms=self.timeout_ms, topic_data=[
-            ProduceRequest.TopicProduceData(name=name, partition_data=parts) for name, parts in by_topic.items()])
+            ProduceRequest.TopicProduceData(name=name, topic_id=topic_ids[name], partition_data=parts)
+            for name, parts in by_topic.items()])
         connection = await self.client.node(leader)
         if self.acks == 0:
             await connection.send_without_response(request, min_version=MIN_PRODUCE_VERSION)
@@ -134,9 +137,10 @@ class Producer:
                                          timeout=self.timeout_ms / 1000 + self.client.timeout)
         results = {}
         for topic in response.responses:
+            name = topic.name or names.get(topic.topic_id, "")
             for p in topic.partition_responses:
                 error = None if p.error_code == ErrorCode.NONE else ResponseError(p.error_code, p.error_message)
-                if error is not None and error.code == ErrorCode.NOT_LEADER_OR_FOLLOWER:
-                    self._layouts.pop(topic.name, None)
-                results[TopicPartition(topic.name, p.index)] = ProduceResult(p.base_offset, error)
+                if error is not None and error.code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_TOPIC_ID):
+                    self._layouts.pop(name, None)
+                results[TopicPartition(name, p.index)] = ProduceResult(p.base_offset, error)
         return results

@@ -13,6 +13,12 @@ Rules of this module (the same as ``coordinator.py``'s):
 3. Errors follow Kafka: a wrong producer id is INVALID_PRODUCER_ID_MAPPING, a wrong epoch is
    PRODUCER_FENCED (INVALID_PRODUCER_EPOCH for requests too old to know it), a request racing a
    commit or abort is CONCURRENT_TRANSACTIONS.
+4. Both transaction protocols at once, per transaction (``TxnMetadata.client_version``): a V1 client
+   adds its partitions itself and keeps its epoch; a V2 client (KIP-890 part 2: partitions added by
+   the leaders its Produce v12+ reaches, EndTxn v5) has its epoch bumped when the transaction ends,
+   the markers carry the bumped epoch (fencing any late write of the ended transaction), and EndTxn
+   answers the epoch (or, when the epochs run out, the next producer id at epoch 0) to go on with.
+   A V2 EndTxn retried with the epoch before the bump gets the same answer again.
 """
 
 from __future__ import annotations
@@ -22,7 +28,16 @@ from typing import Any, Iterable
 
 from pybroker.coordinator.group import Waiter
 from pybroker.coordinator.records import Record, partition_for
-from pybroker.coordinator.txn_records import TopicPartition, TxnEntry, TxnMetadata, TxnState, txn_key, txn_record
+from pybroker.coordinator.txn_records import (
+    TV_1,
+    TV_2,
+    TopicPartition,
+    TxnEntry,
+    TxnMetadata,
+    TxnState,
+    txn_key,
+    txn_record,
+)
 from pybroker.protocol.error_codes import ErrorCode
 
 MAX_EPOCH = 2**15 - 1
@@ -65,7 +80,7 @@ class TxnOutcome:
 
 @dataclass(frozen=True, slots=True)
 class InitResult:
-    """InitProducerId's answer: an error, or the producer id and epoch to use."""
+    """InitProducerId's and EndTxn's answer: an error, or the producer id and epoch to use (EndTxn v5)."""
 
     error: ErrorCode
     producer_id: int = NO_PRODUCER_ID
@@ -89,6 +104,11 @@ class TransactionCoordinator:
         """True when InitProducerId would hand out a new producer id (unknown id, epoch exhausted)."""
         meta = self.transactions.get(transactional_id)
         return meta is None or meta.producer_epoch >= MAX_EPOCH - 1
+
+    def end_needs_producer_id(self, transactional_id: str) -> bool:
+        """True when a V2 EndTxn's epoch bump would exhaust the epochs: the producer moves to a new id."""
+        meta = self.transactions.get(transactional_id)
+        return meta is not None and meta.producer_epoch + 1 >= MAX_EPOCH - 1
 
     def next_deadline_ms(self) -> int | None:
         deadlines = [d for d in (self._next_abort_check_ms, self._next_expiration_check_ms) if d is not None]
@@ -128,14 +148,14 @@ class TransactionCoordinator:
         if meta.state is TxnState.ONGOING:
             # A new instance of this producer: fence the old one and abort its transaction with
             # the bumped epoch; the client retries and then gets the next epoch.
-            self._bump_epoch(meta, None)
-            self._prepare_end(out, meta, commit=False, now_ms=now_ms)
+            self._fence_and_abort(out, meta, now_ms)
             out.reply(waiter, InitResult(ErrorCode.CONCURRENT_TRANSACTIONS))
             return out
         if meta.producer_epoch >= MAX_EPOCH - 1 and fresh_producer_id is None:
             out.reply(waiter, InitResult(ErrorCode.CONCURRENT_TRANSACTIONS))
             return out
         self._bump_epoch(meta, fresh_producer_id)
+        meta.previous_producer_id = meta.next_producer_id = NO_PRODUCER_ID
         meta.timeout_ms = timeout_ms
         meta.state = TxnState.EMPTY
         meta.partitions.clear()
@@ -155,12 +175,13 @@ class TransactionCoordinator:
     # ------------------------------------------------------------------ AddPartitions / AddOffsets
 
     def add_partitions(self, waiter: Waiter, transactional_id: str, producer_id: int, producer_epoch: int,
-                       partitions: Iterable[TopicPartition], now_ms: int, *, verify_only: bool = False
-                       ) -> TxnOutcome:
+                       partitions: Iterable[TopicPartition], now_ms: int, *, verify_only: bool = False,
+                       client_version: int = TV_1) -> TxnOutcome:
         """AddPartitionsToTxn / AddOffsetsToTxn: the reply is one ErrorCode for all partitions.
 
         ``verify_only`` (the v4+ broker-to-broker form) only checks that the partitions are
-        already part of the ongoing transaction.
+        already part of the ongoing transaction. ``client_version`` TV_2: the add a leader makes
+        for a V2 client's Produce; a transaction it opens ends with an epoch bump.
         """
         out = TxnOutcome()
         wanted = set(partitions)
@@ -177,6 +198,7 @@ class TransactionCoordinator:
                     meta.partitions.clear()
                     meta.start_ms = now_ms
                     meta.state = TxnState.ONGOING
+                    meta.client_version = client_version
                 meta.partitions |= wanted
                 meta.last_update_ms = now_ms
                 self._persist(out, meta)
@@ -190,24 +212,22 @@ class TransactionCoordinator:
             return ErrorCode.PRODUCER_FENCED
         return ErrorCode.NONE
 
-    def check_ongoing(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                      partition: TopicPartition) -> ErrorCode:
-        """Whether a transactional write to ``partition`` belongs to the producer's open transaction."""
-        meta = self.transactions.get(transactional_id)
-        error = self._check_producer(meta, producer_id, producer_epoch)
-        if error is ErrorCode.NONE and meta is not None and (
-                meta.state is not TxnState.ONGOING or partition not in meta.partitions):
-            return ErrorCode.INVALID_TXN_STATE
-        return error
-
     # ------------------------------------------------------------------ EndTxn
 
     def end_txn(self, waiter: Waiter, transactional_id: str, producer_id: int, producer_epoch: int,
-                commit: bool, now_ms: int) -> TxnOutcome:
+                commit: bool, now_ms: int, *, bump_epoch: bool = False,
+                fresh_producer_id: int | None = None) -> TxnOutcome:
+        """EndTxn; ``bump_epoch`` for v5 (a V2 client), whose answer carries the producer id and epoch to go
+        on with; ``fresh_producer_id`` is the id to move to if the bumped epoch is the last one."""
+        if bump_epoch:
+            return self._end_txn_v2(waiter, transactional_id, producer_id, producer_epoch, commit, now_ms,
+                                    fresh_producer_id)
         out = TxnOutcome()
         meta = self.transactions.get(transactional_id)
         error = self._check_producer(meta, producer_id, producer_epoch)
-        if error is ErrorCode.NONE and meta is not None:
+        if error is ErrorCode.NONE and meta is not None and meta.state is TxnState.ONGOING and meta.bumps_epoch_at_end:
+            error = ErrorCode.INVALID_TXN_STATE  # a V2 transaction ends with EndTxn v5 (Kafka's check)
+        elif error is ErrorCode.NONE and meta is not None:
             match meta.state:
                 case TxnState.ONGOING:
                     self._prepare_end(out, meta, commit=commit, now_ms=now_ms)
@@ -223,7 +243,64 @@ class TransactionCoordinator:
         out.reply(waiter, error)
         return out
 
-    def _prepare_end(self, out: TxnOutcome, meta: TxnMetadata, *, commit: bool, now_ms: int) -> None:
+    def _end_txn_v2(self, waiter: Waiter, transactional_id: str, producer_id: int, producer_epoch: int,
+                    commit: bool, now_ms: int, fresh_producer_id: int | None) -> TxnOutcome:
+        out = TxnOutcome()
+        meta = self.transactions.get(transactional_id)
+        if meta is None or producer_id < 0 or producer_id not in (meta.producer_id, meta.previous_producer_id):
+            out.reply(waiter, InitResult(ErrorCode.INVALID_PRODUCER_ID_MAPPING))
+            return out
+        ended = {TxnState.PREPARE_COMMIT: True, TxnState.COMPLETE_COMMIT: True,
+                 TxnState.PREPARE_ABORT: False, TxnState.COMPLETE_ABORT: False}.get(meta.state)
+        retried = (ended is not None and producer_epoch == meta.last_producer_epoch
+                   and producer_id == (meta.previous_producer_id if meta.producer_epoch == 0 else meta.producer_id))
+        if retried and ended == commit:  # this EndTxn's answer was lost (or a timeout aborted for it)
+            if meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+                out.reply(waiter, InitResult(ErrorCode.CONCURRENT_TRANSACTIONS))
+            else:
+                out.reply(waiter, InitResult(ErrorCode.NONE, meta.producer_id, meta.producer_epoch))
+            return out
+        if producer_id != meta.producer_id or producer_epoch != meta.producer_epoch:
+            out.reply(waiter, InitResult(ErrorCode.PRODUCER_FENCED))
+            return out
+        if meta.state is TxnState.ONGOING and meta.bumps_epoch_at_end:
+            self._prepare_end(out, meta, commit=commit, now_ms=now_ms, bump=True, fresh_producer_id=fresh_producer_id)
+            next_id, next_epoch = (meta.producer_id, meta.producer_epoch) if meta.next_producer_id < 0 \
+                else (meta.next_producer_id, 0)
+            out.reply(waiter, InitResult(ErrorCode.NONE, next_id, next_epoch))
+        elif not commit and meta.state in (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT):
+            # A V2 client cannot know whether any of its writes reached a leader: aborting nothing is allowed,
+            # and bumps the epoch as any end does.
+            meta.last_producer_epoch = meta.producer_epoch
+            meta.producer_epoch += 1
+            meta.client_version = TV_2
+            meta.state = TxnState.COMPLETE_ABORT
+            meta.partitions.clear()
+            meta.last_update_ms = now_ms
+            self._persist(out, meta)
+            out.reply(waiter, InitResult(ErrorCode.NONE, meta.producer_id, meta.producer_epoch))
+        elif meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT) and ended == commit:
+            out.reply(waiter, InitResult(ErrorCode.CONCURRENT_TRANSACTIONS))
+        else:  # a commit with nothing open, the other outcome than the one under way, or a V1 transaction
+            out.reply(waiter, InitResult(ErrorCode.INVALID_TXN_STATE))
+        return out
+
+    def _fence_and_abort(self, out: TxnOutcome, meta: TxnMetadata, now_ms: int) -> None:
+        """Abort ``meta``'s open transaction with a bumped epoch, which fences its producer: V1 bumps, then
+        ends; V2's end bumps anyway."""
+        if meta.bumps_epoch_at_end:
+            self._prepare_end(out, meta, commit=False, now_ms=now_ms, bump=True)
+        else:
+            self._bump_epoch(meta, None)
+            self._prepare_end(out, meta, commit=False, now_ms=now_ms)
+
+    def _prepare_end(self, out: TxnOutcome, meta: TxnMetadata, *, commit: bool, now_ms: int, bump: bool = False,
+                     fresh_producer_id: int | None = None) -> None:
+        if bump:
+            meta.last_producer_epoch = meta.producer_epoch
+            meta.producer_epoch += 1
+            if meta.producer_epoch >= MAX_EPOCH - 1 and fresh_producer_id is not None:
+                meta.next_producer_id = fresh_producer_id
         meta.state = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
         meta.last_update_ms = now_ms
         self._persist(out, meta)
@@ -243,6 +320,9 @@ class TransactionCoordinator:
                 or meta.producer_epoch != marker.producer_epoch:
             return out
         meta.state = TxnState.COMPLETE_COMMIT if marker.commit else TxnState.COMPLETE_ABORT
+        if meta.next_producer_id >= 0:  # V2, epochs exhausted: the producer goes on with the next id
+            meta.previous_producer_id, meta.producer_id = meta.producer_id, meta.next_producer_id
+            meta.producer_epoch, meta.next_producer_id = 0, NO_PRODUCER_ID
         meta.partitions.clear()
         meta.last_update_ms = now_ms
         self._persist(out, meta)
@@ -267,8 +347,7 @@ class TransactionCoordinator:
         the markers of transactions stuck in a Prepare state."""
         for meta in self.transactions.values():
             if meta.state is TxnState.ONGOING and now_ms >= meta.start_ms + meta.timeout_ms:
-                self._bump_epoch(meta, None)
-                self._prepare_end(out, meta, commit=False, now_ms=now_ms)
+                self._fence_and_abort(out, meta, now_ms)
             elif meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
                 out.markers.append(self._marker_request(meta))
 

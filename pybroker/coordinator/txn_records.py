@@ -1,8 +1,9 @@
 """Transaction metadata and its records in ``__transaction_state``, byte-compatible with Kafka.
 
 Key = ``int16 0`` + ``TransactionLogKey(transactionalId)``; value = ``int16 0`` +
-``TransactionLogValue`` v0 (Kafka writes v0 unless transaction.version 2 is finalized; readers
-accept v1 too), or null = tombstone (the transactional id expired). The partition of a
+``TransactionLogValue`` v0 for a transaction of a V0/V1 client, ``int16 1`` + v1 (flexible, with the
+tagged ClientTransactionVersion, PreviousProducerId and NextProducerId) for a transactions V2 client
+(KIP-890 part 2), as Kafka writes them; or null = tombstone (the transactional id expired). The partition of a
 transactional id is ``abs(javaHashCode(id)) % transaction.state.log.num.partitions``.
 
 States and their ids are Kafka's (``TransactionState.java``)::
@@ -24,6 +25,11 @@ from pybroker.protocol.messages import TransactionLogKey, TransactionLogValue
 
 KEY_VERSION = 0
 VALUE_VERSION = 0
+V2_VALUE_VERSION = 1
+TV_1 = 1
+"""Kafka's TransactionVersion of a client that adds partitions itself (AddPartitionsToTxn, EndTxn up to v4)."""
+TV_2 = 2
+"""Transactions V2 (KIP-890 part 2): partitions added by the leaders, the epoch bumped at every end (EndTxn v5)."""
 _VERSION = struct.Struct(">h")
 
 
@@ -74,7 +80,15 @@ class TxnMetadata:
     partitions: set[TopicPartition] = field(default_factory=set)
     start_ms: int = -1
     last_update_ms: int = -1
-    last_producer_epoch: int = -1  # epoch before the last bump: a retried InitProducerId still matches
+    last_producer_epoch: int = -1  # epoch before the last bump: a retried InitProducerId or V2 EndTxn still matches
+    client_version: int = TV_1
+    """The TransactionVersion the client runs this transaction with (TV_2: the epoch is bumped at its end)."""
+    previous_producer_id: int = -1  # V2: the id before the last rotation, so a retried EndTxn still matches
+    next_producer_id: int = -1  # V2: the id the producer moves to once this transaction's markers are written
+
+    @property
+    def bumps_epoch_at_end(self) -> bool:
+        return self.client_version >= TV_2
 
 
 def txn_key(transactional_id: str) -> bytes:
@@ -90,8 +104,11 @@ def txn_record(meta: TxnMetadata) -> Record:
     value = TransactionLogValue(
         producer_id=meta.producer_id, producer_epoch=meta.producer_epoch, transaction_timeout_ms=meta.timeout_ms,
         transaction_status=meta.state.id, transaction_partitions=partitions,
-        transaction_last_update_timestamp_ms=meta.last_update_ms, transaction_start_timestamp_ms=meta.start_ms)
-    return txn_key(meta.transactional_id), _VERSION.pack(VALUE_VERSION) + value.encode(VALUE_VERSION)
+        transaction_last_update_timestamp_ms=meta.last_update_ms, transaction_start_timestamp_ms=meta.start_ms,
+        previous_producer_id=meta.previous_producer_id, next_producer_id=meta.next_producer_id,
+        client_transaction_version=meta.client_version)
+    version = V2_VALUE_VERSION if meta.bumps_epoch_at_end else VALUE_VERSION
+    return txn_key(meta.transactional_id), _VERSION.pack(version) + value.encode(version)
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,4 +135,6 @@ def decode_txn_record(key: bytes, value: bytes | None) -> TxnEntry | None:
     return TxnEntry(transactional_id, TxnMetadata(
         transactional_id=transactional_id, producer_id=v.producer_id, producer_epoch=v.producer_epoch,
         timeout_ms=v.transaction_timeout_ms, state=TxnState.from_id(v.transaction_status), partitions=partitions,
-        start_ms=v.transaction_start_timestamp_ms, last_update_ms=v.transaction_last_update_timestamp_ms))
+        start_ms=v.transaction_start_timestamp_ms, last_update_ms=v.transaction_last_update_timestamp_ms,
+        client_version=max(v.client_transaction_version, TV_1), previous_producer_id=v.previous_producer_id,
+        next_producer_id=v.next_producer_id))

@@ -94,7 +94,7 @@ class Broker:
         # SCRAM credentials: the embedded store is read now, ZooKeeper's once its session is up.
         self.scram_credentials: ScramCredentialStore = \
             FileScramStore(config.log_dirs[0]) if self.zk_mode is None else self.zk_mode.scram_credentials
-        self.features: FeatureStore = LocalFeatures() if self.zk_mode is None else self.zk_mode.features
+        self.features: FeatureStore = LocalFeatures(config.log_dirs[0]) if self.zk_mode is None else self.zk_mode.features
         self.quotas = ClientQuotas(config, FileQuotaStore(config.log_dirs[0]) if self.zk_mode is None
                                    else self.zk_mode.client_quotas)
         self.client_metrics = ClientMetricsManager(FileClientMetricsStore(config.log_dirs[0]) if self.zk_mode is None

@@ -1,15 +1,16 @@
-"""Feature versioning (KIP-584) as a ZooKeeper-mode Kafka 3.9 broker has it.
+"""Feature versioning (KIP-584): the features a broker supports and the cluster's finalized levels.
 
-Supported features: none. Kafka 3.9's ZooKeeper broker registers `BrokerFeatures.createEmpty()`, and pybroker
-implements no feature past level 0 either: `metadata.version` is KRaft-only, `transaction.version` 2 needs
-EndTxn v5 and Produce v12 (not served) and `group.version` 1 needs ConsumerGroupHeartbeat (not served). So
-4.x clients, which read both from ApiVersions' FinalizedFeatures, see them absent (level 0) and use classic
-transactions and groups.
+Supported: `transaction.version` 0-2 (Kafka 4.x's range). At level 2 the Java 4.x producer runs transactions V2
+(KIP-890 part 2: Produce v12+ adds the partitions, EndTxn v5 bumps the epoch); below it the classic flow. The
+coordinator serves both at once, per transaction, so a change of level never strands an open transaction: the
+clients read the new level from ApiVersions on their next connection. `metadata.version` is KRaft-only and
+`group.version` 1 is left out: the consumer group protocol (KIP-848) is served whatever the level says.
 
 Finalized features live where Kafka keeps them in ZooKeeper mode: the `/feature` znode, FeatureZNode JSON v2
 (`{"version":2,"status":1,"features":{name: {"max_version_level": n}}}`), created empty when missing as Kafka's
-controller does; the epoch is the znode's version. A single node has no controller quorum to agree on
-features, so its finalized set is the empty one at epoch 0 (what a fresh `/feature` znode gives).
+controller does (a Kafka 3.9 ZooKeeper cluster has no feature finalized); the epoch is the znode's version. A
+single node keeps the same document, with its epoch, in `pybroker-features.json` in its first log dir; a new
+one starts with `transaction.version=2` finalized, as `kafka-storage format` finalizes it for a new 4.x cluster.
 
 UpdateFeatures follows Kafka's ZooKeeper controller (KafkaController.validateFeatureUpdate): each update is
 checked on its own, with INVALID_REQUEST and Kafka's messages; valid ones are written together, invalid
@@ -19,19 +20,25 @@ ones are not.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import TYPE_CHECKING, Protocol
 
 from kazoo.exceptions import NodeExistsError
 
+from pybroker.common.durable_json import write_json_durably_off_loop
 from pybroker.protocol.error_codes import ErrorCode
 
 if TYPE_CHECKING:
     from pybroker.controller.zk_client import ZkClient, ZkEvent
 
-#: name -> (min, max) level this broker supports; see the module docstring for why it is empty.
-SUPPORTED_FEATURES: dict[str, tuple[int, int]] = {}
+TRANSACTION_VERSION = "transaction.version"
+#: name -> (min, max) level this broker supports.
+SUPPORTED_FEATURES: dict[str, tuple[int, int]] = {TRANSACTION_VERSION: (0, 2)}
+#: What a new single node finalizes (a new Kafka 4.x cluster's defaults, of the features supported here).
+NEW_NODE_LEVELS: dict[str, int] = {TRANSACTION_VERSION: 2}
+FEATURES_FILE = "pybroker-features.json"
 
 FEATURE_ZNODE = "/feature"
 FEATURE_ZNODE_VERSION = 2
@@ -140,13 +147,23 @@ class FeatureStore(Protocol):
 
 
 class LocalFeatures:
-    """A single node's finalized features: the empty set at epoch 0 (nothing can be finalized)."""
+    """A single node's finalized features, kept in its first log dir (NEW_NODE_LEVELS at epoch 0 until changed)."""
 
-    def __init__(self) -> None:
-        self.current = FinalizedFeatures(0)
+    def __init__(self, data_dir: str) -> None:
+        self._path = os.path.join(data_dir, FEATURES_FILE)
+        try:
+            with open(self._path, "rb") as handle:
+                data = handle.read()
+        except FileNotFoundError:
+            self.current = FinalizedFeatures(0, dict(NEW_NODE_LEVELS))
+            return
+        self.current = FinalizedFeatures(int(json.loads(data)["epoch"]), decode_feature_znode(data))
 
     async def write(self, levels: dict[str, int]) -> None:
-        self.current = FinalizedFeatures(self.current.epoch + 1, dict(levels))
+        epoch = self.current.epoch + 1
+        document = json.loads(encode_feature_znode(levels))
+        await write_json_durably_off_loop(self._path, {**document, "epoch": epoch})
+        self.current = FinalizedFeatures(epoch, dict(levels))
 
 
 class ZkFeatures:

@@ -5,6 +5,10 @@ leads; the rest go, grouped by leader, to those leaders over one reused connecti
 A failed send drops the connection and reports every partition of it as failed, so the
 coordinator retries the markers on its next abort check (its transaction stays in a Prepare
 state and the producer gets CONCURRENT_TRANSACTIONS meanwhile).
+
+The same connections carry a leader's AddPartitionsToTxn v5 to the coordinator of a transactional
+Produce (Kafka's AddPartitionsToTxnManager): the verification of a V1 client's partitions, or the
+implicit add of a V2 client's.
 """
 
 from __future__ import annotations
@@ -21,7 +25,12 @@ from pybroker.controller.metadata import BrokerInfo
 from pybroker.coordinator.txn_coordinator import MarkerRequest
 from pybroker.coordinator.txn_records import TopicPartition
 from pybroker.protocol.error_codes import ErrorCode
-from pybroker.protocol.messages import WriteTxnMarkersRequest, WriteTxnMarkersResponse
+from pybroker.protocol.messages import (
+    AddPartitionsToTxnRequest,
+    AddPartitionsToTxnResponse,
+    WriteTxnMarkersRequest,
+    WriteTxnMarkersResponse,
+)
 
 log = logging.getLogger("pybroker.coordinator")
 
@@ -63,6 +72,33 @@ class MarkerChannel:
                 for answer in topic.partitions:
                     codes[(topic.name, answer.partition_index)] = ErrorCode(answer.error_code)
         return codes
+
+    async def add_partitions(self, broker: BrokerInfo, transactional_id: str, producer_id: int, producer_epoch: int,
+                             partitions: list[TopicPartition], *, verify_only: bool) -> ErrorCode:
+        """Ask the coordinator ``broker`` to add (or only verify) ``partitions``: one code for them all, as the
+        coordinator answers; NOT_COORDINATOR when it cannot be reached (the producer retries)."""
+        by_topic: dict[str, list[int]] = {}
+        for topic, index in partitions:
+            by_topic.setdefault(topic, []).append(index)
+        request = AddPartitionsToTxnRequest(transactions=[AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction(
+            transactional_id=transactional_id, producer_id=producer_id, producer_epoch=producer_epoch,
+            verify_only=verify_only, topics=[AddPartitionsToTxnRequest.AddPartitionsToTxnTopic(name=t, partitions=p)
+                                             for t, p in by_topic.items()])])
+        connection: Connection | None = None
+        try:
+            connection = await self._connection(broker)
+            response = await connection.send(request, AddPartitionsToTxnResponse, min_version=4)
+        except (KafkaClientError, OSError) as exc:
+            log.warning("AddPartitionsToTxn to coordinator %d for transaction %s failed: %s", broker.broker_id,
+                        transactional_id, exc)
+            if connection is not None:
+                await self._drop(broker.broker_id, connection)
+            return ErrorCode.NOT_COORDINATOR
+        if response.error_code:
+            return ErrorCode(response.error_code)
+        codes = {ErrorCode(p.partition_error_code) for result in response.results_by_transaction
+                 for topic in result.topic_results for p in topic.results_by_partition}
+        return next((code for code in codes if code is not ErrorCode.NONE), ErrorCode.NONE)
 
     async def _connection(self, broker: BrokerInfo) -> Connection:
         lock = self._opening.setdefault(broker.broker_id, asyncio.Lock())

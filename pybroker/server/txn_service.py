@@ -28,7 +28,7 @@ from pybroker.controller import zk_paths as zp
 from pybroker.controller.metadata import BrokerInfo
 from pybroker.coordinator.loader import decoded_records
 from pybroker.coordinator.txn_coordinator import MarkerRequest, TransactionCoordinator, TxnConfig, TxnOutcome
-from pybroker.coordinator.txn_records import TopicPartition, TxnEntry, decode_txn_record
+from pybroker.coordinator.txn_records import TV_1, TV_2, TopicPartition, TxnEntry, decode_txn_record
 from pybroker.coordinator.txn_runtime import TxnRuntime
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.messages import TxnOffsetCommitRequest
@@ -228,17 +228,33 @@ class TxnService:
             return error_code_for(exc)
         return ErrorCode.NONE
 
-    def verify_partition(self, transactional_id: str | None, producer_id: int, producer_epoch: int,
-                         partition: TopicPartition) -> ErrorCode:
-        """Produce's check that a transactional batch belongs to an ongoing transaction that holds
-        ``partition`` (KIP-890 part 1, ``transaction.partition.verification.enable``), so a late
-        batch cannot open a transaction that nobody will end. Only done when this broker is the
-        coordinator; epoch problems are left to the log, which answers INVALID_PRODUCER_EPOCH."""
-        if not self._verify or transactional_id is None \
-                or self.coordinator_node(transactional_id) != self._broker.broker_id:
+    async def admit(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                    partitions: list[TopicPartition], produce_version: int) -> ErrorCode:
+        """What a transactional Produce's batches to ``partitions`` need before they are appended, from the
+        coordinator of ``transactional_id`` (this broker or another, through AddPartitionsToTxn v5): a V2
+        client's (Produce v12+, KIP-890 part 2) are added to its transaction; a V1 client's are verified to
+        be in it (KIP-890 part 1, ``transaction.partition.verification.enable``), so a late batch cannot open
+        a transaction nobody will end (INVALID_TXN_STATE). The codes Produce answers, as Kafka's
+        AddPartitionsToTxnManager maps them: a coordinator that is away, loading or ending the transaction is
+        NOT_ENOUGH_REPLICAS (retried by every producer), a fenced producer INVALID_PRODUCER_EPOCH."""
+        implicit = produce_version >= FIRST_IMPLICIT_ADD_PRODUCE_VERSION
+        if not implicit and not self._verify:
             return ErrorCode.NONE
-        code = self.coordinator.check_ongoing(transactional_id, producer_id, producer_epoch, partition)
-        return code if code is ErrorCode.INVALID_TXN_STATE else ErrorCode.NONE
+        node = self.coordinator_node(transactional_id)
+        brokers = {b.broker_id: b for b in self._broker.metadata.brokers()}
+        if node == self._broker.broker_id:
+            if not self.owns(transactional_id):
+                code = self.not_owned_error(transactional_id)
+            else:
+                code = await self.call(lambda waiter, now: self.coordinator.add_partitions(
+                    waiter, transactional_id, producer_id, producer_epoch, partitions, now, verify_only=not implicit,
+                    client_version=TV_2 if implicit else TV_1))
+        elif node in brokers:
+            code = await self._markers.add_partitions(brokers[node], transactional_id, producer_id, producer_epoch,
+                                                      partitions, verify_only=not implicit)
+        else:
+            code = ErrorCode.COORDINATOR_NOT_AVAILABLE
+        return _produce_code(code)
 
     # ------------------------------------------------------------------ TxnOffsetCommit
 
@@ -266,6 +282,21 @@ class TxnService:
                 return {tp: errors.get(tp, _coordinator_code(code)) for tp in wanted}
             groups.stage_txn_offsets(request.producer_id, entries)
         return {tp: errors.get(tp, ErrorCode.NONE) for tp in wanted}
+
+
+FIRST_IMPLICIT_ADD_PRODUCE_VERSION = 12
+_RETRIED_BY_PRODUCERS = {ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR,
+                         ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.CONCURRENT_TRANSACTIONS,
+                         ErrorCode.NETWORK_EXCEPTION, ErrorCode.REQUEST_TIMED_OUT}
+
+
+def _produce_code(code: ErrorCode) -> ErrorCode:
+    """A coordinator's answer to a leader's add or verification, as the producer gets it in Produce."""
+    if code in _RETRIED_BY_PRODUCERS:
+        return ErrorCode.NOT_ENOUGH_REPLICAS
+    if code is ErrorCode.PRODUCER_FENCED:
+        return ErrorCode.INVALID_PRODUCER_EPOCH
+    return code
 
 
 def _coordinator_code(code: ErrorCode) -> ErrorCode:

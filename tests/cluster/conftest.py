@@ -8,8 +8,8 @@ from typing import Iterator
 import pytest
 from confluent_kafka.admin import AdminClient
 
+from tests.eventually import eventually
 from tests.cluster.zookeeper import ZooKeeperServer
-from tests.integration.groups_common import wait_until
 from tests.integration.broker_process import BrokerProcess
 
 CHROOT = "/pybroker"
@@ -59,7 +59,7 @@ def running_cluster(root: Path, brokers: int = BROKERS, extra: dict[str, str] | 
             processes.append(BrokerProcess(data_dir, overrides,
                                            open_files=(open_files or {}).get(broker_id)).start())
         for broker in processes:
-            wait_until(lambda: len(AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics(
+            eventually(lambda: len(AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics(
                 timeout=10).brokers) == brokers, f"broker {broker.port} to know all brokers")
         yield Cluster(zookeeper, processes)
     except BaseException:

@@ -17,9 +17,9 @@ from pybroker.client.connection import Connection
 from pybroker.client.sasl import SaslCredentials
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.messages import MetadataRequest, MetadataResponse
+from tests.eventually import eventually
 from tests.cluster.conftest import running_cluster
 from tests.cluster.test_cluster import create_topic
-from tests.integration.groups_common import wait_until
 from tests.integration.tls import BOUND
 
 JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="broker" '
@@ -66,7 +66,7 @@ def test_acl_added_on_one_broker_is_enforced_by_all_and_kept_across_restarts(tmp
             future.result(timeout=30)
         lags = []
         for broker in brokers:
-            wait_until(lambda: alice_sees(broker, "acl-open") == ErrorCode.NONE,
+            eventually(lambda: alice_sees(broker, "acl-open") == ErrorCode.NONE,
                        f"broker {broker.port} to allow alice", timeout=10)
             lags.append(time.monotonic() - added)
         print(f"ACL enforced by all three brokers {max(lags):.3f}s after CreateAcls returned")
@@ -89,6 +89,6 @@ def test_acl_added_on_one_broker_is_enforced_by_all_and_kept_across_restarts(tmp
                                              f"SASL_PLAINTEXT://127.0.0.1:{ports['SASL_PLAINTEXT']}")
             broker.start()
         for broker in brokers:
-            wait_until(lambda: alice_sees(broker, "acl-open") == ErrorCode.NONE,
+            eventually(lambda: alice_sees(broker, "acl-open") == ErrorCode.NONE,
                        f"restarted broker {broker.port} to allow alice", timeout=60)
         assert [alice_sees(b, "acl-closed") for b in brokers] == [ErrorCode.TOPIC_AUTHORIZATION_FAILED] * 3

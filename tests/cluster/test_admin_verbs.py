@@ -14,11 +14,11 @@ import pytest
 from confluent_kafka import Producer
 from kazoo.client import KazooClient
 
+from tests.eventually import eventually
 from tests.cluster import conftest
 from tests.cluster.conftest import Cluster
 from tests.cluster.test_cluster import consume, create_topic, partition_states, wait_for_full_isr
 from tests.integration.broker_process import BrokerProcess
-from tests.integration.groups_common import wait_until
 from tests.integration.test_cli_topics import run
 
 
@@ -53,7 +53,7 @@ def test_preferred_election_moves_leadership_back_after_a_restart(cluster: Clust
     elected = result.stdout.splitlines()[0]
     assert elected.startswith("Successfully completed leader election (PREFERRED) for partitions ")
     assert set(moved) <= set(elected.split(" for partitions ")[1].split(", "))
-    wait_until(lambda: all(leader == replicas[0] for leader, replicas, _ in partition_states(cluster, "elect").values()),
+    eventually(lambda: all(leader == replicas[0] for leader, replicas, _ in partition_states(cluster, "elect").values()),
                "the preferred leaders back")
 
     again = run("leader-election", "--bootstrap-server", cluster.bootstrap, "--election-type", "unclean",
@@ -99,7 +99,7 @@ def test_reassignment_moves_a_partition_to_new_brokers(cluster: Cluster, tmp_pat
         assert result.returncode == 0 and result.stdout.startswith("Status of partition reassignment:\n")
         return "Reassignment of partition moving-0 is completed." in result.stdout
 
-    wait_until(verified, "the reassignment to complete", timeout=60)
+    eventually(verified, "the reassignment to complete", timeout=60)
     leader, replicas, isr = wait_for_full_isr(cluster, "moving")[0]
     assert replicas == [1, 2] and sorted(isr) == [1, 2] and leader in (1, 2)
     zk = KazooClient(cluster.zk_connect)
@@ -111,7 +111,7 @@ def test_reassignment_moves_a_partition_to_new_brokers(cluster: Cluster, tmp_pat
         zk.close()
     assert (assignment["partitions"], assignment["adding_replicas"], assignment["removing_replicas"]) == \
         ({"0": [1, 2]}, {}, {})
-    wait_until(lambda: not (cluster.brokers[0].data_dir / "logs" / "moving-0").exists(),
+    eventually(lambda: not (cluster.brokers[0].data_dir / "logs" / "moving-0").exists(),
                "broker 0 to delete its replica")
 
     # Every record is on the new replicas: read it from each as leader in turn.
@@ -129,11 +129,11 @@ def test_zookeeper_tooling_can_request_a_reassignment_through_its_znode(cluster:
     try:
         zk.create("/admin/reassign_partitions", json.dumps(
             {"version": 1, "partitions": [{"topic": "moving", "partition": 0, "replicas": [2, 0]}]}).encode())
-        wait_until(lambda: not zk.exists("/admin/reassign_partitions"), "the controller to take the request")
+        eventually(lambda: not zk.exists("/admin/reassign_partitions"), "the controller to take the request")
     finally:
         zk.stop()
         zk.close()
-    leader, replicas, isr = wait_until(lambda: (s := partition_states(cluster, "moving")[0])[1] == [2, 0] and
+    leader, replicas, isr = eventually(lambda: (s := partition_states(cluster, "moving")[0])[1] == [2, 0] and
                                        sorted(s[2]) == [0, 2] and s, "the move to [2, 0]", timeout=60)
     assert leader in (0, 2)
     assert consume(cluster, "moving", 1, 1000)[0] == [f"r-{i}".encode() for i in range(1000)]

@@ -18,8 +18,8 @@ from pybroker.client.connection import Connection
 from pybroker.controller import zk_paths as zp
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.messages import AlterPartitionRequest, AlterPartitionResponse
+from tests.eventually import eventually
 from tests.cluster.conftest import Cluster, running_cluster
-from tests.integration.groups_common import wait_until
 
 
 class Zk:
@@ -68,7 +68,7 @@ def test_isr_changes_go_through_the_controller(tmp_path: Path) -> None:
                                       config={"min.insync.replicas": "2"})])["isr"].result(30)
         zk = Zk(cluster)
         try:
-            wait_until(lambda: zk.state("isr", 0).isr == (0, 1, 2), "the full ISR")
+            eventually(lambda: zk.state("isr", 0).isr == (0, 1, 2), "the full ISR")
             producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
             producer.produce("isr", b"before")
             assert producer.flush(30) == 0
@@ -77,9 +77,9 @@ def test_isr_changes_go_through_the_controller(tmp_path: Path) -> None:
             assert follower is not None
             os.kill(follower.pid, signal.SIGSTOP)  # it stops fetching: the leader (0) shrinks the ISR
             try:
-                shrunk = wait_until(lambda: (s := zk.state("isr", 0)).isr == (0, 1) and s, "the ISR without 2")
+                shrunk = eventually(lambda: (s := zk.state("isr", 0)).isr == (0, 1) and s, "the ISR without 2")
                 for broker in cluster.brokers[:2]:
-                    wait_until(lambda: isr_seen_by(broker.bootstrap, "isr") == [0, 1], "brokers to learn the ISR")
+                    eventually(lambda: isr_seen_by(broker.bootstrap, "isr") == [0, 1], "brokers to learn the ISR")
             finally:
                 os.kill(follower.pid, signal.SIGCONT)
             controller = json.loads(zk.client.get(zp.CONTROLLER)[0])["brokerid"]
@@ -87,9 +87,9 @@ def test_isr_changes_go_through_the_controller(tmp_path: Path) -> None:
             assert shrunk.leader_epoch == 0  # an ISR change is not a leader change
 
             # it fetches again and catches up: the leader expands the ISR
-            expanded = wait_until(lambda: (s := zk.state("isr", 0)).isr == (0, 1, 2) and s, "2 back in the ISR")
+            expanded = eventually(lambda: (s := zk.state("isr", 0)).isr == (0, 1, 2) and s, "2 back in the ISR")
             for broker in cluster.brokers:
-                wait_until(lambda: isr_seen_by(broker.bootstrap, "isr") == [0, 1, 2], "brokers to learn the ISR")
+                eventually(lambda: isr_seen_by(broker.bootstrap, "isr") == [0, 1, 2], "brokers to learn the ISR")
             assert zk.client.get_children(zp.ISR_CHANGES) == []
 
             epoch_of = {b: zk.client.get(zp.broker_path(b))[1].czxid for b in range(3)}

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from confluent_kafka import Producer
 
+from tests.eventually import eventually
 from tests.cluster.conftest import Cluster
 from tests.cluster.test_cluster import consume, partition_states, wait_for_full_isr
-from tests.integration.groups_common import wait_until
 from tests.integration.test_cli_topics import failed, ok, run
 
 TOPIC = "zk-made"
@@ -42,7 +42,7 @@ def test_topic_lifecycle_through_zookeeper(cluster: Cluster) -> None:
                                                 "--replication-factor", "1"))
 
     assert ok(zk_topics(cluster, "--alter", "--topic", TOPIC, "--partitions", "4")) == []
-    wait_until(lambda: len(partition_states(cluster, TOPIC)) == 4, "the fourth partition")
+    eventually(lambda: len(partition_states(cluster, TOPIC)) == 4, "the fourth partition")
     wait_for_full_isr(cluster, TOPIC)
     assert ok(zk_topics(cluster, "--describe", "--topic", TOPIC)) == \
         ok(bootstrap_topics(cluster, "--describe", "--topic", TOPIC))
@@ -54,7 +54,7 @@ def test_topic_lifecycle_through_zookeeper(cluster: Cluster) -> None:
     assert ok(zk_topics(cluster, "--delete", "--topic", TOPIC)) == [
         f"Topic {TOPIC} is marked for deletion.",
         "Note: This will have no impact if delete.topic.enable is not set to true."]
-    wait_until(lambda: TOPIC not in ok(bootstrap_topics(cluster, "--list")), "the topic's deletion")
+    eventually(lambda: TOPIC not in ok(bootstrap_topics(cluster, "--list")), "the topic's deletion")
     assert TOPIC not in ok(zk_topics(cluster, "--list"))
 
 

@@ -11,8 +11,8 @@ from kazoo.client import KazooClient
 
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.messages import GetTelemetrySubscriptionsRequest, GetTelemetrySubscriptionsResponse
+from tests.eventually import eventually
 from tests.cluster.conftest import CHROOT, running_cluster
-from tests.integration.groups_common import wait_until
 from tests.integration.test_bad_input import WireClient
 from tests.integration.test_client_telemetry import alter
 
@@ -47,9 +47,9 @@ def test_subscription_is_stored_in_zookeeper_and_seen_by_every_broker(tmp_path) 
                 assert {"version": 2, "entity_path": "client-metrics/zk%20sub"} in changes
             finally:
                 zk.stop()
-            wait_until(lambda: requested_metrics(second.bootstrap) == ["org.apache.kafka."],
+            eventually(lambda: requested_metrics(second.bootstrap) == ["org.apache.kafka."],
                        "the other broker to serve the new subscription")
             assert alter(wire, "zk sub", {"metrics": None, "interval.ms": None}) == (ErrorCode.NONE, None)
-            wait_until(lambda: requested_metrics(second.bootstrap) == [], "the other broker to drop the subscription")
+            eventually(lambda: requested_metrics(second.bootstrap) == [], "the other broker to drop the subscription")
         finally:
             wire.close()

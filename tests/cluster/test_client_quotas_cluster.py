@@ -19,10 +19,10 @@ from pybroker.client.quota_admin import alter_client_quotas, describe_client_quo
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.messages import ProduceRequest, ProduceResponse
 from pybroker.records.record import RecordInput, build_batch
+from tests.eventually import eventually
 from tests.cluster.conftest import Cluster, running_cluster
 from tests.cluster.test_cluster import create_topic
 from tests.integration.broker_process import BrokerProcess
-from tests.integration.groups_common import wait_until
 from tests.integration.test_cli_topics import ok, run
 
 TOPIC = "quota-t"
@@ -60,14 +60,14 @@ def produce_throttle_ms(broker: BrokerProcess, client_id: str) -> int | None:
 
 def wait_for_enforcement(broker: BrokerProcess, what: str) -> None:
     """Produce as "slow" until an answer carries a throttle (a few produces once the quota is known)."""
-    return wait_until(lambda: (produce_throttle_ms(broker, "slow") or 0) > 0, what, timeout=30)
+    return eventually(lambda: (produce_throttle_ms(broker, "slow") or 0) > 0, what, timeout=30)
 
 
 def wait_for_cluster(cluster: Cluster) -> None:
     for broker in cluster.brokers:
-        wait_until(lambda: described(broker) == [({"client-id": "slow"}, {"producer_byte_rate": float(RATE)})],
+        eventually(lambda: described(broker) == [({"client-id": "slow"}, {"producer_byte_rate": float(RATE)})],
                    f"broker {broker.port} to describe the quota", timeout=30)
-        wait_until(lambda: ok(run("configs", "--bootstrap-server", broker.bootstrap, "--describe", *PAIR)) ==
+        eventually(lambda: ok(run("configs", "--bootstrap-server", broker.bootstrap, "--describe", *PAIR)) ==
                    [PAIR_LINE], f"broker {broker.port} to describe alice's app quota with pybroker configs", timeout=30)
 
 
@@ -75,7 +75,7 @@ def test_quota_set_on_one_broker_is_described_and_enforced_by_another_and_kept(t
     with running_cluster(tmp_path / "cluster") as cluster:
         create_topic(cluster, TOPIC, 1, assignment=[[LEADER]])
         leader = cluster.brokers[LEADER]
-        wait_until(lambda: produce_throttle_ms(leader, "slow") == 0, "the leader to take produces")
+        eventually(lambda: produce_throttle_ms(leader, "slow") == 0, "the leader to take produces")
 
         async def alter() -> list:
             async with KafkaClient(cluster.brokers[0].bootstrap) as client:

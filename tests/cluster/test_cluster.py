@@ -22,9 +22,9 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
 from pybroker.log.checkpoint import LEADER_EPOCH_CHECKPOINT, LeaderEpochCheckpointFile
+from tests.eventually import eventually
 from tests.cluster.conftest import Cluster
 from tests.integration.broker_process import BrokerProcess
-from tests.integration.groups_common import wait_until
 
 PartitionState = tuple[int, list[int], list[int]]  # leader, replicas, isr
 
@@ -45,7 +45,7 @@ def partition_states(cluster: Cluster, topic: str) -> dict[int, PartitionState]:
 
 
 def wait_for_full_isr(cluster: Cluster, topic: str, timeout: float = 60) -> dict[int, PartitionState]:
-    return wait_until(lambda: (s := partition_states(cluster, topic)) and all(
+    return eventually(lambda: (s := partition_states(cluster, topic)) and all(
         leader >= 0 and sorted(isr) == sorted(replicas) for leader, replicas, isr in s.values()) and s,
         f"a leader and a full ISR for every partition of {topic}", timeout)
 
@@ -213,12 +213,12 @@ def test_leader_sigkill_loses_no_acknowledged_message_and_the_old_leader_catches
     leader = wait_for_full_isr(cluster, "failover")[0][0]
     producers = (SteadyConfluentProducer(cluster, "failover"), SteadyKafkaPythonProducer(cluster, "failover"))
     with producers[0], producers[1]:
-        wait_until(lambda: all(p.acked_count >= 200 for p in producers), "200 acknowledged messages from each client")
+        eventually(lambda: all(p.acked_count >= 200 for p in producers), "200 acknowledged messages from each client")
         cluster.brokers[leader].kill()
         killed_at = time.perf_counter()
         first_new = [p.sent for p in producers]  # later messages can only reach the new leader
         for producer, first in zip(producers, first_new):
-            wait_until(lambda p=producer, n=first: p.acked_count >= n + 200, "200 messages on the new leader",
+            eventually(lambda p=producer, n=first: p.acked_count >= n + 200, "200 messages on the new leader",
                        timeout=60)
     for producer, first in zip(producers, first_new):
         recovered_at = min(t for seq, t in producer.ack_times.items() if seq >= first)
@@ -273,11 +273,11 @@ def test_a_new_controller_takes_over_when_the_controller_is_killed(cluster: Clus
     old = controller_id(cluster)
     cluster.brokers[old].kill()
     try:
-        new = wait_until(lambda: [c for c in [controller_id(cluster)] if c not in (old, -1)], "a new controller")[0]
-        wait_until(lambda: AdminClient({"bootstrap.servers": cluster.bootstrap}).list_topics(
+        new = eventually(lambda: [c for c in [controller_id(cluster)] if c not in (old, -1)], "a new controller")[0]
+        eventually(lambda: AdminClient({"bootstrap.servers": cluster.bootstrap}).list_topics(
             timeout=10).controller_id == new, "clients to see the new controller")
         create_topic(cluster, "after-controller-loss", 2, assignment=[[b for b in range(3) if b != old]] * 2)
-        states = wait_until(lambda: (s := partition_states(cluster, "after-controller-loss")) and all(
+        states = eventually(lambda: (s := partition_states(cluster, "after-controller-loss")) and all(
             leader >= 0 for leader, _, _ in s.values()) and s, "leaders for the new topic")
         assert all(leader != old for leader, _, _ in states.values())
         producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
@@ -287,7 +287,7 @@ def test_a_new_controller_takes_over_when_the_controller_is_killed(cluster: Clus
         assert sum(map(len, consume(cluster, "after-controller-loss", 2, 10).values())) == 10
     finally:
         cluster.brokers[old].start()
-    wait_until(lambda: len(AdminClient({"bootstrap.servers": cluster.bootstrap}).list_topics(
+    eventually(lambda: len(AdminClient({"bootstrap.servers": cluster.bootstrap}).list_topics(
         timeout=10).brokers) == 3, "the old controller back among the brokers")
 
 
@@ -296,17 +296,17 @@ def test_rolling_restart_loses_nothing_and_preferred_leaders_return(cluster: Clu
     wait_for_full_isr(cluster, "rolling")
     with SteadyConfluentProducer(cluster, "rolling") as producer:
         for broker in cluster.brokers:
-            wait_until(lambda: producer.acked_count >= producer.sent // 2 + 100, "acknowledgements to keep up")
+            eventually(lambda: producer.acked_count >= producer.sent // 2 + 100, "acknowledgements to keep up")
             assert broker.stop() == 0  # SIGTERM: controlled shutdown first
             assert "Controlled shutdown request returned successfully" in broker.log_text()
             broker.start()
             wait_for_full_isr(cluster, "rolling")
         acked_before_stop = producer.acked_count
-        wait_until(lambda: producer.acked_count >= acked_before_stop + 200, "200 more acknowledged messages")
+        eventually(lambda: producer.acked_count >= acked_before_stop + 200, "200 more acknowledged messages")
     assert producer.failed == []
     assert consume(cluster, "rolling", 3, producer.acked_count) == producer.acked
     # auto.leader.rebalance.enable hands each partition back to its first replica.
-    wait_until(lambda: all(leader == replicas[0] for leader, replicas, _ in partition_states(
+    eventually(lambda: all(leader == replicas[0] for leader, replicas, _ in partition_states(
         cluster, "rolling").values()), "the preferred leaders back")
 
 
@@ -315,16 +315,16 @@ def test_without_unclean_election_a_partition_stays_offline_until_an_isr_member_
     create_topic(cluster, "offline", 1, assignment=[[leader, follower]])
     wait_for_full_isr(cluster, "offline")
     cluster.brokers[follower].kill()
-    wait_until(lambda: partition_states(cluster, "offline")[0][2] == [leader], "the ISR to shrink to the leader")
+    eventually(lambda: partition_states(cluster, "offline")[0][2] == [leader], "the ISR to shrink to the leader")
     cluster.brokers[leader].kill()
-    wait_until(lambda: partition_states(cluster, "offline")[0][0] == -1, "the partition to go offline")
+    eventually(lambda: partition_states(cluster, "offline")[0][0] == -1, "the partition to go offline")
     cluster.brokers[follower].start()
     # The controller has handled the follower's return once clients see it as a live broker.
-    wait_until(lambda: follower in AdminClient({"bootstrap.servers": cluster.bootstrap}).list_topics(
+    eventually(lambda: follower in AdminClient({"bootstrap.servers": cluster.bootstrap}).list_topics(
         timeout=10).brokers, "the follower back among the brokers")
     # A broker answers Metadata before the controller's UpdateMetadata reached it (as Kafka's do),
     # so the just-restarted follower may not know the topic yet: wait for an answer that has it.
-    state = wait_until(lambda: partition_states(cluster, "offline").get(0), "an answer that knows the topic")
+    state = eventually(lambda: partition_states(cluster, "offline").get(0), "an answer that knows the topic")
     assert state[0] == -1
     cluster.brokers[leader].start()
     assert wait_for_full_isr(cluster, "offline")[0][0] == leader

@@ -11,9 +11,9 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
 from pybroker.coordinator.records import partition_for
+from tests.eventually import eventually
 from tests.cluster.conftest import Cluster, running_cluster
 from tests.cluster.test_cluster import create_topic, partition_states, wait_for_full_isr
-from tests.integration.groups_common import wait_until
 from tests.integration.test_consumer_protocol_groups import Member, split
 
 TOPIC = GROUP = "kip848-failover"
@@ -41,7 +41,7 @@ def test_members_keep_their_assignment_across_a_coordinator_failover(kip848_clus
     offsets_partition = partition_for(GROUP, OFFSETS_PARTITIONS)
     coordinator = None
     try:
-        wait_until(lambda: split(members, [2, 2, 2]), "2/2/2")
+        eventually(lambda: split(members, [2, 2, 2]), "2/2/2")
         wait_for_full_isr(cluster, "__consumer_offsets")
         before = describe(cluster.bootstrap)
         assignments = [set(m.assignment) for m in members]
@@ -50,7 +50,7 @@ def test_members_keep_their_assignment_across_a_coordinator_failover(kip848_clus
         coordinator_id = partition_states(cluster, "__consumer_offsets")[offsets_partition][0]
         coordinator = cluster.brokers[coordinator_id]
         coordinator.kill()
-        wait_until(lambda: partition_states(cluster, "__consumer_offsets")[offsets_partition][0]
+        eventually(lambda: partition_states(cluster, "__consumer_offsets")[offsets_partition][0]
                    not in (-1, coordinator_id), "a new coordinator")
 
         producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
@@ -58,7 +58,7 @@ def test_members_keep_their_assignment_across_a_coordinator_failover(kip848_clus
         for value in sent:
             producer.produce(TOPIC, key=value, value=value)
         assert producer.flush(30) == 0
-        wait_until(lambda: {v for m in members for _, _, v, _ in m.consumed} >= sent,
+        eventually(lambda: {v for m in members for _, _, v, _ in m.consumed} >= sent,
                    "the members consuming after the failover", timeout=60)
         assert describe(cluster.bootstrap) == before
         assert [set(m.assignment) for m in members] == assignments

@@ -10,9 +10,8 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-import time
 from pathlib import Path
-from typing import Awaitable, Callable, Iterator, Mapping, TypeVar
+from typing import Iterator, Mapping
 
 import pytest
 from kazoo.client import KazooClient, KazooState
@@ -24,12 +23,12 @@ from pybroker.controller.controller import RebalanceConfig, ZkController
 from pybroker.controller.election import LogEnd
 from pybroker.controller.zk_client import SESSION_LOST, ZkClient, ZkEvent
 from pybroker.protocol.messages import LeaderAndIsrResponse, UpdateMetadataRequest, UpdateMetadataResponse
+from tests.eventually import eventually_async
 from tests.cluster.zookeeper import ZooKeeperServer
 from tests.integration.broker_process import BrokerProcess
 
 CLOSED_PORT = 1
 SESSION_MS = 4000
-T = TypeVar("T")
 _chroots = itertools.count()
 
 
@@ -42,15 +41,6 @@ def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperSer
         server.stop()
 
 
-async def eventually(predicate: Callable[[], Awaitable[T]], what: str, timeout: float = 15.0) -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = await predicate()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
-        await asyncio.sleep(0.05)
 
 
 class Harness:
@@ -167,7 +157,7 @@ def test_a_bounced_leader_loses_leadership_and_the_epoch_moves_on(zookeeper: Zoo
                 state = await harness.state("bounce")
                 return state if state.leader in (2, 3) else None
 
-            after = await eventually(moved, "the leadership of bounce-0 to leave the bounced broker 1")
+            after = await eventually_async(moved, "the leadership of bounce-0 to leave the bounced broker 1")
             assert after.leader_epoch > before.leader_epoch
             assert 1 not in after.isr  # it rejoins by catching up with the new leader
 
@@ -189,7 +179,7 @@ def test_a_bounced_sole_replica_leads_again_at_a_new_epoch(zookeeper: ZooKeeperS
                 state = await harness.state("single")
                 return state.leader == 1 and state.leader_epoch > before.leader_epoch
 
-            await eventually(bumped, "a new leader epoch for single-0 on broker 1")
+            await eventually_async(bumped, "a new leader epoch for single-0 on broker 1")
 
     asyncio.run(scenario())
 
@@ -267,7 +257,7 @@ def test_a_leader_that_only_registered_again_keeps_leading(zookeeper: ZooKeeperS
                 state = await harness.state("stay")
                 return state if 2 not in state.isr else None
 
-            after = await eventually(follower_out, "the restarted follower 2 to leave the ISR of stay-0")
+            after = await eventually_async(follower_out, "the restarted follower 2 to leave the ISR of stay-0")
             assert after.leader == 1 and 1 in after.isr, after
 
     asyncio.run(scenario())
@@ -330,7 +320,7 @@ def test_topic_unclean_leader_election_override_wins_over_the_broker_default(zoo
             async def dirty_elected() -> bool:
                 return (await harness.state("dirty")).leader == 2
 
-            await eventually(dirty_elected, "an unclean election of broker 2 for dirty-0")
+            await eventually_async(dirty_elected, "an unclean election of broker 2 for dirty-0")
             dirty = await harness.state("dirty")
             assert dirty.isr == (2,)
             clean = await harness.state("clean")
@@ -358,7 +348,7 @@ def test_a_controller_whose_epoch_check_fails_resigns(zookeeper: ZooKeeperServer
             async def resigned() -> bool:
                 return not controller.active
 
-            await eventually(resigned, "the fenced controller to resign")
+            await eventually_async(resigned, "the fenced controller to resign")
             assert await harness.state("fenced") == before
 
     asyncio.run(scenario())
@@ -383,7 +373,7 @@ def test_a_controller_request_failing_unexpectedly_does_not_stop_later_ones(
             return "answered UpdateMetadataRequest with error" in caplog.text
 
         try:
-            await eventually(delivered, "the second request's answer")
+            await eventually_async(delivered, "the second request's answer")
         finally:
             await channel.close()
         assert "Controller request UpdateMetadataRequest to broker 0 failed; skipping it" in caplog.text
@@ -421,7 +411,7 @@ def test_restarted_members_never_lead_while_an_isr_member_that_did_not_restart_m
                 state = await harness.state("power")
                 return state if state.leader == 0 else None
 
-            back = await eventually(led_by_0, "broker 0 to lead power-0 once it registered")
+            back = await eventually_async(led_by_0, "broker 0 to lead power-0 once it registered")
             assert back.isr == (0,) and back.leader_epoch > after.leader_epoch and not back.elect_longest_log
 
     asyncio.run(scenario())
@@ -451,7 +441,7 @@ def test_a_leader_that_bounces_as_its_follower_dies_waits_for_the_follower(zooke
                 state = await harness.state("waits")
                 return state if state.leader == zp.NO_LEADER else None
 
-            after = await eventually(leaderless, "the bounced broker 1 to lose the leadership of waits-0")
+            after = await eventually_async(leaderless, "the bounced broker 1 to lose the leadership of waits-0")
             assert after.isr == (1, 2) and after.elect_longest_log
             harness.log_ends = {1: (3, 60), 2: (3, 100)}  # 1 lost the tail 2 has
             await harness.kill(2)
@@ -461,7 +451,7 @@ def test_a_leader_that_bounces_as_its_follower_dies_waits_for_the_follower(zooke
                 state = await harness.state("waits")
                 return state if state.leader == 2 else None
 
-            await eventually(led_by_2, "broker 2 to lead waits-0 once it registered again")
+            await eventually_async(led_by_2, "broker 2 to lead waits-0 once it registered again")
 
     asyncio.run(scenario())
 
@@ -478,10 +468,10 @@ def test_a_session_loss_handled_after_the_next_election_leaves_the_new_controlle
             assert harness.zk is not None
             controller = await harness.start_controller()
             harness.zk._on_state(KazooState.LOST)  # noticed now, handled by the event queue
-            await eventually(lambda: _inactive(controller), "the controller to resign after its session loss")
+            await eventually_async(lambda: _inactive(controller), "the controller to resign after its session loss")
 
             await asyncio.to_thread(harness.admin.delete, zp.CONTROLLER)  # its /controller goes; it stands again
-            await eventually(lambda: _active(controller), "the broker to be elected again")
+            await eventually_async(lambda: _active(controller), "the broker to be elected again")
             epoch = controller.epoch
             harness.zk.post(ZkEvent(SESSION_LOST))  # the same loss, handled only now
             await asyncio.sleep(0)  # the post reaches the queue on the loop's next pass
@@ -527,7 +517,7 @@ def test_a_member_that_restarted_intact_leads_over_one_that_was_away_and_lost_po
                 state = await harness.state("cut")
                 return state if state.leader != zp.NO_LEADER else None
 
-            elected = await eventually(led, "a leader for cut-0 once broker 0 registered")
+            elected = await eventually_async(led, "a leader for cut-0 once broker 0 registered")
             assert (elected.leader, elected.isr) == (2, (2,)) and elected.leader_epoch > waiting.leader_epoch
             assert harness.log_end_questions == [{("cut", 0): (0, 2)}]
 
@@ -554,7 +544,7 @@ def test_the_wait_for_every_member_outlives_the_controller_that_began_it(zookeep
                 state = await harness.state("outlives")
                 return state if state.leader != zp.NO_LEADER else None
 
-            elected = await eventually(led, "a leader for outlives-0 once broker 2 registered")
+            elected = await eventually_async(led, "a leader for outlives-0 once broker 2 registered")
             assert (elected.leader, elected.isr, elected.elect_longest_log) == (2, (2,), False)
 
     asyncio.run(scenario())
@@ -579,7 +569,7 @@ def test_a_member_that_does_not_tell_its_log_end_keeps_the_partition_waiting(zoo
                 state = await harness.state("mute")
                 return state if state.elect_longest_log else None
 
-            await eventually(waiting, "mute-0 to wait for both members")
+            await eventually_async(waiting, "mute-0 to wait for both members")
             for broker_id in (1, 2):
                 await harness.kill(broker_id)
             harness.log_ends = {1: (0, 50)}
@@ -588,7 +578,7 @@ def test_a_member_that_does_not_tell_its_log_end_keeps_the_partition_waiting(zoo
             async def asked() -> bool:
                 return bool(harness.log_end_questions)
 
-            await eventually(asked, "the controller to ask for the log ends")
+            await eventually_async(asked, "the controller to ask for the log ends")
             assert (await harness.state("mute")).leader == zp.NO_LEADER
             harness.log_ends = {1: (0, 50), 2: (0, 80)}  # 2 answers from now on
 
@@ -596,6 +586,6 @@ def test_a_member_that_does_not_tell_its_log_end_keeps_the_partition_waiting(zoo
                 state = await harness.state("mute")
                 return state if state.leader != zp.NO_LEADER else None
 
-            assert (await eventually(led, "mute-0 to be led once 2 answered")).leader == 2
+            assert (await eventually_async(led, "mute-0 to be led once 2 answered")).leader == 2
 
     asyncio.run(scenario())

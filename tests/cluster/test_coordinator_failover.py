@@ -12,9 +12,9 @@ import time
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from pybroker.coordinator.records import partition_for
+from tests.eventually import eventually
 from tests.cluster.conftest import Cluster
 from tests.cluster.test_cluster import create_topic, partition_states, wait_for_full_isr
-from tests.integration.groups_common import wait_until
 
 TOPIC = "failover-input"
 PARTITIONS = 3
@@ -68,12 +68,12 @@ def test_group_keeps_committed_offsets_when_its_coordinator_is_killed(cluster: C
 
     offsets_partition = partition_for(group, OFFSETS_PARTITIONS)
     wait_for_full_isr(cluster, "__consumer_offsets")
-    wait_until(lambda: _high_watermark_settled(cluster, offsets_partition), "the commit to be replicated")
+    eventually(lambda: _high_watermark_settled(cluster, offsets_partition), "the commit to be replicated")
     coordinator_id = partition_states(cluster, "__consumer_offsets")[offsets_partition][0]
     coordinator = cluster.brokers[coordinator_id]
     coordinator.kill()
     try:
-        wait_until(lambda: partition_states(cluster, "__consumer_offsets")[offsets_partition][0]
+        eventually(lambda: partition_states(cluster, "__consumer_offsets")[offsets_partition][0]
                    not in (-1, coordinator_id), "a new leader of the group's offsets partition")
         second = _consumer(cluster, group)
         stored = second.committed([TopicPartition(TOPIC, p) for p in range(PARTITIONS)], timeout=30)

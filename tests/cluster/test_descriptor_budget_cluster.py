@@ -10,8 +10,8 @@ from pathlib import Path
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from tests.eventually import eventually
 from tests.cluster.conftest import running_cluster
-from tests.integration.groups_common import wait_until
 
 OPEN_FILES = 400  # broker 1's RLIMIT_NOFILE: 300 descriptors for partitions (a quarter kept free)
 WIDE = 400  # partitions with a replica on broker 1: more than it can open
@@ -28,7 +28,7 @@ def test_a_broker_past_its_open_files_limit_reports_new_replicas_offline(tmp_pat
     with running_cluster(tmp_path, brokers=2, open_files={1: OPEN_FILES}) as cluster:
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
         admin.create_topics([NewTopic("kept", 1, replica_assignment=[[1, 0]])])["kept"].result(30)
-        wait_until(lambda: admin.list_topics("kept", timeout=10).topics["kept"].partitions[0].leader == 1,
+        eventually(lambda: admin.list_topics("kept", timeout=10).topics["kept"].partitions[0].leader == 1,
                    "broker 1 to lead kept-0")
         produce(cluster.bootstrap, "kept", 0)
 
@@ -39,7 +39,7 @@ def test_a_broker_past_its_open_files_limit_reports_new_replicas_offline(tmp_pat
             partitions = admin.list_topics("wide", timeout=10).topics["wide"].partitions
             return {p: partition.leader for p, partition in partitions.items()}
 
-        wait_until(lambda: len(led()) == WIDE and 0 in led().values()
+        eventually(lambda: len(led()) == WIDE and 0 in led().values()
                    and all(leader in (0, 1) for leader in led().values()),
                    "the controller to move the replicas broker 1 could not open to broker 0")
         leaders = led()

@@ -10,8 +10,8 @@ from kazoo.client import KazooClient
 
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.messages import ApiVersionsRequest, ApiVersionsResponse
+from tests.eventually import eventually
 from tests.cluster.conftest import CHROOT, running_cluster
-from tests.integration.groups_common import wait_until
 from tests.integration.test_bad_input import WireClient
 from tests.integration.test_features import results, update
 
@@ -37,7 +37,7 @@ def test_feature_znode_is_the_finalized_features(tmp_path) -> None:
             zk.set(CHROOT + "/feature", json.dumps(
                 {"version": 2, "status": 1, "features": {"group.version": {"max_version_level": 1}}}).encode())
             for broker in cluster.brokers:
-                wait_until(lambda: features_of(broker.bootstrap) == (stat.version + 1, {"group.version": 1}),
+                eventually(lambda: features_of(broker.bootstrap) == (stat.version + 1, {"group.version": 1}),
                            "ApiVersions to show the new /feature")
 
             controller = int(json.loads(zk.get(CHROOT + "/controller")[0])["brokerid"])
@@ -51,6 +51,6 @@ def test_feature_znode_is_the_finalized_features(tmp_path) -> None:
             data, stat = zk.get(CHROOT + "/feature")
             assert (json.loads(data)["features"], stat.version) == ({}, 2)
             for broker in cluster.brokers:
-                wait_until(lambda: features_of(broker.bootstrap) == (2, {}), "ApiVersions to show the deletion")
+                eventually(lambda: features_of(broker.bootstrap) == (2, {}), "ApiVersions to show the deletion")
         finally:
             zk.stop()

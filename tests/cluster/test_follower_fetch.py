@@ -18,8 +18,8 @@ from kazoo.client import KazooClient
 
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.messages import FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse
+from tests.eventually import eventually
 from tests.cluster.conftest import Cluster, running_cluster
-from tests.integration.groups_common import wait_until
 from tests.integration.test_bad_input import WireClient
 
 BROKERS = 2
@@ -67,16 +67,16 @@ def test_refused_follower_fetches_move_no_isr_and_the_follower_restarts_at_the_l
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
     admin.create_topics([NewTopic(TOPIC, 1, replica_assignment=[[0, FOLLOWER]], config={
         "segment.bytes": "2048", "retention.bytes": "4096"})])[TOPIC].result(30)
-    wait_until(lambda: isr(cluster) == [0, FOLLOWER], "the follower in the ISR", 60)
+    eventually(lambda: isr(cluster) == [0, FOLLOWER], "the follower in the ISR", 60)
     follower.kill()
-    wait_until(lambda: isr(cluster) == [0], "the killed follower out of the ISR", 60)
+    eventually(lambda: isr(cluster) == [0], "the killed follower out of the ISR", 60)
     producer = Producer({"bootstrap.servers": leader.bootstrap, "acks": 1, "batch.num.messages": 5})
     for i in range(200):
         producer.produce(TOPIC, value=b"x" * 200, key=str(i).encode())
     assert producer.flush(30) == 0
     client = WireClient(leader.bootstrap)
     try:
-        log_start = wait_until(lambda: list_offset(client, -2), "retention to delete the leader's log head", 30)
+        log_start = eventually(lambda: list_offset(client, -2), "retention to delete the leader's log head", 30)
         log_end = list_offset(client, -1)
         for offset in (0, log_end + 10):
             refused = follower_fetch(client, offset)
@@ -90,7 +90,7 @@ def test_refused_follower_fetches_move_no_isr_and_the_follower_restarts_at_the_l
     finally:
         client.close()
     follower.start()
-    wait_until(lambda: isr(cluster) == [0, FOLLOWER], "the restarted follower back in the ISR", 60)
+    eventually(lambda: isr(cluster) == [0, FOLLOWER], "the restarted follower back in the ISR", 60)
     assert any(f"Restarting {TOPIC}-0 at the leader 0's log start" in line for line in follower.log_lines), \
         f"the follower restarts at the leader's log start (>= {log_start})"
     assert "Traceback" not in follower.log_text() and "Traceback" not in leader.log_text()

@@ -8,8 +8,8 @@ from pathlib import Path
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from tests.eventually import eventually
 from tests.cluster.conftest import running_cluster
-from tests.integration.groups_common import wait_until
 
 
 def partitions_seen_by(bootstrap: str, topic: str) -> list[int] | None:
@@ -24,24 +24,24 @@ def test_deleted_and_recreated_topics_in_every_brokers_metadata(tmp_path: Path) 
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
         admin.create_topics([NewTopic("gone", 2, 3), NewTopic("kept", 2, 3)])["gone"].result(30)
         for broker in cluster.brokers:
-            wait_until(lambda: partitions_seen_by(broker.bootstrap, "gone") == [0, 1], "gone on every broker")
-            wait_until(lambda: partitions_seen_by(broker.bootstrap, "kept") == [0, 1], "kept on every broker")
+            eventually(lambda: partitions_seen_by(broker.bootstrap, "gone") == [0, 1], "gone on every broker")
+            eventually(lambda: partitions_seen_by(broker.bootstrap, "kept") == [0, 1], "kept on every broker")
 
         admin.delete_topics(["gone"])["gone"].result(30)
         for broker in cluster.brokers:
-            wait_until(lambda: partitions_seen_by(broker.bootstrap, "gone") is None, "gone gone from every broker")
+            eventually(lambda: partitions_seen_by(broker.bootstrap, "gone") is None, "gone gone from every broker")
             assert partitions_seen_by(broker.bootstrap, "kept") == [0, 1]
 
         admin.create_topics([NewTopic("gone", 1, 3)])["gone"].result(30)
         for broker in cluster.brokers:
-            wait_until(lambda: partitions_seen_by(broker.bootstrap, "gone") == [0], "the new gone, one partition")
+            eventually(lambda: partitions_seen_by(broker.bootstrap, "gone") == [0], "the new gone, one partition")
         producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
         producer.produce("gone", b"again", partition=0)
         assert producer.flush(30) == 0
         consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "incremental",
                              "auto.offset.reset": "earliest"})
         consumer.assign([TopicPartition("gone", 0, 0)])
-        message = wait_until(lambda: (m := consumer.poll(0.5)) is not None and m.error() is None and m,
+        message = eventually(lambda: (m := consumer.poll(0.5)) is not None and m.error() is None and m,
                              "the record in the re-created topic")
         assert message.value() == b"again" and message.offset() == 0
         consumer.close()

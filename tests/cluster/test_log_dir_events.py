@@ -16,10 +16,10 @@ from kazoo.client import KazooClient
 from pybroker.client import AdminClient as PyAdminClient
 from pybroker.client.cluster import KafkaClient
 from pybroker.protocol.error_codes import ErrorCode
+from tests.eventually import eventually
 from tests.cluster.conftest import CHROOT, broker_overrides
 from tests.cluster.zookeeper import ZooKeeperServer
 from tests.integration.broker_process import BrokerProcess
-from tests.integration.groups_common import wait_until
 from tests.integration.test_bad_input import WireClient
 from tests.integration.test_log_dir_failure import TOPIC, fill, produce, small_dir  # noqa: F401 (fixture)
 
@@ -38,7 +38,7 @@ def test_the_controller_moves_leadership_off_a_failed_log_dir(tmp_path: Path, sm
         admin = AdminClient({"bootstrap.servers": bootstrap})
         # broker 0 leads both partitions; on broker 0 partition 0 lands in disk-a, partition 1 in the tmpfs
         admin.create_topics([NewTopic(TOPIC, 2, replica_assignment=[[0, 1, 2], [0, 1, 2]])])[TOPIC].result(30)
-        wait_until(lambda: all(p.leader == 0 and len(p.isrs) == 3 for p in
+        eventually(lambda: all(p.leader == 0 and len(p.isrs) == 3 for p in
                                admin.list_topics(TOPIC, timeout=10).topics[TOPIC].partitions.values()),
                    "broker 0 to lead both partitions with a full ISR")
         delivered = produce_values(bootstrap, [f"before-{i}".encode() for i in range(20)])
@@ -46,12 +46,12 @@ def test_the_controller_moves_leadership_off_a_failed_log_dir(tmp_path: Path, sm
         client = WireClient(brokers[0].bootstrap)
         assert produce(client, 1) == ErrorCode.KAFKA_STORAGE_ERROR  # the tmpfs is full: the dir goes offline
         client.close()
-        wait_until(lambda: admin.list_topics(TOPIC, timeout=10).topics[TOPIC].partitions[1].leader in (1, 2),
+        eventually(lambda: admin.list_topics(TOPIC, timeout=10).topics[TOPIC].partitions[1].leader in (1, 2),
                    "the controller to elect another leader of partition 1")
         partitions = admin.list_topics(TOPIC, timeout=10).topics[TOPIC].partitions
         assert partitions[0].leader == 0 and 0 not in partitions[1].isrs
         for broker in brokers:  # every broker's Metadata lists broker 0's replica of partition 1 as offline
-            wait_until(lambda: offline_replicas(broker.bootstrap) == {0: (), 1: (0,)},
+            eventually(lambda: offline_replicas(broker.bootstrap) == {0: (), 1: (0,)},
                        "the failed dir's replica among the offline replicas")
         delivered += produce_values(bootstrap, [f"after-{i}".encode() for i in range(20)])
         assert sorted(read_all(bootstrap)) == sorted(delivered)
@@ -60,7 +60,7 @@ def test_the_controller_moves_leadership_off_a_failed_log_dir(tmp_path: Path, sm
         zk = KazooClient(zookeeper.connect + CHROOT)
         zk.start(timeout=10)
         try:  # the controller took the notification
-            wait_until(lambda: zk.get_children("/log_dir_event_notification") == [], "the notification to be handled")
+            eventually(lambda: zk.get_children("/log_dir_event_notification") == [], "the notification to be handled")
         finally:
             zk.stop()
     finally:

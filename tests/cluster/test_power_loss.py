@@ -29,9 +29,9 @@ from kazoo.client import KazooClient
 
 from chaos.disk import lose_unsynced_writes
 from pybroker.controller import zk_paths as zp
+from tests.eventually import eventually
 from tests.cluster.conftest import Cluster, running_cluster
 from tests.cluster.test_cluster import consume, controller_id, create_topic, wait_for_full_isr, zk_leader_epoch
-from tests.integration.groups_common import wait_until
 
 T = TypeVar("T")
 TOPIC = "alone"
@@ -86,7 +86,7 @@ def hold_controller_znode(zk: KazooClient, dead: int) -> None:
 
 def test_acknowledged_records_survive_a_power_loss_of_the_leader_left_alone_in_the_isr(tmp_path: Path) -> None:
     with running_cluster(tmp_path, extra={"replica.lag.time.max.ms": "2000"}) as cluster:  # the leader is the controller
-        [leader] = wait_until(lambda: [c for c in [controller_id(cluster)] if c >= 0], "a controller")
+        [leader] = eventually(lambda: [c for c in [controller_id(cluster)] if c >= 0], "a controller")
         followers = [b for b in range(3) if b != leader]
         create_topic(cluster, TOPIC, 1, assignment=[[leader, *followers]], **{"min.insync.replicas": "2"})
         wait_for_full_isr(cluster, TOPIC)
@@ -97,7 +97,7 @@ def test_acknowledged_records_survive_a_power_loss_of_the_leader_left_alone_in_t
             os.kill(cluster.brokers[follower].process.pid, signal.SIGSTOP)
         try:
             produce_above_the_high_watermark(cluster, TOPIC)
-            wait_until(lambda: zk_isr(cluster) == [leader], "the leader to shrink the ISR to itself", timeout=30)
+            eventually(lambda: zk_isr(cluster) == [leader], "the leader to shrink the ISR to itself", timeout=30)
             broker = cluster.brokers[leader]
             broker.kill()
             lose_unsynced_writes(broker.data_dir / "logs")
@@ -119,7 +119,7 @@ def test_the_longest_log_leads_when_the_isr_member_back_first_lost_power(tmp_pat
     elects the longer log."""
     topic = "cut"
     with running_cluster(tmp_path) as cluster:
-        controller = wait_until(lambda: [c for c in [controller_id(cluster)] if c >= 0], "a controller")[0]
+        controller = eventually(lambda: [c for c in [controller_id(cluster)] if c >= 0], "a controller")[0]
         a, b = [broker for broker in range(3) if broker != controller]
         create_topic(cluster, topic, 1, assignment=[[a, b]], **{"min.insync.replicas": "2"})
         wait_for_full_isr(cluster, topic)
@@ -129,10 +129,10 @@ def test_the_longest_log_leads_when_the_isr_member_back_first_lost_power(tmp_pat
         for broker in (controller, b, a):
             cluster.brokers[broker].kill()
         lose_unsynced_writes(cluster.brokers[a].data_dir / "logs")
-        wait_until(lambda: zk_read(cluster, lambda zk: zk.get_children(zp.BROKER_IDS)) == [],
+        eventually(lambda: zk_read(cluster, lambda zk: zk.get_children(zp.BROKER_IDS)) == [],
                    "the killed brokers' sessions to expire", timeout=30)
         cluster.brokers[b].start()  # b is the controller now: registered before its failover
-        wait_until(lambda: zk_leader_epoch(cluster, topic) > epoch, "the new controller to handle cut-0")
+        eventually(lambda: zk_leader_epoch(cluster, topic) > epoch, "the new controller to handle cut-0")
         cluster.brokers[a].start()
         cluster.brokers[controller].start()
 
@@ -155,7 +155,7 @@ def test_a_leader_and_controller_registered_again_before_the_next_controller_los
     bounced and a follower leads."""
     topic = "seed6"
     with running_cluster(tmp_path, extra={"replica.lag.time.max.ms": "2000"}) as cluster:
-        leader = wait_until(lambda: [c for c in [controller_id(cluster)] if c >= 0], "a controller")[0]
+        leader = eventually(lambda: [c for c in [controller_id(cluster)] if c >= 0], "a controller")[0]
         followers = [b for b in range(3) if b != leader]
         create_topic(cluster, topic, 1, assignment=[[leader, *followers]], **{"min.insync.replicas": "2"})
         wait_for_full_isr(cluster, topic)
@@ -163,7 +163,7 @@ def test_a_leader_and_controller_registered_again_before_the_next_controller_los
 
         for follower in followers:  # kill two: the leader, also the controller, is left alone in the ISR
             cluster.brokers[follower].kill()
-        wait_until(lambda: zk_isr(cluster, topic) == [leader], "the ISR to shrink to the leader", timeout=30)
+        eventually(lambda: zk_isr(cluster, topic) == [leader], "the ISR to shrink to the leader", timeout=30)
         for follower in followers:
             cluster.brokers[follower].start()
         wait_for_full_isr(cluster, topic)

@@ -22,8 +22,8 @@ from pybroker.protocol.messages import (
     InitProducerIdRequest,
     InitProducerIdResponse,
 )
+from tests.eventually import eventually
 from tests.cluster.conftest import Cluster, running_cluster
-from tests.integration.groups_common import wait_until
 
 
 def zk_read(cluster: Cluster, path: str) -> tuple[bytes, int]:
@@ -86,7 +86,7 @@ def test_producer_id_blocks_come_from_the_controller(tmp_path: Path) -> None:
         assert stored == zp.ProducerIdBlock(other, 3000, 3999)
 
         cluster.brokers[controller].kill()
-        wait_until(lambda: controller_of(cluster) not in (controller, -1), "a new controller", timeout=30)
+        eventually(lambda: controller_of(cluster) not in (controller, -1), "a new controller", timeout=30)
         survivors = [b for b in range(3) if b != controller]
         after = [init_producer_id(cluster.brokers[b].port) for b in survivors for _ in range(2)]
         assert len(set(after)) == len(after) and not set(after) & set(ids.values()) \

@@ -16,9 +16,9 @@ from kazoo.client import KazooClient
 from pybroker.client.cluster import KafkaClient
 from pybroker.client.scram_admin import ScramUpsertion, alter_user_scram_credentials
 from pybroker.security.dev_certs import make_dev_certs
+from tests.eventually import eventually
 from tests.cluster.conftest import running_cluster
 from tests.cluster.test_cluster import consume, create_topic, partition_states, wait_for_full_isr
-from tests.integration.groups_common import wait_until
 from tests.integration.tls import BOUND, tls_overrides
 
 MESSAGES = 200
@@ -72,8 +72,8 @@ def test_sasl_ssl_inter_broker_listener_and_scram_users_cluster_wide(tmp_path: P
             except Exception:
                 return False
 
-        wait_until(logs_in, "alice to log in on another broker", timeout=30)
+        eventually(logs_in, "alice to log in on another broker", timeout=30)
         cluster.brokers[leader].kill()
-        wait_until(lambda: partition_states(cluster, "sasl-replicated")[0][0] not in (leader, -1), "a new leader",
+        eventually(lambda: partition_states(cluster, "sasl-replicated")[0][0] not in (leader, -1), "a new leader",
                    timeout=60)
         assert consume(cluster, "sasl-replicated", 1, MESSAGES)[0] == [f"m{i}".encode() for i in range(MESSAGES)]

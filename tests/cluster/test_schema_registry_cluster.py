@@ -14,8 +14,8 @@ import pytest
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 
+from tests.eventually import eventually
 from tests.cluster.conftest import Cluster, running_cluster
-from tests.integration.groups_common import wait_until
 
 URL = re.compile(r"Schema registry listening on (http://\S+)")
 
@@ -48,7 +48,7 @@ def schemas_leader(cluster: Cluster) -> int:
         return partition.leader if partition is not None and partition.leader >= 0 else None
 
     found: list[int] = []
-    wait_until(lambda: found.append(current) is None if (current := leader()) is not None else False,
+    eventually(lambda: found.append(current) is None if (current := leader()) is not None else False,
                "a leader of _schemas")
     return found[-1]
 
@@ -65,7 +65,7 @@ def test_writes_through_any_broker_one_id_space_and_failover(registry_cluster: C
     assert second != first
     assert clients[follower].get_latest_version("orders-value").schema_id == second
     for client in clients.values():  # every broker serves reads from its own view
-        wait_until(lambda: client.get_versions("orders-value") == [1, 2], "every view to hold both versions")
+        eventually(lambda: client.get_versions("orders-value") == [1, 2], "every view to hold both versions")
 
     def register(index: int) -> int:  # the same schema through every broker at once: one id
         return SchemaRegistryClient({"url": addresses[index % 3]}).register_schema(
@@ -78,13 +78,13 @@ def test_writes_through_any_broker_one_id_space_and_failover(registry_cluster: C
     highest = max(clients[leader].get_latest_version(s).schema_id for s in before)
     registry_cluster.brokers[leader].kill()  # SIGKILL: the controller moves _schemas' leadership
     survivors = {b: c for b, c in clients.items() if b != leader}
-    wait_until(lambda: schemas_leader(registry_cluster) in survivors, "a new leader of _schemas", timeout=60)
+    eventually(lambda: schemas_leader(registry_cluster) in survivors, "a new leader of _schemas", timeout=60)
     writer = next(iter(survivors.values()))
-    third = wait_until(lambda: _try_register(writer, "orders-value", record("Order", "a", "b", "c")),
+    third = eventually(lambda: _try_register(writer, "orders-value", record("Order", "a", "b", "c")),
                        "a registration after the failover", timeout=60)
     assert third > highest  # no id handed out twice
     for client in survivors.values():
-        wait_until(lambda: all(client.get_versions(s)[:len(v)] == v for s, v in before.items()),
+        eventually(lambda: all(client.get_versions(s)[:len(v)] == v for s, v in before.items()),
                    "the survivors to hold every schema registered before the failover")
         assert json.loads(client.get_schema(first).schema_str) == json.loads(record("Order", "a").schema_str)
 
@@ -111,7 +111,7 @@ def test_embedded_cluster_exposes_every_brokers_registry(tmp_path: Path) -> None
             "embedded-value", record("Embedded", "a"))
         for url in urls:  # every broker's view, read-your-writes on the one that answered
             client = SchemaRegistryClient({"url": url})
-            wait_until(lambda: "embedded-value" in client.get_subjects(), f"{url} to hold the subject")
+            eventually(lambda: "embedded-value" in client.get_subjects(), f"{url} to hold the subject")
             assert client.get_latest_version("embedded-value").schema_id == schema_id
 
 
@@ -137,7 +137,7 @@ def test_followers_forward_over_https_with_the_clients_credentials(tmp_path: Pat
                                          "basic.auth.user.info": f"carol:{password}"})
 
         for broker_id in addresses:  # carol's credential reaches each broker's store through ZooKeeper
-            wait_until(lambda: _try_register(client(broker_id), "tls-value", record("Tls", "a"), 401),
+            eventually(lambda: _try_register(client(broker_id), "tls-value", record("Tls", "a"), 401),
                        f"carol's credential on broker {broker_id}")
         leader = schemas_leader(cluster)
         follower = next(b for b in addresses if b != leader)

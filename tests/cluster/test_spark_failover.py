@@ -23,9 +23,9 @@ import pyarrow.parquet as pq
 import pytest
 from confluent_kafka import Producer
 
+from tests.eventually import eventually
 from tests.cluster.conftest import Cluster
 from tests.cluster.test_cluster import create_topic, partition_states, wait_for_full_isr
-from tests.integration.groups_common import wait_until
 from tests.spark.support import require_connector
 from tests.spark.test_archive import submit
 
@@ -122,11 +122,11 @@ def test_streaming_query_survives_a_leader_kill_and_archives_each_message_once(
         def archived_some() -> bool:
             assert job.poll() is None, f"the job exited:\n{log.read_text()[-3000:]}"
             return archived_count(path) > 0
-        wait_until(archived_some, "a first committed batch", timeout=120, interval=0.2)
+        eventually(archived_some, "a first committed batch", timeout=120, interval=0.2)
         job_up = time.perf_counter()
 
         producer.start(BEFORE_KILL, MESSAGES, PACE_S)
-        wait_until(lambda: len(producer.acked) >= BEFORE_KILL + 200, "200 acknowledgements after the job started")
+        eventually(lambda: len(producer.acked) >= BEFORE_KILL + 200, "200 acknowledgements after the job started")
         cluster.brokers[leader].kill()
         killed = leader
         killed_at = time.perf_counter()
@@ -138,7 +138,7 @@ def test_streaming_query_survives_a_leader_kill_and_archives_each_message_once(
         def archived_all() -> bool:
             assert job.poll() is None, f"the job exited after the leader's kill:\n{log.read_text()[-3000:]}"
             return archived_count(path) >= MESSAGES
-        wait_until(archived_all, lambda: f"{MESSAGES} archived messages, {archived_count(path)} so far",
+        eventually(archived_all, lambda: f"{MESSAGES} archived messages, {archived_count(path)} so far",
                    timeout=CATCH_UP_S, interval=0.2)
         done_at = time.perf_counter()
         assert job.poll() is None, "the query stopped"

@@ -11,9 +11,9 @@ from confluent_kafka import Producer
 from kazoo.client import KazooClient
 
 from pybroker.security.dev_certs import make_dev_certs
+from tests.eventually import eventually
 from tests.cluster.conftest import running_cluster
 from tests.cluster.test_cluster import consume, create_topic, partition_states, wait_for_full_isr
-from tests.integration.groups_common import wait_until
 from tests.integration.tls import BOUND, tls_overrides
 
 MESSAGES = 300
@@ -55,6 +55,6 @@ def test_replication_and_failover_over_an_ssl_inter_broker_listener(tmp_path: Pa
             producer.produce("tls-replicated", f"m{i}".encode())
         assert producer.flush(60) == 0
         cluster.brokers[leader].kill()
-        wait_until(lambda: partition_states(cluster, "tls-replicated")[0][0] not in (leader, -1), "a new leader",
+        eventually(lambda: partition_states(cluster, "tls-replicated")[0][0] not in (leader, -1), "a new leader",
                    timeout=60)
         assert consume(cluster, "tls-replicated", 1, MESSAGES)[0] == [f"m{i}".encode() for i in range(MESSAGES)]

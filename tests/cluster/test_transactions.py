@@ -10,9 +10,9 @@ import time
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from pybroker.coordinator.records import partition_for
+from tests.eventually import eventually
 from tests.cluster.conftest import Cluster
 from tests.cluster.test_cluster import create_topic, partition_states, wait_for_full_isr
-from tests.integration.groups_common import wait_until
 
 PARTITIONS = 3
 PER_PARTITION = 20
@@ -112,7 +112,7 @@ def test_a_commit_completes_on_the_new_coordinator_when_the_coordinator_is_kille
     try:
         committing.join(120)
         assert not committing.is_alive() and not errors, errors
-        wait_until(lambda: partition_states(cluster, "__transaction_state")[state_partition][0]
+        eventually(lambda: partition_states(cluster, "__transaction_state")[state_partition][0]
                    not in (-1, coordinator_id), "a new leader of the transaction's state partition")
         producer.begin_transaction()
         _send(producer, topic, "after")

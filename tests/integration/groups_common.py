@@ -8,8 +8,7 @@ import signal
 import subprocess
 import sys
 import threading
-import time
-from typing import Callable, Iterable, Iterator
+from typing import Iterable, Iterator
 
 import pytest
 from confluent_kafka import Producer
@@ -40,18 +39,6 @@ def group_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerPro
     process.kill()
 
 
-def wait_until(predicate: Callable[[], object], what: str | Callable[[], str], timeout: float = WAIT_S,
-               interval: float = 0.05):
-    """Poll ``predicate`` until it returns something truthy (returned), or fail after ``timeout`` seconds;
-    ``what`` (or what it returns, computed at the failure) names what was awaited."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what() if callable(what) else what}")
-        time.sleep(interval)
 
 
 def create_topic(bootstrap: str, name: str, partitions: int = PARTITIONS) -> None:

@@ -18,8 +18,9 @@ import pytest
 from confluent_kafka import Producer
 
 from pybroker.client import GroupAdmin, GroupDescription, KafkaClient
+from tests.eventually import eventually
 from tests.integration.broker_process import REPO, BrokerProcess
-from tests.integration.groups_common import create_topic, wait_until
+from tests.integration.groups_common import create_topic
 from tests.integration.test_cli_topics import run
 
 PARTITIONS = 4
@@ -110,18 +111,18 @@ def test_two_console_consumers_split_then_one_takes_over(broker: BrokerProcess) 
     first = ConsoleMember(broker, topic, group, *protocol)
     second: ConsoleMember | None = None
     try:
-        wait_until(lambda: stable_split(broker, group, 1), "the first member owning every partition")
+        eventually(lambda: stable_split(broker, group, 1), "the first member owning every partition")
         sent_alone = produce(broker, topic, 0)
-        wait_until(lambda: len(first.records) >= len(sent_alone), "the first member printing round 0")
+        eventually(lambda: len(first.records) >= len(sent_alone), "the first member printing round 0")
         assert sorted(first.records) == sorted(sent_alone)
         alone = len(first.records)
 
         second = ConsoleMember(broker, topic, group, *protocol)
-        split = wait_until(lambda: stable_split(broker, group, 2), "two members owning 2 partitions each")
+        split = eventually(lambda: stable_split(broker, group, 2), "two members owning 2 partitions each")
         epochs_before = {m.member_id: m.member_epoch for m in split.members}
 
         sent = produce(broker, topic, 1)
-        wait_until(lambda: len(first.records) - alone + len(second.records) >= len(sent),
+        eventually(lambda: len(first.records) - alone + len(second.records) >= len(sent),
                    lambda: f"{len(sent)} records printed, got {len(first.records) - alone} + {len(second.records)}")
         first_split = {p for p, _ in first.records[alone:]}
         assert first_split.isdisjoint(second.partitions())
@@ -131,7 +132,7 @@ def test_two_console_consumers_split_then_one_takes_over(broker: BrokerProcess) 
         assert len(first.records) - alone + len(second.records) == len(sent), "a record was printed twice"
 
         assert first.stop().splitlines()[-1] == f"Processed a total of {len(first.records)} messages"
-        taken_over = wait_until(lambda: stable_split(broker, group, 1), "the survivor owning every partition")
+        taken_over = eventually(lambda: stable_split(broker, group, 1), "the survivor owning every partition")
         [survivor] = taken_over.members
         assert survivor.member_id in epochs_before
         assert survivor.member_epoch > epochs_before[survivor.member_id]
@@ -139,7 +140,7 @@ def test_two_console_consumers_split_then_one_takes_over(broker: BrokerProcess) 
 
         printed_before = len(second.records)
         sent_again = produce(broker, topic, 2)
-        wait_until(lambda: len(second.records) - printed_before >= len(sent_again),
+        eventually(lambda: len(second.records) - printed_before >= len(sent_again),
                    lambda: f"{len(sent_again)} more records, got {len(second.records) - printed_before}")
         assert sorted(second.records[printed_before:]) == sorted(sent_again), \
             "the survivor did not resume exactly at the committed offsets"

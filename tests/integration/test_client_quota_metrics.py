@@ -13,6 +13,7 @@ from pathlib import Path
 from confluent_kafka import Consumer, Producer
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.eventually import eventually
 from tests.integration.broker_process import BrokerProcess
 from tests.integration.test_client_quotas import alter
 
@@ -29,14 +30,14 @@ def scrape(broker: BrokerProcess) -> dict[str, float]:
             for sample in family.samples if sample.labels == LABELS}
 
 
-def wait_for(broker: BrokerProcess, condition, what: str, timeout: float = 30.0) -> dict[str, float]:
-    deadline = time.monotonic() + timeout
-    while True:
-        seen = scrape(broker)
-        if condition(seen):
-            return seen
-        assert time.monotonic() < deadline, f"{what} never seen on /metrics: {seen}"
-        time.sleep(0.2)
+def scraped_once(broker: BrokerProcess, condition, what: str, timeout: float = 30.0) -> dict[str, float]:
+    """The broker's /metrics samples once ``condition`` holds for them."""
+    last: list[dict[str, float]] = [{}]
+
+    def met() -> tuple[dict[str, float]] | None:
+        last[0] = scrape(broker)
+        return (last[0],) if condition(last[0]) else None
+    return eventually(met, lambda: f"{what} on /metrics (last seen: {last[0]})", timeout, interval=0.2)[0]
 
 
 def test_quota_sensors_scraped_after_a_throttled_produce(tmp_path: Path) -> None:
@@ -53,7 +54,7 @@ def test_quota_sensors_scraped_after_a_throttled_produce(tmp_path: Path) -> None
             producer.produce(topic, b"x" * 10_000)  # measure 120 kB/s, 20% over, a throttle of ~2 s
         assert producer.flush(60) == 0
         assert throttles and max(throttles) > 0
-        seen = wait_for(broker, lambda s: s.get("kafka_server_produce_throttle_time", 0) > 0,
+        seen = scraped_once(broker, lambda s: s.get("kafka_server_produce_throttle_time", 0) > 0,
                         "a produce throttle time")
         assert seen["kafka_server_produce_byte_rate"] > 0
         assert seen["kafka_server_request_request_time"] > 0

@@ -27,8 +27,8 @@ from pybroker.protocol.messages import (
     PushTelemetryRequest,
     PushTelemetryResponse,
 )
+from tests.eventually import eventually
 from tests.integration.broker_process import BrokerProcess
-from tests.integration.groups_common import wait_until
 from tests.integration.test_bad_input import WireClient
 from tests.integration.test_metrics import METRICS_URL, scrape
 
@@ -193,7 +193,7 @@ def test_librdkafka_pushes_its_metrics_to_prometheus(broker: BrokerProcess, wire
         return series if "org_apache_kafka_producer_node_request_latency_avg" in series else None
 
     try:
-        series = wait_until(pushed, "librdkafka's producer metrics on /metrics", timeout=30)
+        series = eventually(pushed, "librdkafka's producer metrics on /metrics", timeout=30)
     finally:
         producer.flush(10)
     assert "org_apache_kafka_producer_connection_creation_total" in series  # a counter, not "_total_total"

@@ -13,8 +13,9 @@ from confluent_kafka import Consumer, ConsumerGroupType, KafkaError, KafkaExcept
 from confluent_kafka.admin import AdminClient
 
 from pybroker.protocol.api_keys import ApiKey
+from tests.eventually import eventually
 from tests.integration.broker_process import BrokerProcess
-from tests.integration.groups_common import create_topic, produce_keyed, report, wait_until
+from tests.integration.groups_common import create_topic, produce_keyed, report
 from tests.integration.test_api_versions_honesty import advertised, closes_without_answer
 from tests.integration.test_cli_topics import ok, run
 from tests.integration.test_metrics import METRICS_URL, scrape
@@ -137,13 +138,13 @@ def join_pause(bootstrap: str, protocol: str, topic: str) -> tuple[float, float]
     started = time.monotonic()
     members = [Member(bootstrap, topic, topic, protocol) for _ in range(6)]
     try:
-        wait_until(lambda: split(members, [2] * 6), f"{protocol}: 6 members with 2 partitions each", timeout=60)
+        eventually(lambda: split(members, [2] * 6), f"{protocol}: 6 members with 2 partitions each", timeout=60)
         stable = time.monotonic() - started
-        wait_until(lambda: all(m.consumed for m in members), "every member consuming")
+        eventually(lambda: all(m.consumed for m in members), "every member consuming")
         before = {id(m): set(m.assignment) for m in members}
         joined_at = time.monotonic()
         members.append(Member(bootstrap, topic, topic, protocol))
-        wait_until(lambda: split(members, [1, 1, 2, 2, 2, 2, 2]), f"{protocol}: the 7th member placed", timeout=60)
+        eventually(lambda: split(members, [1, 1, 2, 2, 2, 2, 2]), f"{protocol}: the 7th member placed", timeout=60)
         done = time.monotonic()
         kept = [m for m in members[:6] if m.assignment == before[id(m)]]
         assert kept, "some members keep all their partitions"
@@ -163,7 +164,7 @@ def test_members_split_join_leave_and_resume_exactly_once(consumer_broker: Broke
     members = [Member(bootstrap, group, topic) for _ in range(3)]
     stopped: list[Member] = []
     try:
-        wait_until(lambda: split(members, [2, 2, 2]), lambda: f"2/2/2, got {[m.assignment for m in members]}")
+        eventually(lambda: split(members, [2, 2, 2]), lambda: f"2/2/2, got {[m.assignment for m in members]}")
         report(CLIENT, "3-member stable assignment", time.monotonic() - started)
         client = AdminClient({"bootstrap.servers": bootstrap})
         described = client.describe_consumer_groups([group])[group].result(timeout=15)
@@ -180,7 +181,7 @@ def test_members_split_join_leave_and_resume_exactly_once(consumer_broker: Broke
             m.revoked.clear()  # the revocations of the first convergence
         newcomer = Member(bootstrap, group, topic)
         members.append(newcomer)
-        wait_until(lambda: split(members, [1, 1, 2, 2]), lambda: f"1/1/2/2, got {[m.assignment for m in members]}")
+        eventually(lambda: split(members, [1, 1, 2, 2]), lambda: f"1/1/2/2, got {[m.assignment for m in members]}")
         moved = sum(len(b - m.assignment) for b, m in zip(before, members))
         assert moved == len(newcomer.assignment) == 1
         for b, m in zip(before, members):
@@ -190,15 +191,15 @@ def test_members_split_join_leave_and_resume_exactly_once(consumer_broker: Broke
         leaving = members.pop(0)
         leaving.close()
         stopped.append(leaving)
-        wait_until(lambda: split(members, [2, 2, 2]), lambda: f"2/2/2 after a leave, got {[m.assignment for m in members]}")
-        wait_until(lambda: _values(members + stopped) >= sent, "every message so far consumed")
+        eventually(lambda: split(members, [2, 2, 2]), lambda: f"2/2/2 after a leave, got {[m.assignment for m in members]}")
+        eventually(lambda: _values(members + stopped) >= sent, "every message so far consumed")
         for m in members:
             m.close()
         stopped.extend(members)
         members = []
         sent |= set(_produce_more(bootstrap, topic, 200))
         members = [Member(bootstrap, group, topic)]  # the whole group restarted: committed offsets survive
-        wait_until(lambda: _values(members + stopped) >= sent, "every message consumed after the restart")
+        eventually(lambda: _values(members + stopped) >= sent, "every message consumed after the restart")
         assert [e for m in members + stopped for e in m.commit_errors] == []
         all_values = [v for m in members + stopped for _, _, v, _ in m.consumed]
         assert len(all_values) == len(set(all_values)), "a message was read twice"
@@ -238,9 +239,9 @@ def test_assignments_and_epochs_survive_a_coordinator_restart(tmp_path) -> None:
         topic = group = "kip848-restart"
         create_topic(broker.bootstrap, topic)
         members = [Member(broker.bootstrap, group, topic) for _ in range(3)]
-        wait_until(lambda: split(members, [2, 2, 2]), "2/2/2")
+        eventually(lambda: split(members, [2, 2, 2]), "2/2/2")
         client = AdminClient({"bootstrap.servers": broker.bootstrap})
-        wait_until(lambda: str(client.describe_consumer_groups([group])[group].result(timeout=15).state)
+        eventually(lambda: str(client.describe_consumer_groups([group])[group].result(timeout=15).state)
                    .endswith("STABLE"), "Stable")
         before = {m.member_id: ({tp.partition for tp in m.assignment.topic_partitions}, m.assignment)
                   for m in client.describe_consumer_groups([group])[group].result(timeout=15).members}
@@ -252,7 +253,7 @@ def test_assignments_and_epochs_survive_a_coordinator_restart(tmp_path) -> None:
         broker.start()
 
         sent = set(_produce_more(broker.bootstrap, topic, 60))
-        wait_until(lambda: _values(members) >= sent, "the members consuming after the restart")
+        eventually(lambda: _values(members) >= sent, "the members consuming after the restart")
         client = AdminClient({"bootstrap.servers": broker.bootstrap})
         after = client.describe_consumer_groups([group])[group].result(timeout=15)
         assert {m.member_id: {tp.partition for tp in m.assignment.topic_partitions} for m in after.members} == \
@@ -276,7 +277,7 @@ def test_consumer_groups_tool_lists_types_and_describes_both_kinds(consumer_brok
                 if line.strip()]
 
     try:
-        wait_until(lambda: all(len(m.assignment) == 6 for m in members), "both groups assigned")
+        eventually(lambda: all(len(m.assignment) == 6 for m in members), "both groups assigned")
 
         listed = tool("--list", "--type")
         assert listed[0] == ["GROUP", "TYPE"]
@@ -295,7 +296,7 @@ def test_consumer_groups_tool_lists_types_and_describes_both_kinds(consumer_brok
     finally:
         for m in members:
             m.close()
-    wait_until(lambda: tool("--describe", "--group", "kip848-cli-new", "--state")[1][-2:] == ["Empty", "0"],
+    eventually(lambda: tool("--describe", "--group", "kip848-cli-new", "--state")[1][-2:] == ["Empty", "0"],
                "the consumer group empty")
     reset = tool("--reset-offsets", "--group", "kip848-cli-new", "--topic", topic, "--to-earliest", "--execute")
     assert reset[0] == ["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"] and len(reset) == 7

@@ -14,8 +14,9 @@ from kafka import ConsumerRebalanceListener, KafkaConsumer, TopicPartition
 from kafka.coordinator.assignors.range import RangePartitionAssignor
 from kafka.structs import OffsetAndMetadata
 
+from tests.eventually import eventually
 from tests.integration.broker_process import BrokerProcess
-from tests.integration.groups_common import create_topic, wait_until
+from tests.integration.groups_common import create_topic
 from tests.integration.test_consumer_protocol_groups import (  # noqa: F401  (module fixture)
     Member,
     _produce_more,
@@ -77,7 +78,7 @@ def test_classic_members_replaced_one_by_one_by_consumer_protocol_members(consum
     classic = [ClassicMember(bootstrap)]
     # One at a time: kafka-python 3.0.12 now and then stalls when two members form a group together
     # (see tests/integration/test_groups_kafka_python.py).
-    wait_until(lambda: classic[0].assignment == set(range(6)), "the first classic member holding everything")
+    eventually(lambda: classic[0].assignment == set(range(6)), "the first classic member holding everything")
     classic.append(ClassicMember(bootstrap))
     modern: list[Member] = []
     stopped: list[Member | ClassicMember] = []
@@ -89,11 +90,11 @@ def test_classic_members_replaced_one_by_one_by_consumer_protocol_members(consum
         return [v for m in [*everyone(), *stopped] for _, _, v, _ in m.consumed]
 
     try:
-        wait_until(lambda: split(classic, [3, 3]), lambda: f"3/3 classic, got {[m.assignment for m in classic]}")
+        eventually(lambda: split(classic, [3, 3]), lambda: f"3/3 classic, got {[m.assignment for m in classic]}")
         assert group_type(bootstrap) == ConsumerGroupType.CLASSIC
         for step in range(2):
             modern.append(Member(bootstrap, GROUP, TOPIC))
-            wait_until(lambda: split(everyone(), [2, 2, 2]),
+            eventually(lambda: split(everyone(), [2, 2, 2]),
                        lambda: f"2/2/2 with a consumer-protocol member, got {[m.assignment for m in everyone()]}",
                        timeout=60)
             assert group_type(bootstrap) == ConsumerGroupType.CONSUMER
@@ -101,12 +102,12 @@ def test_classic_members_replaced_one_by_one_by_consumer_protocol_members(consum
             leaving = classic.pop(0)
             leaving.close()
             stopped.append(leaving)
-            wait_until(lambda: split(everyone(), [3, 3]),
+            eventually(lambda: split(everyone(), [3, 3]),
                        lambda: f"3/3 after a classic member left, got {[m.assignment for m in everyone()]}",
                        timeout=60)
         assert classic == [] and group_type(bootstrap) == ConsumerGroupType.CONSUMER
         sent |= set(_produce_more(bootstrap, TOPIC, 100))
-        wait_until(lambda: set(consumed_values()) >= sent, "every message consumed", timeout=60)
+        eventually(lambda: set(consumed_values()) >= sent, "every message consumed", timeout=60)
         values = consumed_values()
         assert len(values) == len(set(values)), "a message was read twice"
         assert set(values) == sent
@@ -123,11 +124,11 @@ def test_the_last_consumer_protocol_member_leaving_turns_the_group_classic_again
     classic = ClassicMember(bootstrap, name, name)
     modern = Member(bootstrap, name, name)
     try:
-        wait_until(lambda: split([classic, modern], [3, 3]), lambda: f"3/3, got {[classic.assignment, modern.assignment]}",
+        eventually(lambda: split([classic, modern], [3, 3]), lambda: f"3/3, got {[classic.assignment, modern.assignment]}",
                    timeout=60)
         assert group_type(bootstrap, name) == ConsumerGroupType.CONSUMER
         modern.close()
-        wait_until(lambda: classic.assignment == set(range(6)), "the classic member holding everything", timeout=60)
-        wait_until(lambda: group_type(bootstrap, name) == ConsumerGroupType.CLASSIC, "a classic group again")
+        eventually(lambda: classic.assignment == set(range(6)), "the classic member holding everything", timeout=60)
+        eventually(lambda: group_type(bootstrap, name) == ConsumerGroupType.CLASSIC, "a classic group again")
     finally:
         classic.close()

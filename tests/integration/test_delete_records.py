@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from pathlib import Path
-from typing import Callable
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
@@ -28,6 +26,7 @@ from pybroker.protocol.messages import (
     MetadataRequest,
     MetadataResponse,
 )
+from tests.eventually import eventually
 from tests.integration.broker_process import BrokerProcess
 from tests.integration.test_bad_input import WireClient
 from tests.integration.test_cli_topics import run
@@ -57,11 +56,6 @@ def watermarks(bootstrap: str, topic: str, partition: int = 0) -> tuple[int, int
         consumer.close()
 
 
-def wait_for(condition: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
 
 
 def delete(client: WireClient, offsets: dict[tuple[str, int], int], version: int = 2,
@@ -174,7 +168,7 @@ def _offsets_topic_exists(client: WireClient) -> None:
             name="__consumer_offsets")], allow_auto_topic_creation=False), 9, MetadataResponse)
         return response.topics[0].error_code == ErrorCode.NONE
 
-    wait_for(listed, "__consumer_offsets")
+    eventually(listed, "__consumer_offsets")
 
 
 def test_cli_prints_kafkas_lines(shared_broker, tmp_path: Path):
@@ -243,8 +237,8 @@ def test_retention_deletes_segments_below_and_restarts_keep_the_start(tmp_path: 
         deleted = admin.delete_records([TopicPartition(topic, 0, 150)])
         assert [f.result(timeout=30).low_watermark for f in deleted.values()] == [150]
         # The next retention pass removes every segment wholly below 150 and keeps the one holding it.
-        wait_for(lambda: segment_bases(log_dir)[0] == max(b for b in before if b <= 150), "segments deleted")
-        wait_for(lambda: checkpointed_start(root, topic) == 150, "log-start-offset-checkpoint")
+        eventually(lambda: segment_bases(log_dir)[0] == max(b for b in before if b <= 150), "segments deleted")
+        eventually(lambda: checkpointed_start(root, topic) == 150, "log-start-offset-checkpoint")
         if restart == "clean":
             broker.stop()
         else:

@@ -1,9 +1,9 @@
-"""Features on a single node: ApiVersions v3+ carries them as a ZooKeeper-mode Kafka 3.9 broker does, UpdateFeatures
-validates as Kafka's controller does, and `pybroker features` prints kafka-features.sh's lines.
+"""Features on a single node: ApiVersions v3+ carries them, UpdateFeatures validates as Kafka's controller does,
+and `pybroker features` prints kafka-features.sh's lines.
 
-Kafka 3.9's ZooKeeper broker supports no feature (BrokerFeatures.createEmpty()), so every upgrade is refused as
-"not supported" and `describe` prints nothing (FeatureCommandTest.testDescribeWithZK); the finalized set is the
-empty one of a fresh `/feature` znode, epoch 0.
+The broker supports `transaction.version` 0-2, and a new single node finalizes level 2 (as a newly formatted Kafka
+4.x cluster does), at epoch 0; a change is kept in the log dir across a restart. Every other feature is refused
+as "not supported".
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from pybroker.protocol.messages import (
     UpdateFeaturesRequest,
     UpdateFeaturesResponse,
 )
-from tests.integration.broker_process import REPO
+from tests.integration.broker_process import REPO, BrokerProcess
 from tests.integration.test_bad_input import WireClient
 
 NOT_SUPPORTED = "Could not apply finalized feature update because the provided feature is not supported."
@@ -44,17 +44,23 @@ def results(response: UpdateFeaturesResponse) -> dict[str, tuple[int, str | None
     return {r.feature: (r.error_code, r.error_message) for r in response.results}
 
 
-@pytest.mark.parametrize("version", [3, 4])
-def test_api_versions_carries_the_features_of_a_zookeeper_mode_broker(shared_broker, version: int) -> None:
-    client = WireClient(shared_broker.bootstrap)
+def features_of(bootstrap: str, version: int = 3) -> ApiVersionsResponse:
+    client = WireClient(bootstrap)
     try:
-        response = client.request(ApiVersionsRequest(client_software_name="t", client_software_version="1"),
-                                  version, ApiVersionsResponse)
+        return client.request(ApiVersionsRequest(client_software_name="t", client_software_version="1"), version,
+                              ApiVersionsResponse)
     finally:
         client.close()
-    assert response.supported_features == []
+
+
+@pytest.mark.parametrize("version", [3, 4])
+def test_api_versions_carries_transaction_version_2_finalized_on_a_new_node(shared_broker, version: int) -> None:
+    response = features_of(shared_broker.bootstrap, version)
+    assert [(f.name, f.min_version, f.max_version) for f in response.supported_features] == [
+        ("transaction.version", 0, 2)]
     assert response.finalized_features_epoch == 0
-    assert response.finalized_features == []
+    assert [(f.name, f.min_version_level, f.max_version_level) for f in response.finalized_features] == [
+        ("transaction.version", 2, 2)]
     assert response.zk_migration_ready is False
 
 
@@ -63,7 +69,8 @@ def test_update_features_refuses_each_feature_with_kafkas_reason(shared_broker) 
                     ("metadata.version", 0, 1), ("kraft.version", 1, 9), ("", 1, 1))
     assert answer.error_code == ErrorCode.NONE
     assert results(answer) == {
-        "transaction.version": (ErrorCode.INVALID_REQUEST, NOT_SUPPORTED),
+        "transaction.version": (ErrorCode.INVALID_REQUEST, "Can not upgrade a finalized feature: "
+                                "'transaction.version' from existing versionLevel:2 to the same value."),
         "group.version": (ErrorCode.INVALID_REQUEST, NOT_FINALIZED),
         "metadata.version": (ErrorCode.INVALID_REQUEST, "Can not provide versionLevel: 0 less than 1 without setting "
                                                         "the SAFE_DOWNGRADE (or UNSAFE_DOWNGRADE) flag in the request."),
@@ -76,7 +83,8 @@ def test_update_features_v0_reads_allow_downgrade_and_v2_answers_one_top_level_e
     v0 = update(shared_broker.bootstrap, 0, ("group.version", 0, 2), ("group.version.x", 0, 1))
     assert results(v0)["group.version"] == (ErrorCode.INVALID_REQUEST, NOT_FINALIZED)
     assert results(v0)["group.version.x"][1].startswith("Can not provide versionLevel: 0 less than 1")
-    v2 = update(shared_broker.bootstrap, 2, ("transaction.version", 2, 1), validate_only=True)
+    v2 = update(shared_broker.bootstrap, 2, ("transaction.version", 1, 2), ("group.version", 1, 1),
+                validate_only=True)
     assert (v2.error_code, v2.error_message, v2.results) == (ErrorCode.INVALID_REQUEST, NOT_SUPPORTED, [])
 
 
@@ -88,14 +96,13 @@ def features_tool(bootstrap: str, *args: str) -> subprocess.CompletedProcess[str
 def test_features_tool_prints_kafka_features_lines(shared_broker) -> None:
     described = features_tool(shared_broker.bootstrap, "describe")
     assert (described.returncode, described.stderr) == (0, "")
-    assert described.stdout.startswith("No supported features: ")  # a newcomer sees why the list is empty
+    assert described.stdout.splitlines() == ["Feature: transaction.version\tSupportedMinVersion: 0\t"
+                                             "SupportedMaxVersion: 2\tFinalizedVersionLevel: 2\tEpoch: 0"]
 
-    upgraded = features_tool(shared_broker.bootstrap, "upgrade", "--feature", "transaction.version=2",
-                             "--feature", "group.version=1")
+    upgraded = features_tool(shared_broker.bootstrap, "upgrade", "--feature", "group.version=1")
     assert upgraded.returncode == 1
-    assert upgraded.stdout.splitlines() == [f"Could not upgrade transaction.version to 2. {NOT_SUPPORTED}",
-                                            f"Could not upgrade group.version to 1. {NOT_SUPPORTED}"]
-    assert upgraded.stderr.strip() == "2 out of 2 operation(s) failed."
+    assert upgraded.stdout.splitlines() == [f"Could not upgrade group.version to 1. {NOT_SUPPORTED}"]
+    assert upgraded.stderr.strip() == "1 out of 1 operation(s) failed."
 
     disabled = features_tool(shared_broker.bootstrap, "disable", "--feature", "metadata.version")
     assert (disabled.returncode, disabled.stdout.strip()) == (1, f"Could not disable metadata.version. {NOT_FINALIZED}")
@@ -106,3 +113,20 @@ def test_features_tool_prints_kafka_features_lines(shared_broker) -> None:
     malformed = features_tool(shared_broker.bootstrap, "upgrade", "--feature", "w=tf")
     assert malformed.returncode == 1
     assert "Can't parse feature=level string w=tf: unable to parse tf as a short." in malformed.stderr
+
+
+def test_transaction_version_downgrade_and_upgrade_are_kept_across_a_restart(tmp_path) -> None:
+    broker = BrokerProcess(tmp_path).start()
+    try:
+        downgraded = features_tool(broker.bootstrap, "downgrade", "--feature", "transaction.version=1")
+        assert (downgraded.returncode, downgraded.stdout.strip()) == (0, "transaction.version was downgraded to 1.")
+        broker.stop()
+        broker.start()
+        response = features_of(broker.bootstrap)
+        assert response.finalized_features_epoch == 1
+        assert [(f.name, f.max_version_level) for f in response.finalized_features] == [("transaction.version", 1)]
+        upgraded = features_tool(broker.bootstrap, "upgrade", "--feature", "transaction.version=2")
+        assert (upgraded.returncode, upgraded.stdout.strip()) == (0, "transaction.version was upgraded to 2.")
+        assert features_of(broker.bootstrap).finalized_features_epoch == 2
+    finally:
+        broker.kill()

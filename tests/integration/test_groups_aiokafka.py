@@ -14,6 +14,7 @@ from aiokafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssigno
 from aiokafka.coordinator.assignors.sticky.sticky_assignor import StickyPartitionAssignor
 from aiokafka.structs import OffsetAndMetadata
 
+from tests.eventually import eventually_async
 from tests.integration.groups_common import (
     Consumed,
     assert_resumed_exactly,
@@ -22,7 +23,6 @@ from tests.integration.groups_common import (
     MAX_POLL_INTERVAL_MS,
     MEMBERS,
     SESSION_TIMEOUT_MS,
-    WAIT_S,
     ChildMember,
     create_topic,
     group_broker,  # noqa: F401  (module fixture)
@@ -47,15 +47,6 @@ def new_consumer(bootstrap: str, group: str, topic: str | None = None, assignor:
     return AIOKafkaConsumer(*([topic] if topic else []), **config)
 
 
-async def wait_until(predicate, what, timeout: float = WAIT_S, interval: float = 0.05):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what() if callable(what) else what}")
-        await asyncio.sleep(interval)
 
 
 class Member(ConsumerRebalanceListener):
@@ -107,7 +98,7 @@ async def three_members(bootstrap: str, assignor: str) -> None:
     members = [Member(bootstrap, group, topic, assignor) for _ in range(MEMBERS)]
     try:
         await asyncio.gather(*(m.start() for m in members))
-        await wait_until(lambda: is_balanced(m.assignment for m in members),
+        await eventually_async(lambda: is_balanced(m.assignment for m in members),
                          lambda: f"{assignor}: 2 partitions each, have {[sorted(m.assignment) for m in members]}")
         report(CLIENT, f"3-member rebalance ({assignor})", time.monotonic() - started)
         admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
@@ -134,10 +125,10 @@ async def new_member(bootstrap: str) -> None:
     create_topic(bootstrap, topic)
     members = [await Member(bootstrap, group, topic).start() for _ in range(2)]
     try:
-        await wait_until(lambda: is_balanced(m.assignment for m in members), "3 partitions each for 2 members")
+        await eventually_async(lambda: is_balanced(m.assignment for m in members), "3 partitions each for 2 members")
         calls = [m.assign_calls for m in members]
         members.append(await Member(bootstrap, group, topic).start())
-        await wait_until(lambda: is_balanced(m.assignment for m in members), "2 partitions each for 3 members")
+        await eventually_async(lambda: is_balanced(m.assignment for m in members), "2 partitions each for 3 members")
         assert all(m.assign_calls > c for m, c in zip(members, calls)), "old members must rebalance"
     finally:
         await close_all(members)
@@ -153,13 +144,13 @@ async def killed_member(bootstrap: str) -> None:
     child = ChildMember(CLIENT, bootstrap, topic, group, KILL_SESSION_TIMEOUT_MS)
     members = [await Member(bootstrap, group, topic).start() for _ in range(2)]
     try:
-        await wait_until(lambda: is_balanced([child.assignment] + [m.assignment for m in members]),
+        await eventually_async(lambda: is_balanced([child.assignment] + [m.assignment for m in members]),
                          lambda: f"balanced 3-member group (child says {child.lines[-3:]}, "
                                  f"others {[sorted(m.assignment) for m in members]})")
         orphaned = set(child.assignment)
         child.kill()
         killed_at = time.monotonic()
-        await wait_until(lambda: is_balanced(m.assignment for m in members), "the killed member's partitions to move",
+        await eventually_async(lambda: is_balanced(m.assignment for m in members), "the killed member's partitions to move",
                          timeout=KILL_SESSION_TIMEOUT_MS / 1000 + 20)
         report(CLIENT, "killed member -> reassigned", time.monotonic() - killed_at)
         assert orphaned <= set().union(*(m.assignment for m in members))

@@ -10,6 +10,7 @@ import pytest
 from confluent_kafka import ConsumerGroupState, Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from tests.eventually import eventually
 from tests.integration.broker_process import BrokerProcess
 from tests.integration.groups_common import (
     Consumed,
@@ -29,7 +30,6 @@ from tests.integration.groups_common import (
     positions_after,
     produce_keyed,
     report,
-    wait_until,
 )
 
 CLIENT = "confluent"
@@ -116,7 +116,7 @@ def test_three_members_share_six_partitions(group_broker, assignor):
     members = [Member(group_broker.bootstrap, group, topic, **{"partition.assignment.strategy": assignor})
                for _ in range(MEMBERS)]
     try:
-        wait_until(lambda: is_balanced(m.assignment for m in members), f"{assignor}: 2 partitions each")
+        eventually(lambda: is_balanced(m.assignment for m in members), f"{assignor}: 2 partitions each")
         report(CLIENT, f"3-member rebalance ({assignor})", time.monotonic() - started)
         assert_balanced(m.assignment for m in members)
         described = describe(group_broker.bootstrap, group)
@@ -132,11 +132,11 @@ def test_new_member_triggers_rebalance(group_broker):
     create_topic(group_broker.bootstrap, topic)
     members = [Member(group_broker.bootstrap, group, topic) for _ in range(2)]
     try:
-        wait_until(lambda: is_balanced(m.assignment for m in members), "3 partitions each for 2 members")
+        eventually(lambda: is_balanced(m.assignment for m in members), "3 partitions each for 2 members")
         before = [set(m.assignment) for m in members]
         calls = [m.assign_calls for m in members]
         members.append(Member(group_broker.bootstrap, group, topic))
-        wait_until(lambda: is_balanced(m.assignment for m in members), "2 partitions each for 3 members")
+        eventually(lambda: is_balanced(m.assignment for m in members), "2 partitions each for 3 members")
         assert all(m.assign_calls > c for m, c in zip(members, calls)), "old members must rebalance"
         assert [m.assignment for m in members[:2]] != before
         assert len(describe(group_broker.bootstrap, group).members) == 3
@@ -150,12 +150,12 @@ def test_killed_member_is_removed_after_session_timeout(group_broker):
     child = ChildMember(CLIENT, group_broker.bootstrap, topic, group, KILL_SESSION_TIMEOUT_MS)
     members = [Member(group_broker.bootstrap, group, topic) for _ in range(2)]
     try:
-        wait_until(lambda: is_balanced([child.assignment] + [m.assignment for m in members]),
+        eventually(lambda: is_balanced([child.assignment] + [m.assignment for m in members]),
                    f"balanced 3-member group (child says {child.lines[-3:]})")
         orphaned = set(child.assignment)
         child.kill()
         killed_at = time.monotonic()
-        wait_until(lambda: is_balanced(m.assignment for m in members), "the killed member's partitions to move",
+        eventually(lambda: is_balanced(m.assignment for m in members), "the killed member's partitions to move",
                    timeout=KILL_SESSION_TIMEOUT_MS / 1000 + 20)
         report(CLIENT, "killed member -> reassigned", time.monotonic() - killed_at)
         assert orphaned <= set().union(*(m.assignment for m in members))
@@ -232,7 +232,7 @@ def test_auto_commit(group_broker):
             found = consumer.committed([TopicPartition(topic, p) for p in range(PARTITIONS)], timeout=10)
             return {tp.partition: tp.offset for tp in found if tp.offset >= 0} == ends
 
-        wait_until(committed, "auto-committed offsets at the end of each partition", timeout=15)
+        eventually(committed, "auto-committed offsets at the end of each partition", timeout=15)
     finally:
         consumer.close()
     assert {m.value() for m in received} == sent
@@ -246,8 +246,8 @@ def test_static_member_restart_keeps_assignment(group_broker):
     b = Member(group_broker.bootstrap, group, topic, **{"group.instance.id": "static-b", "client.id": "static-b"})
     members = [a, b]
     try:
-        wait_until(lambda: is_balanced(m.assignment for m in members), "3 partitions each")
-        wait_until(lambda: describe(group_broker.bootstrap, group).state == ConsumerGroupState.STABLE, "Stable")
+        eventually(lambda: is_balanced(m.assignment for m in members), "3 partitions each")
+        eventually(lambda: describe(group_broker.bootstrap, group).state == ConsumerGroupState.STABLE, "Stable")
         before = describe(group_broker.bootstrap, group)
         ids_before = {m.group_instance_id: m.member_id for m in before.members}
         owned_by_a = set(a.assignment)
@@ -255,7 +255,7 @@ def test_static_member_restart_keeps_assignment(group_broker):
         a.close()  # a static member sends no LeaveGroup: the broker keeps its slot for session.timeout.ms
         a = Member(group_broker.bootstrap, group, topic, **static)
         members = [a, b]
-        wait_until(lambda: a.assignment == owned_by_a, "the restarted static member to get its partitions back",
+        eventually(lambda: a.assignment == owned_by_a, "the restarted static member to get its partitions back",
                    timeout=SESSION_TIMEOUT_MS / 1000)
         # A rebalance would make b revoke and re-assign; give it a few heartbeats to show up.
         end = time.monotonic() + 5 * HEARTBEAT_INTERVAL_MS / 1000
@@ -280,8 +280,8 @@ def test_admin_describe_list_delete(group_broker):
     members = [Member(group_broker.bootstrap, group, topic, **{"client.id": f"cf-admin-client-{i}"})
                for i in range(2)]
     try:
-        wait_until(lambda: is_balanced(m.assignment for m in members), "3 partitions each")
-        wait_until(lambda: describe(group_broker.bootstrap, group).state == ConsumerGroupState.STABLE, "Stable")
+        eventually(lambda: is_balanced(m.assignment for m in members), "3 partitions each")
+        eventually(lambda: describe(group_broker.bootstrap, group).state == ConsumerGroupState.STABLE, "Stable")
         described = describe(group_broker.bootstrap, group)
         assert described.is_simple_consumer_group is False
         assert sorted(m.client_id for m in described.members) == ["cf-admin-client-0", "cf-admin-client-1"]
@@ -301,7 +301,7 @@ def test_admin_describe_list_delete(group_broker):
         members[0].commit([TopicPartition(topic, p, 1) for p in members[0].assignment])
     finally:
         close_all(members)
-    wait_until(lambda: listed_groups(group_broker.bootstrap, {ConsumerGroupState.EMPTY}).get(group)
+    eventually(lambda: listed_groups(group_broker.bootstrap, {ConsumerGroupState.EMPTY}).get(group)
                == ConsumerGroupState.EMPTY, "the group to be listed as Empty")
     assert group not in listed_groups(group_broker.bootstrap, {ConsumerGroupState.STABLE})
     delete_group(group_broker.bootstrap, group)
@@ -331,14 +331,14 @@ def test_groups_and_offsets_survive_broker_crash(tmp_path):
         first.commit(offsets=[TopicPartition(topic, p, o) for p, o in next_offsets.items()], asynchronous=False)
         first.close()
         live = Member(broker.bootstrap, live_group, topic, **{"client.id": "survivor"})
-        wait_until(lambda: len(live.assignment) == PARTITIONS, "the live member's assignment")
-        wait_until(lambda: describe(broker.bootstrap, live_group).state == ConsumerGroupState.STABLE, "Stable")
+        eventually(lambda: len(live.assignment) == PARTITIONS, "the live member's assignment")
+        eventually(lambda: describe(broker.bootstrap, live_group).state == ConsumerGroupState.STABLE, "Stable")
         live_member_id = describe(broker.bootstrap, live_group).members[0].member_id
 
         broker.kill()
         broker.start()
 
-        groups = wait_until(lambda: listed_groups(broker.bootstrap), "ListGroups after the restart")
+        groups = eventually(lambda: listed_groups(broker.bootstrap), "ListGroups after the restart")
         assert groups.get(group) == ConsumerGroupState.EMPTY
         assert groups.get(live_group) == ConsumerGroupState.STABLE
         described = describe(broker.bootstrap, group)

@@ -15,6 +15,7 @@ from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
 from kafka.coordinator.assignors.sticky.sticky_assignor import StickyPartitionAssignor
 from kafka.structs import OffsetAndMetadata
 
+from tests.eventually import eventually
 from tests.integration.groups_common import (
     Consumed,
     HEARTBEAT_INTERVAL_MS,
@@ -32,7 +33,6 @@ from tests.integration.groups_common import (
     positions_after,
     produce_keyed,
     report,
-    wait_until,
 )
 
 CLIENT = "kafka-python"
@@ -114,11 +114,11 @@ def test_three_members_share_six_partitions(group_broker, admin, assignor):
     members = [Member(group_broker.bootstrap, group, topic, assignor) for _ in range(MEMBERS)]
     try:
         # Observed through DescribeGroups, for the reason given in broker_assignments.
-        wait_until(lambda: (a := broker_assignments(admin, group)) is not None and len(a) == MEMBERS
+        eventually(lambda: (a := broker_assignments(admin, group)) is not None and len(a) == MEMBERS
                    and is_balanced(a),
                    lambda: f"{assignor}: 2 partitions each, group {describe(admin, group)}")
         report(CLIENT, f"3-member rebalance ({assignor})", time.monotonic() - started)
-        described = wait_until(lambda: (d := describe(admin, group))["group_state"] == "Stable" and d,
+        described = eventually(lambda: (d := describe(admin, group))["group_state"] == "Stable" and d,
                                "Stable")
         assert described["protocol_type"] == "consumer"
         assert described["protocol_data"] == assignor
@@ -133,10 +133,10 @@ def test_new_member_triggers_rebalance(group_broker, admin):
     create_topic(group_broker.bootstrap, topic)
     members = [Member(group_broker.bootstrap, group, topic) for _ in range(2)]
     try:
-        wait_until(lambda: (a := broker_assignments(admin, group)) is not None and len(a) == 2 and is_balanced(a),
+        eventually(lambda: (a := broker_assignments(admin, group)) is not None and len(a) == 2 and is_balanced(a),
                    "3 partitions each for 2 members")
         members.append(Member(group_broker.bootstrap, group, topic))
-        wait_until(lambda: (a := broker_assignments(admin, group)) is not None and len(a) == 3 and is_balanced(a),
+        eventually(lambda: (a := broker_assignments(admin, group)) is not None and len(a) == 3 and is_balanced(a),
                    lambda: f"2 partitions each for 3 members, group {describe(admin, group)}")
     finally:
         close_all(members)
@@ -162,11 +162,11 @@ def test_killed_member_is_removed_after_session_timeout(group_broker, admin):
     child = ChildMember(CLIENT, group_broker.bootstrap, topic, group, KILL_SESSION_TIMEOUT_MS)
     members = [Member(group_broker.bootstrap, group, topic) for _ in range(2)]
     try:
-        wait_until(lambda: (a := broker_assignments(admin, group)) is not None and len(a) == 3 and is_balanced(a),
+        eventually(lambda: (a := broker_assignments(admin, group)) is not None and len(a) == 3 and is_balanced(a),
                    f"balanced 3-member group (child says {child.lines[-3:]})")
         child.kill()
         killed_at = time.monotonic()
-        wait_until(lambda: (a := broker_assignments(admin, group)) is not None and len(a) == 2 and is_balanced(a),
+        eventually(lambda: (a := broker_assignments(admin, group)) is not None and len(a) == 2 and is_balanced(a),
                    lambda: f"the killed member's partitions to move, group {describe(admin, group)}",
                    timeout=KILL_SESSION_TIMEOUT_MS / 1000 + 20)
         report(CLIENT, "killed member -> reassigned", time.monotonic() - killed_at)
@@ -234,7 +234,7 @@ def test_auto_commit(group_broker):
             consumer.poll(timeout_ms=50)  # auto-commits happen inside poll
             return all(consumer.committed(TopicPartition(topic, p)) == o for p, o in ends.items())
 
-        wait_until(committed, "auto-committed offsets at the end of each partition", timeout=15)
+        eventually(committed, "auto-committed offsets at the end of each partition", timeout=15)
     finally:
         consumer.close(autocommit=False)
     assert {r.value for r in received} == sent
@@ -251,8 +251,8 @@ def test_admin_describe_list_delete_offsets(group_broker, admin):
     committer.close(autocommit=False)
     members = [Member(group_broker.bootstrap, group, topic, client_id=f"kp-admin-client-{i}") for i in range(2)]
     try:
-        wait_until(lambda: is_balanced(m.assignment for m in members), "3 partitions each")
-        described = wait_until(lambda: (d := describe(admin, group))["group_state"] == "Stable" and d, "Stable")
+        eventually(lambda: is_balanced(m.assignment for m in members), "3 partitions each")
+        described = eventually(lambda: (d := describe(admin, group))["group_state"] == "Stable" and d, "Stable")
         assert described["error"] is None
         assert sorted(m["client_id"] for m in described["members"]) == ["kp-admin-client-0", "kp-admin-client-1"]
         assert all(m["client_host"] == "/127.0.0.1" for m in described["members"])
@@ -278,7 +278,7 @@ def test_admin_describe_list_delete_offsets(group_broker, admin):
     assert TopicPartition(other_topic, 0) not in offsets
     assert {tp.partition for tp in offsets if tp.topic == topic} == set(range(PARTITIONS))
 
-    wait_until(lambda: group in {g["group_id"] for g in admin.list_groups(states_filter=["Empty"])}, "Empty")
+    eventually(lambda: group in {g["group_id"] for g in admin.list_groups(states_filter=["Empty"])}, "Empty")
     deleted = admin.delete_group_offsets(group, [TopicPartition(topic, 0)])
     assert deleted == {TopicPartition(topic, 0): Errors.NoError}
     assert TopicPartition(topic, 0) not in admin.list_group_offsets({group: None})[group]

@@ -25,8 +25,8 @@ from kafka.admin import NewTopic
 from kafka.errors import LogDirNotFoundError, NoError, ReplicaNotAvailableError
 
 from pybroker.client.connection import Connection
-from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.messages import DescribeLogDirsRequest, DescribeLogDirsResponse
+from tests.eventually import eventually
 from tests.integration.broker_process import REPO, BrokerProcess
 
 TOPIC = "jbod"
@@ -149,14 +149,6 @@ def test_cli_refuses_brokers_not_in_the_cluster(jbod):
     assert done.stdout == ""
 
 
-def wait_for(condition, timeout: float = 30.0):  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError("condition not met in time")
 
 
 def replicas(process: BrokerProcess, topic: str) -> dict[str, list[tuple[int, bool, int]]]:
@@ -199,19 +191,19 @@ def test_a_replica_moves_to_the_other_dir_under_produce_load_without_losing_reco
         try:
             answer = admin.alter_replica_log_dirs({TopicPartitionReplica(MOVED, 0, 0): target})
             assert answer == {TopicPartitionReplica(MOVED, 0, 0): NoError}
-            moving = wait_for(lambda: [p for p in replicas(process, MOVED)[target] if p[1]])
+            moving = eventually(lambda: [p for p in replicas(process, MOVED)[target] if p[1]], "a future replica in the target dir")
             assert moving[0][0] == 0 and moving[0][2] > 0  # the future log lags the current one
             assert [(p, f) for p, f, _ in replicas(process, MOVED)[source]] == [(0, False)]
             assert [n for n in os.listdir(target) if n.startswith(MOVED)] and \
                 all(re.fullmatch(rf"{MOVED}-0\.[0-9a-f]{{32}}-future", n)
                     for n in os.listdir(target) if n.startswith(MOVED))
-            wait_for(lambda: replicas(process, MOVED) == {target: [(0, False, 0)], source: []})
+            eventually(lambda: replicas(process, MOVED) == {target: [(0, False, 0)], source: []}, "the move to finish")
             after_move = len(delivered)
-            wait_for(lambda: len(delivered) > after_move + 200)  # the moved replica takes appends
+            eventually(lambda: len(delivered) > after_move + 200, "200 appends to the moved replica")
         finally:
             stop.set()
             load.join(60)
-        wait_for(lambda: not [n for n in os.listdir(source) if n.startswith(MOVED)])  # the old copy is removed
+        eventually(lambda: not [n for n in os.listdir(source) if n.startswith(MOVED)], "the old copy's removal")
         assert len(delivered) > 8000
         assert consume_all(process, len(delivered)) == delivered
         assert process.stop() == 0
@@ -286,9 +278,10 @@ def test_reassign_partitions_moves_replicas_between_log_dirs(jbod, tmp_path):
         assert done.returncode == 0, done.stdout + done.stderr
         return done.stdout.splitlines()
 
-    assert wait_for(lambda: verified() == ["Status of partition reassignment:",
-                                           "Reassignment of partition relocated-0 is completed.",
-                                           "Reassignment of replica relocated-0-0 completed successfully."])
+    eventually(lambda: verified() == ["Status of partition reassignment:",
+                                      "Reassignment of partition relocated-0 is completed.",
+                                      "Reassignment of replica relocated-0-0 completed successfully."],
+               "the reassignment's --verify to report it completed")
     assert replicas(process, "relocated") == {target: [(0, False, 0)], source: []}
     plan.write_text(json.dumps({"version": 1, "partitions": [
         {"topic": "relocated", "partition": 0, "replicas": [0], "log_dirs": ["any", target]}]}))
@@ -314,12 +307,12 @@ def test_a_move_interrupted_by_a_restart_resumes(jbod):
             {TopicPartitionReplica("resumed", 0, 0): NoError}
     finally:
         admin.close()
-    wait_for(lambda: [p for p in replicas(process, "resumed")[target] if p[1]])
+    eventually(lambda: [p for p in replicas(process, "resumed")[target] if p[1]], "the resumed future replica")
     assert process.stop() == 0
     assert [n for n in os.listdir(target) if n.startswith("resumed-0.") and n.endswith("-future")]
     process.start()
     assert process.wait_for_log(r"Loaded future log of resumed-0 in .*: its move resumes")
-    wait_for(lambda: replicas(process, "resumed") == {target: [(0, False, 0)], source: []})
+    eventually(lambda: replicas(process, "resumed") == {target: [(0, False, 0)], source: []}, "the resumed move to finish")
     consumer = Consumer({"bootstrap.servers": process.bootstrap, "group.id": "resumed",
                          "enable.auto.commit": False})
     consumer.assign([TopicPartition("resumed", 0, OFFSET_BEGINNING)])

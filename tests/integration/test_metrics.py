@@ -13,8 +13,8 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.eventually import eventually
 from tests.integration.broker_process import BrokerProcess
-from tests.integration.groups_common import wait_until
 
 METRICS_URL = re.compile(r"Prometheus metrics on (http://\S+/metrics)")
 TOPIC = "metered"
@@ -88,7 +88,7 @@ def test_counters_follow_produce_and_fetch(metered_broker: BrokerProcess) -> Non
         == after[("kafka_server_replicamanager_partitioncount", ())] >= 1
 
     admin.delete_topics([TOPIC])[TOPIC].result(timeout=30)
-    wait_until(lambda: ("kafka_server_brokertopicmetrics_bytesin_total", topic) not in scrape(url),
+    eventually(lambda: ("kafka_server_brokertopicmetrics_bytesin_total", topic) not in scrape(url),
                "the deleted topic's series to go")
 
 

@@ -16,8 +16,8 @@ from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 
 from pybroker.security.dev_certs import DevCerts, make_dev_certs
+from tests.eventually import eventually
 from tests.integration.broker_process import BrokerProcess
-from tests.integration.groups_common import wait_until
 from tests.integration.test_sasl import SASL_OVERRIDES, librdkafka
 
 SCHEMA = Schema(json.dumps({"type": "record", "name": "S", "fields": [{"name": "a", "type": "int"}]}), "AVRO")
@@ -69,7 +69,7 @@ def test_basic_authentication_against_plain_and_scram_users(secured: tuple[Broke
     assert status(lambda: client(url, certs, "nobody", "x").get_subjects()) == 401
     assert status(lambda: client(url, certs, "admin", "admin-secret").get_subjects()) == 200  # PLAIN, super user
     # bob's SCRAM credential is checked as a login would; without ACLs he is authenticated but not authorized
-    wait_until(lambda: status(lambda: client(url, certs, "bob", "bob-secret").get_subjects()) == 403,
+    eventually(lambda: status(lambda: client(url, certs, "bob", "bob-secret").get_subjects()) == 403,
                "bob's SCRAM credential to reach the broker's store")
     assert status(lambda: client(url, certs, "bob", "bob-wrong").get_subjects()) == 401
 
@@ -84,7 +84,7 @@ def test_acls_on_the_registry_topic(secured: tuple[BrokerProcess, str], certs: D
                        AclOperation.DESCRIBE, AclPermissionType.ALLOW)
     for future in admin.create_acls([grant]).values():
         future.result(timeout=30)
-    wait_until(lambda: status(lambda: alice.get_subjects()) == 200, "alice's Describe ACL to apply")
+    eventually(lambda: status(lambda: alice.get_subjects()) == 200, "alice's Describe ACL to apply")
     assert alice.get_latest_version("acl-value").version == 1
     assert status(lambda: alice.register_schema("alice-value", SCHEMA)) == 403
     assert status(lambda: alice.set_compatibility("acl-value", "NONE")) == 403
@@ -92,7 +92,7 @@ def test_acls_on_the_registry_topic(secured: tuple[BrokerProcess, str], certs: D
                                                 "User:alice", "*", AclOperation.WRITE,
                                                 AclPermissionType.ALLOW)]).values():
         future.result(timeout=30)
-    wait_until(lambda: status(lambda: alice.register_schema("alice-value", SCHEMA)) == 200, "alice's Write ACL")
+    eventually(lambda: status(lambda: alice.register_schema("alice-value", SCHEMA)) == 200, "alice's Write ACL")
     assert status(lambda: alice.set_compatibility("acl-value", "NONE")) == 403  # configs need AlterConfigs
 
 

@@ -19,8 +19,8 @@ from pybroker.common.topic import INTERNAL_TOPICS
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.messages import ProduceRequest, ProduceResponse
-from pybroker.records.batch import Compression, TimestampType, set_max_timestamp, validate_batch
-from pybroker.records.constants import COMPRESSION_CODEC_MASK, LOG_OVERHEAD, TRANSACTIONAL_FLAG_MASK
+from pybroker.records.batch import Compression, RecordBatch, TimestampType, set_max_timestamp, validate_batch
+from pybroker.records.constants import BATCH_HEADER, COMPRESSION_CODEC_MASK, LOG_OVERHEAD, TRANSACTIONAL_FLAG_MASK
 from pybroker.records.errors import InvalidRecordError, RecordValidationError, UnsupportedCompressionError
 from pybroker.records.validation import validate_produced_batch
 from pybroker.replication.errors import NotEnoughReplicasAfterAppendError, ReplicaTimeoutError
@@ -34,22 +34,32 @@ from pybroker.server.registry import api
 
 PartitionResponse = ProduceResponse.PartitionProduceResponse
 FIRST_ZSTD_VERSION = 7
+FIRST_TOPIC_ID_VERSION = 13
 
 
-# From v3, as Kafka 4.0 (KIP-896): v0-2 carry message formats v0/v1, which this broker does not write.
-@api(ApiKey.PRODUCE, 3, 11)
+# From v3, as Kafka 4.0 (KIP-896): v0-2 carry message formats v0/v1, which this broker does not write. v12: a
+# transactions V2 client, whose partitions the coordinator adds to its transaction; v13: topic ids (KIP-516).
+@api(ApiKey.PRODUCE, 3, 13)
 async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceResponse | None:
     responses = []
     replicating: dict[tuple[str, int], int] = {}
+    names = [_topic_name(ctx, topic) for topic in request.topic_data]
     # Kafka's checks: Write on the transactional id for the whole request, Write on each topic.
-    authorized = allowed_names(ctx, AclOperation.WRITE, ResourceType.TOPIC, (t.name for t in request.topic_data))
+    authorized = allowed_names(ctx, AclOperation.WRITE, ResourceType.TOPIC, (n for n in names if n is not None))
     refused = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED if request.transactional_id is not None and not \
         authorize(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id) else None
-    for topic in request.topic_data:
-        code = refused or (None if topic.name in authorized else ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-        partitions = [_error(data.index, code, None) if code else
-                      _produce_partition(ctx, request, topic.name, data, replicating) for data in topic.partition_data]
-        responses.append(ProduceResponse.TopicProduceResponse(name=topic.name, partition_responses=partitions))
+    not_admitted = {} if refused else await _admit_transactional(ctx, request, names, authorized)
+    for name, topic in zip(names, request.topic_data):
+        if name is None:
+            partitions = [_error(data.index, ErrorCode.UNKNOWN_TOPIC_ID, None) for data in topic.partition_data]
+        else:
+            code = refused or (None if name in authorized else ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+            partitions = [_error(data.index, code, None) if code else
+                          _not_admitted(data.index, name, not_admitted[(name, data.index)])
+                          if (name, data.index) in not_admitted else
+                          _produce_partition(ctx, request, name, data, replicating) for data in topic.partition_data]
+        responses.append(ProduceResponse.TopicProduceResponse(name=name or "", topic_id=topic.topic_id,
+                                                              partition_responses=partitions))
     # flush.messages: as Kafka's synchronous flush, answer once the appended offsets are fsynced (off the loop).
     if ctx.broker.log_manager.flushing:
         unflushed = await ctx.broker.log_manager.wait_flushed(
@@ -73,6 +83,45 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
         if failed:
             _answer_replication_failures(responses, failed)
     return ProduceResponse(responses=responses, throttle_time_ms=0)
+
+
+def _topic_name(ctx: RequestContext, topic: ProduceRequest.TopicProduceData) -> str | None:
+    """The topic's name: as sent up to v12, from its id from v13 (None: no topic has that id)."""
+    if ctx.api_version < FIRST_TOPIC_ID_VERSION:
+        return topic.name
+    info = ctx.broker.metadata.topic_by_id(topic.topic_id)
+    return None if info is None else info.name
+
+
+async def _admit_transactional(ctx: RequestContext, request: ProduceRequest, names: list[str | None],
+                               authorized: set[str]) -> dict[tuple[str, int], ErrorCode]:
+    """The partitions whose transactional batch the coordinator did not admit (TxnService.admit: added for a
+    V2 client, verified for a V1 one), with the code each gets; asked once per producer id and epoch."""
+    if request.transactional_id is None:
+        return {}
+    metadata = ctx.broker.metadata
+    by_producer: dict[tuple[int, int], list[tuple[str, int]]] = {}
+    for name, topic in zip(names, request.topic_data):
+        info = None if name is None or name not in authorized or name in INTERNAL_TOPICS else metadata.topic(name)
+        for data in topic.partition_data if info is not None else ():
+            records = data.records
+            if data.index not in info.partitions or records is None or len(records) < BATCH_HEADER.size:
+                continue  # answered by the partition's own checks
+            header = RecordBatch(records).header()
+            if header.attributes & TRANSACTIONAL_FLAG_MASK:
+                by_producer.setdefault((header.producer_id, header.producer_epoch), []).append((name, data.index))
+    not_admitted: dict[tuple[str, int], ErrorCode] = {}
+    for (producer_id, producer_epoch), partitions in by_producer.items():
+        code = await ctx.broker.txns.admit(request.transactional_id, producer_id, producer_epoch, partitions,
+                                           ctx.api_version)
+        if code is not ErrorCode.NONE:
+            not_admitted.update(dict.fromkeys(partitions, code))
+    return not_admitted
+
+
+def _not_admitted(index: int, topic: str, code: ErrorCode) -> PartitionResponse:
+    return _error(index, code, f"{topic}-{index} is not part of the producer's transaction"
+                  if code is ErrorCode.INVALID_TXN_STATE else None)
 
 
 def _replication_state(ctx: RequestContext, replicating: dict[tuple[str, int], int]
@@ -147,11 +196,6 @@ def _produce_partition(ctx: RequestContext, request: ProduceRequest, topic: str,
         schema_rules = ctx.broker.schema_validation.topics.get(topic)
         if schema_rules is not None:  # confluent.{key,value}.schema.validation=true
             ctx.broker.schema_validation.check(topic, schema_rules, batch)
-        if transactional:
-            code = ctx.broker.txns.verify_partition(request.transactional_id, header.producer_id,
-                                                    header.producer_epoch, (topic, data.index))
-            if code is not ErrorCode.NONE:
-                return _error(data.index, code, f"{topic}-{data.index} is not part of the producer's transaction")
         appended = bytearray(records)
         if not config.log_append_time:  # Kafka's setMaxTimestamp: the records', not the producer's claim
             set_max_timestamp(appended, 0, TimestampType.CREATE_TIME, max_timestamp)

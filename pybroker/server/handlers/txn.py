@@ -3,8 +3,9 @@ TxnOffsetCommit (28), DescribeProducers (61), DescribeTransactions (65), ListTra
 
 Thin: requests are checked for what the request layer owns (this broker is the coordinator,
 the topics exist), then handed to the transaction coordinator through ``TxnService``.
-EndTxn v5 and TxnOffsetCommit v5 (transaction.version 2, KIP-890 part 2) are not served: this
-broker finalizes no transaction.version feature, so clients use the classic flow.
+Transactions V2 (KIP-890 part 2): EndTxn v5 ends the transaction with an epoch bump and answers the
+producer id and epoch to go on with; the partitions were added by the leaders the client's Produce v12+
+reached (``TxnService.add_partition``).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any, Callable, Iterable
 
 from pybroker.common.topic import INTERNAL_TOPICS
 from pybroker.coordinator.runtime import CoordinatorStorageError
+from pybroker.coordinator.txn_coordinator import InitResult
 from pybroker.coordinator.txn_records import TopicPartition, TxnState
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.error_codes import ErrorCode
@@ -45,6 +47,7 @@ from pybroker.server.registry import api
 
 FIRST_PRODUCER_FENCED_VERSION = 2  # AddPartitionsToTxn, AddOffsetsToTxn, EndTxn
 FIRST_BATCHED_ADD_VERSION = 4
+FIRST_EPOCH_BUMP_END_VERSION = 5  # EndTxn v5: transactions V2
 AddResult = AddPartitionsToTxnResponse.AddPartitionsToTxnPartitionResult
 AddTopicResult = AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult
 
@@ -167,13 +170,23 @@ async def add_offsets_to_txn(ctx: RequestContext, request: AddOffsetsToTxnReques
                                    error_code=fenced_code(code, ctx.api_version, FIRST_PRODUCER_FENCED_VERSION))
 
 
-@api(ApiKey.END_TXN, 0, 4)
+@api(ApiKey.END_TXN, 0, 5)
 async def end_txn(ctx: RequestContext, request: EndTxnRequest) -> EndTxnResponse:
     coordinator = ctx.broker.txns.coordinator
-    code = await txn_call(ctx, request.transactional_id, lambda waiter, now: coordinator.end_txn(
-        waiter, request.transactional_id, request.producer_id, request.producer_epoch, request.committed, now))
-    return EndTxnResponse(throttle_time_ms=0, error_code=fenced_code(code, ctx.api_version,
-                                                                     FIRST_PRODUCER_FENCED_VERSION))
+    bump = ctx.api_version >= FIRST_EPOCH_BUMP_END_VERSION
+    fresh = None
+    if bump and coordinator.end_needs_producer_id(request.transactional_id):
+        try:
+            fresh = await ctx.broker.metadata.allocate_producer_id()
+        except Exception as exc:  # noqa: BLE001 - mapped in one place; the client retries
+            return EndTxnResponse(throttle_time_ms=0, error_code=error_code_for(exc))
+    result = await txn_call(ctx, request.transactional_id, lambda waiter, now: coordinator.end_txn(
+        waiter, request.transactional_id, request.producer_id, request.producer_epoch, request.committed, now,
+        bump_epoch=bump, fresh_producer_id=fresh))
+    if not isinstance(result, InitResult):
+        result = InitResult(result)
+    return EndTxnResponse(throttle_time_ms=0, producer_id=result.producer_id, producer_epoch=result.producer_epoch,
+                          error_code=fenced_code(result.error, ctx.api_version, FIRST_PRODUCER_FENCED_VERSION))
 
 
 @api(ApiKey.TXN_OFFSET_COMMIT, 0, 4)

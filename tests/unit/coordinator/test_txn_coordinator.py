@@ -14,7 +14,7 @@ from pybroker.coordinator.txn_coordinator import (
     TxnConfig,
     TxnOutcome,
 )
-from pybroker.coordinator.txn_records import TxnState, decode_txn_record, txn_key
+from pybroker.coordinator.txn_records import TV_2, TxnState, decode_txn_record, txn_key
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.records import RecordInput, build_batch, build_end_txn_marker
 
@@ -253,11 +253,107 @@ def test_consumer_offsets_replay_applies_committed_transactions_only():
 def test_produce_verification_accepts_only_partitions_of_the_ongoing_transaction():
     coordinator, clock, producer = started([("out", 0)])
     pid, epoch = producer.producer_id, producer.producer_epoch
-    assert coordinator.check_ongoing(TXN, pid, epoch, ("out", 0)) is ErrorCode.NONE
-    assert coordinator.check_ongoing(TXN, pid, epoch, ("out", 1)) is ErrorCode.INVALID_TXN_STATE
+
+    def verify(partition: tuple[str, int], producer_epoch: int = epoch) -> Any:
+        outcome = coordinator.add_partitions("w", TXN, pid, producer_epoch, [partition], clock.now, verify_only=True)
+        assert outcome.records == []  # verifying adds nothing
+        return only_reply(outcome)
+
+    assert verify(("out", 0)) is ErrorCode.NONE
+    assert verify(("out", 1)) is ErrorCode.INVALID_TXN_STATE
     complete(coordinator, coordinator.end_txn("w", TXN, pid, epoch, True, clock.now), clock.now)
-    assert coordinator.check_ongoing(TXN, pid, epoch, ("out", 0)) is ErrorCode.INVALID_TXN_STATE
-    assert coordinator.check_ongoing(TXN, pid, epoch - 1, ("out", 0)) is ErrorCode.PRODUCER_FENCED
+    assert verify(("out", 0)) is ErrorCode.INVALID_TXN_STATE
+    assert verify(("out", 0), epoch - 1) is ErrorCode.PRODUCER_FENCED
+
+
+def v2_started(partitions: list[tuple[str, int]]) -> tuple[TransactionCoordinator, ManualClock, InitResult]:
+    """A transactions V2 producer whose Produce v12 reached the leaders of ``partitions`` (the implicit add)."""
+    coordinator, clock = TransactionCoordinator(CONFIG), ManualClock()
+    result = init(coordinator, clock)
+    outcome = coordinator.add_partitions("w", TXN, result.producer_id, result.producer_epoch, partitions, clock.now,
+                                         client_version=TV_2)
+    assert only_reply(outcome) is ErrorCode.NONE
+    return coordinator, clock, result
+
+
+def test_v2_end_bumps_the_epoch_writes_markers_with_it_and_answers_it():
+    coordinator, clock, producer = v2_started([("out", 0)])
+    pid, epoch = producer.producer_id, producer.producer_epoch
+    outcome = coordinator.end_txn("w", TXN, pid, epoch, True, clock.now, bump_epoch=True)
+    assert only_reply(outcome) == InitResult(ErrorCode.NONE, pid, epoch + 1)
+    [marker] = complete(coordinator, outcome, clock.now)
+    assert (marker.producer_epoch, marker.commit, marker.partitions) == (epoch + 1, True, (("out", 0),))
+    entry = decode_txn_record(*outcome.records[-1][1])
+    assert entry is not None and entry.metadata is not None and entry.metadata.client_version == TV_2
+    # the next transaction runs at the new epoch; the old one is fenced
+    late = coordinator.add_partitions("w", TXN, pid, epoch, [("out", 0)], clock.now, client_version=TV_2)
+    assert only_reply(late) is ErrorCode.PRODUCER_FENCED
+    again = coordinator.add_partitions("w", TXN, pid, epoch + 1, [("out", 1)], clock.now, client_version=TV_2)
+    assert only_reply(again) is ErrorCode.NONE
+
+
+def test_v2_end_retried_with_the_old_epoch_gets_the_same_answer_and_a_stale_one_is_fenced():
+    coordinator, clock, producer = v2_started([("out", 0)])
+    pid, epoch = producer.producer_id, producer.producer_epoch
+    complete(coordinator, coordinator.end_txn("w", TXN, pid, epoch, False, clock.now, bump_epoch=True), clock.now)
+    retry = coordinator.end_txn("w", TXN, pid, epoch, False, clock.now, bump_epoch=True)
+    assert only_reply(retry) == InitResult(ErrorCode.NONE, pid, epoch + 1) and retry.markers == []
+    other = coordinator.end_txn("w", TXN, pid, epoch, True, clock.now, bump_epoch=True)
+    assert only_reply(other) == InitResult(ErrorCode.PRODUCER_FENCED)
+    older = coordinator.end_txn("w", TXN, pid, epoch - 1, False, clock.now, bump_epoch=True)
+    assert only_reply(older) == InitResult(ErrorCode.PRODUCER_FENCED)
+
+
+def test_v2_abort_of_nothing_bumps_the_epoch_and_commit_of_nothing_is_invalid():
+    coordinator, clock = TransactionCoordinator(CONFIG), ManualClock()
+    producer = init(coordinator, clock)
+    pid, epoch = producer.producer_id, producer.producer_epoch
+    commit = coordinator.end_txn("w", TXN, pid, epoch, True, clock.now, bump_epoch=True)
+    assert only_reply(commit) == InitResult(ErrorCode.INVALID_TXN_STATE)
+    abort = coordinator.end_txn("w", TXN, pid, epoch, False, clock.now, bump_epoch=True)
+    assert only_reply(abort) == InitResult(ErrorCode.NONE, pid, epoch + 1) and abort.markers == []
+
+
+def test_v1_and_v2_transactions_at_once_and_a_v1_end_of_a_v2_transaction_is_refused():
+    coordinator, clock, producer = v2_started([("out", 0)])
+    pid, epoch = producer.producer_id, producer.producer_epoch
+    assert only_reply(coordinator.end_txn("w", TXN, pid, epoch, True, clock.now)) is ErrorCode.INVALID_TXN_STATE
+    other = coordinator.init_producer_id("w", "classic", TIMEOUT_MS, -1, -1, 2000, clock.now)
+    classic = only_reply(other)
+    added = coordinator.add_partitions("w", "classic", classic.producer_id, classic.producer_epoch, [("out", 1)],
+                                       clock.now)
+    assert only_reply(added) is ErrorCode.NONE
+    ended = coordinator.end_txn("w", "classic", classic.producer_id, classic.producer_epoch, True, clock.now)
+    [marker] = complete(coordinator, ended, clock.now)
+    assert marker.producer_epoch == classic.producer_epoch  # V1 keeps its epoch
+    v2 = coordinator.end_txn("w", TXN, pid, epoch, True, clock.now, bump_epoch=True)
+    assert only_reply(v2) == InitResult(ErrorCode.NONE, pid, epoch + 1)
+
+
+def test_v2_timeout_abort_bumps_once_and_the_producers_abort_then_goes_on():
+    coordinator, clock, producer = v2_started([("out", 0)])
+    pid, epoch = producer.producer_id, producer.producer_epoch
+    clock.advance(TIMEOUT_MS + 1)
+    outcome = coordinator.tick(clock.now)
+    [marker] = complete(coordinator, outcome, clock.now)
+    assert (marker.producer_epoch, marker.commit) == (epoch + 1, False)
+    answer = coordinator.end_txn("w", TXN, pid, epoch, False, clock.now, bump_epoch=True)
+    assert only_reply(answer) == InitResult(ErrorCode.NONE, pid, epoch + 1)
+
+
+def test_v2_end_with_the_last_epoch_moves_the_producer_to_a_new_id():
+    coordinator, clock, producer = v2_started([("out", 0)])
+    meta = coordinator.transactions[TXN]
+    meta.producer_epoch = 32765
+    assert coordinator.end_needs_producer_id(TXN)
+    outcome = coordinator.end_txn("w", TXN, producer.producer_id, 32765, True, clock.now, bump_epoch=True,
+                                  fresh_producer_id=5000)
+    assert only_reply(outcome) == InitResult(ErrorCode.NONE, 5000, 0)
+    [marker] = complete(coordinator, outcome, clock.now)
+    assert (marker.producer_id, marker.producer_epoch) == (producer.producer_id, 32766)
+    assert (meta.producer_id, meta.producer_epoch, meta.state) == (5000, 0, TxnState.COMPLETE_COMMIT)
+    retry = coordinator.end_txn("w", TXN, producer.producer_id, 32765, True, clock.now, bump_epoch=True)
+    assert only_reply(retry) == InitResult(ErrorCode.NONE, 5000, 0)
 
 
 def test_transactional_offsets_are_pending_until_the_commit_marker():

@@ -1,0 +1,151 @@
+"""Transactions V2 (KIP-890 part 2) and the V1 partition verification (part 1), on the wire as the Java 4.x
+producer speaks them: Produce v12+ adds its partition to the transaction, EndTxn v5 bumps the epoch and answers it,
+a V1 client's transactional write to a partition it did not add is INVALID_TXN_STATE, and Produce v13 names topics
+by id (UNKNOWN_TOPIC_ID for an id no topic has). read_committed sees exactly the committed transactions."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Iterator
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+
+from pybroker.protocol.error_codes import ErrorCode
+from pybroker.protocol.messages import (
+    AddPartitionsToTxnRequest,
+    AddPartitionsToTxnResponse,
+    DescribeTransactionsRequest,
+    DescribeTransactionsResponse,
+    EndTxnRequest,
+    EndTxnResponse,
+    InitProducerIdRequest,
+    InitProducerIdResponse,
+    MetadataRequest,
+    MetadataResponse,
+    ProduceRequest,
+    ProduceResponse,
+)
+from pybroker.records import build_batch
+from tests.integration.broker_process import BrokerProcess
+from tests.integration.groups_common import create_topic, wait_until
+from tests.integration.test_bad_input import WireClient
+
+TOPIC = "txn-v2"
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    process = BrokerProcess(tmp_path_factory.mktemp("txn-v2")).start()
+    create_topic(process.bootstrap, TOPIC, partitions=2)
+    yield process
+    process.kill()
+
+
+def init_producer(client: WireClient, transactional_id: str) -> tuple[int, int]:
+    """InitProducerId, retried while the coordinator creates and loads __transaction_state."""
+    def attempt() -> InitProducerIdResponse | None:
+        answer = client.request(InitProducerIdRequest(transactional_id=transactional_id, transaction_timeout_ms=60000,
+                                                      producer_id=-1, producer_epoch=-1), 5, InitProducerIdResponse)
+        return answer if answer.error_code == ErrorCode.NONE else None
+
+    answer = wait_until(attempt, f"InitProducerId of {transactional_id}")
+    return answer.producer_id, answer.producer_epoch
+
+
+def produce(client: WireClient, version: int, transactional_id: str | None, value: bytes, *, producer: tuple[int, int],
+            sequence: int, partition: int = 0, topic_id: uuid.UUID | None = None) -> ProduceResponse.PartitionProduceResponse:
+    batch = build_batch([(None, value)], producer_id=producer[0], producer_epoch=producer[1], base_sequence=sequence,
+                        is_transactional=transactional_id is not None)
+    data = ProduceRequest.TopicProduceData(name=TOPIC, topic_id=topic_id or uuid.UUID(int=0), partition_data=[
+        ProduceRequest.PartitionProduceData(index=partition, records=batch)])
+    answer = client.request(ProduceRequest(transactional_id=transactional_id, acks=-1, timeout_ms=10000,
+                                           topic_data=[data]), version, ProduceResponse)
+    [topic] = answer.responses
+    [result] = topic.partition_responses
+    return result
+
+
+def end_txn(client: WireClient, transactional_id: str, producer: tuple[int, int], commit: bool,
+            version: int = 5) -> EndTxnResponse:
+    return client.request(EndTxnRequest(transactional_id=transactional_id, producer_id=producer[0],
+                                        producer_epoch=producer[1], committed=commit), version, EndTxnResponse)
+
+
+def committed_values(bootstrap: str, partition: int = 0) -> list[bytes]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{uuid.uuid4()}",
+                         "isolation.level": "read_committed", "auto.offset.reset": "earliest",
+                         "enable.partition.eof": True})
+    consumer.assign([TopicPartition(TOPIC, partition, 0)])
+    values: list[bytes] = []
+    try:
+        while True:
+            message = consumer.poll(10)
+            assert message is not None, "no end of partition within 10 s"
+            if message.error():
+                assert message.error().code() == -191, message.error()  # _PARTITION_EOF
+                return values
+            values.append(message.value())
+    finally:
+        consumer.close()
+
+
+def test_v2_produce_adds_the_partition_and_end_txn_v5_bumps_the_epoch(broker: BrokerProcess) -> None:
+    client = WireClient(broker.bootstrap)
+    try:
+        producer = init_producer(client, "v2-app")
+        assert produce(client, 12, "v2-app", b"committed", producer=producer, sequence=0).error_code == ErrorCode.NONE
+        described = client.request(DescribeTransactionsRequest(transactional_ids=["v2-app"]), 0,
+                                   DescribeTransactionsResponse).transaction_states[0]
+        assert (described.transaction_state, [(t.topic, t.partitions) for t in described.topics]) == (
+            "Ongoing", [(TOPIC, [0])])
+        ended = end_txn(client, "v2-app", producer, commit=True)
+        assert (ended.error_code, ended.producer_id, ended.producer_epoch) == (0, producer[0], producer[1] + 1)
+        retried = end_txn(client, "v2-app", producer, commit=True)  # the answer was lost: the same one again
+        assert (retried.error_code, retried.producer_epoch) == (0, producer[1] + 1)
+        # a late write of the ended transaction is fenced; the next one runs at the new epoch from sequence 0
+        late = produce(client, 12, "v2-app", b"late", producer=producer, sequence=1)
+        assert late.error_code == ErrorCode.INVALID_PRODUCER_EPOCH
+        bumped = (producer[0], producer[1] + 1)
+        assert produce(client, 12, "v2-app", b"aborted", producer=bumped, sequence=0).error_code == ErrorCode.NONE
+        aborted = end_txn(client, "v2-app", bumped, commit=False)
+        assert (aborted.error_code, aborted.producer_epoch) == (0, producer[1] + 2)
+        stale = end_txn(client, "v2-app", producer, commit=False)
+        assert stale.error_code == ErrorCode.PRODUCER_FENCED
+    finally:
+        client.close()
+    assert committed_values(broker.bootstrap) == [b"committed"]
+
+
+def test_v1_transactional_produce_to_a_partition_not_added_is_invalid_txn_state(broker: BrokerProcess) -> None:
+    client = WireClient(broker.bootstrap)
+    try:
+        producer = init_producer(client, "v1-app")
+        refused = produce(client, 11, "v1-app", b"hanging", producer=producer, sequence=0, partition=1)
+        assert refused.error_code == ErrorCode.INVALID_TXN_STATE
+        add = AddPartitionsToTxnRequest(v3_and_below_transactional_id="v1-app", v3_and_below_producer_id=producer[0],
+                                        v3_and_below_producer_epoch=producer[1], v3_and_below_topics=[
+                                            AddPartitionsToTxnRequest.AddPartitionsToTxnTopic(name=TOPIC,
+                                                                                              partitions=[1])])
+        added = client.request(add, 3, AddPartitionsToTxnResponse)
+        assert added.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code == 0
+        accepted = produce(client, 11, "v1-app", b"v1-committed", producer=producer, sequence=0, partition=1)
+        assert accepted.error_code == ErrorCode.NONE
+        assert end_txn(client, "v1-app", producer, commit=True, version=4).error_code == ErrorCode.NONE
+    finally:
+        client.close()
+    assert committed_values(broker.bootstrap, partition=1) == [b"v1-committed"]
+
+
+def test_produce_v13_names_topics_by_id(broker: BrokerProcess) -> None:
+    client = WireClient(broker.bootstrap)
+    try:
+        metadata = client.request(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=TOPIC)]), 12,
+                                  MetadataResponse)
+        topic_id = metadata.topics[0].topic_id
+        unknown = produce(client, 13, None, b"nowhere", producer=(-1, -1), sequence=-1, topic_id=uuid.uuid4())
+        assert unknown.error_code == ErrorCode.UNKNOWN_TOPIC_ID
+        known = produce(client, 13, None, b"by-id", producer=(-1, -1), sequence=-1, topic_id=topic_id, partition=1)
+        assert (known.error_code, known.base_offset >= 0) == (ErrorCode.NONE, True)
+    finally:
+        client.close()
