@@ -10,6 +10,7 @@ import pytest
 from confluent_kafka import AcknowledgeType, Producer, ShareConsumer
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic, ResourceType
 
+from tests.eventually import eventually
 from tests.integration.broker_process import BrokerProcess
 
 DEADLINE_S = 30
@@ -46,12 +47,10 @@ def _consumer(bootstrap: str, group: str, explicit: bool) -> ShareConsumer:
 
 
 def _poll_some(consumer: ShareConsumer) -> list:
-    deadline = time.monotonic() + DEADLINE_S
-    while time.monotonic() < deadline:
-        messages = [m for m in consumer.poll(0.5) if m.error() is None]
-        if messages:
-            return messages
-    raise AssertionError(f"no record within {DEADLINE_S} s")
+    def polled() -> list:
+        return [m for m in consumer.poll(0.5) if m.error() is None]
+
+    return eventually(polled, "a record")
 
 
 def test_implicitly_accepted_records_are_not_delivered_again(broker: BrokerProcess) -> None:

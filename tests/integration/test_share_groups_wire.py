@@ -7,7 +7,6 @@ a classic group.
 
 from __future__ import annotations
 
-import time
 import uuid
 
 from pybroker.protocol.error_codes import ErrorCode
@@ -26,6 +25,7 @@ from pybroker.protocol.messages import (
     ShareGroupHeartbeatResponse,
 )
 from pybroker.records.record import RecordInput, build_batch
+from tests.eventually import eventually
 from tests.integration.test_bad_input import WireClient, metadata_ok
 
 ACCEPT = 1
@@ -48,14 +48,13 @@ def _produce(client: WireClient, topic: str, count: int) -> None:
 def _beat(client: WireClient, group: str, member: str, epoch: int,
           topics: list[str] | None = None) -> ShareGroupHeartbeatResponse:
     """One heartbeat, retried while the group's coordinator partition is still loading (as clients retry)."""
-    deadline = time.monotonic() + 10
-    while True:
+    def answered() -> ShareGroupHeartbeatResponse | None:
         response = client.request(ShareGroupHeartbeatRequest(group_id=group, member_id=member, member_epoch=epoch,
                                                              subscribed_topic_names=topics),
                                   1, ShareGroupHeartbeatResponse)
-        if response.error_code != ErrorCode.COORDINATOR_LOAD_IN_PROGRESS or time.monotonic() > deadline:
-            return response
-        time.sleep(0.05)
+        return None if response.error_code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS else response
+
+    return eventually(answered, f"{group}'s coordinator to be loaded")
 
 
 def _fetch(client: WireClient, group: str, member: str, epoch: int, topic_id: uuid.UUID | None,
