@@ -11,6 +11,7 @@ import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
@@ -35,6 +36,8 @@ import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.GroupType;
 import org.apache.kafka.common.config.ConfigResource;
+import org.apache.kafka.common.errors.GroupIdNotFoundException;
+import org.apache.kafka.common.errors.GroupNotEmptyException;
 import org.apache.kafka.common.serialization.StringDeserializer;
 import org.apache.kafka.common.serialization.StringSerializer;
 
@@ -274,7 +277,7 @@ public final class ShareScenarios {
         }
     }
 
-    /** Admin: the share group in listGroups (type filter) and describeShareGroups with its member. */
+    /** Admin: the share group in listGroups (type filter), describeShareGroups with its member, deleteShareGroups. */
     static void adminListsAndDescribes() throws Exception {
         String topic = "share-admin", group = "share-admin-group";
         topicAndGroup(topic, 3, group, Map.of());
@@ -284,7 +287,13 @@ public final class ShareScenarios {
             long end = System.nanoTime() + DEADLINE.toNanos();
             ShareGroupDescription description = null;
             while (System.nanoTime() < end) {
-                description = admin.describeShareGroups(List.of(group)).describedGroups().get(group).get();
+                try {
+                    description = admin.describeShareGroups(List.of(group)).describedGroups().get(group).get();
+                } catch (ExecutionException e) {  // until the consumer's first heartbeat created the group
+                    check(e.getCause() instanceof GroupIdNotFoundException, "describe failed: " + e.getCause());
+                    consumer.poll(Duration.ofMillis(200));
+                    continue;
+                }
                 if (!description.members().isEmpty()
                         && !description.members().iterator().next().assignment().topicPartitions().isEmpty()) {
                     break;
@@ -299,7 +308,22 @@ public final class ShareScenarios {
                     "listed " + shares);
             Collection<GroupListing> consumers = admin.listGroups(ListGroupsOptions.forConsumerGroups()).all().get();
             check(consumers.stream().noneMatch(g -> g.groupId().equals(group)), "listed as a consumer group " + consumers);
+            expectFailure(() -> admin.deleteShareGroups(List.of(group)).all().get(), GroupNotEmptyException.class);
         }
+        try (Admin admin = admin()) {
+            admin.deleteShareGroups(List.of(group)).all().get();
+            expectFailure(() -> admin.describeShareGroups(List.of(group)).all().get(), GroupIdNotFoundException.class);
+        }
+    }
+
+    static void expectFailure(Scenario call, Class<? extends Throwable> expected) throws Exception {
+        try {
+            call.run();
+        } catch (ExecutionException e) {
+            check(expected.isInstance(e.getCause()), "expected " + expected.getSimpleName() + ", got " + e.getCause());
+            return;
+        }
+        throw new AssertionError("expected " + expected.getSimpleName() + ", got success");
     }
 
     // ------------------------------------------------------------------ runner
@@ -330,7 +354,7 @@ public final class ShareScenarios {
                 } catch (TimeoutException e) {
                     future.cancel(true);
                     failure = "scenario did not finish within " + SCENARIO_TIMEOUT_S + " s";
-                } catch (java.util.concurrent.ExecutionException e) {
+                } catch (ExecutionException e) {
                     StringWriter out = new StringWriter();
                     e.getCause().printStackTrace(new PrintWriter(out));
                     failure = out.toString();
