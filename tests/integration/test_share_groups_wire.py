@@ -137,3 +137,18 @@ def test_share_requests_for_a_classic_group(shared_broker) -> None:
     assert _beat(client, "wire-classic-group", "m1", 0, ["wire-classic"]).error_code == ErrorCode.GROUP_ID_NOT_FOUND
     assert _fetch(client, "wire-classic-group", "m1", 0, topic_id).error_code == ErrorCode.GROUP_ID_NOT_FOUND
     client.close()
+
+
+def test_classic_requests_for_a_share_group(shared_broker) -> None:
+    client = WireClient(shared_broker.bootstrap)
+    _topic(client, "wire-share-only")
+    assert _beat(client, "wire-share-only-group", "m1", 0, ["wire-share-only"]).error_code == 0
+    committed = client.request(OffsetCommitRequest(group_id="wire-share-only-group", generation_id_or_member_epoch=-1,
+                                                   member_id="", topics=[OffsetCommitRequest.OffsetCommitRequestTopic(
+                                                       name="wire-share-only", partitions=[
+                                                           OffsetCommitRequest.OffsetCommitRequestPartition(
+                                                               partition_index=0, committed_offset=0)])]),
+                               8, OffsetCommitResponse)
+    assert committed.topics[0].partitions[0].error_code == ErrorCode.GROUP_ID_NOT_FOUND
+    assert _beat(client, "wire-share-only-group", "m1", 1).member_epoch == 1  # still a share group
+    client.close()

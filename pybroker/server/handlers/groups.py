@@ -55,13 +55,16 @@ FIRST_BATCHED_FIND_VERSION = 4
 async def coordinate(ctx: RequestContext, group_ids: Iterable[str], operation: Callable[[Any, int], Any],
                      on_error: Callable[[ErrorCode], Any]) -> Any:
     """Run one coordinator operation on ``group_ids``: NOT_COORDINATOR unless this broker has loaded
-    their partitions; storage or topic-creation failures become COORDINATOR_NOT_AVAILABLE."""
+    their partitions; GROUP_ID_NOT_FOUND for a share group's id (Kafka: not a classic or consumer group);
+    storage or topic-creation failures become COORDINATOR_NOT_AVAILABLE."""
     service = ctx.broker.groups
     try:
         await service.topic.ensure()
         for group_id in group_ids:
             if not service.owns(group_id):
                 return on_error(service.not_owned_error(group_id))
+            if group_id in ctx.broker.share.groups.groups:
+                return on_error(ErrorCode.GROUP_ID_NOT_FOUND)
         leave_request_queue()  # a JoinGroup may wait for the whole rebalance
         return await service.call(operation)
     except NotCoordinatorError:
