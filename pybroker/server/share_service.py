@@ -13,6 +13,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from pybroker.common.clock import SYSTEM_CLOCK, Clock
+from pybroker.controller.metadata import TopicInfo
 from pybroker.coordinator.share.configs import ShareConfigs, ShareLimits
 from pybroker.coordinator.share.group import ShareGroups
 from pybroker.log import PartitionLog
@@ -44,8 +45,15 @@ class ShareService:
         return self.clock.wall_ms()
 
     def start(self) -> asyncio.Task[None]:
-        """Fence members whose session timed out, once a second."""
+        """Forget the share-partitions of deleted topics; fence members whose session timed out, once a second."""
+        assert self._broker.metadata is not None
+        self._broker.metadata.add_listener(self._on_topic_change)
         return asyncio.get_running_loop().create_task(self._expire_members(), name="share-groups")
+
+    def _on_topic_change(self, name: str, info: TopicInfo | None) -> None:
+        if info is None:
+            for key in [key for key in self.partitions if key[1] == name]:
+                del self.partitions[key]
 
     async def _expire_members(self) -> None:
         while True:

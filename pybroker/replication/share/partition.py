@@ -179,6 +179,22 @@ class SharePartition:
             self._advance()
         return len(expired)
 
+    def skip_to(self, log_start_offset: int) -> None:
+        """The log no longer holds offsets below ``log_start_offset`` (retention, DeleteRecords): archive what of them
+        is waiting for delivery or was never delivered, so the window moves on. Acquired ones stay with their holder
+        until acknowledged or released (then archived on the next call)."""
+        if log_start_offset <= self.start_offset:
+            return
+        if self.next_offset < log_start_offset:
+            self.spans.append(Span(self.next_offset, log_start_offset - 1, RecordState.ARCHIVED, 0))
+            self.next_offset = log_start_offset
+        for index in self._cut(self.start_offset, log_start_offset - 1):
+            span = self.spans[index]
+            if span.state is RecordState.AVAILABLE:
+                span.state = RecordState.ARCHIVED
+        self._coalesce()
+        self._advance()
+
     def release_member(self, member_id: str) -> int:
         """Release what a member holds (it left, or its share session closed): Kafka's releaseAcquiredRecords."""
         held = [span for span in self.spans if span.state is RecordState.ACQUIRED and span.member_id == member_id]

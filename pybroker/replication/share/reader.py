@@ -30,9 +30,10 @@ async def acquire_from_log(log: PartitionLog, io: IoExecutor, share: SharePartit
     """Read up to ``max_bytes`` (at least one batch) from ``share.fetch_offset()`` below the high watermark and
     acquire what ``share`` lets ``member_id`` take; nothing when no record is available or may be acquired."""
     share.expire(now_ms)
+    share.skip_to(log.log_start_offset)
     if not share.has_available() and not share.can_acquire_new():
         return ShareRead(b"", [])
-    offset = max(share.fetch_offset(), log.log_start_offset)
+    offset = share.fetch_offset()
     if offset >= log.high_watermark:
         return ShareRead(b"", [])
     try:

@@ -160,3 +160,17 @@ def test_spans_stay_few_when_batches_are_accepted_in_turn() -> None:
         _acquire(share, "a", clock, (first, first + 9))
         share.acknowledge("a", first, first + 9, [ACCEPT], clock.wall_ms())
     assert share.start_offset == 1000 and share.spans == []
+
+
+def test_offsets_the_log_no_longer_holds_are_archived_unless_held() -> None:
+    clock = ManualClock()
+    share = _partition()
+    _acquire(share, "a", clock, (0, 4), (5, 9))
+    share.acknowledge("a", 0, 4, [RELEASE], clock.wall_ms())
+    share.skip_to(7)  # retention removed offsets 0-6: 0-4 were waiting for redelivery, 5-6 are held by a
+    assert share.state_of(0) is None and share.start_offset == 5 and share.fetch_offset() == 10
+    share.acknowledge("a", 5, 9, [RELEASE], clock.wall_ms())
+    share.skip_to(7)
+    assert share.start_offset == 7 and share.fetch_offset() == 7
+    share.skip_to(20)  # past everything ever delivered
+    assert share.start_offset == share.next_offset == 20 and share.spans == []
