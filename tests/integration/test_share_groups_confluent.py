@@ -1,5 +1,6 @@
 """Share groups (KIP-932) with confluent-kafka's ShareConsumer (librdkafka 2.16, preview): implicit acceptance,
-explicit release and redelivery, and several consumers on one partition never given the same record twice."""
+explicit release and redelivery, several consumers on one partition never given the same record twice, and a lock
+timeout handing a silent member's records to another."""
 
 from __future__ import annotations
 
@@ -10,25 +11,32 @@ import pytest
 from confluent_kafka import AcknowledgeType, Producer, ShareConsumer
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic, ResourceType
 
+from pybroker.protocol.error_codes import ErrorCode
+from pybroker.protocol.messages import MetadataRequest, MetadataResponse
 from tests.eventually import eventually
 from tests.integration.broker_process import BrokerProcess
+from tests.integration.test_bad_input import WireClient
+from tests.integration.test_share_groups_wire import _acknowledge, _beat, _fetch
 
 DEADLINE_S = 30
 
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    process = BrokerProcess(tmp_path_factory.mktemp("share-confluent")).start()
+    # A lock-duration floor of 1 s: one test waits for a lock to expire.
+    process = BrokerProcess(tmp_path_factory.mktemp("share-confluent"),
+                            {"group.share.min.record.lock.duration.ms": "1000"}).start()
     yield process
     process.kill()
 
 
-def _topic_and_group(bootstrap: str, topic: str, group: str) -> None:
+def _topic_and_group(bootstrap: str, topic: str, group: str, **configs: str) -> None:
     """A one-partition topic and a share group reading it from the earliest offset (Kafka's default is latest)."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(timeout=20)
     resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
-        ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)])
+        ConfigEntry(key, value, incremental_operation=AlterConfigOpType.SET)
+        for key, value in {"share.auto.offset.reset": "earliest", **configs}.items()])
     admin.incremental_alter_configs([resource])[resource].result(timeout=20)
 
 
@@ -113,3 +121,29 @@ def test_consumers_sharing_one_partition_get_each_record_once(broker: BrokerProc
         for consumer in consumers:
             consumer.close()
     assert sorted(received) == sorted(values)
+
+
+def test_a_lock_timeout_redelivers_to_another_member(broker: BrokerProcess) -> None:
+    """The holder is a bare protocol client that acquires records and then sends nothing (a crashed consumer)."""
+    _topic_and_group(broker.bootstrap, "cf-lock", "cf-lock-group", **{"share.record.lock.duration.ms": "1000"})
+    _produce(broker.bootstrap, "cf-lock", ["a", "b", "c"])
+    holder = WireClient(broker.bootstrap)
+    _beat(holder, "cf-lock-group", "holder", 0, ["cf-lock"])
+    topic_id = holder.request(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name="cf-lock")]), 12,
+                              MetadataResponse).topics[0].topic_id
+    held = _fetch(holder, "cf-lock-group", "holder", 0, topic_id)
+    assert held.acquisition_lock_timeout_ms == 1000
+    assert [(a.first_offset, a.last_offset) for a in held.responses[0].partitions[0].acquired_records] == [(0, 2)]
+    with _consumer(broker.bootstrap, "cf-lock-group", explicit=True) as other:
+        other.subscribe(["cf-lock"])
+        taken: list = []
+        while len(taken) < 3:
+            batch = _poll_some(other)
+            for message in batch:
+                other.acknowledge(message, AcknowledgeType.ACCEPT)
+            other.commit_sync()
+            taken += batch
+        assert [(m.offset(), m.delivery_count()) for m in taken] == [(0, 2), (1, 2), (2, 2)]
+    late = _acknowledge(holder, "cf-lock-group", "holder", 1, topic_id, 0, 2)
+    assert late.responses[0].partitions[0].error_code == ErrorCode.INVALID_RECORD_STATE
+    holder.close()

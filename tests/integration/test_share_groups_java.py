@@ -2,8 +2,10 @@
 against the 4.2 client jar in ../shared/jvm-clients and run in one JVM against one broker (as test_java_client.py
 runs the 3.9 client's).
 
-The broker lowers the lock-duration floor to 1 s (a scenario waits for a lock to expire) and sets the delivery
-count limit to Kafka's least, 2.
+The broker sets the delivery count limit to Kafka's least, 2. A lock timeout is tested in
+test_share_groups_confluent.py with a holder that sends nothing more: with a Java consumer as the holder the
+scenario was flaky (about one run in two it never saw the records again, most likely re-acquired by the holder's own
+background fetch and then archived at the limit of 2), so it tests nothing certain.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ TELEMETRY_JARS = ("opentelemetry-proto-", "protobuf-java-")
 
 SCENARIOS = [
     "more_consumers_than_partitions", "explicit_accept", "release_redelivers",
-    "lock_timeout_redelivers_to_another_member", "delivery_count_limit_archives", "admin_lists_and_describes",
+    "delivery_count_limit_archives", "admin_lists_and_describes",
 ]
 
 
@@ -48,8 +50,7 @@ def share_classpath(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 @pytest.fixture(scope="module")
 def share_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    process = BrokerProcess(tmp_path_factory.mktemp("share-broker"), {
-        "group.share.min.record.lock.duration.ms": "1000", "group.share.delivery.count.limit": "2"}).start()
+    process = BrokerProcess(tmp_path_factory.mktemp("share-broker"), {"group.share.delivery.count.limit": "2"}).start()
     yield process
     process.kill()
 

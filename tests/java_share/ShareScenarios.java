@@ -59,7 +59,6 @@ public final class ShareScenarios {
         scenarios.put("more_consumers_than_partitions", ShareScenarios::moreConsumersThanPartitions);
         scenarios.put("explicit_accept", ShareScenarios::explicitAccept);
         scenarios.put("release_redelivers", ShareScenarios::releaseRedelivers);
-        scenarios.put("lock_timeout_redelivers_to_another_member", ShareScenarios::lockTimeout);
         scenarios.put("delivery_count_limit_archives", ShareScenarios::deliveryCountLimit);
         scenarios.put("admin_lists_and_describes", ShareScenarios::adminListsAndDescribes);
         return scenarios;
@@ -230,31 +229,6 @@ public final class ShareScenarios {
                 check(again.get(i).offset() == i && again.get(i).value().equals("r" + i), "redelivered " + again);
                 check(again.get(i).deliveryCount().orElse((short) 0) == 2, "delivery count " + again.get(i).deliveryCount());
             }
-        }
-    }
-
-    /** A member that holds records past the lock duration loses them to another member. */
-    static void lockTimeout() throws Exception {
-        String topic = "share-lock", group = "share-lock-group";
-        topicAndGroup(topic, 1, group, Map.of("share.record.lock.duration.ms", "1000"));
-        produce(topic, 1, 3, "r");
-        try (KafkaShareConsumer<String, String> holder = consumer(group, true, 100);
-             KafkaShareConsumer<String, String> other = consumer(group, true, 100)) {
-            holder.subscribe(List.of(topic));
-            ConsumerRecords<String, String> held = pollSome(holder);
-            check(holder.acquisitionLockTimeoutMs().orElse(0) == 1000, "lock timeout " + holder.acquisitionLockTimeoutMs());
-            other.subscribe(List.of(topic));
-            ConsumerRecords<String, String> taken = pollSome(other);  // only once the holder's locks expired
-            Set<String> heldValues = new HashSet<>(values(held));
-            taken.forEach(r -> {
-                check(heldValues.contains(r.value()), "other got a record the holder did not hold: " + r.value());
-                check(r.deliveryCount().orElse((short) 0) == 2, "delivery count " + r.deliveryCount());
-            });
-            acknowledgeAll(other, taken, AcknowledgeType.ACCEPT);
-            held.forEach(r -> holder.acknowledge(r, AcknowledgeType.ACCEPT));
-            Map<?, ? extends java.util.Optional<?>> late = holder.commitSync();
-            check(late.values().stream().anyMatch(java.util.Optional::isPresent),
-                    "the holder's acknowledgement after its locks expired was not refused: " + late);
         }
     }
 
