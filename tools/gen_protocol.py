@@ -4,8 +4,9 @@
 Reads Kafka 4.2's ``4.2/message/`` (API messages, headers, embedded data schemas), the 2024 pin's
 ``message/`` only for the ZooKeeper-mode inter-broker APIs that pybroker's cluster mode still speaks
 (LeaderAndIsr, StopReplica, UpdateMetadata and ControlledShutdown, which 4.2 defines without versions, and
-AlterPartition, whose v0-1 with topic names 4.2 dropped; and request header v0), the pin's ``coordinator-records/`` (internal-topic and producer-snapshot record schemas) and the
-``ConsumerGroup*`` schemas of its ``group-records/`` (the consumer protocol's ``__consumer_offsets`` records).
+AlterPartition, whose v0-1 with topic names 4.2 dropped; and request header v0), the pin's
+``coordinator-records/`` (internal-topic and producer-snapshot record schemas) and the ``ConsumerGroup*``
+schemas of its ``group-records/`` (the consumer protocol's ``__consumer_offsets`` records).
 
 The output is committed: plain dataclasses plus per-class ``_SCHEMA`` data tables
 that the hand-written engine in ``pybroker/protocol/schema.py`` turns into codecs on
@@ -600,7 +601,8 @@ def render_api_keys(api_names: dict[int, str], msgs: list[MessageDef]) -> str:
     for k in sorted(req):
         if resp.get(k) is None or resp[k].flexible_min != req[k].flexible_min:
             raise SystemExit(f"api key {k}: request and response differ in their flexible versions")
-    lines += ["})", "", "#: First flexible version per API key, the same for its request and response (None: never flexible).",
+    lines += ["})", "", "#: First flexible version per API key, the same for its request and response "
+              "(None: never flexible).",
               "FLEXIBLE_MIN: dict[int, int | None] = {"]
     lines += [f"    {k}: {req[k].flexible_min}," for k in sorted(req)]
     lines.append("}")
@@ -616,7 +618,8 @@ def _existing(out_dir: Path) -> set[Path]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     ap.add_argument("--kafka-protocol-dir", type=Path, default=KAFKA_PROTOCOL_DIR,
-                    help=f"the shared kafka-protocol folder whose spec folders are read (default: {KAFKA_PROTOCOL_DIR})")
+                    help="the shared kafka-protocol folder whose spec folders are read "
+                         f"(default: {KAFKA_PROTOCOL_DIR})")
     ap.add_argument("--spec-dir", type=Path, action="append", dest="spec_dirs",
                     help="directory of Kafka *.json specs; repeatable (default: 4.2/message, coordinator-records "
                          "and group-records of --kafka-protocol-dir, with the 2024 pin's message/ for the "

@@ -139,7 +139,8 @@ class GroupAdmin:
             [described] = response.groups
             if described.error_code in COORDINATOR_MOVED:
                 raise CoordinatorMoved(described.error_code)
-            check(described.error_code)
+            if described.error_code != ErrorCode.GROUP_ID_NOT_FOUND:  # v6+ says so of a Dead group
+                check(described.error_code)
             return node, described
 
         coordinator, described = await self.on_coordinator(group_id, describe)

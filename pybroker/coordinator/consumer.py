@@ -42,6 +42,9 @@ FIRST_CLIENT_MEMBER_ID_VERSION = 1
 
 log = logging.getLogger("pybroker.coordinator")
 
+CLASSIC_MEMBER, CONSUMER_MEMBER = 0, 1
+"""ConsumerGroupDescribe v1's MemberType: the protocol a member of a consumer group joined with."""
+
 
 @dataclass(frozen=True, slots=True)
 class Heartbeat:
@@ -441,7 +444,8 @@ class ConsumerMembership:
             subscribed_topic_regex=m.subscribed_topic_regex,
             assignment=ConsumerGroupDescribeResponse.Assignment(topic_partitions=_wire(m.assigned, image, tp)),
             target_assignment=ConsumerGroupDescribeResponse.Assignment(
-                topic_partitions=_wire(group.target.get(m.member_id, {}), image, tp)))
+                topic_partitions=_wire(group.target.get(m.member_id, {}), image, tp)),
+            member_type=CLASSIC_MEMBER if m.classic is not None else CONSUMER_MEMBER)  # v1 (KIP-1099)
             for m in group.members.values()]
         return ConsumerGroupDescribeResponse.DescribedGroup(
             group_id=group.group_id, group_state=group.state.value, group_epoch=group.group_epoch,

@@ -271,10 +271,11 @@ class GroupCoordinator:
         group = self.groups.get(group_id)
         if not isinstance(group, Group):
             # Kafka 4 describes only classic groups here; consumer groups answer ConsumerGroupDescribe.
-            error = ErrorCode.GROUP_ID_NOT_FOUND if version >= FIRST_NOT_FOUND_DESCRIBE_VERSION else ErrorCode.NONE
-            return DescribeGroupsResponse.DescribedGroup(error_code=error, group_id=group_id,
-                                                         group_state=GroupState.DEAD.value,
-                                                         authorized_operations=operations)
+            not_found = version >= FIRST_NOT_FOUND_DESCRIBE_VERSION
+            return DescribeGroupsResponse.DescribedGroup(
+                error_code=ErrorCode.GROUP_ID_NOT_FOUND if not_found else ErrorCode.NONE,
+                error_message=f"Group {group_id} not found." if not_found else None, group_id=group_id,
+                group_state=GroupState.DEAD.value, authorized_operations=operations)
         stable = group.is_in(GroupState.STABLE) and group.protocol_name is not None
         members = [DescribeGroupsResponse.DescribedGroupMember(
             member_id=m.member_id, group_instance_id=m.group_instance_id, client_id=m.client_id,

@@ -229,15 +229,13 @@ class TxnService:
         return ErrorCode.NONE
 
     async def admit(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                    partitions: list[TopicPartition], produce_version: int) -> ErrorCode:
-        """What a transactional Produce's batches to ``partitions`` need before they are appended, from the
-        coordinator of ``transactional_id`` (this broker or another, through AddPartitionsToTxn v5): a V2
-        client's (Produce v12+, KIP-890 part 2) are added to its transaction; a V1 client's are verified to
-        be in it (KIP-890 part 1, ``transaction.partition.verification.enable``), so a late batch cannot open
-        a transaction nobody will end (INVALID_TXN_STATE). The codes Produce answers, as Kafka's
-        AddPartitionsToTxnManager maps them: a coordinator that is away, loading or ending the transaction is
-        NOT_ENOUGH_REPLICAS (retried by every producer), a fenced producer INVALID_PRODUCER_EPOCH."""
-        implicit = produce_version >= FIRST_IMPLICIT_ADD_PRODUCE_VERSION
+                    partitions: list[TopicPartition], *, implicit: bool) -> ErrorCode:
+        """What a transactional write to ``partitions`` needs before it is appended, from the coordinator of
+        ``transactional_id`` (this broker or another, through AddPartitionsToTxn v5): a V2 client's (Produce
+        v12+, TxnOffsetCommit v5: ``implicit``, KIP-890 part 2) are added to its transaction; a V1 client's are
+        verified to be in it (KIP-890 part 1, ``transaction.partition.verification.enable``), so a late batch
+        cannot open a transaction nobody will end (INVALID_TXN_STATE). The coordinator's code is returned;
+        NOT_COORDINATOR or COORDINATOR_NOT_AVAILABLE when it cannot be asked."""
         if not implicit and not self._verify:
             return ErrorCode.NONE
         node = self.coordinator_node(transactional_id)
@@ -254,7 +252,7 @@ class TxnService:
                                                       partitions, verify_only=not implicit)
         else:
             code = ErrorCode.COORDINATOR_NOT_AVAILABLE
-        return _produce_code(code)
+        return code
 
     # ------------------------------------------------------------------ TxnOffsetCommit
 
@@ -282,21 +280,6 @@ class TxnService:
                 return {tp: errors.get(tp, _coordinator_code(code)) for tp in wanted}
             groups.stage_txn_offsets(request.producer_id, entries)
         return {tp: errors.get(tp, ErrorCode.NONE) for tp in wanted}
-
-
-FIRST_IMPLICIT_ADD_PRODUCE_VERSION = 12
-_RETRIED_BY_PRODUCERS = {ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR,
-                         ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.CONCURRENT_TRANSACTIONS,
-                         ErrorCode.NETWORK_EXCEPTION, ErrorCode.REQUEST_TIMED_OUT}
-
-
-def _produce_code(code: ErrorCode) -> ErrorCode:
-    """A coordinator's answer to a leader's add or verification, as the producer gets it in Produce."""
-    if code in _RETRIED_BY_PRODUCERS:
-        return ErrorCode.NOT_ENOUGH_REPLICAS
-    if code is ErrorCode.PRODUCER_FENCED:
-        return ErrorCode.INVALID_PRODUCER_EPOCH
-    return code
 
 
 def _coordinator_code(code: ErrorCode) -> ErrorCode:

@@ -10,9 +10,21 @@ import time
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from pybroker.coordinator.records import partition_for
+from pybroker.protocol.messages import (
+    EndTxnRequest,
+    EndTxnResponse,
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
+    InitProducerIdRequest,
+    InitProducerIdResponse,
+    ProduceRequest,
+    ProduceResponse,
+)
+from pybroker.records import build_batch
 from tests.eventually import eventually
 from tests.cluster.conftest import Cluster
 from tests.cluster.test_cluster import create_topic, partition_states, wait_for_full_isr
+from tests.integration.test_bad_input import WireClient
 
 PARTITIONS = 3
 PER_PARTITION = 20
@@ -121,3 +133,44 @@ def test_a_commit_completes_on_the_new_coordinator_when_the_coordinator_is_kille
     finally:
         coordinator.start()
     assert sorted(committed) == sorted(_expected(["before", "during", "after"]))
+
+
+def test_a_v2_transaction_over_every_broker_is_added_by_the_leaders_and_ends_with_a_bumped_epoch(
+        cluster: Cluster) -> None:
+    """Transactions V2 (KIP-890 part 2) as the Java 4.x producer runs them: Produce v12 to the leaders, which add
+    their partition through the coordinator (AddPartitionsToTxn v5 between brokers), then EndTxn v5."""
+    topic = "txn-v2-spread"
+    create_topic(cluster, topic, PARTITIONS)
+    states = wait_for_full_isr(cluster, topic)
+    assert len({leader for leader, _, _ in states.values()}) == 3
+    wires = {broker_id: WireClient(b.bootstrap) for broker_id, b in enumerate(cluster.brokers)}
+    try:
+        def coordinator() -> int | None:
+            answer = wires[0].request(FindCoordinatorRequest(key_type=1, coordinator_keys=["v2-spread"]), 4,
+                                      FindCoordinatorResponse).coordinators[0]
+            return answer.node_id if answer.error_code == 0 else None
+
+        txn = wires[eventually(coordinator, "the transaction coordinator")]
+
+        def init() -> InitProducerIdResponse | None:
+            answer = txn.request(InitProducerIdRequest(transactional_id="v2-spread", transaction_timeout_ms=60000,
+                                                       producer_id=-1, producer_epoch=-1), 5, InitProducerIdResponse)
+            return answer if answer.error_code == 0 else None
+
+        producer = eventually(init, "InitProducerId")
+        for partition, (leader, _, _) in states.items():
+            batch = build_batch([(None, f"v2-{partition}".encode())], producer_id=producer.producer_id,
+                                producer_epoch=producer.producer_epoch, base_sequence=0, is_transactional=True)
+            request = ProduceRequest(transactional_id="v2-spread", acks=-1, timeout_ms=10000, topic_data=[
+                ProduceRequest.TopicProduceData(name=topic, partition_data=[
+                    ProduceRequest.PartitionProduceData(index=partition, records=batch)])])
+            answer = wires[leader].request(request, 12, ProduceResponse)
+            assert answer.responses[0].partition_responses[0].error_code == 0, (partition, leader)
+        ended = txn.request(EndTxnRequest(transactional_id="v2-spread", producer_id=producer.producer_id,
+                                          producer_epoch=producer.producer_epoch, committed=True), 5, EndTxnResponse)
+        assert (ended.error_code, ended.producer_epoch) == (0, producer.producer_epoch + 1)
+    finally:
+        for wire in wires.values():
+            wire.close()
+    committed = _values(cluster, topic, "read_committed", PARTITIONS)
+    assert sorted(committed) == [f"v2-{p}" for p in range(PARTITIONS)]

@@ -159,7 +159,7 @@ def kcat_version() -> str:
 
 
 def java(bootstrap: str, _topic: str) -> None:
-    from tests.integration.test_java_client import JAVA_SOURCES, _parse
+    from tests.integration.java_scenarios import JAVA_SOURCES, _parse
 
     run = subprocess.run(["java", f"-Dlog4j2.configurationFile={JAVA_SOURCES / 'log4j2.properties'}", "-cp",
                           java_classpath(), "Scenarios", bootstrap, "admin_topics", "produce_none",
@@ -172,14 +172,12 @@ _JAVA_CLASSPATH: list[str] = []
 
 
 def java_classpath() -> str:
-    from tests.integration.test_java_client import CLIENT_JAR, JAVA_SOURCES, _runtime_classpath
+    from tests.integration.java_scenarios import compile_scenarios
+    from tests.integration.test_java_client import CLIENT_JAR
 
     if not _JAVA_CLASSPATH:
         classes = Path(os.environ.get("TMPDIR", "/tmp")) / f"pybroker-compat-java-{os.getpid()}"
-        classpath = [CLIENT_JAR, *_runtime_classpath()]
-        subprocess.run(["javac", "-d", str(classes), "-cp", ":".join(map(str, classpath)),
-                        *map(str, sorted(JAVA_SOURCES.glob("*.java")))], check=True, capture_output=True, timeout=180)
-        _JAVA_CLASSPATH.append(":".join(map(str, [classes, *classpath])))
+        _JAVA_CLASSPATH.append(compile_scenarios(classes, [CLIENT_JAR], "v39", "-Xlint:all"))
     return _JAVA_CLASSPATH[0]
 
 

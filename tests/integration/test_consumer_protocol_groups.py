@@ -307,7 +307,7 @@ def test_consumer_groups_tool_lists_types_and_describes_both_kinds(consumer_brok
 def test_rebalance_protocols_decide_what_is_served(consumer_broker: BrokerProcess, tmp_path) -> None:  # type: ignore[no-untyped-def]
     apis = (ApiKey.CONSUMER_GROUP_HEARTBEAT, ApiKey.CONSUMER_GROUP_DESCRIBE)
     served = advertised(consumer_broker.bootstrap)
-    assert [served.get(k) for k in apis] == [(0, 1), (0, 0)]
+    assert [served.get(k) for k in apis] == [(0, 1), (0, 1)]
     classic_only = BrokerProcess(tmp_path, overrides={"group.coordinator.rebalance.protocols": "classic"}).start()
     try:
         assert not set(apis) & set(advertised(classic_only.bootstrap))

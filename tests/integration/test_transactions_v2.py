@@ -28,7 +28,8 @@ from pybroker.protocol.messages import (
 )
 from pybroker.records import build_batch
 from tests.integration.broker_process import BrokerProcess
-from tests.integration.groups_common import create_topic, wait_until
+from tests.eventually import eventually
+from tests.integration.groups_common import create_topic
 from tests.integration.test_bad_input import WireClient
 
 TOPIC = "txn-v2"
@@ -49,12 +50,13 @@ def init_producer(client: WireClient, transactional_id: str) -> tuple[int, int]:
                                                       producer_id=-1, producer_epoch=-1), 5, InitProducerIdResponse)
         return answer if answer.error_code == ErrorCode.NONE else None
 
-    answer = wait_until(attempt, f"InitProducerId of {transactional_id}")
+    answer = eventually(attempt, f"InitProducerId of {transactional_id}")
     return answer.producer_id, answer.producer_epoch
 
 
 def produce(client: WireClient, version: int, transactional_id: str | None, value: bytes, *, producer: tuple[int, int],
-            sequence: int, partition: int = 0, topic_id: uuid.UUID | None = None) -> ProduceResponse.PartitionProduceResponse:
+            sequence: int, partition: int = 0, topic_id: uuid.UUID | None = None
+            ) -> ProduceResponse.PartitionProduceResponse:
     batch = build_batch([(None, value)], producer_id=producer[0], producer_epoch=producer[1], base_sequence=sequence,
                         is_transactional=transactional_id is not None)
     data = ProduceRequest.TopicProduceData(name=TOPIC, topic_id=topic_id or uuid.UUID(int=0), partition_data=[

@@ -190,7 +190,7 @@ final class AdminScenarios {
         return entry.synonyms().stream().map(s -> s.name() + "=" + s.value() + ":" + s.source()).toList();
     }
 
-    private static Config describeConfig(Admin admin, ConfigResource resource) throws Exception {
+    static Config describeConfig(Admin admin, ConfigResource resource) throws Exception {
         return Support.get(admin.describeConfigs(List.of(resource)).all()).get(resource);
     }
 
@@ -694,23 +694,6 @@ final class AdminScenarios {
             Support.fails(LogDirNotFoundException.class,
                     admin.alterReplicaLogDirs(Map.of(replica, "/not/a/log/dir")).values().get(replica),
                     "moving to a dir that is not in log.dirs");
-        }
-    }
-
-    /** The legacy alterConfigs replaces a topic's whole set of overrides. */
-    @SuppressWarnings("deprecation")
-    static void legacyAlterConfigs() throws Exception {
-        String topic = "java-admin-legacy-configs";
-        ConfigResource resource = new ConfigResource(ConfigResource.Type.TOPIC, topic);
-        try (Admin admin = Support.admin()) {
-            Support.get(admin.createTopics(List.of(new NewTopic(topic, 1, (short) 1)
-                    .configs(Map.of("cleanup.policy", "compact")))).all());
-            Support.get(admin.alterConfigs(Map.of(resource, new Config(List.of(new ConfigEntry("retention.ms", "1234567")))))
-                    .all());
-            Config config = describeConfig(admin, resource);
-            Support.eq("1234567", config.get("retention.ms").value(), "retention.ms after alterConfigs");
-            Support.eq("delete", config.get("cleanup.policy").value(), "cleanup.policy after alterConfigs dropped it");
-            Support.eq(ConfigEntry.ConfigSource.DEFAULT_CONFIG, config.get("cleanup.policy").source(), "cleanup.policy source");
         }
     }
 }

@@ -39,9 +39,9 @@ public final class Scenarios {
         scenarios.put("admin_reassignments", AdminScenarios::reassignments);
         scenarios.put("admin_fence_producers", AdminScenarios::fenceProducers);
         scenarios.put("admin_remove_members", AdminScenarios::removeMembers);
-        scenarios.put("admin_legacy_alter_configs", AdminScenarios::legacyAlterConfigs);
         scenarios.put("admin_delete_records", AdminScenarios::deleteRecords);
         scenarios.put("admin_log_dirs", AdminScenarios::logDirs);
+        VersionScenarios.register(scenarios);  // v39/ or v42/: what only that client's API has
         return scenarios;
     }
 

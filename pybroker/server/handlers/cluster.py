@@ -1,6 +1,8 @@
 """DescribeCluster (60): the brokers (their endpoints of the listener asked on), the controller and the cluster id.
 
 As in Kafka it refuses no one: cluster Describe decides only cluster_authorized_operations (0 without it).
+v2's IncludeFencedBrokers (KIP-1073) changes nothing: a ZooKeeper-mode or single-node broker list holds no fenced
+broker (a broker that is not registered is not listed), so every broker is answered with IsFenced false.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from pybroker.server.registry import api
 BROKERS_ENDPOINT_TYPE = 1
 
 
-@api(ApiKey.DESCRIBE_CLUSTER, 0, 1)
+@api(ApiKey.DESCRIBE_CLUSTER, 0, 2)
 async def handle(ctx: RequestContext, request: DescribeClusterRequest) -> DescribeClusterResponse:
     metadata = ctx.broker.metadata
     if request.endpoint_type != BROKERS_ENDPOINT_TYPE:

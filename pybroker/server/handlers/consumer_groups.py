@@ -60,7 +60,7 @@ async def consumer_group_heartbeat(ctx: RequestContext,
                             lambda code: ConsumerGroupHeartbeatResponse(error_code=code))
 
 
-@api(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, 0)
+@api(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, 1)
 async def consumer_group_describe(ctx: RequestContext,
                                   request: ConsumerGroupDescribeRequest) -> ConsumerGroupDescribeResponse:
     service = ctx.broker.groups

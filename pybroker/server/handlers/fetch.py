@@ -63,7 +63,9 @@ class _Result:
     has_error: bool = False
 
 
-@api(ApiKey.FETCH, 4, 17)
+# v18 (KIP-1166) adds the follower's known high watermark, which only lets a leader end a follower's long poll early
+# when its high watermark moved; this leader does not use it (the follower learns it on the next answer, as before).
+@api(ApiKey.FETCH, 4, 18)
 async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
     sessions = ctx.broker.fetch_sessions
     follower = _replica_id(ctx, request) >= 0

@@ -170,7 +170,7 @@ async def leave_group(ctx: RequestContext, request: LeaveGroupRequest) -> LeaveG
                             lambda code: LeaveGroupResponse(error_code=code))
 
 
-@api(ApiKey.DESCRIBE_GROUPS, 0, 5)
+@api(ApiKey.DESCRIBE_GROUPS, 0, 6)
 async def describe_groups(ctx: RequestContext, request: DescribeGroupsRequest) -> DescribeGroupsResponse:
     service = ctx.broker.groups
     allowed = allowed_names(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, request.groups)

@@ -27,7 +27,8 @@ LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL_TIMESTAMP = -4
-EARLIEST_PENDING_UPLOAD_TIMESTAMP = -5
+LATEST_TIERED_TIMESTAMP = -5
+EARLIEST_PENDING_UPLOAD_TIMESTAMP = -6  # v11 (KIP-1023): without tiered storage, no offset (-1) as Kafka answers
 READ_COMMITTED = 1
 CONSUMER_REPLICA_ID = -1
 DEBUGGING_REPLICA_ID = -2
@@ -48,7 +49,7 @@ async def _replica_log_end(ctx: RequestContext, topic: str, index: int) -> tuple
     return epoch, log.log_end_offset
 
 
-@api(ApiKey.LIST_OFFSETS, 1, 10)
+@api(ApiKey.LIST_OFFSETS, 1, 11)
 async def handle(ctx: RequestContext, request: ListOffsetsRequest) -> ListOffsetsResponse:
     topics = []
     allowed = allowed_names(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, (t.name for t in request.topics))
@@ -76,8 +77,10 @@ async def _list_partition(ctx: RequestContext, request: ListOffsetsRequest, topi
         target = requested.timestamp
         if target == LATEST_TIMESTAMP:
             response.offset = _visible(log, request)
-        elif target in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP, EARLIEST_PENDING_UPLOAD_TIMESTAMP):
+        elif target in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP, LATEST_TIERED_TIMESTAMP):
             response.offset = log.log_start_offset
+        elif target == EARLIEST_PENDING_UPLOAD_TIMESTAMP:
+            return response  # nothing is pending upload to remote storage: there is none
         elif target == MAX_TIMESTAMP:
             found = log.latest_timestamp_offset()
             if found is not None and found[0] < _visible(log, request):

@@ -31,7 +31,9 @@ Partition = MetadataResponse.MetadataResponsePartition
 FIRST_TOPIC_ID_VERSION = 12
 
 
-@api(ApiKey.METADATA, 0, 12)
+# v13's top-level error code (KIP-1102, REBOOTSTRAP_REQUIRED) is for brokers that know the client must re-bootstrap;
+# this one always answers with its metadata (error code 0).
+@api(ApiKey.METADATA, 0, 13)
 async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataResponse | EncodedBody:
     metadata = ctx.broker.metadata
     assert metadata is not None

@@ -20,7 +20,7 @@ from typing import Mapping, Sequence
 
 from pybroker.controller.controller import NotControllerError, ZkController
 from pybroker.controller.election import ElectionOutcome, ElectionType
-from pybroker.controller.errors import NoReassignmentInProgressError
+from pybroker.controller.errors import InvalidReplicationFactorError, NoReassignmentInProgressError
 from pybroker.controller.metadata import TopicInfo
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.error_codes import ErrorCode
@@ -149,9 +149,34 @@ def _reassignment_code(exc: Exception) -> int:
         else error_code_for(exc)
 
 
-@api(ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, 0)
+def _replication_factor_changes(ctx: RequestContext, request: AlterPartitionReassignmentsRequest
+                                ) -> dict[tuple[str, int], str]:
+    """v1's AllowReplicationFactorChange=false: the reassignments that would change a partition's replica count,
+    refused with Kafka's message (INVALID_REPLICATION_FACTOR)."""
+    if request.allow_replication_factor_change:
+        return {}
+    topics = ctx.broker.metadata.topics()
+    refused = {}
+    for topic in request.topics:
+        info = topics.get(topic.name)
+        for p in topic.partitions:
+            current = info.partitions.get(p.partition_index) if info is not None else None
+            if p.replicas is not None and current is not None and len(p.replicas) != len(current.replicas):
+                refused[(topic.name, p.partition_index)] = (f"The replication factor is changed from "
+                                                            f"{len(current.replicas)} to {len(p.replicas)}")
+    return refused
+
+
+@api(ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, 1)
 async def alter_partition_reassignments(ctx: RequestContext, request: AlterPartitionReassignmentsRequest
                                         ) -> AlterPartitionReassignmentsResponse:
+    response = await _alter_partition_reassignments(ctx, request)
+    response.allow_replication_factor_change = request.allow_replication_factor_change  # v1 echoes it
+    return response
+
+
+async def _alter_partition_reassignments(ctx: RequestContext, request: AlterPartitionReassignmentsRequest
+                                         ) -> AlterPartitionReassignmentsResponse:
     if not authorize_cluster(ctx, AclOperation.ALTER):  # Kafka's getErrorResponse: the top level and each partition
         return AlterPartitionReassignmentsResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, responses=[
             AlterPartitionReassignmentsResponse.ReassignableTopicResponse(name=t.name, partitions=[
@@ -159,14 +184,17 @@ async def alter_partition_reassignments(ctx: RequestContext, request: AlterParti
                     partition_index=p.partition_index, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
                 for p in t.partitions]) for t in request.topics])
     controller = _controller(ctx)
+    refused = _replication_factor_changes(ctx, request)
     if controller is None:
-        return _alter_single_node(ctx, request)
+        return _alter_single_node(ctx, request, refused)
     targets = {(t.name, p.partition_index): None if p.replicas is None else tuple(p.replicas)
-               for t in request.topics for p in t.partitions}
+               for t in request.topics for p in t.partitions if (t.name, p.partition_index) not in refused}
     try:
-        results = await controller.alter_reassignments(targets)
+        results: dict[tuple[str, int], Exception | None] = await controller.alter_reassignments(targets) \
+            if targets else {}
     except NotControllerError:
         return AlterPartitionReassignmentsResponse(error_code=ErrorCode.NOT_CONTROLLER)
+    results.update((key, InvalidReplicationFactorError(message)) for key, message in refused.items())
     by_topic: dict[str, list[AlterPartitionReassignmentsResponse.ReassignablePartitionResponse]] = {}
     for (topic, partition), error in results.items():
         by_topic.setdefault(topic, []).append(AlterPartitionReassignmentsResponse.ReassignablePartitionResponse(
@@ -177,16 +205,18 @@ async def alter_partition_reassignments(ctx: RequestContext, request: AlterParti
         for topic, partitions in by_topic.items()])
 
 
-def _alter_single_node(ctx: RequestContext, request: AlterPartitionReassignmentsRequest
-                       ) -> AlterPartitionReassignmentsResponse:
+def _alter_single_node(ctx: RequestContext, request: AlterPartitionReassignmentsRequest,
+                       refused: dict[tuple[str, int], str]) -> AlterPartitionReassignmentsResponse:
     metadata = ctx.broker.metadata
     topics, registered = metadata.topics(), {broker.broker_id for broker in metadata.brokers()}
     responses = []
     for topic in request.topics:
         partitions = []
         for partition in topic.partitions:
-            code, message = _single_node_reassignment(topics, registered, topic.name, partition.partition_index,
-                                                      partition.replicas)
+            rf_change = refused.get((topic.name, partition.partition_index))
+            code, message = (ErrorCode.INVALID_REPLICATION_FACTOR, rf_change) if rf_change is not None else \
+                _single_node_reassignment(topics, registered, topic.name, partition.partition_index,
+                                          partition.replicas)
             partitions.append(AlterPartitionReassignmentsResponse.ReassignablePartitionResponse(
                 partition_index=partition.partition_index, error_code=code, error_message=message))
         responses.append(AlterPartitionReassignmentsResponse.ReassignableTopicResponse(

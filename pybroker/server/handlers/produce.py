@@ -34,7 +34,11 @@ from pybroker.server.registry import api
 
 PartitionResponse = ProduceResponse.PartitionProduceResponse
 FIRST_ZSTD_VERSION = 7
+FIRST_IMPLICIT_ADD_VERSION = 12  # transactions V2: the coordinator adds the partition to the transaction
 FIRST_TOPIC_ID_VERSION = 13
+_RETRIED_BY_PRODUCERS = {ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR,
+                         ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.CONCURRENT_TRANSACTIONS,
+                         ErrorCode.NETWORK_EXCEPTION, ErrorCode.REQUEST_TIMED_OUT}
 
 
 # From v3, as Kafka 4.0 (KIP-896): v0-2 carry message formats v0/v1, which this broker does not write. v12: a
@@ -113,10 +117,21 @@ async def _admit_transactional(ctx: RequestContext, request: ProduceRequest, nam
     not_admitted: dict[tuple[str, int], ErrorCode] = {}
     for (producer_id, producer_epoch), partitions in by_producer.items():
         code = await ctx.broker.txns.admit(request.transactional_id, producer_id, producer_epoch, partitions,
-                                           ctx.api_version)
+                                           implicit=ctx.api_version >= FIRST_IMPLICIT_ADD_VERSION)
         if code is not ErrorCode.NONE:
-            not_admitted.update(dict.fromkeys(partitions, code))
+            not_admitted.update(dict.fromkeys(partitions, _produce_code(code)))
     return not_admitted
+
+
+def _produce_code(code: ErrorCode) -> ErrorCode:
+    """A coordinator's answer to the add or verification, as the producer gets it (Kafka's
+    AddPartitionsToTxnManager): a coordinator that is away, loading or ending the transaction is
+    NOT_ENOUGH_REPLICAS, which every producer retries; a fenced producer INVALID_PRODUCER_EPOCH."""
+    if code in _RETRIED_BY_PRODUCERS:
+        return ErrorCode.NOT_ENOUGH_REPLICAS
+    if code is ErrorCode.PRODUCER_FENCED:
+        return ErrorCode.INVALID_PRODUCER_EPOCH
+    return code
 
 
 def _not_admitted(index: int, topic: str, code: ErrorCode) -> PartitionResponse:

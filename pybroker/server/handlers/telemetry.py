@@ -3,9 +3,16 @@ telemetry (KIP-714), answered by the broker's ClientMetricsManager (pybroker.ser
 
 Kafka checks no ACL for the first two (any client may push its own metrics) and Describe on the cluster
 for the list of subscription names.
+
+ListConfigResources v1 (KIP-1142) lists the resources of the types asked (every supported one for none): topics,
+brokers, client-metrics subscriptions and groups with a config of their own (none: this broker stores no group
+config). A type this broker has no configs for (BROKER_LOGGER) is UNSUPPORTED_VERSION for the whole request, as
+Kafka answers a type it does not support. v0 lists the client-metrics subscriptions only.
 """
 
 from __future__ import annotations
+
+from typing import Callable, Iterable
 
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.error_codes import ErrorCode
@@ -55,13 +62,26 @@ async def push(ctx: RequestContext, request: PushTelemetryRequest) -> PushTeleme
     return PushTelemetryResponse(throttle_time_ms=0, error_code=result.error)
 
 
-@api(ApiKey.LIST_CONFIG_RESOURCES, 0, 0)
+TOPIC, BROKER, CLIENT_METRICS, GROUP = 2, 4, 16, 32
+LISTED_TYPES = (TOPIC, BROKER, CLIENT_METRICS, GROUP)
+
+
+@api(ApiKey.LIST_CONFIG_RESOURCES, 0, 1)
 async def list_resources(ctx: RequestContext,
                          request: ListConfigResourcesRequest) -> ListConfigResourcesResponse:
     if not authorize_cluster(ctx, AclOperation.DESCRIBE):
         return ListConfigResourcesResponse(throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
                                            config_resources=[])
+    types = (request.resource_types or list(LISTED_TYPES)) if ctx.api_version >= 1 else [CLIENT_METRICS]
+    if any(t not in LISTED_TYPES for t in types):
+        return ListConfigResourcesResponse(throttle_time_ms=0, error_code=ErrorCode.UNSUPPORTED_VERSION,
+                                           config_resources=[])
     Resource = ListConfigResourcesResponse.ConfigResource
+    metadata = ctx.broker.metadata
+    names: dict[int, Callable[[], Iterable[str]]] = {
+        TOPIC: lambda: sorted(metadata.topics()), BROKER: lambda: (str(b.broker_id) for b in metadata.brokers()),
+        CLIENT_METRICS: ctx.broker.client_metrics.names, GROUP: lambda: ()}
     return ListConfigResourcesResponse(
         throttle_time_ms=0, error_code=ErrorCode.NONE,
-        config_resources=[Resource(resource_name=name) for name in ctx.broker.client_metrics.names()])
+        config_resources=[Resource(resource_name=name, resource_type=t) for t in dict.fromkeys(types)
+                          for name in names[t]()])

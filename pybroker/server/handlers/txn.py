@@ -16,7 +16,7 @@ from typing import Any, Callable, Iterable
 from pybroker.common.topic import INTERNAL_TOPICS
 from pybroker.coordinator.runtime import CoordinatorStorageError
 from pybroker.coordinator.txn_coordinator import InitResult
-from pybroker.coordinator.txn_records import TopicPartition, TxnState
+from pybroker.coordinator.txn_records import TV_1, TV_2, TopicPartition, TxnState
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.messages import (
@@ -48,6 +48,7 @@ from pybroker.server.registry import api
 FIRST_PRODUCER_FENCED_VERSION = 2  # AddPartitionsToTxn, AddOffsetsToTxn, EndTxn
 FIRST_BATCHED_ADD_VERSION = 4
 FIRST_EPOCH_BUMP_END_VERSION = 5  # EndTxn v5: transactions V2
+FIRST_IMPLICIT_ADD_OFFSETS_VERSION = 5  # TxnOffsetCommit v5: transactions V2
 AddResult = AddPartitionsToTxnResponse.AddPartitionsToTxnPartitionResult
 AddTopicResult = AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult
 
@@ -114,9 +115,11 @@ async def _add_partitions(ctx: RequestContext, txn: AddPartitionsToTxnRequest.Ad
                  for tp in wanted}
     else:
         coordinator = ctx.broker.txns.coordinator
+        # A leader's add (v4+, not verify-only) is the implicit add of a V2 client's Produce or TxnOffsetCommit.
+        version = TV_1 if from_client or verify_only else TV_2
         code = await txn_call(ctx, txn.transactional_id, lambda waiter, now: coordinator.add_partitions(
-            waiter, txn.transactional_id, txn.producer_id, txn.producer_epoch, wanted, now, verify_only=verify_only),
-            from_client=from_client)
+            waiter, txn.transactional_id, txn.producer_id, txn.producer_epoch, wanted, now, verify_only=verify_only,
+            client_version=version), from_client=from_client)
         code = fenced_code(code, ctx.api_version, FIRST_PRODUCER_FENCED_VERSION)
         codes = {tp: code for tp in wanted}
     return [AddTopicResult(name=t.name, results_by_partition=[
@@ -189,8 +192,10 @@ async def end_txn(ctx: RequestContext, request: EndTxnRequest) -> EndTxnResponse
                           error_code=fenced_code(result.error, ctx.api_version, FIRST_PRODUCER_FENCED_VERSION))
 
 
-@api(ApiKey.TXN_OFFSET_COMMIT, 0, 4)
+@api(ApiKey.TXN_OFFSET_COMMIT, 0, 5)
 async def txn_offset_commit(ctx: RequestContext, request: TxnOffsetCommitRequest) -> TxnOffsetCommitResponse:
+    """v5 (transactions V2) also adds the group's partition of __consumer_offsets to the transaction, in place of
+    the V1 client's AddOffsetsToTxn."""
     wanted = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
     readable = allowed_names(ctx, AclOperation.READ, ResourceType.TOPIC, (t.name for t in request.topics))
     unknown = _unknown_partitions(ctx, [tp for tp in wanted if tp[0] in readable])
@@ -203,6 +208,11 @@ async def txn_offset_commit(ctx: RequestContext, request: TxnOffsetCommitRequest
             codes = dict.fromkeys(wanted, ErrorCode.GROUP_AUTHORIZATION_FAILED)
         elif not groups.owns(request.group_id):
             codes = dict.fromkeys(wanted, groups.not_owned_error(request.group_id))
+        elif ctx.api_version >= FIRST_IMPLICIT_ADD_OFFSETS_VERSION and (added := await ctx.broker.txns.admit(
+                request.transactional_id, request.producer_id, request.producer_epoch,
+                [(OFFSETS_TOPIC, groups.coordinator.partition_of(request.group_id))], implicit=True)
+        ) is not ErrorCode.NONE:
+            codes = dict.fromkeys(wanted, added)
         else:
             codes = await ctx.broker.txns.commit_offsets(dataclasses.replace(
                 request, topics=[t for t in request.topics if t.name in readable]))
@@ -300,11 +310,22 @@ async def describe_transactions(ctx: RequestContext, request: DescribeTransactio
     return DescribeTransactionsResponse(throttle_time_ms=0, transaction_states=states)
 
 
-@api(ApiKey.LIST_TRANSACTIONS, 0, 1)
+@api(ApiKey.LIST_TRANSACTIONS, 0, 2)
 async def list_transactions(ctx: RequestContext, request: ListTransactionsRequest) -> ListTransactionsResponse:
+    """v2's TransactionalIdPattern (KIP-1152) keeps the ids it matches whole; it runs in the broker's regex child
+    process (RE2, as the consumer groups' topic regexes), so no pattern can stall the broker; one RE2 refuses is
+    INVALID_REGULAR_EXPRESSION (Kafka's java.util.regex also takes backreferences and lookarounds)."""
     unknown = [name for name in request.state_filters if TxnState.from_name(name) is None]
     listed = ctx.broker.txns.coordinator.list_transactions(request.state_filters, request.producer_id_filters,
                                                            request.duration_filter, ctx.now_ms)
+    pattern = request.transactional_id_pattern
+    if pattern:
+        regexes = ctx.broker.groups.regexes
+        if await regexes.invalid_reason(pattern) is not None:
+            return ListTransactionsResponse(throttle_time_ms=0, error_code=ErrorCode.INVALID_REGULAR_EXPRESSION,
+                                            unknown_state_filters=unknown, transaction_states=[])
+        matched = set((await regexes.resolve([pattern], [m.transactional_id for m in listed]))[pattern])
+        listed = [m for m in listed if m.transactional_id in matched]
     describable = allowed_names(ctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID,
                                 (m.transactional_id for m in listed))
     listed = [m for m in listed if m.transactional_id in describable]  # Kafka lists only these

@@ -1,0 +1,132 @@
+"""What Kafka 4.2's new request versions ask of a broker, answered on the wire as Kafka answers them: ListOffsets
+v11's EARLIEST_PENDING_UPLOAD, DescribeGroups v6's GROUP_ID_NOT_FOUND, DescribeCluster v2's IsFenced, ListTransactions
+v2's TransactionalIdPattern, ListConfigResources v1's resource types, AlterPartitionReassignments v1's
+AllowReplicationFactorChange and Metadata v13's top-level error code."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+import pytest
+
+from pybroker.protocol.error_codes import ErrorCode
+from pybroker.protocol.messages import (
+    AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsResponse,
+    DescribeClusterRequest,
+    DescribeClusterResponse,
+    DescribeGroupsRequest,
+    DescribeGroupsResponse,
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
+    InitProducerIdRequest,
+    InitProducerIdResponse,
+    ListConfigResourcesRequest,
+    ListConfigResourcesResponse,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
+    ListTransactionsRequest,
+    ListTransactionsResponse,
+    MetadataRequest,
+    MetadataResponse,
+)
+from tests.eventually import eventually
+from tests.integration.broker_process import BrokerProcess
+from tests.integration.groups_common import create_topic
+from tests.integration.test_bad_input import WireClient
+
+TOPIC = "v42-topic"
+
+
+@pytest.fixture(scope="module")
+def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WireClient]:
+    broker = BrokerProcess(tmp_path_factory.mktemp("v42")).start()
+    create_topic(broker.bootstrap, TOPIC, partitions=1)
+    wire = WireClient(broker.bootstrap)
+    yield wire
+    wire.close()
+    broker.kill()
+
+
+def test_list_offsets_v11_earliest_pending_upload_is_no_offset_without_tiered_storage(client: WireClient) -> None:
+    def ask(timestamp: int) -> ListOffsetsResponse.ListOffsetsPartitionResponse:
+        request = ListOffsetsRequest(replica_id=-1, topics=[ListOffsetsRequest.ListOffsetsTopic(name=TOPIC, partitions=[
+            ListOffsetsRequest.ListOffsetsPartition(partition_index=0, timestamp=timestamp)])])
+        return client.request(request, 11, ListOffsetsResponse).topics[0].partitions[0]
+
+    pending = ask(-6)
+    assert (pending.error_code, pending.offset, pending.timestamp, pending.leader_epoch) == (0, -1, -1, -1)
+    assert (ask(-2).error_code, ask(-2).offset) == (0, 0)
+
+
+def test_describe_groups_v6_says_an_unknown_group_is_not_found(client: WireClient) -> None:
+    def described() -> DescribeGroupsResponse.DescribedGroup | None:  # once the group coordinator is loaded
+        client.request(FindCoordinatorRequest(key_type=0, coordinator_keys=["no-such-group"]), 4,
+                       FindCoordinatorResponse)
+        [group] = client.request(DescribeGroupsRequest(groups=["no-such-group"]), 6, DescribeGroupsResponse).groups
+        loading = (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+        return None if group.error_code in loading else group
+
+    v6 = eventually(described, "the group coordinator")
+    assert (v6.error_code, v6.error_message, v6.group_state) == (ErrorCode.GROUP_ID_NOT_FOUND,
+                                                                 "Group no-such-group not found.", "Dead")
+    [v5] = client.request(DescribeGroupsRequest(groups=["no-such-group"]), 5, DescribeGroupsResponse).groups
+    assert (v5.error_code, v5.group_state) == (0, "Dead")
+
+
+def test_describe_cluster_v2_lists_no_fenced_broker(client: WireClient) -> None:
+    answer = client.request(DescribeClusterRequest(include_fenced_brokers=True), 2, DescribeClusterResponse)
+    assert answer.error_code == 0
+    assert [(b.broker_id, b.is_fenced) for b in answer.brokers] == [(0, False)]
+
+
+def test_list_transactions_v2_filters_by_pattern_and_refuses_an_invalid_one(client: WireClient) -> None:
+    for transactional_id in ("orders-1", "orders-2", "payments-1"):
+        eventually(lambda: client.request(InitProducerIdRequest(
+            transactional_id=transactional_id, transaction_timeout_ms=60000, producer_id=-1, producer_epoch=-1), 5,
+            InitProducerIdResponse).error_code == 0, f"InitProducerId of {transactional_id}")
+
+    def listed(pattern: str | None) -> tuple[int, list[str]]:
+        answer = client.request(ListTransactionsRequest(transactional_id_pattern=pattern), 2, ListTransactionsResponse)
+        return answer.error_code, sorted(s.transactional_id for s in answer.transaction_states)
+
+    assert listed("orders-.*") == (0, ["orders-1", "orders-2"])
+    assert listed("orders") == (0, [])  # the whole id must match
+    assert listed(None) == (0, ["orders-1", "orders-2", "payments-1"])
+    assert listed("orders-(") == (ErrorCode.INVALID_REGULAR_EXPRESSION, [])
+
+
+def test_list_config_resources_v1_lists_the_types_asked(client: WireClient) -> None:
+    def listed(types: list[int], version: int = 1) -> tuple[int, list[tuple[int, str]]]:
+        answer = client.request(ListConfigResourcesRequest(resource_types=types), version, ListConfigResourcesResponse)
+        return answer.error_code, [(r.resource_type, r.resource_name) for r in answer.config_resources]
+
+    code, topics = listed([2])
+    assert code == 0 and (2, TOPIC) in topics and {t for t, _ in topics} == {2}  # internal topics too, as Kafka
+    code, brokers_then_topics = listed([4, 2])
+    assert code == 0 and brokers_then_topics[0] == (4, "0") and (2, TOPIC) in brokers_then_topics
+    code, everything = listed([])
+    assert code == 0 and {(2, TOPIC), (4, "0")} <= set(everything)
+    assert listed([8]) == (ErrorCode.UNSUPPORTED_VERSION, [])  # broker loggers have no configs here
+    assert listed([], version=0) == (0, [])  # v0: client-metrics subscriptions only, of which there are none
+
+
+def test_alter_partition_reassignments_v1_may_refuse_a_replication_factor_change(client: WireClient) -> None:
+    def reassign(allow: bool) -> AlterPartitionReassignmentsResponse:
+        request = AlterPartitionReassignmentsRequest(allow_replication_factor_change=allow, topics=[
+            AlterPartitionReassignmentsRequest.ReassignableTopic(name=TOPIC, partitions=[
+                AlterPartitionReassignmentsRequest.ReassignablePartition(partition_index=0, replicas=[0, 1])])])
+        return client.request(request, 1, AlterPartitionReassignmentsResponse)
+
+    refused = reassign(False)
+    result = refused.responses[0].partitions[0]
+    assert (refused.allow_replication_factor_change, result.error_code, result.error_message) == (
+        False, ErrorCode.INVALID_REPLICATION_FACTOR, "The replication factor is changed from 1 to 2")
+    allowed = reassign(True).responses[0].partitions[0]
+    assert allowed.error_code != ErrorCode.INVALID_REPLICATION_FACTOR  # refused for its own reason: no broker 1
+
+
+def test_metadata_v13_has_a_top_level_error_code(client: WireClient) -> None:
+    answer = client.request(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=TOPIC)]), 13,
+                            MetadataResponse)
+    assert (answer.error_code, [t.name for t in answer.topics]) == (0, [TOPIC])
