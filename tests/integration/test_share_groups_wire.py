@@ -79,6 +79,21 @@ def _acknowledge(client: WireClient, group: str, member: str, epoch: int, topic_
                           1, ShareAcknowledgeResponse)
 
 
+def _commit(client: WireClient, group: str, topic: str) -> int:
+    """A simple (generation -1) OffsetCommit of offset 0 on partition 0, retried while the coordinator loads; its
+    error code."""
+    def answered() -> OffsetCommitResponse | None:
+        response = client.request(OffsetCommitRequest(
+            group_id=group, generation_id_or_member_epoch=-1, member_id="",
+            topics=[OffsetCommitRequest.OffsetCommitRequestTopic(name=topic, partitions=[
+                OffsetCommitRequest.OffsetCommitRequestPartition(partition_index=0, committed_offset=0)])]),
+            8, OffsetCommitResponse)
+        loading = response.topics[0].partitions[0].error_code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        return None if loading else response
+
+    return eventually(answered, f"{group}'s coordinator to be loaded").topics[0].partitions[0].error_code
+
+
 def test_a_stale_member_epoch_is_fenced(shared_broker) -> None:
     client = WireClient(shared_broker.bootstrap)
     _topic(client, "wire-fence")
@@ -127,13 +142,7 @@ def test_share_session_epochs_and_records_not_held(shared_broker) -> None:
 def test_share_requests_for_a_classic_group(shared_broker) -> None:
     client = WireClient(shared_broker.bootstrap)
     topic_id = _topic(client, "wire-classic")
-    committed = client.request(OffsetCommitRequest(group_id="wire-classic-group", generation_id_or_member_epoch=-1,
-                                                   member_id="", topics=[OffsetCommitRequest.OffsetCommitRequestTopic(
-                                                       name="wire-classic", partitions=[
-                                                           OffsetCommitRequest.OffsetCommitRequestPartition(
-                                                               partition_index=0, committed_offset=0)])]),
-                               8, OffsetCommitResponse)
-    assert committed.topics[0].partitions[0].error_code == 0
+    assert _commit(client, "wire-classic-group", "wire-classic") == 0
     assert _beat(client, "wire-classic-group", "m1", 0, ["wire-classic"]).error_code == ErrorCode.GROUP_ID_NOT_FOUND
     assert _fetch(client, "wire-classic-group", "m1", 0, topic_id).error_code == ErrorCode.GROUP_ID_NOT_FOUND
     client.close()
@@ -143,12 +152,6 @@ def test_classic_requests_for_a_share_group(shared_broker) -> None:
     client = WireClient(shared_broker.bootstrap)
     _topic(client, "wire-share-only")
     assert _beat(client, "wire-share-only-group", "m1", 0, ["wire-share-only"]).error_code == 0
-    committed = client.request(OffsetCommitRequest(group_id="wire-share-only-group", generation_id_or_member_epoch=-1,
-                                                   member_id="", topics=[OffsetCommitRequest.OffsetCommitRequestTopic(
-                                                       name="wire-share-only", partitions=[
-                                                           OffsetCommitRequest.OffsetCommitRequestPartition(
-                                                               partition_index=0, committed_offset=0)])]),
-                               8, OffsetCommitResponse)
-    assert committed.topics[0].partitions[0].error_code == ErrorCode.GROUP_ID_NOT_FOUND
+    assert _commit(client, "wire-share-only-group", "wire-share-only") == ErrorCode.GROUP_ID_NOT_FOUND
     assert _beat(client, "wire-share-only-group", "m1", 1).member_epoch == 1  # still a share group
     client.close()
