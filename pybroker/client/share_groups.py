@@ -10,12 +10,7 @@ from pybroker.client.connection import Connection
 from pybroker.client.errors import check
 from pybroker.client.groups import COORDINATOR_MOVED, CoordinatorMoved, GroupAdmin, ListedGroup
 from pybroker.common.topic import TopicPartition
-from pybroker.protocol.messages import (
-    ListGroupsRequest,
-    ListGroupsResponse,
-    ShareGroupDescribeRequest,
-    ShareGroupDescribeResponse,
-)
+from pybroker.protocol.messages import ShareGroupDescribeRequest, ShareGroupDescribeResponse
 
 SHARE = "share"
 
@@ -44,17 +39,8 @@ class ShareGroupAdmin:
         self.groups = groups
 
     async def list_groups(self) -> list[ListedGroup]:
-        """Share groups of every broker, sorted by id (ListGroups with the type filter, v5+)."""
-        client = self.groups.client
-        await client.metadata([])
-        found = {}
-        for node_id in sorted(client.brokers):
-            connection = await client.node(node_id)
-            response = await connection.send(ListGroupsRequest(types_filter=[SHARE]), ListGroupsResponse, min_version=5)
-            check(response.error_code)
-            for g in response.groups:
-                found[g.group_id] = ListedGroup(g.group_id, g.protocol_type, g.group_state, g.group_type)
-        return [found[g] for g in sorted(found)]
+        """Share groups of every broker, sorted by id."""
+        return await self.groups.list_groups([SHARE])
 
     async def describe(self, group_id: str) -> ShareGroupDescription:
         """ShareGroupDescribe at the coordinator; ResponseError GROUP_ID_NOT_FOUND for no such share group."""
