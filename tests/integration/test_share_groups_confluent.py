@@ -8,7 +8,7 @@ import time
 from typing import Iterator
 
 import pytest
-from confluent_kafka import AcknowledgeType, Producer, ShareConsumer
+from confluent_kafka import AcknowledgeType, KafkaError, KafkaException, Producer, ShareConsumer
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic, ResourceType
 
 from pybroker.protocol.error_codes import ErrorCode
@@ -147,3 +147,23 @@ def test_a_lock_timeout_redelivers_to_another_member(broker: BrokerProcess) -> N
     late = _acknowledge(holder, "cf-lock-group", "holder", 1, topic_id, 0, 2)
     assert late.responses[0].partitions[0].error_code == ErrorCode.INVALID_RECORD_STATE
     holder.close()
+
+
+def test_group_configs_out_of_bounds_are_refused_and_described(broker: BrokerProcess) -> None:
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+
+    def alter(key: str, value: str) -> None:
+        resource = ConfigResource(ResourceType.GROUP, "cf-configs", incremental_configs=[
+            ConfigEntry(key, value, incremental_operation=AlterConfigOpType.SET)])
+        admin.incremental_alter_configs([resource])[resource].result(timeout=20)
+
+    for key, value in (("share.record.lock.duration.ms", "0"), ("share.record.lock.duration.ms", "86400000"),
+                       ("share.auto.offset.reset", "sometimes"), ("share.no.such.key", "1")):
+        with pytest.raises(KafkaException) as refused:
+            alter(key, value)
+        assert refused.value.args[0].code() == KafkaError.INVALID_CONFIG, (key, value)
+    alter("share.record.lock.duration.ms", "20000")
+    resource = ConfigResource(ResourceType.GROUP, "cf-configs")
+    described = admin.describe_configs([resource])[resource].result(timeout=20)
+    assert described["share.record.lock.duration.ms"].value == "20000"
+    assert described["share.auto.offset.reset"].value == "latest"
