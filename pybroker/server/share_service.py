@@ -45,7 +45,8 @@ class ShareService:
         return self.clock.wall_ms()
 
     def start(self) -> asyncio.Task[None]:
-        """Forget the share-partitions of deleted topics; fence members whose session timed out, once a second."""
+        """Forget the share-partitions of deleted topics; once a second, fence members whose session timed out and
+        drop share sessions idle as long."""
         assert self._broker.metadata is not None
         self._broker.metadata.add_listener(self._on_topic_change)
         return asyncio.get_running_loop().create_task(self._expire_members(), name="share-groups")
@@ -58,9 +59,12 @@ class ShareService:
     async def _expire_members(self) -> None:
         while True:
             await self.clock.sleep(TICK_S)
-            for group_id, member_id in self.groups.expire(self.now_ms()):
+            now = self.now_ms()
+            for group_id, member_id in self.groups.expire(now):
                 log.info("Member %s of share group %s left: its session timed out", member_id, group_id)
                 self.member_left(group_id, member_id)
+            for session in self.sessions.idle(now, lambda group: self.configs.settings(group).session_timeout_ms):
+                self.member_left(session.group_id, session.member_id)
 
     def is_other_group(self, group_id: str) -> bool:
         """Whether ``group_id`` is a classic or consumer group on this coordinator."""

@@ -61,7 +61,7 @@ async def share_fetch(ctx: RequestContext, request: ShareFetchRequest) -> ShareF
                  for t in request.topics for p in t.partitions]
     forgotten = [(t.topic_id, p) for t in request.forgotten_topics_data for p in t.partitions]
     context = share.sessions.fetch_context(request.group_id, request.member_id, request.share_session_epoch,
-                                           [key for key, _ in requested], forgotten)
+                                           [key for key, _ in requested], forgotten, share.now_ms())
     if context.error is not ErrorCode.NONE:
         return ShareFetchResponse(error_code=context.error)
     assert context.session is not None
@@ -105,7 +105,7 @@ async def share_acknowledge(ctx: RequestContext, request: ShareAcknowledgeReques
     if refused is not None:
         return ShareAcknowledgeResponse(error_code=refused[0], error_message=refused[1])
     context: SessionContext = share.sessions.acknowledge_context(request.group_id, request.member_id,
-                                                                 request.share_session_epoch)
+                                                                 request.share_session_epoch, share.now_ms())
     if context.error is not ErrorCode.NONE:
         return ShareAcknowledgeResponse(error_code=context.error)
     topics: dict[uuid.UUID, ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse] = {}
