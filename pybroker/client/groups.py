@@ -203,7 +203,7 @@ class GroupAdmin:
                     for t, p in topics.items()])])
 
         async def fetch(_: BrokerNode, connection: Connection) -> dict[TopicPartition, int]:
-            response = await connection.send(request, OffsetFetchResponse)
+            response = await connection.send_at(request, _by_name(connection, request), OffsetFetchResponse)
             if response.groups:
                 [group] = response.groups
                 code, answered = group.error_code, [(t.name, t.partitions) for t in group.topics]
@@ -234,7 +234,7 @@ class GroupAdmin:
             topics=[OffsetCommitRequest.OffsetCommitRequestTopic(name=t, partitions=p) for t, p in topics.items()])
 
         async def commit(_: BrokerNode, connection: Connection) -> None:
-            response = await connection.send(request, OffsetCommitResponse)
+            response = await connection.send_at(request, _by_name(connection, request), OffsetCommitResponse)
             for topic in response.topics:
                 for p in topic.partitions:
                     if p.error_code in COORDINATOR_MOVED:
@@ -253,3 +253,12 @@ class GroupAdmin:
             check(result.error_code)
 
         await self.on_coordinator(group_id, delete)
+
+
+LAST_TOPIC_NAME_OFFSETS_VERSION = 9
+"""OffsetCommit/OffsetFetch v10 name topics by id only (KIP-848); these calls name them, as the Java client does
+when it does not know every topic's id."""
+
+
+def _by_name(connection: Connection, request: OffsetCommitRequest | OffsetFetchRequest) -> int:
+    return min(connection.versions.version_for(request.API_KEY), LAST_TOPIC_NAME_OFFSETS_VERSION)

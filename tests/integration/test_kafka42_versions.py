@@ -1,10 +1,11 @@
 """What Kafka 4.2's new request versions ask of a broker, answered on the wire as Kafka answers them: ListOffsets
 v11's EARLIEST_PENDING_UPLOAD, DescribeGroups v6's GROUP_ID_NOT_FOUND, DescribeCluster v2's IsFenced, ListTransactions
 v2's TransactionalIdPattern, ListConfigResources v1's resource types, AlterPartitionReassignments v1's
-AllowReplicationFactorChange and Metadata v13's top-level error code."""
+AllowReplicationFactorChange, Metadata v13's top-level error code and OffsetCommit/OffsetFetch v10's topic ids."""
 
 from __future__ import annotations
 
+import uuid
 from typing import Iterator
 
 import pytest
@@ -29,6 +30,10 @@ from pybroker.protocol.messages import (
     ListTransactionsResponse,
     MetadataRequest,
     MetadataResponse,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetFetchRequest,
+    OffsetFetchResponse,
 )
 from tests.eventually import eventually
 from tests.integration.broker_process import BrokerProcess
@@ -130,3 +135,29 @@ def test_metadata_v13_has_a_top_level_error_code(client: WireClient) -> None:
     answer = client.request(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=TOPIC)]), 13,
                             MetadataResponse)
     assert (answer.error_code, [t.name for t in answer.topics]) == (0, [TOPIC])
+
+
+def test_offset_commit_and_fetch_v10_name_topics_by_id(client: WireClient) -> None:
+    metadata = client.request(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=TOPIC)]), 12,
+                              MetadataResponse)
+    topic_id, unknown_id = metadata.topics[0].topic_id, uuid.uuid4()
+
+    def commit() -> OffsetCommitResponse | None:
+        answer = client.request(OffsetCommitRequest(group_id="v10-group", generation_id_or_member_epoch=-1, topics=[
+            OffsetCommitRequest.OffsetCommitRequestTopic(topic_id=tid, partitions=[
+                OffsetCommitRequest.OffsetCommitRequestPartition(partition_index=0, committed_offset=42)])
+            for tid in (topic_id, unknown_id)]), 10, OffsetCommitResponse)
+        codes = {p.error_code for t in answer.topics for p in t.partitions}
+        return None if codes & {ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS} else answer
+
+    committed = eventually(commit, "the group coordinator")
+    assert [(t.topic_id, [p.error_code for p in t.partitions]) for t in committed.topics] == [
+        (topic_id, [0]), (unknown_id, [ErrorCode.UNKNOWN_TOPIC_ID])]
+    fetched = client.request(OffsetFetchRequest(groups=[OffsetFetchRequest.OffsetFetchRequestGroup(
+        group_id="v10-group", topics=[OffsetFetchRequest.OffsetFetchRequestTopics(topic_id=tid, partition_indexes=[0])
+                                      for tid in (topic_id, unknown_id)])]), 10, OffsetFetchResponse).groups[0]
+    assert [(t.topic_id, [(p.committed_offset, p.error_code) for p in t.partitions]) for t in fetched.topics] == [
+        (topic_id, [(42, 0)]), (unknown_id, [(-1, ErrorCode.UNKNOWN_TOPIC_ID)])]
+    every = client.request(OffsetFetchRequest(groups=[OffsetFetchRequest.OffsetFetchRequestGroup(
+        group_id="v10-group", topics=None)]), 10, OffsetFetchResponse).groups[0]
+    assert [(t.topic_id, t.name) for t in every.topics] == [(topic_id, "")]  # v10 carries ids, no names

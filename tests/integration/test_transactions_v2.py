@@ -25,6 +25,8 @@ from pybroker.protocol.messages import (
     MetadataResponse,
     ProduceRequest,
     ProduceResponse,
+    UpdateFeaturesRequest,
+    UpdateFeaturesResponse,
 )
 from pybroker.records import build_batch
 from tests.integration.broker_process import BrokerProcess
@@ -151,3 +153,27 @@ def test_produce_v13_names_topics_by_id(broker: BrokerProcess) -> None:
         assert (known.error_code, known.base_offset >= 0) == (ErrorCode.NONE, True)
     finally:
         client.close()
+
+
+def test_a_downgrade_of_transaction_version_leaves_an_open_v2_transaction_to_end_as_v2(broker: BrokerProcess) -> None:
+    """The coordinator keeps each transaction's protocol: a V2 transaction open across a downgrade still ends with
+    EndTxn v5 (clients read the new level on their next ApiVersions), and nothing is left open."""
+    client = WireClient(broker.bootstrap)
+    try:
+        producer = init_producer(client, "v2-downgrade")
+        assert produce(client, 12, "v2-downgrade", b"across-downgrade", producer=producer, sequence=0,
+                       partition=1).error_code == ErrorCode.NONE
+        downgrade = UpdateFeaturesRequest(feature_updates=[UpdateFeaturesRequest.FeatureUpdateKey(
+            feature="transaction.version", max_version_level=1, upgrade_type=2)])
+        assert client.request(downgrade, 1, UpdateFeaturesResponse).results[0].error_code == ErrorCode.NONE
+        ended = end_txn(client, "v2-downgrade", producer, commit=True)
+        assert (ended.error_code, ended.producer_epoch) == (0, producer[1] + 1)
+        upgrade = UpdateFeaturesRequest(feature_updates=[UpdateFeaturesRequest.FeatureUpdateKey(
+            feature="transaction.version", max_version_level=2, upgrade_type=1)])
+        assert client.request(upgrade, 1, UpdateFeaturesResponse).results[0].error_code == ErrorCode.NONE
+        described = client.request(DescribeTransactionsRequest(transactional_ids=["v2-downgrade"]), 0,
+                                   DescribeTransactionsResponse).transaction_states[0]
+        assert described.transaction_state == "CompleteCommit"
+    finally:
+        client.close()
+    assert b"across-downgrade" in committed_values(broker.bootstrap, partition=1)

@@ -5,7 +5,9 @@ as Kafka's request layer does, and never reach the coordinator. OffsetFetch with
 (v7+, KIP-447) answers UNSTABLE_OFFSET_COMMIT for a partition while a transaction that commits
 its offset is still open, or an OffsetCommit of it is not replicated yet, so a new consumer does not
 start from an offset about to change. A refused OffsetFetch v0-1, whose answer has no top-level
-error code, carries the error on every partition asked for, as Kafka's does.
+error code, carries the error on every partition asked for, as Kafka's does. From v10 both name topics by id
+(KIP-848): ids are turned into names on the way in (an id no topic has is UNKNOWN_TOPIC_ID) and back on the way out
+(a topic with committed offsets that no longer exists is left out of an all-topics OffsetFetch: it has no id).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from pybroker.server.handlers.groups import coordinate
 from pybroker.server.registry import api
 
 FIRST_BATCHED_FETCH_VERSION = 8
+FIRST_TOPIC_ID_VERSION = 10
 FIRST_TOP_LEVEL_ERROR_VERSION = 2
 NO_OFFSET = -1
 
@@ -58,8 +61,42 @@ def _merge(requested: list[Any], answered: list[Any], topic_cls: Any, partition_
         for p in t.partitions]) for t in requested]
 
 
-@api(ApiKey.OFFSET_COMMIT, 2, 9)
+def _named(ctx: RequestContext, topics: list[Any]) -> tuple[list[Any], list[Any]]:
+    """v10+: (the topics whose id is known, with their name filled in; those whose id no topic has)."""
+    if ctx.api_version < FIRST_TOPIC_ID_VERSION:
+        return topics, []
+    known, unknown = [], []
+    for topic in topics:
+        info = ctx.broker.metadata.topic_by_id(topic.topic_id)
+        if info is None:
+            unknown.append(topic)
+        else:
+            known.append(dataclasses.replace(topic, name=info.name))
+    return known, unknown
+
+
+def _with_ids(ctx: RequestContext, topics: list[Any]) -> list[Any]:
+    """v10+: answered topics with their id (those without one, deleted since, left out)."""
+    if ctx.api_version < FIRST_TOPIC_ID_VERSION:
+        return topics
+    named = [(topic, ctx.broker.metadata.topic(topic.name)) for topic in topics]
+    return [dataclasses.replace(topic, topic_id=info.topic_id) for topic, info in named if info is not None]
+
+
+@api(ApiKey.OFFSET_COMMIT, 2, 10)
 async def offset_commit(ctx: RequestContext, request: OffsetCommitRequest) -> OffsetCommitResponse:
+    topics, unknown_ids = _named(ctx, request.topics)
+    response = await _offset_commit(ctx, dataclasses.replace(request, topics=topics))
+    for topic, answered in zip(topics, response.topics):
+        answered.topic_id = topic.topic_id
+    response.topics += [OffsetCommitResponse.OffsetCommitResponseTopic(topic_id=t.topic_id, partitions=[
+        OffsetCommitResponse.OffsetCommitResponsePartition(partition_index=p.partition_index,
+                                                           error_code=ErrorCode.UNKNOWN_TOPIC_ID)
+        for p in t.partitions]) for t in unknown_ids]
+    return response
+
+
+async def _offset_commit(ctx: RequestContext, request: OffsetCommitRequest) -> OffsetCommitResponse:
     # Kafka's checks: Read on the group (else every partition GROUP_AUTHORIZATION_FAILED), Read on each topic.
     if not authorize(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id):
         return OffsetCommitResponse(topics=[OffsetCommitResponse.OffsetCommitResponseTopic(
@@ -84,7 +121,7 @@ async def offset_commit(ctx: RequestContext, request: OffsetCommitRequest) -> Of
                                               OffsetCommitResponse.OffsetCommitResponsePartition, refused))
 
 
-@api(ApiKey.OFFSET_FETCH, 1, 9)
+@api(ApiKey.OFFSET_FETCH, 1, 10)
 async def offset_fetch(ctx: RequestContext, request: OffsetFetchRequest) -> OffsetFetchResponse:
     service = ctx.broker.groups
     await service.topic.ensure()
@@ -97,10 +134,7 @@ async def offset_fetch(ctx: RequestContext, request: OffsetFetchRequest) -> Offs
             group_id=group.group_id, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
             if group.group_id not in allowed else
             OffsetFetchResponse.OffsetFetchResponseGroup(
-            group_id=group.group_id,
-            topics=_describable(ctx, group.topics is None, _fetched(
-                coordinator, group.group_id, group.topics, OffsetFetchResponse.OffsetFetchResponseTopics,
-                OffsetFetchResponse.OffsetFetchResponsePartitions, request.require_stable)))
+            group_id=group.group_id, topics=_fetched_by_id(ctx, coordinator, group, request.require_stable))
             if service.owns(group.group_id) else
             OffsetFetchResponse.OffsetFetchResponseGroup(group_id=group.group_id,
                                                          error_code=service.not_owned_error(group.group_id))
@@ -112,6 +146,21 @@ async def offset_fetch(ctx: RequestContext, request: OffsetFetchRequest) -> Offs
     return OffsetFetchResponse(error_code=0, topics=_describable(ctx, request.topics is None, _fetched(
         coordinator, request.group_id, request.topics, OffsetFetchResponse.OffsetFetchResponseTopic,
         OffsetFetchResponse.OffsetFetchResponsePartition, request.require_stable)))
+
+
+def _fetched_by_id(ctx: RequestContext, coordinator: GroupCoordinator,
+                   group: OffsetFetchRequest.OffsetFetchRequestGroup,
+                   require_stable: bool) -> list[OffsetFetchResponse.OffsetFetchResponseTopics]:
+    """One group of a batched OffsetFetch (v8+), its topics named by id from v10."""
+    topics, unknown_ids = (None, []) if group.topics is None else _named(ctx, group.topics)
+    fetched = _describable(ctx, group.topics is None, _fetched(
+        coordinator, group.group_id, topics, OffsetFetchResponse.OffsetFetchResponseTopics,
+        OffsetFetchResponse.OffsetFetchResponsePartitions, require_stable))
+    return _with_ids(ctx, fetched) + [OffsetFetchResponse.OffsetFetchResponseTopics(topic_id=t.topic_id, partitions=[
+        OffsetFetchResponse.OffsetFetchResponsePartitions(partition_index=index, committed_offset=NO_OFFSET,
+                                                          committed_leader_epoch=-1, metadata="",
+                                                          error_code=ErrorCode.UNKNOWN_TOPIC_ID)
+        for index in t.partition_indexes]) for t in unknown_ids]
 
 
 def _refused(ctx: RequestContext, request: OffsetFetchRequest, code: ErrorCode) -> OffsetFetchResponse:

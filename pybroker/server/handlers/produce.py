@@ -112,7 +112,7 @@ async def _admit_transactional(ctx: RequestContext, request: ProduceRequest, nam
             if data.index not in info.partitions or records is None or len(records) < BATCH_HEADER.size:
                 continue  # answered by the partition's own checks
             header = RecordBatch(records).header()
-            if header.attributes & TRANSACTIONAL_FLAG_MASK:
+            if header.attributes & TRANSACTIONAL_FLAG_MASK and header.producer_id >= 0:  # else refused as invalid
                 by_producer.setdefault((header.producer_id, header.producer_epoch), []).append((name, data.index))
     not_admitted: dict[tuple[str, int], ErrorCode] = {}
     for (producer_id, producer_epoch), partitions in by_producer.items():
