@@ -1,11 +1,7 @@
-import java.io.PrintWriter;
-import java.io.StringWriter;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collection;
 import java.util.HashMap;
-import java.util.HashSet;
-import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
@@ -16,7 +12,6 @@ import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.TimeoutException;
 
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
@@ -41,33 +36,26 @@ import org.apache.kafka.common.errors.GroupNotEmptyException;
 import org.apache.kafka.common.serialization.StringDeserializer;
 import org.apache.kafka.common.serialization.StringSerializer;
 
-/** Share groups (KIP-932) with Apache Kafka's 4.2 KafkaShareConsumer; one scenario per argument, as Scenarios.java. */
-public final class ShareScenarios {
-    interface Scenario {
-        void run() throws Exception;
-    }
-
-    static String bootstrap;
+/** Share groups (KIP-932) with Apache Kafka's 4.2 KafkaShareConsumer (run by tests/integration/test_share_groups_java.py). */
+final class ShareScenarios {
     static final long SCENARIO_TIMEOUT_S = 60;
     static final Duration DEADLINE = Duration.ofSeconds(30);
 
     private ShareScenarios() {
     }
 
-    static Map<String, Scenario> all() {
-        Map<String, Scenario> scenarios = new LinkedHashMap<>();
+    static void register(Map<String, Scenarios.Scenario> scenarios) {
         scenarios.put("more_consumers_than_partitions", ShareScenarios::moreConsumersThanPartitions);
         scenarios.put("explicit_accept", ShareScenarios::explicitAccept);
         scenarios.put("release_redelivers", ShareScenarios::releaseRedelivers);
         scenarios.put("delivery_count_limit_archives", ShareScenarios::deliveryCountLimit);
         scenarios.put("admin_lists_and_describes", ShareScenarios::adminListsAndDescribes);
-        return scenarios;
     }
 
     // ------------------------------------------------------------------ set-up
 
     static Admin admin() {
-        return Admin.create(Map.of(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap,
+        return Admin.create(Map.of(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, Support.bootstrap,
                 AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, 20_000, AdminClientConfig.REQUEST_TIMEOUT_MS_CONFIG, 10_000));
     }
 
@@ -85,7 +73,7 @@ public final class ShareScenarios {
 
     /** Records sent one at a time, so that each is a batch of its own (share fetches acquire whole batches). */
     static void produce(String topic, int partitions, int count, String prefix) throws Exception {
-        Map<String, Object> props = Map.of(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap,
+        Map<String, Object> props = Map.of(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, Support.bootstrap,
                 ProducerConfig.LINGER_MS_CONFIG, 0);
         try (KafkaProducer<String, String> producer = new KafkaProducer<>(props, new StringSerializer(),
                 new StringSerializer())) {
@@ -97,7 +85,7 @@ public final class ShareScenarios {
 
     static KafkaShareConsumer<String, String> consumer(String group, boolean explicit, int maxPollRecords) {
         Map<String, Object> props = new HashMap<>();
-        props.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        props.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, Support.bootstrap);
         props.put(ConsumerConfig.GROUP_ID_CONFIG, group);
         props.put(ConsumerConfig.MAX_POLL_RECORDS_CONFIG, maxPollRecords);
         props.put("share.acknowledgement.mode", explicit ? "explicit" : "implicit");
@@ -290,7 +278,7 @@ public final class ShareScenarios {
         }
     }
 
-    static void expectFailure(Scenario call, Class<? extends Throwable> expected) throws Exception {
+    static void expectFailure(Scenarios.Scenario call, Class<? extends Throwable> expected) throws Exception {
         try {
             call.run();
         } catch (ExecutionException e) {
@@ -298,50 +286,5 @@ public final class ShareScenarios {
             return;
         }
         throw new AssertionError("expected " + expected.getSimpleName() + ", got success");
-    }
-
-    // ------------------------------------------------------------------ runner
-
-    public static void main(String[] args) throws Exception {
-        bootstrap = args[0];
-        Map<String, Scenario> scenarios = all();
-        ExecutorService executor = Executors.newCachedThreadPool(runnable -> {
-            Thread thread = new Thread(runnable);
-            thread.setDaemon(true);
-            return thread;
-        });
-        boolean failed = false;
-        for (int i = 1; i < args.length; i++) {
-            String name = args[i];
-            Scenario scenario = scenarios.get(name);
-            long start = System.nanoTime();
-            String failure = null;
-            if (scenario == null) {
-                failure = "no such scenario: " + name;
-            } else {
-                Future<?> future = executor.submit(() -> {
-                    scenario.run();
-                    return null;
-                });
-                try {
-                    future.get(SCENARIO_TIMEOUT_S, TimeUnit.SECONDS);
-                } catch (TimeoutException e) {
-                    future.cancel(true);
-                    failure = "scenario did not finish within " + SCENARIO_TIMEOUT_S + " s";
-                } catch (ExecutionException e) {
-                    StringWriter out = new StringWriter();
-                    e.getCause().printStackTrace(new PrintWriter(out));
-                    failure = out.toString();
-                }
-            }
-            long millis = (System.nanoTime() - start) / 1_000_000;
-            System.out.println("@@@ " + name + (failure == null ? " PASS " : " FAIL ") + millis);
-            if (failure != null) {
-                System.out.println(failure);
-                failed = true;
-            }
-            System.out.flush();
-        }
-        System.exit(failed ? 1 : 0);
     }
 }
