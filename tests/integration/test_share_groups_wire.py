@@ -155,3 +155,31 @@ def test_classic_requests_for_a_share_group(shared_broker) -> None:
     assert _commit(client, "wire-share-only-group", "wire-share-only") == ErrorCode.GROUP_ID_NOT_FOUND
     assert _beat(client, "wire-share-only-group", "m1", 1).member_epoch == 1  # still a share group
     client.close()
+
+
+def test_v2_record_limit_and_renew(shared_broker) -> None:
+    client = WireClient(shared_broker.bootstrap)
+    topic_id = _topic(client, "wire-v2")
+    group = "wire-v2-group"
+    _beat(client, group, "m1", 0, ["wire-v2"])
+    _fetch(client, group, "m1", 0, topic_id)  # the share-partition starts at the end (latest)
+    _produce(client, "wire-v2", 10)
+
+    def fetch_v2(epoch: int, **fields) -> ShareFetchResponse:
+        return client.request(ShareFetchRequest(group_id=group, member_id="m1", share_session_epoch=epoch,
+                                                topics=[ShareFetchRequest.FetchTopic(topic_id=topic_id, partitions=[
+                                                    ShareFetchRequest.FetchPartition(partition_index=0, **fields.pop(
+                                                        "partition", {}))])], **fields), 2, ShareFetchResponse)
+
+    limited = fetch_v2(1, max_wait_ms=0, min_bytes=1, max_records=4, share_acquire_mode=1)
+    [acquired] = limited.responses[0].partitions[0].acquired_records
+    assert (acquired.first_offset, acquired.last_offset) == (0, 3)  # a batch of 10 split at 4 records
+    renew = [ShareFetchRequest.AcknowledgementBatch(first_offset=0, last_offset=3, acknowledge_types=[4])]
+    refused = fetch_v2(2, max_wait_ms=100, max_records=1, is_renew_ack=True, partition={"acknowledgement_batches": renew})
+    assert refused.error_code == ErrorCode.INVALID_REQUEST
+    renewed = fetch_v2(2, max_bytes=0, is_renew_ack=True, partition={"acknowledgement_batches": renew})
+    assert renewed.error_code == 0 and renewed.responses[0].partitions[0].acknowledge_error_code == 0
+    assert renewed.responses[0].partitions[0].acquired_records == []  # a renewal fetches nothing
+    in_v1 = _fetch(client, group, "m1", 3, topic_id, renew)
+    assert in_v1.responses[0].partitions[0].acknowledge_error_code == ErrorCode.INVALID_REQUEST
+    client.close()

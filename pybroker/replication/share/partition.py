@@ -40,6 +40,8 @@ class AckType(IntEnum):
     ACCEPT = 1
     RELEASE = 2
     REJECT = 3
+    RENEW = 4
+    """v2 (KIP-1222): keep the records, with their lock renewed for another lock duration."""
 
 
 @dataclass(slots=True)
@@ -127,10 +129,11 @@ class SharePartition:
     # ------------------------------------------------------------------ transitions
 
     def acquire(self, member_id: str, batches: Iterable[BatchBounds], *, max_records: int, lock_ms: int,
-                now_ms: int) -> list[Acquired]:
+                now_ms: int, record_limit: bool = False) -> list[Acquired]:
         """Acquire for ``member_id`` what it may take of ``batches`` (whole batches read from ``fetch_offset()``):
         available offsets inside the window, then batches past it while the record-lock cap allows (the first such
-        batch always, if nothing else was acquired). Stops after the batch that reaches ``max_records``."""
+        batch always, if nothing else was acquired). Stops after the batch that reaches ``max_records``; with
+        ``record_limit`` (ShareFetch v2's record-limit mode) at exactly ``max_records``, splitting a batch."""
         self.expire(now_ms)
         deadline = now_ms + lock_ms
         taken: list[Acquired] = []
@@ -140,31 +143,39 @@ class SharePartition:
                 break
             if batch.last < self.start_offset:
                 continue
+            room = max_records - count if record_limit else None
             if batch.first < self.next_offset:
                 count += self._reacquire(member_id, max(batch.first, self.start_offset),
-                                         min(batch.last, self.next_offset - 1), deadline, taken)
-            if batch.last >= self.next_offset:
+                                         min(batch.last, self.next_offset - 1), deadline, taken, room)
+            if batch.last >= self.next_offset and count < max_records:
                 if not self.can_acquire_new() and (count or self.in_flight()):
                     break
+                if record_limit:
+                    last = min(batch.last, max(batch.first, self.next_offset) + max_records - count - 1)
+                    batch = BatchBounds(batch.first, last, batch.control)
                 count += self._acquire_new(member_id, batch, deadline, taken)
         self._advance()
         return _merged(taken)
 
-    def acknowledge(self, member_id: str, first: int, last: int, types: Sequence[int], now_ms: int) -> ErrorCode:
+    def acknowledge(self, member_id: str, first: int, last: int, types: Sequence[int], now_ms: int, *,
+                    renew_lock_ms: int | None = None) -> ErrorCode:
         """Apply one AcknowledgementBatch: one type for the whole range, or one per offset. Every offset must be
-        acquired by ``member_id`` under a lock still held, else nothing changes and INVALID_RECORD_STATE."""
-        if last < first or len(types) not in (1, last - first + 1) or any(t not in _ACK_TYPES for t in types):
+        acquired by ``member_id`` under a lock still held, else nothing changes and INVALID_RECORD_STATE. RENEW is
+        valid only with ``renew_lock_ms`` (the lock duration; v2 requests)."""
+        allowed = _ACK_TYPES if renew_lock_ms is not None else _ACK_TYPES - {AckType.RENEW}
+        if last < first or len(types) not in (1, last - first + 1) or any(t not in allowed for t in types):
             return ErrorCode.INVALID_REQUEST
         self.expire(now_ms)
         if not self._held(member_id, first, last):
             return ErrorCode.INVALID_RECORD_STATE
+        deadline = now_ms + (renew_lock_ms or 0)
         if len(types) == 1:
-            self._settle(first, last, AckType(types[0]))
+            self._settle(first, last, AckType(types[0]), deadline)
         else:
             run_start = first
             for offset in range(first + 1, last + 2):
                 if offset > last or types[offset - first] != types[run_start - first]:
-                    self._settle(run_start, offset - 1, AckType(types[run_start - first]))
+                    self._settle(run_start, offset - 1, AckType(types[run_start - first]), deadline)
                     run_start = offset
         self._advance()
         return ErrorCode.NONE
@@ -213,12 +224,18 @@ class SharePartition:
         span.member_id = None
         span.deadline_ms = 0
 
-    def _reacquire(self, member_id: str, first: int, last: int, deadline: int, taken: list[Acquired]) -> int:
+    def _reacquire(self, member_id: str, first: int, last: int, deadline: int, taken: list[Acquired],
+                   room: int | None) -> int:
+        """Acquire the available offsets of ``first..last``, at most ``room`` of them if given."""
         if first > last:
             return 0
         count = 0
         for index in self._cut(first, last):
             span = self.spans[index]
+            if room is not None and span.state is RecordState.AVAILABLE and span.last - span.first + 1 > room - count:
+                if room - count <= 0:
+                    break
+                self.spans.insert(index + 1, span.split(span.first + room - count))
             if span.state is RecordState.AVAILABLE:
                 span.state = RecordState.ACQUIRED
                 span.delivery_count += 1
@@ -251,10 +268,12 @@ class SharePartition:
             index += 1
         return True
 
-    def _settle(self, first: int, last: int, ack: AckType) -> None:
+    def _settle(self, first: int, last: int, ack: AckType, renewed_deadline: int) -> None:
         for index in self._cut(first, last):
             span = self.spans[index]
-            if ack is AckType.ACCEPT:
+            if ack is AckType.RENEW:
+                span.deadline_ms = renewed_deadline
+            elif ack is AckType.ACCEPT:
                 span.state, span.member_id, span.deadline_ms = RecordState.ACKNOWLEDGED, None, 0
             elif ack is AckType.RELEASE:
                 self._release(span)

@@ -26,7 +26,8 @@ class ShareRead:
 
 
 async def acquire_from_log(log: PartitionLog, io: IoExecutor, share: SharePartition, member_id: str, *,
-                           max_bytes: int, max_records: int, lock_ms: int, now_ms: int) -> ShareRead:
+                           max_bytes: int, max_records: int, lock_ms: int, now_ms: int,
+                           record_limit: bool = False) -> ShareRead:
     """Read up to ``max_bytes`` (at least one batch) from ``share.fetch_offset()`` below the high watermark and
     acquire what ``share`` lets ``member_id`` take; nothing when no record is available or may be acquired."""
     share.expire(now_ms)
@@ -52,7 +53,7 @@ async def acquire_from_log(log: PartitionLog, io: IoExecutor, share: SharePartit
         positions.append((batch.position, batch.position + batch.size,
                           BatchBounds(batch.base_offset, batch.last_offset, batch.is_control)))
     acquired = share.acquire(member_id, [bounds for _, _, bounds in positions], max_records=max_records,
-                             lock_ms=lock_ms, now_ms=now_ms)
+                             lock_ms=lock_ms, now_ms=now_ms, record_limit=record_limit)
     if not acquired:
         return ShareRead(b"", [])
     holding = [(start, end) for start, end, bounds in positions

@@ -1,12 +1,14 @@
-"""Share consumers' partition APIs (KIP-932): ShareFetch (78) and ShareAcknowledge (79), v1 as Kafka 4.2.
+"""Share consumers' partition APIs (KIP-932): ShareFetch (78) and ShareAcknowledge (79), v1-v2 as Kafka 4.2.
 
 Served by each partition's leader, where its share-partitions live (``replication/share/partition.py``). A request
 runs in a share session (``share_sessions.py``); its acknowledgements are applied first, then, for ShareFetch, each
 partition of the session acquires records for the member (``replication/share/reader.py``), long-polling up to
 max_wait_ms until something is acquired. Closing the session (epoch -1) releases what the member still holds here.
 
-Not served yet: v2 (record-limit acquisition, RENEW acknowledgements): a client asking for it gets UNSUPPORTED_VERSION
-from ApiVersions' range; ``share.isolation.level=read_committed`` is refused when configured.
+v2 adds the record-limit acquisition mode (KIP-1206: exactly max_records, splitting a batch) and RENEW
+acknowledgements (KIP-1222: the lock of held records starts again); a ShareFetch with IsRenewAck only acknowledges
+(its byte, record and wait limits must be 0, else INVALID_REQUEST), and RENEW in a v1 request is INVALID_REQUEST.
+``share.isolation.level=read_committed`` is refused when configured.
 """
 
 from __future__ import annotations
@@ -34,6 +36,9 @@ from pybroker.server.registry import api
 from pybroker.server.share_sessions import INITIAL_EPOCH, SessionContext
 
 FetchData = ShareFetchResponse.PartitionData
+RENEW_VERSION = 2
+RECORD_LIMIT = 1
+"""ShareFetch v2's share_acquire_mode for KIP-1206's record-limit acquisition (0 is batch-optimized)."""
 Key = tuple[uuid.UUID, int]
 AckBatches = list[ShareFetchRequest.AcknowledgementBatch] | list[ShareAcknowledgeRequest.AcknowledgementBatch]
 
@@ -51,10 +56,13 @@ class _Partition:
     acquired: list[Acquired] = field(default_factory=list)
 
 
-@api(ApiKey.SHARE_FETCH, 1, 1)
+@api(ApiKey.SHARE_FETCH, 1, 2)
 async def share_fetch(ctx: RequestContext, request: ShareFetchRequest) -> ShareFetchResponse:
     share = ctx.broker.share
     refused = _refused(ctx, request.group_id, request.member_id, request.share_session_epoch == INITIAL_EPOCH)
+    if refused is None and request.is_renew_ack and (request.max_bytes or request.min_bytes or request.max_records
+                                                     or request.max_wait_ms):
+        refused = ErrorCode.INVALID_REQUEST, "MaxBytes, MinBytes, MaxRecords and MaxWaitMs must be 0 with IsRenewAck."
     if refused is not None:
         return ShareFetchResponse(error_code=refused[0], error_message=refused[1])
     requested = [((t.topic_id, p.partition_index), p.acknowledgement_batches)
@@ -71,8 +79,9 @@ async def share_fetch(ctx: RequestContext, request: ShareFetchRequest) -> ShareF
         if batches:
             answer = answers[key] = _resolve(ctx, key)
             answer.ack_error = _acknowledge(ctx, answer, group_id, member_id, batches)
-    if context.closing:
-        share.member_left(group_id, member_id)
+    if context.closing or request.is_renew_ack:
+        if context.closing:
+            share.member_left(group_id, member_id)
         return _fetch_response(ctx, group_id, answers.values())
     fetching = [_resolve(ctx, key) for key in context.session.partitions]
     await _acquire(ctx, request, fetching)
@@ -98,7 +107,7 @@ async def share_fetch(ctx: RequestContext, request: ShareFetchRequest) -> ShareF
     return _fetch_response(ctx, group_id, answers.values())
 
 
-@api(ApiKey.SHARE_ACKNOWLEDGE, 1, 1)
+@api(ApiKey.SHARE_ACKNOWLEDGE, 1, 2)
 async def share_acknowledge(ctx: RequestContext, request: ShareAcknowledgeRequest) -> ShareAcknowledgeResponse:
     share = ctx.broker.share
     refused = _refused(ctx, request.group_id, request.member_id, False)
@@ -172,8 +181,10 @@ def _acknowledge(ctx: RequestContext, answer: _Partition, group_id: str, member_
     state = share.share_partition(group_id, answer.topic, answer.key[1], partition.log)
     result = ErrorCode.NONE
     now = share.now_ms()
+    renew_lock_ms = share.configs.lock_duration_ms(group_id) if ctx.api_version >= RENEW_VERSION else None
     for batch in batches:
-        code = state.acknowledge(member_id, batch.first_offset, batch.last_offset, batch.acknowledge_types, now)
+        code = state.acknowledge(member_id, batch.first_offset, batch.last_offset, batch.acknowledge_types, now,
+                                 renew_lock_ms=renew_lock_ms)
         if result is ErrorCode.NONE:
             result = code
     return result
@@ -195,7 +206,7 @@ async def _acquire(ctx: RequestContext, request: ShareFetchRequest, fetching: It
             state = share.share_partition(group_id, answer.topic, answer.key[1], partition.log)
             read = await acquire_from_log(partition.log, ctx.broker.io, state, request.member_id,
                                           max_bytes=max(max_bytes, 1), max_records=max_records, lock_ms=lock_ms,
-                                          now_ms=share.now_ms())
+                                          now_ms=share.now_ms(), record_limit=request.share_acquire_mode == RECORD_LIMIT)
         except Exception as exc:
             answer.error = error_code_for(exc)
             continue

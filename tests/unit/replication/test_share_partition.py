@@ -174,3 +174,29 @@ def test_offsets_the_log_no_longer_holds_are_archived_unless_held() -> None:
     assert share.start_offset == 7 and share.fetch_offset() == 7
     share.skip_to(20)  # past everything ever delivered
     assert share.start_offset == share.next_offset == 20 and share.spans == []
+
+
+def test_record_limit_mode_splits_batches_at_max_records() -> None:
+    clock = ManualClock()
+    share = _partition()
+    assert share.acquire("a", _batches((0, 4), (5, 9)), max_records=7, lock_ms=LOCK_MS, now_ms=clock.wall_ms(),
+                         record_limit=True) == [Acquired(0, 6, 1)]
+    assert share.next_offset == 7
+    assert share.acquire("b", _batches((5, 9)), max_records=2, lock_ms=LOCK_MS, now_ms=clock.wall_ms(),
+                         record_limit=True) == [Acquired(7, 8, 1)]
+    share.acknowledge("a", 0, 6, [RELEASE], clock.wall_ms())
+    assert share.acquire("b", _batches((0, 4), (5, 9)), max_records=3, lock_ms=LOCK_MS, now_ms=clock.wall_ms(),
+                         record_limit=True) == [Acquired(0, 2, 2)]
+    assert share.state_of(3) == (RecordState.AVAILABLE, 1)
+
+
+def test_renew_restarts_the_lock_and_is_refused_before_v2() -> None:
+    clock = ManualClock()
+    share = _partition()
+    _acquire(share, "a", clock, (0, 4))
+    clock.advance(20)
+    assert share.acknowledge("a", 0, 4, [AckType.RENEW], clock.wall_ms()) is ErrorCode.INVALID_REQUEST
+    assert share.acknowledge("a", 0, 4, [AckType.RENEW], clock.wall_ms(), renew_lock_ms=LOCK_MS) is ErrorCode.NONE
+    clock.advance(20)  # 40 s after the acquisition, 20 s after the renewal
+    assert _acquire(share, "b", clock, (0, 4)) == []
+    assert share.acknowledge("a", 0, 4, [ACCEPT], clock.wall_ms()) is ErrorCode.NONE
