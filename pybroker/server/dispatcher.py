@@ -94,7 +94,7 @@ class Dispatcher:
                                  int(time.time() * 1000), session if session is not None else ConnectionSession(),
                                  len(frame))
         if session is not None and session.sasl is not None and \
-                (sasl_refusal := sasl_gate.refusal(session, key, request, context.now_ms)):
+                (sasl_refusal := sasl_gate.refusal(session, key, version, request, context.now_ms)):
             return FinalResponse(encode_response_parts(header.correlation_id, key, version, sasl_refusal))
         if key not in GUARDED:
             # Until start-up finished: ApiVersions (stateless, every connection's first) and the SASL

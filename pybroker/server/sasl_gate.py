@@ -63,10 +63,11 @@ async def raw_token(session: ConnectionSession, frame: memoryview, now_ms: int, 
     return struct.pack(">i", len(answer)) + answer
 
 
-def refusal(session: ConnectionSession, api_key: int, request: Message, now_ms: int) -> Message | None:
+def refusal(session: ConnectionSession, api_key: int, version: int, request: Message, now_ms: int
+            ) -> Message | None:
     """None if the SASL state admits the request; else its ILLEGAL_SASL_STATE answer, the connection
     closing after it. CloseConnection without an answer for an expired session (KIP-368) or a
-    response without a top-level error code."""
+    response without a top-level error code at ``version`` (Metadata has one from v13 only)."""
     sasl = session.sasl
     if sasl is None or sasl.admits(api_key, now_ms):
         return None
@@ -74,7 +75,8 @@ def refusal(session: ConnectionSession, api_key: int, request: Message, now_ms: 
         raise CloseConnection("SASL session expired (connections.max.reauth.ms) without re-authentication")
     sasl.state = SaslState.FAILED
     response = getattr(messages, f"{messages.API_NAMES[api_key]}Response")()  # loads that API's module only
-    if not hasattr(response, "error_code"):
+    if not any(spec.name == "error_code" and spec.versions[0] <= version <= spec.versions[1]
+               for spec in response._SCHEMA):
         raise CloseConnection(f"{type(request).__name__} before SASL authentication")
     response.error_code = ErrorCode.ILLEGAL_SASL_STATE  # type: ignore[attr-defined]
     session.close_after_response = True
