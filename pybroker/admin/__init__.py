@@ -26,6 +26,7 @@ TOOLS: dict[str, tuple[str, str]] = {
     "console-consumer": ("console_consumer", "print the records of a topic (kafka-console-consumer.sh)"),
     "consumer-groups": ("consumer_groups", "list, describe, reset offsets of and delete consumer groups "
                                            "(kafka-consumer-groups.sh)"),
+    "share-groups": ("share_groups", "list, describe and delete share groups (kafka-share-groups.sh)"),
     "configs": ("configs", "describe and alter topic and broker configs (kafka-configs.sh)"),
     "log-dirs": ("log_dirs", "describe the log directories of brokers (kafka-log-dirs.sh)"),
     "dump-log": ("dump_log", "print the batches and index entries of log segment files "

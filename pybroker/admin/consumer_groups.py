@@ -31,7 +31,7 @@ from pybroker.client.command_line import (
 )
 from pybroker.client import AdminClient, KafkaClient, KafkaClientError
 from pybroker.client.group_offsets import INACTIVE_STATES, OffsetRow, offset_rows
-from pybroker.client.groups import GroupAdmin, GroupDescription
+from pybroker.client.groups import GroupAdmin, GroupDescription, ListedGroup
 from pybroker.common.topic import TopicPartition
 
 ERROR_PREFIX = "Error: Executing consumer group command failed due to "
@@ -132,8 +132,13 @@ def check_arguments(args: argparse.Namespace) -> str:
 
 async def group_ids(client: KafkaClient, args: argparse.Namespace) -> list[str]:
     if args.all_groups:
-        return [g.group_id for g in await GroupAdmin(client).list_groups()]
+        return [g.group_id for g in await consumer_groups(client)]
     return list(dict.fromkeys(args.group))
+
+
+async def consumer_groups(client: KafkaClient) -> list[ListedGroup]:
+    """Every group but share groups (`pybroker share-groups` lists those), as Kafka's tool lists them."""
+    return [g for g in await GroupAdmin(client).list_groups() if g.group_type != "share"]
 
 
 def _types(option: str) -> list[str]:
@@ -141,7 +146,7 @@ def _types(option: str) -> list[str]:
 
 
 async def list_groups(client: KafkaClient, args: argparse.Namespace) -> None:
-    listed = await GroupAdmin(client).list_groups()
+    listed = await consumer_groups(client)
     if args.type is None:
         for group in listed:
             print(group.group_id)

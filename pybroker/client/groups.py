@@ -119,13 +119,14 @@ class GroupAdmin:
                     raise
                 await asyncio.sleep(RETRY_BACKOFF_S)
 
-    async def list_groups(self) -> list[ListedGroup]:
-        """Groups of every broker, sorted by id."""
+    async def list_groups(self, types: Sequence[str] = ()) -> list[ListedGroup]:
+        """Groups of every broker, sorted by id; only those of ``types`` ("share", ...) if given (ListGroups v5+)."""
         await self.client.metadata([])
         groups = {}
         for node_id in sorted(self.client.brokers):
             connection = await self.client.node(node_id)
-            response = await connection.send(ListGroupsRequest(), ListGroupsResponse)
+            response = await connection.send(ListGroupsRequest(types_filter=list(types)), ListGroupsResponse,
+                                             min_version=5 if types else 0)
             check(response.error_code)
             for g in response.groups:
                 groups[g.group_id] = ListedGroup(g.group_id, g.protocol_type, g.group_state, g.group_type)

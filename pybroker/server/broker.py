@@ -44,6 +44,7 @@ from pybroker.server.metrics import BrokerMetrics
 from pybroker.server.quota.service import ClientQuotas
 from pybroker.server.telemetry.manager import ClientMetricsManager
 from pybroker.server.sasl_session import SaslAuthenticator
+from pybroker.server.share_service import ShareService
 from pybroker.schema_registry.validation import SchemaValidation
 from pybroker.server.schema_registry import BrokerSchemaRegistry
 from pybroker.server.services import Services
@@ -95,10 +96,12 @@ class Broker:
                                self.log_manager, self.io, self.groups.coordinator, now_ms,
                                zk=self.zk_mode.zk if self.zk_mode is not None else None,
                                inter_broker_tls=self.inter_broker_tls, inter_broker_sasl=self.inter_broker_sasl)
+        self.share = ShareService(config, self._started_metadata, self.groups.coordinator)
         self.fetch_sessions = FetchSessionCache(config["max.incremental.fetch.session.cache.slots"],
                                                 config["min.incremental.fetch.session.eviction.ms"])
         self.replica_manager.leadership_listeners += [self.groups.on_leadership_change,
-                                                      self.txns.on_leadership_change]
+                                                      self.txns.on_leadership_change,
+                                                      self.share.on_leadership_change]
         # SCRAM credentials: the embedded store is read now, ZooKeeper's once its session is up.
         self.scram_credentials: ScramCredentialStore = \
             FileScramStore(config.log_dirs[0]) if self.zk_mode is None else self.zk_mode.scram_credentials
@@ -129,7 +132,7 @@ class Broker:
             fetch_sessions=self.fetch_sessions, features=self.features, quotas=self.quotas,
             client_metrics=self.client_metrics, sasl=self.sasl, scram_credentials=self.scram_credentials,
             schema_validation=self.schema_validation, authorizer=self.authorizer, acl_store=self.acl_store,
-            zk_mode=self.zk_mode, serving=self.serving, apis=handlers)
+            zk_mode=self.zk_mode, serving=self.serving, apis=handlers, share=self.share)
         self.dispatcher = Dispatcher(self.services, handlers)
         self.socket_server = SocketServer(config, self.dispatcher)
         self.quotas.follow_ip_quotas(self.socket_server.rates)
@@ -179,6 +182,7 @@ class Broker:
             self._on_topic_change(name, info)
         self._tasks.append(self.groups.start())
         self._tasks.append(self.txns.start())
+        self._tasks.append(self.share.start())
         self._schedule("producer-id-expiration", self.config["producer.id.expiration.check.interval.ms"],
                        self._expire_producer_ids)
         self._schedule("log-retention", self.config["log.retention.check.interval.ms"], self._retention)

@@ -31,6 +31,7 @@ from pybroker.server.fetch_sessions import FetchSessionCache
 from pybroker.server.group_service import GroupService
 from pybroker.server.quota.service import ClientQuotas
 from pybroker.server.sasl_session import SaslAuthenticator
+from pybroker.server.share_service import ShareService
 from pybroker.server.telemetry.manager import ClientMetricsManager
 from pybroker.server.topic_configs import TopicConfigs
 from pybroker.server.txn_service import TxnService
@@ -92,6 +93,8 @@ class Services:
     """Set once start-up finished: client requests wait for it, as Kafka processes none before."""
     apis: Mapping[int, ApiRange]
     """The APIs served, by key."""
+    share: ShareService
+    """Share groups (KIP-932): membership, group configs, share-partitions and share sessions."""
     metrics: RequestMetrics | None = None
     """None unless metrics.port is set."""
     metadata: ClusterMetadata | None = None

@@ -1,4 +1,5 @@
-"""DescribeConfigs (32), AlterConfigs (33) and IncrementalAlterConfigs (44) for topics and brokers.
+"""DescribeConfigs (32), AlterConfigs (33) and IncrementalAlterConfigs (44) for topics, brokers, client-metrics
+subscriptions and (share) groups.
 
 Broker configs are static (read from the properties file); altering them is refused with
 INVALID_REQUEST. Topic overrides are stored with the topic by the metadata owner.
@@ -33,6 +34,7 @@ from pybroker.security.acl import AclOperation
 from pybroker.server.authorization import config_refusal
 from pybroker.server.context import RequestContext
 from pybroker.server.error_mapping import error_code_for, error_message_for
+from pybroker.server import share_group_configs
 from pybroker.server.registry import api
 from pybroker.server.telemetry import configs as client_metrics_configs
 from pybroker.server.topic_configs import (
@@ -92,6 +94,8 @@ def _describe(ctx: RequestContext, resource: DescribeConfigsRequest.DescribeConf
         return _broker_configs(ctx, keys)
     if resource.resource_type == client_metrics_configs.CLIENT_METRICS:
         return client_metrics_configs.describe(ctx, name, keys)
+    if resource.resource_type == share_group_configs.GROUP:
+        return share_group_configs.describe(ctx, name, keys)
     return ErrorCode.INVALID_REQUEST, f"Unsupported resource type: {resource.resource_type}"
 
 
@@ -205,6 +209,8 @@ async def _apply(ctx: RequestContext, resource_type: int, name: str, edit, valid
         return refused, None  # Kafka: ApiError(error, null)
     if resource_type == client_metrics_configs.CLIENT_METRICS:
         return await client_metrics_configs.apply(ctx, name, edit, validate_only)
+    if resource_type == share_group_configs.GROUP:
+        return await share_group_configs.apply(ctx, name, edit, validate_only)
     if resource_type != TOPIC:
         try:
             return _refuse_broker_change(edit({}), name)

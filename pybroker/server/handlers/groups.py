@@ -55,13 +55,16 @@ FIRST_BATCHED_FIND_VERSION = 4
 async def coordinate(ctx: RequestContext, group_ids: Iterable[str], operation: Callable[[Any, int], Any],
                      on_error: Callable[[ErrorCode], Any]) -> Any:
     """Run one coordinator operation on ``group_ids``: NOT_COORDINATOR unless this broker has loaded
-    their partitions; storage or topic-creation failures become COORDINATOR_NOT_AVAILABLE."""
+    their partitions; GROUP_ID_NOT_FOUND for a share group's id (Kafka: not a classic or consumer group);
+    storage or topic-creation failures become COORDINATOR_NOT_AVAILABLE."""
     service = ctx.services.groups
     try:
         await service.topic.ensure()
         for group_id in group_ids:
             if not service.owns(group_id):
                 return on_error(service.not_owned_error(group_id))
+            if group_id in ctx.services.share.groups.groups:
+                return on_error(ErrorCode.GROUP_ID_NOT_FOUND)
         leave_request_queue()  # a JoinGroup may wait for the whole rebalance
         return await service.call(operation)
     except NotCoordinatorError:
@@ -189,6 +192,7 @@ async def describe_groups(ctx: RequestContext, request: DescribeGroupsRequest) -
 @api(ApiKey.LIST_GROUPS, 0, 5)
 async def list_groups(ctx: RequestContext, request: ListGroupsRequest) -> ListGroupsResponse:
     groups = ctx.services.groups.coordinator.list_groups(request.states_filter, request.types_filter)
+    groups += ctx.services.share.groups.listed(request.states_filter, request.types_filter)
     if not authorize_cluster(ctx, AclOperation.DESCRIBE):  # Kafka: Describe on the cluster lists all, else each group
         allowed = allowed_names(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, (g.group_id for g in groups))
         groups = [g for g in groups if g.group_id in allowed]
@@ -199,9 +203,12 @@ async def list_groups(ctx: RequestContext, request: ListGroupsRequest) -> ListGr
 async def delete_groups(ctx: RequestContext, request: DeleteGroupsRequest) -> DeleteGroupsResponse:
     coordinator = ctx.services.groups.coordinator
     allowed = allowed_names(ctx, AclOperation.DELETE, ResourceType.GROUP, request.groups_names)
-    permitted = [g for g in request.groups_names if g in allowed]
+    share = ctx.services.share
+    permitted = [g for g in request.groups_names if g in allowed and g not in share.groups.groups]
     refused = [DeleteGroupsResponse.DeletableGroupResult(group_id=g, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
                for g in request.groups_names if g not in allowed]
+    refused += [DeleteGroupsResponse.DeletableGroupResult(group_id=g, error_code=share.delete_group(g))
+                for g in request.groups_names if g in allowed and g in share.groups.groups]
 
     def failed(code: ErrorCode) -> DeleteGroupsResponse:
         return DeleteGroupsResponse(results=[DeleteGroupsResponse.DeletableGroupResult(group_id=g, error_code=code)

@@ -32,6 +32,7 @@ final class VersionScenarios {
         scenarios.put("transactions_v2_epoch_per_transaction", VersionScenarios::transactionsV2);
         scenarios.put("consumer_protocol_group", VersionScenarios::consumerProtocolGroup);
         scenarios.put("admin_describe_42", VersionScenarios::adminDescribe);
+        ShareScenarios.register(scenarios);
     }
 
     private static int epochOf(Admin admin, String transactionalId) throws Exception {

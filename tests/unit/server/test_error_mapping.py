@@ -45,6 +45,8 @@ NOT_FROM_HANDLERS = {
                                                           "telemetry manager, which answer INVALID_CONFIG/INVALID_REQUEST",
     "pybroker.server.telemetry.series.InvalidPayload": "caught by PushTelemetry, which answers INVALID_RECORD",
     "pybroker.coordinator.consumer.HeartbeatError": "caught by the consumer protocol, which answers its code",
+    "pybroker.coordinator.share.configs.GroupConfigError": "caught by the GROUP config handler, which answers "
+                                                            "INVALID_CONFIG",
     "pybroker.log.file_slice.PageCacheMiss": "caught inside LogSegment.read, which raises ColdReadError",
     "pybroker.log.errors.ColdReadError": "caught by the Fetch handler, which warms the range off the loop and reads again",
     "pybroker.testing.embedded.EmbeddedBrokerError": "the test-embedding API, in the test run's process, not the broker",

@@ -1,0 +1,158 @@
+"""`pybroker share-groups`: kafka-share-groups.sh's --list, --describe (--members, --state) and --delete.
+
+Tables in Kafka's ShareGroupCommand column layout (see ``consumer_groups.table``). The offsets view (``--describe``
+alone or ``--offsets``), --reset-offsets and --delete-offsets need the share coordinator's offsets APIs
+(DescribeShareGroupOffsets, AlterShareGroupOffsets, DeleteShareGroupOffsets), which pybroker does not serve yet:
+they end with an error saying so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Sequence
+
+from pybroker.admin.consumer_groups import assignment_text, table, width
+from pybroker.client.command_line import (
+    ClientSettings,
+    CommandError,
+    ToolParser,
+    UsageError,
+    add_connection_arguments,
+    run_client,
+    run_tool,
+)
+from pybroker.client import KafkaClient, KafkaClientError
+from pybroker.client.errors import ResponseError
+from pybroker.client.groups import GroupAdmin
+from pybroker.client.share_groups import ShareGroupAdmin, ShareGroupDescription
+from pybroker.protocol.error_codes import ErrorCode
+
+ERROR_PREFIX = "Error: Executing share group command failed due to "
+ACTIONS = ("list", "describe", "delete", "reset_offsets", "delete_offsets")
+NOT_SERVED = ("{} needs the share group offsets APIs (DescribeShareGroupOffsets, AlterShareGroupOffsets, "
+              "DeleteShareGroupOffsets), which this broker does not serve yet")
+
+
+def build_parser() -> ToolParser:
+    parser = ToolParser(prog="pybroker share-groups", description="List, describe or delete share groups.")
+    actions = parser.add_argument_group("actions (exactly one)")
+    actions.add_argument("--list", action="store_true", help="list all share groups")
+    actions.add_argument("--describe", action="store_true", help="describe share groups: --members or --state")
+    actions.add_argument("--delete", action="store_true", help="delete empty share groups")
+    actions.add_argument("--reset-offsets", action="store_true", help="not served yet (share group offsets APIs)")
+    actions.add_argument("--delete-offsets", action="store_true", help="not served yet (share group offsets APIs)")
+    add_connection_arguments(parser)
+    parser.add_argument("--group", action="append", default=[], metavar="GROUP", help="a group (repeatable)")
+    parser.add_argument("--all-groups", action="store_true", help="every share group")
+    parser.add_argument("--members", action="store_true", help="with --describe: the group's members")
+    parser.add_argument("--state", action="store_true", help="with --describe: the group's state")
+    parser.add_argument("--offsets", action="store_true", help="with --describe: not served yet")
+    parser.add_argument("--verbose", action="store_true", help="with --describe: also epochs")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return run_tool(build_parser(), argv, "pybroker-share-groups", ERROR_PREFIX, command,
+                    command_error_prefix="Error: ")
+
+
+def command(args: argparse.Namespace, settings: ClientSettings) -> None:
+    action = check_arguments(args)
+    run_client(settings, lambda client: COMMANDS[action](client, args))
+
+
+def check_arguments(args: argparse.Namespace) -> str:
+    chosen = [a for a in ACTIONS if getattr(args, a)]
+    if len(chosen) != 1:
+        raise UsageError("Command must include exactly one action: --list, --describe, --delete, --reset-offsets, "
+                         "--delete-offsets")
+    action = chosen[0]
+    if action in ("reset_offsets", "delete_offsets"):
+        raise UsageError(NOT_SERVED.format("--" + action.replace("_", "-")))
+    if action != "list" and not args.group and not args.all_groups:
+        raise UsageError(f"Option [--{action}] takes one of these options: [--all-groups], [--group]")
+    if args.group and args.all_groups:
+        raise UsageError("Option [--group] can't be used with option [--all-groups]")
+    if action != "describe" and (args.members or args.state or args.offsets):
+        raise UsageError("--members, --state and --offsets can only be used with --describe")
+    if action == "describe" and not (args.members or args.state):
+        raise UsageError(NOT_SERVED.format("--describe --offsets (the default view)"))
+    if args.members and args.state:
+        raise UsageError("Option [--describe] takes at most one of these options: [--members], [--offsets], "
+                         "[--state]")
+    return action
+
+
+async def _group_ids(admin: ShareGroupAdmin, args: argparse.Namespace) -> list[str]:
+    if args.all_groups:
+        return [g.group_id for g in await admin.list_groups()]
+    return list(dict.fromkeys(args.group))
+
+
+async def list_groups(client: KafkaClient, _args: argparse.Namespace) -> None:
+    for group in await ShareGroupAdmin(GroupAdmin(client)).list_groups():
+        print(group.group_id)
+
+
+async def describe(client: KafkaClient, args: argparse.Namespace) -> None:
+    admin = ShareGroupAdmin(GroupAdmin(client))
+    for group_id in await _group_ids(admin, args):
+        try:
+            group = await admin.describe(group_id)
+        except KafkaClientError as exc:
+            if isinstance(exc, ResponseError) and exc.code == ErrorCode.GROUP_ID_NOT_FOUND:
+                raise CommandError(f"Share group '{group_id}' does not exist.") from None
+            raise
+        if args.state:
+            print_state(group, args.verbose)
+            continue
+        if not group.members:
+            print(f"\nShare group '{group_id}' has no active members.", file=sys.stderr)
+            continue
+        print_members(group, args.verbose)
+
+
+async def delete(client: KafkaClient, args: argparse.Namespace) -> None:
+    groups = GroupAdmin(client)
+    ids = await _group_ids(ShareGroupAdmin(groups), args)
+    failures = []
+    for group_id in ids:
+        try:
+            await groups.delete_group(group_id)
+        except KafkaClientError as exc:
+            failures.append(f"Group '{group_id}' could not be deleted due to: {exc}")
+    if failures:
+        raise CommandError("Deletion of some share groups failed: " + " ".join(failures))
+    print(f"Deletion of requested share groups ({', '.join(repr(g) for g in ids)}) was successful.")
+
+
+def print_state(group: ShareGroupDescription, verbose: bool) -> None:
+    coordinator = f"{group.coordinator.host}:{group.coordinator.port}  ({group.coordinator.node_id})"
+    header = ["GROUP", "COORDINATOR (ID)", "STATE", "#MEMBERS"]
+    row = [group.group_id, coordinator, group.state, str(len(group.members))]
+    widths: list[int | None] = [max(25, len(group.group_id)), max(25, len(coordinator)), 15, None]
+    if verbose:
+        header[-1:] = ["GROUP-EPOCH", "ASSIGNMENT-EPOCH", "#MEMBERS"]
+        row[-1:] = [str(group.group_epoch), str(group.assignment_epoch), str(len(group.members))]
+        widths[-1:] = [15, 16, None]
+    print("\n" + "\n".join(table(header, [row], widths)))
+    print()
+
+
+def print_members(group: ShareGroupDescription, verbose: bool) -> None:
+    members = sorted(group.members, key=lambda m: m.member_id)
+    header = ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "ASSIGNMENT"]
+    cells = [[group.group_id, m.member_id, m.host, m.client_id, str(len(m.assignment)),
+              assignment_text(m.assignment)] for m in members]
+    widths: list[int | None] = [width([group.group_id]), *(width([c[i] for c in cells]) for i in (1, 2, 3)), 15, None]
+    if verbose:
+        header[-1:] = ["MEMBER-EPOCH", "ASSIGNMENT"]
+        for cell, member in zip(cells, members):
+            cell[-1:] = [str(member.member_epoch), cell[-1]]
+        widths[-1:] = [15, None]
+    print("\n" + "\n".join(table(header, cells, widths)))
+    print()
+
+
+COMMANDS = {"list": list_groups, "describe": describe, "delete": delete}

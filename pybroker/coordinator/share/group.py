@@ -1,0 +1,224 @@
+"""Share groups' membership (KIP-932): ShareGroupHeartbeat, ShareGroupDescribe, listing and deletion, as a pure
+state machine (every entry point takes ``now_ms``).
+
+A share group has no revocation step: any number of members may read a partition, so a new target assignment is
+every member's current assignment at once, and a member's epoch is the group's assignment epoch from its next
+heartbeat on (Kafka's ShareGroupMember reconciliation is immediate too). The group epoch rises when a member
+joins, leaves, is fenced by its session timeout, changes its subscription, or a subscribed topic's partition count
+changes; the assignment is then computed again by ``assignor.py``.
+
+Groups live in memory only: a coordinator restart forgets them (their members rejoin on their next heartbeat,
+answered UNKNOWN_MEMBER_ID first), and nothing of a share group is written to ``__consumer_offsets`` yet.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Callable
+
+from pybroker.coordinator.consumer_group import TopicImage
+from pybroker.coordinator.share.assignor import assign
+from pybroker.protocol.error_codes import ErrorCode
+from pybroker.protocol.messages import (
+    ListGroupsResponse,
+    ShareGroupDescribeResponse,
+    ShareGroupHeartbeatRequest,
+    ShareGroupHeartbeatResponse,
+)
+
+__all__ = ["ShareGroup", "ShareGroups", "ShareMember", "ShareGroupSettings"]
+
+LEAVE_EPOCH = -1
+ASSIGNOR_NAME = "simple"
+
+
+@dataclass(frozen=True, slots=True)
+class ShareGroupSettings:
+    """The broker's ``group.share.*`` membership settings (a group's own configs may override the first two)."""
+
+    session_timeout_ms: int = 45_000
+    heartbeat_interval_ms: int = 5_000
+    max_size: int = 200
+
+
+@dataclass(slots=True)
+class ShareMember:
+    member_id: str
+    client_id: str
+    client_host: str
+    rack_id: str | None
+    subscribed: tuple[str, ...]
+    member_epoch: int = 0
+    assignment: dict[uuid.UUID, tuple[int, ...]] = field(default_factory=dict)
+    deadline_ms: int = 0
+
+
+@dataclass(slots=True)
+class ShareGroup:
+    group_id: str
+    group_epoch: int = 0
+    assignment_epoch: int = 0
+    members: dict[str, ShareMember] = field(default_factory=dict)
+    partition_counts: dict[str, int] = field(default_factory=dict)
+    """Partition count of each subscribed topic when the assignment was computed (a change makes a new one)."""
+
+    @property
+    def state(self) -> str:
+        return "Stable" if self.members else "Empty"
+
+    def subscribed_topics(self) -> set[str]:
+        return {topic for member in self.members.values() for topic in member.subscribed}
+
+
+class ShareGroups:
+    """Every share group this broker coordinates; see the module doc."""
+
+    def __init__(self, settings: ShareGroupSettings,
+                 group_settings: Callable[[str], ShareGroupSettings] | None = None) -> None:
+        self.settings = settings
+        self._group_settings = group_settings or (lambda _group_id: settings)
+        self.groups: dict[str, ShareGroup] = {}
+
+    def heartbeat(self, request: ShareGroupHeartbeatRequest, client_id: str, client_host: str, image: TopicImage,
+                  now_ms: int) -> tuple[ShareGroupHeartbeatResponse, list[str]]:
+        """Answer one heartbeat; also the ids of members that left (their acquired records are to be released)."""
+        invalid = _invalid(request)
+        if invalid is not None:
+            return ShareGroupHeartbeatResponse(error_code=ErrorCode.INVALID_REQUEST, error_message=invalid), []
+        group_id, member_id, epoch = request.group_id, request.member_id, request.member_epoch
+        group = self.groups.get(group_id)
+        settings = self._group_settings(group_id)
+        if epoch == LEAVE_EPOCH:
+            if group is None or member_id not in group.members:
+                return _error(ErrorCode.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {group_id}."), []
+            self._remove(group, member_id)
+            return ShareGroupHeartbeatResponse(member_id=member_id, member_epoch=LEAVE_EPOCH), [member_id]
+        member = None if group is None else group.members.get(member_id)
+        if epoch == 0:
+            if group is None:
+                group = self.groups[group_id] = ShareGroup(group_id)
+            if member is None:
+                if len(group.members) >= self.settings.max_size:
+                    return _error(ErrorCode.GROUP_MAX_SIZE_REACHED,
+                                  f"The share group has reached its maximum capacity of {self.settings.max_size} "
+                                  "members."), []
+                member = group.members[member_id] = ShareMember(member_id, client_id, client_host, request.rack_id,
+                                                                tuple(request.subscribed_topic_names or ()))
+                group.group_epoch += 1
+        elif member is None:
+            return _error(ErrorCode.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {group_id}."), []
+        elif epoch != member.member_epoch:
+            return _error(ErrorCode.FENCED_MEMBER_EPOCH,
+                          f"The share group member has a smaller member epoch ({epoch}) than the one known by the "
+                          f"group coordinator ({member.member_epoch}). The member must abandon all its partitions "
+                          "and rejoin."), []
+        assert group is not None
+        if request.subscribed_topic_names is not None and tuple(request.subscribed_topic_names) != member.subscribed:
+            member.subscribed = tuple(request.subscribed_topic_names)
+            group.group_epoch += 1
+        member.client_id, member.client_host = client_id, client_host
+        if request.rack_id is not None:
+            member.rack_id = request.rack_id
+        member.deadline_ms = now_ms + settings.session_timeout_ms
+        self._refresh(group, image)
+        changed = epoch == 0 or member.member_epoch != group.assignment_epoch
+        member.member_epoch = group.assignment_epoch
+        response = ShareGroupHeartbeatResponse(member_id=member_id, member_epoch=member.member_epoch,
+                                               heartbeat_interval_ms=settings.heartbeat_interval_ms)
+        if changed:
+            response.assignment = ShareGroupHeartbeatResponse.Assignment(topic_partitions=[
+                ShareGroupHeartbeatResponse.TopicPartitions(topic_id=topic_id, partitions=list(partitions))
+                for topic_id, partitions in member.assignment.items()])
+        return response, []
+
+    def expire(self, now_ms: int) -> list[tuple[str, str]]:
+        """Fence members whose session timed out; the (group, member) pairs removed."""
+        removed = []
+        for group in self.groups.values():
+            for member in [m for m in group.members.values() if m.deadline_ms <= now_ms]:
+                self._remove(group, member.member_id)
+                removed.append((group.group_id, member.member_id))
+        return removed
+
+    def describe(self, group_id: str, image: TopicImage) -> ShareGroupDescribeResponse.DescribedGroup:
+        group = self.groups.get(group_id)
+        if group is None:
+            return ShareGroupDescribeResponse.DescribedGroup(group_id=group_id, error_code=ErrorCode.GROUP_ID_NOT_FOUND,
+                                                             error_message=f"Group {group_id} not found.")
+        members = [ShareGroupDescribeResponse.Member(
+            member_id=m.member_id, rack_id=m.rack_id, member_epoch=m.member_epoch, client_id=m.client_id,
+            client_host=m.client_host, subscribed_topic_names=list(m.subscribed),
+            assignment=ShareGroupDescribeResponse.Assignment(topic_partitions=[
+                ShareGroupDescribeResponse.TopicPartitions(topic_id=topic_id, topic_name=image.name_of(topic_id) or "",
+                                                           partitions=list(partitions))
+                for topic_id, partitions in m.assignment.items()]))
+            for m in group.members.values()]
+        return ShareGroupDescribeResponse.DescribedGroup(
+            group_id=group_id, group_state=group.state, group_epoch=group.group_epoch,
+            assignment_epoch=group.assignment_epoch, assignor_name=ASSIGNOR_NAME, members=members)
+
+    def listed(self, states: list[str], types: list[str]) -> list[ListGroupsResponse.ListedGroup]:
+        """ListGroups' entries, filtered as Kafka filters (case-insensitive states and types)."""
+        if types and "share" not in {t.lower() for t in types}:
+            return []
+        wanted_states = {s.lower() for s in states}
+        return [ListGroupsResponse.ListedGroup(group_id=g.group_id, protocol_type="share", group_state=g.state,
+                                               group_type="share")
+                for g in self.groups.values() if not wanted_states or g.state.lower() in wanted_states]
+
+    def delete(self, group_id: str) -> ErrorCode:
+        group = self.groups.get(group_id)
+        if group is None:
+            return ErrorCode.GROUP_ID_NOT_FOUND
+        if group.members:
+            return ErrorCode.NON_EMPTY_GROUP
+        del self.groups[group_id]
+        return ErrorCode.NONE
+
+    def is_member(self, group_id: str, member_id: str) -> bool:
+        group = self.groups.get(group_id)
+        return group is not None and member_id in group.members
+
+    def next_deadline_ms(self) -> int | None:
+        return min((m.deadline_ms for g in self.groups.values() for m in g.members.values()), default=None)
+
+    # ------------------------------------------------------------------ internals
+
+    def _remove(self, group: ShareGroup, member_id: str) -> None:
+        del group.members[member_id]
+        group.group_epoch += 1
+
+    def _refresh(self, group: ShareGroup, image: TopicImage) -> None:
+        """A new target assignment when the group epoch moved or a subscribed topic changed size."""
+        counts = {topic: image.topics[topic][1] for topic in sorted(group.subscribed_topics()) if topic in image.topics}
+        if counts != group.partition_counts:
+            group.partition_counts = counts
+            if group.assignment_epoch == group.group_epoch:
+                group.group_epoch += 1
+        if group.assignment_epoch == group.group_epoch:
+            return
+        subscriptions = {m.member_id: m.subscribed for m in group.members.values()}
+        targets = assign(subscriptions, {topic: (image.topics[topic][0], count) for topic, count in counts.items()})
+        for member in group.members.values():
+            member.assignment = targets.get(member.member_id, {})
+        group.assignment_epoch = group.group_epoch
+
+
+def _invalid(request: ShareGroupHeartbeatRequest) -> str | None:
+    """Kafka's throwIfShareGroupHeartbeatRequestIsInvalid, message for message."""
+    if not request.group_id:
+        return "GroupId can't be empty."
+    if request.rack_id is not None and not request.rack_id:
+        return "RackId can't be empty."
+    if not request.member_id:
+        return "MemberId can't be empty."
+    if request.member_epoch < LEAVE_EPOCH:
+        return f"MemberEpoch is {request.member_epoch}, but must be greater than or equal to -1."
+    if request.member_epoch == 0 and not request.subscribed_topic_names:
+        return "SubscribedTopicNames must be set in first request."
+    return None
+
+
+def _error(code: ErrorCode, message: str) -> ShareGroupHeartbeatResponse:
+    return ShareGroupHeartbeatResponse(error_code=code, error_message=message)

@@ -1,0 +1,239 @@
+"""Share consumers' partition APIs (KIP-932): ShareFetch (78) and ShareAcknowledge (79), v1-v2 as Kafka 4.2.
+
+Served by each partition's leader, where its share-partitions live (``replication/share/partition.py``). A request
+runs in a share session (``share_sessions.py``); its acknowledgements are applied first, then, for ShareFetch, each
+partition of the session acquires records for the member (``replication/share/reader.py``), long-polling up to
+max_wait_ms until something is acquired. Closing the session (epoch -1) releases what the member still holds here.
+
+v2 adds the record-limit acquisition mode (KIP-1206: exactly max_records, splitting a batch) and RENEW
+acknowledgements (KIP-1222: the lock of held records starts again); a ShareFetch with IsRenewAck only acknowledges
+(its byte, record and wait limits must be 0, else INVALID_REQUEST), and RENEW in a v1 request is INVALID_REQUEST.
+``share.isolation.level=read_committed`` is refused when configured.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Iterable
+
+from pybroker.protocol.api_keys import ApiKey
+from pybroker.protocol.error_codes import ErrorCode
+from pybroker.protocol.messages import (
+    ShareAcknowledgeRequest,
+    ShareAcknowledgeResponse,
+    ShareFetchRequest,
+    ShareFetchResponse,
+)
+from pybroker.replication.share.partition import Acquired
+from pybroker.replication.share.reader import acquire_from_log
+from pybroker.security.acl import AclOperation, ResourceType
+from pybroker.server.authorization import allowed_names, authorize
+from pybroker.server.context import RequestContext
+from pybroker.server.error_mapping import error_code_for
+from pybroker.server.request_channel import leave_request_queue
+from pybroker.server.registry import api
+from pybroker.server.share_sessions import INITIAL_EPOCH, SessionContext
+
+FetchData = ShareFetchResponse.PartitionData
+RENEW_VERSION = 2
+RECORD_LIMIT = 1
+"""ShareFetch v2's share_acquire_mode for KIP-1206's record-limit acquisition (0 is batch-optimized)."""
+Key = tuple[uuid.UUID, int]
+AckBatches = list[ShareFetchRequest.AcknowledgementBatch] | list[ShareAcknowledgeRequest.AcknowledgementBatch]
+
+
+@dataclass(slots=True)
+class _Partition:
+    """One share-partition's answer being built."""
+
+    key: Key
+    topic: str | None
+    error: ErrorCode = ErrorCode.NONE
+    ack_error: ErrorCode | None = None
+    leader: tuple[int, int] = (-1, -1)
+    records: object = b""
+    acquired: list[Acquired] = field(default_factory=list)
+
+
+@api(ApiKey.SHARE_FETCH, 1, 2)
+async def share_fetch(ctx: RequestContext, request: ShareFetchRequest) -> ShareFetchResponse:
+    share = ctx.services.share
+    refused = _refused(ctx, request.group_id, request.member_id, request.share_session_epoch == INITIAL_EPOCH)
+    if refused is None and request.is_renew_ack and (request.max_bytes or request.min_bytes or request.max_records
+                                                     or request.max_wait_ms):
+        refused = ErrorCode.INVALID_REQUEST, "MaxBytes, MinBytes, MaxRecords and MaxWaitMs must be 0 with IsRenewAck."
+    if refused is not None:
+        return ShareFetchResponse(error_code=refused[0], error_message=refused[1])
+    requested = [((t.topic_id, p.partition_index), p.acknowledgement_batches)
+                 for t in request.topics for p in t.partitions]
+    forgotten = [(t.topic_id, p) for t in request.forgotten_topics_data for p in t.partitions]
+    context = share.sessions.fetch_context(request.group_id, request.member_id, request.share_session_epoch,
+                                           [key for key, _ in requested], forgotten, share.now_ms())
+    if context.error is not ErrorCode.NONE:
+        return ShareFetchResponse(error_code=context.error)
+    assert context.session is not None
+    group_id, member_id = request.group_id, request.member_id
+    answers: dict[Key, _Partition] = {}
+    for key, batches in requested:
+        if batches:
+            answer = answers[key] = _resolve(ctx, key)
+            answer.ack_error = _acknowledge(ctx, answer, group_id, member_id, batches)
+    if context.closing or request.is_renew_ack:
+        if context.closing:
+            share.member_left(group_id, member_id)
+        return _fetch_response(ctx, group_id, answers.values())
+    fetching = [_resolve(ctx, key) for key in context.session.partitions]
+    await _acquire(ctx, request, fetching)
+    clock = share.clock
+    deadline = clock.monotonic() + request.max_wait_ms / 1000
+    while request.max_wait_ms > 0 and not any(p.acquired or p.error for p in fetching):
+        remaining = deadline - clock.monotonic()
+        if remaining <= 0:
+            break
+        lock_deadlines = [d for d in (_next_lock_deadline(ctx, group_id, p) for p in fetching) if d is not None]
+        if lock_deadlines:
+            remaining = min(remaining, max(0.0, (min(lock_deadlines) - share.now_ms()) / 1000) + 0.001)
+        leave_request_queue()
+        await ctx.services.replica_manager.wait_for_append([(p.topic, p.key[1]) for p in fetching if p.topic],
+                                                         remaining)
+        await _acquire(ctx, request, fetching)
+    for answer in fetching:
+        previous = answers.get(answer.key)
+        if previous is not None:
+            answer.ack_error = previous.ack_error
+        if context.full or answer.acquired or answer.error or answer.ack_error is not None:
+            answers[answer.key] = answer
+    return _fetch_response(ctx, group_id, answers.values())
+
+
+@api(ApiKey.SHARE_ACKNOWLEDGE, 1, 2)
+async def share_acknowledge(ctx: RequestContext, request: ShareAcknowledgeRequest) -> ShareAcknowledgeResponse:
+    share = ctx.services.share
+    refused = _refused(ctx, request.group_id, request.member_id, False)
+    if refused is not None:
+        return ShareAcknowledgeResponse(error_code=refused[0], error_message=refused[1])
+    context: SessionContext = share.sessions.acknowledge_context(request.group_id, request.member_id,
+                                                                 request.share_session_epoch, share.now_ms())
+    if context.error is not ErrorCode.NONE:
+        return ShareAcknowledgeResponse(error_code=context.error)
+    topics: dict[uuid.UUID, ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse] = {}
+    for topic in request.topics:
+        for partition in topic.partitions:
+            answer = _resolve(ctx, (topic.topic_id, partition.partition_index))
+            code = _acknowledge(ctx, answer, request.group_id, request.member_id, partition.acknowledgement_batches)
+            entry = topics.setdefault(topic.topic_id, ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse(
+                topic_id=topic.topic_id, partitions=[]))
+            entry.partitions.append(ShareAcknowledgeResponse.PartitionData(
+                partition_index=partition.partition_index, error_code=code,
+                current_leader=ShareAcknowledgeResponse.LeaderIdAndEpoch(*answer.leader)))
+    if context.closing:
+        share.member_left(request.group_id, request.member_id)
+    return ShareAcknowledgeResponse(responses=list(topics.values()),
+                                    acquisition_lock_timeout_ms=share.configs.lock_duration_ms(request.group_id))
+
+
+def _refused(ctx: RequestContext, group_id: str | None, member_id: str | None,
+             opening: bool) -> tuple[ErrorCode, str] | None:
+    """The top-level error of a request the group side refuses: no group or member id, not a share group, or (to open
+    a share session) not a member. A session, once open, is the member's standing: the member leaving the group closes
+    it, and later requests in it are answered SHARE_SESSION_NOT_FOUND."""
+    if not group_id:
+        return ErrorCode.INVALID_REQUEST, "GroupId can't be empty."
+    if not member_id:
+        return ErrorCode.INVALID_REQUEST, "MemberId can't be empty."
+    if not authorize(ctx, AclOperation.READ, ResourceType.GROUP, group_id):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED, f"Not authorized to access group {group_id}."
+    share = ctx.services.share
+    if ctx.services.groups.owns(group_id):  # the group's coordinator is here: its membership is known
+        if share.is_other_group(group_id):
+            return ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group."
+        if opening and not share.groups.is_member(group_id, member_id):
+            return ErrorCode.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of share group {group_id}."
+    return None
+
+
+def _resolve(ctx: RequestContext, key: Key) -> _Partition:
+    info = ctx.services.metadata.topic_by_id(key[0])
+    if info is None:
+        return _Partition(key, None, ErrorCode.UNKNOWN_TOPIC_ID)
+    answer = _Partition(key, info.name)
+    if not allowed_names(ctx, AclOperation.READ, ResourceType.TOPIC, [info.name]):
+        answer.error = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        return answer
+    try:
+        partition = ctx.services.replica_manager.leader_partition(info.name, key[1])
+    except Exception as exc:
+        answer.error = error_code_for(exc)
+        return answer
+    answer.leader = (ctx.services.broker_id, partition.leader_epoch)
+    return answer
+
+
+def _acknowledge(ctx: RequestContext, answer: _Partition, group_id: str, member_id: str,
+                 batches: AckBatches) -> ErrorCode:
+    """Apply a partition's acknowledgement batches in order; the first refusal is the partition's answer (later
+    batches are still applied, as Kafka applies each batch on its own)."""
+    if answer.error is not ErrorCode.NONE or answer.topic is None:
+        return answer.error
+    share = ctx.services.share
+    partition = ctx.services.replica_manager.leader_partition(answer.topic, answer.key[1])
+    state = share.share_partition(group_id, answer.topic, answer.key[1], partition.log)
+    result = ErrorCode.NONE
+    now = share.now_ms()
+    renew_lock_ms = share.configs.lock_duration_ms(group_id) if ctx.api_version >= RENEW_VERSION else None
+    for batch in batches:
+        code = state.acknowledge(member_id, batch.first_offset, batch.last_offset, batch.acknowledge_types, now,
+                                 renew_lock_ms=renew_lock_ms)
+        if result is ErrorCode.NONE:
+            result = code
+    return result
+
+
+async def _acquire(ctx: RequestContext, request: ShareFetchRequest, fetching: Iterable[_Partition]) -> None:
+    """Acquire records on each partition without an error, within the request's byte and record limits."""
+    share = ctx.services.share
+    group_id = request.group_id
+    assert group_id is not None and request.member_id is not None
+    max_bytes = min(request.max_bytes, ctx.services.config["fetch.max.bytes"])
+    max_records = request.max_records if request.max_records > 0 else share.limits.partition_max_record_locks
+    lock_ms = share.configs.lock_duration_ms(group_id)
+    for answer in fetching:
+        if answer.error is not ErrorCode.NONE or answer.topic is None or max_records <= 0:
+            continue
+        try:
+            partition = ctx.services.replica_manager.leader_partition(answer.topic, answer.key[1])
+            state = share.share_partition(group_id, answer.topic, answer.key[1], partition.log)
+            read = await acquire_from_log(partition.log, ctx.services.io, state, request.member_id,
+                                          max_bytes=max(max_bytes, 1), max_records=max_records, lock_ms=lock_ms,
+                                          now_ms=share.now_ms(), record_limit=request.share_acquire_mode == RECORD_LIMIT)
+        except Exception as exc:
+            answer.error = error_code_for(exc)
+            continue
+        if read.acquired:
+            answer.records, answer.acquired = read.records, read.acquired
+            max_records -= sum(a.last - a.first + 1 for a in read.acquired)
+            size = read.records.size if hasattr(read.records, "size") else len(read.records)  # type: ignore[arg-type]
+            max_bytes -= size
+
+
+def _next_lock_deadline(ctx: RequestContext, group_id: str, answer: _Partition) -> int | None:
+    state = ctx.services.share.partitions.get((group_id, answer.topic or "", answer.key[1]))
+    return None if state is None else state.next_deadline_ms()
+
+
+def _fetch_response(ctx: RequestContext, group_id: str, answers: Iterable[_Partition]) -> ShareFetchResponse:
+    topics: dict[uuid.UUID, ShareFetchResponse.ShareFetchableTopicResponse] = {}
+    for answer in answers:
+        entry = topics.setdefault(answer.key[0], ShareFetchResponse.ShareFetchableTopicResponse(
+            topic_id=answer.key[0], partitions=[]))
+        entry.partitions.append(FetchData(
+            partition_index=answer.key[1], error_code=answer.error,
+            acknowledge_error_code=answer.ack_error or ErrorCode.NONE,
+            current_leader=ShareFetchResponse.LeaderIdAndEpoch(*answer.leader),
+            records=answer.records,
+            acquired_records=[ShareFetchResponse.AcquiredRecords(first_offset=a.first, last_offset=a.last,
+                                                                 delivery_count=a.delivery_count)
+                              for a in answer.acquired]))
+    return ShareFetchResponse(responses=list(topics.values()),
+                              acquisition_lock_timeout_ms=ctx.services.share.configs.lock_duration_ms(group_id))

@@ -1,0 +1,169 @@
+"""Share groups (KIP-932) with confluent-kafka's ShareConsumer (librdkafka 2.16, preview): implicit acceptance,
+explicit release and redelivery, several consumers on one partition never given the same record twice, and a lock
+timeout handing a silent member's records to another."""
+
+from __future__ import annotations
+
+import time
+from typing import Iterator
+
+import pytest
+from confluent_kafka import AcknowledgeType, KafkaError, KafkaException, Producer, ShareConsumer
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic, ResourceType
+
+from pybroker.protocol.error_codes import ErrorCode
+from pybroker.protocol.messages import MetadataRequest, MetadataResponse
+from tests.eventually import eventually
+from tests.integration.broker_process import BrokerProcess
+from tests.integration.test_bad_input import WireClient
+from tests.integration.test_share_groups_wire import _acknowledge, _beat, _fetch
+
+DEADLINE_S = 30
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    # A lock-duration floor of 1 s: one test waits for a lock to expire.
+    process = BrokerProcess(tmp_path_factory.mktemp("share-confluent"),
+                            {"group.share.min.record.lock.duration.ms": "1000"}).start()
+    yield process
+    process.kill()
+
+
+def _topic_and_group(bootstrap: str, topic: str, group: str, **configs: str) -> None:
+    """A one-partition topic and a share group reading it from the earliest offset (Kafka's default is latest)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(timeout=20)
+    resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
+        ConfigEntry(key, value, incremental_operation=AlterConfigOpType.SET)
+        for key, value in {"share.auto.offset.reset": "earliest", **configs}.items()])
+    admin.incremental_alter_configs([resource])[resource].result(timeout=20)
+
+
+def _produce(bootstrap: str, topic: str, values: list[str]) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
+    for value in values:
+        producer.produce(topic, value=value.encode())
+        producer.flush(10)  # one batch per record: fetches acquire whole batches
+    assert producer.flush(10) == 0
+
+
+def _consumer(bootstrap: str, group: str, explicit: bool) -> ShareConsumer:
+    consumer = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group,
+                              "share.acknowledgement.mode": "explicit" if explicit else "implicit"})
+    return consumer
+
+
+def _poll_some(consumer: ShareConsumer) -> list:
+    def polled() -> list:
+        return [m for m in consumer.poll(0.5) if m.error() is None]
+
+    return eventually(polled, "a record")
+
+
+def test_implicitly_accepted_records_are_not_delivered_again(broker: BrokerProcess) -> None:
+    _topic_and_group(broker.bootstrap, "cf-implicit", "cf-implicit-group")
+    _produce(broker.bootstrap, "cf-implicit", [f"old{i}" for i in range(10)])
+    with _consumer(broker.bootstrap, "cf-implicit-group", explicit=False) as consumer:
+        consumer.subscribe(["cf-implicit"])
+        seen: list[str] = []
+        while len(seen) < 10:
+            seen += [m.value().decode() for m in _poll_some(consumer)]
+        assert seen == [f"old{i}" for i in range(10)]
+        consumer.commit_sync()
+    _produce(broker.bootstrap, "cf-implicit", ["new0"])
+    with _consumer(broker.bootstrap, "cf-implicit-group", explicit=False) as consumer:
+        consumer.subscribe(["cf-implicit"])
+        assert [m.value() for m in _poll_some(consumer)] == [b"new0"]
+
+
+def test_released_records_come_back_with_a_higher_delivery_count(broker: BrokerProcess) -> None:
+    _topic_and_group(broker.bootstrap, "cf-release", "cf-release-group")
+    _produce(broker.bootstrap, "cf-release", ["a", "b", "c"])
+    with _consumer(broker.bootstrap, "cf-release-group", explicit=True) as consumer:
+        consumer.subscribe(["cf-release"])
+        first: list = []
+        while len(first) < 3:
+            batch = _poll_some(consumer)
+            for message in batch:
+                consumer.acknowledge(message, AcknowledgeType.RELEASE)
+            consumer.commit_sync()
+            first += batch
+        again: list = []
+        while len(again) < 3:
+            batch = _poll_some(consumer)
+            for message in batch:
+                consumer.acknowledge(message, AcknowledgeType.ACCEPT)
+            consumer.commit_sync()
+            again += batch
+        assert [(m.offset(), m.value()) for m in again] == [(0, b"a"), (1, b"b"), (2, b"c")]
+        assert {m.delivery_count() for m in again} == {2}
+
+
+def test_consumers_sharing_one_partition_get_each_record_once(broker: BrokerProcess) -> None:
+    _topic_and_group(broker.bootstrap, "cf-shared", "cf-shared-group")
+    values = [f"r{i}" for i in range(30)]
+    _produce(broker.bootstrap, "cf-shared", values)
+    consumers = [_consumer(broker.bootstrap, "cf-shared-group", explicit=True) for _ in range(3)]
+    received: list[str] = []
+    try:
+        for consumer in consumers:
+            consumer.subscribe(["cf-shared"])
+        deadline = time.monotonic() + DEADLINE_S
+        while len(received) < len(values) and time.monotonic() < deadline:
+            for consumer in consumers:
+                for message in consumer.poll(0.2):
+                    if message.error() is None:
+                        received.append(message.value().decode())
+                        consumer.acknowledge(message, AcknowledgeType.ACCEPT)
+                consumer.commit_sync()
+    finally:
+        for consumer in consumers:
+            consumer.close()
+    assert sorted(received) == sorted(values)
+
+
+def test_a_lock_timeout_redelivers_to_another_member(broker: BrokerProcess) -> None:
+    """The holder is a bare protocol client that acquires records and then sends nothing (a crashed consumer)."""
+    _topic_and_group(broker.bootstrap, "cf-lock", "cf-lock-group", **{"share.record.lock.duration.ms": "1000"})
+    _produce(broker.bootstrap, "cf-lock", ["a", "b", "c"])
+    holder = WireClient(broker.bootstrap)
+    _beat(holder, "cf-lock-group", "holder", 0, ["cf-lock"])
+    topic_id = holder.request(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name="cf-lock")]), 12,
+                              MetadataResponse).topics[0].topic_id
+    held = _fetch(holder, "cf-lock-group", "holder", 0, topic_id)
+    assert held.acquisition_lock_timeout_ms == 1000
+    assert [(a.first_offset, a.last_offset) for a in held.responses[0].partitions[0].acquired_records] == [(0, 2)]
+    with _consumer(broker.bootstrap, "cf-lock-group", explicit=True) as other:
+        other.subscribe(["cf-lock"])
+        taken: list = []
+        while len(taken) < 3:
+            batch = _poll_some(other)
+            for message in batch:
+                other.acknowledge(message, AcknowledgeType.ACCEPT)
+            other.commit_sync()
+            taken += batch
+        assert [(m.offset(), m.delivery_count()) for m in taken] == [(0, 2), (1, 2), (2, 2)]
+    late = _acknowledge(holder, "cf-lock-group", "holder", 1, topic_id, 0, 2)
+    assert late.responses[0].partitions[0].error_code == ErrorCode.INVALID_RECORD_STATE
+    holder.close()
+
+
+def test_group_configs_out_of_bounds_are_refused_and_described(broker: BrokerProcess) -> None:
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+
+    def alter(key: str, value: str) -> None:
+        resource = ConfigResource(ResourceType.GROUP, "cf-configs", incremental_configs=[
+            ConfigEntry(key, value, incremental_operation=AlterConfigOpType.SET)])
+        admin.incremental_alter_configs([resource])[resource].result(timeout=20)
+
+    for key, value in (("share.record.lock.duration.ms", "0"), ("share.record.lock.duration.ms", "86400000"),
+                       ("share.auto.offset.reset", "sometimes"), ("share.no.such.key", "1")):
+        with pytest.raises(KafkaException) as refused:
+            alter(key, value)
+        assert refused.value.args[0].code() == KafkaError.INVALID_CONFIG, (key, value)
+    alter("share.record.lock.duration.ms", "20000")
+    resource = ConfigResource(ResourceType.GROUP, "cf-configs")
+    described = admin.describe_configs([resource])[resource].result(timeout=20)
+    assert described["share.record.lock.duration.ms"].value == "20000"
+    assert described["share.auto.offset.reset"].value == "latest"

@@ -1,0 +1,185 @@
+"""Share groups' bad input on the wire (KIP-932): Kafka's error codes, and the broker keeps serving.
+
+Requests are written with pybroker's own codecs on a bare socket, so each test sends exactly the fields it means:
+a stale member epoch, a stale or unknown share-session epoch, acknowledging records not held, a share request for
+a classic group.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from pybroker.protocol.error_codes import ErrorCode
+from pybroker.protocol.messages import (
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    ProduceRequest,
+    ProduceResponse,
+    ShareAcknowledgeRequest,
+    ShareAcknowledgeResponse,
+    ShareFetchRequest,
+    ShareFetchResponse,
+    ShareGroupHeartbeatRequest,
+    ShareGroupHeartbeatResponse,
+)
+from pybroker.records.record import RecordInput, build_batch
+from tests.eventually import eventually
+from tests.integration.test_bad_input import WireClient, metadata_ok
+
+ACCEPT = 1
+
+
+def _topic(client: WireClient, name: str) -> uuid.UUID:
+    created = client.request(CreateTopicsRequest(topics=[CreateTopicsRequest.CreatableTopic(
+        name=name, num_partitions=1, replication_factor=1)]), 7, CreateTopicsResponse)
+    assert created.topics[0].error_code == 0
+    return created.topics[0].topic_id
+
+
+def _produce(client: WireClient, topic: str, count: int) -> None:
+    request = ProduceRequest(acks=1, timeout_ms=5000, topic_data=[ProduceRequest.TopicProduceData(
+        name=topic, partition_data=[ProduceRequest.PartitionProduceData(
+            index=0, records=build_batch([RecordInput(b"k", b"v%d" % i) for i in range(count)]))])])
+    assert client.request(request, 9, ProduceResponse).responses[0].partition_responses[0].error_code == 0
+
+
+def _beat(client: WireClient, group: str, member: str, epoch: int,
+          topics: list[str] | None = None) -> ShareGroupHeartbeatResponse:
+    """One heartbeat, retried while the group's coordinator partition is still loading (as clients retry)."""
+    def answered() -> ShareGroupHeartbeatResponse | None:
+        response = client.request(ShareGroupHeartbeatRequest(group_id=group, member_id=member, member_epoch=epoch,
+                                                             subscribed_topic_names=topics),
+                                  1, ShareGroupHeartbeatResponse)
+        return None if response.error_code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS else response
+
+    return eventually(answered, f"{group}'s coordinator to be loaded")
+
+
+def _fetch(client: WireClient, group: str, member: str, epoch: int, topic_id: uuid.UUID | None,
+           acks: list[ShareFetchRequest.AcknowledgementBatch] | None = None) -> ShareFetchResponse:
+    topics = [] if topic_id is None else [ShareFetchRequest.FetchTopic(topic_id=topic_id, partitions=[
+        ShareFetchRequest.FetchPartition(partition_index=0, acknowledgement_batches=acks or [])])]
+    return client.request(ShareFetchRequest(group_id=group, member_id=member, share_session_epoch=epoch,
+                                            max_wait_ms=0, min_bytes=1, max_records=100, topics=topics),
+                          1, ShareFetchResponse)
+
+
+def _acknowledge(client: WireClient, group: str, member: str, epoch: int, topic_id: uuid.UUID, first: int,
+                 last: int) -> ShareAcknowledgeResponse:
+    return client.request(ShareAcknowledgeRequest(group_id=group, member_id=member, share_session_epoch=epoch,
+                                                  topics=[ShareAcknowledgeRequest.AcknowledgeTopic(
+                                                      topic_id=topic_id, partitions=[
+                                                          ShareAcknowledgeRequest.AcknowledgePartition(
+                                                              partition_index=0, acknowledgement_batches=[
+                                                                  ShareAcknowledgeRequest.AcknowledgementBatch(
+                                                                      first_offset=first, last_offset=last,
+                                                                      acknowledge_types=[ACCEPT])])])]),
+                          1, ShareAcknowledgeResponse)
+
+
+def _commit(client: WireClient, group: str, topic: str) -> int:
+    """A simple (generation -1) OffsetCommit of offset 0 on partition 0, retried while the coordinator loads; its
+    error code."""
+    def answered() -> OffsetCommitResponse | None:
+        response = client.request(OffsetCommitRequest(
+            group_id=group, generation_id_or_member_epoch=-1, member_id="",
+            topics=[OffsetCommitRequest.OffsetCommitRequestTopic(name=topic, partitions=[
+                OffsetCommitRequest.OffsetCommitRequestPartition(partition_index=0, committed_offset=0)])]),
+            8, OffsetCommitResponse)
+        loading = response.topics[0].partitions[0].error_code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        return None if loading else response
+
+    return eventually(answered, f"{group}'s coordinator to be loaded").topics[0].partitions[0].error_code
+
+
+def test_a_stale_member_epoch_is_fenced(shared_broker) -> None:
+    client = WireClient(shared_broker.bootstrap)
+    _topic(client, "wire-fence")
+    joined = _beat(client, "wire-fence-group", "m1", 0, ["wire-fence"])
+    assert joined.error_code == 0 and joined.member_epoch == 1
+    assert _beat(client, "wire-fence-group", "m2", 0, ["wire-fence"]).member_epoch == 2
+    fenced = _beat(client, "wire-fence-group", "m1", 2)
+    assert fenced.error_code == ErrorCode.FENCED_MEMBER_EPOCH
+    assert _beat(client, "wire-fence-group", "m1", 1).member_epoch == 2  # its own epoch still works
+    assert _beat(client, "wire-fence-group", "", 0, ["wire-fence"]).error_code == ErrorCode.INVALID_REQUEST
+    client.close()
+    assert metadata_ok(shared_broker.bootstrap)
+
+
+def test_share_session_epochs_and_records_not_held(shared_broker) -> None:
+    client = WireClient(shared_broker.bootstrap)
+    topic_id = _topic(client, "wire-session")
+    _produce(client, "wire-session", 5)
+    group = "wire-session-group"
+    _beat(client, group, "m2", 0, ["wire-session"])
+    assert _fetch(client, group, "m1", 0, topic_id).error_code == ErrorCode.UNKNOWN_MEMBER_ID  # not a member yet
+    _beat(client, group, "m1", 0, ["wire-session"])
+    first = _fetch(client, group, "m1", 0, topic_id)  # share.auto.offset.reset=latest: nothing before the start
+    assert first.error_code == 0 and first.responses[0].partitions[0].acquired_records == []
+    _produce(client, "wire-session", 3)
+    fetched = _fetch(client, group, "m1", 1, topic_id)
+    [acquired] = fetched.responses[0].partitions[0].acquired_records
+    assert (acquired.first_offset, acquired.last_offset, acquired.delivery_count) == (5, 7, 1)
+    assert _fetch(client, group, "m1", 1, topic_id).error_code == ErrorCode.INVALID_SHARE_SESSION_EPOCH
+    assert _fetch(client, group, "m2", 4, topic_id).error_code == ErrorCode.SHARE_SESSION_NOT_FOUND
+    assert _fetch(client, group, "m2", 0, topic_id).responses[0].partitions[0].acquired_records == []  # m1 holds them
+    refused = _acknowledge(client, group, "m2", 1, topic_id, 5, 7)  # m2 does not hold them
+    assert refused.error_code == 0 and refused.responses[0].partitions[0].error_code == ErrorCode.INVALID_RECORD_STATE
+    outside = _acknowledge(client, group, "m1", 2, topic_id, 0, 4)  # before the share-partition's start
+    assert outside.responses[0].partitions[0].error_code == ErrorCode.INVALID_RECORD_STATE
+    piggybacked = _fetch(client, group, "m1", 3, topic_id, [ShareFetchRequest.AcknowledgementBatch(
+        first_offset=5, last_offset=7, acknowledge_types=[ACCEPT])])
+    assert piggybacked.responses[0].partitions[0].acknowledge_error_code == 0
+    again = _acknowledge(client, group, "m1", 4, topic_id, 5, 7)  # accepted already
+    assert again.responses[0].partitions[0].error_code == ErrorCode.INVALID_RECORD_STATE
+    assert _acknowledge(client, group, "m1", 0, topic_id, 5, 7).error_code == ErrorCode.INVALID_SHARE_SESSION_EPOCH
+    client.close()
+    assert metadata_ok(shared_broker.bootstrap)
+
+
+def test_share_requests_for_a_classic_group(shared_broker) -> None:
+    client = WireClient(shared_broker.bootstrap)
+    topic_id = _topic(client, "wire-classic")
+    assert _commit(client, "wire-classic-group", "wire-classic") == 0
+    assert _beat(client, "wire-classic-group", "m1", 0, ["wire-classic"]).error_code == ErrorCode.GROUP_ID_NOT_FOUND
+    assert _fetch(client, "wire-classic-group", "m1", 0, topic_id).error_code == ErrorCode.GROUP_ID_NOT_FOUND
+    client.close()
+
+
+def test_classic_requests_for_a_share_group(shared_broker) -> None:
+    client = WireClient(shared_broker.bootstrap)
+    _topic(client, "wire-share-only")
+    assert _beat(client, "wire-share-only-group", "m1", 0, ["wire-share-only"]).error_code == 0
+    assert _commit(client, "wire-share-only-group", "wire-share-only") == ErrorCode.GROUP_ID_NOT_FOUND
+    assert _beat(client, "wire-share-only-group", "m1", 1).member_epoch == 1  # still a share group
+    client.close()
+
+
+def test_v2_record_limit_and_renew(shared_broker) -> None:
+    client = WireClient(shared_broker.bootstrap)
+    topic_id = _topic(client, "wire-v2")
+    group = "wire-v2-group"
+    _beat(client, group, "m1", 0, ["wire-v2"])
+    _fetch(client, group, "m1", 0, topic_id)  # the share-partition starts at the end (latest)
+    _produce(client, "wire-v2", 10)
+
+    def fetch_v2(epoch: int, **fields) -> ShareFetchResponse:
+        return client.request(ShareFetchRequest(group_id=group, member_id="m1", share_session_epoch=epoch,
+                                                topics=[ShareFetchRequest.FetchTopic(topic_id=topic_id, partitions=[
+                                                    ShareFetchRequest.FetchPartition(partition_index=0, **fields.pop(
+                                                        "partition", {}))])], **fields), 2, ShareFetchResponse)
+
+    limited = fetch_v2(1, max_wait_ms=0, min_bytes=1, max_records=4, share_acquire_mode=1)
+    [acquired] = limited.responses[0].partitions[0].acquired_records
+    assert (acquired.first_offset, acquired.last_offset) == (0, 3)  # a batch of 10 split at 4 records
+    renew = [ShareFetchRequest.AcknowledgementBatch(first_offset=0, last_offset=3, acknowledge_types=[4])]
+    refused = fetch_v2(2, max_wait_ms=100, max_records=1, is_renew_ack=True, partition={"acknowledgement_batches": renew})
+    assert refused.error_code == ErrorCode.INVALID_REQUEST
+    renewed = fetch_v2(2, max_bytes=0, is_renew_ack=True, partition={"acknowledgement_batches": renew})
+    assert renewed.error_code == 0 and renewed.responses[0].partitions[0].acknowledge_error_code == 0
+    assert renewed.responses[0].partitions[0].acquired_records == []  # a renewal fetches nothing
+    in_v1 = _fetch(client, group, "m1", 3, topic_id, renew)
+    assert in_v1.responses[0].partitions[0].acknowledge_error_code == ErrorCode.INVALID_REQUEST
+    client.close()

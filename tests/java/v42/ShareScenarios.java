@@ -1,0 +1,290 @@
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Collection;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.AdminClientConfig;
+import org.apache.kafka.clients.admin.AlterConfigOp;
+import org.apache.kafka.clients.admin.ConfigEntry;
+import org.apache.kafka.clients.admin.GroupListing;
+import org.apache.kafka.clients.admin.ListGroupsOptions;
+import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.clients.admin.ShareGroupDescription;
+import org.apache.kafka.clients.consumer.AcknowledgeType;
+import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.ConsumerRecords;
+import org.apache.kafka.clients.consumer.KafkaShareConsumer;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerConfig;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.GroupType;
+import org.apache.kafka.common.config.ConfigResource;
+import org.apache.kafka.common.errors.GroupIdNotFoundException;
+import org.apache.kafka.common.errors.GroupNotEmptyException;
+import org.apache.kafka.common.serialization.StringDeserializer;
+import org.apache.kafka.common.serialization.StringSerializer;
+
+/** Share groups (KIP-932) with Apache Kafka's 4.2 KafkaShareConsumer (run by tests/integration/test_share_groups_java.py). */
+final class ShareScenarios {
+    static final long SCENARIO_TIMEOUT_S = 60;
+    static final Duration DEADLINE = Duration.ofSeconds(30);
+
+    private ShareScenarios() {
+    }
+
+    static void register(Map<String, Scenarios.Scenario> scenarios) {
+        scenarios.put("more_consumers_than_partitions", ShareScenarios::moreConsumersThanPartitions);
+        scenarios.put("explicit_accept", ShareScenarios::explicitAccept);
+        scenarios.put("release_redelivers", ShareScenarios::releaseRedelivers);
+        scenarios.put("delivery_count_limit_archives", ShareScenarios::deliveryCountLimit);
+        scenarios.put("admin_lists_and_describes", ShareScenarios::adminListsAndDescribes);
+    }
+
+    // ------------------------------------------------------------------ set-up
+
+    static Admin admin() {
+        return Admin.create(Map.of(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, Support.bootstrap,
+                AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, 20_000, AdminClientConfig.REQUEST_TIMEOUT_MS_CONFIG, 10_000));
+    }
+
+    /** A topic, and a share group reading it from the earliest offset (Kafka's default is the latest). */
+    static void topicAndGroup(String topic, int partitions, String group, Map<String, String> groupConfigs)
+            throws Exception {
+        try (Admin admin = admin()) {
+            admin.createTopics(List.of(new NewTopic(topic, partitions, (short) 1))).all().get();
+            List<AlterConfigOp> ops = new ArrayList<>();
+            ops.add(new AlterConfigOp(new ConfigEntry("share.auto.offset.reset", "earliest"), AlterConfigOp.OpType.SET));
+            groupConfigs.forEach((k, v) -> ops.add(new AlterConfigOp(new ConfigEntry(k, v), AlterConfigOp.OpType.SET)));
+            admin.incrementalAlterConfigs(Map.of(new ConfigResource(ConfigResource.Type.GROUP, group), ops)).all().get();
+        }
+    }
+
+    /** Records sent one at a time, so that each is a batch of its own (share fetches acquire whole batches). */
+    static void produce(String topic, int partitions, int count, String prefix) throws Exception {
+        Map<String, Object> props = Map.of(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, Support.bootstrap,
+                ProducerConfig.LINGER_MS_CONFIG, 0);
+        try (KafkaProducer<String, String> producer = new KafkaProducer<>(props, new StringSerializer(),
+                new StringSerializer())) {
+            for (int i = 0; i < count; i++) {
+                producer.send(new ProducerRecord<>(topic, i % partitions, null, prefix + i)).get();
+            }
+        }
+    }
+
+    static KafkaShareConsumer<String, String> consumer(String group, boolean explicit, int maxPollRecords) {
+        Map<String, Object> props = new HashMap<>();
+        props.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, Support.bootstrap);
+        props.put(ConsumerConfig.GROUP_ID_CONFIG, group);
+        props.put(ConsumerConfig.MAX_POLL_RECORDS_CONFIG, maxPollRecords);
+        props.put("share.acknowledgement.mode", explicit ? "explicit" : "implicit");
+        return new KafkaShareConsumer<>(props, new StringDeserializer(), new StringDeserializer());
+    }
+
+    /** Poll until at least one record comes (or fail after DEADLINE). */
+    static ConsumerRecords<String, String> pollSome(KafkaShareConsumer<String, String> consumer) {
+        long end = System.nanoTime() + DEADLINE.toNanos();
+        while (System.nanoTime() < end) {
+            ConsumerRecords<String, String> records = consumer.poll(Duration.ofMillis(200));
+            if (!records.isEmpty()) {
+                return records;
+            }
+        }
+        throw new AssertionError("no record within " + DEADLINE);
+    }
+
+    static void check(boolean condition, String message) {
+        if (!condition) {
+            throw new AssertionError(message);
+        }
+    }
+
+    static List<String> values(ConsumerRecords<String, String> records) {
+        List<String> out = new ArrayList<>();
+        records.forEach(r -> out.add(r.value()));
+        return out;
+    }
+
+    static void acknowledgeAll(KafkaShareConsumer<String, String> consumer, ConsumerRecords<String, String> records,
+                               AcknowledgeType type) {
+        records.forEach(r -> consumer.acknowledge(r, type));
+        Map<?, ? extends java.util.Optional<?>> results = consumer.commitSync();
+        results.forEach((tp, error) -> check(error.isEmpty(), "acknowledgement of " + tp + " failed: " + error));
+    }
+
+    // ------------------------------------------------------------------ scenarios
+
+    /** Four consumers on two partitions: each receives records, none is delivered twice, all are delivered. */
+    static void moreConsumersThanPartitions() throws Exception {
+        String topic = "share-wide", group = "share-wide-group";
+        int consumers = 4, total = 80;
+        topicAndGroup(topic, 2, group, Map.of());
+        produce(topic, 2, total, "r");
+        Map<String, String> deliveredTo = new ConcurrentHashMap<>();
+        Set<String> duplicates = ConcurrentHashMap.newKeySet();
+        CountDownLatch eachHolds = new CountDownLatch(consumers);
+        ExecutorService pool = Executors.newFixedThreadPool(consumers);
+        List<Future<Integer>> futures = new ArrayList<>();
+        for (int c = 0; c < consumers; c++) {
+            String name = "c" + c;
+            futures.add(pool.submit(() -> {
+                int received = 0;
+                try (KafkaShareConsumer<String, String> consumer = consumer(group, true, 5)) {
+                    consumer.subscribe(List.of(topic));
+                    ConsumerRecords<String, String> first = pollSome(consumer);
+                    received += first.count();
+                    first.forEach(r -> { if (deliveredTo.putIfAbsent(r.value(), name) != null) duplicates.add(r.value()); });
+                    eachHolds.countDown();  // hold the first records (their locks) until every consumer has some
+                    check(eachHolds.await(DEADLINE.toSeconds(), TimeUnit.SECONDS),
+                            "not every consumer received records while the others held theirs");
+                    acknowledgeAll(consumer, first, AcknowledgeType.ACCEPT);
+                    long end = System.nanoTime() + DEADLINE.toNanos();
+                    while (deliveredTo.size() < total && System.nanoTime() < end) {
+                        ConsumerRecords<String, String> records = consumer.poll(Duration.ofMillis(200));
+                        records.forEach(r -> { if (deliveredTo.putIfAbsent(r.value(), name) != null) duplicates.add(r.value()); });
+                        received += records.count();
+                        acknowledgeAll(consumer, records, AcknowledgeType.ACCEPT);
+                    }
+                }
+                return received;
+            }));
+        }
+        for (Future<Integer> future : futures) {
+            check(future.get(SCENARIO_TIMEOUT_S, TimeUnit.SECONDS) > 0, "a consumer received nothing");
+        }
+        pool.shutdown();
+        check(duplicates.isEmpty(), "records delivered to two consumers although accepted: " + duplicates);
+        check(deliveredTo.size() == total, "delivered " + deliveredTo.size() + " of " + total);
+    }
+
+    /** Accepted records are done: what comes next is only what was produced after. */
+    static void explicitAccept() throws Exception {
+        String topic = "share-accept", group = "share-accept-group";
+        topicAndGroup(topic, 1, group, Map.of());
+        produce(topic, 1, 5, "old");
+        try (KafkaShareConsumer<String, String> consumer = consumer(group, true, 100)) {
+            consumer.subscribe(List.of(topic));
+            List<String> seen = new ArrayList<>();
+            while (seen.size() < 5) {
+                ConsumerRecords<String, String> records = pollSome(consumer);
+                seen.addAll(values(records));
+                records.forEach(r -> check(r.deliveryCount().orElse((short) 0) == 1, "first delivery count " + r.deliveryCount()));
+                acknowledgeAll(consumer, records, AcknowledgeType.ACCEPT);
+            }
+            check(seen.equals(List.of("old0", "old1", "old2", "old3", "old4")), "first delivery: " + seen);
+            produce(topic, 1, 2, "new");
+            List<String> next = new ArrayList<>();
+            while (next.size() < 2) {
+                ConsumerRecords<String, String> records = pollSome(consumer);
+                next.addAll(values(records));
+                acknowledgeAll(consumer, records, AcknowledgeType.ACCEPT);
+            }
+            check(next.equals(List.of("new0", "new1")), "after accepting, delivered " + next);
+        }
+    }
+
+    /** Released records come back, in offset order, with their delivery count raised. */
+    static void releaseRedelivers() throws Exception {
+        String topic = "share-release", group = "share-release-group";
+        topicAndGroup(topic, 1, group, Map.of());
+        produce(topic, 1, 3, "r");
+        try (KafkaShareConsumer<String, String> consumer = consumer(group, true, 100)) {
+            consumer.subscribe(List.of(topic));
+            List<ConsumerRecord<String, String>> first = new ArrayList<>();
+            while (first.size() < 3) {
+                ConsumerRecords<String, String> records = pollSome(consumer);
+                records.forEach(first::add);
+                acknowledgeAll(consumer, records, AcknowledgeType.RELEASE);
+            }
+            List<ConsumerRecord<String, String>> again = new ArrayList<>();
+            while (again.size() < 3) {
+                ConsumerRecords<String, String> records = pollSome(consumer);
+                records.forEach(again::add);
+                acknowledgeAll(consumer, records, AcknowledgeType.ACCEPT);
+            }
+            for (int i = 0; i < 3; i++) {
+                check(again.get(i).offset() == i && again.get(i).value().equals("r" + i), "redelivered " + again);
+                check(again.get(i).deliveryCount().orElse((short) 0) == 2, "delivery count " + again.get(i).deliveryCount());
+            }
+        }
+    }
+
+    /** A record released group.share.delivery.count.limit times (2 on this broker) is archived, not redelivered. */
+    static void deliveryCountLimit() throws Exception {
+        String topic = "share-limit", group = "share-limit-group";
+        topicAndGroup(topic, 1, group, Map.of());
+        produce(topic, 1, 1, "poison");
+        try (KafkaShareConsumer<String, String> consumer = consumer(group, true, 100)) {
+            consumer.subscribe(List.of(topic));
+            for (int attempt = 1; attempt <= 2; attempt++) {
+                ConsumerRecords<String, String> records = pollSome(consumer);
+                check(values(records).equals(List.of("poison0")), "attempt " + attempt + ": " + values(records));
+                acknowledgeAll(consumer, records, AcknowledgeType.RELEASE);
+            }
+            produce(topic, 1, 1, "next");
+            ConsumerRecords<String, String> records = pollSome(consumer);
+            check(values(records).equals(List.of("next0")), "after the limit, delivered " + values(records));
+            acknowledgeAll(consumer, records, AcknowledgeType.ACCEPT);
+        }
+    }
+
+    /** Admin: the share group in listGroups (type filter), describeShareGroups with its member, deleteShareGroups. */
+    static void adminListsAndDescribes() throws Exception {
+        String topic = "share-admin", group = "share-admin-group";
+        topicAndGroup(topic, 3, group, Map.of());
+        try (KafkaShareConsumer<String, String> consumer = consumer(group, false, 100); Admin admin = admin()) {
+            consumer.subscribe(List.of(topic));
+            consumer.poll(Duration.ofMillis(500));
+            long end = System.nanoTime() + DEADLINE.toNanos();
+            ShareGroupDescription description = null;
+            while (System.nanoTime() < end) {
+                try {
+                    description = admin.describeShareGroups(List.of(group)).describedGroups().get(group).get();
+                } catch (ExecutionException e) {  // until the consumer's first heartbeat created the group
+                    check(e.getCause() instanceof GroupIdNotFoundException, "describe failed: " + e.getCause());
+                    consumer.poll(Duration.ofMillis(200));
+                    continue;
+                }
+                if (!description.members().isEmpty()
+                        && !description.members().iterator().next().assignment().topicPartitions().isEmpty()) {
+                    break;
+                }
+                consumer.poll(Duration.ofMillis(200));
+            }
+            check(description != null && description.members().size() == 1, "described " + description);
+            check(description.members().iterator().next().assignment().topicPartitions().size() == 3,
+                    "assignment " + description);
+            Collection<GroupListing> shares = admin.listGroups(ListGroupsOptions.forShareGroups()).all().get();
+            check(shares.stream().anyMatch(g -> g.groupId().equals(group) && g.type().orElse(null) == GroupType.SHARE),
+                    "listed " + shares);
+            Collection<GroupListing> consumers = admin.listGroups(ListGroupsOptions.forConsumerGroups()).all().get();
+            check(consumers.stream().noneMatch(g -> g.groupId().equals(group)), "listed as a consumer group " + consumers);
+            expectFailure(() -> admin.deleteShareGroups(List.of(group)).all().get(), GroupNotEmptyException.class);
+        }
+        try (Admin admin = admin()) {
+            admin.deleteShareGroups(List.of(group)).all().get();
+            expectFailure(() -> admin.describeShareGroups(List.of(group)).all().get(), GroupIdNotFoundException.class);
+        }
+    }
+
+    static void expectFailure(Scenarios.Scenario call, Class<? extends Throwable> expected) throws Exception {
+        try {
+            call.run();
+        } catch (ExecutionException e) {
+            check(expected.isInstance(e.getCause()), "expected " + expected.getSimpleName() + ", got " + e.getCause());
+            return;
+        }
+        throw new AssertionError("expected " + expected.getSimpleName() + ", got success");
+    }
+}

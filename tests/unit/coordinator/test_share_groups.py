@@ -1,0 +1,116 @@
+"""Share group membership (KIP-932): member epochs, fencing, the simple assignor, session timeouts, listing and
+deletion, and the share group configs' bounds."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from pybroker.coordinator.consumer_group import TopicImage
+from pybroker.coordinator.share.assignor import assign
+from pybroker.coordinator.share.configs import GroupConfigError, ShareConfigs, ShareLimits, parse_reset
+from pybroker.coordinator.share.group import ShareGroups, ShareGroupSettings
+from pybroker.protocol.error_codes import ErrorCode
+from pybroker.protocol.messages import ShareGroupHeartbeatRequest
+
+T1, T2 = uuid.uuid4(), uuid.uuid4()
+IMAGE = TopicImage({"t1": (T1, 2), "t2": (T2, 3)})
+
+
+def _beat(groups: ShareGroups, member: str, epoch: int, topics: list[str] | None = None, now: int = 0,
+          image: TopicImage = IMAGE):
+    response, _ = groups.heartbeat(ShareGroupHeartbeatRequest(group_id="g", member_id=member, member_epoch=epoch,
+                                                              subscribed_topic_names=topics),
+                                   "client", "/127.0.0.1", image, now)
+    return response
+
+
+def _assigned(response) -> dict[uuid.UUID, list[int]]:
+    return {tp.topic_id: tp.partitions for tp in response.assignment.topic_partitions}
+
+
+def test_members_join_with_epoch_zero_and_get_every_partition_spread_over_them() -> None:
+    groups = ShareGroups(ShareGroupSettings())
+    first = _beat(groups, "a", 0, ["t1"])
+    assert first.error_code == 0 and first.member_epoch == 1 and _assigned(first) == {T1: [0, 1]}
+    second = _beat(groups, "b", 0, ["t1"])
+    assert second.member_epoch == 2 and _assigned(second) == {T1: [1]}
+    again = _beat(groups, "a", 1)
+    assert again.member_epoch == 2 and _assigned(again) == {T1: [0]}
+    assert _beat(groups, "a", 2).assignment is None  # nothing new: no assignment sent
+    third = _beat(groups, "c", 0, ["t1"])  # more members than partitions: each reads one, partitions shared
+    assert _assigned(third) == {T1: [0]}
+    assert groups.describe("g", IMAGE).group_epoch == 3
+
+
+def test_a_stale_member_epoch_is_fenced_and_an_unknown_member_refused() -> None:
+    groups = ShareGroups(ShareGroupSettings())
+    _beat(groups, "a", 0, ["t1"])
+    _beat(groups, "b", 0, ["t1"])
+    assert _beat(groups, "a", 2).error_code == ErrorCode.FENCED_MEMBER_EPOCH  # a is still at epoch 1
+    assert _beat(groups, "z", 1).error_code == ErrorCode.UNKNOWN_MEMBER_ID
+    assert _beat(groups, "z", -1).error_code == ErrorCode.UNKNOWN_MEMBER_ID
+
+
+@pytest.mark.parametrize("member,epoch,topics", [("", 0, ["t1"]), ("a", -2, None), ("a", 0, None), ("a", 0, [])])
+def test_invalid_heartbeats(member: str, epoch: int, topics: list[str] | None) -> None:
+    assert _beat(ShareGroups(ShareGroupSettings()), member, epoch, topics).error_code == ErrorCode.INVALID_REQUEST
+
+
+def test_leaving_and_session_timeout_remove_members_and_bump_the_epoch() -> None:
+    groups = ShareGroups(ShareGroupSettings(session_timeout_ms=45_000))
+    _beat(groups, "a", 0, ["t1", "t2"], now=0)
+    _beat(groups, "b", 0, ["t2"], now=10_000)
+    left = _beat(groups, "b", -1)
+    assert left.member_epoch == -1 and set(groups.groups["g"].members) == {"a"}
+    assert groups.expire(44_999) == []
+    assert groups.expire(45_000) == [("g", "a")]
+    assert groups.describe("g", IMAGE).group_state == "Empty"
+    assert [g.group_id for g in groups.listed([], ["share"])] == ["g"]
+    assert groups.listed([], ["consumer"]) == [] and groups.listed(["stable"], []) == []
+    assert groups.delete("g") is ErrorCode.NONE and groups.delete("g") is ErrorCode.GROUP_ID_NOT_FOUND
+
+
+def test_a_group_with_members_is_not_deleted() -> None:
+    groups = ShareGroups(ShareGroupSettings())
+    _beat(groups, "a", 0, ["t1"])
+    assert groups.delete("g") is ErrorCode.NON_EMPTY_GROUP
+
+
+def test_a_topic_growing_makes_a_new_assignment() -> None:
+    groups = ShareGroups(ShareGroupSettings())
+    _beat(groups, "a", 0, ["t1"])
+    grown = _beat(groups, "a", 1, image=TopicImage({"t1": (T1, 4)}))
+    assert grown.member_epoch == 2 and _assigned(grown) == {T1: [0, 1, 2, 3]}
+
+
+def test_the_group_size_limit() -> None:
+    groups = ShareGroups(ShareGroupSettings(max_size=2))
+    _beat(groups, "a", 0, ["t1"])
+    _beat(groups, "b", 0, ["t1"])
+    assert _beat(groups, "c", 0, ["t1"]).error_code == ErrorCode.GROUP_MAX_SIZE_REACHED
+
+
+def test_the_simple_assignor_gives_every_member_work_and_every_partition_a_reader() -> None:
+    targets = assign({f"m{i}": ("t",) for i in range(5)}, {"t": (T1, 2)})
+    assert sorted(p for member in targets.values() for p in member[T1]) == [0, 0, 0, 1, 1]
+    targets = assign({"m0": ("t",), "m1": ("t",)}, {"t": (T1, 5)})
+    assert targets == {"m0": {T1: (0, 2, 4)}, "m1": {T1: (1, 3)}}
+    assert assign({"m0": ("gone",)}, {}) == {"m0": {}}
+
+
+def test_group_configs_are_bounded_by_the_broker_keys() -> None:
+    configs = ShareConfigs(ShareLimits())
+    configs.check("share.record.lock.duration.ms", "15000")
+    with pytest.raises(GroupConfigError, match="group.share.min.record.lock.duration.ms"):
+        configs.check("share.record.lock.duration.ms", "0")
+    with pytest.raises(GroupConfigError, match="group.share.max.record.lock.duration.ms"):
+        configs.check("share.record.lock.duration.ms", str(24 * 3600 * 1000))
+    with pytest.raises(GroupConfigError, match="Unknown group config"):
+        configs.check("share.nonsense", "1")
+    with pytest.raises(GroupConfigError):
+        configs.check("share.auto.offset.reset", "sometimes")
+    configs.alter("g", {"share.auto.offset.reset": "earliest"})
+    assert configs.auto_offset_reset("g") == ("earliest", 0) and configs.auto_offset_reset("h") == ("latest", 0)
+    assert parse_reset("by_duration:P1DT2H3M4.5S") == ("by_duration", ((26 * 60 + 3) * 60 + 4.5) * 1000)
