@@ -92,6 +92,9 @@ ALLOWED_NULLS: dict[tuple[int, str], AllowedNull] = {
     (ApiKey.CONSUMER_GROUP_HEARTBEAT, "Assignment"): AllowedNull(
         "consumerGroupHeartbeat sets Assignment only on a (re)join or a change; an error answer carries none",
         lambda request, owner: owner.error_code != 0 or request.member_epoch != 0),
+    (ApiKey.SHARE_GROUP_HEARTBEAT, "Assignment"): AllowedNull(
+        "shareGroupHeartbeat, as consumerGroupHeartbeat, sets Assignment only on a (re)join or a change",
+        lambda request, owner: owner.error_code != 0 or request.member_epoch != 0),
 }
 
 BATCH = build_batch([RecordInput(b"k%d" % i, b"v%d" % i) for i in range(3)])
