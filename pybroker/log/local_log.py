@@ -10,6 +10,7 @@ synchronous and short enough for the event loop. Not thread-safe.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
@@ -301,10 +302,8 @@ class LocalLog:
     def close_handlers(self) -> None:
         """Close the files, ignoring errors on the way (the log dir failed)."""
         for segment in self.segments:
-            try:
+            with contextlib.suppress(OSError, LogError):
                 segment.close()
-            except (OSError, LogError):
-                pass
         self.closed = True
 
     def delete(self, rename_to: str | None = None) -> None:
