@@ -11,9 +11,10 @@ Composite faults (one thread each, steps recorded as `fault-step`):
   lag-then-kill, lag-then-power-loss, lag-then-isolate
                the first replica of a partition's assignment other than its leader is cut off from the
                leader until it leaves the ISR, then the leader is killed, powered off, or cut from the
-               brokers and ZooKeeper (until another broker leads and has written past it): a controller
-               electing a live replica outside the ISR loses data, a follower that keeps the isolated
-               leader's unreplicated tail diverges;
+               brokers and ZooKeeper (taking a few acks=1 records from the harness that no other replica
+               can hold, then cut from the clients too until another broker leads and has written past
+               it): a controller electing a live replica outside the ISR loses data, a follower that
+               keeps the isolated leader's unreplicated tail diverges;
   failover-mid a partition's leader is killed, and halfway through the controller too;
   net-and-zk   one broker cut from another while a third (or the same) is cut from ZooKeeper;
   power-loss-two
