@@ -56,7 +56,9 @@ KINDS: dict[str, tuple[tuple[str, ...], float, float]] = {
 }
 
 AIMED = ("random", "leader", "preferred", "controller")
-LAG_WAIT_S = 3.0 * REPLICA_LAG_MS / 1000  # how long a lag-then-* fault waits for its follower to leave the ISR
+# What a lag-then-* fault's wait for its follower to leave the ISR takes, as the schedules count it (the
+# wait itself may take up to nemesis.LAG_TIMEOUT_S on a loaded machine; the seeds' schedules stay as drawn).
+LAG_WAIT_S = 3.0 * REPLICA_LAG_MS / 1000
 
 
 @dataclass(frozen=True)

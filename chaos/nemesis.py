@@ -15,7 +15,7 @@ from confluent_kafka import Producer
 from kazoo.exceptions import NoNodeError
 
 from chaos.cluster import Broker, ChaosCluster, Link
-from chaos.faults import LAG_WAIT_S, Fault
+from chaos.faults import Fault
 from chaos.history import History
 from chaos.replicas import log_end
 from chaos.workload import QUEUE_TOPIC
@@ -24,6 +24,10 @@ REGISTER_WAIT_S = 30.0
 ACKED_AFTER_SHRINK = 20  # lose-isr: records the two ISR members left take before they lose power
 OVERTAKE_WAIT_S = 20.0  # lag-then-isolate: how long the cut may outlast its duration for a new leader to write
 TAIL_RECORDS = 5  # lag-then-isolate: records only the isolated leader holds
+# How long a lag-then-* fault (and lose-isr) waits for its follower to leave the ISR, and lose-isr for acks
+# after that: 6 s (faults.LAG_WAIT_S) was too short with the machine loaded (the two-mutant smoke round of
+# elect-outside-isr saw its follower still in the ISR and powered off the leader with nothing to lose).
+LAG_TIMEOUT_S = 15.0
 
 
 class Nemesis:
@@ -197,7 +201,7 @@ def _lag_then(cluster: ChaosCluster, fault: Fault, leader: Broker, step: _Steps)
     lag = cluster.into(leader, follower)
     cluster.cut(lag)
     try:
-        left = _wait(lambda: follower.broker_id not in partition_state(cluster, partition)[2], LAG_WAIT_S)
+        left = _wait(lambda: follower.broker_id not in partition_state(cluster, partition)[2], LAG_TIMEOUT_S)
         step("lagging" if left else "still-in-isr", follower=follower.broker_id, leader=leader.broker_id)
         detail: dict[str, Any] = {"follower": follower.broker_id, "left_isr": left}
         how = fault.kind.removeprefix("lag-then-")
@@ -338,10 +342,10 @@ def _lose_isr(cluster: ChaosCluster, leader: Broker, duration: float, history: H
     cluster.pause(follower)
     # Out of the ISR (still in ZooKeeper), then records that only the two left acknowledged: waited for, not
     # slept for (a loaded machine shrank the ISR just before the power loss, and nothing was lost).
-    out = _wait(lambda: follower.broker_id not in partition_state(cluster, 0)[2], LAG_WAIT_S)
+    out = _wait(lambda: follower.broker_id not in partition_state(cluster, 0)[2], LAG_TIMEOUT_S)
     log = other.data_dir / "logs" / f"{QUEUE_TOPIC}-0"
     shrunk_at = log_end(log)
-    grew = _wait(lambda: log_end(log) >= shrunk_at + ACKED_AFTER_SHRINK, LAG_WAIT_S)
+    grew = _wait(lambda: log_end(log) >= shrunk_at + ACKED_AFTER_SHRINK, LAG_TIMEOUT_S)
     history.add("fault-step", step="power-loss", brokers=[leader.broker_id, other.broker_id], out_of_isr=out,
                 acknowledged_since=grew)
     lost = {f"b{b.broker_id}": cluster.power_loss(b) for b in (leader, other)}
