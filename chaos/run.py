@@ -30,7 +30,7 @@ from chaos.drain import drain
 from chaos.history import History, read_jsonl
 from chaos.nemesis import Nemesis
 from chaos.provenance import LogProvenance
-from chaos.watchdog import Bounded, run_bounded
+from chaos.watchdog import Bounded, RoundProcessError, run_bounded
 from chaos.workload import CTP_TOPIC, TABLE_TOPIC, TXN_TOPIC, Workload, create_topics, topics_of
 
 HEALTHY_TIMEOUT = 120.0
@@ -211,12 +211,16 @@ def bounded_round(seed: int, duration: float, *, bound: float | None = None, kee
     bound = bound if bound is not None else duration + ROUND_SLACK_S
     root = Path(tempfile.mkdtemp(prefix=f"chaos-{seed}-"))
     stacks = root / "stacks.txt"
-    outcome = run_bounded(lambda: run_round(seed, duration, keep_dir=keep_dir, root=root, log=log, **options),
-                          bound, stacks)
-    if isinstance(outcome, Bounded):
-        return outcome.value
     plan = plan_of(seed, duration, **{k: v for k, v in options.items()
                                       if k in ("partitions", "expect_loss", "generator", "kinds")})
+    try:
+        outcome = run_bounded(lambda: run_round(seed, duration, keep_dir=keep_dir, root=root, log=log, **options),
+                              bound, stacks)
+    except RoundProcessError as exc:  # run_round gives its own errors as verdicts: this is the process's
+        shutil.rmtree(root, ignore_errors=True)
+        return RoundResult(seed, plan, f"error: {exc}", Report(), healed=False)
+    if isinstance(outcome, Bounded):
+        return outcome.value
     kept = None
     if keep_dir is not None:
         keep_dir.mkdir(parents=True, exist_ok=True)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from chaos import run
 from chaos.watchdog import Bounded, Hang, RoundProcessError, gone, run_bounded
 
 BOUND_S = 5.0  # what the hanging round gets before it is killed (it spawns one process, then hangs)
@@ -46,3 +47,18 @@ def test_a_round_hung_holding_the_gil_is_killed_with_its_processes_and_its_stack
     assert broker in outcome.killed and len(outcome.killed) >= 2  # the round's process and its broker
     assert "_hang_holding_the_gil" in outcome.stacks, outcome.stacks
     assert gone(broker)  # run_bounded returns once what it killed is gone
+
+
+def test_a_hung_round_is_a_harness_hang_kept_with_its_stacks_not_clean_and_not_a_finding(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pid_file = tmp_path / "broker.pid"
+    monkeypatch.setattr(run, "run_round", lambda *args, **kwargs: _hang_holding_the_gil(pid_file))
+    lines: list[str] = []
+    result = run.bounded_round(7, 10.0, bound=BOUND_S, keep_dir=tmp_path / "kept", log=lines.append,
+                               partitions=3, generator="sequential")
+    assert result.verdict.startswith(run.HARNESS_HANG), result.verdict
+    assert not result.ok and not result.caught
+    assert result.schedule == run.plan_of(7, 10.0, partitions=3, generator="sequential")
+    assert result.kept is not None and "_hang_holding_the_gil" in (result.kept / "stacks.txt").read_text()
+    assert any("_hang_holding_the_gil" in line for line in lines)
+    assert gone(int(pid_file.read_text()))
