@@ -12,6 +12,7 @@ from dataclasses import asdict
 from typing import Any, Callable
 
 from confluent_kafka import Producer
+from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
 from chaos.cluster import Broker, ChaosCluster, Link
@@ -258,19 +259,24 @@ def _overtaken(cluster: ChaosCluster, leader: Broker, partition: int, topic: str
     truncates to the leader's epoch end (the no-truncate mutant). The clients are cut from the isolated
     leader by then: it still answers their metadata as the leader (it hears from no controller), so
     they would keep writing to it and the new leader would take nothing."""
-    zk = cluster.zk_client()
+    sessions: list[KazooClient] = []  # made in the wait: ZooKeeper may be down for now (a zk-restart overlaps)
+
+    def ahead() -> bool:
+        if not sessions:
+            sessions.append(cluster.zk_client())
+        data, _ = sessions[0].get(f"/brokers/topics/{topic}/partitions/{partition}/state")
+        new = json.loads(data)["leader"]
+        if new in (-1, leader.broker_id):
+            return False
+        name = f"{topic}-{partition}"
+        return log_end(cluster.by_id(new).data_dir / "logs" / name) > log_end(leader.data_dir / "logs" / name)
+
     try:
-        def ahead() -> bool:
-            data, _ = zk.get(f"/brokers/topics/{topic}/partitions/{partition}/state")
-            new = json.loads(data)["leader"]
-            if new in (-1, leader.broker_id):
-                return False
-            name = f"{topic}-{partition}"
-            return log_end(cluster.by_id(new).data_dir / "logs" / name) > log_end(leader.data_dir / "logs" / name)
         return _wait(ahead, OVERTAKE_WAIT_S)
     finally:
-        zk.stop()
-        zk.close()
+        for zk in sessions:
+            zk.stop()
+            zk.close()
 
 
 def _take_down(cluster: ChaosCluster, victims: list[Broker], power_loss: bool, step: _Steps) -> dict[str, Any]:
