@@ -89,7 +89,7 @@ def share(p: Params) -> Result:
                 failed = [m.error() for m in messages if m.error() is not None]
                 if failed:
                     raise KafkaException(failed[0])
-                window.received([(m.offset(), m.delivery_count()) for m in messages])
+                window.received([(m.offset() or 0, m.delivery_count() or 0) for m in messages])
         except BaseException as exc:  # reported by the main thread, which ends the run
             errors.append(exc)
             window.done.set()
@@ -123,7 +123,7 @@ def classic(p: Params) -> Result:
             failed = [m.error() for m in messages if m.error() is not None]
             if failed:
                 raise KafkaException(failed[0])
-            window.received([(m.offset(), 1) for m in messages])
+            window.received([(m.offset() or 0, 1) for m in messages])
     finally:
         consumer.close()
     return window.result()

@@ -1,0 +1,139 @@
+"""The share-group checker (KIP-932): what the share workload's history (share_workload.py) must never show.
+
+Events it reads (`wall` is the member process's own clock, time.time(), taken when poll returned or just before
+an acknowledgement was sent: one clock for every process of the machine):
+  share-produced   the producer's acknowledged record at (partition, offset)
+  share-deliver    a member received (partition, offset) with its delivery count `dc`
+  share-ack        a member's acknowledgement of one delivery (`offset`, `dc`, `ack` accept/release/reject), sent
+                   alone in one ShareAcknowledge, and whether the broker answered it without error (`ok`)
+  share-end        the final drain's end: `complete` false when it gave up with records unaccounted for
+  fault            the nemesis's faults (phase start): the brokers' share state lost in one, while it is in memory
+
+Anomalies:
+  share_over_limit        a delivery count above group.share.delivery.count.limit
+  share_two_holders       an acknowledgement the broker took from one member for a delivery after it had handed
+                          the record to another (a higher delivery count received before the acknowledgement was
+                          sent), or one (offset, delivery count) delivered twice
+  share_after_ack         a delivery received after an ACCEPT or REJECT of the record was confirmed
+  share_unacknowledged    a produced record neither confirmed accepted or rejected, nor delivered up to the
+                          limit (archived), when the drain ended
+
+While share-partition state lives in the leader's memory (``durable=False``), a broker fault loses it: the new
+leader starts the partition again from share.auto.offset.reset, so records come back after their acknowledgement,
+delivery counts start again and records may be skipped. Such an anomaly is reported as explained
+(`share_state_lost`) when a fault started between the events that make it; with ``durable=True`` it is not.
+An acknowledgement whose answer was an error, for a record never delivered again, is in doubt (the broker may have
+applied it before a connection broke): explained as `share_ack_in_doubt`, never counted as accepted.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable
+
+from chaos.checker import Report
+
+SHARE_ANOMALIES = ("share_over_limit", "share_two_holders", "share_after_ack", "share_unacknowledged")
+FINAL = ("accept", "reject")
+
+Place = tuple[int, int]
+"""(partition, offset) of the share workload's one topic."""
+Judge = Callable[[str, dict[str, Any], float, float], None]
+
+
+@dataclass(frozen=True, slots=True)
+class _Delivery:
+    member: str
+    dc: int
+    wall: float
+    t: float
+
+
+@dataclass(frozen=True, slots=True)
+class _Ack:
+    member: str
+    dc: int
+    ack: str
+    ok: bool
+    wall: float
+    t: float
+
+
+def check_share(events: list[dict[str, Any]], limit: int, durable: bool, report: Report | None = None) -> Report:
+    """Add the share anomalies of ``events`` to ``report`` (a new one if None) and return it."""
+    report = report if report is not None else Report()
+    for name in SHARE_ANOMALIES:
+        report.anomalies.setdefault(name, [])
+    faults = sorted(e["t"] for e in events if e["type"] == "fault" and e.get("phase") == "start")
+    deliveries: dict[Place, list[_Delivery]] = defaultdict(list)
+    acks: dict[Place, list[_Ack]] = defaultdict(list)
+    produced: dict[Place, float] = {}
+    complete = True
+    for e in events:
+        if e["type"] == "share-produced":
+            produced[(e["partition"], e["offset"])] = e["t"]
+        elif e["type"] == "share-deliver":
+            deliveries[(e["partition"], e["offset"])].append(_Delivery(e["member"], e["dc"], e["wall"], e["t"]))
+        elif e["type"] == "share-ack":
+            acks[(e["partition"], e["offset"])].append(
+                _Ack(e["member"], e["dc"], e["ack"], e["error"] is None, e["wall"], e["t"]))
+        elif e["type"] == "share-end":
+            complete = complete and e["complete"]
+
+    def judge(name: str, example: dict[str, Any], since: float, until: float) -> None:
+        if not durable and any(since <= t <= until for t in faults):
+            report.explain("share_state_lost", {"would_be": name, **example})
+        else:
+            report.anomalies[name].append(example)
+
+    for place, delivered in deliveries.items():
+        where = {"partition": place[0], "offset": place[1]}
+        for d in delivered:
+            if d.dc > limit:
+                report.anomalies["share_over_limit"].append({**where, "member": d.member, "delivery_count": d.dc})
+        seen: dict[int, _Delivery] = {}
+        for d in sorted(delivered, key=lambda d: d.wall):
+            first = seen.setdefault(d.dc, d)
+            if first is not d:
+                judge("share_two_holders", {**where, "delivery_count": d.dc, "members": [first.member, d.member]},
+                      first.t, d.t)
+        for a in acks.get(place, []):
+            if not a.ok:
+                continue
+            for d in delivered:
+                if d.dc > a.dc and d.wall < a.wall:
+                    judge("share_two_holders", {**where, "acked_by": a.member, "ack": a.ack, "acked_count": a.dc,
+                                                "held_by": d.member, "delivery_count": d.dc}, d.t, a.t)
+                elif a.ack in FINAL and d.wall > a.wall:
+                    judge("share_after_ack", {**where, "acked_by": a.member, "ack": a.ack,
+                                              "delivered_to": d.member, "delivery_count": d.dc}, a.t, d.t)
+    _accounting(report, produced, deliveries, acks, limit, complete, judge)
+    return report
+
+
+def _accounting(report: Report, produced: dict[Place, float], deliveries: dict[Place, list[_Delivery]],
+                acks: dict[Place, list[_Ack]], limit: int, complete: bool, judge: Judge) -> None:
+    stats = {"share_produced": len(produced), "share_deliveries": sum(map(len, deliveries.values())),
+             "share_accepted": 0, "share_rejected": 0, "share_archived": 0, "share_in_doubt": 0}
+    end = max((d.t for delivered in deliveries.values() for d in delivered), default=0.0)
+    for place, produced_at in sorted(produced.items()):
+        confirmed = [a for a in acks.get(place, []) if a.ok and a.ack in FINAL]
+        delivered = deliveries.get(place, [])
+        if confirmed:
+            stats["share_accepted" if confirmed[-1].ack == "accept" else "share_rejected"] += 1
+        elif any(d.dc >= limit for d in delivered):
+            stats["share_archived"] += 1
+        elif _in_doubt(acks.get(place, []), delivered):
+            stats["share_in_doubt"] += 1
+            report.explain("share_ack_in_doubt", {"partition": place[0], "offset": place[1]})
+        else:
+            judge("share_unacknowledged", {"partition": place[0], "offset": place[1], "deliveries": len(delivered),
+                                           "drain_complete": complete}, produced_at, max(end, produced_at))
+    report.stats.update(stats)
+
+
+def _in_doubt(acks: Iterable[_Ack], delivered: list[_Delivery]) -> bool:
+    """A final acknowledgement answered with an error, and no delivery after it: it may have been applied."""
+    last_delivery = max((d.wall for d in delivered), default=0.0)
+    return any(not a.ok and a.ack in FINAL and a.wall >= last_delivery for a in acks)
