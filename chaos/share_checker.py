@@ -7,7 +7,8 @@ an acknowledgement was sent: one clock for every process of the machine):
   share-ack        a member's acknowledgement of one delivery (`offset`, `dc`, `ack` accept/release/reject), sent
                    alone in one ShareAcknowledge, and whether the broker answered it without error (`ok`)
   share-end        the final drain's end: `complete` false when it gave up with records unaccounted for
-  fault            the nemesis's faults (phase start): the brokers' share state lost in one, while it is in memory
+  share-leader     the workload saw a new leader of the partition in Metadata
+  fault            the nemesis's faults (phase start)
 
 Anomalies:
   share_over_limit        a delivery count above group.share.delivery.count.limit
@@ -21,7 +22,8 @@ Anomalies:
 While share-partition state lives in the leader's memory (``durable=False``), a broker fault loses it: the new
 leader starts the partition again from share.auto.offset.reset, so records come back after their acknowledgement,
 delivery counts start again and records may be skipped. Such an anomaly is reported as explained
-(`share_state_lost`) when a fault started between the events that make it; with ``durable=True`` it is not.
+(`share_state_lost`) when a fault started, or the partition's leader changed, between the events that make it;
+with ``durable=True`` it is not.
 An acknowledgement whose answer was an error, for a record never delivered again, is in doubt (the broker may have
 applied it before a connection broke): explained as `share_ack_in_doubt`, never counted as accepted.
 """
@@ -65,7 +67,11 @@ def check_share(events: list[dict[str, Any]], limit: int, durable: bool, report:
     report = report if report is not None else Report()
     for name in SHARE_ANOMALIES:
         report.anomalies.setdefault(name, [])
-    faults = sorted(e["t"] for e in events if e["type"] == "fault" and e.get("phase") == "start")
+    faults = [e["t"] for e in events if e["type"] == "fault" and e.get("phase") == "start"]
+    losses: dict[int, list[float]] = defaultdict(lambda: list(faults))
+    for e in events:
+        if e["type"] == "share-leader":
+            losses[e["partition"]].append(e["t"])
     deliveries: dict[Place, list[_Delivery]] = defaultdict(list)
     acks: dict[Place, list[_Ack]] = defaultdict(list)
     produced: dict[Place, float] = {}
@@ -82,7 +88,7 @@ def check_share(events: list[dict[str, Any]], limit: int, durable: bool, report:
             complete = complete and e["complete"]
 
     def judge(name: str, example: dict[str, Any], since: float, until: float) -> None:
-        if not durable and any(since <= t <= until for t in faults):
+        if not durable and any(since <= t <= until for t in losses[example["partition"]]):
             report.explain("share_state_lost", {"would_be": name, **example})
         else:
             report.anomalies[name].append(example)
@@ -108,15 +114,15 @@ def check_share(events: list[dict[str, Any]], limit: int, durable: bool, report:
                 elif a.ack in FINAL and d.wall > a.wall:
                     judge("share_after_ack", {**where, "acked_by": a.member, "ack": a.ack,
                                               "delivered_to": d.member, "delivery_count": d.dc}, a.t, d.t)
-    _accounting(report, produced, deliveries, acks, limit, complete, judge)
+    end = max((e["t"] for e in events), default=0.0)
+    _accounting(report, produced, deliveries, acks, limit, complete, end, judge)
     return report
 
 
 def _accounting(report: Report, produced: dict[Place, float], deliveries: dict[Place, list[_Delivery]],
-                acks: dict[Place, list[_Ack]], limit: int, complete: bool, judge: Judge) -> None:
+                acks: dict[Place, list[_Ack]], limit: int, complete: bool, end: float, judge: Judge) -> None:
     stats = {"share_produced": len(produced), "share_deliveries": sum(map(len, deliveries.values())),
              "share_accepted": 0, "share_rejected": 0, "share_archived": 0, "share_in_doubt": 0}
-    end = max((d.t for delivered in deliveries.values() for d in delivered), default=0.0)
     for place, produced_at in sorted(produced.items()):
         confirmed = [a for a in acks.get(place, []) if a.ok and a.ack in FINAL]
         delivered = deliveries.get(place, [])
@@ -129,7 +135,7 @@ def _accounting(report: Report, produced: dict[Place, float], deliveries: dict[P
             report.explain("share_ack_in_doubt", {"partition": place[0], "offset": place[1]})
         else:
             judge("share_unacknowledged", {"partition": place[0], "offset": place[1], "deliveries": len(delivered),
-                                           "drain_complete": complete}, produced_at, max(end, produced_at))
+                                           "drain_complete": complete}, produced_at, end)
     report.stats.update(stats)
 
 

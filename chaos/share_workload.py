@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import KafkaError, Message, Producer
+from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic, ResourceType
 
 from chaos.checker import Report
@@ -48,7 +48,8 @@ ACK_WEIGHTS = (0.7, 0.2, 0.1)  # accept, release, reject
 HOLD_CHANCE = 0.03
 PRODUCE_INTERVAL_S = 0.05
 KILL_EVERY_S = (3.0, 8.0)
-DRAIN_S = 90.0
+DRAIN_S = 60.0
+LEADER_POLL_S = 0.5
 SETUP_TIMEOUT_S = 60.0
 
 
@@ -57,6 +58,8 @@ class ShareWorkload:
         self.cluster, self.history = cluster, history
         self.rng = random.Random(seed)
         self.stopping = threading.Event()
+        self.ended = threading.Event()
+        """Set once the drain is over: the leader watch goes on through it."""
         self.members: dict[str, subprocess.Popen[str]] = {}
         self.members_lock = threading.Lock()
         self.threads: list[threading.Thread] = []
@@ -77,10 +80,11 @@ class ShareWorkload:
                          delivery_count_limit=DELIVERY_LIMIT, lock_ms=LOCK_MS)
         for _ in range(MEMBERS):
             self._join()
-        for target in (self._produce, self._kill):
+        for target in (self._produce, self._kill, self._watch_leaders):
             thread = threading.Thread(target=target, name=f"share-{target.__name__}", daemon=True)
             thread.start()
             self.threads.append(thread)
+        self.watcher = self.threads.pop()
 
     def finish(self) -> None:
         """Stop producing and killing, let the members accept everything until all is accounted for, stop them."""
@@ -103,6 +107,8 @@ class ShareWorkload:
                 except subprocess.TimeoutExpired:
                     process.kill()
                     process.wait()
+        self.ended.set()
+        self.watcher.join(10)
         self.history.add("share-end", complete=complete)
         shutil.rmtree(self.scratch, ignore_errors=True)
 
@@ -145,6 +151,21 @@ class ShareWorkload:
             sent += 1
             producer.poll(PRODUCE_INTERVAL_S)
         producer.flush(30)
+
+    def _watch_leaders(self) -> None:
+        """Each change of a partition's leader, as Metadata shows it: with share state in memory, the new leader
+        starts the share-partition again (the checker explains what that loses)."""
+        admin = self.cluster.admin()
+        leaders: dict[int, int] = {}
+        while not self.ended.wait(LEADER_POLL_S):
+            try:
+                topic = admin.list_topics(SHARE_TOPIC, timeout=2).topics[SHARE_TOPIC]
+            except (KafkaException, KeyError):
+                continue
+            for partition, found in topic.partitions.items():
+                if partition in leaders and leaders[partition] != found.leader:
+                    self.history.add("share-leader", partition=partition, leader=found.leader)
+                leaders[partition] = found.leader
 
     def _kill(self) -> None:
         while not self.stopping.wait(self.rng.uniform(*KILL_EVERY_S)):

@@ -88,6 +88,15 @@ def test_a_fault_explains_lost_state_only_while_it_is_in_memory() -> None:
     assert check_share(before, LIMIT, durable=False).counts() == {"share_after_ack": 1, "share_two_holders": 1}
 
 
+def test_a_new_leader_of_the_partition_explains_lost_state_while_it_is_in_memory() -> None:
+    moved = {"type": "share-leader", "t": 5.0, "partition": 0, "leader": 2}
+    skipped = [produced(0, t=4.0), moved, END]  # the new leader started from the log end: never delivered
+    assert check_share(skipped, LIMIT, durable=False).clean
+    assert check_share(skipped, LIMIT, durable=True).counts() == {"share_unacknowledged": 1}
+    elsewhere = [produced(0, t=4.0), {**moved, "partition": 1}, END]
+    assert check_share(elsewhere, LIMIT, durable=False).counts() == {"share_unacknowledged": 1}
+
+
 def test_every_anomaly_has_a_history_that_flags_it() -> None:
     flagged = {name for name, _ in test_each_anomaly_is_flagged.pytestmark[0].args[1]}  # type: ignore[attr-defined]
     assert flagged == set(SHARE_ANOMALIES)
