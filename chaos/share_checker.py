@@ -22,8 +22,9 @@ Anomalies:
 While share-partition state lives in the leader's memory (``durable=False``), a broker fault loses it: the new
 leader starts the partition again from share.auto.offset.reset, so records come back after their acknowledgement,
 delivery counts start again and records may be skipped. Such an anomaly is reported as explained
-(`share_state_lost`) when a fault started, or the partition's leader changed, between the events that make it;
-with ``durable=True`` it is not.
+(`share_state_lost`) when a fault started, or the partition's leader changed, between the events that make it, or,
+for a record never delivered since such a moment, when the partition was read again only from past it; with
+``durable=True`` it is not.
 An acknowledgement whose answer was an error, for a record never delivered again, is in doubt (the broker may have
 applied it before a connection broke): explained as `share_ack_in_doubt`, never counted as accepted.
 """
@@ -32,7 +33,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from typing import Any, Iterable
 
 from chaos.checker import Report
 
@@ -41,7 +42,6 @@ FINAL = ("accept", "reject")
 
 Place = tuple[int, int]
 """(partition, offset) of the share workload's one topic."""
-Judge = Callable[[str, dict[str, Any], float, float], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,16 +114,32 @@ def check_share(events: list[dict[str, Any]], limit: int, durable: bool, report:
                 elif a.ack in FINAL and d.wall > a.wall:
                     judge("share_after_ack", {**where, "acked_by": a.member, "ack": a.ack,
                                               "delivered_to": d.member, "delivery_count": d.dc}, a.t, d.t)
-    end = max((e["t"] for e in events), default=0.0)
-    _accounting(report, produced, deliveries, acks, limit, complete, end, judge)
+    restarts = {} if durable else _restarts(losses, deliveries)
+    _accounting(report, produced, deliveries, acks, limit, complete, restarts)
     return report
 
 
+def _restarts(losses: dict[int, list[float]], deliveries: dict[Place, list[_Delivery]]
+              ) -> dict[int, list[tuple[float, float]]]:
+    """Per partition, each moment its share state may have been lost, with the lowest offset delivered after it
+    (infinity when none was): where a new leader's share-partition started, from share.auto.offset.reset."""
+    restarts: dict[int, list[tuple[float, float]]] = {}
+    for partition, moments in losses.items():
+        restarts[partition] = [(moment, min((offset for (p, offset), delivered in deliveries.items()
+                                             if p == partition and any(d.t > moment for d in delivered)),
+                                            default=float("inf"))) for moment in moments]
+    return restarts
+
+
 def _accounting(report: Report, produced: dict[Place, float], deliveries: dict[Place, list[_Delivery]],
-                acks: dict[Place, list[_Ack]], limit: int, complete: bool, end: float, judge: Judge) -> None:
+                acks: dict[Place, list[_Ack]], limit: int, complete: bool,
+                restarts: dict[int, list[tuple[float, float]]]) -> None:
+    """Each produced record's end: accepted, rejected, archived, in doubt, or unaccounted for. With share state in
+    memory, a record below where a share-partition started again after a loss, and not delivered since, was skipped
+    by that loss (explained)."""
     stats = {"share_produced": len(produced), "share_deliveries": sum(map(len, deliveries.values())),
              "share_accepted": 0, "share_rejected": 0, "share_archived": 0, "share_in_doubt": 0}
-    for place, produced_at in sorted(produced.items()):
+    for place in sorted(produced):
         confirmed = [a for a in acks.get(place, []) if a.ok and a.ack in FINAL]
         delivered = deliveries.get(place, [])
         if confirmed:
@@ -134,8 +150,13 @@ def _accounting(report: Report, produced: dict[Place, float], deliveries: dict[P
             stats["share_in_doubt"] += 1
             report.explain("share_ack_in_doubt", {"partition": place[0], "offset": place[1]})
         else:
-            judge("share_unacknowledged", {"partition": place[0], "offset": place[1], "deliveries": len(delivered),
-                                           "drain_complete": complete}, produced_at, end)
+            example = {"partition": place[0], "offset": place[1], "deliveries": len(delivered),
+                       "drain_complete": complete}
+            if any(place[1] < first and all(d.t < moment for d in delivered)
+                   for moment, first in restarts.get(place[0], [])):
+                report.explain("share_state_lost", {"would_be": "share_unacknowledged", **example})
+            else:
+                report.anomalies["share_unacknowledged"].append(example)
     report.stats.update(stats)
 
 

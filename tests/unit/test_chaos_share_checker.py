@@ -93,8 +93,16 @@ def test_a_new_leader_of_the_partition_explains_lost_state_while_it_is_in_memory
     skipped = [produced(0, t=4.0), moved, END]  # the new leader started from the log end: never delivered
     assert check_share(skipped, LIMIT, durable=False).clean
     assert check_share(skipped, LIMIT, durable=True).counts() == {"share_unacknowledged": 1}
-    elsewhere = [produced(0, t=4.0), {**moved, "partition": 1}, END]
+    elsewhere = [produced(0, t=4.0), {**moved, "partition": 1}, deliver("a", 1, 1, 6.0), END]
     assert check_share(elsewhere, LIMIT, durable=False).counts() == {"share_unacknowledged": 1}
+    # acknowledged by the producer after the move, but below where the new leader's share-partition started
+    late = [moved, produced(0, t=6.0), produced(1, t=6.0), deliver("a", 1, 1, 7.0), ack("a", 1, 1, "accept", 7.1),
+            END]
+    assert check_share(late, LIMIT, durable=False).clean
+    assert check_share(late, LIMIT, durable=True).counts() == {"share_unacknowledged": 1}
+    gap = [moved, produced(0, t=6.0), produced(1, t=6.0), deliver("a", 0, 1, 7.0), ack("a", 0, 1, "accept", 7.1),
+           END]  # offset 1 lies past where reading started again: lost, whatever the state
+    assert check_share(gap, LIMIT, durable=False).counts() == {"share_unacknowledged": 1}
 
 
 def test_every_anomaly_has_a_history_that_flags_it() -> None:
