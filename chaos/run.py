@@ -299,8 +299,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if report.clean else 1
     kinds = args.kinds.split(",") if args.kinds else None
     results = [run_round(args.seed + i, args.duration, brokers=args.brokers, partitions=args.partitions,
-                         with_txn=args.txn, with_share=args.share, generator=args.schedule, kinds=kinds, keep_dir=args.keep_dir,
-                         keep_all=args.keep_all)
+                         with_txn=args.txn, with_share=args.share, generator=args.schedule, kinds=kinds,
+                         keep_dir=args.keep_dir, keep_all=args.keep_all)
                for i in range(args.rounds)]
     if not args.no_expected_loss:
         results.append(run_round(args.seed + args.rounds, 20.0, brokers=3, partitions=args.partitions,

@@ -78,8 +78,12 @@ class ShareWorkload:
         self.durable = asyncio.run(_serves_share_state(self.cluster.bootstrap))
         self.history.add("share-start", durable=self.durable, members=MEMBERS, partitions=SHARE_PARTITIONS,
                          delivery_count_limit=DELIVERY_LIMIT, lock_ms=LOCK_MS)
-        for _ in range(MEMBERS):
-            self._join()
+        try:
+            for _ in range(MEMBERS):
+                self._join()
+        except BaseException:
+            self._stop_members()
+            raise
         for target in (self._produce, self._kill, self._watch_leaders):
             thread = threading.Thread(target=target, name=f"share-{target.__name__}", daemon=True)
             thread.start()
@@ -98,6 +102,14 @@ class ShareWorkload:
             time.sleep(1.0)
             complete = not check_share(self.history.snapshot(), DELIVERY_LIMIT, True).anomalies[
                 "share_unacknowledged"]
+        self._stop_members()
+        self.ended.set()
+        self.watcher.join(10)
+        self.history.add("share-end", complete=complete)
+        shutil.rmtree(self.scratch, ignore_errors=True)
+
+    def _stop_members(self) -> None:
+        """SIGTERM: a member closes its consumer (leaving the group) and exits; SIGKILL if it does not."""
         with self.members_lock:
             for process in self.members.values():
                 process.send_signal(signal.SIGTERM)
@@ -107,10 +119,6 @@ class ShareWorkload:
                 except subprocess.TimeoutExpired:
                     process.kill()
                     process.wait()
-        self.ended.set()
-        self.watcher.join(10)
-        self.history.add("share-end", complete=complete)
-        shutil.rmtree(self.scratch, ignore_errors=True)
 
     def check(self, events: list[dict[str, Any]], report: Report) -> None:
         check_share(events, DELIVERY_LIMIT, self.durable, report)
