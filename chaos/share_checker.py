@@ -114,6 +114,8 @@ def check_share(events: list[dict[str, Any]], limit: int, durable: bool, report:
                 elif a.ack in FINAL and d.wall > a.wall:
                     judge("share_after_ack", {**where, "acked_by": a.member, "ack": a.ack,
                                               "delivered_to": d.member, "delivery_count": d.dc}, a.t, d.t)
+    for partition, _ in [*produced, *deliveries]:
+        losses[partition]  # every partition may have lost its state in a fault
     restarts = {} if durable else _restarts(losses, deliveries)
     _accounting(report, produced, deliveries, acks, limit, complete, restarts)
     return report

@@ -84,6 +84,10 @@ def test_a_fault_explains_lost_state_only_while_it_is_in_memory() -> None:
     assert sorted(e["would_be"] for e in in_memory.explained["share_state_lost"]) == ["share_after_ack",
                                                                                       "share_two_holders"]
     assert check_share(events, LIMIT, durable=True).counts() == {"share_after_ack": 1, "share_two_holders": 1}
+    skipped = [produced(0, t=1.0), produced(1, t=1.0), fault(2.0), deliver("a", 1, 1, 3.0),
+               ack("a", 1, 1, "accept", 3.1), END]  # reading started again past offset 0 after the fault
+    assert check_share(skipped, LIMIT, durable=False).clean
+    assert check_share(skipped, LIMIT, durable=True).counts() == {"share_unacknowledged": 1}
     before = [fault(0.5), *events[:3], *events[4:]]  # a fault before the ack explains nothing
     assert check_share(before, LIMIT, durable=False).counts() == {"share_after_ack": 1, "share_two_holders": 1}
 
