@@ -4,8 +4,9 @@ Events it reads (`wall` is the member process's own clock, time.time(), taken wh
 an acknowledgement was sent: one clock for every process of the machine):
   share-produced   the producer's acknowledged record at (partition, offset)
   share-deliver    a member received (partition, offset) with its delivery count `dc`
-  share-ack        a member's acknowledgement of one delivery (`offset`, `dc`, `ack` accept/release/reject), sent
-                   alone in one ShareAcknowledge, and whether the broker answered it without error (`ok`)
+  share-acking     a member is about to send its acknowledgement of one delivery (`offset`, `dc`, `ack`
+                   accept/release/reject) alone in one ShareAcknowledge: in doubt until answered
+  share-ack        its answer: the error (`error`, None when none)
   share-end        the final drain's end: `complete` false when it gave up with records unaccounted for
   share-leader     the workload saw a new leader of the partition in Metadata
   fault            the nemesis's faults (phase start)
@@ -25,8 +26,8 @@ delivery counts start again and records may be skipped. Such an anomaly is repor
 (`share_state_lost`) when a fault started, or the partition's leader changed, between the events that make it, or,
 for a record never delivered since such a moment, when the partition was read again only from past it; with
 ``durable=True`` it is not.
-An acknowledgement whose answer was an error, for a record never delivered again, is in doubt (the broker may have
-applied it before a connection broke): explained as `share_ack_in_doubt`, never counted as accepted.
+An acknowledgement answered with an error, or never answered (its member was killed), for a record never delivered
+again, is in doubt (the broker may have applied it): explained as `share_ack_in_doubt`, never counted as accepted.
 """
 
 from __future__ import annotations
@@ -81,9 +82,9 @@ def check_share(events: list[dict[str, Any]], limit: int, durable: bool, report:
             produced[(e["partition"], e["offset"])] = e["t"]
         elif e["type"] == "share-deliver":
             deliveries[(e["partition"], e["offset"])].append(_Delivery(e["member"], e["dc"], e["wall"], e["t"]))
-        elif e["type"] == "share-ack":
-            acks[(e["partition"], e["offset"])].append(
-                _Ack(e["member"], e["dc"], e["ack"], e["error"] is None, e["wall"], e["t"]))
+        elif e["type"] in ("share-acking", "share-ack"):
+            answered = e["type"] == "share-ack" and e["error"] is None
+            acks[(e["partition"], e["offset"])].append(_Ack(e["member"], e["dc"], e["ack"], answered, e["wall"], e["t"]))
         elif e["type"] == "share-end":
             complete = complete and e["complete"]
 
@@ -163,6 +164,7 @@ def _accounting(report: Report, produced: dict[Place, float], deliveries: dict[P
 
 
 def _in_doubt(acks: Iterable[_Ack], delivered: list[_Delivery]) -> bool:
-    """A final acknowledgement answered with an error, and no delivery after it: it may have been applied."""
+    """A final acknowledgement not answered, or answered with an error, and no delivery after it: it may have been
+    applied."""
     last_delivery = max((d.wall for d in delivered), default=0.0)
     return any(not a.ok and a.ack in FINAL and a.wall >= last_delivery for a in acks)

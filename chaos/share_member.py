@@ -4,7 +4,7 @@ holds acquisition locks: `python -m chaos.share_member JSON`.
 It polls with confluent-kafka's ShareConsumer in explicit mode and acknowledges each record on its own (accept,
 release or reject, drawn with the given weights), sending each acknowledgement alone with commit_sync so that the
 answer is about that record only. Now and then it sits on what it holds past the lock duration. Every delivery and
-every acknowledgement is a JSON line on stdout (share_workload.py puts them in the history); once the `accept_all`
+every acknowledgement (before it is sent, and with its answer) is a JSON line on stdout (share_workload.py puts them in the history); once the `accept_all`
 file exists it accepts everything, so that the round can drain.
 """
 
@@ -49,11 +49,12 @@ def main(p: dict[str, Any]) -> None:
                 draining = os.path.exists(p["accept_all"])
                 ack = "accept" if draining else rng.choices(list(ACK_TYPES), weights=p["weights"])[0]
                 consumer.acknowledge(message, ACK_TYPES[ack])
-                wall = time.time()
                 partition = message.partition()
                 assert partition is not None  # a record's message always has one
-                emit("share-ack", member=member, partition=partition, offset=message.offset(),
-                     dc=message.delivery_count(), ack=ack, wall=wall, error=_commit(consumer, partition))
+                sent = {"member": member, "partition": partition, "offset": message.offset(),
+                        "dc": message.delivery_count(), "ack": ack, "wall": time.time()}
+                emit("share-acking", **sent)  # if this process is killed before the answer, the ack is in doubt
+                emit("share-ack", **sent, error=_commit(consumer, partition))
     finally:
         consumer.close()
 

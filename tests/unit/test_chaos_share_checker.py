@@ -70,10 +70,15 @@ def test_each_anomaly_is_flagged(name: str, events: list[dict[str, Any]]) -> Non
     assert report.counts().get(name) == 1, report.summary()
 
 
-def test_an_acknowledgement_answered_with_an_error_is_in_doubt_not_accepted() -> None:
+def test_an_acknowledgement_answered_with_an_error_or_unanswered_is_in_doubt_not_accepted() -> None:
     report = check_share([produced(0), deliver("a", 0, 1, 1.0), ack("a", 0, 1, "accept", 1.1, error="timed out"),
                           END], LIMIT, durable=True)
     assert report.clean and report.stats["share_in_doubt"] == 1 and "share_ack_in_doubt" in report.explained
+    killed = [produced(0), deliver("a", 0, 1, 1.0), {**ack("a", 0, 1, "reject", 1.1), "type": "share-acking"}, END]
+    report = check_share(killed, LIMIT, durable=True)
+    assert report.clean and report.stats["share_in_doubt"] == 1
+    released = [produced(0), deliver("a", 0, 1, 1.0), {**ack("a", 0, 1, "release", 1.1), "type": "share-acking"}, END]
+    assert check_share(released, LIMIT, durable=True).counts() == {"share_unacknowledged": 1}  # it must come back
 
 
 def test_a_fault_explains_lost_state_only_while_it_is_in_memory() -> None:
