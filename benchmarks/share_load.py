@@ -49,6 +49,8 @@ class _Window:
     def received(self, deliveries: list[tuple[int, int]]) -> None:
         """(offset, delivery count) pairs; one seen twice was handed to two consumers at once, a broker bug."""
         with self.lock:
+            if self.done.is_set():  # what members closing hand each other (their fetched records) is not counted
+                return
             if not self.deliveries and deliveries:
                 self.start, self.cpu_start = time.perf_counter(), cpu_seconds(self.pid)
             self.deliveries += len(deliveries)
