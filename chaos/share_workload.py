@@ -67,6 +67,7 @@ class ShareWorkload:
         self.accept_all = self.scratch / "accept-all"
         self.durable = False
         self._joined = 0
+        self.watcher = threading.Thread(target=self._watch_leaders, name="share-leaders", daemon=True)
 
     def start(self) -> None:
         admin = self.cluster.admin()
@@ -84,11 +85,10 @@ class ShareWorkload:
         except BaseException:
             self._stop_members()
             raise
-        for target in (self._produce, self._kill, self._watch_leaders):
-            thread = threading.Thread(target=target, name=f"share-{target.__name__}", daemon=True)
-            thread.start()
-            self.threads.append(thread)
-        self.watcher = self.threads.pop()
+        for target in (self._produce, self._kill):
+            self.threads.append(threading.Thread(target=target, name=f"share-{target.__name__}", daemon=True))
+            self.threads[-1].start()
+        self.watcher.start()
 
     def finish(self) -> None:
         """Stop producing and killing, let the members accept everything until all is accounted for, stop them."""
