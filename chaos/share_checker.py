@@ -26,12 +26,15 @@ delivery counts start again and records may be skipped. Such an anomaly is repor
 (`share_state_lost`) when a fault started, or the partition's leader changed, between the events that make it, or,
 for a record never delivered since such a moment, when the partition was read again only from past it; with
 ``durable=True`` it is not.
-An acknowledgement answered with an error, or never answered (its member was killed), for a record never delivered
-again, is in doubt (the broker may have applied it): explained as `share_ack_in_doubt`, never counted as accepted.
+An acknowledgement never answered (its member was killed) or failed on the client's side (a timeout, a broken
+connection), for a record never delivered again, is in doubt (the broker may have applied it): explained as
+`share_ack_in_doubt`, never counted as accepted. One answered with a broker's error code (INVALID_RECORD_STATE,
+NOT_LEADER_OR_FOLLOWER) was not applied: its record must come back.
 """
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any, Iterable
@@ -40,6 +43,7 @@ from chaos.checker import Report
 
 SHARE_ANOMALIES = ("share_over_limit", "share_two_holders", "share_after_ack", "share_unacknowledged")
 FINAL = ("accept", "reject")
+BROKER_CODE = re.compile(r"\bval=(-?\d+)")
 
 Place = tuple[int, int]
 """(partition, offset) of the share workload's one topic."""
@@ -59,6 +63,8 @@ class _Ack:
     dc: int
     ack: str
     ok: bool
+    refused: bool
+    """Answered with a broker's error code (librdkafka's `val=` above 0): the broker did not apply it."""
     wall: float
     t: float
 
@@ -83,8 +89,13 @@ def check_share(events: list[dict[str, Any]], limit: int, durable: bool, report:
         elif e["type"] == "share-deliver":
             deliveries[(e["partition"], e["offset"])].append(_Delivery(e["member"], e["dc"], e["wall"], e["t"]))
         elif e["type"] in ("share-acking", "share-ack"):
-            answered = e["type"] == "share-ack" and e["error"] is None
-            acks[(e["partition"], e["offset"])].append(_Ack(e["member"], e["dc"], e["ack"], answered, e["wall"], e["t"]))
+            answer = e["type"] == "share-ack"
+            sent = _Ack(e["member"], e["dc"], e["ack"], answer and e["error"] is None,
+                        answer and _broker_error(e["error"]), e["wall"], e["t"])
+            known = acks[(e["partition"], e["offset"])]
+            if answer:  # it takes the place of the "about to send" it answers
+                known[:] = [a for a in known if (a.member, a.dc, a.wall) != (sent.member, sent.dc, sent.wall)]
+            known.append(sent)
         elif e["type"] == "share-end":
             complete = complete and e["complete"]
 
@@ -164,7 +175,12 @@ def _accounting(report: Report, produced: dict[Place, float], deliveries: dict[P
 
 
 def _in_doubt(acks: Iterable[_Ack], delivered: list[_Delivery]) -> bool:
-    """A final acknowledgement not answered, or answered with an error, and no delivery after it: it may have been
-    applied."""
+    """A final acknowledgement not answered, or failed on the client's side (a timeout, a broken connection), and
+    no delivery after it: it may have been applied."""
     last_delivery = max((d.wall for d in delivered), default=0.0)
-    return any(not a.ok and a.ack in FINAL and a.wall >= last_delivery for a in acks)
+    return any(not a.ok and not a.refused and a.ack in FINAL and a.wall >= last_delivery for a in acks)
+
+
+def _broker_error(error: str | None) -> bool:
+    found = BROKER_CODE.search(error or "")
+    return found is not None and int(found.group(1)) > 0

@@ -71,9 +71,15 @@ def test_each_anomaly_is_flagged(name: str, events: list[dict[str, Any]]) -> Non
 
 
 def test_an_acknowledgement_answered_with_an_error_or_unanswered_is_in_doubt_not_accepted() -> None:
-    report = check_share([produced(0), deliver("a", 0, 1, 1.0), ack("a", 0, 1, "accept", 1.1, error="timed out"),
+    timed_out = "KafkaError{code=_TIMED_OUT,val=-185,str=\"Local: Timed out\"}"
+    report = check_share([produced(0), deliver("a", 0, 1, 1.0), ack("a", 0, 1, "accept", 1.1, error=timed_out),
                           END], LIMIT, durable=True)
     assert report.clean and report.stats["share_in_doubt"] == 1 and "share_ack_in_doubt" in report.explained
+    refused = "KafkaError{code=INVALID_RECORD_STATE,val=121,str=\"Broker: The record state is invalid\"}"
+    sending = {**ack("a", 0, 1, "accept", 1.1), "type": "share-acking"}
+    report = check_share([produced(0), deliver("a", 0, 1, 1.0), sending, ack("a", 0, 1, "accept", 1.1, error=refused),
+                          END], LIMIT, durable=True)
+    assert report.counts() == {"share_unacknowledged": 1}  # not applied: it must be delivered again
     killed = [produced(0), deliver("a", 0, 1, 1.0), {**ack("a", 0, 1, "reject", 1.1), "type": "share-acking"}, END]
     report = check_share(killed, LIMIT, durable=True)
     assert report.clean and report.stats["share_in_doubt"] == 1
