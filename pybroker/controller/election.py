@@ -104,11 +104,12 @@ def controlled_shutdown_election(state: LeaderAndIsr, replicas: Sequence[int], b
     isr = tuple(b for b in state.isr if b != broker_id)
     if broker_id not in state.isr or not isr or state.elect_longest_log:
         return None
-    leader: int | None = state.leader
+    leader = state.leader
     if leader == broker_id:
-        leader = elect_leader(replicas, isr, live)
-        if leader is None:
+        successor = elect_leader(replicas, isr, live)
+        if successor is None:
             return None
+        leader = successor
     return LeaderAndIsr(leader, state.leader_epoch + 1, isr, controller_epoch, state.zk_version)
 
 
