@@ -135,13 +135,13 @@ class ReplicaFetcher:
             replica_id=self._config.replica_id,
             topics=[OffsetForLeaderEpochRequest.OffsetForLeaderTopic(topic=t, partitions=p)
                     for t, p in topics.items()]))
-        for topic in response.topics:
-            for result in topic.partitions:
-                key = (topic.topic, result.partition)
-                partition, target = self._partition_of(key), self._targets.get(key)
-                if partition is None or target is None or result.error_code:
+        for answered in response.topics:
+            for result in answered.partitions:
+                key = (answered.topic, result.partition)
+                partition, truncating = self._partition_of(key), self._targets.get(key)
+                if partition is None or truncating is None or result.error_code:
                     continue
-                target.truncating = not truncate_to_leader(partition, result.leader_epoch, result.end_offset)
+                truncating.truncating = not truncate_to_leader(partition, result.leader_epoch, result.end_offset)
 
     async def _reset_out_of_range(self) -> None:
         """Kafka's fetchOffsetAndTruncate for every partition whose fetch offset the leader refused."""
@@ -195,9 +195,9 @@ class ReplicaFetcher:
         if response.error_code:
             return False
         progress = True
-        for topic in response.responses:
-            for data in topic.partitions:
-                progress &= self._apply((topic.topic, data.partition_index), data)
+        for answered in response.responses:
+            for data in answered.partitions:
+                progress &= self._apply((answered.topic, data.partition_index), data)
         return progress
 
     def _apply(self, key: PartitionKey, data: FetchResponse.PartitionData) -> bool:
@@ -205,7 +205,9 @@ class ReplicaFetcher:
         if partition is None or target is None or partition.is_leader:
             return True
         if data.error_code == ErrorCode.NONE:
-            partition.append_as_follower(bytes(data.records or b""), leader_high_watermark=data.high_watermark,
+            # A decoded answer holds bytes or None: a Spliced file range is only ever sent.
+            records = data.records if isinstance(data.records, (bytes, bytearray, memoryview)) else b""
+            partition.append_as_follower(bytes(records), leader_high_watermark=data.high_watermark,
                                          now_ms=self._now_ms(), leader_log_start_offset=data.log_start_offset)
             self._on_fetched(key)
             return True
