@@ -89,7 +89,11 @@ async def _create_one(ctx: RequestContext, topic: CreateTopicsRequest.CreatableT
         partitions = services.config["num.partitions"]
     if factor == DEFAULT_FROM_BROKER:
         factor = services.config["default.replication.factor"]
-    configs = {config.name: config.value for config in topic.configs}
+    nulls = [config.name for config in topic.configs if config.value is None]
+    if nulls:  # refused as Kafka's ZkAdminManager does, every one named, before the quota is charged
+        return CreatableTopicResult(name=topic.name, error_code=ErrorCode.INVALID_CONFIG,
+                                    error_message=f"Null value not supported for topic configs: {','.join(nulls)}")
+    configs = {config.name: config.value for config in topic.configs if config.value is not None}
     if not validate_only and not mutations.admit(len(assignments) if assignments else partitions,
                                                  int(time.time() * 1000)):
         return CreatableTopicResult(name=topic.name, error_code=ErrorCode.THROTTLING_QUOTA_EXCEEDED,
