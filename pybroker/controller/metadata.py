@@ -66,8 +66,11 @@ TopicListener = Callable[[str, "TopicInfo | None"], None]
 class ClusterMetadata(Protocol):
     """Topic and broker metadata of the cluster, as this broker sees it."""
 
-    cluster_id: str
-    controller_id: int
+    @property
+    def cluster_id(self) -> str: ...
+
+    @property
+    def controller_id(self) -> int: ...
 
     def brokers(self) -> Sequence[BrokerInfo]: ...
 
