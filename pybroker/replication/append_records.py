@@ -47,7 +47,7 @@ class PartitionAppend:
 
     topic: str
     index: int
-    records: bytes | None
+    records: bytes | bytearray | memoryview | None  # a decoded request's bytes, not copied
     info: AppendInfo | None = None
     error: Exception | None = None
 
