@@ -68,9 +68,9 @@ class MarkerChannel:
             return {tp: ErrorCode.NETWORK_EXCEPTION for tp in partitions}
         codes = {tp: ErrorCode.UNKNOWN_SERVER_ERROR for tp in partitions}  # a partition missing from the answer
         for result in response.markers:
-            for topic in result.topics:
-                for answer in topic.partitions:
-                    codes[(topic.name, answer.partition_index)] = ErrorCode(answer.error_code)
+            for answered in result.topics:
+                for answer in answered.partitions:
+                    codes[(answered.name, answer.partition_index)] = ErrorCode(answer.error_code)
         return codes
 
     async def add_partitions(self, broker: BrokerInfo, transactional_id: str, producer_id: int, producer_epoch: int,

@@ -20,7 +20,6 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
-from pybroker.log.file_slice import FileSlice
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.messages import FetchRequest, FetchResponse
@@ -168,8 +167,10 @@ def _resolve(ctx: RequestContext, partitions: Requested) -> list[_Wanted]:
 
 
 def _records_size(data: PartitionData) -> int:
-    records = data.records
-    return records.size if isinstance(records, FileSlice) else len(records)
+    records = data.records  # bytes or a FileSlice, as _partition_data builds it
+    if records is None:
+        return 0
+    return len(records) if isinstance(records, (bytes, bytearray, memoryview)) else records.size
 
 
 def _replica_id(ctx: RequestContext, request: FetchRequest) -> int:
