@@ -62,7 +62,8 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
         code = refused or (None if name in authorized else ErrorCode.TOPIC_AUTHORIZATION_FAILED)
         slots.append([_error(data.index, code, None) if code else
                       _not_admitted(data.index, name, not_admitted[(name, data.index)])
-                      if (name, data.index) in not_admitted else PartitionAppend(name, data.index, _received(data.records))
+                      if (name, data.index) in not_admitted
+                      else PartitionAppend(name, data.index, _received(data.records))
                       for data in topic.partition_data])
         batches += [slot for slot in slots[-1] if isinstance(slot, PartitionAppend)]
     metrics = services.metrics
