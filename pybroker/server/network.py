@@ -135,7 +135,7 @@ class _Rest:
             try:
                 waiting_on = coroutine.send(None) if thrown is None else coroutine.throw(thrown)
             except StopIteration as stop:
-                return stop.value  # type: ignore[no-any-return]
+                return stop.value
 
 
 async def _rest(coroutine: Coroutine[Any, Any, Response], waiting_on: Any) -> Response:
