@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Coroutine
 
 from pybroker.common.io_executor import IoExecutor
+from pybroker.common.topic import TopicPartition
 from pybroker.log.errors import ColdReadError
 from pybroker.log.file_slice import FileSlice
 from pybroker.replication.errors import ReplicationError
@@ -133,7 +134,7 @@ async def _long_poll(replicas: ReplicaManager, io: IoExecutor, params: FetchPara
     """Kafka's DelayedFetch: read again after each append to the partitions asked for, until
     min_bytes are there, a read fails or max_wait_ms has passed."""
     deadline = time.monotonic() + params.max_wait_ms / 1000
-    keys = [(p.topic, p.index) for p in partitions]
+    keys = [TopicPartition(p.topic, p.index) for p in partitions]
     while result.bytes < params.min_bytes and not result.has_error and keys:
         remaining = deadline - time.monotonic()
         if remaining <= 0:

@@ -18,6 +18,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Container
 
+from pybroker.common.topic import TopicPartition
 from pybroker.log.checkpoint import LEADER_EPOCH_CHECKPOINT, LeaderEpochCheckpointFile
 from pybroker.log.errors import CorruptLogError, OffsetOutOfRangeError
 from pybroker.log.log import AppendInfo, PartitionLog
@@ -105,6 +106,11 @@ class Partition:
     epoch_cache: EpochCache = field(default_factory=EpochCache)
     followers: dict[int, rs.FollowerState] = field(default_factory=dict)
     pending_isr: tuple[int, ...] | None = None
+    key: TopicPartition = field(init=False)
+    """(topic, index), built once: the append and watermark paths key their waiters by it."""
+
+    def __post_init__(self) -> None:
+        self.key = TopicPartition(self.topic, self.index)
 
     @property
     def isr_update_pending(self) -> bool:

@@ -13,6 +13,7 @@ from typing import Any, Mapping, Sequence
 
 from pybroker.common.config import parse_listener
 from pybroker.common.listeners import Endpoint
+from pybroker.common.topic import TopicPartition
 
 CLUSTER_ID = "/cluster/id"
 CONTROLLER = "/controller"
@@ -198,22 +199,22 @@ def decode_topic(data: bytes) -> TopicAssignment:
 # /admin/reassign_partitions and /admin/preferred_replica_election: requests that ZooKeeper tooling writes
 
 
-def encode_reassignment(targets: Mapping[tuple[str, int], Sequence[int]]) -> bytes:
+def encode_reassignment(targets: Mapping[TopicPartition, Sequence[int]]) -> bytes:
     return _dump({"version": 1, "partitions": [{"topic": t, "partition": p, "replicas": list(r)}
                                                for (t, p), r in sorted(targets.items())]})
 
 
-def decode_reassignment(data: bytes) -> dict[tuple[str, int], tuple[int, ...]]:
-    return {(entry["topic"], int(entry["partition"])): tuple(int(r) for r in entry["replicas"])
+def decode_reassignment(data: bytes) -> dict[TopicPartition, tuple[int, ...]]:
+    return {TopicPartition(entry["topic"], int(entry["partition"])): tuple(int(r) for r in entry["replicas"])
             for entry in _load(data)["partitions"]}
 
 
-def encode_preferred_election(partitions: Sequence[tuple[str, int]]) -> bytes:
+def encode_preferred_election(partitions: Sequence[TopicPartition]) -> bytes:
     return _dump({"version": 1, "partitions": [{"topic": t, "partition": p} for t, p in partitions]})
 
 
-def decode_preferred_election(data: bytes) -> list[tuple[str, int]]:
-    return [(entry["topic"], int(entry["partition"])) for entry in _load(data)["partitions"]]
+def decode_preferred_election(data: bytes) -> list[TopicPartition]:
+    return [TopicPartition(entry["topic"], int(entry["partition"])) for entry in _load(data)["partitions"]]
 
 
 # /brokers/topics/<topic>/partitions/<p>/state
