@@ -20,6 +20,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Callable, Container, Iterable, Protocol
 
+from pybroker.common.ids import BrokerId, LeaderEpoch
 from pybroker.common.topic import TopicPartition
 from pybroker.log.config import LogConfig
 from pybroker.log.errors import LogStorageError
@@ -54,13 +55,15 @@ class PartitionRole:
     topic: str
     index: int
     topic_id: uuid.UUID
-    leader: int
-    leader_epoch: int
+    leader: BrokerId
+    leader_epoch: LeaderEpoch
     replicas: tuple[int, ...]
     isr: tuple[int, ...]
     zk_version: int
     controller_epoch: int
 
+
+NO_LEADER = BrokerId(-1)
 
 LeadershipListener = Callable[[str, int, int, bool], None]
 """``(topic, partition, leader_epoch, is_leader)``"""
@@ -71,7 +74,7 @@ def _now_ms() -> int:
 
 
 class ReplicaManager:
-    def __init__(self, log_manager: LogManager, broker_id: int, *, replica_lag_time_max_ms: int = 30000,
+    def __init__(self, log_manager: LogManager, broker_id: BrokerId, *, replica_lag_time_max_ms: int = 30000,
                  now_ms: Callable[[], int] = _now_ms):
         self.log_manager = log_manager
         self.broker_id = broker_id
@@ -123,14 +126,14 @@ class ReplicaManager:
     # Roles
 
     def _hosted(self, topic: str, index: int, topic_id: uuid.UUID, config: LogConfig, min_isr: int,
-                leader_epoch: int) -> Partition:
+                leader_epoch: LeaderEpoch) -> Partition:
         key = TopicPartition(topic, index)
         if self.log_manager.is_offline(topic, index):
             raise LogStorageError(f"The log dir of {topic}-{index} is offline")
         partition = self._partitions.get(key)
         if partition is None:
             log_ = self.log_manager.get_or_create_log(topic, index, config, topic_id)
-            partition = Partition(topic, index, topic_id, log_, self.broker_id, -1, leader_epoch, (), (),
+            partition = Partition(topic, index, topic_id, log_, self.broker_id, NO_LEADER, leader_epoch, (), (),
                                   min_isr, epoch_cache=epoch_cache_of(log_))
             self._partitions[key] = partition
             self._by_topic.setdefault(topic, {})[index] = partition
@@ -141,7 +144,7 @@ class ReplicaManager:
             partition.min_insync_replicas = min_isr
         return partition
 
-    def become_leader(self, topic: str, index: int, topic_id: uuid.UUID, *, leader_epoch: int,
+    def become_leader(self, topic: str, index: int, topic_id: uuid.UUID, *, leader_epoch: LeaderEpoch,
                       replicas: tuple[int, ...], isr: tuple[int, ...], config: LogConfig,
                       min_insync_replicas: int, zk_version: int = 0, controller_epoch: int = 0) -> Partition:
         partition = self._hosted(topic, index, topic_id, config, min_insync_replicas, leader_epoch)
@@ -293,8 +296,8 @@ class ReplicaManager:
     def log(self, topic: str, index: int) -> PartitionLog:
         return self.leader_partition(topic, index).log
 
-    def record_follower_fetch(self, topic: str, index: int, replica_id: int, fetch_offset: int, *,
-                              current_leader_epoch: int, log_start_offset: int = -1) -> None:
+    def record_follower_fetch(self, topic: str, index: int, replica_id: BrokerId, fetch_offset: int, *,
+                              current_leader_epoch: LeaderEpoch, log_start_offset: int = -1) -> None:
         """A follower asked for `fetch_offset`: it holds everything before it, from `log_start_offset`."""
         partition = self.leader_partition(topic, index)
         partition.check_leader_epoch(current_leader_epoch)

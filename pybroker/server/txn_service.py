@@ -27,6 +27,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 from pybroker.client.sasl import SaslCredentials
 from pybroker.common.config import BrokerConfig
+from pybroker.common.ids import ProducerEpoch, ProducerId
 from pybroker.common.io_executor import IoExecutor
 from pybroker.common.topic import TopicPartition
 from pybroker.controller import zk_paths as zp
@@ -214,7 +215,7 @@ class TxnService:
             return error_code_for(exc)
         return ErrorCode.NONE
 
-    async def admit(self, transactional_id: str, producer_id: int, producer_epoch: int,
+    async def admit(self, transactional_id: str, producer_id: ProducerId, producer_epoch: ProducerEpoch,
                     partitions: list[TopicPartition], *, implicit: bool) -> ErrorCode:
         """What a transactional write to ``partitions`` needs before it is appended, from the coordinator of
         ``transactional_id`` (this broker or another, through AddPartitionsToTxn v5): a V2 client's (Produce

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from pybroker.common.config import parse_listener
+from pybroker.common.ids import LeaderEpoch
 from pybroker.common.listeners import Endpoint
 from pybroker.common.topic import TopicPartition
 
@@ -230,7 +231,7 @@ class LeaderAndIsr:
     so a controller elected meanwhile carries the wait on."""
 
     leader: int
-    leader_epoch: int
+    leader_epoch: LeaderEpoch
     isr: tuple[int, ...]
     controller_epoch: int
     zk_version: int = -1
@@ -252,7 +253,7 @@ def encode_partition_state(state: LeaderAndIsr) -> bytes:
 
 def decode_partition_state(data: bytes, zk_version: int) -> LeaderAndIsr:
     document = _load(data)
-    return LeaderAndIsr(int(document["leader"]), int(document["leader_epoch"]), tuple(document["isr"]),
+    return LeaderAndIsr(int(document["leader"]), LeaderEpoch(int(document["leader_epoch"])), tuple(document["isr"]),
                         int(document["controller_epoch"]), zk_version,
                         document.get(ELECT_LONGEST_LOG) is True)
 

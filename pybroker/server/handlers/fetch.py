@@ -20,6 +20,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
+from pybroker.common.ids import BrokerId
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.messages import FetchRequest, FetchResponse
@@ -173,9 +174,10 @@ def _records_size(data: PartitionData) -> int:
     return len(records) if isinstance(records, (bytes, bytearray, memoryview)) else records.size
 
 
-def _replica_id(ctx: RequestContext, request: FetchRequest) -> int:
+def _replica_id(ctx: RequestContext, request: FetchRequest) -> BrokerId:
     """The fetching follower's broker id, or -1 for a consumer (v15+ moved it into ReplicaState)."""
-    return request.replica_id if ctx.api_version < FIRST_REPLICA_STATE_VERSION else request.replica_state.replica_id
+    return BrokerId(request.replica_id if ctx.api_version < FIRST_REPLICA_STATE_VERSION
+                    else request.replica_state.replica_id)
 
 
 def _group(answers: list[tuple[_Wanted, PartitionData]]) -> list[FetchResponse.FetchableTopicResponse]:

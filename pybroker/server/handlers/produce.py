@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import time
 
+from pybroker.common.ids import ProducerEpoch, ProducerId
 from pybroker.common.topic import INTERNAL_TOPICS, TopicPartition
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.error_codes import ErrorCode
@@ -117,7 +118,7 @@ async def _admit_transactional(ctx: RequestContext, request: ProduceRequest, nam
     if request.transactional_id is None:
         return {}
     metadata = ctx.services.metadata
-    by_producer: dict[tuple[int, int], list[TopicPartition]] = {}
+    by_producer: dict[tuple[ProducerId, ProducerEpoch], list[TopicPartition]] = {}
     for name, topic in zip(names, request.topic_data):
         info = None if name is None or name not in authorized or name in INTERNAL_TOPICS else metadata.topic(name)
         if info is None:
@@ -129,8 +130,8 @@ async def _admit_transactional(ctx: RequestContext, request: ProduceRequest, nam
                 continue  # answered by the partition's own checks
             header = RecordBatch(records).header()
             if header.attributes & TRANSACTIONAL_FLAG_MASK and header.producer_id >= 0:  # else refused as invalid
-                by_producer.setdefault((header.producer_id, header.producer_epoch), []).append(
-                    TopicPartition(name, data.index))
+                producer = ProducerId(header.producer_id), ProducerEpoch(header.producer_epoch)
+                by_producer.setdefault(producer, []).append(TopicPartition(name, data.index))
     not_admitted: dict[TopicPartition, ErrorCode] = {}
     for (producer_id, producer_epoch), partitions in by_producer.items():
         code = await ctx.services.txns.admit(request.transactional_id, producer_id, producer_epoch, partitions,

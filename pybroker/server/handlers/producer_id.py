@@ -8,6 +8,7 @@ instances of the producer and aborting their open transaction.
 
 from __future__ import annotations
 
+from pybroker.common.ids import ProducerEpoch, ProducerId
 from pybroker.controller.embedded import EmbeddedMetadata
 from pybroker.coordinator.txn_coordinator import InitResult
 from pybroker.protocol.api_keys import ApiKey
@@ -51,8 +52,8 @@ async def handle(ctx: RequestContext, request: InitProducerIdRequest) -> InitPro
         assert fresh is not None  # allocated above for every producer without a transactional id
         return InitProducerIdResponse(throttle_time_ms=0, error_code=0, producer_id=fresh, producer_epoch=0)
     result = await txn_call(ctx, transactional_id, lambda waiter, now: coordinator.init_producer_id(
-        waiter, transactional_id, request.transaction_timeout_ms, request.producer_id, request.producer_epoch,
-        fresh, now))
+        waiter, transactional_id, request.transaction_timeout_ms, ProducerId(request.producer_id),
+        ProducerEpoch(request.producer_epoch), fresh, now))
     if not isinstance(result, InitResult):
         result = InitResult(result)
     return InitProducerIdResponse(throttle_time_ms=0,

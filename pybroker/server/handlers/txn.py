@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable, Iterable
 
+from pybroker.common.ids import ProducerEpoch, ProducerId
 from pybroker.common.topic import INTERNAL_TOPICS, TopicPartition
 from pybroker.coordinator.runtime import CoordinatorStorageError
 from pybroker.coordinator.txn_coordinator import InitResult
@@ -118,7 +119,8 @@ async def _add_partitions(ctx: RequestContext, txn: AddPartitionsToTxnRequest.Ad
         # A leader's add (v4+, not verify-only) is the implicit add of a V2 client's Produce or TxnOffsetCommit.
         version = TV_1 if from_client or verify_only else TV_2
         code = await txn_call(ctx, txn.transactional_id, lambda waiter, now: coordinator.add_partitions(
-            waiter, txn.transactional_id, txn.producer_id, txn.producer_epoch, wanted, now, verify_only=verify_only,
+            waiter, txn.transactional_id, ProducerId(txn.producer_id), ProducerEpoch(txn.producer_epoch), wanted, now,
+            verify_only=verify_only,
             client_version=version), from_client=from_client)
         code = fenced_code(code, ctx.api_version, FIRST_PRODUCER_FENCED_VERSION)
         codes = {tp: code for tp in wanted}
@@ -168,7 +170,8 @@ async def add_offsets_to_txn(ctx: RequestContext, request: AddOffsetsToTxnReques
     partition = TopicPartition(OFFSETS_TOPIC, groups.coordinator.partition_of(request.group_id))
     coordinator = ctx.services.txns.coordinator
     code = await txn_call(ctx, request.transactional_id, lambda waiter, now: coordinator.add_partitions(
-        waiter, request.transactional_id, request.producer_id, request.producer_epoch, [partition], now))
+        waiter, request.transactional_id, ProducerId(request.producer_id), ProducerEpoch(request.producer_epoch),
+        [partition], now))
     return AddOffsetsToTxnResponse(throttle_time_ms=0,
                                    error_code=fenced_code(code, ctx.api_version, FIRST_PRODUCER_FENCED_VERSION))
 
@@ -184,7 +187,8 @@ async def end_txn(ctx: RequestContext, request: EndTxnRequest) -> EndTxnResponse
         except Exception as exc:  # noqa: BLE001 - mapped in one place; the client retries
             return EndTxnResponse(throttle_time_ms=0, error_code=error_code_for(exc))
     result = await txn_call(ctx, request.transactional_id, lambda waiter, now: coordinator.end_txn(
-        waiter, request.transactional_id, request.producer_id, request.producer_epoch, request.committed, now,
+        waiter, request.transactional_id, ProducerId(request.producer_id), ProducerEpoch(request.producer_epoch),
+        request.committed, now,
         bump_epoch=bump, fresh_producer_id=fresh))
     if not isinstance(result, InitResult):
         result = InitResult(result)
@@ -209,7 +213,7 @@ async def txn_offset_commit(ctx: RequestContext, request: TxnOffsetCommitRequest
         elif not groups.owns(request.group_id):
             codes = dict.fromkeys(wanted, groups.not_owned_error(request.group_id))
         elif ctx.api_version >= FIRST_IMPLICIT_ADD_OFFSETS_VERSION and (added := await ctx.services.txns.admit(
-                request.transactional_id, request.producer_id, request.producer_epoch,
+                request.transactional_id, ProducerId(request.producer_id), ProducerEpoch(request.producer_epoch),
                 [TopicPartition(OFFSETS_TOPIC, groups.coordinator.partition_of(request.group_id))], implicit=True)
         ) is not ErrorCode.NONE:
             codes = dict.fromkeys(wanted, added)
