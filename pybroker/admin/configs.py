@@ -71,8 +71,8 @@ def build_parser() -> ToolParser:
                         help="topics, brokers, client-metrics, groups, users, clients or ips; users and clients "
                              "together for a user's client")
     parser.add_argument("--entity-name", metavar="NAME", dest="entity_names", action="append",
-                        help="topic name, broker id, subscription, group id, user principal, client id or IP address, one per "
-                             "--entity-type; all of them if omitted with --describe")
+                        help="topic name, broker id, subscription, group id, user principal, client id or IP "
+                             "address, one per --entity-type; all of them if omitted with --describe")
     parser.add_argument("--entity-default", dest="entity_names", action="append_const", const="",
                         help="the default user, client or ip (in place of an --entity-name)")
     parser.add_argument("--topic", metavar="TOPIC", help="same as --entity-type topics --entity-name TOPIC")
