@@ -85,6 +85,17 @@ def test_describe_cluster_v2_lists_no_fenced_broker(client: WireClient) -> None:
     assert [(b.broker_id, b.is_fenced) for b in answer.brokers] == [(0, False)]
 
 
+def test_describe_cluster_for_controllers_or_an_unknown_endpoint_type_is_refused_as_kafka_refuses_it(
+        client: WireClient) -> None:
+    """KIP-919: a broker is not a controller endpoint (the Java Admin's MismatchedEndpointTypeException)."""
+    controllers = client.request(DescribeClusterRequest(endpoint_type=2), 1, DescribeClusterResponse)
+    assert (controllers.error_code, controllers.brokers) == (ErrorCode.MISMATCHED_ENDPOINT_TYPE, [])
+    unknown = client.request(DescribeClusterRequest(endpoint_type=7), 2, DescribeClusterResponse)
+    assert (unknown.error_code, unknown.error_message) == (ErrorCode.UNSUPPORTED_ENDPOINT_TYPE,
+                                                           "Unsupported endpoint type 7")
+    assert client.request(DescribeClusterRequest(endpoint_type=1), 1, DescribeClusterResponse).error_code == 0
+
+
 def test_list_transactions_v2_filters_by_pattern_and_refuses_an_invalid_one(client: WireClient) -> None:
     for transactional_id in ("orders-1", "orders-2", "payments-1"):
         eventually(lambda: client.request(InitProducerIdRequest(
