@@ -283,12 +283,17 @@ class ReplicaManager:
 
     # Leader side
 
-    def append(self, topic: str, index: int, batch: bytearray, *, required_acks: int, now_ms: int) -> AppendInfo:
-        return self.append_to(self.leader_partition(topic, index), batch, required_acks=required_acks, now_ms=now_ms)
+    def append(self, topic: str, index: int, batch: bytearray, *, required_acks: int, now_ms: int,
+               transaction_version: int = 0) -> AppendInfo:
+        """Append ``batch`` as the leader; ``transaction_version`` is a transaction marker's (WriteTxnMarkers v2)."""
+        return self.append_to(self.leader_partition(topic, index), batch, required_acks=required_acks, now_ms=now_ms,
+                              transaction_version=transaction_version)
 
-    def append_to(self, partition: Partition, batch: bytearray, *, required_acks: int, now_ms: int) -> AppendInfo:
+    def append_to(self, partition: Partition, batch: bytearray, *, required_acks: int, now_ms: int,
+                  transaction_version: int = 0) -> AppendInfo:
         """`append` to a partition the caller already looked up with `leader_partition`."""
-        info = partition.append_as_leader(batch, required_acks=required_acks, now_ms=now_ms)
+        info = partition.append_as_leader(batch, required_acks=required_acks, now_ms=now_ms,
+                                          transaction_version=transaction_version)
         if not info.duplicate:
             self._wake(partition.key)
         return info

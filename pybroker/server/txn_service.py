@@ -142,7 +142,8 @@ class TxnService:
         local, remote = self._route([tp for tp in marker.partitions if metadata.topic(tp[0]) is not None])
         sends = [self._markers.send(broker, marker, partitions) for broker, partitions in remote.values()]
         answers = await asyncio.gather(self.write_marker(marker.producer_id, marker.producer_epoch,
-                                                         marker.coordinator_epoch, marker.commit, local), *sends)
+                                                         marker.coordinator_epoch, marker.commit, local,
+                                                         transaction_version=marker.transaction_version), *sends)
         failed = {tp: code for answer in answers for tp, code in answer.items() if code is not ErrorCode.NONE}
         if failed:
             log.warning("Markers of transaction %s not written yet (retried on the next abort check): %s",
@@ -178,11 +179,14 @@ class TxnService:
         return local, remote
 
     async def write_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool,
-                           partitions: Iterable[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
+                           partitions: Iterable[TopicPartition], *,
+                           transaction_version: int) -> dict[TopicPartition, ErrorCode]:
         """Append a COMMIT/ABORT marker to each partition and wait for its ISR. A partition this broker
         does not host is UNKNOWN_TOPIC_OR_PARTITION, to be retried, as Kafka's replica manager answers:
         taking it for a deleted topic made a broker whose metadata had not arrived yet (just restarted)
-        report a marker written that never was, and the transaction stayed open there for good."""
+        report a marker written that never was, and the transaction stayed open there for good. A V2
+        transaction's marker (``transaction_version`` 2) must carry an epoch above the producer's
+        (INVALID_PRODUCER_EPOCH otherwise: a late marker of an earlier transaction)."""
         results: dict[TopicPartition, ErrorCode] = {}
         appended: dict[TopicPartition, int] = {}
         for topic, index in partitions:
@@ -190,8 +194,8 @@ class TxnService:
             batch = build_end_txn_marker(commit, producer_id=producer_id, producer_epoch=producer_epoch,
                                          coordinator_epoch=coordinator_epoch, timestamp=now)
             try:
-                info = self._replicas.append(topic, index, bytearray(batch), required_acks=-1,
-                                                           now_ms=now)
+                info = self._replicas.append(topic, index, bytearray(batch), required_acks=-1, now_ms=now,
+                                             transaction_version=transaction_version)
             except UnknownPartitionError:
                 results[TopicPartition(topic, index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
