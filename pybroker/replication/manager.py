@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 import uuid
 from dataclasses import dataclass
 from typing import Callable, Container, Iterable, Protocol
 
+from pybroker.common.clock import Clock
 from pybroker.log.config import LogConfig
 from pybroker.log.errors import LogStorageError
 from pybroker.log.log import AppendInfo, PartitionLog
@@ -66,18 +66,14 @@ LeadershipListener = Callable[[str, int, int, bool], None]
 """``(topic, partition, leader_epoch, is_leader)``"""
 
 
-def _now_ms() -> int:
-    return int(time.time() * 1000)
-
-
 class ReplicaManager:
-    def __init__(self, log_manager: LogManager, broker_id: int, *, replica_lag_time_max_ms: int = 30000,
-                 now_ms: Callable[[], int] = _now_ms):
+    def __init__(self, log_manager: LogManager, broker_id: int, clock: Clock, *, replica_lag_time_max_ms: int = 30000):
         self.log_manager = log_manager
         self.broker_id = broker_id
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
         self.isr_writer: IsrWriter | None = None
-        self._now_ms = now_ms
+        self.clock = clock
+        self._now_ms = clock.wall_ms
         self._partitions: dict[TopicPartitionKey, Partition] = {}
         self._by_topic: dict[str, dict[int, Partition]] = {}  # the same, per topic: a topic's change is O(its partitions)
         self._waiters: dict[TopicPartitionKey, set[asyncio.Future[None]]] = {}
@@ -201,7 +197,7 @@ class ReplicaManager:
             if self._fetcher_config is None or self._endpoint_factory is None:
                 raise RuntimeError("replica fetching is not enabled on this broker")
             fetcher = ReplicaFetcher(leader_id, self._endpoint_factory(leader_id, *address), self._fetcher_config,
-                                     self._partitions.get, self._on_follower_append, self._now_ms)
+                                     self._partitions.get, self._on_follower_append, self.clock)
             self._fetchers[leader_id] = fetcher
             self._fetcher_addresses[leader_id] = address
         return fetcher
@@ -382,9 +378,9 @@ class ReplicaManager:
     async def wait_for_high_watermark(self, topic: str, index: int, offset: int, timeout_s: float) -> None:
         """acks=all: return once the high watermark reaches `offset` with at least min.insync.replicas
         in the ISR. Raises NotLeaderError, NotEnoughReplicasAfterAppendError or ReplicaTimeoutError."""
-        deadline = time.monotonic() + timeout_s
+        deadline = self.clock.monotonic() + timeout_s
         while not self.replicated(topic, index, offset):
-            remaining = deadline - time.monotonic()
+            remaining = deadline - self.clock.monotonic()
             if remaining <= 0:
                 raise ReplicaTimeoutError(f"Replication of {topic}-{index} up to offset {offset} timed out")
             await self.wait_for_append([(topic, index)], remaining)
@@ -405,12 +401,12 @@ class ReplicaManager:
                                      alive: Callable[[], Container[int]]) -> int:
         """DeleteRecords: the partition's low watermark once every replica on a live broker has its
         log start at `offset` (Kafka's DelayedDeleteRecords). Raises NotLeaderError or ReplicaTimeoutError."""
-        deadline = time.monotonic() + timeout_s
+        deadline = self.clock.monotonic() + timeout_s
         while True:
             low = self.leader_partition(topic, index).low_watermark(alive())
             if low >= offset:
                 return low
-            remaining = deadline - time.monotonic()
+            remaining = deadline - self.clock.monotonic()
             if remaining <= 0:
                 raise ReplicaTimeoutError(f"Deleting the records of {topic}-{index} before offset {offset} timed out")
             await self.wait_for_append([(topic, index)], remaining)
@@ -422,7 +418,7 @@ class ReplicaManager:
         for key in registered:
             self._waiters.setdefault(key, set()).add(future)
         try:
-            await asyncio.wait_for(future, timeout_s)
+            await self.clock.wait_for(future, timeout_s)
         except asyncio.TimeoutError:
             pass
         finally:

@@ -27,6 +27,7 @@ from pybroker.replication.errors import (
     UnknownPartitionError,
 )
 from pybroker.replication.fetch_messages import FetchParams, FetchPartition, FetchResult, fetch_messages
+from pybroker.common.clock import SystemClock
 from pybroker.replication.manager import ReplicaManager
 
 NOW = 1_700_000_000_000
@@ -37,7 +38,7 @@ CONFIG = LogConfig(segment_bytes=1 << 20, max_message_bytes=4096)
 def replicas(tmp_path: Path) -> Iterator[ReplicaManager]:
     logs = LogManager([str(tmp_path)], CONFIG)
     logs.startup(NOW)
-    manager = ReplicaManager(logs, 0, now_ms=lambda: NOW)
+    manager = ReplicaManager(logs, 0, SystemClock())
     yield manager
     logs.shutdown()
 
