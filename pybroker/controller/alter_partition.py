@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pybroker.controller import zk_paths as zp
+from pybroker.zk import paths as zp
 from pybroker.controller.context import ControllerContext, PartitionKey
 from pybroker.protocol.error_codes import ErrorCode
 

@@ -17,10 +17,10 @@ import logging
 from typing import Callable
 
 from pybroker.controller.context import ControllerContext, PartitionKey
-from pybroker.controller.events import ZkEvent
+from pybroker.zk.events import ZkEvent
 from pybroker.controller.partition_state import PartitionStateMachine
 from pybroker.controller.requests import BrokerRequests
-from pybroker.controller.zk_client import ZkClient
+from pybroker.zk.client import ZkClient
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.messages import LeaderAndIsrResponse
 from pybroker.protocol.schema import Message

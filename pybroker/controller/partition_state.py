@@ -14,7 +14,7 @@ import logging
 from enum import Enum
 from typing import AbstractSet, Awaitable, Callable, Mapping
 
-from pybroker.controller import zk_paths as zp
+from pybroker.zk import paths as zp
 from pybroker.controller.context import ControllerContext, PartitionKey
 from pybroker.controller.election import (
     ElectionOutcome,
@@ -26,7 +26,7 @@ from pybroker.controller.election import (
     offline_election,
     request_election,
 )
-from pybroker.controller.zk_client import ZkClient
+from pybroker.zk.client import ZkClient
 from pybroker.controller.zk_writer import FencedZkWriter, StateConflict
 
 log = logging.getLogger("pybroker.controller")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 
-from pybroker.controller import zk_paths as zp
+from pybroker.zk import paths as zp
 from pybroker.controller.context import ControllerContext, PartitionKey
 from pybroker.controller.election import Reassignment, check_replicas, new_leader_epoch, reassignment_election
 from pybroker.controller.errors import InvalidReplicaAssignmentError, NoReassignmentInProgressError, UnknownTopicError

@@ -10,7 +10,7 @@ topic's partitions go with leader -2 (Kafka's LeaderDuringDelete), which makes b
 from __future__ import annotations
 
 from pybroker.common.listeners import SECURITY_PROTOCOL_IDS, Endpoint
-from pybroker.controller import zk_paths as zp
+from pybroker.zk import paths as zp
 from pybroker.controller.channel import ControllerChannel
 from pybroker.controller.context import ControllerContext, PartitionKey
 from pybroker.protocol.messages import (

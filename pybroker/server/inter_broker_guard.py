@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pybroker.common.client_quotas import normalized_ip
-from pybroker.controller import zk_paths as zp
+from pybroker.zk import paths as zp
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.messages import (

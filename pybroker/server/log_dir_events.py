@@ -15,7 +15,7 @@ import logging
 
 from kazoo.exceptions import KazooException
 
-from pybroker.controller.zk_client import ZkClient
+from pybroker.zk.client import ZkClient
 
 log = logging.getLogger("pybroker.server")
 

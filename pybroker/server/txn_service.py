@@ -29,9 +29,9 @@ from pybroker.client.sasl import SaslCredentials
 from pybroker.common.clock import Clock
 from pybroker.common.config import BrokerConfig
 from pybroker.common.io_executor import IoExecutor
-from pybroker.controller import zk_paths as zp
+from pybroker.zk import paths as zp
 from pybroker.controller.metadata import BrokerInfo
-from pybroker.controller.zk_client import ZkClient
+from pybroker.zk.client import ZkClient
 from pybroker.coordinator.coordinator import GroupCoordinator
 from pybroker.coordinator.loader import decoded_records
 from pybroker.coordinator.txn_coordinator import MarkerRequest, TransactionCoordinator, TxnConfig, TxnOutcome
