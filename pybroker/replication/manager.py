@@ -24,6 +24,7 @@ from pybroker.log.config import LogConfig
 from pybroker.log.errors import LogStorageError
 from pybroker.log.log import AppendInfo, PartitionLog
 from pybroker.log.manager import RECOVERY_POINT_CHECKPOINT, LogManager
+from pybroker.records.errors import RecordTooLargeError
 from pybroker.replication.errors import (
     NotEnoughReplicasAfterAppendError,
     NotLeaderError,
@@ -277,7 +278,14 @@ class ReplicaManager:
     # Leader side
 
     def append(self, topic: str, index: int, batch: bytearray, *, required_acks: int, now_ms: int) -> AppendInfo:
-        return self.append_to(self.leader_partition(topic, index), batch, required_acks=required_acks, now_ms=now_ms)
+        """The broker's own leader appends (coordinator records, transaction markers), refused past the
+        partition's max.message.bytes as Kafka refuses every leader append; a produce is checked once, before
+        its record walk, in `append_records`, and a follower's copy is never refused for its size."""
+        partition = self.leader_partition(topic, index)
+        limit = partition.log.config.max_message_bytes
+        if len(batch) > limit:
+            raise RecordTooLargeError(f"batch of {len(batch)} bytes exceeds max.message.bytes {limit}")
+        return self.append_to(partition, batch, required_acks=required_acks, now_ms=now_ms)
 
     def append_to(self, partition: Partition, batch: bytearray, *, required_acks: int, now_ms: int) -> AppendInfo:
         """`append` to a partition the caller already looked up with `leader_partition`."""

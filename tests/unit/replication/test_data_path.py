@@ -10,6 +10,7 @@ from typing import Awaitable, Iterator
 
 import pytest
 
+from pybroker.common.clock import SystemClock
 from pybroker.common.io_executor import IoExecutor
 from pybroker.log import LogConfig
 from pybroker.log.errors import LogStorageError
@@ -27,7 +28,6 @@ from pybroker.replication.errors import (
     UnknownPartitionError,
 )
 from pybroker.replication.fetch_messages import FetchParams, FetchPartition, FetchResult, fetch_messages
-from pybroker.common.clock import SystemClock
 from pybroker.replication.manager import ReplicaManager
 
 NOW = 1_700_000_000_000
