@@ -63,7 +63,7 @@ class Dispatcher:
     def __init__(self, services: Services, handlers: dict[int, ApiHandler]):
         self._services = services
         self.handlers = handlers
-        self._guard = InterBrokerGuard()
+        self._guard = InterBrokerGuard(services.clock)
         self._routes: dict[tuple[int, int], Route] = {}
         self._unsupported_seen: dict[tuple[str | None, str, int], None] = {}  # reported (client, host, API)
 
