@@ -3,6 +3,7 @@ static membership, persistence across a broker crash, and the group admin APIs."
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 import time
@@ -240,12 +241,28 @@ def test_auto_commit(group_broker):
     assert {m.value() for m in received} == sent
 
 
+class RequestCounts:
+    """The requests a librdkafka client sent, by name, from its statistics (``brokers[*].req``)."""
+
+    def __init__(self) -> None:
+        self._latest: dict = {}
+        self.config = {"statistics.interval.ms": 100, "stats_cb": self._record}
+
+    def _record(self, raw: str) -> None:
+        self._latest = json.loads(raw)
+
+    def sent(self, request: str) -> int:
+        return sum(broker.get("req", {}).get(request, 0) for broker in self._latest.get("brokers", {}).values())
+
+
 def test_static_member_restart_keeps_assignment(group_broker):
     topic = group = "cf-static"
     create_topic(group_broker.bootstrap, topic)
     static = {"group.instance.id": "static-a", "client.id": "static-a"}
     a = Member(group_broker.bootstrap, group, topic, **static)
-    b = Member(group_broker.bootstrap, group, topic, **{"group.instance.id": "static-b", "client.id": "static-b"})
+    b_requests = RequestCounts()
+    b = Member(group_broker.bootstrap, group, topic, **{"group.instance.id": "static-b", "client.id": "static-b",
+                                                       **b_requests.config})
     members = [a, b]
     try:
         eventually(lambda: is_balanced(m.assignment for m in members), "3 partitions each")
@@ -259,11 +276,10 @@ def test_static_member_restart_keeps_assignment(group_broker):
         members = [a, b]
         eventually(lambda: a.assignment == owned_by_a, "the restarted static member to get its partitions back",
                    timeout=SESSION_TIMEOUT_MS / 1000)
-        # A rebalance would make b revoke and re-assign; give it a few heartbeats to show up.
-        end = time.monotonic() + 5 * HEARTBEAT_INTERVAL_MS / 1000
-        while time.monotonic() < end:
-            assert b.assign_calls == b_calls, "the other member was rebalanced"
-            time.sleep(0.05)
+        # A rebalance would reach b in a heartbeat's answer and make it revoke and re-assign: five more.
+        beats = b_requests.sent("Heartbeat")
+        eventually(lambda: b_requests.sent("Heartbeat") >= beats + 5, "five heartbeats of the other member")
+        assert b.assign_calls == b_calls, "the other member was rebalanced"
         after = describe(group_broker.bootstrap, group)
         ids_after = {m.group_instance_id: m.member_id for m in after.members}
         assert after.state == ConsumerGroupState.STABLE
