@@ -30,6 +30,7 @@ from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.messages import FetchRequest, FetchResponse
 from pybroker.server.request_channel import RequestQueue
 from pybroker.server.services import Services
+from pybroker.server.share_metrics import ShareCollector
 from pybroker.server.telemetry.collector import ClientTelemetryCollector
 
 log = logging.getLogger("pybroker.metrics")
@@ -81,6 +82,7 @@ class BrokerMetrics:
         self.registry.register(_StateCollector(services, sockets))
         self.registry.register(ClientTelemetryCollector(services.client_metrics, services.clock))
         self.registry.register(_QuotaCollector(services))
+        self.registry.register(ShareCollector(services.share))
         self._server: asyncio.base_events.Server | None = None
         self.bound_port: int | None = None
 
