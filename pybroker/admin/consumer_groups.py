@@ -208,6 +208,7 @@ def print_members(group: GroupDescription, verbose: bool) -> None:
     if not group.members:
         return
     members = sorted(group.members, key=lambda m: (-len(m.assignment), m.member_id))
+    header: tuple[str, ...]
     if verbose and group.group_type == "consumer":
         header = ("GROUP", "CONSUMER-ID", "GROUP-INSTANCE-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "CURRENT-EPOCH",
                   "CURRENT-ASSIGNMENT", "TARGET-EPOCH", "TARGET-ASSIGNMENT")
