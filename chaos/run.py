@@ -30,6 +30,7 @@ from chaos.drain import drain
 from chaos.history import History, read_jsonl
 from chaos.nemesis import Nemesis
 from chaos.provenance import LogProvenance
+from chaos.share_workload import SHARE_BROKER_CONFIG, ShareWorkload
 from chaos.watchdog import Bounded, RoundProcessError, run_bounded
 from chaos.workload import CTP_TOPIC, TABLE_TOPIC, TXN_TOPIC, Workload, create_topics, topics_of
 
@@ -135,13 +136,16 @@ def plan_of(seed: int, duration: float, *, partitions: int = 6, expect_loss: boo
 
 
 def run_round(seed: int, duration: float, *, brokers: int = 3, partitions: int = 6, expect_loss: bool = False,
-              with_txn: bool = False, generator: str = "overlapping", kinds: list[str] | None = None,
+              with_txn: bool = False, txn_version: int = 1, with_share: bool = False,
+              generator: str = "overlapping",
+              kinds: list[str] | None = None,
               code_root: Path = REPO, keep_dir: Path | None = None, keep_all: bool = False,
               root: Path | None = None, log=print) -> RoundResult:
     """One round, in this process; `root` is its directory (a new temporary one by default)."""
     plan = plan_of(seed, duration, partitions=partitions, expect_loss=expect_loss, generator=generator, kinds=kinds)
     log(f"round seed={seed} duration={duration:.0f}s brokers={brokers} partitions={partitions} "
         f"schedule={'expected-loss' if expect_loss else generator} unclean={expect_loss} txn={with_txn}"
+        + (f" txn-version={txn_version}" if with_txn else "")
         + ("" if code_root == REPO else f" code={code_root}"))
     for fault in plan:
         log(f"  {fault.describe()}")
@@ -149,17 +153,22 @@ def run_round(seed: int, duration: float, *, brokers: int = 3, partitions: int =
     history = History()
     topics = topics_of(with_txn)
     cluster = ChaosCluster(root, brokers, {"unclean.leader.election.enable": str(expect_loss).lower(),
-                                           "log.cleaner.backoff.ms": "1000"}, code_root)
+                                           "log.cleaner.backoff.ms": "1000",
+                                           **(SHARE_BROKER_CONFIG if with_share else {})}, code_root)
     verdict = "error"
     report = Report()
     heal_error: str | None = None
+    share: ShareWorkload | None = None
     try:
         cluster.start()
         create_topics(cluster.admin(), partitions, expect_loss, with_txn)
         wait_replicated(cluster, topics, "topics to be replicated")
         history = History()
-        workload = Workload(history, cluster.bootstrap, partitions, seed, with_txn=with_txn)
+        workload = Workload(history, cluster.bootstrap, partitions, seed, with_txn=with_txn, txn_version=txn_version)
         workload.start(time.monotonic() + duration + FAULTS_END_TIMEOUT + HEALTHY_TIMEOUT + 60)
+        share = ShareWorkload(cluster, history, seed) if with_share else None
+        if share is not None:
+            share.start()
         nemesis = Nemesis(cluster, history, seed)
         try:
             nemesis.start(plan)
@@ -176,6 +185,8 @@ def run_round(seed: int, duration: float, *, brokers: int = 3, partitions: int =
                 history.add("heal-failed", error=heal_error)
         finally:
             workload.stop()
+            if share is not None:
+                share.finish()
         drain(history, cluster.bootstrap, topics, partitions, 60.0 if heal_error is None else 30.0)
         if with_txn:
             drain(history, cluster.bootstrap, [TXN_TOPIC, CTP_TOPIC], partitions, 60.0, event="read-uncommitted")
@@ -184,6 +195,8 @@ def run_round(seed: int, duration: float, *, brokers: int = 3, partitions: int =
         report = check(history.snapshot(), LogProvenance.of_round(root).stamp, COMPACTED)
         for finding in replicas.compare(root, COMPACTED, uneven):
             report.add("replica_divergent", finding)
+        if share is not None:
+            share.check(history.snapshot(), report)
         verdict = _verdict(report, heal_error, expect_loss)
     except Exception as exc:  # noqa: BLE001 - a round that cannot finish is a verdict too
         verdict = f"error: {type(exc).__name__}: {exc}"
@@ -317,6 +330,9 @@ def main(argv: list[str] | None = None) -> int:
                              "ones among them; aimed: composite faults only")
     parser.add_argument("--kinds", help="comma-separated fault kinds to draw from (faults.py)")
     parser.add_argument("--txn", action="store_true", help="add the transactional workloads")
+    parser.add_argument("--txn-version", type=int, choices=(1, 2), default=1,
+                        help="their producers: 1 librdkafka (transactions V1), 2 the Java 4.2 client (V2, txn_v2.py)")
+    parser.add_argument("--share", action="store_true", help="add the share-group workload (share_workload.py)")
     parser.add_argument("--no-expected-loss", action="store_true",
                         help="skip the final unclean-election + power-loss round (where loss must be detected)")
     parser.add_argument("--keep-dir", type=Path, default=Path("chaos-runs"))
@@ -337,7 +353,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if report.clean else 1
     kinds = args.kinds.split(",") if args.kinds else None
     results = [bounded_round(args.seed + i, args.duration, bound=args.round_timeout, brokers=args.brokers,
-                             partitions=args.partitions, with_txn=args.txn, generator=args.schedule, kinds=kinds,
+                             partitions=args.partitions, with_txn=args.txn, txn_version=args.txn_version,
+                             with_share=args.share, generator=args.schedule, kinds=kinds,
                              keep_dir=args.keep_dir, keep_all=args.keep_all)
                for i in range(args.rounds)]
     if not args.no_expected_loss:

@@ -58,12 +58,14 @@ def run_bounded(target: Callable[[], T], bound: float, stacks_path: Path) -> Bou
     child = context.Process(target=_child, args=(target, send, stacks_path), name="chaos-round")
     child.start()
     send.close()
+    pid = child.pid
+    assert pid is not None  # started
     try:
         if receive.poll(bound):
             return _result(receive, child)
-        os.kill(child.pid, signal.SIGUSR1)
+        os.kill(pid, signal.SIGUSR1)
         stacks = _settled_text(stacks_path, STACKS_WAIT_S)
-        killed = kill_tree(child.pid)
+        killed = kill_tree(pid)
         child.join()
         return Hang(bound, stacks, killed)
     finally:

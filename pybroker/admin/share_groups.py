@@ -1,6 +1,6 @@
 """`pybroker share-groups`: kafka-share-groups.sh's --list, --describe (--members, --state) and --delete.
 
-Tables in Kafka's ShareGroupCommand column layout (see ``consumer_groups.table``). The offsets view (``--describe``
+Tables in Kafka's ShareGroupCommand column layout (``group_tool.table``). The offsets view (``--describe``
 alone or ``--offsets``), --reset-offsets and --delete-offsets need the share coordinator's offsets APIs
 (DescribeShareGroupOffsets, AlterShareGroupOffsets, DeleteShareGroupOffsets), which pybroker does not serve yet:
 they end with an error saying so.
@@ -12,7 +12,15 @@ import argparse
 import sys
 from typing import Sequence
 
-from pybroker.admin.consumer_groups import assignment_text, table, width
+from pybroker.admin.group_tool import (
+    assignment_text,
+    check_groups_and_views,
+    flag,
+    one_action,
+    selected_groups,
+    table,
+    width,
+)
 from pybroker.client.command_line import (
     ClientSettings,
     CommandError,
@@ -63,31 +71,17 @@ def command(args: argparse.Namespace, settings: ClientSettings) -> None:
 
 
 def check_arguments(args: argparse.Namespace) -> str:
-    chosen = [a for a in ACTIONS if getattr(args, a)]
-    if len(chosen) != 1:
-        raise UsageError("Command must include exactly one action: --list, --describe, --delete, --reset-offsets, "
-                         "--delete-offsets")
-    action = chosen[0]
+    action = one_action(args, ACTIONS)
     if action in ("reset_offsets", "delete_offsets"):
-        raise UsageError(NOT_SERVED.format("--" + action.replace("_", "-")))
-    if action != "list" and not args.group and not args.all_groups:
-        raise UsageError(f"Option [--{action}] takes one of these options: [--all-groups], [--group]")
-    if args.group and args.all_groups:
-        raise UsageError("Option [--group] can't be used with option [--all-groups]")
-    if action != "describe" and (args.members or args.state or args.offsets):
-        raise UsageError("--members, --state and --offsets can only be used with --describe")
+        raise UsageError(NOT_SERVED.format(flag(action)))
+    check_groups_and_views(args, action)
     if action == "describe" and not (args.members or args.state):
         raise UsageError(NOT_SERVED.format("--describe --offsets (the default view)"))
-    if args.members and args.state:
-        raise UsageError("Option [--describe] takes at most one of these options: [--members], [--offsets], "
-                         "[--state]")
     return action
 
 
 async def _group_ids(admin: ShareGroupAdmin, args: argparse.Namespace) -> list[str]:
-    if args.all_groups:
-        return [g.group_id for g in await admin.list_groups()]
-    return list(dict.fromkeys(args.group))
+    return await selected_groups(args, admin.list_groups)
 
 
 async def list_groups(client: KafkaClient, _args: argparse.Namespace) -> None:

@@ -21,9 +21,9 @@ import ssl
 from pybroker.client.connection import Connection
 from pybroker.client.errors import KafkaClientError
 from pybroker.client.sasl import SaslCredentials
+from pybroker.common.topic import TopicPartition
 from pybroker.controller.metadata import BrokerInfo
 from pybroker.coordinator.txn_coordinator import MarkerRequest
-from pybroker.coordinator.txn_records import TopicPartition
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.messages import (
     AddPartitionsToTxnRequest,
@@ -48,13 +48,15 @@ class MarkerChannel:
 
     async def send(self, broker: BrokerInfo, marker: MarkerRequest,
                    partitions: list[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
-        """Ask ``broker`` to write ``marker`` to ``partitions`` (which it leads); an error per partition."""
+        """Ask ``broker`` to write ``marker`` to ``partitions`` (which it leads); an error per partition. The
+        marker's transaction version goes along at v2 (KIP-1228); a broker serving only v1 checks it as legacy."""
         by_topic: dict[str, list[int]] = {}
         for topic, index in partitions:
             by_topic.setdefault(topic, []).append(index)
         request = WriteTxnMarkersRequest(markers=[Marker(
             producer_id=marker.producer_id, producer_epoch=marker.producer_epoch,
             transaction_result=marker.commit, coordinator_epoch=marker.coordinator_epoch,
+            transaction_version=marker.transaction_version,
             topics=[MarkerTopic(name=topic, partition_indexes=indexes) for topic, indexes in by_topic.items()])])
         connection: Connection | None = None
         try:
@@ -68,9 +70,9 @@ class MarkerChannel:
             return {tp: ErrorCode.NETWORK_EXCEPTION for tp in partitions}
         codes = {tp: ErrorCode.UNKNOWN_SERVER_ERROR for tp in partitions}  # a partition missing from the answer
         for result in response.markers:
-            for topic in result.topics:
-                for answer in topic.partitions:
-                    codes[(topic.name, answer.partition_index)] = ErrorCode(answer.error_code)
+            for answered in result.topics:
+                for answer in answered.partitions:
+                    codes[TopicPartition(answered.name, answer.partition_index)] = ErrorCode(answer.error_code)
         return codes
 
     async def add_partitions(self, broker: BrokerInfo, transactional_id: str, producer_id: int, producer_epoch: int,
