@@ -212,3 +212,78 @@ def test_a_transaction_waits_while_its_partitions_record_is_on_its_way_to_the_is
         assert await harness.commit(pid, epoch) is ErrorCode.NONE
 
     asyncio.run(scenario())
+
+
+def test_a_producer_epoch_is_bumped_only_once_its_record_is_on_the_isr() -> None:
+    """InitProducerId's bump, as Kafka's pending transition: the coordinator used to bump the epoch in
+    memory before its record was written and kept it when the append was refused or the ISR wait failed.
+    The client's retry (KIP-360: the producer id and epoch it had) was then taken for a retry of a bump
+    that had succeeded and answered the new epoch with nothing on the log; after a failover the next
+    coordinator had the old epoch, so the fenced producer could go on and the new one was fenced."""
+    async def scenario() -> None:
+        harness = Harness()
+        pid, epoch = await harness.open_transaction()
+        assert await harness.commit(pid, epoch) is ErrorCode.NONE
+
+        def init() -> Any:
+            return harness.call(lambda w, t: harness.coordinator.init_producer_id(w, TXN, TIMEOUT_MS, pid, epoch,
+                                                                                  None, t))
+
+        harness.refusing = 1
+        with pytest.raises(CoordinatorStorageError):
+            await init()
+        harness.failing.add(harness.end_offset + 1)
+        with pytest.raises(CoordinatorStorageError):
+            await init()
+        bumped = await init()
+        assert (bumped.error, bumped.producer_id, bumped.producer_epoch) == (ErrorCode.NONE, pid, epoch + 1)
+        successor = harness.failover()
+        assert successor.transactions[TXN].producer_epoch == epoch + 1
+        fenced = successor.add_partitions("w", TXN, pid, epoch, [("out", 1)], harness.clock.wall_ms())
+        assert fenced.replies == [("w", ErrorCode.PRODUCER_FENCED)]
+
+    asyncio.run(scenario())
+
+
+def test_a_new_transactional_id_is_known_only_once_its_record_is_on_the_isr() -> None:
+    """The first InitProducerId of an id whose record fails: the retry gets the same producer id at epoch
+    0 (Kafka keeps the id, at no epoch, and bumps it again), and that is what the log holds."""
+    async def scenario() -> None:
+        harness = Harness()
+        harness.failing.add(1)
+        first = lambda w, t: harness.coordinator.init_producer_id(w, TXN, TIMEOUT_MS, -1, -1, 1000, t)
+        with pytest.raises(CoordinatorStorageError):
+            await harness.call(first)
+        again = await harness.call(lambda w, t: harness.coordinator.init_producer_id(w, TXN, TIMEOUT_MS, -1, -1,
+                                                                                     None, t))
+        assert (again.error, again.producer_id, again.producer_epoch) == (ErrorCode.NONE, 1000, 0)
+        successor = harness.failover().transactions[TXN]
+        assert (successor.producer_id, successor.producer_epoch) == (1000, 0)
+
+    asyncio.run(scenario())
+
+
+def test_requests_wait_while_an_epoch_bump_is_on_its_way_to_the_isr() -> None:
+    """Meanwhile the id answers CONCURRENT_TRANSACTIONS, the producer of the epoch the log holds included
+    (it is fenced only once the bump is on the ISR, as in Kafka)."""
+    async def scenario() -> None:
+        harness = Harness()
+        pid, epoch = await harness.open_transaction()
+        assert await harness.commit(pid, epoch) is ErrorCode.NONE
+        bumped = harness.end_offset + 1
+        harness.held[bumped] = release = asyncio.Event()
+        bump = asyncio.ensure_future(harness.call(lambda w, t: harness.coordinator.init_producer_id(
+            w, TXN, TIMEOUT_MS, -1, -1, None, t)))
+        await harness.appended(bumped)
+        again = await harness.call(lambda w, t: harness.coordinator.init_producer_id(w, TXN, TIMEOUT_MS, -1, -1,
+                                                                                     None, t))
+        assert again.error is ErrorCode.CONCURRENT_TRANSACTIONS
+        add = lambda w, t: harness.coordinator.add_partitions(w, TXN, pid, epoch, [("out", 0)], t)
+        assert await harness.call(add) is ErrorCode.CONCURRENT_TRANSACTIONS
+        assert await harness.commit(pid, epoch) is ErrorCode.CONCURRENT_TRANSACTIONS
+        release.set()
+        bumped = await bump
+        assert (bumped.error, bumped.producer_epoch) == (ErrorCode.NONE, epoch + 1)
+        assert await harness.call(add) is ErrorCode.PRODUCER_FENCED
+
+    asyncio.run(scenario())
