@@ -1,7 +1,8 @@
 """Transactions V2 (KIP-890 part 2) and the V1 partition verification (part 1), on the wire as the Java 4.x
 producer speaks them: Produce v12+ adds its partition to the transaction, EndTxn v5 bumps the epoch and answers it,
-a V1 client's transactional write to a partition it did not add is INVALID_TXN_STATE, and Produce v13 names topics
-by id (UNKNOWN_TOPIC_ID for an id no topic has). read_committed sees exactly the committed transactions."""
+a V1 client's transactional write to a partition it did not add is TRANSACTION_ABORTABLE (INVALID_TXN_STATE
+before Produce v11), and Produce v13 names topics by id (UNKNOWN_TOPIC_ID for an id no topic has). read_committed
+sees exactly the committed transactions."""
 
 from __future__ import annotations
 
@@ -130,12 +131,17 @@ def test_v2_produce_adds_the_partition_and_end_txn_v5_bumps_the_epoch(broker: Br
     assert committed_values(broker.bootstrap) == [b"committed"]
 
 
-def test_v1_transactional_produce_to_a_partition_not_added_is_invalid_txn_state(broker: BrokerProcess) -> None:
+def test_v1_transactional_produce_to_a_partition_not_added_is_refused_in_the_clients_terms(
+        broker: BrokerProcess) -> None:
+    """KIP-890: Kafka's coordinator answers the verification TRANSACTION_ABORTABLE; a Produce v11+ client gets it,
+    an older one INVALID_TXN_STATE (AddPartitionsToTxnManager's DEFAULT_ERROR)."""
     client = WireClient(broker.bootstrap)
     try:
         producer = init_producer(client, "v1-app")
+        old = produce(client, 10, "v1-app", b"hanging", producer=producer, sequence=0, partition=1)
+        assert old.error_code == ErrorCode.INVALID_TXN_STATE
         refused = produce(client, 11, "v1-app", b"hanging", producer=producer, sequence=0, partition=1)
-        assert refused.error_code == ErrorCode.INVALID_TXN_STATE
+        assert refused.error_code == ErrorCode.TRANSACTION_ABORTABLE
         add = AddPartitionsToTxnRequest(v3_and_below_transactional_id="v1-app", v3_and_below_producer_id=producer[0],
                                         v3_and_below_producer_epoch=producer[1], v3_and_below_topics=[
                                             AddPartitionsToTxnRequest.AddPartitionsToTxnTopic(name=TOPIC,
