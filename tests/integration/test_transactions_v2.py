@@ -15,6 +15,8 @@ from confluent_kafka import Consumer, TopicPartition
 
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.messages import (
+    AddOffsetsToTxnRequest,
+    AddOffsetsToTxnResponse,
     AddPartitionsToTxnRequest,
     AddPartitionsToTxnResponse,
     DescribeProducersRequest,
@@ -27,8 +29,12 @@ from pybroker.protocol.messages import (
     InitProducerIdResponse,
     MetadataRequest,
     MetadataResponse,
+    OffsetFetchRequest,
+    OffsetFetchResponse,
     ProduceRequest,
     ProduceResponse,
+    TxnOffsetCommitRequest,
+    TxnOffsetCommitResponse,
     UpdateFeaturesRequest,
     UpdateFeaturesResponse,
     WriteTxnMarkersRequest,
@@ -154,6 +160,47 @@ def test_v1_transactional_produce_to_a_partition_not_added_is_refused_in_the_cli
     finally:
         client.close()
     assert committed_values(broker.bootstrap, partition=1) == [b"v1-committed"]
+
+
+def test_v1_txn_offset_commit_without_add_offsets_is_refused_in_the_clients_terms(broker: BrokerProcess) -> None:
+    """KIP-890 part 1 for offsets: a V1 client's TxnOffsetCommit is verified like its Produce, so offsets of a
+    transaction that never added the group's __consumer_offsets partition are refused: TRANSACTION_ABORTABLE from
+    v4, INVALID_TXN_STATE before; after AddOffsetsToTxn they are written and committed with the transaction."""
+    client = WireClient(broker.bootstrap)
+    group = "v1-offsets-group"
+    try:
+        producer = init_producer(client, "v1-offsets")
+
+        def commit_offsets(version: int) -> list[int] | None:
+            answer = client.request(TxnOffsetCommitRequest(
+                transactional_id="v1-offsets", group_id=group, producer_id=producer[0], producer_epoch=producer[1],
+                topics=[TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic(name=TOPIC, partitions=[
+                    TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition(partition_index=0, committed_offset=5)])]),
+                version, TxnOffsetCommitResponse)
+            codes = [p.error_code for t in answer.topics for p in t.partitions]
+            loading = codes in ([ErrorCode.COORDINATOR_LOAD_IN_PROGRESS], [ErrorCode.NOT_COORDINATOR])
+            return None if loading else codes
+
+        assert eventually(lambda: commit_offsets(3), "the group coordinator") == [ErrorCode.INVALID_TXN_STATE]
+        assert commit_offsets(4) == [ErrorCode.TRANSACTION_ABORTABLE]
+        added = client.request(AddOffsetsToTxnRequest(transactional_id="v1-offsets", producer_id=producer[0],
+                                                      producer_epoch=producer[1], group_id=group), 3,
+                               AddOffsetsToTxnResponse)
+        assert added.error_code == ErrorCode.NONE
+        assert commit_offsets(4) == [ErrorCode.NONE]
+        assert end_txn(client, "v1-offsets", producer, commit=True, version=4).error_code == ErrorCode.NONE
+
+        def committed() -> int | None:
+            answer = client.request(OffsetFetchRequest(groups=[OffsetFetchRequest.OffsetFetchRequestGroup(
+                group_id=group, topics=[OffsetFetchRequest.OffsetFetchRequestTopics(name=TOPIC,
+                                                                                    partition_indexes=[0])])]),
+                8, OffsetFetchResponse).groups[0]
+            [offset] = [p.committed_offset for t in answer.topics for p in t.partitions]
+            return offset if offset >= 0 else None  # the commit marker lands after EndTxn answers
+
+        assert eventually(committed, "the transaction's offsets") == 5
+    finally:
+        client.close()
 
 
 def test_produce_v13_names_topics_by_id(broker: BrokerProcess) -> None:
