@@ -44,10 +44,10 @@ from collections import Counter
 from dataclasses import replace
 from typing import Awaitable, Callable
 
+from pybroker.common.clock import Clock
 from pybroker.common.topic import TopicPartition
-
 from pybroker.coordinator.records import Record
-from pybroker.coordinator.runtime import Clock, CoordinatorRuntime, Persist, Replicated, deliver, fail
+from pybroker.coordinator.runtime import CoordinatorRuntime, Persist, Replicated, deliver, fail
 from pybroker.coordinator.txn_coordinator import MarkerRequest, TransactionCoordinator, TxnOutcome
 from pybroker.coordinator.txn_records import TxnState
 from pybroker.protocol.error_codes import ErrorCode
@@ -56,7 +56,6 @@ log = logging.getLogger("pybroker.coordinator")
 
 WriteMarkers = Callable[[MarkerRequest], Awaitable[dict[TopicPartition, ErrorCode]]]
 """Write one marker to every partition of ``partitions``; the leader's answer per partition."""
-Sleep = Callable[[float], Awaitable[None]]
 
 RETRY_BACKOFF_S = 0.1
 """retry.backoff.ms: the first wait before a failed marker is sent again."""
@@ -71,11 +70,10 @@ FENCED = frozenset({ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.TRANSACTION_COOR
 
 class TxnRuntime(CoordinatorRuntime):
     def __init__(self, coordinator: TransactionCoordinator, persist: Persist, write_markers: WriteMarkers,
-                 clock: Clock, replicated: Replicated | None = None, *, sleep: Sleep = asyncio.sleep) -> None:
+                 clock: Clock, replicated: Replicated | None = None) -> None:
         super().__init__(coordinator, persist, clock, replicated)  # type: ignore[arg-type]  # same timer protocol
         self.txn = coordinator
         self._write_markers = write_markers
-        self._sleep = sleep
         self._marking: set[MarkerRequest] = set()
         """Markers being written now, so the abort check's resend does not send them twice at once."""
         self._awaiting_isr: Counter[str] = Counter()
@@ -139,7 +137,7 @@ class TxnRuntime(CoordinatorRuntime):
                     failed = True
             if any(self.txn.coordinator_epochs.get(p) != epoch for p, epoch in epochs.items()):
                 return False  # unloaded: the partition's next leader finishes these transactions
-            await self._sleep(RETRY_BACKOFF_MAX_S)
+            await self._clock.sleep(RETRY_BACKOFF_MAX_S)
 
     async def _write(self, marker: MarkerRequest, attempted: asyncio.Event) -> None:
         """Write ``marker`` until it is written, fenced or no longer current, setting ``attempted``
@@ -176,12 +174,12 @@ class TxnRuntime(CoordinatorRuntime):
                 log.info("Markers of transaction %s not written yet, retried in %d ms: %s", marker.transactional_id,
                          backoff * 1000, {f"{t}-{p}": codes[TopicPartition(t, p)].name for t, p in failed})
                 pending = replace(marker, partitions=failed)
-                await self._sleep(backoff)
+                await self._clock.sleep(backoff)
                 backoff = min(backoff * 2, RETRY_BACKOFF_MAX_S)
         finally:
             self._marking.discard(marker)
             attempted.set()
-        self.apply(self.txn.markers_written(marker, self._clock()))
+        self.apply(self.txn.markers_written(marker, self._clock.wall_ms()))
 
     def _is_current(self, marker: MarkerRequest) -> bool:
         """The transaction still waits for exactly these markers (rule 2)."""

@@ -52,7 +52,7 @@ from pybroker.records.batch import (
     validate_batch,
 )
 from pybroker.records.constants import RECORD_BATCH_OVERHEAD
-from pybroker.records.errors import CorruptRecordError, RecordTooLargeError
+from pybroker.records.errors import CorruptRecordError
 
 __all__ = ["PartitionLog", "AppendInfo", "FetchInfo"]
 
@@ -255,7 +255,8 @@ class PartitionLog:
                          transaction_version: int = 0) -> AppendInfo:
         """Assign offsets to ONE validated v2 batch, stamp it in place and write it.
 
-        The caller validated the CRC. Raises RecordTooLargeError, OutOfOrderSequenceError,
+        The caller validated the CRC and checked the size against max.message.bytes (the replica
+        manager, once per append, as Kafka's UnifiedLog does for leader appends only). Raises OutOfOrderSequenceError,
         InvalidProducerEpochError or UnknownProducerIdError without writing anything; an
         idempotent retry of a retained batch returns its original offsets (duplicate=True).
         ``transaction_version`` is a transaction marker's (WriteTxnMarkers v2), which decides its epoch check.
@@ -268,9 +269,6 @@ class PartitionLog:
         if size != len(batch):
             raise CorruptRecordError(f"expected exactly one batch of {size} bytes, got {len(batch)} bytes")
         config = local.config
-        if size > config.max_message_bytes:
-            raise RecordTooLargeError(
-                f"batch of {size} bytes exceeds max.message.bytes {config.max_message_bytes}")
         h = rb.header()
         idempotent = h.producer_id >= 0 and h.base_sequence >= 0 and not rb.is_control
         last_seq = increment_sequence(h.base_sequence, h.last_offset_delta) if idempotent else -1

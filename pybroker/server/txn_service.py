@@ -26,13 +26,14 @@ import ssl
 from typing import Any, Callable, Iterable, Iterator
 
 from pybroker.client.sasl import SaslCredentials
+from pybroker.common.clock import Clock
 from pybroker.common.config import BrokerConfig
 from pybroker.common.ids import ProducerEpoch, ProducerId
 from pybroker.common.io_executor import IoExecutor
 from pybroker.common.topic import TopicPartition
-from pybroker.controller import zk_paths as zp
+from pybroker.zk import paths as zp
 from pybroker.controller.metadata import BrokerInfo
-from pybroker.controller.zk_client import ZkClient
+from pybroker.zk.client import ZkClient
 from pybroker.coordinator.coordinator import GroupCoordinator
 from pybroker.coordinator.loader import decoded_records
 from pybroker.coordinator.txn_coordinator import MarkerRequest, TransactionCoordinator, TxnConfig, TxnOutcome
@@ -56,7 +57,7 @@ TXN_TOPIC = "__transaction_state"
 
 class TxnService:
     def __init__(self, config: BrokerConfig, broker_id: int, metadata: MetadataSource, replicas: ReplicaManager,
-                 logs: LogSource, io: IoExecutor, groups: GroupCoordinator, clock: Callable[[], int], *,
+                 logs: LogSource, io: IoExecutor, groups: GroupCoordinator, clock: Clock, *,
                  zk: ZkClient | None, inter_broker_tls: ssl.SSLContext | None,
                  inter_broker_sasl: SaslCredentials | None) -> None:
         self._broker_id = broker_id
@@ -78,7 +79,7 @@ class TxnService:
             configs=lambda factor: {
                 "segment.bytes": str(config["transaction.state.log.segment.bytes"]),
                 "min.insync.replicas": str(min(config["transaction.state.log.min.isr"], factor))},
-            replication_timeout_ms=config["request.timeout.ms"], clock=clock)
+            replication_timeout_ms=config["request.timeout.ms"], clock=clock.wall_ms)
         self.runtime = TxnRuntime(self.coordinator, self.topic.append, self.write_markers, clock,
                                   self.topic.replicated)
         self._markers = MarkerChannel(config["request.timeout.ms"], inter_broker_tls, inter_broker_sasl)
@@ -128,11 +129,12 @@ class TxnService:
         marker channel does). Partitions of a topic this broker's metadata no longer has are done: their
         topic was deleted (Kafka's marker channel drops them the same way, on the coordinator, never on the
         broker that receives the markers). In ZooKeeper mode only once ZooKeeper confirms the topic is gone
-        (until then every partition is UNKNOWN_TOPIC_OR_PARTITION, retried): a restarted broker's cache lacks topics until the
-        controller's UpdateMetadata gives them (its LeaderAndIsr comes first), and a coordinator that loaded
-        its transactions meanwhile took every partition for deleted and completed the transaction without a
-        marker (chaos rounds 3004, 3007 and 3013: the records of a committed transaction closed by the
-        producer's next ABORT marker, an aborted one's by the next COMMIT, or a transaction left open for good)."""
+        (until then every partition is UNKNOWN_TOPIC_OR_PARTITION, retried): a restarted broker's cache lacks
+        topics until the controller's UpdateMetadata gives them (its LeaderAndIsr comes first), and a
+        coordinator that loaded its transactions meanwhile took every partition for deleted and completed the
+        transaction without a marker (chaos rounds 3004, 3007 and 3013: the records of a committed transaction
+        closed by the producer's next ABORT marker, an aborted one's by the next COMMIT, or a transaction left
+        open for good)."""
         metadata = self._metadata()
         missing = {topic for topic, _ in marker.partitions if metadata.topic(topic) is None}
         if missing and not await self._deleted(missing):
@@ -189,7 +191,7 @@ class TxnService:
         results: dict[TopicPartition, ErrorCode] = {}
         appended: dict[TopicPartition, int] = {}
         for topic, index in partitions:
-            now = self._clock()
+            now = self._clock.wall_ms()
             batch = build_end_txn_marker(commit, producer_id=producer_id, producer_epoch=producer_epoch,
                                          coordinator_epoch=coordinator_epoch, timestamp=now)
             try:
@@ -208,7 +210,7 @@ class TxnService:
             results[TopicPartition(topic, index)] = code
             if topic == OFFSETS_TOPIC and code is ErrorCode.NONE:  # offsets show once the marker is replicated
                 self._groups.complete_txn_offsets(producer_id, index, commit=commit,
-                                                                     now_ms=self._clock())
+                                                                     now_ms=self._clock.wall_ms())
         return results
 
     async def _wait_for_isr(self, topic: str, index: int, end_offset: int, timeout_s: float) -> ErrorCode:
@@ -254,7 +256,7 @@ class TxnService:
         error = groups.validate_txn_offsets(request)
         if error is not ErrorCode.NONE:
             return {tp: error for tp in wanted}
-        entries, records, errors = groups.txn_offset_records(request, self._clock())
+        entries, records, errors = groups.txn_offset_records(request, self._clock.wall_ms())
         if records:
             batch = build_batch([RecordInput(key, value) for key, value in records],
                                 producer_id=request.producer_id, producer_epoch=request.producer_epoch,
@@ -262,7 +264,7 @@ class TxnService:
             partition = groups.partition_of(request.group_id)
             try:
                 info = self._replicas.append(OFFSETS_TOPIC, partition, bytearray(batch),
-                                                           required_acks=-1, now_ms=self._clock())
+                                                           required_acks=-1, now_ms=self._clock.wall_ms())
             except Exception as exc:
                 return {tp: errors.get(tp, _coordinator_code(error_code_for(exc))) for tp in wanted}
             code = await self._wait_for_isr(OFFSETS_TOPIC, partition, info.last_offset + 1, self._offsets_timeout_s)

@@ -13,7 +13,6 @@ holds the batch (or the request's timeout).
 
 from __future__ import annotations
 
-import time
 
 from pybroker.common.ids import ProducerEpoch, ProducerId
 from pybroker.common.topic import INTERNAL_TOPICS, TopicPartition
@@ -75,7 +74,7 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
         before_append=_checks(ctx),
         appended=metrics.record_produce if metrics is not None else None)
     if quota.active():  # producer_byte_rate counts the whole request's bytes, acks=0 included (as Kafka)
-        quota.record_produce(request.acks, ctx.request_size, int(time.time() * 1000))
+        quota.record_produce(request.acks, ctx.request_size, services.clock.wall_ms())
     if request.acks == 0:
         return None
     if request.acks == -1:

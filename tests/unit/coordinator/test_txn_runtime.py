@@ -1,8 +1,7 @@
 """TxnRuntime's ordering rules: no marker for a Prepare record the ISR does not hold yet, no stale
 marker after the transaction moved on, failed markers retried after a backoff while they are current
 (the failed partitions only), markers a leader refuses as fenced not sent again, and partitions that
-join a transaction only once their record is on the ISR (chaos round 3003). Time is a ManualClock: a
-backoff passes when the test advances it."""
+join a transaction only once their record is on the ISR (chaos round 3003)."""
 
 from __future__ import annotations
 
@@ -18,16 +17,18 @@ from pybroker.coordinator.txn_records import TxnState, decode_txn_record
 from pybroker.replication.errors import NotEnoughReplicasError
 from pybroker.coordinator.txn_runtime import RETRY_BACKOFF_MAX_S, RETRY_BACKOFF_S, TxnRuntime
 from pybroker.protocol.error_codes import ErrorCode
+from tests.eventually import eventually_async
 
 TXN = "txn"
 TIMEOUT_MS = 60_000
 
 
 class Harness:
-    """A runtime over a fake internal topic whose ISR waits a test can hold back or fail."""
+    """A runtime over a fake internal topic whose ISR waits a test can hold back or fail, on a clock that
+    moves only when the test says so."""
 
     def __init__(self, *, marker_results: list[ErrorCode | dict[tuple[str, int], ErrorCode]] | None = None) -> None:
-        self.now = 1_000_000
+        self.clock = ManualClock(wall_ms=1_000_000)
         self.end_offset = 0
         self.held: dict[int, asyncio.Event] = {}  # end offset -> released when set
         self.failing: set[int] = set()  # end offsets whose first ISR wait fails
@@ -37,10 +38,9 @@ class Harness:
         self.markers: list[tuple[MarkerRequest, TxnState]] = []
         self.marker_results = marker_results or []
         """Answers to the next marker writes: one code for every partition sent, or a code per partition."""
-        self.clock = ManualClock()
         self.coordinator = TransactionCoordinator(TxnConfig(abort_check_interval_ms=1000))
-        self.runtime = TxnRuntime(self.coordinator, self._persist, self._write_markers, lambda: self.now,
-                                  self._replicated, sleep=self.clock.sleep)
+        self.runtime = TxnRuntime(self.coordinator, self._persist, self._write_markers, self.clock,
+                                  self._replicated)
 
     def _persist(self, partition: int, records: list[Any]) -> int:
         if self.refusing:
@@ -69,11 +69,9 @@ class Harness:
         answer = self.marker_results.pop(0) if self.marker_results else ErrorCode.NONE
         return answer if isinstance(answer, dict) else {tp: answer for tp in marker.partitions}
 
-    async def settle(self, done: Callable[[], bool] = lambda: False) -> None:
-        """Let the runtime's tasks run until ``done`` or until they all wait (for the clock or an event)."""
+    async def quiet(self) -> None:
+        """Let the runtime's tasks run until each waits for the clock or an event."""
         for _ in range(100):
-            if done():
-                return
             await asyncio.sleep(0)
 
     def state(self) -> TxnState:
@@ -92,20 +90,26 @@ class Harness:
     def commit(self, pid: int, epoch: int) -> asyncio.Future[Any]:
         return asyncio.ensure_future(self.call(lambda w, t: self.coordinator.end_txn(w, TXN, pid, epoch, True, t)))
 
-    def abort_check(self) -> None:
-        self.now += 1500
-        self.runtime.apply(self.coordinator.tick(self.now))
+    async def abort_check(self) -> None:
+        """Run the coordinator's abort check 1.5 s on, and wait until the runtime finished what it started."""
+        self.clock.advance(1.5)
+        started = set(self.runtime._replicating)
+        self.runtime.apply(self.coordinator.tick(self.clock.wall_ms()))
+        await asyncio.gather(*(set(self.runtime._replicating) - started))
+
+    async def appended(self, end_offset: int) -> None:
+        await eventually_async(lambda: self.end_offset >= end_offset, f"the append up to {end_offset}")
 
 
 def test_the_abort_check_sends_no_marker_while_the_prepare_record_waits_for_the_isr() -> None:
     async def scenario() -> None:
         harness = Harness()
         pid, epoch = await harness.open_transaction()
-        harness.held[harness.end_offset + 1] = release = asyncio.Event()  # the PrepareCommit record
+        prepare = harness.end_offset + 1
+        harness.held[prepare] = release = asyncio.Event()  # the PrepareCommit record
         commit = harness.commit(pid, epoch)
-        await asyncio.sleep(0.01)
-        harness.abort_check()
-        await asyncio.sleep(0.01)
+        await harness.appended(prepare)
+        await harness.abort_check()
         assert harness.markers == [] and not commit.done()
         retry = await harness.call(lambda w, t: harness.coordinator.end_txn(w, TXN, pid, epoch, True, t))
         assert retry is ErrorCode.CONCURRENT_TRANSACTIONS
@@ -126,7 +130,7 @@ def test_a_failed_isr_wait_fails_the_answer_and_markers_follow_only_once_replica
             await harness.commit(pid, epoch)
         assert harness.markers == []
         harness.clock.advance(RETRY_BACKOFF_MAX_S)  # the runtime waits for the record again, then writes
-        await harness.settle(lambda: harness.state() is TxnState.COMPLETE_COMMIT)
+        await eventually_async(lambda: harness.markers, "the markers, once the record is replicated")
         assert [m.commit for m, _ in harness.markers] == [True]
         assert harness.coordinator.transactions[TXN].state is TxnState.COMPLETE_COMMIT
 
@@ -139,20 +143,19 @@ def test_a_failed_marker_is_retried_after_the_backoff_not_at_the_abort_check() -
     runs here. The producer's answer does not wait for the retries."""
     async def scenario() -> None:
         waits = [RETRY_BACKOFF_S * 2**n for n in range(4)] + [RETRY_BACKOFF_MAX_S] * 2
+        assert waits[:4] == [0.1, 0.2, 0.4, 0.8]  # retry.backoff.ms 100 doubling to retry.backoff.max.ms 1000
         harness = Harness(marker_results=[ErrorCode.NOT_LEADER_OR_FOLLOWER] * len(waits) + [ErrorCode.NONE])
         pid, epoch = await harness.open_transaction()
         assert await harness.commit(pid, epoch) is ErrorCode.NONE
         assert len(harness.markers) == 1  # answered after the first attempt
         for attempt, wait in enumerate(waits, start=2):
             harness.clock.advance(wait / 2)
-            await harness.settle()
+            await harness.quiet()
             assert len(harness.markers) == attempt - 1 and harness.state() is TxnState.PREPARE_COMMIT
             harness.clock.advance(wait / 2 + 1e-6)  # the microsecond absorbs the float sums of the clock
-            await harness.settle(lambda: len(harness.markers) == attempt)
-            assert len(harness.markers) == attempt
-        await harness.settle(lambda: harness.state() is TxnState.COMPLETE_COMMIT)
-        assert harness.state() is TxnState.COMPLETE_COMMIT
-        assert waits[:4] == [0.1, 0.2, 0.4, 0.8]  # retry.backoff.ms 100 doubling to retry.backoff.max.ms 1000
+            await eventually_async(lambda: len(harness.markers) == attempt, f"attempt {attempt}")
+        await eventually_async(lambda: harness.state() is TxnState.COMPLETE_COMMIT, "the transaction to complete")
+        assert len(harness.markers) == len(waits) + 1
 
     asyncio.run(scenario())
 
@@ -163,9 +166,8 @@ def test_a_retry_sends_the_marker_only_to_the_partitions_that_failed() -> None:
         pid, epoch = await harness.open_transaction((("out", 0), ("out", 1)))
         assert await harness.commit(pid, epoch) is ErrorCode.NONE
         harness.clock.advance(RETRY_BACKOFF_S)
-        await harness.settle(lambda: harness.state() is TxnState.COMPLETE_COMMIT)
+        await eventually_async(lambda: harness.state() is TxnState.COMPLETE_COMMIT, "the transaction to complete")
         assert [m.partitions for m, _ in harness.markers] == [(("out", 0), ("out", 1)), (("out", 1),)]
-        assert harness.state() is TxnState.COMPLETE_COMMIT
 
     asyncio.run(scenario())
 
@@ -178,10 +180,10 @@ def test_a_marker_refused_as_fenced_is_not_sent_again(code: ErrorCode) -> None:
         harness = Harness(marker_results=[{("out", 0): ErrorCode.NONE, ("out", 1): code}])
         pid, epoch = await harness.open_transaction((("out", 0), ("out", 1)))
         assert await harness.commit(pid, epoch) is ErrorCode.NONE
+        await eventually_async(lambda: not harness.runtime._marking, "the marker task to end")
         harness.clock.advance(RETRY_BACKOFF_MAX_S * 10)
-        await harness.settle()
-        harness.abort_check()
-        await harness.settle()
+        await harness.abort_check()
+        await harness.quiet()
         assert len(harness.markers) == 1
         assert harness.state() is TxnState.PREPARE_COMMIT  # as in Kafka: left to the next coordinator
 
@@ -195,8 +197,8 @@ def test_a_marker_made_stale_by_a_newer_producer_epoch_is_not_written() -> None:
         assert await harness.commit(pid, epoch) is ErrorCode.NONE  # first attempt failed; a retry waits
         meta = harness.coordinator.transactions[TXN]
         meta.state, meta.producer_epoch = TxnState.COMPLETE_COMMIT, epoch + 1  # completed elsewhere, then fenced
-        harness.clock.advance(RETRY_BACKOFF_MAX_S)  # past the retry's backoff
-        await harness.settle()
+        harness.clock.advance(0.1)  # past the retry's backoff
+        await eventually_async(lambda: not harness.runtime._marking, "the retry to end")
         assert len(harness.markers) == 1  # the stale retry was dropped
 
     asyncio.run(scenario())
@@ -239,10 +241,11 @@ def test_a_transaction_waits_while_its_partitions_record_is_on_its_way_to_the_is
         harness = Harness()
         init = await harness.call(lambda w, t: harness.coordinator.init_producer_id(w, TXN, TIMEOUT_MS, -1, -1, 1000, t))
         pid, epoch = init.producer_id, init.producer_epoch
-        harness.held[harness.end_offset + 1] = release = asyncio.Event()
+        added = harness.end_offset + 1
+        harness.held[added] = release = asyncio.Event()
         first = asyncio.ensure_future(harness.call(lambda w, t: harness.coordinator.add_partitions(
             w, TXN, pid, epoch, [("out", 0)], t)))
-        await asyncio.sleep(0.01)
+        await harness.appended(added)
         retry = await harness.call(lambda w, t: harness.coordinator.add_partitions(w, TXN, pid, epoch, [("out", 0)], t))
         assert retry is ErrorCode.CONCURRENT_TRANSACTIONS
         assert await harness.commit(pid, epoch) is ErrorCode.CONCURRENT_TRANSACTIONS
