@@ -216,6 +216,11 @@ class SharePartition:
             self._advance()
         return len(held)
 
+    def settle(self) -> None:
+        """Merge like neighbouring spans and move the start offset past the done ones (spans set from stored state)."""
+        self._coalesce()
+        self._advance()
+
     # ------------------------------------------------------------------ internals
 
     def _release(self, span: Span) -> None:

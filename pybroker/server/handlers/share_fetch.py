@@ -1,7 +1,8 @@
 """Share consumers' partition APIs (KIP-932): ShareFetch (78) and ShareAcknowledge (79), v1-v2 as Kafka 4.2.
 
 Served by each partition's leader, where its share-partitions live (``replication/share/partition.py``). A request
-runs in a share session (``share_sessions.py``); its acknowledgements are applied first, then, for ShareFetch, each
+runs in a share session (``share_sessions.py``); its acknowledgements are applied first (and written to the share
+coordinator before they are answered, as Kafka answers after its persister's write), then, for ShareFetch, each
 partition of the session acquires records for the member (``replication/share/reader.py``), long-polling up to
 max_wait_ms until something is acquired. Closing the session (epoch -1) releases what the member still holds here.
 
@@ -33,6 +34,8 @@ from pybroker.server.context import RequestContext
 from pybroker.server.error_mapping import error_code_for
 from pybroker.server.request_channel import leave_request_queue
 from pybroker.server.registry import api
+from pybroker.server.share_persister import RETRIABLE
+from pybroker.server.share_service import ShareStateUnavailable
 from pybroker.server.share_sessions import INITIAL_EPOCH, SessionContext
 
 FetchData = ShareFetchResponse.PartitionData
@@ -78,7 +81,7 @@ async def share_fetch(ctx: RequestContext, request: ShareFetchRequest) -> ShareF
     for key, batches in requested:
         if batches:
             answer = answers[key] = _resolve(ctx, key)
-            answer.ack_error = _acknowledge(ctx, answer, group_id, member_id, batches)
+            answer.ack_error = await _acknowledge(ctx, answer, group_id, member_id, batches)
     if context.closing or request.is_renew_ack:
         if context.closing:
             share.member_left(group_id, member_id)
@@ -121,7 +124,8 @@ async def share_acknowledge(ctx: RequestContext, request: ShareAcknowledgeReques
     for topic in request.topics:
         for partition in topic.partitions:
             answer = _resolve(ctx, (topic.topic_id, partition.partition_index))
-            code = _acknowledge(ctx, answer, request.group_id, request.member_id, partition.acknowledgement_batches)
+            code = await _acknowledge(ctx, answer, request.group_id, request.member_id,
+                                      partition.acknowledgement_batches)
             entry = topics.setdefault(topic.topic_id, ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse(
                 topic_id=topic.topic_id, partitions=[]))
             entry.partitions.append(ShareAcknowledgeResponse.PartitionData(
@@ -170,23 +174,37 @@ def _resolve(ctx: RequestContext, key: Key) -> _Partition:
     return answer
 
 
-def _acknowledge(ctx: RequestContext, answer: _Partition, group_id: str, member_id: str,
-                 batches: AckBatches) -> ErrorCode:
+async def _acknowledge(ctx: RequestContext, answer: _Partition, group_id: str, member_id: str,
+                       batches: AckBatches) -> ErrorCode:
     """Apply a partition's acknowledgement batches in order; the first refusal is the partition's answer (later
-    batches are still applied, as Kafka applies each batch on its own)."""
+    batches are still applied, as Kafka applies each batch on its own). What they changed is written to the share
+    coordinator before the answer (a failed write is the answer)."""
     if answer.error is not ErrorCode.NONE or answer.topic is None:
         return answer.error
     share = ctx.services.share
-    partition = ctx.services.replica_manager.leader_partition(answer.topic, answer.key[1])
-    state = share.share_partition(group_id, answer.topic, answer.key[1], partition.log)
+    try:
+        partition = ctx.services.replica_manager.leader_partition(answer.topic, answer.key[1])
+        state = await share.share_partition(group_id, answer.topic, answer.key[1], partition.log,
+                                            partition.leader_epoch)
+    except ShareStateUnavailable as exc:
+        return exc.code
+    except Exception as exc:
+        return error_code_for(exc)
     result = ErrorCode.NONE
+    changed = False
     now = share.now_ms()
     renew_lock_ms = share.configs.lock_duration_ms(group_id) if ctx.api_version >= RENEW_VERSION else None
     for batch in batches:
         code = state.acknowledge(member_id, batch.first_offset, batch.last_offset, batch.acknowledge_types, now,
                                  renew_lock_ms=renew_lock_ms)
+        changed = changed or code is ErrorCode.NONE
         if result is ErrorCode.NONE:
             result = code
+    if changed:
+        leave_request_queue()
+        written = await share.persist(group_id, answer.topic, answer.key[1])
+        if written is not ErrorCode.NONE:
+            return written
     return result
 
 
@@ -203,10 +221,15 @@ async def _acquire(ctx: RequestContext, request: ShareFetchRequest, fetching: It
             continue
         try:
             partition = ctx.services.replica_manager.leader_partition(answer.topic, answer.key[1])
-            state = share.share_partition(group_id, answer.topic, answer.key[1], partition.log)
+            state = await share.share_partition(group_id, answer.topic, answer.key[1], partition.log,
+                                                partition.leader_epoch)
             read = await acquire_from_log(partition.log, ctx.services.io, state, request.member_id,
                                           max_bytes=max(max_bytes, 1), max_records=max_records, lock_ms=lock_ms,
                                           now_ms=share.now_ms(), record_limit=request.share_acquire_mode == RECORD_LIMIT)
+        except ShareStateUnavailable as exc:
+            if exc.code not in RETRIABLE:
+                answer.error = exc.code
+            continue  # the share coordinator is loading or moving: nothing acquired this time
         except Exception as exc:
             answer.error = error_code_for(exc)
             continue

@@ -1,0 +1,197 @@
+"""The broker's share coordinator: the pure ``ShareStateShard``, ``__share_group_state`` and the state RPCs.
+
+The internal topic is created on first use (FindCoordinator with key type SHARE, or the first state request) with
+``share.coordinator.state.topic.*``: as Kafka creates it, ``cleanup.policy=delete`` with unlimited retention (its
+ShareSnapshot records make the older ones redundant; Kafka prunes them with DeleteRecords, which pybroker does not
+do yet), ``min.insync.replicas`` from ``share.coordinator.state.topic.min.isr``. The leader of a partition
+coordinates the share-partitions whose key hashes to it: becoming leader replays the partition (answered
+COORDINATOR_LOAD_IN_PROGRESS meanwhile), resigning forgets them (NOT_COORDINATOR), as for the group and transaction
+coordinators (``coordinator_loads.py``).
+
+Each request is answered per share-partition once its records are held by the in-sync replicas (acks=-1, within
+``share.coordinator.write.timeout.ms``); a write the ISR did not take in time is COORDINATOR_NOT_AVAILABLE and
+is retried by the partition leader's persister.
+"""
+
+from __future__ import annotations
+
+import logging
+from functools import partial
+from typing import Callable, Iterable, Iterator
+
+from pybroker.common.config import BrokerConfig
+from pybroker.common.io_executor import IoExecutor
+from pybroker.coordinator.loader import decoded_records
+from pybroker.coordinator.share_state.records import ShareKey, StateBatch, StateEntry, decode_state_record, partition_of
+from pybroker.coordinator.share_state.shard import Answer, ShareStateShard
+from pybroker.protocol.error_codes import ErrorCode
+from pybroker.protocol.messages import (
+    DeleteShareGroupStateRequest,
+    DeleteShareGroupStateResponse,
+    InitializeShareGroupStateRequest,
+    InitializeShareGroupStateResponse,
+    ReadShareGroupStateRequest,
+    ReadShareGroupStateResponse,
+    ReadShareGroupStateSummaryRequest,
+    ReadShareGroupStateSummaryResponse,
+    WriteShareGroupStateRequest,
+    WriteShareGroupStateResponse,
+)
+from pybroker.records import iter_batches
+from pybroker.replication.manager import ReplicaManager
+from pybroker.server.coordinator_loads import CoordinatorPartitions, LoadSteps, LogSource
+from pybroker.server.error_mapping import error_code_for
+from pybroker.server.internal_topic import InternalTopic, MetadataSource
+
+log = logging.getLogger("pybroker.coordinator")
+
+SHARE_STATE_TOPIC = "__share_group_state"
+MAX_STATE_BATCHES = 10000
+"""State batches one share-partition may hold: the most records a share-partition has in flight
+(``group.share.partition.max.record.locks`` at its upper bound), each its own batch at worst."""
+
+Operation = Callable[[], Answer]
+
+
+class ShareStateService:
+    def __init__(self, config: BrokerConfig, metadata: MetadataSource, replicas: ReplicaManager, logs: LogSource,
+                 io: IoExecutor, clock: Callable[[], int]) -> None:
+        self._clock = clock
+        self.num_partitions: int = config["share.coordinator.state.topic.num.partitions"]
+        self.shard = ShareStateShard(updates_per_snapshot=config["share.coordinator.snapshot.update.records.per.snapshot"],
+                                     max_state_batches=MAX_STATE_BATCHES)
+        min_isr: int = config["share.coordinator.state.topic.min.isr"]
+        segment_bytes: int = config["share.coordinator.state.topic.segment.bytes"]
+        self.topic = InternalTopic(
+            metadata, replicas, SHARE_STATE_TOPIC, partitions=self.num_partitions,
+            replication_factor=config["share.coordinator.state.topic.replication.factor"],
+            configs=lambda factor: {"cleanup.policy": "delete", "retention.ms": "-1",
+                                    "segment.bytes": str(segment_bytes),
+                                    "min.insync.replicas": str(min(min_isr, factor))},
+            replication_timeout_ms=config["share.coordinator.write.timeout.ms"], clock=clock)
+        self.partitions = CoordinatorPartitions(SHARE_STATE_TOPIC, logs, io, LoadSteps(
+            replay=_replay, apply=self._apply, unload=self._unload, keys="share-partition(s)", epoch="leader epoch"))
+        self.on_leadership_change = self.partitions.on_leadership_change
+
+    def partition_of(self, key: ShareKey) -> int:
+        return partition_of(key, self.num_partitions)
+
+    def coordinator_node(self, key: ShareKey) -> int | None:
+        """The broker leading the share-partition's partition of ``__share_group_state``."""
+        return self.topic.leader(self.partition_of(key))
+
+    def _apply(self, partition: int, _leader_epoch: int, entries: list[StateEntry]) -> int:
+        self.shard.replay(entries)
+        return sum(1 for key in self.shard.states if self.partition_of(key) == partition)
+
+    def _unload(self, partition: int) -> None:
+        self.shard.drop(lambda key: self.partition_of(key) == partition)
+
+    async def _run(self, key: ShareKey, operation: Operation) -> Answer:
+        """Run ``operation`` on the shard if this broker coordinates ``key``; its records on the ISR first."""
+        try:
+            await self.topic.ensure()
+        except Exception as exc:
+            return Answer(ErrorCode.COORDINATOR_NOT_AVAILABLE, str(exc))
+        partition = self.partition_of(key)
+        if partition not in self.partitions.loaded:
+            code = self.partitions.not_owned_error(partition)
+            return Answer(code, code.message)
+        answer = operation()
+        if answer.records:
+            try:
+                end = self.topic.append(partition, answer.records)
+                await self.topic.replicated(partition, end)
+            except Exception as exc:
+                code = error_code_for(exc)
+                log.warning("Writing the share state of %s failed: %s", key, code.name)
+                if code not in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.NOT_COORDINATOR):
+                    code = ErrorCode.COORDINATOR_NOT_AVAILABLE
+                else:
+                    code = ErrorCode.NOT_COORDINATOR
+                return Answer(code, code.message)
+        return answer
+
+    # ------------------------------------------------------------------ the RPCs, one share-partition at a time
+
+    async def initialize(self, request: InitializeShareGroupStateRequest) -> InitializeShareGroupStateResponse:
+        results = []
+        for topic in request.topics:
+            parts = []
+            for p in topic.partitions:
+                key = ShareKey(request.group_id, topic.topic_id, p.partition)
+                answer = await self._run(key, partial(self.shard.initialize, key, p.state_epoch, p.start_offset,
+                                                      self._clock()))
+                parts.append(InitializeShareGroupStateResponse.PartitionResult(
+                    partition=p.partition, error_code=answer.error, error_message=answer.message))
+            results.append(InitializeShareGroupStateResponse.InitializeStateResult(topic_id=topic.topic_id,
+                                                                                   partitions=parts))
+        return InitializeShareGroupStateResponse(results=results)
+
+    async def read(self, request: ReadShareGroupStateRequest) -> ReadShareGroupStateResponse:
+        results = []
+        for topic in request.topics:
+            parts = []
+            for p in topic.partitions:
+                key = ShareKey(request.group_id, topic.topic_id, p.partition)
+                answer = await self._run(key, partial(self.shard.read, key, p.leader_epoch))
+                state = answer.state if answer.error is ErrorCode.NONE else None
+                parts.append(ReadShareGroupStateResponse.PartitionResult(
+                    partition=p.partition, error_code=answer.error, error_message=answer.message,
+                    state_epoch=state.state_epoch if state else 0, start_offset=state.start_offset if state else -1,
+                    state_batches=[ReadShareGroupStateResponse.StateBatch(
+                        first_offset=b.first_offset, last_offset=b.last_offset, delivery_state=b.delivery_state,
+                        delivery_count=b.delivery_count) for b in (state.batches if state else [])]))
+            results.append(ReadShareGroupStateResponse.ReadStateResult(topic_id=topic.topic_id, partitions=parts))
+        return ReadShareGroupStateResponse(results=results)
+
+    async def write(self, request: WriteShareGroupStateRequest) -> WriteShareGroupStateResponse:
+        results = []
+        for topic in request.topics:
+            parts = []
+            for p in topic.partitions:
+                batches = [StateBatch(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
+                           for b in p.state_batches]
+                key = ShareKey(request.group_id, topic.topic_id, p.partition)
+                answer = await self._run(key, partial(self.shard.write, key, p.state_epoch, p.leader_epoch,
+                                                      p.start_offset, batches, self._clock()))
+                parts.append(WriteShareGroupStateResponse.PartitionResult(
+                    partition=p.partition, error_code=answer.error, error_message=answer.message))
+            results.append(WriteShareGroupStateResponse.WriteStateResult(topic_id=topic.topic_id, partitions=parts))
+        return WriteShareGroupStateResponse(results=results)
+
+    async def delete(self, request: DeleteShareGroupStateRequest) -> DeleteShareGroupStateResponse:
+        results = []
+        for topic in request.topics:
+            parts = []
+            for p in topic.partitions:
+                key = ShareKey(request.group_id, topic.topic_id, p.partition)
+                answer = await self._run(key, partial(self.shard.delete, key))
+                parts.append(DeleteShareGroupStateResponse.PartitionResult(
+                    partition=p.partition, error_code=answer.error, error_message=answer.message))
+            results.append(DeleteShareGroupStateResponse.DeleteStateResult(topic_id=topic.topic_id, partitions=parts))
+        return DeleteShareGroupStateResponse(results=results)
+
+    async def summary(self, request: ReadShareGroupStateSummaryRequest) -> ReadShareGroupStateSummaryResponse:
+        results = []
+        for topic in request.topics:
+            parts = []
+            for p in topic.partitions:
+                key = ShareKey(request.group_id, topic.topic_id, p.partition)
+                answer = await self._run(key, partial(self.shard.summary, key))
+                state = answer.state if answer.error is ErrorCode.NONE else None
+                parts.append(ReadShareGroupStateSummaryResponse.PartitionResult(
+                    partition=p.partition, error_code=answer.error, error_message=answer.message,
+                    state_epoch=state.state_epoch if state else 0, leader_epoch=state.leader_epoch if state else -1,
+                    start_offset=state.start_offset if state else -1,
+                    delivery_complete_count=state.delivery_complete_count() if state else -1))
+            results.append(ReadShareGroupStateSummaryResponse.ReadStateSummaryResult(topic_id=topic.topic_id,
+                                                                                     partitions=parts))
+        return ReadShareGroupStateSummaryResponse(results=results)
+
+
+def _replay(chunks: Iterable[bytes]) -> Iterator[StateEntry]:
+    for chunk in chunks:
+        for batch in iter_batches(chunk):
+            if not batch.is_control:
+                yield from decoded_records(batch, decode_state_record, SHARE_STATE_TOPIC)
