@@ -1,0 +1,99 @@
+"""Share-partition state survives a broker restart (KIP-932's share coordinator and ``__share_group_state``).
+
+A protocol-level share consumer acquires ten records and acknowledges some of them: accepts 0-3, rejects 4,
+releases 5-6, and still holds 7-9 when the broker goes down (SIGTERM or SIGKILL). After the restart a real share
+consumer (confluent-kafka's ShareConsumer) gets exactly the records that were not acknowledged, with the delivery
+counts the acknowledgements left (released ones were delivered once already; held ones come back as never
+acknowledged), and then the record produced after the restart."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+import pytest
+from confluent_kafka import AcknowledgeType, Producer
+
+from pybroker.protocol.error_codes import ErrorCode
+from pybroker.protocol.messages import (
+    MetadataRequest,
+    MetadataResponse,
+    ShareAcknowledgeRequest,
+    ShareAcknowledgeResponse,
+    ShareFetchResponse,
+)
+from tests.eventually import eventually
+from tests.integration.broker_process import BrokerProcess
+from tests.integration.test_bad_input import WireClient
+from tests.integration.test_share_groups_confluent import _consumer, _produce, _topic_and_group
+from tests.integration.test_share_groups_wire import _beat, _fetch
+
+ACCEPT, RELEASE, REJECT = 1, 2, 3
+
+
+def _acquire_all(client: WireClient, group: str, topic_id: uuid.UUID) -> tuple[ShareFetchResponse, int]:
+    """The first ShareFetch of the member that acquires something (the share-partition's state is read first), and
+    the share session's next epoch."""
+    epoch = 0
+
+    def acquired() -> ShareFetchResponse | None:
+        nonlocal epoch
+        response = _fetch(client, group, "holder", epoch, topic_id)
+        epoch += 1
+        partitions = [p for t in response.responses for p in t.partitions]
+        return response if partitions and partitions[0].acquired_records else None
+
+    return eventually(acquired, "records acquired"), epoch
+
+
+def _acknowledge(client: WireClient, group: str, topic_id: uuid.UUID, epoch: int, types: list[int]) -> int:
+    batch = ShareAcknowledgeRequest.AcknowledgementBatch(first_offset=0, last_offset=len(types) - 1,
+                                                         acknowledge_types=types)
+    response = client.request(ShareAcknowledgeRequest(
+        group_id=group, member_id="holder", share_session_epoch=epoch, topics=[ShareAcknowledgeRequest.AcknowledgeTopic(
+            topic_id=topic_id, partitions=[ShareAcknowledgeRequest.AcknowledgePartition(
+                partition_index=0, acknowledgement_batches=[batch])])]), 1, ShareAcknowledgeResponse)
+    assert response.error_code == ErrorCode.NONE
+    return response.responses[0].partitions[0].error_code
+
+
+@pytest.mark.parametrize("shutdown", ["SIGTERM", "SIGKILL"])
+def test_acknowledged_state_survives_a_restart(tmp_path: Path, shutdown: str) -> None:
+    broker = BrokerProcess(tmp_path).start()
+    topic, group = "durable-share", "durable-share-group"
+    try:
+        _topic_and_group(broker.bootstrap, topic, group)
+        _produce(broker.bootstrap, topic, [f"r{i}" for i in range(10)])
+        holder = WireClient(broker.bootstrap)
+        _beat(holder, group, "holder", 0, [topic])
+        topic_id = holder.request(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=topic)]), 12,
+                                  MetadataResponse).topics[0].topic_id
+        fetched, epoch = _acquire_all(holder, group, topic_id)
+        acquired = fetched.responses[0].partitions[0].acquired_records
+        assert [(a.first_offset, a.last_offset) for a in acquired] == [(0, 9)]
+        assert _acknowledge(holder, group, topic_id, epoch, [ACCEPT] * 4 + [REJECT] + [RELEASE] * 2) == ErrorCode.NONE
+        holder.close()
+
+        broker.stop() if shutdown == "SIGTERM" else broker.kill()
+        broker.start()
+
+        producer = Producer({"bootstrap.servers": broker.bootstrap})
+        producer.produce(topic, value=b"after")
+        assert producer.flush(20) == 0
+        with _consumer(broker.bootstrap, group, explicit=True) as consumer:
+            consumer.subscribe([topic])
+            got: list[tuple[int, bytes, int]] = []
+
+            def until_after() -> bool:
+                for message in consumer.poll(0.5):
+                    if message.error() is None:
+                        got.append((message.offset(), message.value(), message.delivery_count()))
+                        consumer.acknowledge(message, AcknowledgeType.ACCEPT)
+                consumer.commit_sync()
+                return any(value == b"after" for _, value, _ in got)
+
+            eventually(until_after, "the record produced after the restart")
+        assert got == [(5, b"r5", 2), (6, b"r6", 2), (7, b"r7", 1), (8, b"r8", 1), (9, b"r9", 1),
+                       (10, b"after", 1)]
+    finally:
+        broker.kill()
