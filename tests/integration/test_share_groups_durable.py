@@ -15,12 +15,21 @@ import pytest
 from confluent_kafka import AcknowledgeType, Producer
 
 from pybroker.protocol.error_codes import ErrorCode
+from pybroker.common.topic import topic_id_to_string
 from pybroker.protocol.messages import (
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
+    InitializeShareGroupStateRequest,
+    InitializeShareGroupStateResponse,
     MetadataRequest,
     MetadataResponse,
     ShareAcknowledgeRequest,
     ShareAcknowledgeResponse,
+    ReadShareGroupStateRequest,
+    ReadShareGroupStateResponse,
     ShareFetchResponse,
+    WriteShareGroupStateRequest,
+    WriteShareGroupStateResponse,
 )
 from tests.eventually import eventually
 from tests.integration.broker_process import BrokerProcess
@@ -97,3 +106,60 @@ def test_acknowledged_state_survives_a_restart(tmp_path: Path, shutdown: str) ->
                        (10, b"after", 1)]
     finally:
         broker.kill()
+
+
+def test_share_coordinator_refuses_what_kafka_refuses(tmp_path: Path) -> None:
+    """The state RPCs on the wire: an uninitialized share-partition, stale state and leader epochs, oversized state
+    batches, and a share coordinator key that is not groupId:topicId:partition."""
+    broker = BrokerProcess(tmp_path, {"share.coordinator.state.topic.num.partitions": "3"}).start()
+    try:
+        client = WireClient(broker.bootstrap)
+        topic_id = uuid.uuid4()
+        key = f"g:{topic_id_to_string(topic_id)}:0"
+        found = eventually(lambda: _found(client, key), "the share coordinator")
+        assert found.node_id == 0
+        assert _find(client, "g:not-a-topic-id:0").error_code == ErrorCode.INVALID_REQUEST
+
+        def read(leader_epoch: int) -> ReadShareGroupStateResponse.PartitionResult:
+            R = ReadShareGroupStateRequest
+            return client.request(R(group_id="g", topics=[R.ReadStateData(topic_id=topic_id, partitions=[
+                R.PartitionData(partition=0, leader_epoch=leader_epoch)])]), 0,
+                ReadShareGroupStateResponse).results[0].partitions[0]
+
+        def write(state_epoch: int, leader_epoch: int, batches: int = 1) -> int:
+            R = WriteShareGroupStateRequest
+            return client.request(R(group_id="g", topics=[R.WriteStateData(topic_id=topic_id, partitions=[
+                R.PartitionData(partition=0, state_epoch=state_epoch, leader_epoch=leader_epoch, start_offset=0,
+                                state_batches=[R.StateBatch(first_offset=i, last_offset=i, delivery_state=2 + 2 * (i % 2),
+                                                            delivery_count=1) for i in range(batches)])])]), 1,
+                WriteShareGroupStateResponse).results[0].partitions[0].error_code
+
+        uninitialized = eventually(lambda: (answer := read(0)).error_code != ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+                                   and answer, "the share coordinator loaded")
+        assert uninitialized.error_code == ErrorCode.INVALID_REQUEST
+        assert uninitialized.error_message == "Read operation on uninitialized share partition not allowed."
+        assert write(0, 0) == ErrorCode.INVALID_REQUEST
+        R = InitializeShareGroupStateRequest
+        initialized = client.request(R(group_id="g", topics=[R.InitializeStateData(topic_id=topic_id, partitions=[
+            R.PartitionData(partition=0, state_epoch=3, start_offset=0)])]), 0, InitializeShareGroupStateResponse)
+        assert initialized.results[0].partitions[0].error_code == ErrorCode.NONE
+        assert read(7).error_code == ErrorCode.NONE
+        assert write(2, 7) == ErrorCode.FENCED_STATE_EPOCH
+        assert write(3, 6) == ErrorCode.FENCED_LEADER_EPOCH
+        assert write(3, 7, batches=10001) == ErrorCode.INVALID_REQUEST
+        assert write(3, 7, batches=2) == ErrorCode.NONE
+        assert [(b.first_offset, b.last_offset, b.delivery_state) for b in read(7).state_batches] == \
+            [(0, 0, 2), (1, 1, 4)]
+        client.close()
+    finally:
+        broker.kill()
+
+
+def _find(client: WireClient, key: str) -> FindCoordinatorResponse.Coordinator:
+    return client.request(FindCoordinatorRequest(key_type=2, coordinator_keys=[key]), 6,
+                          FindCoordinatorResponse).coordinators[0]
+
+
+def _found(client: WireClient, key: str) -> FindCoordinatorResponse.Coordinator | None:
+    found = _find(client, key)
+    return found if found.error_code == ErrorCode.NONE else None

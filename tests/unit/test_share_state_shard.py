@@ -96,3 +96,8 @@ def test_coordinator_key_is_kafkas() -> None:
     assert parse_share_key(text) == KEY
     assert parse_share_key("workers:nope:0") is None and parse_share_key("g:AAAAAAAAAAAAAAAAAAASNA:-1") is None
     assert 0 <= partition_of(KEY, 50) < 50
+
+
+def test_combine_of_overlapping_new_batches_lets_the_later_start_win() -> None:
+    merged = combine([], [StateBatch(0, 9, 0, 1), StateBatch(3, 4, 2, 1), StateBatch(4, 6, 4, 2)], 0)
+    assert merged == [StateBatch(0, 2, 0, 1), StateBatch(3, 3, 2, 1), StateBatch(4, 6, 4, 2), StateBatch(7, 9, 0, 1)]

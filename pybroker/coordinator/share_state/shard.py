@@ -119,11 +119,14 @@ class ShareStateShard:
             return _refused(ErrorCode.FENCED_LEADER_EPOCH)
         if held.state.state_epoch > state_epoch:
             return _refused(ErrorCode.FENCED_STATE_EPOCH)
+        too_many = _refused(ErrorCode.INVALID_REQUEST,
+                            f"A share-partition's state holds at most {self.max_state_batches} state batches.")
+        if len(batches) > self.max_state_batches:
+            return too_many
         new_start = held.state.start_offset if start_offset == -1 else start_offset
         merged = combine(held.state.batches, batches, new_start)
-        if len(batches) > self.max_state_batches or len(merged) > self.max_state_batches:
-            return _refused(ErrorCode.INVALID_REQUEST,
-                            f"A share-partition's state holds at most {self.max_state_batches} state batches.")
+        if len(merged) > self.max_state_batches:
+            return too_many
         if held.updates >= self.updates_per_snapshot:
             state = ShareState(held.state.snapshot_epoch + 1, held.state.state_epoch,
                                max(leader_epoch, held.state.leader_epoch), new_start, merged, held.state.create_ms,
