@@ -73,6 +73,7 @@ class ShareService:
         self.partitions: dict[SharePartitionKey, SharePartition] = {}
         self._durable: dict[SharePartitionKey, _Durable] = {}
         self._loading: dict[SharePartitionKey, asyncio.Task[SharePartition]] = {}
+        self._background: set[asyncio.Task[None]] = set()
 
     def now_ms(self) -> int:
         return self.clock.wall_ms()
@@ -103,17 +104,42 @@ class ShareService:
                 self.member_left(group_id, member_id)
             for session in self.sessions.idle(now, lambda group: self.configs.settings(group).session_timeout_ms):
                 self.member_left(session.group_id, session.member_id)
+            for group_id, topic, index in list(self.partitions):
+                if self.expire(group_id, topic, index, now):
+                    self.persist_later(group_id, topic, index)
 
     def is_other_group(self, group_id: str) -> bool:
         """Whether ``group_id`` is a classic or consumer group on this coordinator."""
         return group_id in self._groups.groups
 
     def member_left(self, group_id: str, member_id: str) -> None:
-        """Close the member's share session and release every record it holds on this broker."""
+        """Close the member's share session and release every record it holds on this broker (the new delivery
+        states and counts are written, as Kafka writes its releaseAcquiredRecords)."""
         self.sessions.remove(group_id, member_id)
-        for (group, _, _), share in self.partitions.items():
-            if group == group_id:
-                share.release_member(member_id)
+        for (group, topic, index), share in list(self.partitions.items()):
+            if group == group_id and share.release_member(member_id):
+                self.persist_later(group, topic, index)
+
+    def expire(self, group_id: str, topic: str, index: int, now_ms: int) -> int:
+        """Release the share-partition's acquisitions whose lock ran out; how many. The caller writes the state
+        when any were (Kafka writes on an acquisition lock timeout: the delivery count, or the archiving, of a
+        record whose lock expired must survive a restart)."""
+        share = self.partitions.get((group_id, topic, index))
+        return 0 if share is None else share.expire(now_ms)
+
+    def persist_later(self, group_id: str, topic: str, index: int) -> None:
+        """Write the share-partition's state without waiting for it (nothing is answered after it); a failure is
+        logged, and the next write carries the state again."""
+        task = asyncio.get_running_loop().create_task(self._persist_logged(group_id, topic, index),
+                                                      name=f"share-state-write-{group_id}-{topic}-{index}")
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _persist_logged(self, group_id: str, topic: str, index: int) -> None:
+        code = await self.persist(group_id, topic, index)
+        if code is not ErrorCode.NONE:
+            log.warning("Writing the state of share-partition %s of %s-%d after a release failed: %s", group_id,
+                        topic, index, code.name)
 
     def delete_group(self, group_id: str) -> ErrorCode:
         """DeleteGroups of a share group: only an empty one, with its configs and share-partition state."""

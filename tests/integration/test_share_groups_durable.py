@@ -163,3 +163,55 @@ def _find(client: WireClient, key: str) -> FindCoordinatorResponse.Coordinator:
 def _found(client: WireClient, key: str) -> FindCoordinatorResponse.Coordinator | None:
     found = _find(client, key)
     return found if found.error_code == ErrorCode.NONE else None
+
+
+def _stored(client: WireClient, group: str, topic_id: uuid.UUID) -> list[tuple[int, int, int, int]] | None:
+    """The share-partition's stored state batches (first, last, state, count), read as a broker would (leader epoch
+    -1 fences nothing); None while the coordinator has none to give."""
+    R = ReadShareGroupStateRequest
+    found = client.request(R(group_id=group, topics=[R.ReadStateData(topic_id=topic_id, partitions=[
+        R.PartitionData(partition=0, leader_epoch=-1)])]), 0, ReadShareGroupStateResponse).results[0].partitions[0]
+    if found.error_code != ErrorCode.NONE:
+        return None
+    return [(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count) for b in found.state_batches]
+
+
+def _holding(client: WireClient, bootstrap: str, topic: str, group: str, count: int, **configs: str) -> uuid.UUID:
+    """A group reading ``topic`` from its start, with ``count`` records produced and all held by member "holder"."""
+    _topic_and_group(bootstrap, topic, group, **configs)
+    _produce(bootstrap, topic, [f"r{i}" for i in range(count)])
+    _beat(client, group, "holder", 0, [topic])
+    topic_id = client.request(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=topic)]), 12,
+                              MetadataResponse).topics[0].topic_id
+    fetched, _ = _acquire_all(client, group, topic_id)
+    assert fetched.responses[0].partitions[0].acquired_records[-1].last_offset == count - 1
+    return topic_id
+
+
+def test_releases_and_lock_timeouts_are_written(tmp_path: Path) -> None:
+    """Records released because their member left, and records whose acquisition lock ran out, are stored with the
+    delivery count they reached (Kafka writes on both), so after a crash they come back as delivered once before."""
+    broker = BrokerProcess(tmp_path, {"group.share.min.record.lock.duration.ms": "1000"}).start()
+    try:
+        client = WireClient(broker.bootstrap)
+        left_id = _holding(client, broker.bootstrap, "share-left", "share-left-group", 3)
+        assert _stored(client, "share-left-group", left_id) == []  # acquisitions are not written
+        _beat(client, "share-left-group", "holder", -1)  # the member leaves: its records are released
+        eventually(lambda: _stored(client, "share-left-group", left_id) == [(0, 2, 0, 1)], "the release written")
+
+        timed_id = _holding(client, broker.bootstrap, "share-timed", "share-timed-group", 2,
+                            **{"share.record.lock.duration.ms": "1000"})
+        eventually(lambda: _stored(client, "share-timed-group", timed_id) == [(0, 1, 0, 1)],
+                   "the lock timeout written, with no request to notice it")
+        client.close()
+
+        broker.kill()
+        broker.start()
+        client = WireClient(broker.bootstrap)
+        _beat(client, "share-left-group", "next", 0, ["share-left"])
+        again = eventually(lambda: _fetch(client, "share-left-group", "next", 0, left_id).responses, "a redelivery")
+        assert [(a.first_offset, a.last_offset, a.delivery_count)
+                for a in again[0].partitions[0].acquired_records] == [(0, 2, 2)]
+        client.close()
+    finally:
+        broker.kill()

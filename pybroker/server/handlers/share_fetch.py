@@ -26,7 +26,7 @@ from pybroker.protocol.messages import (
     ShareFetchRequest,
     ShareFetchResponse,
 )
-from pybroker.replication.share.partition import Acquired
+from pybroker.replication.share.partition import Acquired, Span
 from pybroker.replication.share.reader import acquire_from_log
 from pybroker.security.acl import AclOperation, ResourceType
 from pybroker.server.authorization import allowed_names, authorize
@@ -191,19 +191,24 @@ async def _acknowledge(ctx: RequestContext, answer: _Partition, group_id: str, m
     except Exception as exc:
         return error_code_for(exc)
     result = ErrorCode.NONE
-    changed = False
     now = share.now_ms()
+    expired = share.expire(group_id, answer.topic, answer.key[1], now)
     renew_lock_ms = share.configs.lock_duration_ms(group_id) if ctx.api_version >= RENEW_VERSION else None
+    undo: list[list[Span]] = []
     for batch in batches:
+        before = state.held_copy(batch.first_offset, batch.last_offset)
         code = state.acknowledge(member_id, batch.first_offset, batch.last_offset, batch.acknowledge_types, now,
                                  renew_lock_ms=renew_lock_ms)
-        changed = changed or code is ErrorCode.NONE
+        if code is ErrorCode.NONE:
+            undo.append(before)
         if result is ErrorCode.NONE:
             result = code
-    if changed:
+    if undo or expired:
         leave_request_queue()
         written = await share.persist(group_id, answer.topic, answer.key[1])
         if written is not ErrorCode.NONE:
+            for before in reversed(undo):  # Kafka rolls the acknowledgements back when their write fails
+                state.rollback(before)
             return written
     return result
 
@@ -223,9 +228,12 @@ async def _acquire(ctx: RequestContext, request: ShareFetchRequest, fetching: It
             partition = ctx.services.replica_manager.leader_partition(answer.topic, answer.key[1])
             state = await share.share_partition(group_id, answer.topic, answer.key[1], partition.log,
                                                 partition.leader_epoch)
+            now = share.now_ms()
+            if share.expire(group_id, answer.topic, answer.key[1], now):
+                share.persist_later(group_id, answer.topic, answer.key[1])
             read = await acquire_from_log(partition.log, ctx.services.io, state, request.member_id,
                                           max_bytes=max(max_bytes, 1), max_records=max_records, lock_ms=lock_ms,
-                                          now_ms=share.now_ms(), record_limit=request.share_acquire_mode == RECORD_LIMIT)
+                                          now_ms=now, record_limit=request.share_acquire_mode == RECORD_LIMIT)
         except ShareStateUnavailable as exc:
             if exc.code not in RETRIABLE:
                 answer.error = exc.code
