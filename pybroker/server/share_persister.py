@@ -25,6 +25,8 @@ from pybroker.client.sasl import SaslCredentials
 from pybroker.coordinator.share_state.records import ShareKey
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.messages import (
+    DeleteShareGroupStateRequest,
+    DeleteShareGroupStateResponse,
     InitializeShareGroupStateRequest,
     InitializeShareGroupStateResponse,
     ReadShareGroupStateRequest,
@@ -107,6 +109,17 @@ class SharePersister:
             return ErrorCode(response.results[0].partitions[0].error_code)
         answer = await self._call(ShareKey(group_id, topic_id, partition), request, WriteShareGroupStateResponse,
                                   self._coordinator.write, code)
+        return answer if isinstance(answer, ErrorCode) else code(answer)
+
+    async def delete(self, group_id: str, topic_id: uuid.UUID, partition: int) -> ErrorCode:
+        R = DeleteShareGroupStateRequest
+        request = R(group_id=group_id, topics=[R.DeleteStateData(topic_id=topic_id, partitions=[
+            R.PartitionData(partition=partition)])])
+
+        def code(response: DeleteShareGroupStateResponse) -> ErrorCode:
+            return ErrorCode(response.results[0].partitions[0].error_code)
+        answer = await self._call(ShareKey(group_id, topic_id, partition), request, DeleteShareGroupStateResponse,
+                                  self._coordinator.delete, code)
         return answer if isinstance(answer, ErrorCode) else code(answer)
 
     async def _call(self, key: ShareKey, request: Message, response_type: type[M],

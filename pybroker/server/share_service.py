@@ -141,8 +141,20 @@ class ShareService:
             log.warning("Writing the state of share-partition %s of %s-%d after a release failed: %s", group_id,
                         topic, index, code.name)
 
-    def delete_group(self, group_id: str) -> ErrorCode:
-        """DeleteGroups of a share group: only an empty one, with its configs and share-partition state."""
+    async def delete_group(self, group_id: str) -> ErrorCode:
+        """DeleteGroups of a share group: only an empty one, with its configs and its share-partitions' state in
+        ``__share_group_state`` (DeleteShareGroupState of every partition it was ever assigned, first, as Kafka's
+        group coordinator deletes it; a failed deletion is the answer and keeps the group)."""
+        code = self.groups.deletable(group_id)
+        if code is not ErrorCode.NONE:
+            return code
+        assigned = self.groups.groups[group_id].assigned
+        codes = await asyncio.gather(*(self._persister.delete(group_id, topic_id, index)
+                                       for topic_id, indexes in assigned.items() for index in sorted(indexes)))
+        failed = next((c for c in codes if c is not ErrorCode.NONE), None)
+        if failed is not None:
+            log.warning("Deleting the share-partition state of share group %s failed: %s", group_id, failed.name)
+            return failed
         code = self.groups.delete(group_id)
         if code is ErrorCode.NONE:
             self.configs.forget(group_id)

@@ -17,6 +17,8 @@ from confluent_kafka import AcknowledgeType, Producer
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.common.topic import topic_id_to_string
 from pybroker.protocol.messages import (
+    DeleteGroupsRequest,
+    DeleteGroupsResponse,
     FindCoordinatorRequest,
     FindCoordinatorResponse,
     InitializeShareGroupStateRequest,
@@ -190,7 +192,8 @@ def _holding(client: WireClient, bootstrap: str, topic: str, group: str, count: 
 
 def test_releases_and_lock_timeouts_are_written(tmp_path: Path) -> None:
     """Records released because their member left, and records whose acquisition lock ran out, are stored with the
-    delivery count they reached (Kafka writes on both), so after a crash they come back as delivered once before."""
+    delivery count they reached (Kafka writes on both), so after a crash they come back as delivered once before;
+    deleting the group deletes its stored state."""
     broker = BrokerProcess(tmp_path, {"group.share.min.record.lock.duration.ms": "1000"}).start()
     try:
         client = WireClient(broker.bootstrap)
@@ -212,6 +215,12 @@ def test_releases_and_lock_timeouts_are_written(tmp_path: Path) -> None:
         again = eventually(lambda: _fetch(client, "share-left-group", "next", 0, left_id).responses, "a redelivery")
         assert [(a.first_offset, a.last_offset, a.delivery_count)
                 for a in again[0].partitions[0].acquired_records] == [(0, 2, 2)]
+
+        _beat(client, "share-left-group", "next", -1)
+        eventually(lambda: _stored(client, "share-left-group", left_id) == [(0, 2, 0, 2)], "the release written")
+        deleted = client.request(DeleteGroupsRequest(groups_names=["share-left-group"]), 2, DeleteGroupsResponse)
+        assert deleted.results[0].error_code == ErrorCode.NONE
+        assert _stored(client, "share-left-group", left_id) is None  # DeleteShareGroupState, as Kafka deletes it
         client.close()
     finally:
         broker.kill()
