@@ -192,6 +192,7 @@ class Broker:
         self._tasks.append(self.groups.start())
         self._tasks.append(self.txns.start())
         self._tasks.append(self.share.start())
+        self._tasks.append(self.share_state.start())
         self._schedule("producer-id-expiration", self.config["producer.id.expiration.check.interval.ms"],
                        self._expire_producer_ids)
         self._schedule("log-retention", self.config["log.retention.check.interval.ms"], self._retention)

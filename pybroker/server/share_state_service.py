@@ -2,8 +2,8 @@
 
 The internal topic is created on first use (FindCoordinator with key type SHARE, or the first state request) with
 ``share.coordinator.state.topic.*``: as Kafka creates it, ``cleanup.policy=delete`` with unlimited retention (its
-ShareSnapshot records make the older ones redundant; Kafka prunes them with DeleteRecords, which pybroker does not
-do yet), ``min.insync.replicas`` from ``share.coordinator.state.topic.min.isr``. The leader of a partition
+ShareSnapshot records make the older ones redundant, and the coordinator deletes those every
+``share.coordinator.state.topic.prune.interval.ms``: ``pruning.py``), ``min.insync.replicas`` from ``share.coordinator.state.topic.min.isr``. The leader of a partition
 coordinates the share-partitions whose key hashes to it: becoming leader replays the partition (answered
 COORDINATOR_LOAD_IN_PROGRESS meanwhile), resigning forgets them (NOT_COORDINATOR), as for the group and transaction
 coordinators (``coordinator_loads.py``).
@@ -15,6 +15,7 @@ is retried by the partition leader's persister.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from functools import partial
 from typing import Callable, Iterable, Iterator
@@ -22,7 +23,15 @@ from typing import Callable, Iterable, Iterator
 from pybroker.common.config import BrokerConfig
 from pybroker.common.io_executor import IoExecutor
 from pybroker.coordinator.loader import decoded_records
-from pybroker.coordinator.share_state.records import ShareKey, StateBatch, StateEntry, decode_state_record, partition_of
+from pybroker.coordinator.share_state.pruning import SnapshotOffsets
+from pybroker.coordinator.share_state.records import (
+    ShareKey,
+    StateBatch,
+    StateEntry,
+    decode_state_record,
+    partition_of,
+    record_type,
+)
 from pybroker.coordinator.share_state.shard import Answer, ShareStateShard
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.messages import (
@@ -69,6 +78,9 @@ class ShareStateService:
                                     "segment.bytes": str(segment_bytes),
                                     "min.insync.replicas": str(min(min_isr, factor))},
             replication_timeout_ms=config["share.coordinator.write.timeout.ms"], clock=clock)
+        self._replicas = replicas
+        self._prune_interval_s = config["share.coordinator.state.topic.prune.interval.ms"] / 1000
+        self.snapshots = SnapshotOffsets()
         self.partitions = CoordinatorPartitions(SHARE_STATE_TOPIC, logs, io, LoadSteps(
             replay=_replay, apply=self._apply, unload=self._unload, keys="share-partition(s)", epoch="leader epoch"))
         self.on_leadership_change = self.partitions.on_leadership_change
@@ -80,12 +92,38 @@ class ShareStateService:
         """The broker leading the share-partition's partition of ``__share_group_state``."""
         return self.topic.leader(self.partition_of(key))
 
-    def _apply(self, partition: int, _leader_epoch: int, entries: list[StateEntry]) -> int:
-        self.shard.replay(entries)
+    def _apply(self, partition: int, _leader_epoch: int, entries: list[tuple[StateEntry, int]]) -> int:
+        self.shard.replay([entry for entry, _ in entries])
+        for entry, offset in entries:
+            self.snapshots.note(partition, entry.key, entry.record_type, entry.state is None, offset)
         return sum(1 for key in self.shard.states if self.partition_of(key) == partition)
 
     def _unload(self, partition: int) -> None:
         self.shard.drop(lambda key: self.partition_of(key) == partition)
+        self.snapshots.unload(partition)
+
+    def start(self) -> asyncio.Task[None]:
+        """Prune the partitions this broker coordinates every ``share.coordinator.state.topic.prune.interval.ms``."""
+        return asyncio.get_running_loop().create_task(self._prune_every_interval(), name="share-state-prune")
+
+    async def _prune_every_interval(self) -> None:
+        while True:
+            await asyncio.sleep(self._prune_interval_s)
+            self.prune()
+
+    def prune(self) -> None:
+        """Delete the redundant records of each loaded partition (DeleteRecords on this leader; the followers
+        follow the log start offset). Only records the in-sync replicas hold are ever deleted."""
+        for partition in sorted(self.partitions.loaded):
+            try:
+                leader = self._replicas.leader_partition(SHARE_STATE_TOPIC, partition)
+                high_watermark = leader.log.high_watermark
+                offset = min(self.snapshots.redundant_before(partition, high_watermark), high_watermark)
+                if offset > leader.log.log_start_offset:
+                    leader.delete_records(offset)
+                    log.debug("Pruned %s-%d below offset %d", SHARE_STATE_TOPIC, partition, offset)
+            except Exception as exc:  # lost leadership meanwhile: the next leader prunes
+                log.info("Pruning %s-%d failed: %s", SHARE_STATE_TOPIC, partition, exc)
 
     async def _run(self, key: ShareKey, operation: Operation) -> Answer:
         """Run ``operation`` on the shard if this broker coordinates ``key``; its records on the ISR first."""
@@ -101,6 +139,9 @@ class ShareStateService:
         if answer.records:
             try:
                 end = self.topic.append(partition, answer.records)
+                for index, (raw_key, value) in enumerate(answer.records):
+                    self.snapshots.note(partition, key, record_type(raw_key), value is None,
+                                        end - len(answer.records) + index)
                 await self.topic.replicated(partition, end)
             except Exception as exc:
                 code = error_code_for(exc)
@@ -190,8 +231,10 @@ class ShareStateService:
         return ReadShareGroupStateSummaryResponse(results=results)
 
 
-def _replay(chunks: Iterable[bytes]) -> Iterator[StateEntry]:
+def _replay(chunks: Iterable[bytes]) -> Iterator[tuple[StateEntry, int]]:
+    """Each record with the offset of its batch: the coordinator writes one record per batch (see ``_run``)."""
     for chunk in chunks:
         for batch in iter_batches(chunk):
             if not batch.is_control:
-                yield from decoded_records(batch, decode_state_record, SHARE_STATE_TOPIC)
+                for entry in decoded_records(batch, decode_state_record, SHARE_STATE_TOPIC):
+                    yield entry, batch.base_offset

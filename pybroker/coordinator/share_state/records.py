@@ -25,7 +25,8 @@ from pybroker.protocol.errors import DecodeError
 from pybroker.protocol.messages import ShareSnapshotKey, ShareSnapshotValue, ShareUpdateKey, ShareUpdateValue
 
 __all__ = ["SNAPSHOT_TYPE", "UPDATE_TYPE", "ShareKey", "ShareState", "StateBatch", "StateEntry", "combine",
-           "decode_state_record", "parse_share_key", "partition_of", "snapshot_record", "tombstones", "update_record"]
+           "decode_state_record", "parse_share_key", "partition_of", "record_type", "snapshot_record", "tombstones",
+           "update_record"]
 
 SNAPSHOT_TYPE = 0
 UPDATE_TYPE = 1
@@ -190,6 +191,11 @@ def update_record(key: ShareKey, snapshot_epoch: int, leader_epoch: int, start_o
 def tombstones(key: ShareKey) -> list[tuple[bytes, bytes | None]]:
     """The deletion of a share-partition's state, as Kafka writes it: a tombstone of its snapshot key."""
     return [(_key(SNAPSHOT_TYPE, key), None)]
+
+
+def record_type(raw_key: bytes) -> int:
+    """A record's type (snapshot or update), from the version its key starts with."""
+    return int(_SHORT.unpack_from(raw_key)[0])
 
 
 def decode_state_record(raw_key: bytes, raw_value: bytes | None) -> StateEntry | None:
