@@ -32,6 +32,7 @@ from pybroker.security.acl import AclOperation, ResourceType
 from pybroker.server.authorization import allowed_names, authorize
 from pybroker.server.context import RequestContext
 from pybroker.server.error_mapping import error_code_for
+from pybroker.server.features import share_groups_enabled
 from pybroker.server.request_channel import leave_request_queue
 from pybroker.server.registry import api
 from pybroker.server.share_persister import RETRIABLE
@@ -139,9 +140,11 @@ async def share_acknowledge(ctx: RequestContext, request: ShareAcknowledgeReques
 
 def _refused(ctx: RequestContext, group_id: str | None, member_id: str | None,
              opening: bool) -> tuple[ErrorCode, str] | None:
-    """The top-level error of a request the group side refuses: no group or member id, not a share group, or (to open
-    a share session) not a member. A session, once open, is the member's standing: the member leaving the group closes
-    it, and later requests in it are answered SHARE_SESSION_NOT_FOUND."""
+    """The top-level error of a request refused as a whole: share groups off (share.version 0), no group or member
+    id, not a share group, or (to open a share session) not a member. A session, once open, is the member's standing:
+    the member leaving the group closes it, and later requests in it are answered SHARE_SESSION_NOT_FOUND."""
+    if not share_groups_enabled(ctx.services.features.current):
+        return ErrorCode.UNSUPPORTED_VERSION, "Share groups are not enabled (share.version is 0)."
     if not group_id:
         return ErrorCode.INVALID_REQUEST, "GroupId can't be empty."
     if not member_id:
