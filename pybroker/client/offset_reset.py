@@ -43,13 +43,13 @@ class ResetPlan:
     warnings: list[str] = field(default_factory=list)
 
 
-def chosen_reset(args: argparse.Namespace) -> str:
-    """The one reset option given (its dest name); UsageError for none or several."""
-    chosen = [flag[2:].replace("-", "_") for flag, metavar, _ in RESET_OPTIONS
+def chosen_reset(args: argparse.Namespace, options: tuple[tuple[str, str | None, str], ...] = RESET_OPTIONS) -> str:
+    """The one reset option of ``options`` given (its dest name); UsageError for none or several."""
+    chosen = [flag[2:].replace("-", "_") for flag, metavar, _ in options
               if getattr(args, flag[2:].replace("-", "_")) not in (None, False)]
     if len(chosen) != 1:
         raise UsageError("Option [--reset-offsets] takes exactly one of these options: "
-                         + ", ".join(f"[{flag}]" for flag, _, _ in RESET_OPTIONS))
+                         + ", ".join(f"[{flag}]" for flag, _, _ in options))
     return chosen[0]
 
 
@@ -105,8 +105,13 @@ async def partitions_to_reset(admin: AdminClient, committed: dict[TopicPartition
 
 
 async def plan_reset(admin: AdminClient, groups: GroupAdmin, group_id: str, args: argparse.Namespace) -> ResetPlan:
-    option = chosen_reset(args)
-    committed = await groups.committed_offsets(group_id)
+    return await plan_reset_from(admin, group_id, await groups.committed_offsets(group_id), args, chosen_reset(args))
+
+
+async def plan_reset_from(admin: AdminClient, group_id: str, committed: dict[TopicPartition, int],
+                          args: argparse.Namespace, option: str) -> ResetPlan:
+    """The new offsets by ``option``, from the group's current ones (a consumer group's committed offsets, a
+    share group's start offsets)."""
     partitions = await partitions_to_reset(admin, committed, args)
     plan = ResetPlan(group_id, {})
     timestamp = None

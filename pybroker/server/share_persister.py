@@ -31,6 +31,8 @@ from pybroker.protocol.messages import (
     InitializeShareGroupStateResponse,
     ReadShareGroupStateRequest,
     ReadShareGroupStateResponse,
+    ReadShareGroupStateSummaryRequest,
+    ReadShareGroupStateSummaryResponse,
     WriteShareGroupStateRequest,
     WriteShareGroupStateResponse,
 )
@@ -110,6 +112,19 @@ class SharePersister:
         answer = await self._call(ShareKey(group_id, topic_id, partition), request, WriteShareGroupStateResponse,
                                   self._coordinator.write, code)
         return answer if isinstance(answer, ErrorCode) else code(answer)
+
+    async def summary(self, group_id: str, topic_id: uuid.UUID, partition: int
+                      ) -> ReadShareGroupStateSummaryResponse.PartitionResult | ErrorCode:
+        """ReadShareGroupStateSummary of one share-partition: its answer, or the error code when none came."""
+        R = ReadShareGroupStateSummaryRequest
+        request = R(group_id=group_id, topics=[R.ReadStateSummaryData(topic_id=topic_id, partitions=[
+            R.PartitionData(partition=partition, leader_epoch=-1)])])
+
+        def code(response: ReadShareGroupStateSummaryResponse) -> ErrorCode:
+            return ErrorCode(response.results[0].partitions[0].error_code)
+        answer = await self._call(ShareKey(group_id, topic_id, partition), request,
+                                  ReadShareGroupStateSummaryResponse, self._coordinator.summary, code)
+        return answer if isinstance(answer, ErrorCode) else answer.results[0].partitions[0]
 
     async def delete(self, group_id: str, topic_id: uuid.UUID, partition: int) -> ErrorCode:
         R = DeleteShareGroupStateRequest

@@ -62,7 +62,7 @@ class _Durable:
 class ShareService:
     def __init__(self, config: BrokerConfig, metadata: Callable[[], ClusterMetadata], groups: GroupCoordinator,
                  persister: SharePersister, clock: Clock = SYSTEM_CLOCK) -> None:
-        self._persister = persister
+        self.persister = persister
         self._metadata = metadata
         self._groups = groups
         self.clock = clock
@@ -149,7 +149,7 @@ class ShareService:
         if code is not ErrorCode.NONE:
             return code
         assigned = self.groups.groups[group_id].assigned
-        codes = await asyncio.gather(*(self._persister.delete(group_id, topic_id, index)
+        codes = await asyncio.gather(*(self.persister.delete(group_id, topic_id, index)
                                        for topic_id, indexes in assigned.items() for index in sorted(indexes)))
         failed = next((c for c in codes if c is not ErrorCode.NONE), None)
         if failed is not None:
@@ -160,6 +160,11 @@ class ShareService:
             self.configs.forget(group_id)
             self._forget(lambda key: key[0] == group_id)
         return code
+
+    def forget_partition(self, group_id: str, topic: str, index: int) -> None:
+        """Drop this broker's copy of a share-partition whose stored state was changed by an admin: the next use
+        reads it again."""
+        self._forget(lambda key: key == (group_id, topic, index))
 
     async def share_partition(self, group_id: str, topic: str, index: int, partition_log: PartitionLog,
                               leader_epoch: int) -> SharePartition:
@@ -182,13 +187,13 @@ class ShareService:
         info = self._metadata().topic(topic)
         if info is None:
             raise ShareStateUnavailable(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-        read = await self._persister.read(group_id, info.topic_id, index, leader_epoch)
+        read = await self.persister.read(group_id, info.topic_id, index, leader_epoch)
         if read.error is ErrorCode.INVALID_REQUEST:  # never initialized: start at share.auto.offset.reset
-            code = await self._persister.initialize(group_id, info.topic_id, index, INITIAL_STATE_EPOCH,
+            code = await self.persister.initialize(group_id, info.topic_id, index, INITIAL_STATE_EPOCH,
                                                     self._start_offset(group_id, partition_log))
             if code not in (ErrorCode.NONE, ErrorCode.FENCED_STATE_EPOCH):  # fenced: another initialized it
                 raise ShareStateUnavailable(code)
-            read = await self._persister.read(group_id, info.topic_id, index, leader_epoch)
+            read = await self.persister.read(group_id, info.topic_id, index, leader_epoch)
         if read.error is not ErrorCode.NONE:
             raise ShareStateUnavailable(read.error)
         start = read.start_offset if read.start_offset >= 0 else self._start_offset(group_id, partition_log)
@@ -197,7 +202,7 @@ class ShareService:
 
         async def write(start_offset: int, batches: list[DurableBatch]) -> ErrorCode:
             durable = self._durable[key]
-            return await self._persister.write(group_id, durable.topic_id, index, durable.state_epoch,
+            return await self.persister.write(group_id, durable.topic_id, index, durable.state_epoch,
                                                durable.leader_epoch, start_offset, batches)
         self._durable[key] = _Durable(info.topic_id, read.state_epoch, leader_epoch, StateWriter(share, write))
         self.partitions[key] = share

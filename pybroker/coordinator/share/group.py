@@ -183,6 +183,13 @@ class ShareGroups:
             del self.groups[group_id]
         return code
 
+    def empty_group(self, group_id: str) -> ShareGroup:
+        """The group, created empty if it does not exist (AlterShareGroupOffsets creates it, as Kafka's does)."""
+        group = self.groups.get(group_id)
+        if group is None:
+            group = self.groups[group_id] = ShareGroup(group_id)
+        return group
+
     def is_member(self, group_id: str, member_id: str) -> bool:
         group = self.groups.get(group_id)
         return group is not None and member_id in group.members
