@@ -19,8 +19,10 @@ import org.apache.kafka.clients.admin.AlterConfigOp;
 import org.apache.kafka.clients.admin.ConfigEntry;
 import org.apache.kafka.clients.admin.GroupListing;
 import org.apache.kafka.clients.admin.ListGroupsOptions;
+import org.apache.kafka.clients.admin.ListShareGroupOffsetsSpec;
 import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.admin.ShareGroupDescription;
+import org.apache.kafka.clients.admin.SharePartitionOffsetInfo;
 import org.apache.kafka.clients.consumer.AcknowledgeType;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
@@ -30,6 +32,7 @@ import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.GroupType;
+import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.config.ConfigResource;
 import org.apache.kafka.common.errors.GroupIdNotFoundException;
 import org.apache.kafka.common.errors.GroupNotEmptyException;
@@ -50,6 +53,7 @@ final class ShareScenarios {
         scenarios.put("release_redelivers", ShareScenarios::releaseRedelivers);
         scenarios.put("delivery_count_limit_archives", ShareScenarios::deliveryCountLimit);
         scenarios.put("admin_lists_and_describes", ShareScenarios::adminListsAndDescribes);
+        scenarios.put("admin_share_group_offsets", ShareScenarios::adminShareGroupOffsets);
     }
 
     // ------------------------------------------------------------------ set-up
@@ -275,6 +279,40 @@ final class ShareScenarios {
         try (Admin admin = admin()) {
             admin.deleteShareGroups(List.of(group)).all().get();
             expectFailure(() -> admin.describeShareGroups(List.of(group)).all().get(), GroupIdNotFoundException.class);
+        }
+    }
+
+    /** Alter (on a group not yet created), list and delete a share group's start offsets with the 4.2 Admin, and a
+     *  consumer then reads from the start offset set; altering while it is a member is GroupNotEmptyException. */
+    static void adminShareGroupOffsets() throws Exception {
+        String topic = "share-offsets", group = "share-offsets-group";
+        TopicPartition tp = new TopicPartition(topic, 0);
+        try (Admin admin = admin()) {
+            admin.createTopics(List.of(new NewTopic(topic, 1, (short) 1))).all().get();
+            produce(topic, 1, 4, "o");
+            admin.alterShareGroupOffsets(group, Map.of(tp, 1L)).all().get();
+            Map<TopicPartition, SharePartitionOffsetInfo> listed = admin.listShareGroupOffsets(
+                    Map.of(group, new ListShareGroupOffsetsSpec())).partitionsToOffsetInfo(group).get();
+            check(listed.get(tp) != null && listed.get(tp).startOffset() == 1 && listed.get(tp).lag().orElse(-1L) == 3,
+                    "listed " + listed);
+        }
+        try (KafkaShareConsumer<String, String> consumer = consumer(group, false, 100); Admin admin = admin()) {
+            consumer.subscribe(List.of(topic));
+            List<String> values = new ArrayList<>();
+            long end = System.nanoTime() + DEADLINE.toNanos();
+            while (values.size() < 3 && System.nanoTime() < end) {
+                consumer.poll(Duration.ofMillis(200)).forEach(r -> values.add(r.value()));
+            }
+            check(values.equals(List.of("o1", "o2", "o3")), "read " + values);
+            expectFailure(() -> admin.alterShareGroupOffsets(group, Map.of(tp, 0L)).all().get(),
+                    GroupNotEmptyException.class);
+        }
+        try (Admin admin = admin()) {
+            admin.deleteShareGroupOffsets(group, Set.of(topic)).all().get();
+            Map<TopicPartition, SharePartitionOffsetInfo> after = admin.listShareGroupOffsets(
+                    Map.of(group, new ListShareGroupOffsetsSpec().topicPartitions(List.of(tp))))
+                    .partitionsToOffsetInfo(group).get();
+            check(after.get(tp) == null || after.get(tp).startOffset() == -1, "after deletion " + after);
         }
     }
 
