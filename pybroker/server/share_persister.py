@@ -11,7 +11,6 @@ them; the last code is then the answer.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import ssl
 import time
@@ -38,6 +37,7 @@ from pybroker.protocol.messages import (
 )
 from pybroker.protocol.schema import Message
 from pybroker.replication.share.durable import DurableBatch
+from pybroker.server.broker_connections import BrokerConnections
 from pybroker.server.internal_topic import MetadataSource
 from pybroker.server.share_state_service import ShareStateService
 
@@ -65,10 +65,7 @@ class SharePersister:
         self._metadata = metadata
         self._coordinator = coordinator
         self._timeout_s = timeout_ms / 1000
-        self._tls = tls
-        self._sasl = sasl
-        self._connections: dict[int, Connection] = {}
-        self._opening: dict[int, asyncio.Lock] = {}
+        self._connections = BrokerConnections("share-state-persister", self._timeout_s, tls, sasl)
 
     async def initialize(self, group_id: str, topic_id: uuid.UUID, partition: int, state_epoch: int,
                          start_offset: int) -> ErrorCode:
@@ -167,33 +164,13 @@ class SharePersister:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         connection: Connection | None = None
         try:
-            connection = await self._connection(broker.broker_id, broker.host, broker.port)
+            connection = await self._connections.get(broker.broker_id, broker.host, broker.port)
             return await connection.send(request, response_type)
         except (KafkaClientError, OSError, asyncio.TimeoutError) as exc:
             log.info("%s to share coordinator %d failed: %s", type(request).__name__, node, exc)
             if connection is not None:
-                await self._drop(broker.broker_id, connection)
+                await self._connections.drop(broker.broker_id, connection)
             return ErrorCode.NETWORK_EXCEPTION
 
-    async def _connection(self, broker_id: int, host: str, port: int) -> Connection:
-        lock = self._opening.setdefault(broker_id, asyncio.Lock())
-        async with lock:
-            connection = self._connections.get(broker_id)
-            if connection is not None and (connection.host, connection.port) != (host, port):
-                await self._drop(broker_id, connection)
-                connection = None
-            if connection is None:
-                connection = await Connection.open(host, port, tls=self._tls, client_id="share-state-persister",
-                                                   timeout=self._timeout_s, sasl=self._sasl)
-                self._connections[broker_id] = connection
-            return connection
-
-    async def _drop(self, broker_id: int, connection: Connection) -> None:
-        if self._connections.get(broker_id) is connection:
-            del self._connections[broker_id]
-        with contextlib.suppress(Exception):
-            await connection.close()
-
     async def close(self) -> None:
-        for broker_id, connection in list(self._connections.items()):
-            await self._drop(broker_id, connection)
+        await self._connections.close()

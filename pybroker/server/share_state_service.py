@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from functools import partial
-from typing import Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator, TypeVar
 
 from pybroker.common.config import BrokerConfig
 from pybroker.common.io_executor import IoExecutor
@@ -60,6 +61,9 @@ MAX_STATE_BATCHES = 10000
 (``group.share.partition.max.record.locks`` at its upper bound), each its own batch at worst."""
 
 Operation = Callable[[], Answer]
+StateRequest = (InitializeShareGroupStateRequest | ReadShareGroupStateRequest | WriteShareGroupStateRequest
+                | DeleteShareGroupStateRequest | ReadShareGroupStateSummaryRequest)
+Result = TypeVar("Result")
 
 
 class ShareStateService:
@@ -155,80 +159,75 @@ class ShareStateService:
 
     # ------------------------------------------------------------------ the RPCs, one share-partition at a time
 
-    async def initialize(self, request: InitializeShareGroupStateRequest) -> InitializeShareGroupStateResponse:
+    async def _each(self, request: StateRequest, run: Callable[[ShareKey, Any], Operation],
+                    answer: Callable[[Any, Answer], Result]) -> list[tuple[uuid.UUID, list[Result]]]:
+        """Each share-partition of ``request`` run on the shard in turn (``run(key, partition data)``), and its
+        answer (``answer(partition data, Answer)``), by topic id."""
         results = []
         for topic in request.topics:
             parts = []
             for p in topic.partitions:
                 key = ShareKey(request.group_id, topic.topic_id, p.partition)
-                answer = await self._run(key, partial(self.shard.initialize, key, p.state_epoch, p.start_offset,
-                                                      self._clock()))
-                parts.append(InitializeShareGroupStateResponse.PartitionResult(
-                    partition=p.partition, error_code=answer.error, error_message=answer.message))
-            results.append(InitializeShareGroupStateResponse.InitializeStateResult(topic_id=topic.topic_id,
-                                                                                   partitions=parts))
-        return InitializeShareGroupStateResponse(results=results)
+                parts.append(answer(p, await self._run(key, run(key, p))))
+            results.append((topic.topic_id, parts))
+        return results
+
+    async def initialize(self, request: InitializeShareGroupStateRequest) -> InitializeShareGroupStateResponse:
+        R = InitializeShareGroupStateResponse
+        done = await self._each(request, lambda key, p: partial(self.shard.initialize, key, p.state_epoch,
+                                                                p.start_offset, self._clock()),
+                                lambda p, a: R.PartitionResult(partition=p.partition, error_code=a.error,
+                                                               error_message=a.message))
+        return R(results=[R.InitializeStateResult(topic_id=t, partitions=parts) for t, parts in done])
 
     async def read(self, request: ReadShareGroupStateRequest) -> ReadShareGroupStateResponse:
-        results = []
-        for topic in request.topics:
-            parts = []
-            for p in topic.partitions:
-                key = ShareKey(request.group_id, topic.topic_id, p.partition)
-                answer = await self._run(key, partial(self.shard.read, key, p.leader_epoch))
-                state = answer.state if answer.error is ErrorCode.NONE else None
-                parts.append(ReadShareGroupStateResponse.PartitionResult(
-                    partition=p.partition, error_code=answer.error, error_message=answer.message,
-                    state_epoch=state.state_epoch if state else 0, start_offset=state.start_offset if state else -1,
-                    state_batches=[ReadShareGroupStateResponse.StateBatch(
-                        first_offset=b.first_offset, last_offset=b.last_offset, delivery_state=b.delivery_state,
-                        delivery_count=b.delivery_count) for b in (state.batches if state else [])]))
-            results.append(ReadShareGroupStateResponse.ReadStateResult(topic_id=topic.topic_id, partitions=parts))
-        return ReadShareGroupStateResponse(results=results)
+        R = ReadShareGroupStateResponse
+
+        def answer(p: ReadShareGroupStateRequest.PartitionData, a: Answer
+                   ) -> ReadShareGroupStateResponse.PartitionResult:
+            state = a.state if a.error is ErrorCode.NONE else None
+            return R.PartitionResult(
+                partition=p.partition, error_code=a.error, error_message=a.message,
+                state_epoch=state.state_epoch if state else 0, start_offset=state.start_offset if state else -1,
+                state_batches=[R.StateBatch(first_offset=b.first_offset, last_offset=b.last_offset,
+                                            delivery_state=b.delivery_state, delivery_count=b.delivery_count)
+                               for b in (state.batches if state else [])])
+        done = await self._each(request, lambda key, p: partial(self.shard.read, key, p.leader_epoch), answer)
+        return R(results=[R.ReadStateResult(topic_id=t, partitions=parts) for t, parts in done])
 
     async def write(self, request: WriteShareGroupStateRequest) -> WriteShareGroupStateResponse:
-        results = []
-        for topic in request.topics:
-            parts = []
-            for p in topic.partitions:
-                batches = [StateBatch(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
-                           for b in p.state_batches]
-                key = ShareKey(request.group_id, topic.topic_id, p.partition)
-                answer = await self._run(key, partial(self.shard.write, key, p.state_epoch, p.leader_epoch,
-                                                      p.start_offset, batches, self._clock()))
-                parts.append(WriteShareGroupStateResponse.PartitionResult(
-                    partition=p.partition, error_code=answer.error, error_message=answer.message))
-            results.append(WriteShareGroupStateResponse.WriteStateResult(topic_id=topic.topic_id, partitions=parts))
-        return WriteShareGroupStateResponse(results=results)
+        R = WriteShareGroupStateResponse
+
+        def run(key: ShareKey, p: WriteShareGroupStateRequest.PartitionData) -> Operation:
+            batches = [StateBatch(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
+                       for b in p.state_batches]
+            return partial(self.shard.write, key, p.state_epoch, p.leader_epoch, p.start_offset, batches,
+                           self._clock())
+        done = await self._each(request, run, lambda p, a: R.PartitionResult(
+            partition=p.partition, error_code=a.error, error_message=a.message))
+        return R(results=[R.WriteStateResult(topic_id=t, partitions=parts) for t, parts in done])
 
     async def delete(self, request: DeleteShareGroupStateRequest) -> DeleteShareGroupStateResponse:
-        results = []
-        for topic in request.topics:
-            parts = []
-            for p in topic.partitions:
-                key = ShareKey(request.group_id, topic.topic_id, p.partition)
-                answer = await self._run(key, partial(self.shard.delete, key))
-                parts.append(DeleteShareGroupStateResponse.PartitionResult(
-                    partition=p.partition, error_code=answer.error, error_message=answer.message))
-            results.append(DeleteShareGroupStateResponse.DeleteStateResult(topic_id=topic.topic_id, partitions=parts))
-        return DeleteShareGroupStateResponse(results=results)
+        R = DeleteShareGroupStateResponse
+        done = await self._each(request, lambda key, _p: partial(self.shard.delete, key),
+                                lambda p, a: R.PartitionResult(partition=p.partition, error_code=a.error,
+                                                               error_message=a.message))
+        return R(results=[R.DeleteStateResult(topic_id=t, partitions=parts) for t, parts in done])
 
     async def summary(self, request: ReadShareGroupStateSummaryRequest) -> ReadShareGroupStateSummaryResponse:
-        results = []
-        for topic in request.topics:
-            parts = []
-            for p in topic.partitions:
-                key = ShareKey(request.group_id, topic.topic_id, p.partition)
-                answer = await self._run(key, partial(self.shard.summary, key))
-                state = answer.state if answer.error is ErrorCode.NONE else None
-                parts.append(ReadShareGroupStateSummaryResponse.PartitionResult(
-                    partition=p.partition, error_code=answer.error, error_message=answer.message,
-                    state_epoch=state.state_epoch if state else 0, leader_epoch=state.leader_epoch if state else -1,
-                    start_offset=state.start_offset if state else -1,
-                    delivery_complete_count=state.delivery_complete_count() if state else -1))
-            results.append(ReadShareGroupStateSummaryResponse.ReadStateSummaryResult(topic_id=topic.topic_id,
-                                                                                     partitions=parts))
-        return ReadShareGroupStateSummaryResponse(results=results)
+        """ReadShareGroupStateSummary: the state without its batches, and nothing recorded."""
+        R = ReadShareGroupStateSummaryResponse
+
+        def answer(p: ReadShareGroupStateSummaryRequest.PartitionData, a: Answer
+                   ) -> ReadShareGroupStateSummaryResponse.PartitionResult:
+            state = a.state if a.error is ErrorCode.NONE else None
+            return R.PartitionResult(
+                partition=p.partition, error_code=a.error, error_message=a.message,
+                state_epoch=state.state_epoch if state else 0, leader_epoch=state.leader_epoch if state else -1,
+                start_offset=state.start_offset if state else -1,
+                delivery_complete_count=state.delivery_complete_count() if state else -1)
+        done = await self._each(request, lambda key, _p: partial(self.shard.summary, key), answer)
+        return R(results=[R.ReadStateSummaryResult(topic_id=t, partitions=parts) for t, parts in done])
 
 
 def _replay(chunks: Iterable[bytes]) -> Iterator[tuple[StateEntry, int]]:
