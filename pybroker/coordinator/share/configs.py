@@ -91,11 +91,14 @@ class ShareConfigs:
     def lock_duration_ms(self, group_id: str) -> int:
         return int(self.value(group_id, LOCK_DURATION))
 
+    def read_committed(self, group_id: str) -> bool:
+        return self.value(group_id, ISOLATION_LEVEL) == "read_committed"
+
     def auto_offset_reset(self, group_id: str) -> tuple[str, int]:
         return parse_reset(self.value(group_id, AUTO_OFFSET_RESET))
 
     def check(self, key: str, value: str | None) -> None:
-        """Refuse what Kafka's GroupConfig.validate refuses (and read_committed, not served yet)."""
+        """Refuse what Kafka's GroupConfig.validate refuses."""
         if key not in self.limits.defaults():
             raise GroupConfigError(f"Unknown group config name: {key}")
         if value is None:
@@ -104,9 +107,7 @@ class ShareConfigs:
             parse_reset(value)
             return
         if key == ISOLATION_LEVEL:
-            if value == "read_committed":
-                raise GroupConfigError(f"{ISOLATION_LEVEL}=read_committed is not supported by this broker yet")
-            if value != "read_uncommitted":
+            if value not in ("read_committed", "read_uncommitted"):
                 raise GroupConfigError(f"Invalid value {value} for configuration {key}: String must be one of: "
                                        "read_committed, read_uncommitted")
             return

@@ -9,7 +9,7 @@ max_wait_ms until something is acquired. Closing the session (epoch -1) releases
 v2 adds the record-limit acquisition mode (KIP-1206: exactly max_records, splitting a batch) and RENEW
 acknowledgements (KIP-1222: the lock of held records starts again); a ShareFetch with IsRenewAck only acknowledges
 (its byte, record and wait limits must be 0, else INVALID_REQUEST), and RENEW in a v1 request is INVALID_REQUEST.
-``share.isolation.level=read_committed`` is refused when configured.
+A group with ``share.isolation.level=read_committed`` reads up to the last stable offset, aborted records archived.
 """
 
 from __future__ import annotations
@@ -236,7 +236,8 @@ async def _acquire(ctx: RequestContext, request: ShareFetchRequest, fetching: It
                 share.persist_later(group_id, answer.topic, answer.key[1])
             read = await acquire_from_log(partition.log, ctx.services.io, state, request.member_id,
                                           max_bytes=max(max_bytes, 1), max_records=max_records, lock_ms=lock_ms,
-                                          now_ms=now, record_limit=request.share_acquire_mode == RECORD_LIMIT)
+                                          now_ms=now, record_limit=request.share_acquire_mode == RECORD_LIMIT,
+                                          read_committed=share.configs.read_committed(group_id))
         except ShareStateUnavailable as exc:
             if exc.code not in RETRIABLE:
                 answer.error = exc.code
