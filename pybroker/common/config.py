@@ -323,6 +323,7 @@ _KEYS: list[ConfigKey] = [
     ConfigKey("share.coordinator.state.topic.min.isr", "int", 2, "min.insync.replicas of __share_group_state.", at_least(1)),
     ConfigKey("share.coordinator.state.topic.segment.bytes", "int", 104857600, "Segment size of __share_group_state.", at_least(1)),
     ConfigKey("share.coordinator.snapshot.update.records.per.snapshot", "int", 500, "ShareUpdate records of a share-partition written before its whole state is written again as a ShareSnapshot.", between(0, 500)),
+    ConfigKey("share.coordinator.cold.partition.snapshot.interval.ms", "int", 300000, "How old a share-partition's last ShareSnapshot may get before the share coordinator writes its state again as a new one (so that pruning can pass it).", at_least(1)),
     ConfigKey("share.coordinator.state.topic.prune.interval.ms", "int", 300000, "How often the share coordinator deletes the records of __share_group_state that later snapshots made redundant.", at_least(1)),
     ConfigKey("share.coordinator.write.timeout.ms", "int", 5000, "How long the share coordinator waits for the in-sync replicas of a __share_group_state write.", at_least(1)),
     ConfigKey("request.timeout.ms", "int", 30000, "How long the transaction coordinator waits for the ISR of its writes and for other brokers' answers to WriteTxnMarkers.", at_least(1)),

@@ -3,7 +3,8 @@
 The internal topic is created on first use (FindCoordinator with key type SHARE, or the first state request) with
 ``share.coordinator.state.topic.*``: as Kafka creates it, ``cleanup.policy=delete`` with unlimited retention (its
 ShareSnapshot records make the older ones redundant, and the coordinator deletes those every
-``share.coordinator.state.topic.prune.interval.ms``: ``pruning.py``), ``min.insync.replicas`` from ``share.coordinator.state.topic.min.isr``. The leader of a partition
+``share.coordinator.state.topic.prune.interval.ms``: ``pruning.py``; a share-partition idle for
+``share.coordinator.cold.partition.snapshot.interval.ms`` gets a fresh snapshot so that it holds nothing back), ``min.insync.replicas`` from ``share.coordinator.state.topic.min.isr``. The leader of a partition
 coordinates the share-partitions whose key hashes to it: becoming leader replays the partition (answered
 COORDINATOR_LOAD_IN_PROGRESS meanwhile), resigning forgets them (NOT_COORDINATOR), as for the group and transaction
 coordinators (``coordinator_loads.py``).
@@ -84,6 +85,7 @@ class ShareStateService:
             replication_timeout_ms=config["share.coordinator.write.timeout.ms"], clock=clock)
         self._replicas = replicas
         self._prune_interval_s = config["share.coordinator.state.topic.prune.interval.ms"] / 1000
+        self._cold_interval_s = config["share.coordinator.cold.partition.snapshot.interval.ms"] / 1000
         self.snapshots = SnapshotOffsets()
         self.partitions = CoordinatorPartitions(SHARE_STATE_TOPIC, logs, io, LoadSteps(
             replay=_replay, apply=self._apply, unload=self._unload, keys="share-partition(s)", epoch="leader epoch"))
@@ -107,13 +109,33 @@ class ShareStateService:
         self.snapshots.unload(partition)
 
     def start(self) -> asyncio.Task[None]:
-        """Prune the partitions this broker coordinates every ``share.coordinator.state.topic.prune.interval.ms``."""
-        return asyncio.get_running_loop().create_task(self._prune_every_interval(), name="share-state-prune")
+        """Prune the partitions this broker coordinates every ``share.coordinator.state.topic.prune.interval.ms``,
+        and snapshot their cold share-partitions every ``share.coordinator.cold.partition.snapshot.interval.ms``."""
+        return asyncio.get_running_loop().create_task(self._housekeeping(), name="share-state-prune")
 
-    async def _prune_every_interval(self) -> None:
+    async def _housekeeping(self) -> None:
+        loop = asyncio.get_running_loop()
+        next_prune = next_cold = loop.time()
         while True:
-            await asyncio.sleep(self._prune_interval_s)
-            self.prune()
+            now = loop.time()
+            if now >= next_cold:
+                next_cold = now + self._cold_interval_s
+                await self.snapshot_cold()
+            if now >= next_prune:
+                next_prune = now + self._prune_interval_s
+                self.prune()
+            await asyncio.sleep(max(min(next_prune, next_cold) - loop.time(), 0.0))
+
+    async def snapshot_cold(self) -> None:
+        """Write a fresh snapshot of each loaded share-partition whose last one is older than the cold interval,
+        as Kafka does: an idle share-partition's old snapshot would otherwise hold back the pruning of its
+        partition for good."""
+        cold = self.shard.cold(self._clock() - int(self._cold_interval_s * 1000))
+        for key in cold:
+            if self.partition_of(key) in self.partitions.loaded:
+                answer = await self._run(key, partial(self.shard.snapshot, key, self._clock()))
+                if answer.error is not ErrorCode.NONE:
+                    log.info("A cold snapshot of %s was not written: %s", key, answer.error.name)
 
     def prune(self) -> None:
         """Delete the redundant records of each loaded partition (DeleteRecords on this leader; the followers

@@ -230,34 +230,47 @@ def test_releases_and_lock_timeouts_are_written(tmp_path: Path) -> None:
 
 def test_redundant_state_records_are_pruned(tmp_path: Path) -> None:
     """Records older than a share-partition's latest snapshot are deleted from __share_group_state (Kafka's
-    pruning, every share.coordinator.state.topic.prune.interval.ms), and the state still loads after a crash."""
+    pruning, every share.coordinator.state.topic.prune.interval.ms), an idle share-partition gets a fresh snapshot
+    (share.coordinator.cold.partition.snapshot.interval.ms) so that it holds nothing back, and the state still
+    loads after a crash."""
     broker = BrokerProcess(tmp_path, {"share.coordinator.state.topic.num.partitions": "1",
                                       "share.coordinator.snapshot.update.records.per.snapshot": "2",
-                                      "share.coordinator.state.topic.prune.interval.ms": "200"}).start()
+                                      "share.coordinator.state.topic.prune.interval.ms": "200",
+                                      "share.coordinator.cold.partition.snapshot.interval.ms": "1000"}).start()
     try:
         client = WireClient(broker.bootstrap)
-        topic_id = uuid.uuid4()
+        idle_id, topic_id = uuid.uuid4(), uuid.uuid4()
         eventually(lambda: _found(client, f"g:{topic_id_to_string(topic_id)}:0"), "the share coordinator")
         R = InitializeShareGroupStateRequest
-        eventually(lambda: client.request(R(group_id="g", topics=[R.InitializeStateData(topic_id=topic_id, partitions=[
-            R.PartitionData(partition=0, state_epoch=0, start_offset=0)])]), 0,
-            InitializeShareGroupStateResponse).results[0].partitions[0].error_code == ErrorCode.NONE, "initialized")
         W = WriteShareGroupStateRequest
-        for offset in range(10):
-            written = client.request(W(group_id="g", topics=[W.WriteStateData(topic_id=topic_id, partitions=[
+
+        def initialize(share_id: uuid.UUID) -> bool:
+            return client.request(R(group_id="g", topics=[R.InitializeStateData(topic_id=share_id, partitions=[
+                R.PartitionData(partition=0, state_epoch=0, start_offset=0)])]), 0,
+                InitializeShareGroupStateResponse).results[0].partitions[0].error_code == ErrorCode.NONE
+
+        def write(share_id: uuid.UUID, offset: int) -> None:
+            written = client.request(W(group_id="g", topics=[W.WriteStateData(topic_id=share_id, partitions=[
                 W.PartitionData(partition=0, state_epoch=0, leader_epoch=0, start_offset=-1, state_batches=[
                     W.StateBatch(first_offset=offset, last_offset=offset, delivery_state=4, delivery_count=1)])])]),
                 1, WriteShareGroupStateResponse)
             assert written.results[0].partitions[0].error_code == ErrorCode.NONE
+
+        eventually(lambda: initialize(idle_id), "initialized")  # offset 0, then one update at 1: then idle
+        write(idle_id, 0)
+        assert initialize(topic_id)  # offset 2
+        for offset in range(10):  # every third a snapshot: the last at offset 11
+            write(topic_id, offset)
         expected = [(0, 9, 4, 1)]
         assert _stored(client, "g", topic_id) == expected
-        # 1 initial snapshot + 10 writes (every third a snapshot, at offset 9): offsets 0-8 are redundant
-        eventually(lambda: _earliest(client) == 9, "the records before the last snapshot deleted")
+        # the idle share-partition's records go once it is snapshotted again (cold), the other's before offset 11
+        eventually(lambda: _earliest(client) >= 11, "the records before the last snapshots deleted")
         client.close()
         broker.kill()
         broker.start()
         client = WireClient(broker.bootstrap)
         assert eventually(lambda: _stored(client, "g", topic_id), "the state loaded") == expected
+        assert _stored(client, "g", idle_id) == [(0, 0, 4, 1)]
         client.close()
     finally:
         broker.kill()

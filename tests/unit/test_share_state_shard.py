@@ -101,3 +101,17 @@ def test_coordinator_key_is_kafkas() -> None:
 def test_combine_of_overlapping_new_batches_lets_the_later_start_win() -> None:
     merged = combine([], [StateBatch(0, 9, 0, 1), StateBatch(3, 4, 2, 1), StateBatch(4, 6, 4, 2)], 0)
     assert merged == [StateBatch(0, 2, 0, 1), StateBatch(3, 3, 2, 1), StateBatch(4, 6, 4, 2), StateBatch(7, 9, 0, 1)]
+
+
+def test_a_cold_snapshot_rewrites_the_merged_state_and_replays_to_it() -> None:
+    s = shard()
+    records = list(s.initialize(KEY, 0, 5, now_ms=100).records)
+    records += s.write(KEY, 0, 3, -1, [StateBatch(5, 6, 2, 1)], now_ms=200).records
+    assert s.cold(older_than_ms=100) == [] and s.cold(older_than_ms=101) == [KEY]
+    cold = s.snapshot(KEY, now_ms=900)
+    assert cold.error is ErrorCode.NONE and len(cold.records) == 1
+    assert s.cold(older_than_ms=900) == []
+    state = replayed([cold.records[0]]).states[KEY].state  # the snapshot alone holds the whole state
+    assert (state.start_offset, state.leader_epoch, state.batches, state.write_ms) == (5, 3, [StateBatch(5, 6, 2, 1)],
+                                                                                       900)
+    assert shard().snapshot(KEY, now_ms=1).records == []  # deleted meanwhile: nothing written

@@ -134,6 +134,21 @@ class ShareStateShard:
             return self._append(key, snapshot_record(key, state))
         return self._append(key, update_record(key, held.state.snapshot_epoch, leader_epoch, start_offset, batches))
 
+    def snapshot(self, key: ShareKey, now_ms: int) -> Answer:
+        """The share-partition's state written again whole, so that the records before it become redundant (Kafka's
+        cold-partition snapshot); nothing for a share-partition deleted meanwhile."""
+        held = self.states.get(key)
+        if held is None:
+            return Answer()
+        state = held.state
+        return self._append(key, snapshot_record(key, ShareState(
+            state.snapshot_epoch + 1, state.state_epoch, max(state.leader_epoch, held.fenced_leader_epoch),
+            state.start_offset, state.batches, state.create_ms, now_ms)))
+
+    def cold(self, older_than_ms: int) -> list[ShareKey]:
+        """The share-partitions whose last snapshot was written before ``older_than_ms``."""
+        return [key for key, held in self.states.items() if held.state.write_ms < older_than_ms]
+
     def delete(self, key: ShareKey) -> Answer:
         if key.partition < 0:
             return _refused(ErrorCode.INVALID_REQUEST)
