@@ -161,22 +161,21 @@ class ShareStateService:
         if partition not in self.partitions.loaded:
             code = self.partitions.not_owned_error(partition)
             return Answer(code, code.message)
+        saved = self.shard.saved(key)
         answer = operation()
-        if answer.records:
-            try:
-                end = self.topic.append(partition, answer.records)
-                for index, (raw_key, value) in enumerate(answer.records):
-                    self.snapshots.note(partition, key, record_type(raw_key), value is None,
-                                        end - len(answer.records) + index)
-                await self.topic.replicated(partition, end)
-            except Exception as exc:
-                code = error_code_for(exc)
-                log.warning("Writing the share state of %s failed: %s", key, code.name)
-                if code not in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.NOT_COORDINATOR):
-                    code = ErrorCode.COORDINATOR_NOT_AVAILABLE
-                else:
-                    code = ErrorCode.NOT_COORDINATOR
-                return Answer(code, code.message)
+        if not answer.records:
+            return answer
+        try:
+            end = self.topic.append(partition, answer.records)
+        except Exception as exc:
+            self.shard.restore(key, saved)  # not in the log: neither may it be in the shard
+            return _failed(key, exc)
+        for index, (raw_key, value) in enumerate(answer.records):
+            self.snapshots.note(partition, key, record_type(raw_key), value is None, end - len(answer.records) + index)
+        try:
+            await self.topic.replicated(partition, end)
+        except Exception as exc:
+            return _failed(key, exc)
         return answer
 
     # ------------------------------------------------------------------ the RPCs, one share-partition at a time
@@ -250,6 +249,16 @@ class ShareStateService:
                 delivery_complete_count=state.delivery_complete_count() if state else -1)
         done = await self._each(request, lambda key, _p: partial(self.shard.summary, key), answer)
         return R(results=[R.ReadStateSummaryResult(topic_id=t, partitions=parts) for t, parts in done])
+
+
+def _failed(key: ShareKey, exc: Exception) -> Answer:
+    """A write that did not reach the ISR: NOT_COORDINATOR when leadership moved, else COORDINATOR_NOT_AVAILABLE
+    (the persister retries both)."""
+    code = error_code_for(exc)
+    log.warning("Writing the share state of %s failed: %s", key, code.name)
+    code = ErrorCode.NOT_COORDINATOR if code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.NOT_COORDINATOR) \
+        else ErrorCode.COORDINATOR_NOT_AVAILABLE
+    return Answer(code, code.message)
 
 
 def _replay(chunks: Iterable[bytes]) -> Iterator[tuple[StateEntry, int]]:

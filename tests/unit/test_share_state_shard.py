@@ -115,3 +115,16 @@ def test_a_cold_snapshot_rewrites_the_merged_state_and_replays_to_it() -> None:
     assert (state.start_offset, state.leader_epoch, state.batches, state.write_ms) == (5, 3, [StateBatch(5, 6, 2, 1)],
                                                                                        900)
     assert shard().snapshot(KEY, now_ms=1).records == []  # deleted meanwhile: nothing written
+
+
+def test_an_operation_not_appended_is_undone() -> None:
+    s = shard()
+    s.initialize(KEY, 0, 5, now_ms=1)
+    saved = s.saved(KEY)
+    assert s.write(KEY, 0, 0, -1, [StateBatch(5, 5, 2, 1)], now_ms=2).error is ErrorCode.NONE
+    s.restore(KEY, saved)
+    assert s.states[KEY].state.batches == [] and s.states[KEY].updates == 0
+    other = ShareKey("other", KEY.topic_id, 0)
+    s.initialize(other, 0, 0, now_ms=3)
+    s.restore(other, None)  # its initialization was not appended: it has no state
+    assert other not in s.states

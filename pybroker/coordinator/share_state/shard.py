@@ -20,7 +20,7 @@ batches, is INVALID_REQUEST and changes nothing.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from pybroker.coordinator.records import Record
@@ -166,6 +166,18 @@ class ShareStateShard:
         if held is None:
             return Answer(state=ShareState(-1, DEFAULT_STATE_EPOCH, -1, UNINITIALIZED_START_OFFSET))
         return Answer(state=held.state)
+
+    def saved(self, key: ShareKey) -> _Held | None:
+        """What the shard holds of ``key`` now, for ``restore`` (the records of an operation are applied at once)."""
+        held = self.states.get(key)
+        return None if held is None else replace(held)
+
+    def restore(self, key: ShareKey, saved: _Held | None) -> None:
+        """Undo an operation whose records were not appended: the shard holds of ``key`` what the log holds."""
+        if saved is None:
+            self.states.pop(key, None)
+        else:
+            self.states[key] = saved
 
     # ------------------------------------------------------------------ replay
 
