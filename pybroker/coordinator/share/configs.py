@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass, fields
 from typing import Mapping
 
+from pybroker.common.config import BrokerConfig
 from pybroker.coordinator.share.group import ShareGroupSettings
 
 __all__ = ["GroupConfigError", "ShareConfigs", "ShareLimits", "parse_reset"]
@@ -48,8 +49,8 @@ class ShareLimits:
     max_share_sessions: int = 2_000
 
     @classmethod
-    def from_config(cls, config: Mapping[str, object]) -> ShareLimits:
-        return cls(**{f.name: config["group.share." + f.name.replace("_", ".")] for f in fields(cls)})  # type: ignore[arg-type]
+    def from_config(cls, config: BrokerConfig) -> ShareLimits:
+        return cls(**{f.name: config["group.share." + f.name.replace("_", ".")] for f in fields(cls)})
 
     def defaults(self) -> dict[str, str]:
         return {AUTO_OFFSET_RESET: "latest", ISOLATION_LEVEL: "read_uncommitted",

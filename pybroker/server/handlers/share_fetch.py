@@ -18,6 +18,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Iterable
 
+from pybroker.log.file_slice import FileSlice
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.messages import (
@@ -56,14 +57,15 @@ class _Partition:
     error: ErrorCode = ErrorCode.NONE
     ack_error: ErrorCode | None = None
     leader: tuple[int, int] = (-1, -1)
-    records: object = b""
+    records: FileSlice | bytes = b""
     acquired: list[Acquired] = field(default_factory=list)
 
 
 @api(ApiKey.SHARE_FETCH, 1, 2)
 async def share_fetch(ctx: RequestContext, request: ShareFetchRequest) -> ShareFetchResponse:
     share = ctx.services.share
-    refused = _refused(ctx, request.group_id, request.member_id, request.share_session_epoch == INITIAL_EPOCH)
+    group_id, member_id = request.group_id or "", request.member_id or ""
+    refused = _refused(ctx, group_id, member_id, request.share_session_epoch == INITIAL_EPOCH)
     if refused is None and request.is_renew_ack and (request.max_bytes or request.min_bytes or request.max_records
                                                      or request.max_wait_ms):
         refused = ErrorCode.INVALID_REQUEST, "MaxBytes, MinBytes, MaxRecords and MaxWaitMs must be 0 with IsRenewAck."
@@ -72,12 +74,11 @@ async def share_fetch(ctx: RequestContext, request: ShareFetchRequest) -> ShareF
     requested = [((t.topic_id, p.partition_index), p.acknowledgement_batches)
                  for t in request.topics for p in t.partitions]
     forgotten = [(t.topic_id, p) for t in request.forgotten_topics_data for p in t.partitions]
-    context = share.sessions.fetch_context(request.group_id, request.member_id, request.share_session_epoch,
+    context = share.sessions.fetch_context(group_id, member_id, request.share_session_epoch,
                                            [key for key, _ in requested], forgotten, share.now_ms())
     if context.error is not ErrorCode.NONE:
         return ShareFetchResponse(error_code=context.error)
     assert context.session is not None
-    group_id, member_id = request.group_id, request.member_id
     answers: dict[Key, _Partition] = {}
     for key, batches in requested:
         if batches:
@@ -114,32 +115,31 @@ async def share_fetch(ctx: RequestContext, request: ShareFetchRequest) -> ShareF
 @api(ApiKey.SHARE_ACKNOWLEDGE, 1, 2)
 async def share_acknowledge(ctx: RequestContext, request: ShareAcknowledgeRequest) -> ShareAcknowledgeResponse:
     share = ctx.services.share
-    refused = _refused(ctx, request.group_id, request.member_id, False)
+    group_id, member_id = request.group_id or "", request.member_id or ""
+    refused = _refused(ctx, group_id, member_id, False)
     if refused is not None:
         return ShareAcknowledgeResponse(error_code=refused[0], error_message=refused[1])
-    context: SessionContext = share.sessions.acknowledge_context(request.group_id, request.member_id,
-                                                                 request.share_session_epoch, share.now_ms())
+    context: SessionContext = share.sessions.acknowledge_context(group_id, member_id, request.share_session_epoch,
+                                                                 share.now_ms())
     if context.error is not ErrorCode.NONE:
         return ShareAcknowledgeResponse(error_code=context.error)
     topics: dict[uuid.UUID, ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse] = {}
     for topic in request.topics:
         for partition in topic.partitions:
             answer = _resolve(ctx, (topic.topic_id, partition.partition_index))
-            code = await _acknowledge(ctx, answer, request.group_id, request.member_id,
-                                      partition.acknowledgement_batches)
+            code = await _acknowledge(ctx, answer, group_id, member_id, partition.acknowledgement_batches)
             entry = topics.setdefault(topic.topic_id, ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse(
                 topic_id=topic.topic_id, partitions=[]))
             entry.partitions.append(ShareAcknowledgeResponse.PartitionData(
                 partition_index=partition.partition_index, error_code=code,
                 current_leader=ShareAcknowledgeResponse.LeaderIdAndEpoch(*answer.leader)))
     if context.closing:
-        share.member_left(request.group_id, request.member_id)
+        share.member_left(group_id, member_id)
     return ShareAcknowledgeResponse(responses=list(topics.values()),
-                                    acquisition_lock_timeout_ms=share.configs.lock_duration_ms(request.group_id))
+                                    acquisition_lock_timeout_ms=share.configs.lock_duration_ms(group_id))
 
 
-def _refused(ctx: RequestContext, group_id: str | None, member_id: str | None,
-             opening: bool) -> tuple[ErrorCode, str] | None:
+def _refused(ctx: RequestContext, group_id: str, member_id: str, opening: bool) -> tuple[ErrorCode, str] | None:
     """The top-level error of a request refused as a whole: share groups off (share.version 0), no group or member
     id, not a share group, or (to open a share session) not a member. A session, once open, is the member's standing:
     the member leaving the group closes it, and later requests in it are answered SHARE_SESSION_NOT_FOUND."""
@@ -161,7 +161,9 @@ def _refused(ctx: RequestContext, group_id: str | None, member_id: str | None,
 
 
 def _resolve(ctx: RequestContext, key: Key) -> _Partition:
-    info = ctx.services.metadata.topic_by_id(key[0])
+    metadata = ctx.services.metadata
+    assert metadata is not None  # set at the broker's start, before it takes requests
+    info = metadata.topic_by_id(key[0])
     if info is None:
         return _Partition(key, None, ErrorCode.UNKNOWN_TOPIC_ID)
     answer = _Partition(key, info.name)
@@ -248,7 +250,7 @@ async def _acquire(ctx: RequestContext, request: ShareFetchRequest, fetching: It
         if read.acquired:
             answer.records, answer.acquired = read.records, read.acquired
             max_records -= sum(a.last - a.first + 1 for a in read.acquired)
-            size = read.records.size if hasattr(read.records, "size") else len(read.records)  # type: ignore[arg-type]
+            size = read.records.size if isinstance(read.records, FileSlice) else len(read.records)
             max_bytes -= size
 
 

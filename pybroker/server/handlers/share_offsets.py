@@ -34,7 +34,9 @@ ZERO_ID = uuid.UUID(int=0)
 
 
 def _offsets(ctx: RequestContext) -> ShareOffsets:
-    return ShareOffsets(ctx.services.share, ctx.services.metadata, ctx.services.replica_manager)
+    metadata = ctx.services.metadata
+    assert metadata is not None  # set at the broker's start, before it takes requests
+    return ShareOffsets(ctx.services.share, metadata, ctx.services.replica_manager)
 
 
 async def _group_refusal(ctx: RequestContext, group_id: str, operation: AclOperation) -> ErrorCode | None:
