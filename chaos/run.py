@@ -30,6 +30,7 @@ from chaos.drain import drain
 from chaos.history import History, read_jsonl
 from chaos.nemesis import Nemesis
 from chaos.provenance import LogProvenance
+from chaos.share_workload import SHARE_BROKER_CONFIG, ShareWorkload
 from chaos.workload import CTP_TOPIC, TABLE_TOPIC, TXN_TOPIC, Workload, create_topics, topics_of
 
 HEALTHY_TIMEOUT = 120.0
@@ -124,7 +125,8 @@ def longest_unavailability(events: list[dict[str, Any]]) -> tuple[dict[str, floa
 
 
 def run_round(seed: int, duration: float, *, brokers: int = 3, partitions: int = 6, expect_loss: bool = False,
-              with_txn: bool = False, generator: str = "overlapping", kinds: list[str] | None = None,
+              with_txn: bool = False, with_share: bool = False, generator: str = "overlapping",
+              kinds: list[str] | None = None,
               code_root: Path = REPO, keep_dir: Path | None = None, keep_all: bool = False,
               log=print) -> RoundResult:
     plan = faults.expected_loss_schedule() if expect_loss else \
@@ -138,10 +140,12 @@ def run_round(seed: int, duration: float, *, brokers: int = 3, partitions: int =
     history = History()
     topics = topics_of(with_txn)
     cluster = ChaosCluster(root, brokers, {"unclean.leader.election.enable": str(expect_loss).lower(),
-                                           "log.cleaner.backoff.ms": "1000"}, code_root)
+                                           "log.cleaner.backoff.ms": "1000",
+                                           **(SHARE_BROKER_CONFIG if with_share else {})}, code_root)
     verdict = "error"
     report = Report()
     heal_error: str | None = None
+    share: ShareWorkload | None = None
     try:
         cluster.start()
         create_topics(cluster.admin(), partitions, expect_loss, with_txn)
@@ -149,6 +153,9 @@ def run_round(seed: int, duration: float, *, brokers: int = 3, partitions: int =
         history = History()
         workload = Workload(history, cluster.bootstrap, partitions, seed, with_txn=with_txn)
         workload.start(time.monotonic() + duration + FAULTS_END_TIMEOUT + HEALTHY_TIMEOUT + 60)
+        share = ShareWorkload(cluster, history, seed) if with_share else None
+        if share is not None:
+            share.start()
         nemesis = Nemesis(cluster, history, seed)
         try:
             nemesis.start(plan)
@@ -165,6 +172,8 @@ def run_round(seed: int, duration: float, *, brokers: int = 3, partitions: int =
                 history.add("heal-failed", error=heal_error)
         finally:
             workload.stop()
+            if share is not None:
+                share.finish()
         drain(history, cluster.bootstrap, topics, partitions, 60.0 if heal_error is None else 30.0)
         if with_txn:
             drain(history, cluster.bootstrap, [TXN_TOPIC, CTP_TOPIC], partitions, 60.0, event="read-uncommitted")
@@ -173,6 +182,8 @@ def run_round(seed: int, duration: float, *, brokers: int = 3, partitions: int =
         report = check(history.snapshot(), LogProvenance.of_round(root).stamp, COMPACTED)
         for finding in replicas.compare(root, COMPACTED, uneven):
             report.add("replica_divergent", finding)
+        if share is not None:
+            share.check(history.snapshot(), report)
         verdict = _verdict(report, heal_error, expect_loss)
     except Exception as exc:  # noqa: BLE001 - a round that cannot finish is a verdict too
         verdict = f"error: {type(exc).__name__}: {exc}"
@@ -270,6 +281,7 @@ def main(argv: list[str] | None = None) -> int:
                              "ones among them; aimed: composite faults only")
     parser.add_argument("--kinds", help="comma-separated fault kinds to draw from (faults.py)")
     parser.add_argument("--txn", action="store_true", help="add the transactional workloads")
+    parser.add_argument("--share", action="store_true", help="add the share-group workload (share_workload.py)")
     parser.add_argument("--no-expected-loss", action="store_true",
                         help="skip the final unclean-election + power-loss round (where loss must be detected)")
     parser.add_argument("--keep-dir", type=Path, default=Path("chaos-runs"))
@@ -287,8 +299,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if report.clean else 1
     kinds = args.kinds.split(",") if args.kinds else None
     results = [run_round(args.seed + i, args.duration, brokers=args.brokers, partitions=args.partitions,
-                         with_txn=args.txn, generator=args.schedule, kinds=kinds, keep_dir=args.keep_dir,
-                         keep_all=args.keep_all)
+                         with_txn=args.txn, with_share=args.share, generator=args.schedule, kinds=kinds,
+                         keep_dir=args.keep_dir, keep_all=args.keep_all)
                for i in range(args.rounds)]
     if not args.no_expected_loss:
         results.append(run_round(args.seed + args.rounds, 20.0, brokers=3, partitions=args.partitions,

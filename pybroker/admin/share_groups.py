@@ -1,7 +1,7 @@
 """`pybroker share-groups`: kafka-share-groups.sh's --list, --describe (--offsets, the default, --members, --state),
 --reset-offsets, --delete-offsets and --delete.
 
-Tables in Kafka's ShareGroupCommand column layout (see ``consumer_groups.table``). Offsets are the share-partitions'
+Tables in Kafka's ShareGroupCommand column layout (``group_tool.table``). Offsets are the share-partitions'
 start offsets (DescribeShareGroupOffsets: "-" where a share-partition has no state yet); --reset-offsets
 (--to-earliest, --to-latest, --to-datetime, --to-offset; a dry run unless --execute) and --delete-offsets change
 them only while the group has no members, as Kafka's tool does.
@@ -13,7 +13,16 @@ import argparse
 import sys
 from typing import Sequence
 
-from pybroker.admin.consumer_groups import NO_ACTION_WARNING, assignment_text, print_reset, table, text, width
+from pybroker.admin.consumer_groups import NO_ACTION_WARNING, print_reset, text
+from pybroker.admin.group_tool import (
+    assignment_text,
+    check_groups_and_views,
+    flag,
+    one_action,
+    selected_groups,
+    table,
+    width,
+)
 from pybroker.client.command_line import (
     ClientSettings,
     CommandError,
@@ -78,21 +87,8 @@ def command(args: argparse.Namespace, settings: ClientSettings) -> None:
 
 
 def check_arguments(args: argparse.Namespace) -> str:
-    chosen = [a for a in ACTIONS if getattr(args, a)]
-    if len(chosen) != 1:
-        raise UsageError("Command must include exactly one action: --list, --describe, --delete, --reset-offsets, "
-                         "--delete-offsets")
-    action = chosen[0]
-    if action != "list" and not args.group and not args.all_groups:
-        raise UsageError(f"Option [--{action.replace('_', '-')}] takes one of these options: [--all-groups], "
-                         "[--group]")
-    if args.group and args.all_groups:
-        raise UsageError("Option [--group] can't be used with option [--all-groups]")
-    if action != "describe" and (args.members or args.state or args.offsets):
-        raise UsageError("--members, --state and --offsets can only be used with --describe")
-    if sum((args.members, args.state, args.offsets)) > 1:
-        raise UsageError("Option [--describe] takes at most one of these options: [--members], [--offsets], "
-                         "[--state]")
+    action = one_action(args, ACTIONS)
+    check_groups_and_views(args, action)
     if action == "reset_offsets":
         if args.dry_run and args.execute:
             raise UsageError("Option [--reset-offsets] takes at most one of these options: [--dry-run], [--execute]")
@@ -102,7 +98,7 @@ def check_arguments(args: argparse.Namespace) -> str:
         chosen_reset(args, SHARE_RESET_OPTIONS)
     elif action == "delete_offsets":
         if not args.topic or args.all_topics:
-            raise UsageError("Option [--delete-offsets] takes the option [--topic]")
+            raise UsageError(f"Option [{flag(action)}] takes the option [--topic]")
     elif args.topic or args.all_topics or args.dry_run or args.execute or \
             any(getattr(args, o[0][2:].replace("-", "_")) not in (None, False) for o in SHARE_RESET_OPTIONS):
         raise UsageError("--topic, --all-topics, the --to-* options, --dry-run and --execute can only be used with "
@@ -111,9 +107,7 @@ def check_arguments(args: argparse.Namespace) -> str:
 
 
 async def _group_ids(admin: ShareGroupAdmin, args: argparse.Namespace) -> list[str]:
-    if args.all_groups:
-        return [g.group_id for g in await admin.list_groups()]
-    return list(dict.fromkeys(args.group))
+    return await selected_groups(args, admin.list_groups)
 
 
 async def list_groups(client: KafkaClient, _args: argparse.Namespace) -> None:

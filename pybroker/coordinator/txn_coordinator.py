@@ -33,6 +33,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Iterable
 
+from pybroker.common.ids import ProducerEpoch, ProducerId
 from pybroker.coordinator.group import Waiter
 from pybroker.coordinator.records import Record, partition_for
 from pybroker.coordinator.txn_records import (
@@ -128,8 +129,9 @@ class TransactionCoordinator:
 
     # ------------------------------------------------------------------ InitProducerId
 
-    def init_producer_id(self, waiter: Waiter, transactional_id: str, timeout_ms: int, producer_id: int,
-                         producer_epoch: int, fresh_producer_id: int | None, now_ms: int) -> TxnOutcome:
+    def init_producer_id(self, waiter: Waiter, transactional_id: str, timeout_ms: int, producer_id: ProducerId,
+                         producer_epoch: ProducerEpoch, fresh_producer_id: ProducerId | None,
+                         now_ms: int) -> TxnOutcome:
         """InitProducerId with a transactional id; ``fresh_producer_id`` is used if a new id is needed."""
         out = TxnOutcome()
         if not 0 < timeout_ms <= self.config.max_timeout_ms:
@@ -189,7 +191,8 @@ class TransactionCoordinator:
 
     # ------------------------------------------------------------------ AddPartitions / AddOffsets
 
-    def add_partitions(self, waiter: Waiter, transactional_id: str, producer_id: int, producer_epoch: int,
+    def add_partitions(self, waiter: Waiter, transactional_id: str, producer_id: ProducerId,
+                       producer_epoch: ProducerEpoch,
                        partitions: Iterable[TopicPartition], now_ms: int, *, verify_only: bool = False,
                        client_version: int = TV_1) -> TxnOutcome:
         """AddPartitionsToTxn / AddOffsetsToTxn: the reply is one ErrorCode for all partitions.
@@ -247,9 +250,9 @@ class TransactionCoordinator:
 
     # ------------------------------------------------------------------ EndTxn
 
-    def end_txn(self, waiter: Waiter, transactional_id: str, producer_id: int, producer_epoch: int,
+    def end_txn(self, waiter: Waiter, transactional_id: str, producer_id: ProducerId, producer_epoch: ProducerEpoch,
                 commit: bool, now_ms: int, *, bump_epoch: bool = False,
-                fresh_producer_id: int | None = None) -> TxnOutcome:
+                fresh_producer_id: ProducerId | None = None) -> TxnOutcome:
         """EndTxn; ``bump_epoch`` for v5 (a V2 client), whose answer carries the producer id and epoch to go
         on with; ``fresh_producer_id`` is the id to move to if the bumped epoch is the last one."""
         if bump_epoch:

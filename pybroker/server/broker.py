@@ -183,7 +183,7 @@ class Broker:
                 validate_configs=self.validate_topic_configs,
                 delete_topic_enable=self.config["delete.topic.enable"])
         metadata.add_listener(self._on_topic_change)
-        self.services.metadata = metadata
+        self.services.started_metadata = metadata
         if self.acl_store is not None:
             await self.acl_store.start()
         self.serving.set()
@@ -213,7 +213,7 @@ class Broker:
     @property
     def metadata(self) -> ClusterMetadata | None:
         """The cluster's metadata, once started."""
-        return self.services.metadata
+        return self.services.started_metadata
 
     def _started_metadata(self) -> ClusterMetadata:
         assert self.metadata is not None, "the broker has not started"

@@ -49,7 +49,8 @@ def _route(handler: ApiHandler, version: int) -> Route:
     """Every handler serves versions its request class has (test_registry checks it), so the version is the
     codec's to read without Message.read's range check."""
     cls = handler.request_class
-    return handler, get_plan(cls, version).read, decode_budget(cls)
+    # A class object is hashable; mypy checks type[Message] against its instances' __hash__ (python/mypy#11470).
+    return handler, get_plan(cls, version).read, decode_budget(cls)  # type: ignore[arg-type]
 
 
 def served_handlers(config: BrokerConfig, handlers: Iterable[ApiHandler]) -> dict[int, ApiHandler]:

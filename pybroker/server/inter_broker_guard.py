@@ -165,7 +165,7 @@ class InterBrokerGuard:
             return cached[1]
         try:
             infos = await asyncio.get_running_loop().getaddrinfo(host, None, type=socket.SOCK_STREAM)
-            addresses = frozenset(_normalized(info[4][0]) for info in infos)
+            addresses = frozenset(_normalized(info[4][0]) for info in infos if isinstance(info[4][0], str))
         except OSError:
             addresses = frozenset()
         self._resolved[host] = (now + RESOLVE_TTL_S, addresses)

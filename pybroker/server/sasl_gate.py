@@ -78,6 +78,6 @@ def refusal(session: ConnectionSession, api_key: int, version: int, request: Mes
     if not any(spec.name == "error_code" and spec.versions[0] <= version <= spec.versions[1]
                for spec in response._SCHEMA):
         raise CloseConnection(f"{type(request).__name__} before SASL authentication")
-    response.error_code = ErrorCode.ILLEGAL_SASL_STATE  # type: ignore[attr-defined]
+    response.error_code = ErrorCode.ILLEGAL_SASL_STATE
     session.close_after_response = True
     return response

@@ -100,5 +100,13 @@ class Services:
     """The share coordinator: share-partitions' durable state in ``__share_group_state``."""
     metrics: RequestMetrics | None = None
     """None unless metrics.port is set."""
-    metadata: ClusterMetadata | None = None
-    """The cluster's metadata, from the broker's start."""
+    started_metadata: ClusterMetadata | None = None
+    """The cluster's metadata, from the broker's start (None before: see `metadata`)."""
+
+    @property
+    def metadata(self) -> ClusterMetadata:
+        """The cluster's metadata. A request is handled only once `serving` is set, after the broker's
+        start filled it in; anything that may run earlier reads `started_metadata`."""
+        if self.started_metadata is None:
+            raise RuntimeError("the broker has not started: no cluster metadata yet")
+        return self.started_metadata

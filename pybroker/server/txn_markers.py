@@ -19,9 +19,9 @@ import ssl
 from pybroker.client.connection import Connection
 from pybroker.client.errors import KafkaClientError
 from pybroker.client.sasl import SaslCredentials
+from pybroker.common.topic import TopicPartition
 from pybroker.controller.metadata import BrokerInfo
 from pybroker.coordinator.txn_coordinator import MarkerRequest
-from pybroker.coordinator.txn_records import TopicPartition
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.server.broker_connections import BrokerConnections
 from pybroker.protocol.messages import (
@@ -63,9 +63,9 @@ class MarkerChannel:
             return {tp: ErrorCode.NETWORK_EXCEPTION for tp in partitions}
         codes = {tp: ErrorCode.UNKNOWN_SERVER_ERROR for tp in partitions}  # a partition missing from the answer
         for result in response.markers:
-            for topic in result.topics:
-                for answer in topic.partitions:
-                    codes[(topic.name, answer.partition_index)] = ErrorCode(answer.error_code)
+            for answered in result.topics:
+                for answer in answered.partitions:
+                    codes[TopicPartition(answered.name, answer.partition_index)] = ErrorCode(answer.error_code)
         return codes
 
     async def add_partitions(self, broker: BrokerInfo, transactional_id: str, producer_id: int, producer_epoch: int,

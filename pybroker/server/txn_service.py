@@ -27,14 +27,16 @@ from typing import Any, Callable, Iterable, Iterator
 
 from pybroker.client.sasl import SaslCredentials
 from pybroker.common.config import BrokerConfig
+from pybroker.common.ids import ProducerEpoch, ProducerId
 from pybroker.common.io_executor import IoExecutor
+from pybroker.common.topic import TopicPartition
 from pybroker.controller import zk_paths as zp
 from pybroker.controller.metadata import BrokerInfo
 from pybroker.controller.zk_client import ZkClient
 from pybroker.coordinator.coordinator import GroupCoordinator
 from pybroker.coordinator.loader import decoded_records
 from pybroker.coordinator.txn_coordinator import MarkerRequest, TransactionCoordinator, TxnConfig, TxnOutcome
-from pybroker.coordinator.txn_records import TV_1, TV_2, TopicPartition, TxnEntry, decode_txn_record
+from pybroker.coordinator.txn_records import TV_1, TV_2, TxnEntry, decode_txn_record
 from pybroker.coordinator.txn_runtime import TxnRuntime
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.messages import TxnOffsetCommitRequest
@@ -170,9 +172,9 @@ class TxnService:
             info = metadata.topic(topic)
             leader = info.partitions[index].leader if info is not None and index in info.partitions else -1
             if leader == self._broker_id or leader not in brokers:
-                local.append((topic, index))
+                local.append(TopicPartition(topic, index))
             else:
-                remote.setdefault(leader, (brokers[leader], []))[1].append((topic, index))
+                remote.setdefault(leader, (brokers[leader], []))[1].append(TopicPartition(topic, index))
         return local, remote
 
     async def write_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool,
@@ -191,16 +193,16 @@ class TxnService:
                 info = self._replicas.append(topic, index, bytearray(batch), required_acks=-1,
                                                            now_ms=now)
             except UnknownPartitionError:
-                results[(topic, index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                results[TopicPartition(topic, index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
             except Exception as exc:
-                results[(topic, index)] = error_code_for(exc)
+                results[TopicPartition(topic, index)] = error_code_for(exc)
                 continue
-            appended[(topic, index)] = info.last_offset + 1
+            appended[TopicPartition(topic, index)] = info.last_offset + 1
         waits = [self._wait_for_isr(topic, index, end, self._request_timeout_s)
                  for (topic, index), end in appended.items()]
         for (topic, index), code in zip(appended, await asyncio.gather(*waits)):
-            results[(topic, index)] = code
+            results[TopicPartition(topic, index)] = code
             if topic == OFFSETS_TOPIC and code is ErrorCode.NONE:  # offsets show once the marker is replicated
                 self._groups.complete_txn_offsets(producer_id, index, commit=commit,
                                                                      now_ms=self._clock())
@@ -213,7 +215,7 @@ class TxnService:
             return error_code_for(exc)
         return ErrorCode.NONE
 
-    async def admit(self, transactional_id: str, producer_id: int, producer_epoch: int,
+    async def admit(self, transactional_id: str, producer_id: ProducerId, producer_epoch: ProducerEpoch,
                     partitions: list[TopicPartition], *, implicit: bool) -> ErrorCode:
         """What a transactional write to ``partitions`` needs before it is appended, from the coordinator of
         ``transactional_id`` (this broker or another, through AddPartitionsToTxn v5): a V2 client's (Produce
@@ -241,11 +243,11 @@ class TxnService:
 
     # ------------------------------------------------------------------ TxnOffsetCommit
 
-    async def commit_offsets(self, request: TxnOffsetCommitRequest) -> dict[tuple[str, int], ErrorCode]:
+    async def commit_offsets(self, request: TxnOffsetCommitRequest) -> dict[TopicPartition, ErrorCode]:
         """Write a TxnOffsetCommit's offsets in the producer's transaction (visible on COMMIT) and
         wait for the ISR of the group's partition, within ``offsets.commit.timeout.ms``."""
         groups = self._groups
-        wanted = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
+        wanted = [TopicPartition(t.name, p.partition_index) for t in request.topics for p in t.partitions]
         error = groups.validate_txn_offsets(request)
         if error is not ErrorCode.NONE:
             return {tp: error for tp in wanted}

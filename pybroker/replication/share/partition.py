@@ -20,6 +20,7 @@ from enum import IntEnum
 from typing import Iterable, Sequence
 
 from pybroker.protocol.error_codes import ErrorCode
+from pybroker.replication.share.counters import ShareCounters
 
 __all__ = ["AckType", "Acquired", "BatchBounds", "RecordState", "SharePartition", "Span"]
 
@@ -93,6 +94,7 @@ class SharePartition:
         self.delivery_count_limit = delivery_count_limit
         self.max_record_locks = max_record_locks
         self.spans: list[Span] = []
+        self.counters = ShareCounters()
 
     # ------------------------------------------------------------------ queries
 
@@ -155,6 +157,7 @@ class SharePartition:
                     batch = BatchBounds(batch.first, last, batch.control)
                 count += self._acquire_new(member_id, batch, deadline, taken)
         self._advance()
+        self.counters.acquired += count
         return _merged(taken)
 
     def acknowledge(self, member_id: str, first: int, last: int, types: Sequence[int], now_ms: int, *,
@@ -168,6 +171,7 @@ class SharePartition:
         self.expire(now_ms)
         if not self._held(member_id, first, last):
             return ErrorCode.INVALID_RECORD_STATE
+        self.counters.on_acknowledge(first, last, types)
         deadline = now_ms + (renew_lock_ms or 0)
         if len(types) == 1:
             self._settle(first, last, AckType(types[0]), deadline)
@@ -183,6 +187,7 @@ class SharePartition:
     def expire(self, now_ms: int) -> int:
         """Release every acquisition whose lock has run out (archived at the delivery count limit); the count."""
         expired = [span for span in self.spans if span.state is RecordState.ACQUIRED and span.deadline_ms <= now_ms]
+        self.counters.lock_timeouts += sum(span.last - span.first + 1 for span in expired)
         for span in expired:
             self._release(span)
         if expired:
@@ -259,6 +264,8 @@ class SharePartition:
     def _release(self, span: Span) -> None:
         span.state = RecordState.ARCHIVED if span.delivery_count >= self.delivery_count_limit \
             else RecordState.AVAILABLE
+        if span.state is RecordState.ARCHIVED:
+            self.counters.archived += span.last - span.first + 1
         span.member_id = None
         span.deadline_ms = 0
 
@@ -317,6 +324,8 @@ class SharePartition:
                 self._release(span)
             else:  # REJECT, and GAP (offsets with no record)
                 span.state, span.member_id, span.deadline_ms = RecordState.ARCHIVED, None, 0
+                if ack is AckType.REJECT:
+                    self.counters.archived += span.last - span.first + 1
         self._coalesce()
 
     def _cut(self, first: int, last: int) -> range:

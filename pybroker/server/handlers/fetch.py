@@ -20,7 +20,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
-from pybroker.log.file_slice import FileSlice
+from pybroker.common.ids import BrokerId
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.messages import FetchRequest, FetchResponse
@@ -168,13 +168,16 @@ def _resolve(ctx: RequestContext, partitions: Requested) -> list[_Wanted]:
 
 
 def _records_size(data: PartitionData) -> int:
-    records = data.records
-    return records.size if isinstance(records, FileSlice) else len(records)
+    records = data.records  # bytes or a FileSlice, as _partition_data builds it
+    if records is None:
+        return 0
+    return len(records) if isinstance(records, (bytes, bytearray, memoryview)) else records.size
 
 
-def _replica_id(ctx: RequestContext, request: FetchRequest) -> int:
+def _replica_id(ctx: RequestContext, request: FetchRequest) -> BrokerId:
     """The fetching follower's broker id, or -1 for a consumer (v15+ moved it into ReplicaState)."""
-    return request.replica_id if ctx.api_version < FIRST_REPLICA_STATE_VERSION else request.replica_state.replica_id
+    return BrokerId(request.replica_id if ctx.api_version < FIRST_REPLICA_STATE_VERSION
+                    else request.replica_state.replica_id)
 
 
 def _group(answers: list[tuple[_Wanted, PartitionData]]) -> list[FetchResponse.FetchableTopicResponse]:

@@ -82,7 +82,7 @@ async def _list_partition(ctx: RequestContext, request: ListOffsetsRequest, topi
         elif target == EARLIEST_PENDING_UPLOAD_TIMESTAMP:
             return response  # nothing is pending upload to remote storage: there is none
         elif target == MAX_TIMESTAMP:
-            found = log.latest_timestamp_offset()
+            found: tuple[int, int] | None = log.latest_timestamp_offset()
             if found is not None and found[0] < _visible(log, request):
                 response.offset, response.timestamp = found
         else:

@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import time
 
-from pybroker.common.topic import INTERNAL_TOPICS
+from pybroker.common.ids import ProducerEpoch, ProducerId
+from pybroker.common.topic import INTERNAL_TOPICS, TopicPartition
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.messages import ProduceRequest, ProduceResponse
+from pybroker.protocol.schema import Records
 from pybroker.records.batch import BatchHeader, RecordBatch
 from pybroker.records.constants import BATCH_HEADER, TRANSACTIONAL_FLAG_MASK
 from pybroker.records.errors import RecordValidationError
@@ -60,8 +62,9 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
             continue
         code = refused or (None if name in authorized else ErrorCode.TOPIC_AUTHORIZATION_FAILED)
         slots.append([_error(data.index, code, None) if code else
-                      _not_admitted(data.index, name, not_admitted[(name, data.index)])
-                      if (name, data.index) in not_admitted else PartitionAppend(name, data.index, data.records)
+                      _not_admitted(data.index, name, not_admitted[TopicPartition(name, data.index)])
+                      if not_admitted and TopicPartition(name, data.index) in not_admitted
+                      else PartitionAppend(name, data.index, _received(data.records))
                       for data in topic.partition_data])
         batches += [slot for slot in slots[-1] if isinstance(slot, PartitionAppend)]
     metrics = services.metrics
@@ -95,6 +98,11 @@ def _checks(ctx: RequestContext) -> BeforeAppend:
     return check
 
 
+def _received(records: Records | None) -> bytes | bytearray | memoryview | None:
+    """A decoded batch: bytes or None (a records field may also be a Spliced file range, but only one sent)."""
+    return records if isinstance(records, (bytes, bytearray, memoryview)) else None
+
+
 def _topic_name(ctx: RequestContext, topic: ProduceRequest.TopicProduceData) -> str | None:
     """The topic's name: as sent up to v12, from its id from v13 (None: no topic has that id)."""
     if ctx.api_version < FIRST_TOPIC_ID_VERSION:
@@ -104,23 +112,27 @@ def _topic_name(ctx: RequestContext, topic: ProduceRequest.TopicProduceData) -> 
 
 
 async def _admit_transactional(ctx: RequestContext, request: ProduceRequest, names: list[str | None],
-                               authorized: set[str]) -> dict[tuple[str, int], ErrorCode]:
+                               authorized: set[str]) -> dict[TopicPartition, ErrorCode]:
     """The partitions whose transactional batch the coordinator did not admit (TxnService.admit: added for a
     V2 client, verified for a V1 one), with the code each gets; asked once per producer id and epoch."""
     if request.transactional_id is None:
         return {}
     metadata = ctx.services.metadata
-    by_producer: dict[tuple[int, int], list[tuple[str, int]]] = {}
+    by_producer: dict[tuple[ProducerId, ProducerEpoch], list[TopicPartition]] = {}
     for name, topic in zip(names, request.topic_data):
         info = None if name is None or name not in authorized or name in INTERNAL_TOPICS else metadata.topic(name)
-        for data in topic.partition_data if info is not None else ():
-            records = data.records
+        if info is None:
+            continue
+        name = info.name
+        for data in topic.partition_data:
+            records = _received(data.records)
             if data.index not in info.partitions or records is None or len(records) < BATCH_HEADER.size:
                 continue  # answered by the partition's own checks
             header = RecordBatch(records).header()
             if header.attributes & TRANSACTIONAL_FLAG_MASK and header.producer_id >= 0:  # else refused as invalid
-                by_producer.setdefault((header.producer_id, header.producer_epoch), []).append((name, data.index))
-    not_admitted: dict[tuple[str, int], ErrorCode] = {}
+                producer = ProducerId(header.producer_id), ProducerEpoch(header.producer_epoch)
+                by_producer.setdefault(producer, []).append(TopicPartition(name, data.index))
+    not_admitted: dict[TopicPartition, ErrorCode] = {}
     for (producer_id, producer_epoch), partitions in by_producer.items():
         code = await ctx.services.txns.admit(request.transactional_id, producer_id, producer_epoch, partitions,
                                              implicit=ctx.api_version >= FIRST_IMPLICIT_ADD_VERSION)

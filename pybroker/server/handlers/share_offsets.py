@@ -94,6 +94,7 @@ async def alter_share_group_offsets(ctx: RequestContext, request: AlterShareGrou
     allowed = allowed_names(ctx, AclOperation.READ, ResourceType.TOPIC, (t.topic_name for t in request.topics))
     responses = []
     for topic in request.topics:
+        codes: dict[int, ErrorCode]
         if refused is not ErrorCode.NONE or topic.topic_name not in allowed:
             code = refused if refused is not ErrorCode.NONE else ErrorCode.TOPIC_AUTHORIZATION_FAILED
             codes = {p.partition_index: code for p in topic.partitions}

@@ -11,6 +11,7 @@ named by id Describe, else it is unknown); CreatePartitions needs Alter.
 from __future__ import annotations
 
 import time
+import uuid
 from collections import Counter
 
 from pybroker.protocol.api_keys import ApiKey
@@ -23,6 +24,7 @@ from pybroker.protocol.messages import (
     DeleteTopicsRequest,
     DeleteTopicsResponse,
 )
+from pybroker.protocol.primitives import ZERO_UUID
 from pybroker.security.acl import AclOperation, ResourceType
 from pybroker.server import topic_creation
 from pybroker.server.authorization import allowed_names, authorize, authorize_cluster
@@ -89,7 +91,11 @@ async def _create_one(ctx: RequestContext, topic: CreateTopicsRequest.CreatableT
         partitions = services.config["num.partitions"]
     if factor == DEFAULT_FROM_BROKER:
         factor = services.config["default.replication.factor"]
-    configs = {config.name: config.value for config in topic.configs}
+    nulls = [config.name for config in topic.configs if config.value is None]
+    if nulls:  # refused as Kafka's ZkAdminManager does, every one named, before the quota is charged
+        return CreatableTopicResult(name=topic.name, error_code=ErrorCode.INVALID_CONFIG,
+                                    error_message=f"Null value not supported for topic configs: {','.join(nulls)}")
+    configs = {config.name: config.value for config in topic.configs if config.value is not None}
     if not validate_only and not mutations.admit(len(assignments) if assignments else partitions,
                                                  int(time.time() * 1000)):
         return CreatableTopicResult(name=topic.name, error_code=ErrorCode.THROTTLING_QUOTA_EXCEEDED,
@@ -113,8 +119,8 @@ async def _create_one(ctx: RequestContext, topic: CreateTopicsRequest.CreatableT
 @api(ApiKey.DELETE_TOPICS, 1, 6)
 async def delete_topics(ctx: RequestContext, request: DeleteTopicsRequest) -> DeleteTopicsResponse:
     metadata = ctx.services.metadata
-    requested = [(t.name, t.topic_id) for t in request.topics] if ctx.api_version >= 6 \
-        else [(name, None) for name in request.topic_names]
+    requested: list[tuple[str | None, uuid.UUID]] = [(t.name, t.topic_id) for t in request.topics] \
+        if ctx.api_version >= 6 else [(name, ZERO_UUID) for name in request.topic_names]  # no ids before v6
     mutations = MutationQuota(strict=ctx.api_version >= STRICT_DELETE_TOPICS)
     results = []
     for name, topic_id in requested:
@@ -132,8 +138,7 @@ async def delete_topics(ctx: RequestContext, request: DeleteTopicsRequest) -> De
                 continue
             name = result.name = info.name
         if not authorize(ctx, AclOperation.DELETE, ResourceType.TOPIC, name):
-            if topic_id is not None:
-                result.topic_id = topic_id
+            result.topic_id = topic_id
             result.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
             results.append(result)
             continue

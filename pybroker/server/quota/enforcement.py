@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 #: Kafka's ClusterAction requests, answered with sendResponseExemptThrottle
 EXEMPT = frozenset({ApiKey.LEADER_AND_ISR, ApiKey.STOP_REPLICA, ApiKey.UPDATE_METADATA, ApiKey.CONTROLLED_SHUTDOWN,
                     ApiKey.WRITE_TXN_MARKERS})
-HandlerFunc = Callable[["RequestContext", Any], Awaitable[Any]]
+HandlerFunc = Callable[["RequestContext", Any], Coroutine[Any, Any, Any]]
 
 
 @dataclass(slots=True)
