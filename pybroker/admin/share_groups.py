@@ -35,7 +35,7 @@ from pybroker.client.command_line import (
 from pybroker.client import AdminClient, KafkaClient, KafkaClientError
 from pybroker.client.errors import ResponseError
 from pybroker.client.groups import GroupAdmin
-from pybroker.client.offset_reset import RESET_OPTIONS, chosen_reset, plan_reset_from
+from pybroker.client.offset_reset import RESET_OPTIONS, check_reset_arguments, chosen_reset, plan_reset_from
 from pybroker.client.share_groups import ShareGroupAdmin, ShareGroupDescription, ShareOffset
 from pybroker.protocol.error_codes import ErrorCode
 
@@ -90,12 +90,7 @@ def check_arguments(args: argparse.Namespace) -> str:
     action = one_action(args, ACTIONS)
     check_groups_and_views(args, action)
     if action == "reset_offsets":
-        if args.dry_run and args.execute:
-            raise UsageError("Option [--reset-offsets] takes at most one of these options: [--dry-run], [--execute]")
-        if bool(args.topic) == args.all_topics:
-            raise UsageError("Option [--reset-offsets] takes exactly one of these options: [--all-topics], "
-                             "[--topic]")
-        chosen_reset(args, SHARE_RESET_OPTIONS)
+        check_reset_arguments(args, SHARE_RESET_OPTIONS)
     elif action == "delete_offsets":
         if not args.topic or args.all_topics:
             raise UsageError(f"Option [{flag(action)}] takes the option [--topic]")

@@ -53,6 +53,20 @@ def chosen_reset(args: argparse.Namespace, options: tuple[tuple[str, str | None,
     return chosen[0]
 
 
+def check_reset_arguments(args: argparse.Namespace,
+                          options: tuple[tuple[str, str | None, str], ...] = RESET_OPTIONS) -> str:
+    """Kafka's usage rules of --reset-offsets: --dry-run or --execute, --topic or --all-topics, one of ``options``
+    (its dest name is returned); a --to-datetime must parse."""
+    if args.dry_run and args.execute:
+        raise UsageError("Option [--reset-offsets] takes at most one of these options: [--dry-run], [--execute]")
+    if bool(args.topic) == args.all_topics:
+        raise UsageError("Option [--reset-offsets] takes exactly one of these options: [--all-topics], [--topic]")
+    option = chosen_reset(args, options)
+    if option == "to_datetime":
+        parse_datetime(args.to_datetime)
+    return option
+
+
 def parse_topic_partitions(items: list[str]) -> dict[str, list[int] | None]:
     """`T` (every partition) or `T:0,2` per item."""
     topics: dict[str, list[int] | None] = {}
