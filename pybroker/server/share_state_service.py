@@ -22,6 +22,7 @@ import uuid
 from functools import partial
 from typing import Any, Callable, Iterable, Iterator, TypeVar
 
+from pybroker.common.clock import Clock
 from pybroker.common.config import BrokerConfig
 from pybroker.common.io_executor import IoExecutor
 from pybroker.coordinator.loader import decoded_records
@@ -69,8 +70,9 @@ Result = TypeVar("Result")
 
 class ShareStateService:
     def __init__(self, config: BrokerConfig, metadata: MetadataSource, replicas: ReplicaManager, logs: LogSource,
-                 io: IoExecutor, clock: Callable[[], int]) -> None:
-        self._clock = clock
+                 io: IoExecutor, clock: Clock) -> None:
+        self._clock = clock.wall_ms
+        self._time = clock
         self.num_partitions: int = config["share.coordinator.state.topic.num.partitions"]
         self.shard = ShareStateShard(updates_per_snapshot=config["share.coordinator.snapshot.update.records.per.snapshot"],
                                      max_state_batches=MAX_STATE_BATCHES)
@@ -82,7 +84,7 @@ class ShareStateService:
             configs=lambda factor: {"cleanup.policy": "delete", "retention.ms": "-1",
                                     "segment.bytes": str(segment_bytes),
                                     "min.insync.replicas": str(min(min_isr, factor))},
-            replication_timeout_ms=config["share.coordinator.write.timeout.ms"], clock=clock)
+            replication_timeout_ms=config["share.coordinator.write.timeout.ms"], clock=clock.wall_ms)
         self._replicas = replicas
         self._prune_interval_s = config["share.coordinator.state.topic.prune.interval.ms"] / 1000
         self._cold_interval_s = config["share.coordinator.cold.partition.snapshot.interval.ms"] / 1000
@@ -114,17 +116,17 @@ class ShareStateService:
         return asyncio.get_running_loop().create_task(self._housekeeping(), name="share-state-prune")
 
     async def _housekeeping(self) -> None:
-        loop = asyncio.get_running_loop()
-        next_prune = next_cold = loop.time()
+        clock = self._time
+        next_prune = next_cold = clock.monotonic()
         while True:
-            now = loop.time()
+            now = clock.monotonic()
             if now >= next_cold:
                 next_cold = now + self._cold_interval_s
                 await self.snapshot_cold()
             if now >= next_prune:
                 next_prune = now + self._prune_interval_s
                 self.prune()
-            await asyncio.sleep(max(min(next_prune, next_cold) - loop.time(), 0.0))
+            await clock.sleep(max(min(next_prune, next_cold) - clock.monotonic(), 0.0))
 
     async def snapshot_cold(self) -> None:
         """Write a fresh snapshot of each loaded share-partition whose last one is older than the cold interval,
