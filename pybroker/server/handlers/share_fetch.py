@@ -18,6 +18,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Iterable
 
+from pybroker.common.topic import TopicPartition
 from pybroker.log.file_slice import FileSlice
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.error_codes import ErrorCode
@@ -100,7 +101,7 @@ async def share_fetch(ctx: RequestContext, request: ShareFetchRequest) -> ShareF
         if lock_deadlines:
             remaining = min(remaining, max(0.0, (min(lock_deadlines) - share.now_ms()) / 1000) + 0.001)
         leave_request_queue()
-        await ctx.services.replica_manager.wait_for_append([(p.topic, p.key[1]) for p in fetching if p.topic],
+        await ctx.services.replica_manager.wait_for_append([TopicPartition(p.topic, p.key[1]) for p in fetching if p.topic],
                                                          remaining)
         await _acquire(ctx, request, fetching)
     for answer in fetching:
