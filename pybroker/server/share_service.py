@@ -16,7 +16,7 @@ from pybroker.common.clock import SYSTEM_CLOCK, Clock
 from pybroker.common.config import BrokerConfig
 from pybroker.controller.metadata import ClusterMetadata, TopicInfo
 from pybroker.coordinator.coordinator import GroupCoordinator
-from pybroker.coordinator.share.configs import ShareConfigs, ShareLimits
+from pybroker.coordinator.share.configs import GroupConfigStore, ShareConfigs, ShareLimits
 from pybroker.coordinator.share.group import ShareGroups
 from pybroker.log import PartitionLog
 from pybroker.protocol.error_codes import ErrorCode
@@ -33,12 +33,12 @@ TICK_S = 1.0
 
 class ShareService:
     def __init__(self, config: BrokerConfig, metadata: Callable[[], ClusterMetadata], groups: GroupCoordinator,
-                 clock: Clock = SYSTEM_CLOCK) -> None:
+                 group_configs: GroupConfigStore, clock: Clock = SYSTEM_CLOCK) -> None:
         self._metadata = metadata
         self._groups = groups
         self.clock = clock
         self.limits = ShareLimits.from_config(config)
-        self.configs = ShareConfigs(self.limits)
+        self.configs = ShareConfigs(self.limits, group_configs)
         self.groups = ShareGroups(self.configs.settings(""), self.configs.settings)
         self.sessions = ShareSessionCache(self.limits.max_share_sessions)
         self.partitions: dict[SharePartitionKey, SharePartition] = {}
@@ -78,11 +78,11 @@ class ShareService:
             if group == group_id:
                 share.release_member(member_id)
 
-    def delete_group(self, group_id: str) -> ErrorCode:
+    async def delete_group(self, group_id: str) -> ErrorCode:
         """DeleteGroups of a share group: only an empty one, with its configs and share-partition state."""
         code = self.groups.delete(group_id)
         if code is ErrorCode.NONE:
-            self.configs.forget(group_id)
+            await self.configs.forget(group_id)
             for key in [key for key in self.partitions if key[0] == group_id]:
                 del self.partitions[key]
         return code

@@ -207,7 +207,7 @@ async def delete_groups(ctx: RequestContext, request: DeleteGroupsRequest) -> De
     permitted = [g for g in request.groups_names if g in allowed and g not in share.groups.groups]
     refused = [DeleteGroupsResponse.DeletableGroupResult(group_id=g, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
                for g in request.groups_names if g not in allowed]
-    refused += [DeleteGroupsResponse.DeletableGroupResult(group_id=g, error_code=share.delete_group(g))
+    refused += [DeleteGroupsResponse.DeletableGroupResult(group_id=g, error_code=await share.delete_group(g))
                 for g in request.groups_names if g in allowed and g in share.groups.groups]
 
     def failed(code: ErrorCode) -> DeleteGroupsResponse:
