@@ -125,7 +125,8 @@ def longest_unavailability(events: list[dict[str, Any]]) -> tuple[dict[str, floa
 
 
 def run_round(seed: int, duration: float, *, brokers: int = 3, partitions: int = 6, expect_loss: bool = False,
-              with_txn: bool = False, with_share: bool = False, generator: str = "overlapping",
+              with_txn: bool = False, txn_version: int = 1, with_share: bool = False,
+              generator: str = "overlapping",
               kinds: list[str] | None = None,
               code_root: Path = REPO, keep_dir: Path | None = None, keep_all: bool = False,
               log=print) -> RoundResult:
@@ -133,6 +134,7 @@ def run_round(seed: int, duration: float, *, brokers: int = 3, partitions: int =
         faults.schedule(seed, duration, kinds, generator=generator, partitions=partitions)
     log(f"round seed={seed} duration={duration:.0f}s brokers={brokers} partitions={partitions} "
         f"schedule={'expected-loss' if expect_loss else generator} unclean={expect_loss} txn={with_txn}"
+        + (f" txn-version={txn_version}" if with_txn else "")
         + ("" if code_root == REPO else f" code={code_root}"))
     for fault in plan:
         log(f"  {fault.describe()}")
@@ -151,7 +153,7 @@ def run_round(seed: int, duration: float, *, brokers: int = 3, partitions: int =
         create_topics(cluster.admin(), partitions, expect_loss, with_txn)
         wait_replicated(cluster, topics, "topics to be replicated")
         history = History()
-        workload = Workload(history, cluster.bootstrap, partitions, seed, with_txn=with_txn)
+        workload = Workload(history, cluster.bootstrap, partitions, seed, with_txn=with_txn, txn_version=txn_version)
         workload.start(time.monotonic() + duration + FAULTS_END_TIMEOUT + HEALTHY_TIMEOUT + 60)
         share = ShareWorkload(cluster, history, seed) if with_share else None
         if share is not None:
@@ -281,6 +283,8 @@ def main(argv: list[str] | None = None) -> int:
                              "ones among them; aimed: composite faults only")
     parser.add_argument("--kinds", help="comma-separated fault kinds to draw from (faults.py)")
     parser.add_argument("--txn", action="store_true", help="add the transactional workloads")
+    parser.add_argument("--txn-version", type=int, choices=(1, 2), default=1,
+                        help="their producers: 1 librdkafka (transactions V1), 2 the Java 4.2 client (V2, txn_v2.py)")
     parser.add_argument("--share", action="store_true", help="add the share-group workload (share_workload.py)")
     parser.add_argument("--no-expected-loss", action="store_true",
                         help="skip the final unclean-election + power-loss round (where loss must be detected)")
@@ -299,7 +303,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if report.clean else 1
     kinds = args.kinds.split(",") if args.kinds else None
     results = [run_round(args.seed + i, args.duration, brokers=args.brokers, partitions=args.partitions,
-                         with_txn=args.txn, with_share=args.share, generator=args.schedule, kinds=kinds,
+                         with_txn=args.txn, txn_version=args.txn_version, with_share=args.share,
+                         generator=args.schedule, kinds=kinds,
                          keep_dir=args.keep_dir, keep_all=args.keep_all)
                for i in range(args.rounds)]
     if not args.no_expected_loss:

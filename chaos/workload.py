@@ -24,6 +24,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from chaos.checker import CTP_PREFIX
 from chaos.history import History
+from chaos.txn_v2 import JavaTxnWorkload
 
 QUEUE_TOPIC = "queue"
 TABLE_TOPIC = "table"
@@ -115,7 +116,7 @@ class Workload:
 
     def __init__(self, history: History, bootstrap: str, partitions: int, seed: int, *,
                  producers: int = 2, consumers: int = 2, rate: float = 40.0, table_rate: float = 20.0,
-                 with_txn: bool = False):
+                 with_txn: bool = False, txn_version: int = 1):
         self.history = history
         self.bootstrap = bootstrap
         self.partitions = partitions
@@ -125,6 +126,7 @@ class Workload:
         self.rate = rate
         self.table_rate = table_rate
         self.with_txn = with_txn
+        self.java_txn = JavaTxnWorkload(history, bootstrap, partitions, seed) if with_txn and txn_version == 2 else None
         self.stopping = threading.Event()
         self.threads: list[threading.Thread] = []
 
@@ -133,7 +135,11 @@ class Workload:
         targets += [(self._consume, f"c{i}") for i in range(self.consumers)]
         targets.append((self._overwrite, "k0"))
         if self.with_txn:
-            targets += [(self._transact, "t0"), (self._consume_committed, "rc0"), (self._transform, "x0")]
+            targets.append((self._consume_committed, "rc0"))
+        if self.java_txn is not None:
+            self.java_txn.start(deadline)  # t0 and x0 with transactions V2 producers (txn_v2.py)
+        elif self.with_txn:
+            targets += [(self._transact, "t0"), (self._transform, "x0")]
         for target, name in targets:
             thread = threading.Thread(target=target, args=(name, deadline), name=name, daemon=True)
             thread.start()
@@ -141,6 +147,8 @@ class Workload:
 
     def stop(self) -> None:
         self.stopping.set()
+        if self.java_txn is not None:
+            self.java_txn.stop()
         for thread in self.threads:
             thread.join(60)
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Callable, Mapping, Protocol
 
 from pybroker.controller.config_store import FileNamedConfigs, ZkNamedConfigs
-from pybroker.controller.zk_client import ZkClient
+from pybroker.zk.client import ZkClient
 
 ENTITY_TYPE = "client-metrics"
 SUBSCRIPTIONS_FILE = "pybroker-client-metrics.json"

@@ -9,7 +9,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from pybroker.common.topic import ZERO_UUID, TopicPartition, topic_id_from_string
-from pybroker.controller import zk_paths as zp
+from pybroker.zk import paths as zp
 from pybroker.controller.election import Reassignment
 
 

@@ -22,8 +22,8 @@ from dataclasses import dataclass, replace
 from pybroker.client.sasl import SaslCredentials
 from pybroker.common.topic import TopicPartition
 from pybroker.controller.alter_partition import IsrProposal, check_proposal
-from pybroker.controller import events as ev
-from pybroker.controller import zk_paths as zp
+from pybroker.zk import events as ev
+from pybroker.zk import paths as zp
 from pybroker.controller.channel import ControllerChannel
 from pybroker.controller.context import ControllerContext
 from pybroker.controller.election import (
@@ -41,7 +41,7 @@ from pybroker.controller.partition_state import LogEndQuery, PartitionState, Par
 from pybroker.controller.reassignment import Reassignments, Targets
 from pybroker.controller.replica_state import deleted_topic_replicas, offline_followers
 from pybroker.controller.requests import BrokerRequests
-from pybroker.controller.zk_client import ZkClient, ZkEvent
+from pybroker.zk.client import ZkClient, ZkEvent
 from pybroker.controller.zk_writer import FencedZkWriter, StateConflict
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.schema import Message

@@ -14,7 +14,7 @@ from typing import AbstractSet, Mapping, Sequence
 from pybroker.common.election_type import ElectionType
 from pybroker.common.ids import LeaderEpoch, next_epoch
 from pybroker.common.placement import assign_replicas, check_assignment, check_replicas, plan_added_partitions
-from pybroker.controller.zk_paths import NO_LEADER, LeaderAndIsr
+from pybroker.zk.paths import NO_LEADER, LeaderAndIsr
 
 __all__ = ["ElectionOutcome", "ElectionType", "LogEnd", "Reassignment", "assign_replicas", "check_assignment",
            "check_replicas", "controlled_shutdown_election", "elect_leader", "elect_on_request", "initial_state",

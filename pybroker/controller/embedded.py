@@ -32,7 +32,7 @@ from pybroker.controller.errors import (
 )
 from pybroker.controller.election import check_assignment, check_replicas
 from pybroker.controller.metadata import BrokerInfo, PartitionInfo, TopicInfo, TopicRegistry
-from pybroker.controller.zk_paths import ProducerIdBlock
+from pybroker.zk.paths import ProducerIdBlock
 
 METADATA_FILE = "pybroker-metadata.json"
 PRODUCER_ID_BLOCK = 1000

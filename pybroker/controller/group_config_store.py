@@ -10,7 +10,7 @@ as dynamic configs of the group: named config entities of type ``groups``.
 from __future__ import annotations
 
 from pybroker.controller.config_store import FileNamedConfigs, ZkNamedConfigs
-from pybroker.controller.zk_client import ZkClient
+from pybroker.zk.client import ZkClient
 
 ENTITY_TYPE = "groups"
 GROUP_CONFIGS_FILE = "pybroker-group-configs.json"

@@ -18,10 +18,10 @@ from typing import Callable
 
 from pybroker.common.topic import TopicPartition
 from pybroker.controller.context import ControllerContext
-from pybroker.controller.events import ZkEvent
+from pybroker.zk.events import ZkEvent
 from pybroker.controller.partition_state import PartitionStateMachine
 from pybroker.controller.requests import BrokerRequests
-from pybroker.controller.zk_client import ZkClient
+from pybroker.zk.client import ZkClient
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.messages import LeaderAndIsrResponse
 from pybroker.protocol.schema import Message

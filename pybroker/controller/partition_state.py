@@ -15,7 +15,7 @@ from enum import Enum
 from typing import AbstractSet, Awaitable, Callable, Mapping
 
 from pybroker.common.topic import TopicPartition
-from pybroker.controller import zk_paths as zp
+from pybroker.zk import paths as zp
 from pybroker.controller.context import ControllerContext
 from pybroker.controller.election import (
     ElectionOutcome,
@@ -27,7 +27,7 @@ from pybroker.controller.election import (
     offline_election,
     request_election,
 )
-from pybroker.controller.zk_client import ZkClient
+from pybroker.zk.client import ZkClient
 from pybroker.controller.zk_writer import FencedZkWriter, StateConflict
 
 log = logging.getLogger("pybroker.controller")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 
 from pybroker.common.topic import TopicPartition
-from pybroker.controller import zk_paths as zp
+from pybroker.zk import paths as zp
 from pybroker.controller.context import ControllerContext
 from pybroker.controller.election import Reassignment, check_replicas, new_leader_epoch, reassignment_election
 from pybroker.controller.errors import InvalidReplicaAssignmentError, NoReassignmentInProgressError, UnknownTopicError

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pybroker.common.listeners import SECURITY_PROTOCOL_IDS, Endpoint
 from pybroker.common.topic import TopicPartition
-from pybroker.controller import zk_paths as zp
+from pybroker.zk import paths as zp
 from pybroker.controller.channel import ControllerChannel
 from pybroker.controller.context import ControllerContext
 from pybroker.protocol.messages import (

@@ -20,7 +20,7 @@ from kazoo.protocol.states import ZnodeStat
 
 from pybroker.common.ids import LeaderEpoch, ProducerId
 from pybroker.common.topic import ZERO_UUID, new_topic_id, topic_id_to_string, topic_name_error
-from pybroker.controller import zk_paths as zp
+from pybroker.zk import paths as zp
 from pybroker.controller.config_changes import ConfigChangeFeed, announce_config_change
 from pybroker.controller.election import assign_replicas, check_assignment, plan_added_partitions
 from pybroker.controller.embedded import MAX_PARTITIONS
@@ -34,7 +34,7 @@ from pybroker.controller.errors import (
 from pybroker.common.listeners import SECURITY_PROTOCOL_NAMES, Endpoint
 from pybroker.controller.metadata import BrokerInfo, PartitionInfo, TopicInfo, TopicRegistry
 from pybroker.controller.producer_ids import ProducerIdBlocks, ProducerIdsUnavailableError
-from pybroker.controller.zk_client import ZkClient, ZkEvent
+from pybroker.zk.client import ZkClient, ZkEvent
 from pybroker.protocol.messages import UpdateMetadataRequest
 
 log = logging.getLogger("pybroker.metadata")

@@ -23,9 +23,9 @@ from typing import Any, Awaitable, Callable
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError
 
 from pybroker.common.topic import TopicPartition
-from pybroker.controller import zk_paths as zp
+from pybroker.zk import paths as zp
 from pybroker.controller.errors import NotControllerError
-from pybroker.controller.zk_client import ZkClient
+from pybroker.zk.client import ZkClient
 
 log = logging.getLogger("pybroker.controller")
 

@@ -73,6 +73,9 @@ class MarkerRequest:
     coordinator_epoch: int
     commit: bool
     partitions: tuple[TopicPartition, ...]
+    transaction_version: int = TV_1
+    """The transaction's client version: TV_2 markers carry the bumped epoch, which the leaders check for
+    (WriteTxnMarkers v2, KIP-1228)."""
 
 
 @dataclass(slots=True)
@@ -350,7 +353,7 @@ class TransactionCoordinator:
     def _marker_request(self, meta: TxnMetadata) -> MarkerRequest:
         return MarkerRequest(meta.transactional_id, meta.producer_id, meta.producer_epoch,
                              self.coordinator_epochs.get(self.partition_of(meta.transactional_id), 0),
-                             meta.state is TxnState.PREPARE_COMMIT, tuple(sorted(meta.partitions)))
+                             meta.state is TxnState.PREPARE_COMMIT, tuple(sorted(meta.partitions)), meta.client_version)
 
     def markers_written(self, marker: MarkerRequest, now_ms: int) -> TxnOutcome:
         """Every marker of ``marker`` is written: complete the transaction."""

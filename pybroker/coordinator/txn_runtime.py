@@ -38,7 +38,8 @@ from collections import Counter
 from typing import Awaitable, Callable
 
 from pybroker.coordinator.records import Record
-from pybroker.coordinator.runtime import Clock, CoordinatorRuntime, Persist, Replicated, deliver, fail
+from pybroker.common.clock import Clock
+from pybroker.coordinator.runtime import CoordinatorRuntime, Persist, Replicated, deliver, fail
 from pybroker.coordinator.txn_coordinator import MarkerRequest, TransactionCoordinator, TxnOutcome
 from pybroker.coordinator.txn_records import TxnState
 
@@ -118,7 +119,7 @@ class TxnRuntime(CoordinatorRuntime):
                     failed = True
             if any(self.txn.coordinator_epochs.get(p) != epoch for p, epoch in epochs.items()):
                 return False  # unloaded: the partition's next leader finishes these transactions
-            await asyncio.sleep(RETRY_BACKOFF_S[-1])
+            await self._clock.sleep(RETRY_BACKOFF_S[-1])
 
     async def _write(self, marker: MarkerRequest, attempted: asyncio.Event) -> None:
         """Write ``marker`` until it is written or no longer current, setting ``attempted`` after
@@ -141,11 +142,11 @@ class TxnRuntime(CoordinatorRuntime):
                     attempted.set()
                 if written:
                     break
-                await asyncio.sleep(RETRY_BACKOFF_S[min(attempt, len(RETRY_BACKOFF_S) - 1)])
+                await self._clock.sleep(RETRY_BACKOFF_S[min(attempt, len(RETRY_BACKOFF_S) - 1)])
         finally:
             self._marking.discard(marker)
             attempted.set()
-        self.apply(self.txn.markers_written(marker, self._clock()))
+        self.apply(self.txn.markers_written(marker, self._clock.wall_ms()))
 
     def _is_current(self, marker: MarkerRequest) -> bool:
         """The transaction still waits for exactly these markers (rule 2)."""

@@ -16,7 +16,6 @@ Every failed read is kept as the exception of its partition; the caller turns it
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Coroutine
 
@@ -134,10 +133,10 @@ async def _long_poll(replicas: ReplicaManager, io: IoExecutor, params: FetchPara
                      result: FetchResult, on_wait: Callable[[], None]) -> FetchResult:
     """Kafka's DelayedFetch: read again after each append to the partitions asked for, until
     min_bytes are there, a read fails or max_wait_ms has passed."""
-    deadline = time.monotonic() + params.max_wait_ms / 1000
+    deadline = replicas.clock.monotonic() + params.max_wait_ms / 1000
     keys = [TopicPartition(p.topic, p.index) for p in partitions]
     while result.bytes < params.min_bytes and not result.has_error and keys:
-        remaining = deadline - time.monotonic()
+        remaining = deadline - replicas.clock.monotonic()
         if remaining <= 0:
             break
         on_wait()

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from pybroker.client.errors import KafkaClientError
+from pybroker.common.clock import Clock
 from pybroker.common.topic import TopicPartition
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.messages import (
@@ -60,13 +61,14 @@ class ReplicaFetcher:
 
     def __init__(self, leader_id: int, endpoint: LeaderEndPoint, config: FetcherConfig,
                  partition_of: Callable[[TopicPartition], Partition | None],
-                 on_fetched: Callable[[TopicPartition], None], now_ms: Callable[[], int]):
+                 on_fetched: Callable[[TopicPartition], None], clock: Clock):
         self.leader_id = leader_id
         self.endpoint = endpoint
         self._config = config
         self._partition_of = partition_of
         self._on_fetched = on_fetched
-        self._now_ms = now_ms
+        self._clock = clock
+        self._now_ms = clock.wall_ms
         self._targets: dict[TopicPartition, _Target] = {}
         self._wakeup = asyncio.Event()
         self._closing = False
@@ -105,15 +107,15 @@ class ReplicaFetcher:
                 if any(t.out_of_range for t in self._targets.values()):
                     await self._reset_out_of_range()
                 if not await self._fetch():
-                    await asyncio.sleep(self._config.backoff_ms / 1000)
+                    await self._clock.sleep(self._config.backoff_ms / 1000)
             except (KafkaClientError, OSError) as exc:
                 log.info("Fetch from leader %d failed: %s", self.leader_id, exc)
-                await asyncio.sleep(self._config.backoff_ms / 1000)
+                await self._clock.sleep(self._config.backoff_ms / 1000)
             except asyncio.CancelledError:
                 raise
             except Exception:
                 log.exception("Replica fetcher for leader %d failed", self.leader_id)
-                await asyncio.sleep(self._config.backoff_ms / 1000)
+                await self._clock.sleep(self._config.backoff_ms / 1000)
 
     async def _truncate(self) -> None:
         wanted = {key: target for key, target in self._targets.items() if target.truncating}

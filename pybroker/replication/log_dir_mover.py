@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from typing import Callable
 
 from pybroker.common.io_executor import IoExecutor
@@ -92,7 +91,7 @@ class LogDirMover:
 
     async def _copy_until_swapped(self, topic: str, index: int) -> None:
         truncations: int | None = None
-        copied, started = 0, time.monotonic()
+        copied, started = 0, self._replicas.clock.monotonic()
         while True:
             current, future = self._logs.get_log(topic, index), self._logs.future_log(topic, index)
             partition = self._replicas.hosted(topic, index)
@@ -129,5 +128,5 @@ class LogDirMover:
 
     async def _throttle(self, copied: int, started: float) -> None:
         """Sleep as long as the copy runs ahead of replica.alter.log.dirs.io.max.bytes.per.second."""
-        ahead = copied / self._max_bytes_per_s() - (time.monotonic() - started)
-        await asyncio.sleep(max(ahead, 0.0))
+        ahead = copied / self._max_bytes_per_s() - (self._replicas.clock.monotonic() - started)
+        await self._replicas.clock.sleep(max(ahead, 0.0))

@@ -15,17 +15,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 import uuid
 from dataclasses import dataclass
 from typing import Callable, Container, Iterable, Protocol
 
+from pybroker.common.clock import Clock
 from pybroker.common.ids import BrokerId, LeaderEpoch
 from pybroker.common.topic import TopicPartition
 from pybroker.log.config import LogConfig
 from pybroker.log.errors import LogStorageError
 from pybroker.log.log import AppendInfo, PartitionLog
 from pybroker.log.manager import RECOVERY_POINT_CHECKPOINT, LogManager
+from pybroker.records.errors import RecordTooLargeError
 from pybroker.replication.errors import (
     NotEnoughReplicasAfterAppendError,
     NotLeaderError,
@@ -69,18 +70,15 @@ LeadershipListener = Callable[[str, int, int, bool], None]
 """``(topic, partition, leader_epoch, is_leader)``"""
 
 
-def _now_ms() -> int:
-    return int(time.time() * 1000)
-
-
 class ReplicaManager:
-    def __init__(self, log_manager: LogManager, broker_id: BrokerId, *, replica_lag_time_max_ms: int = 30000,
-                 now_ms: Callable[[], int] = _now_ms):
+    def __init__(self, log_manager: LogManager, broker_id: BrokerId, clock: Clock, *,
+                 replica_lag_time_max_ms: int = 30000):
         self.log_manager = log_manager
         self.broker_id = broker_id
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
         self.isr_writer: IsrWriter | None = None
-        self._now_ms = now_ms
+        self.clock = clock
+        self._now_ms = clock.wall_ms
         self._partitions: dict[TopicPartition, Partition] = {}
         self._by_topic: dict[str, dict[int, Partition]] = {}  # the same, per topic: a topic's change is O(its partitions)
         self._waiters: dict[TopicPartition, set[asyncio.Future[None]]] = {}
@@ -204,7 +202,7 @@ class ReplicaManager:
             if self._fetcher_config is None or self._endpoint_factory is None:
                 raise RuntimeError("replica fetching is not enabled on this broker")
             fetcher = ReplicaFetcher(leader_id, self._endpoint_factory(leader_id, *address), self._fetcher_config,
-                                     self._partitions.get, self._on_follower_append, self._now_ms)
+                                     self._partitions.get, self._on_follower_append, self.clock)
             self._fetchers[leader_id] = fetcher
             self._fetcher_addresses[leader_id] = address
         return fetcher
@@ -283,12 +281,24 @@ class ReplicaManager:
 
     # Leader side
 
-    def append(self, topic: str, index: int, batch: bytearray, *, required_acks: int, now_ms: int) -> AppendInfo:
-        return self.append_to(self.leader_partition(topic, index), batch, required_acks=required_acks, now_ms=now_ms)
+    def append(self, topic: str, index: int, batch: bytearray, *, required_acks: int, now_ms: int,
+               transaction_version: int = 0) -> AppendInfo:
+        """The broker's own leader appends (coordinator records, transaction markers; ``transaction_version`` is a
+        marker's, WriteTxnMarkers v2), refused past the partition's max.message.bytes as Kafka refuses every leader
+        append; a produce is checked once, before its record walk, in `append_records`, and a follower's copy is
+        never refused for its size."""
+        partition = self.leader_partition(topic, index)
+        limit = partition.log.config.max_message_bytes
+        if len(batch) > limit:
+            raise RecordTooLargeError(f"batch of {len(batch)} bytes exceeds max.message.bytes {limit}")
+        return self.append_to(partition, batch, required_acks=required_acks, now_ms=now_ms,
+                              transaction_version=transaction_version)
 
-    def append_to(self, partition: Partition, batch: bytearray, *, required_acks: int, now_ms: int) -> AppendInfo:
+    def append_to(self, partition: Partition, batch: bytearray, *, required_acks: int, now_ms: int,
+                  transaction_version: int = 0) -> AppendInfo:
         """`append` to a partition the caller already looked up with `leader_partition`."""
-        info = partition.append_as_leader(batch, required_acks=required_acks, now_ms=now_ms)
+        info = partition.append_as_leader(batch, required_acks=required_acks, now_ms=now_ms,
+                                          transaction_version=transaction_version)
         if not info.duplicate:
             self._wake(partition.key)
         return info
@@ -385,9 +395,9 @@ class ReplicaManager:
     async def wait_for_high_watermark(self, topic: str, index: int, offset: int, timeout_s: float) -> None:
         """acks=all: return once the high watermark reaches `offset` with at least min.insync.replicas
         in the ISR. Raises NotLeaderError, NotEnoughReplicasAfterAppendError or ReplicaTimeoutError."""
-        deadline = time.monotonic() + timeout_s
+        deadline = self.clock.monotonic() + timeout_s
         while not self.replicated(topic, index, offset):
-            remaining = deadline - time.monotonic()
+            remaining = deadline - self.clock.monotonic()
             if remaining <= 0:
                 raise ReplicaTimeoutError(f"Replication of {topic}-{index} up to offset {offset} timed out")
             await self.wait_for_append([TopicPartition(topic, index)], remaining)
@@ -408,12 +418,12 @@ class ReplicaManager:
                                      alive: Callable[[], Container[int]]) -> int:
         """DeleteRecords: the partition's low watermark once every replica on a live broker has its
         log start at `offset` (Kafka's DelayedDeleteRecords). Raises NotLeaderError or ReplicaTimeoutError."""
-        deadline = time.monotonic() + timeout_s
+        deadline = self.clock.monotonic() + timeout_s
         while True:
             low = self.leader_partition(topic, index).low_watermark(alive())
             if low >= offset:
                 return low
-            remaining = deadline - time.monotonic()
+            remaining = deadline - self.clock.monotonic()
             if remaining <= 0:
                 raise ReplicaTimeoutError(f"Deleting the records of {topic}-{index} before offset {offset} timed out")
             await self.wait_for_append([TopicPartition(topic, index)], remaining)
@@ -425,7 +435,7 @@ class ReplicaManager:
         for key in registered:
             self._waiters.setdefault(key, set()).add(future)
         try:
-            await asyncio.wait_for(future, timeout_s)
+            await self.clock.wait_for(future, timeout_s)
         except asyncio.TimeoutError:
             pass
         finally:

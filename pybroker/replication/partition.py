@@ -167,14 +167,16 @@ class Partition:
 
     # Leader side
 
-    def append_as_leader(self, batch: bytearray, *, required_acks: int, now_ms: int) -> AppendInfo:
+    def append_as_leader(self, batch: bytearray, *, required_acks: int, now_ms: int,
+                         transaction_version: int = 0) -> AppendInfo:
         if not self.is_leader:
             raise NotLeaderError(f"Broker {self.broker_id} is not the leader of {self.topic}-{self.index}")
         if required_acks == -1 and len(self.minimal_isr) < self.min_insync_replicas:
             raise NotEnoughReplicasError(
                 f"The size of the current ISR {list(self.minimal_isr)} is insufficient to satisfy the min.isr "
                 f"requirement of {self.min_insync_replicas} for partition {self.topic}-{self.index}")
-        info = self.log.append_as_leader(batch, leader_epoch=self.leader_epoch, now_ms=now_ms)
+        info = self.log.append_as_leader(batch, leader_epoch=self.leader_epoch, now_ms=now_ms,
+                                         transaction_version=transaction_version)
         self._persist_epochs(changed=False)
         self.maybe_advance_high_watermark()
         return info

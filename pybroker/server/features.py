@@ -31,7 +31,7 @@ from pybroker.common.durable_json import write_json_durably_off_loop
 from pybroker.protocol.error_codes import ErrorCode
 
 if TYPE_CHECKING:
-    from pybroker.controller.zk_client import ZkClient, ZkEvent
+    from pybroker.zk.client import ZkClient, ZkEvent
 
 TRANSACTION_VERSION = "transaction.version"
 #: name -> (min, max) level this broker supports.

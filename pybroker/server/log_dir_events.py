@@ -16,7 +16,7 @@ import logging
 from kazoo.exceptions import KazooException
 
 from pybroker.common.topic import TopicPartition
-from pybroker.controller.zk_client import ZkClient
+from pybroker.zk.client import ZkClient
 
 log = logging.getLogger("pybroker.server")
 

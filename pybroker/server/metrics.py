@@ -88,7 +88,7 @@ class BrokerMetrics:
                                  "Time from a request's decoding to its response being ready, per API.", ["request"],
                                  buckets=LATENCY_BUCKETS_S, registry=self.registry)
         self.registry.register(_StateCollector(services, sockets))
-        self.registry.register(ClientTelemetryCollector(services.client_metrics))
+        self.registry.register(ClientTelemetryCollector(services.client_metrics, services.clock))
         self.registry.register(_QuotaCollector(services))
         self.registry.register(ShareCollector(services.share))
         self._server: asyncio.base_events.Server | None = None
@@ -270,7 +270,7 @@ class _QuotaCollector(Collector):
         self._services = services
 
     def collect(self) -> Iterable[Metric]:
-        now_ms = int(time.time() * 1000)
+        now_ms = self._services.clock.wall_ms()
         for manager in self._services.quotas.managers.all:
             group = f"kafka_server_{manager.quota_type.lower()}"
             throttle = GaugeMetricFamily(f"{group}_throttle_time", f"Average throttle time in ms per user/client-id "

@@ -7,10 +7,8 @@ A refused request closes the connection after its answer: the dispatcher returns
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import struct
-import time
 
 from pybroker.common.log_limit import LogLimiter
 from pybroker.protocol.api_keys import ApiKey
@@ -43,7 +41,7 @@ async def before_header(authenticator: SaslAuthenticator, session: ConnectionSes
         raise CloseConnection(f"SASL frame of {len(frame)} bytes before authentication exceeds "
                               f"sasl.server.max.receive.size={sasl.settings.max_receive_size}")
     if sasl.state is SaslState.RAW:
-        return await raw_token(session, frame, int(time.time() * 1000), peer)
+        return await raw_token(session, frame, sasl.authenticator.clock.wall_ms(), peer)
     return None
 
 
@@ -56,7 +54,7 @@ async def raw_token(session: ConnectionSession, frame: memoryview, now_ms: int, 
         answer, _ = sasl.authenticate(bytes(frame), 0, now_ms)
     except SaslAuthenticationError as exc:
         limited_log.log(logging.INFO, "sasl-failed", "Failed authentication with %s (%s)", peer, exc)
-        await asyncio.sleep(sasl.authenticator.failed_delay_ms / 1000)
+        await sasl.authenticator.clock.sleep(sasl.authenticator.failed_delay_ms / 1000)
         raise CloseConnection(f"SASL authentication failed: {exc}") from None
     if sasl.principal is not None:
         session.principal = sasl.principal

@@ -14,6 +14,7 @@ import asyncio
 from dataclasses import dataclass
 from typing import Awaitable, Callable, Mapping, Protocol
 
+from pybroker.common.clock import Clock
 from pybroker.common.config import BrokerConfig
 from pybroker.common.io_executor import IoExecutor
 from pybroker.common.open_files import DescriptorBudget
@@ -64,6 +65,8 @@ class RequestMetrics(Protocol):
 @dataclass(eq=False, slots=True)
 class Services:
     config: BrokerConfig
+    clock: Clock
+    """The broker's one clock: request times, quota windows, delays and deadlines are read from it."""
     broker_id: int
     replica_manager: ReplicaManager
     log_manager: LogManager

@@ -48,13 +48,15 @@ class MarkerChannel:
 
     async def send(self, broker: BrokerInfo, marker: MarkerRequest,
                    partitions: list[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
-        """Ask ``broker`` to write ``marker`` to ``partitions`` (which it leads); an error per partition."""
+        """Ask ``broker`` to write ``marker`` to ``partitions`` (which it leads); an error per partition. The
+        marker's transaction version goes along at v2 (KIP-1228); a broker serving only v1 checks it as legacy."""
         by_topic: dict[str, list[int]] = {}
         for topic, index in partitions:
             by_topic.setdefault(topic, []).append(index)
         request = WriteTxnMarkersRequest(markers=[Marker(
             producer_id=marker.producer_id, producer_epoch=marker.producer_epoch,
             transaction_result=marker.commit, coordinator_epoch=marker.coordinator_epoch,
+            transaction_version=marker.transaction_version,
             topics=[MarkerTopic(name=topic, partition_indexes=indexes) for topic, indexes in by_topic.items()])])
         connection: Connection | None = None
         try:

@@ -26,13 +26,14 @@ import ssl
 from typing import Any, Callable, Iterable, Iterator
 
 from pybroker.client.sasl import SaslCredentials
+from pybroker.common.clock import Clock
 from pybroker.common.config import BrokerConfig
 from pybroker.common.ids import ProducerEpoch, ProducerId
 from pybroker.common.io_executor import IoExecutor
 from pybroker.common.topic import TopicPartition
-from pybroker.controller import zk_paths as zp
+from pybroker.zk import paths as zp
 from pybroker.controller.metadata import BrokerInfo
-from pybroker.controller.zk_client import ZkClient
+from pybroker.zk.client import ZkClient
 from pybroker.coordinator.coordinator import GroupCoordinator
 from pybroker.coordinator.loader import decoded_records
 from pybroker.coordinator.txn_coordinator import MarkerRequest, TransactionCoordinator, TxnConfig, TxnOutcome
@@ -56,7 +57,7 @@ TXN_TOPIC = "__transaction_state"
 
 class TxnService:
     def __init__(self, config: BrokerConfig, broker_id: int, metadata: MetadataSource, replicas: ReplicaManager,
-                 logs: LogSource, io: IoExecutor, groups: GroupCoordinator, clock: Callable[[], int], *,
+                 logs: LogSource, io: IoExecutor, groups: GroupCoordinator, clock: Clock, *,
                  zk: ZkClient | None, inter_broker_tls: ssl.SSLContext | None,
                  inter_broker_sasl: SaslCredentials | None) -> None:
         self._broker_id = broker_id
@@ -78,7 +79,7 @@ class TxnService:
             configs=lambda factor: {
                 "segment.bytes": str(config["transaction.state.log.segment.bytes"]),
                 "min.insync.replicas": str(min(config["transaction.state.log.min.isr"], factor))},
-            replication_timeout_ms=config["request.timeout.ms"], clock=clock)
+            replication_timeout_ms=config["request.timeout.ms"], clock=clock.wall_ms)
         self.runtime = TxnRuntime(self.coordinator, self.topic.append, self.write_markers, clock,
                                   self.topic.replicated)
         self._markers = MarkerChannel(config["request.timeout.ms"], inter_broker_tls, inter_broker_sasl)
@@ -142,7 +143,8 @@ class TxnService:
         local, remote = self._route([tp for tp in marker.partitions if metadata.topic(tp[0]) is not None])
         sends = [self._markers.send(broker, marker, partitions) for broker, partitions in remote.values()]
         answers = await asyncio.gather(self.write_marker(marker.producer_id, marker.producer_epoch,
-                                                         marker.coordinator_epoch, marker.commit, local), *sends)
+                                                         marker.coordinator_epoch, marker.commit, local,
+                                                         transaction_version=marker.transaction_version), *sends)
         failed = {tp: code for answer in answers for tp, code in answer.items() if code is not ErrorCode.NONE}
         if failed:
             log.warning("Markers of transaction %s not written yet (retried on the next abort check): %s",
@@ -178,20 +180,23 @@ class TxnService:
         return local, remote
 
     async def write_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool,
-                           partitions: Iterable[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
+                           partitions: Iterable[TopicPartition], *,
+                           transaction_version: int) -> dict[TopicPartition, ErrorCode]:
         """Append a COMMIT/ABORT marker to each partition and wait for its ISR. A partition this broker
         does not host is UNKNOWN_TOPIC_OR_PARTITION, to be retried, as Kafka's replica manager answers:
         taking it for a deleted topic made a broker whose metadata had not arrived yet (just restarted)
-        report a marker written that never was, and the transaction stayed open there for good."""
+        report a marker written that never was, and the transaction stayed open there for good. A V2
+        transaction's marker (``transaction_version`` 2) must carry an epoch above the producer's
+        (INVALID_PRODUCER_EPOCH otherwise: a late marker of an earlier transaction)."""
         results: dict[TopicPartition, ErrorCode] = {}
         appended: dict[TopicPartition, int] = {}
         for topic, index in partitions:
-            now = self._clock()
+            now = self._clock.wall_ms()
             batch = build_end_txn_marker(commit, producer_id=producer_id, producer_epoch=producer_epoch,
                                          coordinator_epoch=coordinator_epoch, timestamp=now)
             try:
-                info = self._replicas.append(topic, index, bytearray(batch), required_acks=-1,
-                                                           now_ms=now)
+                info = self._replicas.append(topic, index, bytearray(batch), required_acks=-1, now_ms=now,
+                                             transaction_version=transaction_version)
             except UnknownPartitionError:
                 results[TopicPartition(topic, index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
@@ -205,7 +210,7 @@ class TxnService:
             results[TopicPartition(topic, index)] = code
             if topic == OFFSETS_TOPIC and code is ErrorCode.NONE:  # offsets show once the marker is replicated
                 self._groups.complete_txn_offsets(producer_id, index, commit=commit,
-                                                                     now_ms=self._clock())
+                                                                     now_ms=self._clock.wall_ms())
         return results
 
     async def _wait_for_isr(self, topic: str, index: int, end_offset: int, timeout_s: float) -> ErrorCode:
@@ -251,7 +256,7 @@ class TxnService:
         error = groups.validate_txn_offsets(request)
         if error is not ErrorCode.NONE:
             return {tp: error for tp in wanted}
-        entries, records, errors = groups.txn_offset_records(request, self._clock())
+        entries, records, errors = groups.txn_offset_records(request, self._clock.wall_ms())
         if records:
             batch = build_batch([RecordInput(key, value) for key, value in records],
                                 producer_id=request.producer_id, producer_epoch=request.producer_epoch,
@@ -259,7 +264,7 @@ class TxnService:
             partition = groups.partition_of(request.group_id)
             try:
                 info = self._replicas.append(OFFSETS_TOPIC, partition, bytearray(batch),
-                                                           required_acks=-1, now_ms=self._clock())
+                                                           required_acks=-1, now_ms=self._clock.wall_ms())
             except Exception as exc:
                 return {tp: errors.get(tp, _coordinator_code(error_code_for(exc))) for tp in wanted}
             code = await self._wait_for_isr(OFFSETS_TOPIC, partition, info.last_offset + 1, self._offsets_timeout_s)

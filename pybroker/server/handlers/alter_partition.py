@@ -6,7 +6,7 @@ partitions, whose ISR cannot change."""
 from __future__ import annotations
 
 from pybroker.common.topic import TopicPartition
-from pybroker.controller import zk_paths as zp
+from pybroker.zk import paths as zp
 from pybroker.controller.alter_partition import RECOVERED, IsrProposal, check_proposal
 from pybroker.controller.context import ControllerContext
 from pybroker.controller.controller import NotControllerError, StaleBrokerEpochError

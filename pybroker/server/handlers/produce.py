@@ -13,7 +13,6 @@ holds the batch (or the request's timeout).
 
 from __future__ import annotations
 
-import time
 
 from pybroker.common.ids import ProducerEpoch, ProducerId
 from pybroker.common.topic import INTERNAL_TOPICS, TopicPartition
@@ -26,6 +25,7 @@ from pybroker.records.constants import BATCH_HEADER, TRANSACTIONAL_FLAG_MASK
 from pybroker.records.errors import RecordValidationError
 from pybroker.replication.append_records import BeforeAppend, PartitionAppend, append_records, wait_for_acks
 from pybroker.security.acl import AclOperation, ResourceType
+from pybroker.server import leader_hints
 from pybroker.server.authorization import allowed_names, authorize
 from pybroker.server.context import RequestContext
 from pybroker.server.error_mapping import error_code_for, error_message_for
@@ -74,15 +74,35 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
         before_append=_checks(ctx),
         appended=metrics.record_produce if metrics is not None else None)
     if quota.active():  # producer_byte_rate counts the whole request's bytes, acks=0 included (as Kafka)
-        quota.record_produce(request.acks, ctx.request_size, int(time.time() * 1000))
+        quota.record_produce(request.acks, ctx.request_size, services.clock.wall_ms())
     if request.acks == 0:
         return None
     if request.acks == -1:
         await wait_for_acks(services.replica_manager, results, request.timeout_ms, leave_request_queue)
-    return ProduceResponse(responses=[
+    response = ProduceResponse(responses=[
         ProduceResponse.TopicProduceResponse(name=name or "", topic_id=topic.topic_id, partition_responses=[
             _answer(slot) if isinstance(slot, PartitionAppend) else slot for slot in of_topic])
         for name, topic, of_topic in zip(names, request.topic_data, slots)], throttle_time_ms=0)
+    if ctx.api_version >= leader_hints.FIRST_PRODUCE_VERSION:
+        _point_to_leaders(ctx, names, response)
+    return response
+
+
+def _point_to_leaders(ctx: RequestContext, names: list[str | None], response: ProduceResponse) -> None:
+    """KIP-951: a partition answered NOT_LEADER_OR_FOLLOWER names its leader, whose endpoint the answer lists."""
+    endpoints: dict[int, ProduceResponse.NodeEndpoint] = {}
+    for name, topic in zip(names, response.responses):
+        for answer in topic.partition_responses:
+            if name is None or answer.error_code not in leader_hints.PRODUCE_ERRORS:
+                continue
+            hint = leader_hints.leader_hint(ctx.services.metadata, ctx.listener, name, answer.index)
+            answer.current_leader = ProduceResponse.LeaderIdAndEpoch(leader_id=hint.leader_id,
+                                                                     leader_epoch=hint.leader_epoch)
+            if hint.endpoint is not None:
+                endpoints[hint.endpoint.node_id] = ProduceResponse.NodeEndpoint(
+                    node_id=hint.endpoint.node_id, host=hint.endpoint.host, port=hint.endpoint.port,
+                    rack=hint.endpoint.rack)
+    response.node_endpoints = list(endpoints.values())
 
 
 def _checks(ctx: RequestContext) -> BeforeAppend:

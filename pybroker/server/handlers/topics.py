@@ -10,7 +10,6 @@ named by id Describe, else it is unknown); CreatePartitions needs Alter.
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections import Counter
 
@@ -97,7 +96,7 @@ async def _create_one(ctx: RequestContext, topic: CreateTopicsRequest.CreatableT
                                     error_message=f"Null value not supported for topic configs: {','.join(nulls)}")
     configs = {config.name: config.value for config in topic.configs if config.value is not None}
     if not validate_only and not mutations.admit(len(assignments) if assignments else partitions,
-                                                 int(time.time() * 1000)):
+                                                 ctx.services.clock.wall_ms()):
         return CreatableTopicResult(name=topic.name, error_code=ErrorCode.THROTTLING_QUOTA_EXCEEDED,
                                     error_message=THROTTLED)
     try:
@@ -145,7 +144,7 @@ async def delete_topics(ctx: RequestContext, request: DeleteTopicsRequest) -> De
         info = metadata.topic(name)
         if info is not None:
             result.topic_id = info.topic_id
-        if not mutations.admit(len(info.partitions) if info is not None else 0, int(time.time() * 1000)):
+        if not mutations.admit(len(info.partitions) if info is not None else 0, ctx.services.clock.wall_ms()):
             result.error_code, result.error_message = ErrorCode.THROTTLING_QUOTA_EXCEEDED, THROTTLED
             results.append(result)
             continue
@@ -174,7 +173,7 @@ async def create_partitions(ctx: RequestContext, request: CreatePartitionsReques
             assignments = None if topic.assignments is None else [a.broker_ids for a in topic.assignments]
             info = ctx.services.metadata.topic(topic.name)
             added = max(topic.count - len(info.partitions), 0) if info is not None else 0
-            if not request.validate_only and not mutations.admit(added, int(time.time() * 1000)):
+            if not request.validate_only and not mutations.admit(added, ctx.services.clock.wall_ms()):
                 result.error_code, result.error_message = ErrorCode.THROTTLING_QUOTA_EXCEEDED, THROTTLED
                 results.append(result)
                 continue

@@ -232,8 +232,10 @@ async def txn_offset_commit(ctx: RequestContext, request: TxnOffsetCommitRequest
             for p in t.partitions]) for t in request.topics])
 
 
-@api(ApiKey.WRITE_TXN_MARKERS, 1, 1)
+@api(ApiKey.WRITE_TXN_MARKERS, 1, 2)
 async def write_txn_markers(ctx: RequestContext, request: WriteTxnMarkersRequest) -> WriteTxnMarkersResponse:
+    """Write the markers a coordinator (or Admin.abortTransaction) asks for; v2 says which transaction version
+    each marker ends (KIP-1228: a V2 marker's epoch is the bumped one, checked as such), v1's are legacy."""
     results = []
     refused = not authorize_cluster(ctx, AclOperation.CLUSTER_ACTION)  # Kafka: ClusterAction, else every partition
     for marker in request.markers:
@@ -246,7 +248,8 @@ async def write_txn_markers(ctx: RequestContext, request: WriteTxnMarkersRequest
             continue
         partitions = [TopicPartition(t.name, p) for t in marker.topics for p in t.partition_indexes]
         codes = await ctx.services.txns.write_marker(marker.producer_id, marker.producer_epoch,
-                                                   marker.coordinator_epoch, marker.transaction_result, partitions)
+                                                   marker.coordinator_epoch, marker.transaction_result, partitions,
+                                                   transaction_version=marker.transaction_version)
         results.append(WriteTxnMarkersResponse.WritableTxnMarkerResult(producer_id=marker.producer_id, topics=[
             WriteTxnMarkersResponse.WritableTxnMarkerTopicResult(name=t.name, partitions=[
                 WriteTxnMarkersResponse.WritableTxnMarkerPartitionResult(

@@ -9,22 +9,25 @@ from typing import Any, Callable
 
 import pytest
 
+from pybroker.common.clock import ManualClock
 from pybroker.coordinator.runtime import CoordinatorStorageError
 from pybroker.coordinator.txn_coordinator import MarkerRequest, TransactionCoordinator, TxnConfig
 from pybroker.coordinator.txn_records import TxnState, decode_txn_record
 from pybroker.replication.errors import NotEnoughReplicasError
 from pybroker.coordinator.txn_runtime import TxnRuntime
 from pybroker.protocol.error_codes import ErrorCode
+from tests.eventually import eventually_async
 
 TXN = "txn"
 TIMEOUT_MS = 60_000
 
 
 class Harness:
-    """A runtime over a fake internal topic whose ISR waits a test can hold back or fail."""
+    """A runtime over a fake internal topic whose ISR waits a test can hold back or fail, on a clock that
+    moves only when the test says so."""
 
     def __init__(self, *, marker_results: list[bool] | None = None) -> None:
-        self.now = 1_000_000
+        self.clock = ManualClock(wall_ms=1_000_000)
         self.end_offset = 0
         self.held: dict[int, asyncio.Event] = {}  # end offset -> released when set
         self.failing: set[int] = set()  # end offsets whose first ISR wait fails
@@ -34,7 +37,7 @@ class Harness:
         self.markers: list[tuple[MarkerRequest, TxnState]] = []
         self.marker_results = marker_results or []
         self.coordinator = TransactionCoordinator(TxnConfig(abort_check_interval_ms=1000))
-        self.runtime = TxnRuntime(self.coordinator, self._persist, self._write_markers, lambda: self.now,
+        self.runtime = TxnRuntime(self.coordinator, self._persist, self._write_markers, self.clock,
                                   self._replicated)
 
     def _persist(self, partition: int, records: list[Any]) -> int:
@@ -76,20 +79,26 @@ class Harness:
     def commit(self, pid: int, epoch: int) -> asyncio.Future[Any]:
         return asyncio.ensure_future(self.call(lambda w, t: self.coordinator.end_txn(w, TXN, pid, epoch, True, t)))
 
-    def abort_check(self) -> None:
-        self.now += 1500
-        self.runtime.apply(self.coordinator.tick(self.now))
+    async def abort_check(self) -> None:
+        """Run the coordinator's abort check 1.5 s on, and wait until the runtime finished what it started."""
+        self.clock.advance(1.5)
+        started = set(self.runtime._replicating)
+        self.runtime.apply(self.coordinator.tick(self.clock.wall_ms()))
+        await asyncio.gather(*(set(self.runtime._replicating) - started))
+
+    async def appended(self, end_offset: int) -> None:
+        await eventually_async(lambda: self.end_offset >= end_offset, f"the append up to {end_offset}")
 
 
 def test_the_abort_check_sends_no_marker_while_the_prepare_record_waits_for_the_isr() -> None:
     async def scenario() -> None:
         harness = Harness()
         pid, epoch = await harness.open_transaction()
-        harness.held[harness.end_offset + 1] = release = asyncio.Event()  # the PrepareCommit record
+        prepare = harness.end_offset + 1
+        harness.held[prepare] = release = asyncio.Event()  # the PrepareCommit record
         commit = harness.commit(pid, epoch)
-        await asyncio.sleep(0.01)
-        harness.abort_check()
-        await asyncio.sleep(0.01)
+        await harness.appended(prepare)
+        await harness.abort_check()
         assert harness.markers == [] and not commit.done()
         retry = await harness.call(lambda w, t: harness.coordinator.end_txn(w, TXN, pid, epoch, True, t))
         assert retry is ErrorCode.CONCURRENT_TRANSACTIONS
@@ -109,10 +118,8 @@ def test_a_failed_isr_wait_fails_the_answer_and_markers_follow_only_once_replica
         with pytest.raises(CoordinatorStorageError):
             await harness.commit(pid, epoch)
         assert harness.markers == []
-        for _ in range(60):  # the runtime keeps waiting for the record (backoff 2 s) and then writes
-            if harness.markers:
-                break
-            await asyncio.sleep(0.05)
+        harness.clock.advance(2)  # the runtime keeps waiting for the record (backoff 2 s) and then writes
+        await eventually_async(lambda: harness.markers, "the markers, once the record is replicated")
         assert [m.commit for m, _ in harness.markers] == [True]
         assert harness.coordinator.transactions[TXN].state is TxnState.COMPLETE_COMMIT
 
@@ -126,10 +133,12 @@ def test_a_failed_marker_is_retried_until_written_and_the_answer_does_not_wait_f
         assert await harness.commit(pid, epoch) is ErrorCode.NONE
         assert len(harness.markers) == 1  # answered after the first attempt
         assert harness.coordinator.transactions[TXN].state is TxnState.PREPARE_COMMIT
-        for _ in range(40):
-            if harness.coordinator.transactions[TXN].state is TxnState.COMPLETE_COMMIT:
-                break
-            await asyncio.sleep(0.05)
+        harness.clock.advance(0.1)  # the first backoff
+        await eventually_async(lambda: len(harness.markers) == 2, "the first retry")
+        assert harness.coordinator.transactions[TXN].state is TxnState.PREPARE_COMMIT
+        harness.clock.advance(0.2)  # the second
+        await eventually_async(lambda: harness.coordinator.transactions[TXN].state is TxnState.COMPLETE_COMMIT,
+                               "the transaction to complete")
         assert len(harness.markers) == 3
         assert harness.coordinator.transactions[TXN].state is TxnState.COMPLETE_COMMIT
 
@@ -143,7 +152,8 @@ def test_a_marker_made_stale_by_a_newer_producer_epoch_is_not_written() -> None:
         assert await harness.commit(pid, epoch) is ErrorCode.NONE  # first attempt failed; a retry waits
         meta = harness.coordinator.transactions[TXN]
         meta.state, meta.producer_epoch = TxnState.COMPLETE_COMMIT, epoch + 1  # completed elsewhere, then fenced
-        await asyncio.sleep(0.5)  # past the retry's backoff
+        harness.clock.advance(0.1)  # past the retry's backoff
+        await eventually_async(lambda: not harness.runtime._marking, "the retry to end")
         assert len(harness.markers) == 1  # the stale retry was dropped
 
     asyncio.run(scenario())
@@ -186,10 +196,11 @@ def test_a_transaction_waits_while_its_partitions_record_is_on_its_way_to_the_is
         harness = Harness()
         init = await harness.call(lambda w, t: harness.coordinator.init_producer_id(w, TXN, TIMEOUT_MS, -1, -1, 1000, t))
         pid, epoch = init.producer_id, init.producer_epoch
-        harness.held[harness.end_offset + 1] = release = asyncio.Event()
+        added = harness.end_offset + 1
+        harness.held[added] = release = asyncio.Event()
         first = asyncio.ensure_future(harness.call(lambda w, t: harness.coordinator.add_partitions(
             w, TXN, pid, epoch, [("out", 0)], t)))
-        await asyncio.sleep(0.01)
+        await harness.appended(added)
         retry = await harness.call(lambda w, t: harness.coordinator.add_partitions(w, TXN, pid, epoch, [("out", 0)], t))
         assert retry is ErrorCode.CONCURRENT_TRANSACTIONS
         assert await harness.commit(pid, epoch) is ErrorCode.CONCURRENT_TRANSACTIONS

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 
-from pybroker.controller import zk_paths as zp
+from pybroker.zk import paths as zp
 from pybroker.controller.metadata import TopicRegistry
 from pybroker.coordinator.txn_coordinator import MarkerRequest
 from pybroker.server.txn_service import TxnService
