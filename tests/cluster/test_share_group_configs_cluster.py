@@ -13,7 +13,7 @@ from pybroker.protocol.error_codes import ErrorCode
 from tests.cluster.conftest import running_cluster
 from tests.eventually import eventually
 from tests.integration.test_bad_input import WireClient
-from tests.integration.test_share_group_configs_durable import alter_group, group_overrides
+from tests.integration.test_share_group_configs_durable import alter_group, group_overrides, listed_groups
 
 TOPIC, GROUP = "spread-configs", "spread-configs-group"
 
@@ -27,6 +27,7 @@ def test_a_group_config_set_on_one_broker_applies_on_the_partition_leader(tmp_pa
             == ErrorCode.NONE
         eventually(lambda: group_overrides(WireClient(leader.bootstrap), GROUP)
                    == {"share.auto.offset.reset": "earliest"}, "the leader to see the group config")
+        assert listed_groups(WireClient(leader.bootstrap)) == {GROUP}
         producer = Producer({"bootstrap.servers": cluster.bootstrap, "linger.ms": 0})
         for i in range(5):
             producer.produce(TOPIC, value=f"r{i}".encode())
