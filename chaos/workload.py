@@ -111,6 +111,25 @@ def consumer_config(bootstrap: str, **extra: Any) -> dict[str, Any]:
             "reconnect.backoff.max.ms": 1000, "topic.metadata.refresh.interval.ms": 2000, "log_level": 3, **extra}
 
 
+def subscribe(consumer: Consumer, topic: str,
+              changed: Callable[[str, list[TopicPartition]], None] | None = None) -> None:
+    """Subscribe with rebalance callbacks that assign and unassign themselves (eager protocol), after
+    telling `changed` ("assign"/"revoke"). Without them confluent-kafka does it in C after asking librdkafka
+    for the rebalance protocol, which can wait forever when the consumer is closing (librdkafka #4041): a
+    round hung there, holding the GIL, as its consume-transform-produce loop closed its consumer."""
+    def assigned(own: Consumer, partitions: list[TopicPartition]) -> None:
+        if changed is not None:
+            changed("assign", partitions)
+        own.assign(partitions)
+
+    def revoked(own: Consumer, partitions: list[TopicPartition]) -> None:
+        if changed is not None:
+            changed("revoke", partitions)
+        own.unassign()
+
+    consumer.subscribe([topic], on_assign=assigned, on_revoke=revoked)
+
+
 class Workload:
     """Threads that run until `stop()`; each loop is bounded by the stop flag and a deadline."""
 
@@ -204,14 +223,11 @@ class Workload:
     def _group_consumer(self, name: str, deadline: float, topic: str, group: str, extra: dict[str, Any]) -> None:
         history = self.history
 
-        def assigned(_consumer: Any, partitions: list[TopicPartition]) -> None:
-            history.add("assign", process=name, partitions=[[p.topic, p.partition] for p in partitions])
-
-        def revoked(_consumer: Any, partitions: list[TopicPartition]) -> None:
-            history.add("revoke", process=name, partitions=[[p.topic, p.partition] for p in partitions])
+        def changed(event: str, partitions: list[TopicPartition]) -> None:
+            history.add(event, process=name, partitions=[[p.topic, p.partition] for p in partitions])
 
         consumer = Consumer(consumer_config(self.bootstrap, **{"group.id": group, **extra}))
-        consumer.subscribe([topic], on_assign=assigned, on_revoke=revoked)
+        subscribe(consumer, topic, changed)
         since_commit = time.monotonic()
         try:
             while self._running(deadline):
@@ -321,7 +337,7 @@ class Workload:
                                                                 "isolation.level": "read_committed"}))
         producer = Producer({**_producer_config(self.bootstrap), "transactional.id": f"chaos-{name}",
                              "transaction.timeout.ms": 30000})
-        consumer.subscribe([QUEUE_TOPIC])
+        subscribe(consumer, QUEUE_TOPIC)
         try:
             producer.init_transactions(30)
         except KafkaException as exc:

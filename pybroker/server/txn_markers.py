@@ -2,9 +2,9 @@
 
 The transaction coordinator writes COMMIT/ABORT markers itself to the partitions this broker
 leads; the rest go, grouped by leader, to those leaders over one reused connection per broker.
-A failed send drops the connection and reports every partition of it as failed, so the
-coordinator retries the markers on its next abort check (its transaction stays in a Prepare
-state and the producer gets CONCURRENT_TRANSACTIONS meanwhile).
+A failed send drops the connection and reports every partition of it as NETWORK_EXCEPTION; the
+coordinator's runtime (``txn_runtime``) retries them after its backoff, with the leaders known then
+(its transaction stays in a Prepare state and the producer gets CONCURRENT_TRANSACTIONS meanwhile).
 
 The same connections carry a leader's AddPartitionsToTxn v5 to the coordinator of a transactional
 Produce (Kafka's AddPartitionsToTxnManager): the verification of a V1 client's partitions, or the

@@ -209,7 +209,9 @@ def test_idle_transactional_id_expires_with_a_tombstone():
 def test_replayed_state_resends_markers_of_a_recorded_commit_and_aborts_open_ones_later():
     coordinator, clock, producer = started()
     records = []
-    records += coordinator.init_producer_id("w", "other", TIMEOUT_MS, -1, -1, 7, clock.now).records
+    initialized = coordinator.init_producer_id("w", "other", TIMEOUT_MS, -1, -1, 7, clock.now)
+    complete(coordinator, initialized, clock.now)
+    records += initialized.records
     added = coordinator.add_partitions("w", "other", 7, 0, [("out", 3)], clock.now)
     complete(coordinator, added, clock.now)
     records += added.records
@@ -327,6 +329,7 @@ def test_v1_and_v2_transactions_at_once_and_a_v1_end_of_a_v2_transaction_is_refu
     assert only_reply(coordinator.end_txn("w", TXN, pid, epoch, True, clock.now)) is ErrorCode.INVALID_TXN_STATE
     other = coordinator.init_producer_id("w", "classic", TIMEOUT_MS, -1, -1, 2000, clock.now)
     classic = only_reply(other)
+    coordinator.persisted(other, ok=True)
     added = coordinator.add_partitions("w", "classic", classic.producer_id, classic.producer_epoch, [("out", 1)],
                                        clock.now)
     assert only_reply(added) is ErrorCode.NONE
