@@ -21,6 +21,7 @@ from pybroker.controller.errors import InvalidTopicConfigError
 from pybroker.controller.metadata import BrokerInfo, ClusterMetadata, TopicInfo
 from pybroker.controller.acl_store import AclStore, FileAclStore, ZkAclStore
 from pybroker.controller.client_metrics_store import FileClientMetricsStore
+from pybroker.controller.group_config_store import FileGroupConfigStore
 from pybroker.controller.quota_store import FileQuotaStore
 from pybroker.controller.scram_store import FileScramStore, ScramCredentialStore
 from pybroker.log.config import LogConfig
@@ -102,7 +103,8 @@ class Broker:
                                               timeout_ms=config["share.coordinator.write.timeout.ms"],
                                               tls=self.inter_broker_tls, sasl=self.inter_broker_sasl)
         self.share = ShareService(config, self._started_metadata, self.groups.coordinator, self.share_persister,
-                                  self.clock)
+                                  FileGroupConfigStore(config.log_dirs[0]) if self.zk_mode is None
+                                  else self.zk_mode.group_configs, self.clock)
         self.fetch_sessions = FetchSessionCache(config["max.incremental.fetch.session.cache.slots"],
                                                 config["min.incremental.fetch.session.eviction.ms"])
         self.replica_manager.leadership_listeners += [self.groups.on_leadership_change,

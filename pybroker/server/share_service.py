@@ -22,7 +22,7 @@ from pybroker.common.clock import SYSTEM_CLOCK, Clock
 from pybroker.common.config import BrokerConfig
 from pybroker.controller.metadata import ClusterMetadata, TopicInfo
 from pybroker.coordinator.coordinator import GroupCoordinator
-from pybroker.coordinator.share.configs import ShareConfigs, ShareLimits
+from pybroker.coordinator.share.configs import GroupConfigStore, ShareConfigs, ShareLimits
 from pybroker.coordinator.share.group import ShareGroups
 from pybroker.log import PartitionLog
 from pybroker.protocol.error_codes import ErrorCode
@@ -61,13 +61,13 @@ class _Durable:
 
 class ShareService:
     def __init__(self, config: BrokerConfig, metadata: Callable[[], ClusterMetadata], groups: GroupCoordinator,
-                 persister: SharePersister, clock: Clock = SYSTEM_CLOCK) -> None:
+                 persister: SharePersister, group_configs: GroupConfigStore, clock: Clock = SYSTEM_CLOCK) -> None:
         self.persister = persister
         self._metadata = metadata
         self._groups = groups
         self.clock = clock
         self.limits = ShareLimits.from_config(config)
-        self.configs = ShareConfigs(self.limits)
+        self.configs = ShareConfigs(self.limits, group_configs)
         self.groups = ShareGroups(self.configs.settings(""), self.configs.settings)
         self.sessions = ShareSessionCache(self.limits.max_share_sessions)
         self.partitions: dict[SharePartitionKey, SharePartition] = {}
@@ -157,7 +157,7 @@ class ShareService:
             return failed
         code = self.groups.delete(group_id)
         if code is ErrorCode.NONE:
-            self.configs.forget(group_id)
+            await self.configs.forget(group_id)
             self._forget(lambda key: key[0] == group_id)
         return code
 

@@ -6,6 +6,10 @@ hold acquired offsets (the client delivers only the acquired ones, as with Kafka
 
 With ``share.isolation.level=read_committed`` the read stops at the last stable offset, and the batches of aborted
 transactions are archived as control batches are, never delivered (Kafka's SharePartition archives them too).
+
+The read is bounded by what can be acquired, not by the backlog: it ends with the batches below
+``acquirable_end`` (the in-flight window plus ``max_records`` new offsets, fewer when the record-lock cap is near),
+so a ShareFetch on a deep queue costs what it delivers; ``max_bytes`` still bounds it too.
 """
 
 from __future__ import annotations
@@ -13,14 +17,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pybroker.common.io_executor import IoExecutor
-from pybroker.log import PartitionLog
+from pybroker.log import FetchInfo, PartitionLog
 from pybroker.log.compactor import AbortedTxns
 from pybroker.log.errors import ColdReadError
 from pybroker.log.file_slice import FileSlice
 from pybroker.records.batch import iter_batches
 from pybroker.replication.share.partition import Acquired, BatchBounds, SharePartition
 
-__all__ = ["ShareRead", "acquire_from_log"]
+__all__ = ["ShareRead", "acquirable_end", "acquire_from_log"]
 
 
 @dataclass(slots=True)
@@ -43,11 +47,9 @@ async def acquire_from_log(log: PartitionLog, io: IoExecutor, share: SharePartit
     bound = log.last_stable_offset if read_committed else log.high_watermark
     if offset >= bound:
         return ShareRead(b"", [])
-    try:
-        info = log.read(offset, max_bytes, max_offset=bound, cached_only=True)
-    except ColdReadError as cold:
-        await io.run(cold.warm)
-        info = log.read(offset, max_bytes, max_offset=bound)
+    info = await _read(log, io, offset, max_bytes, min(bound, acquirable_end(share, max_records)))
+    if info.slices is None:  # the first batch reaches past the bound: it alone, as acquire takes whole batches
+        info = await _read(log, io, offset, 1, bound)
     if info.slices is None:
         return ShareRead(b"", [])
     found = info.slices
@@ -69,3 +71,22 @@ async def acquire_from_log(log: PartitionLog, io: IoExecutor, share: SharePartit
                if any(a.first <= bounds.last and bounds.first <= a.last for a in acquired)]
     start, end = holding[0][0], holding[-1][1]
     return ShareRead(found.after(start).first(end - start), acquired)
+
+
+def acquirable_end(share: SharePartition, max_records: int) -> int:
+    """The exclusive offset bound of what one acquisition can take: the in-flight window (its available records)
+    and at most ``max_records`` offsets past it, no more than the ``group.share.partition.max.record.locks`` cap
+    leaves room for (at least one offset on an empty window, as ``SharePartition.acquire`` takes a first batch)."""
+    room = share.max_record_locks - share.in_flight()
+    if share.in_flight() == 0:
+        room = max(room, 1)
+    return share.next_offset + max(0, min(max_records, room))
+
+
+async def _read(log: PartitionLog, io: IoExecutor, offset: int, max_bytes: int, max_offset: int) -> FetchInfo:
+    """Whole batches from ``offset`` below ``max_offset``; a page out of the page cache is read in on ``io``."""
+    try:
+        return log.read(offset, max_bytes, max_offset=max_offset, cached_only=True)
+    except ColdReadError as cold:
+        await io.run(cold.warm)
+        return log.read(offset, max_bytes, max_offset=max_offset)
