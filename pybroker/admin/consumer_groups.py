@@ -14,8 +14,7 @@ from typing import Sequence
 from pybroker.client.offset_reset import (
     RESET_OPTIONS,
     ResetPlan,
-    chosen_reset,
-    parse_datetime,
+    check_reset_arguments,
     parse_duration_ms,
     plan_reset,
 )
@@ -109,15 +108,8 @@ def check_arguments(args: argparse.Namespace) -> str:
         if unknown:
             raise UsageError(f"Invalid types list '{args.type}'. Valid types are: {', '.join(GROUP_TYPES)}")
     if action == "reset_offsets":
-        if args.dry_run and args.execute:
-            raise UsageError("Option [--reset-offsets] takes at most one of these options: [--dry-run], [--execute]")
-        if bool(args.topic) == args.all_topics:
-            raise UsageError("Option [--reset-offsets] takes exactly one of these options: [--all-topics], "
-                             "[--topic]")
-        option = chosen_reset(args)
-        if option == "to_datetime":
-            parse_datetime(args.to_datetime)
-        elif option == "by_duration":
+        option = check_reset_arguments(args)
+        if option == "by_duration":
             parse_duration_ms(args.by_duration)
     elif args.topic or args.all_topics or args.dry_run or args.execute:
         raise UsageError("--topic, --all-topics, --dry-run and --execute can only be used with --reset-offsets")

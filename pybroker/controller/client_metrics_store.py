@@ -16,10 +16,9 @@ from __future__ import annotations
 
 from typing import Callable, Mapping, Protocol
 
-from pybroker.controller.config_store import ConfigCache, JsonDocument, ZkEntityConfigs, desanitize, sanitize
+from pybroker.controller.config_store import FileNamedConfigs, ZkNamedConfigs
 from pybroker.zk.client import ZkClient
 
-CONFIG_CLIENT_METRICS = "/config/client-metrics"
 ENTITY_TYPE = "client-metrics"
 SUBSCRIPTIONS_FILE = "pybroker-client-metrics.json"
 _WATCH = "client-metrics-changes"
@@ -36,57 +35,15 @@ class ClientMetricsStore(Protocol):
         """Replace the subscription's config (empty: remove it)."""
 
 
-class _Cache:
-    def __init__(self) -> None:
-        self._subscriptions: ConfigCache[str] = ConfigCache()
-        self.listeners: list[Listener] = self._subscriptions.listeners
-
-    def all(self) -> Mapping[str, Mapping[str, str]]:
-        return self._subscriptions.configs
-
-
-class FileClientMetricsStore(_Cache):
+class FileClientMetricsStore(FileNamedConfigs):
     """The single-node store: ``{"version":1,"subscriptions":{"<name>":{...}}}``."""
 
     def __init__(self, data_dir: str) -> None:
-        super().__init__()
-        self._file = JsonDocument(data_dir, SUBSCRIPTIONS_FILE)
-        document = self._file.load()
-        if document is not None:
-            self._subscriptions.configs = {str(n): {str(k): str(v) for k, v in c.items()}
-                                           for n, c in document.get("subscriptions", {}).items()}
-
-    async def set_config(self, name: str, config: Mapping[str, str]) -> None:
-        async with self._file.writes:
-            await self._file.write({"version": 1, "subscriptions": self._subscriptions.replaced(name, config)})
-            self._subscriptions.store(name, config)
+        super().__init__(data_dir, SUBSCRIPTIONS_FILE, "subscriptions")
 
 
-class ZkClientMetricsStore(_Cache):
+class ZkClientMetricsStore(ZkNamedConfigs):
     """The ZooKeeper store: a cache of /config/client-metrics, kept fresh by /config/changes notifications."""
 
     def __init__(self, zk: ZkClient) -> None:
-        super().__init__()
-        self._zk = ZkEntityConfigs(zk, _WATCH, self._on_change)
-
-    async def start(self) -> None:
-        await self._zk.start(CONFIG_CLIENT_METRICS)
-        for child in await self._zk.zk.children(CONFIG_CLIENT_METRICS):
-            await self._reload(desanitize(child))
-
-    async def set_config(self, name: str, config: Mapping[str, str]) -> None:
-        path = f"{CONFIG_CLIENT_METRICS}/{sanitize(name)}"
-        exists = await self._zk.read(path) is not None
-        if config:
-            await self._zk.put(path, config, exists=exists)
-        elif exists:
-            await self._zk.zk.delete(path)
-        await self._zk.announce(f"{ENTITY_TYPE}/{sanitize(name)}")
-        self._subscriptions.store(name, config)
-
-    async def _on_change(self, kind: str, entity: str) -> None:
-        if kind == ENTITY_TYPE:
-            await self._reload(desanitize(entity))
-
-    async def _reload(self, name: str) -> None:
-        self._subscriptions.store(name, await self._zk.read(f"{CONFIG_CLIENT_METRICS}/{sanitize(name)}") or {})
+        super().__init__(zk, ENTITY_TYPE, _WATCH)

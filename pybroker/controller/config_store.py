@@ -22,7 +22,8 @@ from pybroker.zk import paths as zp
 from pybroker.controller.config_changes import ConfigChangeFeed, announce_config_change
 from pybroker.zk.client import ZkClient, ZkEvent
 
-__all__ = ["ConfigCache", "JsonDocument", "ZkEntityConfigs", "desanitize", "sanitize"]
+__all__ = ["ConfigCache", "FileNamedConfigs", "JsonDocument", "NamedConfigs", "ZkEntityConfigs", "ZkNamedConfigs",
+           "desanitize", "sanitize"]
 
 K = TypeVar("K")
 
@@ -121,3 +122,70 @@ class ZkEntityConfigs:
 
     async def announce(self, entity_path: str) -> None:
         await announce_config_change(self.zk, entity_path)
+
+
+class NamedConfigs:
+    """Configs of the named entities of one type (client-metrics subscriptions, groups), read from memory;
+    ``listeners`` hear of every entity whose config changed (empty: removed)."""
+
+    def __init__(self) -> None:
+        self._cache: ConfigCache[str] = ConfigCache()
+        self.listeners: list[Callable[[str, Mapping[str, str]], None]] = self._cache.listeners
+
+    def all(self) -> Mapping[str, Mapping[str, str]]:
+        return self._cache.configs
+
+    def get(self, name: str) -> Mapping[str, str]:
+        return self._cache.get(name)
+
+
+class FileNamedConfigs(NamedConfigs):
+    """The single-node store: ``{"version":1,"<section>":{"<name>":{...}}}`` in ``data_dir``."""
+
+    def __init__(self, data_dir: str, file_name: str, section: str) -> None:
+        super().__init__()
+        self._file = JsonDocument(data_dir, file_name)
+        self._section = section
+        document = self._file.load()
+        if document is not None:
+            self._cache.configs = {str(n): {str(k): str(v) for k, v in c.items()}
+                                   for n, c in document.get(section, {}).items()}
+
+    async def set_config(self, name: str, config: Mapping[str, str]) -> None:
+        """Replace ``name``'s config (empty: remove it), on disk before in memory."""
+        async with self._file.writes:
+            await self._file.write({"version": 1, self._section: self._cache.replaced(name, config)})
+            self._cache.store(name, config)
+
+
+class ZkNamedConfigs(NamedConfigs):
+    """The ZooKeeper store: a cache of ``/config/<entity type>``, kept fresh by /config/changes notifications."""
+
+    def __init__(self, zk: ZkClient, entity_type: str, watch: str) -> None:
+        super().__init__()
+        self._entity_type = entity_type
+        self._root = f"/config/{entity_type}"
+        self._zk = ZkEntityConfigs(zk, watch, self._on_change)
+
+    async def start(self) -> None:
+        await self._zk.start(self._root)
+        for child in await self._zk.zk.children(self._root):
+            await self._reload(desanitize(child))
+
+    async def set_config(self, name: str, config: Mapping[str, str]) -> None:
+        """Replace ``name``'s znode (empty: delete it) and announce the change to every broker."""
+        path = f"{self._root}/{sanitize(name)}"
+        exists = await self._zk.read(path) is not None
+        if config:
+            await self._zk.put(path, config, exists=exists)
+        elif exists:
+            await self._zk.zk.delete(path)
+        await self._zk.announce(f"{self._entity_type}/{sanitize(name)}")
+        self._cache.store(name, config)
+
+    async def _on_change(self, kind: str, entity: str) -> None:
+        if kind == self._entity_type:
+            await self._reload(desanitize(entity))
+
+    async def _reload(self, name: str) -> None:
+        self._cache.store(name, await self._zk.read(f"{self._root}/{sanitize(name)}") or {})

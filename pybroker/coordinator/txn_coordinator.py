@@ -9,7 +9,9 @@ Rules of this module (the same as ``coordinator.py``'s):
    timeout, or a fencing InitProducerId) moves it to PrepareCommit/PrepareAbort and asks for
    markers; once the runtime wrote them it calls ``markers_written``, which moves it to
    CompleteCommit/CompleteAbort. A transaction found in a Prepare state (markers that failed,
-   or a restart after the Prepare record) gets its markers again on the next abort check.
+   or a restart after the Prepare record) gets its markers again on the next abort check, unless a
+   leader refused them as fenced (INVALID_PRODUCER_EPOCH, TRANSACTION_COORDINATOR_FENCED): those are
+   left to the next coordinator, as Kafka's marker channel leaves them.
 3. Errors follow Kafka: a wrong producer id is INVALID_PRODUCER_ID_MAPPING, a wrong epoch is
    PRODUCER_FENCED (INVALID_PRODUCER_EPOCH for requests too old to know it), a request racing a
    commit or abort is CONCURRENT_TRANSACTIONS.

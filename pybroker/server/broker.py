@@ -21,6 +21,7 @@ from pybroker.controller.errors import InvalidTopicConfigError
 from pybroker.controller.metadata import BrokerInfo, ClusterMetadata, TopicInfo
 from pybroker.controller.acl_store import AclStore, FileAclStore, ZkAclStore
 from pybroker.controller.client_metrics_store import FileClientMetricsStore
+from pybroker.controller.group_config_store import FileGroupConfigStore
 from pybroker.controller.quota_store import FileQuotaStore
 from pybroker.controller.scram_store import FileScramStore, ScramCredentialStore
 from pybroker.log.config import LogConfig
@@ -44,7 +45,9 @@ from pybroker.server.metrics import BrokerMetrics
 from pybroker.server.quota.service import ClientQuotas
 from pybroker.server.telemetry.manager import ClientMetricsManager
 from pybroker.server.sasl_session import SaslAuthenticator
+from pybroker.server.share_persister import SharePersister
 from pybroker.server.share_service import ShareService
+from pybroker.server.share_state_service import ShareStateService
 from pybroker.schema_registry.validation import SchemaValidation
 from pybroker.server.schema_registry import BrokerSchemaRegistry
 from pybroker.server.services import Services
@@ -94,12 +97,20 @@ class Broker:
                                self.log_manager, self.io, self.groups.coordinator, self.clock,
                                zk=self.zk_mode.zk if self.zk_mode is not None else None,
                                inter_broker_tls=self.inter_broker_tls, inter_broker_sasl=self.inter_broker_sasl)
-        self.share = ShareService(config, self._started_metadata, self.groups.coordinator, self.clock)
+        self.share_state = ShareStateService(config, self._started_metadata, self.replica_manager, self.log_manager,
+                                             self.io, self.clock)
+        self.share_persister = SharePersister(self.broker_id, self._started_metadata, self.share_state,
+                                              timeout_ms=config["share.coordinator.write.timeout.ms"],
+                                              tls=self.inter_broker_tls, sasl=self.inter_broker_sasl)
+        self.share = ShareService(config, self._started_metadata, self.groups.coordinator, self.share_persister,
+                                  FileGroupConfigStore(config.log_dirs[0]) if self.zk_mode is None
+                                  else self.zk_mode.group_configs, self.clock)
         self.fetch_sessions = FetchSessionCache(config["max.incremental.fetch.session.cache.slots"],
                                                 config["min.incremental.fetch.session.eviction.ms"])
         self.replica_manager.leadership_listeners += [self.groups.on_leadership_change,
                                                       self.txns.on_leadership_change,
-                                                      self.share.on_leadership_change]
+                                                      self.share.on_leadership_change,
+                                                      self.share_state.on_leadership_change]
         # SCRAM credentials: the embedded store is read now, ZooKeeper's once its session is up.
         self.scram_credentials: ScramCredentialStore = \
             FileScramStore(config.log_dirs[0]) if self.zk_mode is None else self.zk_mode.scram_credentials
@@ -130,7 +141,8 @@ class Broker:
             fetch_sessions=self.fetch_sessions, features=self.features, quotas=self.quotas,
             client_metrics=self.client_metrics, sasl=self.sasl, scram_credentials=self.scram_credentials,
             schema_validation=self.schema_validation, authorizer=self.authorizer, acl_store=self.acl_store,
-            zk_mode=self.zk_mode, serving=self.serving, apis=handlers, share=self.share)
+            zk_mode=self.zk_mode, serving=self.serving, apis=handlers, share=self.share,
+            share_state=self.share_state)
         self.dispatcher = Dispatcher(self.services, handlers)
         self.socket_server = SocketServer(config, self.dispatcher, self.clock)
         self.quotas.follow_ip_quotas(self.socket_server.rates)
@@ -181,6 +193,7 @@ class Broker:
         self._tasks.append(self.groups.start())
         self._tasks.append(self.txns.start())
         self._tasks.append(self.share.start())
+        self._tasks.append(self.share_state.start())
         self._schedule("producer-id-expiration", self.config["producer.id.expiration.check.interval.ms"],
                        self._expire_producer_ids)
         self._schedule("log-retention", self.config["log.retention.check.interval.ms"], self._retention)
@@ -221,6 +234,7 @@ class Broker:
             task.cancel()
         self.groups.partitions.loading.cancel_all()
         self.txns.partitions.loading.cancel_all()
+        self.share_state.partitions.loading.cancel_all()
         if self.metrics is not None:
             await self.metrics.close()
         if self.schema_registry is not None:
@@ -228,6 +242,7 @@ class Broker:
         await self.socket_server.stop()
         self.groups.close()
         await self.txns.close()
+        await self.share_persister.close()
         if self.zk_mode is not None:
             await self.zk_mode.stop()
         await self.log_dir_mover.shutdown()

@@ -33,6 +33,7 @@ from pybroker.server.group_service import GroupService
 from pybroker.server.quota.service import ClientQuotas
 from pybroker.server.sasl_session import SaslAuthenticator
 from pybroker.server.share_service import ShareService
+from pybroker.server.share_state_service import ShareStateService
 from pybroker.server.telemetry.manager import ClientMetricsManager
 from pybroker.server.topic_configs import TopicConfigs
 from pybroker.server.txn_service import TxnService
@@ -98,6 +99,8 @@ class Services:
     """The APIs served, by key."""
     share: ShareService
     """Share groups (KIP-932): membership, group configs, share-partitions and share sessions."""
+    share_state: ShareStateService
+    """The share coordinator: share-partitions' durable state in ``__share_group_state``."""
     metrics: RequestMetrics | None = None
     """None unless metrics.port is set."""
     started_metadata: ClusterMetadata | None = None

@@ -44,5 +44,5 @@ async def apply(ctx: RequestContext, name: str, edit: Edit, validate_only: bool)
     except (GroupConfigError, ValueError) as exc:
         return ErrorCode.INVALID_CONFIG, str(exc)
     if not validate_only:
-        configs.alter(name, changes)
+        await configs.alter(name, changes)
     return ErrorCode.NONE, None

@@ -124,32 +124,32 @@ class TxnService:
 
     # ------------------------------------------------------------------ markers
 
-    async def write_markers(self, marker: MarkerRequest) -> bool:
-        """The runtime's marker writer: True when every partition has its marker. Partitions of a topic
-        this broker's metadata no longer has are done: their topic was deleted (Kafka's marker channel
-        drops them the same way, on the coordinator, never on the broker that receives the markers). In
-        ZooKeeper mode only once ZooKeeper confirms the topic is gone: a restarted broker's cache lacks
+    async def write_markers(self, marker: MarkerRequest) -> dict[TopicPartition, ErrorCode]:
+        """The runtime's marker writer: the answer per partition (the runtime retries or gives up as Kafka's
+        marker channel does). Partitions of a topic this broker's metadata no longer has are done: their
+        topic was deleted (Kafka's marker channel drops them the same way, on the coordinator, never on the
+        broker that receives the markers). In ZooKeeper mode only once ZooKeeper confirms the topic is gone
+        (until then every partition is UNKNOWN_TOPIC_OR_PARTITION, retried): a restarted broker's cache lacks
         topics until the controller's UpdateMetadata gives them (its LeaderAndIsr comes first), and a
-        coordinator that loaded its transactions meanwhile took every partition for deleted and completed
-        the transaction without a marker (chaos rounds 3004, 3007 and 3013: the records of a committed
-        transaction closed by the producer's next ABORT marker, an aborted one's by the next COMMIT, or a
-        transaction left open for good)."""
+        coordinator that loaded its transactions meanwhile took every partition for deleted and completed the
+        transaction without a marker (chaos rounds 3004, 3007 and 3013: the records of a committed transaction
+        closed by the producer's next ABORT marker, an aborted one's by the next COMMIT, or a transaction left
+        open for good)."""
         metadata = self._metadata()
         missing = {topic for topic, _ in marker.partitions if metadata.topic(topic) is None}
         if missing and not await self._deleted(missing):
             log.info("Markers of transaction %s wait for this broker's metadata of %s", marker.transactional_id,
                      sorted(missing))
-            return False
+            return {TopicPartition(*tp): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION for tp in marker.partitions}
         local, remote = self._route([tp for tp in marker.partitions if metadata.topic(tp[0]) is not None])
         sends = [self._markers.send(broker, marker, partitions) for broker, partitions in remote.values()]
         answers = await asyncio.gather(self.write_marker(marker.producer_id, marker.producer_epoch,
                                                          marker.coordinator_epoch, marker.commit, local,
                                                          transaction_version=marker.transaction_version), *sends)
-        failed = {tp: code for answer in answers for tp, code in answer.items() if code is not ErrorCode.NONE}
-        if failed:
-            log.warning("Markers of transaction %s not written yet (retried on the next abort check): %s",
-                        marker.transactional_id, {f"{t}-{p}": code.name for (t, p), code in failed.items()})
-        return not failed
+        codes = {TopicPartition(*tp): ErrorCode.NONE for tp in marker.partitions}  # a deleted topic's are done
+        for answer in answers:
+            codes.update(answer)
+        return codes
 
     async def _deleted(self, topics: set[str]) -> bool:
         """Whether every one of `topics`, missing from this broker's metadata, is deleted or being deleted

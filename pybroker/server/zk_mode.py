@@ -27,6 +27,7 @@ from pybroker.controller.controller import RebalanceConfig, ZkController
 from pybroker.controller.metadata import BrokerInfo
 from pybroker.controller.producer_ids import ProducerIdBlocks, ProducerIdsUnavailableError
 from pybroker.controller.client_metrics_store import ZkClientMetricsStore
+from pybroker.controller.group_config_store import ZkGroupConfigStore
 from pybroker.controller.quota_store import ZkQuotaStore
 from pybroker.controller.scram_store import ZkScramStore
 from pybroker.zk.client import SESSION_RECONNECTED, ZkClient, ZkEvent
@@ -77,6 +78,7 @@ class ZkMode:
         self.features = ZkFeatures(self.zk)
         self.client_quotas = ZkQuotaStore(self.zk)
         self.client_metrics = ZkClientMetricsStore(self.zk)
+        self.group_configs = ZkGroupConfigStore(self.zk)
         self.controller: ZkController | None = None
         self.registered = asyncio.Event()  # set once this run registered, with fetching enabled
 
@@ -90,6 +92,7 @@ class ZkMode:
         await self.features.start()
         await self.client_quotas.start()
         await self.client_metrics.start()
+        await self.group_configs.start()
         replicas, broker_id = self._replicas, self._broker_id
         replicas.isr_writer = AlterPartitionIsrWriter(
             self._ask_controller, broker_id, lambda: self.metadata.broker_epoch if self.metadata else -1)

@@ -2,19 +2,21 @@
 ``group.share.*`` settings that default and bound them.
 
 Set with IncrementalAlterConfigs on a GROUP resource and read with DescribeConfigs, as ``kafka-configs.sh
---entity-type groups`` does. They are held in memory on this broker (Kafka keeps them in the metadata log): a
-restart forgets them.
+--entity-type groups`` does. They are kept by a ``GroupConfigStore`` (the controller's group config store: a
+file on a single node, ``/config/groups`` in ZooKeeper, seen by every broker), as Kafka keeps them as dynamic
+configs of the GROUP resource, so they survive restarts and reach every share-partition leader.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, fields
-from typing import Mapping
+from typing import Mapping, Protocol
 
+from pybroker.common.config import BrokerConfig
 from pybroker.coordinator.share.group import ShareGroupSettings
 
-__all__ = ["GroupConfigError", "ShareConfigs", "ShareLimits", "parse_reset"]
+__all__ = ["GroupConfigError", "GroupConfigStore", "ShareConfigs", "ShareLimits", "parse_reset"]
 
 AUTO_OFFSET_RESET = "share.auto.offset.reset"
 ISOLATION_LEVEL = "share.isolation.level"
@@ -48,8 +50,8 @@ class ShareLimits:
     max_share_sessions: int = 2_000
 
     @classmethod
-    def from_config(cls, config: Mapping[str, object]) -> ShareLimits:
-        return cls(**{f.name: config["group.share." + f.name.replace("_", ".")] for f in fields(cls)})  # type: ignore[arg-type]
+    def from_config(cls, config: BrokerConfig) -> ShareLimits:
+        return cls(**{f.name: config["group.share." + f.name.replace("_", ".")] for f in fields(cls)})
 
     def defaults(self) -> dict[str, str]:
         return {AUTO_OFFSET_RESET: "latest", ISOLATION_LEVEL: "read_uncommitted",
@@ -71,18 +73,29 @@ def parse_reset(value: str) -> tuple[str, int]:
                            "[latest, earliest, by_duration:PnDTnHnMn.nS]")
 
 
+class GroupConfigStore(Protocol):
+    """Durable group configs, read from memory (``controller/group_config_store.py``)."""
+
+    def all(self) -> Mapping[str, Mapping[str, str]]: ...
+
+    def get(self, name: str) -> Mapping[str, str]: ...
+
+    async def set_config(self, name: str, config: Mapping[str, str]) -> None:
+        """Replace the group's configs (empty: remove them)."""
+
+
 class ShareConfigs:
     """Each share group's overrides over the broker's defaults."""
 
-    def __init__(self, limits: ShareLimits) -> None:
+    def __init__(self, limits: ShareLimits, store: GroupConfigStore) -> None:
         self.limits = limits
-        self._overrides: dict[str, dict[str, str]] = {}
+        self.store = store
 
     def overrides(self, group_id: str) -> dict[str, str]:
-        return dict(self._overrides.get(group_id, {}))
+        return dict(self.store.get(group_id))
 
     def value(self, group_id: str, key: str) -> str:
-        return self._overrides.get(group_id, {}).get(key) or self.limits.defaults()[key]
+        return self.store.get(group_id).get(key) or self.limits.defaults()[key]
 
     def settings(self, group_id: str) -> ShareGroupSettings:
         return ShareGroupSettings(int(self.value(group_id, SESSION_TIMEOUT)),
@@ -91,11 +104,14 @@ class ShareConfigs:
     def lock_duration_ms(self, group_id: str) -> int:
         return int(self.value(group_id, LOCK_DURATION))
 
+    def read_committed(self, group_id: str) -> bool:
+        return self.value(group_id, ISOLATION_LEVEL) == "read_committed"
+
     def auto_offset_reset(self, group_id: str) -> tuple[str, int]:
         return parse_reset(self.value(group_id, AUTO_OFFSET_RESET))
 
     def check(self, key: str, value: str | None) -> None:
-        """Refuse what Kafka's GroupConfig.validate refuses (and read_committed, not served yet)."""
+        """Refuse what Kafka's GroupConfig.validate refuses."""
         if key not in self.limits.defaults():
             raise GroupConfigError(f"Unknown group config name: {key}")
         if value is None:
@@ -104,9 +120,7 @@ class ShareConfigs:
             parse_reset(value)
             return
         if key == ISOLATION_LEVEL:
-            if value == "read_committed":
-                raise GroupConfigError(f"{ISOLATION_LEVEL}=read_committed is not supported by this broker yet")
-            if value != "read_uncommitted":
+            if value not in ("read_committed", "read_uncommitted"):
                 raise GroupConfigError(f"Invalid value {value} for configuration {key}: String must be one of: "
                                        "read_committed, read_uncommitted")
             return
@@ -120,19 +134,19 @@ class ShareConfigs:
         if number > high:
             raise GroupConfigError(f"{key} must be less than or equal to {high_key}")
 
-    def alter(self, group_id: str, changes: Mapping[str, str | None]) -> None:
-        """Apply checked changes (None deletes an override)."""
-        current = self._overrides.setdefault(group_id, {})
+    async def alter(self, group_id: str, changes: Mapping[str, str | None]) -> None:
+        """Store checked changes (None deletes an override)."""
+        current = self.overrides(group_id)
         for key, value in changes.items():
             if value is None:
                 current.pop(key, None)
             else:
                 current[key] = value
-        if not current:
-            del self._overrides[group_id]
+        await self.store.set_config(group_id, current)
 
-    def forget(self, group_id: str) -> None:
-        self._overrides.pop(group_id, None)
+    async def forget(self, group_id: str) -> None:
+        if self.store.get(group_id):
+            await self.store.set_config(group_id, {})
 
     def _bounds(self, key: str) -> tuple[int, int, str, str]:
         limits = self.limits

@@ -221,6 +221,44 @@ class SharePartition:
             self._advance()
         return len(held)
 
+    def held_copy(self, first: int, last: int) -> list[Span]:
+        """Copies of the spans of ``first..last`` as they are now (cut to the range), for ``rollback``."""
+        out: list[Span] = []
+        index = max(self._index_at(first), 0)
+        while index < len(self.spans) and self.spans[index].first <= last:
+            span = self.spans[index]
+            if span.last >= first:
+                out.append(Span(max(span.first, first), min(span.last, last), span.state, span.delivery_count,
+                                span.member_id, span.deadline_ms))
+            index += 1
+        return out
+
+    def rollback(self, before: list[Span]) -> None:
+        """Undo an acknowledgement whose state write failed, as Kafka's SharePartition rolls its state transitions
+        back: its offsets are held again as ``before`` holds them (a lock that ran out meanwhile expires on the next
+        call), except offsets acquired again since (a released offset another member took stays with it)."""
+        if not before:
+            return
+        low = min(span.first for span in before)
+        if low < self.start_offset:  # the window moved past them: take them back in (as done, then as before)
+            self.spans.insert(0, Span(low, self.start_offset - 1, RecordState.ACKNOWLEDGED, 0))
+            self.start_offset = low
+        for saved in before:
+            for index in self._cut(saved.first, saved.last):
+                span = self.spans[index]
+                if span.state is RecordState.ACQUIRED and (span.member_id, span.delivery_count) != \
+                        (saved.member_id, saved.delivery_count):
+                    continue
+                span.state, span.delivery_count = saved.state, saved.delivery_count
+                span.member_id, span.deadline_ms = saved.member_id, saved.deadline_ms
+        self._coalesce()
+        self._advance()
+
+    def settle(self) -> None:
+        """Merge like neighbouring spans and move the start offset past the done ones (spans set from stored state)."""
+        self._coalesce()
+        self._advance()
+
     # ------------------------------------------------------------------ internals
 
     def _release(self, span: Span) -> None:

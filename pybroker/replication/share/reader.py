@@ -3,6 +3,13 @@
 The records are served as Fetch serves them, a file range of whole batches spliced into the response; only the
 batch headers are read in Python, for the offsets acquisition needs. The range sent is trimmed to the batches that
 hold acquired offsets (the client delivers only the acquired ones, as with Kafka, which sends whole batches too).
+
+With ``share.isolation.level=read_committed`` the read stops at the last stable offset, and the batches of aborted
+transactions are archived as control batches are, never delivered (Kafka's SharePartition archives them too).
+
+The read is bounded by what can be acquired, not by the backlog: it ends with the batches below
+``acquirable_end`` (the in-flight window plus ``max_records`` new offsets, fewer when the record-lock cap is near),
+so a ShareFetch on a deep queue costs what it delivers; ``max_bytes`` still bounds it too.
 """
 
 from __future__ import annotations
@@ -10,13 +17,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pybroker.common.io_executor import IoExecutor
-from pybroker.log import PartitionLog
+from pybroker.log import FetchInfo, PartitionLog
+from pybroker.log.compactor import AbortedTxns
 from pybroker.log.errors import ColdReadError
 from pybroker.log.file_slice import FileSlice
 from pybroker.records.batch import iter_batches
 from pybroker.replication.share.partition import Acquired, BatchBounds, SharePartition
 
-__all__ = ["ShareRead", "acquire_from_log"]
+__all__ = ["ShareRead", "acquirable_end", "acquire_from_log"]
 
 
 @dataclass(slots=True)
@@ -27,31 +35,34 @@ class ShareRead:
 
 async def acquire_from_log(log: PartitionLog, io: IoExecutor, share: SharePartition, member_id: str, *,
                            max_bytes: int, max_records: int, lock_ms: int, now_ms: int,
-                           record_limit: bool = False) -> ShareRead:
-    """Read up to ``max_bytes`` (at least one batch) from ``share.fetch_offset()`` below the high watermark and
-    acquire what ``share`` lets ``member_id`` take; nothing when no record is available or may be acquired."""
+                           record_limit: bool = False, read_committed: bool = False) -> ShareRead:
+    """Read up to ``max_bytes`` (at least one batch) from ``share.fetch_offset()`` below the high watermark (the
+    last stable offset when ``read_committed``) and acquire what ``share`` lets ``member_id`` take; nothing when no
+    record is available or may be acquired."""
     share.expire(now_ms)
     share.skip_to(log.log_start_offset)
     if not share.has_available() and not share.can_acquire_new():
         return ShareRead(b"", [])
     offset = share.fetch_offset()
-    if offset >= log.high_watermark:
+    bound = log.last_stable_offset if read_committed else log.high_watermark
+    if offset >= bound:
         return ShareRead(b"", [])
-    try:
-        info = log.read(offset, max_bytes, max_offset=log.high_watermark, cached_only=True)
-    except ColdReadError as cold:
-        await io.run(cold.warm)
-        info = log.read(offset, max_bytes, max_offset=log.high_watermark)
+    info = await _read(log, io, offset, max_bytes, min(bound, acquirable_end(share, max_records)))
+    if info.slices is None:  # the first batch reaches past the bound: it alone, as acquire takes whole batches
+        info = await _read(log, io, offset, 1, bound)
     if info.slices is None:
         return ShareRead(b"", [])
     found = info.slices
     data = found.read_cached()
     if data is None:
         data = await io.run(found.detached_read())
+    aborted = AbortedTxns(log.collect_aborted(offset, bound)) if read_committed else None
     positions: list[tuple[int, int, BatchBounds]] = []
     for batch in iter_batches(data):
+        archived = batch.is_control or (aborted is not None and batch.is_transactional
+                                        and aborted.covers(batch.producer_id, batch.base_offset))
         positions.append((batch.position, batch.position + batch.size,
-                          BatchBounds(batch.base_offset, batch.last_offset, batch.is_control)))
+                          BatchBounds(batch.base_offset, batch.last_offset, archived)))
     acquired = share.acquire(member_id, [bounds for _, _, bounds in positions], max_records=max_records,
                              lock_ms=lock_ms, now_ms=now_ms, record_limit=record_limit)
     if not acquired:
@@ -60,3 +71,22 @@ async def acquire_from_log(log: PartitionLog, io: IoExecutor, share: SharePartit
                if any(a.first <= bounds.last and bounds.first <= a.last for a in acquired)]
     start, end = holding[0][0], holding[-1][1]
     return ShareRead(found.after(start).first(end - start), acquired)
+
+
+def acquirable_end(share: SharePartition, max_records: int) -> int:
+    """The exclusive offset bound of what one acquisition can take: the in-flight window (its available records)
+    and at most ``max_records`` offsets past it, no more than the ``group.share.partition.max.record.locks`` cap
+    leaves room for (at least one offset on an empty window, as ``SharePartition.acquire`` takes a first batch)."""
+    room = share.max_record_locks - share.in_flight()
+    if share.in_flight() == 0:
+        room = max(room, 1)
+    return share.next_offset + max(0, min(max_records, room))
+
+
+async def _read(log: PartitionLog, io: IoExecutor, offset: int, max_bytes: int, max_offset: int) -> FetchInfo:
+    """Whole batches from ``offset`` below ``max_offset``; a page out of the page cache is read in on ``io``."""
+    try:
+        return log.read(offset, max_bytes, max_offset=max_offset, cached_only=True)
+    except ColdReadError as cold:
+        await io.run(cold.warm)
+        return log.read(offset, max_bytes, max_offset=max_offset)

@@ -80,7 +80,7 @@ async def list_resources(ctx: RequestContext,
     metadata = ctx.services.metadata
     names: dict[int, Callable[[], Iterable[str]]] = {
         TOPIC: lambda: sorted(metadata.topics()), BROKER: lambda: (str(b.broker_id) for b in metadata.brokers()),
-        CLIENT_METRICS: ctx.services.client_metrics.names, GROUP: lambda: ()}
+        CLIENT_METRICS: ctx.services.client_metrics.names, GROUP: lambda: sorted(ctx.services.share.configs.store.all())}
     return ListConfigResourcesResponse(
         throttle_time_ms=0, error_code=ErrorCode.NONE,
         config_resources=[Resource(resource_name=name, resource_type=t) for t in dict.fromkeys(types)

@@ -3,10 +3,13 @@ deletion, and the share group configs' bounds."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
+from pathlib import Path
 
 import pytest
 
+from pybroker.controller.group_config_store import FileGroupConfigStore
 from pybroker.coordinator.consumer_group import TopicImage
 from pybroker.coordinator.share.assignor import assign
 from pybroker.coordinator.share.configs import GroupConfigError, ShareConfigs, ShareLimits, parse_reset
@@ -100,8 +103,8 @@ def test_the_simple_assignor_gives_every_member_work_and_every_partition_a_reade
     assert assign({"m0": ("gone",)}, {}) == {"m0": {}}
 
 
-def test_group_configs_are_bounded_by_the_broker_keys() -> None:
-    configs = ShareConfigs(ShareLimits())
+def test_group_configs_are_bounded_by_the_broker_keys_and_kept_on_disk(tmp_path: Path) -> None:
+    configs = ShareConfigs(ShareLimits(), FileGroupConfigStore(str(tmp_path)))
     configs.check("share.record.lock.duration.ms", "15000")
     with pytest.raises(GroupConfigError, match="group.share.min.record.lock.duration.ms"):
         configs.check("share.record.lock.duration.ms", "0")
@@ -111,6 +114,10 @@ def test_group_configs_are_bounded_by_the_broker_keys() -> None:
         configs.check("share.nonsense", "1")
     with pytest.raises(GroupConfigError):
         configs.check("share.auto.offset.reset", "sometimes")
-    configs.alter("g", {"share.auto.offset.reset": "earliest"})
+    asyncio.run(configs.alter("g", {"share.auto.offset.reset": "earliest"}))
     assert configs.auto_offset_reset("g") == ("earliest", 0) and configs.auto_offset_reset("h") == ("latest", 0)
+    reopened = ShareConfigs(ShareLimits(), FileGroupConfigStore(str(tmp_path)))
+    assert reopened.auto_offset_reset("g") == ("earliest", 0) and list(reopened.store.all()) == ["g"]
+    asyncio.run(reopened.forget("g"))
+    assert ShareConfigs(ShareLimits(), FileGroupConfigStore(str(tmp_path))).overrides("g") == {}
     assert parse_reset("by_duration:P1DT2H3M4.5S") == ("by_duration", ((26 * 60 + 3) * 60 + 4.5) * 1000)

@@ -1,6 +1,7 @@
 """TxnRuntime's ordering rules: no marker for a Prepare record the ISR does not hold yet, no stale
-marker after the transaction moved on, failed markers retried while they are current, and partitions
-that join a transaction only once their record is on the ISR (chaos round 3003)."""
+marker after the transaction moved on, failed markers retried after a backoff while they are current
+(the failed partitions only), markers a leader refuses as fenced not sent again, and partitions that
+join a transaction only once their record is on the ISR (chaos round 3003)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from pybroker.coordinator.runtime import CoordinatorStorageError
 from pybroker.coordinator.txn_coordinator import MarkerRequest, TransactionCoordinator, TxnConfig
 from pybroker.coordinator.txn_records import TxnState, decode_txn_record
 from pybroker.replication.errors import NotEnoughReplicasError
-from pybroker.coordinator.txn_runtime import TxnRuntime
+from pybroker.coordinator.txn_runtime import RETRY_BACKOFF_MAX_S, RETRY_BACKOFF_S, TxnRuntime
 from pybroker.protocol.error_codes import ErrorCode
 from tests.eventually import eventually_async
 
@@ -26,7 +27,7 @@ class Harness:
     """A runtime over a fake internal topic whose ISR waits a test can hold back or fail, on a clock that
     moves only when the test says so."""
 
-    def __init__(self, *, marker_results: list[bool] | None = None) -> None:
+    def __init__(self, *, marker_results: list[ErrorCode | dict[tuple[str, int], ErrorCode]] | None = None) -> None:
         self.clock = ManualClock(wall_ms=1_000_000)
         self.end_offset = 0
         self.held: dict[int, asyncio.Event] = {}  # end offset -> released when set
@@ -36,6 +37,7 @@ class Harness:
         self.unreplicated: set[int] = set()  # end offsets of appends whose ISR wait failed
         self.markers: list[tuple[MarkerRequest, TxnState]] = []
         self.marker_results = marker_results or []
+        """Answers to the next marker writes: one code for every partition sent, or a code per partition."""
         self.coordinator = TransactionCoordinator(TxnConfig(abort_check_interval_ms=1000))
         self.runtime = TxnRuntime(self.coordinator, self._persist, self._write_markers, self.clock,
                                   self._replicated)
@@ -62,17 +64,26 @@ class Harness:
         if end in self.held:
             await self.held[end].wait()
 
-    async def _write_markers(self, marker: MarkerRequest) -> bool:
+    async def _write_markers(self, marker: MarkerRequest) -> dict[tuple[str, int], ErrorCode]:
         self.markers.append((marker, self.coordinator.transactions[marker.transactional_id].state))
-        return self.marker_results.pop(0) if self.marker_results else True
+        answer = self.marker_results.pop(0) if self.marker_results else ErrorCode.NONE
+        return answer if isinstance(answer, dict) else {tp: answer for tp in marker.partitions}
+
+    async def quiet(self) -> None:
+        """Let the runtime's tasks run until each waits for the clock or an event."""
+        for _ in range(100):
+            await asyncio.sleep(0)
+
+    def state(self) -> TxnState:
+        return self.coordinator.transactions[TXN].state
 
     async def call(self, operation: Callable[[Any, int], Any]) -> Any:
         return await self.runtime.call(operation)
 
-    async def open_transaction(self) -> tuple[int, int]:
+    async def open_transaction(self, partitions: tuple[tuple[str, int], ...] = (("out", 0),)) -> tuple[int, int]:
         init = await self.call(lambda w, t: self.coordinator.init_producer_id(w, TXN, TIMEOUT_MS, -1, -1, 1000, t))
         added = await self.call(lambda w, t: self.coordinator.add_partitions(
-            w, TXN, init.producer_id, init.producer_epoch, [("out", 0)], t))
+            w, TXN, init.producer_id, init.producer_epoch, partitions, t))
         assert added is ErrorCode.NONE
         return init.producer_id, init.producer_epoch
 
@@ -118,7 +129,7 @@ def test_a_failed_isr_wait_fails_the_answer_and_markers_follow_only_once_replica
         with pytest.raises(CoordinatorStorageError):
             await harness.commit(pid, epoch)
         assert harness.markers == []
-        harness.clock.advance(2)  # the runtime keeps waiting for the record (backoff 2 s) and then writes
+        harness.clock.advance(RETRY_BACKOFF_MAX_S)  # the runtime waits for the record again, then writes
         await eventually_async(lambda: harness.markers, "the markers, once the record is replicated")
         assert [m.commit for m, _ in harness.markers] == [True]
         assert harness.coordinator.transactions[TXN].state is TxnState.COMPLETE_COMMIT
@@ -126,28 +137,62 @@ def test_a_failed_isr_wait_fails_the_answer_and_markers_follow_only_once_replica
     asyncio.run(scenario())
 
 
-def test_a_failed_marker_is_retried_until_written_and_the_answer_does_not_wait_for_it() -> None:
+def test_a_failed_marker_is_retried_after_the_backoff_not_at_the_abort_check() -> None:
+    """A marker a leader did not take is sent again after retry.backoff.ms, doubling up to
+    retry.backoff.max.ms (Kafka's marker channel re-queues it), not at the next abort check: no tick
+    runs here. The producer's answer does not wait for the retries."""
     async def scenario() -> None:
-        harness = Harness(marker_results=[False, False, True])
+        waits = [RETRY_BACKOFF_S * 2**n for n in range(4)] + [RETRY_BACKOFF_MAX_S] * 2
+        assert waits[:4] == [0.1, 0.2, 0.4, 0.8]  # retry.backoff.ms 100 doubling to retry.backoff.max.ms 1000
+        harness = Harness(marker_results=[ErrorCode.NOT_LEADER_OR_FOLLOWER] * len(waits) + [ErrorCode.NONE])
         pid, epoch = await harness.open_transaction()
         assert await harness.commit(pid, epoch) is ErrorCode.NONE
         assert len(harness.markers) == 1  # answered after the first attempt
-        assert harness.coordinator.transactions[TXN].state is TxnState.PREPARE_COMMIT
-        harness.clock.advance(0.1)  # the first backoff
-        await eventually_async(lambda: len(harness.markers) == 2, "the first retry")
-        assert harness.coordinator.transactions[TXN].state is TxnState.PREPARE_COMMIT
-        harness.clock.advance(0.2)  # the second
-        await eventually_async(lambda: harness.coordinator.transactions[TXN].state is TxnState.COMPLETE_COMMIT,
-                               "the transaction to complete")
-        assert len(harness.markers) == 3
-        assert harness.coordinator.transactions[TXN].state is TxnState.COMPLETE_COMMIT
+        for attempt, wait in enumerate(waits, start=2):
+            harness.clock.advance(wait / 2)
+            await harness.quiet()
+            assert len(harness.markers) == attempt - 1 and harness.state() is TxnState.PREPARE_COMMIT
+            harness.clock.advance(wait / 2 + 1e-6)  # the microsecond absorbs the float sums of the clock
+            await eventually_async(lambda: len(harness.markers) == attempt, f"attempt {attempt}")
+        await eventually_async(lambda: harness.state() is TxnState.COMPLETE_COMMIT, "the transaction to complete")
+        assert len(harness.markers) == len(waits) + 1
+
+    asyncio.run(scenario())
+
+
+def test_a_retry_sends_the_marker_only_to_the_partitions_that_failed() -> None:
+    async def scenario() -> None:
+        harness = Harness(marker_results=[{("out", 0): ErrorCode.NONE, ("out", 1): ErrorCode.NOT_ENOUGH_REPLICAS}])
+        pid, epoch = await harness.open_transaction((("out", 0), ("out", 1)))
+        assert await harness.commit(pid, epoch) is ErrorCode.NONE
+        harness.clock.advance(RETRY_BACKOFF_S)
+        await eventually_async(lambda: harness.state() is TxnState.COMPLETE_COMMIT, "the transaction to complete")
+        assert [m.partitions for m, _ in harness.markers] == [(("out", 0), ("out", 1)), (("out", 1),)]
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("code", [ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.TRANSACTION_COORDINATOR_FENCED])
+def test_a_marker_refused_as_fenced_is_not_sent_again(code: ErrorCode) -> None:
+    """Kafka's TransactionMarkerRequestCompletionHandler: the producer or the coordinator moved on, so
+    no more markers of the transaction are sent; neither the backoff nor the abort check resends it."""
+    async def scenario() -> None:
+        harness = Harness(marker_results=[{("out", 0): ErrorCode.NONE, ("out", 1): code}])
+        pid, epoch = await harness.open_transaction((("out", 0), ("out", 1)))
+        assert await harness.commit(pid, epoch) is ErrorCode.NONE
+        await eventually_async(lambda: not harness.runtime._marking, "the marker task to end")
+        harness.clock.advance(RETRY_BACKOFF_MAX_S * 10)
+        await harness.abort_check()
+        await harness.quiet()
+        assert len(harness.markers) == 1
+        assert harness.state() is TxnState.PREPARE_COMMIT  # as in Kafka: left to the next coordinator
 
     asyncio.run(scenario())
 
 
 def test_a_marker_made_stale_by_a_newer_producer_epoch_is_not_written() -> None:
     async def scenario() -> None:
-        harness = Harness(marker_results=[False])
+        harness = Harness(marker_results=[ErrorCode.REQUEST_TIMED_OUT])
         pid, epoch = await harness.open_transaction()
         assert await harness.commit(pid, epoch) is ErrorCode.NONE  # first attempt failed; a retry waits
         meta = harness.coordinator.transactions[TXN]

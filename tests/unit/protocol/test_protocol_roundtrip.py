@@ -52,7 +52,7 @@ def test_roundtrip_defaults(case: tuple[type[Message], int]) -> None:
 
 
 def test_case_count() -> None:
-    # 197 4.2/message/ + 7 coordinator-records/ + 12 group-records/ConsumerGroup* specs; guard against
-    # silently dropped messages/versions
-    assert len({c for c, _ in CASES}) == 216
+    # 197 4.2/message/ + 7 coordinator-records/ + 12 group-records/ConsumerGroup* + 4 share-coordinator-records/
+    # specs; guard against silently dropped messages/versions
+    assert len({c for c, _ in CASES}) == 220
     assert len(CASES) >= 650

@@ -32,6 +32,8 @@ NOT_FROM_HANDLERS = {
     "pybroker.protocol.errors.FrameTooLarge": "the network layer closes the connection before decoding",
     "pybroker.protocol.errors.EncodeError": "our own response cannot be encoded: the dispatcher closes the connection",
     "pybroker.server.zk_mode.ZooKeeperStartError": "broker start-up only",
+    "pybroker.server.share_service.ShareStateUnavailable": "ShareFetch and ShareAcknowledge catch it and answer the "
+                                                           "share coordinator's code it carries, per partition",
     "pybroker.security.principal.NoMatchingRule": "TLS connection set-up: the socket server closes the connection",
     "pybroker.security.sasl.SaslError": "base of the SASL mechanisms' failures, caught by the SASL session",
     "pybroker.security.sasl.SaslAuthenticationError": "SaslAuthenticate answers SASL_AUTHENTICATION_FAILED itself",
