@@ -336,7 +336,7 @@ _KEYS: list[ConfigKey] = [
     ConfigKey("transaction.max.timeout.ms", "int", 900000, "Largest transaction timeout a producer may ask for.", at_least(1)),
     ConfigKey("transactional.id.expiration.ms", "int", 604800000, "A transactional id unused for this long is forgotten.", at_least(1)),
     ConfigKey("transaction.abort.timed.out.transaction.cleanup.interval.ms", "int", 10000, "How often transactions past their timeout are aborted.", at_least(1)),
-    ConfigKey("transaction.partition.verification.enable", "boolean", True, "Refuse transactional batches for partitions not added to an ongoing transaction."),
+    ConfigKey("transaction.partition.verification.enable", "boolean", True, "Refuse transactional batches and offset commits for partitions not added to an ongoing transaction."),
     ConfigKey("transaction.remove.expired.transaction.cleanup.interval.ms", "int", 3600000, "How often expired transactional ids are removed.", at_least(1)),
 ]
 

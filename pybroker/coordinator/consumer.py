@@ -434,6 +434,20 @@ class ConsumerMembership:
             return ErrorCode.ILLEGAL_GENERATION if member.classic is not None else ErrorCode.STALE_MEMBER_EPOCH
         return ErrorCode.NONE
 
+    @staticmethod
+    def validate_fetch(group: ConsumerGroup, member_id: str | None, member_epoch: int) -> ErrorCode:
+        """OffsetFetch v9+ from a member (KIP-848): only a live member at its current epoch may read the
+        group's offsets, so a member fenced by a rebalance heartbeats before it resumes. No member id and
+        a negative epoch (admin clients, classic consumers) are not checked."""
+        if member_id is None and member_epoch < 0:
+            return ErrorCode.NONE
+        member = group.members.get(member_id) if member_id is not None else None
+        if member is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if member_epoch != member.member_epoch:
+            return ErrorCode.ILLEGAL_GENERATION if member.classic is not None else ErrorCode.STALE_MEMBER_EPOCH
+        return ErrorCode.NONE
+
     # ------------------------------------------------------------------ ConsumerGroupDescribe
 
     @staticmethod

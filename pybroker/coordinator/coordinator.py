@@ -248,6 +248,14 @@ class GroupCoordinator:
     def pending_partitions(self, group_id: str) -> set[TopicPartition]:
         return self.offsets.pending_partitions(group_id)
 
+    def validate_offset_fetch(self, group_id: str, member_id: str | None, member_epoch: int) -> ErrorCode:
+        """Kafka's Group.validateOffsetFetch: consumer groups check the member; classic groups and
+        unknown groups (whose offsets answer as absent) do not."""
+        group = self.groups.get(group_id)
+        if isinstance(group, ConsumerGroup):
+            return self.consumer.validate_fetch(group, member_id, member_epoch)
+        return ErrorCode.NONE
+
     def fetch_offsets(self, group_id: str, topics: Iterable[tuple[str, Iterable[int]]] | None
                       ) -> list[tuple[str, list[tuple[int, CommittedOffset | None]]]]:
         return self.offsets.fetch_offsets(group_id, topics)

@@ -217,9 +217,9 @@ class TransactionCoordinator:
         if error is ErrorCode.NONE and meta is not None and logged is not None:
             if meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
                 error = ErrorCode.CONCURRENT_TRANSACTIONS
-            elif verify_only:
+            elif verify_only:  # Kafka's answer; the leader tells clients before KIP-890 INVALID_TXN_STATE
                 if logged.state is not TxnState.ONGOING or not wanted <= logged.partitions:
-                    error = ErrorCode.INVALID_TXN_STATE
+                    error = ErrorCode.TRANSACTION_ABORTABLE
             elif transactional_id in self.pending:
                 error = ErrorCode.CONCURRENT_TRANSACTIONS
             elif not wanted <= meta.partitions or meta.state is not TxnState.ONGOING:

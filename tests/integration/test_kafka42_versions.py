@@ -1,7 +1,7 @@
 """What Kafka 4.2's new request versions ask of a broker, answered on the wire as Kafka answers them: ListOffsets
 v11's EARLIEST_PENDING_UPLOAD, DescribeGroups v6's GROUP_ID_NOT_FOUND, DescribeCluster v2's IsFenced, ListTransactions
 v2's TransactionalIdPattern, ListConfigResources v1's resource types, AlterPartitionReassignments v1's
-AllowReplicationFactorChange, Metadata v13's top-level error code and OffsetCommit/OffsetFetch v10's topic ids."""
+AllowReplicationFactorChange, Metadata v13's top-level error code, OffsetCommit/OffsetFetch v10's topic ids and OffsetFetch v9's member check."""
 
 from __future__ import annotations
 
@@ -14,6 +14,8 @@ from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.messages import (
     AlterPartitionReassignmentsRequest,
     AlterPartitionReassignmentsResponse,
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse,
     DescribeClusterRequest,
     DescribeClusterResponse,
     DescribeGroupsRequest,
@@ -176,6 +178,43 @@ def test_offset_commit_and_fetch_v10_name_topics_by_id(client: WireClient) -> No
     every = client.request(OffsetFetchRequest(groups=[OffsetFetchRequest.OffsetFetchRequestGroup(
         group_id="v10-group", topics=None)]), 10, OffsetFetchResponse).groups[0]
     assert [(t.topic_id, t.name) for t in every.topics] == [(topic_id, "")]  # v10 carries ids, no names
+
+
+def test_offset_fetch_v9_checks_a_consumer_group_member_and_its_epoch(client: WireClient) -> None:
+    """KIP-848 (Kafka's ConsumerGroup.validateOffsetFetch): a member of a consumer group reads the offsets only at
+    its current epoch; an unknown member is UNKNOWN_MEMBER_ID, another epoch STALE_MEMBER_EPOCH, and no member id
+    with epoch -1 (admin clients) is not checked."""
+    group, member_id = "fetch-848", str(uuid.uuid4())
+
+    def join() -> ConsumerGroupHeartbeatResponse | None:
+        answer = client.request(ConsumerGroupHeartbeatRequest(
+            group_id=group, member_id=member_id, member_epoch=0, rebalance_timeout_ms=30000,
+            subscribed_topic_names=[TOPIC], topic_partitions=[]), 0, ConsumerGroupHeartbeatResponse)
+        loading = answer.error_code in (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+        return None if loading else answer
+
+    joined = eventually(join, "the group coordinator")
+    assert (joined.error_code, joined.member_id) == (0, member_id)
+    epoch = joined.member_epoch
+    committed = client.request(OffsetCommitRequest(
+        group_id=group, generation_id_or_member_epoch=epoch, member_id=member_id,
+        topics=[OffsetCommitRequest.OffsetCommitRequestTopic(name=TOPIC, partitions=[
+            OffsetCommitRequest.OffsetCommitRequestPartition(partition_index=0, committed_offset=7)])]),
+        9, OffsetCommitResponse)
+    assert [p.error_code for t in committed.topics for p in t.partitions] == [0]
+
+    def fetch(member: str | None, member_epoch: int) -> tuple[int, list[int]]:
+        answer = client.request(OffsetFetchRequest(groups=[OffsetFetchRequest.OffsetFetchRequestGroup(
+            group_id=group, member_id=member, member_epoch=member_epoch, topics=[
+                OffsetFetchRequest.OffsetFetchRequestTopics(name=TOPIC, partition_indexes=[0])])]),
+            9, OffsetFetchResponse).groups[0]
+        return answer.error_code, [p.committed_offset for t in answer.topics for p in t.partitions]
+
+    assert fetch(member_id, epoch) == (0, [7])
+    assert fetch(member_id, epoch - 1) == (ErrorCode.STALE_MEMBER_EPOCH, [])
+    assert fetch(member_id, epoch + 1) == (ErrorCode.STALE_MEMBER_EPOCH, [])
+    assert fetch(str(uuid.uuid4()), epoch) == (ErrorCode.UNKNOWN_MEMBER_ID, [])
+    assert fetch(None, -1) == (0, [7])
 
 
 def test_join_group_v9_tells_a_restarted_static_leader_to_lead_and_skip_the_assignment(client: WireClient) -> None:

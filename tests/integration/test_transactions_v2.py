@@ -1,7 +1,8 @@
 """Transactions V2 (KIP-890 part 2) and the V1 partition verification (part 1), on the wire as the Java 4.x
 producer speaks them: Produce v12+ adds its partition to the transaction, EndTxn v5 bumps the epoch and answers it,
-a V1 client's transactional write to a partition it did not add is INVALID_TXN_STATE, and Produce v13 names topics
-by id (UNKNOWN_TOPIC_ID for an id no topic has). read_committed sees exactly the committed transactions."""
+a V1 client's transactional write to a partition it did not add is TRANSACTION_ABORTABLE (INVALID_TXN_STATE
+before Produce v11), and Produce v13 names topics by id (UNKNOWN_TOPIC_ID for an id no topic has). read_committed
+sees exactly the committed transactions."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from confluent_kafka import Consumer, TopicPartition
 
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.messages import (
+    AddOffsetsToTxnRequest,
+    AddOffsetsToTxnResponse,
     AddPartitionsToTxnRequest,
     AddPartitionsToTxnResponse,
     DescribeProducersRequest,
@@ -26,8 +29,12 @@ from pybroker.protocol.messages import (
     InitProducerIdResponse,
     MetadataRequest,
     MetadataResponse,
+    OffsetFetchRequest,
+    OffsetFetchResponse,
     ProduceRequest,
     ProduceResponse,
+    TxnOffsetCommitRequest,
+    TxnOffsetCommitResponse,
     UpdateFeaturesRequest,
     UpdateFeaturesResponse,
     WriteTxnMarkersRequest,
@@ -130,12 +137,17 @@ def test_v2_produce_adds_the_partition_and_end_txn_v5_bumps_the_epoch(broker: Br
     assert committed_values(broker.bootstrap) == [b"committed"]
 
 
-def test_v1_transactional_produce_to_a_partition_not_added_is_invalid_txn_state(broker: BrokerProcess) -> None:
+def test_v1_transactional_produce_to_a_partition_not_added_is_refused_in_the_clients_terms(
+        broker: BrokerProcess) -> None:
+    """KIP-890: Kafka's coordinator answers the verification TRANSACTION_ABORTABLE; a Produce v11+ client gets it,
+    an older one INVALID_TXN_STATE (AddPartitionsToTxnManager's DEFAULT_ERROR)."""
     client = WireClient(broker.bootstrap)
     try:
         producer = init_producer(client, "v1-app")
+        old = produce(client, 10, "v1-app", b"hanging", producer=producer, sequence=0, partition=1)
+        assert old.error_code == ErrorCode.INVALID_TXN_STATE
         refused = produce(client, 11, "v1-app", b"hanging", producer=producer, sequence=0, partition=1)
-        assert refused.error_code == ErrorCode.INVALID_TXN_STATE
+        assert refused.error_code == ErrorCode.TRANSACTION_ABORTABLE
         add = AddPartitionsToTxnRequest(v3_and_below_transactional_id="v1-app", v3_and_below_producer_id=producer[0],
                                         v3_and_below_producer_epoch=producer[1], v3_and_below_topics=[
                                             AddPartitionsToTxnRequest.AddPartitionsToTxnTopic(name=TOPIC,
@@ -148,6 +160,47 @@ def test_v1_transactional_produce_to_a_partition_not_added_is_invalid_txn_state(
     finally:
         client.close()
     assert committed_values(broker.bootstrap, partition=1) == [b"v1-committed"]
+
+
+def test_v1_txn_offset_commit_without_add_offsets_is_refused_in_the_clients_terms(broker: BrokerProcess) -> None:
+    """KIP-890 part 1 for offsets: a V1 client's TxnOffsetCommit is verified like its Produce, so offsets of a
+    transaction that never added the group's __consumer_offsets partition are refused: TRANSACTION_ABORTABLE from
+    v4, INVALID_TXN_STATE before; after AddOffsetsToTxn they are written and committed with the transaction."""
+    client = WireClient(broker.bootstrap)
+    group = "v1-offsets-group"
+    try:
+        producer = init_producer(client, "v1-offsets")
+
+        def commit_offsets(version: int) -> list[int] | None:
+            answer = client.request(TxnOffsetCommitRequest(
+                transactional_id="v1-offsets", group_id=group, producer_id=producer[0], producer_epoch=producer[1],
+                topics=[TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic(name=TOPIC, partitions=[
+                    TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition(partition_index=0, committed_offset=5)])]),
+                version, TxnOffsetCommitResponse)
+            codes = [p.error_code for t in answer.topics for p in t.partitions]
+            loading = codes in ([ErrorCode.COORDINATOR_LOAD_IN_PROGRESS], [ErrorCode.NOT_COORDINATOR])
+            return None if loading else codes
+
+        assert eventually(lambda: commit_offsets(3), "the group coordinator") == [ErrorCode.INVALID_TXN_STATE]
+        assert commit_offsets(4) == [ErrorCode.TRANSACTION_ABORTABLE]
+        added = client.request(AddOffsetsToTxnRequest(transactional_id="v1-offsets", producer_id=producer[0],
+                                                      producer_epoch=producer[1], group_id=group), 3,
+                               AddOffsetsToTxnResponse)
+        assert added.error_code == ErrorCode.NONE
+        assert commit_offsets(4) == [ErrorCode.NONE]
+        assert end_txn(client, "v1-offsets", producer, commit=True, version=4).error_code == ErrorCode.NONE
+
+        def committed() -> int | None:
+            answer = client.request(OffsetFetchRequest(groups=[OffsetFetchRequest.OffsetFetchRequestGroup(
+                group_id=group, topics=[OffsetFetchRequest.OffsetFetchRequestTopics(name=TOPIC,
+                                                                                    partition_indexes=[0])])]),
+                8, OffsetFetchResponse).groups[0]
+            [offset] = [p.committed_offset for t in answer.topics for p in t.partitions]
+            return offset if offset >= 0 else None  # the commit marker lands after EndTxn answers
+
+        assert eventually(committed, "the transaction's offsets") == 5
+    finally:
+        client.close()
 
 
 def test_produce_v13_names_topics_by_id(broker: BrokerProcess) -> None:

@@ -35,6 +35,7 @@ from pybroker.server.request_channel import leave_request_queue
 
 PartitionResponse = ProduceResponse.PartitionProduceResponse
 FIRST_ZSTD_VERSION = 7
+FIRST_TRANSACTION_ABORTABLE_VERSION = 11  # KIP-890: the client handles TRANSACTION_ABORTABLE
 FIRST_IMPLICIT_ADD_VERSION = 12  # transactions V2: the coordinator adds the partition to the transaction
 FIRST_TOPIC_ID_VERSION = 13
 _RETRIED_BY_PRODUCERS = {ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR,
@@ -157,24 +158,27 @@ async def _admit_transactional(ctx: RequestContext, request: ProduceRequest, nam
         code = await ctx.services.txns.admit(request.transactional_id, producer_id, producer_epoch, partitions,
                                              implicit=ctx.api_version >= FIRST_IMPLICIT_ADD_VERSION)
         if code is not ErrorCode.NONE:
-            not_admitted.update(dict.fromkeys(partitions, _produce_code(code)))
+            not_admitted.update(dict.fromkeys(partitions, _produce_code(code, ctx.api_version)))
     return not_admitted
 
 
-def _produce_code(code: ErrorCode) -> ErrorCode:
+def _produce_code(code: ErrorCode, version: int) -> ErrorCode:
     """A coordinator's answer to the add or verification, as the producer gets it (Kafka's
     AddPartitionsToTxnManager): a coordinator that is away, loading or ending the transaction is
-    NOT_ENOUGH_REPLICAS, which every producer retries; a fenced producer INVALID_PRODUCER_EPOCH."""
+    NOT_ENOUGH_REPLICAS, which every producer retries; a fenced producer INVALID_PRODUCER_EPOCH; a
+    partition not in the transaction TRANSACTION_ABORTABLE from v11, INVALID_TXN_STATE before (KIP-890)."""
     if code in _RETRIED_BY_PRODUCERS:
         return ErrorCode.NOT_ENOUGH_REPLICAS
     if code is ErrorCode.PRODUCER_FENCED:
         return ErrorCode.INVALID_PRODUCER_EPOCH
+    if code is ErrorCode.TRANSACTION_ABORTABLE and version < FIRST_TRANSACTION_ABORTABLE_VERSION:
+        return ErrorCode.INVALID_TXN_STATE
     return code
 
 
 def _not_admitted(index: int, topic: str, code: ErrorCode) -> PartitionResponse:
     return _error(index, code, f"{topic}-{index} is not part of the producer's transaction"
-                  if code is ErrorCode.INVALID_TXN_STATE else None)
+                  if code in (ErrorCode.INVALID_TXN_STATE, ErrorCode.TRANSACTION_ABORTABLE) else None)
 
 
 def _answer(item: PartitionAppend) -> PartitionResponse:

@@ -50,6 +50,7 @@ FIRST_PRODUCER_FENCED_VERSION = 2  # AddPartitionsToTxn, AddOffsetsToTxn, EndTxn
 FIRST_BATCHED_ADD_VERSION = 4
 FIRST_EPOCH_BUMP_END_VERSION = 5  # EndTxn v5: transactions V2
 FIRST_IMPLICIT_ADD_OFFSETS_VERSION = 5  # TxnOffsetCommit v5: transactions V2
+FIRST_TRANSACTION_ABORTABLE_OFFSETS_VERSION = 4  # TxnOffsetCommit v4: the client handles TRANSACTION_ABORTABLE
 AddResult = AddPartitionsToTxnResponse.AddPartitionsToTxnPartitionResult
 AddTopicResult = AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult
 
@@ -199,7 +200,7 @@ async def end_txn(ctx: RequestContext, request: EndTxnRequest) -> EndTxnResponse
 @api(ApiKey.TXN_OFFSET_COMMIT, 0, 5)
 async def txn_offset_commit(ctx: RequestContext, request: TxnOffsetCommitRequest) -> TxnOffsetCommitResponse:
     """v5 (transactions V2) also adds the group's partition of __consumer_offsets to the transaction, in place of
-    the V1 client's AddOffsetsToTxn."""
+    the V1 client's AddOffsetsToTxn; v0-4 have it verified to be there (KIP-890 part 1)."""
     wanted = [TopicPartition(t.name, p.partition_index) for t in request.topics for p in t.partitions]
     readable = allowed_names(ctx, AclOperation.READ, ResourceType.TOPIC, (t.name for t in request.topics))
     unknown = _unknown_partitions(ctx, [tp for tp in wanted if tp[0] in readable])
@@ -212,11 +213,8 @@ async def txn_offset_commit(ctx: RequestContext, request: TxnOffsetCommitRequest
             codes = dict.fromkeys(wanted, ErrorCode.GROUP_AUTHORIZATION_FAILED)
         elif not groups.owns(request.group_id):
             codes = dict.fromkeys(wanted, groups.not_owned_error(request.group_id))
-        elif ctx.api_version >= FIRST_IMPLICIT_ADD_OFFSETS_VERSION and (added := await ctx.services.txns.admit(
-                request.transactional_id, ProducerId(request.producer_id), ProducerEpoch(request.producer_epoch),
-                [TopicPartition(OFFSETS_TOPIC, groups.coordinator.partition_of(request.group_id))], implicit=True)
-        ) is not ErrorCode.NONE:
-            codes = dict.fromkeys(wanted, added)
+        elif (refused := await _admit_offsets(ctx, request, readable)) is not ErrorCode.NONE:
+            codes = {tp: refused if tp[0] in readable else ErrorCode.TOPIC_AUTHORIZATION_FAILED for tp in wanted}
         else:
             codes = await ctx.services.txns.commit_offsets(dataclasses.replace(
                 request, topics=[t for t in request.topics if t.name in readable]))
@@ -230,6 +228,27 @@ async def txn_offset_commit(ctx: RequestContext, request: TxnOffsetCommitRequest
                 error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if TopicPartition(t.name, p.partition_index) in unknown
                 else codes.get(TopicPartition(t.name, p.partition_index), ErrorCode.NONE))
             for p in t.partitions]) for t in request.topics])
+
+
+async def _admit_offsets(ctx: RequestContext, request: TxnOffsetCommitRequest, readable: set[str]) -> ErrorCode:
+    """The group's partition of __consumer_offsets added to a V2 client's transaction, or verified to be in a V1
+    client's (Kafka's CoordinatorPartitionWriter.maybeStartTransactionVerification, under
+    ``transaction.partition.verification.enable``), before any offset is written; only when some topic may be
+    committed. The codes as Kafka's group coordinator answers them: TRANSACTION_ABORTABLE from v4 and
+    INVALID_TXN_STATE before, a fenced producer INVALID_PRODUCER_EPOCH, a timed-out ask COORDINATOR_NOT_AVAILABLE."""
+    if not any(t.name in readable for t in request.topics):
+        return ErrorCode.NONE
+    partition = TopicPartition(OFFSETS_TOPIC, ctx.services.groups.coordinator.partition_of(request.group_id))
+    code = await ctx.services.txns.admit(request.transactional_id, ProducerId(request.producer_id),
+                                         ProducerEpoch(request.producer_epoch), [partition],
+                                         implicit=ctx.api_version >= FIRST_IMPLICIT_ADD_OFFSETS_VERSION)
+    if code is ErrorCode.TRANSACTION_ABORTABLE and ctx.api_version < FIRST_TRANSACTION_ABORTABLE_OFFSETS_VERSION:
+        return ErrorCode.INVALID_TXN_STATE
+    if code is ErrorCode.PRODUCER_FENCED:
+        return ErrorCode.INVALID_PRODUCER_EPOCH
+    if code in (ErrorCode.NOT_ENOUGH_REPLICAS, ErrorCode.REQUEST_TIMED_OUT):
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE
+    return code
 
 
 @api(ApiKey.WRITE_TXN_MARKERS, 1, 2)

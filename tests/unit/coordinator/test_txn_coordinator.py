@@ -148,7 +148,7 @@ def test_verify_only_checks_membership_without_adding():
     missing = coordinator.add_partitions("w", TXN, producer.producer_id, producer.producer_epoch, [("out", 5)],
                                          clock.now, verify_only=True)
     assert only_reply(ok) is ErrorCode.NONE
-    assert only_reply(missing) is ErrorCode.INVALID_TXN_STATE and not missing.records
+    assert only_reply(missing) is ErrorCode.TRANSACTION_ABORTABLE and not missing.records
     assert coordinator.describe(TXN).partitions == {("out", 0)}
 
 
@@ -267,9 +267,9 @@ def test_produce_verification_accepts_only_partitions_of_the_ongoing_transaction
         return only_reply(outcome)
 
     assert verify(("out", 0)) is ErrorCode.NONE
-    assert verify(("out", 1)) is ErrorCode.INVALID_TXN_STATE
+    assert verify(("out", 1)) is ErrorCode.TRANSACTION_ABORTABLE
     complete(coordinator, coordinator.end_txn("w", TXN, pid, epoch, True, clock.now), clock.now)
-    assert verify(("out", 0)) is ErrorCode.INVALID_TXN_STATE
+    assert verify(("out", 0)) is ErrorCode.TRANSACTION_ABORTABLE
     assert verify(("out", 0), epoch - 1) is ErrorCode.PRODUCER_FENCED
 
 

@@ -250,7 +250,7 @@ def test_a_transaction_waits_while_its_partitions_record_is_on_its_way_to_the_is
         assert retry is ErrorCode.CONCURRENT_TRANSACTIONS
         assert await harness.commit(pid, epoch) is ErrorCode.CONCURRENT_TRANSACTIONS
         verify = lambda w, t: harness.coordinator.add_partitions(w, TXN, pid, epoch, [("out", 0)], t, verify_only=True)
-        assert await harness.call(verify) is ErrorCode.INVALID_TXN_STATE  # judged by what the log holds
+        assert await harness.call(verify) is ErrorCode.TRANSACTION_ABORTABLE  # judged by what the log holds
         release.set()
         assert await first is ErrorCode.NONE
         assert await harness.call(verify) is ErrorCode.NONE
