@@ -32,6 +32,7 @@ NOT_FROM_HANDLERS = {
     "pybroker.protocol.errors.FrameTooLarge": "the network layer closes the connection before decoding",
     "pybroker.protocol.errors.EncodeError": "our own response cannot be encoded: the dispatcher closes the connection",
     "pybroker.server.zk_mode.ZooKeeperStartError": "broker start-up only",
+    "pybroker.common.native.BuildError": "`import pybroker` only: a compiled build that cannot run here",
     "pybroker.security.principal.NoMatchingRule": "TLS connection set-up: the socket server closes the connection",
     "pybroker.security.sasl.SaslError": "base of the SASL mechanisms' failures, caught by the SASL session",
     "pybroker.security.sasl.SaslAuthenticationError": "SaslAuthenticate answers SASL_AUTHENTICATION_FAILED itself",
