@@ -97,7 +97,8 @@ def check(package_dir: Path = PACKAGE_DIR) -> None:
     if missing:
         raise BuildError(f"pybroker's compiled build is partial (no {', '.join(missing)} for this Python): {_FIX}")
     if (package_dir.parent / "setup.py").exists():  # a checkout, where sources change after the build
-        stale = [module for module, found in mine.items() if sources[module].stat().st_mtime > found.stat().st_mtime]
+        built_at = group.stat().st_mtime  # the compiled code (a rebuild leaves unchanged module stubs alone)
+        stale = [module for module in mine if sources[module].stat().st_mtime > built_at]
         if stale:
             raise BuildError(f"pybroker's compiled modules are older than their sources ({', '.join(stale)}): "
                              f"{_FIX}")

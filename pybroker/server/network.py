@@ -47,6 +47,8 @@ import socket
 from dataclasses import dataclass, field
 from typing import Any, Callable, Coroutine, Generator, Protocol
 
+from mypy_extensions import mypyc_attr
+
 from pybroker.common.io_executor import IoExecutor
 from pybroker.common.log_limit import LogLimiter
 from pybroker.log.errors import LogError
@@ -146,6 +148,7 @@ class RequestDispatcher(Protocol):
     def dispatch(self, frame: memoryview, peer: str) -> Coroutine[Any, Any, Response]: ...
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # socket_server's connections subclass it
 class KafkaConnection(asyncio.Protocol):
     def __init__(self, dispatcher: RequestDispatcher, *, max_frame_size: int, max_in_flight: int,
                  connections: set["KafkaConnection"], zero_copy: bool = True, queue: RequestQueue | None = None,

@@ -75,7 +75,7 @@ def test_a_checkout_built_before_its_sources_changed_is_refused(tmp_path: Path) 
     check(package)  # installed: the files' times say nothing
     (tmp_path / "setup.py").write_text("")
     source = package / "records" / "varint.py"
-    built = source.with_name("varint" + SUFFIX).stat().st_mtime
+    built = (tmp_path / (GROUP + SUFFIX)).stat().st_mtime
     os.utime(source, (built + 10, built + 10))
     with pytest.raises(BuildError, match=r"older than their sources \(pybroker\.records\.varint\)"):
         check(package)
