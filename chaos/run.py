@@ -30,12 +30,18 @@ from chaos.drain import drain
 from chaos.history import History, read_jsonl
 from chaos.nemesis import Nemesis
 from chaos.provenance import LogProvenance
+from chaos.share_workload import SHARE_BROKER_CONFIG, ShareWorkload
+from chaos.watchdog import Bounded, RoundProcessError, run_bounded
 from chaos.workload import CTP_TOPIC, TABLE_TOPIC, TXN_TOPIC, Workload, create_topics, topics_of
 
 HEALTHY_TIMEOUT = 120.0
 FAULTS_END_TIMEOUT = 90.0  # composite faults may still be in their steps when the schedule's time is up
 LEVEL_TIMEOUT = 15.0  # for the replicas to come level once the workload stopped
 EXPECTED_LOSS = "loss detected (expected)"
+HARNESS_HANG = "harness hang"
+# Past a round's duration before the watchdog kills it: far beyond a round that ends (a 60 s round of the
+# 20-round runs took ~100 s in all, heal and drains included), short enough that a hung run goes on.
+ROUND_SLACK_S = 600.0
 COMPACTED = (TABLE_TOPIC,)
 SAFETY = tuple(name for name in ANOMALIES if name != "drain_incomplete")  # drain_incomplete is liveness
 
@@ -123,32 +129,46 @@ def longest_unavailability(events: list[dict[str, Any]]) -> tuple[dict[str, floa
     return by_kind, dict(sorted(by_partition.items()))
 
 
-def run_round(seed: int, duration: float, *, brokers: int = 3, partitions: int = 6, expect_loss: bool = False,
-              with_txn: bool = False, generator: str = "overlapping", kinds: list[str] | None = None,
-              code_root: Path = REPO, keep_dir: Path | None = None, keep_all: bool = False,
-              log=print) -> RoundResult:
-    plan = faults.expected_loss_schedule() if expect_loss else \
+def plan_of(seed: int, duration: float, *, partitions: int = 6, expect_loss: bool = False,
+            generator: str = "overlapping", kinds: list[str] | None = None) -> list[faults.Fault]:
+    return faults.expected_loss_schedule() if expect_loss else \
         faults.schedule(seed, duration, kinds, generator=generator, partitions=partitions)
+
+
+def run_round(seed: int, duration: float, *, brokers: int = 3, partitions: int = 6, expect_loss: bool = False,
+              with_txn: bool = False, txn_version: int = 1, with_share: bool = False,
+              generator: str = "overlapping",
+              kinds: list[str] | None = None,
+              code_root: Path = REPO, keep_dir: Path | None = None, keep_all: bool = False,
+              root: Path | None = None, log=print) -> RoundResult:
+    """One round, in this process; `root` is its directory (a new temporary one by default)."""
+    plan = plan_of(seed, duration, partitions=partitions, expect_loss=expect_loss, generator=generator, kinds=kinds)
     log(f"round seed={seed} duration={duration:.0f}s brokers={brokers} partitions={partitions} "
         f"schedule={'expected-loss' if expect_loss else generator} unclean={expect_loss} txn={with_txn}"
+        + (f" txn-version={txn_version}" if with_txn else "")
         + ("" if code_root == REPO else f" code={code_root}"))
     for fault in plan:
         log(f"  {fault.describe()}")
-    root = Path(tempfile.mkdtemp(prefix=f"chaos-{seed}-"))
+    root = root or Path(tempfile.mkdtemp(prefix=f"chaos-{seed}-"))
     history = History()
     topics = topics_of(with_txn)
     cluster = ChaosCluster(root, brokers, {"unclean.leader.election.enable": str(expect_loss).lower(),
-                                           "log.cleaner.backoff.ms": "1000"}, code_root)
+                                           "log.cleaner.backoff.ms": "1000",
+                                           **(SHARE_BROKER_CONFIG if with_share else {})}, code_root)
     verdict = "error"
     report = Report()
     heal_error: str | None = None
+    share: ShareWorkload | None = None
     try:
         cluster.start()
         create_topics(cluster.admin(), partitions, expect_loss, with_txn)
         wait_replicated(cluster, topics, "topics to be replicated")
         history = History()
-        workload = Workload(history, cluster.bootstrap, partitions, seed, with_txn=with_txn)
+        workload = Workload(history, cluster.bootstrap, partitions, seed, with_txn=with_txn, txn_version=txn_version)
         workload.start(time.monotonic() + duration + FAULTS_END_TIMEOUT + HEALTHY_TIMEOUT + 60)
+        share = ShareWorkload(cluster, history, seed) if with_share else None
+        if share is not None:
+            share.start()
         nemesis = Nemesis(cluster, history, seed)
         try:
             nemesis.start(plan)
@@ -165,6 +185,8 @@ def run_round(seed: int, duration: float, *, brokers: int = 3, partitions: int =
                 history.add("heal-failed", error=heal_error)
         finally:
             workload.stop()
+            if share is not None:
+                share.finish()
         drain(history, cluster.bootstrap, topics, partitions, 60.0 if heal_error is None else 30.0)
         if with_txn:
             drain(history, cluster.bootstrap, [TXN_TOPIC, CTP_TOPIC], partitions, 60.0, event="read-uncommitted")
@@ -173,6 +195,8 @@ def run_round(seed: int, duration: float, *, brokers: int = 3, partitions: int =
         report = check(history.snapshot(), LogProvenance.of_round(root).stamp, COMPACTED)
         for finding in replicas.compare(root, COMPACTED, uneven):
             report.add("replica_divergent", finding)
+        if share is not None:
+            share.check(history.snapshot(), report)
         verdict = _verdict(report, heal_error, expect_loss)
     except Exception as exc:  # noqa: BLE001 - a round that cannot finish is a verdict too
         verdict = f"error: {type(exc).__name__}: {exc}"
@@ -190,6 +214,42 @@ def run_round(seed: int, duration: float, *, brokers: int = 3, partitions: int =
         shutil.move(str(root), result.kept)
     _log_round(history.snapshot(), result, log)
     return result
+
+
+def bounded_round(seed: int, duration: float, *, bound: float | None = None, keep_dir: Path | None = None,
+                  log=print, **options: Any) -> RoundResult:
+    """`run_round` in a process of its own (watchdog.py): a round that has not ended after `bound` seconds
+    (ROUND_SLACK_S past its duration by default) is killed with its clients, brokers and ZooKeeper and
+    reported as a harness hang, with its threads' stacks: no verdict on the brokers, and not clean."""
+    bound = bound if bound is not None else duration + ROUND_SLACK_S
+    root = Path(tempfile.mkdtemp(prefix=f"chaos-{seed}-"))
+    stacks = root / "stacks.txt"
+    plan = plan_of(seed, duration, **{k: v for k, v in options.items()
+                                      if k in ("partitions", "expect_loss", "generator", "kinds")})
+    try:
+        outcome = run_bounded(lambda: run_round(seed, duration, keep_dir=keep_dir, root=root, log=log, **options),
+                              bound, stacks)
+    except RoundProcessError as exc:  # run_round gives its own errors as verdicts: this is the process's
+        shutil.rmtree(root, ignore_errors=True)
+        return RoundResult(seed, plan, f"error: {exc}", Report(), healed=False)
+    if isinstance(outcome, Bounded):
+        return outcome.value
+    kept = None
+    if keep_dir is not None:
+        keep_dir.mkdir(parents=True, exist_ok=True)
+        kept = keep_dir / root.name
+        shutil.move(str(root), kept)
+    else:
+        shutil.rmtree(root, ignore_errors=True)
+    where = f"stacks in {kept / stacks.name}" if kept else "stacks below"
+    verdict = f"{HARNESS_HANG} (no end after {outcome.bound:.0f} s, {len(outcome.killed)} processes killed; {where})"
+    log(f"  verdict: {verdict}")
+    log("  stacks of the round's threads when it was killed:\n" + _indent(outcome.stacks or "(none written)"))
+    return RoundResult(seed, plan, verdict, Report(), healed=False, kept=kept)
+
+
+def _indent(text: str) -> str:
+    return "\n".join(f"    {line}" for line in text.splitlines())
 
 
 def _verdict(report: Report, heal_error: str | None, expect_loss: bool) -> str:
@@ -270,11 +330,17 @@ def main(argv: list[str] | None = None) -> int:
                              "ones among them; aimed: composite faults only")
     parser.add_argument("--kinds", help="comma-separated fault kinds to draw from (faults.py)")
     parser.add_argument("--txn", action="store_true", help="add the transactional workloads")
+    parser.add_argument("--txn-version", type=int, choices=(1, 2), default=1,
+                        help="their producers: 1 librdkafka (transactions V1), 2 the Java 4.2 client (V2, txn_v2.py)")
+    parser.add_argument("--share", action="store_true", help="add the share-group workload (share_workload.py)")
     parser.add_argument("--no-expected-loss", action="store_true",
                         help="skip the final unclean-election + power-loss round (where loss must be detected)")
     parser.add_argument("--keep-dir", type=Path, default=Path("chaos-runs"))
     parser.add_argument("--keep-all", action="store_true", help="keep clean rounds' histories and logs too")
     parser.add_argument("--check", type=Path, help="only re-check a kept history.jsonl")
+    parser.add_argument("--round-timeout", type=float,
+                        help=f"seconds before a round that has not ended is killed and reported as a harness hang "
+                             f"(default: its duration + {ROUND_SLACK_S:.0f})")
     args = parser.parse_args(argv)
     logging.getLogger("kazoo").setLevel(logging.CRITICAL)  # ZooKeeper start-up polling is noisy
     # SIGTERM unwinds like Ctrl-C, so the round's `finally` kills its brokers (paused ones included).
@@ -286,13 +352,14 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(report.summary(), indent=1))
         return 0 if report.clean else 1
     kinds = args.kinds.split(",") if args.kinds else None
-    results = [run_round(args.seed + i, args.duration, brokers=args.brokers, partitions=args.partitions,
-                         with_txn=args.txn, generator=args.schedule, kinds=kinds, keep_dir=args.keep_dir,
-                         keep_all=args.keep_all)
+    results = [bounded_round(args.seed + i, args.duration, bound=args.round_timeout, brokers=args.brokers,
+                             partitions=args.partitions, with_txn=args.txn, txn_version=args.txn_version,
+                             with_share=args.share, generator=args.schedule, kinds=kinds,
+                             keep_dir=args.keep_dir, keep_all=args.keep_all)
                for i in range(args.rounds)]
     if not args.no_expected_loss:
-        results.append(run_round(args.seed + args.rounds, 20.0, brokers=3, partitions=args.partitions,
-                                 expect_loss=True, keep_dir=args.keep_dir))
+        results.append(bounded_round(args.seed + args.rounds, 20.0, bound=args.round_timeout, brokers=3,
+                                     partitions=args.partitions, expect_loss=True, keep_dir=args.keep_dir))
     print(table(results))
     return 0 if all(r.ok for r in results) else 1
 

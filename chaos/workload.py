@@ -24,6 +24,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from chaos.checker import CTP_PREFIX
 from chaos.history import History
+from chaos.txn_v2 import JavaTxnWorkload
 
 QUEUE_TOPIC = "queue"
 TABLE_TOPIC = "table"
@@ -110,12 +111,31 @@ def consumer_config(bootstrap: str, **extra: Any) -> dict[str, Any]:
             "reconnect.backoff.max.ms": 1000, "topic.metadata.refresh.interval.ms": 2000, "log_level": 3, **extra}
 
 
+def subscribe(consumer: Consumer, topic: str,
+              changed: Callable[[str, list[TopicPartition]], None] | None = None) -> None:
+    """Subscribe with rebalance callbacks that assign and unassign themselves (eager protocol), after
+    telling `changed` ("assign"/"revoke"). Without them confluent-kafka does it in C after asking librdkafka
+    for the rebalance protocol, which can wait forever when the consumer is closing (librdkafka #4041): a
+    round hung there, holding the GIL, as its consume-transform-produce loop closed its consumer."""
+    def assigned(own: Consumer, partitions: list[TopicPartition]) -> None:
+        if changed is not None:
+            changed("assign", partitions)
+        own.assign(partitions)
+
+    def revoked(own: Consumer, partitions: list[TopicPartition]) -> None:
+        if changed is not None:
+            changed("revoke", partitions)
+        own.unassign()
+
+    consumer.subscribe([topic], on_assign=assigned, on_revoke=revoked)
+
+
 class Workload:
     """Threads that run until `stop()`; each loop is bounded by the stop flag and a deadline."""
 
     def __init__(self, history: History, bootstrap: str, partitions: int, seed: int, *,
                  producers: int = 2, consumers: int = 2, rate: float = 40.0, table_rate: float = 20.0,
-                 with_txn: bool = False):
+                 with_txn: bool = False, txn_version: int = 1):
         self.history = history
         self.bootstrap = bootstrap
         self.partitions = partitions
@@ -125,6 +145,7 @@ class Workload:
         self.rate = rate
         self.table_rate = table_rate
         self.with_txn = with_txn
+        self.java_txn = JavaTxnWorkload(history, bootstrap, partitions, seed) if with_txn and txn_version == 2 else None
         self.stopping = threading.Event()
         self.threads: list[threading.Thread] = []
 
@@ -133,7 +154,11 @@ class Workload:
         targets += [(self._consume, f"c{i}") for i in range(self.consumers)]
         targets.append((self._overwrite, "k0"))
         if self.with_txn:
-            targets += [(self._transact, "t0"), (self._consume_committed, "rc0"), (self._transform, "x0")]
+            targets.append((self._consume_committed, "rc0"))
+        if self.java_txn is not None:
+            self.java_txn.start(deadline)  # t0 and x0 with transactions V2 producers (txn_v2.py)
+        elif self.with_txn:
+            targets += [(self._transact, "t0"), (self._transform, "x0")]
         for target, name in targets:
             thread = threading.Thread(target=target, args=(name, deadline), name=name, daemon=True)
             thread.start()
@@ -141,6 +166,8 @@ class Workload:
 
     def stop(self) -> None:
         self.stopping.set()
+        if self.java_txn is not None:
+            self.java_txn.stop()
         for thread in self.threads:
             thread.join(60)
 
@@ -196,14 +223,11 @@ class Workload:
     def _group_consumer(self, name: str, deadline: float, topic: str, group: str, extra: dict[str, Any]) -> None:
         history = self.history
 
-        def assigned(_consumer: Any, partitions: list[TopicPartition]) -> None:
-            history.add("assign", process=name, partitions=[[p.topic, p.partition] for p in partitions])
-
-        def revoked(_consumer: Any, partitions: list[TopicPartition]) -> None:
-            history.add("revoke", process=name, partitions=[[p.topic, p.partition] for p in partitions])
+        def changed(event: str, partitions: list[TopicPartition]) -> None:
+            history.add(event, process=name, partitions=[[p.topic, p.partition] for p in partitions])
 
         consumer = Consumer(consumer_config(self.bootstrap, **{"group.id": group, **extra}))
-        consumer.subscribe([topic], on_assign=assigned, on_revoke=revoked)
+        subscribe(consumer, topic, changed)
         since_commit = time.monotonic()
         try:
             while self._running(deadline):
@@ -313,7 +337,7 @@ class Workload:
                                                                 "isolation.level": "read_committed"}))
         producer = Producer({**_producer_config(self.bootstrap), "transactional.id": f"chaos-{name}",
                              "transaction.timeout.ms": 30000})
-        consumer.subscribe([QUEUE_TOPIC])
+        subscribe(consumer, QUEUE_TOPIC)
         try:
             producer.init_transactions(30)
         except KafkaException as exc:

@@ -5,8 +5,9 @@ Reads Kafka 4.2's ``4.2/message/`` (API messages, headers, embedded data schemas
 ``message/`` only for the ZooKeeper-mode inter-broker APIs that pybroker's cluster mode still speaks
 (LeaderAndIsr, StopReplica, UpdateMetadata and ControlledShutdown, which 4.2 defines without versions, and
 AlterPartition, whose v0-1 with topic names 4.2 dropped; and request header v0), the pin's
-``coordinator-records/`` (internal-topic and producer-snapshot record schemas) and the ``ConsumerGroup*``
-schemas of its ``group-records/`` (the consumer protocol's ``__consumer_offsets`` records).
+``coordinator-records/`` (internal-topic and producer-snapshot record schemas), the ``ConsumerGroup*``
+schemas of its ``group-records/`` (the consumer protocol's ``__consumer_offsets`` records) and 4.2's
+``share-coordinator-records/`` (the share coordinator's ``__share_group_state`` records).
 
 The output is committed: plain dataclasses plus per-class ``_SCHEMA`` data tables
 that the hand-written engine in ``pybroker/protocol/schema.py`` turns into codecs on
@@ -41,7 +42,8 @@ KAFKA_PROTOCOL_DIR = REPO.parent / "shared" / "kafka-protocol"
 def spec_dirs_in(kafka_protocol_dir: Path) -> tuple[list[Path], Path]:
     """The spec folders read by default, and the folder that supplies the messages they leave without versions."""
     return ([kafka_protocol_dir / "4.2" / "message", kafka_protocol_dir / "coordinator-records",
-             kafka_protocol_dir / "group-records"], kafka_protocol_dir / "message")
+             kafka_protocol_dir / "group-records", kafka_protocol_dir / "4.2" / "share-coordinator-records"],
+            kafka_protocol_dir / "message")
 
 
 ZOOKEEPER_MODE_SPECS = frozenset({"LeaderAndIsr", "StopReplica", "UpdateMetadata", "ControlledShutdown",
@@ -50,6 +52,8 @@ ZOOKEEPER_MODE_SPECS = frozenset({"LeaderAndIsr", "StopReplica", "UpdateMetadata
 folder: the ZooKeeper-mode inter-broker protocol, which 4.2 dropped."""
 SPEC_GLOBS = {"group-records": "ConsumerGroup*.json"}
 """Per spec folder, the specs used when not all are: of group-records, the consumer protocol's (no share groups)."""
+COORDINATOR_RECORD_TYPES = frozenset({"coordinator-key", "coordinator-value"})
+"""4.2's spec types of coordinator record schemas, generated as data schemas (the record type is the caller's)."""
 PROTOCOL_DIR = REPO / "pybroker" / "protocol"
 MESSAGES_DIR = PROTOCOL_DIR / "messages"
 
@@ -173,10 +177,11 @@ def load_message(path: Path) -> MessageDef:
     assert flex is not None
     valid = parse_versions(spec["validVersions"])
     assert valid is not None
+    record = spec["type"] in COORDINATOR_RECORD_TYPES  # 4.2's records: apiKey is the record type, not an API
     msg = MessageDef(
         name=spec["name"],
-        kind=spec["type"],
-        api_key=int(spec.get("apiKey", -1)),
+        kind="data" if record else spec["type"],
+        api_key=-1 if record else int(spec.get("apiKey", -1)),
         valid=valid,
         flexible_min=None if flex == NO_VERSIONS else flex[0],
         unstable=bool(spec.get("latestVersionUnstable", False)),

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from chaos.mutants import BY_NAME, MUTANTS, planted
-from chaos.run import RoundResult, run_round
+from chaos.run import RoundResult, bounded_round
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -18,30 +18,34 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--duration", type=float, default=30.0, help="seconds of faults per round")
     parser.add_argument("--partitions", type=int, default=6)
     parser.add_argument("--keep-dir", type=Path, default=Path("chaos-runs/mutants"))
+    parser.add_argument("--every-seed", action="store_true",
+                        help="run each mutant's every seed, not only until the first catch (how often it is caught)")
     args = parser.parse_args(argv)
     logging.getLogger("kazoo").setLevel(logging.CRITICAL)
     signal.signal(signal.SIGTERM, lambda _signum, _frame: sys.exit(128 + signal.SIGTERM))
     mutants = [BY_NAME[name] for name in args.only.split(",")] if args.only else list(MUTANTS)
-    rows = ["| mutant | planted bug | rounds to first catch | verdict |", "|---|---|---|---|"]
+    rows = ["| mutant | planted bug | rounds to first catch | caught | verdict |", "|---|---|---|---|---|"]
     missed = []
     for mutant in mutants:
         print(f"== mutant {mutant.name}: {mutant.bug}")
-        catch: tuple[int, RoundResult] | None = None
-        last: RoundResult | None = None
+        results: list[RoundResult] = []
         with planted(mutant) as code_root:
-            for attempt, seed in enumerate(mutant.seeds, 1):
-                last = run_round(seed, args.duration, partitions=args.partitions, with_txn=mutant.txn,
-                                 generator=mutant.generator, kinds=list(mutant.kinds), code_root=code_root,
-                                 keep_dir=args.keep_dir)
-                if last.caught:
-                    catch = (attempt, last)
+            for seed in mutant.seeds:
+                results.append(bounded_round(seed, args.duration, partitions=args.partitions, with_txn=mutant.txn,
+                                             generator=mutant.generator, kinds=list(mutant.kinds),
+                                             code_root=code_root, keep_dir=args.keep_dir))
+                if results[-1].caught and not args.every_seed:
                     break
-        if catch is None:
+        caught = [r for r in results if r.caught]
+        tally = f"{len(caught)} of {len(results)}"
+        if not caught:
             missed.append(mutant.name)
-            rows.append(f"| {mutant.name} | {mutant.bug} | not caught in {len(mutant.seeds)} | "
-                        f"{last.verdict if last else 'no round'} |")
+            rows.append(f"| {mutant.name} | {mutant.bug} | not caught | {tally} | "
+                        f"{results[-1].verdict if results else 'no round'} |")
         else:
-            rows.append(f"| {mutant.name} | {mutant.bug} | {catch[0]} (seed {catch[1].seed}) | {catch[1].verdict} |")
+            first = results.index(caught[0]) + 1
+            rows.append(f"| {mutant.name} | {mutant.bug} | {first} (seed {caught[0].seed}) | {tally} | "
+                        f"{caught[0].verdict} |")
     print("\n".join(rows))
     if missed:
         print(f"NOT CAUGHT: {', '.join(missed)}")

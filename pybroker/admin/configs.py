@@ -1,4 +1,4 @@
-"""`pybroker configs`: describe and alter topic, broker and client-metrics configs, as kafka-configs.sh does.
+"""`pybroker configs`: describe and alter topic, broker, client-metrics and group configs, as kafka-configs.sh does.
 
 Users and clients (`--entity-type users|clients`, together for a user's client) carry quotas and
 SCRAM credentials, ips (`--entity-type ips`) KIP-612's connection_creation_rate quota; all handled in
@@ -7,6 +7,8 @@ quota_configs.py.
 `--all`) then `  name=value sensitive=false synonyms={SOURCE:name=value, ...}` lines sorted by
 name. `--alter` applies `--add-config k1=v1,k2=[a,b]` and `--delete-config k1,k2` with
 IncrementalAlterConfigs and prints `Completed updating config for topic T.`
+Groups (`--entity-type groups`, `--group G`) are GROUP config resources (KIP-848/KIP-932: `share.*` and
+`consumer.*` keys); the broker decides which keys it accepts, and refuses the others with INVALID_CONFIG.
 """
 
 from __future__ import annotations
@@ -28,40 +30,49 @@ from pybroker.client.command_line import (
 )
 from pybroker.admin import quota_configs
 from pybroker.client import BROKER_RESOURCE, TOPIC_RESOURCE, AdminClient, ConfigEntry
-from pybroker.client.client_metrics_admin import CLIENT_METRICS_RESOURCE, list_client_metrics_resources
+from pybroker.client.client_metrics_admin import (
+    CLIENT_METRICS_RESOURCE,
+    GROUP_RESOURCE,
+    list_client_metrics_resources,
+    list_group_config_resources,
+)
+from pybroker.client.groups import GroupAdmin
 from pybroker.common.config import parse_properties
 
 ERROR_PREFIX = "Error while executing config command : "
 # users and clients are not DescribeConfigs resources
 ENTITY_TYPES = {"topics": TOPIC_RESOURCE, "brokers": BROKER_RESOURCE, "client-metrics": CLIENT_METRICS_RESOURCE,
+                "groups": GROUP_RESOURCE,
                 quota_configs.USERS: None, quota_configs.CLIENTS: None, quota_configs.IPS: None}
 #: how ConfigCommand names one entity of a type in its output (the type without its last letter)
-SINGULAR = {TOPIC_RESOURCE: "topic", BROKER_RESOURCE: "broker", CLIENT_METRICS_RESOURCE: "client-metric"}
+SINGULAR = {TOPIC_RESOURCE: "topic", BROKER_RESOURCE: "broker", CLIENT_METRICS_RESOURCE: "client-metric",
+            GROUP_RESOURCE: "group"}
 #: the shorthand flags: (option dest, entity type, name or "" for the default)
-SHORTHANDS = (("topic", "topics"), ("broker", "brokers"), ("user", "users"), ("client", "clients"), ("ip", "ips"))
+SHORTHANDS = (("topic", "topics"), ("broker", "brokers"), ("user", "users"), ("client", "clients"), ("ip", "ips"),
+              ("group", "groups"))
 DEFAULT_SHORTHANDS = (("user_defaults", "users"), ("client_defaults", "clients"), ("ip_defaults", "ips"))
 #: Kafka's ConfigEntry.ConfigSource names by DescribeConfigs source id
 SOURCE_NAMES = {0: "UNKNOWN", 1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG",
                 3: "DYNAMIC_DEFAULT_BROKER_CONFIG", 4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG",
                 6: "DYNAMIC_BROKER_LOGGER_CONFIG", 7: "CLIENT_METRICS_CONFIG", 8: "GROUP_CONFIG"}
 #: which sources count as "dynamic" (shown without --all) per entity type
-DYNAMIC_SOURCES = {TOPIC_RESOURCE: {1}, BROKER_RESOURCE: {2, 3}, CLIENT_METRICS_RESOURCE: {7}}
+DYNAMIC_SOURCES = {TOPIC_RESOURCE: {1}, BROKER_RESOURCE: {2, 3}, CLIENT_METRICS_RESOURCE: {7}, GROUP_RESOURCE: {8}}
 ASSIGNMENT = re.compile(r"([^=,]+)=(\[[^\]]*\]|[^,]*)")
 
 
 def build_parser() -> ToolParser:
-    parser = ToolParser(prog="pybroker configs", description="Describe or alter topic, broker and client-metrics "
-                        "configs, client quotas and SCRAM credentials.")
+    parser = ToolParser(prog="pybroker configs", description="Describe or alter topic, broker, client-metrics and "
+                        "group configs, client quotas and SCRAM credentials.")
     actions = parser.add_argument_group("actions (exactly one)")
     actions.add_argument("--describe", action="store_true", help="list the configs of the given entity")
     actions.add_argument("--alter", action="store_true", help="add or delete configs of the given entity")
     add_connection_arguments(parser)
     parser.add_argument("--entity-type", choices=sorted(ENTITY_TYPES), action="append",
-                        help="topics, brokers, client-metrics, users, clients or ips; users and clients together for "
-                             "a user's client")
+                        help="topics, brokers, client-metrics, groups, users, clients or ips; users and clients "
+                             "together for a user's client")
     parser.add_argument("--entity-name", metavar="NAME", dest="entity_names", action="append",
-                        help="topic name, broker id, subscription, user principal, client id or IP address, one per "
-                             "--entity-type; all of them if omitted with --describe")
+                        help="topic name, broker id, subscription, group id, user principal, client id or IP "
+                             "address, one per --entity-type; all of them if omitted with --describe")
     parser.add_argument("--entity-default", dest="entity_names", action="append_const", const="",
                         help="the default user, client or ip (in place of an --entity-name)")
     parser.add_argument("--topic", metavar="TOPIC", help="same as --entity-type topics --entity-name TOPIC")
@@ -73,6 +84,7 @@ def build_parser() -> ToolParser:
                         help="same as --entity-type clients --entity-default")
     parser.add_argument("--ip", metavar="IP", help="same as --entity-type ips --entity-name IP")
     parser.add_argument("--ip-defaults", action="store_true", help="same as --entity-type ips --entity-default")
+    parser.add_argument("--group", metavar="GROUP", help="same as --entity-type groups --entity-name GROUP")
     parser.add_argument("--all", action="store_true", help="with --describe: every config, not just overrides")
     parser.add_argument("--add-config", metavar="K1=V1,K2=[V1,V2]",
                         help="configs to set; a list value goes in square brackets")
@@ -176,17 +188,17 @@ def parse_add_config(text: str) -> dict[str, str]:
 
 async def describe(admin: AdminClient, resource_type: int, name: str | None, describe_all: bool) -> None:
     kind = SINGULAR[resource_type]
-    if resource_type == CLIENT_METRICS_RESOURCE:
-        subscriptions = await list_client_metrics_resources(admin.client)
-        if name is not None and name not in subscriptions and not describe_all:
+    if resource_type in (CLIENT_METRICS_RESOURCE, GROUP_RESOURCE):
+        existing = await config_entities(admin, resource_type)
+        if name is not None and name not in existing and not describe_all:
             print(f"The {kind} '{name}' doesn't exist and doesn't have dynamic config.")
             return
     if name is not None:
         names = [name]
     elif resource_type == TOPIC_RESOURCE:
         names = await admin.list_topics(include_internal=True)
-    elif resource_type == CLIENT_METRICS_RESOURCE:
-        names = subscriptions
+    elif resource_type in (CLIENT_METRICS_RESOURCE, GROUP_RESOURCE):
+        names = existing
     else:
         names = [str(b.node_id) for b in await admin.describe_cluster()]
     described = await admin.describe_configs(resource_type, names, include_synonyms=True) if names else {}
@@ -196,6 +208,15 @@ async def describe(admin: AdminClient, resource_type: int, name: str | None, des
         for entry in entries:
             if describe_all or entry.source in DYNAMIC_SOURCES[resource_type]:
                 print(config_line(entry))
+
+
+async def config_entities(admin: AdminClient, resource_type: int) -> list[str]:
+    """The client-metrics subscriptions, or the groups: those of every type the brokers list, then those that
+    have only a config of their own, as ConfigCommand lists them."""
+    if resource_type == CLIENT_METRICS_RESOURCE:
+        return await list_client_metrics_resources(admin.client)
+    groups = [g.group_id for g in await GroupAdmin(admin.client).list_groups()]
+    return list(dict.fromkeys(groups + await list_group_config_resources(admin.client)))
 
 
 def config_line(entry: ConfigEntry) -> str:

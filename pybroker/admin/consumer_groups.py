@@ -14,8 +14,7 @@ from typing import Sequence
 from pybroker.client.offset_reset import (
     RESET_OPTIONS,
     ResetPlan,
-    chosen_reset,
-    parse_datetime,
+    check_reset_arguments,
     parse_duration_ms,
     plan_reset,
 )
@@ -29,15 +28,21 @@ from pybroker.client.command_line import (
     run_client,
     run_tool,
 )
+from pybroker.admin.group_tool import (
+    MISSING,
+    assignment_text,
+    check_groups_and_views,
+    one_action,
+    selected_groups,
+    table,
+    width,
+)
 from pybroker.client import AdminClient, KafkaClient, KafkaClientError
 from pybroker.client.group_offsets import INACTIVE_STATES, OffsetRow, offset_rows
 from pybroker.client.groups import GroupAdmin, GroupDescription, ListedGroup
-from pybroker.common.topic import TopicPartition
 
 ERROR_PREFIX = "Error: Executing consumer group command failed due to "
 ACTIONS = ("list", "describe", "delete", "reset_offsets")
-MISSING = "-"
-MIN_COLUMN = 15
 REBALANCING_STATES = ("PreparingRebalance", "CompletingRebalance", "Assigning", "Reconciling")
 GROUP_TYPES = ("classic", "consumer")
 NO_ACTION_WARNING = ("WARN: No action will be performed as the --execute option is missing. In a future major "
@@ -94,36 +99,17 @@ def command(args: argparse.Namespace, settings: ClientSettings) -> None:
 
 
 def check_arguments(args: argparse.Namespace) -> str:
-    chosen = [a for a in ACTIONS if getattr(args, a)]
-    if len(chosen) != 1:
-        raise UsageError("Command must include exactly one action: --list, --describe, --delete, --reset-offsets")
-    action = chosen[0]
-    if action != "list" and not args.group and not args.all_groups:
-        raise UsageError(f"Option [{'--' + action.replace('_', '-')}] takes one of these options: "
-                         "[--all-groups], [--group]")
-    if args.group and args.all_groups:
-        raise UsageError("Option [--group] can't be used with option [--all-groups]")
+    action = one_action(args, ACTIONS)
+    check_groups_and_views(args, action)
     if args.type is not None:
         if action != "list":
             raise UsageError("--type can only be used with --list")
         unknown = [t for t in _types(args.type) if t not in GROUP_TYPES]
         if unknown:
             raise UsageError(f"Invalid types list '{args.type}'. Valid types are: {', '.join(GROUP_TYPES)}")
-    if action != "describe" and (args.members or args.state or args.offsets):
-        raise UsageError("--members, --state and --offsets can only be used with --describe")
-    if sum((args.members, args.state, args.offsets)) > 1:
-        raise UsageError("Option [--describe] takes at most one of these options: [--members], [--offsets], "
-                         "[--state]")
     if action == "reset_offsets":
-        if args.dry_run and args.execute:
-            raise UsageError("Option [--reset-offsets] takes at most one of these options: [--dry-run], [--execute]")
-        if bool(args.topic) == args.all_topics:
-            raise UsageError("Option [--reset-offsets] takes exactly one of these options: [--all-topics], "
-                             "[--topic]")
-        option = chosen_reset(args)
-        if option == "to_datetime":
-            parse_datetime(args.to_datetime)
-        elif option == "by_duration":
+        option = check_reset_arguments(args)
+        if option == "by_duration":
             parse_duration_ms(args.by_duration)
     elif args.topic or args.all_topics or args.dry_run or args.execute:
         raise UsageError("--topic, --all-topics, --dry-run and --execute can only be used with --reset-offsets")
@@ -131,9 +117,7 @@ def check_arguments(args: argparse.Namespace) -> str:
 
 
 async def group_ids(client: KafkaClient, args: argparse.Namespace) -> list[str]:
-    if args.all_groups:
-        return [g.group_id for g in await consumer_groups(client)]
-    return list(dict.fromkeys(args.group))
+    return await selected_groups(args, lambda: consumer_groups(client))
 
 
 async def consumer_groups(client: KafkaClient) -> list[ListedGroup]:
@@ -197,17 +181,6 @@ async def describe(client: KafkaClient, args: argparse.Namespace) -> None:
         raise CommandError(f"Consumer group '{missing[0]}' does not exist.")
 
 
-def width(values: Sequence[str]) -> int:
-    return max([MIN_COLUMN, *map(len, values)])
-
-
-def table(header: Sequence[str], rows: Sequence[Sequence[str]], widths: Sequence[int | None]) -> list[str]:
-    """Java's `%-Ns` columns joined by one space; a width of None leaves the column unpadded."""
-    def line(cells: Sequence[str]) -> str:
-        return " ".join(cell if w is None else cell.ljust(w) for cell, w in zip(cells, widths))
-    return [line(header), *(line(r) for r in rows)]
-
-
 def text(value: object | None) -> str:
     return MISSING if value is None else str(value)
 
@@ -223,18 +196,11 @@ def print_offsets(rows: Sequence[OffsetRow]) -> None:
     print()
 
 
-def assignment_text(partitions: Sequence[TopicPartition]) -> str:
-    """Kafka's `topic(0,1),other(2)`, or `-` when nothing is assigned."""
-    by_topic: dict[str, list[int]] = {}
-    for tp in sorted(partitions, key=lambda tp: (tp.topic, tp.partition)):
-        by_topic.setdefault(tp.topic, []).append(tp.partition)
-    return ",".join(f"{t}({','.join(map(str, ps))})" for t, ps in by_topic.items()) or MISSING
-
-
 def print_members(group: GroupDescription, verbose: bool) -> None:
     if not group.members:
         return
     members = sorted(group.members, key=lambda m: (-len(m.assignment), m.member_id))
+    header: tuple[str, ...]
     if verbose and group.group_type == "consumer":
         header = ("GROUP", "CONSUMER-ID", "GROUP-INSTANCE-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "CURRENT-EPOCH",
                   "CURRENT-ASSIGNMENT", "TARGET-EPOCH", "TARGET-ASSIGNMENT")

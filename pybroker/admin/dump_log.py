@@ -88,13 +88,13 @@ def base_offset_of(path: str) -> int:
 
 
 @contextmanager
-def mapped(path: str) -> Iterator[bytes | mmap.mmap]:
+def mapped(path: str) -> Iterator[bytes | memoryview]:
     """The file's bytes, memory-mapped (segments can be large); empty files map to b""."""
     with open(path, "rb") as handle:
         if os.fstat(handle.fileno()).st_size == 0:
             yield b""
             return
-        with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as view:
+        with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapping, memoryview(mapping) as view:
             yield view
 
 

@@ -1,9 +1,10 @@
-"""`pybroker share-groups`: kafka-share-groups.sh's --list, --describe (--members, --state) and --delete.
+"""`pybroker share-groups`: kafka-share-groups.sh's --list, --describe (--offsets, the default, --members, --state),
+--reset-offsets, --delete-offsets and --delete.
 
-Tables in Kafka's ShareGroupCommand column layout (see ``consumer_groups.table``). The offsets view (``--describe``
-alone or ``--offsets``), --reset-offsets and --delete-offsets need the share coordinator's offsets APIs
-(DescribeShareGroupOffsets, AlterShareGroupOffsets, DeleteShareGroupOffsets), which pybroker does not serve yet:
-they end with an error saying so.
+Tables in Kafka's ShareGroupCommand column layout (``group_tool.table``). Offsets are the share-partitions'
+start offsets (DescribeShareGroupOffsets: "-" where a share-partition has no state yet); --reset-offsets
+(--to-earliest, --to-latest, --to-datetime, --to-offset; a dry run unless --execute) and --delete-offsets change
+them only while the group has no members, as Kafka's tool does.
 """
 
 from __future__ import annotations
@@ -12,7 +13,16 @@ import argparse
 import sys
 from typing import Sequence
 
-from pybroker.admin.consumer_groups import assignment_text, table, width
+from pybroker.admin.consumer_groups import NO_ACTION_WARNING, print_reset, text
+from pybroker.admin.group_tool import (
+    assignment_text,
+    check_groups_and_views,
+    flag,
+    one_action,
+    selected_groups,
+    table,
+    width,
+)
 from pybroker.client.command_line import (
     ClientSettings,
     CommandError,
@@ -22,16 +32,17 @@ from pybroker.client.command_line import (
     run_client,
     run_tool,
 )
-from pybroker.client import KafkaClient, KafkaClientError
+from pybroker.client import AdminClient, KafkaClient, KafkaClientError
 from pybroker.client.errors import ResponseError
 from pybroker.client.groups import GroupAdmin
-from pybroker.client.share_groups import ShareGroupAdmin, ShareGroupDescription
+from pybroker.client.offset_reset import RESET_OPTIONS, check_reset_arguments, chosen_reset, plan_reset_from
+from pybroker.client.share_groups import ShareGroupAdmin, ShareGroupDescription, ShareOffset
 from pybroker.protocol.error_codes import ErrorCode
 
 ERROR_PREFIX = "Error: Executing share group command failed due to "
 ACTIONS = ("list", "describe", "delete", "reset_offsets", "delete_offsets")
-NOT_SERVED = ("{} needs the share group offsets APIs (DescribeShareGroupOffsets, AlterShareGroupOffsets, "
-              "DeleteShareGroupOffsets), which this broker does not serve yet")
+SHARE_RESET_OPTIONS = tuple(o for o in RESET_OPTIONS
+                            if o[0] in ("--to-earliest", "--to-latest", "--to-datetime", "--to-offset"))
 
 
 def build_parser() -> ToolParser:
@@ -40,15 +51,28 @@ def build_parser() -> ToolParser:
     actions.add_argument("--list", action="store_true", help="list all share groups")
     actions.add_argument("--describe", action="store_true", help="describe share groups: --members or --state")
     actions.add_argument("--delete", action="store_true", help="delete empty share groups")
-    actions.add_argument("--reset-offsets", action="store_true", help="not served yet (share group offsets APIs)")
-    actions.add_argument("--delete-offsets", action="store_true", help="not served yet (share group offsets APIs)")
+    actions.add_argument("--reset-offsets", action="store_true",
+                         help="reset the start offsets of an empty group (one --to-* option, --topic or --all-topics)")
+    actions.add_argument("--delete-offsets", action="store_true",
+                         help="delete the start offsets of an empty group's topics (--topic)")
     add_connection_arguments(parser)
     parser.add_argument("--group", action="append", default=[], metavar="GROUP", help="a group (repeatable)")
     parser.add_argument("--all-groups", action="store_true", help="every share group")
     parser.add_argument("--members", action="store_true", help="with --describe: the group's members")
     parser.add_argument("--state", action="store_true", help="with --describe: the group's state")
-    parser.add_argument("--offsets", action="store_true", help="with --describe: not served yet")
+    parser.add_argument("--offsets", action="store_true", help="with --describe: start offsets and lag (the default)")
     parser.add_argument("--verbose", action="store_true", help="with --describe: also epochs")
+    parser.add_argument("--topic", action="append", default=[], metavar="TOPIC[:P0,P1]",
+                        help="with --reset-offsets or --delete-offsets: a topic (repeatable)")
+    parser.add_argument("--all-topics", action="store_true",
+                        help="with --reset-offsets: every topic the group has start offsets for")
+    for flag, metavar, help_text in SHARE_RESET_OPTIONS:
+        if metavar is None:
+            parser.add_argument(flag, action="store_true", help="with --reset-offsets: " + help_text)
+        else:
+            parser.add_argument(flag, metavar=metavar, help="with --reset-offsets: " + help_text)
+    parser.add_argument("--dry-run", action="store_true", help="with --reset-offsets: only show the new offsets")
+    parser.add_argument("--execute", action="store_true", help="with --reset-offsets: set the new offsets")
     return parser
 
 
@@ -63,31 +87,22 @@ def command(args: argparse.Namespace, settings: ClientSettings) -> None:
 
 
 def check_arguments(args: argparse.Namespace) -> str:
-    chosen = [a for a in ACTIONS if getattr(args, a)]
-    if len(chosen) != 1:
-        raise UsageError("Command must include exactly one action: --list, --describe, --delete, --reset-offsets, "
-                         "--delete-offsets")
-    action = chosen[0]
-    if action in ("reset_offsets", "delete_offsets"):
-        raise UsageError(NOT_SERVED.format("--" + action.replace("_", "-")))
-    if action != "list" and not args.group and not args.all_groups:
-        raise UsageError(f"Option [--{action}] takes one of these options: [--all-groups], [--group]")
-    if args.group and args.all_groups:
-        raise UsageError("Option [--group] can't be used with option [--all-groups]")
-    if action != "describe" and (args.members or args.state or args.offsets):
-        raise UsageError("--members, --state and --offsets can only be used with --describe")
-    if action == "describe" and not (args.members or args.state):
-        raise UsageError(NOT_SERVED.format("--describe --offsets (the default view)"))
-    if args.members and args.state:
-        raise UsageError("Option [--describe] takes at most one of these options: [--members], [--offsets], "
-                         "[--state]")
+    action = one_action(args, ACTIONS)
+    check_groups_and_views(args, action)
+    if action == "reset_offsets":
+        check_reset_arguments(args, SHARE_RESET_OPTIONS)
+    elif action == "delete_offsets":
+        if not args.topic or args.all_topics:
+            raise UsageError(f"Option [{flag(action)}] takes the option [--topic]")
+    elif args.topic or args.all_topics or args.dry_run or args.execute or \
+            any(getattr(args, o[0][2:].replace("-", "_")) not in (None, False) for o in SHARE_RESET_OPTIONS):
+        raise UsageError("--topic, --all-topics, the --to-* options, --dry-run and --execute can only be used with "
+                         "--reset-offsets (--topic also with --delete-offsets)")
     return action
 
 
 async def _group_ids(admin: ShareGroupAdmin, args: argparse.Namespace) -> list[str]:
-    if args.all_groups:
-        return [g.group_id for g in await admin.list_groups()]
-    return list(dict.fromkeys(args.group))
+    return await selected_groups(args, admin.list_groups)
 
 
 async def list_groups(client: KafkaClient, _args: argparse.Namespace) -> None:
@@ -107,6 +122,9 @@ async def describe(client: KafkaClient, args: argparse.Namespace) -> None:
         if args.state:
             print_state(group, args.verbose)
             continue
+        if not args.members:
+            print_offsets(group_id, await admin.describe_offsets(group_id), args.verbose)
+            continue
         if not group.members:
             print(f"\nShare group '{group_id}' has no active members.", file=sys.stderr)
             continue
@@ -125,6 +143,69 @@ async def delete(client: KafkaClient, args: argparse.Namespace) -> None:
     if failures:
         raise CommandError("Deletion of some share groups failed: " + " ".join(failures))
     print(f"Deletion of requested share groups ({', '.join(repr(g) for g in ids)}) was successful.")
+
+
+async def reset_offsets(client: KafkaClient, args: argparse.Namespace) -> None:
+    admin = ShareGroupAdmin(GroupAdmin(client))
+    if not (args.dry_run or args.execute):
+        print(NO_ACTION_WARNING, file=sys.stderr)
+    option = chosen_reset(args, SHARE_RESET_OPTIONS)
+    for group_id in await _group_ids(admin, args):
+        state = await _state(admin, group_id)
+        if state not in (None, "Empty"):
+            raise CommandError(f"Share group '{group_id}' is not empty.")
+        current = {} if state is None else \
+            {o.partition: o.start_offset for o in await admin.describe_offsets(group_id)}
+        plan = await plan_reset_from(AdminClient(client), group_id, current, args, option)
+        print_reset(plan)
+        if args.execute:
+            await admin.alter_offsets(group_id, plan.offsets)
+
+
+async def delete_offsets(client: KafkaClient, args: argparse.Namespace) -> None:
+    admin = ShareGroupAdmin(GroupAdmin(client))
+    topics = list(dict.fromkeys(t.partition(":")[0] for t in args.topic))
+    for group_id in await _group_ids(admin, args):
+        state = await _state(admin, group_id)
+        if state is None:
+            raise CommandError(f"Share group '{group_id}' does not exist.")
+        if state != "Empty":
+            raise CommandError(f"Share group '{group_id}' is not empty.")
+        answers = await admin.delete_offsets(group_id, topics)
+        rows = [[topic, "Successful" if code is ErrorCode.NONE else f"Error: {code.message}"]
+                for topic, code in answers.items()]
+        print("\n" + "\n".join(table(("TOPIC", "STATUS"), rows, [width(topics), None])))
+        print()
+        if any(code is not ErrorCode.NONE for code in answers.values()):
+            raise CommandError(f"Deletion of some offsets of share group '{group_id}' failed.")
+
+
+async def _state(admin: ShareGroupAdmin, group_id: str) -> str | None:
+    """The share group's state; None when there is no such group."""
+    try:
+        return (await admin.describe(group_id)).state
+    except ResponseError as exc:
+        if exc.code == ErrorCode.GROUP_ID_NOT_FOUND:
+            return None
+        raise
+
+
+def print_offsets(group_id: str, offsets: list[ShareOffset], verbose: bool) -> None:
+    header = ["GROUP", "TOPIC", "PARTITION", "START-OFFSET", "LAG"]
+    cells = [[group_id, o.partition.topic, str(o.partition.partition), _known(o.start_offset), _known(o.lag)]
+             for o in offsets]
+    if verbose:
+        header[3:3] = ["LEADER-EPOCH"]
+        for cell, offset in zip(cells, offsets):
+            cell[3:3] = [_known(offset.leader_epoch)]
+    widths: list[int | None] = [width([group_id]), width([c[1] for c in cells]), 10, *([15] * (len(header) - 4)),
+                                None]
+    print("\n" + "\n".join(table(header, cells, widths)))
+    print()
+
+
+def _known(value: int) -> str:
+    return text(value if value >= 0 else None)
 
 
 def print_state(group: ShareGroupDescription, verbose: bool) -> None:
@@ -155,4 +236,5 @@ def print_members(group: ShareGroupDescription, verbose: bool) -> None:
     print()
 
 
-COMMANDS = {"list": list_groups, "describe": describe, "delete": delete}
+COMMANDS = {"list": list_groups, "describe": describe, "delete": delete, "reset_offsets": reset_offsets,
+            "delete_offsets": delete_offsets}

@@ -264,8 +264,7 @@ class AdminClient:
         by_leader: dict[int, list[TopicPartition]] = defaultdict(list)
         results: dict[TopicPartition, ListedOffset] = {}
         for tp in specs:
-            partitions = {p.partition: p for p in described[tp.topic].partitions}
-            info = partitions.get(tp.partition)
+            info = {p.partition: p for p in described[tp.topic].partitions}.get(tp.partition)
             if info is None:
                 results[tp] = ListedOffset(-1, error=ResponseError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
             elif info.leader is None:

@@ -130,7 +130,9 @@ def decode_partition(tp: TopicPartition, fetch_offset: int, data: FetchResponse.
     aborting: set[int] = set()
     records: list[ConsumerRecord] = []
     next_offset = fetch_offset
-    for batch in iter_batches(data.records or b""):
+    # A decoded answer holds bytes or None: a Spliced file range is only ever sent.
+    received = data.records if isinstance(data.records, (bytes, bytearray, memoryview)) else b""
+    for batch in iter_batches(received):
         while aborted and aborted[0][0] <= batch.last_offset:
             aborting.add(aborted.pop(0)[1])
         next_offset = max(next_offset, batch.next_offset)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass
-from typing import Awaitable, Callable, Mapping, Sequence, TypeVar
+from typing import Awaitable, Callable, Mapping, Protocol, Sequence, TypeVar
 
 from pybroker.client.cluster import BrokerNode, KafkaClient
 from pybroker.client.connection import Connection
@@ -37,6 +37,14 @@ from pybroker.protocol.messages import (
 )
 
 T = TypeVar("T")
+
+
+class _CommittedPartition(Protocol):
+    """A partition of an OffsetFetch answer: top-level (v0-7) and per-group (v8+) ones are distinct classes."""
+
+    partition_index: int
+    committed_offset: int
+    error_code: int
 
 GROUP_KEY_TYPE = 0
 RETRY_BACKOFF_S = 0.1
@@ -204,6 +212,7 @@ class GroupAdmin:
 
         async def fetch(_: BrokerNode, connection: Connection) -> dict[TopicPartition, int]:
             response = await connection.send_at(request, _by_name(connection, request), OffsetFetchResponse)
+            answered: list[tuple[str, Sequence[_CommittedPartition]]]
             if response.groups:
                 [group] = response.groups
                 code, answered = group.error_code, [(t.name, t.partitions) for t in group.topics]

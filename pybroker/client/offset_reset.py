@@ -43,14 +43,28 @@ class ResetPlan:
     warnings: list[str] = field(default_factory=list)
 
 
-def chosen_reset(args: argparse.Namespace) -> str:
-    """The one reset option given (its dest name); UsageError for none or several."""
-    chosen = [flag[2:].replace("-", "_") for flag, metavar, _ in RESET_OPTIONS
+def chosen_reset(args: argparse.Namespace, options: tuple[tuple[str, str | None, str], ...] = RESET_OPTIONS) -> str:
+    """The one reset option of ``options`` given (its dest name); UsageError for none or several."""
+    chosen = [flag[2:].replace("-", "_") for flag, metavar, _ in options
               if getattr(args, flag[2:].replace("-", "_")) not in (None, False)]
     if len(chosen) != 1:
         raise UsageError("Option [--reset-offsets] takes exactly one of these options: "
-                         + ", ".join(f"[{flag}]" for flag, _, _ in RESET_OPTIONS))
+                         + ", ".join(f"[{flag}]" for flag, _, _ in options))
     return chosen[0]
+
+
+def check_reset_arguments(args: argparse.Namespace,
+                          options: tuple[tuple[str, str | None, str], ...] = RESET_OPTIONS) -> str:
+    """Kafka's usage rules of --reset-offsets: --dry-run or --execute, --topic or --all-topics, one of ``options``
+    (its dest name is returned); a --to-datetime must parse."""
+    if args.dry_run and args.execute:
+        raise UsageError("Option [--reset-offsets] takes at most one of these options: [--dry-run], [--execute]")
+    if bool(args.topic) == args.all_topics:
+        raise UsageError("Option [--reset-offsets] takes exactly one of these options: [--all-topics], [--topic]")
+    option = chosen_reset(args, options)
+    if option == "to_datetime":
+        parse_datetime(args.to_datetime)
+    return option
 
 
 def parse_topic_partitions(items: list[str]) -> dict[str, list[int] | None]:
@@ -105,8 +119,13 @@ async def partitions_to_reset(admin: AdminClient, committed: dict[TopicPartition
 
 
 async def plan_reset(admin: AdminClient, groups: GroupAdmin, group_id: str, args: argparse.Namespace) -> ResetPlan:
-    option = chosen_reset(args)
-    committed = await groups.committed_offsets(group_id)
+    return await plan_reset_from(admin, group_id, await groups.committed_offsets(group_id), args, chosen_reset(args))
+
+
+async def plan_reset_from(admin: AdminClient, group_id: str, committed: dict[TopicPartition, int],
+                          args: argparse.Namespace, option: str) -> ResetPlan:
+    """The new offsets by ``option``, from the group's current ones (a consumer group's committed offsets, a
+    share group's start offsets)."""
     partitions = await partitions_to_reset(admin, committed, args)
     plan = ResetPlan(group_id, {})
     timestamp = None

@@ -7,6 +7,8 @@ by exactly the amount the behaviour under test needs, instead of sleeping for it
 - `wall_ms()` is the wall clock in milliseconds since the epoch: what lands in records, files and on the wire.
 - `monotonic()` is seconds on a clock that never goes back: what elapsed time and deadlines are measured on.
 - `sleep()` waits on that monotonic clock.
+- `wait_for()` waits for an awaitable at most so long on that clock (Kafka's `Time.waitForFuture`): the long
+  polls, acks=all waits and coordinator timers, which end at whichever comes first.
 """
 
 from __future__ import annotations
@@ -15,7 +17,9 @@ import asyncio
 import heapq
 import itertools
 import time
-from typing import Protocol
+from typing import Awaitable, Protocol, TypeVar
+
+T = TypeVar("T")
 
 
 class Clock(Protocol):
@@ -24,6 +28,10 @@ class Clock(Protocol):
     def monotonic(self) -> float: ...
 
     async def sleep(self, seconds: float) -> None: ...
+
+    async def wait_for(self, awaitable: Awaitable[T], seconds: float) -> T:
+        """``awaitable``'s result, or TimeoutError (and ``awaitable`` cancelled) once ``seconds`` passed."""
+        ...
 
 
 class SystemClock:
@@ -37,6 +45,9 @@ class SystemClock:
 
     async def sleep(self, seconds: float) -> None:
         await asyncio.sleep(seconds)
+
+    async def wait_for(self, awaitable: Awaitable[T], seconds: float) -> T:
+        return await asyncio.wait_for(awaitable, seconds)
 
 
 SYSTEM_CLOCK = SystemClock()
@@ -62,9 +73,28 @@ class ManualClock:
         if seconds <= 0:
             await asyncio.sleep(0)
             return
+        await self._timer(seconds)
+
+    def _timer(self, seconds: float) -> asyncio.Future[None]:
+        """A future done once the clock has moved ``seconds`` on, registered at once (not when awaited)."""
         woken: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         heapq.heappush(self._sleepers, (self._monotonic + seconds, next(self._order), woken))
-        await woken
+        return woken
+
+    async def wait_for(self, awaitable: Awaitable[T], seconds: float) -> T:
+        waited = asyncio.ensure_future(awaitable)
+        timer = self._timer(max(seconds, 0.0))
+        if seconds <= 0:
+            timer.set_result(None)
+        try:
+            await asyncio.wait((waited, timer), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            timer.cancel()
+            if not waited.done():
+                waited.cancel()
+        if waited.done() and not waited.cancelled():
+            return waited.result()
+        raise TimeoutError(f"not done within {seconds} s")
 
     def advance(self, seconds: float) -> None:
         """Move both readings forward and wake every sleeper whose deadline has now passed."""

@@ -94,7 +94,7 @@ def check(package_dir: Path = PACKAGE_DIR) -> None:
                          f"(Python {sys.version.split()[0]}, {importlib.machinery.EXTENSION_SUFFIXES[0]}): {_FIX}")
     group = _for_this_python(package_dir.parent, GROUP)
     missing = [module for module in COMPILED if module not in mine] + ([] if group else [GROUP])
-    if missing:
+    if missing or group is None:
         raise BuildError(f"pybroker's compiled build is partial (no {', '.join(missing)} for this Python): {_FIX}")
     if (package_dir.parent / "setup.py").exists():  # a checkout, where sources change after the build
         built_at = group.stat().st_mtime  # the compiled code (a rebuild leaves unchanged module stubs alone)

@@ -40,6 +40,7 @@ from pybroker.client.scram_admin import ScramUpsertion, alter_user_scram_credent
 from pybroker.common.topic import TopicPartition
 from pybroker.console import cluster_views
 from pybroker.console import schemas as schemas_view
+from pybroker.console import share_views
 from pybroker.console.charts import line_chart
 from pybroker.console.messages import MAX_LIMIT, MODES, BrowseError, Search, browse, one_record
 from pybroker.console.sampler import Sampler
@@ -247,6 +248,13 @@ def create_app(config: ConsoleConfig) -> Starlette:
             return {"group": detail, "topics": topics, "inactive": detail.description.state in INACTIVE_STATES}
         return await page(request, "group.html", load)
 
+    async def share_group(request: Request) -> Response:
+        group_id = request.path_params["group"]
+
+        async def load(client: KafkaClient) -> dict:
+            return {"group": await share_views.share_group_detail(client, group_id)}
+        return await page(request, "share_group.html", load)
+
     async def reset_group(request: Request) -> Response:
         group_id = request.path_params["group"]
         form = await request.form()
@@ -413,7 +421,7 @@ def create_app(config: ConsoleConfig) -> Starlette:
         Route("/topics/{name}/messages/{partition:int}/{offset:int}", message),
         Route("/groups", groups), Route("/groups/{group}", group),
         Route("/groups/{group}/reset", reset_group, methods=["POST"]),
-        Route("/groups/{group}/delete", delete_group, methods=["POST"]),
+        Route("/groups/{group}/delete", delete_group, methods=["POST"]), Route("/share-groups/{group}", share_group),
         Route("/charts", charts),
         Route("/acls", acls), Route("/acls/add", add_acl, methods=["POST"]),
         Route("/acls/remove", remove_acl, methods=["POST"]),

@@ -8,8 +8,10 @@ from dataclasses import dataclass, field
 
 from pybroker.client.group_offsets import OffsetRow, offset_rows
 from pybroker.client import AdminClient, KafkaClient, KafkaClientError, OffsetSpec, UnsupportedVersionError
-from pybroker.client.groups import GroupAdmin, GroupDescription
+from pybroker.client.groups import GroupAdmin, GroupDescription, ListedGroup
 from pybroker.client.log_dirs_admin import LogDirDescription, describe_log_dirs
+from pybroker.client.share_groups import SHARE, ShareGroupAdmin
+from pybroker.client.share_offsets import share_group_offsets
 from pybroker.client.versions import api_name
 from pybroker.common.topic import TopicPartition
 
@@ -184,14 +186,15 @@ def _offset(listed: dict, tp: TopicPartition) -> int | None:
 class GroupRow:
     group_id: str
     state: str
-    group_type: str  # "classic" or "consumer" (KIP-848); empty from brokers before ListGroups v5
+    group_type: str  # "classic", "consumer" (KIP-848) or "share" (KIP-932); empty before ListGroups v5
     protocol_type: str
     members: int
     total_lag: int | None
 
 
 async def group_rows(client: KafkaClient) -> list[GroupRow]:
-    """Every group with its members and total lag (log end minus committed, over committed partitions)."""
+    """Every group with its members and total lag: log end minus committed over committed partitions, or for a
+    share group the lag DescribeShareGroupOffsets reports (None where its coordinator does not serve it)."""
     groups = GroupAdmin(client)
     listed = await groups.list_groups()
     limit = asyncio.Semaphore(GROUP_QUERIES_IN_FLIGHT)
@@ -200,18 +203,29 @@ async def group_rows(client: KafkaClient) -> list[GroupRow]:
         async with limit:
             return await groups.describe_group(group_id), await groups.committed_offsets(group_id)
 
-    answers = await asyncio.gather(*(describe(group.group_id) for group in listed))
-    described = {group.group_id: answer[0] for group, answer in zip(listed, answers)}
-    committed = {group.group_id: answer[1] for group, answer in zip(listed, answers)}
+    async def describe_share(group: ListedGroup) -> GroupRow:
+        async with limit:
+            description = await ShareGroupAdmin(groups).describe(group.group_id)
+            offsets = await share_group_offsets(groups, group.group_id)
+        lags = [found.lag for found in (offsets or {}).values() if found.lag is not None]
+        return GroupRow(group.group_id, description.state, SHARE, group.protocol_type or SHARE,
+                        len(description.members), sum(lags) if lags else None)
+
+    share = [group for group in listed if group.group_type == SHARE]
+    others = [group for group in listed if group.group_type != SHARE]
+    share_rows, answers = await asyncio.gather(asyncio.gather(*(describe_share(group) for group in share)),
+                                               asyncio.gather(*(describe(group.group_id) for group in others)))
+    described = {group.group_id: answer[0] for group, answer in zip(others, answers)}
+    committed = {group.group_id: answer[1] for group, answer in zip(others, answers)}
     ends = await log_end_offsets(client, {tp for offsets in committed.values() for tp in offsets})
-    rows = []
-    for group in listed:
+    rows = {row.group_id: row for row in share_rows}
+    for group in others:
         description = described[group.group_id]
         lags = [max(ends[tp] - offset, 0) for tp, offset in committed[group.group_id].items() if tp in ends]
-        rows.append(GroupRow(group.group_id, description.state, group.group_type,
-                             group.protocol_type or description.protocol_type, len(description.members),
-                             sum(lags) if lags else None))
-    return rows
+        rows[group.group_id] = GroupRow(group.group_id, description.state, group.group_type,
+                                        group.protocol_type or description.protocol_type, len(description.members),
+                                        sum(lags) if lags else None)
+    return [rows[group.group_id] for group in listed]
 
 
 async def log_end_offsets(client: KafkaClient, partitions: set[TopicPartition]) -> dict[TopicPartition, int]:

@@ -33,7 +33,7 @@ from typing import Any, Callable, Iterable, Protocol
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from pybroker.common.durable_json import write_json_durably_off_loop
-from pybroker.controller.zk_client import ZkClient, ZkEvent
+from pybroker.zk.client import ZkClient, ZkEvent
 from pybroker.security.acl import (
     AccessControlEntry,
     AclOperation,

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pybroker.controller import zk_paths as zp
-from pybroker.controller.context import ControllerContext, PartitionKey
+from pybroker.common.topic import TopicPartition
+from pybroker.zk import paths as zp
+from pybroker.controller.context import ControllerContext
 from pybroker.protocol.error_codes import ErrorCode
 
 __all__ = ["IsrProposal", "check_proposal"]
@@ -18,7 +19,7 @@ RECOVERED, RECOVERING = 0, 1  # LeaderRecoveryState
 
 @dataclass(frozen=True, slots=True)
 class IsrProposal:
-    key: PartitionKey
+    key: TopicPartition
     leader_epoch: int
     isr: tuple[int, ...]
     partition_epoch: int

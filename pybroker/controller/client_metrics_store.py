@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Callable, Mapping, Protocol
 
 from pybroker.controller.config_store import ConfigCache, JsonDocument, ZkEntityConfigs, desanitize, sanitize
-from pybroker.controller.zk_client import ZkClient
+from pybroker.zk.client import ZkClient
 
 CONFIG_CLIENT_METRICS = "/config/client-metrics"
 ENTITY_TYPE = "client-metrics"

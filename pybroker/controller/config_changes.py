@@ -5,8 +5,8 @@ entities they name (topics, users, clients, client-metrics)."""
 
 from __future__ import annotations
 
-from pybroker.controller import zk_paths as zp
-from pybroker.controller.zk_client import ZkClient
+from pybroker.zk import paths as zp
+from pybroker.zk.client import ZkClient
 
 __all__ = ["ConfigChangeFeed", "announce_config_change"]
 

@@ -18,9 +18,9 @@ import urllib.parse
 from typing import Any, Awaitable, Callable, Generic, Mapping, TypeVar
 
 from pybroker.common.durable_json import write_json_durably_off_loop
-from pybroker.controller import zk_paths as zp
+from pybroker.zk import paths as zp
 from pybroker.controller.config_changes import ConfigChangeFeed, announce_config_change
-from pybroker.controller.zk_client import ZkClient, ZkEvent
+from pybroker.zk.client import ZkClient, ZkEvent
 
 __all__ = ["ConfigCache", "JsonDocument", "ZkEntityConfigs", "desanitize", "sanitize"]
 

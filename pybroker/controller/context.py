@@ -8,37 +8,36 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, field
 
-from pybroker.common.topic import ZERO_UUID, topic_id_from_string
-from pybroker.controller import zk_paths as zp
+from pybroker.common.topic import ZERO_UUID, TopicPartition, topic_id_from_string
+from pybroker.zk import paths as zp
 from pybroker.controller.election import Reassignment
 
-PartitionKey = tuple[str, int]
 
 
 @dataclass
 class ControllerContext:
     brokers: dict[int, zp.BrokerRegistration] = field(default_factory=dict)
     assignments: dict[str, zp.TopicAssignment] = field(default_factory=dict)
-    states: dict[PartitionKey, zp.LeaderAndIsr] = field(default_factory=dict)
-    reassignments: dict[PartitionKey, Reassignment] = field(default_factory=dict)
+    states: dict[TopicPartition, zp.LeaderAndIsr] = field(default_factory=dict)
+    reassignments: dict[TopicPartition, Reassignment] = field(default_factory=dict)
     shutting_down: set[int] = field(default_factory=set)  # brokers in controlled shutdown
     # Replicas in a broker's failed log dir, with the broker epoch they were reported in (a broker that
     # registers again, after a restart, has its dirs back): see log_dir_failure.py.
-    offline_replicas: dict[int, tuple[int, set[PartitionKey]]] = field(default_factory=dict)
+    offline_replicas: dict[int, tuple[int, set[TopicPartition]]] = field(default_factory=dict)
 
     def clear_topics(self) -> None:
         self.assignments.clear()
         self.states.clear()
         self.reassignments.clear()
 
-    def replicas(self, key: PartitionKey) -> tuple[int, ...]:
+    def replicas(self, key: TopicPartition) -> tuple[int, ...]:
         return self.assignments[key[0]].partitions[key[1]]
 
     def electable(self) -> set[int]:
         """Live brokers that may lead or join an ISR: registered and not shutting down."""
         return set(self.brokers) - self.shutting_down
 
-    def mark_offline(self, broker_id: int, keys: set[PartitionKey]) -> bool:
+    def mark_offline(self, broker_id: int, keys: set[TopicPartition]) -> bool:
         """Record replicas of ``broker_id`` as offline; True if any was not already."""
         epoch = self.brokers[broker_id].epoch
         known_epoch, known = self.offline_replicas.get(broker_id, (epoch, set()))
@@ -49,17 +48,17 @@ class ControllerContext:
         self.offline_replicas[broker_id] = (epoch, known | keys)
         return True
 
-    def offline_on(self, key: PartitionKey) -> set[int]:
+    def offline_on(self, key: TopicPartition) -> set[int]:
         """The brokers whose replica of ``key`` is offline (in a failed log dir, same registration)."""
         return {broker_id for broker_id, (epoch, keys) in self.offline_replicas.items()
                 if key in keys and broker_id in self.brokers and self.brokers[broker_id].epoch == epoch}
 
-    def partitions_on(self, brokers: set[int]) -> set[PartitionKey]:
+    def partitions_on(self, brokers: set[int]) -> set[TopicPartition]:
         """Partitions with a replica on any of `brokers`."""
-        return {(topic, p) for topic, assignment in self.assignments.items()
+        return {TopicPartition(topic, p) for topic, assignment in self.assignments.items()
                 for p, replicas in assignment.partitions.items() if brokers.intersection(replicas)}
 
-    def set_replicas(self, key: PartitionKey, replicas: tuple[int, ...]) -> None:
+    def set_replicas(self, key: TopicPartition, replicas: tuple[int, ...]) -> None:
         assignment = self.assignments[key[0]]
         self.assignments[key[0]] = zp.TopicAssignment({**assignment.partitions, key[1]: replicas},
                                                       assignment.topic_id)

@@ -20,11 +20,12 @@ import ssl
 from dataclasses import dataclass, replace
 
 from pybroker.client.sasl import SaslCredentials
+from pybroker.common.topic import TopicPartition
 from pybroker.controller.alter_partition import IsrProposal, check_proposal
-from pybroker.controller import events as ev
-from pybroker.controller import zk_paths as zp
+from pybroker.zk import events as ev
+from pybroker.zk import paths as zp
 from pybroker.controller.channel import ControllerChannel
-from pybroker.controller.context import ControllerContext, PartitionKey
+from pybroker.controller.context import ControllerContext
 from pybroker.controller.election import (
     ElectionOutcome,
     ElectionType,
@@ -40,7 +41,7 @@ from pybroker.controller.partition_state import LogEndQuery, PartitionState, Par
 from pybroker.controller.reassignment import Reassignments, Targets
 from pybroker.controller.replica_state import deleted_topic_replicas, offline_followers
 from pybroker.controller.requests import BrokerRequests
-from pybroker.controller.zk_client import ZkClient, ZkEvent
+from pybroker.zk.client import ZkClient, ZkEvent
 from pybroker.controller.zk_writer import FencedZkWriter, StateConflict
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.schema import Message
@@ -139,16 +140,16 @@ class ZkController:
         if not self.active:
             raise NotControllerError(f"Broker {self._broker_id} is not the controller")
 
-    def _send_changes(self, keys: set[PartitionKey], brokers: dict[int, zp.BrokerRegistration] | None = None, *,
+    def _send_changes(self, keys: set[TopicPartition], brokers: dict[int, zp.BrokerRegistration] | None = None, *,
                       is_new: bool = False) -> None:
         self._requests.leader_and_isr(keys, self._ctx.brokers if brokers is None else brokers, self.epoch,
                                       is_new=is_new)
 
-    def _publish(self, keys: set[PartitionKey]) -> None:
+    def _publish(self, keys: set[TopicPartition]) -> None:
         self._send_changes(keys)
         self._send_metadata(keys)
 
-    def _send_metadata(self, partitions: set[PartitionKey] | None = None, *, to: set[int] | None = None,
+    def _send_metadata(self, partitions: set[TopicPartition] | None = None, *, to: set[int] | None = None,
                        deleted: dict[str, list[int]] | None = None) -> None:
         """UpdateMetadata with the states of `partitions` (all when None) to the brokers in `to` (all)."""
         self._requests.update_metadata(self.epoch, partitions, to=to, deleted=deleted)
@@ -185,7 +186,7 @@ class ZkController:
         ctx.clear_topics()
         ctx.offline_replicas.clear()
         await self._log_dir_failures.start()
-        written: dict[PartitionKey, int] = {}
+        written: dict[TopicPartition, int] = {}
         for topic in await self._zk.children(zp.BROKER_TOPICS, watch=ev.TOPICS_CHANGED):
             await self._load_topic(topic, written)
         # Brokers that restarted since a partition's state was written are bounced for it, as
@@ -262,7 +263,7 @@ class ZkController:
 
     # Topics
 
-    async def _load_topic(self, topic: str, written: dict[PartitionKey, int] | None = None) -> set[PartitionKey]:
+    async def _load_topic(self, topic: str, written: dict[TopicPartition, int] | None = None) -> set[TopicPartition]:
         """Read a topic's assignment (re-arming its watch), its ongoing moves and the state of each
         partition (with the zxid of its last write into `written`); returns the partitions created."""
         node = await self._zk.get(zp.topic_path(topic), watch=ev.TOPIC_CHANGED)
@@ -277,7 +278,7 @@ class ZkController:
         topics = await self._zk.children(zp.BROKER_TOPICS, watch=ev.TOPICS_CHANGED)
         if not self.active:
             return
-        created: set[PartitionKey] = set()
+        created: set[TopicPartition] = set()
         new_topics = [topic for topic in topics if topic not in self._ctx.assignments]
         if new_topics:
             log.info("[Controller id=%d] new topics: %s", self._broker_id, sorted(new_topics))
@@ -289,7 +290,7 @@ class ZkController:
             self._ctx.forget_topic(topic)
         if created:
             self._send_changes(created, is_new=True)
-        loaded = {(topic, p) for topic in new_topics if topic in self._ctx.assignments
+        loaded = {TopicPartition(topic, p) for topic in new_topics if topic in self._ctx.assignments
                   for p in self._ctx.assignments[topic].partitions}
         self._send_metadata(loaded, deleted=deleted)
 
@@ -322,12 +323,12 @@ class ZkController:
 
     # Controlled shutdown and preferred leaders
 
-    async def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> list[PartitionKey]:
+    async def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> list[TopicPartition]:
         """Move leadership off `broker_id` before it stops; the partitions it still leads (no other
         ISR member could take over) are returned and the broker retries later."""
         return await self._zk.events.call(lambda: self._controlled_shutdown(broker_id, broker_epoch))
 
-    async def _controlled_shutdown(self, broker_id: int, broker_epoch: int) -> list[PartitionKey]:
+    async def _controlled_shutdown(self, broker_id: int, broker_epoch: int) -> list[TopicPartition]:
         self._check_active()
         ctx = self._ctx
         broker = ctx.brokers.get(broker_id)
@@ -336,7 +337,7 @@ class ZkController:
         log.info("[Controller id=%d] controlled shutdown of broker %d", self._broker_id, broker_id)
         ctx.shutting_down.add(broker_id)
         live = ctx.electable()
-        changed: set[PartitionKey] = set()
+        changed: set[TopicPartition] = set()
         for key in list(ctx.states):
             # One attempt: after a conflict (a leader changed the ISR) the broker's retry covers it.
             if await self._partitions.transition(key, lambda state: controlled_shutdown_election(
@@ -359,7 +360,7 @@ class ZkController:
         if broker is None or broker_epoch != broker.epoch:
             raise StaleBrokerEpochError(f"Broker {broker_id} epoch {broker_epoch} is not its registration")
         results: list[ErrorCode | zp.LeaderAndIsr] = []
-        changed: set[PartitionKey] = set()
+        changed: set[TopicPartition] = set()
         for proposal in proposals:
             outcome = check_proposal(self._ctx, broker_id, proposal)
             if isinstance(outcome, zp.LeaderAndIsr) and outcome.isr != self._ctx.states[proposal.key].isr:
@@ -420,10 +421,10 @@ class ZkController:
             return
         ctx = self._ctx
         live = ctx.electable()
-        preferred: dict[int, list[PartitionKey]] = {}
+        preferred: dict[int, list[TopicPartition]] = {}
         for key in ctx.states:
             preferred.setdefault(ctx.replicas(key)[0], []).append(key)
-        changed: set[PartitionKey] = set()
+        changed: set[TopicPartition] = set()
         for broker_id, keys in preferred.items():
             elsewhere = [k for k in keys if ctx.states[k].leader != broker_id]
             if broker_id not in live or len(elsewhere) * 100 <= self._rebalance.max_imbalance_percent * len(keys):
@@ -441,12 +442,12 @@ class ZkController:
     # Administrator requests: ElectLeaders and partition reassignment (KIP-460, KIP-455)
 
     async def elect_leaders(self, election_type: ElectionType,
-                            partitions: list[PartitionKey] | None) -> dict[PartitionKey, ElectionOutcome]:
+                            partitions: list[TopicPartition] | None) -> dict[TopicPartition, ElectionOutcome]:
         """ElectLeaders: one election per partition, every partition when `partitions` is None."""
         return await self._zk.events.call(lambda: self._elect_leaders(election_type, partitions))
 
     async def _elect_leaders(self, election_type: ElectionType,
-                             partitions: list[PartitionKey] | None) -> dict[PartitionKey, ElectionOutcome]:
+                             partitions: list[TopicPartition] | None) -> dict[TopicPartition, ElectionOutcome]:
         self._check_active()
         live = self._ctx.electable()
         outcomes = {key: await self._partitions.elect_on_request(key, election_type, live)
@@ -459,16 +460,16 @@ class ZkController:
             self._send_metadata(changed)
         return outcomes
 
-    async def alter_reassignments(self, targets: Targets) -> dict[PartitionKey, Exception | None]:
+    async def alter_reassignments(self, targets: Targets) -> dict[TopicPartition, Exception | None]:
         """AlterPartitionReassignments: start moving each partition to its target replicas (None cancels
         an ongoing move). The move finishes in the background once every target replica is in sync."""
         return await self._zk.events.call(lambda: self._alter_reassignments(targets))
 
-    async def _alter_reassignments(self, targets: Targets) -> dict[PartitionKey, Exception | None]:
+    async def _alter_reassignments(self, targets: Targets) -> dict[TopicPartition, Exception | None]:
         self._check_active()
         return await self._reassignments.alter(targets)
 
-    def list_reassignments(self, partitions: list[PartitionKey] | None) -> dict[PartitionKey, Reassignment]:
+    def list_reassignments(self, partitions: list[TopicPartition] | None) -> dict[TopicPartition, Reassignment]:
         """ListPartitionReassignments: the ongoing moves, of `partitions` only when given."""
         self._check_active()
         return self._reassignments.list(partitions)

@@ -12,8 +12,9 @@ from enum import Enum
 from typing import AbstractSet, Mapping, Sequence
 
 from pybroker.common.election_type import ElectionType
+from pybroker.common.ids import LeaderEpoch, next_epoch
 from pybroker.common.placement import assign_replicas, check_assignment, check_replicas, plan_added_partitions
-from pybroker.controller.zk_paths import NO_LEADER, LeaderAndIsr
+from pybroker.zk.paths import NO_LEADER, LeaderAndIsr
 
 __all__ = ["ElectionOutcome", "ElectionType", "LogEnd", "Reassignment", "assign_replicas", "check_assignment",
            "check_replicas", "controlled_shutdown_election", "elect_leader", "elect_on_request", "initial_state",
@@ -63,11 +64,11 @@ def offline_election(state: LeaderAndIsr, replicas: Sequence[int], live: set[int
         if not unclean:
             return None
         chosen = elect_leader(replicas, (), live, unclean=True)  # the members' logs may differ: it alone is in sync
-        return None if chosen is None else LeaderAndIsr(chosen, state.leader_epoch + 1, (chosen,), controller_epoch,
-                                                        state.zk_version)
+        return None if chosen is None else LeaderAndIsr(chosen, next_epoch(state.leader_epoch), (chosen,),
+                                                        controller_epoch, state.zk_version)
     intact = tuple(b for b in state.isr if b in live)
     if state.leader not in live and not intact and not unclean and len(state.isr) > 1:
-        return LeaderAndIsr(NO_LEADER, state.leader_epoch + 1, state.isr, controller_epoch, state.zk_version,
+        return LeaderAndIsr(NO_LEADER, next_epoch(state.leader_epoch), state.isr, controller_epoch, state.zk_version,
                             elect_longest_log=True)
     leader: int | None = state.leader
     isr = intact or state.isr  # when none lives, the last members stay
@@ -78,7 +79,7 @@ def offline_election(state: LeaderAndIsr, replicas: Sequence[int], live: set[int
     leader = NO_LEADER if leader is None else leader
     if leader == state.leader and isr == state.isr:
         return None
-    return LeaderAndIsr(leader, state.leader_epoch + 1, isr, controller_epoch, state.zk_version)
+    return LeaderAndIsr(leader, next_epoch(state.leader_epoch), isr, controller_epoch, state.zk_version)
 
 
 LogEnd = tuple[int, int]
@@ -93,7 +94,7 @@ def longest_log_election(state: LeaderAndIsr, replicas: Sequence[int], ends: Map
     best = max(ends.values())
     level = tuple(b for b in replicas if ends.get(b) == best) or \
         tuple(b for b in state.isr if ends.get(b) == best)
-    return LeaderAndIsr(level[0], state.leader_epoch + 1, level, controller_epoch, state.zk_version)
+    return LeaderAndIsr(level[0], next_epoch(state.leader_epoch), level, controller_epoch, state.zk_version)
 
 
 def controlled_shutdown_election(state: LeaderAndIsr, replicas: Sequence[int], broker_id: int, live: set[int],
@@ -104,19 +105,20 @@ def controlled_shutdown_election(state: LeaderAndIsr, replicas: Sequence[int], b
     isr = tuple(b for b in state.isr if b != broker_id)
     if broker_id not in state.isr or not isr or state.elect_longest_log:
         return None
-    leader: int | None = state.leader
+    leader = state.leader
     if leader == broker_id:
-        leader = elect_leader(replicas, isr, live)
-        if leader is None:
+        successor = elect_leader(replicas, isr, live)
+        if successor is None:
             return None
-    return LeaderAndIsr(leader, state.leader_epoch + 1, isr, controller_epoch, state.zk_version)
+        leader = successor
+    return LeaderAndIsr(leader, next_epoch(state.leader_epoch), isr, controller_epoch, state.zk_version)
 
 
 def preferred_election(state: LeaderAndIsr, preferred: int, controller_epoch: int) -> LeaderAndIsr | None:
     """Leadership back to the preferred replica (auto.leader.rebalance), only when it is in sync."""
     if state.leader == preferred or preferred not in state.isr or state.elect_longest_log:
         return None
-    return LeaderAndIsr(preferred, state.leader_epoch + 1, state.isr, controller_epoch, state.zk_version)
+    return LeaderAndIsr(preferred, next_epoch(state.leader_epoch), state.isr, controller_epoch, state.zk_version)
 
 
 def reassignment_election(state: LeaderAndIsr, replicas: Sequence[int], live: set[int],
@@ -125,23 +127,23 @@ def reassignment_election(state: LeaderAndIsr, replicas: Sequence[int], live: se
     (all of them when none is in sync yet), the leader stays if it is one of them and live."""
     isr = tuple(b for b in state.isr if b in replicas) or tuple(replicas)
     if state.elect_longest_log:  # still no leader until the remaining members' logs are compared
-        return LeaderAndIsr(NO_LEADER, state.leader_epoch + 1, isr, controller_epoch, state.zk_version,
+        return LeaderAndIsr(NO_LEADER, next_epoch(state.leader_epoch), isr, controller_epoch, state.zk_version,
                             elect_longest_log=True)
     leader = state.leader if state.leader in replicas and state.leader in live else \
         elect_leader(replicas, isr, live)
-    return LeaderAndIsr(NO_LEADER if leader is None else leader, state.leader_epoch + 1, isr, controller_epoch,
+    return LeaderAndIsr(NO_LEADER if leader is None else leader, next_epoch(state.leader_epoch), isr, controller_epoch,
                         state.zk_version)
 
 
 def new_leader_epoch(state: LeaderAndIsr, controller_epoch: int) -> LeaderAndIsr:
     """The same leader and ISR at a new leader epoch, so replicas apply a changed replica set."""
-    return LeaderAndIsr(state.leader, state.leader_epoch + 1, state.isr, controller_epoch, state.zk_version)
+    return LeaderAndIsr(state.leader, next_epoch(state.leader_epoch), state.isr, controller_epoch, state.zk_version)
 
 
 def initial_state(replicas: Sequence[int], live: set[int], controller_epoch: int) -> LeaderAndIsr:
     """A new partition (NewPartition -> OnlinePartition): its live replicas in sync, the first leads."""
     isr = tuple(b for b in replicas if b in live)
-    return LeaderAndIsr(isr[0] if isr else NO_LEADER, 0, isr or tuple(replicas), controller_epoch)
+    return LeaderAndIsr(isr[0] if isr else NO_LEADER, LeaderEpoch(0), isr or tuple(replicas), controller_epoch)
 
 
 class ElectionOutcome(Enum):
@@ -180,7 +182,7 @@ def request_election(election_type: ElectionType, state: LeaderAndIsr, replicas:
     if leader is None:
         return outcome, None
     isr = state.isr if leader in state.isr and not state.elect_longest_log else (leader,)
-    return outcome, LeaderAndIsr(leader, state.leader_epoch + 1, isr, controller_epoch, state.zk_version)
+    return outcome, LeaderAndIsr(leader, next_epoch(state.leader_epoch), isr, controller_epoch, state.zk_version)
 
 
 @dataclass(frozen=True, slots=True)

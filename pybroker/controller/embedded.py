@@ -18,6 +18,7 @@ import uuid
 from typing import Any, Callable, Mapping, Sequence
 
 from pybroker.common.durable_json import write_json_durably, write_json_durably_off_loop
+from pybroker.common.ids import LeaderEpoch, ProducerId
 from pybroker.common.topic import new_topic_id, topic_id_from_string, topic_id_to_string, topic_name_error
 from pybroker.controller.errors import (
     BrokerIdNotRegisteredError,
@@ -31,7 +32,7 @@ from pybroker.controller.errors import (
 )
 from pybroker.controller.election import check_assignment, check_replicas
 from pybroker.controller.metadata import BrokerInfo, PartitionInfo, TopicInfo, TopicRegistry
-from pybroker.controller.zk_paths import ProducerIdBlock
+from pybroker.zk.paths import ProducerIdBlock
 
 METADATA_FILE = "pybroker-metadata.json"
 PRODUCER_ID_BLOCK = 1000
@@ -136,7 +137,7 @@ class EmbeddedMetadata(TopicRegistry):
             await self._store(new_info)
             return new_info
 
-    async def allocate_producer_id(self) -> int:
+    async def allocate_producer_id(self) -> ProducerId:
         """Hand out ids from blocks reserved on disk first, so a restart never reuses one."""
         async with self._writes:
             if self._next_producer_id >= self._local_limit:
@@ -144,7 +145,7 @@ class EmbeddedMetadata(TopicRegistry):
                 self._local_limit = self._producer_id_limit
             producer_id = self._next_producer_id
             self._next_producer_id += 1
-            return producer_id
+            return ProducerId(producer_id)
 
     async def reserve_producer_id_block(self, broker_id: int) -> ProducerIdBlock:
         """AllocateProducerIds on a single node, which is its own controller: only this broker is
@@ -166,7 +167,7 @@ class EmbeddedMetadata(TopicRegistry):
         me = self._broker.broker_id
         return TopicInfo(
             name=name, topic_id=topic_id, configs=configs,
-            partitions={p: PartitionInfo(p, (me,), me, 0, (me,)) for p in range(partitions)},
+            partitions={p: PartitionInfo(p, (me,), me, LeaderEpoch(0), (me,)) for p in range(partitions)},
         )
 
     async def _store(self, info: TopicInfo) -> None:

@@ -16,11 +16,12 @@ import json
 import logging
 from typing import Callable
 
-from pybroker.controller.context import ControllerContext, PartitionKey
-from pybroker.controller.events import ZkEvent
+from pybroker.common.topic import TopicPartition
+from pybroker.controller.context import ControllerContext
+from pybroker.zk.events import ZkEvent
 from pybroker.controller.partition_state import PartitionStateMachine
 from pybroker.controller.requests import BrokerRequests
-from pybroker.controller.zk_client import ZkClient
+from pybroker.zk.client import ZkClient
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.messages import LeaderAndIsrResponse
 from pybroker.protocol.schema import Message
@@ -39,7 +40,7 @@ def decode_log_dir_event(data: bytes) -> int:
 class LogDirFailures:
     def __init__(self, ctx: ControllerContext, zk: ZkClient, requests: BrokerRequests,
                  partitions: PartitionStateMachine, epoch: Callable[[], int],
-                 publish: Callable[[set[PartitionKey]], None]) -> None:
+                 publish: Callable[[set[TopicPartition]], None]) -> None:
         self._ctx = ctx
         self._zk = zk
         self._requests = requests
@@ -71,15 +72,16 @@ class LogDirFailures:
             keys = self._ctx.partitions_on({broker_id}) & set(self._ctx.states)
             self._requests.leader_and_isr(keys, {broker_id: self._ctx.brokers[broker_id]}, self._epoch())
 
-    def on_response(self, broker_id: int, response: Message) -> set[PartitionKey]:
+    def on_response(self, broker_id: int, response: Message) -> set[TopicPartition]:
         """The partitions a LeaderAndIsr answer reports offline (KAFKA_STORAGE_ERROR)."""
         if not isinstance(response, LeaderAndIsrResponse):
             return set()
         names = {self._ctx.topic_id(topic): topic for topic in self._ctx.assignments}
-        return {(names[topic.topic_id], p.partition_index) for topic in response.topics if topic.topic_id in names
+        return {TopicPartition(names[topic.topic_id], p.partition_index)
+                for topic in response.topics if topic.topic_id in names
                 for p in topic.partition_errors if p.error_code == ErrorCode.KAFKA_STORAGE_ERROR}
 
-    async def mark_offline(self, broker_id: int, keys: set[PartitionKey]) -> None:
+    async def mark_offline(self, broker_id: int, keys: set[TopicPartition]) -> None:
         """Treat the replicas as dead (Kafka's onReplicasBecomeOffline) and elect around them."""
         if broker_id not in self._ctx.brokers or not self._ctx.mark_offline(broker_id, keys):
             return

@@ -14,8 +14,8 @@ from collections import defaultdict
 from typing import Mapping
 
 from pybroker.client.errors import KafkaClientError
+from pybroker.common.topic import TopicPartition
 from pybroker.controller.channel import ControllerChannel
-from pybroker.controller.context import PartitionKey
 from pybroker.controller.election import LogEnd
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.messages import ListOffsetsRequest, ListOffsetsResponse
@@ -29,23 +29,23 @@ TIMEOUT_S = 3.0  # the controller's event queue waits for the answers: a paused 
 NO_LOG: LogEnd = (-1, 0)  # a broker without the replica's log has nothing of it
 
 
-async def ask_log_ends(channel: ControllerChannel, wanted: Mapping[PartitionKey, tuple[int, ...]]
-                       ) -> dict[PartitionKey, dict[int, LogEnd]]:
+async def ask_log_ends(channel: ControllerChannel, wanted: Mapping[TopicPartition, tuple[int, ...]]
+                       ) -> dict[TopicPartition, dict[int, LogEnd]]:
     """``{partition: brokers}`` to ``{partition: {broker: (latest leader epoch, log end offset)}}``; a
     broker that does not answer, or answers a partition with another error, is left out of it."""
-    by_broker: dict[int, list[PartitionKey]] = defaultdict(list)
+    by_broker: dict[int, list[TopicPartition]] = defaultdict(list)
     for key, brokers in wanted.items():
         for broker_id in brokers:
             by_broker[broker_id].append(key)
     answers = await asyncio.gather(*(_ask(channel, broker_id, keys) for broker_id, keys in by_broker.items()))
-    ends: dict[PartitionKey, dict[int, LogEnd]] = defaultdict(dict)
+    ends: dict[TopicPartition, dict[int, LogEnd]] = defaultdict(dict)
     for broker_id, answer in zip(by_broker, answers):
         for key, end in answer.items():
             ends[key][broker_id] = end
     return dict(ends)
 
 
-async def _ask(channel: ControllerChannel, broker_id: int, keys: list[PartitionKey]) -> dict[PartitionKey, LogEnd]:
+async def _ask(channel: ControllerChannel, broker_id: int, keys: list[TopicPartition]) -> dict[TopicPartition, LogEnd]:
     by_topic: dict[str, list[int]] = defaultdict(list)
     for topic, partition in sorted(keys):
         by_topic[topic].append(partition)
@@ -59,11 +59,11 @@ async def _ask(channel: ControllerChannel, broker_id: int, keys: list[PartitionK
     except (KafkaClientError, OSError, KeyError) as exc:  # e.g. still starting, paused, or gone again
         log.info("Broker %d did not tell its log ends (%s); asking again later", broker_id, exc)
         return {}
-    ends: dict[PartitionKey, LogEnd] = {}
+    ends: dict[TopicPartition, LogEnd] = {}
     for topic in response.topics:  # type: ignore[attr-defined]
         for p in topic.partitions:
             if p.error_code == ErrorCode.NONE:
-                ends[(topic.name, p.partition_index)] = (p.leader_epoch, p.offset)
+                ends[TopicPartition(topic.name, p.partition_index)] = (p.leader_epoch, p.offset)
             elif p.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
-                ends[(topic.name, p.partition_index)] = NO_LOG
+                ends[TopicPartition(topic.name, p.partition_index)] = NO_LOG
     return ends

@@ -11,6 +11,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Protocol, Sequence
 
+from pybroker.common.ids import LeaderEpoch, ProducerId
 from pybroker.common.listeners import Endpoint
 
 
@@ -36,7 +37,7 @@ class PartitionInfo:
     partition: int
     replicas: tuple[int, ...]
     leader: int
-    leader_epoch: int
+    leader_epoch: LeaderEpoch
     isr: tuple[int, ...]
     #: replicas the controller reports offline on live brokers (in a failed log dir)
     offline: tuple[int, ...] = ()
@@ -66,8 +67,11 @@ TopicListener = Callable[[str, "TopicInfo | None"], None]
 class ClusterMetadata(Protocol):
     """Topic and broker metadata of the cluster, as this broker sees it."""
 
-    cluster_id: str
-    controller_id: int
+    @property
+    def cluster_id(self) -> str: ...
+
+    @property
+    def controller_id(self) -> int: ...
 
     def brokers(self) -> Sequence[BrokerInfo]: ...
 
@@ -92,7 +96,7 @@ class ClusterMetadata(Protocol):
 
     async def alter_topic_configs(self, name: str, configs: Mapping[str, str]) -> TopicInfo: ...
 
-    async def allocate_producer_id(self) -> int: ...
+    async def allocate_producer_id(self) -> ProducerId: ...
 
 
 class TopicRegistry:

@@ -14,8 +14,9 @@ import logging
 from enum import Enum
 from typing import AbstractSet, Awaitable, Callable, Mapping
 
-from pybroker.controller import zk_paths as zp
-from pybroker.controller.context import ControllerContext, PartitionKey
+from pybroker.common.topic import TopicPartition
+from pybroker.zk import paths as zp
+from pybroker.controller.context import ControllerContext
 from pybroker.controller.election import (
     ElectionOutcome,
     ElectionType,
@@ -26,7 +27,7 @@ from pybroker.controller.election import (
     offline_election,
     request_election,
 )
-from pybroker.controller.zk_client import ZkClient
+from pybroker.zk.client import ZkClient
 from pybroker.controller.zk_writer import FencedZkWriter, StateConflict
 
 log = logging.getLogger("pybroker.controller")
@@ -35,7 +36,7 @@ ATTEMPTS = 3
 UNCLEAN_ELECTION = "unclean.leader.election.enable"
 
 Decision = Callable[[zp.LeaderAndIsr], "zp.LeaderAndIsr | None"]
-LogEndQuery = Callable[[Mapping[PartitionKey, tuple[int, ...]]], Awaitable[dict[PartitionKey, dict[int, LogEnd]]]]
+LogEndQuery = Callable[[Mapping[TopicPartition, tuple[int, ...]]], Awaitable[dict[TopicPartition, dict[int, LogEnd]]]]
 """Asks brokers for their replicas' log ends: ``{partition: brokers}`` to ``{partition: {broker: end}}``;
 a broker that did not answer is left out."""
 
@@ -46,7 +47,7 @@ class PartitionState(Enum):
     OFFLINE = "OfflinePartition"
 
 
-def partition_state(ctx: ControllerContext, key: PartitionKey) -> PartitionState:
+def partition_state(ctx: ControllerContext, key: TopicPartition) -> PartitionState:
     state = ctx.states.get(key)
     if state is None:
         return PartitionState.NON_EXISTENT
@@ -62,14 +63,14 @@ class PartitionStateMachine:
         self._unclean_default = unclean_default
         self._log_ends = log_ends
 
-    async def load(self, topic: str, written: dict[PartitionKey, int] | None = None) -> set[PartitionKey]:
+    async def load(self, topic: str, written: dict[TopicPartition, int] | None = None) -> set[TopicPartition]:
         """Adopt the stored state of each of the topic's partitions not known yet; partitions without
         one are new and get their first (New -> Online). Returns the partitions created; `written`
         (when given) receives the zxid of each adopted state's last write."""
         created = set()
         live = set(self._ctx.brokers)
         for partition, replicas in self._ctx.assignments[topic].partitions.items():
-            key = (topic, partition)
+            key = TopicPartition(topic, partition)
             if key in self._ctx.states:
                 continue
             node = await self._writer.read_partition_state_written(key)
@@ -84,7 +85,7 @@ class PartitionStateMachine:
                 self._ctx.states[key] = stored
         return created
 
-    async def write(self, key: PartitionKey, state: zp.LeaderAndIsr) -> None:
+    async def write(self, key: TopicPartition, state: zp.LeaderAndIsr) -> None:
         """Write `state` (conditional on its zk_version); on a conflict the context takes the stored
         state and StateConflict is raised."""
         try:
@@ -94,7 +95,7 @@ class PartitionStateMachine:
                 self._ctx.states[key] = conflict.current
             raise
 
-    async def transition(self, key: PartitionKey, decide: Decision, *, attempts: int = ATTEMPTS) -> bool:
+    async def transition(self, key: TopicPartition, decide: Decision, *, attempts: int = ATTEMPTS) -> bool:
         """Write what `decide` makes of the partition's state, re-deciding after a conflict; True
         when a new state was written."""
         for _ in range(attempts):
@@ -109,7 +110,7 @@ class PartitionStateMachine:
                 continue
         return False
 
-    async def elect_offline(self, live: set[int], restarted: AbstractSet[int] = frozenset()) -> set[PartitionKey]:
+    async def elect_offline(self, live: set[int], restarted: AbstractSet[int] = frozenset()) -> set[TopicPartition]:
         """Online/Offline -> Online where possible: dead brokers leave every ISR and partitions whose
         leader is not in `live` get a new one (unclean only where the topic allows it); `restarted`
         (bounced) brokers leave first (see `offline_election`)."""
@@ -132,12 +133,12 @@ class PartitionStateMachine:
                 break
         return changed
 
-    def ready_for_longest_log(self, live: set[int]) -> dict[PartitionKey, tuple[int, ...]]:
+    def ready_for_longest_log(self, live: set[int]) -> dict[TopicPartition, tuple[int, ...]]:
         """Partitions waiting with ``elect_longest_log`` whose ISR members are all back, with that ISR."""
         return {key: state.isr for key, state in self._ctx.states.items()
                 if state.elect_longest_log and set(state.isr) <= live - self._ctx.offline_on(key)}
 
-    async def elect_longest_logs(self, live: set[int]) -> set[PartitionKey]:
+    async def elect_longest_logs(self, live: set[int]) -> set[TopicPartition]:
         """Partitions waiting with ``elect_longest_log`` whose ISR members are all back: ask each member
         for its log end and elect the one furthest ahead. A partition some member did not answer for
         keeps waiting (the controller asks again later)."""
@@ -161,7 +162,7 @@ class PartitionStateMachine:
                 changed.add(key)
         return changed
 
-    def restarted_since_written(self, written: dict[PartitionKey, int]) -> dict[PartitionKey, set[int]]:
+    def restarted_since_written(self, written: dict[TopicPartition, int]) -> dict[TopicPartition, set[int]]:
         """Per partition, the leader and ISR members registered after its state was last written.
 
         A new controller did not see the registrations that came before it, so it cannot tell a
@@ -175,7 +176,7 @@ class PartitionStateMachine:
         change the controller or a leader made after a registration writes the state again (a newer
         mzxid): a broker that rejoined the ISR by catching up, or one a controller already handled as
         bounced, is not counted."""
-        restarted: dict[PartitionKey, set[int]] = {}
+        restarted: dict[TopicPartition, set[int]] = {}
         for key, zxid in written.items():
             state = self._ctx.states.get(key)
             if state is None:
@@ -186,7 +187,7 @@ class PartitionStateMachine:
                 restarted[key] = newer
         return restarted
 
-    async def elect_restarted(self, restarted: dict[PartitionKey, set[int]], live: set[int]) -> set[PartitionKey]:
+    async def elect_restarted(self, restarted: dict[TopicPartition, set[int]], live: set[int]) -> set[TopicPartition]:
         """Handle each partition's restarted brokers as failed (processBrokerChange's bounce): out of the
         ISR, leadership to another live ISR member, at a new leader epoch. When the members that did
         not restart are all down, they stay the ISR and the partition waits for one of them (chaos
@@ -204,7 +205,7 @@ class PartitionStateMachine:
                 changed.add(key)
         return changed
 
-    async def elect_on_request(self, key: PartitionKey, election_type: ElectionType, live: set[int]
+    async def elect_on_request(self, key: TopicPartition, election_type: ElectionType, live: set[int]
                                ) -> ElectionOutcome:
         """ElectLeaders for one partition."""
         outcome = ElectionOutcome.UNKNOWN_PARTITION

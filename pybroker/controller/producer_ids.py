@@ -15,9 +15,9 @@ from typing import Awaitable, Callable
 
 from kazoo.exceptions import BadVersionError, NodeExistsError
 
-from pybroker.controller import zk_paths as zp
+from pybroker.zk import paths as zp
 from pybroker.controller.errors import MetadataError
-from pybroker.controller.zk_client import ZkClient
+from pybroker.zk.client import ZkClient
 
 __all__ = ["BLOCK_SIZE", "ProducerIdBlocks", "ProducerIdsUnavailableError", "reserve_block"]
 

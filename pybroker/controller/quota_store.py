@@ -24,7 +24,7 @@ from typing import Callable, Mapping, Protocol
 
 from pybroker.common.client_quotas import IP_QUOTA_KEYS, QUOTA_KEYS
 from pybroker.controller.config_store import ConfigCache, JsonDocument, ZkEntityConfigs, desanitize, sanitize
-from pybroker.controller.zk_client import ZkClient
+from pybroker.zk.client import ZkClient
 
 CONFIG_USERS = "/config/users"
 CONFIG_CLIENTS = "/config/clients"

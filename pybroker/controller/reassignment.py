@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import logging
 
-from pybroker.controller import zk_paths as zp
-from pybroker.controller.context import ControllerContext, PartitionKey
+from pybroker.common.topic import TopicPartition
+from pybroker.zk import paths as zp
+from pybroker.controller.context import ControllerContext
 from pybroker.controller.election import Reassignment, check_replicas, new_leader_epoch, reassignment_election
 from pybroker.controller.errors import InvalidReplicaAssignmentError, NoReassignmentInProgressError, UnknownTopicError
 from pybroker.controller.partition_state import PartitionStateMachine
@@ -22,7 +23,7 @@ from pybroker.controller.zk_writer import FencedZkWriter
 
 log = logging.getLogger("pybroker.controller")
 
-Targets = dict[PartitionKey, tuple[int, ...] | None]  # None cancels
+Targets = dict[TopicPartition, tuple[int, ...] | None]  # None cancels
 
 
 class Reassignments:
@@ -39,19 +40,19 @@ class Reassignments:
         for partition in set(assignment.adding) | set(assignment.removing):
             replicas = assignment.partitions[partition]
             adding, removing = assignment.adding.get(partition, ()), assignment.removing.get(partition, ())
-            self._ctx.reassignments.setdefault((topic, partition), Reassignment(
+            self._ctx.reassignments.setdefault(TopicPartition(topic, partition), Reassignment(
                 tuple(r for r in replicas if r not in removing), tuple(r for r in replicas if r not in adding)))
 
-    def list(self, partitions: list[PartitionKey] | None) -> dict[PartitionKey, Reassignment]:
+    def list(self, partitions: list[TopicPartition] | None) -> dict[TopicPartition, Reassignment]:
         """The ongoing moves, of `partitions` only when given."""
         return {key: move for key, move in sorted(self._ctx.reassignments.items())
                 if partitions is None or key in partitions}
 
-    async def alter(self, targets: Targets) -> dict[PartitionKey, Exception | None]:
+    async def alter(self, targets: Targets) -> dict[TopicPartition, Exception | None]:
         """Start moving each partition to its target replicas, or cancel its move; per-partition errors."""
-        results: dict[PartitionKey, Exception | None] = {}
-        started: set[PartitionKey] = set()
-        cancelled: dict[PartitionKey, Reassignment] = {}
+        results: dict[TopicPartition, Exception | None] = {}
+        started: set[TopicPartition] = set()
+        cancelled: dict[TopicPartition, Reassignment] = {}
         for key, target in targets.items():
             try:
                 ongoing = self._plan(key, target)
@@ -78,7 +79,7 @@ class Reassignments:
         self._requests.update_metadata(self._writer.epoch, set(started) | set(cancelled))
         return results
 
-    def _plan(self, key: PartitionKey, target: tuple[int, ...] | None) -> Reassignment | None:
+    def _plan(self, key: TopicPartition, target: tuple[int, ...] | None) -> Reassignment | None:
         """Record the move of `key` in the context (the caller writes it to ZooKeeper); returns the
         ongoing move that `target` replaces, if any."""
         ctx = self._ctx
@@ -107,13 +108,13 @@ class Reassignments:
             adding={p: m.adding for p, m in ongoing.items() if m.adding},
             removing={p: m.removing for p, m in ongoing.items() if m.removing}))
 
-    async def complete_if_caught_up(self, key: PartitionKey) -> None:
+    async def complete_if_caught_up(self, key: TopicPartition) -> None:
         move = self._ctx.reassignments.get(key)
         state = self._ctx.states.get(key)
         if move is not None and state is not None and move.caught_up(state.isr):
             await self._finish(key, move.target, move.removing)
 
-    async def _finish(self, key: PartitionKey, replicas: tuple[int, ...], dropped: tuple[int, ...]) -> None:
+    async def _finish(self, key: TopicPartition, replicas: tuple[int, ...], dropped: tuple[int, ...]) -> None:
         """Settle `key` on `replicas`: a leader among them, an ISR of them only, the dropped replicas
         stopped and deleted, and /brokers/topics/T without the move."""
         ctx = self._ctx

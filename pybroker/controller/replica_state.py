@@ -11,7 +11,8 @@ The ISR side of OfflineReplica is `election.controlled_shutdown_election`.
 
 from __future__ import annotations
 
-from pybroker.controller.context import ControllerContext, PartitionKey
+from pybroker.common.topic import TopicPartition
+from pybroker.controller.context import ControllerContext
 from pybroker.controller.requests import StopReplicas
 from pybroker.protocol.messages import StopReplicaRequest
 
@@ -32,7 +33,7 @@ def deleted_topic_replicas(ctx: ControllerContext, topic: str) -> StopReplicas:
     """Every replica of a deleted topic stops and deletes its log."""
     per_broker: StopReplicas = {}
     for p, replicas in ctx.assignments[topic].partitions.items():
-        state = ctx.states.get((topic, p))
+        state = ctx.states.get(TopicPartition(topic, p))
         for broker_id in replicas:
             per_broker.setdefault(broker_id, {}).setdefault(topic, []).append(
                 StopReplicaRequest.StopReplicaPartitionState(
@@ -41,7 +42,7 @@ def deleted_topic_replicas(ctx: ControllerContext, topic: str) -> StopReplicas:
     return per_broker
 
 
-def removed_replicas(ctx: ControllerContext, key: PartitionKey, dropped: tuple[int, ...]) -> StopReplicas:
+def removed_replicas(ctx: ControllerContext, key: TopicPartition, dropped: tuple[int, ...]) -> StopReplicas:
     """The replicas a finished (or cancelled) reassignment dropped stop and delete their log."""
     state = ctx.states[key]
     return {broker_id: {key[0]: [StopReplicaRequest.StopReplicaPartitionState(

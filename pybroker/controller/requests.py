@@ -10,9 +10,10 @@ topic's partitions go with leader -2 (Kafka's LeaderDuringDelete), which makes b
 from __future__ import annotations
 
 from pybroker.common.listeners import SECURITY_PROTOCOL_IDS, Endpoint
-from pybroker.controller import zk_paths as zp
+from pybroker.common.topic import TopicPartition
+from pybroker.zk import paths as zp
 from pybroker.controller.channel import ControllerChannel
-from pybroker.controller.context import ControllerContext, PartitionKey
+from pybroker.controller.context import ControllerContext
 from pybroker.protocol.messages import (
     LeaderAndIsrRequest,
     LeaderAndIsrResponse,
@@ -35,7 +36,7 @@ class BrokerRequests:
         self._channel = channel
         self._controller_id = controller_id
 
-    def leader_and_isr(self, keys: set[PartitionKey], brokers: dict[int, zp.BrokerRegistration], epoch: int, *,
+    def leader_and_isr(self, keys: set[TopicPartition], brokers: dict[int, zp.BrokerRegistration], epoch: int, *,
                        is_new: bool = False) -> None:
         """The state of `keys` to each of their replicas among `brokers`."""
         ctx = self._ctx
@@ -65,7 +66,7 @@ class BrokerRequests:
                     for topic, states in topics.items()])
             self._channel.send(broker_id, request, LEADER_AND_ISR_VERSION, LeaderAndIsrResponse)
 
-    def update_metadata(self, epoch: int, partitions: set[PartitionKey] | None = None, *,
+    def update_metadata(self, epoch: int, partitions: set[TopicPartition] | None = None, *,
                         to: set[int] | None = None, deleted: dict[str, list[int]] | None = None) -> None:
         """Every live broker and the state of `partitions` (every partition when None), plus the
         partitions of `deleted` topics (topic -> partition ids) marked for removal, to the live brokers
@@ -80,15 +81,16 @@ class BrokerRequests:
             for b in sorted(ctx.brokers.values(), key=lambda b: b.broker_id)]
         by_topic: dict[str, list[UpdateMetadataRequest.UpdateMetadataPartitionState]] = {}
         keys = sorted(ctx.states) if partitions is None else sorted(k for k in partitions if k in ctx.states)
-        for topic, p in keys:
+        for key in keys:
+            topic, p = key
             if topic not in ctx.assignments or p not in ctx.assignments[topic].partitions:
                 continue
-            state, replicas = ctx.states[(topic, p)], ctx.replicas((topic, p))
+            state, replicas = ctx.states[key], ctx.replicas(key)
             by_topic.setdefault(topic, []).append(UpdateMetadataRequest.UpdateMetadataPartitionState(
                 partition_index=p, controller_epoch=state.controller_epoch, leader=state.leader,
                 leader_epoch=state.leader_epoch, isr=list(state.isr), zk_version=state.zk_version,
                 replicas=list(replicas),
-                offline_replicas=[r for r in replicas if r not in live or r in ctx.offline_on((topic, p))]))
+                offline_replicas=[r for r in replicas if r not in live or r in ctx.offline_on(key)]))
         topics = [UpdateMetadataRequest.UpdateMetadataTopicState(
             topic_name=topic, topic_id=ctx.topic_id(topic), partition_states=states)
             for topic, states in sorted(by_topic.items())]

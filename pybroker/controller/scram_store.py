@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Mapping, Protocol
 
 from pybroker.controller.config_store import ConfigCache, JsonDocument, ZkEntityConfigs, desanitize, sanitize
-from pybroker.controller.zk_client import ZkClient
+from pybroker.zk.client import ZkClient
 
 CONFIG_USERS = "/config/users"
 CREDENTIALS_FILE = "pybroker-scram-credentials.json"

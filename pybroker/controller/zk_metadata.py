@@ -18,8 +18,9 @@ from typing import Callable, Iterable, Mapping, Sequence
 from kazoo.exceptions import BadVersionError, ConnectionLoss, NodeExistsError, OperationTimeoutError
 from kazoo.protocol.states import ZnodeStat
 
+from pybroker.common.ids import LeaderEpoch, ProducerId
 from pybroker.common.topic import ZERO_UUID, new_topic_id, topic_id_to_string, topic_name_error
-from pybroker.controller import zk_paths as zp
+from pybroker.zk import paths as zp
 from pybroker.controller.config_changes import ConfigChangeFeed, announce_config_change
 from pybroker.controller.election import assign_replicas, check_assignment, plan_added_partitions
 from pybroker.controller.embedded import MAX_PARTITIONS
@@ -33,7 +34,7 @@ from pybroker.controller.errors import (
 from pybroker.common.listeners import SECURITY_PROTOCOL_NAMES, Endpoint
 from pybroker.controller.metadata import BrokerInfo, PartitionInfo, TopicInfo, TopicRegistry
 from pybroker.controller.producer_ids import ProducerIdBlocks, ProducerIdsUnavailableError
-from pybroker.controller.zk_client import ZkClient, ZkEvent
+from pybroker.zk.client import ZkClient, ZkEvent
 from pybroker.protocol.messages import UpdateMetadataRequest
 
 log = logging.getLogger("pybroker.metadata")
@@ -170,7 +171,7 @@ class ZkMetadata(TopicRegistry):
                     partitions.pop(p.partition_index, None)
                 else:
                     partitions[p.partition_index] = PartitionInfo(
-                        p.partition_index, tuple(p.replicas), p.leader, p.leader_epoch, tuple(p.isr),
+                        p.partition_index, tuple(p.replicas), p.leader, LeaderEpoch(p.leader_epoch), tuple(p.isr),
                         tuple(p.offline_replicas))
             if not partitions:
                 if previous is not None:
@@ -258,7 +259,7 @@ class ZkMetadata(TopicRegistry):
             plan = assign_replicas(await self._registered_brokers(), num_partitions, replication_factor)
         self._validate_configs(configs)
         topic_id = new_topic_id()
-        info = TopicInfo(name, topic_id, {p: PartitionInfo(p, r, -1, 0, r) for p, r in plan.items()}, dict(configs))
+        info = TopicInfo(name, topic_id, _unelected(plan), dict(configs))
         if validate_only:
             return info
         transaction = self._zk.transaction()
@@ -310,8 +311,7 @@ class ZkMetadata(TopicRegistry):
             raise InvalidPartitionsError(f"Number of partitions must be at most {MAX_PARTITIONS}.")
         added = plan_added_partitions(current.partitions, total, assignments, await self._registered_brokers())
         plan = {**current.partitions, **added}
-        new_info = TopicInfo(name, info.topic_id, {p: PartitionInfo(p, r, -1, 0, r) for p, r in plan.items()},
-                             info.configs)
+        new_info = TopicInfo(name, info.topic_id, _unelected(plan), info.configs)
         if validate_only:
             return new_info
         try:
@@ -330,7 +330,12 @@ class ZkMetadata(TopicRegistry):
         await self._reload_configs(name)
         return self._topics[name]
 
-    async def allocate_producer_id(self) -> int:
+    async def allocate_producer_id(self) -> ProducerId:
         if self._producer_ids is None:
             raise ProducerIdsUnavailableError("This broker was started without a way to reach the controller")
-        return await self._producer_ids.next_id()
+        return ProducerId(await self._producer_ids.next_id())
+
+
+def _unelected(plan: Mapping[int, tuple[int, ...]]) -> dict[int, PartitionInfo]:
+    """New partitions as known before the controller elects their leaders."""
+    return {p: PartitionInfo(p, replicas, -1, LeaderEpoch(0), replicas) for p, replicas in plan.items()}

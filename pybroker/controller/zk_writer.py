@@ -22,13 +22,13 @@ from typing import Any, Awaitable, Callable
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError
 
-from pybroker.controller import zk_paths as zp
+from pybroker.common.topic import TopicPartition
+from pybroker.zk import paths as zp
 from pybroker.controller.errors import NotControllerError
-from pybroker.controller.zk_client import ZkClient
+from pybroker.zk.client import ZkClient
 
 log = logging.getLogger("pybroker.controller")
 
-PartitionKey = tuple[str, int]
 DELETE_BATCH = 500  # deletes per multi: a whole topic's znodes may not fit one ZooKeeper request
 ATTEMPTS = 3
 
@@ -104,7 +104,7 @@ class FencedZkWriter:
 
     # Partition states (/brokers/topics/T/partitions/P/state)
 
-    async def create_partition_state(self, key: PartitionKey, state: zp.LeaderAndIsr) -> zp.LeaderAndIsr | None:
+    async def create_partition_state(self, key: TopicPartition, state: zp.LeaderAndIsr) -> zp.LeaderAndIsr | None:
         """A new partition's first state; when another writer got there first, what it wrote (None when
         its partition znode exists without a state)."""
         with contextlib.suppress(NodeExistsError):
@@ -120,7 +120,7 @@ class FencedZkWriter:
             return await self.read_partition_state(key)
         return dataclasses.replace(state, zk_version=0)
 
-    async def set_partition_state(self, key: PartitionKey, state: zp.LeaderAndIsr) -> zp.LeaderAndIsr:
+    async def set_partition_state(self, key: TopicPartition, state: zp.LeaderAndIsr) -> zp.LeaderAndIsr:
         """Conditional on both the controller epoch and `state.zk_version` (the version it replaces);
         the state as stored (its new version), or StateConflict."""
         try:
@@ -130,11 +130,11 @@ class FencedZkWriter:
             raise StateConflict(await self.read_partition_state(key)) from None
         return dataclasses.replace(state, zk_version=state.zk_version + 1)
 
-    async def read_partition_state(self, key: PartitionKey) -> zp.LeaderAndIsr | None:
+    async def read_partition_state(self, key: TopicPartition) -> zp.LeaderAndIsr | None:
         stored = await self.read_partition_state_written(key)
         return None if stored is None else stored[0]
 
-    async def read_partition_state_written(self, key: PartitionKey) -> tuple[zp.LeaderAndIsr, int] | None:
+    async def read_partition_state_written(self, key: TopicPartition) -> tuple[zp.LeaderAndIsr, int] | None:
         """The state and the zxid of its last write (the znode's mzxid), comparable with a broker
         epoch (the czxid of a registration): which brokers registered after the state was written."""
         node = await self._zk.get(zp.partition_state_path(*key))

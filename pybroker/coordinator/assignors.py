@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from typing import Callable, Mapping
 
+from pybroker.common.topic import TopicPartition
 from pybroker.coordinator.consumer_group import Assignment
 
-TopicPartition = tuple[str, int]
 Subscriptions = Mapping[str, set[str]]
 """member id -> the topics it subscribes to (existing ones only)."""
 Assignor = Callable[[Subscriptions, Mapping[str, int], Mapping[str, Assignment]], dict[str, Assignment]]
@@ -31,10 +31,10 @@ def uniform(subscriptions: Subscriptions, topics: Mapping[str, int],
                 continue
             for p in sorted(partitions):
                 if p < topics[topic] and (topic, p) not in owner:
-                    owned[member].add((topic, p))
-                    owner[(topic, p)] = member
+                    owned[member].add(TopicPartition(topic, p))
+                    owner[TopicPartition(topic, p)] = member
     wanted = sorted({t for subscribed in subscriptions.values() for t in subscribed if t in topics})
-    for tp in ((t, p) for t in wanted for p in range(topics[t])):
+    for tp in (TopicPartition(t, p) for t in wanted for p in range(topics[t])):
         if tp in owner:
             continue
         eligible = [m for m in members if tp[0] in subscriptions[m]]
@@ -71,7 +71,7 @@ def range_assignor(subscriptions: Subscriptions, topics: Mapping[str, int],
         start = 0
         for index, member in enumerate(consumers):
             count = share + (1 if index < extra else 0)
-            owned[member].update((topic, p) for p in range(start, start + count))
+            owned[member].update(TopicPartition(topic, p) for p in range(start, start + count))
             start += count
     return {m: _grouped(tps) for m, tps in owned.items()}
 

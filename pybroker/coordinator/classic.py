@@ -30,6 +30,7 @@ from pybroker.protocol.messages import (
 
 FIRST_MEMBER_ID_REQUIRED_VERSION = 4
 FIRST_NULLABLE_PROTOCOL_NAME_VERSION = 7
+FIRST_SKIP_ASSIGNMENT_VERSION = 9  # KIP-814: a restarted static leader is told to skip the assignment
 FIRST_BATCHED_LEAVE_VERSION = 3
 
 log = logging.getLogger("pybroker.coordinator")
@@ -183,13 +184,20 @@ class ClassicMembership:
             group.leader_id = new_member_id
         _update_member(old, join, protocols, now_ms)
         if group.is_in(GroupState.STABLE) and group.protocol_name == _selected_after_update(group):
-            # Same assignment stays valid: answer at once and keep the group Stable. The leader id
-            # returned is the old one, so the restarted member never reassigns partitions itself.
+            # Same assignment stays valid: answer at once and keep the group Stable. The restarted member never
+            # reassigns partitions itself: from v9 a restarted leader is told it leads, with the members (it
+            # watches their topics' metadata and rejoins when it changes) and SkipAssignment (KIP-814); before,
+            # the leader id returned is the old one, so it acts as a follower.
             out.records.append((self.partition_of(group.group_id), group_record(group)))
-            out.reply(waiter, JoinGroupResponse(
-                error_code=0, generation_id=group.generation_id, protocol_type=group.protocol_type,
-                protocol_name=group.protocol_name, leader=current_leader or "", member_id=new_member_id,
-                members=[]))
+            if join.version >= FIRST_SKIP_ASSIGNMENT_VERSION:
+                response = self._join_response(group, old, join.version)
+                response.skip_assignment = group.leader_id == new_member_id
+            else:
+                response = JoinGroupResponse(
+                    error_code=0, generation_id=group.generation_id, protocol_type=group.protocol_type,
+                    protocol_name=group.protocol_name, leader=current_leader or "", member_id=new_member_id,
+                    members=[])
+            out.reply(waiter, response)
             return
         old.join_waiter = (waiter, join.version)
         if group.is_in(GroupState.STABLE, GroupState.COMPLETING_REBALANCE):

@@ -16,6 +16,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from pybroker.common.topic import TopicPartition
 from pybroker.coordinator import consumer_records
 from pybroker.coordinator.assignors import ASSIGNORS
 from pybroker.coordinator.consumer_regex import Describable, RegexRefresh, maybe_refresh, regex_topics, resolved
@@ -368,8 +369,8 @@ class ConsumerMembership:
                 return
             for topic, partitions in member.revoking.items():
                 for p in partitions:
-                    if group.owners.get((topic, p)) == member.member_id:
-                        del group.owners[(topic, p)]
+                    if group.owners.get(TopicPartition(topic, p)) == member.member_id:
+                        del group.owners[TopicPartition(topic, p)]
             member.revoking = {}
             member.revocation_deadline_ms = None
         elif member.state is MemberState.STABLE and member.member_epoch == group.assignment_epoch:
@@ -386,9 +387,9 @@ class ConsumerMembership:
         unreleased = False
         for topic, partitions in _minus(target, keep).items():
             for p in sorted(partitions):
-                holder = group.owners.get((topic, p))
+                holder = group.owners.get(TopicPartition(topic, p))
                 if holder is None or holder == member.member_id or holder not in group.members:
-                    group.owners[(topic, p)] = member.member_id
+                    group.owners[TopicPartition(topic, p)] = member.member_id
                     assigned.setdefault(topic, set()).add(p)
                 else:
                     unreleased = True

@@ -34,6 +34,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Mapping
 
+from pybroker.common.topic import TopicPartition
 from pybroker.coordinator.group_base import CommittedOffset, GroupBase, Record
 
 Assignment = dict[str, frozenset[int]]
@@ -123,7 +124,7 @@ class ConsumerGroup(GroupBase):
     """group.instance.id -> member id."""
     target: dict[str, Assignment] = field(default_factory=dict)
     """member id -> its target assignment at ``assignment_epoch``."""
-    owners: dict[tuple[str, int], str] = field(default_factory=dict)
+    owners: dict[TopicPartition, str] = field(default_factory=dict)
     """(topic, partition) -> the member that holds it, assigned or still revoking."""
     subscription_metadata: dict[str, int] = field(default_factory=dict)
     """Partition counts of the subscribed topics the target was computed for."""

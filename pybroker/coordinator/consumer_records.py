@@ -20,6 +20,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from pybroker.common.topic import TopicPartition
 from pybroker.coordinator.consumer_group import (
     Assignment,
     ClassicMemberInfo,
@@ -188,5 +189,5 @@ def finish(group: ConsumerGroup, raw: dict[str, dict[int, Any]], deadline_ms: in
             group.static_members[member.instance_id] = member_id
         for held in (member.assigned, member.revoking):
             for topic, partitions in held.items():
-                group.owners.update({(topic, p): member_id for p in partitions})
+                group.owners.update({TopicPartition(topic, p): member_id for p in partitions})
     group.written = group_records(group)

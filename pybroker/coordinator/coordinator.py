@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from typing import Iterable, TypeVar
 
+from pybroker.common.topic import TopicPartition
 from pybroker.coordinator.classic import ClassicMembership, JoinRequest, join_error
 from pybroker.coordinator.consumer import ConsumerLoad, ConsumerMembership, Heartbeat, TopicImage
 from pybroker.coordinator.consumer_regex import RegexRefresh
@@ -235,7 +236,7 @@ class GroupCoordinator:
                                                 request.generation_id)
 
     def txn_offset_records(self, request: TxnOffsetCommitRequest, now_ms: int
-                           ) -> tuple[list[OffsetEntry], list[Record], dict[tuple[str, int], ErrorCode]]:
+                           ) -> tuple[list[OffsetEntry], list[Record], dict[TopicPartition, ErrorCode]]:
         return self.offsets.txn_offset_records(request, now_ms)
 
     def stage_txn_offsets(self, producer_id: int, entries: Iterable[OffsetEntry]) -> None:
@@ -244,7 +245,7 @@ class GroupCoordinator:
     def complete_txn_offsets(self, producer_id: int, partition: int, *, commit: bool, now_ms: int) -> None:
         self.offsets.complete_txn_offsets(producer_id, partition, commit=commit, now_ms=now_ms)
 
-    def pending_partitions(self, group_id: str) -> set[tuple[str, int]]:
+    def pending_partitions(self, group_id: str) -> set[TopicPartition]:
         return self.offsets.pending_partitions(group_id)
 
     def fetch_offsets(self, group_id: str, topics: Iterable[tuple[str, Iterable[int]]] | None

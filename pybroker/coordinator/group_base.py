@@ -11,6 +11,8 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Hashable
 
+from pybroker.common.topic import TopicPartition
+
 Waiter = Hashable
 """Opaque token for a request whose answer is delayed (JoinGroup, SyncGroup); the runtime maps it to a future."""
 
@@ -30,11 +32,11 @@ class CommittedOffset:
 @dataclass(slots=True)
 class GroupBase(ABC):
     group_id: str
-    offsets: dict[tuple[str, int], CommittedOffset] = field(default_factory=dict, kw_only=True)
-    pending_offsets: dict[tuple[str, int], CommittedOffset] = field(default_factory=dict, kw_only=True)
+    offsets: dict[TopicPartition, CommittedOffset] = field(default_factory=dict, kw_only=True)
+    pending_offsets: dict[TopicPartition, CommittedOffset] = field(default_factory=dict, kw_only=True)
     """The latest OffsetCommit per partition whose records are not replicated yet (Kafka's
     pendingOffsetCommits): OffsetFetch shows ``offsets`` only, require_stable says UNSTABLE."""
-    offset_positions: dict[tuple[str, int], int] = field(default_factory=dict, kw_only=True)
+    offset_positions: dict[TopicPartition, int] = field(default_factory=dict, kw_only=True)
     """Where in ``__consumer_offsets`` each value of ``offsets`` was written, so that a commit whose
     write completes late never replaces a newer one (Kafka's ``olderThan``)."""
 

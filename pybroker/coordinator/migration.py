@@ -19,6 +19,7 @@ import struct
 import uuid
 from typing import Mapping
 
+from pybroker.common.topic import TopicPartition
 from pybroker.coordinator.classic import JoinRequest, join_error
 from pybroker.coordinator.consumer import ConsumerMembership
 from pybroker.coordinator.consumer_group import (
@@ -89,7 +90,7 @@ def upgrade(classic: Group, now_ms: int) -> ConsumerGroup | None:
         group.target[member.member_id] = assignment
         if member.instance_id is not None:
             group.static_members[member.instance_id] = member.member_id
-        group.owners.update({(t, p): member.member_id for t, ps in assignment.items() for p in ps})
+        group.owners.update({TopicPartition(t, p): member.member_id for t, ps in assignment.items() for p in ps})
     group.written = {key: b"" for key, _ in classic.tombstones()}  # the next write deletes the classic record
     return group
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Callable, Iterable
 
+from pybroker.common.topic import TopicPartition
 from pybroker.coordinator.group_base import CommittedOffset, GroupBase, Waiter
 from pybroker.coordinator.records import OffsetEntry, Record, offset_key, offset_record
 from pybroker.coordinator.table import GroupTable, Outcome
@@ -67,7 +68,7 @@ class OffsetStore:
         expire = now_ms + retention_time_ms if retention_time_ms >= 0 else None
         committed = CommittedOffset(partition.committed_offset, partition.committed_leader_epoch, metadata,
                                     now_ms, expire)
-        group.pending_offsets[(topic, partition.partition_index)] = committed
+        group.pending_offsets[TopicPartition(topic, partition.partition_index)] = committed
         out.staged.append(OffsetEntry(group.group_id, topic, partition.partition_index, committed))
         out.records.append((self.partition_of(group.group_id),
                             offset_record(group.group_id, topic, partition.partition_index, committed)))
@@ -99,15 +100,15 @@ class OffsetStore:
                 del group.pending_offsets[key]
 
     def txn_offset_records(self, request: TxnOffsetCommitRequest, now_ms: int
-                           ) -> tuple[list[OffsetEntry], list[Record], dict[tuple[str, int], ErrorCode]]:
+                           ) -> tuple[list[OffsetEntry], list[Record], dict[TopicPartition, ErrorCode]]:
         """The offsets of a valid TxnOffsetCommit, their records, and per-partition errors."""
         entries: list[OffsetEntry] = []
-        errors: dict[tuple[str, int], ErrorCode] = {}
+        errors: dict[TopicPartition, ErrorCode] = {}
         for topic in request.topics:
             for p in topic.partitions:
                 metadata = p.committed_metadata or ""
                 if len(metadata.encode("utf-8")) > self.config.offset_metadata_max_bytes:
-                    errors[(topic.name, p.partition_index)] = ErrorCode.OFFSET_METADATA_TOO_LARGE
+                    errors[TopicPartition(topic.name, p.partition_index)] = ErrorCode.OFFSET_METADATA_TOO_LARGE
                     continue
                 committed = CommittedOffset(p.committed_offset, p.committed_leader_epoch, metadata, now_ms, None)
                 entries.append(OffsetEntry(request.group_id, topic.name, p.partition_index, committed))
@@ -133,15 +134,15 @@ class OffsetStore:
             group = self.groups.get(entry.group_id)
             if group is None:
                 group = self.groups[entry.group_id] = self._new_group(entry.group_id, now_ms)
-            group.offsets[(entry.topic, entry.partition)] = entry.committed
+            group.offsets[TopicPartition(entry.topic, entry.partition)] = entry.committed
 
-    def pending_partitions(self, group_id: str) -> set[tuple[str, int]]:
+    def pending_partitions(self, group_id: str) -> set[TopicPartition]:
         """Partitions of ``group_id`` whose offset an open transaction or an unreplicated
         OffsetCommit is changing (Kafka's hasPendingOffsetCommitsForTopicPartition)."""
         group = self.groups.get(group_id)
         pending = set(group.pending_offsets) if group is not None else set()
-        return pending | {(e.topic, e.partition) for entries in self.pending_txn_offsets.values() for e in entries
-                          if e.group_id == group_id}
+        return pending | {TopicPartition(e.topic, e.partition)
+                          for entries in self.pending_txn_offsets.values() for e in entries if e.group_id == group_id}
 
     def fetch_offsets(self, group_id: str, topics: Iterable[tuple[str, Iterable[int]]] | None
                       ) -> list[tuple[str, list[tuple[int, CommittedOffset | None]]]]:
@@ -176,7 +177,7 @@ class OffsetStore:
                 code = ErrorCode.NONE
                 if topic.name in subscribed:
                     code = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
-                elif _forget_offset(group, (topic.name, p.partition_index)):
+                elif _forget_offset(group, TopicPartition(topic.name, p.partition_index)):
                     out.records.append((partition_of_group, (offset_key(group.group_id, topic.name,
                                                                         p.partition_index), None)))
                 results.append(OffsetDeleteResponse.OffsetDeleteResponsePartition(
@@ -221,14 +222,14 @@ class OffsetStore:
         group = self.groups.get(entry.group_id)
         if entry.committed is None:
             if group is not None:
-                group.offsets.pop((entry.topic, entry.partition), None)
+                group.offsets.pop(TopicPartition(entry.topic, entry.partition), None)
             return
         if group is None:
             group = self.groups[entry.group_id] = self._new_group(entry.group_id, now_ms)
-        group.offsets[(entry.topic, entry.partition)] = entry.committed
+        group.offsets[TopicPartition(entry.topic, entry.partition)] = entry.committed
 
 
-def _forget_offset(group: GroupBase, key: tuple[str, int]) -> bool:
+def _forget_offset(group: GroupBase, key: TopicPartition) -> bool:
     """Drop a partition's committed and pending offset (Kafka's removeOffsets); False if it had none."""
     found = group.offsets.pop(key, None) is not None
     found = group.pending_offsets.pop(key, None) is not None or found

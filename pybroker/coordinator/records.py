@@ -130,11 +130,11 @@ def decode_record(key: bytes, value: bytes | None) -> Entry | None:
         return OffsetEntry(k.group, k.topic, k.partition,
                            CommittedOffset(v.offset, v.leader_epoch, v.metadata, v.commit_timestamp, expire))
     if key_version == GROUP_KEY_VERSION:
-        k = GroupMetadataKey.decode(key[2:], key_version)
+        group = GroupMetadataKey.decode(key[2:], key_version).group
         if value is None:
-            return GroupEntry(k.group, None)
+            return GroupEntry(group, None)
         (value_version,) = _VERSION.unpack_from(value)
-        return GroupEntry(k.group, GroupMetadataValue.decode(value[2:],
+        return GroupEntry(group, GroupMetadataValue.decode(value[2:],
                                                              min(value_version, GroupMetadataValue.MAX_VERSION)))
     if key_version in consumer_records.KEYS:
         return consumer_records.decode(key_version, key, value)

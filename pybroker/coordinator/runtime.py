@@ -18,6 +18,7 @@ import asyncio
 import logging
 from typing import Any, Awaitable, Callable, Coroutine
 
+from pybroker.common.clock import Clock
 from pybroker.coordinator.consumer_regex import RegexRefresh
 from pybroker.coordinator.coordinator import GroupCoordinator, Outcome
 from pybroker.coordinator.records import Record
@@ -30,7 +31,6 @@ Persist = Callable[[int, list[Record]], int]
 """Append records to a partition of the internal topic; returns the offset just past them."""
 Replicated = Callable[[int, int], Awaitable[None]]
 """Wait until the in-sync replicas of a partition hold everything before an offset."""
-Clock = Callable[[], int]
 Resolve = Callable[[frozenset[str], list[str]], Awaitable[dict[str, list[str]]]]
 """Match regexes against topic names off the loop (``topic_regex.RegexEngine.resolve``)."""
 
@@ -57,7 +57,7 @@ class CoordinatorRuntime:
     async def call(self, operation: Callable[[asyncio.Future[Any], int], Outcome]) -> Any:
         """Run ``operation(waiter, now_ms)`` and wait for the answer it (or a later event) gives."""
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self.apply(operation(future, self._clock()))
+        self.apply(operation(future, self._clock.wall_ms()))
         return await future
 
     def apply(self, outcome: Outcome) -> None:
@@ -126,14 +126,14 @@ class CoordinatorRuntime:
             deadline = self.coordinator.next_deadline_ms()
             sleep_s = MAX_TIMER_SLEEP_S
             if deadline is not None:
-                sleep_s = min(max((deadline - self._clock()) / 1000, 0.0), MAX_TIMER_SLEEP_S)
+                sleep_s = min(max((deadline - self._clock.wall_ms()) / 1000, 0.0), MAX_TIMER_SLEEP_S)
             self._wake.clear()
             try:
-                await asyncio.wait_for(self._wake.wait(), sleep_s)
+                await self._clock.wait_for(self._wake.wait(), sleep_s)
             except asyncio.TimeoutError:
                 pass
             try:
-                self.apply(self.coordinator.tick(self._clock()))
+                self.apply(self.coordinator.tick(self._clock.wall_ms()))
             except Exception:
                 log.exception("Group coordinator timer failed")
 

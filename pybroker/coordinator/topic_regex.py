@@ -116,7 +116,7 @@ class RegexEngine:
         return reason
 
     async def resolve(self, patterns: Iterable[str], topics: Iterable[str]) -> dict[str, list[str]]:
-        return await self._ask({"resolve": sorted(patterns), "topics": list(topics)}, None)  # type: ignore[no-any-return]
+        return await self._ask({"resolve": sorted(patterns), "topics": list(topics)}, None)
 
     def _stop(self) -> None:
         child, self._child = self._child, None

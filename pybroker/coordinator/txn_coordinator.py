@@ -9,17 +9,21 @@ Rules of this module (the same as ``coordinator.py``'s):
    timeout, or a fencing InitProducerId) moves it to PrepareCommit/PrepareAbort and asks for
    markers; once the runtime wrote them it calls ``markers_written``, which moves it to
    CompleteCommit/CompleteAbort. A transaction found in a Prepare state (markers that failed,
-   or a restart after the Prepare record) gets its markers again on the next abort check.
+   or a restart after the Prepare record) gets its markers again on the next abort check, unless a
+   leader refused them as fenced (INVALID_PRODUCER_EPOCH, TRANSACTION_COORDINATOR_FENCED): those are
+   left to the next coordinator, as Kafka's marker channel leaves them.
 3. Errors follow Kafka: a wrong producer id is INVALID_PRODUCER_ID_MAPPING, a wrong epoch is
    PRODUCER_FENCED (INVALID_PRODUCER_EPOCH for requests too old to know it), a request racing a
    commit or abort is CONCURRENT_TRANSACTIONS.
-4. Partitions join a transaction only once their record is on the ISR, as Kafka's pending state
-   transitions do: AddPartitions keeps the metadata as it was in ``pending`` until the runtime calls
-   ``persisted``, answers CONCURRENT_TRANSACTIONS to that id meanwhile, and a write that failed puts
-   the metadata back. Otherwise the client's retry found its partitions already added and was told so
-   with nothing on the log; a failover then forgot them, EndTxn took the previous transaction's
-   CompleteCommit for a retry, and the partitions never got their marker (chaos round 3003: a
-   committed transaction's record closed by the producer's next ABORT).
+4. Partitions join a transaction, and InitProducerId's epoch bump stands, only once its record is on
+   the ISR, as Kafka's pending state transitions do: the change keeps the metadata as it was in
+   ``pending`` until the runtime calls ``persisted``, producers are judged by that logged metadata, the
+   id answers CONCURRENT_TRANSACTIONS meanwhile, and a write that failed puts the metadata back.
+   Otherwise a retry found the change made and was told so with nothing on the log: AddPartitions'
+   partitions were forgotten by a failover, EndTxn took the previous transaction's CompleteCommit for a
+   retry, and the partitions never got their marker (chaos round 3003: a committed transaction's record
+   closed by the producer's next ABORT); InitProducerId's retry (KIP-360) got an epoch the next
+   coordinator never heard of, so the producer it should have fenced could go on.
 5. Both transaction protocols at once, per transaction (``TxnMetadata.client_version``): a V1 client
    adds its partitions itself and keeps its epoch; a V2 client (KIP-890 part 2: partitions added by
    the leaders its Produce v12+ reaches, EndTxn v5) has its epoch bumped when the transaction ends,
@@ -33,6 +37,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Iterable
 
+from pybroker.common.ids import ProducerEpoch, ProducerId
 from pybroker.coordinator.group import Waiter
 from pybroker.coordinator.records import Record, partition_for
 from pybroker.coordinator.txn_records import (
@@ -49,6 +54,7 @@ from pybroker.protocol.error_codes import ErrorCode
 
 MAX_EPOCH = 2**15 - 1
 NO_PRODUCER_ID = -1
+NO_PRODUCER_EPOCH = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +78,9 @@ class MarkerRequest:
     coordinator_epoch: int
     commit: bool
     partitions: tuple[TopicPartition, ...]
+    transaction_version: int = TV_1
+    """The transaction's client version: TV_2 markers carry the bumped epoch, which the leaders check for
+    (WriteTxnMarkers v2, KIP-1228)."""
 
 
 @dataclass(slots=True)
@@ -128,8 +137,9 @@ class TransactionCoordinator:
 
     # ------------------------------------------------------------------ InitProducerId
 
-    def init_producer_id(self, waiter: Waiter, transactional_id: str, timeout_ms: int, producer_id: int,
-                         producer_epoch: int, fresh_producer_id: int | None, now_ms: int) -> TxnOutcome:
+    def init_producer_id(self, waiter: Waiter, transactional_id: str, timeout_ms: int, producer_id: ProducerId,
+                         producer_epoch: ProducerEpoch, fresh_producer_id: ProducerId | None,
+                         now_ms: int) -> TxnOutcome:
         """InitProducerId with a transactional id; ``fresh_producer_id`` is used if a new id is needed."""
         out = TxnOutcome()
         if not 0 < timeout_ms <= self.config.max_timeout_ms:
@@ -140,15 +150,14 @@ class TransactionCoordinator:
             if fresh_producer_id is None:
                 out.reply(waiter, InitResult(ErrorCode.CONCURRENT_TRANSACTIONS))
                 return out
+            # As Kafka: the id is known at no epoch yet, and the bump below takes it to epoch 0.
             meta = self.transactions[transactional_id] = TxnMetadata(
-                transactional_id, fresh_producer_id, 0, timeout_ms, TxnState.EMPTY, last_update_ms=now_ms)
-            self._persist(out, meta)
-            out.reply(waiter, InitResult(ErrorCode.NONE, meta.producer_id, meta.producer_epoch))
-            return out
-        if transactional_id in self.pending:
+                transactional_id, fresh_producer_id, NO_PRODUCER_EPOCH, timeout_ms, TxnState.EMPTY,
+                last_update_ms=now_ms)
+        elif transactional_id in self.pending:
             out.reply(waiter, InitResult(ErrorCode.CONCURRENT_TRANSACTIONS))
             return out
-        if producer_id != NO_PRODUCER_ID:
+        if producer_id != NO_PRODUCER_ID and meta.producer_epoch != NO_PRODUCER_EPOCH:  # Kafka: no epoch, any id
             retried = producer_id == meta.producer_id and producer_epoch == meta.last_producer_epoch \
                 and meta.state in (TxnState.EMPTY, TxnState.COMPLETE_ABORT, TxnState.COMPLETE_COMMIT)
             if retried:  # KIP-360: the answer to this bump was lost; hand out the same epoch again
@@ -169,6 +178,7 @@ class TransactionCoordinator:
         if meta.producer_epoch >= MAX_EPOCH - 1 and fresh_producer_id is None:
             out.reply(waiter, InitResult(ErrorCode.CONCURRENT_TRANSACTIONS))
             return out
+        self._hold_pending(out, meta)
         self._bump_epoch(meta, fresh_producer_id)
         meta.previous_producer_id = meta.next_producer_id = NO_PRODUCER_ID
         meta.timeout_ms = timeout_ms
@@ -189,7 +199,8 @@ class TransactionCoordinator:
 
     # ------------------------------------------------------------------ AddPartitions / AddOffsets
 
-    def add_partitions(self, waiter: Waiter, transactional_id: str, producer_id: int, producer_epoch: int,
+    def add_partitions(self, waiter: Waiter, transactional_id: str, producer_id: ProducerId,
+                       producer_epoch: ProducerEpoch,
                        partitions: Iterable[TopicPartition], now_ms: int, *, verify_only: bool = False,
                        client_version: int = TV_1) -> TxnOutcome:
         """AddPartitionsToTxn / AddOffsetsToTxn: the reply is one ErrorCode for all partitions.
@@ -201,9 +212,9 @@ class TransactionCoordinator:
         out = TxnOutcome()
         wanted = set(partitions)
         meta = self.transactions.get(transactional_id)
-        error = self._check_producer(meta, producer_id, producer_epoch)
-        if error is ErrorCode.NONE and meta is not None:
-            logged = self.pending.get(transactional_id, meta)
+        logged = self.pending.get(transactional_id, meta)
+        error = self._check_producer(logged, producer_id, producer_epoch)
+        if error is ErrorCode.NONE and meta is not None and logged is not None:
             if meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
                 error = ErrorCode.CONCURRENT_TRANSACTIONS
             elif verify_only:
@@ -212,8 +223,7 @@ class TransactionCoordinator:
             elif transactional_id in self.pending:
                 error = ErrorCode.CONCURRENT_TRANSACTIONS
             elif not wanted <= meta.partitions or meta.state is not TxnState.ONGOING:
-                self.pending[transactional_id] = out.pending[transactional_id] = replace(
-                    meta, partitions=set(meta.partitions))
+                self._hold_pending(out, meta)
                 if meta.state is not TxnState.ONGOING:
                     meta.partitions.clear()
                     meta.start_ms = now_ms
@@ -224,6 +234,11 @@ class TransactionCoordinator:
                 self._persist(out, meta)
         out.reply(waiter, error)
         return out
+
+    def _hold_pending(self, out: TxnOutcome, meta: TxnMetadata) -> None:
+        """Keep ``meta`` as the log holds it until the change about to be made is on the ISR (rule 4)."""
+        self.pending[meta.transactional_id] = out.pending[meta.transactional_id] = replace(
+            meta, partitions=set(meta.partitions))
 
     def persisted(self, outcome: TxnOutcome, ok: bool) -> None:
         """The records of an outcome's pending changes are on the ISR (``ok``), or could not be written
@@ -247,9 +262,9 @@ class TransactionCoordinator:
 
     # ------------------------------------------------------------------ EndTxn
 
-    def end_txn(self, waiter: Waiter, transactional_id: str, producer_id: int, producer_epoch: int,
+    def end_txn(self, waiter: Waiter, transactional_id: str, producer_id: ProducerId, producer_epoch: ProducerEpoch,
                 commit: bool, now_ms: int, *, bump_epoch: bool = False,
-                fresh_producer_id: int | None = None) -> TxnOutcome:
+                fresh_producer_id: ProducerId | None = None) -> TxnOutcome:
         """EndTxn; ``bump_epoch`` for v5 (a V2 client), whose answer carries the producer id and epoch to go
         on with; ``fresh_producer_id`` is the id to move to if the bumped epoch is the last one."""
         if bump_epoch:
@@ -257,9 +272,9 @@ class TransactionCoordinator:
                                     fresh_producer_id)
         out = TxnOutcome()
         meta = self.transactions.get(transactional_id)
-        error = self._check_producer(meta, producer_id, producer_epoch)
+        error = self._check_producer(self.pending.get(transactional_id, meta), producer_id, producer_epoch)
         if error is ErrorCode.NONE and meta is not None and transactional_id in self.pending:
-            error = ErrorCode.CONCURRENT_TRANSACTIONS  # its partitions are not all on the log yet (rule 4)
+            error = ErrorCode.CONCURRENT_TRANSACTIONS  # a change of it is not on the log yet (rule 4)
         elif error is ErrorCode.NONE and meta is not None and meta.state is TxnState.ONGOING and meta.bumps_epoch_at_end:
             error = ErrorCode.INVALID_TXN_STATE  # a V2 transaction ends with EndTxn v5 (Kafka's check)
         elif error is ErrorCode.NONE and meta is not None:
@@ -281,7 +296,8 @@ class TransactionCoordinator:
     def _end_txn_v2(self, waiter: Waiter, transactional_id: str, producer_id: int, producer_epoch: int,
                     commit: bool, now_ms: int, fresh_producer_id: int | None) -> TxnOutcome:
         out = TxnOutcome()
-        meta = self.transactions.get(transactional_id)
+        # Judged by what the log holds; past the pending check below, that is the metadata itself (rule 4).
+        meta = self.pending.get(transactional_id, self.transactions.get(transactional_id))
         if meta is None or producer_id < 0 or producer_id not in (meta.producer_id, meta.previous_producer_id):
             out.reply(waiter, InitResult(ErrorCode.INVALID_PRODUCER_ID_MAPPING))
             return out
@@ -298,7 +314,7 @@ class TransactionCoordinator:
         if producer_id != meta.producer_id or producer_epoch != meta.producer_epoch:
             out.reply(waiter, InitResult(ErrorCode.PRODUCER_FENCED))
             return out
-        if transactional_id in self.pending:  # its partitions are not all on the log yet (rule 4)
+        if transactional_id in self.pending:  # a change of it is not on the log yet (rule 4)
             out.reply(waiter, InitResult(ErrorCode.CONCURRENT_TRANSACTIONS))
             return out
         if meta.state is TxnState.ONGOING and meta.bumps_epoch_at_end:
@@ -347,7 +363,7 @@ class TransactionCoordinator:
     def _marker_request(self, meta: TxnMetadata) -> MarkerRequest:
         return MarkerRequest(meta.transactional_id, meta.producer_id, meta.producer_epoch,
                              self.coordinator_epochs.get(self.partition_of(meta.transactional_id), 0),
-                             meta.state is TxnState.PREPARE_COMMIT, tuple(sorted(meta.partitions)))
+                             meta.state is TxnState.PREPARE_COMMIT, tuple(sorted(meta.partitions)), meta.client_version)
 
     def markers_written(self, marker: MarkerRequest, now_ms: int) -> TxnOutcome:
         """Every marker of ``marker`` is written: complete the transaction."""

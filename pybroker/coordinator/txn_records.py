@@ -19,6 +19,7 @@ import enum
 import struct
 from dataclasses import dataclass, field
 
+from pybroker.common.topic import TopicPartition
 from pybroker.coordinator.records import Record
 from pybroker.protocol.errors import DecodeError
 from pybroker.protocol.messages import TransactionLogKey, TransactionLogValue
@@ -65,7 +66,6 @@ class TxnState(enum.Enum):
         return next((s for s in cls if s.display_name == name), None)
 
 
-TopicPartition = tuple[str, int]
 
 
 @dataclass(slots=True)
@@ -131,7 +131,7 @@ def decode_txn_record(key: bytes, value: bytes | None) -> TxnEntry | None:
         return TxnEntry(transactional_id, None)
     (value_version,) = _VERSION.unpack_from(value)
     v = TransactionLogValue.decode(value[2:], min(value_version, TransactionLogValue.MAX_VERSION))
-    partitions = {(p.topic, index) for p in v.transaction_partitions or [] for index in p.partition_ids}
+    partitions = {TopicPartition(p.topic, index) for p in v.transaction_partitions or [] for index in p.partition_ids}
     return TxnEntry(transactional_id, TxnMetadata(
         transactional_id=transactional_id, producer_id=v.producer_id, producer_epoch=v.producer_epoch,
         timeout_ms=v.transaction_timeout_ms, state=TxnState.from_id(v.transaction_status), partitions=partitions,

@@ -24,31 +24,48 @@ Two rules keep a marker from ever reaching a log it does not belong in:
    completed transaction, a fenced producer or a moved partition is dropped, so it can never
    close the producer's next transaction.
 
-A marker that fails is retried with a backoff while it stays current (the producer gets
-CONCURRENT_TRANSACTIONS for its next transaction until they are written); after a failover the new
+The answer of each partition is handled as Kafka's TransactionMarkerRequestCompletionHandler does: a
+written partition (or one whose log cannot take markers: UNSUPPORTED_FOR_MESSAGE_FORMAT, UNSUPPORTED_VERSION)
+leaves the set still to write; INVALID_PRODUCER_EPOCH or TRANSACTION_COORDINATOR_FENCED means the producer
+or the coordinator moved on, so no more markers of that transaction are sent (the abort check does not
+resend them either, while the marker stays what the coordinator holds); any other code (NOT_LEADER_OR_FOLLOWER,
+UNKNOWN_TOPIC_OR_PARTITION, NOT_ENOUGH_REPLICAS*, REQUEST_TIMED_OUT, KAFKA_STORAGE_ERROR, a lost connection)
+is retried for the failed partitions only, after ``retry.backoff.ms`` (100 ms) doubling up to
+``retry.backoff.max.ms`` (1 s), instead of at the next abort check: the producer gets
+CONCURRENT_TRANSACTIONS for its next transaction until they are written. After a failover the new
 coordinator's abort check resends the markers of transactions it loads in a Prepare state.
 """
 
 from __future__ import annotations
 
 import asyncio
-import itertools
 import logging
 from collections import Counter
+from dataclasses import replace
 from typing import Awaitable, Callable
 
+from pybroker.common.clock import Clock
+from pybroker.common.topic import TopicPartition
 from pybroker.coordinator.records import Record
-from pybroker.coordinator.runtime import Clock, CoordinatorRuntime, Persist, Replicated, deliver, fail
+from pybroker.coordinator.runtime import CoordinatorRuntime, Persist, Replicated, deliver, fail
 from pybroker.coordinator.txn_coordinator import MarkerRequest, TransactionCoordinator, TxnOutcome
 from pybroker.coordinator.txn_records import TxnState
+from pybroker.protocol.error_codes import ErrorCode
 
 log = logging.getLogger("pybroker.coordinator")
 
-WriteMarkers = Callable[[MarkerRequest], Awaitable[bool]]
-"""Write one marker to every partition of a transaction; True when all were written."""
+WriteMarkers = Callable[[MarkerRequest], Awaitable[dict[TopicPartition, ErrorCode]]]
+"""Write one marker to every partition of ``partitions``; the leader's answer per partition."""
 
-RETRY_BACKOFF_S = (0.1, 0.2, 0.5, 1.0, 2.0)
-"""Waits between attempts at the markers of one transaction; the last one repeats."""
+RETRY_BACKOFF_S = 0.1
+"""retry.backoff.ms: the first wait before a failed marker is sent again."""
+RETRY_BACKOFF_MAX_S = 1.0
+"""retry.backoff.max.ms: the wait doubles per failed attempt up to this."""
+
+DONE = frozenset({ErrorCode.NONE, ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT, ErrorCode.UNSUPPORTED_VERSION})
+"""Codes after which a partition needs no marker: written, or a log that cannot hold one (Kafka's handler)."""
+FENCED = frozenset({ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.TRANSACTION_COORDINATOR_FENCED})
+"""Codes after which no marker of the transaction is sent again: the producer or coordinator moved on."""
 
 
 class TxnRuntime(CoordinatorRuntime):
@@ -61,6 +78,8 @@ class TxnRuntime(CoordinatorRuntime):
         """Markers being written now, so the abort check's resend does not send them twice at once."""
         self._awaiting_isr: Counter[str] = Counter()
         """Transactional ids with a Prepare record not yet held by the ISR (rule 1)."""
+        self._fenced: set[MarkerRequest] = set()
+        """Markers a leader refused as fenced: not sent again while they stay current."""
 
     def apply(self, outcome: TxnOutcome) -> None:  # type: ignore[override]
         try:
@@ -118,34 +137,49 @@ class TxnRuntime(CoordinatorRuntime):
                     failed = True
             if any(self.txn.coordinator_epochs.get(p) != epoch for p, epoch in epochs.items()):
                 return False  # unloaded: the partition's next leader finishes these transactions
-            await asyncio.sleep(RETRY_BACKOFF_S[-1])
+            await self._clock.sleep(RETRY_BACKOFF_MAX_S)
 
     async def _write(self, marker: MarkerRequest, attempted: asyncio.Event) -> None:
-        """Write ``marker`` until it is written or no longer current, setting ``attempted`` after
-        the first try. Skipped while a Prepare record of the transaction still waits for the ISR:
-        the task waiting for it writes the markers."""
-        if marker in self._marking or self._awaiting_isr[marker.transactional_id]:
+        """Write ``marker`` until it is written, fenced or no longer current, setting ``attempted``
+        after the first try; a retry goes to the partitions that failed. Skipped while a Prepare record
+        of the transaction still waits for the ISR: the task waiting for it writes the markers."""
+        self._fenced = {m for m in self._fenced if self._is_current(m)}
+        if marker in self._marking or marker in self._fenced or self._awaiting_isr[marker.transactional_id]:
             attempted.set()
             return
         self._marking.add(marker)
+        pending = marker
+        backoff = RETRY_BACKOFF_S
         try:
-            for attempt in itertools.count():
+            while True:
                 if not self._is_current(marker):
                     return
                 try:
-                    written = await self._write_markers(marker)
+                    codes = await self._write_markers(pending)
                 except Exception:
                     log.exception("Writing the markers of transaction %s failed", marker.transactional_id)
-                    written = False
+                    codes = {tp: ErrorCode.UNKNOWN_SERVER_ERROR for tp in pending.partitions}
                 finally:
                     attempted.set()
-                if written:
+                fenced = {tp: code for tp, code in codes.items() if code in FENCED}
+                if fenced:
+                    log.info("Markers of transaction %s refused (%s): no more are sent", marker.transactional_id,
+                             {f"{t}-{p}": code.name for (t, p), code in fenced.items()})
+                    self._fenced.add(marker)
+                    return
+                codes = {tp: codes.get(tp, ErrorCode.UNKNOWN_SERVER_ERROR) for tp in pending.partitions}
+                failed = tuple(tp for tp, code in codes.items() if code not in DONE)
+                if not failed:
                     break
-                await asyncio.sleep(RETRY_BACKOFF_S[min(attempt, len(RETRY_BACKOFF_S) - 1)])
+                log.info("Markers of transaction %s not written yet, retried in %d ms: %s", marker.transactional_id,
+                         backoff * 1000, {f"{t}-{p}": codes[TopicPartition(t, p)].name for t, p in failed})
+                pending = replace(marker, partitions=failed)
+                await self._clock.sleep(backoff)
+                backoff = min(backoff * 2, RETRY_BACKOFF_MAX_S)
         finally:
             self._marking.discard(marker)
             attempted.set()
-        self.apply(self.txn.markers_written(marker, self._clock()))
+        self.apply(self.txn.markers_written(marker, self._clock.wall_ms()))
 
     def _is_current(self, marker: MarkerRequest) -> bool:
         """The transaction still waits for exactly these markers (rule 2)."""

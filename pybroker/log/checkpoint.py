@@ -25,6 +25,7 @@ import uuid
 from abc import ABC, abstractmethod
 from typing import Generic, Mapping, TypeVar
 
+from pybroker.common.topic import TopicPartition
 from pybroker.log.errors import CorruptLogError
 
 __all__ = [
@@ -121,19 +122,19 @@ class _CheckpointFile(ABC, Generic[K]):
         return out
 
 
-class OffsetCheckpointFile(_CheckpointFile[tuple[str, int]]):
+class OffsetCheckpointFile(_CheckpointFile[TopicPartition]):
     """``topic partition offset`` lines keyed by (topic, partition); see the module doc."""
 
     FIELDS = 3
 
-    def _format(self, key: tuple[str, int], value: int) -> str:
+    def _format(self, key: TopicPartition, value: int) -> str:
         topic, partition = key
         return f"{topic} {partition} {value}"
 
-    def _parse(self, fields: list[str]) -> tuple[tuple[str, int], int]:
+    def _parse(self, fields: list[str]) -> tuple[TopicPartition, int]:
         if not fields[0]:
             raise ValueError("empty topic")
-        return (fields[0], int(fields[1])), int(fields[2])
+        return TopicPartition(fields[0], int(fields[1])), int(fields[2])
 
 
 class LeaderEpochCheckpointFile(_CheckpointFile[int]):

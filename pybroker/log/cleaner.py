@@ -54,6 +54,7 @@ import os
 import time
 from dataclasses import dataclass, field
 
+from pybroker.common.topic import TopicPartition
 from pybroker.log.checkpoint import fsync_dir
 from pybroker.log.compactor import (
     AbortedTxns,
@@ -202,8 +203,8 @@ class CleaningJob:
                    dirty_ratio=candidate.dirty_ratio)
 
     @property
-    def topic_partition(self) -> tuple[str, int]:
-        return self.log.topic, self.log.partition
+    def topic_partition(self) -> TopicPartition:
+        return TopicPartition(self.log.topic, self.log.partition)
 
     @property
     def stale(self) -> bool:

@@ -13,11 +13,12 @@ import logging
 import os
 from typing import Callable, Mapping
 
+from pybroker.common.topic import TopicPartition
 from pybroker.log.checkpoint import OffsetCheckpointFile
 from pybroker.log.cleaner import CleaningJob, assess_log, discard_outputs, install_cleaned, map_capacity
 from pybroker.log.dir_checkpoints import CLEANER_OFFSET_CHECKPOINT, read_checkpoint
 from pybroker.log.log import PartitionLog
-from pybroker.log.log_dirs import TopicPartition, live_logs
+from pybroker.log.log_dirs import live_logs
 
 __all__ = ["CleanerManager", "DEFAULT_DEDUPE_BUFFER_SIZE"]
 

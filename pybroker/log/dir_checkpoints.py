@@ -19,11 +19,11 @@ import os
 from typing import Callable, Collection, Mapping
 
 from pybroker.common.io_executor import IoExecutor
+from pybroker.common.topic import TopicPartition
 
 from pybroker.log.checkpoint import OffsetCheckpointFile
 from pybroker.log.errors import CorruptLogError
 from pybroker.log.log import PartitionLog
-from pybroker.log.log_dirs import TopicPartition
 
 __all__ = ["CHECKPOINT_FILES", "CLEANER_OFFSET_CHECKPOINT", "CLEAN_SHUTDOWN_FILE", "CheckpointPasses",
            "HIGH_WATERMARK_CHECKPOINT", "LOG_START_OFFSET_CHECKPOINT", "RECOVERY_POINT_CHECKPOINT",

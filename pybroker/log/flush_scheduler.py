@@ -18,10 +18,11 @@ from typing import Iterable, Mapping
 
 from pybroker.common.io_executor import IoExecutor
 
+from pybroker.common.topic import TopicPartition
 from pybroker.log.config import LONG_MAX
 from pybroker.log.errors import LogError
 from pybroker.log.log import PartitionLog
-from pybroker.log.log_dirs import TopicPartition, live_logs
+from pybroker.log.log_dirs import live_logs
 
 __all__ = ["FlushScheduler", "MAX_CONCURRENT_FLUSHES"]
 
@@ -63,7 +64,7 @@ class FlushScheduler:
 
     async def flush_log(self, log: PartitionLog, up_to: int | None = None, *, now_ms: int | None = None) -> None:
         """Flush ``log`` to ``up_to`` (default LEO) with the fsyncs on the I/O executor."""
-        tp = (log.topic, log.partition)
+        tp = TopicPartition(log.topic, log.partition)
         async with self._locks.setdefault(tp, asyncio.Lock()), self._slots:
             if log.closed:
                 return
@@ -80,7 +81,7 @@ class FlushScheduler:
 
     def request_flush(self, log: PartitionLog) -> None:
         """flush.messages reached: make sure a flush task for ``log`` runs (coalesced)."""
-        tp = (log.topic, log.partition)
+        tp = TopicPartition(log.topic, log.partition)
         task = self._tasks.get(tp)
         if task is None or task.done():
             self._tasks[tp] = asyncio.get_running_loop().create_task(
@@ -154,8 +155,8 @@ class FlushScheduler:
     def _rewatch(self, flushed: _Due) -> None:
         """A rolled segment whose flush failed or was voided (a truncation meanwhile) is due again."""
         for log, _ in flushed:
-            if not log.closed and self._logs.get((log.topic, log.partition)) is log:
-                self.watch((log.topic, log.partition), log)
+            if not log.closed and self._logs.get(TopicPartition(log.topic, log.partition)) is log:
+                self.watch(TopicPartition(log.topic, log.partition), log)
 
     def flush_dirty(self, now_ms: int) -> int:
         """fsync logs idle longer than flush.ms, and segments rolled since the last flush."""

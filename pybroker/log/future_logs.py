@@ -17,12 +17,13 @@ import shutil
 import uuid
 from typing import Callable
 
+from pybroker.common.topic import TopicPartition
 from pybroker.log.checkpoint import fsync_dir
 from pybroker.log.cleaner_manager import CleanerManager
 from pybroker.log.config import LogConfig
 from pybroker.log.errors import LogError, LogStorageError
 from pybroker.log.log import PartitionLog
-from pybroker.log.log_dirs import DELETE_DIR_SUFFIX, FUTURE_DIR_SUFFIX, LogDirs, TopicPartition
+from pybroker.log.log_dirs import DELETE_DIR_SUFFIX, FUTURE_DIR_SUFFIX, LogDirs
 
 __all__ = ["FutureLogs", "trash_path"]
 

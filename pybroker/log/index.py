@@ -169,7 +169,7 @@ class _MmapIndex:
         return self._mm.view
 
     def _entry(self, slot: int) -> tuple[int, int]:
-        return self.ENTRY.unpack_from(self._map(), slot * self._entry_size)  # type: ignore[return-value]
+        return self.ENTRY.unpack_from(self._map(), slot * self._entry_size)
 
     def _largest_lower_bound_slot(self, target: int, field: int = 0) -> int:
         """Slot of the last entry whose ``field`` is <= target, or -1 (binary search, warm first).
@@ -183,7 +183,7 @@ class _MmapIndex:
         mm, size, unpack = self._map(), self._entry_size, self.ENTRY.unpack_from
 
         def key(slot: int) -> int:
-            return unpack(mm, slot * size)[field]  # type: ignore[no-any-return]
+            return unpack(mm, slot * size)[field]
 
         if key(0) > target:
             return -1
@@ -218,7 +218,7 @@ class _MmapIndex:
         """Raw entries in file order (relative offsets as stored)."""
         if self._entries == 0:
             return iter(())
-        return self.ENTRY.iter_unpack(bytes(self._map()[: self._entries * self._entry_size]))  # type: ignore[return-value]
+        return self.ENTRY.iter_unpack(bytes(self._map()[: self._entries * self._entry_size]))
 
     def reset(self) -> None:
         """Forget every entry and preallocate again, ready for a rebuild (Kafka ``reset``)."""

@@ -52,7 +52,7 @@ from pybroker.records.batch import (
     validate_batch,
 )
 from pybroker.records.constants import RECORD_BATCH_OVERHEAD
-from pybroker.records.errors import CorruptRecordError, RecordTooLargeError
+from pybroker.records.errors import CorruptRecordError
 
 __all__ = ["PartitionLog", "AppendInfo", "FetchInfo"]
 
@@ -251,12 +251,15 @@ class PartitionLog:
     # -- appends ------------------------------------------------------------------------------
 
     @_reports_storage_errors
-    def append_as_leader(self, batch: bytearray, *, leader_epoch: int, now_ms: int) -> AppendInfo:
+    def append_as_leader(self, batch: bytearray, *, leader_epoch: int, now_ms: int,
+                         transaction_version: int = 0) -> AppendInfo:
         """Assign offsets to ONE validated v2 batch, stamp it in place and write it.
 
-        The caller validated the CRC. Raises RecordTooLargeError, OutOfOrderSequenceError,
+        The caller validated the CRC and checked the size against max.message.bytes (the replica
+        manager, once per append, as Kafka's UnifiedLog does for leader appends only). Raises OutOfOrderSequenceError,
         InvalidProducerEpochError or UnknownProducerIdError without writing anything; an
         idempotent retry of a retained batch returns its original offsets (duplicate=True).
+        ``transaction_version`` is a transaction marker's (WriteTxnMarkers v2), which decides its epoch check.
         """
         local = self._local
         local.check_open()
@@ -266,14 +269,11 @@ class PartitionLog:
         if size != len(batch):
             raise CorruptRecordError(f"expected exactly one batch of {size} bytes, got {len(batch)} bytes")
         config = local.config
-        if size > config.max_message_bytes:
-            raise RecordTooLargeError(
-                f"batch of {size} bytes exceeds max.message.bytes {config.max_message_bytes}")
         h = rb.header()
         idempotent = h.producer_id >= 0 and h.base_sequence >= 0 and not rb.is_control
         last_seq = increment_sequence(h.base_sequence, h.last_offset_delta) if idempotent else -1
         if h.producer_id >= 0 and not idempotent:
-            producer_log.check_unsequenced_epoch(self.producer_state, h, rb)
+            producer_log.check_unsequenced_epoch(self.producer_state, h, rb, transaction_version)
         if idempotent:
             check = self.producer_state.check_and_prepare(h.producer_id, h.producer_epoch,
                                                           h.base_sequence, last_seq,

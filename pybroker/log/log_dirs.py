@@ -15,6 +15,7 @@ from typing import Iterable, Mapping
 
 from pybroker.common.open_files import is_descriptor_exhaustion
 
+from pybroker.common.topic import TopicPartition
 from pybroker.log.errors import LogDirNotFoundError, LogStorageError
 from pybroker.log.log import PartitionLog
 
@@ -28,7 +29,6 @@ FUTURE_DIR_SUFFIX = "-future"
 _SKIPPED_DIR_SUFFIXES = (DELETE_DIR_SUFFIX, "-stray", FUTURE_DIR_SUFFIX)
 _PARTITION_DIR = re.compile(r"([a-zA-Z0-9._-]+)-(\d+)")
 
-TopicPartition = tuple[str, int]
 
 
 def parse_partition_dir_name(name: str) -> TopicPartition | None:
@@ -38,7 +38,7 @@ def parse_partition_dir_name(name: str) -> TopicPartition | None:
     match = _PARTITION_DIR.fullmatch(name)
     if match is None or match.group(1) in (".", ".."):
         return None
-    return match.group(1), int(match.group(2))
+    return TopicPartition(match.group(1), int(match.group(2)))
 
 
 def live_logs(members: set[TopicPartition],

@@ -35,7 +35,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Collection, Iterable, Mapping
 
 from pybroker.common.io_executor import IoExecutor
-from pybroker.common.topic import topic_name_error
+from pybroker.common.topic import TopicPartition, topic_name_error
 
 from pybroker.log.checkpoint import fsync_dir
 from pybroker.log.cleaner import CleaningJob
@@ -62,7 +62,6 @@ from pybroker.log.log_dirs import (
     FUTURE_DIR_SUFFIX,
     LogDirs,
     LogDirStatus,
-    TopicPartition,
     parse_partition_dir_name,
 )
 
@@ -197,14 +196,14 @@ class LogManager:
     # -- lookup and lifecycle -----------------------------------------------------------------
 
     def get_log(self, topic: str, partition: int) -> PartitionLog | None:
-        return self._logs.get((topic, partition))
+        return self._logs.get(TopicPartition(topic, partition))
 
     def all_logs(self) -> list[PartitionLog]:
         return list(self._logs.values())
 
     def log_dir_of(self, topic: str, partition: int) -> str | None:
         """The log dir root holding the partition."""
-        return self._root_of.get((topic, partition))
+        return self._root_of.get(TopicPartition(topic, partition))
 
     @property
     def online_dirs(self) -> list[str]:
@@ -226,7 +225,7 @@ class LogManager:
     # -- replicas moving between log dirs (AlterReplicaLogDirs) --------------------------------
 
     def future_log(self, topic: str, partition: int) -> PartitionLog | None:
-        return self._futures.logs.get((topic, partition))
+        return self._futures.logs.get(TopicPartition(topic, partition))
 
     def check_dir(self, path: str) -> str:
         """The configured log dir ``path`` names (absolute); LogDirNotFoundError if none, LogStorageError
@@ -237,11 +236,11 @@ class LogManager:
         """Start moving the partition's replica to log dir ``path``: a new empty ``-future`` log there,
         or the one already there. None when the replica already lives in ``path`` (a move elsewhere is
         dropped). A future log in another dir is dropped and replaced, as Kafka does."""
-        return self._futures.create((topic, partition), path, self.config_for(topic), self._now_ms)
+        return self._futures.create(TopicPartition(topic, partition), path, self.config_for(topic), self._now_ms)
 
     def drop_future_log(self, topic: str, partition: int) -> None:
         """Abandon a move: delete the ``-future`` log (if any) and resume cleaning."""
-        self._futures.drop((topic, partition))
+        self._futures.drop(TopicPartition(topic, partition))
 
     def replace_current_with_future(self, topic: str, partition: int) -> PartitionLog:
         """Swap in the caught-up future log (its LEO equals the current one's; call on the loop with no
@@ -249,8 +248,8 @@ class LogManager:
         ``-delete`` and removed after file.delete.delay.ms (fetches may still read it), the future one renamed
         ``<topic>-<partition>``, and the log reopened there with the current log's start offset and high
         watermark. Returns the new current log."""
-        log = self._futures.replace_current((topic, partition), self.config_for(topic), self._now_ms)
-        self._adopt((topic, partition))
+        log = self._futures.replace_current(TopicPartition(topic, partition), self.config_for(topic), self._now_ms)
+        self._adopt(TopicPartition(topic, partition))
         return log
 
     # -- log dir failure ------------------------------------------------------------------------
@@ -296,7 +295,7 @@ class LogManager:
         error = topic_name_error(topic)
         if error is not None or partition < 0:
             raise IllegalTopicNameError(error or f"Partition {partition} of {topic} is negative")
-        tp = (topic, partition)
+        tp = TopicPartition(topic, partition)
         if config is not None:
             self._topic_configs[topic] = config
         if tp in self._offline_logs:
@@ -325,7 +324,7 @@ class LogManager:
 
     def delete_log(self, topic: str, partition: int) -> bool:
         """Rename the directory to ``<tp>.<uuid>-delete`` and remove it; False if unknown."""
-        tp = (topic, partition)
+        tp = TopicPartition(topic, partition)
         self.drop_future_log(topic, partition)
         self._offline_logs.discard(tp)
         log = self._logs.pop(tp, None)
@@ -364,7 +363,7 @@ class LogManager:
     def _watch(self, log: PartitionLog) -> None:
         """Whether the flusher and the cleaner have to look at ``log`` (after a roll, a config change, or when
         it is adopted); a log dropped since is forgotten when a pass meets it."""
-        tp = (log.topic, log.partition)
+        tp = TopicPartition(log.topic, log.partition)
         if self._logs.get(tp) is not log:
             return
         self._flusher.watch(tp, log)
@@ -426,7 +425,7 @@ class LogManager:
 
     def cleaner_offset(self, topic: str, partition: int) -> int | None:
         """The log's cleaner checkpoint (first dirty offset), None before its first pass."""
-        return self._cleaner.offset((topic, partition))
+        return self._cleaner.offset(TopicPartition(topic, partition))
 
     # -- checkpoints ----------------------------------------------------------------------------
 

@@ -26,20 +26,36 @@ from pybroker.records.constants import CONTROL_FLAG_MASK, LOG_OVERHEAD, TRANSACT
 from pybroker.records.control import parse_control_key, parse_end_txn_marker
 from pybroker.records.errors import RecordsError
 
-__all__ = ["apply_batch", "check_unsequenced_epoch", "collect_aborted", "marker_of", "rebuild", "take_snapshot"]
+__all__ = ["FIRST_BUMPED_MARKER_TRANSACTION_VERSION", "apply_batch", "check_unsequenced_epoch", "collect_aborted", "marker_of", "rebuild", "take_snapshot"]
 
 logger = logging.getLogger("pybroker.log")
 
 
-def check_unsequenced_epoch(state: ProducerStateManager, h: BatchHeader, rb: RecordBatch) -> None:
+FIRST_BUMPED_MARKER_TRANSACTION_VERSION = 2
+"""Transactions V2 (KIP-890 part 2): the coordinator bumps the producer's epoch at the end of every transaction,
+and its markers carry the bumped epoch (WriteTxnMarkers v2's TransactionVersion tells the leader, KIP-1228)."""
+
+
+def check_unsequenced_epoch(state: ProducerStateManager, h: BatchHeader, rb: RecordBatch,
+                            transaction_version: int = 0) -> None:
     """Markers and TxnOffsetCommit batches carry a producer but no sequence: only their epoch (and a
-    marker's coordinator epoch) is checked against the producer's."""
+    marker's coordinator epoch) is checked against the producer's.
+
+    A marker of a V2 transaction (``transaction_version`` 2) must be above the producer's epoch, not merely
+    at it: a V2 producer writes its next transaction at the epoch the last marker carried, so a marker at
+    that epoch is a late one of the transaction before, and would close the open one. The one exception is
+    the retry of the marker just written (same epoch, no transaction open), which Kafka also lets through
+    (KAFKA-19999), or a coordinator whose answer was lost would never complete its transaction."""
     entry = state.get(h.producer_id)
-    if entry is not None and h.producer_epoch < entry.epoch:
-        raise InvalidProducerEpochError(
-            f"Batch of producer {h.producer_id} has epoch {h.producer_epoch}, "
-            f"older than the current epoch {entry.epoch}")
     marker = marker_of(rb) if rb.is_control else None
+    if entry is not None:
+        bumped = marker is not None and transaction_version >= FIRST_BUMPED_MARKER_TRANSACTION_VERSION
+        if h.producer_epoch < entry.epoch or (
+                bumped and h.producer_epoch == entry.epoch and entry.current_txn_first_offset is not None):
+            older = "not above" if bumped else "older than"
+            raise InvalidProducerEpochError(
+                f"Batch of producer {h.producer_id} has epoch {h.producer_epoch}, {older} the current epoch "
+                f"{entry.epoch}" + (" (a transaction V2 marker carries the bumped epoch)" if bumped else ""))
     if entry is not None and marker is not None and marker[1] < entry.coordinator_epoch:
         raise TransactionCoordinatorFencedError(
             f"Marker of producer {h.producer_id} comes from coordinator epoch {marker[1]}, "

@@ -541,11 +541,12 @@ class LogSegment:
         self.txn_index.delete()
 
 
-def scan_headers(pread: Callable[[int, int], bytes], path: str, start: int,
+def scan_headers(pread: Callable[[int, int], bytes | bytearray], path: str, start: int,
                  end: int) -> Iterator[tuple[int, BatchHeader]]:
     """(position, header) of each complete batch in ``[start, end)`` of a ``.log`` file read with
     ``pread(size, position)``; headers only, ``_SCAN_CHUNK`` bytes per read."""
-    pos, chunk, chunk_pos = start, b"", start
+    chunk: bytes | bytearray = b""
+    pos, chunk_pos = start, start
     while pos + RECORD_BATCH_OVERHEAD <= end:
         off = pos - chunk_pos
         if off + RECORD_BATCH_OVERHEAD > len(chunk):
@@ -570,7 +571,8 @@ class TimestampSearch:
     when collected unrun): any thread, the segment closing meanwhile cannot hand it another file."""
 
     def __init__(self, path: str, fd: int, position: int, end: int, timestamp: int, starting_offset: int) -> None:
-        self.path, self._fd = path, fd
+        self.path = path
+        self._fd: int | None = fd
         self.position, self.end, self.timestamp, self.starting_offset = position, end, timestamp, starting_offset
 
     def _pread(self, size: int, position: int) -> bytes:

@@ -455,7 +455,8 @@ class Struct:
     @classmethod
     def decode(cls, data: BytesLike, version: int) -> Self:
         """Decode an object at ``version`` from ``data`` (trailing bytes are ignored) within its decode budget."""
-        return cls.read(Reader(data, 0, decode_budget(cls)), version)
+        # A class object is hashable; mypy checks type[Self] against its instances' __hash__ (python/mypy#11470).
+        return cls.read(Reader(data, 0, decode_budget(cls)), version)  # type: ignore[arg-type]
 
 
 class Message(Struct):

@@ -145,7 +145,7 @@ def _varints(buf: Bytes, pos: Positions, max_bytes: int) -> tuple[Positions, Pos
     return value, pos + width
 
 
-def _sizes(buf: Bytes, pos: Positions, nullable: bool) -> tuple[Positions, Positions]:
+def _sizes(buf: Bytes, pos: Positions, nullable: bool) -> tuple[npt.NDArray[np.integer], Positions]:
     """Zig-zag size (or count) at each position and the position after it. Sizes below -1, and -1
     (zig-zag 1, a null) unless ``nullable``, are left to the Python walk to refuse."""
     byte = buf.take(pos, mode="clip")

@@ -21,7 +21,7 @@ import asyncio
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
-from pybroker.common.topic import INTERNAL_TOPICS
+from pybroker.common.topic import INTERNAL_TOPICS, TopicPartition
 from pybroker.log.errors import LogStorageError
 from pybroker.log.log import AppendInfo
 from pybroker.records.batch import BatchHeader, Compression, RecordBatch, TimestampType, set_max_timestamp, \
@@ -47,7 +47,7 @@ class PartitionAppend:
 
     topic: str
     index: int
-    records: bytes | None
+    records: bytes | bytearray | memoryview | None  # a decoded request's bytes, not copied
     info: AppendInfo | None = None
     error: Exception | None = None
 
@@ -68,7 +68,7 @@ async def append_records(replicas: ReplicaManager, batches: Iterable[PartitionAp
         results.append(item)
     if replicas.log_manager.flushing:
         unflushed = await replicas.log_manager.wait_flushed(
-            (item.topic, item.index) for item in results if item.error is None)
+            TopicPartition(item.topic, item.index) for item in results if item.error is None)
         for item in results:
             if (item.topic, item.index) in unflushed:  # still awaits its acks: their failure would answer
                 item.error = LogStorageError(f"Flush of {item.topic}-{item.index} failed")

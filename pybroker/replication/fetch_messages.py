@@ -16,11 +16,12 @@ Every failed read is kept as the exception of its partition; the caller turns it
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Coroutine
 
 from pybroker.common.io_executor import IoExecutor
+from pybroker.common.ids import BrokerId, LeaderEpoch
+from pybroker.common.topic import TopicPartition
 from pybroker.log.errors import ColdReadError
 from pybroker.log.file_slice import FileSlice
 from pybroker.replication.errors import ReplicationError
@@ -46,7 +47,7 @@ class FetchPartition:
 class FetchParams:
     """What the whole fetch asks for (Kafka's FetchParams)."""
 
-    replica_id: int
+    replica_id: BrokerId
     """The fetching follower's broker id, or -1 for a consumer."""
     read_committed: bool
     min_bytes: int
@@ -132,10 +133,10 @@ async def _long_poll(replicas: ReplicaManager, io: IoExecutor, params: FetchPara
                      result: FetchResult, on_wait: Callable[[], None]) -> FetchResult:
     """Kafka's DelayedFetch: read again after each append to the partitions asked for, until
     min_bytes are there, a read fails or max_wait_ms has passed."""
-    deadline = time.monotonic() + params.max_wait_ms / 1000
-    keys = [(p.topic, p.index) for p in partitions]
+    deadline = replicas.clock.monotonic() + params.max_wait_ms / 1000
+    keys = [TopicPartition(p.topic, p.index) for p in partitions]
     while result.bytes < params.min_bytes and not result.has_error and keys:
-        remaining = deadline - time.monotonic()
+        remaining = deadline - replicas.clock.monotonic()
         if remaining <= 0:
             break
         on_wait()
@@ -211,7 +212,7 @@ def _read_partition(replicas: ReplicaManager, params: FetchParams, wanted: Fetch
                          log_start_offset=info.log_start_offset, aborted=aborted, records=records)
 
 
-def _record_follower_fetch(replicas: ReplicaManager, replica_id: int, partitions: list[FetchPartition],
+def _record_follower_fetch(replicas: ReplicaManager, replica_id: BrokerId, partitions: list[FetchPartition],
                            result: FetchResult) -> None:
     """A follower's fetch offsets are its log end offsets: the leader's ISR and watermark use them.
 
@@ -221,7 +222,7 @@ def _record_follower_fetch(replicas: ReplicaManager, replica_id: int, partitions
         if read.error is None:
             try:
                 replicas.record_follower_fetch(wanted.topic, wanted.index, replica_id, wanted.fetch_offset,
-                                               current_leader_epoch=wanted.current_leader_epoch,
+                                               current_leader_epoch=LeaderEpoch(wanted.current_leader_epoch),
                                                log_start_offset=wanted.log_start_offset)
             except ReplicationError:  # not the leader (any more), or another epoch: the read reports it
                 continue

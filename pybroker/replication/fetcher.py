@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from typing import Callable
 
 from pybroker.client.errors import KafkaClientError
+from pybroker.common.clock import Clock
+from pybroker.common.topic import TopicPartition
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.messages import (
     FetchRequest,
@@ -32,7 +34,6 @@ from pybroker.replication.partition import Partition
 
 log = logging.getLogger("pybroker.replication")
 
-PartitionKey = tuple[str, int]
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
 
@@ -59,24 +60,25 @@ class ReplicaFetcher:
     """Fetches for the partitions this broker follows on one leader."""
 
     def __init__(self, leader_id: int, endpoint: LeaderEndPoint, config: FetcherConfig,
-                 partition_of: Callable[[PartitionKey], Partition | None],
-                 on_fetched: Callable[[PartitionKey], None], now_ms: Callable[[], int]):
+                 partition_of: Callable[[TopicPartition], Partition | None],
+                 on_fetched: Callable[[TopicPartition], None], clock: Clock):
         self.leader_id = leader_id
         self.endpoint = endpoint
         self._config = config
         self._partition_of = partition_of
         self._on_fetched = on_fetched
-        self._now_ms = now_ms
-        self._targets: dict[PartitionKey, _Target] = {}
+        self._clock = clock
+        self._now_ms = clock.wall_ms
+        self._targets: dict[TopicPartition, _Target] = {}
         self._wakeup = asyncio.Event()
         self._closing = False
         self._task = asyncio.get_running_loop().create_task(self._run(), name=f"replica-fetcher-{leader_id}")
 
-    def add(self, key: PartitionKey, leader_epoch: int) -> None:
+    def add(self, key: TopicPartition, leader_epoch: int) -> None:
         self._targets[key] = _Target(leader_epoch)
         self._wakeup.set()
 
-    def remove(self, key: PartitionKey) -> None:
+    def remove(self, key: TopicPartition) -> None:
         self._targets.pop(key, None)
 
     @property
@@ -105,21 +107,21 @@ class ReplicaFetcher:
                 if any(t.out_of_range for t in self._targets.values()):
                     await self._reset_out_of_range()
                 if not await self._fetch():
-                    await asyncio.sleep(self._config.backoff_ms / 1000)
+                    await self._clock.sleep(self._config.backoff_ms / 1000)
             except (KafkaClientError, OSError) as exc:
                 log.info("Fetch from leader %d failed: %s", self.leader_id, exc)
-                await asyncio.sleep(self._config.backoff_ms / 1000)
+                await self._clock.sleep(self._config.backoff_ms / 1000)
             except asyncio.CancelledError:
                 raise
             except Exception:
                 log.exception("Replica fetcher for leader %d failed", self.leader_id)
-                await asyncio.sleep(self._config.backoff_ms / 1000)
+                await self._clock.sleep(self._config.backoff_ms / 1000)
 
     async def _truncate(self) -> None:
         wanted = {key: target for key, target in self._targets.items() if target.truncating}
         topics: dict[str, list[OffsetForLeaderEpochRequest.OffsetForLeaderPartition]] = {}
         for (topic, index), target in wanted.items():
-            partition = self._partition_of((topic, index))
+            partition = self._partition_of(TopicPartition(topic, index))
             if partition is None:
                 continue
             latest = partition.epoch_cache.latest_epoch
@@ -135,13 +137,13 @@ class ReplicaFetcher:
             replica_id=self._config.replica_id,
             topics=[OffsetForLeaderEpochRequest.OffsetForLeaderTopic(topic=t, partitions=p)
                     for t, p in topics.items()]))
-        for topic in response.topics:
-            for result in topic.partitions:
-                key = (topic.topic, result.partition)
-                partition, target = self._partition_of(key), self._targets.get(key)
-                if partition is None or target is None or result.error_code:
+        for answered in response.topics:
+            for result in answered.partitions:
+                key = TopicPartition(answered.topic, result.partition)
+                partition, truncating = self._partition_of(key), self._targets.get(key)
+                if partition is None or truncating is None or result.error_code:
                     continue
-                target.truncating = not truncate_to_leader(partition, result.leader_epoch, result.end_offset)
+                truncating.truncating = not truncate_to_leader(partition, result.leader_epoch, result.end_offset)
 
     async def _reset_out_of_range(self) -> None:
         """Kafka's fetchOffsetAndTruncate for every partition whose fetch offset the leader refused."""
@@ -163,7 +165,7 @@ class ReplicaFetcher:
                          self.leader_id, starts[key], log_end)
                 partition.truncate_fully_and_start_at(starts[key])
 
-    async def _list_offsets(self, targets: dict[PartitionKey, _Target], timestamp: int) -> dict[PartitionKey, int]:
+    async def _list_offsets(self, targets: dict[TopicPartition, _Target], timestamp: int) -> dict[TopicPartition, int]:
         """The leader's offsets at ``timestamp`` (LATEST: its log end for a replica) per partition answered."""
         topics: dict[str, list[ListOffsetsRequest.ListOffsetsPartition]] = {}
         for (topic, index), target in targets.items():
@@ -172,7 +174,8 @@ class ReplicaFetcher:
         response = await self.endpoint.list_offsets(ListOffsetsRequest(
             replica_id=self._config.replica_id, isolation_level=0,
             topics=[ListOffsetsRequest.ListOffsetsTopic(name=t, partitions=p) for t, p in topics.items()]))
-        return {(topic.name, p.partition_index): p.offset for topic in response.topics for p in topic.partitions
+        return {TopicPartition(topic.name, p.partition_index): p.offset
+                for topic in response.topics for p in topic.partitions
                 if p.error_code == ErrorCode.NONE and p.offset >= 0}
 
     async def _fetch(self) -> bool:
@@ -180,7 +183,7 @@ class ReplicaFetcher:
         config = self._config
         topics: dict[str, list[FetchRequest.FetchPartition]] = {}
         for (topic, index), target in self._targets.items():
-            partition = self._partition_of((topic, index))
+            partition = self._partition_of(TopicPartition(topic, index))
             if partition is None or target.truncating or target.out_of_range:
                 continue
             topics.setdefault(topic, []).append(FetchRequest.FetchPartition(
@@ -195,17 +198,19 @@ class ReplicaFetcher:
         if response.error_code:
             return False
         progress = True
-        for topic in response.responses:
-            for data in topic.partitions:
-                progress &= self._apply((topic.topic, data.partition_index), data)
+        for answered in response.responses:
+            for data in answered.partitions:
+                progress &= self._apply(TopicPartition(answered.topic, data.partition_index), data)
         return progress
 
-    def _apply(self, key: PartitionKey, data: FetchResponse.PartitionData) -> bool:
+    def _apply(self, key: TopicPartition, data: FetchResponse.PartitionData) -> bool:
         partition, target = self._partition_of(key), self._targets.get(key)
         if partition is None or target is None or partition.is_leader:
             return True
         if data.error_code == ErrorCode.NONE:
-            partition.append_as_follower(bytes(data.records or b""), leader_high_watermark=data.high_watermark,
+            # A decoded answer holds bytes or None: a Spliced file range is only ever sent.
+            records = data.records if isinstance(data.records, (bytes, bytearray, memoryview)) else b""
+            partition.append_as_follower(bytes(records), leader_high_watermark=data.high_watermark,
                                          now_ms=self._now_ms(), leader_log_start_offset=data.log_start_offset)
             self._on_fetched(key)
             return True

@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from typing import Callable
 
 from pybroker.common.io_executor import IoExecutor
+from pybroker.common.topic import TopicPartition
 from pybroker.log.errors import LogError, SliceUnavailableError
 from pybroker.log.log import PartitionLog
 from pybroker.log.manager import LogManager
@@ -34,7 +34,6 @@ from pybroker.replication.partition import epoch_checkpoint_of
 logger = logging.getLogger("pybroker.replication")
 
 COPY_CHUNK_BYTES = 1 << 20
-TopicPartitionKey = tuple[str, int]
 
 
 class LogDirMover:
@@ -45,14 +44,14 @@ class LogDirMover:
         self._logs: LogManager = replicas.log_manager
         self._io = io
         self._max_bytes_per_s = max_bytes_per_s
-        self._tasks: dict[TopicPartitionKey, asyncio.Task[None]] = {}
+        self._tasks: dict[TopicPartition, asyncio.Task[None]] = {}
         replicas.hosted_listeners.append(self._resume)
 
     def move(self, topic: str, index: int, path: str) -> None:
         """Start (or keep) moving the replica to log dir ``path``; UnknownPartitionError if not hosted here."""
         if self._replicas.hosted(topic, index) is None:
             raise UnknownPartitionError(f"This server does not host a replica of {topic}-{index}")
-        key = (topic, index)
+        key = TopicPartition(topic, index)
         if self._logs.create_future_log(topic, index, path) is None:
             task = self._tasks.pop(key, None)
             if task is not None:
@@ -63,9 +62,9 @@ class LogDirMover:
     def _resume(self, topic: str, index: int) -> None:
         """A replica is served again: resume its move if a future log was found at startup."""
         if self._logs.future_log(topic, index) is not None:
-            self._start((topic, index))
+            self._start(TopicPartition(topic, index))
 
-    def _start(self, key: TopicPartitionKey) -> None:
+    def _start(self, key: TopicPartition) -> None:
         task = self._tasks.get(key)
         if task is None or task.done():
             self._tasks[key] = asyncio.get_running_loop().create_task(self._copy(key), name=f"move-{key[0]}-{key[1]}")
@@ -77,7 +76,7 @@ class LogDirMover:
         await asyncio.gather(*tasks, return_exceptions=True)
         self._tasks.clear()
 
-    async def _copy(self, key: TopicPartitionKey) -> None:
+    async def _copy(self, key: TopicPartition) -> None:
         topic, index = key
         try:
             await self._copy_until_swapped(topic, index)
@@ -92,7 +91,7 @@ class LogDirMover:
 
     async def _copy_until_swapped(self, topic: str, index: int) -> None:
         truncations: int | None = None
-        copied, started = 0, time.monotonic()
+        copied, started = 0, self._replicas.clock.monotonic()
         while True:
             current, future = self._logs.get_log(topic, index), self._logs.future_log(topic, index)
             partition = self._replicas.hosted(topic, index)
@@ -129,5 +128,5 @@ class LogDirMover:
 
     async def _throttle(self, copied: int, started: float) -> None:
         """Sleep as long as the copy runs ahead of replica.alter.log.dirs.io.max.bytes.per.second."""
-        ahead = copied / self._max_bytes_per_s() - (time.monotonic() - started)
-        await asyncio.sleep(max(ahead, 0.0))
+        ahead = copied / self._max_bytes_per_s() - (self._replicas.clock.monotonic() - started)
+        await self._replicas.clock.sleep(max(ahead, 0.0))

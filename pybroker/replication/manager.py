@@ -15,15 +15,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 import uuid
 from dataclasses import dataclass
 from typing import Callable, Container, Iterable, Protocol
 
+from pybroker.common.clock import Clock
+from pybroker.common.ids import BrokerId, LeaderEpoch
+from pybroker.common.topic import TopicPartition
 from pybroker.log.config import LogConfig
 from pybroker.log.errors import LogStorageError
 from pybroker.log.log import AppendInfo, PartitionLog
 from pybroker.log.manager import RECOVERY_POINT_CHECKPOINT, LogManager
+from pybroker.records.errors import RecordTooLargeError
 from pybroker.replication.errors import (
     NotEnoughReplicasAfterAppendError,
     NotLeaderError,
@@ -36,7 +39,6 @@ from pybroker.replication.partition import Partition, epoch_cache_of
 
 log = logging.getLogger("pybroker.replication")
 
-TopicPartitionKey = tuple[str, int]
 
 
 class IsrWriter(Protocol):
@@ -54,33 +56,32 @@ class PartitionRole:
     topic: str
     index: int
     topic_id: uuid.UUID
-    leader: int
-    leader_epoch: int
+    leader: BrokerId
+    leader_epoch: LeaderEpoch
     replicas: tuple[int, ...]
     isr: tuple[int, ...]
     zk_version: int
     controller_epoch: int
 
 
+NO_LEADER = BrokerId(-1)
+
 LeadershipListener = Callable[[str, int, int, bool], None]
 """``(topic, partition, leader_epoch, is_leader)``"""
 
 
-def _now_ms() -> int:
-    return int(time.time() * 1000)
-
-
 class ReplicaManager:
-    def __init__(self, log_manager: LogManager, broker_id: int, *, replica_lag_time_max_ms: int = 30000,
-                 now_ms: Callable[[], int] = _now_ms):
+    def __init__(self, log_manager: LogManager, broker_id: BrokerId, clock: Clock, *,
+                 replica_lag_time_max_ms: int = 30000):
         self.log_manager = log_manager
         self.broker_id = broker_id
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
         self.isr_writer: IsrWriter | None = None
-        self._now_ms = now_ms
-        self._partitions: dict[TopicPartitionKey, Partition] = {}
+        self.clock = clock
+        self._now_ms = clock.wall_ms
+        self._partitions: dict[TopicPartition, Partition] = {}
         self._by_topic: dict[str, dict[int, Partition]] = {}  # the same, per topic: a topic's change is O(its partitions)
-        self._waiters: dict[TopicPartitionKey, set[asyncio.Future[None]]] = {}
+        self._waiters: dict[TopicPartition, set[asyncio.Future[None]]] = {}
         self._fetchers: dict[int, ReplicaFetcher] = {}
         self._fetcher_addresses: dict[int, tuple[str, int]] = {}
         self._fetcher_config: FetcherConfig | None = None
@@ -103,7 +104,7 @@ class ReplicaManager:
         self._endpoint_factory = endpoint_factory
 
     def partition(self, topic: str, index: int) -> Partition:
-        partition = self._partitions.get((topic, index))
+        partition = self._partitions.get(TopicPartition(topic, index))
         if partition is None:
             raise UnknownPartitionError(f"This server does not host this topic-partition: {topic}-{index}")
         return partition
@@ -115,7 +116,7 @@ class ReplicaManager:
         return partition
 
     def hosted(self, topic: str, index: int) -> Partition | None:
-        return self._partitions.get((topic, index))
+        return self._partitions.get(TopicPartition(topic, index))
 
     def partitions(self) -> Iterable[Partition]:
         return self._partitions.values()
@@ -123,14 +124,14 @@ class ReplicaManager:
     # Roles
 
     def _hosted(self, topic: str, index: int, topic_id: uuid.UUID, config: LogConfig, min_isr: int,
-                leader_epoch: int) -> Partition:
-        key = (topic, index)
+                leader_epoch: LeaderEpoch) -> Partition:
+        key = TopicPartition(topic, index)
         if self.log_manager.is_offline(topic, index):
             raise LogStorageError(f"The log dir of {topic}-{index} is offline")
         partition = self._partitions.get(key)
         if partition is None:
             log_ = self.log_manager.get_or_create_log(topic, index, config, topic_id)
-            partition = Partition(topic, index, topic_id, log_, self.broker_id, -1, leader_epoch, (), (),
+            partition = Partition(topic, index, topic_id, log_, self.broker_id, NO_LEADER, leader_epoch, (), (),
                                   min_isr, epoch_cache=epoch_cache_of(log_))
             self._partitions[key] = partition
             self._by_topic.setdefault(topic, {})[index] = partition
@@ -141,16 +142,16 @@ class ReplicaManager:
             partition.min_insync_replicas = min_isr
         return partition
 
-    def become_leader(self, topic: str, index: int, topic_id: uuid.UUID, *, leader_epoch: int,
+    def become_leader(self, topic: str, index: int, topic_id: uuid.UUID, *, leader_epoch: LeaderEpoch,
                       replicas: tuple[int, ...], isr: tuple[int, ...], config: LogConfig,
                       min_insync_replicas: int, zk_version: int = 0, controller_epoch: int = 0) -> Partition:
         partition = self._hosted(topic, index, topic_id, config, min_insync_replicas, leader_epoch)
         was_leader = partition.is_leader
-        self._stop_fetching((topic, index))
+        self._stop_fetching(partition.key)
         partition.controller_epoch = controller_epoch
         partition.make_leader(leader_epoch=leader_epoch, replicas=replicas, isr=isr, zk_version=zk_version,
                               now_ms=self._now_ms())
-        self._wake((topic, index))
+        self._wake(partition.key)
         if not was_leader:
             self._notify_leadership(topic, index, leader_epoch, is_leader=True)
         if len(isr) < min_insync_replicas:  # the controller shrank it (its followers died): as soon as we can
@@ -159,7 +160,7 @@ class ReplicaManager:
 
     def become_follower(self, role: PartitionRole, leader_address: tuple[str, int] | None, *, config: LogConfig,
                         min_insync_replicas: int) -> Partition:
-        key = (role.topic, role.index)
+        key = TopicPartition(role.topic, role.index)
         if leader_address is not None and role.leader >= 0 and self._fetcher_config is None:
             # Refused before anything changes: a partition left at this leader epoch would make the
             # controller's retry of the same epoch look stale, and no fetching would ever start.
@@ -201,12 +202,12 @@ class ReplicaManager:
             if self._fetcher_config is None or self._endpoint_factory is None:
                 raise RuntimeError("replica fetching is not enabled on this broker")
             fetcher = ReplicaFetcher(leader_id, self._endpoint_factory(leader_id, *address), self._fetcher_config,
-                                     self._partitions.get, self._on_follower_append, self._now_ms)
+                                     self._partitions.get, self._on_follower_append, self.clock)
             self._fetchers[leader_id] = fetcher
             self._fetcher_addresses[leader_id] = address
         return fetcher
 
-    def _stop_fetching(self, key: TopicPartitionKey) -> None:
+    def _stop_fetching(self, key: TopicPartition) -> None:
         for leader_id, fetcher in list(self._fetchers.items()):
             fetcher.remove(key)
             if fetcher.empty:
@@ -218,13 +219,13 @@ class ReplicaManager:
         if fetcher is not None:
             self._spawn(fetcher.close())
 
-    def _on_follower_append(self, key: TopicPartitionKey) -> None:
+    def _on_follower_append(self, key: TopicPartition) -> None:
         self._wake(key)
 
     def stop_replica(self, topic: str, index: int, *, delete: bool, source: str) -> None:
         """Stop replicating a partition, and with ``delete`` remove its log: a deletion is logged at
         WARN with ``source``, what asked for it."""
-        key = (topic, index)
+        key = TopicPartition(topic, index)
         self._stop_fetching(key)
         partition = self._partitions.pop(key, None)
         if partition is not None:
@@ -240,7 +241,7 @@ class ReplicaManager:
             self.log_manager.delete_log(topic, index)
         self._wake(key)
 
-    def _on_log_dir_failure(self, root: str, keys: list[TopicPartitionKey]) -> None:
+    def _on_log_dir_failure(self, root: str, keys: list[TopicPartition]) -> None:
         """Kafka's handleLogDirFailure: the partitions of a failed log dir stop fetching, their waiting
         requests wake up (to answer KAFKA_STORAGE_ERROR) and the coordinators give up those they led."""
         for key in keys:
@@ -280,28 +281,40 @@ class ReplicaManager:
 
     # Leader side
 
-    def append(self, topic: str, index: int, batch: bytearray, *, required_acks: int, now_ms: int) -> AppendInfo:
-        return self.append_to(self.leader_partition(topic, index), batch, required_acks=required_acks, now_ms=now_ms)
+    def append(self, topic: str, index: int, batch: bytearray, *, required_acks: int, now_ms: int,
+               transaction_version: int = 0) -> AppendInfo:
+        """The broker's own leader appends (coordinator records, transaction markers; ``transaction_version`` is a
+        marker's, WriteTxnMarkers v2), refused past the partition's max.message.bytes as Kafka refuses every leader
+        append; a produce is checked once, before its record walk, in `append_records`, and a follower's copy is
+        never refused for its size."""
+        partition = self.leader_partition(topic, index)
+        limit = partition.log.config.max_message_bytes
+        if len(batch) > limit:
+            raise RecordTooLargeError(f"batch of {len(batch)} bytes exceeds max.message.bytes {limit}")
+        return self.append_to(partition, batch, required_acks=required_acks, now_ms=now_ms,
+                              transaction_version=transaction_version)
 
-    def append_to(self, partition: Partition, batch: bytearray, *, required_acks: int, now_ms: int) -> AppendInfo:
+    def append_to(self, partition: Partition, batch: bytearray, *, required_acks: int, now_ms: int,
+                  transaction_version: int = 0) -> AppendInfo:
         """`append` to a partition the caller already looked up with `leader_partition`."""
-        info = partition.append_as_leader(batch, required_acks=required_acks, now_ms=now_ms)
+        info = partition.append_as_leader(batch, required_acks=required_acks, now_ms=now_ms,
+                                          transaction_version=transaction_version)
         if not info.duplicate:
-            self._wake((partition.topic, partition.index))
+            self._wake(partition.key)
         return info
 
     def log(self, topic: str, index: int) -> PartitionLog:
         return self.leader_partition(topic, index).log
 
-    def record_follower_fetch(self, topic: str, index: int, replica_id: int, fetch_offset: int, *,
-                              current_leader_epoch: int, log_start_offset: int = -1) -> None:
+    def record_follower_fetch(self, topic: str, index: int, replica_id: BrokerId, fetch_offset: int, *,
+                              current_leader_epoch: LeaderEpoch, log_start_offset: int = -1) -> None:
         """A follower asked for `fetch_offset`: it holds everything before it, from `log_start_offset`."""
         partition = self.leader_partition(topic, index)
         partition.check_leader_epoch(current_leader_epoch)
         start_moved = partition.record_follower_fetch(replica_id, fetch_offset, self._now_ms(),
                                                       log_start_offset=log_start_offset)
         if partition.maybe_advance_high_watermark() or start_moved:
-            self._wake((topic, index))
+            self._wake(partition.key)
         joining = partition.isr_to_add()
         if joining and not partition.isr_update_pending:
             self._change_isr(partition, partition.isr + joining)
@@ -351,7 +364,7 @@ class ReplicaManager:
             self.isr_expands += 1
         partition.isr, partition.zk_version = stored, new_version
         partition.maybe_advance_high_watermark()
-        self._wake((partition.topic, partition.index))
+        self._wake(partition.key)
 
     async def _make_acknowledged_durable(self, partition: Partition) -> None:
         """Before the ISR shrinks below min.insync.replicas this leader may become the only replica still
@@ -382,12 +395,12 @@ class ReplicaManager:
     async def wait_for_high_watermark(self, topic: str, index: int, offset: int, timeout_s: float) -> None:
         """acks=all: return once the high watermark reaches `offset` with at least min.insync.replicas
         in the ISR. Raises NotLeaderError, NotEnoughReplicasAfterAppendError or ReplicaTimeoutError."""
-        deadline = time.monotonic() + timeout_s
+        deadline = self.clock.monotonic() + timeout_s
         while not self.replicated(topic, index, offset):
-            remaining = deadline - time.monotonic()
+            remaining = deadline - self.clock.monotonic()
             if remaining <= 0:
                 raise ReplicaTimeoutError(f"Replication of {topic}-{index} up to offset {offset} timed out")
-            await self.wait_for_append([(topic, index)], remaining)
+            await self.wait_for_append([TopicPartition(topic, index)], remaining)
 
     def replicated(self, topic: str, index: int, offset: int) -> bool:
         """Whether the high watermark has reached `offset` (an acks=all answer needs no wait). Raises
@@ -405,24 +418,24 @@ class ReplicaManager:
                                      alive: Callable[[], Container[int]]) -> int:
         """DeleteRecords: the partition's low watermark once every replica on a live broker has its
         log start at `offset` (Kafka's DelayedDeleteRecords). Raises NotLeaderError or ReplicaTimeoutError."""
-        deadline = time.monotonic() + timeout_s
+        deadline = self.clock.monotonic() + timeout_s
         while True:
             low = self.leader_partition(topic, index).low_watermark(alive())
             if low >= offset:
                 return low
-            remaining = deadline - time.monotonic()
+            remaining = deadline - self.clock.monotonic()
             if remaining <= 0:
                 raise ReplicaTimeoutError(f"Deleting the records of {topic}-{index} before offset {offset} timed out")
-            await self.wait_for_append([(topic, index)], remaining)
+            await self.wait_for_append([TopicPartition(topic, index)], remaining)
 
-    async def wait_for_append(self, keys: Iterable[TopicPartitionKey], timeout_s: float) -> None:
+    async def wait_for_append(self, keys: Iterable[TopicPartition], timeout_s: float) -> None:
         """Return after the first append (or watermark or role change) on any of `keys`, or after `timeout_s`."""
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         registered = list(keys)
         for key in registered:
             self._waiters.setdefault(key, set()).add(future)
         try:
-            await asyncio.wait_for(future, timeout_s)
+            await self.clock.wait_for(future, timeout_s)
         except asyncio.TimeoutError:
             pass
         finally:
@@ -433,7 +446,7 @@ class ReplicaManager:
                     if not waiters:
                         del self._waiters[key]
 
-    def _wake(self, key: TopicPartitionKey) -> None:
+    def _wake(self, key: TopicPartition) -> None:
         waiters = self._waiters.pop(key, None)
         if waiters:
             for future in waiters:

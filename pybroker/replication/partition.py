@@ -18,6 +18,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Container
 
+from pybroker.common.ids import BrokerId, LeaderEpoch
+from pybroker.common.topic import TopicPartition
 from pybroker.log.checkpoint import LEADER_EPOCH_CHECKPOINT, LeaderEpochCheckpointFile
 from pybroker.log.errors import CorruptLogError, OffsetOutOfRangeError
 from pybroker.log.log import AppendInfo, PartitionLog
@@ -94,9 +96,9 @@ class Partition:
     index: int
     topic_id: uuid.UUID
     log: PartitionLog
-    broker_id: int
-    leader_id: int
-    leader_epoch: int
+    broker_id: BrokerId
+    leader_id: BrokerId
+    leader_epoch: LeaderEpoch
     replicas: tuple[int, ...]
     isr: tuple[int, ...]
     min_insync_replicas: int = 1
@@ -105,6 +107,11 @@ class Partition:
     epoch_cache: EpochCache = field(default_factory=EpochCache)
     followers: dict[int, rs.FollowerState] = field(default_factory=dict)
     pending_isr: tuple[int, ...] | None = None
+    key: TopicPartition = field(init=False)
+    """(topic, index), built once: the append and watermark paths key their waiters by it."""
+
+    def __post_init__(self) -> None:
+        self.key = TopicPartition(self.topic, self.index)
 
     @property
     def isr_update_pending(self) -> bool:
@@ -141,7 +148,7 @@ class Partition:
 
     # Role changes
 
-    def make_leader(self, *, leader_epoch: int, replicas: tuple[int, ...], isr: tuple[int, ...],
+    def make_leader(self, *, leader_epoch: LeaderEpoch, replicas: tuple[int, ...], isr: tuple[int, ...],
                     zk_version: int, now_ms: int) -> None:
         self.leader_id, self.leader_epoch = self.broker_id, leader_epoch
         self.replicas, self.isr, self.zk_version = replicas, isr, zk_version
@@ -151,7 +158,7 @@ class Partition:
                           for r in replicas if r != self.broker_id}
         self.maybe_advance_high_watermark()
 
-    def make_follower(self, *, leader_id: int, leader_epoch: int, replicas: tuple[int, ...],
+    def make_follower(self, *, leader_id: BrokerId, leader_epoch: LeaderEpoch, replicas: tuple[int, ...],
                       isr: tuple[int, ...], zk_version: int) -> None:
         self.leader_id, self.leader_epoch = leader_id, leader_epoch
         self.replicas, self.isr, self.zk_version = replicas, isr, zk_version
@@ -160,14 +167,16 @@ class Partition:
 
     # Leader side
 
-    def append_as_leader(self, batch: bytearray, *, required_acks: int, now_ms: int) -> AppendInfo:
+    def append_as_leader(self, batch: bytearray, *, required_acks: int, now_ms: int,
+                         transaction_version: int = 0) -> AppendInfo:
         if not self.is_leader:
             raise NotLeaderError(f"Broker {self.broker_id} is not the leader of {self.topic}-{self.index}")
         if required_acks == -1 and len(self.minimal_isr) < self.min_insync_replicas:
             raise NotEnoughReplicasError(
                 f"The size of the current ISR {list(self.minimal_isr)} is insufficient to satisfy the min.isr "
                 f"requirement of {self.min_insync_replicas} for partition {self.topic}-{self.index}")
-        info = self.log.append_as_leader(batch, leader_epoch=self.leader_epoch, now_ms=now_ms)
+        info = self.log.append_as_leader(batch, leader_epoch=self.leader_epoch, now_ms=now_ms,
+                                         transaction_version=transaction_version)
         self._persist_epochs(changed=False)
         self.maybe_advance_high_watermark()
         return info
@@ -179,7 +188,7 @@ class Partition:
             raise NotLeaderError(f"Replica {replica_id} is not recognized as a valid replica of "
                                  f"{self.topic}-{self.index}")
 
-    def record_follower_fetch(self, replica_id: int, fetch_offset: int, now_ms: int, *,
+    def record_follower_fetch(self, replica_id: BrokerId, fetch_offset: int, now_ms: int, *,
                               log_start_offset: int = -1) -> bool:
         """Record a follower's fetch; True when the log start it reports changed (DeleteRecords waits on it)."""
         self.check_follower(replica_id)

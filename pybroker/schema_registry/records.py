@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, overload
 
 SCHEMA, CONFIG, MODE, DELETE_SUBJECT, CLEAR_SUBJECT, NOOP = \
     "SCHEMA", "CONFIG", "MODE", "DELETE_SUBJECT", "CLEAR_SUBJECT", "NOOP"
@@ -49,6 +49,10 @@ NOOP_KEY = Key(NOOP)
 ID_WATERMARK_KEY = Key(NOOP, magic=ID_WATERMARK_MAGIC)
 
 
+@overload
+def encode_value(value: dict[str, Any]) -> bytes: ...
+@overload
+def encode_value(value: None) -> None: ...
 def encode_value(value: dict[str, Any] | None) -> bytes | None:
     return None if value is None else json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
 

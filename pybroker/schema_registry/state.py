@@ -104,8 +104,9 @@ class RegistryState:
         schema_id, schema = value.get("id"), value.get("schema")
         if not isinstance(schema_id, int) or not isinstance(schema, str):
             return
-        references = tuple((r.get("name"), r.get("subject"), r.get("version"))
-                           for r in value.get("references") or () if isinstance(r, dict))
+        references = tuple((r["name"], r["subject"], r["version"]) for r in value.get("references") or ()
+                           if isinstance(r, dict) and isinstance(r.get("name"), str)
+                           and isinstance(r.get("subject"), str) and isinstance(r.get("version"), int))
         content = Content(value.get("schemaType") or "AVRO", schema, references, value.get("metadata"),
                           value.get("ruleSet"))
         known = self.contents.get(schema_id)

@@ -8,10 +8,10 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Awaitable, Callable, Mapping
 
+from pybroker.common.clock import SystemClock
 from pybroker.common.config import BrokerConfig
 from pybroker.common.io_executor import IoExecutor
 from pybroker.common.open_files import DescriptorBudget, raise_open_files_limit
@@ -44,7 +44,9 @@ from pybroker.server.metrics import BrokerMetrics
 from pybroker.server.quota.service import ClientQuotas
 from pybroker.server.telemetry.manager import ClientMetricsManager
 from pybroker.server.sasl_session import SaslAuthenticator
+from pybroker.server.share_persister import SharePersister
 from pybroker.server.share_service import ShareService
+from pybroker.server.share_state_service import ShareStateService
 from pybroker.schema_registry.validation import SchemaValidation
 from pybroker.server.schema_registry import BrokerSchemaRegistry
 from pybroker.server.services import Services
@@ -57,18 +59,16 @@ from pybroker.server.txn_service import TxnService
 log = logging.getLogger("pybroker.server")
 
 
-def now_ms() -> int:
-    return int(time.time() * 1000)
-
-
 class Broker:
     def __init__(self, config: BrokerConfig):
         self.config = config
+        # The one clock every timer and deadline below reads (Kafka's Time.SYSTEM), handed down, never global.
+        self.clock = SystemClock()
         self.broker_id = max(config["broker.id"], 0)
         self.listeners = config.listener_set
         self._listener_specs = listener_specs(config)  # TLS material read now: bad keys fail start-up
         self.inter_broker_tls = inter_broker_tls(config)
-        self.sasl = SaslAuthenticator(config, lambda: self.scram_credentials)
+        self.sasl = SaslAuthenticator(config, lambda: self.scram_credentials, self.clock)
         self.inter_broker_sasl = self.sasl.inter_broker  # how our own inter-broker clients log in
         self.endpoints: tuple[Endpoint, ...] = ()  # advertised, once the listeners are bound
         self.topic_configs = TopicConfigs(config)
@@ -81,7 +81,7 @@ class Broker:
         # of its own rather than asyncio's default pool, where kazoo's blocking calls wait their turn.
         self._cleaner_threads = ThreadPoolExecutor(max(1, config["log.cleaner.threads"]),
                                                    thread_name_prefix="pybroker-log-cleaner")
-        self.replica_manager = ReplicaManager(self.log_manager, self.broker_id,
+        self.replica_manager = ReplicaManager(self.log_manager, self.broker_id, self.clock,
                                               replica_lag_time_max_ms=config["replica.lag.time.max.ms"])
         self.log_dir_mover = LogDirMover(self.replica_manager, self.io,
                                          lambda: self.config["replica.alter.log.dirs.io.max.bytes.per.second"])
@@ -91,23 +91,30 @@ class Broker:
         if self.zk_mode is not None:
             self.log_manager.dir_failure_listeners.append(LogDirEventAnnouncer(self.zk_mode.zk, self.broker_id))
         self.groups = GroupService(config, self._started_metadata, self.replica_manager, self.log_manager, self.io,
-                                   now_ms)
+                                   self.clock)
         self.txns = TxnService(config, self.broker_id, self._started_metadata, self.replica_manager,
-                               self.log_manager, self.io, self.groups.coordinator, now_ms,
+                               self.log_manager, self.io, self.groups.coordinator, self.clock,
                                zk=self.zk_mode.zk if self.zk_mode is not None else None,
                                inter_broker_tls=self.inter_broker_tls, inter_broker_sasl=self.inter_broker_sasl)
-        self.share = ShareService(config, self._started_metadata, self.groups.coordinator)
+        self.share_state = ShareStateService(config, self._started_metadata, self.replica_manager, self.log_manager,
+                                             self.io, self.clock)
+        self.share_persister = SharePersister(self.broker_id, self._started_metadata, self.share_state,
+                                              timeout_ms=config["share.coordinator.write.timeout.ms"],
+                                              tls=self.inter_broker_tls, sasl=self.inter_broker_sasl)
+        self.share = ShareService(config, self._started_metadata, self.groups.coordinator, self.share_persister,
+                                  self.clock)
         self.fetch_sessions = FetchSessionCache(config["max.incremental.fetch.session.cache.slots"],
                                                 config["min.incremental.fetch.session.eviction.ms"])
         self.replica_manager.leadership_listeners += [self.groups.on_leadership_change,
                                                       self.txns.on_leadership_change,
-                                                      self.share.on_leadership_change]
+                                                      self.share.on_leadership_change,
+                                                      self.share_state.on_leadership_change]
         # SCRAM credentials: the embedded store is read now, ZooKeeper's once its session is up.
         self.scram_credentials: ScramCredentialStore = \
             FileScramStore(config.log_dirs[0]) if self.zk_mode is None else self.zk_mode.scram_credentials
         self.features: FeatureStore = LocalFeatures(config.log_dirs[0]) if self.zk_mode is None else self.zk_mode.features
         self.quotas = ClientQuotas(config, FileQuotaStore(config.log_dirs[0]) if self.zk_mode is None
-                                   else self.zk_mode.client_quotas)
+                                   else self.zk_mode.client_quotas, self.clock)
         self.client_metrics = ClientMetricsManager(FileClientMetricsStore(config.log_dirs[0]) if self.zk_mode is None
                                                    else self.zk_mode.client_metrics, config["telemetry.max.bytes"])
         # ACLs: None without authorizer.class.name; the store fills the authorizer before serving.
@@ -125,16 +132,17 @@ class Broker:
         self.serving = asyncio.Event()
         handlers = served_handlers(config, ALL_HANDLERS)
         self.services = Services(
-            config=config, broker_id=self.broker_id, replica_manager=self.replica_manager,
+            config=config, clock=self.clock, broker_id=self.broker_id, replica_manager=self.replica_manager,
             log_manager=self.log_manager, log_dir_mover=self.log_dir_mover, io=self.io, open_files=self.open_files,
             topic_configs=self.topic_configs, validate_topic_configs=self.validate_topic_configs,
             auto_create_topic=self.auto_create_topic, groups=self.groups, txns=self.txns,
             fetch_sessions=self.fetch_sessions, features=self.features, quotas=self.quotas,
             client_metrics=self.client_metrics, sasl=self.sasl, scram_credentials=self.scram_credentials,
             schema_validation=self.schema_validation, authorizer=self.authorizer, acl_store=self.acl_store,
-            zk_mode=self.zk_mode, serving=self.serving, apis=handlers, share=self.share)
+            zk_mode=self.zk_mode, serving=self.serving, apis=handlers, share=self.share,
+            share_state=self.share_state)
         self.dispatcher = Dispatcher(self.services, handlers)
-        self.socket_server = SocketServer(config, self.dispatcher)
+        self.socket_server = SocketServer(config, self.dispatcher, self.clock)
         self.quotas.follow_ip_quotas(self.socket_server.rates)
         # Off (None) unless metrics.port is set, so the request path pays nothing for unscraped counters.
         self.metrics = BrokerMetrics(self.services, self.socket_server) if config["metrics.port"] >= 0 else None
@@ -147,7 +155,7 @@ class Broker:
         self.bound_port: int | None = None
 
     async def start(self) -> None:
-        self.log_manager.startup(now_ms())
+        self.log_manager.startup(self.clock.wall_ms())
         self.log_manager.attach_executor(self.io)
         ports = {}
         for spec in self._listener_specs:
@@ -174,7 +182,7 @@ class Broker:
                 validate_configs=self.validate_topic_configs,
                 delete_topic_enable=self.config["delete.topic.enable"])
         metadata.add_listener(self._on_topic_change)
-        self.services.metadata = metadata
+        self.services.started_metadata = metadata
         if self.acl_store is not None:
             await self.acl_store.start()
         self.serving.set()
@@ -183,6 +191,7 @@ class Broker:
         self._tasks.append(self.groups.start())
         self._tasks.append(self.txns.start())
         self._tasks.append(self.share.start())
+        self._tasks.append(self.share_state.start())
         self._schedule("producer-id-expiration", self.config["producer.id.expiration.check.interval.ms"],
                        self._expire_producer_ids)
         self._schedule("log-retention", self.config["log.retention.check.interval.ms"], self._retention)
@@ -203,7 +212,7 @@ class Broker:
     @property
     def metadata(self) -> ClusterMetadata | None:
         """The cluster's metadata, once started."""
-        return self.services.metadata
+        return self.services.started_metadata
 
     def _started_metadata(self) -> ClusterMetadata:
         assert self.metadata is not None, "the broker has not started"
@@ -223,6 +232,7 @@ class Broker:
             task.cancel()
         self.groups.partitions.loading.cancel_all()
         self.txns.partitions.loading.cancel_all()
+        self.share_state.partitions.loading.cancel_all()
         if self.metrics is not None:
             await self.metrics.close()
         if self.schema_registry is not None:
@@ -230,6 +240,7 @@ class Broker:
         await self.socket_server.stop()
         self.groups.close()
         await self.txns.close()
+        await self.share_persister.close()
         if self.zk_mode is not None:
             await self.zk_mode.stop()
         await self.log_dir_mover.shutdown()
@@ -277,7 +288,7 @@ class Broker:
     def _schedule(self, name: str, interval_ms: int, work: Callable[[], Awaitable[None] | None]) -> None:
         async def loop() -> None:
             while True:
-                await asyncio.sleep(interval_ms / 1000)
+                await self.clock.sleep(interval_ms / 1000)
                 try:
                     result = work()
                     if result is not None:
@@ -288,24 +299,24 @@ class Broker:
         self._tasks.append(asyncio.get_running_loop().create_task(loop(), name=name))
 
     def _retention(self) -> None:
-        deleted = self.log_manager.run_retention(now_ms())
+        deleted = self.log_manager.run_retention(self.clock.wall_ms())
         if deleted:
             log.info("Retention deleted %d segment(s)", deleted)
 
     async def _clean(self) -> None:
         """One log-cleaner pass: plan on the loop, segment I/O in threads, swap on the loop."""
-        jobs = self.log_manager.plan_cleaning(now_ms(), max_jobs=self.config["log.cleaner.threads"],
+        jobs = self.log_manager.plan_cleaning(self.clock.wall_ms(), max_jobs=self.config["log.cleaner.threads"],
                                               dedupe_buffer_size=self.config["log.cleaner.dedupe.buffer.size"])
         loop = asyncio.get_running_loop()
         await asyncio.gather(*(loop.run_in_executor(self._cleaner_threads, job.run) for job in jobs))
         for job in jobs:
-            self.log_manager.finish_cleaning(job, now_ms())
+            self.log_manager.finish_cleaning(job, self.clock.wall_ms())
 
     async def _flush(self) -> None:
-        await self.log_manager.flush_dirty_async(now_ms())
+        await self.log_manager.flush_dirty_async(self.clock.wall_ms())
 
     def _expire_producer_ids(self) -> None:
-        expiration_ms, now = self.config["producer.id.expiration.ms"], now_ms()
+        expiration_ms, now = self.config["producer.id.expiration.ms"], self.clock.wall_ms()
         for partition in self.replica_manager.partitions():
             partition.log.producer_state.remove_expired(now, expiration_ms)
 

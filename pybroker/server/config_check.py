@@ -6,6 +6,7 @@ line naming the key as the user wrote it (ConfigError), the same line whichever 
 
 from __future__ import annotations
 
+from pybroker.common.clock import SystemClock
 from pybroker.common.config import BrokerConfig
 from pybroker.server.authorization import build_authorizer
 from pybroker.server.listeners import listener_specs
@@ -19,7 +20,7 @@ def check_config(config: BrokerConfig) -> None:
     """Raise ConfigError for the first setting the broker would refuse at start-up."""
     TopicConfigs(config)  # broker defaults of topic configs, checked as topic values
     listener_specs(config)  # TLS material and principal rules
-    SaslAuthenticator(config, lambda: None)  # SASL mechanisms and their JAAS settings
+    SaslAuthenticator(config, lambda: None, SystemClock())  # SASL mechanisms and their JAAS settings
     build_authorizer(config)
     ConnectionLimits.from_config(config)
     if config["schema.registry.listeners"]:

@@ -49,7 +49,8 @@ def _route(handler: ApiHandler, version: int) -> Route:
     """Every handler serves versions its request class has (test_registry checks it), so the version is the
     codec's to read without Message.read's range check."""
     cls = handler.request_class
-    return handler, get_plan(cls, version).read, decode_budget(cls)
+    # A class object is hashable; mypy checks type[Message] against its instances' __hash__ (python/mypy#11470).
+    return handler, get_plan(cls, version).read, decode_budget(cls)  # type: ignore[arg-type]
 
 
 def served_handlers(config: BrokerConfig, handlers: Iterable[ApiHandler]) -> dict[int, ApiHandler]:
@@ -63,7 +64,7 @@ class Dispatcher:
     def __init__(self, services: Services, handlers: dict[int, ApiHandler]):
         self._services = services
         self.handlers = handlers
-        self._guard = InterBrokerGuard()
+        self._guard = InterBrokerGuard(services.clock)
         self._routes: dict[tuple[int, int], Route] = {}
         self._unsupported_seen: dict[tuple[str | None, str, int], None] = {}  # reported (client, host, API)
 
@@ -95,7 +96,7 @@ class Dispatcher:
         handler, read, budget = route
         request = read(Reader(frame[body_offset:], 0, budget))
         context = RequestContext(self._services, version, header.correlation_id, header.client_id, peer,
-                                 int(time.time() * 1000), session if session is not None else ConnectionSession(),
+                                 self._services.clock.wall_ms(), session if session is not None else ConnectionSession(),
                                  len(frame))
         if session is not None and session.sasl is not None and \
                 (sasl_refusal := sasl_gate.refusal(session, key, version, request, context.now_ms)):
@@ -109,7 +110,7 @@ class Dispatcher:
         elif not await self._guard.check(context, request):
             limited_log.warning(f"refused-{key}", "Refused %s from %s on listener %s (client id %s)",
                                 type(request).__name__, peer, context.session.listener, header.client_id)
-            await asyncio.sleep(self._services.sasl.failed_delay_ms / 1000)  # each guess costs a delay
+            await self._services.clock.sleep(self._services.sasl.failed_delay_ms / 1000)  # each guess costs a delay
             return FinalResponse(encode_response_parts(header.correlation_id, key, version, refusal(request)))
         metrics = self._services.metrics
         handle = handler.handle if self._services.quotas.managers.enabled else handler.unbounded

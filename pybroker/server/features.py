@@ -1,16 +1,21 @@
 """Feature versioning (KIP-584): the features a broker supports and the cluster's finalized levels.
 
-Supported: `transaction.version` 0-2 (Kafka 4.x's range). At level 2 the Java 4.x producer runs transactions V2
+Supported: `share.version` 0-1 and `transaction.version` 0-2 (Kafka 4.2's ranges). At `share.version` 1 share
+groups (KIP-932) are served; at 0 (or not finalized) their APIs answer UNSUPPORTED_VERSION, as Kafka 4.2 answers
+them with share groups disabled (they stay listed in ApiVersions). `transaction.version`: At level 2 the Java 4.x producer runs transactions V2
 (KIP-890 part 2: Produce v12+ adds the partitions, EndTxn v5 bumps the epoch); below it the classic flow. The
 coordinator serves both at once, per transaction, so a change of level never strands an open transaction: the
 clients read the new level from ApiVersions on their next connection. `metadata.version` is KRaft-only and
 `group.version` 1 is left out: the consumer group protocol (KIP-848) is served whatever the level says.
 
 Finalized features live where Kafka keeps them in ZooKeeper mode: the `/feature` znode, FeatureZNode JSON v2
-(`{"version":2,"status":1,"features":{name: {"max_version_level": n}}}`), created empty when missing as Kafka's
-controller does (a Kafka 3.9 ZooKeeper cluster has no feature finalized); the epoch is the znode's version. A
-single node keeps the same document, with its epoch, in `pybroker-features.json` in its first log dir; a new
-one starts with `transaction.version=2` finalized, as `kafka-storage format` finalizes it for a new 4.x cluster.
+(`{"version":2,"status":1,"features":{name: {"max_version_level": n}}}`), created when missing as Kafka's
+controller does, with only `share.version=1` finalized (share groups on in a new cluster, as in a new 4.2 one;
+`transaction.version` stays unfinalized as a Kafka 3.9 ZooKeeper cluster has it); an existing znode is left as it
+is: an upgraded cluster turns share groups on with UpdateFeatures (`pybroker features upgrade`). The epoch is
+the znode's version. A single node keeps the same document, with its epoch, in `pybroker-features.json` in its
+first log dir; a new one starts with `share.version=1` and `transaction.version=2` finalized, as
+`kafka-storage format` finalizes them for a new 4.2 cluster.
 
 UpdateFeatures follows Kafka's ZooKeeper controller (KafkaController.validateFeatureUpdate): each update is
 checked on its own, with INVALID_REQUEST and Kafka's messages; valid ones are written together, invalid
@@ -31,13 +36,16 @@ from pybroker.common.durable_json import write_json_durably_off_loop
 from pybroker.protocol.error_codes import ErrorCode
 
 if TYPE_CHECKING:
-    from pybroker.controller.zk_client import ZkClient, ZkEvent
+    from pybroker.zk.client import ZkClient, ZkEvent
 
 TRANSACTION_VERSION = "transaction.version"
+SHARE_VERSION = "share.version"
 #: name -> (min, max) level this broker supports.
-SUPPORTED_FEATURES: dict[str, tuple[int, int]] = {TRANSACTION_VERSION: (0, 2)}
-#: What a new single node finalizes (a new Kafka 4.x cluster's defaults, of the features supported here).
-NEW_NODE_LEVELS: dict[str, int] = {TRANSACTION_VERSION: 2}
+SUPPORTED_FEATURES: dict[str, tuple[int, int]] = {SHARE_VERSION: (0, 1), TRANSACTION_VERSION: (0, 2)}
+#: What a new single node finalizes (a new Kafka 4.2 cluster's defaults, of the features supported here).
+NEW_NODE_LEVELS: dict[str, int] = {SHARE_VERSION: 1, TRANSACTION_VERSION: 2}
+#: What a new ZooKeeper-mode cluster's `/feature` znode finalizes (see the module doc).
+NEW_ZNODE_LEVELS: dict[str, int] = {SHARE_VERSION: 1}
 FEATURES_FILE = "pybroker-features.json"
 
 FEATURE_ZNODE = "/feature"
@@ -138,6 +146,11 @@ def decode_feature_znode(data: bytes) -> dict[str, int]:
     return {name: int(info["max_version_level"]) for name, info in document.get("features", {}).items()}
 
 
+def share_groups_enabled(features: FinalizedFeatures) -> bool:
+    """Whether share groups are served: `share.version` 1 or more finalized (Kafka's ShareVersion.SV_1)."""
+    return features.levels.get(SHARE_VERSION, 0) >= 1
+
+
 class FeatureStore(Protocol):
     """Where the finalized features live: `current` is what ApiVersions answers."""
 
@@ -176,7 +189,7 @@ class ZkFeatures:
 
     async def start(self) -> None:
         try:
-            await self._zk.create(FEATURE_ZNODE, encode_feature_znode({}))
+            await self._zk.create(FEATURE_ZNODE, encode_feature_znode(NEW_ZNODE_LEVELS))
         except NodeExistsError:
             pass
         await self._reload()

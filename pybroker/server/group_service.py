@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Callable
 
+from pybroker.common.clock import Clock
 from pybroker.common.config import BrokerConfig
 from pybroker.common.io_executor import IoExecutor
 from pybroker.controller.metadata import TopicInfo
@@ -32,7 +33,7 @@ _ASSIGNOR_NAMES = {"org.apache.kafka.coordinator.group.assignor.UniformAssignor"
 
 class GroupService:
     def __init__(self, config: BrokerConfig, metadata: MetadataSource, replicas: ReplicaManager, logs: LogSource,
-                 io: IoExecutor, clock: Callable[[], int]) -> None:
+                 io: IoExecutor, clock: Clock) -> None:
         self._metadata = metadata
         self.coordinator = GroupCoordinator(GroupConfig(
             num_partitions=config["offsets.topic.num.partitions"],
@@ -53,7 +54,7 @@ class GroupService:
             metadata, replicas, OFFSETS_TOPIC, partitions=config["offsets.topic.num.partitions"],
             replication_factor=config["offsets.topic.replication.factor"],
             configs=lambda _: {"segment.bytes": str(config["offsets.topic.segment.bytes"])},
-            replication_timeout_ms=config["offsets.commit.timeout.ms"], clock=clock)
+            replication_timeout_ms=config["offsets.commit.timeout.ms"], clock=clock.wall_ms)
         self.regexes = RegexEngine()
         """Checks and resolves members' topic regexes in a worker process."""
         self.runtime = CoordinatorRuntime(self.coordinator, self.topic.append, clock, self.topic.replicated,
@@ -95,7 +96,7 @@ class GroupService:
         return self.partitions.not_owned_error(self.coordinator.partition_of(group_id))
 
     def _apply(self, partition: int, _leader_epoch: int, entries: list[Any]) -> int:
-        self.coordinator.load(entries, self._clock())
+        self.coordinator.load(entries, self._clock.wall_ms())
         return sum(1 for g in self.coordinator.groups if self.coordinator.partition_of(g) == partition)
 
     async def call(self, operation: Callable[[Any, int], Outcome]) -> Any:

@@ -41,12 +41,12 @@ from __future__ import annotations
 
 import asyncio
 import socket
-import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pybroker.common.client_quotas import normalized_ip
-from pybroker.controller import zk_paths as zp
+from pybroker.common.clock import Clock
+from pybroker.zk import paths as zp
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.messages import (
@@ -80,7 +80,8 @@ class _VerifiedController:
 class InterBrokerGuard:
     """One per broker: it remembers the controller it verified and recent host resolutions."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Clock) -> None:
+        self._clock = clock  # the resolutions' time to live
         self._controller: _VerifiedController | None = None
         self._resolved: dict[str, tuple[float, frozenset[str]]] = {}
 
@@ -160,12 +161,12 @@ class InterBrokerGuard:
     async def _addresses(self, host: str) -> frozenset[str]:
         """The IP addresses ``host`` resolves to (cached briefly: controller requests come often)."""
         cached = self._resolved.get(host)
-        now = time.monotonic()
+        now = self._clock.monotonic()
         if cached is not None and cached[0] > now:
             return cached[1]
         try:
             infos = await asyncio.get_running_loop().getaddrinfo(host, None, type=socket.SOCK_STREAM)
-            addresses = frozenset(_normalized(info[4][0]) for info in infos)
+            addresses = frozenset(_normalized(info[4][0]) for info in infos if isinstance(info[4][0], str))
         except OSError:
             addresses = frozenset()
         self._resolved[host] = (now + RESOLVE_TTL_S, addresses)

@@ -74,7 +74,7 @@ def _is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:  # a host name: loopback if every address it names is
         try:
-            addresses = {info[4][0] for info in socket.getaddrinfo(host, None)}
+            addresses = {info[4][0] for info in socket.getaddrinfo(host, None) if isinstance(info[4][0], str)}
         except OSError:
             return False
         return bool(addresses) and all(ipaddress.ip_address(a.split("%")[0]).is_loopback for a in addresses)

@@ -15,7 +15,8 @@ import logging
 
 from kazoo.exceptions import KazooException
 
-from pybroker.controller.zk_client import ZkClient
+from pybroker.common.topic import TopicPartition
+from pybroker.zk.client import ZkClient
 
 log = logging.getLogger("pybroker.server")
 
@@ -36,7 +37,7 @@ class LogDirEventAnnouncer:
         self._broker_id = broker_id
         self._tasks: set[asyncio.Task[None]] = set()
 
-    def __call__(self, root: str, partitions: list[tuple[str, int]]) -> None:
+    def __call__(self, root: str, partitions: list[TopicPartition]) -> None:
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:

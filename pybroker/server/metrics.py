@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import uuid
 from typing import Iterable, Mapping, Protocol
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
@@ -25,11 +26,12 @@ from prometheus_client.registry import Collector
 
 from pybroker.coordinator.consumer_group import ConsumerGroupState
 from pybroker.coordinator.group import GroupState
-from pybroker.log.file_slice import FileSlice
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.messages import FetchRequest, FetchResponse
+from pybroker.protocol.schema import Records
 from pybroker.server.request_channel import RequestQueue
 from pybroker.server.services import Services
+from pybroker.server.share_metrics import ShareCollector
 from pybroker.server.telemetry.collector import ClientTelemetryCollector
 
 log = logging.getLogger("pybroker.metrics")
@@ -52,10 +54,17 @@ def request_name(api_key: int) -> str:
 class SocketStats(Protocol):
     """The socket server's figures, as the network gauges read them (`socket_server.SocketServer`)."""
 
-    open_count: int
-    refused: Mapping[str, int]
-    closed: Mapping[str, int]
-    queue: RequestQueue
+    @property
+    def open_count(self) -> int: ...
+
+    @property
+    def refused(self) -> Mapping[str, int]: ...
+
+    @property
+    def closed(self) -> Mapping[str, int]: ...
+
+    @property
+    def queue(self) -> RequestQueue: ...
 
 
 class BrokerMetrics:
@@ -79,8 +88,9 @@ class BrokerMetrics:
                                  "Time from a request's decoding to its response being ready, per API.", ["request"],
                                  buckets=LATENCY_BUCKETS_S, registry=self.registry)
         self.registry.register(_StateCollector(services, sockets))
-        self.registry.register(ClientTelemetryCollector(services.client_metrics))
+        self.registry.register(ClientTelemetryCollector(services.client_metrics, services.clock))
         self.registry.register(_QuotaCollector(services))
+        self.registry.register(ShareCollector(services.share))
         self._server: asyncio.base_events.Server | None = None
         self.bound_port: int | None = None
 
@@ -112,9 +122,9 @@ class BrokerMetrics:
         for counter in (self.bytes_in, self.messages_in, self.bytes_out):
             counter.remove(topic)
 
-    def _topic_name(self, topic_id: object) -> str | None:
-        metadata = self._services.metadata
-        info = metadata.topic_by_id(topic_id) if metadata is not None else None  # type: ignore[arg-type]
+    def _topic_name(self, topic_id: uuid.UUID) -> str | None:
+        metadata = self._services.started_metadata
+        info = metadata.topic_by_id(topic_id) if metadata is not None else None
         return info.name if info is not None else None
 
     # HTTP endpoint
@@ -154,10 +164,10 @@ class BrokerMetrics:
         return "200 OK", b"" if method == b"HEAD" else body, CONTENT_TYPE_LATEST
 
 
-def _record_set_size(records: object) -> int:
-    if isinstance(records, FileSlice):
-        return records.size
-    return len(records) if records is not None else 0  # type: ignore[arg-type]
+def _record_set_size(records: Records | None) -> int:
+    if records is None:
+        return 0
+    return len(records) if isinstance(records, (bytes, bytearray, memoryview)) else records.size
 
 
 class _StateCollector(Collector):
@@ -234,11 +244,11 @@ class _StateCollector(Collector):
     def _is_active_controller(self) -> bool:
         zk_mode = self._services.zk_mode
         if zk_mode is None:  # a one-node cluster with embedded metadata controls itself
-            return self._services.metadata is not None
+            return self._services.started_metadata is not None
         return zk_mode.controller is not None and zk_mode.controller.active
 
     def _offline_partitions(self) -> int:
-        metadata = self._services.metadata
+        metadata = self._services.started_metadata
         if metadata is None:
             return 0
         return sum(1 for topic in metadata.topics().values()
@@ -260,7 +270,7 @@ class _QuotaCollector(Collector):
         self._services = services
 
     def collect(self) -> Iterable[Metric]:
-        now_ms = int(time.time() * 1000)
+        now_ms = self._services.clock.wall_ms()
         for manager in self._services.quotas.managers.all:
             group = f"kafka_server_{manager.quota_type.lower()}"
             throttle = GaugeMetricFamily(f"{group}_throttle_time", f"Average throttle time in ms per user/client-id "

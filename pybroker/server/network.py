@@ -45,7 +45,7 @@ import logging
 import os
 import socket
 from dataclasses import dataclass, field
-from typing import Any, Callable, Coroutine, Generator, Protocol
+from typing import Any, Callable, Coroutine, Generator, Protocol, cast
 
 from mypy_extensions import mypyc_attr
 
@@ -68,6 +68,9 @@ from pybroker.server.request_channel import (
 
 log = logging.getLogger("pybroker.network")
 limited_log = LogLimiter(log)
+
+_Part = bytes | bytearray | memoryview | FileSlice
+"""A piece of a response as a connection sends it: a buffer, or a log file range it splices."""
 
 CHUNK = 1 << 20  # bytes of a file range read per write once the socket has stopped taking data
 # With zero-copy, when a splice finds the socket full, this much of the range goes through the transport
@@ -131,7 +134,7 @@ class _Rest:
             try:
                 waiting_on = coroutine.send(None) if thrown is None else coroutine.throw(thrown)
             except StopIteration as stop:
-                return stop.value  # type: ignore[no-any-return]
+                return stop.value
 
 
 async def _rest(coroutine: Coroutine[Any, Any, Response], waiting_on: Any) -> Response:
@@ -168,7 +171,7 @@ class KafkaConnection(asyncio.Protocol):
         self._pending: collections.deque[InFlight] = collections.deque()
         self._in_backlog = False  # _dispatch_backlog is running (a finished request must not re-enter it)
         self._backlog: collections.deque[memoryview] = collections.deque()  # decoded, not yet dispatched
-        self._out: collections.deque[FramePart] = collections.deque()  # rest of the response being written
+        self._out: collections.deque[_Part] = collections.deque()  # rest of the response being written
         self._io: IoExecutor | None = dispatcher.io
         self._out_reading = False  # a cold range of `_out` is being read on an I/O thread
         self._transport: asyncio.Transport | None = None
@@ -426,18 +429,21 @@ class KafkaConnection(asyncio.Protocol):
             self._dispatch_backlog()
         self._update_reading()
 
-    def _send(self, parts: list[FramePart]) -> None:
+    def _send(self, frame: list[FramePart]) -> None:
         """Start one response frame: in-memory parts go to the transport, file ranges are queued
         in `_out` (after a direct sendfile while nothing is buffered)."""
         transport = self._transport
         assert transport is not None
         self._active = True
+        # A frame's parts are typed with the Spliced protocol; the only one the broker builds is a FileSlice.
+        parts = cast(list[_Part], frame)
         if len(parts) == 1 and not isinstance(parts[0], FileSlice):  # most answers: one buffer
             transport.write(parts[0])
             return
-        if not any(isinstance(part, FileSlice) for part in parts):
-            for part in parts:
-                transport.write(part)
+        buffers = [part for part in parts if not isinstance(part, FileSlice)]
+        if len(buffers) == len(parts):
+            for buffer in buffers:
+                transport.write(buffer)
             return
         for part in parts:
             if isinstance(part, FileSlice):
@@ -447,7 +453,7 @@ class KafkaConnection(asyncio.Protocol):
         else:
             self._out.extend(parts)
 
-    def _send_direct(self, parts: list[FramePart]) -> None:
+    def _send_direct(self, parts: list[_Part]) -> None:
         """Send parts on the socket itself until it would block, then queue the rest in order."""
         fd = self._socket_fd
         for index, part in enumerate(parts):

@@ -7,7 +7,7 @@ cannot disagree (redpanda's handlers.h / api_versions.cc idea).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Coroutine
 
 from pybroker.protocol import messages
 from pybroker.server.quota.enforcement import enforced
@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from pybroker.protocol.schema import Message
     from pybroker.server.context import RequestContext
 
-HandlerFunc = Callable[["RequestContext", Any], Awaitable[Any]]
+HandlerFunc = Callable[["RequestContext", Any], Coroutine[Any, Any, Any]]
 # Filled per API on its first request: messages.REQUEST_CLASSES would load all ~100 message modules at start-up.
 _REQUEST_CLASSES: dict[int, type[Message]] = {}
 

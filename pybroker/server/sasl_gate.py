@@ -7,10 +7,8 @@ A refused request closes the connection after its answer: the dispatcher returns
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import struct
-import time
 
 from pybroker.common.log_limit import LogLimiter
 from pybroker.protocol.api_keys import ApiKey
@@ -43,7 +41,7 @@ async def before_header(authenticator: SaslAuthenticator, session: ConnectionSes
         raise CloseConnection(f"SASL frame of {len(frame)} bytes before authentication exceeds "
                               f"sasl.server.max.receive.size={sasl.settings.max_receive_size}")
     if sasl.state is SaslState.RAW:
-        return await raw_token(session, frame, int(time.time() * 1000), peer)
+        return await raw_token(session, frame, sasl.authenticator.clock.wall_ms(), peer)
     return None
 
 
@@ -56,7 +54,7 @@ async def raw_token(session: ConnectionSession, frame: memoryview, now_ms: int, 
         answer, _ = sasl.authenticate(bytes(frame), 0, now_ms)
     except SaslAuthenticationError as exc:
         limited_log.log(logging.INFO, "sasl-failed", "Failed authentication with %s (%s)", peer, exc)
-        await asyncio.sleep(sasl.authenticator.failed_delay_ms / 1000)
+        await sasl.authenticator.clock.sleep(sasl.authenticator.failed_delay_ms / 1000)
         raise CloseConnection(f"SASL authentication failed: {exc}") from None
     if sasl.principal is not None:
         session.principal = sasl.principal
@@ -78,6 +76,6 @@ def refusal(session: ConnectionSession, api_key: int, version: int, request: Mes
     if not any(spec.name == "error_code" and spec.versions[0] <= version <= spec.versions[1]
                for spec in response._SCHEMA):
         raise CloseConnection(f"{type(request).__name__} before SASL authentication")
-    response.error_code = ErrorCode.ILLEGAL_SASL_STATE  # type: ignore[attr-defined]
+    response.error_code = ErrorCode.ILLEGAL_SASL_STATE
     session.close_after_response = True
     return response

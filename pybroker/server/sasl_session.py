@@ -23,11 +23,11 @@ from __future__ import annotations
 
 import enum
 import secrets
-import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
 from pybroker.client.sasl import SaslCredentials
+from pybroker.common.clock import Clock
 from pybroker.common.config import CONFIG_KEYS, LISTENER_PREFIX, BrokerConfig, ConfigError, parse_value
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.security.principal import USER_TYPE, KafkaPrincipal
@@ -91,9 +91,11 @@ class ListenerSasl:
 
 
 class SaslAuthenticator:
-    def __init__(self, config: BrokerConfig, credentials: Callable[[], "ScramCredentialStore | None"]) -> None:
+    def __init__(self, config: BrokerConfig, credentials: Callable[[], "ScramCredentialStore | None"],
+                 clock: Clock) -> None:
         """ConfigError (one line naming the key) for a mechanism pybroker lacks or PLAIN without users."""
         self._credentials = credentials
+        self.clock = clock  # token expiry and the failed-authentication delay
         self._secret = secrets.token_bytes(32)  # seeds unknown users' fake SCRAM credentials
         self.failed_delay_ms: int = config["connection.failed.authentication.delay.ms"]
         self._key_sets: dict[str, KeySet] = {}  # one per JWKS location, shared by listeners
@@ -194,7 +196,7 @@ class SaslAuthenticator:
             return PlainServer(settings.plain_users.get)
         if mechanism == OAUTHBEARER:
             assert settings.oauth is not None
-            return OAuthBearerServer(settings.oauth, lambda: int(time.time() * 1000))
+            return OAuthBearerServer(settings.oauth, self.clock.wall_ms)
         scram = SCRAM_MECHANISMS[mechanism]
         return ScramServer(scram, lambda user: self._scram_credential(user, mechanism), self._secret)
 

@@ -130,7 +130,7 @@ class BrokerSchemaRegistry:
         return self._services.scram_credentials.user_config(user)
 
     def _leader_id(self) -> int | None | bool:
-        metadata = self._services.metadata
+        metadata = self._services.started_metadata
         info = metadata.topics().get(self._services.config["schema.registry.topic"]) if metadata is not None else None
         if info is None:
             return False

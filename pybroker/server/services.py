@@ -14,6 +14,7 @@ import asyncio
 from dataclasses import dataclass
 from typing import Awaitable, Callable, Mapping, Protocol
 
+from pybroker.common.clock import Clock
 from pybroker.common.config import BrokerConfig
 from pybroker.common.io_executor import IoExecutor
 from pybroker.common.open_files import DescriptorBudget
@@ -32,6 +33,7 @@ from pybroker.server.group_service import GroupService
 from pybroker.server.quota.service import ClientQuotas
 from pybroker.server.sasl_session import SaslAuthenticator
 from pybroker.server.share_service import ShareService
+from pybroker.server.share_state_service import ShareStateService
 from pybroker.server.telemetry.manager import ClientMetricsManager
 from pybroker.server.topic_configs import TopicConfigs
 from pybroker.server.txn_service import TxnService
@@ -64,6 +66,8 @@ class RequestMetrics(Protocol):
 @dataclass(eq=False, slots=True)
 class Services:
     config: BrokerConfig
+    clock: Clock
+    """The broker's one clock: request times, quota windows, delays and deadlines are read from it."""
     broker_id: int
     replica_manager: ReplicaManager
     log_manager: LogManager
@@ -95,7 +99,17 @@ class Services:
     """The APIs served, by key."""
     share: ShareService
     """Share groups (KIP-932): membership, group configs, share-partitions and share sessions."""
+    share_state: ShareStateService
+    """The share coordinator: share-partitions' durable state in ``__share_group_state``."""
     metrics: RequestMetrics | None = None
     """None unless metrics.port is set."""
-    metadata: ClusterMetadata | None = None
-    """The cluster's metadata, from the broker's start."""
+    started_metadata: ClusterMetadata | None = None
+    """The cluster's metadata, from the broker's start (None before: see `metadata`)."""
+
+    @property
+    def metadata(self) -> ClusterMetadata:
+        """The cluster's metadata. A request is handled only once `serving` is set, after the broker's
+        start filled it in; anything that may run earlier reads `started_metadata`."""
+        if self.started_metadata is None:
+            raise RuntimeError("the broker has not started: no cluster metadata yet")
+        return self.started_metadata

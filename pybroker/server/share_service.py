@@ -1,15 +1,21 @@
 """The broker's share groups (KIP-932): the coordinator side (membership, group configs) and the partition side
 (each share-partition's in-flight state, share sessions), assembled for the handlers.
 
-State is in memory: a restart, or a partition's leadership moving, loses the share-partitions' delivery state
-(the next leader starts again from ``share.auto.offset.reset``), and share groups are not written to
-``__consumer_offsets``. Kafka's share coordinator and ``__share_group_state`` (keys 83-87) are not implemented.
+A share-partition is durable through the share coordinator (``share_persister.py``): the first request that needs
+it on its leader reads its state (start offset, state batches, state epoch) with this broker's leader epoch,
+initializing it from ``share.auto.offset.reset`` when it has none; acknowledgements are answered once a write of
+the state they changed has been taken by the coordinator (``replication/share/durable.py``). A leadership change
+drops the share-partitions of the partition: the next leader reads them again, and its read fences this one's
+writes (FENCED_LEADER_EPOCH), after which its copy is dropped here too. Share groups themselves (members, configs)
+are held in memory and not written to ``__consumer_offsets``: members join again after a coordinator restart.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
+from dataclasses import dataclass
 from typing import Callable
 
 from pybroker.common.clock import SYSTEM_CLOCK, Clock
@@ -20,7 +26,9 @@ from pybroker.coordinator.share.configs import ShareConfigs, ShareLimits
 from pybroker.coordinator.share.group import ShareGroups
 from pybroker.log import PartitionLog
 from pybroker.protocol.error_codes import ErrorCode
+from pybroker.replication.share.durable import DurableBatch, StateWriter, restored
 from pybroker.replication.share.partition import SharePartition
+from pybroker.server.share_persister import SharePersister
 from pybroker.server.share_sessions import ShareSessionCache
 
 
@@ -29,11 +37,32 @@ log = logging.getLogger("pybroker.share")
 SharePartitionKey = tuple[str, str, int]
 """(group id, topic name, partition index)."""
 TICK_S = 1.0
+FENCED = frozenset({ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.FENCED_STATE_EPOCH})
+INITIAL_STATE_EPOCH = 0
+
+
+class ShareStateUnavailable(Exception):
+    """The share coordinator did not give a share-partition's state; ``code`` is its answer."""
+
+    def __init__(self, code: ErrorCode) -> None:
+        super().__init__(f"share-partition state unavailable: {code.name}")
+        self.code = code
+
+
+@dataclass(slots=True)
+class _Durable:
+    """How a share-partition's state is written: its identity at the coordinator, and its writer."""
+
+    topic_id: uuid.UUID
+    state_epoch: int
+    leader_epoch: int
+    writer: StateWriter
 
 
 class ShareService:
     def __init__(self, config: BrokerConfig, metadata: Callable[[], ClusterMetadata], groups: GroupCoordinator,
-                 clock: Clock = SYSTEM_CLOCK) -> None:
+                 persister: SharePersister, clock: Clock = SYSTEM_CLOCK) -> None:
+        self.persister = persister
         self._metadata = metadata
         self._groups = groups
         self.clock = clock
@@ -42,6 +71,9 @@ class ShareService:
         self.groups = ShareGroups(self.configs.settings(""), self.configs.settings)
         self.sessions = ShareSessionCache(self.limits.max_share_sessions)
         self.partitions: dict[SharePartitionKey, SharePartition] = {}
+        self._durable: dict[SharePartitionKey, _Durable] = {}
+        self._loading: dict[SharePartitionKey, asyncio.Task[SharePartition]] = {}
+        self._background: set[asyncio.Task[None]] = set()
 
     def now_ms(self) -> int:
         return self.clock.wall_ms()
@@ -54,8 +86,14 @@ class ShareService:
 
     def _on_topic_change(self, name: str, info: TopicInfo | None) -> None:
         if info is None:
-            for key in [key for key in self.partitions if key[1] == name]:
-                del self.partitions[key]
+            self._forget(lambda key: key[1] == name)
+
+    def _forget(self, which: Callable[[SharePartitionKey], bool]) -> None:
+        for key in [key for key in self.partitions if which(key)]:
+            del self.partitions[key]
+            self._durable.pop(key, None)
+        for key in [key for key in self._loading if which(key)]:
+            self._loading.pop(key).cancel()
 
     async def _expire_members(self) -> None:
         while True:
@@ -66,42 +104,129 @@ class ShareService:
                 self.member_left(group_id, member_id)
             for session in self.sessions.idle(now, lambda group: self.configs.settings(group).session_timeout_ms):
                 self.member_left(session.group_id, session.member_id)
+            for group_id, topic, index in list(self.partitions):
+                if self.expire(group_id, topic, index, now):
+                    self.persist_later(group_id, topic, index)
 
     def is_other_group(self, group_id: str) -> bool:
         """Whether ``group_id`` is a classic or consumer group on this coordinator."""
         return group_id in self._groups.groups
 
     def member_left(self, group_id: str, member_id: str) -> None:
-        """Close the member's share session and release every record it holds on this broker."""
+        """Close the member's share session and release every record it holds on this broker (the new delivery
+        states and counts are written, as Kafka writes its releaseAcquiredRecords)."""
         self.sessions.remove(group_id, member_id)
-        for (group, _, _), share in self.partitions.items():
-            if group == group_id:
-                share.release_member(member_id)
+        for (group, topic, index), share in list(self.partitions.items()):
+            if group == group_id and share.release_member(member_id):
+                self.persist_later(group, topic, index)
 
-    def delete_group(self, group_id: str) -> ErrorCode:
-        """DeleteGroups of a share group: only an empty one, with its configs and share-partition state."""
+    def expire(self, group_id: str, topic: str, index: int, now_ms: int) -> int:
+        """Release the share-partition's acquisitions whose lock ran out; how many. The caller writes the state
+        when any were (Kafka writes on an acquisition lock timeout: the delivery count, or the archiving, of a
+        record whose lock expired must survive a restart)."""
+        share = self.partitions.get((group_id, topic, index))
+        return 0 if share is None else share.expire(now_ms)
+
+    def persist_later(self, group_id: str, topic: str, index: int) -> None:
+        """Write the share-partition's state without waiting for it (nothing is answered after it); a failure is
+        logged, and the next write carries the state again."""
+        task = asyncio.get_running_loop().create_task(self._persist_logged(group_id, topic, index),
+                                                      name=f"share-state-write-{group_id}-{topic}-{index}")
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _persist_logged(self, group_id: str, topic: str, index: int) -> None:
+        code = await self.persist(group_id, topic, index)
+        if code is not ErrorCode.NONE:
+            log.warning("Writing the state of share-partition %s of %s-%d after a release failed: %s", group_id,
+                        topic, index, code.name)
+
+    async def delete_group(self, group_id: str) -> ErrorCode:
+        """DeleteGroups of a share group: only an empty one, with its configs and its share-partitions' state in
+        ``__share_group_state`` (DeleteShareGroupState of every partition it was ever assigned, first, as Kafka's
+        group coordinator deletes it; a failed deletion is the answer and keeps the group)."""
+        code = self.groups.deletable(group_id)
+        if code is not ErrorCode.NONE:
+            return code
+        assigned = self.groups.groups[group_id].assigned
+        codes = await asyncio.gather(*(self.persister.delete(group_id, topic_id, index)
+                                       for topic_id, indexes in assigned.items() for index in sorted(indexes)))
+        failed = next((c for c in codes if c is not ErrorCode.NONE), None)
+        if failed is not None:
+            log.warning("Deleting the share-partition state of share group %s failed: %s", group_id, failed.name)
+            return failed
         code = self.groups.delete(group_id)
         if code is ErrorCode.NONE:
             self.configs.forget(group_id)
-            for key in [key for key in self.partitions if key[0] == group_id]:
-                del self.partitions[key]
+            self._forget(lambda key: key[0] == group_id)
         return code
 
-    def share_partition(self, group_id: str, topic: str, index: int, partition_log: PartitionLog) -> SharePartition:
-        """The group's state of a partition this broker leads, started from ``share.auto.offset.reset``."""
+    def forget_partition(self, group_id: str, topic: str, index: int) -> None:
+        """Drop this broker's copy of a share-partition whose stored state was changed by an admin: the next use
+        reads it again."""
+        self._forget(lambda key: key == (group_id, topic, index))
+
+    async def share_partition(self, group_id: str, topic: str, index: int, partition_log: PartitionLog,
+                              leader_epoch: int) -> SharePartition:
+        """The group's state of a partition this broker leads, read from the share coordinator the first time
+        (one read however many requests ask); raises ``ShareStateUnavailable`` when it cannot be read."""
         key = (group_id, topic, index)
         share = self.partitions.get(key)
-        if share is None:
-            share = self.partitions[key] = SharePartition(
-                self._start_offset(group_id, partition_log), delivery_count_limit=self.limits.delivery_count_limit,
-                max_record_locks=self.limits.partition_max_record_locks)
+        if share is not None:
+            return share
+        task = self._loading.get(key)
+        if task is None:
+            task = self._loading[key] = asyncio.get_running_loop().create_task(
+                self._load(key, partition_log, leader_epoch), name=f"share-state-{group_id}-{topic}-{index}")
+            task.add_done_callback(lambda done: self._loading.pop(key, None) if self._loading.get(key) is done
+                                   else None)
+        return await asyncio.shield(task)
+
+    async def _load(self, key: SharePartitionKey, partition_log: PartitionLog, leader_epoch: int) -> SharePartition:
+        group_id, topic, index = key
+        info = self._metadata().topic(topic)
+        if info is None:
+            raise ShareStateUnavailable(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        read = await self.persister.read(group_id, info.topic_id, index, leader_epoch)
+        if read.error is ErrorCode.INVALID_REQUEST:  # never initialized: start at share.auto.offset.reset
+            code = await self.persister.initialize(group_id, info.topic_id, index, INITIAL_STATE_EPOCH,
+                                                    self._start_offset(group_id, partition_log))
+            if code not in (ErrorCode.NONE, ErrorCode.FENCED_STATE_EPOCH):  # fenced: another initialized it
+                raise ShareStateUnavailable(code)
+            read = await self.persister.read(group_id, info.topic_id, index, leader_epoch)
+        if read.error is not ErrorCode.NONE:
+            raise ShareStateUnavailable(read.error)
+        start = read.start_offset if read.start_offset >= 0 else self._start_offset(group_id, partition_log)
+        share = restored(start, read.batches, delivery_count_limit=self.limits.delivery_count_limit,
+                         max_record_locks=self.limits.partition_max_record_locks)
+
+        async def write(start_offset: int, batches: list[DurableBatch]) -> ErrorCode:
+            durable = self._durable[key]
+            return await self.persister.write(group_id, durable.topic_id, index, durable.state_epoch,
+                                               durable.leader_epoch, start_offset, batches)
+        self._durable[key] = _Durable(info.topic_id, read.state_epoch, leader_epoch, StateWriter(share, write))
+        self.partitions[key] = share
+        log.info("Share-partition %s of %s-%d read at start offset %d (state epoch %d, leader epoch %d)",
+                 group_id, topic, index, share.start_offset, read.state_epoch, leader_epoch)
         return share
 
+    async def persist(self, group_id: str, topic: str, index: int) -> ErrorCode:
+        """Write the share-partition's state as it is now; the coordinator's answer. A fenced write means another
+        leader (or a newer state epoch) owns the share-partition: this copy is dropped."""
+        key = (group_id, topic, index)
+        durable = self._durable.get(key)
+        if durable is None:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        code = await durable.writer.persist()
+        if code in FENCED and self._durable.get(key) is durable:
+            log.info("Share-partition %s of %s-%d was fenced (%s): dropped", group_id, topic, index, code.name)
+            self._forget(lambda k: k == key)
+        return code
+
     def on_leadership_change(self, topic: str, partition: int, _leader_epoch: int, is_leader: bool) -> None:
-        """A partition this broker stops leading (or leads anew) forgets its share-partitions: their state is in
-        memory only (see the module doc)."""
-        for key in [key for key in self.partitions if key[1] == topic and key[2] == partition]:
-            del self.partitions[key]
+        """A partition this broker stops leading (or leads anew) forgets its share-partitions: the next leader
+        reads them from the share coordinator."""
+        self._forget(lambda key: key[1] == topic and key[2] == partition)
 
     def _start_offset(self, group_id: str, partition_log: PartitionLog) -> int:
         strategy, duration_ms = self.configs.auto_offset_reset(group_id)

@@ -42,6 +42,7 @@ import ssl
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from pybroker.common.clock import Clock
 from pybroker.common.config import BrokerConfig, ConfigError
 from pybroker.common.listeners import Endpoint
 from pybroker.common.log_limit import LogLimiter
@@ -114,8 +115,9 @@ class ListenerSpec:
 class SocketServer:
     """The listeners' sockets and the bounds shared by all their connections."""
 
-    def __init__(self, config: BrokerConfig, dispatcher: "Dispatcher") -> None:
+    def __init__(self, config: BrokerConfig, dispatcher: "Dispatcher", clock: Clock) -> None:
         self.limits = ConnectionLimits.from_config(config)
+        self._clock = clock  # the connection creation rates are measured on it
         self.rates = ConnectionRates(config)
         self.queue = RequestQueue(config["queued.max.requests"], config["queued.max.request.bytes"])
         self.connections: set[KafkaConnection] = set()
@@ -214,11 +216,11 @@ class SocketServer:
         socket closed later, after its throttle time) past the address's connection_creation_rate."""
         loop = asyncio.get_running_loop()
         listener = spec.endpoint.listener
-        delay_ms = self.rates.accept_delay_ms(listener, int(loop.time() * 1000))
+        delay_ms = self.rates.accept_delay_ms(listener, int(self._clock.monotonic() * 1000))
         if delay_ms:
             self.refused["max.connection.creation.rate"] += 1  # delayed, not refused: counted with them
-            await asyncio.sleep(delay_ms / 1000)
-        throttle_ms = self.rates.ip_throttle_ms(ip, listener, int(loop.time() * 1000))
+            await self._clock.sleep(delay_ms / 1000)
+        throttle_ms = self.rates.ip_throttle_ms(ip, listener, int(self._clock.monotonic() * 1000))
         if not throttle_ms:
             return True
         self.refused["connection_creation_rate"] += 1

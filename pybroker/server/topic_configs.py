@@ -119,6 +119,7 @@ class TopicConfigs:
 
     def validate(self, overrides: Mapping[str, str | None]) -> None:
         """Raise ValueError naming the first unknown key or unusable value."""
+        checked: dict[str, str] = {}
         for name, value in overrides.items():
             if name not in self.known_keys:
                 raise ValueError(f"Unknown topic config name: {name}")
@@ -127,8 +128,9 @@ class TopicConfigs:
             broker_key = _BROKER_KEY_FOR_TOPIC_KEY.get(name)
             if name not in TOPIC_CONFIG_KEYS and broker_key is not None:  # the broker's type and bounds
                 parse_value(name, broker_key, value)
-        self.log_config(overrides)
-        schema_validation.validate_configs(overrides)
+            checked[name] = value
+        self.log_config(checked)
+        schema_validation.validate_configs(checked)
 
     def log_config(self, overrides: Mapping[str, str]) -> LogConfig:
         return LogConfig.from_topic_configs(self._base, self._log_keys(overrides))

@@ -2,9 +2,9 @@
 
 The transaction coordinator writes COMMIT/ABORT markers itself to the partitions this broker
 leads; the rest go, grouped by leader, to those leaders over one reused connection per broker.
-A failed send drops the connection and reports every partition of it as failed, so the
-coordinator retries the markers on its next abort check (its transaction stays in a Prepare
-state and the producer gets CONCURRENT_TRANSACTIONS meanwhile).
+A failed send drops the connection and reports every partition of it as NETWORK_EXCEPTION; the
+coordinator's runtime (``txn_runtime``) retries them after its backoff, with the leaders known then
+(its transaction stays in a Prepare state and the producer gets CONCURRENT_TRANSACTIONS meanwhile).
 
 The same connections carry a leader's AddPartitionsToTxn v5 to the coordinator of a transactional
 Produce (Kafka's AddPartitionsToTxnManager): the verification of a V1 client's partitions, or the
@@ -13,18 +13,17 @@ implicit add of a V2 client's.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 import ssl
 
 from pybroker.client.connection import Connection
 from pybroker.client.errors import KafkaClientError
 from pybroker.client.sasl import SaslCredentials
+from pybroker.common.topic import TopicPartition
 from pybroker.controller.metadata import BrokerInfo
 from pybroker.coordinator.txn_coordinator import MarkerRequest
-from pybroker.coordinator.txn_records import TopicPartition
 from pybroker.protocol.error_codes import ErrorCode
+from pybroker.server.broker_connections import BrokerConnections
 from pybroker.protocol.messages import (
     AddPartitionsToTxnRequest,
     AddPartitionsToTxnResponse,
@@ -40,37 +39,35 @@ MarkerTopic = WriteTxnMarkersRequest.WritableTxnMarkerTopic
 
 class MarkerChannel:
     def __init__(self, timeout_ms: int, tls: ssl.SSLContext | None = None, sasl: SaslCredentials | None = None) -> None:
-        self._timeout_s = timeout_ms / 1000
-        self._tls = tls  # the inter-broker listener's
-        self._sasl = sasl
-        self._connections: dict[int, Connection] = {}
-        self._opening: dict[int, asyncio.Lock] = {}
+        self._connections = BrokerConnections("txn-marker-sender", timeout_ms / 1000, tls, sasl)
 
     async def send(self, broker: BrokerInfo, marker: MarkerRequest,
                    partitions: list[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
-        """Ask ``broker`` to write ``marker`` to ``partitions`` (which it leads); an error per partition."""
+        """Ask ``broker`` to write ``marker`` to ``partitions`` (which it leads); an error per partition. The
+        marker's transaction version goes along at v2 (KIP-1228); a broker serving only v1 checks it as legacy."""
         by_topic: dict[str, list[int]] = {}
         for topic, index in partitions:
             by_topic.setdefault(topic, []).append(index)
         request = WriteTxnMarkersRequest(markers=[Marker(
             producer_id=marker.producer_id, producer_epoch=marker.producer_epoch,
             transaction_result=marker.commit, coordinator_epoch=marker.coordinator_epoch,
+            transaction_version=marker.transaction_version,
             topics=[MarkerTopic(name=topic, partition_indexes=indexes) for topic, indexes in by_topic.items()])])
         connection: Connection | None = None
         try:
-            connection = await self._connection(broker)
+            connection = await self._connections.get(broker.broker_id, broker.host, broker.port)
             response = await connection.send(request, WriteTxnMarkersResponse)
         except (KafkaClientError, OSError) as exc:
             log.warning("WriteTxnMarkers to broker %d for transaction %s failed: %s", broker.broker_id,
                         marker.transactional_id, exc)
             if connection is not None:
-                await self._drop(broker.broker_id, connection)
+                await self._connections.drop(broker.broker_id, connection)
             return {tp: ErrorCode.NETWORK_EXCEPTION for tp in partitions}
         codes = {tp: ErrorCode.UNKNOWN_SERVER_ERROR for tp in partitions}  # a partition missing from the answer
         for result in response.markers:
-            for topic in result.topics:
-                for answer in topic.partitions:
-                    codes[(topic.name, answer.partition_index)] = ErrorCode(answer.error_code)
+            for answered in result.topics:
+                for answer in answered.partitions:
+                    codes[TopicPartition(answered.name, answer.partition_index)] = ErrorCode(answer.error_code)
         return codes
 
     async def add_partitions(self, broker: BrokerInfo, transactional_id: str, producer_id: int, producer_epoch: int,
@@ -86,13 +83,13 @@ class MarkerChannel:
                                              for t, p in by_topic.items()])])
         connection: Connection | None = None
         try:
-            connection = await self._connection(broker)
+            connection = await self._connections.get(broker.broker_id, broker.host, broker.port)
             response = await connection.send(request, AddPartitionsToTxnResponse, min_version=4)
         except (KafkaClientError, OSError) as exc:
             log.warning("AddPartitionsToTxn to coordinator %d for transaction %s failed: %s", broker.broker_id,
                         transactional_id, exc)
             if connection is not None:
-                await self._drop(broker.broker_id, connection)
+                await self._connections.drop(broker.broker_id, connection)
             return ErrorCode.NOT_COORDINATOR
         if response.error_code:
             return ErrorCode(response.error_code)
@@ -100,26 +97,5 @@ class MarkerChannel:
                  for topic in result.topic_results for p in topic.results_by_partition}
         return next((code for code in codes if code is not ErrorCode.NONE), ErrorCode.NONE)
 
-    async def _connection(self, broker: BrokerInfo) -> Connection:
-        lock = self._opening.setdefault(broker.broker_id, asyncio.Lock())
-        async with lock:
-            connection = self._connections.get(broker.broker_id)
-            if connection is not None and (connection.host, connection.port) != (broker.host, broker.port):
-                await self._drop(broker.broker_id, connection)
-                connection = None
-            if connection is None:
-                connection = await Connection.open(broker.host, broker.port, tls=self._tls, client_id="txn-marker-sender",
-                                                   timeout=self._timeout_s, sasl=self._sasl)
-                self._connections[broker.broker_id] = connection
-            return connection
-
-    async def _drop(self, broker_id: int, connection: Connection) -> None:
-        """Close ``connection``; forget it unless another send already replaced it."""
-        if self._connections.get(broker_id) is connection:
-            del self._connections[broker_id]
-        with contextlib.suppress(Exception):
-            await connection.close()
-
     async def close(self) -> None:
-        for broker_id, connection in list(self._connections.items()):
-            await self._drop(broker_id, connection)
+        await self._connections.close()

@@ -26,15 +26,18 @@ import ssl
 from typing import Any, Callable, Iterable, Iterator
 
 from pybroker.client.sasl import SaslCredentials
+from pybroker.common.clock import Clock
 from pybroker.common.config import BrokerConfig
+from pybroker.common.ids import ProducerEpoch, ProducerId
 from pybroker.common.io_executor import IoExecutor
-from pybroker.controller import zk_paths as zp
+from pybroker.common.topic import TopicPartition
+from pybroker.zk import paths as zp
 from pybroker.controller.metadata import BrokerInfo
-from pybroker.controller.zk_client import ZkClient
+from pybroker.zk.client import ZkClient
 from pybroker.coordinator.coordinator import GroupCoordinator
 from pybroker.coordinator.loader import decoded_records
 from pybroker.coordinator.txn_coordinator import MarkerRequest, TransactionCoordinator, TxnConfig, TxnOutcome
-from pybroker.coordinator.txn_records import TV_1, TV_2, TopicPartition, TxnEntry, decode_txn_record
+from pybroker.coordinator.txn_records import TV_1, TV_2, TxnEntry, decode_txn_record
 from pybroker.coordinator.txn_runtime import TxnRuntime
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.messages import TxnOffsetCommitRequest
@@ -54,7 +57,7 @@ TXN_TOPIC = "__transaction_state"
 
 class TxnService:
     def __init__(self, config: BrokerConfig, broker_id: int, metadata: MetadataSource, replicas: ReplicaManager,
-                 logs: LogSource, io: IoExecutor, groups: GroupCoordinator, clock: Callable[[], int], *,
+                 logs: LogSource, io: IoExecutor, groups: GroupCoordinator, clock: Clock, *,
                  zk: ZkClient | None, inter_broker_tls: ssl.SSLContext | None,
                  inter_broker_sasl: SaslCredentials | None) -> None:
         self._broker_id = broker_id
@@ -76,7 +79,7 @@ class TxnService:
             configs=lambda factor: {
                 "segment.bytes": str(config["transaction.state.log.segment.bytes"]),
                 "min.insync.replicas": str(min(config["transaction.state.log.min.isr"], factor))},
-            replication_timeout_ms=config["request.timeout.ms"], clock=clock)
+            replication_timeout_ms=config["request.timeout.ms"], clock=clock.wall_ms)
         self.runtime = TxnRuntime(self.coordinator, self.topic.append, self.write_markers, clock,
                                   self.topic.replicated)
         self._markers = MarkerChannel(config["request.timeout.ms"], inter_broker_tls, inter_broker_sasl)
@@ -121,31 +124,32 @@ class TxnService:
 
     # ------------------------------------------------------------------ markers
 
-    async def write_markers(self, marker: MarkerRequest) -> bool:
-        """The runtime's marker writer: True when every partition has its marker. Partitions of a topic
-        this broker's metadata no longer has are done: their topic was deleted (Kafka's marker channel
-        drops them the same way, on the coordinator, never on the broker that receives the markers). In
-        ZooKeeper mode only once ZooKeeper confirms the topic is gone: a restarted broker's cache lacks
+    async def write_markers(self, marker: MarkerRequest) -> dict[TopicPartition, ErrorCode]:
+        """The runtime's marker writer: the answer per partition (the runtime retries or gives up as Kafka's
+        marker channel does). Partitions of a topic this broker's metadata no longer has are done: their
+        topic was deleted (Kafka's marker channel drops them the same way, on the coordinator, never on the
+        broker that receives the markers). In ZooKeeper mode only once ZooKeeper confirms the topic is gone
+        (until then every partition is UNKNOWN_TOPIC_OR_PARTITION, retried): a restarted broker's cache lacks
         topics until the controller's UpdateMetadata gives them (its LeaderAndIsr comes first), and a
-        coordinator that loaded its transactions meanwhile took every partition for deleted and completed
-        the transaction without a marker (chaos rounds 3004, 3007 and 3013: the records of a committed
-        transaction closed by the producer's next ABORT marker, an aborted one's by the next COMMIT, or a
-        transaction left open for good)."""
+        coordinator that loaded its transactions meanwhile took every partition for deleted and completed the
+        transaction without a marker (chaos rounds 3004, 3007 and 3013: the records of a committed transaction
+        closed by the producer's next ABORT marker, an aborted one's by the next COMMIT, or a transaction left
+        open for good)."""
         metadata = self._metadata()
         missing = {topic for topic, _ in marker.partitions if metadata.topic(topic) is None}
         if missing and not await self._deleted(missing):
             log.info("Markers of transaction %s wait for this broker's metadata of %s", marker.transactional_id,
                      sorted(missing))
-            return False
+            return {TopicPartition(*tp): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION for tp in marker.partitions}
         local, remote = self._route([tp for tp in marker.partitions if metadata.topic(tp[0]) is not None])
         sends = [self._markers.send(broker, marker, partitions) for broker, partitions in remote.values()]
         answers = await asyncio.gather(self.write_marker(marker.producer_id, marker.producer_epoch,
-                                                         marker.coordinator_epoch, marker.commit, local), *sends)
-        failed = {tp: code for answer in answers for tp, code in answer.items() if code is not ErrorCode.NONE}
-        if failed:
-            log.warning("Markers of transaction %s not written yet (retried on the next abort check): %s",
-                        marker.transactional_id, {f"{t}-{p}": code.name for (t, p), code in failed.items()})
-        return not failed
+                                                         marker.coordinator_epoch, marker.commit, local,
+                                                         transaction_version=marker.transaction_version), *sends)
+        codes = {TopicPartition(*tp): ErrorCode.NONE for tp in marker.partitions}  # a deleted topic's are done
+        for answer in answers:
+            codes.update(answer)
+        return codes
 
     async def _deleted(self, topics: set[str]) -> bool:
         """Whether every one of `topics`, missing from this broker's metadata, is deleted or being deleted
@@ -170,40 +174,43 @@ class TxnService:
             info = metadata.topic(topic)
             leader = info.partitions[index].leader if info is not None and index in info.partitions else -1
             if leader == self._broker_id or leader not in brokers:
-                local.append((topic, index))
+                local.append(TopicPartition(topic, index))
             else:
-                remote.setdefault(leader, (brokers[leader], []))[1].append((topic, index))
+                remote.setdefault(leader, (brokers[leader], []))[1].append(TopicPartition(topic, index))
         return local, remote
 
     async def write_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool,
-                           partitions: Iterable[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
+                           partitions: Iterable[TopicPartition], *,
+                           transaction_version: int) -> dict[TopicPartition, ErrorCode]:
         """Append a COMMIT/ABORT marker to each partition and wait for its ISR. A partition this broker
         does not host is UNKNOWN_TOPIC_OR_PARTITION, to be retried, as Kafka's replica manager answers:
         taking it for a deleted topic made a broker whose metadata had not arrived yet (just restarted)
-        report a marker written that never was, and the transaction stayed open there for good."""
+        report a marker written that never was, and the transaction stayed open there for good. A V2
+        transaction's marker (``transaction_version`` 2) must carry an epoch above the producer's
+        (INVALID_PRODUCER_EPOCH otherwise: a late marker of an earlier transaction)."""
         results: dict[TopicPartition, ErrorCode] = {}
         appended: dict[TopicPartition, int] = {}
         for topic, index in partitions:
-            now = self._clock()
+            now = self._clock.wall_ms()
             batch = build_end_txn_marker(commit, producer_id=producer_id, producer_epoch=producer_epoch,
                                          coordinator_epoch=coordinator_epoch, timestamp=now)
             try:
-                info = self._replicas.append(topic, index, bytearray(batch), required_acks=-1,
-                                                           now_ms=now)
+                info = self._replicas.append(topic, index, bytearray(batch), required_acks=-1, now_ms=now,
+                                             transaction_version=transaction_version)
             except UnknownPartitionError:
-                results[(topic, index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                results[TopicPartition(topic, index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
             except Exception as exc:
-                results[(topic, index)] = error_code_for(exc)
+                results[TopicPartition(topic, index)] = error_code_for(exc)
                 continue
-            appended[(topic, index)] = info.last_offset + 1
+            appended[TopicPartition(topic, index)] = info.last_offset + 1
         waits = [self._wait_for_isr(topic, index, end, self._request_timeout_s)
                  for (topic, index), end in appended.items()]
         for (topic, index), code in zip(appended, await asyncio.gather(*waits)):
-            results[(topic, index)] = code
+            results[TopicPartition(topic, index)] = code
             if topic == OFFSETS_TOPIC and code is ErrorCode.NONE:  # offsets show once the marker is replicated
                 self._groups.complete_txn_offsets(producer_id, index, commit=commit,
-                                                                     now_ms=self._clock())
+                                                                     now_ms=self._clock.wall_ms())
         return results
 
     async def _wait_for_isr(self, topic: str, index: int, end_offset: int, timeout_s: float) -> ErrorCode:
@@ -213,7 +220,7 @@ class TxnService:
             return error_code_for(exc)
         return ErrorCode.NONE
 
-    async def admit(self, transactional_id: str, producer_id: int, producer_epoch: int,
+    async def admit(self, transactional_id: str, producer_id: ProducerId, producer_epoch: ProducerEpoch,
                     partitions: list[TopicPartition], *, implicit: bool) -> ErrorCode:
         """What a transactional write to ``partitions`` needs before it is appended, from the coordinator of
         ``transactional_id`` (this broker or another, through AddPartitionsToTxn v5): a V2 client's (Produce
@@ -241,15 +248,15 @@ class TxnService:
 
     # ------------------------------------------------------------------ TxnOffsetCommit
 
-    async def commit_offsets(self, request: TxnOffsetCommitRequest) -> dict[tuple[str, int], ErrorCode]:
+    async def commit_offsets(self, request: TxnOffsetCommitRequest) -> dict[TopicPartition, ErrorCode]:
         """Write a TxnOffsetCommit's offsets in the producer's transaction (visible on COMMIT) and
         wait for the ISR of the group's partition, within ``offsets.commit.timeout.ms``."""
         groups = self._groups
-        wanted = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
+        wanted = [TopicPartition(t.name, p.partition_index) for t in request.topics for p in t.partitions]
         error = groups.validate_txn_offsets(request)
         if error is not ErrorCode.NONE:
             return {tp: error for tp in wanted}
-        entries, records, errors = groups.txn_offset_records(request, self._clock())
+        entries, records, errors = groups.txn_offset_records(request, self._clock.wall_ms())
         if records:
             batch = build_batch([RecordInput(key, value) for key, value in records],
                                 producer_id=request.producer_id, producer_epoch=request.producer_epoch,
@@ -257,7 +264,7 @@ class TxnService:
             partition = groups.partition_of(request.group_id)
             try:
                 info = self._replicas.append(OFFSETS_TOPIC, partition, bytearray(batch),
-                                                           required_acks=-1, now_ms=self._clock())
+                                                           required_acks=-1, now_ms=self._clock.wall_ms())
             except Exception as exc:
                 return {tp: errors.get(tp, _coordinator_code(error_code_for(exc))) for tp in wanted}
             code = await self._wait_for_isr(OFFSETS_TOPIC, partition, info.last_offset + 1, self._offsets_timeout_s)

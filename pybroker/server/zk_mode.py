@@ -22,14 +22,14 @@ from pybroker.client.connection import Connection
 from pybroker.client.errors import KafkaClientError
 from pybroker.client.sasl import SaslCredentials
 from pybroker.common.config import BrokerConfig
-from pybroker.controller import zk_paths as zp
+from pybroker.zk import paths as zp
 from pybroker.controller.controller import RebalanceConfig, ZkController
 from pybroker.controller.metadata import BrokerInfo
 from pybroker.controller.producer_ids import ProducerIdBlocks, ProducerIdsUnavailableError
 from pybroker.controller.client_metrics_store import ZkClientMetricsStore
 from pybroker.controller.quota_store import ZkQuotaStore
 from pybroker.controller.scram_store import ZkScramStore
-from pybroker.controller.zk_client import SESSION_RECONNECTED, ZkClient, ZkEvent
+from pybroker.zk.client import SESSION_RECONNECTED, ZkClient, ZkEvent
 from pybroker.controller.zk_metadata import ZkMetadata
 from pybroker.protocol.messages import (
     AllocateProducerIdsRequest,

@@ -7,7 +7,7 @@ import logging
 import os
 import re
 import sys
-from typing import Callable
+from typing import Callable, TypeVar
 
 from confluent_kafka import KafkaException
 from pyspark.errors import PySparkException
@@ -16,7 +16,7 @@ from pyspark.sql.streaming import DataStreamReader, DataStreamWriter
 
 DEFAULT_MASTER = "local[2]"
 
-Options = DataFrameReader | DataStreamReader | DataFrameWriter | DataStreamWriter
+Options = TypeVar("Options", DataFrameReader, DataStreamReader, DataFrameWriter, DataStreamWriter)
 
 # The line naming the cause inside a Spark error that carries a Python worker's traceback.
 CAUSE_LINE = re.compile(r"^\s*(?:[\w.]+\.)?(\w+(?:Error|Exception)): (.+)$")

@@ -60,5 +60,7 @@ def jvm_connector_loadable(spark: SparkSession) -> bool:
 def resolved_provider(spark: SparkSession, name: str) -> str:
     """The class Spark itself resolves a format name to (what `format(name)` will run)."""
     jvm = spark.sparkContext._jvm
+    if jvm is None:
+        raise RuntimeError("the Spark session has no JVM gateway")
     conf = spark._jsparkSession.sessionState().conf()
     return jvm.org.apache.spark.sql.execution.datasources.DataSource.lookupDataSource(name, conf).getName()

@@ -73,7 +73,7 @@ class ChildProcess:
         self.ready_match: re.Match[str] | None = None
         self._ready = ready
         self._done = threading.Event()  # ready matched, or the output ended (the child exited)
-        self._callbacks: list[Callable[[], None]] = []
+        self._callbacks: list[Callable[[], object]] = []
         self.process: subprocess.Popen[str] = _SPAWNER.submit(
             subprocess.Popen, list(args), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             text=True, cwd=cwd, env=env, preexec_fn=_dies_with(os.getpid()), errors="replace").result()
@@ -104,7 +104,7 @@ class ChildProcess:
         for callback in self._callbacks:
             callback()
 
-    def on_done(self, callback: Callable[[], None]) -> None:
+    def on_done(self, callback: Callable[[], object]) -> None:
         """Calls ``callback`` (from the reader thread) once ready matched or the child's output ended."""
         self._callbacks.append(callback)
         if self._done.is_set():

@@ -12,7 +12,9 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from pybroker.common.config import parse_listener
+from pybroker.common.ids import LeaderEpoch
 from pybroker.common.listeners import Endpoint
+from pybroker.common.topic import TopicPartition
 
 CLUSTER_ID = "/cluster/id"
 CONTROLLER = "/controller"
@@ -198,22 +200,22 @@ def decode_topic(data: bytes) -> TopicAssignment:
 # /admin/reassign_partitions and /admin/preferred_replica_election: requests that ZooKeeper tooling writes
 
 
-def encode_reassignment(targets: Mapping[tuple[str, int], Sequence[int]]) -> bytes:
+def encode_reassignment(targets: Mapping[TopicPartition, Sequence[int]]) -> bytes:
     return _dump({"version": 1, "partitions": [{"topic": t, "partition": p, "replicas": list(r)}
                                                for (t, p), r in sorted(targets.items())]})
 
 
-def decode_reassignment(data: bytes) -> dict[tuple[str, int], tuple[int, ...]]:
-    return {(entry["topic"], int(entry["partition"])): tuple(int(r) for r in entry["replicas"])
+def decode_reassignment(data: bytes) -> dict[TopicPartition, tuple[int, ...]]:
+    return {TopicPartition(entry["topic"], int(entry["partition"])): tuple(int(r) for r in entry["replicas"])
             for entry in _load(data)["partitions"]}
 
 
-def encode_preferred_election(partitions: Sequence[tuple[str, int]]) -> bytes:
+def encode_preferred_election(partitions: Sequence[TopicPartition]) -> bytes:
     return _dump({"version": 1, "partitions": [{"topic": t, "partition": p} for t, p in partitions]})
 
 
-def decode_preferred_election(data: bytes) -> list[tuple[str, int]]:
-    return [(entry["topic"], int(entry["partition"])) for entry in _load(data)["partitions"]]
+def decode_preferred_election(data: bytes) -> list[TopicPartition]:
+    return [TopicPartition(entry["topic"], int(entry["partition"])) for entry in _load(data)["partitions"]]
 
 
 # /brokers/topics/<topic>/partitions/<p>/state
@@ -229,7 +231,7 @@ class LeaderAndIsr:
     so a controller elected meanwhile carries the wait on."""
 
     leader: int
-    leader_epoch: int
+    leader_epoch: LeaderEpoch
     isr: tuple[int, ...]
     controller_epoch: int
     zk_version: int = -1
@@ -251,7 +253,7 @@ def encode_partition_state(state: LeaderAndIsr) -> bytes:
 
 def decode_partition_state(data: bytes, zk_version: int) -> LeaderAndIsr:
     document = _load(data)
-    return LeaderAndIsr(int(document["leader"]), int(document["leader_epoch"]), tuple(document["isr"]),
+    return LeaderAndIsr(int(document["leader"]), LeaderEpoch(int(document["leader_epoch"])), tuple(document["isr"]),
                         int(document["controller_epoch"]), zk_version,
                         document.get(ELECT_LONGEST_LOG) is True)
 

@@ -22,9 +22,20 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
 from pybroker.log.checkpoint import LEADER_EPOCH_CHECKPOINT, LeaderEpochCheckpointFile
+from pybroker.protocol.error_codes import ErrorCode
+from pybroker.protocol.messages import (
+    FetchRequest,
+    FetchResponse,
+    MetadataRequest,
+    MetadataResponse,
+    ProduceRequest,
+    ProduceResponse,
+)
+from pybroker.records import build_batch
 from tests.eventually import eventually
 from tests.cluster.conftest import Cluster
 from tests.integration.broker_process import BrokerProcess
+from tests.integration.test_bad_input import WireClient
 
 PartitionState = tuple[int, list[int], list[int]]  # leader, replicas, isr
 
@@ -328,3 +339,39 @@ def test_without_unclean_election_a_partition_stays_offline_until_an_isr_member_
     assert state[0] == -1
     cluster.brokers[leader].start()
     assert wait_for_full_isr(cluster, "offline")[0][0] == leader
+
+
+def test_a_produce_or_fetch_at_a_follower_names_the_leader_and_its_endpoint(cluster: Cluster) -> None:
+    """KIP-951: NOT_LEADER_OR_FOLLOWER comes with the partition's leader and leader epoch (CurrentLeader) and the
+    leader's endpoint (NodeEndpoints) in Produce v10+ and Fetch v16+ answers, so the Java client goes there at once."""
+    topic = "leader-hints"
+    create_topic(cluster, topic, 1, assignment=[[1, 2]])
+    leader = wait_for_full_isr(cluster, topic)[0][0]
+    follower = 3 - leader  # the other replica of [1, 2]
+    wires = {b: WireClient(cluster.brokers[b].bootstrap) for b in (leader, follower)}
+    try:
+        described = wires[leader].request(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=topic)]),
+                                          12, MetadataResponse)
+        epoch = described.topics[0].partitions[0].leader_epoch
+        endpoint = next((b.host, b.port) for b in described.brokers if b.node_id == leader)
+        produce = ProduceRequest(acks=-1, timeout_ms=10000, topic_data=[ProduceRequest.TopicProduceData(
+            name=topic, partition_data=[ProduceRequest.PartitionProduceData(index=0, records=build_batch(
+                [(None, b"to-a-follower")]))])])
+        produced = wires[follower].request(produce, 11, ProduceResponse)
+        answer = produced.responses[0].partition_responses[0]
+        assert answer.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+        assert (answer.current_leader.leader_id, answer.current_leader.leader_epoch) == (leader, epoch)
+        assert [(n.node_id, n.host, n.port) for n in produced.node_endpoints] == [(leader, *endpoint)]
+        fetch = FetchRequest(max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, topics=[FetchRequest.FetchTopic(
+            topic_id=described.topics[0].topic_id, partitions=[FetchRequest.FetchPartition(
+                partition=0, fetch_offset=0, partition_max_bytes=1 << 20, current_leader_epoch=epoch)])])
+        fetched = wires[follower].request(fetch, 16, FetchResponse)
+        data = fetched.responses[0].partitions[0]
+        assert data.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+        assert (data.current_leader.leader_id, data.current_leader.leader_epoch) == (leader, epoch)
+        assert [(n.node_id, n.host, n.port) for n in fetched.node_endpoints] == [(leader, *endpoint)]
+        older = wires[follower].request(fetch, 15, FetchResponse).responses[0].partitions[0]
+        assert (older.error_code, older.current_leader.leader_id) == (ErrorCode.NOT_LEADER_OR_FOLLOWER, -1)
+    finally:
+        for wire in wires.values():
+            wire.close()

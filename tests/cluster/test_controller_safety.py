@@ -16,12 +16,12 @@ from typing import Iterator, Mapping
 import pytest
 from kazoo.client import KazooClient, KazooState
 
-from pybroker.controller import zk_paths as zp
+from pybroker.zk import paths as zp
 from pybroker.controller.channel import ControllerChannel
 from pybroker.controller.context import PartitionKey
 from pybroker.controller.controller import RebalanceConfig, ZkController
 from pybroker.controller.election import LogEnd
-from pybroker.controller.zk_client import SESSION_LOST, ZkClient, ZkEvent
+from pybroker.zk.client import SESSION_LOST, ZkClient, ZkEvent
 from pybroker.protocol.messages import LeaderAndIsrResponse, UpdateMetadataRequest, UpdateMetadataResponse
 from tests.eventually import eventually_async
 from tests.cluster.zookeeper import ZooKeeperServer

@@ -12,9 +12,12 @@ import time
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from pybroker.coordinator.records import partition_for
+from pybroker.protocol.messages import ListOffsetsRequest, ListOffsetsResponse
 from tests.eventually import eventually
 from tests.cluster.conftest import Cluster
 from tests.cluster.test_cluster import create_topic, partition_states, wait_for_full_isr
+from tests.integration.broker_process import BrokerProcess
+from tests.integration.test_bad_input import WireClient
 
 TOPIC = "failover-input"
 PARTITIONS = 3
@@ -38,16 +41,24 @@ def _read(consumer: Consumer, count: int) -> list[tuple[int, int]]:
     return read
 
 
-def _high_watermark_settled(cluster: Cluster, partition: int) -> bool:
-    """The leader's high watermark of an offsets partition stopped moving: the followers hold its log."""
-    probe = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "probe"})
+def _log_end(broker: BrokerProcess, partition: int, replica_id: int) -> int:
+    """The latest offset of an offsets partition as ``broker`` answers ListOffsets: its own log end for
+    the debugging replica id (-2), the high watermark for a consumer (-1, on the leader only)."""
+    client = WireClient(broker.bootstrap)
     try:
-        first = probe.get_watermark_offsets(TopicPartition("__consumer_offsets", partition), timeout=10)[1]
-        time.sleep(1)
-        return first > 0 and probe.get_watermark_offsets(
-            TopicPartition("__consumer_offsets", partition), timeout=10)[1] == first
+        request = ListOffsetsRequest(replica_id=replica_id, isolation_level=0, topics=[
+            ListOffsetsRequest.ListOffsetsTopic(name="__consumer_offsets", partitions=[
+                ListOffsetsRequest.ListOffsetsPartition(partition_index=partition, timestamp=-1)])])
+        return client.request(request, 4, ListOffsetsResponse).topics[0].partitions[0].offset
     finally:
-        probe.close()
+        client.sock.close()
+
+
+def _replicas_hold_the_log(cluster: Cluster, partition: int) -> bool:
+    """Every replica of an offsets partition has the leader's whole log and the high watermark covers it."""
+    leader, replicas, _ = partition_states(cluster, "__consumer_offsets")[partition]
+    ends = {_log_end(cluster.brokers[r], partition, -2) for r in replicas}
+    return len(ends) == 1 and ends.pop() == _log_end(cluster.brokers[leader], partition, -1) > 0
 
 
 def test_group_keeps_committed_offsets_when_its_coordinator_is_killed(cluster: Cluster) -> None:
@@ -68,7 +79,7 @@ def test_group_keeps_committed_offsets_when_its_coordinator_is_killed(cluster: C
 
     offsets_partition = partition_for(group, OFFSETS_PARTITIONS)
     wait_for_full_isr(cluster, "__consumer_offsets")
-    eventually(lambda: _high_watermark_settled(cluster, offsets_partition), "the commit to be replicated")
+    eventually(lambda: _replicas_hold_the_log(cluster, offsets_partition), "the commit to be replicated")
     coordinator_id = partition_states(cluster, "__consumer_offsets")[offsets_partition][0]
     coordinator = cluster.brokers[coordinator_id]
     coordinator.kill()

@@ -1,6 +1,6 @@
 """Finalized features in ZooKeeper mode live in the `/feature` znode (Kafka's FeatureZNode JSON, epoch = znode
-version): ApiVersions follows a change to it, UpdateFeatures on the controller writes it, and a broker that is
-not the controller answers NOT_CONTROLLER."""
+version): a new cluster's finalizes share.version=1, ApiVersions follows a change to it, UpdateFeatures on the
+controller writes it, and a broker that is not the controller answers NOT_CONTROLLER."""
 
 from __future__ import annotations
 
@@ -31,8 +31,10 @@ def test_feature_znode_is_the_finalized_features(tmp_path) -> None:
         zk.start()
         try:
             data, stat = zk.get(CHROOT + "/feature")
-            assert json.loads(data) == {"version": 2, "status": 1, "features": {}}
-            assert all(features_of(b.bootstrap) == (stat.version, {}) for b in cluster.brokers)
+            # a new cluster: share groups on (share.version=1, as a new Kafka 4.2 cluster), nothing else finalized
+            assert json.loads(data) == {"version": 2, "status": 1,
+                                        "features": {"share.version": {"max_version_level": 1}}}
+            assert all(features_of(b.bootstrap) == (stat.version, {"share.version": 1}) for b in cluster.brokers)
 
             zk.set(CHROOT + "/feature", json.dumps(
                 {"version": 2, "status": 1, "features": {"group.version": {"max_version_level": 1}}}).encode())

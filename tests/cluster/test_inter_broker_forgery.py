@@ -19,7 +19,7 @@ from kazoo.client import KazooClient
 
 from pybroker.client.connection import Connection
 from pybroker.client.errors import KafkaConnectionError
-from pybroker.controller import zk_paths as zp
+from pybroker.zk import paths as zp
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.messages import (
     LeaderAndIsrRequest,

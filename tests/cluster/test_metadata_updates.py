@@ -11,7 +11,7 @@ import uuid
 from pathlib import Path
 
 from pybroker.controller.metadata import BrokerInfo
-from pybroker.controller.zk_client import ZkClient
+from pybroker.zk.client import ZkClient
 from pybroker.controller.zk_metadata import ZkMetadata
 from pybroker.protocol.messages import UpdateMetadataRequest
 from tests.cluster.zookeeper import ZooKeeperServer

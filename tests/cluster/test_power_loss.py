@@ -28,7 +28,7 @@ from confluent_kafka import Producer
 from kazoo.client import KazooClient
 
 from chaos.disk import lose_unsynced_writes
-from pybroker.controller import zk_paths as zp
+from pybroker.zk import paths as zp
 from tests.eventually import eventually
 from tests.cluster.conftest import Cluster, running_cluster
 from tests.cluster.test_cluster import consume, controller_id, create_topic, wait_for_full_isr, zk_leader_epoch

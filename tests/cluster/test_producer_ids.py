@@ -14,7 +14,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
 from pybroker.client.connection import Connection
-from pybroker.controller import zk_paths as zp
+from pybroker.zk import paths as zp
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.messages import (
     AllocateProducerIdsRequest,

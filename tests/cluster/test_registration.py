@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from kazoo.client import KazooClient
 
-from pybroker.controller import zk_paths as zp
+from pybroker.zk import paths as zp
 from pybroker.controller.metadata import BrokerInfo
-from pybroker.controller.zk_client import ZkClient
+from pybroker.zk.client import ZkClient
 from pybroker.controller.zk_metadata import ZkMetadata
 from tests.cluster.zookeeper import ZooKeeperServer
 

@@ -4,10 +4,13 @@ leaders of the partitions it does not lead, and a transaction survives the loss 
 
 from __future__ import annotations
 
+import re
 import threading
 import time
+import urllib.request
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from prometheus_client.parser import text_string_to_metric_families
 
 from pybroker.coordinator.records import partition_for
 from pybroker.protocol.messages import (
@@ -20,11 +23,14 @@ from pybroker.protocol.messages import (
     ProduceRequest,
     ProduceResponse,
 )
+from pybroker.protocol.error_codes import ErrorCode
 from pybroker.records import build_batch
 from tests.eventually import eventually
 from tests.cluster.conftest import Cluster
 from tests.cluster.test_cluster import create_topic, partition_states, wait_for_full_isr
+from tests.integration.broker_process import BrokerProcess
 from tests.integration.test_bad_input import WireClient
+from tests.integration.test_transactions_v2 import marker_written, write_marker
 
 PARTITIONS = 3
 PER_PARTITION = 20
@@ -135,10 +141,22 @@ def test_a_commit_completes_on_the_new_coordinator_when_the_coordinator_is_kille
     assert sorted(committed) == sorted(_expected(["before", "during", "after"]))
 
 
+def marker_requests(broker: BrokerProcess) -> dict[int, float]:
+    """WriteTxnMarkers requests ``broker`` handled, per version (its /metrics, RequestsPerSec's version tag)."""
+    url = re.findall(r"Prometheus metrics on (http://\S+/metrics)", broker.log_text())[-1]
+    with urllib.request.urlopen(url, timeout=10) as response:
+        text = response.read().decode()
+    return {int(sample.labels["version"]): sample.value for family in text_string_to_metric_families(text)
+            for sample in family.samples if sample.name == "kafka_network_requestmetrics_requests_total"
+            and sample.labels["request"] == "WriteTxnMarkers"}
+
+
 def test_a_v2_transaction_over_every_broker_is_added_by_the_leaders_and_ends_with_a_bumped_epoch(
         cluster: Cluster) -> None:
     """Transactions V2 (KIP-890 part 2) as the Java 4.x producer runs them: Produce v12 to the leaders, which add
-    their partition through the coordinator (AddPartitionsToTxn v5 between brokers), then EndTxn v5."""
+    their partition through the coordinator (AddPartitionsToTxn v5 between brokers), then EndTxn v5. The coordinator
+    sends the other leaders WriteTxnMarkers v2 with TransactionVersion 2 (KIP-1228), whose bumped epoch they check
+    as such: a late marker at the open transaction's epoch is refused, the coordinator's next markers are not."""
     topic = "txn-v2-spread"
     create_topic(cluster, topic, PARTITIONS)
     states = wait_for_full_isr(cluster, topic)
@@ -150,27 +168,49 @@ def test_a_v2_transaction_over_every_broker_is_added_by_the_leaders_and_ends_wit
                                       FindCoordinatorResponse).coordinators[0]
             return (answer.node_id,) if answer.error_code == 0 else None
 
-        txn = wires[eventually(coordinator, "the transaction coordinator")[0]]
+        found = eventually(coordinator, "the transaction coordinator")
+        assert found is not None
+        coordinator_id = found[0]
+        txn = wires[coordinator_id]
 
         def init() -> InitProducerIdResponse | None:
             answer = txn.request(InitProducerIdRequest(transactional_id="v2-spread", transaction_timeout_ms=60000,
                                                        producer_id=-1, producer_epoch=-1), 5, InitProducerIdResponse)
             return answer if answer.error_code == 0 else None
 
-        producer = eventually(init, "InitProducerId")
-        for partition, (leader, _, _) in states.items():
-            batch = build_batch([(None, f"v2-{partition}".encode())], producer_id=producer.producer_id,
-                                producer_epoch=producer.producer_epoch, base_sequence=0, is_transactional=True)
-            request = ProduceRequest(transactional_id="v2-spread", acks=-1, timeout_ms=10000, topic_data=[
-                ProduceRequest.TopicProduceData(name=topic, partition_data=[
-                    ProduceRequest.PartitionProduceData(index=partition, records=batch)])])
-            answer = wires[leader].request(request, 12, ProduceResponse)
-            assert answer.responses[0].partition_responses[0].error_code == 0, (partition, leader)
-        ended = txn.request(EndTxnRequest(transactional_id="v2-spread", producer_id=producer.producer_id,
-                                          producer_epoch=producer.producer_epoch, committed=True), 5, EndTxnResponse)
-        assert (ended.error_code, ended.producer_epoch) == (0, producer.producer_epoch + 1)
+        initial = eventually(init, "InitProducerId")
+        assert initial is not None
+
+        def produce_everywhere(epoch: int, label: str) -> None:
+            for partition, (leader, _, _) in states.items():
+                batch = build_batch([(None, f"{label}-{partition}".encode())], producer_id=initial.producer_id,
+                                    producer_epoch=epoch, base_sequence=0, is_transactional=True)
+                request = ProduceRequest(transactional_id="v2-spread", acks=-1, timeout_ms=10000, topic_data=[
+                    ProduceRequest.TopicProduceData(name=topic, partition_data=[
+                        ProduceRequest.PartitionProduceData(index=partition, records=batch)])])
+                answer = wires[leader].request(request, 12, ProduceResponse)
+                assert answer.responses[0].partition_responses[0].error_code == 0, (partition, leader)
+
+        def end(epoch: int, commit: bool) -> None:
+            ended = txn.request(EndTxnRequest(transactional_id="v2-spread", producer_id=initial.producer_id,
+                                              producer_epoch=epoch, committed=commit), 5, EndTxnResponse)
+            assert (ended.error_code, ended.producer_epoch) == (0, epoch + 1)
+
+        epoch = initial.producer_epoch
+        produce_everywhere(epoch, "v2")
+        end(epoch, commit=True)
+        partition, (leader, _, _) = next((p, s) for p, s in states.items() if s[0] != coordinator_id)
+        committed = marker_written(wires[leader], topic, partition, (initial.producer_id, epoch + 1))
+        produce_everywhere(epoch + 1, "v2-aborted")
+        late = write_marker(wires[leader], topic, partition, (initial.producer_id, epoch + 1),
+                            committed.coordinator_epoch, commit=True)
+        assert late == ErrorCode.INVALID_PRODUCER_EPOCH
+        end(epoch + 1, commit=False)
     finally:
         for wire in wires.values():
             wire.close()
-    committed = _values(cluster, topic, "read_committed", PARTITIONS)
-    assert sorted(committed) == [f"v2-{p}" for p in range(PARTITIONS)]
+    committed_values = _values(cluster, topic, "read_committed", PARTITIONS)
+    assert sorted(committed_values) == [f"v2-{p}" for p in range(PARTITIONS)]
+    for broker_id in {leader for leader, _, _ in states.values()} - {coordinator_id}:
+        used = marker_requests(cluster.brokers[broker_id])
+        assert used.get(2, 0) >= 2 and used.get(1, 0) == 0, (broker_id, used)  # the commit's and the abort's

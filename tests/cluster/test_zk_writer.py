@@ -11,9 +11,9 @@ from typing import AsyncIterator, Awaitable, Callable, Iterator
 import pytest
 from kazoo.client import KazooClient
 
-from pybroker.controller import zk_paths as zp
+from pybroker.zk import paths as zp
 from pybroker.controller.errors import NotControllerError
-from pybroker.controller.zk_client import ZkClient
+from pybroker.zk.client import ZkClient
 from pybroker.controller.zk_writer import FencedZkWriter, StateConflict
 from tests.cluster.zookeeper import ZooKeeperServer
 

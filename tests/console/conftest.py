@@ -105,3 +105,11 @@ def browser() -> Iterator[object]:
                                              args=["--no-sandbox", "--disable-dev-shm-usage"])
         yield browser
         browser.close()
+
+
+@pytest.fixture
+def page(browser):  # type: ignore[no-untyped-def]
+    context = browser.new_context(viewport={"width": 1400, "height": 900})
+    page = context.new_page()
+    yield page
+    context.close()

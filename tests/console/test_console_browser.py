@@ -40,14 +40,6 @@ def consoles(console_broker: BrokerProcess, start_console: Callable[..., Console
     return {name: console.wait_ready() for name, console in started.items()}
 
 
-@pytest.fixture
-def page(browser):  # type: ignore[no-untyped-def]
-    context = browser.new_context(viewport={"width": 1400, "height": 900})
-    page = context.new_page()
-    yield page
-    context.close()
-
-
 def run(bootstrap: str, operation):  # type: ignore[no-untyped-def]
     """Our client's ``operation`` on the cluster, in a thread: Playwright's sync API owns this thread's loop."""
     async def go():  # type: ignore[no-untyped-def]

@@ -142,6 +142,18 @@ def test_invalid_topic_requests_get_kafka_error_codes(shared_broker):
     client.close()
 
 
+def test_null_topic_configs_are_refused_all_named_as_kafka_does(shared_broker):
+    """Kafka's ZkAdminManager names every null-valued config in one INVALID_CONFIG, before creating."""
+    client = WireClient(shared_broker.bootstrap)
+    nulls = [CreateTopicsRequest.CreatableTopicConfig(name=k, value=None) for k in ("retention.ms", "cleanup.policy")]
+    topic = CreateTopicsRequest.CreatableTopic(name="null-configs", num_partitions=1, replication_factor=1,
+                                               configs=nulls)
+    [result] = client.request(CreateTopicsRequest(topics=[topic]), 7, CreateTopicsResponse).topics
+    assert (result.error_code, result.error_message) == (
+        ErrorCode.INVALID_CONFIG, "Null value not supported for topic configs: retention.ms,cleanup.policy")
+    client.close()
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(payload=st.one_of(
     st.binary(max_size=300),

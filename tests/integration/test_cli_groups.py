@@ -15,6 +15,7 @@ from typing import Iterator
 import pytest
 from confluent_kafka import Consumer, Producer
 
+from tests.eventually import eventually
 from tests.integration.broker_process import REPO, BrokerProcess
 from tests.integration.test_cli_console import console, consumed
 from tests.integration.test_cli_topics import failed, ok, run
@@ -176,13 +177,11 @@ def test_two_console_consumers_in_one_group_split_the_partitions(cli_broker: Bro
     members = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
                for _ in range(2)]
     try:
-        deadline = time.monotonic() + 30
-        counts: list[str] = []
-        while time.monotonic() < deadline and counts != ["1", "1"]:
+        def one_partition_each() -> bool:
             described = groups(cli_broker, "--describe", "--group", "pair", "--members")
-            counts = [line.split()[-1] for line in described.stdout.splitlines()[2:] if line.strip()]
-            time.sleep(0.2)
-        assert counts == ["1", "1"], described
+            return [line.split()[-1] for line in described.stdout.splitlines()[2:] if line.strip()] == ["1", "1"]
+
+        eventually(one_partition_each, "one partition for each of the two members", interval=0.2)
         producer = Producer({"bootstrap.servers": cli_broker.bootstrap})
         for i in range(6):
             producer.produce("groups-pair", value=f"v{i}", partition=i % 2)

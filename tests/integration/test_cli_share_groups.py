@@ -57,7 +57,71 @@ def test_list_describe_and_delete(broker: BrokerProcess) -> None:
     assert missing.returncode == 1 and "does not exist" in missing.stdout + missing.stderr
 
 
-def test_what_is_not_served_says_so(broker: BrokerProcess) -> None:
-    for args in (["--describe", "--group", "g"], ["--reset-offsets", "--group", "g"]):
+def test_offsets_describe_reset_and_delete(broker: BrokerProcess) -> None:
+    """--describe --offsets, --reset-offsets (a dry run, then --execute) and --delete-offsets through
+    DescribeShareGroupOffsets, AlterShareGroupOffsets and DeleteShareGroupOffsets; a share consumer then reads from
+    the start offset set (the group's default, latest, would give it nothing)."""
+    from confluent_kafka import AcknowledgeType, Producer
+
+    from tests.integration.test_share_groups_confluent import _consumer
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic("cli-offsets", 1, 1)])["cli-offsets"].result(timeout=20)
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    for i in range(5):
+        producer.produce("cli-offsets", value=b"r%d" % i)
+    assert producer.flush(20) == 0
+    group = "cli-offsets-group"
+    reset = ["--reset-offsets", "--group", group, "--topic", "cli-offsets"]
+
+    dry = share_groups(broker, *reset, "--to-earliest", "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    assert dry.stdout.split("\n")[2].split() == [group, "cli-offsets", "0", "0"]
+    missing = share_groups(broker, "--describe", "--group", group)
+    assert missing.returncode == 1 and "does not exist" in missing.stderr  # a dry run changes nothing
+
+    done = share_groups(broker, *reset, "--to-earliest", "--execute")
+    assert done.returncode == 0, done.stderr
+    described = share_groups(broker, "--describe", "--offsets", "--group", group)
+    assert described.returncode == 0, described.stderr
+    assert described.stdout.split("\n")[1].split() == ["GROUP", "TOPIC", "PARTITION", "START-OFFSET", "LAG"]
+    assert described.stdout.split("\n")[2].split() == [group, "cli-offsets", "0", "0", "5"]
+
+    consumer = _consumer(broker.bootstrap, group, explicit=True)
+    consumer.subscribe(["cli-offsets"])
+    got: list[bytes] = []
+
+    def all_read() -> bool:
+        for message in consumer.poll(0.5):
+            if message.error() is None:
+                got.append(message.value())
+                consumer.acknowledge(message, AcknowledgeType.ACCEPT)
+        consumer.commit_sync()
+        return len(got) == 5
+
+    eventually(all_read, "the five records from the start offset set")
+    busy = share_groups(broker, *reset, "--to-offset", "2", "--execute")
+    assert busy.returncode == 1 and f"Share group '{group}' is not empty." in busy.stderr
+    consumer.close()
+    assert share_groups(broker, "--describe", "--group", group).stdout.split("\n")[2].split() == \
+        [group, "cli-offsets", "0", "5", "0"]
+
+    assert share_groups(broker, *reset, "--to-offset", "2", "--execute").returncode == 0
+    verbose = share_groups(broker, "--describe", "--offsets", "--verbose", "--group", group).stdout.split("\n")
+    assert verbose[1].split() == ["GROUP", "TOPIC", "PARTITION", "LEADER-EPOCH", "START-OFFSET", "LAG"]
+    assert verbose[2].split()[4:] == ["2", "3"]
+
+    deleted = share_groups(broker, "--delete-offsets", "--group", group, "--topic", "cli-offsets")
+    assert deleted.returncode == 0, deleted.stderr
+    assert deleted.stdout.split("\n")[2].split() == ["cli-offsets", "Successful"]
+    after = share_groups(broker, "--describe", "--group", group)
+    assert after.returncode == 0 and "cli-offsets" not in after.stdout
+
+
+def test_bad_offsets_options_are_refused(broker: BrokerProcess) -> None:
+    for args, message in ((["--reset-offsets", "--group", "g", "--topic", "t"], "takes exactly one of these options"),
+                          (["--reset-offsets", "--group", "g", "--to-latest"], "[--all-topics], [--topic]"),
+                          (["--delete-offsets", "--group", "g"], "takes the option [--topic]"),
+                          (["--describe", "--group", "g", "--to-latest"], "can only be used with --reset-offsets")):
         result = share_groups(broker, *args)
-        assert result.returncode == 1 and "not serve yet" in result.stderr
+        assert result.returncode == 1 and message in result.stderr, (args, result.stderr)

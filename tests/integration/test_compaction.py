@@ -8,6 +8,7 @@ import time
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from tests.eventually import eventually
 from tests.integration.broker_process import BrokerProcess
 
 CLEANER = {"log.cleaner.backoff.ms": "200"}
@@ -76,13 +77,14 @@ def test_compacted_topic_keeps_the_latest_value_per_key_at_the_original_offsets(
         latest = {key: i for i, (key, _) in enumerate(sent)}
         expected = sorted((acked[i], key, sent[i][1]) for key, i in latest.items() if key not in deleted)
 
-        deadline = time.monotonic() + 30
-        records = read_partition(broker.bootstrap, topic)
-        while records != expected and time.monotonic() < deadline:
-            time.sleep(0.25)
-            records = read_partition(broker.bootstrap, topic)
-        assert len(records) == len(expected), f"{len(records)} records left, want {len(expected)}"
-        assert records == expected, "one record per key: the latest value at its acknowledged offset"
+        records: list = []
+
+        def compacted() -> bool:
+            records[:] = read_partition(broker.bootstrap, topic)
+            return records == expected
+
+        eventually(compacted, lambda: f"one record per key, the latest value at its acknowledged offset: "
+                                      f"{len(records)} records left, want {len(expected)}", interval=0.25)
         offsets = [offset for offset, _, _ in records]
         assert offsets == sorted(set(offsets))
         assert broker.wait_for_log(r"Cleaned log compacted-0")
@@ -202,12 +204,8 @@ def test_cleaner_removes_aborted_transactions_and_keeps_committed_ones(tmp_path)
         transaction([sentinel], commit=True)
         expected = committed + [sentinel]
 
-        deadline = time.monotonic() + 30
-        seen = [(key, value) for _, key, value in read_partition(broker.bootstrap, topic)]
-        while seen != expected and time.monotonic() < deadline:
-            time.sleep(0.25)
-            seen = [(key, value) for _, key, value in read_partition(broker.bootstrap, topic)]
-        assert seen == expected, "read_uncommitted sees no aborted value: they are gone from the log"
+        eventually(lambda: [(key, value) for _, key, value in read_partition(broker.bootstrap, topic)] == expected,
+                   "read_uncommitted to see no aborted value: they are gone from the log", interval=0.25)
         assert broker.wait_for_log(r"Cleaned log txn-compacted-0")
         read_committed = read_partition(broker.bootstrap, topic, "read_committed")
         assert [(key, value) for _, key, value in read_committed] == expected

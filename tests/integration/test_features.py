@@ -1,9 +1,10 @@
 """Features on a single node: ApiVersions v3+ carries them, UpdateFeatures validates as Kafka's controller does,
 and `pybroker features` prints kafka-features.sh's lines.
 
-The broker supports `transaction.version` 0-2, and a new single node finalizes level 2 (as a newly formatted Kafka
-4.x cluster does), at epoch 0; a change is kept in the log dir across a restart. Every other feature is refused
-as "not supported".
+The broker supports `share.version` 0-1 and `transaction.version` 0-2, and a new single node finalizes
+`share.version=1` and `transaction.version=2` (as a newly formatted Kafka 4.2 cluster does), at epoch 0; a change is
+kept in the log dir across a restart. Every other feature is refused as "not supported". At `share.version` 0 the
+share-group APIs answer UNSUPPORTED_VERSION, as Kafka 4.2's do with share groups disabled.
 """
 
 from __future__ import annotations
@@ -54,13 +55,14 @@ def features_of(bootstrap: str, version: int = 3) -> ApiVersionsResponse:
 
 
 @pytest.mark.parametrize("version", [3, 4])
-def test_api_versions_carries_transaction_version_2_finalized_on_a_new_node(shared_broker, version: int) -> None:
+def test_api_versions_carries_share_and_transaction_versions_finalized_on_a_new_node(shared_broker,
+                                                                                   version: int) -> None:
     response = features_of(shared_broker.bootstrap, version)
     assert [(f.name, f.min_version, f.max_version) for f in response.supported_features] == [
-        ("transaction.version", 0, 2)]
+        ("share.version", 0, 1), ("transaction.version", 0, 2)]
     assert response.finalized_features_epoch == 0
     assert [(f.name, f.min_version_level, f.max_version_level) for f in response.finalized_features] == [
-        ("transaction.version", 2, 2)]
+        ("share.version", 1, 1), ("transaction.version", 2, 2)]
     assert response.zk_migration_ready is False
 
 
@@ -96,7 +98,9 @@ def features_tool(bootstrap: str, *args: str) -> subprocess.CompletedProcess[str
 def test_features_tool_prints_kafka_features_lines(shared_broker) -> None:
     described = features_tool(shared_broker.bootstrap, "describe")
     assert (described.returncode, described.stderr) == (0, "")
-    assert described.stdout.splitlines() == ["Feature: transaction.version\tSupportedMinVersion: 0\t"
+    assert described.stdout.splitlines() == ["Feature: share.version\tSupportedMinVersion: 0\t"
+                                             "SupportedMaxVersion: 1\tFinalizedVersionLevel: 1\tEpoch: 0",
+                                             "Feature: transaction.version\tSupportedMinVersion: 0\t"
                                              "SupportedMaxVersion: 2\tFinalizedVersionLevel: 2\tEpoch: 0"]
 
     upgraded = features_tool(shared_broker.bootstrap, "upgrade", "--feature", "group.version=1")
@@ -124,9 +128,49 @@ def test_transaction_version_downgrade_and_upgrade_are_kept_across_a_restart(tmp
         broker.start()
         response = features_of(broker.bootstrap)
         assert response.finalized_features_epoch == 1
-        assert [(f.name, f.max_version_level) for f in response.finalized_features] == [("transaction.version", 1)]
+        assert [(f.name, f.max_version_level) for f in response.finalized_features] == [
+            ("share.version", 1), ("transaction.version", 1)]
         upgraded = features_tool(broker.bootstrap, "upgrade", "--feature", "transaction.version=2")
         assert (upgraded.returncode, upgraded.stdout.strip()) == (0, "transaction.version was upgraded to 2.")
         assert features_of(broker.bootstrap).finalized_features_epoch == 2
+    finally:
+        broker.kill()
+
+
+def test_share_version_0_switches_share_groups_off(tmp_path) -> None:
+    """`kafka-features downgrade --feature share.version=0`: the share-group APIs answer UNSUPPORTED_VERSION (still
+    listed in ApiVersions, as Kafka 4.2 lists them), across a restart too; an upgrade to 1 serves them again."""
+    from pybroker.protocol.messages import (
+        ShareFetchRequest,
+        ShareFetchResponse,
+        ShareGroupDescribeRequest,
+        ShareGroupDescribeResponse,
+    )
+    from tests.integration.test_share_groups_wire import _beat
+
+    broker = BrokerProcess(tmp_path).start()
+    try:
+        client = WireClient(broker.bootstrap)
+        assert _beat(client, "sv-group", "m1", 0, ["t"]).error_code == ErrorCode.NONE
+        downgraded = features_tool(broker.bootstrap, "downgrade", "--feature", "share.version=0")
+        assert (downgraded.returncode, downgraded.stdout.strip()) == (0, "share.version was downgraded to 0.")
+        for restart in (False, True):
+            if restart:
+                client.close()
+                broker.stop()
+                broker.start()
+                client = WireClient(broker.bootstrap)
+            assert _beat(client, "sv-group", "m1", 0, ["t"]).error_code == ErrorCode.UNSUPPORTED_VERSION
+            described = client.request(ShareGroupDescribeRequest(group_ids=["sv-group"]), 1, ShareGroupDescribeResponse)
+            assert described.groups[0].error_code == ErrorCode.UNSUPPORTED_VERSION
+            fetched = client.request(ShareFetchRequest(group_id="sv-group", member_id="m1", share_session_epoch=0,
+                                                       max_wait_ms=0, topics=[]), 1, ShareFetchResponse)
+            assert fetched.error_code == ErrorCode.UNSUPPORTED_VERSION
+            listed = {k.api_key for k in features_of(broker.bootstrap).api_keys}
+            assert {76, 77, 78, 79} <= listed
+        upgraded = features_tool(broker.bootstrap, "upgrade", "--feature", "share.version=1")
+        assert (upgraded.returncode, upgraded.stdout.strip()) == (0, "share.version was upgraded to 1.")
+        assert _beat(client, "sv-group", "m2", 0, ["t"]).error_code == ErrorCode.NONE
+        client.close()
     finally:
         broker.kill()

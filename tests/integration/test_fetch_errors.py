@@ -33,6 +33,7 @@ from pybroker.protocol.messages import (
     ProduceResponse,
 )
 from pybroker.records.record import RecordInput, build_batch
+from tests.eventually import eventually
 from tests.integration.broker_process import BrokerProcess
 from tests.integration.test_bad_input import WireClient
 
@@ -72,11 +73,7 @@ def log_start(retention_broker: BrokerProcess) -> int:
             IncrementalAlterConfigsRequest.AlterConfigsResource(resource_type=TOPIC_RESOURCE, resource_name=TOPIC,
                                                                 configs=[limit])]), 1, IncrementalAlterConfigsResponse)
         assert altered.responses[0].error_code == ErrorCode.NONE
-        deadline = time.monotonic() + 20
-        while (start := _earliest(client)) == 0:
-            assert time.monotonic() < deadline, "retention never advanced the log start"
-            time.sleep(0.05)
-        return start
+        return eventually(lambda: _earliest(client), "retention to advance the log start", timeout=20)
     finally:
         client.close()
 

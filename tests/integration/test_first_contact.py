@@ -7,7 +7,6 @@ from __future__ import annotations
 import itertools
 import re
 import struct
-import time
 from pathlib import Path
 from typing import Iterator
 
@@ -20,6 +19,7 @@ from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.frame import encode_request
 from pybroker.protocol.messages import ApiVersionsRequest, ApiVersionsResponse, RequestHeader
 from pybroker.server.handlers import ALL_HANDLERS
+from tests.eventually import eventually
 from tests.integration.broker_process import BrokerProcess
 from tests.integration.test_bad_input import WireClient, metadata_ok
 
@@ -58,10 +58,7 @@ def logged_so_far(broker: BrokerProcess) -> None:
     after them, is in the lines."""
     marker = f"log-marker-{next(_markers)}"
     future_api_versions(broker.bootstrap, marker)
-    deadline = time.monotonic() + 10
-    while not warnings_about(broker, marker):
-        assert time.monotonic() < deadline, "the marker's warning was never logged"
-        time.sleep(0.02)
+    eventually(lambda: warnings_about(broker, marker), "the marker's warning to be logged", timeout=10, interval=0.02)
 
 
 def test_a_produce_at_an_unsupported_version_closes_the_connection_and_names_the_client_once(

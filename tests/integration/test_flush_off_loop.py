@@ -4,13 +4,13 @@ checkpoints reaches every acknowledged offset and a SIGKILL loses nothing."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from pybroker.log.checkpoint import OffsetCheckpointFile
+from tests.eventually import eventually
 from tests.integration.broker_process import BrokerProcess
 from tests.integration.test_confluent_kafka import consume_all
 
@@ -32,14 +32,8 @@ def test_flush_per_message_answers_after_fsync_and_survives_sigkill(tmp_path: Pa
         assert producer.flush(30) == 0
         assert len(acked) == 300
         checkpoint = Path(broker.data_dir, "logs", "recovery-point-offset-checkpoint")
-        deadline = time.monotonic() + 30
-        recovery = 0
-        while time.monotonic() < deadline:
-            if checkpoint.exists():
-                recovery = OffsetCheckpointFile(str(checkpoint)).read().get((topic, 0), 0)
-                if recovery >= max(acked) + 1:
-                    break
-            time.sleep(0.05)
+        recovery = eventually(lambda: checkpoint.exists() and (point := OffsetCheckpointFile(str(checkpoint)).read().get(
+            (topic, 0), 0)) >= max(acked) + 1 and point, "the recovery point past the acknowledged records")
         assert recovery == max(acked) + 1
         broker.kill()
         broker.start()

@@ -223,13 +223,10 @@ async def auto_commit(bootstrap: str) -> None:
         ends: dict[int, int] = {}
         for record in received:
             ends[record.partition] = max(ends.get(record.partition, 0), record.offset + 1)
-        deadline = time.monotonic() + 15
-        while True:
-            committed = {p: await consumer.committed(TopicPartition(topic, p)) for p in ends}
-            if committed == ends:
-                break
-            assert time.monotonic() < deadline, f"auto-commit: committed {committed}, consumed up to {ends}"
-            await asyncio.sleep(0.1)
+        async def all_committed() -> bool:
+            return {p: await consumer.committed(TopicPartition(topic, p)) for p in ends} == ends
+
+        await eventually_async(all_committed, f"auto-commit up to the consumed ends {ends}", timeout=15, interval=0.1)
     finally:
         await consumer.stop()
     assert {r.value for r in received} == sent

@@ -3,8 +3,11 @@ static membership, persistence across a broker crash, and the group admin APIs."
 
 from __future__ import annotations
 
+import json
+import re
 import threading
 import time
+import urllib.request
 
 import pytest
 from confluent_kafka import ConsumerGroupState, Consumer, KafkaError, KafkaException, TopicPartition
@@ -238,12 +241,28 @@ def test_auto_commit(group_broker):
     assert {m.value() for m in received} == sent
 
 
+class RequestCounts:
+    """The requests a librdkafka client sent, by name, from its statistics (``brokers[*].req``)."""
+
+    def __init__(self) -> None:
+        self._latest: dict = {}
+        self.config = {"statistics.interval.ms": 100, "stats_cb": self._record}
+
+    def _record(self, raw: str) -> None:
+        self._latest = json.loads(raw)
+
+    def sent(self, request: str) -> int:
+        return sum(broker.get("req", {}).get(request, 0) for broker in self._latest.get("brokers", {}).values())
+
+
 def test_static_member_restart_keeps_assignment(group_broker):
     topic = group = "cf-static"
     create_topic(group_broker.bootstrap, topic)
     static = {"group.instance.id": "static-a", "client.id": "static-a"}
     a = Member(group_broker.bootstrap, group, topic, **static)
-    b = Member(group_broker.bootstrap, group, topic, **{"group.instance.id": "static-b", "client.id": "static-b"})
+    b_requests = RequestCounts()
+    b = Member(group_broker.bootstrap, group, topic, **{"group.instance.id": "static-b", "client.id": "static-b",
+                                                       **b_requests.config})
     members = [a, b]
     try:
         eventually(lambda: is_balanced(m.assignment for m in members), "3 partitions each")
@@ -257,11 +276,10 @@ def test_static_member_restart_keeps_assignment(group_broker):
         members = [a, b]
         eventually(lambda: a.assignment == owned_by_a, "the restarted static member to get its partitions back",
                    timeout=SESSION_TIMEOUT_MS / 1000)
-        # A rebalance would make b revoke and re-assign; give it a few heartbeats to show up.
-        end = time.monotonic() + 5 * HEARTBEAT_INTERVAL_MS / 1000
-        while time.monotonic() < end:
-            assert b.assign_calls == b_calls, "the other member was rebalanced"
-            time.sleep(0.05)
+        # A rebalance would reach b in a heartbeat's answer and make it revoke and re-assign: five more.
+        beats = b_requests.sent("Heartbeat")
+        eventually(lambda: b_requests.sent("Heartbeat") >= beats + 5, "five heartbeats of the other member")
+        assert b.assign_calls == b_calls, "the other member was rebalanced"
         after = describe(group_broker.bootstrap, group)
         ids_after = {m.group_instance_id: m.member_id for m in after.members}
         assert after.state == ConsumerGroupState.STABLE
@@ -317,8 +335,17 @@ def test_admin_describe_list_delete(group_broker):
         checker.close()
 
 
+def heartbeats_answered(broker: BrokerProcess) -> float:
+    """Heartbeat requests the broker process answered since it (re)started, from its /metrics endpoint."""
+    url = re.findall(r"Prometheus metrics on (http://\S+/metrics)", broker.log_text())[-1]
+    with urllib.request.urlopen(url, timeout=10) as response:
+        text = response.read().decode()
+    return sum(float(count) for count in re.findall(
+        r'^kafka_network_requestmetrics_requests_total\{request="Heartbeat",version="\d+"\} (\S+)$', text, re.M))
+
+
 def test_groups_and_offsets_survive_broker_crash(tmp_path):
-    broker = BrokerProcess(tmp_path, overrides=GROUP_OVERRIDES).start()
+    broker = BrokerProcess(tmp_path, overrides={**GROUP_OVERRIDES, "metrics.port": "0"}).start()
     try:
         topic = group = "cf-crash"
         live_group = "cf-crash-live"
@@ -330,7 +357,7 @@ def test_groups_and_offsets_survive_broker_crash(tmp_path):
         next_offsets = positions_after(consumed(part))
         first.commit(offsets=[TopicPartition(topic, p, o) for p, o in next_offsets.items()], asynchronous=False)
         first.close()
-        live = Member(broker.bootstrap, live_group, topic, **{"client.id": "survivor"})
+        live = Member(broker.bootstrap, live_group, topic, **{"client.id": "survivor", "session.timeout.ms": MAX_POLL_INTERVAL_MS})
         eventually(lambda: len(live.assignment) == PARTITIONS, "the live member's assignment")
         eventually(lambda: describe(broker.bootstrap, live_group).state == ConsumerGroupState.STABLE, "Stable")
         live_member_id = describe(broker.bootstrap, live_group).members[0].member_id
@@ -343,8 +370,9 @@ def test_groups_and_offsets_survive_broker_crash(tmp_path):
         assert groups.get(live_group) == ConsumerGroupState.STABLE
         described = describe(broker.bootstrap, group)
         assert described.state == ConsumerGroupState.EMPTY and described.members == []
-        # The surviving member keeps heartbeating on its generation and stays in the group.
-        time.sleep(3 * HEARTBEAT_INTERVAL_MS / 1000)
+        # The surviving member keeps heartbeating on its generation and stays in the group. Its session
+        # outlasts a restart on a loaded machine (else the client itself gives up the member id).
+        eventually(lambda: heartbeats_answered(broker) >= 3, "three heartbeats answered by the restarted broker")
         survivor = describe(broker.bootstrap, live_group)
         assert survivor.state == ConsumerGroupState.STABLE
         assert [(m.member_id, m.client_id) for m in survivor.members] == [(live_member_id, "survivor")]

@@ -22,6 +22,8 @@ from pybroker.protocol.messages import (
     FindCoordinatorResponse,
     InitProducerIdRequest,
     InitProducerIdResponse,
+    JoinGroupRequest,
+    JoinGroupResponse,
     ListConfigResourcesRequest,
     ListConfigResourcesResponse,
     ListOffsetsRequest,
@@ -34,6 +36,8 @@ from pybroker.protocol.messages import (
     OffsetCommitResponse,
     OffsetFetchRequest,
     OffsetFetchResponse,
+    SyncGroupRequest,
+    SyncGroupResponse,
 )
 from tests.eventually import eventually
 from tests.integration.broker_process import BrokerProcess
@@ -83,6 +87,17 @@ def test_describe_cluster_v2_lists_no_fenced_broker(client: WireClient) -> None:
     answer = client.request(DescribeClusterRequest(include_fenced_brokers=True), 2, DescribeClusterResponse)
     assert answer.error_code == 0
     assert [(b.broker_id, b.is_fenced) for b in answer.brokers] == [(0, False)]
+
+
+def test_describe_cluster_for_controllers_or_an_unknown_endpoint_type_is_refused_as_kafka_refuses_it(
+        client: WireClient) -> None:
+    """KIP-919: a broker is not a controller endpoint (the Java Admin's MismatchedEndpointTypeException)."""
+    controllers = client.request(DescribeClusterRequest(endpoint_type=2), 1, DescribeClusterResponse)
+    assert (controllers.error_code, controllers.brokers) == (ErrorCode.MISMATCHED_ENDPOINT_TYPE, [])
+    unknown = client.request(DescribeClusterRequest(endpoint_type=7), 2, DescribeClusterResponse)
+    assert (unknown.error_code, unknown.error_message) == (ErrorCode.UNSUPPORTED_ENDPOINT_TYPE,
+                                                           "Unsupported endpoint type 7")
+    assert client.request(DescribeClusterRequest(endpoint_type=1), 1, DescribeClusterResponse).error_code == 0
 
 
 def test_list_transactions_v2_filters_by_pattern_and_refuses_an_invalid_one(client: WireClient) -> None:
@@ -161,3 +176,34 @@ def test_offset_commit_and_fetch_v10_name_topics_by_id(client: WireClient) -> No
     every = client.request(OffsetFetchRequest(groups=[OffsetFetchRequest.OffsetFetchRequestGroup(
         group_id="v10-group", topics=None)]), 10, OffsetFetchResponse).groups[0]
     assert [(t.topic_id, t.name) for t in every.topics] == [(topic_id, "")]  # v10 carries ids, no names
+
+
+def test_join_group_v9_tells_a_restarted_static_leader_to_lead_and_skip_the_assignment(client: WireClient) -> None:
+    """KIP-814 (JoinGroup v9, what the Java client sends): the static leader of a Stable group restarts (a new member
+    id for its instance id), is told it leads, with the members, and to skip the assignment; its SyncGroup gets the
+    assignment it had and the group's generation stays."""
+    group = "static-leader"
+    join = JoinGroupRequest(group_id=group, session_timeout_ms=30000, rebalance_timeout_ms=30000, member_id="",
+                            group_instance_id="instance-a", protocol_type="consumer", protocols=[
+                                JoinGroupRequest.JoinGroupRequestProtocol(name="range", metadata=b"subscription")])
+
+    def joined() -> JoinGroupResponse | None:
+        answer = client.request(join, 9, JoinGroupResponse)
+        return answer if answer.error_code == 0 else None
+
+    first = eventually(joined, "the group coordinator")
+    assert first is not None and (first.leader, first.skip_assignment) == (first.member_id, False)
+    synced = client.request(SyncGroupRequest(
+        group_id=group, generation_id=first.generation_id, member_id=first.member_id, group_instance_id="instance-a",
+        protocol_type="consumer", protocol_name="range", assignments=[SyncGroupRequest.SyncGroupRequestAssignment(
+            member_id=first.member_id, assignment=b"assigned")]), 5, SyncGroupResponse)
+    assert (synced.error_code, synced.assignment) == (0, b"assigned")
+    again = client.request(join, 9, JoinGroupResponse)  # restarted: no member id
+    assert (again.error_code, again.generation_id, again.skip_assignment) == (0, first.generation_id, True)
+    assert again.leader == again.member_id != first.member_id
+    assert [(m.member_id, m.group_instance_id, m.metadata) for m in again.members] == [
+        (again.member_id, "instance-a", b"subscription")]
+    kept = client.request(SyncGroupRequest(group_id=group, generation_id=again.generation_id, member_id=again.member_id,
+                                           group_instance_id="instance-a", protocol_type="consumer",
+                                           protocol_name="range"), 5, SyncGroupResponse)
+    assert (kept.error_code, kept.assignment) == (0, b"assigned")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 import uuid
 
 from confluent_kafka.admin import AdminClient
@@ -16,6 +15,7 @@ from pybroker.protocol.messages import (
     MetadataRequest,
     MetadataResponse,
 )
+from tests.eventually import eventually
 from tests.integration.broker_process import BrokerProcess
 from tests.integration.test_cli_topics import ok, topics
 from tests.integration.test_bad_input import WireClient
@@ -33,14 +33,9 @@ def _create(client: WireClient, name: str) -> uuid.UUID:
 def _wait_for_offsets_topic(client: WireClient) -> None:
     """FindCoordinator creates `__consumer_offsets`; poll Metadata by name until it exists."""
     client.request(FindCoordinatorRequest(key="answers-group", key_type=0), 3, FindCoordinatorResponse)
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        by_name = client.request(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=OFFSETS_TOPIC)],
-                                                 allow_auto_topic_creation=False), 12, MetadataResponse)
-        if by_name.topics[0].error_code == 0:
-            return
-        time.sleep(0.05)
-    raise AssertionError("__consumer_offsets was not created")
+    eventually(lambda: client.request(MetadataRequest(
+        topics=[MetadataRequest.MetadataRequestTopic(name=OFFSETS_TOPIC)], allow_auto_topic_creation=False),
+        12, MetadataResponse).topics[0].error_code == 0, "__consumer_offsets to be created", timeout=20)
 
 
 def test_all_topics_answer_lists_internal_topics_as_internal(shared_broker: BrokerProcess) -> None:

@@ -13,7 +13,6 @@ leaves it null too. Null strings are a separate audit (empty versus null) and ar
 from __future__ import annotations
 
 import dataclasses
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -50,6 +49,7 @@ from pybroker.protocol.messages import (
 from pybroker.protocol.schema import PRIMITIVE_TYPES, ZERO_UUID, FieldSpec, Message, Struct, resolve_struct
 from pybroker.records.record import RecordInput, build_batch
 from pybroker.server.inter_broker_guard import GUARDED
+from tests.eventually import eventually
 from tests.integration.broker_process import BrokerProcess
 from tests.integration.test_bad_input import WireClient
 
@@ -161,12 +161,8 @@ LOADING = {ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.COORDINATOR_NOT_AVA
 
 def _once_loaded(client: WireClient, request: Any, version: int, response_class: type) -> Any:
     """The answer to a coordinator request, sent again while the coordinator's partition is loading."""
-    deadline = time.monotonic() + 30
-    answer = client.request(request, version, response_class)
-    while answer.error_code in LOADING and time.monotonic() < deadline:
-        time.sleep(0.05)
-        answer = client.request(request, version, response_class)
-    return answer
+    return eventually(lambda: (answer := client.request(request, version, response_class)).error_code not in LOADING
+                      and answer, f"{type(request).__name__} answered by a loaded coordinator")
 
 
 def _join(client: WireClient, group: str) -> tuple[str, int]:

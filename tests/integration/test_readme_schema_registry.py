@@ -8,26 +8,19 @@ import json
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 from typing import Iterator
 
 import pytest
 
 from pybroker.testing import EmbeddedBroker
-from tests.integration.broker_process import REPO
+from tests.integration.doc_blocks import readme_section, run_as_pytest_file
 
 QUICK_START_URL = "http://127.0.0.1:8081"
 
 
-def section() -> str:
-    text = (REPO / "README.md").read_text()
-    start = text.index("## Schema registry\n")
-    return text[start:text.index("\n## ", start + 1)]
-
-
 def blocks(language: str) -> list[str]:
-    return re.findall(rf"```{language}\n(.*?)```", section(), re.S)
+    return re.findall(rf"```{language}\n(.*?)```", readme_section("Schema registry"), re.S)
 
 
 @pytest.fixture(scope="module")
@@ -54,10 +47,4 @@ def test_the_curl_commands(broker: EmbeddedBroker) -> None:
 
 def test_the_pytest_example(tmp_path: Path) -> None:
     (example,) = blocks("python")
-    test_file = tmp_path / "test_readme_example.py"
-    test_file.write_text(example)
-    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", str(tmp_path),
-                           "--basetemp", str(tmp_path / "basetemp"), str(test_file)],
-                          capture_output=True, text=True, timeout=300, cwd=REPO)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
-    assert "1 passed" in done.stdout
+    run_as_pytest_file(example, tmp_path, "readme_example")

@@ -46,6 +46,7 @@ from pybroker.client.sasl import authenticate
 from pybroker.client.wire import ClientWire
 from tests.integration.broker_process import REPO, BrokerProcess
 from tests.integration.test_hostile_clients import closed_by_broker
+from tests.eventually import eventually_async
 
 ADMIN = ("admin", "admin-secret")
 JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
@@ -359,24 +360,31 @@ def test_alter_and_describe_errors_are_kafkas(sasl_broker):
 
 
 def test_reauthentication_and_expired_sessions(tmp_path: Path):
+    """Waits for the broker's own clock: the second session is used until the broker closes it as expired;
+    the first one, authenticated earlier with the same lifetime, has expired by then too."""
     broker = BrokerProcess(tmp_path, {**SASL_OVERRIDES, "connections.max.reauth.ms": "1500"}).start()
     try:
         async def go() -> None:
             credentials = SaslCredentials("PLAIN", "alice", "alice-plain")
-            connection = await connect(broker)
-            assert await authenticate(connection, credentials) == 1500
-            await connection.send_at(MetadataRequest(topics=[]), 1, MetadataResponse)
-            await asyncio.sleep(1.6)
-            assert await authenticate(connection, credentials) == 1500  # KIP-368 re-authentication
+            first = await connect(broker)
+            assert await authenticate(first, credentials) == 1500
+            await first.send_at(MetadataRequest(topics=[]), 1, MetadataResponse)
+            second = await connect(broker)
+            await authenticate(second, credentials)
+
+            async def closed_as_expired() -> bool:
+                try:
+                    await second.send_at(MetadataRequest(topics=[]), 1, MetadataResponse, timeout=5)
+                except KafkaConnectionError:  # expired: any request other than SaslHandshake closes it
+                    return True
+                return False
+
+            await eventually_async(closed_as_expired, "the broker to close the expired session", interval=0.1)
+            await second.close()
+            assert await authenticate(first, credentials) == 1500  # KIP-368 re-authentication, once expired
             with pytest.raises(ResponseError, match="Cannot change principals"):
-                await authenticate(connection, SaslCredentials("PLAIN", *ADMIN))
-            await connection.close()
-            connection = await connect(broker)
-            await authenticate(connection, credentials)
-            await asyncio.sleep(1.6)  # expired: the next request other than SaslHandshake closes it
-            with pytest.raises(KafkaConnectionError):
-                await connection.send_at(MetadataRequest(topics=[]), 1, MetadataResponse, timeout=5)
-            await connection.close()
+                await authenticate(first, SaslCredentials("PLAIN", *ADMIN))
+            await first.close()
 
         run(go())
     finally:

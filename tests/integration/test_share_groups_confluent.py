@@ -1,6 +1,6 @@
 """Share groups (KIP-932) with confluent-kafka's ShareConsumer (librdkafka 2.16, preview): implicit acceptance,
-explicit release and redelivery, several consumers on one partition never given the same record twice, and a lock
-timeout handing a silent member's records to another."""
+explicit release and redelivery, several consumers on one partition never given the same record twice, a lock
+timeout handing a silent member's records to another, and read_committed over transactions."""
 
 from __future__ import annotations
 
@@ -167,3 +167,37 @@ def test_group_configs_out_of_bounds_are_refused_and_described(broker: BrokerPro
     described = admin.describe_configs([resource])[resource].result(timeout=20)
     assert described["share.record.lock.duration.ms"].value == "20000"
     assert described["share.auto.offset.reset"].value == "latest"
+
+
+def test_read_committed_skips_aborted_records_and_waits_for_open_transactions(broker: BrokerProcess) -> None:
+    """share.isolation.level=read_committed: records of an aborted transaction are never delivered (archived), and
+    those of an open one only once it commits (the share-partition reads up to the last stable offset)."""
+    topic, group = "cf-committed", "cf-committed-group"
+    _topic_and_group(broker.bootstrap, topic, group, **{"share.isolation.level": "read_committed"})
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "cf-committed-txn"})
+    producer.init_transactions(20)
+    for values, commit in ((["c0", "c1"], True), (["a0", "a1"], False)):
+        producer.begin_transaction()
+        for value in values:
+            producer.produce(topic, value=value.encode())
+        producer.commit_transaction(20) if commit else producer.abort_transaction(20)
+    producer.begin_transaction()
+    producer.produce(topic, value=b"o0")
+    assert producer.flush(20) == 0
+    got: list[bytes] = []
+    with _consumer(broker.bootstrap, group, explicit=True) as consumer:
+        consumer.subscribe([topic])
+
+        def read(count: int) -> bool:
+            for message in consumer.poll(0.5):
+                if message.error() is None:
+                    got.append(message.value())
+                    consumer.acknowledge(message, AcknowledgeType.ACCEPT)
+            consumer.commit_sync()
+            return len(got) >= count
+
+        eventually(lambda: read(2), "the committed records")
+        assert got == [b"c0", b"c1"]  # not o0: its transaction is still open
+        producer.commit_transaction(20)
+        eventually(lambda: read(3), "the record of the transaction committed since")
+    assert got == [b"c0", b"c1", b"o0"]

@@ -20,7 +20,7 @@ from tests.integration.test_java_client_42 import CLIENT_JARS
 
 SCENARIOS = [
     "more_consumers_than_partitions", "explicit_accept", "release_redelivers", "delivery_count_limit_archives",
-    "admin_lists_and_describes",
+    "admin_lists_and_describes", "admin_share_group_offsets",
 ]
 
 

@@ -183,3 +183,33 @@ def test_v2_record_limit_and_renew(shared_broker) -> None:
     in_v1 = _fetch(client, group, "m1", 3, topic_id, renew)
     assert in_v1.responses[0].partitions[0].acknowledge_error_code == ErrorCode.INVALID_REQUEST
     client.close()
+
+
+def test_a_failed_state_write_rolls_the_acknowledgement_back(shared_broker) -> None:
+    """The share coordinator refuses the write of an acknowledgement (here: the share-partition's state was deleted
+    under the leader, so the write is INVALID_REQUEST): the acknowledgement is answered with that error and undone,
+    as Kafka's SharePartition rolls back; the records are still the member's, and redelivered once it leaves."""
+    from pybroker.protocol.messages import DeleteShareGroupStateRequest, DeleteShareGroupStateResponse
+
+    client = WireClient(shared_broker.bootstrap)
+    topic, group = "wire-rollback", "wire-rollback-group"
+    topic_id = _topic(client, topic)
+    _beat(client, group, "m1", 0, [topic])
+    assert _fetch(client, group, "m1", 0, topic_id).error_code == 0  # the share-partition starts at the end (latest)
+    _produce(client, topic, 3)
+    held = eventually(lambda: _fetch(client, group, "m1", 1, topic_id).responses, "records acquired")
+    assert [(a.first_offset, a.last_offset) for a in held[0].partitions[0].acquired_records] == [(0, 2)]
+    R = DeleteShareGroupStateRequest
+    deleted = client.request(R(group_id=group, topics=[R.DeleteStateData(topic_id=topic_id, partitions=[
+        R.PartitionData(partition=0)])]), 0, DeleteShareGroupStateResponse)
+    assert deleted.results[0].partitions[0].error_code == 0
+    refused = _acknowledge(client, group, "m1", 2, topic_id, 0, 2).responses[0].partitions[0]
+    assert refused.error_code == ErrorCode.INVALID_REQUEST
+    again = _acknowledge(client, group, "m1", 3, topic_id, 0, 2).responses[0].partitions[0]
+    assert again.error_code == ErrorCode.INVALID_REQUEST  # still held: not INVALID_RECORD_STATE
+    _beat(client, group, "m2", 0, [topic])
+    _beat(client, group, "m1", -1)  # m1 leaves: what it held is released
+    redelivered = _fetch(client, group, "m2", 0, topic_id).responses[0].partitions[0].acquired_records
+    assert [(a.first_offset, a.last_offset, a.delivery_count) for a in redelivered] == [(0, 2, 2)]
+    client.close()
+    assert metadata_ok(shared_broker.bootstrap)

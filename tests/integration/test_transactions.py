@@ -13,6 +13,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from pybroker.protocol.error_codes import ErrorCode
+from tests.eventually import eventually
 from tests.integration.broker_process import BrokerProcess
 from tests.integration.test_confluent_kafka import create_topic
 
@@ -141,20 +142,17 @@ def wait_for_stable_end(bootstrap: str, topic: str, timeout_s: float) -> None:
     """Until read_committed reaches the log end: no open transaction holds the LSO back."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "lso", "enable.partition.eof": True,
                          "isolation.level": "read_committed"})
+
+    def stable() -> bool:
+        _, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), 10)
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        while True:
+            msg = consumer.poll(10)
+            if msg is not None and msg.error() and msg.error().code() == KafkaError._PARTITION_EOF:
+                return msg.offset() >= high
+
     try:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            _, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), 10)
-            consumer.assign([TopicPartition(topic, 0, 0)])
-            eof = None
-            while eof is None:
-                msg = consumer.poll(10)
-                if msg is not None and msg.error() and msg.error().code() == KafkaError._PARTITION_EOF:
-                    eof = msg.offset()
-            if eof >= high:
-                return
-            time.sleep(0.5)
-        raise AssertionError(f"{topic} never became stable")
+        eventually(stable, f"{topic} to become stable", timeout=timeout_s, interval=0.5)
     finally:
         consumer.close()
 

@@ -5,6 +5,7 @@ by id (UNKNOWN_TOPIC_ID for an id no topic has). read_committed sees exactly the
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from typing import Iterator
 
@@ -15,6 +16,8 @@ from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.messages import (
     AddPartitionsToTxnRequest,
     AddPartitionsToTxnResponse,
+    DescribeProducersRequest,
+    DescribeProducersResponse,
     DescribeTransactionsRequest,
     DescribeTransactionsResponse,
     EndTxnRequest,
@@ -27,8 +30,14 @@ from pybroker.protocol.messages import (
     ProduceResponse,
     UpdateFeaturesRequest,
     UpdateFeaturesResponse,
+    WriteTxnMarkersRequest,
+    WriteTxnMarkersResponse,
 )
 from pybroker.records import build_batch
+from pybroker.controller.metadata import BrokerInfo
+from pybroker.coordinator.txn_coordinator import MarkerRequest
+from pybroker.coordinator.txn_records import TV_2
+from pybroker.server.txn_markers import MarkerChannel
 from tests.integration.broker_process import BrokerProcess
 from tests.eventually import eventually
 from tests.integration.groups_common import create_topic
@@ -177,3 +186,79 @@ def test_a_downgrade_of_transaction_version_leaves_an_open_v2_transaction_to_end
     finally:
         client.close()
     assert b"across-downgrade" in committed_values(broker.bootstrap, partition=1)
+
+
+def producer_state(client: WireClient, topic: str, partition: int, producer_id: int
+                   ) -> DescribeProducersResponse.ProducerState:
+    """What the leader of ``topic``-``partition`` holds of ``producer_id`` (DescribeProducers)."""
+    answer = client.request(DescribeProducersRequest(topics=[DescribeProducersRequest.TopicRequest(
+        name=topic, partition_indexes=[partition])]), 0, DescribeProducersResponse)
+    [state] = [s for s in answer.topics[0].partitions[0].active_producers if s.producer_id == producer_id]
+    return state
+
+
+def marker_written(client: WireClient, topic: str, partition: int, producer: tuple[int, int]
+                   ) -> DescribeProducersResponse.ProducerState:
+    """Wait until the leader holds ``producer`` (id, epoch) with no transaction open: its marker is written."""
+    def written() -> DescribeProducersResponse.ProducerState | None:
+        state = producer_state(client, topic, partition, producer[0])
+        return state if (state.producer_epoch, state.current_txn_start_offset) == (producer[1], -1) else None
+
+    state = eventually(written, f"the marker of producer {producer} on {topic}-{partition}")
+    assert state is not None
+    return state
+
+
+def write_marker(client: WireClient, topic: str, partition: int, producer: tuple[int, int], coordinator_epoch: int,
+                 *, commit: bool, transaction_version: int = TV_2) -> int:
+    """WriteTxnMarkers v2 as a coordinator sends it: the error code of the one partition."""
+    request = WriteTxnMarkersRequest(markers=[WriteTxnMarkersRequest.WritableTxnMarker(
+        producer_id=producer[0], producer_epoch=producer[1], transaction_result=commit,
+        coordinator_epoch=coordinator_epoch, transaction_version=transaction_version,
+        topics=[WriteTxnMarkersRequest.WritableTxnMarkerTopic(name=topic, partition_indexes=[partition])])])
+    answer = client.request(request, 2, WriteTxnMarkersResponse)
+    return answer.markers[0].topics[0].partitions[0].error_code
+
+
+def send_marker(broker: BrokerProcess, marker: MarkerRequest) -> ErrorCode:
+    """``marker`` sent as the coordinator's marker channel sends it to another broker: its one partition's code."""
+    host, port = broker.bootstrap.split(":")
+
+    async def send() -> dict[tuple[str, int], ErrorCode]:
+        channel = MarkerChannel(timeout_ms=10000)
+        try:
+            return await channel.send(BrokerInfo(1, host, int(port)), marker, list(marker.partitions))
+        finally:
+            await channel.close()
+
+    [code] = asyncio.run(send()).values()
+    return code
+
+
+def test_a_late_v2_marker_at_the_open_transactions_epoch_is_refused_and_closes_nothing(broker: BrokerProcess) -> None:
+    """KIP-1228 on the wire: a V2 transaction's markers carry the bumped epoch, at which the producer then runs its
+    next transaction; a marker of the ended transaction arriving late (WriteTxnMarkers v2, TransactionVersion 2, at
+    that same epoch) is INVALID_PRODUCER_EPOCH and leaves the open transaction open, to end as its producer says."""
+    client = WireClient(broker.bootstrap)
+    try:
+        producer = init_producer(client, "v2-late-marker")
+        assert produce(client, 12, "v2-late-marker", b"before-late-marker", producer=producer,
+                       sequence=0).error_code == ErrorCode.NONE
+        assert end_txn(client, "v2-late-marker", producer, commit=True).error_code == ErrorCode.NONE
+        bumped = (producer[0], producer[1] + 1)
+        written = marker_written(client, TOPIC, 0, bumped)  # the commit marker, at the bumped epoch
+        assert produce(client, 12, "v2-late-marker", b"open-at-late-marker", producer=bumped,
+                       sequence=0).error_code == ErrorCode.NONE
+        open_at = producer_state(client, TOPIC, 0, producer[0]).current_txn_start_offset
+        assert open_at >= 0
+        late = MarkerRequest("v2-late-marker", bumped[0], bumped[1], written.coordinator_epoch, True, ((TOPIC, 0),),
+                             transaction_version=TV_2)
+        assert send_marker(broker, late) == ErrorCode.INVALID_PRODUCER_EPOCH  # as a coordinator sends it
+        assert write_marker(client, TOPIC, 0, bumped, written.coordinator_epoch, commit=False) \
+            == ErrorCode.INVALID_PRODUCER_EPOCH
+        assert producer_state(client, TOPIC, 0, producer[0]).current_txn_start_offset == open_at  # still open
+        assert end_txn(client, "v2-late-marker", bumped, commit=False).error_code == ErrorCode.NONE
+    finally:
+        client.close()
+    values = committed_values(broker.bootstrap)
+    assert b"before-late-marker" in values and b"open-at-late-marker" not in values

@@ -25,6 +25,7 @@ from pybroker.protocol.messages import (
 from pybroker.protocol.primitives import FramePart
 from pybroker.records.record import RecordInput, build_batch
 from pybroker.server.network import KafkaConnection
+from tests.eventually import eventually_async
 from tests.integration.test_bad_input import WireClient
 
 FETCH_KEY = 1
@@ -75,10 +76,12 @@ class _ScriptedDispatcher:
     def __init__(self, responses: list[list[FramePart]], io: IoExecutor | None = None):
         self.responses = responses
         self.io = io
+        self.answered = 0
 
     async def dispatch(self, frame: memoryview, peer: str) -> list[FramePart]:
         index = frame[0]
         await asyncio.sleep(0.001 * (len(self.responses) - index))  # later requests finish first
+        self.answered += 1
         return self.responses[index]
 
 
@@ -87,8 +90,9 @@ async def _exchange(responses: list[list[FramePart]], *, zero_copy: bool, io: Io
     """Pipeline one request per response, read nothing until all are answered, then read all
     (through a client socket of `receive_buffer` bytes, if given, so that the broker's socket fills)."""
     loop = asyncio.get_running_loop()
+    dispatcher = _ScriptedDispatcher(responses, io)
     server = await loop.create_server(
-        lambda: KafkaConnection(_ScriptedDispatcher(responses, io), max_frame_size=1024, max_in_flight=100,
+        lambda: KafkaConnection(dispatcher, max_frame_size=1024, max_in_flight=100,
                                 connections=set(), zero_copy=zero_copy), "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
     sock = socket.socket()
@@ -97,7 +101,7 @@ async def _exchange(responses: list[list[FramePart]], *, zero_copy: bool, io: Io
     sock.connect(("127.0.0.1", port))
     reader, writer = await asyncio.open_connection(sock=sock)
     writer.write(b"".join(struct.pack(">ib", 1, i) for i in range(len(responses))))
-    await asyncio.sleep(0.1)
+    await eventually_async(lambda: dispatcher.answered == len(responses), "every request answered", interval=0.01)
     received = bytearray()
     while chunk := await asyncio.wait_for(reader.read(1 << 20), 10):
         received += chunk

@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass, fields
 from typing import Mapping
 
+from pybroker.common.config import BrokerConfig
 from pybroker.coordinator.share.group import ShareGroupSettings
 
 __all__ = ["GroupConfigError", "ShareConfigs", "ShareLimits", "parse_reset"]
@@ -48,8 +49,8 @@ class ShareLimits:
     max_share_sessions: int = 2_000
 
     @classmethod
-    def from_config(cls, config: Mapping[str, object]) -> ShareLimits:
-        return cls(**{f.name: config["group.share." + f.name.replace("_", ".")] for f in fields(cls)})  # type: ignore[arg-type]
+    def from_config(cls, config: BrokerConfig) -> ShareLimits:
+        return cls(**{f.name: config["group.share." + f.name.replace("_", ".")] for f in fields(cls)})
 
     def defaults(self) -> dict[str, str]:
         return {AUTO_OFFSET_RESET: "latest", ISOLATION_LEVEL: "read_uncommitted",
@@ -91,11 +92,14 @@ class ShareConfigs:
     def lock_duration_ms(self, group_id: str) -> int:
         return int(self.value(group_id, LOCK_DURATION))
 
+    def read_committed(self, group_id: str) -> bool:
+        return self.value(group_id, ISOLATION_LEVEL) == "read_committed"
+
     def auto_offset_reset(self, group_id: str) -> tuple[str, int]:
         return parse_reset(self.value(group_id, AUTO_OFFSET_RESET))
 
     def check(self, key: str, value: str | None) -> None:
-        """Refuse what Kafka's GroupConfig.validate refuses (and read_committed, not served yet)."""
+        """Refuse what Kafka's GroupConfig.validate refuses."""
         if key not in self.limits.defaults():
             raise GroupConfigError(f"Unknown group config name: {key}")
         if value is None:
@@ -104,9 +108,7 @@ class ShareConfigs:
             parse_reset(value)
             return
         if key == ISOLATION_LEVEL:
-            if value == "read_committed":
-                raise GroupConfigError(f"{ISOLATION_LEVEL}=read_committed is not supported by this broker yet")
-            if value != "read_uncommitted":
+            if value not in ("read_committed", "read_uncommitted"):
                 raise GroupConfigError(f"Invalid value {value} for configuration {key}: String must be one of: "
                                        "read_committed, read_uncommitted")
             return

@@ -62,6 +62,9 @@ class ShareGroup:
     members: dict[str, ShareMember] = field(default_factory=dict)
     partition_counts: dict[str, int] = field(default_factory=dict)
     """Partition count of each subscribed topic when the assignment was computed (a change makes a new one)."""
+    assigned: dict[uuid.UUID, set[int]] = field(default_factory=dict)
+    """Every partition ever assigned to the group: where it may have share-partition state (Kafka's
+    ShareGroupStatePartitionMetadata), deleted with the group."""
 
     @property
     def state(self) -> str:
@@ -167,14 +170,25 @@ class ShareGroups:
                                                group_type="share")
                 for g in self.groups.values() if not wanted_states or g.state.lower() in wanted_states]
 
-    def delete(self, group_id: str) -> ErrorCode:
+    def deletable(self, group_id: str) -> ErrorCode:
+        """Whether DeleteGroups may delete the group: only an existing, empty one."""
         group = self.groups.get(group_id)
         if group is None:
             return ErrorCode.GROUP_ID_NOT_FOUND
-        if group.members:
-            return ErrorCode.NON_EMPTY_GROUP
-        del self.groups[group_id]
-        return ErrorCode.NONE
+        return ErrorCode.NON_EMPTY_GROUP if group.members else ErrorCode.NONE
+
+    def delete(self, group_id: str) -> ErrorCode:
+        code = self.deletable(group_id)
+        if code is ErrorCode.NONE:
+            del self.groups[group_id]
+        return code
+
+    def empty_group(self, group_id: str) -> ShareGroup:
+        """The group, created empty if it does not exist (AlterShareGroupOffsets creates it, as Kafka's does)."""
+        group = self.groups.get(group_id)
+        if group is None:
+            group = self.groups[group_id] = ShareGroup(group_id)
+        return group
 
     def is_member(self, group_id: str, member_id: str) -> bool:
         group = self.groups.get(group_id)
@@ -202,6 +216,8 @@ class ShareGroups:
         targets = assign(subscriptions, {topic: (image.topics[topic][0], count) for topic, count in counts.items()})
         for member in group.members.values():
             member.assignment = targets.get(member.member_id, {})
+            for topic_id, partitions in member.assignment.items():
+                group.assigned.setdefault(topic_id, set()).update(partitions)
         group.assignment_epoch = group.group_epoch
 
 

@@ -120,6 +120,10 @@ if TYPE_CHECKING:
     from pybroker.protocol.messages.share_fetch import ShareFetchRequest, ShareFetchResponse
     from pybroker.protocol.messages.share_group_describe import ShareGroupDescribeRequest, ShareGroupDescribeResponse
     from pybroker.protocol.messages.share_group_heartbeat import ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse
+    from pybroker.protocol.messages.share_snapshot_key import ShareSnapshotKey
+    from pybroker.protocol.messages.share_snapshot_value import ShareSnapshotValue
+    from pybroker.protocol.messages.share_update_key import ShareUpdateKey
+    from pybroker.protocol.messages.share_update_value import ShareUpdateValue
     from pybroker.protocol.messages.snapshot_footer_record import SnapshotFooterRecord
     from pybroker.protocol.messages.snapshot_header_record import SnapshotHeaderRecord
     from pybroker.protocol.messages.stop_replica import StopReplicaRequest, StopReplicaResponse
@@ -430,6 +434,10 @@ _MODULE_OF: dict[str, str] = {
     'ShareGroupDescribeResponse': 'share_group_describe',
     'ShareGroupHeartbeatRequest': 'share_group_heartbeat',
     'ShareGroupHeartbeatResponse': 'share_group_heartbeat',
+    'ShareSnapshotKey': 'share_snapshot_key',
+    'ShareSnapshotValue': 'share_snapshot_value',
+    'ShareUpdateKey': 'share_update_key',
+    'ShareUpdateValue': 'share_update_value',
     'SnapshotFooterRecord': 'snapshot_footer_record',
     'SnapshotHeaderRecord': 'snapshot_header_record',
     'StopReplicaRequest': 'stop_replica',
@@ -844,6 +852,10 @@ __all__ = [
     'ShareGroupDescribeResponse',
     'ShareGroupHeartbeatRequest',
     'ShareGroupHeartbeatResponse',
+    'ShareSnapshotKey',
+    'ShareSnapshotValue',
+    'ShareUpdateKey',
+    'ShareUpdateValue',
     'SnapshotFooterRecord',
     'SnapshotHeaderRecord',
     'StopReplicaRequest',

@@ -20,6 +20,7 @@ from enum import IntEnum
 from typing import Iterable, Sequence
 
 from pybroker.protocol.error_codes import ErrorCode
+from pybroker.replication.share.counters import ShareCounters
 
 __all__ = ["AckType", "Acquired", "BatchBounds", "RecordState", "SharePartition", "Span"]
 
@@ -93,6 +94,7 @@ class SharePartition:
         self.delivery_count_limit = delivery_count_limit
         self.max_record_locks = max_record_locks
         self.spans: list[Span] = []
+        self.counters = ShareCounters()
 
     # ------------------------------------------------------------------ queries
 
@@ -155,6 +157,7 @@ class SharePartition:
                     batch = BatchBounds(batch.first, last, batch.control)
                 count += self._acquire_new(member_id, batch, deadline, taken)
         self._advance()
+        self.counters.acquired += count
         return _merged(taken)
 
     def acknowledge(self, member_id: str, first: int, last: int, types: Sequence[int], now_ms: int, *,
@@ -168,6 +171,7 @@ class SharePartition:
         self.expire(now_ms)
         if not self._held(member_id, first, last):
             return ErrorCode.INVALID_RECORD_STATE
+        self.counters.on_acknowledge(first, last, types)
         deadline = now_ms + (renew_lock_ms or 0)
         if len(types) == 1:
             self._settle(first, last, AckType(types[0]), deadline)
@@ -183,6 +187,7 @@ class SharePartition:
     def expire(self, now_ms: int) -> int:
         """Release every acquisition whose lock has run out (archived at the delivery count limit); the count."""
         expired = [span for span in self.spans if span.state is RecordState.ACQUIRED and span.deadline_ms <= now_ms]
+        self.counters.lock_timeouts += sum(span.last - span.first + 1 for span in expired)
         for span in expired:
             self._release(span)
         if expired:
@@ -216,11 +221,51 @@ class SharePartition:
             self._advance()
         return len(held)
 
+    def held_copy(self, first: int, last: int) -> list[Span]:
+        """Copies of the spans of ``first..last`` as they are now (cut to the range), for ``rollback``."""
+        out: list[Span] = []
+        index = max(self._index_at(first), 0)
+        while index < len(self.spans) and self.spans[index].first <= last:
+            span = self.spans[index]
+            if span.last >= first:
+                out.append(Span(max(span.first, first), min(span.last, last), span.state, span.delivery_count,
+                                span.member_id, span.deadline_ms))
+            index += 1
+        return out
+
+    def rollback(self, before: list[Span]) -> None:
+        """Undo an acknowledgement whose state write failed, as Kafka's SharePartition rolls its state transitions
+        back: its offsets are held again as ``before`` holds them (a lock that ran out meanwhile expires on the next
+        call), except offsets acquired again since (a released offset another member took stays with it)."""
+        if not before:
+            return
+        low = min(span.first for span in before)
+        if low < self.start_offset:  # the window moved past them: take them back in (as done, then as before)
+            self.spans.insert(0, Span(low, self.start_offset - 1, RecordState.ACKNOWLEDGED, 0))
+            self.start_offset = low
+        for saved in before:
+            for index in self._cut(saved.first, saved.last):
+                span = self.spans[index]
+                if span.state is RecordState.ACQUIRED and (span.member_id, span.delivery_count) != \
+                        (saved.member_id, saved.delivery_count):
+                    continue
+                span.state, span.delivery_count = saved.state, saved.delivery_count
+                span.member_id, span.deadline_ms = saved.member_id, saved.deadline_ms
+        self._coalesce()
+        self._advance()
+
+    def settle(self) -> None:
+        """Merge like neighbouring spans and move the start offset past the done ones (spans set from stored state)."""
+        self._coalesce()
+        self._advance()
+
     # ------------------------------------------------------------------ internals
 
     def _release(self, span: Span) -> None:
         span.state = RecordState.ARCHIVED if span.delivery_count >= self.delivery_count_limit \
             else RecordState.AVAILABLE
+        if span.state is RecordState.ARCHIVED:
+            self.counters.archived += span.last - span.first + 1
         span.member_id = None
         span.deadline_ms = 0
 
@@ -279,6 +324,8 @@ class SharePartition:
                 self._release(span)
             else:  # REJECT, and GAP (offsets with no record)
                 span.state, span.member_id, span.deadline_ms = RecordState.ARCHIVED, None, 0
+                if ack is AckType.REJECT:
+                    self.counters.archived += span.last - span.first + 1
         self._coalesce()
 
     def _cut(self, first: int, last: int) -> range:

@@ -5,7 +5,8 @@ partitions, whose ISR cannot change."""
 
 from __future__ import annotations
 
-from pybroker.controller import zk_paths as zp
+from pybroker.common.topic import TopicPartition
+from pybroker.zk import paths as zp
 from pybroker.controller.alter_partition import RECOVERED, IsrProposal, check_proposal
 from pybroker.controller.context import ControllerContext
 from pybroker.controller.controller import NotControllerError, StaleBrokerEpochError
@@ -44,7 +45,8 @@ async def alter_partition(ctx: RequestContext, request: AlterPartitionRequest) -
             with_epochs = ctx.api_version >= BROKER_EPOCHS_VERSION
             isr = tuple(b.broker_id for b in partition.new_isr_with_epochs) if with_epochs else tuple(partition.new_isr)
             proposals.append(IsrProposal(
-                (info.name, partition.partition_index), partition.leader_epoch, isr, partition.partition_epoch,
+                TopicPartition(info.name, partition.partition_index), partition.leader_epoch, isr,
+                partition.partition_epoch,
                 tuple(b.broker_epoch for b in partition.new_isr_with_epochs) if with_epochs else None,
                 partition.leader_recovery_state if ctx.api_version >= 1 else RECOVERED))
     try:
@@ -88,5 +90,5 @@ def _single_node_context(ctx: RequestContext) -> ControllerContext:
     for name, info in ctx.services.metadata.topics().items():
         single.assignments[name] = zp.TopicAssignment({p: i.replicas for p, i in info.partitions.items()}, None)
         for p, i in info.partitions.items():
-            single.states[(name, p)] = zp.LeaderAndIsr(i.leader, i.leader_epoch, i.isr, 0, 0)
+            single.states[TopicPartition(name, p)] = zp.LeaderAndIsr(i.leader, i.leader_epoch, i.isr, 0, 0)
     return single

@@ -185,7 +185,7 @@ async def alter(ctx: RequestContext, request: AlterClientQuotasRequest) -> Alter
         if not allowed:
             code, message = ErrorCode.CLUSTER_AUTHORIZATION_FAILED, ErrorCode.CLUSTER_AUTHORIZATION_FAILED.message
         elif isinstance(entity, tuple) and isinstance(entity[0], ErrorCode):
-            code, message = entity  # type: ignore[assignment]
+            code, message = entity
         else:
             ip = entity if isinstance(entity, str) else None
             current = store.ips().get(ip, {}) if ip is not None else store.all().get(entity, {})  # type: ignore[arg-type]

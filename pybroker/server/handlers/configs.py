@@ -190,7 +190,7 @@ async def incremental_alter_configs(ctx: RequestContext,
 def _edit_list(ctx: RequestContext, overrides: Mapping[str, str], name: str, operation: int, value: str) -> str:
     """APPEND or SUBTRACT as Kafka does them: on the effective value (the override, else the broker
     default), for list configs only; subtracting every item leaves an empty list, which is stored."""
-    [described] = ctx.services.topic_configs.describe(overrides, [name]) or [None]
+    described = next(iter(ctx.services.topic_configs.describe(overrides, [name])), None)
     if described is None or described.config_type != CONFIG_TYPES["list"]:
         verb = "append" if operation == APPEND else "subtract"
         raise ValueError(f"Config value {verb} is not allowed for config key: {name}")

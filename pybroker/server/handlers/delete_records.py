@@ -21,6 +21,7 @@ from pybroker.common.topic import INTERNAL_TOPICS
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.messages import DeleteRecordsRequest, DeleteRecordsResponse
+from pybroker.replication.log_requests import delete_records_on_leader
 from pybroker.security.acl import AclOperation, ResourceType
 from pybroker.server.authorization import allowed_names
 from pybroker.server.context import RequestContext
@@ -78,13 +79,13 @@ def _delete_on_leader(ctx: RequestContext, topic: str, requested: DeleteRecordsR
         result.error_code = ErrorCode.INVALID_TOPIC_EXCEPTION
         return None
     try:
-        partition = ctx.services.replica_manager.leader_partition(topic, requested.partition_index)
-        offset = partition.delete_records(requested.offset)
-        result.low_watermark = partition.low_watermark(_alive_brokers(ctx))
+        deleted = delete_records_on_leader(ctx.services.replica_manager, topic, requested.partition_index,
+                                           requested.offset, _alive_brokers(ctx))
     except Exception as exc:
         result.error_code = error_code_for(exc)
         return None
-    return _Pending(topic, result, offset) if result.low_watermark < offset else None
+    result.low_watermark = deleted.low_watermark
+    return _Pending(topic, result, deleted.offset) if deleted.replicas_behind else None
 
 
 async def _await_replicas(ctx: RequestContext, item: _Pending, timeout_s: float) -> None:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
-from pybroker.log.file_slice import FileSlice
+from pybroker.common.ids import BrokerId
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.messages import FetchRequest, FetchResponse
@@ -28,6 +28,7 @@ from pybroker.protocol.primitives import ZERO_UUID
 from pybroker.replication.fetch_messages import FetchParams, FetchPartition, FetchResult, PartitionRead, \
     fetch_messages
 from pybroker.security.acl import AclOperation, ResourceType
+from pybroker.server import leader_hints
 from pybroker.server.authorization import allowed_names, authorize_cluster
 from pybroker.server.context import RequestContext
 from pybroker.server.error_mapping import error_code_for
@@ -93,7 +94,27 @@ async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
         context, ctx.now_ms, [(item.key, data, _records_size(data)) for item, data in answers])
     if not all(included):
         answers = [answer for answer, keep in zip(answers, included) if keep]
-    return FetchResponse(throttle_time_ms=0, error_code=0, session_id=session_id, responses=_group(answers))
+    response = FetchResponse(throttle_time_ms=0, error_code=0, session_id=session_id, responses=_group(answers))
+    if ctx.api_version >= leader_hints.FIRST_FETCH_VERSION:
+        response.node_endpoints = _point_to_leaders(ctx, answers)
+    return response
+
+
+def _point_to_leaders(ctx: RequestContext, answers: list[tuple[_Wanted, PartitionData]]
+                      ) -> list[FetchResponse.NodeEndpoint]:
+    """KIP-951: a partition answered NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH names its leader; the
+    endpoints of those leaders, for the answer."""
+    endpoints: dict[int, FetchResponse.NodeEndpoint] = {}
+    for item, data in answers:
+        if data.error_code not in leader_hints.FETCH_ERRORS or not item.topic:
+            continue
+        hint = leader_hints.leader_hint(ctx.services.metadata, ctx.listener, item.topic, data.partition_index)
+        data.current_leader = FetchResponse.LeaderIdAndEpoch(leader_id=hint.leader_id, leader_epoch=hint.leader_epoch)
+        if hint.endpoint is not None:
+            endpoints[hint.endpoint.node_id] = FetchResponse.NodeEndpoint(
+                node_id=hint.endpoint.node_id, host=hint.endpoint.host, port=hint.endpoint.port,
+                rack=hint.endpoint.rack)
+    return list(endpoints.values())
 
 
 def _answer(item: _Wanted, read: PartitionRead) -> PartitionData:
@@ -168,13 +189,16 @@ def _resolve(ctx: RequestContext, partitions: Requested) -> list[_Wanted]:
 
 
 def _records_size(data: PartitionData) -> int:
-    records = data.records
-    return records.size if isinstance(records, FileSlice) else len(records)
+    records = data.records  # bytes or a FileSlice, as _partition_data builds it
+    if records is None:
+        return 0
+    return len(records) if isinstance(records, (bytes, bytearray, memoryview)) else records.size
 
 
-def _replica_id(ctx: RequestContext, request: FetchRequest) -> int:
+def _replica_id(ctx: RequestContext, request: FetchRequest) -> BrokerId:
     """The fetching follower's broker id, or -1 for a consumer (v15+ moved it into ReplicaState)."""
-    return request.replica_id if ctx.api_version < FIRST_REPLICA_STATE_VERSION else request.replica_state.replica_id
+    return BrokerId(request.replica_id if ctx.api_version < FIRST_REPLICA_STATE_VERSION
+                    else request.replica_state.replica_id)
 
 
 def _group(answers: list[tuple[_Wanted, PartitionData]]) -> list[FetchResponse.FetchableTopicResponse]:

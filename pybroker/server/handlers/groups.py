@@ -12,6 +12,7 @@ from typing import Any, Callable, Iterable
 
 from pybroker.coordinator.coordinator import JoinRequest, join_error
 from pybroker.coordinator.runtime import CoordinatorStorageError, NotCoordinatorError
+from pybroker.coordinator.share_state.records import parse_share_key
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.messages import (
@@ -49,6 +50,9 @@ log = logging.getLogger("pybroker.server")
 
 KEY_TYPE_GROUP = 0
 KEY_TYPE_TRANSACTION = 1
+KEY_TYPE_SHARE = 2
+"""KIP-932: a share-partition's share coordinator, asked by partition leaders with "groupId:topicId:partition"."""
+FIRST_SHARE_FIND_VERSION = 6
 FIRST_BATCHED_FIND_VERSION = 4
 
 
@@ -122,6 +126,19 @@ async def _find_one(ctx: RequestContext, key: str, key_type: int) -> FindCoordin
         except Exception as exc:
             return failed(ErrorCode.COORDINATOR_NOT_AVAILABLE, str(exc))
         node_id = services.groups.topic.leader(services.groups.coordinator.partition_of(key))
+    elif key_type == KEY_TYPE_SHARE:
+        if ctx.api_version < FIRST_SHARE_FIND_VERSION:
+            return failed(ErrorCode.UNSUPPORTED_VERSION)
+        if not authorize_cluster(ctx, AclOperation.CLUSTER_ACTION):
+            return failed(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+        share_key = parse_share_key(key)
+        if share_key is None:
+            return failed(ErrorCode.INVALID_REQUEST, "Share coordinator keys are groupId:topicId:partition")
+        try:
+            await services.share_state.topic.ensure()
+        except Exception as exc:
+            return failed(ErrorCode.COORDINATOR_NOT_AVAILABLE, str(exc))
+        node_id = services.share_state.coordinator_node(share_key)
     else:
         return failed(ErrorCode.INVALID_REQUEST, f"Unknown coordinator key type {key_type}")
     node = next((b for b in services.metadata.brokers() if b.broker_id == node_id), None)
@@ -207,7 +224,7 @@ async def delete_groups(ctx: RequestContext, request: DeleteGroupsRequest) -> De
     permitted = [g for g in request.groups_names if g in allowed and g not in share.groups.groups]
     refused = [DeleteGroupsResponse.DeletableGroupResult(group_id=g, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
                for g in request.groups_names if g not in allowed]
-    refused += [DeleteGroupsResponse.DeletableGroupResult(group_id=g, error_code=share.delete_group(g))
+    refused += [DeleteGroupsResponse.DeletableGroupResult(group_id=g, error_code=await share.delete_group(g))
                 for g in request.groups_names if g in allowed and g in share.groups.groups]
 
     def failed(code: ErrorCode) -> DeleteGroupsResponse:

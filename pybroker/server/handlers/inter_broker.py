@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 
+from pybroker.common.ids import BrokerId, LeaderEpoch
 from pybroker.common.log_limit import LogLimiter
 from pybroker.common.open_files import OpenFilesLimitError
 from pybroker.common.topic import topic_name_error
@@ -113,8 +114,9 @@ async def leader_and_isr(ctx: RequestContext, request: LeaderAndIsrRequest) -> L
                 elif hosted is None and not _descriptor_for(ctx, topic.topic_name, state.partition_index):
                     code = ErrorCode.KAFKA_STORAGE_ERROR  # an offline replica: the controller elects around it
                 else:
-                    role = PartitionRole(topic.topic_name, state.partition_index, topic.topic_id, state.leader,
-                                         state.leader_epoch, tuple(state.replicas), tuple(state.isr),
+                    role = PartitionRole(topic.topic_name, state.partition_index, topic.topic_id,
+                                         BrokerId(state.leader), LeaderEpoch(state.leader_epoch),
+                                         tuple(state.replicas), tuple(state.isr),
                                          state.partition_epoch, state.controller_epoch)
                     services.replica_manager.apply_role(role, leaders.get(state.leader), config=log_config,
                                                       min_insync_replicas=min_isr)

@@ -15,6 +15,7 @@ from __future__ import annotations
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.messages import OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse
+from pybroker.replication.log_requests import last_offset_for_leader_epoch
 from pybroker.security.acl import AclOperation, ResourceType
 from pybroker.server.authorization import allowed_names, authorize_cluster
 from pybroker.server.context import RequestContext
@@ -39,10 +40,9 @@ async def handle(ctx: RequestContext, request: OffsetForLeaderEpochRequest) -> O
                 partitions.append(result)
                 continue
             try:
-                partition = ctx.services.replica_manager.leader_partition(topic.topic, requested.partition)
-                partition.check_leader_epoch(requested.current_leader_epoch)
-                result.leader_epoch, result.end_offset = partition.epoch_cache.end_offset_for(
-                    requested.leader_epoch, partition.log.log_end_offset)
+                result.leader_epoch, result.end_offset = last_offset_for_leader_epoch(
+                    ctx.services.replica_manager, topic.topic, requested.partition, requested.leader_epoch,
+                    requested.current_leader_epoch)
             except Exception as exc:
                 result.error_code = error_code_for(exc)
             partitions.append(result)

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from itertools import groupby
 
-from pybroker.log.log import PartitionLog
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.messages import (
@@ -28,13 +27,13 @@ from pybroker.protocol.messages import (
     DescribeLogDirsRequest,
     DescribeLogDirsResponse,
 )
+from pybroker.replication import log_requests
 from pybroker.security.acl import AclOperation
 from pybroker.server.authorization import authorize_cluster
 from pybroker.server.context import RequestContext
 from pybroker.server.error_mapping import error_code_for
 from pybroker.server.registry import api
 
-INVALID_OFFSET_LAG = -1
 Result = DescribeLogDirsResponse.DescribeLogDirsResult
 
 
@@ -43,32 +42,19 @@ async def describe_log_dirs(ctx: RequestContext, request: DescribeLogDirsRequest
     if not authorize_cluster(ctx, AclOperation.DESCRIBE):
         return DescribeLogDirsResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, results=[])
     wanted = None if request.topics is None else {(t.topic, p) for t in request.topics for p in t.partitions}
-    manager = ctx.services.log_manager
     results = []
-    for status in manager.describe_dirs():
-        if not status.online:
-            results.append(Result(error_code=ErrorCode.KAFKA_STORAGE_ERROR, log_dir=status.path, topics=[]))
+    for described in log_requests.describe_log_dirs(ctx.services.replica_manager, wanted):
+        if not described.online:
+            results.append(Result(error_code=ErrorCode.KAFKA_STORAGE_ERROR, log_dir=described.path, topics=[]))
             continue
-        logs = sorted(((log, future) for log, future in status.logs
-                       if wanted is None or (log.topic, log.partition) in wanted),
-                      key=lambda item: (item[0].topic, item[0].partition, item[1]))
         topics = [DescribeLogDirsResponse.DescribeLogDirsTopic(name=name, partitions=[
             DescribeLogDirsResponse.DescribeLogDirsPartition(
-                partition_index=log.partition, partition_size=log.size_in_bytes,
-                offset_lag=_offset_lag(ctx, log, future), is_future_key=future)
-            for log, future in group]) for name, group in groupby(logs, key=lambda item: item[0].topic)]
-        results.append(Result(error_code=ErrorCode.NONE, log_dir=status.path, topics=topics,
-                              total_bytes=status.total_bytes, usable_bytes=status.usable_bytes))
+                partition_index=replica.partition, partition_size=replica.size, offset_lag=replica.offset_lag,
+                is_future_key=replica.is_future)
+            for replica in group]) for name, group in groupby(described.replicas, key=lambda replica: replica.topic)]
+        results.append(Result(error_code=ErrorCode.NONE, log_dir=described.path, topics=topics,
+                              total_bytes=described.total_bytes, usable_bytes=described.usable_bytes))
     return DescribeLogDirsResponse(error_code=ErrorCode.NONE, results=results)
-
-
-def _offset_lag(ctx: RequestContext, log: PartitionLog, future: bool) -> int:
-    current = ctx.services.log_manager.get_log(log.topic, log.partition)
-    if current is None:
-        return INVALID_OFFSET_LAG
-    if future:
-        return current.log_end_offset - log.log_end_offset
-    return max(current.high_watermark - log.log_end_offset, 0)
 
 
 @api(ApiKey.ALTER_REPLICA_LOG_DIRS, 1, 2)

@@ -36,35 +36,36 @@ FIRST_TOPIC_ID_VERSION = 12
 @api(ApiKey.METADATA, 0, 13)
 async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataResponse | EncodedBody:
     metadata = ctx.services.metadata
-    assert metadata is not None
     version = ctx.api_version
-    all_topics = request.topics is None or (version == 0 and not request.topics)
-    if not all_topics and version < FIRST_TOPIC_ID_VERSION and any(
-            t.name is None or t.topic_id != ZERO_UUID for t in request.topics):
-        return _invalid_request(request)
+    asked = None if request.topics is None or (version == 0 and not request.topics) else request.topics  # None: all
+    if asked is not None and version < FIRST_TOPIC_ID_VERSION and any(
+            t.name is None or t.topic_id != ZERO_UUID for t in asked):
+        return _invalid_request(asked)
     if ctx.services.authorizer is not None:
-        return await _authorized_answer(ctx, request, all_topics)
-    requested: RequestedTopics = None if all_topics else tuple((t.name, t.topic_id) for t in request.topics)
+        return await _authorized_answer(ctx, request, asked)
+    requested: RequestedTopics = None if asked is None else tuple((t.name, t.topic_id) for t in asked)
     cache = answer_cache(metadata)
     shape = (ApiKey.METADATA, version, ctx.listener)
     body = cache.get(metadata, shape, requested)
     if body is not None:
         return EncodedBody(version, body)
     live = {b.broker_id for b in metadata.brokers()}
-    if requested is None:
+    if asked is None:
         infos: list[TopicInfo | None] = [info for _, info in sorted(metadata.topics().items())]
     else:
-        infos = [resolve(metadata, name, topic_id) for name, topic_id in requested]
+        infos = [resolve(metadata, t.name, t.topic_id) for t in asked]
     known = [info for info in infos if info is not None]
     if len(known) == len(infos):  # built without awaiting anything, from exactly these objects
         body = _response(metadata, [_describe(info, live) for info in known], ctx.listener).encode(version)
         cache.put(metadata, shape, requested, known, body)
         return EncodedBody(version, body)
-    topics = [await _lookup(ctx, t, request.allow_auto_topic_creation, live) for t in request.topics]
+    assert asked is not None  # all topics are known ones
+    topics = [await _lookup(ctx, t, request.allow_auto_topic_creation, live) for t in asked]
     return _response(metadata, topics, ctx.listener)
 
 
-async def _authorized_answer(ctx: RequestContext, request: MetadataRequest, all_topics: bool) -> MetadataResponse:
+async def _authorized_answer(ctx: RequestContext, request: MetadataRequest,
+                             asked: list[MetadataRequest.MetadataRequestTopic] | None) -> MetadataResponse:
     """The answer under an authorizer (never cached: it depends on the principal), as KafkaApis
     builds it: all topics means those the principal may Describe; a named topic it may not Describe
     is TOPIC_AUTHORIZATION_FAILED, and so is an unknown one it would auto-create without Create on
@@ -72,13 +73,13 @@ async def _authorized_answer(ctx: RequestContext, request: MetadataRequest, all_
     metadata = ctx.services.metadata
     live = {b.broker_id for b in metadata.brokers()}
     topics: list[Topic] = []
-    if all_topics:
+    if asked is None:
         infos = sorted(metadata.topics().items())
         allowed = allowed_names(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, (name for name, _ in infos))
         topics = [_describe(info, live) for name, info in infos if name in allowed]
     else:
         creating = request.allow_auto_topic_creation and ctx.services.config["auto.create.topics.enable"]
-        for requested in request.topics:
+        for requested in asked:
             info = resolve(metadata, requested.name, requested.topic_id)
             name = info.name if info is not None else requested.name
             if name is not None and not authorize(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, name):
@@ -108,11 +109,11 @@ def _response(metadata: ClusterMetadata, topics: list[Topic], listener: str) -> 
                             controller_id=metadata.controller_id, topics=topics)
 
 
-def _invalid_request(request: MetadataRequest) -> MetadataResponse:
+def _invalid_request(asked: list[MetadataRequest.MetadataRequestTopic]) -> MetadataResponse:
     """Kafka's error answer (MetadataRequest.getErrorResponse): no brokers, no cluster id, every
     requested topic with the error and a null name sent as ""."""
     return MetadataResponse(throttle_time_ms=0, brokers=[], cluster_id=None, controller_id=-1, topics=[
-        Topic(error_code=ErrorCode.INVALID_REQUEST, name=t.name or "", topic_id=t.topic_id) for t in request.topics])
+        Topic(error_code=ErrorCode.INVALID_REQUEST, name=t.name or "", topic_id=t.topic_id) for t in asked])
 
 
 async def _lookup(ctx: RequestContext, requested: MetadataRequest.MetadataRequestTopic, allow_create: bool,

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import Mapping, Sequence
 
+from pybroker.common.topic import TopicPartition
 from pybroker.controller.controller import NotControllerError, ZkController
 from pybroker.controller.election import ElectionOutcome, ElectionType
 from pybroker.controller.errors import InvalidReplicationFactorError, NoReassignmentInProgressError
@@ -38,7 +39,6 @@ from pybroker.server.context import RequestContext
 from pybroker.server.error_mapping import error_code_for, error_message_for
 from pybroker.server.registry import api
 
-PartitionKey = tuple[str, int]
 PartitionAnswer = tuple[int, str | None]  # error code, error message
 
 _ELECTION_ERRORS = {
@@ -77,7 +77,7 @@ def _single_node_election(topics: Mapping[str, TopicInfo], topic: str, partition
 
 
 async def _cluster_elections(controller: ZkController, election_type: ElectionType,
-                             partitions: list[PartitionKey] | None
+                             partitions: list[TopicPartition] | None
                              ) -> list[ElectLeadersResponse.ReplicaElectionResult]:
     outcomes = await controller.elect_leaders(election_type, partitions)
     by_topic: dict[str, list[ElectLeadersResponse.PartitionResult]] = {}
@@ -105,7 +105,7 @@ async def elect_leaders(ctx: RequestContext, request: ElectLeadersRequest) -> El
         return ElectLeadersResponse(error_code=ErrorCode.NONE, replica_election_results=_single_node_elections(
             ctx.services.metadata.topics(), request.topic_partitions))
     partitions = None if request.topic_partitions is None else \
-        [(t.topic, p) for t in request.topic_partitions for p in t.partitions]
+        [TopicPartition(t.topic, p) for t in request.topic_partitions for p in t.partitions]
     try:
         results = await _cluster_elections(controller, ElectionType(election_type), partitions)
     except NotControllerError:
@@ -150,7 +150,7 @@ def _reassignment_code(exc: Exception) -> int:
 
 
 def _replication_factor_changes(ctx: RequestContext, request: AlterPartitionReassignmentsRequest
-                                ) -> dict[tuple[str, int], str]:
+                                ) -> dict[TopicPartition, str]:
     """v1's AllowReplicationFactorChange=false: the reassignments that would change a partition's replica count,
     refused with Kafka's message (INVALID_REPLICATION_FACTOR)."""
     if request.allow_replication_factor_change:
@@ -162,8 +162,8 @@ def _replication_factor_changes(ctx: RequestContext, request: AlterPartitionReas
         for p in topic.partitions:
             current = info.partitions.get(p.partition_index) if info is not None else None
             if p.replicas is not None and current is not None and len(p.replicas) != len(current.replicas):
-                refused[(topic.name, p.partition_index)] = (f"The replication factor is changed from "
-                                                            f"{len(current.replicas)} to {len(p.replicas)}")
+                refused[TopicPartition(topic.name, p.partition_index)] = (
+                    f"The replication factor is changed from {len(current.replicas)} to {len(p.replicas)}")
     return refused
 
 
@@ -187,10 +187,11 @@ async def _alter_partition_reassignments(ctx: RequestContext, request: AlterPart
     refused = _replication_factor_changes(ctx, request)
     if controller is None:
         return _alter_single_node(ctx, request, refused)
-    targets = {(t.name, p.partition_index): None if p.replicas is None else tuple(p.replicas)
-               for t in request.topics for p in t.partitions if (t.name, p.partition_index) not in refused}
+    targets = {tp: None if p.replicas is None else tuple(p.replicas)
+               for t in request.topics for p in t.partitions
+               if (tp := TopicPartition(t.name, p.partition_index)) not in refused}
     try:
-        results: dict[tuple[str, int], Exception | None] = await controller.alter_reassignments(targets) \
+        results: dict[TopicPartition, Exception | None] = await controller.alter_reassignments(targets) \
             if targets else {}
     except NotControllerError:
         return AlterPartitionReassignmentsResponse(error_code=ErrorCode.NOT_CONTROLLER)
@@ -206,14 +207,14 @@ async def _alter_partition_reassignments(ctx: RequestContext, request: AlterPart
 
 
 def _alter_single_node(ctx: RequestContext, request: AlterPartitionReassignmentsRequest,
-                       refused: dict[tuple[str, int], str]) -> AlterPartitionReassignmentsResponse:
+                       refused: dict[TopicPartition, str]) -> AlterPartitionReassignmentsResponse:
     metadata = ctx.services.metadata
     topics, registered = metadata.topics(), {broker.broker_id for broker in metadata.brokers()}
     responses = []
     for topic in request.topics:
         partitions = []
         for partition in topic.partitions:
-            rf_change = refused.get((topic.name, partition.partition_index))
+            rf_change = refused.get(TopicPartition(topic.name, partition.partition_index))
             code, message = (ErrorCode.INVALID_REPLICATION_FACTOR, rf_change) if rf_change is not None else \
                 _single_node_reassignment(topics, registered, topic.name, partition.partition_index,
                                           partition.replicas)
@@ -233,7 +234,7 @@ async def list_partition_reassignments(ctx: RequestContext, request: ListPartiti
     if controller is None:
         return ListPartitionReassignmentsResponse(error_code=ErrorCode.NONE, error_message=None, topics=[])
     partitions = None if request.topics is None else \
-        [(t.name, p) for t in request.topics for p in t.partition_indexes]
+        [TopicPartition(t.name, p) for t in request.topics for p in t.partition_indexes]
     try:
         moves = controller.list_reassignments(partitions)
     except NotControllerError:

@@ -13,17 +13,19 @@ holds the batch (or the request's timeout).
 
 from __future__ import annotations
 
-import time
 
-from pybroker.common.topic import INTERNAL_TOPICS
+from pybroker.common.ids import ProducerEpoch, ProducerId
+from pybroker.common.topic import INTERNAL_TOPICS, TopicPartition
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.messages import ProduceRequest, ProduceResponse
+from pybroker.protocol.schema import Records
 from pybroker.records.batch import BatchHeader, RecordBatch
 from pybroker.records.constants import BATCH_HEADER, TRANSACTIONAL_FLAG_MASK
 from pybroker.records.errors import RecordValidationError
 from pybroker.replication.append_records import BeforeAppend, PartitionAppend, append_records, wait_for_acks
 from pybroker.security.acl import AclOperation, ResourceType
+from pybroker.server import leader_hints
 from pybroker.server.authorization import allowed_names, authorize
 from pybroker.server.context import RequestContext
 from pybroker.server.error_mapping import error_code_for, error_message_for
@@ -60,8 +62,9 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
             continue
         code = refused or (None if name in authorized else ErrorCode.TOPIC_AUTHORIZATION_FAILED)
         slots.append([_error(data.index, code, None) if code else
-                      _not_admitted(data.index, name, not_admitted[(name, data.index)])
-                      if (name, data.index) in not_admitted else PartitionAppend(name, data.index, data.records)
+                      _not_admitted(data.index, name, not_admitted[TopicPartition(name, data.index)])
+                      if not_admitted and TopicPartition(name, data.index) in not_admitted
+                      else PartitionAppend(name, data.index, _received(data.records))
                       for data in topic.partition_data])
         batches += [slot for slot in slots[-1] if isinstance(slot, PartitionAppend)]
     metrics = services.metrics
@@ -71,15 +74,35 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
         before_append=_checks(ctx),
         appended=metrics.record_produce if metrics is not None else None)
     if quota.active():  # producer_byte_rate counts the whole request's bytes, acks=0 included (as Kafka)
-        quota.record_produce(request.acks, ctx.request_size, int(time.time() * 1000))
+        quota.record_produce(request.acks, ctx.request_size, services.clock.wall_ms())
     if request.acks == 0:
         return None
     if request.acks == -1:
         await wait_for_acks(services.replica_manager, results, request.timeout_ms, leave_request_queue)
-    return ProduceResponse(responses=[
+    response = ProduceResponse(responses=[
         ProduceResponse.TopicProduceResponse(name=name or "", topic_id=topic.topic_id, partition_responses=[
             _answer(slot) if isinstance(slot, PartitionAppend) else slot for slot in of_topic])
         for name, topic, of_topic in zip(names, request.topic_data, slots)], throttle_time_ms=0)
+    if ctx.api_version >= leader_hints.FIRST_PRODUCE_VERSION:
+        _point_to_leaders(ctx, names, response)
+    return response
+
+
+def _point_to_leaders(ctx: RequestContext, names: list[str | None], response: ProduceResponse) -> None:
+    """KIP-951: a partition answered NOT_LEADER_OR_FOLLOWER names its leader, whose endpoint the answer lists."""
+    endpoints: dict[int, ProduceResponse.NodeEndpoint] = {}
+    for name, topic in zip(names, response.responses):
+        for answer in topic.partition_responses:
+            if name is None or answer.error_code not in leader_hints.PRODUCE_ERRORS:
+                continue
+            hint = leader_hints.leader_hint(ctx.services.metadata, ctx.listener, name, answer.index)
+            answer.current_leader = ProduceResponse.LeaderIdAndEpoch(leader_id=hint.leader_id,
+                                                                     leader_epoch=hint.leader_epoch)
+            if hint.endpoint is not None:
+                endpoints[hint.endpoint.node_id] = ProduceResponse.NodeEndpoint(
+                    node_id=hint.endpoint.node_id, host=hint.endpoint.host, port=hint.endpoint.port,
+                    rack=hint.endpoint.rack)
+    response.node_endpoints = list(endpoints.values())
 
 
 def _checks(ctx: RequestContext) -> BeforeAppend:
@@ -95,6 +118,11 @@ def _checks(ctx: RequestContext) -> BeforeAppend:
     return check
 
 
+def _received(records: Records | None) -> bytes | bytearray | memoryview | None:
+    """A decoded batch: bytes or None (a records field may also be a Spliced file range, but only one sent)."""
+    return records if isinstance(records, (bytes, bytearray, memoryview)) else None
+
+
 def _topic_name(ctx: RequestContext, topic: ProduceRequest.TopicProduceData) -> str | None:
     """The topic's name: as sent up to v12, from its id from v13 (None: no topic has that id)."""
     if ctx.api_version < FIRST_TOPIC_ID_VERSION:
@@ -104,23 +132,27 @@ def _topic_name(ctx: RequestContext, topic: ProduceRequest.TopicProduceData) -> 
 
 
 async def _admit_transactional(ctx: RequestContext, request: ProduceRequest, names: list[str | None],
-                               authorized: set[str]) -> dict[tuple[str, int], ErrorCode]:
+                               authorized: set[str]) -> dict[TopicPartition, ErrorCode]:
     """The partitions whose transactional batch the coordinator did not admit (TxnService.admit: added for a
     V2 client, verified for a V1 one), with the code each gets; asked once per producer id and epoch."""
     if request.transactional_id is None:
         return {}
     metadata = ctx.services.metadata
-    by_producer: dict[tuple[int, int], list[tuple[str, int]]] = {}
+    by_producer: dict[tuple[ProducerId, ProducerEpoch], list[TopicPartition]] = {}
     for name, topic in zip(names, request.topic_data):
         info = None if name is None or name not in authorized or name in INTERNAL_TOPICS else metadata.topic(name)
-        for data in topic.partition_data if info is not None else ():
-            records = data.records
+        if info is None:
+            continue
+        name = info.name
+        for data in topic.partition_data:
+            records = _received(data.records)
             if data.index not in info.partitions or records is None or len(records) < BATCH_HEADER.size:
                 continue  # answered by the partition's own checks
             header = RecordBatch(records).header()
             if header.attributes & TRANSACTIONAL_FLAG_MASK and header.producer_id >= 0:  # else refused as invalid
-                by_producer.setdefault((header.producer_id, header.producer_epoch), []).append((name, data.index))
-    not_admitted: dict[tuple[str, int], ErrorCode] = {}
+                producer = ProducerId(header.producer_id), ProducerEpoch(header.producer_epoch)
+                by_producer.setdefault(producer, []).append(TopicPartition(name, data.index))
+    not_admitted: dict[TopicPartition, ErrorCode] = {}
     for (producer_id, producer_epoch), partitions in by_producer.items():
         code = await ctx.services.txns.admit(request.transactional_id, producer_id, producer_epoch, partitions,
                                              implicit=ctx.api_version >= FIRST_IMPLICIT_ADD_VERSION)

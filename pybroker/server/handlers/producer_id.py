@@ -8,6 +8,8 @@ instances of the producer and aborting their open transaction.
 
 from __future__ import annotations
 
+from pybroker.common.ids import ProducerEpoch, ProducerId
+from pybroker.controller.embedded import EmbeddedMetadata
 from pybroker.coordinator.txn_coordinator import InitResult
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.error_codes import ErrorCode
@@ -47,10 +49,11 @@ async def handle(ctx: RequestContext, request: InitProducerIdRequest) -> InitPro
     except Exception as exc:  # noqa: BLE001 - mapped in one place; unexpected ones are logged there
         return InitProducerIdResponse(error_code=error_code_for(exc), producer_id=-1, producer_epoch=-1)
     if transactional_id is None:
+        assert fresh is not None  # allocated above for every producer without a transactional id
         return InitProducerIdResponse(throttle_time_ms=0, error_code=0, producer_id=fresh, producer_epoch=0)
     result = await txn_call(ctx, transactional_id, lambda waiter, now: coordinator.init_producer_id(
-        waiter, transactional_id, request.transaction_timeout_ms, request.producer_id, request.producer_epoch,
-        fresh, now))
+        waiter, transactional_id, request.transaction_timeout_ms, ProducerId(request.producer_id),
+        ProducerEpoch(request.producer_epoch), fresh, now))
     if not isinstance(result, InitResult):
         result = InitResult(result)
     return InitProducerIdResponse(throttle_time_ms=0,
@@ -65,9 +68,10 @@ async def allocate_producer_ids(ctx: RequestContext, request: AllocateProducerId
         return AllocateProducerIdsResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     zk_mode = ctx.services.zk_mode
     try:
-        if zk_mode is None:
-            block = await ctx.services.metadata.reserve_producer_id_block(request.broker_id)
-        elif zk_mode.controller is None or not zk_mode.controller.active:
+        metadata = ctx.services.metadata
+        if zk_mode is None and isinstance(metadata, EmbeddedMetadata):
+            block = await metadata.reserve_producer_id_block(request.broker_id)
+        elif zk_mode is None or zk_mode.controller is None or not zk_mode.controller.active:
             return AllocateProducerIdsResponse(error_code=ErrorCode.NOT_CONTROLLER)
         else:
             block = await zk_mode.controller.allocate_producer_ids(request.broker_id, request.broker_epoch)

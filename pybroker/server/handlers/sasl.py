@@ -10,7 +10,6 @@ that no SaslHandshake reopened (Kafka's KafkaApis), and the connection stays ope
 
 from __future__ import annotations
 
-import asyncio
 import logging
 
 from pybroker.common.log_limit import LogLimiter
@@ -67,4 +66,4 @@ async def failed(ctx: RequestContext, message: str) -> None:
     limited_log.log(logging.INFO, "sasl-failed", "Failed authentication with %s (%s)", ctx.client_host, message)
     ctx.session.close_after_response = True
     if sasl.authenticator.failed_delay_ms > 0:
-        await asyncio.sleep(sasl.authenticator.failed_delay_ms / 1000)
+        await sasl.authenticator.clock.sleep(sasl.authenticator.failed_delay_ms / 1000)

@@ -1,14 +1,15 @@
 """Share consumers' partition APIs (KIP-932): ShareFetch (78) and ShareAcknowledge (79), v1-v2 as Kafka 4.2.
 
 Served by each partition's leader, where its share-partitions live (``replication/share/partition.py``). A request
-runs in a share session (``share_sessions.py``); its acknowledgements are applied first, then, for ShareFetch, each
+runs in a share session (``share_sessions.py``); its acknowledgements are applied first (and written to the share
+coordinator before they are answered, as Kafka answers after its persister's write), then, for ShareFetch, each
 partition of the session acquires records for the member (``replication/share/reader.py``), long-polling up to
 max_wait_ms until something is acquired. Closing the session (epoch -1) releases what the member still holds here.
 
 v2 adds the record-limit acquisition mode (KIP-1206: exactly max_records, splitting a batch) and RENEW
 acknowledgements (KIP-1222: the lock of held records starts again); a ShareFetch with IsRenewAck only acknowledges
 (its byte, record and wait limits must be 0, else INVALID_REQUEST), and RENEW in a v1 request is INVALID_REQUEST.
-``share.isolation.level=read_committed`` is refused when configured.
+A group with ``share.isolation.level=read_committed`` reads up to the last stable offset, aborted records archived.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Iterable
 
+from pybroker.common.topic import TopicPartition
+from pybroker.log.file_slice import FileSlice
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.messages import (
@@ -25,14 +28,17 @@ from pybroker.protocol.messages import (
     ShareFetchRequest,
     ShareFetchResponse,
 )
-from pybroker.replication.share.partition import Acquired
+from pybroker.replication.share.partition import Acquired, Span
 from pybroker.replication.share.reader import acquire_from_log
 from pybroker.security.acl import AclOperation, ResourceType
 from pybroker.server.authorization import allowed_names, authorize
 from pybroker.server.context import RequestContext
 from pybroker.server.error_mapping import error_code_for
+from pybroker.server.features import share_groups_enabled
 from pybroker.server.request_channel import leave_request_queue
 from pybroker.server.registry import api
+from pybroker.server.share_persister import RETRIABLE
+from pybroker.server.share_service import ShareStateUnavailable
 from pybroker.server.share_sessions import INITIAL_EPOCH, SessionContext
 
 FetchData = ShareFetchResponse.PartitionData
@@ -52,14 +58,15 @@ class _Partition:
     error: ErrorCode = ErrorCode.NONE
     ack_error: ErrorCode | None = None
     leader: tuple[int, int] = (-1, -1)
-    records: object = b""
+    records: FileSlice | bytes = b""
     acquired: list[Acquired] = field(default_factory=list)
 
 
 @api(ApiKey.SHARE_FETCH, 1, 2)
 async def share_fetch(ctx: RequestContext, request: ShareFetchRequest) -> ShareFetchResponse:
     share = ctx.services.share
-    refused = _refused(ctx, request.group_id, request.member_id, request.share_session_epoch == INITIAL_EPOCH)
+    group_id, member_id = request.group_id or "", request.member_id or ""
+    refused = _refused(ctx, group_id, member_id, request.share_session_epoch == INITIAL_EPOCH)
     if refused is None and request.is_renew_ack and (request.max_bytes or request.min_bytes or request.max_records
                                                      or request.max_wait_ms):
         refused = ErrorCode.INVALID_REQUEST, "MaxBytes, MinBytes, MaxRecords and MaxWaitMs must be 0 with IsRenewAck."
@@ -68,17 +75,16 @@ async def share_fetch(ctx: RequestContext, request: ShareFetchRequest) -> ShareF
     requested = [((t.topic_id, p.partition_index), p.acknowledgement_batches)
                  for t in request.topics for p in t.partitions]
     forgotten = [(t.topic_id, p) for t in request.forgotten_topics_data for p in t.partitions]
-    context = share.sessions.fetch_context(request.group_id, request.member_id, request.share_session_epoch,
+    context = share.sessions.fetch_context(group_id, member_id, request.share_session_epoch,
                                            [key for key, _ in requested], forgotten, share.now_ms())
     if context.error is not ErrorCode.NONE:
         return ShareFetchResponse(error_code=context.error)
     assert context.session is not None
-    group_id, member_id = request.group_id, request.member_id
     answers: dict[Key, _Partition] = {}
     for key, batches in requested:
         if batches:
             answer = answers[key] = _resolve(ctx, key)
-            answer.ack_error = _acknowledge(ctx, answer, group_id, member_id, batches)
+            answer.ack_error = await _acknowledge(ctx, answer, group_id, member_id, batches)
     if context.closing or request.is_renew_ack:
         if context.closing:
             share.member_left(group_id, member_id)
@@ -95,7 +101,7 @@ async def share_fetch(ctx: RequestContext, request: ShareFetchRequest) -> ShareF
         if lock_deadlines:
             remaining = min(remaining, max(0.0, (min(lock_deadlines) - share.now_ms()) / 1000) + 0.001)
         leave_request_queue()
-        await ctx.services.replica_manager.wait_for_append([(p.topic, p.key[1]) for p in fetching if p.topic],
+        await ctx.services.replica_manager.wait_for_append([TopicPartition(p.topic, p.key[1]) for p in fetching if p.topic],
                                                          remaining)
         await _acquire(ctx, request, fetching)
     for answer in fetching:
@@ -110,34 +116,36 @@ async def share_fetch(ctx: RequestContext, request: ShareFetchRequest) -> ShareF
 @api(ApiKey.SHARE_ACKNOWLEDGE, 1, 2)
 async def share_acknowledge(ctx: RequestContext, request: ShareAcknowledgeRequest) -> ShareAcknowledgeResponse:
     share = ctx.services.share
-    refused = _refused(ctx, request.group_id, request.member_id, False)
+    group_id, member_id = request.group_id or "", request.member_id or ""
+    refused = _refused(ctx, group_id, member_id, False)
     if refused is not None:
         return ShareAcknowledgeResponse(error_code=refused[0], error_message=refused[1])
-    context: SessionContext = share.sessions.acknowledge_context(request.group_id, request.member_id,
-                                                                 request.share_session_epoch, share.now_ms())
+    context: SessionContext = share.sessions.acknowledge_context(group_id, member_id, request.share_session_epoch,
+                                                                 share.now_ms())
     if context.error is not ErrorCode.NONE:
         return ShareAcknowledgeResponse(error_code=context.error)
     topics: dict[uuid.UUID, ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse] = {}
     for topic in request.topics:
         for partition in topic.partitions:
             answer = _resolve(ctx, (topic.topic_id, partition.partition_index))
-            code = _acknowledge(ctx, answer, request.group_id, request.member_id, partition.acknowledgement_batches)
+            code = await _acknowledge(ctx, answer, group_id, member_id, partition.acknowledgement_batches)
             entry = topics.setdefault(topic.topic_id, ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse(
                 topic_id=topic.topic_id, partitions=[]))
             entry.partitions.append(ShareAcknowledgeResponse.PartitionData(
                 partition_index=partition.partition_index, error_code=code,
                 current_leader=ShareAcknowledgeResponse.LeaderIdAndEpoch(*answer.leader)))
     if context.closing:
-        share.member_left(request.group_id, request.member_id)
+        share.member_left(group_id, member_id)
     return ShareAcknowledgeResponse(responses=list(topics.values()),
-                                    acquisition_lock_timeout_ms=share.configs.lock_duration_ms(request.group_id))
+                                    acquisition_lock_timeout_ms=share.configs.lock_duration_ms(group_id))
 
 
-def _refused(ctx: RequestContext, group_id: str | None, member_id: str | None,
-             opening: bool) -> tuple[ErrorCode, str] | None:
-    """The top-level error of a request the group side refuses: no group or member id, not a share group, or (to open
-    a share session) not a member. A session, once open, is the member's standing: the member leaving the group closes
-    it, and later requests in it are answered SHARE_SESSION_NOT_FOUND."""
+def _refused(ctx: RequestContext, group_id: str, member_id: str, opening: bool) -> tuple[ErrorCode, str] | None:
+    """The top-level error of a request refused as a whole: share groups off (share.version 0), no group or member
+    id, not a share group, or (to open a share session) not a member. A session, once open, is the member's standing:
+    the member leaving the group closes it, and later requests in it are answered SHARE_SESSION_NOT_FOUND."""
+    if not share_groups_enabled(ctx.services.features.current):
+        return ErrorCode.UNSUPPORTED_VERSION, "Share groups are not enabled (share.version is 0)."
     if not group_id:
         return ErrorCode.INVALID_REQUEST, "GroupId can't be empty."
     if not member_id:
@@ -154,7 +162,9 @@ def _refused(ctx: RequestContext, group_id: str | None, member_id: str | None,
 
 
 def _resolve(ctx: RequestContext, key: Key) -> _Partition:
-    info = ctx.services.metadata.topic_by_id(key[0])
+    metadata = ctx.services.metadata
+    assert metadata is not None  # set at the broker's start, before it takes requests
+    info = metadata.topic_by_id(key[0])
     if info is None:
         return _Partition(key, None, ErrorCode.UNKNOWN_TOPIC_ID)
     answer = _Partition(key, info.name)
@@ -170,23 +180,42 @@ def _resolve(ctx: RequestContext, key: Key) -> _Partition:
     return answer
 
 
-def _acknowledge(ctx: RequestContext, answer: _Partition, group_id: str, member_id: str,
-                 batches: AckBatches) -> ErrorCode:
+async def _acknowledge(ctx: RequestContext, answer: _Partition, group_id: str, member_id: str,
+                       batches: AckBatches) -> ErrorCode:
     """Apply a partition's acknowledgement batches in order; the first refusal is the partition's answer (later
-    batches are still applied, as Kafka applies each batch on its own)."""
+    batches are still applied, as Kafka applies each batch on its own). What they changed is written to the share
+    coordinator before the answer (a failed write is the answer)."""
     if answer.error is not ErrorCode.NONE or answer.topic is None:
         return answer.error
     share = ctx.services.share
-    partition = ctx.services.replica_manager.leader_partition(answer.topic, answer.key[1])
-    state = share.share_partition(group_id, answer.topic, answer.key[1], partition.log)
+    try:
+        partition = ctx.services.replica_manager.leader_partition(answer.topic, answer.key[1])
+        state = await share.share_partition(group_id, answer.topic, answer.key[1], partition.log,
+                                            partition.leader_epoch)
+    except ShareStateUnavailable as exc:
+        return exc.code
+    except Exception as exc:
+        return error_code_for(exc)
     result = ErrorCode.NONE
     now = share.now_ms()
+    expired = share.expire(group_id, answer.topic, answer.key[1], now)
     renew_lock_ms = share.configs.lock_duration_ms(group_id) if ctx.api_version >= RENEW_VERSION else None
+    undo: list[list[Span]] = []
     for batch in batches:
+        before = state.held_copy(batch.first_offset, batch.last_offset)
         code = state.acknowledge(member_id, batch.first_offset, batch.last_offset, batch.acknowledge_types, now,
                                  renew_lock_ms=renew_lock_ms)
+        if code is ErrorCode.NONE:
+            undo.append(before)
         if result is ErrorCode.NONE:
             result = code
+    if undo or expired:
+        leave_request_queue()
+        written = await share.persist(group_id, answer.topic, answer.key[1])
+        if written is not ErrorCode.NONE:
+            for before in reversed(undo):  # Kafka rolls the acknowledgements back when their write fails
+                state.rollback(before)
+            return written
     return result
 
 
@@ -203,17 +232,26 @@ async def _acquire(ctx: RequestContext, request: ShareFetchRequest, fetching: It
             continue
         try:
             partition = ctx.services.replica_manager.leader_partition(answer.topic, answer.key[1])
-            state = share.share_partition(group_id, answer.topic, answer.key[1], partition.log)
+            state = await share.share_partition(group_id, answer.topic, answer.key[1], partition.log,
+                                                partition.leader_epoch)
+            now = share.now_ms()
+            if share.expire(group_id, answer.topic, answer.key[1], now):
+                share.persist_later(group_id, answer.topic, answer.key[1])
             read = await acquire_from_log(partition.log, ctx.services.io, state, request.member_id,
                                           max_bytes=max(max_bytes, 1), max_records=max_records, lock_ms=lock_ms,
-                                          now_ms=share.now_ms(), record_limit=request.share_acquire_mode == RECORD_LIMIT)
+                                          now_ms=now, record_limit=request.share_acquire_mode == RECORD_LIMIT,
+                                          read_committed=share.configs.read_committed(group_id))
+        except ShareStateUnavailable as exc:
+            if exc.code not in RETRIABLE:
+                answer.error = exc.code
+            continue  # the share coordinator is loading or moving: nothing acquired this time
         except Exception as exc:
             answer.error = error_code_for(exc)
             continue
         if read.acquired:
             answer.records, answer.acquired = read.records, read.acquired
             max_records -= sum(a.last - a.first + 1 for a in read.acquired)
-            size = read.records.size if hasattr(read.records, "size") else len(read.records)  # type: ignore[arg-type]
+            size = read.records.size if isinstance(read.records, FileSlice) else len(read.records)
             max_bytes -= size
 
 

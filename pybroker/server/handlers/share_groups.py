@@ -19,6 +19,7 @@ from pybroker.protocol.messages import (
 from pybroker.security.acl import AclOperation, ResourceType
 from pybroker.server.authorization import OPERATIONS_NOT_REQUESTED, allowed_names, authorize, authorized_operations
 from pybroker.server.context import RequestContext
+from pybroker.server.features import share_groups_enabled
 from pybroker.server.handlers.groups import client_host
 from pybroker.server.registry import api
 
@@ -28,6 +29,8 @@ DescribedGroup = ShareGroupDescribeResponse.DescribedGroup
 @api(ApiKey.SHARE_GROUP_HEARTBEAT, 1, 1)
 async def share_group_heartbeat(ctx: RequestContext,
                                 request: ShareGroupHeartbeatRequest) -> ShareGroupHeartbeatResponse:
+    if not share_groups_enabled(ctx.services.features.current):
+        return ShareGroupHeartbeatResponse(error_code=ErrorCode.UNSUPPORTED_VERSION)
     if not authorize(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id):
         return ShareGroupHeartbeatResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
     names = request.subscribed_topic_names or []
@@ -54,8 +57,11 @@ async def share_group_describe(ctx: RequestContext, request: ShareGroupDescribeR
     allowed = allowed_names(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, request.group_ids)
     image = groups.topic_image()
     described = []
+    enabled = share_groups_enabled(ctx.services.features.current)
     for group_id in request.group_ids:
-        if group_id not in allowed:
+        if not enabled:
+            described.append(DescribedGroup(group_id=group_id, error_code=ErrorCode.UNSUPPORTED_VERSION))
+        elif group_id not in allowed:
             described.append(DescribedGroup(group_id=group_id, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED))
         elif not groups.owns(group_id):
             described.append(DescribedGroup(group_id=group_id, error_code=groups.not_owned_error(group_id)))

@@ -10,7 +10,7 @@ named by id Describe, else it is unknown); CreatePartitions needs Alter.
 
 from __future__ import annotations
 
-import time
+import uuid
 from collections import Counter
 
 from pybroker.protocol.api_keys import ApiKey
@@ -23,6 +23,7 @@ from pybroker.protocol.messages import (
     DeleteTopicsRequest,
     DeleteTopicsResponse,
 )
+from pybroker.protocol.primitives import ZERO_UUID
 from pybroker.security.acl import AclOperation, ResourceType
 from pybroker.server import topic_creation
 from pybroker.server.authorization import allowed_names, authorize, authorize_cluster
@@ -89,9 +90,13 @@ async def _create_one(ctx: RequestContext, topic: CreateTopicsRequest.CreatableT
         partitions = services.config["num.partitions"]
     if factor == DEFAULT_FROM_BROKER:
         factor = services.config["default.replication.factor"]
-    configs = {config.name: config.value for config in topic.configs}
+    nulls = [config.name for config in topic.configs if config.value is None]
+    if nulls:  # refused as Kafka's ZkAdminManager does, every one named, before the quota is charged
+        return CreatableTopicResult(name=topic.name, error_code=ErrorCode.INVALID_CONFIG,
+                                    error_message=f"Null value not supported for topic configs: {','.join(nulls)}")
+    configs = {config.name: config.value for config in topic.configs if config.value is not None}
     if not validate_only and not mutations.admit(len(assignments) if assignments else partitions,
-                                                 int(time.time() * 1000)):
+                                                 ctx.services.clock.wall_ms()):
         return CreatableTopicResult(name=topic.name, error_code=ErrorCode.THROTTLING_QUOTA_EXCEEDED,
                                     error_message=THROTTLED)
     try:
@@ -113,8 +118,8 @@ async def _create_one(ctx: RequestContext, topic: CreateTopicsRequest.CreatableT
 @api(ApiKey.DELETE_TOPICS, 1, 6)
 async def delete_topics(ctx: RequestContext, request: DeleteTopicsRequest) -> DeleteTopicsResponse:
     metadata = ctx.services.metadata
-    requested = [(t.name, t.topic_id) for t in request.topics] if ctx.api_version >= 6 \
-        else [(name, None) for name in request.topic_names]
+    requested: list[tuple[str | None, uuid.UUID]] = [(t.name, t.topic_id) for t in request.topics] \
+        if ctx.api_version >= 6 else [(name, ZERO_UUID) for name in request.topic_names]  # no ids before v6
     mutations = MutationQuota(strict=ctx.api_version >= STRICT_DELETE_TOPICS)
     results = []
     for name, topic_id in requested:
@@ -132,15 +137,14 @@ async def delete_topics(ctx: RequestContext, request: DeleteTopicsRequest) -> De
                 continue
             name = result.name = info.name
         if not authorize(ctx, AclOperation.DELETE, ResourceType.TOPIC, name):
-            if topic_id is not None:
-                result.topic_id = topic_id
+            result.topic_id = topic_id
             result.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
             results.append(result)
             continue
         info = metadata.topic(name)
         if info is not None:
             result.topic_id = info.topic_id
-        if not mutations.admit(len(info.partitions) if info is not None else 0, int(time.time() * 1000)):
+        if not mutations.admit(len(info.partitions) if info is not None else 0, ctx.services.clock.wall_ms()):
             result.error_code, result.error_message = ErrorCode.THROTTLING_QUOTA_EXCEEDED, THROTTLED
             results.append(result)
             continue
@@ -169,7 +173,7 @@ async def create_partitions(ctx: RequestContext, request: CreatePartitionsReques
             assignments = None if topic.assignments is None else [a.broker_ids for a in topic.assignments]
             info = ctx.services.metadata.topic(topic.name)
             added = max(topic.count - len(info.partitions), 0) if info is not None else 0
-            if not request.validate_only and not mutations.admit(added, int(time.time() * 1000)):
+            if not request.validate_only and not mutations.admit(added, ctx.services.clock.wall_ms()):
                 result.error_code, result.error_message = ErrorCode.THROTTLING_QUOTA_EXCEEDED, THROTTLED
                 results.append(result)
                 continue

@@ -13,10 +13,11 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable, Iterable
 
-from pybroker.common.topic import INTERNAL_TOPICS
+from pybroker.common.ids import ProducerEpoch, ProducerId
+from pybroker.common.topic import INTERNAL_TOPICS, TopicPartition
 from pybroker.coordinator.runtime import CoordinatorStorageError
 from pybroker.coordinator.txn_coordinator import InitResult
-from pybroker.coordinator.txn_records import TV_1, TV_2, TopicPartition, TxnState
+from pybroker.coordinator.txn_records import TV_1, TV_2, TxnState
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.messages import (
@@ -88,7 +89,7 @@ def _unknown_partitions(ctx: RequestContext, partitions: Iterable[TopicPartition
     for topic, index in partitions:
         info = metadata.topic(topic)
         if info is None or index not in info.partitions:
-            unknown.add((topic, index))
+            unknown.add(TopicPartition(topic, index))
     return unknown
 
 
@@ -97,7 +98,7 @@ async def _add_partitions(ctx: RequestContext, txn: AddPartitionsToTxnRequest.Ad
     """One transaction of AddPartitionsToTxn: the same code for every partition (Kafka's rule), except
     that partitions of topics a client may not Write (internal ones never) or that do not exist fail the
     request and the others are then OPERATION_NOT_ATTEMPTED."""
-    wanted = [(t.name, p) for t in txn.topics for p in t.partitions]
+    wanted = [TopicPartition(t.name, p) for t in txn.topics for p in t.partitions]
     from_client = ctx.api_version < FIRST_BATCHED_ADD_VERSION
     refused: set[TopicPartition] = set()
     if from_client and txn.transactional_id and not authorize(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID,
@@ -118,12 +119,13 @@ async def _add_partitions(ctx: RequestContext, txn: AddPartitionsToTxnRequest.Ad
         # A leader's add (v4+, not verify-only) is the implicit add of a V2 client's Produce or TxnOffsetCommit.
         version = TV_1 if from_client or verify_only else TV_2
         code = await txn_call(ctx, txn.transactional_id, lambda waiter, now: coordinator.add_partitions(
-            waiter, txn.transactional_id, txn.producer_id, txn.producer_epoch, wanted, now, verify_only=verify_only,
+            waiter, txn.transactional_id, ProducerId(txn.producer_id), ProducerEpoch(txn.producer_epoch), wanted, now,
+            verify_only=verify_only,
             client_version=version), from_client=from_client)
         code = fenced_code(code, ctx.api_version, FIRST_PRODUCER_FENCED_VERSION)
         codes = {tp: code for tp in wanted}
     return [AddTopicResult(name=t.name, results_by_partition=[
-        AddResult(partition_index=p, partition_error_code=codes[(t.name, p)]) for p in t.partitions])
+        AddResult(partition_index=p, partition_error_code=codes[TopicPartition(t.name, p)]) for p in t.partitions])
         for t in txn.topics]
 
 
@@ -165,10 +167,11 @@ async def add_offsets_to_txn(ctx: RequestContext, request: AddOffsetsToTxnReques
         await groups.topic.ensure()
     except Exception:
         return AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
-    partition = (OFFSETS_TOPIC, groups.coordinator.partition_of(request.group_id))
+    partition = TopicPartition(OFFSETS_TOPIC, groups.coordinator.partition_of(request.group_id))
     coordinator = ctx.services.txns.coordinator
     code = await txn_call(ctx, request.transactional_id, lambda waiter, now: coordinator.add_partitions(
-        waiter, request.transactional_id, request.producer_id, request.producer_epoch, [partition], now))
+        waiter, request.transactional_id, ProducerId(request.producer_id), ProducerEpoch(request.producer_epoch),
+        [partition], now))
     return AddOffsetsToTxnResponse(throttle_time_ms=0,
                                    error_code=fenced_code(code, ctx.api_version, FIRST_PRODUCER_FENCED_VERSION))
 
@@ -184,7 +187,8 @@ async def end_txn(ctx: RequestContext, request: EndTxnRequest) -> EndTxnResponse
         except Exception as exc:  # noqa: BLE001 - mapped in one place; the client retries
             return EndTxnResponse(throttle_time_ms=0, error_code=error_code_for(exc))
     result = await txn_call(ctx, request.transactional_id, lambda waiter, now: coordinator.end_txn(
-        waiter, request.transactional_id, request.producer_id, request.producer_epoch, request.committed, now,
+        waiter, request.transactional_id, ProducerId(request.producer_id), ProducerEpoch(request.producer_epoch),
+        request.committed, now,
         bump_epoch=bump, fresh_producer_id=fresh))
     if not isinstance(result, InitResult):
         result = InitResult(result)
@@ -196,7 +200,7 @@ async def end_txn(ctx: RequestContext, request: EndTxnRequest) -> EndTxnResponse
 async def txn_offset_commit(ctx: RequestContext, request: TxnOffsetCommitRequest) -> TxnOffsetCommitResponse:
     """v5 (transactions V2) also adds the group's partition of __consumer_offsets to the transaction, in place of
     the V1 client's AddOffsetsToTxn."""
-    wanted = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
+    wanted = [TopicPartition(t.name, p.partition_index) for t in request.topics for p in t.partitions]
     readable = allowed_names(ctx, AclOperation.READ, ResourceType.TOPIC, (t.name for t in request.topics))
     unknown = _unknown_partitions(ctx, [tp for tp in wanted if tp[0] in readable])
     groups = ctx.services.groups
@@ -209,8 +213,8 @@ async def txn_offset_commit(ctx: RequestContext, request: TxnOffsetCommitRequest
         elif not groups.owns(request.group_id):
             codes = dict.fromkeys(wanted, groups.not_owned_error(request.group_id))
         elif ctx.api_version >= FIRST_IMPLICIT_ADD_OFFSETS_VERSION and (added := await ctx.services.txns.admit(
-                request.transactional_id, request.producer_id, request.producer_epoch,
-                [(OFFSETS_TOPIC, groups.coordinator.partition_of(request.group_id))], implicit=True)
+                request.transactional_id, ProducerId(request.producer_id), ProducerEpoch(request.producer_epoch),
+                [TopicPartition(OFFSETS_TOPIC, groups.coordinator.partition_of(request.group_id))], implicit=True)
         ) is not ErrorCode.NONE:
             codes = dict.fromkeys(wanted, added)
         else:
@@ -223,13 +227,15 @@ async def txn_offset_commit(ctx: RequestContext, request: TxnOffsetCommitRequest
         TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic(name=t.name, partitions=[
             TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition(
                 partition_index=p.partition_index,
-                error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if (t.name, p.partition_index) in unknown
-                else codes.get((t.name, p.partition_index), ErrorCode.NONE))
+                error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if TopicPartition(t.name, p.partition_index) in unknown
+                else codes.get(TopicPartition(t.name, p.partition_index), ErrorCode.NONE))
             for p in t.partitions]) for t in request.topics])
 
 
-@api(ApiKey.WRITE_TXN_MARKERS, 1, 1)
+@api(ApiKey.WRITE_TXN_MARKERS, 1, 2)
 async def write_txn_markers(ctx: RequestContext, request: WriteTxnMarkersRequest) -> WriteTxnMarkersResponse:
+    """Write the markers a coordinator (or Admin.abortTransaction) asks for; v2 says which transaction version
+    each marker ends (KIP-1228: a V2 marker's epoch is the bumped one, checked as such), v1's are legacy."""
     results = []
     refused = not authorize_cluster(ctx, AclOperation.CLUSTER_ACTION)  # Kafka: ClusterAction, else every partition
     for marker in request.markers:
@@ -240,13 +246,14 @@ async def write_txn_markers(ctx: RequestContext, request: WriteTxnMarkersRequest
                         partition_index=p, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
                     for p in t.partition_indexes]) for t in marker.topics]))
             continue
-        partitions = [(t.name, p) for t in marker.topics for p in t.partition_indexes]
+        partitions = [TopicPartition(t.name, p) for t in marker.topics for p in t.partition_indexes]
         codes = await ctx.services.txns.write_marker(marker.producer_id, marker.producer_epoch,
-                                                   marker.coordinator_epoch, marker.transaction_result, partitions)
+                                                   marker.coordinator_epoch, marker.transaction_result, partitions,
+                                                   transaction_version=marker.transaction_version)
         results.append(WriteTxnMarkersResponse.WritableTxnMarkerResult(producer_id=marker.producer_id, topics=[
             WriteTxnMarkersResponse.WritableTxnMarkerTopicResult(name=t.name, partitions=[
                 WriteTxnMarkersResponse.WritableTxnMarkerPartitionResult(
-                    partition_index=p, error_code=codes.get((t.name, p), ErrorCode.NONE))
+                    partition_index=p, error_code=codes.get(TopicPartition(t.name, p), ErrorCode.NONE))
                 for p in t.partition_indexes]) for t in marker.topics]))
     return WriteTxnMarkersResponse(markers=results)
 

@@ -26,6 +26,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Coroutine, Generator
 
+from pybroker.common.clock import Clock
 from pybroker.controller.quota_store import sanitize
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.server.request_channel import leave_request_queue, mute_connection
@@ -37,7 +38,7 @@ if TYPE_CHECKING:
 #: Kafka's ClusterAction requests, answered with sendResponseExemptThrottle
 EXEMPT = frozenset({ApiKey.LEADER_AND_ISR, ApiKey.STOP_REPLICA, ApiKey.UPDATE_METADATA, ApiKey.CONTROLLED_SHUTDOWN,
                     ApiKey.WRITE_TXN_MARKERS})
-HandlerFunc = Callable[["RequestContext", Any], Awaitable[Any]]
+HandlerFunc = Callable[["RequestContext", Any], Coroutine[Any, Any, Any]]
 
 
 @dataclass(slots=True)
@@ -45,6 +46,7 @@ class RequestQuota:
     """One request's quota state: who asks, and the largest throttle its handler's quotas set."""
 
     managers: QuotaManagers
+    clock: Clock
     user: str  # sanitized principal name
     client_id: str
     throttle_ms: int = 0
@@ -76,7 +78,7 @@ def enforced(api_key: int, func: HandlerFunc) -> HandlerFunc:
             leave_request_queue()
         async with gate.lock:
             await gate.wait()
-            return await _handle(quotas, key, RequestQuota(quotas.managers, user, client_id, exempt=exempt),
+            return await _handle(quotas, key, RequestQuota(quotas.managers, quotas.clock, user, client_id, exempt=exempt),
                                  ctx, request)
 
     async def _handle(quotas: Any, key: tuple[str, str], state: RequestQuota, ctx: "RequestContext",
@@ -87,7 +89,7 @@ def enforced(api_key: int, func: HandlerFunc) -> HandlerFunc:
             response = await timed
         finally:
             _CURRENT.reset(token)
-        now_ms = int(time.time() * 1000)
+        now_ms = quotas.clock.wall_ms()
         request_quota = state.managers.request
         if not state.exempt and request_quota.enabled:
             state.throttle(request_quota, request_quota.record(state.user, state.client_id,
@@ -160,7 +162,7 @@ def fetch_max_bytes(follower: bool) -> float:
     state = _CURRENT.get()
     if state is None or follower:
         return float("inf")
-    return state.managers.fetch.max_value_in_window(state.user, state.client_id, int(time.time() * 1000))
+    return state.managers.fetch.max_value_in_window(state.user, state.client_id, state.clock.wall_ms())
 
 
 def record_fetch(follower: bool, size: int) -> int:
@@ -175,7 +177,7 @@ def record_fetch(follower: bool, size: int) -> int:
         state.exempt = True
         return 0
     fetch = state.managers.fetch
-    now_ms = int(time.time() * 1000)
+    now_ms = state.clock.wall_ms()
     throttle_ms = fetch.record(state.user, state.client_id, size, now_ms)
     if throttle_ms > 0:
         fetch.unrecord(state.user, state.client_id, size, now_ms)

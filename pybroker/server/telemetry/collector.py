@@ -5,23 +5,24 @@ attributes. Expired clients are dropped when scraped.
 
 from __future__ import annotations
 
-import time
 from typing import Iterable
 
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from pybroker.common.clock import Clock
 from pybroker.server.telemetry.manager import ClientMetricsManager
 from pybroker.server.telemetry.series import COUNTER
 
 
 class ClientTelemetryCollector(Collector):
-    def __init__(self, manager: ClientMetricsManager) -> None:
+    def __init__(self, manager: ClientMetricsManager, clock: Clock) -> None:
         self._manager = manager
+        self._clock = clock  # pushed series expire on it
 
     def collect(self) -> Iterable[Metric]:
         series = self._manager.series
-        series.expire(int(time.time() * 1000))
+        series.expire(self._clock.wall_ms())
         families: dict[str, Metric] = {}
         for client in series.clients.values():
             for (name, point_labels), sample in client.samples.items():

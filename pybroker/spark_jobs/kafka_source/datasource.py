@@ -8,7 +8,7 @@ Spark's JSON ({"topic": {"0": 23}}), so a checkpoint records exactly where each 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Iterator, Mapping
 
 import pyarrow as pa
 from pyspark.sql import Row
@@ -153,7 +153,7 @@ class KafkaStreamWriter(DataSourceStreamWriter):
         """Records already produced stay, as with Spark's sink: the retried batch may repeat them."""
 
 
-def _checked_sink(raw: dict[str, str], schema: StructType) -> SinkOptions:
+def _checked_sink(raw: Mapping[str, str], schema: StructType) -> SinkOptions:
     options = sink_options(raw)
     check_sink_schema(schema, topic_option=options.topic)
     return options

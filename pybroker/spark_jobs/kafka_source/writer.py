@@ -33,7 +33,7 @@ def write_rows(rows: Iterator[Row], options: SinkOptions) -> int:
         topic = options.topic if options.topic is not None else fields.get("topic")
         if topic is None:
             raise ValueError("null topic present in the data. Use the topic option for setting a topic.")
-        record = {"key": _bytes(fields.get("key")), "value": _bytes(fields.get("value")),
+        record: dict[str, object] = {"key": _bytes(fields.get("key")), "value": _bytes(fields.get("value")),
                   "headers": [(h["key"], _bytes(h["value"])) for h in fields.get("headers") or ()],
                   "on_delivery": on_delivery}
         if fields.get("partition") is not None:
@@ -65,4 +65,6 @@ def _bytes(value: object) -> bytes | None:
         return value
     if isinstance(value, str):
         return value.encode()
-    return bytes(value)  # type: ignore[arg-type]
+    if isinstance(value, (bytearray, memoryview)):  # a binary column's value in a Spark row
+        return bytes(value)
+    raise TypeError(f"key, value and header values must be string or binary, not {type(value).__name__}")

@@ -14,13 +14,14 @@ import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 
 import org.apache.kafka.clients.admin.Admin;
-import org.apache.kafka.clients.admin.AdminClientConfig;
 import org.apache.kafka.clients.admin.AlterConfigOp;
 import org.apache.kafka.clients.admin.ConfigEntry;
 import org.apache.kafka.clients.admin.GroupListing;
 import org.apache.kafka.clients.admin.ListGroupsOptions;
+import org.apache.kafka.clients.admin.ListShareGroupOffsetsSpec;
 import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.admin.ShareGroupDescription;
+import org.apache.kafka.clients.admin.SharePartitionOffsetInfo;
 import org.apache.kafka.clients.consumer.AcknowledgeType;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
@@ -30,11 +31,11 @@ import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.GroupType;
+import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.config.ConfigResource;
 import org.apache.kafka.common.errors.GroupIdNotFoundException;
 import org.apache.kafka.common.errors.GroupNotEmptyException;
 import org.apache.kafka.common.serialization.StringDeserializer;
-import org.apache.kafka.common.serialization.StringSerializer;
 
 /** Share groups (KIP-932) with Apache Kafka's 4.2 KafkaShareConsumer (run by tests/integration/test_share_groups_java.py). */
 final class ShareScenarios {
@@ -50,19 +51,15 @@ final class ShareScenarios {
         scenarios.put("release_redelivers", ShareScenarios::releaseRedelivers);
         scenarios.put("delivery_count_limit_archives", ShareScenarios::deliveryCountLimit);
         scenarios.put("admin_lists_and_describes", ShareScenarios::adminListsAndDescribes);
+        scenarios.put("admin_share_group_offsets", ShareScenarios::adminShareGroupOffsets);
     }
 
     // ------------------------------------------------------------------ set-up
 
-    static Admin admin() {
-        return Admin.create(Map.of(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, Support.bootstrap,
-                AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, 20_000, AdminClientConfig.REQUEST_TIMEOUT_MS_CONFIG, 10_000));
-    }
-
     /** A topic, and a share group reading it from the earliest offset (Kafka's default is the latest). */
     static void topicAndGroup(String topic, int partitions, String group, Map<String, String> groupConfigs)
             throws Exception {
-        try (Admin admin = admin()) {
+        try (Admin admin = Support.admin()) {
             admin.createTopics(List.of(new NewTopic(topic, partitions, (short) 1))).all().get();
             List<AlterConfigOp> ops = new ArrayList<>();
             ops.add(new AlterConfigOp(new ConfigEntry("share.auto.offset.reset", "earliest"), AlterConfigOp.OpType.SET));
@@ -73,10 +70,7 @@ final class ShareScenarios {
 
     /** Records sent one at a time, so that each is a batch of its own (share fetches acquire whole batches). */
     static void produce(String topic, int partitions, int count, String prefix) throws Exception {
-        Map<String, Object> props = Map.of(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, Support.bootstrap,
-                ProducerConfig.LINGER_MS_CONFIG, 0);
-        try (KafkaProducer<String, String> producer = new KafkaProducer<>(props, new StringSerializer(),
-                new StringSerializer())) {
+        try (KafkaProducer<String, String> producer = Support.producer(Map.of(ProducerConfig.LINGER_MS_CONFIG, 0))) {
             for (int i = 0; i < count; i++) {
                 producer.send(new ProducerRecord<>(topic, i % partitions, null, prefix + i)).get();
             }
@@ -105,9 +99,7 @@ final class ShareScenarios {
     }
 
     static void check(boolean condition, String message) {
-        if (!condition) {
-            throw new AssertionError(message);
-        }
+        Support.check(condition, "%s", message);
     }
 
     static List<String> values(ConsumerRecords<String, String> records) {
@@ -243,7 +235,7 @@ final class ShareScenarios {
     static void adminListsAndDescribes() throws Exception {
         String topic = "share-admin", group = "share-admin-group";
         topicAndGroup(topic, 3, group, Map.of());
-        try (KafkaShareConsumer<String, String> consumer = consumer(group, false, 100); Admin admin = admin()) {
+        try (KafkaShareConsumer<String, String> consumer = consumer(group, false, 100); Admin admin = Support.admin()) {
             consumer.subscribe(List.of(topic));
             consumer.poll(Duration.ofMillis(500));
             long end = System.nanoTime() + DEADLINE.toNanos();
@@ -270,21 +262,47 @@ final class ShareScenarios {
                     "listed " + shares);
             Collection<GroupListing> consumers = admin.listGroups(ListGroupsOptions.forConsumerGroups()).all().get();
             check(consumers.stream().noneMatch(g -> g.groupId().equals(group)), "listed as a consumer group " + consumers);
-            expectFailure(() -> admin.deleteShareGroups(List.of(group)).all().get(), GroupNotEmptyException.class);
+            Support.fails(GroupNotEmptyException.class, admin.deleteShareGroups(List.of(group)).all(),
+                    "deleting a share group with a member");
         }
-        try (Admin admin = admin()) {
+        try (Admin admin = Support.admin()) {
             admin.deleteShareGroups(List.of(group)).all().get();
-            expectFailure(() -> admin.describeShareGroups(List.of(group)).all().get(), GroupIdNotFoundException.class);
+            Support.fails(GroupIdNotFoundException.class, admin.describeShareGroups(List.of(group)).all(),
+                    "describing a deleted share group");
         }
     }
 
-    static void expectFailure(Scenarios.Scenario call, Class<? extends Throwable> expected) throws Exception {
-        try {
-            call.run();
-        } catch (ExecutionException e) {
-            check(expected.isInstance(e.getCause()), "expected " + expected.getSimpleName() + ", got " + e.getCause());
-            return;
+    /** Alter (on a group not yet created), list and delete a share group's start offsets with the 4.2 Admin, and a
+     *  consumer then reads from the start offset set; altering while it is a member is GroupNotEmptyException. */
+    static void adminShareGroupOffsets() throws Exception {
+        String topic = "share-offsets", group = "share-offsets-group";
+        TopicPartition tp = new TopicPartition(topic, 0);
+        try (Admin admin = Support.admin()) {
+            admin.createTopics(List.of(new NewTopic(topic, 1, (short) 1))).all().get();
+            produce(topic, 1, 4, "o");
+            admin.alterShareGroupOffsets(group, Map.of(tp, 1L)).all().get();
+            Map<TopicPartition, SharePartitionOffsetInfo> listed = admin.listShareGroupOffsets(
+                    Map.of(group, new ListShareGroupOffsetsSpec())).partitionsToOffsetInfo(group).get();
+            check(listed.get(tp) != null && listed.get(tp).startOffset() == 1 && listed.get(tp).lag().orElse(-1L) == 3,
+                    "listed " + listed);
         }
-        throw new AssertionError("expected " + expected.getSimpleName() + ", got success");
+        try (KafkaShareConsumer<String, String> consumer = consumer(group, false, 100); Admin admin = Support.admin()) {
+            consumer.subscribe(List.of(topic));
+            List<String> values = new ArrayList<>();
+            long end = System.nanoTime() + DEADLINE.toNanos();
+            while (values.size() < 3 && System.nanoTime() < end) {
+                consumer.poll(Duration.ofMillis(200)).forEach(r -> values.add(r.value()));
+            }
+            check(values.equals(List.of("o1", "o2", "o3")), "read " + values);
+            Support.fails(GroupNotEmptyException.class, admin.alterShareGroupOffsets(group, Map.of(tp, 0L)).all(),
+                    "altering the offsets of a share group with a member");
+        }
+        try (Admin admin = Support.admin()) {
+            admin.deleteShareGroupOffsets(group, Set.of(topic)).all().get();
+            Map<TopicPartition, SharePartitionOffsetInfo> after = admin.listShareGroupOffsets(
+                    Map.of(group, new ListShareGroupOffsetsSpec().topicPartitions(List.of(tp))))
+                    .partitionsToOffsetInfo(group).get();
+            check(after.get(tp) == null || after.get(tp).startOffset() == -1, "after deletion " + after);
+        }
     }
 }

@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 import pytest
 
 from pybroker.admin.configs import config_line, parse_add_config
-from pybroker.admin.consumer_groups import assignment_text, table
+from pybroker.admin.group_tool import assignment_text, table
 from pybroker.client.group_offsets import OffsetRow
 from pybroker.admin.console_producer import LineFormat
 from pybroker.client.offset_reset import parse_datetime, parse_duration_ms, parse_topic_partitions

@@ -45,3 +45,32 @@ def test_the_system_clock_reads_the_machine() -> None:
     asyncio.run(SYSTEM_CLOCK.sleep(0.001))
     assert SYSTEM_CLOCK.monotonic() > first
     assert SYSTEM_CLOCK.wall_ms() > 1_700_000_000_000
+
+
+def test_wait_for_answers_what_completes_in_time_and_times_out_when_the_clock_passes_the_limit() -> None:
+    async def scenario() -> None:
+        clock = ManualClock()
+        answered: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        waiting = asyncio.create_task(clock.wait_for(answered, 5))
+        clock.advance(4.9)
+        answered.set_result("done")
+        assert await waiting == "done"
+
+        never: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        expiring = asyncio.create_task(clock.wait_for(never, 5))
+        await asyncio.sleep(0)  # the waiter registers its timer
+        clock.advance(5)
+        with pytest.raises(TimeoutError):
+            await expiring
+        assert never.cancelled()
+
+    asyncio.run(scenario())
+
+
+def test_the_system_clocks_wait_for_times_out() -> None:
+    async def scenario() -> None:
+        never: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        with pytest.raises(TimeoutError):
+            await SYSTEM_CLOCK.wait_for(never, 0.001)
+
+    asyncio.run(scenario())

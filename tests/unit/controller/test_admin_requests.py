@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pybroker.controller import zk_paths as zp
+from pybroker.zk import paths as zp
 from pybroker.controller.election import ElectionOutcome, ElectionType, Reassignment, elect_on_request
 
 PREFERRED, UNCLEAN = ElectionType.PREFERRED, ElectionType.UNCLEAN

@@ -3,7 +3,7 @@ processAlterPartition answers them."""
 
 from __future__ import annotations
 
-from pybroker.controller import zk_paths as zp
+from pybroker.zk import paths as zp
 from pybroker.controller.alter_partition import RECOVERING, IsrProposal, check_proposal
 from pybroker.controller.context import ControllerContext
 from pybroker.protocol.error_codes import ErrorCode

@@ -16,7 +16,7 @@ from pybroker.controller.election import (
     reassignment_election,
     request_election,
 )
-from pybroker.controller.zk_paths import NO_LEADER, LeaderAndIsr
+from pybroker.zk.paths import NO_LEADER, LeaderAndIsr
 
 EPOCH = 7
 REPLICAS = (1, 2, 3)

@@ -3,7 +3,7 @@ that the offline election treats as dead until their broker registers again."""
 
 from __future__ import annotations
 
-from pybroker.controller import zk_paths as zp
+from pybroker.zk import paths as zp
 from pybroker.controller.context import ControllerContext
 from pybroker.controller.election import offline_election
 from pybroker.controller.log_dir_failure import decode_log_dir_event

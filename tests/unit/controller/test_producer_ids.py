@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pybroker.controller import zk_paths as zp
+from pybroker.zk import paths as zp
 from pybroker.controller.embedded import EmbeddedMetadata
 from pybroker.controller.errors import BrokerIdNotRegisteredError
 from pybroker.controller.metadata import BrokerInfo

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pybroker.controller import zk_paths as zp
+from pybroker.zk import paths as zp
 from pybroker.controller.context import ControllerContext
 from pybroker.controller.partition_state import PartitionState, partition_state
 from pybroker.controller.replica_state import deleted_topic_replicas, offline_followers, removed_replicas

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pybroker.controller import zk_paths as zp
+from pybroker.zk import paths as zp
 from pybroker.controller.context import ControllerContext
 from pybroker.controller.requests import BrokerRequests
 

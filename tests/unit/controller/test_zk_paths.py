@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from pybroker.controller import zk_paths as zp
-from pybroker.controller.zk_client import split_chroot
+from pybroker.zk import paths as zp
+from pybroker.zk.client import split_chroot
 
 
 def test_broker_registration_is_kafkas_version_5_document() -> None:

@@ -308,6 +308,32 @@ def test_static_member_restart_keeps_generation_and_fences_the_old_id(coordinato
     assert answers(out)[w].assignment == b"B"
 
 
+@pytest.mark.parametrize("version", [5, 9])
+def test_a_restarted_static_leader_leads_without_assigning_from_v9(coordinator, version):
+    """KIP-814: from JoinGroup v9 the restarted leader of a Stable group is its leader again, with the members (whose
+    topics it watches) and SkipAssignment; before v9 it is told the old leader id, so it acts as a follower. Either
+    way the group stays Stable and its SyncGroup gets the assignment it had."""
+    w1, _ = join(coordinator, 0, version=version, instance="a")
+    w2, _ = join(coordinator, 0, version=version, instance="b")
+    replies = finish_join(coordinator, 0)
+    generation, leader = replies[w1].generation_id, replies[w1].leader
+    [leader_waiter] = [w for w in (w1, w2) if replies[w].member_id == leader]
+    instance = "a" if leader_waiter is w1 else "b"
+    other = replies[w2 if leader_waiter is w1 else w1].member_id
+    sync(coordinator, 3001, leader, generation, {leader: b"L", other: b"O"})
+    waiter, out = join(coordinator, 4000, version=version, instance=instance)  # the leader restarted
+    response = answers(out)[waiter]
+    assert response.error_code == 0 and response.generation_id == generation
+    if version >= 9:
+        assert (response.leader, response.skip_assignment) == (response.member_id, True)
+        assert sorted(m.group_instance_id for m in response.members) == ["a", "b"]
+    else:
+        assert (response.leader, response.skip_assignment, response.members) == (leader, False, [])
+    assert coordinator.groups[GROUP].state is GroupState.STABLE
+    w, out = sync(coordinator, 4001, response.member_id, generation, instance=instance)
+    assert answers(out)[w].assignment == b"L"
+
+
 def test_group_max_size_rejects_extra_members():
     coordinator = GroupCoordinator(GroupConfig(initial_rebalance_delay_ms=0, max_size=1))
     join(coordinator, 0, version=3)

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from pybroker.common.clock import ManualClock
 from pybroker.coordinator.coordinator import GroupConfig, GroupCoordinator
 from pybroker.coordinator.records import Record
 from pybroker.coordinator.runtime import CoordinatorRuntime, CoordinatorStorageError
@@ -34,7 +35,7 @@ class Harness:
     def __init__(self, log: PartitionLog) -> None:
         self.log = log
         self.coordinator = GroupCoordinator(GroupConfig(num_partitions=1))
-        self.runtime = CoordinatorRuntime(self.coordinator, self.persist, lambda: NOW, self.replicated)
+        self.runtime = CoordinatorRuntime(self.coordinator, self.persist, ManualClock(wall_ms=NOW), self.replicated)
         self.hw_moved = asyncio.Event()
         self.isr_lost = False
 

@@ -14,7 +14,7 @@ from pybroker.coordinator.txn_coordinator import (
     TxnConfig,
     TxnOutcome,
 )
-from pybroker.coordinator.txn_records import TV_2, TxnState, decode_txn_record, txn_key
+from pybroker.coordinator.txn_records import TV_1, TV_2, TxnState, decode_txn_record, txn_key
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.records import RecordInput, build_batch, build_end_txn_marker
 
@@ -209,7 +209,9 @@ def test_idle_transactional_id_expires_with_a_tombstone():
 def test_replayed_state_resends_markers_of_a_recorded_commit_and_aborts_open_ones_later():
     coordinator, clock, producer = started()
     records = []
-    records += coordinator.init_producer_id("w", "other", TIMEOUT_MS, -1, -1, 7, clock.now).records
+    initialized = coordinator.init_producer_id("w", "other", TIMEOUT_MS, -1, -1, 7, clock.now)
+    complete(coordinator, initialized, clock.now)
+    records += initialized.records
     added = coordinator.add_partitions("w", "other", 7, 0, [("out", 3)], clock.now)
     complete(coordinator, added, clock.now)
     records += added.records
@@ -289,6 +291,7 @@ def test_v2_end_bumps_the_epoch_writes_markers_with_it_and_answers_it():
     assert only_reply(outcome) == InitResult(ErrorCode.NONE, pid, epoch + 1)
     [marker] = complete(coordinator, outcome, clock.now)
     assert (marker.producer_epoch, marker.commit, marker.partitions) == (epoch + 1, True, (("out", 0),))
+    assert marker.transaction_version == TV_2  # WriteTxnMarkers v2 tells the leaders (KIP-1228)
     entry = decode_txn_record(*outcome.records[-1][1])
     assert entry is not None and entry.metadata is not None and entry.metadata.client_version == TV_2
     # the next transaction runs at the new epoch; the old one is fenced
@@ -326,13 +329,14 @@ def test_v1_and_v2_transactions_at_once_and_a_v1_end_of_a_v2_transaction_is_refu
     assert only_reply(coordinator.end_txn("w", TXN, pid, epoch, True, clock.now)) is ErrorCode.INVALID_TXN_STATE
     other = coordinator.init_producer_id("w", "classic", TIMEOUT_MS, -1, -1, 2000, clock.now)
     classic = only_reply(other)
+    coordinator.persisted(other, ok=True)
     added = coordinator.add_partitions("w", "classic", classic.producer_id, classic.producer_epoch, [("out", 1)],
                                        clock.now)
     assert only_reply(added) is ErrorCode.NONE
     coordinator.persisted(added, ok=True)
     ended = coordinator.end_txn("w", "classic", classic.producer_id, classic.producer_epoch, True, clock.now)
     [marker] = complete(coordinator, ended, clock.now)
-    assert marker.producer_epoch == classic.producer_epoch  # V1 keeps its epoch
+    assert (marker.producer_epoch, marker.transaction_version) == (classic.producer_epoch, TV_1)  # V1 keeps its epoch
     v2 = coordinator.end_txn("w", TXN, pid, epoch, True, clock.now, bump_epoch=True)
     assert only_reply(v2) == InitResult(ErrorCode.NONE, pid, epoch + 1)
 

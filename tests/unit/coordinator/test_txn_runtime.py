@@ -1,6 +1,7 @@
 """TxnRuntime's ordering rules: no marker for a Prepare record the ISR does not hold yet, no stale
-marker after the transaction moved on, failed markers retried while they are current, and partitions
-that join a transaction only once their record is on the ISR (chaos round 3003)."""
+marker after the transaction moved on, failed markers retried after a backoff while they are current
+(the failed partitions only), markers a leader refuses as fenced not sent again, and partitions that
+join a transaction only once their record is on the ISR (chaos round 3003)."""
 
 from __future__ import annotations
 
@@ -9,22 +10,25 @@ from typing import Any, Callable
 
 import pytest
 
+from pybroker.common.clock import ManualClock
 from pybroker.coordinator.runtime import CoordinatorStorageError
 from pybroker.coordinator.txn_coordinator import MarkerRequest, TransactionCoordinator, TxnConfig
 from pybroker.coordinator.txn_records import TxnState, decode_txn_record
 from pybroker.replication.errors import NotEnoughReplicasError
-from pybroker.coordinator.txn_runtime import TxnRuntime
+from pybroker.coordinator.txn_runtime import RETRY_BACKOFF_MAX_S, RETRY_BACKOFF_S, TxnRuntime
 from pybroker.protocol.error_codes import ErrorCode
+from tests.eventually import eventually_async
 
 TXN = "txn"
 TIMEOUT_MS = 60_000
 
 
 class Harness:
-    """A runtime over a fake internal topic whose ISR waits a test can hold back or fail."""
+    """A runtime over a fake internal topic whose ISR waits a test can hold back or fail, on a clock that
+    moves only when the test says so."""
 
-    def __init__(self, *, marker_results: list[bool] | None = None) -> None:
-        self.now = 1_000_000
+    def __init__(self, *, marker_results: list[ErrorCode | dict[tuple[str, int], ErrorCode]] | None = None) -> None:
+        self.clock = ManualClock(wall_ms=1_000_000)
         self.end_offset = 0
         self.held: dict[int, asyncio.Event] = {}  # end offset -> released when set
         self.failing: set[int] = set()  # end offsets whose first ISR wait fails
@@ -33,8 +37,9 @@ class Harness:
         self.unreplicated: set[int] = set()  # end offsets of appends whose ISR wait failed
         self.markers: list[tuple[MarkerRequest, TxnState]] = []
         self.marker_results = marker_results or []
+        """Answers to the next marker writes: one code for every partition sent, or a code per partition."""
         self.coordinator = TransactionCoordinator(TxnConfig(abort_check_interval_ms=1000))
-        self.runtime = TxnRuntime(self.coordinator, self._persist, self._write_markers, lambda: self.now,
+        self.runtime = TxnRuntime(self.coordinator, self._persist, self._write_markers, self.clock,
                                   self._replicated)
 
     def _persist(self, partition: int, records: list[Any]) -> int:
@@ -59,37 +64,52 @@ class Harness:
         if end in self.held:
             await self.held[end].wait()
 
-    async def _write_markers(self, marker: MarkerRequest) -> bool:
+    async def _write_markers(self, marker: MarkerRequest) -> dict[tuple[str, int], ErrorCode]:
         self.markers.append((marker, self.coordinator.transactions[marker.transactional_id].state))
-        return self.marker_results.pop(0) if self.marker_results else True
+        answer = self.marker_results.pop(0) if self.marker_results else ErrorCode.NONE
+        return answer if isinstance(answer, dict) else {tp: answer for tp in marker.partitions}
+
+    async def quiet(self) -> None:
+        """Let the runtime's tasks run until each waits for the clock or an event."""
+        for _ in range(100):
+            await asyncio.sleep(0)
+
+    def state(self) -> TxnState:
+        return self.coordinator.transactions[TXN].state
 
     async def call(self, operation: Callable[[Any, int], Any]) -> Any:
         return await self.runtime.call(operation)
 
-    async def open_transaction(self) -> tuple[int, int]:
+    async def open_transaction(self, partitions: tuple[tuple[str, int], ...] = (("out", 0),)) -> tuple[int, int]:
         init = await self.call(lambda w, t: self.coordinator.init_producer_id(w, TXN, TIMEOUT_MS, -1, -1, 1000, t))
         added = await self.call(lambda w, t: self.coordinator.add_partitions(
-            w, TXN, init.producer_id, init.producer_epoch, [("out", 0)], t))
+            w, TXN, init.producer_id, init.producer_epoch, partitions, t))
         assert added is ErrorCode.NONE
         return init.producer_id, init.producer_epoch
 
     def commit(self, pid: int, epoch: int) -> asyncio.Future[Any]:
         return asyncio.ensure_future(self.call(lambda w, t: self.coordinator.end_txn(w, TXN, pid, epoch, True, t)))
 
-    def abort_check(self) -> None:
-        self.now += 1500
-        self.runtime.apply(self.coordinator.tick(self.now))
+    async def abort_check(self) -> None:
+        """Run the coordinator's abort check 1.5 s on, and wait until the runtime finished what it started."""
+        self.clock.advance(1.5)
+        started = set(self.runtime._replicating)
+        self.runtime.apply(self.coordinator.tick(self.clock.wall_ms()))
+        await asyncio.gather(*(set(self.runtime._replicating) - started))
+
+    async def appended(self, end_offset: int) -> None:
+        await eventually_async(lambda: self.end_offset >= end_offset, f"the append up to {end_offset}")
 
 
 def test_the_abort_check_sends_no_marker_while_the_prepare_record_waits_for_the_isr() -> None:
     async def scenario() -> None:
         harness = Harness()
         pid, epoch = await harness.open_transaction()
-        harness.held[harness.end_offset + 1] = release = asyncio.Event()  # the PrepareCommit record
+        prepare = harness.end_offset + 1
+        harness.held[prepare] = release = asyncio.Event()  # the PrepareCommit record
         commit = harness.commit(pid, epoch)
-        await asyncio.sleep(0.01)
-        harness.abort_check()
-        await asyncio.sleep(0.01)
+        await harness.appended(prepare)
+        await harness.abort_check()
         assert harness.markers == [] and not commit.done()
         retry = await harness.call(lambda w, t: harness.coordinator.end_txn(w, TXN, pid, epoch, True, t))
         assert retry is ErrorCode.CONCURRENT_TRANSACTIONS
@@ -109,41 +129,76 @@ def test_a_failed_isr_wait_fails_the_answer_and_markers_follow_only_once_replica
         with pytest.raises(CoordinatorStorageError):
             await harness.commit(pid, epoch)
         assert harness.markers == []
-        for _ in range(60):  # the runtime keeps waiting for the record (backoff 2 s) and then writes
-            if harness.markers:
-                break
-            await asyncio.sleep(0.05)
+        harness.clock.advance(RETRY_BACKOFF_MAX_S)  # the runtime waits for the record again, then writes
+        await eventually_async(lambda: harness.markers, "the markers, once the record is replicated")
         assert [m.commit for m, _ in harness.markers] == [True]
         assert harness.coordinator.transactions[TXN].state is TxnState.COMPLETE_COMMIT
 
     asyncio.run(scenario())
 
 
-def test_a_failed_marker_is_retried_until_written_and_the_answer_does_not_wait_for_it() -> None:
+def test_a_failed_marker_is_retried_after_the_backoff_not_at_the_abort_check() -> None:
+    """A marker a leader did not take is sent again after retry.backoff.ms, doubling up to
+    retry.backoff.max.ms (Kafka's marker channel re-queues it), not at the next abort check: no tick
+    runs here. The producer's answer does not wait for the retries."""
     async def scenario() -> None:
-        harness = Harness(marker_results=[False, False, True])
+        waits = [RETRY_BACKOFF_S * 2**n for n in range(4)] + [RETRY_BACKOFF_MAX_S] * 2
+        assert waits[:4] == [0.1, 0.2, 0.4, 0.8]  # retry.backoff.ms 100 doubling to retry.backoff.max.ms 1000
+        harness = Harness(marker_results=[ErrorCode.NOT_LEADER_OR_FOLLOWER] * len(waits) + [ErrorCode.NONE])
         pid, epoch = await harness.open_transaction()
         assert await harness.commit(pid, epoch) is ErrorCode.NONE
         assert len(harness.markers) == 1  # answered after the first attempt
-        assert harness.coordinator.transactions[TXN].state is TxnState.PREPARE_COMMIT
-        for _ in range(40):
-            if harness.coordinator.transactions[TXN].state is TxnState.COMPLETE_COMMIT:
-                break
-            await asyncio.sleep(0.05)
-        assert len(harness.markers) == 3
-        assert harness.coordinator.transactions[TXN].state is TxnState.COMPLETE_COMMIT
+        for attempt, wait in enumerate(waits, start=2):
+            harness.clock.advance(wait / 2)
+            await harness.quiet()
+            assert len(harness.markers) == attempt - 1 and harness.state() is TxnState.PREPARE_COMMIT
+            harness.clock.advance(wait / 2 + 1e-6)  # the microsecond absorbs the float sums of the clock
+            await eventually_async(lambda: len(harness.markers) == attempt, f"attempt {attempt}")
+        await eventually_async(lambda: harness.state() is TxnState.COMPLETE_COMMIT, "the transaction to complete")
+        assert len(harness.markers) == len(waits) + 1
+
+    asyncio.run(scenario())
+
+
+def test_a_retry_sends_the_marker_only_to_the_partitions_that_failed() -> None:
+    async def scenario() -> None:
+        harness = Harness(marker_results=[{("out", 0): ErrorCode.NONE, ("out", 1): ErrorCode.NOT_ENOUGH_REPLICAS}])
+        pid, epoch = await harness.open_transaction((("out", 0), ("out", 1)))
+        assert await harness.commit(pid, epoch) is ErrorCode.NONE
+        harness.clock.advance(RETRY_BACKOFF_S)
+        await eventually_async(lambda: harness.state() is TxnState.COMPLETE_COMMIT, "the transaction to complete")
+        assert [m.partitions for m, _ in harness.markers] == [(("out", 0), ("out", 1)), (("out", 1),)]
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("code", [ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.TRANSACTION_COORDINATOR_FENCED])
+def test_a_marker_refused_as_fenced_is_not_sent_again(code: ErrorCode) -> None:
+    """Kafka's TransactionMarkerRequestCompletionHandler: the producer or the coordinator moved on, so
+    no more markers of the transaction are sent; neither the backoff nor the abort check resends it."""
+    async def scenario() -> None:
+        harness = Harness(marker_results=[{("out", 0): ErrorCode.NONE, ("out", 1): code}])
+        pid, epoch = await harness.open_transaction((("out", 0), ("out", 1)))
+        assert await harness.commit(pid, epoch) is ErrorCode.NONE
+        await eventually_async(lambda: not harness.runtime._marking, "the marker task to end")
+        harness.clock.advance(RETRY_BACKOFF_MAX_S * 10)
+        await harness.abort_check()
+        await harness.quiet()
+        assert len(harness.markers) == 1
+        assert harness.state() is TxnState.PREPARE_COMMIT  # as in Kafka: left to the next coordinator
 
     asyncio.run(scenario())
 
 
 def test_a_marker_made_stale_by_a_newer_producer_epoch_is_not_written() -> None:
     async def scenario() -> None:
-        harness = Harness(marker_results=[False])
+        harness = Harness(marker_results=[ErrorCode.REQUEST_TIMED_OUT])
         pid, epoch = await harness.open_transaction()
         assert await harness.commit(pid, epoch) is ErrorCode.NONE  # first attempt failed; a retry waits
         meta = harness.coordinator.transactions[TXN]
         meta.state, meta.producer_epoch = TxnState.COMPLETE_COMMIT, epoch + 1  # completed elsewhere, then fenced
-        await asyncio.sleep(0.5)  # past the retry's backoff
+        harness.clock.advance(0.1)  # past the retry's backoff
+        await eventually_async(lambda: not harness.runtime._marking, "the retry to end")
         assert len(harness.markers) == 1  # the stale retry was dropped
 
     asyncio.run(scenario())
@@ -186,10 +241,11 @@ def test_a_transaction_waits_while_its_partitions_record_is_on_its_way_to_the_is
         harness = Harness()
         init = await harness.call(lambda w, t: harness.coordinator.init_producer_id(w, TXN, TIMEOUT_MS, -1, -1, 1000, t))
         pid, epoch = init.producer_id, init.producer_epoch
-        harness.held[harness.end_offset + 1] = release = asyncio.Event()
+        added = harness.end_offset + 1
+        harness.held[added] = release = asyncio.Event()
         first = asyncio.ensure_future(harness.call(lambda w, t: harness.coordinator.add_partitions(
             w, TXN, pid, epoch, [("out", 0)], t)))
-        await asyncio.sleep(0.01)
+        await harness.appended(added)
         retry = await harness.call(lambda w, t: harness.coordinator.add_partitions(w, TXN, pid, epoch, [("out", 0)], t))
         assert retry is ErrorCode.CONCURRENT_TRANSACTIONS
         assert await harness.commit(pid, epoch) is ErrorCode.CONCURRENT_TRANSACTIONS
@@ -199,5 +255,80 @@ def test_a_transaction_waits_while_its_partitions_record_is_on_its_way_to_the_is
         assert await first is ErrorCode.NONE
         assert await harness.call(verify) is ErrorCode.NONE
         assert await harness.commit(pid, epoch) is ErrorCode.NONE
+
+    asyncio.run(scenario())
+
+
+def test_a_producer_epoch_is_bumped_only_once_its_record_is_on_the_isr() -> None:
+    """InitProducerId's bump, as Kafka's pending transition: the coordinator used to bump the epoch in
+    memory before its record was written and kept it when the append was refused or the ISR wait failed.
+    The client's retry (KIP-360: the producer id and epoch it had) was then taken for a retry of a bump
+    that had succeeded and answered the new epoch with nothing on the log; after a failover the next
+    coordinator had the old epoch, so the fenced producer could go on and the new one was fenced."""
+    async def scenario() -> None:
+        harness = Harness()
+        pid, epoch = await harness.open_transaction()
+        assert await harness.commit(pid, epoch) is ErrorCode.NONE
+
+        def init() -> Any:
+            return harness.call(lambda w, t: harness.coordinator.init_producer_id(w, TXN, TIMEOUT_MS, pid, epoch,
+                                                                                  None, t))
+
+        harness.refusing = 1
+        with pytest.raises(CoordinatorStorageError):
+            await init()
+        harness.failing.add(harness.end_offset + 1)
+        with pytest.raises(CoordinatorStorageError):
+            await init()
+        bumped = await init()
+        assert (bumped.error, bumped.producer_id, bumped.producer_epoch) == (ErrorCode.NONE, pid, epoch + 1)
+        successor = harness.failover()
+        assert successor.transactions[TXN].producer_epoch == epoch + 1
+        fenced = successor.add_partitions("w", TXN, pid, epoch, [("out", 1)], harness.clock.wall_ms())
+        assert fenced.replies == [("w", ErrorCode.PRODUCER_FENCED)]
+
+    asyncio.run(scenario())
+
+
+def test_a_new_transactional_id_is_known_only_once_its_record_is_on_the_isr() -> None:
+    """The first InitProducerId of an id whose record fails: the retry gets the same producer id at epoch
+    0 (Kafka keeps the id, at no epoch, and bumps it again), and that is what the log holds."""
+    async def scenario() -> None:
+        harness = Harness()
+        harness.failing.add(1)
+        first = lambda w, t: harness.coordinator.init_producer_id(w, TXN, TIMEOUT_MS, -1, -1, 1000, t)
+        with pytest.raises(CoordinatorStorageError):
+            await harness.call(first)
+        again = await harness.call(lambda w, t: harness.coordinator.init_producer_id(w, TXN, TIMEOUT_MS, -1, -1,
+                                                                                     None, t))
+        assert (again.error, again.producer_id, again.producer_epoch) == (ErrorCode.NONE, 1000, 0)
+        successor = harness.failover().transactions[TXN]
+        assert (successor.producer_id, successor.producer_epoch) == (1000, 0)
+
+    asyncio.run(scenario())
+
+
+def test_requests_wait_while_an_epoch_bump_is_on_its_way_to_the_isr() -> None:
+    """Meanwhile the id answers CONCURRENT_TRANSACTIONS, the producer of the epoch the log holds included
+    (it is fenced only once the bump is on the ISR, as in Kafka)."""
+    async def scenario() -> None:
+        harness = Harness()
+        pid, epoch = await harness.open_transaction()
+        assert await harness.commit(pid, epoch) is ErrorCode.NONE
+        bumped = harness.end_offset + 1
+        harness.held[bumped] = release = asyncio.Event()
+        bump = asyncio.ensure_future(harness.call(lambda w, t: harness.coordinator.init_producer_id(
+            w, TXN, TIMEOUT_MS, -1, -1, None, t)))
+        await harness.appended(bumped)
+        again = await harness.call(lambda w, t: harness.coordinator.init_producer_id(w, TXN, TIMEOUT_MS, -1, -1,
+                                                                                     None, t))
+        assert again.error is ErrorCode.CONCURRENT_TRANSACTIONS
+        add = lambda w, t: harness.coordinator.add_partitions(w, TXN, pid, epoch, [("out", 0)], t)
+        assert await harness.call(add) is ErrorCode.CONCURRENT_TRANSACTIONS
+        assert await harness.commit(pid, epoch) is ErrorCode.CONCURRENT_TRANSACTIONS
+        release.set()
+        bumped = await bump
+        assert (bumped.error, bumped.producer_epoch) == (ErrorCode.NONE, epoch + 1)
+        assert await harness.call(add) is ErrorCode.PRODUCER_FENCED
 
     asyncio.run(scenario())

@@ -12,7 +12,6 @@ from logtest_util import NOW, SMALL, batch, open_log, read_all
 from pybroker.log import (
     LogConfig,
     OffsetOutOfRangeError,
-    RecordTooLargeError,
     SliceUnavailableError,
     UnexpectedAppendOffsetError,
 )
@@ -41,13 +40,6 @@ def test_log_append_time_stamps_max_timestamp_and_keeps_crc_valid(tmp_path: Path
     rb = validate_batch(stored.read())
     assert rb.max_timestamp == NOW + 42 and rb.timestamp_type == 1
     assert [r.timestamp for r in rb.records()] == [NOW + 42, NOW + 42]
-
-
-def test_append_rejects_batch_above_max_message_bytes(tmp_path: Path) -> None:
-    log = open_log(tmp_path, dataclasses.replace(SMALL, max_message_bytes=100))
-    with pytest.raises(RecordTooLargeError):
-        log.append_as_leader(batch(5), leader_epoch=0, now_ms=NOW)
-    assert log.log_end_offset == 0 and log.size_in_bytes == 0
 
 
 def test_roll_by_segment_bytes_and_ms(tmp_path: Path) -> None:

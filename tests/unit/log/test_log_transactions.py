@@ -167,6 +167,44 @@ def test_marker_with_an_older_epoch_is_refused(tmp_path):
     log.close()
 
 
+def v2_marker(log, pid: int, commit: bool, epoch: int) -> int:
+    """A marker of a transactions V2 transaction, as WriteTxnMarkers v2 with TransactionVersion 2 writes it."""
+    info = log.append_as_leader(marker(pid, commit, epoch=epoch), leader_epoch=0, now_ms=NOW, transaction_version=2)
+    log.set_high_watermark(log.log_end_offset)
+    return info.first_offset
+
+
+def test_a_v2_marker_must_carry_an_epoch_above_the_open_transactions(tmp_path):
+    """KIP-1228: a V2 producer runs its next transaction at the epoch its last marker carried, so a late
+    marker of that last transaction (at the same epoch) must not close the open one; as a legacy (V1)
+    marker it would."""
+    log = open_log(tmp_path)
+    append(log, txn_batch(7, 0, epoch=3))  # 0-1: a transaction at epoch 3
+    assert v2_marker(log, 7, commit=True, epoch=4) == 2  # its marker carries the bumped epoch
+    assert v2_marker(log, 7, commit=True, epoch=4) == 3  # the coordinator's retry (its answer was lost) passes
+    append(log, txn_batch(7, 0, epoch=4))  # 4-5: the next transaction, at the bumped epoch
+    with pytest.raises(InvalidProducerEpochError, match="not above the current epoch 4"):
+        v2_marker(log, 7, commit=True, epoch=4)  # a late marker of the transaction before
+    with pytest.raises(InvalidProducerEpochError):
+        v2_marker(log, 7, commit=False, epoch=3)
+    assert log.log_end_offset == 6 and log.last_stable_offset == 4  # nothing written, still open
+    assert v2_marker(log, 7, commit=False, epoch=5) == 6
+    assert log.last_stable_offset == log.log_end_offset == 7
+    assert log.collect_aborted(0, 7) == [AbortedTxn(7, 4, 6, 7)]
+    log.close()
+
+
+def test_a_legacy_marker_at_the_producers_epoch_closes_its_transaction(tmp_path):
+    """V1 (TransactionVersion 0/1, WriteTxnMarkers v1): the marker carries the transaction's own epoch."""
+    log = open_log(tmp_path)
+    append(log, txn_batch(7, 0, epoch=4))
+    assert log.append_as_leader(marker(7, commit=True, epoch=4), leader_epoch=0, now_ms=NOW,
+                                transaction_version=1).first_offset == 2
+    log.set_high_watermark(log.log_end_offset)
+    assert log.last_stable_offset == log.log_end_offset == 3
+    log.close()
+
+
 def test_index_search_stops_at_an_entry_stable_past_the_bound(tmp_path):
     index = TransactionIndex(str(tmp_path / "x.txnindex"))
     index.append(AbortedTxn(1, 0, 5, 6))

@@ -10,6 +10,7 @@ from typing import Awaitable, Iterator
 
 import pytest
 
+from pybroker.common.clock import SystemClock
 from pybroker.common.io_executor import IoExecutor
 from pybroker.log import LogConfig
 from pybroker.log.errors import LogStorageError
@@ -37,7 +38,7 @@ CONFIG = LogConfig(segment_bytes=1 << 20, max_message_bytes=4096)
 def replicas(tmp_path: Path) -> Iterator[ReplicaManager]:
     logs = LogManager([str(tmp_path)], CONFIG)
     logs.startup(NOW)
-    manager = ReplicaManager(logs, 0, now_ms=lambda: NOW)
+    manager = ReplicaManager(logs, 0, SystemClock())
     yield manager
     logs.shutdown()
 

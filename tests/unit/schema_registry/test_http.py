@@ -52,7 +52,9 @@ def test_idle_connections_close_and_pipelined_requests_are_answered_in_order() -
 def test_connections_past_the_limit_are_closed() -> None:
     async def scenario(port: int) -> None:
         held = [await asyncio.open_connection("127.0.0.1", port) for _ in range(2)]
-        await asyncio.sleep(0.1)
+        for held_reader, held_writer in held:  # an answer on each: the server holds both connections
+            held_writer.write(b"GET /held HTTP/1.1\r\nHost: x\r\n\r\n")
+            await asyncio.wait_for(held_reader.readuntil(b"GET /held 0"), 5)
         reader, _ = await asyncio.open_connection("127.0.0.1", port)
         assert await read_all(reader) == b""
         _, writer = held[0]

@@ -10,6 +10,7 @@ import threading
 from types import SimpleNamespace
 from typing import Any
 
+from pybroker.common.clock import ManualClock
 from pybroker.common.config import BrokerConfig
 from pybroker.common.io_executor import IO_THREAD_PREFIX, IoExecutor
 from pybroker.coordinator.group import CommittedOffset
@@ -44,7 +45,7 @@ def test_offsets_are_decoded_on_an_io_thread_and_applied(tmp_path: Any) -> None:
         io = IoExecutor(1)
         logs = SimpleNamespace(get_log=lambda topic, partition: log)
         service = GroupService(BrokerConfig({"offsets.topic.num.partitions": "1"}), lambda: None,  # type: ignore
-                               None, logs, io, lambda: NOW)  # type: ignore[arg-type]
+                               None, logs, io, ManualClock(wall_ms=NOW))  # type: ignore[arg-type]
         threading.setprofile(hook)
         sys.setprofile(hook)
         try:

@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable
 import uvloop
 
 from pybroker.server.network import KafkaConnection
+from tests.eventually import eventually_async
 
 SYNC, WAIT, FOREVER, FAIL = 0, 1, 2, 3
 
@@ -82,7 +83,7 @@ def test_a_request_that_does_not_wait_is_answered_without_a_task() -> None:
 def test_answers_keep_request_order_when_an_earlier_request_waits() -> None:
     async def scenario(dispatcher: _Dispatcher, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         writer.write(_frames((WAIT, 1), (SYNC, 2), (SYNC, 3)))
-        await asyncio.wait_for(_until(lambda: len(dispatcher.in_task) == 3), 10)  # 2 and 3 are done
+        await eventually_async(lambda: len(dispatcher.in_task) == 3, "2 and 3 done", timeout=10, interval=0.001)
         dispatcher.release.set_result(None)
         assert await _answers(reader, 3) == [1, 2, 3]
         assert dispatcher.in_task == {1: False, 2: False, 3: False}  # every first step ran in the read callback
@@ -93,9 +94,9 @@ def test_answers_keep_request_order_when_an_earlier_request_waits() -> None:
 def test_a_waiting_handler_is_cancelled_when_its_connection_closes() -> None:
     async def scenario(dispatcher: _Dispatcher, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         writer.write(_frames((FOREVER, 5)))
-        await asyncio.wait_for(_until(lambda: 5 in dispatcher.in_task), 10)
+        await eventually_async(lambda: 5 in dispatcher.in_task, "5 in a task", timeout=10, interval=0.001)
         writer.close()
-        await asyncio.wait_for(_until(lambda: dispatcher.cancelled == [5]), 10)
+        await eventually_async(lambda: dispatcher.cancelled == [5], "5 cancelled", timeout=10, interval=0.001)
 
     _run(scenario)
 
@@ -107,8 +108,3 @@ def test_a_handler_failing_in_its_first_step_closes_the_connection_after_earlier
         assert await asyncio.wait_for(reader.read(), 10) == b""  # closed, nothing after the failure
 
     _run(scenario)
-
-
-async def _until(condition) -> None:  # type: ignore[no-untyped-def]
-    while not condition():
-        await asyncio.sleep(0.001)

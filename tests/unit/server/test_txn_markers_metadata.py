@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import asyncio
 
-from pybroker.controller import zk_paths as zp
+from pybroker.zk import paths as zp
 from pybroker.controller.metadata import TopicRegistry
 from pybroker.coordinator.txn_coordinator import MarkerRequest
+from pybroker.protocol.error_codes import ErrorCode
 from pybroker.server.txn_service import TxnService
 
 MARKER = MarkerRequest("chaos-t0", 1000, 0, 3, True, (("txn", 5),))
@@ -30,7 +31,7 @@ class FakeZk:
         return (b"{}", object()) if path in self.nodes else None
 
 
-def write(zk_nodes: set[str] | None) -> bool:
+def write(zk_nodes: set[str] | None) -> dict[tuple[str, int], ErrorCode]:
     service = object.__new__(TxnService)  # only write_markers' routing is exercised
     metadata = NoTopics()
     service._metadata, service._broker_id = lambda: metadata, 0
@@ -39,7 +40,9 @@ def write(zk_nodes: set[str] | None) -> bool:
 
 
 def test_a_topic_the_metadata_lacks_but_zookeeper_has_keeps_its_markers_waiting() -> None:
-    assert write({zp.topic_path("txn")}) is False  # not in this broker's cache yet: retried, not completed
-    assert write(set()) is True  # gone from ZooKeeper: deleted, done
-    assert write({zp.topic_path("txn"), zp.delete_topic_path("txn")}) is True  # being deleted
-    assert write(None) is True  # a single broker's metadata is the cluster's
+    waiting = {("txn", 5): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}  # not in this broker's cache yet: retried
+    assert write({zp.topic_path("txn")}) == waiting
+    done = {("txn", 5): ErrorCode.NONE}
+    assert write(set()) == done  # gone from ZooKeeper: deleted, done
+    assert write({zp.topic_path("txn"), zp.delete_topic_path("txn")}) == done  # being deleted
+    assert write(None) == done  # a single broker's metadata is the cluster's

@@ -1,0 +1,186 @@
+"""The share-group checker (KIP-932): what the share workload's history (share_workload.py) must never show.
+
+Events it reads (`wall` is the member process's own clock, time.time(), taken when poll returned or just before
+an acknowledgement was sent: one clock for every process of the machine):
+  share-produced   the producer's acknowledged record at (partition, offset)
+  share-deliver    a member received (partition, offset) with its delivery count `dc`
+  share-acking     a member is about to send its acknowledgement of one delivery (`offset`, `dc`, `ack`
+                   accept/release/reject) alone in one ShareAcknowledge: in doubt until answered
+  share-ack        its answer: the error (`error`, None when none)
+  share-end        the final drain's end: `complete` false when it gave up with records unaccounted for
+  share-leader     the workload saw a new leader of the partition in Metadata
+  fault            the nemesis's faults (phase start)
+
+Anomalies:
+  share_over_limit        a delivery count above group.share.delivery.count.limit
+  share_two_holders       an acknowledgement the broker took from one member for a delivery after it had handed
+                          the record to another (a higher delivery count received before the acknowledgement was
+                          sent), or one (offset, delivery count) delivered twice
+  share_after_ack         a delivery received after an ACCEPT or REJECT of the record was confirmed
+  share_unacknowledged    a produced record neither confirmed accepted or rejected, nor delivered up to the
+                          limit (archived), when the drain ended
+
+While share-partition state lives in the leader's memory (``durable=False``), a broker fault loses it: the new
+leader starts the partition again from share.auto.offset.reset, so records come back after their acknowledgement,
+delivery counts start again and records may be skipped. Such an anomaly is reported as explained
+(`share_state_lost`) when a fault started, or the partition's leader changed, between the events that make it, or,
+for a record never delivered since such a moment, when the partition was read again only from past it; with
+``durable=True`` it is not.
+An acknowledgement never answered (its member was killed) or failed on the client's side (a timeout, a broken
+connection), for a record never delivered again, is in doubt (the broker may have applied it): explained as
+`share_ack_in_doubt`, never counted as accepted. One answered with a broker's error code (INVALID_RECORD_STATE,
+NOT_LEADER_OR_FOLLOWER) was not applied: its record must come back.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+from chaos.checker import Report
+
+SHARE_ANOMALIES = ("share_over_limit", "share_two_holders", "share_after_ack", "share_unacknowledged")
+FINAL = ("accept", "reject")
+BROKER_CODE = re.compile(r"\bval=(-?\d+)")
+
+Place = tuple[int, int]
+"""(partition, offset) of the share workload's one topic."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Delivery:
+    member: str
+    dc: int
+    wall: float
+    t: float
+
+
+@dataclass(frozen=True, slots=True)
+class _Ack:
+    member: str
+    dc: int
+    ack: str
+    ok: bool
+    refused: bool
+    """Answered with a broker's error code (librdkafka's `val=` above 0): the broker did not apply it."""
+    wall: float
+    t: float
+
+
+def check_share(events: list[dict[str, Any]], limit: int, durable: bool, report: Report | None = None) -> Report:
+    """Add the share anomalies of ``events`` to ``report`` (a new one if None) and return it."""
+    report = report if report is not None else Report()
+    for name in SHARE_ANOMALIES:
+        report.anomalies.setdefault(name, [])
+    faults = [e["t"] for e in events if e["type"] == "fault" and e.get("phase") == "start"]
+    losses: dict[int, list[float]] = defaultdict(lambda: list(faults))
+    for e in events:
+        if e["type"] == "share-leader":
+            losses[e["partition"]].append(e["t"])
+    deliveries: dict[Place, list[_Delivery]] = defaultdict(list)
+    acks: dict[Place, list[_Ack]] = defaultdict(list)
+    produced: dict[Place, float] = {}
+    complete = True
+    for e in events:
+        if e["type"] == "share-produced":
+            produced[(e["partition"], e["offset"])] = e["t"]
+        elif e["type"] == "share-deliver":
+            deliveries[(e["partition"], e["offset"])].append(_Delivery(e["member"], e["dc"], e["wall"], e["t"]))
+        elif e["type"] in ("share-acking", "share-ack"):
+            answer = e["type"] == "share-ack"
+            sent = _Ack(e["member"], e["dc"], e["ack"], answer and e["error"] is None,
+                        answer and _broker_error(e["error"]), e["wall"], e["t"])
+            known = acks[(e["partition"], e["offset"])]
+            if answer:  # it takes the place of the "about to send" it answers
+                known[:] = [a for a in known if (a.member, a.dc, a.wall) != (sent.member, sent.dc, sent.wall)]
+            known.append(sent)
+        elif e["type"] == "share-end":
+            complete = complete and e["complete"]
+
+    def judge(name: str, example: dict[str, Any], since: float, until: float) -> None:
+        if not durable and any(since <= t <= until for t in losses[example["partition"]]):
+            report.explain("share_state_lost", {"would_be": name, **example})
+        else:
+            report.anomalies[name].append(example)
+
+    for place, delivered in deliveries.items():
+        where = {"partition": place[0], "offset": place[1]}
+        for d in delivered:
+            if d.dc > limit:
+                report.anomalies["share_over_limit"].append({**where, "member": d.member, "delivery_count": d.dc})
+        seen: dict[int, _Delivery] = {}
+        for d in sorted(delivered, key=lambda d: d.wall):
+            first = seen.setdefault(d.dc, d)
+            if first is not d:
+                judge("share_two_holders", {**where, "delivery_count": d.dc, "members": [first.member, d.member]},
+                      first.t, d.t)
+        for a in acks.get(place, []):
+            if not a.ok:
+                continue
+            for d in delivered:
+                if d.dc > a.dc and d.wall < a.wall:
+                    judge("share_two_holders", {**where, "acked_by": a.member, "ack": a.ack, "acked_count": a.dc,
+                                                "held_by": d.member, "delivery_count": d.dc}, d.t, a.t)
+                elif a.ack in FINAL and d.wall > a.wall:
+                    judge("share_after_ack", {**where, "acked_by": a.member, "ack": a.ack,
+                                              "delivered_to": d.member, "delivery_count": d.dc}, a.t, d.t)
+    for partition, _ in [*produced, *deliveries]:
+        losses[partition]  # every partition may have lost its state in a fault
+    restarts = {} if durable else _restarts(losses, deliveries)
+    _accounting(report, produced, deliveries, acks, limit, complete, restarts)
+    return report
+
+
+def _restarts(losses: dict[int, list[float]], deliveries: dict[Place, list[_Delivery]]
+              ) -> dict[int, list[tuple[float, float]]]:
+    """Per partition, each moment its share state may have been lost, with the lowest offset delivered after it
+    (infinity when none was): where a new leader's share-partition started, from share.auto.offset.reset."""
+    restarts: dict[int, list[tuple[float, float]]] = {}
+    for partition, moments in losses.items():
+        restarts[partition] = [(moment, min((offset for (p, offset), delivered in deliveries.items()
+                                             if p == partition and any(d.t > moment for d in delivered)),
+                                            default=float("inf"))) for moment in moments]
+    return restarts
+
+
+def _accounting(report: Report, produced: dict[Place, float], deliveries: dict[Place, list[_Delivery]],
+                acks: dict[Place, list[_Ack]], limit: int, complete: bool,
+                restarts: dict[int, list[tuple[float, float]]]) -> None:
+    """Each produced record's end: accepted, rejected, archived, in doubt, or unaccounted for. With share state in
+    memory, a record below where a share-partition started again after a loss, and not delivered since, was skipped
+    by that loss (explained)."""
+    stats = {"share_produced": len(produced), "share_deliveries": sum(map(len, deliveries.values())),
+             "share_accepted": 0, "share_rejected": 0, "share_archived": 0, "share_in_doubt": 0}
+    for place in sorted(produced):
+        confirmed = [a for a in acks.get(place, []) if a.ok and a.ack in FINAL]
+        delivered = deliveries.get(place, [])
+        if confirmed:
+            stats["share_accepted" if confirmed[-1].ack == "accept" else "share_rejected"] += 1
+        elif any(d.dc >= limit for d in delivered):
+            stats["share_archived"] += 1
+        elif _in_doubt(acks.get(place, []), delivered):
+            stats["share_in_doubt"] += 1
+            report.explain("share_ack_in_doubt", {"partition": place[0], "offset": place[1]})
+        else:
+            example = {"partition": place[0], "offset": place[1], "deliveries": len(delivered),
+                       "drain_complete": complete}
+            if any(place[1] < first and all(d.t < moment for d in delivered)
+                   for moment, first in restarts.get(place[0], [])):
+                report.explain("share_state_lost", {"would_be": "share_unacknowledged", **example})
+            else:
+                report.anomalies["share_unacknowledged"].append(example)
+    report.stats.update(stats)
+
+
+def _in_doubt(acks: Iterable[_Ack], delivered: list[_Delivery]) -> bool:
+    """A final acknowledgement not answered, or failed on the client's side (a timeout, a broken connection), and
+    no delivery after it: it may have been applied."""
+    last_delivery = max((d.wall for d in delivered), default=0.0)
+    return any(not a.ok and not a.refused and a.ack in FINAL and a.wall >= last_delivery for a in acks)
+
+
+def _broker_error(error: str | None) -> bool:
+    found = BROKER_CODE.search(error or "")
+    return found is not None and int(found.group(1)) > 0

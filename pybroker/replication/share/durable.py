@@ -1,0 +1,93 @@
+"""What of a share-partition is durable, and how it is written: Kafka's SharePartition and its persister's view.
+
+Only the start offset and the in-flight window's delivery states and counts are stored (``__share_group_state``
+through the share coordinator); acquisitions are not. A record acquired when the state is written is stored as
+available with the delivery count it had before that acquisition, so after a restart or a leadership move it is
+delivered again, and the count it had reached last time it was released or timed out is kept.
+
+``StateWriter`` orders a share-partition's writes: one at a time, each carrying the whole window as it is when
+the write starts, so any number of acknowledgements waiting together are made durable by one write, and none
+is answered before a write that includes it has been acknowledged by the coordinator.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Awaitable, Callable
+
+from pybroker.protocol.error_codes import ErrorCode
+from pybroker.replication.share.partition import RecordState, SharePartition, Span
+
+__all__ = ["DurableBatch", "StateWriter", "durable_batches", "restored"]
+
+
+@dataclass(frozen=True, slots=True)
+class DurableBatch:
+    """A state batch as ``__share_group_state`` stores it: offsets, delivery state (0, 2 or 4) and count."""
+
+    first: int
+    last: int
+    state: int
+    delivery_count: int
+
+
+def durable_batches(share: SharePartition) -> list[DurableBatch]:
+    """The window's spans as state batches: an acquired span as available with its count before acquisition."""
+    out: list[DurableBatch] = []
+    for span in share.spans:
+        if span.state is RecordState.ACQUIRED:
+            out.append(DurableBatch(span.first, span.last, RecordState.AVAILABLE, max(span.delivery_count - 1, 0)))
+        else:
+            out.append(DurableBatch(span.first, span.last, int(span.state), span.delivery_count))
+    return out
+
+
+def restored(start_offset: int, batches: list[DurableBatch], *, delivery_count_limit: int,
+             max_record_locks: int) -> SharePartition:
+    """A share-partition from its stored state: the window runs from the start offset to the last batch; offsets
+    in it no batch covers were never delivered (available, count 0), and an acquired state (never written by
+    pybroker) is read as available."""
+    share = SharePartition(start_offset, delivery_count_limit=delivery_count_limit, max_record_locks=max_record_locks)
+    position = start_offset
+    for batch in sorted(batches, key=lambda b: b.first):
+        if batch.last < position:
+            continue
+        first = max(batch.first, position)
+        if first > position:
+            share.spans.append(Span(position, first - 1, RecordState.AVAILABLE, 0))
+        state = RecordState(batch.state) if batch.state in (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED) \
+            else RecordState.AVAILABLE
+        share.spans.append(Span(first, batch.last, state, batch.delivery_count))
+        position = batch.last + 1
+    share.next_offset = position
+    share.settle()
+    return share
+
+
+Write = Callable[[int, list[DurableBatch]], Awaitable[ErrorCode]]
+"""Store (start offset, state batches); the coordinator's answer."""
+
+
+class StateWriter:
+    """One share-partition's writes, in order and coalesced (see the module doc)."""
+
+    def __init__(self, share: SharePartition, write: Write) -> None:
+        self._share = share
+        self._write = write
+        self._lock = asyncio.Lock()
+        self._changes = 0
+        self._written = 0
+        self._last_error = ErrorCode.NONE
+
+    async def persist(self) -> ErrorCode:
+        """Make the share-partition's state as it is now durable; the coordinator's answer of the write."""
+        self._changes += 1
+        wanted = self._changes
+        async with self._lock:
+            if self._written >= wanted:
+                return self._last_error
+            taken = self._changes
+            error = await self._write(self._share.start_offset, durable_batches(self._share))
+            self._written, self._last_error = taken, error
+            return error

@@ -1,0 +1,131 @@
+"""Share groups' offsets administration (KIP-932): DescribeShareGroupOffsets, AlterShareGroupOffsets and
+DeleteShareGroupOffsets, answered by the group's coordinator through the share coordinator (``share_persister.py``).
+
+- Describe reads each share-partition's summary (ReadShareGroupStateSummary): its start offset, leader epoch and
+  (v1, KIP-1226) lag, the records from the start offset to the high watermark not yet acknowledged or archived;
+  a share-partition with no state has start offset -1 (and lag -1). Without topics, every partition the group was
+  ever assigned. The high watermark is this broker's replica's: lag is -1 where this broker holds no replica.
+- Alter sets start offsets, as Kafka's does: only for an empty (or not yet existing, then created) group,
+  NON_EMPTY_GROUP otherwise; each share-partition's state is initialized again at the new start offset with a
+  state epoch above the one held, which fences a partition leader's older copy (it reads the state again).
+- Delete deletes the state of the group's share-partitions of the topics named (DeleteShareGroupState), only for
+  an existing empty group: GROUP_ID_NOT_FOUND or NON_EMPTY_GROUP otherwise. The partitions are read from the
+  offset ``share.auto.offset.reset`` gives the next time the group reads them.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+from pybroker.controller.metadata import ClusterMetadata
+from pybroker.protocol.error_codes import ErrorCode
+from pybroker.replication.manager import ReplicaManager
+from pybroker.server.share_service import ShareService
+
+NO_LAG = -1
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionOffsets:
+    partition: int
+    start_offset: int = -1
+    leader_epoch: int = -1
+    lag: int = NO_LAG
+    error: ErrorCode = ErrorCode.NONE
+
+
+class ShareOffsets:
+    def __init__(self, share: ShareService, metadata: ClusterMetadata, replicas: ReplicaManager) -> None:
+        self._share = share
+        self._metadata = metadata
+        self._replicas = replicas
+
+    def group_error(self, group_id: str, *, must_exist: bool, must_be_empty: bool) -> ErrorCode:
+        """Why the group's offsets may not be described or changed: a classic or consumer group of that id, no such
+        share group, or members in it."""
+        if self._share.is_other_group(group_id):
+            return ErrorCode.GROUP_ID_NOT_FOUND
+        group = self._share.groups.groups.get(group_id)
+        if group is None:
+            return ErrorCode.GROUP_ID_NOT_FOUND if must_exist else ErrorCode.NONE
+        return ErrorCode.NON_EMPTY_GROUP if must_be_empty and group.members else ErrorCode.NONE
+
+    def assigned_topics(self, group_id: str) -> dict[str, list[int]]:
+        """Every partition the group was ever assigned, by topic name (topics deleted since are left out)."""
+        group = self._share.groups.groups.get(group_id)
+        out: dict[str, list[int]] = {}
+        for topic_id, partitions in (group.assigned.items() if group is not None else ()):
+            info = self._metadata.topic_by_id(topic_id)
+            if info is not None:
+                out[info.name] = sorted(partitions)
+        return out
+
+    def topic_id(self, topic: str) -> uuid.UUID | None:
+        info = self._metadata.topic(topic)
+        return None if info is None else info.topic_id
+
+    async def describe(self, group_id: str, topic: str, partitions: list[int]) -> list[PartitionOffsets]:
+        info = self._metadata.topic(topic)
+        if info is None:
+            return [PartitionOffsets(p, error=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION) for p in partitions]
+        out = []
+        for index in partitions:
+            if index not in info.partitions:
+                out.append(PartitionOffsets(index, error=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                continue
+            summary = await self._share.persister.summary(group_id, info.topic_id, index)
+            if isinstance(summary, ErrorCode) or summary.error_code != ErrorCode.NONE:
+                error = summary if isinstance(summary, ErrorCode) else ErrorCode(summary.error_code)
+                out.append(PartitionOffsets(index, error=error))
+                continue
+            out.append(PartitionOffsets(index, summary.start_offset, summary.leader_epoch,
+                                        self._lag(topic, index, summary.start_offset,
+                                                  summary.delivery_complete_count)))
+        return out
+
+    def _lag(self, topic: str, index: int, start_offset: int, complete: int) -> int:
+        replica = self._replicas.hosted(topic, index)
+        if start_offset < 0 or replica is None:
+            return NO_LAG
+        return max(replica.log.high_watermark - start_offset - max(complete, 0), 0)
+
+    async def alter(self, group_id: str, topic: str, starts: dict[int, int]) -> dict[int, ErrorCode]:
+        """Set the start offsets of the topic's share-partitions (the group is empty; created if missing)."""
+        info = self._metadata.topic(topic)
+        if info is None:
+            return {index: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION for index in starts}
+        group = self._share.groups.empty_group(group_id)
+        out: dict[int, ErrorCode] = {}
+        for index, start in starts.items():
+            if index not in info.partitions:
+                out[index] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            if start < 0:
+                out[index] = ErrorCode.INVALID_REQUEST
+                continue
+            summary = await self._share.persister.summary(group_id, info.topic_id, index)
+            if isinstance(summary, ErrorCode):
+                out[index] = summary
+                continue
+            code = await self._share.persister.initialize(group_id, info.topic_id, index,
+                                                          max(summary.state_epoch, 0) + 1, start)
+            out[index] = code
+            if code is ErrorCode.NONE:
+                group.assigned.setdefault(info.topic_id, set()).add(index)
+                self._share.forget_partition(group_id, topic, index)
+        return out
+
+    async def delete(self, group_id: str, topic: str) -> ErrorCode:
+        """Delete the state of the group's share-partitions of ``topic`` (the group exists and is empty)."""
+        info = self._metadata.topic(topic)
+        if info is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        group = self._share.groups.groups[group_id]
+        for index in sorted(group.assigned.get(info.topic_id, ())):
+            code = await self._share.persister.delete(group_id, info.topic_id, index)
+            if code is not ErrorCode.NONE:
+                return code
+            self._share.forget_partition(group_id, topic, index)
+        group.assigned.pop(info.topic_id, None)
+        return ErrorCode.NONE

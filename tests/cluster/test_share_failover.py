@@ -1,0 +1,142 @@
+"""A share-partition's state across failovers in a real three-broker cluster (KIP-932's share coordinator).
+
+The topic's partition is led by one broker (L) and its share-partition's state is kept by the share coordinator on
+another (C: the leader of ``__share_group_state``'s one partition), so every state read and write goes over the
+wire (the persister's remote path). A member acquires ten records and acknowledges five (accepts 0-3, rejects 4);
+L is SIGKILLed: the new leader (T, the third broker) reads the state and serves only the five records not
+acknowledged. Then C is SIGKILLed: T becomes the share coordinator too, the state reads back as written, and an
+acknowledgement is written to it.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from confluent_kafka.admin import AdminClient
+
+from pybroker.common.topic import topic_id_to_string
+from pybroker.protocol.error_codes import ErrorCode
+from pybroker.protocol.messages import (
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
+    MetadataRequest,
+    MetadataResponse,
+    ReadShareGroupStateRequest,
+    ReadShareGroupStateResponse,
+    ShareFetchRequest,
+)
+from tests.cluster.conftest import Cluster, running_cluster
+from tests.cluster.test_cluster import create_topic, partition_states, wait_for_full_isr
+from tests.eventually import eventually
+from tests.integration.test_bad_input import WireClient
+from tests.integration.test_share_groups_wire import _fetch, _produce
+
+TOPIC, GROUP = "share-failover", "share-failover-group"
+ACCEPT, REJECT = 1, 3
+GROUP_KEY, SHARE_KEY = 0, 2
+
+
+def _coordinator(cluster: Cluster, key: str, key_type: int) -> int:
+    """The node id FindCoordinator answers for ``key``, once there is one."""
+    last: list[FindCoordinatorResponse.Coordinator] = []
+
+    def found() -> tuple[int] | None:
+        client = WireClient(cluster.bootstrap.split(",")[0])
+        try:
+            last[:] = client.request(FindCoordinatorRequest(key_type=key_type, coordinator_keys=[key]), 6,
+                                     FindCoordinatorResponse).coordinators
+        finally:
+            client.close()
+        return (last[0].node_id,) if last[0].error_code == ErrorCode.NONE else None  # node 0 is falsy
+
+    return eventually(found, lambda: f"the coordinator of {key} (last answer {last})")[0]
+
+
+def _broker(cluster: Cluster, node_id: int) -> WireClient:
+    return WireClient(cluster.brokers[node_id].bootstrap)
+
+
+def _join(cluster: Cluster, member: str) -> None:
+    """ShareGroupHeartbeat at the group's coordinator, retried while it moves or loads."""
+    from pybroker.protocol.messages import ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse
+
+    def joined() -> bool:
+        client = _broker(cluster, _coordinator(cluster, GROUP, GROUP_KEY))
+        try:
+            answer = client.request(ShareGroupHeartbeatRequest(group_id=GROUP, member_id=member, member_epoch=0,
+                                                               subscribed_topic_names=[TOPIC]), 1,
+                                    ShareGroupHeartbeatResponse)
+        finally:
+            client.close()
+        return answer.error_code == ErrorCode.NONE
+
+    eventually(joined, f"{member} to join {GROUP}")
+
+
+def _acquire(client: WireClient, member: str, topic_id: uuid.UUID, epoch: int = 0) -> tuple[list[tuple[int, int, int]],
+                                                                                           int]:
+    """The first acquisition of ``member`` in a new share session (the state is read first), and the next epoch."""
+    def acquired() -> list[tuple[int, int, int]] | None:
+        nonlocal epoch
+        answer = _fetch(client, GROUP, member, epoch, topic_id)
+        epoch += 1
+        partitions = [p for t in answer.responses for p in t.partitions]
+        got = [(a.first_offset, a.last_offset, a.delivery_count) for p in partitions for a in p.acquired_records]
+        return got or None
+
+    return eventually(acquired, f"{member} to acquire records"), epoch
+
+
+def _acknowledge(client: WireClient, member: str, epoch: int, topic_id: uuid.UUID, first: int,
+                 types: list[int]) -> int:
+    batch = ShareFetchRequest.AcknowledgementBatch(first_offset=first, last_offset=first + len(types) - 1,
+                                                   acknowledge_types=types)
+    answer = _fetch(client, GROUP, member, epoch, topic_id, [batch])
+    return answer.responses[0].partitions[0].acknowledge_error_code
+
+
+def _stored(client: WireClient, topic_id: uuid.UUID) -> tuple[int, list[tuple[int, int, int, int]]] | None:
+    R = ReadShareGroupStateRequest
+    found = client.request(R(group_id=GROUP, topics=[R.ReadStateData(topic_id=topic_id, partitions=[
+        R.PartitionData(partition=0, leader_epoch=-1)])]), 0, ReadShareGroupStateResponse).results[0].partitions[0]
+    if found.error_code != ErrorCode.NONE:
+        return None
+    return found.start_offset, [(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
+                                for b in found.state_batches]
+
+
+def test_share_state_survives_the_leader_and_the_share_coordinator_being_killed(tmp_path) -> None:
+    extra = {"share.coordinator.state.topic.num.partitions": "1", "share.coordinator.state.topic.min.isr": "1"}
+    with running_cluster(tmp_path, extra=extra) as cluster:
+        coordinator = _coordinator(cluster, f"{GROUP}:{topic_id_to_string(uuid.uuid4())}:0", SHARE_KEY)
+        wait_for_full_isr(cluster, "__share_group_state")
+        leader, third = [b for b in range(3) if b != coordinator]
+        create_topic(cluster, TOPIC, 1, assignment=[[leader, third, coordinator]])
+        wait_for_full_isr(cluster, TOPIC)
+        client = _broker(cluster, leader)
+        topic_id = client.request(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=TOPIC)]), 12,
+                                  MetadataResponse).topics[0].topic_id
+        _join(cluster, "m1")
+        assert _fetch(client, GROUP, "m1", 0, topic_id).error_code == ErrorCode.NONE  # starts at the end: 0
+        _produce(client, TOPIC, 10)
+        acquired, epoch = _acquire(client, "m1", topic_id, 1)
+        assert acquired == [(0, 9, 1)]
+        assert _acknowledge(client, "m1", epoch, topic_id, 0, [ACCEPT] * 4 + [REJECT]) == ErrorCode.NONE
+        client.close()
+        wait_for_full_isr(cluster, "__share_group_state")
+
+        cluster.brokers[leader].kill()
+        eventually(lambda: partition_states(cluster, TOPIC)[0][0] == third, f"broker {third} to lead {TOPIC}")
+        _join(cluster, "m2")
+        client = _broker(cluster, third)
+        acquired, epoch = _acquire(client, "m2", topic_id)
+        assert acquired == [(5, 9, 1)]  # held by m1 when its leader died: delivered again, never as a second try
+
+        cluster.brokers[coordinator].kill()
+        admin = AdminClient({"bootstrap.servers": cluster.brokers[third].bootstrap})
+        eventually(lambda: admin.list_topics("__share_group_state", timeout=10).topics[
+            "__share_group_state"].partitions[0].leader == third, f"broker {third} to lead __share_group_state")
+        assert eventually(lambda: _stored(client, topic_id), "the state read back") == (5, [(5, 9, 0, 0)])
+        assert _acknowledge(client, "m2", epoch, topic_id, 5, [ACCEPT] * 5) == ErrorCode.NONE
+        assert _stored(client, topic_id) == (10, [])
+        client.close()

@@ -1,0 +1,125 @@
+"""The share-group checker on synthetic histories: a clean one passes, and each anomaly is flagged by one history
+made to show it; a broker fault explains what in-memory share state loses, unless the state is durable."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from chaos.share_checker import SHARE_ANOMALIES, check_share
+
+LIMIT = 3
+
+
+def produced(offset: int, t: float = 0.0) -> dict[str, Any]:
+    return {"type": "share-produced", "t": t, "partition": 0, "offset": offset, "value": f"s{offset}"}
+
+
+def deliver(member: str, offset: int, dc: int, wall: float) -> dict[str, Any]:
+    return {"type": "share-deliver", "t": wall, "member": member, "partition": 0, "offset": offset, "dc": dc,
+            "value": f"s{offset}", "wall": wall}
+
+
+def ack(member: str, offset: int, dc: int, kind: str, wall: float, error: str | None = None) -> dict[str, Any]:
+    return {"type": "share-ack", "t": wall, "member": member, "partition": 0, "offset": offset, "dc": dc,
+            "ack": kind, "wall": wall, "error": error}
+
+
+def fault(t: float) -> dict[str, Any]:
+    return {"type": "fault", "phase": "start", "t": t, "kind": "kill"}
+
+
+END = {"type": "share-end", "t": 100.0, "complete": True}
+
+CLEAN = [
+    produced(0), produced(1), produced(2), produced(3),
+    deliver("a", 0, 1, 1.0), ack("a", 0, 1, "release", 1.1),
+    deliver("b", 0, 2, 2.0), ack("b", 0, 2, "accept", 2.1),
+    deliver("a", 1, 1, 1.0), ack("a", 1, 1, "reject", 1.2),
+    deliver("b", 2, 1, 1.0),  # b sat on it: the lock expired and a got it
+    deliver("a", 2, 2, 6.0), ack("b", 2, 1, "accept", 6.5, error="INVALID_RECORD_STATE"),
+    ack("a", 2, 2, "accept", 6.6),
+    deliver("a", 3, 1, 1.0), deliver("b", 3, 2, 5.0), deliver("a", 3, 3, 9.0),  # archived at the limit
+    END,
+]
+
+
+def test_a_clean_history_passes() -> None:
+    report = check_share(CLEAN, LIMIT, durable=True)
+    assert report.clean, report.summary()
+    assert report.stats["share_accepted"] == 2 and report.stats["share_rejected"] == 1
+    assert report.stats["share_archived"] == 1
+
+
+@pytest.mark.parametrize("name, events", [
+    ("share_over_limit", [produced(0), deliver("a", 0, 4, 1.0), ack("a", 0, 4, "accept", 1.1)]),
+    ("share_two_holders", [produced(0), deliver("a", 0, 1, 1.0), deliver("b", 0, 2, 1.5),
+                           ack("a", 0, 1, "accept", 2.0)]),  # the broker took a's ack after handing it to b
+    ("share_two_holders", [produced(0), deliver("a", 0, 1, 1.0), deliver("b", 0, 1, 1.2),
+                           ack("b", 0, 1, "accept", 2.0)]),  # one acquisition delivered twice
+    ("share_after_ack", [produced(0), deliver("a", 0, 1, 1.0), ack("a", 0, 1, "accept", 1.1),
+                         deliver("b", 0, 2, 3.0)]),
+    ("share_after_ack", [produced(0), deliver("a", 0, 1, 1.0), ack("a", 0, 1, "reject", 1.1),
+                         deliver("b", 0, 1, 3.0)]),  # from the start again (state lost): also two holders of count 1
+    ("share_unacknowledged", [produced(0), deliver("a", 0, 1, 1.0), ack("a", 0, 1, "release", 1.1)]),
+    ("share_unacknowledged", [produced(0)]),  # never delivered
+])
+def test_each_anomaly_is_flagged(name: str, events: list[dict[str, Any]]) -> None:
+    report = check_share([*events, END], LIMIT, durable=True)
+    assert report.counts().get(name) == 1, report.summary()
+
+
+def test_an_acknowledgement_answered_with_an_error_or_unanswered_is_in_doubt_not_accepted() -> None:
+    timed_out = "KafkaError{code=_TIMED_OUT,val=-185,str=\"Local: Timed out\"}"
+    report = check_share([produced(0), deliver("a", 0, 1, 1.0), ack("a", 0, 1, "accept", 1.1, error=timed_out),
+                          END], LIMIT, durable=True)
+    assert report.clean and report.stats["share_in_doubt"] == 1 and "share_ack_in_doubt" in report.explained
+    refused = "KafkaError{code=INVALID_RECORD_STATE,val=121,str=\"Broker: The record state is invalid\"}"
+    sending = {**ack("a", 0, 1, "accept", 1.1), "type": "share-acking"}
+    report = check_share([produced(0), deliver("a", 0, 1, 1.0), sending, ack("a", 0, 1, "accept", 1.1, error=refused),
+                          END], LIMIT, durable=True)
+    assert report.counts() == {"share_unacknowledged": 1}  # not applied: it must be delivered again
+    killed = [produced(0), deliver("a", 0, 1, 1.0), {**ack("a", 0, 1, "reject", 1.1), "type": "share-acking"}, END]
+    report = check_share(killed, LIMIT, durable=True)
+    assert report.clean and report.stats["share_in_doubt"] == 1
+    released = [produced(0), deliver("a", 0, 1, 1.0), {**ack("a", 0, 1, "release", 1.1), "type": "share-acking"}, END]
+    assert check_share(released, LIMIT, durable=True).counts() == {"share_unacknowledged": 1}  # it must come back
+
+
+def test_a_fault_explains_lost_state_only_while_it_is_in_memory() -> None:
+    events = [produced(0), deliver("a", 0, 1, 1.0), ack("a", 0, 1, "accept", 1.1), fault(2.0),
+              deliver("b", 0, 1, 3.0), END]
+    in_memory = check_share(events, LIMIT, durable=False)
+    assert in_memory.clean
+    assert sorted(e["would_be"] for e in in_memory.explained["share_state_lost"]) == ["share_after_ack",
+                                                                                      "share_two_holders"]
+    assert check_share(events, LIMIT, durable=True).counts() == {"share_after_ack": 1, "share_two_holders": 1}
+    skipped = [produced(0, t=1.0), produced(1, t=1.0), fault(2.0), deliver("a", 1, 1, 3.0),
+               ack("a", 1, 1, "accept", 3.1), END]  # reading started again past offset 0 after the fault
+    assert check_share(skipped, LIMIT, durable=False).clean
+    assert check_share(skipped, LIMIT, durable=True).counts() == {"share_unacknowledged": 1}
+    before = [fault(0.5), *events[:3], *events[4:]]  # a fault before the ack explains nothing
+    assert check_share(before, LIMIT, durable=False).counts() == {"share_after_ack": 1, "share_two_holders": 1}
+
+
+def test_a_new_leader_of_the_partition_explains_lost_state_while_it_is_in_memory() -> None:
+    moved = {"type": "share-leader", "t": 5.0, "partition": 0, "leader": 2}
+    skipped = [produced(0, t=4.0), moved, END]  # the new leader started from the log end: never delivered
+    assert check_share(skipped, LIMIT, durable=False).clean
+    assert check_share(skipped, LIMIT, durable=True).counts() == {"share_unacknowledged": 1}
+    elsewhere = [produced(0, t=4.0), {**moved, "partition": 1}, deliver("a", 1, 1, 6.0), END]
+    assert check_share(elsewhere, LIMIT, durable=False).counts() == {"share_unacknowledged": 1}
+    # acknowledged by the producer after the move, but below where the new leader's share-partition started
+    late = [moved, produced(0, t=6.0), produced(1, t=6.0), deliver("a", 1, 1, 7.0), ack("a", 1, 1, "accept", 7.1),
+            END]
+    assert check_share(late, LIMIT, durable=False).clean
+    assert check_share(late, LIMIT, durable=True).counts() == {"share_unacknowledged": 1}
+    gap = [moved, produced(0, t=6.0), produced(1, t=6.0), deliver("a", 0, 1, 7.0), ack("a", 0, 1, "accept", 7.1),
+           END]  # offset 1 lies past where reading started again: lost, whatever the state
+    assert check_share(gap, LIMIT, durable=False).counts() == {"share_unacknowledged": 1}
+
+
+def test_every_anomaly_has_a_history_that_flags_it() -> None:
+    flagged = {name for name, _ in test_each_anomaly_is_flagged.pytestmark[0].args[1]}  # type: ignore[attr-defined]
+    assert flagged == set(SHARE_ANOMALIES)
