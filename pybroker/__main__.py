@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Callable, Coroutine
 
 from pybroker.admin import KAFKA_SCRIPTS, TOOLS, guarded, tool_main
+from pybroker.common import native
 from pybroker.common.config import BrokerConfig, ConfigError, parse_properties
 
 # Kafka's log4j layout `[%d] %p %m (%c)%n`, with its level names (WARN, not Python's WARNING), so a broker
@@ -115,6 +116,7 @@ def serve_command(config_path: str | None, overrides: list[str]) -> int:
         logging.getLogger("pybroker.config").warning("The configuration '%s' was supplied but isn't a known config.",
                                                      key)
     runner = event_loop_runner()
+    log.info("Build: %s", native.describe())
     try:
         return runner(_serve(config))
     except NotImplementedError as exc:

@@ -76,7 +76,8 @@ def planted(mutant: Mutant) -> Iterator[Path]:
     """A temporary copy of the repository's `pybroker/` with the mutant applied: a `code_root`."""
     root = Path(tempfile.mkdtemp(prefix=f"mutant-{mutant.name}-"))
     try:
-        shutil.copytree(REPO / "pybroker", root / "pybroker", ignore=shutil.ignore_patterns("__pycache__"))
+        shutil.copytree(REPO / "pybroker", root / "pybroker",  # the sources: a compiled build would hide the patch
+                        ignore=shutil.ignore_patterns("__pycache__", "*.so", "*.pyd"))
         apply_to(mutant, root)
         yield root
     finally:

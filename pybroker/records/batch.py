@@ -17,11 +17,12 @@ import crc32c
 
 from .compression import decompress
 
-# Star import on purpose: batch is the documented public home of the layout
-# constants and enums, which live in .constants only to avoid an import cycle.
-from .constants import *  # noqa: F403
+# batch is the documented public home of the layout constants and enums, which live in .constants only to
+# avoid an import cycle: every name of .constants.__all__ is imported here by name (mypyc's compiled star
+# import binds only the names the module itself uses).
 from .constants import (
     ATTRIBUTES_OFFSET,
+    BASE_OFFSET_OFFSET,
     BASE_SEQUENCE_OFFSET,
     BASE_TIMESTAMP_OFFSET,
     BATCH_HEADER,
@@ -34,18 +35,25 @@ from .constants import (
     LENGTH_OFFSET,
     LOG_OVERHEAD,
     MAGIC_OFFSET,
+    MAX_RECORD_OVERHEAD,
     MAX_TIMESTAMP_OFFSET,
     MIN_BATCH_LENGTH,
     MIN_LEGACY_ENTRY_LENGTH,
+    NO_PARTITION_LEADER_EPOCH,
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
     NO_SEQUENCE,
+    NO_TIMESTAMP,
     PARTITION_LEADER_EPOCH_OFFSET,
     PRODUCER_EPOCH_OFFSET,
     PRODUCER_ID_OFFSET,
     RECORD_BATCH_OVERHEAD,
     RECORDS_COUNT_OFFSET,
+    RECORDS_OFFSET,
     TIMESTAMP_TYPE_MASK,
     TRANSACTIONAL_FLAG_MASK,
     Compression,
+    ControlRecordType,
     TimestampType,
 )
 from .constants import __all__ as _constants_all

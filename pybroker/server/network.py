@@ -45,7 +45,9 @@ import logging
 import os
 import socket
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Coroutine, Generator, cast
+from typing import Any, Callable, Coroutine, Generator, Protocol, cast
+
+from mypy_extensions import mypyc_attr
 
 from pybroker.common.io_executor import IoExecutor
 from pybroker.common.log_limit import LogLimiter
@@ -63,9 +65,6 @@ from pybroker.server.request_channel import (
     Response,
     enter_request,
 )
-
-if TYPE_CHECKING:
-    from pybroker.server.dispatcher import Dispatcher
 
 log = logging.getLogger("pybroker.network")
 limited_log = LogLimiter(log)
@@ -142,8 +141,19 @@ async def _rest(coroutine: Coroutine[Any, Any, Response], waiting_on: Any) -> Re
     return await _Rest(coroutine, waiting_on)
 
 
+class RequestDispatcher(Protocol):
+    """What a connection needs of server/dispatcher.py's Dispatcher. A protocol rather than the class: the
+    compiled build (common/native.py) would check every dispatcher passed in against the class itself."""
+
+    @property
+    def io(self) -> IoExecutor | None: ...
+
+    def dispatch(self, frame: memoryview, peer: str) -> Coroutine[Any, Any, Response]: ...
+
+
+@mypyc_attr(allow_interpreted_subclasses=True)  # socket_server's connections subclass it
 class KafkaConnection(asyncio.Protocol):
-    def __init__(self, dispatcher: "Dispatcher", *, max_frame_size: int, max_in_flight: int,
+    def __init__(self, dispatcher: RequestDispatcher, *, max_frame_size: int, max_in_flight: int,
                  connections: set["KafkaConnection"], zero_copy: bool = True, queue: RequestQueue | None = None,
                  frame_limit: Callable[[], int | None] | None = None):
         """``frame_limit``, when given, is asked before each read for a lower frame size limit than

@@ -55,7 +55,7 @@ def test_installed_like_the_image_the_broker_serves_and_is_healthy(tmp_path: Pat
             origin = REPO / source
             target = context / source
             if origin.is_dir():
-                shutil.copytree(origin, target, ignore=shutil.ignore_patterns("__pycache__"))
+                shutil.copytree(origin, target, ignore=shutil.ignore_patterns("__pycache__", "*.so", "*.pyd"))
             else:
                 shutil.copy(origin, target)
     assert any("pip install --no-cache-dir ." in run for run in instruction("RUN"))

@@ -1,6 +1,7 @@
-"""The project as pip users get it: `python -m build` makes a wheel and an sdist; the wheel carries the `pybroker`
+"""The project as pip users get it: `python -m build` makes a wheel and an sdist; the wheel (compiled: this machine
+has a C compiler) carries the hot modules as extensions beside their sources, the `pybroker`
 command, Kafka's script names, the samples and the pytest plugin, and no tests, no top-level packages but
-`pybroker`; installed with `--no-deps` into a fresh venv beside the dependencies it declares (with the `console` and
+`pybroker` (and mypyc's shared library of the compiled code); installed with `--no-deps` into a fresh venv beside the dependencies it declares (with the `console` and
 `testing` extras, without numpy or any charting library), it serves with zero configuration.
 
 The user's session runs in a sandbox of its own (sandbox.py): `pybroker serve` with no argument and no config file
@@ -10,33 +11,47 @@ trip, Kafka's script names, the pytest plugin running docs/testing.md's examples
 
 from __future__ import annotations
 
+import importlib.machinery
+import sys
 import zipfile
 from pathlib import Path
 
+from pybroker.common.native import COMPILED, GROUP
 from tests.integration.doc_blocks import REPO, fenced_blocks
 from tests.integration.sandbox import Plan, Step, report, run_plan
 from tests.integration.wheel_venv import WheelVenv
 
 NOT_SHIPPED = ("tests/", "benchmarks/", "chaos/", "tools/", "config/", "data/", "logs/", "docs/")
+SUFFIX = importlib.machinery.EXTENSION_SUFFIXES[0]  # this Python's, e.g. .cpython-311-x86_64-linux-gnu.so
 RECORDS = 200  # one kcat batch: more than validation.MIN_RECORDS, so the pure-Python walk checks it (no numpy)
 
 
 def test_the_wheel_holds_the_package_its_commands_and_its_samples(installed_wheel: WheelVenv) -> None:
     assert installed_wheel.sdist.stat().st_size > 0
-    assert installed_wheel.wheel.name.endswith("-py3-none-any.whl")  # pure Python: installs with no compiler
+    assert f"-cp{sys.version_info.major}{sys.version_info.minor}-" in installed_wheel.wheel.name
     with zipfile.ZipFile(installed_wheel.wheel) as archive:
         names = archive.namelist()
         [entry_points] = [n for n in names if n.endswith(".dist-info/entry_points.txt")]
         text = archive.read(entry_points).decode()
+    sources = {name.replace(".", "/") + ".py" for name in COMPILED}
+    assert sources <= set(names) and {source.replace(".py", SUFFIX) for source in sources} <= set(names)
     assert "pybroker = pybroker.__main__:main" in text
     assert "kafka-topics = pybroker.__main__:kafka_script" in text
     assert "[pytest11]\npybroker = pybroker.testing.plugin" in text
     top_level = {name.split("/")[0] for name in names if not name.split("/")[0].endswith(".dist-info")}
-    assert top_level == {"pybroker"}  # the Spark jobs are pybroker.spark_jobs, not a package of their own
+    assert top_level == {"pybroker", GROUP + SUFFIX}  # the Spark jobs are pybroker.spark_jobs, not a package
     assert "pybroker/spark_jobs/aggregate.py" in names and "pybroker/samples/server.properties" in names
-    assert not [n for n in names if n.startswith(NOT_SHIPPED) or "__pycache__" in n or n.endswith(".pyc")]
+    assert not [n for n in names if n.startswith(NOT_SHIPPED) or "__pycache__" in n or n.endswith((".pyc", ".c"))]
     installed = " ".join(installed_wheel.installed)
     assert "numpy" not in installed and "plotly" not in installed
+
+
+def test_the_pure_wheel_installs_with_no_compiler(installed_wheel: WheelVenv) -> None:
+    """PYBROKER_PURE_PYTHON=1 at build time (or no C compiler): one wheel for every platform, no extension."""
+    assert installed_wheel.pure_wheel.name.endswith("-py3-none-any.whl")
+    with zipfile.ZipFile(installed_wheel.pure_wheel) as archive:
+        names = archive.namelist()
+    assert "pybroker/protocol/frame.py" in names and not [n for n in names if n.endswith((".so", ".pyd"))]
 
 
 def docs_examples(work: Path) -> list[str]:
@@ -86,5 +101,6 @@ def test_a_pip_user_serves_with_no_configuration(installed_wheel: WheelVenv, tmp
     assert f"No config file given: a development single node (`pybroker sample-config server`), data in {data}" \
         in served
     assert "listening on 127.0.0.1:9092" in served and "Event loop: uvloop" in served
+    assert f"Build: compiled (mypyc) {', '.join(COMPILED)}; the rest pure Python" in served
     assert (data / "from-the-wheel-0").is_dir()
     assert "passed" in next(o for o in outcomes if o.name == "pytest plugin").output

@@ -1,5 +1,6 @@
-"""The project as a pip user gets it: the wheel built from the sources, installed with `--no-deps` into a fresh venv
-with the dependencies it declares and nothing else (plus the extras and clients a test names).
+"""The project as a pip user gets it: the wheel built from the sources (compiled by mypyc: this machine has a C
+compiler), installed with `--no-deps` into a fresh venv with the dependencies it declares and nothing else (plus
+the extras and clients a test names); beside it the pure-Python wheel built with PYBROKER_PURE_PYTHON=1.
 
 Built once per test session, shared by the test workers (a file lock in the session's base temporary directory):
 the build (`python -m build`, sdist then the wheel from it) and the install (pip, from the package index and pip's
@@ -21,7 +22,7 @@ from pathlib import Path
 from packaging.requirements import Requirement
 
 REPO = Path(__file__).resolve().parents[2]
-SOURCES = ("pyproject.toml", "README.md", "pybroker")
+SOURCES = ("pyproject.toml", "setup.py", "README.md", "pybroker")
 EXTRAS = ("console", "testing")  # the console (without any charting library) and the pytest plugin's needs
 CLIENTS = ("confluent-kafka>=2.6", "kafka-python>=2.2", "aiokafka>=0.11")  # what a user's tests bring themselves
 
@@ -30,6 +31,7 @@ CLIENTS = ("confluent-kafka>=2.6", "kafka-python>=2.2", "aiokafka>=0.11")  # wha
 class WheelVenv:
     wheel: Path
     sdist: Path
+    pure_wheel: Path
     venv: Path
     installed: tuple[str, ...]  # the requirements installed beside the wheel
 
@@ -66,7 +68,8 @@ def _build(root: Path) -> WheelVenv:
     for name in SOURCES:  # a copy: the shared tree gets no build/ or egg-info writes
         path = REPO / name
         if path.is_dir():
-            shutil.copytree(path, source / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info"))
+            shutil.copytree(path, source / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info",
+                                                                                  "*.so", "*.pyd"))
         else:
             shutil.copy2(path, source / name)
     dist = root / "dist"
@@ -75,6 +78,11 @@ def _build(root: Path) -> WheelVenv:
     assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
     [wheel] = dist.glob("*.whl")
     [sdist] = dist.glob("*.tar.gz")
+    pure = root / "dist-pure"
+    built = subprocess.run([sys.executable, "-m", "build", "--wheel", "--outdir", str(pure), str(source)],
+                           capture_output=True, text=True, timeout=600, env={**os.environ, "PYBROKER_PURE_PYTHON": "1"})
+    assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
+    [pure_wheel] = pure.glob("*.whl")
     venv = root / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
     pip = [sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "--quiet",
@@ -83,7 +91,7 @@ def _build(root: Path) -> WheelVenv:
     requirements = declared_requirements(wheel, EXTRAS) + list(CLIENTS)
     installed = subprocess.run([*pip, *requirements], capture_output=True, text=True, timeout=900)
     assert installed.returncode == 0, installed.stderr[-3000:]
-    return WheelVenv(wheel, sdist, venv, tuple(requirements))
+    return WheelVenv(wheel, sdist, pure_wheel, venv, tuple(requirements))
 
 
 def wheel_venv(base_temp: Path) -> WheelVenv:
@@ -95,9 +103,10 @@ def wheel_venv(base_temp: Path) -> WheelVenv:
         done = root / "ready.json"
         if done.exists():
             saved = json.loads(done.read_text())
-            return WheelVenv(Path(saved["wheel"]), Path(saved["sdist"]), Path(saved["venv"]),
-                             tuple(saved["installed"]))
+            return WheelVenv(Path(saved["wheel"]), Path(saved["sdist"]), Path(saved["pure_wheel"]),
+                             Path(saved["venv"]), tuple(saved["installed"]))
         built = _build(root)
-        done.write_text(json.dumps({"wheel": str(built.wheel), "sdist": str(built.sdist), "venv": str(built.venv),
+        done.write_text(json.dumps({"wheel": str(built.wheel), "sdist": str(built.sdist),
+                                    "pure_wheel": str(built.pure_wheel), "venv": str(built.venv),
                                     "installed": list(built.installed)}))
         return built

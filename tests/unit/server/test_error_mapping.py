@@ -34,6 +34,7 @@ NOT_FROM_HANDLERS = {
     "pybroker.server.zk_mode.ZooKeeperStartError": "broker start-up only",
     "pybroker.server.share_service.ShareStateUnavailable": "ShareFetch and ShareAcknowledge catch it and answer the "
                                                            "share coordinator's code it carries, per partition",
+    "pybroker.common.native.BuildError": "`import pybroker` only: a compiled build that cannot run here",
     "pybroker.security.principal.NoMatchingRule": "TLS connection set-up: the socket server closes the connection",
     "pybroker.security.sasl.SaslError": "base of the SASL mechanisms' failures, caught by the SASL session",
     "pybroker.security.sasl.SaslAuthenticationError": "SaslAuthenticate answers SASL_AUTHENTICATION_FAILED itself",

@@ -1,0 +1,138 @@
+"""Which build of pybroker runs: the hot modules compiled to C by mypyc (setup.py), or pure Python.
+
+setup.py compiles :data:`COMPILED` where a C compiler is present and ``PYBROKER_PURE_PYTHON`` is not set. Each
+compiled module is a small extension beside its ``.py`` (which Python imports first), and the code of them all
+is one shared library beside the package (:data:`GROUP`). Python skips an extension built for another
+interpreter without a word, and a partial set fails deep inside an import, so :func:`install` checks the set at
+``import pybroker`` and refuses a wrong one with the fix. With ``PYBROKER_PURE_PYTHON=1`` at run time the
+sources are imported instead, whatever is built. Standard library only: setup.py reads :data:`COMPILED` from
+this file before pybroker's dependencies are installed.
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from types import ModuleType
+
+__all__ = ["COMPILED", "GROUP", "PURE_ENV", "BuildError", "install", "pure_requested", "compiled_modules",
+           "describe"]
+
+#: The modules setup.py compiles: what W12's and W1's profiles rank (framing, the connection pump and
+#: dispatch, the wire primitives the generated codecs call, record batches and their validation, varints).
+COMPILED: tuple[str, ...] = (
+    "pybroker.protocol.primitives",
+    "pybroker.protocol.frame",
+    "pybroker.records.varint",
+    "pybroker.records.record",
+    "pybroker.records.batch",
+    "pybroker.records.validation",
+    "pybroker.server.dispatcher",
+    "pybroker.server.network",
+)
+#: mypyc's shared library of the compiled code (``group_name`` in setup.py), beside the package.
+GROUP = "pybroker__mypyc"
+PURE_ENV = "PYBROKER_PURE_PYTHON"
+PACKAGE_DIR = Path(__file__).resolve().parents[1]
+_NATIVE_SUFFIXES = (".so", ".pyd")
+_FIX = (f"reinstall pybroker with this Python (`pip install --force-reinstall --no-deps pybroker`, or "
+        f"`make` / `pip install -e .` in a checkout), or set {PURE_ENV}=1 to run it as pure Python")
+
+
+class BuildError(ImportError):
+    """The compiled modules present cannot run here; the message names the fix."""
+
+
+def pure_requested() -> bool:
+    """``PYBROKER_PURE_PYTHON`` is set (to anything but 0): build and run pure Python."""
+    return os.environ.get(PURE_ENV, "") not in ("", "0")
+
+
+def _source(module: str, package_dir: Path = PACKAGE_DIR) -> Path:
+    return package_dir.joinpath(*module.split(".")[1:]).with_suffix(".py")
+
+
+def _extensions(directory: Path, stem: str) -> list[Path]:
+    """Extension files of module ``stem`` in ``directory``, for any interpreter."""
+    return [path for path in directory.glob(f"{stem}.*") if path.suffix in _NATIVE_SUFFIXES]
+
+
+def _for_this_python(directory: Path, stem: str) -> Path | None:
+    """The extension of module ``stem`` in ``directory`` that this interpreter would import, if any."""
+    found = (directory / (stem + suffix) for suffix in importlib.machinery.EXTENSION_SUFFIXES)
+    return next((path for path in found if path.exists()), None)
+
+
+class _SourceFinder(importlib.abc.MetaPathFinder):
+    """Imports the ``.py`` of every compiled module, so that ``PYBROKER_PURE_PYTHON=1`` runs pure Python."""
+
+    def find_spec(self, fullname: str, path: Sequence[str] | None,
+                  target: ModuleType | None = None) -> importlib.machinery.ModuleSpec | None:
+        if fullname not in COMPILED:
+            return None
+        return importlib.util.spec_from_file_location(fullname, _source(fullname))
+
+
+def check(package_dir: Path = PACKAGE_DIR) -> None:
+    """Raise :class:`BuildError` unless the compiled modules in ``package_dir`` are none, or all of them built
+    for this Python (and, in a source checkout, not older than their sources)."""
+    sources = {module: _source(module, package_dir) for module in COMPILED}
+    built = {module: _extensions(source.parent, source.stem) for module, source in sources.items()}
+    present = [module for module, paths in built.items() if paths]
+    if not present:
+        return
+    mine = {module: found for module in present
+            if (found := _for_this_python(sources[module].parent, sources[module].stem)) is not None}
+    if not mine:
+        other = built[present[0]][0].name
+        raise BuildError(f"pybroker's compiled modules were built for another Python ({other}), not this one "
+                         f"(Python {sys.version.split()[0]}, {importlib.machinery.EXTENSION_SUFFIXES[0]}): {_FIX}")
+    group = _for_this_python(package_dir.parent, GROUP)
+    missing = [module for module in COMPILED if module not in mine] + ([] if group else [GROUP])
+    if missing or group is None:
+        raise BuildError(f"pybroker's compiled build is partial (no {', '.join(missing)} for this Python): {_FIX}")
+    if (package_dir.parent / "setup.py").exists():  # a checkout, where sources change after the build
+        built_at = group.stat().st_mtime  # the compiled code (a rebuild leaves unchanged module stubs alone)
+        stale = [module for module in mine if sources[module].stat().st_mtime > built_at]
+        if stale:
+            raise BuildError(f"pybroker's compiled modules are older than their sources ({', '.join(stale)}): "
+                             f"{_FIX}")
+
+
+def install() -> None:
+    """At ``import pybroker``: the sources instead of the extensions when pure Python is asked for, else
+    :func:`check`."""
+    if pure_requested():
+        if not any(isinstance(finder, _SourceFinder) for finder in sys.meta_path):
+            sys.meta_path.insert(0, _SourceFinder())
+        return
+    check()
+
+
+def compiled_modules() -> list[str]:
+    """The modules of :data:`COMPILED` that import (or were imported) as extensions."""
+    found = []
+    for module in COMPILED:
+        loaded = sys.modules.get(module)
+        origin = getattr(loaded, "__file__", None) if loaded is not None else None
+        if loaded is None:
+            spec = importlib.util.find_spec(module)
+            origin = spec.origin if spec is not None else None
+        if origin is not None and Path(origin).suffix in _NATIVE_SUFFIXES:
+            found.append(module)
+    return found
+
+
+def describe() -> str:
+    """The build for the start-up log: the compiled modules, or pure Python and why."""
+    compiled = compiled_modules()
+    if compiled:
+        return f"compiled (mypyc) {', '.join(compiled)}; the rest pure Python"
+    if pure_requested():
+        return f"pure Python ({PURE_ENV}=1)"
+    return "pure Python (no compiled modules installed)"

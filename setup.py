@@ -1,0 +1,42 @@
+"""The compiled build: mypyc turns pybroker.common.native.COMPILED into C extensions where a C compiler is
+present and PYBROKER_PURE_PYTHON is not set; otherwise the same package installs as pure Python. Everything
+else about the package is in pyproject.toml.
+
+A compiler that is found but fails stops the install (no partial build is installed).
+"""
+
+from __future__ import annotations
+
+import os
+import runpy
+import shutil
+import sysconfig
+from pathlib import Path
+
+from setuptools import setup
+
+HERE = Path(__file__).resolve().parent
+NATIVE = runpy.run_path(str(HERE / "pybroker" / "common" / "native.py"))
+
+
+def c_compiler() -> str | None:
+    """The C compiler CPython was built with (or $CC), if it is on this machine."""
+    configured = os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc"
+    return shutil.which(configured.split()[0])
+
+
+def ext_modules() -> list[object]:
+    if NATIVE["pure_requested"]() or sysconfig.get_config_var("Py_GIL_DISABLED") or c_compiler() is None:
+        return []
+    try:
+        from mypyc.build import mypycify
+    except ImportError:  # mypy is a build requirement only on CPython (pyproject.toml)
+        return []
+    paths = [str(Path(*module.split(".")).with_suffix(".py")) for module in NATIVE["COMPILED"]]
+    # The build environment has none of pybroker's dependencies: their types are Any (the modules compiled
+    # here call them through Python), and the modules not compiled are type-checked by the test suite.
+    flags = ["--ignore-missing-imports", "--follow-imports=silent"]
+    return list(mypycify([*flags, *paths], group_name=NATIVE["GROUP"].removesuffix("__mypyc"), opt_level="3"))
+
+
+setup(ext_modules=ext_modules())
