@@ -7,8 +7,9 @@ heartbeat on (Kafka's ShareGroupMember reconciliation is immediate too). The gro
 joins, leaves, is fenced by its session timeout, changes its subscription, or a subscribed topic's partition count
 changes; the assignment is then computed again by ``assignor.py``.
 
-Groups live in memory only: a coordinator restart forgets them (their members rejoin on their next heartbeat,
-answered UNKNOWN_MEMBER_ID first), and nothing of a share group is written to ``__consumer_offsets`` yet.
+A group's records in ``__consumer_offsets`` are ``records.py``'s: the caller writes ``records.changes`` of a group
+after each entry point that may have changed it, and the coordinator's load replays them (members restored with a
+fresh session timeout, fenced unless they heartbeat again).
 """
 
 from __future__ import annotations
@@ -65,6 +66,10 @@ class ShareGroup:
     assigned: dict[uuid.UUID, set[int]] = field(default_factory=dict)
     """Every partition ever assigned to the group: where it may have share-partition state (Kafka's
     ShareGroupStatePartitionMetadata), deleted with the group."""
+    topic_names: dict[uuid.UUID, str] = field(default_factory=dict)
+    """Names of the topics in ``assigned`` (ShareGroupStatePartitionMetadata names them)."""
+    written: dict[bytes, bytes] = field(default_factory=dict)
+    """The group's records as last written to ``__consumer_offsets`` (``records.changes``)."""
 
     @property
     def state(self) -> str:
@@ -78,10 +83,12 @@ class ShareGroups:
     """Every share group this broker coordinates; see the module doc."""
 
     def __init__(self, settings: ShareGroupSettings,
-                 group_settings: Callable[[str], ShareGroupSettings] | None = None) -> None:
+                 group_settings: Callable[[str], ShareGroupSettings] | None = None,
+                 groups: dict[str, ShareGroup] | None = None) -> None:
         self.settings = settings
         self._group_settings = group_settings or (lambda _group_id: settings)
-        self.groups: dict[str, ShareGroup] = {}
+        self.groups: dict[str, ShareGroup] = {} if groups is None else groups
+        """Shared with the group coordinator, which loads them from ``__consumer_offsets``."""
 
     def heartbeat(self, request: ShareGroupHeartbeatRequest, client_id: str, client_host: str, image: TopicImage,
                   now_ms: int) -> tuple[ShareGroupHeartbeatResponse, list[str]]:
@@ -218,6 +225,7 @@ class ShareGroups:
             member.assignment = targets.get(member.member_id, {})
             for topic_id, partitions in member.assignment.items():
                 group.assigned.setdefault(topic_id, set()).update(partitions)
+        group.topic_names.update({image.topics[topic][0]: topic for topic in counts})
         group.assignment_epoch = group.group_epoch
 
 
