@@ -86,7 +86,9 @@ def test_a_share_group_survives_a_restart(tmp_path: Path) -> None:
         listed = client.request(ListGroupsRequest(types_filter=["share"]), 5, ListGroupsResponse).groups
         assert [(g.group_id, g.group_state) for g in listed] == [(GROUP, "Stable")]
 
-        assert _beat(client, GROUP, "stays", -1).error_code == ErrorCode.NONE  # the restored member leaves
+        again = _beat(client, GROUP, "stays", member_epoch)  # the restored member goes on where it was
+        assert (again.error_code, again.member_epoch, again.assignment) == (ErrorCode.NONE, member_epoch, None)
+        assert _beat(client, GROUP, "stays", -1).error_code == ErrorCode.NONE
         deleted = client.request(DeleteGroupsRequest(groups_names=[GROUP]), 2, DeleteGroupsResponse)
         assert deleted.results[0].error_code == ErrorCode.NONE
         assert [_stored(client, topic_id, p) for p in range(PARTITIONS)] == [False] * PARTITIONS

@@ -10,8 +10,8 @@
 Every key is ``int16 version`` + the key struct, every value ``int16 0`` + the value struct; a null value is a
 tombstone. As for consumer groups, the records whose value changed since the last write are written (``changes``),
 and a deleted group's are tombstoned, its metadata last (replay drops the group there). A share member has no
-revocation step, so its target and current assignments are the same. The metadata hash is written 0: pybroker
-recomputes the assignment when a subscribed topic's partition count differs from the one it last assigned with.
+revocation step, so its target and current assignments are the same. The metadata hash is ``group.metadata_hash``
+(pybroker's digest of the subscribed topics, not Kafka's murmur3 of them).
 """
 
 from __future__ import annotations
@@ -96,7 +96,8 @@ def group_records(group: ShareGroup) -> dict[bytes, bytes]:
                             for t, ps in sorted(group.assigned.items())]))
     records[_key(TARGET_METADATA, group_id=gid)] = _value(
         ShareGroupTargetAssignmentMetadataValue(assignment_epoch=group.assignment_epoch))
-    records[_key(METADATA, group_id=gid)] = _value(ShareGroupMetadataValue(epoch=group.group_epoch))
+    records[_key(METADATA, group_id=gid)] = _value(ShareGroupMetadataValue(epoch=group.group_epoch,
+                                                                           metadata_hash=group.metadata_hash))
     return records
 
 
@@ -142,7 +143,7 @@ class ShareLoad:
             else:
                 members.setdefault(entry.member_id, {})[entry.key_version] = value
         elif entry.key_version == METADATA:
-            group.group_epoch = value.epoch
+            group.group_epoch, group.metadata_hash = value.epoch, value.metadata_hash
         elif entry.key_version == TARGET_METADATA and value is not None:
             group.assignment_epoch = value.assignment_epoch
         elif entry.key_version == STATE_PARTITION_METADATA:

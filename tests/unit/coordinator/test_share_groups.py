@@ -155,6 +155,8 @@ def test_records_replay_the_group_and_its_tombstones_delete_it() -> None:
     assert [(m.member_id, m.member_epoch, m.subscribed, m.assignment, m.deadline_ms) for m in again.members.values()] \
         == [("a", 3, ("t1", "t2"), group.members["a"].assignment, 99)]
     assert again.written == group.written  # the next change after a load writes only what changed
+    loaded = ShareGroups(ShareGroupSettings(), groups={"g": again})
+    assert _beat(loaded, "a", 3).assignment is None and again.group_epoch == 3  # same topics: same assignment
 
     _beat(groups, "a", -1)
     log += share_records.changes(group)
