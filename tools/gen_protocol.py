@@ -6,7 +6,8 @@ Reads Kafka 4.2's ``4.2/message/`` (API messages, headers, embedded data schemas
 (LeaderAndIsr, StopReplica, UpdateMetadata and ControlledShutdown, which 4.2 defines without versions, and
 AlterPartition, whose v0-1 with topic names 4.2 dropped; and request header v0), the pin's
 ``coordinator-records/`` (internal-topic and producer-snapshot record schemas), the ``ConsumerGroup*``
-schemas of its ``group-records/`` (the consumer protocol's ``__consumer_offsets`` records) and 4.2's
+schemas of its ``group-records/`` (the consumer protocol's ``__consumer_offsets`` records), the ``ShareGroup*``
+schemas of 4.2's ``group-records/`` (the share groups' ``__consumer_offsets`` records) and 4.2's
 ``share-coordinator-records/`` (the share coordinator's ``__share_group_state`` records).
 
 The output is committed: plain dataclasses plus per-class ``_SCHEMA`` data tables
@@ -42,7 +43,8 @@ KAFKA_PROTOCOL_DIR = REPO.parent / "shared" / "kafka-protocol"
 def spec_dirs_in(kafka_protocol_dir: Path) -> tuple[list[Path], Path]:
     """The spec folders read by default, and the folder that supplies the messages they leave without versions."""
     return ([kafka_protocol_dir / "4.2" / "message", kafka_protocol_dir / "coordinator-records",
-             kafka_protocol_dir / "group-records", kafka_protocol_dir / "4.2" / "share-coordinator-records"],
+             kafka_protocol_dir / "group-records", kafka_protocol_dir / "4.2" / "group-records",
+             kafka_protocol_dir / "4.2" / "share-coordinator-records"],
             kafka_protocol_dir / "message")
 
 
@@ -50,8 +52,9 @@ ZOOKEEPER_MODE_SPECS = frozenset({"LeaderAndIsr", "StopReplica", "UpdateMetadata
                                   "AlterPartition", "RequestHeader"})
 """APIs (and the request header, whose v0 only ControlledShutdown v0 uses) read from the fallback (2024 pin)
 folder: the ZooKeeper-mode inter-broker protocol, which 4.2 dropped."""
-SPEC_GLOBS = {"group-records": "ConsumerGroup*.json"}
-"""Per spec folder, the specs used when not all are: of group-records, the consumer protocol's (no share groups)."""
+SPEC_GLOBS = {"group-records": "ConsumerGroup*.json", "4.2/group-records": "ShareGroup*.json"}
+"""Per spec folder (``parent/name``, else ``name``), the specs used when not all are: of the pin's group-records,
+the consumer protocol's; of 4.2's, the share groups' (KIP-932 as 4.2 ships it)."""
 COORDINATOR_RECORD_TYPES = frozenset({"coordinator-key", "coordinator-value"})
 """4.2's spec types of coordinator record schemas, generated as data schemas (the record type is the caller's)."""
 PROTOCOL_DIR = REPO / "pybroker" / "protocol"
@@ -436,7 +439,8 @@ def api_base(name: str) -> str:
 
 
 def _specs(spec_dir: Path) -> list[Path]:
-    found = sorted(spec_dir.glob(SPEC_GLOBS.get(spec_dir.name, "*.json")))
+    found = sorted(spec_dir.glob(SPEC_GLOBS.get(f"{spec_dir.parent.name}/{spec_dir.name}",
+                                                 SPEC_GLOBS.get(spec_dir.name, "*.json"))))
     if not found:
         raise SystemExit(f"no *.json specs found in {spec_dir}")
     return found
@@ -626,9 +630,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="the shared kafka-protocol folder whose spec folders are read "
                          f"(default: {KAFKA_PROTOCOL_DIR})")
     ap.add_argument("--spec-dir", type=Path, action="append", dest="spec_dirs",
-                    help="directory of Kafka *.json specs; repeatable (default: 4.2/message, coordinator-records "
-                         "and group-records of --kafka-protocol-dir, with the 2024 pin's message/ for the "
-                         "messages 4.2 leaves without versions); no fallback folder when given")
+                    help="directory of Kafka *.json specs; repeatable (default: 4.2/message, coordinator-records, "
+                         "group-records, 4.2/group-records and 4.2/share-coordinator-records of "
+                         "--kafka-protocol-dir, with the 2024 pin's message/ for the messages 4.2 leaves without "
+                         "versions); no fallback folder when given")
     ap.add_argument("--check", action="store_true",
                     help="do not write; exit 1 if committed files differ from the specs")
     args = ap.parse_args(argv)

@@ -28,6 +28,8 @@ from pybroker.coordinator.migration import (
 )
 from pybroker.coordinator.offsets import OffsetStore
 from pybroker.coordinator.consumer_records import ConsumerGroupEntry
+from pybroker.coordinator.share.group import ShareGroup
+from pybroker.coordinator.share.records import ShareGroupEntry, ShareLoad
 from pybroker.coordinator.records import (
     Entry,
     OffsetEntry,
@@ -75,6 +77,9 @@ class GroupCoordinator:
         self.classic_in_consumer = ClassicMembersInConsumerGroups(self.consumer, config.min_session_timeout_ms,
                                                                   config.max_session_timeout_ms)
         self.offsets = OffsetStore(self.table, _new_classic_group)
+        self.share_groups: dict[str, ShareGroup] = {}
+        """Share groups (KIP-932), served by the share service's ``ShareGroups``; here to be loaded and unloaded
+        with their partition of ``__consumer_offsets``."""
         self._next_expiry_check_ms: int | None = None
 
     # ------------------------------------------------------------------ queries
@@ -328,6 +333,8 @@ class GroupCoordinator:
                     waiters.append(member.join_waiter[0])
                 if member.sync_waiter is not None:
                     waiters.append(member.sync_waiter)
+        for group_id in [g for g in self.share_groups if self.partition_of(g) == partition]:
+            del self.share_groups[group_id]
         self.offsets.unload(partition)
         return waiters
 
@@ -338,6 +345,7 @@ class GroupCoordinator:
         groups are tidied up: the other partitions' groups are being served, and a new one whose first commit
         is not replicated yet has no committed offset but must stay."""
         loading = ConsumerLoad(self.consumer)
+        share_loading = ShareLoad(self.share_groups)
         replayed: set[str] = set()
         for entry in entries:
             if isinstance(entry, PendingTxnOffset):
@@ -350,6 +358,9 @@ class GroupCoordinator:
             if isinstance(entry, ConsumerGroupEntry):
                 loading.apply(entry, now_ms)
                 continue
+            if isinstance(entry, ShareGroupEntry):
+                share_loading.apply(entry)
+                continue
             group = self.groups.get(entry.group_id)
             if entry.value is None:
                 if isinstance(group, Group):
@@ -359,6 +370,9 @@ class GroupCoordinator:
                     group = self.groups[entry.group_id] = _converted(group, Group(entry.group_id))
                 restore_group(group, entry.value, now_ms)
         loading.finish(now_ms)
+        for share_group in share_loading.finish(now_ms + self.config.share_session_timeout_ms):
+            log.info("Loaded share group %s at epoch %d with %d members", share_group.group_id,
+                     share_group.group_epoch, len(share_group.members))
         for group_id in replayed:
             group = self.groups.get(group_id)
             if isinstance(group, Group) and group.is_empty and not group.offsets and group.generation_id == 0:

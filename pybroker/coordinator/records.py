@@ -6,8 +6,8 @@ Every key and value is ``int16 version`` + the struct of ``coordinator-records/`
     key v2     GroupMetadataKey(group)                    value GroupMetadataValue v3
     null value = tombstone: the offset, or the whole group, is gone.
 
-Key versions 3 to 8 are the consumer protocol's (KIP-848, ``consumer_records.py``); higher ones
-(share groups) are skipped when replaying. A group's partition is ``abs(javaHashCode(group)) % partitions`` with Kafka's rule
+Key versions 3 to 8 are the consumer protocol's (KIP-848, ``consumer_records.py``), 10 to 15 the share
+groups' (KIP-932, ``share/records.py``); others (streams groups) are skipped when replaying. A group's partition is ``abs(javaHashCode(group)) % partitions`` with Kafka's rule
 that ``Integer.MIN_VALUE`` maps to 0 (``Utils.abs``).
 """
 
@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pybroker.coordinator import consumer_records
 from pybroker.coordinator.group import GROUP_KEY_VERSION, CommittedOffset, Group, GroupState, Member, group_key
 from pybroker.coordinator.group_base import Record
+from pybroker.coordinator.share import records as share_records
 from pybroker.protocol.errors import DecodeError
 from pybroker.protocol.messages import (
     GroupMetadataKey,
@@ -111,7 +112,7 @@ class GroupEntry:
     value: GroupMetadataValue | None  # None: tombstone
 
 
-Entry = OffsetEntry | GroupEntry | consumer_records.ConsumerGroupEntry
+Entry = OffsetEntry | GroupEntry | consumer_records.ConsumerGroupEntry | share_records.ShareGroupEntry
 """A decoded ``__consumer_offsets`` record."""
 
 
@@ -138,6 +139,8 @@ def decode_record(key: bytes, value: bytes | None) -> Entry | None:
                                                              min(value_version, GroupMetadataValue.MAX_VERSION)))
     if key_version in consumer_records.KEYS:
         return consumer_records.decode(key_version, key, value)
+    if key_version in share_records.KEYS:
+        return share_records.decode(key_version, key, value)
     return None
 
 

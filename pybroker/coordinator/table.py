@@ -47,6 +47,7 @@ class GroupConfig:
     consumer_assignors: tuple[str, ...] = ("uniform", "range")  # group.consumer.assignors
     rebalance_protocols: tuple[str, ...] = ("classic", "consumer")  # group.coordinator.rebalance.protocols
     migration_policy: str = "bidirectional"  # group.consumer.migration.policy
+    share_session_timeout_ms: int = 45000  # group.share.session.timeout.ms
 
 
 @dataclass(slots=True)

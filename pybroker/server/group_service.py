@@ -18,6 +18,7 @@ from pybroker.common.io_executor import IoExecutor
 from pybroker.controller.metadata import TopicInfo
 from pybroker.coordinator.consumer_group import TopicImage
 from pybroker.coordinator.coordinator import GroupConfig, GroupCoordinator, Outcome
+from pybroker.coordinator.group_base import Record
 from pybroker.coordinator.loader import replay
 from pybroker.coordinator.runtime import CoordinatorRuntime
 from pybroker.coordinator.topic_regex import RegexEngine
@@ -49,6 +50,7 @@ class GroupService:
             consumer_assignors=tuple(_ASSIGNOR_NAMES.get(a, a) for a in config["group.consumer.assignors"]),
             rebalance_protocols=tuple(config["group.coordinator.rebalance.protocols"]),
             migration_policy=config["group.consumer.migration.policy"],
+            share_session_timeout_ms=config["group.share.session.timeout.ms"],
         ))
         self.topic = InternalTopic(
             metadata, replicas, OFFSETS_TOPIC, partitions=config["offsets.topic.num.partitions"],
@@ -101,3 +103,8 @@ class GroupService:
 
     async def call(self, operation: Callable[[Any, int], Outcome]) -> Any:
         return await self.runtime.call(operation)
+
+    async def write(self, records: list[tuple[int, Record]]) -> None:
+        """Append records of groups served outside the coordinator's state machine (share groups) to
+        ``__consumer_offsets``, and wait for them to be replicated."""
+        await self.runtime.call(lambda waiter, _now_ms: Outcome(replies=[(waiter, None)], records=records))

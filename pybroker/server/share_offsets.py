@@ -113,7 +113,9 @@ class ShareOffsets:
             out[index] = code
             if code is ErrorCode.NONE:
                 group.assigned.setdefault(info.topic_id, set()).add(index)
+                group.topic_names[info.topic_id] = topic
                 self._share.forget_partition(group_id, topic, index)
+        await self._share.write_group(group_id)
         return out
 
     async def delete(self, group_id: str, topic: str) -> ErrorCode:
@@ -128,4 +130,6 @@ class ShareOffsets:
                 return code
             self._share.forget_partition(group_id, topic, index)
         group.assigned.pop(info.topic_id, None)
+        group.topic_names.pop(info.topic_id, None)
+        await self._share.write_group(group_id)
         return ErrorCode.NONE

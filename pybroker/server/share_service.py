@@ -6,8 +6,9 @@ it on its leader reads its state (start offset, state batches, state epoch) with
 initializing it from ``share.auto.offset.reset`` when it has none; acknowledgements are answered once a write of
 the state they changed has been taken by the coordinator (``replication/share/durable.py``). A leadership change
 drops the share-partitions of the partition: the next leader reads them again, and its read fences this one's
-writes (FENCED_LEADER_EPOCH), after which its copy is dropped here too. Share groups themselves (members, configs)
-are held in memory and not written to ``__consumer_offsets``: members join again after a coordinator restart.
+writes (FENCED_LEADER_EPOCH), after which its copy is dropped here too. Share groups themselves (epochs, members,
+assignments, the share-partitions they have state in) are written to ``__consumer_offsets`` after each change
+(``coordinator/share/records.py``) and loaded back with their partition of it by the group coordinator.
 """
 
 from __future__ import annotations
@@ -16,14 +17,16 @@ import asyncio
 import logging
 import uuid
 from dataclasses import dataclass
-from typing import Callable
+from typing import Awaitable, Callable
 
 from pybroker.common.clock import SYSTEM_CLOCK, Clock
 from pybroker.common.config import BrokerConfig
 from pybroker.controller.metadata import ClusterMetadata, TopicInfo
 from pybroker.coordinator.coordinator import GroupCoordinator
+from pybroker.coordinator.group_base import Record
+from pybroker.coordinator.share import records as share_records
 from pybroker.coordinator.share.configs import GroupConfigStore, ShareConfigs, ShareLimits
-from pybroker.coordinator.share.group import ShareGroups
+from pybroker.coordinator.share.group import ShareGroup, ShareGroups
 from pybroker.log import PartitionLog
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.replication.share.durable import DurableBatch, StateWriter, restored
@@ -61,14 +64,17 @@ class _Durable:
 
 class ShareService:
     def __init__(self, config: BrokerConfig, metadata: Callable[[], ClusterMetadata], groups: GroupCoordinator,
-                 persister: SharePersister, group_configs: GroupConfigStore, clock: Clock = SYSTEM_CLOCK) -> None:
+                 persister: SharePersister, group_configs: GroupConfigStore,
+                 write_records: Callable[[list[tuple[int, Record]]], Awaitable[None]],
+                 clock: Clock = SYSTEM_CLOCK) -> None:
         self.persister = persister
+        self._write_records = write_records
         self._metadata = metadata
         self._groups = groups
         self.clock = clock
         self.limits = ShareLimits.from_config(config)
         self.configs = ShareConfigs(self.limits, group_configs)
-        self.groups = ShareGroups(self.configs.settings(""), self.configs.settings)
+        self.groups = ShareGroups(self.configs.settings(""), self.configs.settings, groups.share_groups)
         self.sessions = ShareSessionCache(self.limits.max_share_sessions)
         self.partitions: dict[SharePartitionKey, SharePartition] = {}
         self._durable: dict[SharePartitionKey, _Durable] = {}
@@ -102,11 +108,35 @@ class ShareService:
             for group_id, member_id in self.groups.expire(now):
                 log.info("Member %s of share group %s left: its session timed out", member_id, group_id)
                 self.member_left(group_id, member_id)
+                await self._write_logged(group_id)
             for session in self.sessions.idle(now, lambda group: self.configs.settings(group).session_timeout_ms):
                 self.member_left(session.group_id, session.member_id)
             for group_id, topic, index in list(self.partitions):
                 if self.expire(group_id, topic, index, now):
                     self.persist_later(group_id, topic, index)
+
+    async def write_group(self, group_id: str, deleted: ShareGroup | None = None) -> None:
+        """Write what changed in the group's ``__consumer_offsets`` records (all tombstones for ``deleted``), and
+        wait for them to be replicated; on failure the next write carries the changes again."""
+        group = deleted if deleted is not None else self.groups.groups.get(group_id)
+        if group is None:
+            return
+        previous = group.written
+        changes = share_records.changes(group, deleted=deleted is not None)
+        if not changes:
+            return
+        partition = self._groups.partition_of(group_id)
+        try:
+            await self._write_records([(partition, record) for record in changes])
+        except Exception:
+            group.written = previous
+            raise
+
+    async def _write_logged(self, group_id: str) -> None:
+        try:
+            await self.write_group(group_id)
+        except Exception as exc:  # noqa: BLE001 - the expiry loop goes on; the next change writes again
+            log.warning("Writing the records of share group %s failed: %s", group_id, exc)
 
     def is_other_group(self, group_id: str) -> bool:
         """Whether ``group_id`` is a classic or consumer group on this coordinator."""
@@ -148,7 +178,8 @@ class ShareService:
         code = self.groups.deletable(group_id)
         if code is not ErrorCode.NONE:
             return code
-        assigned = self.groups.groups[group_id].assigned
+        group = self.groups.groups[group_id]
+        assigned = group.assigned
         codes = await asyncio.gather(*(self.persister.delete(group_id, topic_id, index)
                                        for topic_id, indexes in assigned.items() for index in sorted(indexes)))
         failed = next((c for c in codes if c is not ErrorCode.NONE), None)
@@ -157,6 +188,7 @@ class ShareService:
             return failed
         code = self.groups.delete(group_id)
         if code is ErrorCode.NONE:
+            await self.write_group(group_id, deleted=group)
             await self.configs.forget(group_id)
             self._forget(lambda key: key[0] == group_id)
         return code

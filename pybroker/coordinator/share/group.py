@@ -7,15 +7,17 @@ heartbeat on (Kafka's ShareGroupMember reconciliation is immediate too). The gro
 joins, leaves, is fenced by its session timeout, changes its subscription, or a subscribed topic's partition count
 changes; the assignment is then computed again by ``assignor.py``.
 
-Groups live in memory only: a coordinator restart forgets them (their members rejoin on their next heartbeat,
-answered UNKNOWN_MEMBER_ID first), and nothing of a share group is written to ``__consumer_offsets`` yet.
+A group's records in ``__consumer_offsets`` are ``records.py``'s: the caller writes ``records.changes`` of a group
+after each entry point that may have changed it, and the coordinator's load replays them (members restored with a
+fresh session timeout, fenced unless they heartbeat again).
 """
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Mapping
 
 from pybroker.coordinator.consumer_group import TopicImage
 from pybroker.coordinator.share.assignor import assign
@@ -60,11 +62,16 @@ class ShareGroup:
     group_epoch: int = 0
     assignment_epoch: int = 0
     members: dict[str, ShareMember] = field(default_factory=dict)
-    partition_counts: dict[str, int] = field(default_factory=dict)
-    """Partition count of each subscribed topic when the assignment was computed (a change makes a new one)."""
+    metadata_hash: int = 0
+    """``metadata_hash`` of the subscribed topics when the assignment was computed (a change makes a new one);
+    written in ShareGroupMetadataValue, so a loaded group keeps its assignment while its topics stay as they were."""
     assigned: dict[uuid.UUID, set[int]] = field(default_factory=dict)
     """Every partition ever assigned to the group: where it may have share-partition state (Kafka's
     ShareGroupStatePartitionMetadata), deleted with the group."""
+    topic_names: dict[uuid.UUID, str] = field(default_factory=dict)
+    """Names of the topics in ``assigned`` (ShareGroupStatePartitionMetadata names them)."""
+    written: dict[bytes, bytes] = field(default_factory=dict)
+    """The group's records as last written to ``__consumer_offsets`` (``records.changes``)."""
 
     @property
     def state(self) -> str:
@@ -78,10 +85,12 @@ class ShareGroups:
     """Every share group this broker coordinates; see the module doc."""
 
     def __init__(self, settings: ShareGroupSettings,
-                 group_settings: Callable[[str], ShareGroupSettings] | None = None) -> None:
+                 group_settings: Callable[[str], ShareGroupSettings] | None = None,
+                 groups: dict[str, ShareGroup] | None = None) -> None:
         self.settings = settings
         self._group_settings = group_settings or (lambda _group_id: settings)
-        self.groups: dict[str, ShareGroup] = {}
+        self.groups: dict[str, ShareGroup] = {} if groups is None else groups
+        """Shared with the group coordinator, which loads them from ``__consumer_offsets``."""
 
     def heartbeat(self, request: ShareGroupHeartbeatRequest, client_id: str, client_host: str, image: TopicImage,
                   now_ms: int) -> tuple[ShareGroupHeartbeatResponse, list[str]]:
@@ -205,20 +214,31 @@ class ShareGroups:
 
     def _refresh(self, group: ShareGroup, image: TopicImage) -> None:
         """A new target assignment when the group epoch moved or a subscribed topic changed size."""
-        counts = {topic: image.topics[topic][1] for topic in sorted(group.subscribed_topics()) if topic in image.topics}
-        if counts != group.partition_counts:
-            group.partition_counts = counts
+        topics = {topic: image.topics[topic] for topic in sorted(group.subscribed_topics()) if topic in image.topics}
+        digest = metadata_hash(topics)
+        if digest != group.metadata_hash:
+            group.metadata_hash = digest
             if group.assignment_epoch == group.group_epoch:
                 group.group_epoch += 1
         if group.assignment_epoch == group.group_epoch:
             return
         subscriptions = {m.member_id: m.subscribed for m in group.members.values()}
-        targets = assign(subscriptions, {topic: (image.topics[topic][0], count) for topic, count in counts.items()})
+        targets = assign(subscriptions, topics)
         for member in group.members.values():
             member.assignment = targets.get(member.member_id, {})
             for topic_id, partitions in member.assignment.items():
                 group.assigned.setdefault(topic_id, set()).update(partitions)
+        group.topic_names.update({topic_id: topic for topic, (topic_id, _count) in topics.items()})
         group.assignment_epoch = group.group_epoch
+
+
+def metadata_hash(topics: Mapping[str, tuple[uuid.UUID, int]]) -> int:
+    """A signed 64-bit digest of the subscribed topics (name, id, partition count): pybroker's own, not Kafka's
+    (which also hashes racks), used only to notice that the topics changed since the assignment."""
+    digest = hashlib.blake2b(digest_size=8)
+    for name, (topic_id, count) in sorted(topics.items()):
+        digest.update(f"{name}\0{topic_id}\0{count}\n".encode())
+    return int.from_bytes(digest.digest(), "big", signed=True)
 
 
 def _invalid(request: ShareGroupHeartbeatRequest) -> str | None:

@@ -118,8 +118,20 @@ if TYPE_CHECKING:
     from pybroker.protocol.messages.sasl_handshake import SaslHandshakeRequest, SaslHandshakeResponse
     from pybroker.protocol.messages.share_acknowledge import ShareAcknowledgeRequest, ShareAcknowledgeResponse
     from pybroker.protocol.messages.share_fetch import ShareFetchRequest, ShareFetchResponse
+    from pybroker.protocol.messages.share_group_current_member_assignment_key import ShareGroupCurrentMemberAssignmentKey
+    from pybroker.protocol.messages.share_group_current_member_assignment_value import ShareGroupCurrentMemberAssignmentValue
     from pybroker.protocol.messages.share_group_describe import ShareGroupDescribeRequest, ShareGroupDescribeResponse
     from pybroker.protocol.messages.share_group_heartbeat import ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse
+    from pybroker.protocol.messages.share_group_member_metadata_key import ShareGroupMemberMetadataKey
+    from pybroker.protocol.messages.share_group_member_metadata_value import ShareGroupMemberMetadataValue
+    from pybroker.protocol.messages.share_group_metadata_key import ShareGroupMetadataKey
+    from pybroker.protocol.messages.share_group_metadata_value import ShareGroupMetadataValue
+    from pybroker.protocol.messages.share_group_state_partition_metadata_key import ShareGroupStatePartitionMetadataKey
+    from pybroker.protocol.messages.share_group_state_partition_metadata_value import ShareGroupStatePartitionMetadataValue
+    from pybroker.protocol.messages.share_group_target_assignment_member_key import ShareGroupTargetAssignmentMemberKey
+    from pybroker.protocol.messages.share_group_target_assignment_member_value import ShareGroupTargetAssignmentMemberValue
+    from pybroker.protocol.messages.share_group_target_assignment_metadata_key import ShareGroupTargetAssignmentMetadataKey
+    from pybroker.protocol.messages.share_group_target_assignment_metadata_value import ShareGroupTargetAssignmentMetadataValue
     from pybroker.protocol.messages.share_snapshot_key import ShareSnapshotKey
     from pybroker.protocol.messages.share_snapshot_value import ShareSnapshotValue
     from pybroker.protocol.messages.share_update_key import ShareUpdateKey
@@ -430,10 +442,22 @@ _MODULE_OF: dict[str, str] = {
     'ShareAcknowledgeResponse': 'share_acknowledge',
     'ShareFetchRequest': 'share_fetch',
     'ShareFetchResponse': 'share_fetch',
+    'ShareGroupCurrentMemberAssignmentKey': 'share_group_current_member_assignment_key',
+    'ShareGroupCurrentMemberAssignmentValue': 'share_group_current_member_assignment_value',
     'ShareGroupDescribeRequest': 'share_group_describe',
     'ShareGroupDescribeResponse': 'share_group_describe',
     'ShareGroupHeartbeatRequest': 'share_group_heartbeat',
     'ShareGroupHeartbeatResponse': 'share_group_heartbeat',
+    'ShareGroupMemberMetadataKey': 'share_group_member_metadata_key',
+    'ShareGroupMemberMetadataValue': 'share_group_member_metadata_value',
+    'ShareGroupMetadataKey': 'share_group_metadata_key',
+    'ShareGroupMetadataValue': 'share_group_metadata_value',
+    'ShareGroupStatePartitionMetadataKey': 'share_group_state_partition_metadata_key',
+    'ShareGroupStatePartitionMetadataValue': 'share_group_state_partition_metadata_value',
+    'ShareGroupTargetAssignmentMemberKey': 'share_group_target_assignment_member_key',
+    'ShareGroupTargetAssignmentMemberValue': 'share_group_target_assignment_member_value',
+    'ShareGroupTargetAssignmentMetadataKey': 'share_group_target_assignment_metadata_key',
+    'ShareGroupTargetAssignmentMetadataValue': 'share_group_target_assignment_metadata_value',
     'ShareSnapshotKey': 'share_snapshot_key',
     'ShareSnapshotValue': 'share_snapshot_value',
     'ShareUpdateKey': 'share_update_key',
@@ -848,10 +872,22 @@ __all__ = [
     'ShareAcknowledgeResponse',
     'ShareFetchRequest',
     'ShareFetchResponse',
+    'ShareGroupCurrentMemberAssignmentKey',
+    'ShareGroupCurrentMemberAssignmentValue',
     'ShareGroupDescribeRequest',
     'ShareGroupDescribeResponse',
     'ShareGroupHeartbeatRequest',
     'ShareGroupHeartbeatResponse',
+    'ShareGroupMemberMetadataKey',
+    'ShareGroupMemberMetadataValue',
+    'ShareGroupMetadataKey',
+    'ShareGroupMetadataValue',
+    'ShareGroupStatePartitionMetadataKey',
+    'ShareGroupStatePartitionMetadataValue',
+    'ShareGroupTargetAssignmentMemberKey',
+    'ShareGroupTargetAssignmentMemberValue',
+    'ShareGroupTargetAssignmentMetadataKey',
+    'ShareGroupTargetAssignmentMetadataValue',
     'ShareSnapshotKey',
     'ShareSnapshotValue',
     'ShareUpdateKey',

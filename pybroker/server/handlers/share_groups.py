@@ -48,6 +48,7 @@ async def share_group_heartbeat(ctx: RequestContext,
                                             share.now_ms())
     for member_id in left:
         share.member_left(request.group_id, member_id)
+    await share.write_group(request.group_id)
     return response
 
 

@@ -13,7 +13,10 @@ from pybroker.controller.group_config_store import FileGroupConfigStore
 from pybroker.coordinator.consumer_group import TopicImage
 from pybroker.coordinator.share.assignor import assign
 from pybroker.coordinator.share.configs import GroupConfigError, ShareConfigs, ShareLimits, parse_reset
-from pybroker.coordinator.share.group import ShareGroups, ShareGroupSettings
+from pybroker.coordinator.records import decode_record
+from pybroker.coordinator.share import records as share_records
+from pybroker.coordinator.share.group import ShareGroup, ShareGroups, ShareGroupSettings
+from pybroker.coordinator.share.records import ShareLoad
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.messages import ShareGroupHeartbeatRequest
 
@@ -121,3 +124,43 @@ def test_group_configs_are_bounded_by_the_broker_keys_and_kept_on_disk(tmp_path:
     asyncio.run(reopened.forget("g"))
     assert ShareConfigs(ShareLimits(), FileGroupConfigStore(str(tmp_path))).overrides("g") == {}
     assert parse_reset("by_duration:P1DT2H3M4.5S") == ("by_duration", ((26 * 60 + 3) * 60 + 4.5) * 1000)
+
+
+def test_records_replay_the_group_and_its_tombstones_delete_it() -> None:
+    """What is written for a share group (each change, then the deletion) replays, through the loader's decoding of
+    ``__consumer_offsets`` records, into the same group: epochs, members and their assignment, the share-partitions
+    with state; a deleted group's tombstones remove it."""
+    groups = ShareGroups(ShareGroupSettings())
+    log: list[tuple[bytes, bytes | None]] = []
+    for member, epoch, topics in [("a", 0, ["t1", "t2"]), ("b", 0, ["t1"]), ("b", -1, None), ("a", 1, None)]:
+        _beat(groups, member, epoch, topics)
+        log += share_records.changes(groups.groups["g"])
+    assert _beat(groups, "a", 3).assignment is None
+    assert share_records.changes(groups.groups["g"]) == []  # nothing changed: nothing written
+    group = groups.groups["g"]
+
+    def replayed(records: list[tuple[bytes, bytes | None]]) -> dict[str, ShareGroup]:
+        loaded: dict[str, ShareGroup] = {}
+        loading = ShareLoad(loaded)
+        for key, value in records:
+            entry = decode_record(key, value)
+            assert isinstance(entry, share_records.ShareGroupEntry)
+            loading.apply(entry)
+        loading.finish(deadline_ms=99)
+        return loaded
+
+    again = replayed(log)["g"]
+    assert (again.group_epoch, again.assignment_epoch, again.assigned, again.topic_names) == \
+        (3, 3, {T1: {0, 1}, T2: {0, 1, 2}}, {T1: "t1", T2: "t2"})
+    assert [(m.member_id, m.member_epoch, m.subscribed, m.assignment, m.deadline_ms) for m in again.members.values()] \
+        == [("a", 3, ("t1", "t2"), group.members["a"].assignment, 99)]
+    assert again.written == group.written  # the next change after a load writes only what changed
+    loaded = ShareGroups(ShareGroupSettings(), groups={"g": again})
+    assert _beat(loaded, "a", 3).assignment is None and again.group_epoch == 3  # same topics: same assignment
+
+    _beat(groups, "a", -1)
+    log += share_records.changes(group)
+    assert groups.delete("g") == ErrorCode.NONE
+    tombstones = share_records.changes(group, deleted=True)
+    assert all(value is None for _, value in tombstones) and tombstones[-1][0][:2] == b"\x00\x0b"  # metadata last
+    assert replayed(log + tombstones) == {}

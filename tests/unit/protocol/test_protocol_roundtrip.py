@@ -52,7 +52,7 @@ def test_roundtrip_defaults(case: tuple[type[Message], int]) -> None:
 
 
 def test_case_count() -> None:
-    # 197 4.2/message/ + 7 coordinator-records/ + 12 group-records/ConsumerGroup* + 4 share-coordinator-records/
-    # specs; guard against silently dropped messages/versions
-    assert len({c for c, _ in CASES}) == 220
+    # 197 4.2/message/ + 7 coordinator-records/ + 12 group-records/ConsumerGroup* + 12 4.2/group-records/ShareGroup*
+    # + 4 share-coordinator-records/ specs; guard against silently dropped messages/versions
+    assert len({c for c, _ in CASES}) == 232
     assert len(CASES) >= 650
