@@ -213,7 +213,8 @@ class ShareGroups:
         if group.assignment_epoch == group.group_epoch:
             return
         subscriptions = {m.member_id: m.subscribed for m in group.members.values()}
-        targets = assign(subscriptions, {topic: (image.topics[topic][0], count) for topic, count in counts.items()})
+        targets = assign(subscriptions, {topic: (image.topics[topic][0], count) for topic, count in counts.items()},
+                         {m.member_id: m.assignment for m in group.members.values()})
         for member in group.members.values():
             member.assignment = targets.get(member.member_id, {})
             for topic_id, partitions in member.assignment.items():
