@@ -80,6 +80,10 @@ def test_an_acknowledgement_answered_with_an_error_or_unanswered_is_in_doubt_not
     report = check_share([produced(0), deliver("a", 0, 1, 1.0), sending, ack("a", 0, 1, "accept", 1.1, error=refused),
                           END], LIMIT, durable=True)
     assert report.counts() == {"share_unacknowledged": 1}  # not applied: it must be delivered again
+    broker_timeout = "KafkaError{code=REQUEST_TIMED_OUT,val=7,str=\"Broker: Request timed out\"}"
+    report = check_share([produced(0), deliver("a", 0, 1, 1.0), ack("a", 0, 1, "accept", 1.1, error=broker_timeout),
+                          END], LIMIT, durable=True)  # the share coordinator's write may still commit (seed 1)
+    assert report.clean and report.stats["share_in_doubt"] == 1
     killed = [produced(0), deliver("a", 0, 1, 1.0), {**ack("a", 0, 1, "reject", 1.1), "type": "share-acking"}, END]
     report = check_share(killed, LIMIT, durable=True)
     assert report.clean and report.stats["share_in_doubt"] == 1
