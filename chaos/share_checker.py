@@ -49,7 +49,7 @@ from chaos.checker import Report
 SHARE_ANOMALIES = ("share_over_limit", "share_two_holders", "share_after_ack", "share_unacknowledged")
 FINAL = ("accept", "reject")
 BROKER_CODE = re.compile(r"\bval=(-?\d+)")
-REQUEST_TIMED_OUT = 7
+NOT_LEADER_OR_FOLLOWER, REQUEST_TIMED_OUT = 6, 7
 
 Place = tuple[int, int]
 """(partition, offset) of the share workload's one topic."""
@@ -85,6 +85,12 @@ def check_share(events: list[dict[str, Any]], limit: int, durable: bool, report:
     for e in events:
         if e["type"] == "share-leader":
             losses[e["partition"]].append(e["t"])
+    moves: dict[int, list[float]] = defaultdict(list)
+    """When the workload saw a partition's leader move, and when a leader said it no longer led (the workload's
+    Metadata poll sees a move only later)."""
+    for e in events:
+        if e["type"] == "share-leader" or (e["type"] == "share-ack" and _code(e["error"]) == NOT_LEADER_OR_FOLLOWER):
+            moves[e["partition"]].append(e["t"])
     deliveries: dict[Place, list[_Delivery]] = defaultdict(list)
     acks: dict[Place, list[_Ack]] = defaultdict(list)
     produced: dict[Place, float] = {}
@@ -122,7 +128,7 @@ def check_share(events: list[dict[str, Any]], limit: int, durable: bool, report:
             if first is d:
                 continue
             example = {**where, "delivery_count": d.dc, "members": [first.member, d.member]}
-            if durable and _acquisition_forgotten(first, acks.get(place, []), losses[place[0]], d):
+            if durable and _acquisition_forgotten(first, acks.get(place, []), [*faults, *moves[place[0]]], d):
                 report.explain("share_acquisition_not_durable", example)
             else:
                 judge("share_two_holders", example, first.t, d.t)
@@ -202,6 +208,11 @@ def _in_doubt(acks: Iterable[_Ack], delivered: list[_Delivery]) -> bool:
     return any(not a.ok and not a.refused and a.ack in FINAL and a.wall >= last_delivery for a in acks)
 
 
-def _broker_error(error: str | None) -> bool:
+def _code(error: str | None) -> int | None:
     found = BROKER_CODE.search(error or "")
-    return found is not None and int(found.group(1)) > 0 and int(found.group(1)) != REQUEST_TIMED_OUT
+    return None if found is None else int(found.group(1))
+
+
+def _broker_error(error: str | None) -> bool:
+    code = _code(error)
+    return code is not None and code > 0 and code != REQUEST_TIMED_OUT

@@ -135,12 +135,19 @@ def test_an_unacknowledged_acquisition_a_new_leader_offers_again_is_explained_on
     coordinator."""
     moved = {"type": "share-leader", "t": 2.0, "partition": 0, "leader": 2}
     failed = ack("a", 0, 1, "accept", 1.5, error="KafkaError{code=NOT_LEADER_OR_FOLLOWER,val=6}")
-    again = [produced(0), deliver("a", 0, 1, 1.0), failed, moved, deliver("b", 0, 1, 3.0), ack("b", 0, 1, "accept", 3.1),
-             END]
+    again = [produced(0), deliver("a", 0, 1, 1.0), failed, moved, deliver("b", 0, 1, 3.0),
+             ack("b", 0, 1, "accept", 3.1), END]
     report = check_share(again, LIMIT, durable=True)
     assert report.clean and len(report.explained["share_acquisition_not_durable"]) == 1
     to_a = [*again[:4], deliver("a", 0, 1, 3.0), ack("a", 0, 1, "accept", 3.1), END]  # the same member again
     assert check_share(to_a, LIMIT, durable=True).clean
-    assert check_share([e for e in again if e is not moved], LIMIT, durable=True).counts() == {"share_two_holders": 1}
+    lost = ack("a", 0, 1, "accept", 1.5, error="_TRANSPORT")  # no sign of a move: a record held twice
+    unmoved = [lost if e is failed else e for e in again if e is not moved]
+    assert check_share(unmoved, LIMIT, durable=True).counts() == {"share_two_holders": 1}
     released = [*again[:2], ack("a", 0, 1, "release", 1.5), *again[3:]]  # a confirmed release was written
     assert check_share(released, LIMIT, durable=True).counts() == {"share_two_holders": 1}
+    # seed 9: the workload saw the move only after the new leader's delivery; the old leader had said so before
+    told = [*again[:3], deliver("b", 0, 1, 3.0), ack("b", 0, 1, "accept", 3.1), {**moved, "t": 3.2}, END]
+    assert check_share(told, LIMIT, durable=True).clean
+    assert check_share([*again[:2], lost, *told[3:]], LIMIT,
+                       durable=True).counts() == {"share_two_holders": 1}
