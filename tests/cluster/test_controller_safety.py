@@ -18,7 +18,7 @@ from kazoo.client import KazooClient, KazooState
 
 from pybroker.zk import paths as zp
 from pybroker.controller.channel import ControllerChannel
-from pybroker.controller.context import PartitionKey
+from pybroker.common.topic import TopicPartition
 from pybroker.controller.controller import RebalanceConfig, ZkController
 from pybroker.controller.election import LogEnd
 from pybroker.zk.client import SESSION_LOST, ZkClient, ZkEvent
@@ -56,10 +56,10 @@ class Harness:
         self.log_ends: dict[int, LogEnd] = {}
         """What each broker answers for its replicas' (latest leader epoch, log end offset) when the
         controller compares logs; a broker left out does not answer."""
-        self.log_end_questions: list[dict[PartitionKey, tuple[int, ...]]] = []
+        self.log_end_questions: list[dict[TopicPartition, tuple[int, ...]]] = []
 
-    async def _answer_log_ends(self, wanted: Mapping[PartitionKey, tuple[int, ...]]
-                               ) -> dict[PartitionKey, dict[int, LogEnd]]:
+    async def _answer_log_ends(self, wanted: Mapping[TopicPartition, tuple[int, ...]]
+                               ) -> dict[TopicPartition, dict[int, LogEnd]]:
         self.log_end_questions.append(dict(wanted))
         return {key: {b: self.log_ends[b] for b in brokers if b in self.log_ends} for key, brokers in wanted.items()}
 
