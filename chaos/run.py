@@ -30,6 +30,7 @@ from chaos.drain import drain
 from chaos.history import History, read_jsonl
 from chaos.nemesis import Nemesis
 from chaos.provenance import LogProvenance
+from chaos.share_checker import check_share
 from chaos.share_workload import SHARE_BROKER_CONFIG, ShareWorkload
 from chaos.watchdog import Bounded, RoundProcessError, run_bounded
 from chaos.workload import CTP_TOPIC, TABLE_TOPIC, TXN_TOPIC, Workload, create_topics, topics_of
@@ -346,7 +347,10 @@ def main(argv: list[str] | None = None) -> int:
     # SIGTERM unwinds like Ctrl-C, so the round's `finally` kills its brokers (paused ones included).
     signal.signal(signal.SIGTERM, lambda _signum, _frame: sys.exit(128 + signal.SIGTERM))
     if args.check:
-        report = check(read_jsonl(args.check), LogProvenance.of_round(args.check.parent).stamp, COMPACTED)
+        events = read_jsonl(args.check)
+        report = check(events, LogProvenance.of_round(args.check.parent).stamp, COMPACTED)
+        for start in (e for e in events if e["type"] == "share-start"):  # a round with the share workload
+            check_share(events, start["delivery_count_limit"], start["durable"], report)
         for finding in replicas.compare(args.check.parent, COMPACTED):
             report.add("replica_divergent", finding)
         print(json.dumps(report.summary(), indent=1))

@@ -25,11 +25,16 @@ leader starts the partition again from share.auto.offset.reset, so records come 
 delivery counts start again and records may be skipped. Such an anomaly is reported as explained
 (`share_state_lost`) when a fault started, or the partition's leader changed, between the events that make it, or,
 for a record never delivered since such a moment, when the partition was read again only from past it; with
-``durable=True`` it is not.
+``durable=True`` it is not, with one exception Kafka shares: an acquisition is not written to the share
+coordinator (only acknowledgements, releases and lock timeouts are), so a record delivered, never confirmed
+acknowledged, and offered again by a new leader of the partition comes back with the same delivery count
+(`share_acquisition_not_durable`, not `share_two_holders`).
 An acknowledgement never answered (its member was killed) or failed on the client's side (a timeout, a broken
 connection), for a record never delivered again, is in doubt (the broker may have applied it): explained as
 `share_ack_in_doubt`, never counted as accepted. One answered with a broker's error code (INVALID_RECORD_STATE,
-NOT_LEADER_OR_FOLLOWER) was not applied: its record must come back.
+NOT_LEADER_OR_FOLLOWER) was not applied: its record must come back; but REQUEST_TIMED_OUT is in doubt too: the
+leader's write to the share coordinator timed out waiting for `__share_group_state` to replicate, and the
+coordinator's record may still commit (seen in chaos seed 1: a new leader read those accepts from it).
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ from chaos.checker import Report
 SHARE_ANOMALIES = ("share_over_limit", "share_two_holders", "share_after_ack", "share_unacknowledged")
 FINAL = ("accept", "reject")
 BROKER_CODE = re.compile(r"\bval=(-?\d+)")
+NOT_LEADER_OR_FOLLOWER, REQUEST_TIMED_OUT = 6, 7
 
 Place = tuple[int, int]
 """(partition, offset) of the share workload's one topic."""
@@ -79,6 +85,12 @@ def check_share(events: list[dict[str, Any]], limit: int, durable: bool, report:
     for e in events:
         if e["type"] == "share-leader":
             losses[e["partition"]].append(e["t"])
+    moves: dict[int, list[float]] = defaultdict(list)
+    """When the workload saw a partition's leader move, and when a leader said it no longer led (the workload's
+    Metadata poll sees a move only later)."""
+    for e in events:
+        if e["type"] == "share-leader" or (e["type"] == "share-ack" and _code(e["error"]) == NOT_LEADER_OR_FOLLOWER):
+            moves[e["partition"]].append(e["t"])
     deliveries: dict[Place, list[_Delivery]] = defaultdict(list)
     acks: dict[Place, list[_Ack]] = defaultdict(list)
     produced: dict[Place, float] = {}
@@ -113,9 +125,13 @@ def check_share(events: list[dict[str, Any]], limit: int, durable: bool, report:
         seen: dict[int, _Delivery] = {}
         for d in sorted(delivered, key=lambda d: d.wall):
             first = seen.setdefault(d.dc, d)
-            if first is not d:
-                judge("share_two_holders", {**where, "delivery_count": d.dc, "members": [first.member, d.member]},
-                      first.t, d.t)
+            if first is d:
+                continue
+            example = {**where, "delivery_count": d.dc, "members": [first.member, d.member]}
+            if durable and _acquisition_forgotten(first, acks.get(place, []), [*faults, *moves[place[0]]], d):
+                report.explain("share_acquisition_not_durable", example)
+            else:
+                judge("share_two_holders", example, first.t, d.t)
         for a in acks.get(place, []):
             if not a.ok:
                 continue
@@ -174,6 +190,17 @@ def _accounting(report: Report, produced: dict[Place, float], deliveries: dict[P
     report.stats.update(stats)
 
 
+def _acquisition_forgotten(first: _Delivery, acks: Iterable[_Ack], losses: list[float], again: _Delivery) -> bool:
+    """``again`` repeats ``first``'s delivery count because the share-partition's leader changed in between while
+    the record was still acquired: Kafka's share-partition leader writes a record's state to the share coordinator
+    when it is acknowledged, released or its lock times out, not when it is acquired, so a new leader offers it
+    again with the count it had before. Only when no acknowledgement of ``first`` was confirmed (a confirmed one was
+    written, and a count that then went back would be an anomaly)."""
+    moved = any(first.t <= t <= again.t for t in losses)
+    confirmed = any(a.ok and a.member == first.member and a.dc == first.dc and a.wall < again.wall for a in acks)
+    return moved and not confirmed
+
+
 def _in_doubt(acks: Iterable[_Ack], delivered: list[_Delivery]) -> bool:
     """A final acknowledgement not answered, or failed on the client's side (a timeout, a broken connection), and
     no delivery after it: it may have been applied."""
@@ -181,6 +208,11 @@ def _in_doubt(acks: Iterable[_Ack], delivered: list[_Delivery]) -> bool:
     return any(not a.ok and not a.refused and a.ack in FINAL and a.wall >= last_delivery for a in acks)
 
 
-def _broker_error(error: str | None) -> bool:
+def _code(error: str | None) -> int | None:
     found = BROKER_CODE.search(error or "")
-    return found is not None and int(found.group(1)) > 0
+    return None if found is None else int(found.group(1))
+
+
+def _broker_error(error: str | None) -> bool:
+    code = _code(error)
+    return code is not None and code > 0 and code != REQUEST_TIMED_OUT

@@ -223,7 +223,7 @@ class ShareGroups:
         if group.assignment_epoch == group.group_epoch:
             return
         subscriptions = {m.member_id: m.subscribed for m in group.members.values()}
-        targets = assign(subscriptions, topics)
+        targets = assign(subscriptions, topics, {m.member_id: m.assignment for m in group.members.values()})
         for member in group.members.values():
             member.assignment = targets.get(member.member_id, {})
             for topic_id, partitions in member.assignment.items():
