@@ -12,6 +12,7 @@ not enough), and reports a `Hang`.
 
 from __future__ import annotations
 
+import contextlib
 import faulthandler
 import multiprocessing
 import os
@@ -158,7 +159,5 @@ def gone(pid: int) -> bool:
 
 
 def _signal(pid: int, sig: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError):  # gone already
         os.kill(pid, sig)
-    except ProcessLookupError:
-        pass

@@ -15,19 +15,13 @@ from typing import Iterator
 import pytest
 
 from tests.integration.broker_process import BrokerProcess
-from tests.integration.java_scenarios import Outcome, check_outcome, compile_scenarios, run_scenarios
-from tests.integration.test_java_client_42 import CLIENT_JARS
+from tests.integration.java_scenarios import Outcome, check_outcome, run_scenarios
+from tests.integration.test_java_client_42 import java42_classpath  # noqa: F401 (the same compiled v42 scenarios)
 
 SCENARIOS = [
     "more_consumers_than_partitions", "explicit_accept", "release_redelivers", "delivery_count_limit_archives",
     "admin_lists_and_describes", "admin_share_group_offsets",
 ]
-
-
-@pytest.fixture(scope="module")
-def share_classpath(tmp_path_factory: pytest.TempPathFactory) -> str:
-    return compile_scenarios(tmp_path_factory.mktemp("java-share-classes"), CLIENT_JARS, "v42",
-                             "-Xlint:all,-deprecation,-removal")
 
 
 @pytest.fixture(scope="module")
@@ -38,9 +32,9 @@ def share_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerPro
 
 
 @pytest.fixture(scope="module")
-def share_outcomes(request: pytest.FixtureRequest, share_classpath: str,
+def share_outcomes(request: pytest.FixtureRequest, java42_classpath: str,  # noqa: F811
                    share_broker: BrokerProcess) -> tuple[dict[str, Outcome], str]:
-    return run_scenarios(request, SCENARIOS, share_classpath, share_broker)
+    return run_scenarios(request, SCENARIOS, java42_classpath, share_broker)
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
