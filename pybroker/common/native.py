@@ -34,6 +34,9 @@ COMPILED: tuple[str, ...] = (
     "pybroker.records.validation",
     "pybroker.server.dispatcher",
     "pybroker.server.network",
+    "pybroker.replication.fetch_messages",
+    "pybroker.server.fetch_sessions",
+    "pybroker.server.handlers.fetch",
 )
 #: mypyc's shared library of the compiled code (``group_name`` in setup.py), beside the package.
 GROUP = "pybroker__mypyc"
