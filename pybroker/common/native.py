@@ -37,6 +37,8 @@ COMPILED: tuple[str, ...] = (
     "pybroker.replication.fetch_messages",
     "pybroker.server.fetch_sessions",
     "pybroker.server.handlers.fetch",
+    "pybroker.replication.append_records",
+    "pybroker.server.handlers.produce",
 )
 #: mypyc's shared library of the compiled code (``group_name`` in setup.py), beside the package.
 GROUP = "pybroker__mypyc"

@@ -98,7 +98,7 @@ class AppendInfo:
     offset_of_max_timestamp: int
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class FetchInfo:
     """Whole batches read from one segment (None when there is nothing to return)."""
 

@@ -115,6 +115,12 @@ class FetchContext:
     privileged: bool = False
     uses_topic_ids: bool = False
 
+    @property
+    def keeps_session(self) -> bool:
+        """The response is shaped by a session, or may open one; otherwise (no session, epoch -1, as every
+        librdkafka fetch) it carries every partition read and session id 0, with nothing to remember."""
+        return self.session is not None or self.create_session
+
 
 @dataclass
 class FetchSessionCache:

@@ -32,7 +32,7 @@ from pybroker.server import leader_hints
 from pybroker.server.authorization import allowed_names, authorize_cluster
 from pybroker.server.context import RequestContext
 from pybroker.server.error_mapping import error_code_for
-from pybroker.server.fetch_sessions import PartitionKey, Requested
+from pybroker.server.fetch_sessions import INVALID_SESSION_ID, PartitionKey, Requested
 from pybroker.server.quota import enforcement as quota
 from pybroker.server.registry import api
 from pybroker.server.request_channel import leave_request_queue
@@ -51,6 +51,8 @@ class _Wanted:
     topic_id: uuid.UUID
     key: PartitionKey
     request: FetchRequest.FetchPartition
+    fetch: FetchPartition
+    """The read the replica manager is asked for, under the topic's name."""
     error: ErrorCode = ErrorCode.NONE
 
 
@@ -62,50 +64,51 @@ async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
     sessions = services.fetch_sessions
     replica_id = _replica_id(ctx, request)
     follower = replica_id >= 0
+    by_id = ctx.api_version >= FIRST_TOPIC_ID_VERSION
     context = sessions.new_context(
         ctx.now_ms, session_id=request.session_id, epoch=request.session_epoch,
-        privileged=follower, uses_topic_ids=_uses_topic_ids(ctx),
-        requested=_requested(ctx, request), forgotten=_forgotten(ctx, request))
+        privileged=follower, uses_topic_ids=by_id,
+        requested=_requested(request, by_id), forgotten=_forgotten(request, by_id))
     if context.error is not ErrorCode.NONE:
         return FetchResponse(throttle_time_ms=0, error_code=context.error, session_id=0, responses=[])
-    wanted = _resolve(ctx, context.partitions)
-    _authorize(ctx, request, wanted)
-    readable = [item for item in wanted if item.error is ErrorCode.NONE]
+    wanted = _resolve(ctx, by_id, context.partitions)
+    if services.authorizer is not None:
+        _authorize(ctx, follower, wanted)
+    readable = [item.fetch for item in wanted if item.error is ErrorCode.NONE]
     request_limit = request.max_bytes if ctx.api_version >= 3 else 2**31 - 1
     fetch_max_bytes = services.config["fetch.max.bytes"]
     params = FetchParams(replica_id=replica_id, read_committed=request.isolation_level == READ_COMMITTED,
                          min_bytes=request.min_bytes, max_wait_ms=request.max_wait_ms,
                          byte_limit=lambda: int(min(request_limit, fetch_max_bytes, quota.fetch_max_bytes(follower))))
-    outcome = fetch_messages(
-        services.replica_manager, services.io, params,
-        [FetchPartition(item.topic, item.request.partition, item.request.fetch_offset,
-                        item.request.partition_max_bytes, item.request.current_leader_epoch,
-                        item.request.log_start_offset) for item in readable],
-        answered_with_error=len(readable) < len(wanted), on_wait=leave_request_queue)
+    outcome = fetch_messages(services.replica_manager, services.io, params, readable,
+                             answered_with_error=len(readable) < len(wanted), on_wait=leave_request_queue)
     result = outcome if isinstance(outcome, FetchResult) else await outcome
     reads = iter(result.reads)
-    answers = [(item, _answer(item, next(reads)) if item.error is ErrorCode.NONE else _error_data(item))
-               for item in wanted]
+    answers = [_answer(item, next(reads)) if item.error is ErrorCode.NONE else _error_data(item) for item in wanted]
     # consumer_byte_rate: a throttled consumer gets an empty answer and the session is left as it was
     if quota.record_fetch(follower, result.bytes):
         return FetchResponse(throttle_time_ms=0, error_code=0, responses=[],
                              session_id=context.session.id if context.session is not None else 0)
-    session_id, included = sessions.complete(
-        context, ctx.now_ms, [(item.key, data, _records_size(data)) for item, data in answers])
-    if not all(included):
-        answers = [answer for answer, keep in zip(answers, included) if keep]
-    response = FetchResponse(throttle_time_ms=0, error_code=0, session_id=session_id, responses=_group(answers))
+    session_id = INVALID_SESSION_ID
+    if context.keeps_session:
+        session_id, included = sessions.complete(
+            context, ctx.now_ms, [(item.key, data, _records_size(data)) for item, data in zip(wanted, answers)])
+        if not all(included):
+            wanted = [item for item, keep in zip(wanted, included) if keep]
+            answers = [data for data, keep in zip(answers, included) if keep]
+    response = FetchResponse(throttle_time_ms=0, error_code=0, session_id=session_id,
+                             responses=_group(wanted, answers))
     if ctx.api_version >= leader_hints.FIRST_FETCH_VERSION:
-        response.node_endpoints = _point_to_leaders(ctx, answers)
+        response.node_endpoints = _point_to_leaders(ctx, wanted, answers)
     return response
 
 
-def _point_to_leaders(ctx: RequestContext, answers: list[tuple[_Wanted, PartitionData]]
+def _point_to_leaders(ctx: RequestContext, wanted: list[_Wanted], answers: list[PartitionData]
                       ) -> list[FetchResponse.NodeEndpoint]:
     """KIP-951: a partition answered NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH names its leader; the
     endpoints of those leaders, for the answer."""
     endpoints: dict[int, FetchResponse.NodeEndpoint] = {}
-    for item, data in answers:
+    for item, data in zip(wanted, answers):
         if data.error_code not in leader_hints.FETCH_ERRORS or not item.topic:
             continue
         hint = leader_hints.leader_hint(ctx.services.metadata, ctx.listener, item.topic, data.partition_index)
@@ -134,13 +137,11 @@ def _error_data(item: _Wanted) -> PartitionData:
                          last_stable_offset=-1, log_start_offset=-1, records=b"")
 
 
-def _authorize(ctx: RequestContext, request: FetchRequest, wanted: list[_Wanted]) -> None:
-    """Kafka's checks: a follower needs ClusterAction, a consumer Read on each topic; refused
-    partitions answer TOPIC_AUTHORIZATION_FAILED."""
-    if ctx.services.authorizer is None:
-        return
+def _authorize(ctx: RequestContext, follower: bool, wanted: list[_Wanted]) -> None:
+    """Kafka's checks (with an authorizer): a follower needs ClusterAction, a consumer Read on each topic;
+    refused partitions answer TOPIC_AUTHORIZATION_FAILED."""
     named = {w.topic for w in wanted if w.error is ErrorCode.NONE}
-    if _replica_id(ctx, request) >= 0:
+    if follower:
         allowed = named if authorize_cluster(ctx, AclOperation.CLUSTER_ACTION) else set()
     else:
         allowed = allowed_names(ctx, AclOperation.READ, ResourceType.TOPIC, named)
@@ -149,33 +150,27 @@ def _authorize(ctx: RequestContext, request: FetchRequest, wanted: list[_Wanted]
             item.error = ErrorCode.TOPIC_AUTHORIZATION_FAILED
 
 
-def _uses_topic_ids(ctx: RequestContext) -> bool:
-    return ctx.api_version >= FIRST_TOPIC_ID_VERSION
-
-
-def _requested(ctx: RequestContext, request: FetchRequest) -> Requested:
+def _requested(request: FetchRequest, by_id: bool) -> Requested:
     """The request's partitions keyed as its version names topics: by id from v13, by name before."""
-    by_id = _uses_topic_ids(ctx)
     return [((topic.topic_id if by_id else topic.topic, partition.partition), partition)
             for topic in request.topics for partition in topic.partitions]
 
 
-def _forgotten(ctx: RequestContext, request: FetchRequest) -> list[PartitionKey]:
-    by_id = _uses_topic_ids(ctx)
+def _forgotten(request: FetchRequest, by_id: bool) -> list[PartitionKey]:
     return [(topic.topic_id if by_id else topic.topic, partition)
             for topic in request.forgotten_topics_data for partition in topic.partitions]
 
 
-def _resolve(ctx: RequestContext, partitions: Requested) -> list[_Wanted]:
+def _resolve(ctx: RequestContext, by_id: bool, partitions: Requested) -> list[_Wanted]:
     """Name each partition's topic; v13+ requests name topics by id only."""
     metadata = ctx.services.metadata
-    error = ErrorCode.UNKNOWN_TOPIC_ID if _uses_topic_ids(ctx) else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    error = ErrorCode.UNKNOWN_TOPIC_ID if by_id else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     wanted = []
     last_topic: str | uuid.UUID | None = None
     info = None
     for key, partition in partitions:
         topic = key[0]
-        if topic != last_topic:  # partitions come grouped by topic: one lookup per topic
+        if topic is not last_topic and topic != last_topic:  # grouped by topic: one lookup per topic
             last_topic = topic
             info = metadata.topic_by_id(topic) if isinstance(topic, uuid.UUID) else metadata.topic(topic)
         if info is not None:
@@ -184,7 +179,11 @@ def _resolve(ctx: RequestContext, partitions: Requested) -> list[_Wanted]:
             name, topic_id = "", topic
         else:
             name, topic_id = topic, ZERO_UUID
-        wanted.append(_Wanted(name, topic_id, key, partition, ErrorCode.NONE if info else error))
+        wanted.append(_Wanted(name, topic_id, key, partition,
+                              FetchPartition(name, partition.partition, partition.fetch_offset,
+                                             partition.partition_max_bytes, partition.current_leader_epoch,
+                                             partition.log_start_offset),
+                              ErrorCode.NONE if info else error))
     return wanted
 
 
@@ -201,10 +200,10 @@ def _replica_id(ctx: RequestContext, request: FetchRequest) -> BrokerId:
                     else request.replica_state.replica_id)
 
 
-def _group(answers: list[tuple[_Wanted, PartitionData]]) -> list[FetchResponse.FetchableTopicResponse]:
+def _group(wanted: list[_Wanted], answers: list[PartitionData]) -> list[FetchResponse.FetchableTopicResponse]:
     """Group partition answers back into topics, keeping the request's order."""
     topics: list[FetchResponse.FetchableTopicResponse] = []
-    for item, data in answers:
+    for item, data in zip(wanted, answers):
         if not topics or topics[-1].topic != item.topic or topics[-1].topic_id != item.topic_id:
             topics.append(FetchResponse.FetchableTopicResponse(topic=item.topic, topic_id=item.topic_id,
                                                                 partitions=[]))
