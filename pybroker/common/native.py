@@ -39,6 +39,8 @@ COMPILED: tuple[str, ...] = (
     "pybroker.server.handlers.fetch",
     "pybroker.replication.append_records",
     "pybroker.server.handlers.produce",
+    "pybroker.replication.partition",
+    "pybroker.replication.manager",
 )
 #: mypyc's shared library of the compiled code (``group_name`` in setup.py), beside the package.
 GROUP = "pybroker__mypyc"
