@@ -80,7 +80,9 @@ def build_reader(cls: type, fields: list[WireField], flexible: bool, template: t
     reads a non-empty tagged-field section into the constructor arguments."""
     ns: dict[str, Any] = {"cls": cls, "struct_error": struct.error, "DecodeError": DecodeError,
                           "uuid_of": uuid_of, "read_tagged": read_tagged}
-    lines = ["def read(r):", "    buf = r.buf"]
+    # The position lives in the local ``pos`` (and the input's end in ``end``): ``r.pos`` is stored only before a
+    # call to another codec or on the way out, and read back after that call.
+    lines = ["def read(r):", "    buf = r.buf", "    end = r.end", "    pos = r.pos"]
     values: dict[int, str] = {}
     for g, group in enumerate(_runs(fields)):
         first = group[0]
@@ -89,36 +91,39 @@ def build_reader(cls: type, fields: list[WireField], flexible: bool, template: t
             ns[f"S{g}"] = layout
             names = [f"v{f.position}" for f in group]
             what = f"{cls.__qualname__}.{'/'.join(f.name for f in group)}"
-            lines += ["    pos = r.pos", "    try:",
+            lines += ["    try:",
                       f"        {', '.join(names)}, = S{g}.unpack_from(buf, pos)",
                       "    except struct_error:",
+                      "        r.pos = pos",
                       f"        raise r._fail({what!r}, {layout.size}) from None",
-                      f"    r.pos = pos + {layout.size}"]
+                      f"    pos += {layout.size}"]
             lines += [f"    v{f.position} = uuid_of(v{f.position})" for f in group if f.type == "uuid"]
         elif first.raw_read is not None and not first.nullable:
             ns[f"R{g}"] = first.raw_read
             message = f"non-nullable field {cls.__qualname__}.{first.name} was serialized as null"
             v = f"v{first.position}"
+            call = ["r.pos = pos", f"{v} = R{g}(r)", "pos = r.pos"]
             if first.type == "string" and first.raw_read is Reader.read_compact_string:
                 # the usual case inline: a length under 127 bytes, valid UTF-8; anything else takes the codec
-                lines += ["    pos = r.pos", "    end = pos + buf[pos] if pos < r.end else 0",
-                          "    if pos < end <= r.end and buf[pos] < 0x80:", "        try:",
-                          f"            {v} = str(buf[pos + 1:end], 'utf-8')", "        except UnicodeDecodeError:",
-                          f"            {v} = R{g}(r)", "        else:", "            r.pos = end",
-                          "    else:", f"        {v} = R{g}(r)"]
+                lines += ["    stop = pos + buf[pos] if pos < end else 0",
+                          "    if pos < stop <= end and buf[pos] < 0x80:", "        try:",
+                          f"            {v} = str(buf[pos + 1:stop], 'utf-8')", "        except UnicodeDecodeError:",
+                          *(f"            {line}" for line in call), "        else:", "            pos = stop",
+                          "    else:", *(f"        {line}" for line in call)]
             else:
-                lines.append(f"    {v} = R{g}(r)")
-            lines += [f"    if {v} is None:", f"        raise DecodeError({message!r})"]
+                lines += [f"    {line}" for line in call]
+            lines += [f"    if {v} is None:", "        r.pos = pos", f"        raise DecodeError({message!r})"]
         elif first.elements is not None:
             ns[f"R{g}"], ns[f"E{g}"] = first.read, first.elements.read
             v, size, cost = f"v{first.position}", first.elements.min_size, first.elements.cost
-            lines += ["    pos = r.pos", "    n = buf[pos] - 1 if pos < r.end and buf[pos] < 0x80 else -2",
-                      f"    if n >= 0 and n * {size} <= r.end - pos - 1 and n * {cost} <= r.budget:",
+            lines += ["    n = buf[pos] - 1 if pos < end and buf[pos] < 0x80 else -2",
+                      f"    if n >= 0 and n * {size} <= end - pos - 1 and n * {cost} <= r.budget:",
                       "        r.pos = pos + 1", f"        r.budget -= n * {cost}",
-                      f"        {v} = [E{g}(r) for _ in range(n)]", "    else:", f"        {v} = R{g}(r)"]
+                      f"        {v} = [E{g}(r) for _ in range(n)]", "    else:", "        r.pos = pos",
+                      f"        {v} = R{g}(r)", "    pos = r.pos"]
         else:
             ns[f"R{g}"] = first.read
-            lines.append(f"    v{first.position} = R{g}(r)")
+            lines += ["    r.pos = pos", f"    v{first.position} = R{g}(r)", "    pos = r.pos"]
         values.update((f.position, f"v{f.position}") for f in group)
     made = dict(factories)
     args = []
@@ -133,15 +138,15 @@ def build_reader(cls: type, fields: list[WireField], flexible: bool, template: t
             args.append(f"D{i}")
     construct = f"cls({', '.join(args)})"
     if flexible:
-        lines += ["    pos = r.pos",
-                  "    if pos < r.end and buf[pos] == 0:",
+        lines += ["    if pos < end and buf[pos] == 0:",
                   "        r.pos = pos + 1",
                   f"        return {construct}",
+                  "    r.pos = pos",
                   f"    values = [{', '.join(args)}]",
                   "    read_tagged(r, values)",
                   "    return cls(*values)"]
     else:
-        lines.append(f"    return {construct}")
+        lines += ["    r.pos = pos", f"    return {construct}"]
     return _define("read", lines, ns, cls)
 
 
