@@ -85,7 +85,7 @@ def _reports_storage_errors(method: _Method) -> _Method:
 PARTITION_METADATA_FILE = "partition.metadata"
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class AppendInfo:
     """Outcome of an append; ``duplicate`` means an idempotent retry answered from state."""
 
@@ -298,7 +298,7 @@ class PartitionLog:
         if idempotent:
             self.producer_state.update(h.producer_id, h.producer_epoch, h.base_sequence, last_seq,
                                        base, last, max_ts, transactional=rb.is_transactional)
-        else:
+        elif h.producer_id >= 0:  # a batch without a producer id leaves the producer state alone
             producer_log.apply_batch(self.producer_state, h._replace(base_offset=base, max_timestamp=max_ts),
                                      rb, segment)
         if self.unflushed_messages >= config.flush_messages:
