@@ -163,7 +163,9 @@ def build_writer(cls: type, version: int, fields: list[WireField], flexible: boo
         body.append(f"f = {'/'.join(f.name for f in group)!r}")
         if first.type in FORMATS:
             ns[f"S{g}"] = struct.Struct(">" + "".join(FORMATS[f.type] for f in group))
-            values = [f"(obj.{f.name} or ZERO_UUID).bytes" if f.type == "uuid" else f"obj.{f.name}" for f in group]
+            # a UUID's bytes without its ``bytes`` property, a Python call per field
+            values = [f"(obj.{f.name} or ZERO_UUID).int.to_bytes(16, 'big')" if f.type == "uuid" else f"obj.{f.name}"
+                      for f in group]
             body.append(f"buf += S{g}.pack({', '.join(values)})")
         elif first.raw_write is not None and not first.nullable:
             ns[f"W{g}"] = first.raw_write

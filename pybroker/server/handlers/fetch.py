@@ -170,7 +170,8 @@ def _resolve(ctx: RequestContext, by_id: bool, partitions: Requested) -> list[_W
     info = None
     for key, partition in partitions:
         topic = key[0]
-        if topic is not last_topic and topic != last_topic:  # grouped by topic: one lookup per topic
+        # grouped by topic: one lookup per topic (a UUID compares in Python: the usual same object first)
+        if last_topic is None or (topic is not last_topic and topic != last_topic):
             last_topic = topic
             info = metadata.topic_by_id(topic) if isinstance(topic, uuid.UUID) else metadata.topic(topic)
         if info is not None:
