@@ -6,6 +6,11 @@ only the group: two confluent-kafka ShareConsumers hold acquired records when C 
 broker that takes C's partition over, which loads the group from ``__consumer_offsets``. The held records are then
 released and come back with delivery count 2 (the count survived), everything is accepted, a third member joins at
 the new coordinator and moves every member to a new epoch, and no record is accepted twice or lost.
+
+A deleted group stays deleted when its coordinator moves, and one whose deletion failed is still whole: the group is
+forgotten only once its tombstones are on the in-sync replicas, so whichever replica leads next replays the same
+group (it used to be dropped from the coordinator's memory before its tombstones were written, refused there as
+deleted, and brought back by the next leader's replay).
 """
 
 from __future__ import annotations
@@ -18,12 +23,20 @@ from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, C
 
 from pybroker.common.topic import topic_id_to_string
 from pybroker.protocol.error_codes import ErrorCode
-from pybroker.protocol.messages import ShareGroupDescribeRequest, ShareGroupDescribeResponse
+from pybroker.protocol.messages import (
+    DeleteGroupsRequest,
+    DeleteGroupsResponse,
+    ShareGroupDescribeRequest,
+    ShareGroupDescribeResponse,
+)
 from tests.cluster.conftest import Cluster, running_cluster
 from tests.cluster.test_cluster import create_topic, wait_for_full_isr
 from tests.cluster.test_share_failover import GROUP_KEY, SHARE_KEY, _broker, _coordinator
 from tests.eventually import eventually
+from tests.integration.test_bad_input import WireClient
 from tests.integration.test_share_groups_confluent import _produce
+from tests.integration.test_share_groups_lifecycle import _min_isr
+from tests.integration.test_share_groups_wire import _beat, _join
 
 TOPIC, PARTITIONS, RECORDS = "share-move", 2, 40
 DEADLINE_S = 90
@@ -120,3 +133,46 @@ def test_members_keep_reading_when_the_group_coordinator_moves(tmp_path) -> None
         assert held_records and all(counts[r] == [1, 2] for r in held_records)
         assert members <= {m.member_id for m in after.members}  # the same members, restored from the records
         assert after.assignment_epoch > before.assignment_epoch and after.group_epoch > before.group_epoch
+
+
+def _delete(client: WireClient, group: str) -> ErrorCode:
+    return ErrorCode(client.request(DeleteGroupsRequest(groups_names=[group]), 2,
+                                    DeleteGroupsResponse).results[0].error_code)
+
+
+def _moved_from(cluster: Cluster, group: str, old: int) -> int:
+    return eventually(lambda: (node := _coordinator(cluster, group, GROUP_KEY)) != old and (node,),
+                      f"the coordinator of {group} to move from broker {old}")[0]
+
+
+def test_a_deleted_group_stays_deleted_when_its_coordinator_moves(tmp_path) -> None:
+    group, topic = "share-deleted", "share-deleted-topic"
+    with running_cluster(tmp_path) as cluster:
+        create_topic(cluster, topic, 1)
+        first = _coordinator(cluster, group, GROUP_KEY)
+        wait_for_full_isr(cluster, "__consumer_offsets")
+        client = _broker(cluster, first)
+        epoch = _join(client, group, "m1", [topic]).member_epoch
+        assert _beat(client, group, "m1", -1).error_code == ErrorCode.NONE
+        _min_isr(cluster.bootstrap, "__consumer_offsets", 4)  # more than its three replicas: no write succeeds
+        assert _delete(client, group) is ErrorCode.COORDINATOR_NOT_AVAILABLE
+        client.close()
+
+        cluster.brokers[first].kill()
+        second = _moved_from(cluster, group, first)
+        kept = eventually(lambda: _described(cluster, second, group), "the group at its new coordinator")
+        assert (kept.group_state, kept.group_epoch) == ("Empty", epoch + 1)  # the failed deletion lost nothing
+        _min_isr(cluster.bootstrap, "__consumer_offsets", 1)
+        client = _broker(cluster, second)
+        assert _delete(client, group) is ErrorCode.NONE
+        client.close()
+
+        cluster.brokers[second].kill()
+        third = _moved_from(cluster, group, second)
+        client = _broker(cluster, third)
+        answer = eventually(lambda: (code := ErrorCode(client.request(ShareGroupDescribeRequest(group_ids=[group]), 1,
+                                                                      ShareGroupDescribeResponse).groups[0].error_code))
+                            not in (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.NOT_COORDINATOR) and (code,),
+                            "the group's partition loaded by the last broker")[0]
+        client.close()
+        assert answer is ErrorCode.GROUP_ID_NOT_FOUND
