@@ -313,6 +313,14 @@ class ShareService:
             return await self.persister.write(group_id, durable.topic_id, index, durable.state_epoch,
                                                durable.leader_epoch, start_offset, batches)
         self._durable[key] = _Durable(info.topic_id, read.state_epoch, leader_epoch, StateWriter(share, write))
+        if read.start_offset < 0:
+            # Initialized by the group coordinator without a start offset: the one share.auto.offset.reset gives now
+            # is written before any record is served from it, so a later leader starts there too (with "latest",
+            # reading it again would skip what was produced in between) and the group's offsets show it.
+            code = await self._durable[key].writer.persist()
+            if code is not ErrorCode.NONE:
+                self._durable.pop(key, None)
+                raise ShareStateUnavailable(code)
         self.partitions[key] = share
         log.info("Share-partition %s of %s-%d read at start offset %d (state epoch %d, leader epoch %d)",
                  group_id, topic, index, share.start_offset, read.state_epoch, leader_epoch)
