@@ -39,6 +39,7 @@ from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.messages import ShareGroupHeartbeatResponse
 from pybroker.replication.share.durable import DurableBatch, StateWriter, restored
 from pybroker.replication.share.partition import SharePartition
+from pybroker.server.error_mapping import error_code_for
 from pybroker.server.share_persister import SharePersister
 from pybroker.server.share_sessions import ShareSessionCache
 
@@ -156,11 +157,24 @@ class ShareService:
 
     def member_left(self, group_id: str, member_id: str) -> None:
         """Close the member's share session and release every record it holds on this broker (the new delivery
-        states and counts are written, as Kafka writes its releaseAcquiredRecords)."""
+        states and counts are written, as Kafka writes its releaseAcquiredRecords). When that was the group's last
+        share session here, the group's share-partitions are dropped once those writes are done (Kafka's
+        ShareGroupListener.onGroupEmpty): the next member reads the state again, so a group deleted meanwhile (and
+        perhaps created again) is never served from this broker's copy of its old state."""
         self.sessions.remove(group_id, member_id)
-        for (group, topic, index), share in list(self.partitions.items()):
-            if group == group_id and share.release_member(member_id):
-                self.persist_later(group, topic, index)
+        writes = [self.persist_later(group, topic, index)
+                  for (group, topic, index), share in list(self.partitions.items())
+                  if group == group_id and share.release_member(member_id)]
+        if not self._has_session(group_id) and any(key[0] == group_id for key in self.partitions):
+            self._spawn(self._group_empty(group_id, writes), f"share-group-empty-{group_id}")
+
+    def _has_session(self, group_id: str) -> bool:
+        return any(group == group_id for group, _member in self.sessions.sessions)
+
+    async def _group_empty(self, group_id: str, writes: list[asyncio.Task[None]]) -> None:
+        await asyncio.gather(*writes)
+        if not self._has_session(group_id):
+            self._forget(lambda key: key[0] == group_id)
 
     def expire(self, group_id: str, topic: str, index: int, now_ms: int) -> int:
         """Release the share-partition's acquisitions whose lock ran out; how many. The caller writes the state
@@ -169,10 +183,11 @@ class ShareService:
         share = self.partitions.get((group_id, topic, index))
         return 0 if share is None else share.expire(now_ms)
 
-    def persist_later(self, group_id: str, topic: str, index: int) -> None:
+    def persist_later(self, group_id: str, topic: str, index: int) -> asyncio.Task[None]:
         """Write the share-partition's state without waiting for it (nothing is answered after it); a failure is
         logged, and the next write carries the state again."""
-        self._spawn(self._persist_logged(group_id, topic, index), f"share-state-write-{group_id}-{topic}-{index}")
+        return self._spawn(self._persist_logged(group_id, topic, index),
+                           f"share-state-write-{group_id}-{topic}-{index}")
 
     def _spawn(self, work: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
         task = asyncio.get_running_loop().create_task(work, name=name)
@@ -244,7 +259,7 @@ class ShareService:
             await self.write_group(group_id)
         except (CoordinatorStorageError, NotCoordinatorError) as exc:
             log.warning("Recording the deletion of share group %s failed: %s", group_id, exc)
-            return _write_error(exc)
+            return error_code_for(exc)
         codes = await asyncio.gather(*(self.persister.delete(group_id, topic_id, index)
                                        for topic_id, indexes in sorted(partitions.items())
                                        for index in sorted(indexes)))
@@ -262,7 +277,7 @@ class ShareService:
         except (CoordinatorStorageError, NotCoordinatorError) as exc:
             log.warning("Writing the tombstones of share group %s failed: %s", group_id, exc)
             self.groups.groups.setdefault(group_id, group)
-            return _write_error(exc)
+            return error_code_for(exc)
         await self.configs.forget(group_id)
         self._forget(lambda key: key[0] == group_id)
         return ErrorCode.NONE
@@ -354,7 +369,3 @@ class ShareService:
                 return min(found[0], partition_log.high_watermark)
         return partition_log.high_watermark
 
-
-def _write_error(exc: Exception) -> ErrorCode:
-    """A failed ``__consumer_offsets`` write as a group API answers it (Kafka's handleOperationException)."""
-    return ErrorCode.NOT_COORDINATOR if isinstance(exc, NotCoordinatorError) else ErrorCode.COORDINATOR_NOT_AVAILABLE

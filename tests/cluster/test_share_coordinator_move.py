@@ -11,6 +11,11 @@ A deleted group stays deleted when its coordinator moves, and one whose deletion
 forgotten only once its tombstones are on the in-sync replicas, so whichever replica leads next replays the same
 group (it used to be dropped from the coordinator's memory before its tombstones were written, refused there as
 deleted, and brought back by the next leader's replay).
+
+Nor is a deleted group served from the copy of its state that a partition leader on another broker read: the leader
+drops a group's share-partitions when the group's last share session there ends (Kafka's onGroupEmpty), so a group
+created again with the same id reads the state its coordinator initialized anew (it used to get the old copy's
+records, until the partition's leadership moved).
 """
 
 from __future__ import annotations
@@ -22,10 +27,14 @@ from confluent_kafka import AcknowledgeType, Message, ShareConsumer
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
 from pybroker.common.topic import topic_id_to_string
+from pybroker.coordinator.records import partition_for
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.messages import (
     DeleteGroupsRequest,
     DeleteGroupsResponse,
+    MetadataRequest,
+    MetadataResponse,
+    ShareFetchRequest,
     ShareGroupDescribeRequest,
     ShareGroupDescribeResponse,
 )
@@ -36,7 +45,8 @@ from tests.eventually import eventually
 from tests.integration.test_bad_input import WireClient
 from tests.integration.test_share_groups_confluent import _produce
 from tests.integration.test_share_groups_lifecycle import _min_isr
-from tests.integration.test_share_groups_wire import _beat, _join
+from tests.integration.test_share_groups_wire import _beat, _fetch, _join
+from tests.integration.test_share_groups_wire import _produce as _produce_wire
 
 TOPIC, PARTITIONS, RECORDS = "share-move", 2, 40
 DEADLINE_S = 90
@@ -155,16 +165,20 @@ def test_a_deleted_group_stays_deleted_when_its_coordinator_moves(tmp_path) -> N
         epoch = _join(client, group, "m1", [topic]).member_epoch
         assert _beat(client, group, "m1", -1).error_code == ErrorCode.NONE
         _min_isr(cluster.bootstrap, "__consumer_offsets", 4)  # more than its three replicas: no write succeeds
+        probe = next(g for g in (f"probe-{i}" for i in range(100)) if partition_for(g, 3) == partition_for(group, 3))
+        eventually(lambda: _beat(client, probe, "p", 0, [topic]).error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                   "the coordinator to apply min.insync.replicas=4 (announced through ZooKeeper)")
         assert _delete(client, group) is ErrorCode.COORDINATOR_NOT_AVAILABLE
         client.close()
 
         cluster.brokers[first].kill()
         second = _moved_from(cluster, group, first)
-        kept = eventually(lambda: _described(cluster, second, group), "the group at its new coordinator")
+        kept = eventually(lambda: _described(cluster, _coordinator(cluster, group, GROUP_KEY), group),
+                          "the group at its new coordinator")
         assert (kept.group_state, kept.group_epoch) == ("Empty", epoch + 1)  # the failed deletion lost nothing
         _min_isr(cluster.bootstrap, "__consumer_offsets", 1)
         client = _broker(cluster, second)
-        assert _delete(client, group) is ErrorCode.NONE
+        eventually(lambda: _delete(client, group) is ErrorCode.NONE, "the group deleted once writes succeed again")
         client.close()
 
         cluster.brokers[second].kill()
@@ -176,3 +190,51 @@ def test_a_deleted_group_stays_deleted_when_its_coordinator_moves(tmp_path) -> N
                             "the group's partition loaded by the last broker")[0]
         client.close()
         assert answer is ErrorCode.GROUP_ID_NOT_FOUND
+
+
+def _acquired(client: WireClient, group: str, member: str, topic_id: uuid.UUID, epoch: int,
+              acks: list[ShareFetchRequest.AcknowledgementBatch] | None = None) -> list[tuple[int, int, int]]:
+    answer = _fetch(client, group, member, epoch, topic_id, acks)
+    assert answer.error_code == ErrorCode.NONE, answer
+    return [(a.first_offset, a.last_offset, a.delivery_count) for t in answer.responses for p in t.partitions
+            for a in p.acquired_records]
+
+
+def test_a_group_created_again_is_not_served_from_a_leader_s_copy_of_the_deleted_one(tmp_path) -> None:
+    group, topic = "share-again", "share-again-topic"
+    with running_cluster(tmp_path) as cluster:
+        coordinator = _coordinator(cluster, group, GROUP_KEY)
+        leader, third = [b for b in range(3) if b != coordinator]
+        create_topic(cluster, topic, 1, assignment=[[leader, third, coordinator]])
+        wait_for_full_isr(cluster, topic)
+        at_coordinator, at_leader = _broker(cluster, coordinator), _broker(cluster, leader)
+        topic_id = at_leader.request(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=topic)]), 12,
+                                     MetadataResponse).topics[0].topic_id
+        epoch = _join(at_coordinator, group, "m1", [topic]).member_epoch
+        assert _acquired(at_leader, group, "m1", topic_id, 0) == []  # starts at the end: 0
+        _produce_wire(at_leader, topic, 10)
+        session = [1]
+
+        def acquired() -> list[tuple[int, int, int]]:
+            session[0] += 1
+            return _acquired(at_leader, group, "m1", topic_id, session[0] - 1)
+
+        assert eventually(acquired, "m1 to acquire the records") == [(0, 9, 1)]
+        accept = ShareFetchRequest.AcknowledgementBatch(first_offset=0, last_offset=4, acknowledge_types=[1])
+        closed = _fetch(at_leader, group, "m1", -1, topic_id, [accept])  # accepts 0-4, closes the session
+        assert (closed.error_code, closed.responses[0].partitions[0].acknowledge_error_code) == (ErrorCode.NONE,) * 2
+        assert _beat(at_coordinator, group, "m1", -1).error_code == ErrorCode.NONE and epoch > 0
+        assert _delete(at_coordinator, group) is ErrorCode.NONE
+
+        _join(at_coordinator, group, "m2", [topic])  # the same id again: a new group, reading from the end
+        assert _acquired(at_leader, group, "m2", topic_id, 0) == []  # 5-9 belonged to the deleted group
+        _produce_wire(at_leader, topic, 1)
+        session[0] = 1
+
+        def acquired_again() -> list[tuple[int, int, int]]:
+            session[0] += 1
+            return _acquired(at_leader, group, "m2", topic_id, session[0] - 1)
+
+        assert eventually(acquired_again, "m2 to acquire the new record") == [(10, 10, 1)]
+        at_coordinator.close()
+        at_leader.close()

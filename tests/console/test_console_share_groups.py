@@ -44,6 +44,9 @@ def test_share_group_members_partitions_and_offsets(console_broker: BrokerProces
         poll_page(page, f"{console.url}/groups", listed)
         page.locator("#groups a", has_text=GROUP).click()
         page.wait_for_load_state()
+        # Partitions are assigned once the group's coordinator has had their state initialized, which a member's
+        # first heartbeat may not wait for (the broker's share coordinator starts with the first share group).
+        poll_page(page, page.url, lambda: page.locator("#partitions tr").count() == 3)
         assert page.locator("h1").inner_text() == f"Share group {GROUP}"
         assert page.locator("#state").inner_text() == "Stable"
         assert page.locator("#members tr").count() == 4

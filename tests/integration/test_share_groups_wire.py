@@ -223,8 +223,9 @@ def test_a_failed_state_write_rolls_the_acknowledgement_back(shared_broker) -> N
     again = _acknowledge(client, group, "m1", 3, topic_id, 0, 2).responses[0].partitions[0]
     assert again.error_code == ErrorCode.INVALID_REQUEST  # still held: not INVALID_RECORD_STATE
     _join(client, group, "m2", [topic])
-    _beat(client, group, "m1", -1)  # m1 leaves: what it held is released
-    redelivered = _fetch(client, group, "m2", 0, topic_id).responses[0].partitions[0].acquired_records
+    assert _fetch(client, group, "m2", 0, topic_id).responses[0].partitions[0].acquired_records == []  # all held
+    _beat(client, group, "m1", -1)  # m1 leaves: what it held is released (m2's session keeps this copy in use)
+    redelivered = _fetch(client, group, "m2", 1, topic_id).responses[0].partitions[0].acquired_records
     assert [(a.first_offset, a.last_offset, a.delivery_count) for a in redelivered] == [(0, 2, 2)]
     client.close()
     assert metadata_ok(shared_broker.bootstrap)
