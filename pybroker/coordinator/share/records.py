@@ -5,7 +5,7 @@
     key v12  ShareGroupTargetAssignmentMetadataKey(group)       value: the assignment epoch
     key v13  ShareGroupTargetAssignmentMemberKey(group, m)      value: the member's target assignment
     key v14  ShareGroupCurrentMemberAssignmentKey(group, m)     value: its epochs, state and assigned partitions
-    key v15  ShareGroupStatePartitionMetadataKey(group)         value: the share-partitions with state
+    key v15  ShareGroupStatePartitionMetadataKey(group)         value: share-partitions being initialized, with state, deleted
 
 Every key is ``int16 version`` + the key struct, every value ``int16 0`` + the value struct; a null value is a
 tombstone. As for consumer groups, the records whose value changed since the last write are written (``changes``),
