@@ -112,8 +112,9 @@ class ShareService:
             for session in self.sessions.idle(now, lambda group: self.configs.settings(group).session_timeout_ms):
                 self.member_left(session.group_id, session.member_id)
             for group_id, topic, index in list(self.partitions):
-                if self.expire(group_id, topic, index, now):
-                    self.persist_later(group_id, topic, index)
+                durable = self._durable.get((group_id, topic, index))
+                if self.expire(group_id, topic, index, now) or (durable is not None and durable.writer.needs_write()):
+                    self.persist_later(group_id, topic, index)  # a failed write of released records: again
 
     async def write_group(self, group_id: str, deleted: ShareGroup | None = None) -> None:
         """Write what changed in the group's ``__consumer_offsets`` records (all tombstones for ``deleted``), and
