@@ -17,6 +17,9 @@ Anomalies:
                           the record to another (a higher delivery count received before the acknowledgement was
                           sent), or one (offset, delivery count) delivered twice
   share_after_ack         a delivery received after an ACCEPT or REJECT of the record was confirmed
+  share_count_back        a delivery with a lower delivery count than an earlier delivery of the record: the
+                          count an expired lock or a release left was lost (seed 17: 1, 2, 3, then 1 after a
+                          leader move), so the record may be delivered more often than the limit allows
   share_unacknowledged    a produced record neither confirmed accepted or rejected, nor delivered up to the
                           limit (archived), when the drain ended
 
@@ -46,7 +49,8 @@ from typing import Any, Iterable
 
 from chaos.checker import Report
 
-SHARE_ANOMALIES = ("share_over_limit", "share_two_holders", "share_after_ack", "share_unacknowledged")
+SHARE_ANOMALIES = ("share_over_limit", "share_two_holders", "share_after_ack", "share_count_back",
+                   "share_unacknowledged")
 FINAL = ("accept", "reject")
 BROKER_CODE = re.compile(r"\bval=(-?\d+)")
 NOT_LEADER_OR_FOLLOWER, REQUEST_TIMED_OUT = 6, 7
@@ -124,6 +128,10 @@ def check_share(events: list[dict[str, Any]], limit: int, durable: bool, report:
                 report.anomalies["share_over_limit"].append({**where, "member": d.member, "delivery_count": d.dc})
         seen: dict[int, _Delivery] = {}
         for d in sorted(delivered, key=lambda d: d.wall):
+            higher = max(seen.values(), key=lambda s: s.dc, default=d)
+            if higher.dc > d.dc:
+                judge("share_count_back", {**where, "delivery_count": d.dc, "after": higher.dc,
+                                           "members": [higher.member, d.member]}, higher.t, d.t)
             first = seen.setdefault(d.dc, d)
             if first is d:
                 continue

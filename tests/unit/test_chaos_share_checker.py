@@ -62,6 +62,9 @@ def test_a_clean_history_passes() -> None:
                          deliver("b", 0, 2, 3.0)]),
     ("share_after_ack", [produced(0), deliver("a", 0, 1, 1.0), ack("a", 0, 1, "reject", 1.1),
                          deliver("b", 0, 1, 3.0)]),  # from the start again (state lost): also two holders of count 1
+    ("share_count_back", [produced(0), deliver("a", 0, 1, 1.0), deliver("b", 0, 2, 5.0),
+                          {"type": "share-leader", "t": 6.0, "partition": 0, "leader": 2},
+                          deliver("c", 0, 1, 7.0)]),  # seed 17: the new leader read a count from before b's
     ("share_unacknowledged", [produced(0), deliver("a", 0, 1, 1.0), ack("a", 0, 1, "release", 1.1)]),
     ("share_unacknowledged", [produced(0)]),  # never delivered
 ])
