@@ -35,9 +35,12 @@ acknowledged, and offered again by a new leader of the partition comes back with
 An acknowledgement never answered (its member was killed) or failed on the client's side (a timeout, a broken
 connection), for a record never delivered again, is in doubt (the broker may have applied it): explained as
 `share_ack_in_doubt`, never counted as accepted. One answered with a broker's error code (INVALID_RECORD_STATE,
-NOT_LEADER_OR_FOLLOWER) was not applied: its record must come back; but REQUEST_TIMED_OUT is in doubt too: the
-leader's write to the share coordinator timed out waiting for `__share_group_state` to replicate, and the
-coordinator's record may still commit (seen in chaos seed 1: a new leader read those accepts from it).
+NOT_LEADER_OR_FOLLOWER) was not applied: its record must come back; but the codes of a write to the share
+coordinator that got no answer are in doubt too (REQUEST_TIMED_OUT, NETWORK_EXCEPTION, COORDINATOR_LOAD_IN_PROGRESS,
+COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR: the partition leader's persister retries them and answers the last):
+the write timed out waiting for `__share_group_state` to replicate, or its connection broke after sending, and
+the coordinator's record may still commit (seen in chaos seed 1: a new leader read those accepts from it; seed 18
+of a later run: an accept answered NETWORK_EXCEPTION was in the coordinator's log).
 """
 
 from __future__ import annotations
@@ -53,7 +56,9 @@ SHARE_ANOMALIES = ("share_over_limit", "share_two_holders", "share_after_ack", "
                    "share_unacknowledged")
 FINAL = ("accept", "reject")
 BROKER_CODE = re.compile(r"\bval=(-?\d+)")
-NOT_LEADER_OR_FOLLOWER, REQUEST_TIMED_OUT = 6, 7
+NOT_LEADER_OR_FOLLOWER = 6
+UNANSWERED_WRITE = frozenset({7, 13, 14, 15, 16})
+"""REQUEST_TIMED_OUT, NETWORK_EXCEPTION, COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR."""
 
 Place = tuple[int, int]
 """(partition, offset) of the share workload's one topic."""
@@ -223,4 +228,4 @@ def _code(error: str | None) -> int | None:
 
 def _broker_error(error: str | None) -> bool:
     code = _code(error)
-    return code is not None and code > 0 and code != REQUEST_TIMED_OUT
+    return code is not None and code > 0 and code not in UNANSWERED_WRITE

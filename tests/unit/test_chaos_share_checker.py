@@ -87,6 +87,10 @@ def test_an_acknowledgement_answered_with_an_error_or_unanswered_is_in_doubt_not
     report = check_share([produced(0), deliver("a", 0, 1, 1.0), ack("a", 0, 1, "accept", 1.1, error=broker_timeout),
                           END], LIMIT, durable=True)  # the share coordinator's write may still commit (seed 1)
     assert report.clean and report.stats["share_in_doubt"] == 1
+    broken = "KafkaError{code=NETWORK_EXCEPTION,val=13,str=\"Broker: Broker disconnected before response received\"}"
+    report = check_share([produced(0), deliver("a", 0, 1, 1.0), ack("a", 0, 1, "accept", 1.1, error=broken),
+                          END], LIMIT, durable=True)  # the connection to the coordinator broke after the write
+    assert report.clean and report.stats["share_in_doubt"] == 1
     killed = [produced(0), deliver("a", 0, 1, 1.0), {**ack("a", 0, 1, "reject", 1.1), "type": "share-acking"}, END]
     report = check_share(killed, LIMIT, durable=True)
     assert report.clean and report.stats["share_in_doubt"] == 1
