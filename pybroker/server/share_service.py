@@ -1,13 +1,17 @@
 """The broker's share groups (KIP-932): the coordinator side (membership, group configs) and the partition side
 (each share-partition's in-flight state, share sessions), assembled for the handlers.
 
-A share-partition is durable through the share coordinator (``share_persister.py``): the first request that needs
-it on its leader reads its state (start offset, state batches, state epoch) with this broker's leader epoch,
-initializing it from ``share.auto.offset.reset`` when it has none; acknowledgements are answered once a write of
-the state they changed has been taken by the coordinator (``replication/share/durable.py``). A leadership change
-drops the share-partitions of the partition: the next leader reads them again, and its read fences this one's
-writes (FENCED_LEADER_EPOCH), after which its copy is dropped here too. Share groups themselves (epochs, members,
-assignments, the share-partitions they have state in) are written to ``__consumer_offsets`` after each change
+A share-partition is durable through the share coordinator (``share_persister.py``). Its state is initialized by the
+group's coordinator before the partition is ever assigned (``coordinator/share/state_partitions.py``: recorded as
+initializing, InitializeShareGroupState at the group epoch with no start offset, then recorded as initialized; a
+heartbeat that started an initialization waits up to ``INITIALIZE_WAIT_S`` for it, so that a new group's first
+heartbeat already carries its assignment, where Kafka answers at once and assigns at the next heartbeat). The first
+request that needs it on its leader reads its state (start offset, state batches, state epoch) with this broker's
+leader epoch, taking the start offset from ``share.auto.offset.reset`` when none was stored; acknowledgements are
+answered once a write of the state they changed has been taken by the coordinator (``replication/share/durable.py``).
+A leadership change drops the share-partitions of the partition: the next leader reads them again, and its read fences
+this one's writes (FENCED_LEADER_EPOCH), after which its copy is dropped here too. Share groups themselves (epochs,
+members, assignments, the share-partitions they have state in) are written to ``__consumer_offsets`` after each change
 (``coordinator/share/records.py``) and loaded back with their partition of it by the group coordinator.
 """
 
@@ -17,18 +21,22 @@ import asyncio
 import logging
 import uuid
 from dataclasses import dataclass
-from typing import Awaitable, Callable
+from typing import Any, Awaitable, Callable, Coroutine
 
 from pybroker.common.clock import SYSTEM_CLOCK, Clock
 from pybroker.common.config import BrokerConfig
 from pybroker.controller.metadata import ClusterMetadata, TopicInfo
+from pybroker.coordinator.consumer_group import TopicImage
 from pybroker.coordinator.coordinator import GroupCoordinator
 from pybroker.coordinator.group_base import Record
 from pybroker.coordinator.share import records as share_records
 from pybroker.coordinator.share.configs import GroupConfigStore, ShareConfigs, ShareLimits
+from pybroker.coordinator.runtime import CoordinatorStorageError, NotCoordinatorError
 from pybroker.coordinator.share.group import ShareGroup, ShareGroups
+from pybroker.coordinator.share.state_partitions import Partitions
 from pybroker.log import PartitionLog
 from pybroker.protocol.error_codes import ErrorCode
+from pybroker.protocol.messages import ShareGroupHeartbeatResponse
 from pybroker.replication.share.durable import DurableBatch, StateWriter, restored
 from pybroker.replication.share.partition import SharePartition
 from pybroker.server.share_persister import SharePersister
@@ -41,7 +49,9 @@ SharePartitionKey = tuple[str, str, int]
 """(group id, topic name, partition index)."""
 TICK_S = 1.0
 FENCED = frozenset({ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.FENCED_STATE_EPOCH})
-INITIAL_STATE_EPOCH = 0
+UNINITIALIZED_START_OFFSET = -1
+INITIALIZE_WAIT_S = 1.0
+"""How long a heartbeat that asked for share-partitions to be initialized waits for it before answering."""
 
 
 class ShareStateUnavailable(Exception):
@@ -73,6 +83,8 @@ class ShareService:
         self._groups = groups
         self.clock = clock
         self.limits = ShareLimits.from_config(config)
+        self._initialize_retry_ms = max(config["group.share.initialize.retry.interval.ms"],
+                                        config["offsets.commit.timeout.ms"])
         self.configs = ShareConfigs(self.limits, group_configs)
         self.groups = ShareGroups(self.configs.settings(""), self.configs.settings, groups.share_groups)
         self.sessions = ShareSessionCache(self.limits.max_share_sessions)
@@ -161,10 +173,55 @@ class ShareService:
     def persist_later(self, group_id: str, topic: str, index: int) -> None:
         """Write the share-partition's state without waiting for it (nothing is answered after it); a failure is
         logged, and the next write carries the state again."""
-        task = asyncio.get_running_loop().create_task(self._persist_logged(group_id, topic, index),
-                                                      name=f"share-state-write-{group_id}-{topic}-{index}")
+        self._spawn(self._persist_logged(group_id, topic, index), f"share-state-write-{group_id}-{topic}-{index}")
+
+    def _spawn(self, work: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
+        task = asyncio.get_running_loop().create_task(work, name=name)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
+        return task
+
+    async def after_heartbeat(self, group_id: str, member_id: str, image: TopicImage, full: bool,
+                              response: ShareGroupHeartbeatResponse) -> ShareGroupHeartbeatResponse:
+        """Write the heartbeat's records with the subscribed partitions still without state marked initializing,
+        then have them initialized; when that is done within ``INITIALIZE_WAIT_S`` the member is answered with the
+        assignment that includes them (otherwise a later heartbeat gets it)."""
+        pending = self.groups.to_initialize(group_id, image, self.now_ms(), self._initialize_retry_ms)
+        await self.write_group(group_id)
+        group = self.groups.groups.get(group_id)
+        if not pending or group is None:
+            return response
+        task = self._spawn(self._initialize(group, pending), f"share-state-initialize-{group_id}")
+        done, _ = await asyncio.wait({task}, timeout=INITIALIZE_WAIT_S)
+        again = self.groups.reconcile(group_id, member_id, image, full) if done else None
+        if again is None:
+            return response
+        await self.write_group(group_id)
+        return again
+
+    async def _initialize(self, group: ShareGroup, pending: Partitions) -> None:
+        """InitializeShareGroupState of ``pending`` at the group epoch, then the outcome recorded: initialized
+        (assignable) or, for those that failed, no longer initializing (the next heartbeat asks again). A share
+        coordinator answering FENCED_STATE_EPOCH holds state at this epoch or a later one already: an earlier attempt
+        whose outcome was never recorded (its coordinator crashed or moved) initialized it, and no member could read
+        it since, as it was never assigned."""
+        keys = [(topic_id, index) for topic_id, indexes in sorted(pending.items()) for index in sorted(indexes)]
+        codes = await asyncio.gather(*(self.persister.initialize(group.group_id, topic_id, index, group.group_epoch,
+                                                                 UNINITIALIZED_START_OFFSET)
+                                       for topic_id, index in keys))
+        done: Partitions = {}
+        failed: Partitions = {}
+        for (topic_id, index), code in zip(keys, codes):
+            (done if code in (ErrorCode.NONE, ErrorCode.FENCED_STATE_EPOCH) else failed).setdefault(
+                topic_id, set()).add(index)
+        if failed:
+            log.warning("Initializing the state of share group %s failed for %s: %s", group.group_id, failed,
+                        sorted({c.name for c in codes if c not in (ErrorCode.NONE, ErrorCode.FENCED_STATE_EPOCH)}))
+        if self.groups.groups.get(group.group_id) is not group:  # deleted, or its coordinator moved meanwhile
+            return
+        group.state_partitions.initialize_done(done)
+        group.state_partitions.initialize_failed(failed)
+        await self._write_logged(group.group_id)
 
     async def _persist_logged(self, group_id: str, topic: str, index: int) -> None:
         code = await self.persist(group_id, topic, index)
@@ -174,25 +231,46 @@ class ShareService:
 
     async def delete_group(self, group_id: str) -> ErrorCode:
         """DeleteGroups of a share group: only an empty one, with its configs and its share-partitions' state in
-        ``__share_group_state`` (DeleteShareGroupState of every partition it was ever assigned, first, as Kafka's
-        group coordinator deletes it; a failed deletion is the answer and keeps the group)."""
+        ``__share_group_state``, as Kafka's group coordinator deletes it: its topics are recorded as deleting first,
+        then DeleteShareGroupState is sent for every partition with state (and for those of an earlier deletion that
+        did not finish), and only once all are deleted are the group's tombstones written; the group is forgotten
+        once they are replicated. Any failure is the answer and keeps the group, whose deleting record has the next
+        DeleteGroups delete the same state again."""
         code = self.groups.deletable(group_id)
         if code is not ErrorCode.NONE:
             return code
         group = self.groups.groups[group_id]
-        assigned = group.assigned
+        partitions = group.state_partitions.delete_all(self._partition_count)
+        try:
+            await self.write_group(group_id)
+        except (CoordinatorStorageError, NotCoordinatorError) as exc:
+            log.warning("Recording the deletion of share group %s failed: %s", group_id, exc)
+            return _write_error(exc)
         codes = await asyncio.gather(*(self.persister.delete(group_id, topic_id, index)
-                                       for topic_id, indexes in assigned.items() for index in sorted(indexes)))
+                                       for topic_id, indexes in sorted(partitions.items())
+                                       for index in sorted(indexes)))
         failed = next((c for c in codes if c is not ErrorCode.NONE), None)
         if failed is not None:
             log.warning("Deleting the share-partition state of share group %s failed: %s", group_id, failed.name)
             return failed
-        code = self.groups.delete(group_id)
-        if code is ErrorCode.NONE:
+        code = self.groups.deletable(group_id) if self.groups.groups.get(group_id) is group \
+            else ErrorCode.GROUP_ID_NOT_FOUND
+        if code is not ErrorCode.NONE:  # a member joined, or another deletion won, meanwhile
+            return code
+        del self.groups.groups[group_id]  # no heartbeat may join it while its tombstones are written
+        try:
             await self.write_group(group_id, deleted=group)
-            await self.configs.forget(group_id)
-            self._forget(lambda key: key[0] == group_id)
-        return code
+        except (CoordinatorStorageError, NotCoordinatorError) as exc:
+            log.warning("Writing the tombstones of share group %s failed: %s", group_id, exc)
+            self.groups.groups.setdefault(group_id, group)
+            return _write_error(exc)
+        await self.configs.forget(group_id)
+        self._forget(lambda key: key[0] == group_id)
+        return ErrorCode.NONE
+
+    def _partition_count(self, topic_id: uuid.UUID) -> int | None:
+        info = self._metadata().topic_by_id(topic_id)
+        return None if info is None else len(info.partitions)
 
     def forget_partition(self, group_id: str, topic: str, index: int) -> None:
         """Drop this broker's copy of a share-partition whose stored state was changed by an admin: the next use
@@ -221,12 +299,10 @@ class ShareService:
         if info is None:
             raise ShareStateUnavailable(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         read = await self.persister.read(group_id, info.topic_id, index, leader_epoch)
-        if read.error is ErrorCode.INVALID_REQUEST:  # never initialized: start at share.auto.offset.reset
-            code = await self.persister.initialize(group_id, info.topic_id, index, INITIAL_STATE_EPOCH,
-                                                    self._start_offset(group_id, partition_log))
-            if code not in (ErrorCode.NONE, ErrorCode.FENCED_STATE_EPOCH):  # fenced: another initialized it
-                raise ShareStateUnavailable(code)
-            read = await self.persister.read(group_id, info.topic_id, index, leader_epoch)
+        if read.error is ErrorCode.INVALID_REQUEST:
+            # Never initialized: the group's coordinator initializes a partition before assigning it, so no member
+            # of the group was given it yet; Kafka's SharePartition answers such a read UNKNOWN_SERVER_ERROR.
+            raise ShareStateUnavailable(ErrorCode.UNKNOWN_SERVER_ERROR)
         if read.error is not ErrorCode.NONE:
             raise ShareStateUnavailable(read.error)
         start = read.start_offset if read.start_offset >= 0 else self._start_offset(group_id, partition_log)
@@ -238,6 +314,14 @@ class ShareService:
             return await self.persister.write(group_id, durable.topic_id, index, durable.state_epoch,
                                                durable.leader_epoch, start_offset, batches)
         self._durable[key] = _Durable(info.topic_id, read.state_epoch, leader_epoch, StateWriter(share, write))
+        if read.start_offset < 0:
+            # Initialized by the group coordinator without a start offset: the one share.auto.offset.reset gives now
+            # is written before any record is served from it, so a later leader starts there too (with "latest",
+            # reading it again would skip what was produced in between) and the group's offsets show it.
+            code = await self._durable[key].writer.persist()
+            if code is not ErrorCode.NONE:
+                self._durable.pop(key, None)
+                raise ShareStateUnavailable(code)
         self.partitions[key] = share
         log.info("Share-partition %s of %s-%d read at start offset %d (state epoch %d, leader epoch %d)",
                  group_id, topic, index, share.start_offset, read.state_epoch, leader_epoch)
@@ -270,3 +354,8 @@ class ShareService:
             if found is not None:
                 return min(found[0], partition_log.high_watermark)
         return partition_log.high_watermark
+
+
+def _write_error(exc: Exception) -> ErrorCode:
+    """A failed ``__consumer_offsets`` write as a group API answers it (Kafka's handleOperationException)."""
+    return ErrorCode.NOT_COORDINATOR if isinstance(exc, NotCoordinatorError) else ErrorCode.COORDINATOR_NOT_AVAILABLE

@@ -57,6 +57,22 @@ def _beat(client: WireClient, group: str, member: str, epoch: int,
     return eventually(answered, f"{group}'s coordinator to be loaded")
 
 
+def _join(client: WireClient, group: str, member: str, topics: list[str]) -> ShareGroupHeartbeatResponse:
+    """Join with epoch 0, then heartbeat at the member's epoch until it is assigned partitions: they are assigned
+    only once the group coordinator has had their state initialized, which a first heartbeat may not wait for."""
+    joined = _beat(client, group, member, 0, topics)
+    assert joined.error_code == ErrorCode.NONE, joined
+    last = [joined]
+
+    def assigned() -> ShareGroupHeartbeatResponse | None:
+        if last[-1].assignment is not None and last[-1].assignment.topic_partitions:
+            return last[-1]
+        last.append(_beat(client, group, member, last[-1].member_epoch))
+        return None
+
+    return eventually(assigned, f"{member} of {group} to be assigned partitions")
+
+
 def _fetch(client: WireClient, group: str, member: str, epoch: int, topic_id: uuid.UUID | None,
            acks: list[ShareFetchRequest.AcknowledgementBatch] | None = None) -> ShareFetchResponse:
     topics = [] if topic_id is None else [ShareFetchRequest.FetchTopic(topic_id=topic_id, partitions=[
@@ -97,12 +113,11 @@ def _commit(client: WireClient, group: str, topic: str) -> int:
 def test_a_stale_member_epoch_is_fenced(shared_broker) -> None:
     client = WireClient(shared_broker.bootstrap)
     _topic(client, "wire-fence")
-    joined = _beat(client, "wire-fence-group", "m1", 0, ["wire-fence"])
-    assert joined.error_code == 0 and joined.member_epoch == 1
-    assert _beat(client, "wire-fence-group", "m2", 0, ["wire-fence"]).member_epoch == 2
-    fenced = _beat(client, "wire-fence-group", "m1", 2)
+    epoch = _join(client, "wire-fence-group", "m1", ["wire-fence"]).member_epoch  # 2: joined, then assigned
+    assert _beat(client, "wire-fence-group", "m2", 0, ["wire-fence"]).member_epoch == epoch + 1
+    fenced = _beat(client, "wire-fence-group", "m1", epoch + 1)
     assert fenced.error_code == ErrorCode.FENCED_MEMBER_EPOCH
-    assert _beat(client, "wire-fence-group", "m1", 1).member_epoch == 2  # its own epoch still works
+    assert _beat(client, "wire-fence-group", "m1", epoch).member_epoch == epoch + 1  # its own epoch still works
     assert _beat(client, "wire-fence-group", "", 0, ["wire-fence"]).error_code == ErrorCode.INVALID_REQUEST
     client.close()
     assert metadata_ok(shared_broker.bootstrap)
@@ -113,9 +128,9 @@ def test_share_session_epochs_and_records_not_held(shared_broker) -> None:
     topic_id = _topic(client, "wire-session")
     _produce(client, "wire-session", 5)
     group = "wire-session-group"
-    _beat(client, group, "m2", 0, ["wire-session"])
+    _join(client, group, "m2", ["wire-session"])
     assert _fetch(client, group, "m1", 0, topic_id).error_code == ErrorCode.UNKNOWN_MEMBER_ID  # not a member yet
-    _beat(client, group, "m1", 0, ["wire-session"])
+    _join(client, group, "m1", ["wire-session"])
     first = _fetch(client, group, "m1", 0, topic_id)  # share.auto.offset.reset=latest: nothing before the start
     assert first.error_code == 0 and first.responses[0].partitions[0].acquired_records == []
     _produce(client, "wire-session", 3)
@@ -151,9 +166,9 @@ def test_share_requests_for_a_classic_group(shared_broker) -> None:
 def test_classic_requests_for_a_share_group(shared_broker) -> None:
     client = WireClient(shared_broker.bootstrap)
     _topic(client, "wire-share-only")
-    assert _beat(client, "wire-share-only-group", "m1", 0, ["wire-share-only"]).error_code == 0
+    epoch = _join(client, "wire-share-only-group", "m1", ["wire-share-only"]).member_epoch
     assert _commit(client, "wire-share-only-group", "wire-share-only") == ErrorCode.GROUP_ID_NOT_FOUND
-    assert _beat(client, "wire-share-only-group", "m1", 1).member_epoch == 1  # still a share group
+    assert _beat(client, "wire-share-only-group", "m1", epoch).member_epoch == epoch  # still a share group
     client.close()
 
 
@@ -161,7 +176,7 @@ def test_v2_record_limit_and_renew(shared_broker) -> None:
     client = WireClient(shared_broker.bootstrap)
     topic_id = _topic(client, "wire-v2")
     group = "wire-v2-group"
-    _beat(client, group, "m1", 0, ["wire-v2"])
+    _join(client, group, "m1", ["wire-v2"])
     _fetch(client, group, "m1", 0, topic_id)  # the share-partition starts at the end (latest)
     _produce(client, "wire-v2", 10)
 
@@ -194,7 +209,7 @@ def test_a_failed_state_write_rolls_the_acknowledgement_back(shared_broker) -> N
     client = WireClient(shared_broker.bootstrap)
     topic, group = "wire-rollback", "wire-rollback-group"
     topic_id = _topic(client, topic)
-    _beat(client, group, "m1", 0, [topic])
+    _join(client, group, "m1", [topic])
     assert _fetch(client, group, "m1", 0, topic_id).error_code == 0  # the share-partition starts at the end (latest)
     _produce(client, topic, 3)
     held = eventually(lambda: _fetch(client, group, "m1", 1, topic_id).responses, "records acquired")
@@ -207,7 +222,7 @@ def test_a_failed_state_write_rolls_the_acknowledgement_back(shared_broker) -> N
     assert refused.error_code == ErrorCode.INVALID_REQUEST
     again = _acknowledge(client, group, "m1", 3, topic_id, 0, 2).responses[0].partitions[0]
     assert again.error_code == ErrorCode.INVALID_REQUEST  # still held: not INVALID_RECORD_STATE
-    _beat(client, group, "m2", 0, [topic])
+    _join(client, group, "m2", [topic])
     _beat(client, group, "m1", -1)  # m1 leaves: what it held is released, once the write of that is answered
     epochs = iter(range(1000))
     redelivered = eventually(lambda: _fetch(client, group, "m2", next(epochs), topic_id).responses[0].partitions[0]

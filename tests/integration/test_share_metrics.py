@@ -17,7 +17,7 @@ from tests.eventually import eventually
 from tests.integration.broker_process import BrokerProcess
 from tests.integration.test_bad_input import WireClient
 from tests.integration.test_share_groups_confluent import _consumer, _poll_some, _produce, _topic_and_group
-from tests.integration.test_share_groups_wire import _beat, _fetch
+from tests.integration.test_share_groups_wire import _fetch, _join
 
 GROUP, TOPIC = "metered-share", "metered-queue"
 PARTITION = {"group": GROUP, "topic": TOPIC, "partition": "0"}
@@ -76,7 +76,7 @@ def test_share_metrics_count_what_a_share_consumer_did(tmp_path: Path) -> None:
 
         _produce(broker.bootstrap, TOPIC, ["held0", "held1"])
         holder = WireClient(broker.bootstrap)  # acquires the two records and then falls silent
-        _beat(holder, GROUP, "holder", 0, [TOPIC])
+        _join(holder, GROUP, "holder", [TOPIC])
         topic_id = holder.request(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=TOPIC)]), 12,
                                   MetadataResponse).topics[0].topic_id
         held = _fetch(holder, GROUP, "holder", 0, topic_id).responses[0].partitions[0].acquired_records

@@ -44,12 +44,15 @@ async def share_group_heartbeat(ctx: RequestContext,
     if share.is_other_group(request.group_id):
         return ShareGroupHeartbeatResponse(error_code=ErrorCode.GROUP_ID_NOT_FOUND,
                                            error_message=f"Group {request.group_id} is not a share group.")
-    response, left = share.groups.heartbeat(request, ctx.client_id or "", client_host(ctx), groups.topic_image(),
-                                            share.now_ms())
+    image = groups.topic_image()
+    response, left = share.groups.heartbeat(request, ctx.client_id or "", client_host(ctx), image, share.now_ms())
     for member_id in left:
         share.member_left(request.group_id, member_id)
-    await share.write_group(request.group_id)
-    return response
+    if response.error_code or left:
+        await share.write_group(request.group_id)
+        return response
+    return await share.after_heartbeat(request.group_id, request.member_id, image, request.member_epoch == 0,
+                                       response)
 
 
 @api(ApiKey.SHARE_GROUP_DESCRIBE, 1, 1)
