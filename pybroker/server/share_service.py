@@ -125,8 +125,11 @@ class ShareService:
             for session in self.sessions.idle(now, lambda group: self.configs.settings(group).session_timeout_ms):
                 self.member_left(session.group_id, session.member_id)
             for group_id, topic, index in list(self.partitions):
-                if self.expire(group_id, topic, index, now):
-                    self.persist_later(group_id, topic, index)
+                durable = self._durable.get((group_id, topic, index))
+                if self.expire(group_id, topic, index, now) or (durable is not None and durable.writer.needs_write()):
+                    self.persist_later(group_id, topic, index)  # a failed write of released records: again
+            for group_id in {key[0] for key in self.partitions}:
+                self._drop_unused(group_id)
 
     async def write_group(self, group_id: str, deleted: ShareGroup | None = None) -> None:
         """Write what changed in the group's ``__consumer_offsets`` records (all tombstones for ``deleted``), and
@@ -173,8 +176,14 @@ class ShareService:
 
     async def _group_empty(self, group_id: str, writes: list[asyncio.Task[None]]) -> None:
         await asyncio.gather(*writes)
+        self._drop_unused(group_id)
+
+    def _drop_unused(self, group_id: str) -> None:
+        """Drop the group's share-partitions here while it has no share session open, except those whose released
+        records still wait for a write (the expiry loop writes them again, then drops them)."""
         if not self._has_session(group_id):
-            self._forget(lambda key: key[0] == group_id)
+            self._forget(lambda key: key[0] == group_id and key in self.partitions
+                         and not self.partitions[key].unwritten())
 
     def expire(self, group_id: str, topic: str, index: int, now_ms: int) -> int:
         """Release the share-partition's acquisitions whose lock ran out; how many. The caller writes the state

@@ -224,8 +224,10 @@ def test_a_failed_state_write_rolls_the_acknowledgement_back(shared_broker) -> N
     assert again.error_code == ErrorCode.INVALID_REQUEST  # still held: not INVALID_RECORD_STATE
     _join(client, group, "m2", [topic])
     assert _fetch(client, group, "m2", 0, topic_id).responses[0].partitions[0].acquired_records == []  # all held
-    _beat(client, group, "m1", -1)  # m1 leaves: what it held is released (m2's session keeps this copy in use)
-    redelivered = _fetch(client, group, "m2", 1, topic_id).responses[0].partitions[0].acquired_records
+    _beat(client, group, "m1", -1)  # m1 leaves: what it held is released, once the write of that is answered
+    epochs = iter(range(1, 1000))  # m2's open session keeps this copy of the share-partition in use
+    redelivered = eventually(lambda: _fetch(client, group, "m2", next(epochs), topic_id).responses[0].partitions[0]
+                             .acquired_records, "the released records redelivered")
     assert [(a.first_offset, a.last_offset, a.delivery_count) for a in redelivered] == [(0, 2, 2)]
     client.close()
     assert metadata_ok(shared_broker.bootstrap)

@@ -62,6 +62,9 @@ def test_a_clean_history_passes() -> None:
                          deliver("b", 0, 2, 3.0)]),
     ("share_after_ack", [produced(0), deliver("a", 0, 1, 1.0), ack("a", 0, 1, "reject", 1.1),
                          deliver("b", 0, 1, 3.0)]),  # from the start again (state lost): also two holders of count 1
+    ("share_count_back", [produced(0), deliver("a", 0, 1, 1.0), deliver("b", 0, 2, 5.0),
+                          {"type": "share-leader", "t": 6.0, "partition": 0, "leader": 2},
+                          deliver("c", 0, 1, 7.0)]),  # seed 17: the new leader read a count from before b's
     ("share_unacknowledged", [produced(0), deliver("a", 0, 1, 1.0), ack("a", 0, 1, "release", 1.1)]),
     ("share_unacknowledged", [produced(0)]),  # never delivered
 ])
@@ -83,6 +86,10 @@ def test_an_acknowledgement_answered_with_an_error_or_unanswered_is_in_doubt_not
     broker_timeout = "KafkaError{code=REQUEST_TIMED_OUT,val=7,str=\"Broker: Request timed out\"}"
     report = check_share([produced(0), deliver("a", 0, 1, 1.0), ack("a", 0, 1, "accept", 1.1, error=broker_timeout),
                           END], LIMIT, durable=True)  # the share coordinator's write may still commit (seed 1)
+    assert report.clean and report.stats["share_in_doubt"] == 1
+    broken = "KafkaError{code=NETWORK_EXCEPTION,val=13,str=\"Broker: Broker disconnected before response received\"}"
+    report = check_share([produced(0), deliver("a", 0, 1, 1.0), ack("a", 0, 1, "accept", 1.1, error=broken),
+                          END], LIMIT, durable=True)  # the connection to the coordinator broke after the write
     assert report.clean and report.stats["share_in_doubt"] == 1
     killed = [produced(0), deliver("a", 0, 1, 1.0), {**ack("a", 0, 1, "reject", 1.1), "type": "share-acking"}, END]
     report = check_share(killed, LIMIT, durable=True)
