@@ -104,8 +104,17 @@ class ShareService:
         return asyncio.get_running_loop().create_task(self._expire_members(), name="share-groups")
 
     def _on_topic_change(self, name: str, info: TopicInfo | None) -> None:
-        if info is None:
-            self._forget(lambda key: key[1] == name)
+        """A deleted topic's share-partitions are forgotten here, and the topic leaves the share-partition metadata
+        of the groups this broker coordinates (Kafka's maybeCleanupShareGroupState)."""
+        if info is not None:
+            return
+        self._forget(lambda key: key[1] == name)
+        metadata = self._metadata()
+        for group in list(self.groups.groups.values()):
+            state = group.state_partitions
+            gone = [t for t, known in state.names.items() if known == name and metadata.topic_by_id(t) is None]
+            if state.topics_deleted(gone):
+                self._spawn(self._write_logged(group.group_id), f"share-group-topic-deleted-{group.group_id}")
 
     def _forget(self, which: Callable[[SharePartitionKey], bool]) -> None:
         for key in [key for key in self.partitions if which(key)]:

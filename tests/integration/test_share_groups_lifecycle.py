@@ -11,9 +11,12 @@ from __future__ import annotations
 import uuid
 from pathlib import Path
 
+from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 
 from pybroker.common.topic import topic_id_to_string
+from pybroker.coordinator.records import decode_record
+from pybroker.coordinator.share.records import STATE_PARTITION_METADATA, ShareGroupEntry
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.messages import (
     CreateTopicsRequest,
@@ -29,6 +32,7 @@ from pybroker.protocol.messages import (
     ShareGroupDescribeRequest,
     ShareGroupDescribeResponse,
     ShareGroupHeartbeatResponse,
+    ShareGroupStatePartitionMetadataValue,
 )
 from tests.eventually import eventually
 from tests.integration.broker_process import BrokerProcess
@@ -170,6 +174,52 @@ def test_a_failed_deletion_keeps_the_group_and_the_next_deletes_it(tmp_path: Pat
                                                                     ErrorCode.NOT_COORDINATOR),
                           "the coordinator loaded")
         assert gone and _described(client, group) is ErrorCode.GROUP_ID_NOT_FOUND and listed() == []
+        client.close()
+    finally:
+        broker.kill()
+
+
+def _state_record(bootstrap: str, group: str) -> ShareGroupStatePartitionMetadataValue | None:
+    """The group's last ShareGroupStatePartitionMetadata record in ``__consumer_offsets``, as a client reads it."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "lifecycle-reader", "enable.auto.commit": False})
+    try:
+        partitions = consumer.list_topics(OFFSETS, timeout=10).topics[OFFSETS].partitions
+        ends = {p: consumer.get_watermark_offsets(TopicPartition(OFFSETS, p), timeout=10)[1] for p in partitions}
+        consumer.assign([TopicPartition(OFFSETS, p, 0) for p in partitions])
+        last, read = None, dict.fromkeys(partitions, 0)
+        while any(read[p] < ends[p] for p in partitions):
+            message = consumer.poll(1.0)
+            if message is None or message.error() is not None:
+                continue
+            read[message.partition()] = message.offset() + 1
+            entry = decode_record(message.key(), message.value())
+            if isinstance(entry, ShareGroupEntry) and entry.group_id == group \
+                    and entry.key_version == STATE_PARTITION_METADATA:
+                last = entry.value
+        return last
+    finally:
+        consumer.close()
+
+
+def test_a_deleted_topic_leaves_the_groups_share_partition_metadata(tmp_path: Path) -> None:
+    """Kafka's maybeCleanupShareGroupState: deleting a topic removes it from the record of every share group that
+    had state in it."""
+    broker = BrokerProcess(tmp_path).start()
+    group = "cleanup-group"
+    try:
+        client = WireClient(broker.bootstrap)
+        kept, dropped = _topic(client, "cleanup-kept"), _topic(client, "cleanup-dropped")
+        _join(client, group, "m1", ["cleanup-kept", "cleanup-dropped"])
+        before = eventually(lambda: (r := _state_record(broker.bootstrap, group)) and len(r.initialized_topics) == 2
+                            and r, "both topics initialized")
+        assert {t.topic_id for t in before.initialized_topics} == {kept, dropped}
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        admin.delete_topics(["cleanup-dropped"])["cleanup-dropped"].result(timeout=30)
+        after = eventually(lambda: (r := _state_record(broker.bootstrap, group)) and len(r.initialized_topics) == 1
+                           and r, "the deleted topic gone from the group's record")
+        assert [(t.topic_id, t.topic_name, t.partitions) for t in after.initialized_topics] == \
+            [(kept, "cleanup-kept", [0])]
+        assert (after.initializing_topics, after.deleting_topics) == ([], [])
         client.close()
     finally:
         broker.kill()

@@ -110,6 +110,19 @@ class StatePartitions:
             if topic_id not in self.initialized and topic_id not in self.initializing:
                 self.names.pop(topic_id, None)
 
+    def topics_deleted(self, topic_ids: Iterable[uuid.UUID]) -> bool:
+        """Deleted topics leave every set (their state goes with the topic, Kafka's maybeCleanupShareGroupState);
+        whether any was there."""
+        found = False
+        for topic_id in topic_ids:
+            found |= any(topic_id in held for held in (self.initializing, self.initialized, self.deleting))
+            self.initializing.pop(topic_id, None)
+            self.initializing_since_ms.pop(topic_id, None)
+            self.initialized.pop(topic_id, None)
+            self.deleting.discard(topic_id)
+            self.names.pop(topic_id, None)
+        return found
+
     def topics_with_state(self) -> Partitions:
         """Every partition whose state the share coordinator may hold (what describing offsets reports)."""
         out: Partitions = {}
