@@ -20,6 +20,7 @@ DeleteShareGroupOffsets, answered by the group's coordinator through the share c
 
 from __future__ import annotations
 
+import copy
 import uuid
 from dataclasses import dataclass
 
@@ -107,11 +108,15 @@ class ShareOffsets:
         out: dict[int, ErrorCode] = {index: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if index not in info.partitions
                                      else ErrorCode.INVALID_REQUEST for index in starts if index not in wanted}
         if wanted:
+            before = copy.deepcopy(state)
             state.initializing.setdefault(info.topic_id, set()).update(wanted)
             state.initializing_since_ms[info.topic_id] = self._share.now_ms()
             state.names[info.topic_id] = topic
             state.deleting.discard(info.topic_id)
-            await self._share.write_group(group_id)
+            code = await self._share.write_state(group, before)
+            if code is not ErrorCode.NONE:
+                return {index: out.get(index, code) for index in starts}
+            state = group.state_partitions
         for index, start in wanted.items():
             summary = await self._share.persister.summary(group_id, info.topic_id, index)
             out[index] = summary if isinstance(summary, ErrorCode) else await self._share.persister.initialize(
@@ -119,24 +124,27 @@ class ShareOffsets:
             if out[index] is ErrorCode.NONE:
                 state.initialize_done({info.topic_id: {index}})
                 self._share.forget_partition(group_id, topic, index)
-        await self._share.write_group(group_id)
-        return {index: out[index] for index in starts}
+        written = await self._share.write_answer(group_id)
+        return {index: written if out[index] is ErrorCode.NONE else out[index] for index in starts}
 
     async def delete(self, group_id: str, topic: str) -> ErrorCode:
         """Delete the state of the group's share-partitions of ``topic`` (the group exists and is empty)."""
         info = self._metadata.topic(topic)
         if info is None:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        state = self._share.groups.groups[group_id].state_partitions
+        group = self._share.groups.groups[group_id]
+        state = group.state_partitions
+        before = copy.deepcopy(state)
         partitions = state.delete_topic(info.topic_id, len(info.partitions))
         if partitions is None:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        await self._share.write_group(group_id)
+        code = await self._share.write_state(group, before)
+        if code is not ErrorCode.NONE:
+            return code
         for index in sorted(partitions):
             code = await self._share.persister.delete(group_id, info.topic_id, index)
             if code is not ErrorCode.NONE:
                 return code
             self._share.forget_partition(group_id, topic, index)
         state.deleted([info.topic_id])
-        await self._share.write_group(group_id)
-        return ErrorCode.NONE
+        return await self._share.write_answer(group_id)

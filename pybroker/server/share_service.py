@@ -18,6 +18,7 @@ members, assignments, the share-partitions they have state in) are written to ``
 from __future__ import annotations
 
 import asyncio
+import copy
 import logging
 import uuid
 from dataclasses import dataclass
@@ -33,7 +34,7 @@ from pybroker.coordinator.share import records as share_records
 from pybroker.coordinator.share.configs import GroupConfigStore, ShareConfigs, ShareLimits
 from pybroker.coordinator.runtime import CoordinatorStorageError, NotCoordinatorError
 from pybroker.coordinator.share.group import ShareGroup, ShareGroups
-from pybroker.coordinator.share.state_partitions import Partitions
+from pybroker.coordinator.share.state_partitions import Partitions, StatePartitions
 from pybroker.log import PartitionLog
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.messages import ShareGroupHeartbeatResponse
@@ -157,6 +158,15 @@ class ShareService:
             group.written = previous
             raise
 
+    async def write_answer(self, group_id: str) -> ErrorCode:
+        """``write_group``, its failure as the error code a group API answers (the next write carries the changes)."""
+        try:
+            await self.write_group(group_id)
+        except (CoordinatorStorageError, NotCoordinatorError) as exc:
+            log.warning("Writing the records of share group %s failed: %s", group_id, exc)
+            return error_code_for(exc)
+        return ErrorCode.NONE
+
     async def _write_logged(self, group_id: str) -> None:
         try:
             await self.write_group(group_id)
@@ -272,12 +282,11 @@ class ShareService:
         if code is not ErrorCode.NONE:
             return code
         group = self.groups.groups[group_id]
+        before = copy.deepcopy(group.state_partitions)
         partitions = group.state_partitions.delete_all(self._partition_count)
-        try:
-            await self.write_group(group_id)
-        except (CoordinatorStorageError, NotCoordinatorError) as exc:
-            log.warning("Recording the deletion of share group %s failed: %s", group_id, exc)
-            return error_code_for(exc)
+        code = await self.write_state(group, before)
+        if code is not ErrorCode.NONE:
+            return code
         codes = await asyncio.gather(*(self.persister.delete(group_id, topic_id, index)
                                        for topic_id, indexes in sorted(partitions.items())
                                        for index in sorted(indexes)))
@@ -298,6 +307,18 @@ class ShareService:
             return error_code_for(exc)
         await self.configs.forget(group_id)
         self._forget(lambda key: key[0] == group_id)
+        return ErrorCode.NONE
+
+    async def write_state(self, group: ShareGroup, before: StatePartitions) -> ErrorCode:
+        """Write the group's records after a change of its share-partition metadata (``before`` it); when that
+        fails the change is undone, so that this coordinator goes on as the log says (a partition it took for
+        deleting would otherwise be initialized again, over its state)."""
+        try:
+            await self.write_group(group.group_id)
+        except (CoordinatorStorageError, NotCoordinatorError) as exc:
+            log.warning("Writing the share-partitions of share group %s failed: %s", group.group_id, exc)
+            group.state_partitions = before
+            return error_code_for(exc)
         return ErrorCode.NONE
 
     def _partition_count(self, topic_id: uuid.UUID) -> int | None:

@@ -66,12 +66,15 @@ def _share_state_topic(client: WireClient, group: str, topic_id: uuid.UUID) -> N
                "the share coordinator")
 
 
+def _read(client: WireClient, group: str, topic_id: uuid.UUID) -> ReadShareGroupStateResponse.PartitionResult:
+    R = ReadShareGroupStateRequest
+    return client.request(R(group_id=group, topics=[R.ReadStateData(topic_id=topic_id, partitions=[
+        R.PartitionData(partition=0, leader_epoch=-1)])]), 0, ReadShareGroupStateResponse).results[0].partitions[0]
+
+
 def _stored(client: WireClient, group: str, topic_id: uuid.UUID) -> ErrorCode:
     """The share coordinator's answer to reading the share-partition: NONE once initialized, INVALID_REQUEST before."""
-    R = ReadShareGroupStateRequest
-    return ErrorCode(client.request(R(group_id=group, topics=[R.ReadStateData(topic_id=topic_id, partitions=[
-        R.PartitionData(partition=0, leader_epoch=-1)])]), 0, ReadShareGroupStateResponse)
-                     .results[0].partitions[0].error_code)
+    return ErrorCode(_read(client, group, topic_id).error_code)
 
 
 def _described(client: WireClient, group: str) -> ErrorCode:
@@ -149,10 +152,14 @@ def test_a_failed_deletion_keeps_the_group_and_the_next_deletes_it(tmp_path: Pat
             return [g.group_id for g in client.request(ListGroupsRequest(types_filter=["share"]), 5,
                                                        ListGroupsResponse).groups]
 
+        state = _read(client, group, topic_id)
         _min_isr(broker.bootstrap, OFFSETS, 2)
         assert delete() is ErrorCode.COORDINATOR_NOT_AVAILABLE
         assert listed() == [group] and _stored(client, group, topic_id) is ErrorCode.NONE
         _min_isr(broker.bootstrap, OFFSETS, 1)
+        _join(client, group, "m2", [topic])  # the failed deletion was undone: the partition is not initialized again
+        assert _beat(client, group, "m2", -1).error_code == ErrorCode.NONE
+        assert _read(client, group, topic_id) == state
         _min_isr(broker.bootstrap, SHARE_STATE, 2)
         assert delete() is ErrorCode.COORDINATOR_NOT_AVAILABLE  # the share coordinator could not delete
         assert listed() == [group] and _stored(client, group, topic_id) is ErrorCode.NONE
