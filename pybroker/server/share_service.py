@@ -248,17 +248,17 @@ class ShareService:
         whose outcome was never recorded (its coordinator crashed or moved) initialized it, and no member could read
         it since, as it was never assigned."""
         keys = [(topic_id, index) for topic_id, indexes in sorted(pending.items()) for index in sorted(indexes)]
-        codes = await asyncio.gather(*(self.persister.initialize(group.group_id, topic_id, index, group.group_epoch,
-                                                                 UNINITIALIZED_START_OFFSET)
-                                       for topic_id, index in keys))
+        answers = await asyncio.gather(*(self.persister.initialize(group.group_id, topic_id, index,
+                                                                   group.group_epoch, UNINITIALIZED_START_OFFSET)
+                                         for topic_id, index in keys), return_exceptions=True)
         done: Partitions = {}
         failed: Partitions = {}
-        for (topic_id, index), code in zip(keys, codes):
-            (done if code in (ErrorCode.NONE, ErrorCode.FENCED_STATE_EPOCH) else failed).setdefault(
+        for (topic_id, index), answer in zip(keys, answers):
+            (done if answer in (ErrorCode.NONE, ErrorCode.FENCED_STATE_EPOCH) else failed).setdefault(
                 topic_id, set()).add(index)
         if failed:
             log.warning("Initializing the state of share group %s failed for %s: %s", group.group_id, failed,
-                        sorted({c.name for c in codes if c not in (ErrorCode.NONE, ErrorCode.FENCED_STATE_EPOCH)}))
+                        sorted({str(a) for a in answers if a not in (ErrorCode.NONE, ErrorCode.FENCED_STATE_EPOCH)}))
         if self.groups.groups.get(group.group_id) is not group:  # deleted, or its coordinator moved meanwhile
             return
         group.state_partitions.initialize_done(done)

@@ -16,6 +16,7 @@ from pybroker.coordinator.records import decode_record
 from pybroker.coordinator.share import records as share_records
 from pybroker.coordinator.share.group import ShareGroup, ShareGroups, ShareGroupSettings
 from pybroker.coordinator.share.records import ShareLoad
+from pybroker.coordinator.share.state_partitions import StatePartitions
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.messages import ShareGroupHeartbeatRequest
 
@@ -148,6 +149,27 @@ def test_group_configs_are_bounded_by_the_broker_keys_and_kept_on_disk(tmp_path:
     asyncio.run(reopened.forget("g"))
     assert ShareConfigs(ShareLimits(), FileGroupConfigStore(str(tmp_path))).overrides("g") == {}
     assert parse_reset("by_duration:P1DT2H3M4.5S") == ("by_duration", ((26 * 60 + 3) * 60 + 4.5) * 1000)
+
+
+def test_deleting_takes_every_partition_with_state_and_is_carried_out_again() -> None:
+    """A group deletion takes the initialized and initializing partitions, and every partition of a topic an earlier
+    deletion left deleting (as far as the topic exists); a topic's offsets deletion its initialized partitions; a topic
+    subscribed again leaves deleting; a deleted topic leaves every set."""
+    state = StatePartitions()
+    state.to_initialize({"t1": (T1, 2), "t2": (T2, 3)}, now_ms=0, retry_ms=RETRY_MS)
+    state.initialize_done({T1: {0, 1}, T2: {0}})
+    assert state.delete_topic(T1, 2) == {0, 1} and state.deleting == {T1}
+    assert state.delete_topic(T1, 2) == {0, 1}  # not finished: all of it again
+    assert state.delete_topic(T3, 1) is None  # no state there
+    counts = {T1: 2, T2: 3}
+    assert state.delete_all(counts.get) == {T1: {0, 1}, T2: {0, 1, 2}}
+    assert (state.initializing, state.initialized, state.deleting) == ({}, {}, {T1, T2})
+    assert state.to_initialize({"t2": (T2, 3)}, now_ms=1, retry_ms=RETRY_MS) == {T2: {0, 1, 2}}
+    assert state.deleting == {T1}
+    state.deleted([T1])
+    assert state.deleting == set() and state.delete_all(counts.get) == {T2: {0, 1, 2}}
+    assert state.topics_deleted([T2]) and not state.topics_deleted([T2])
+    assert (state.deleting, state.names) == (set(), {})
 
 
 def test_records_replay_the_group_and_its_tombstones_delete_it() -> None:
