@@ -25,6 +25,8 @@ from pybroker.protocol.messages import (
     DeleteGroupsResponse,
     FindCoordinatorRequest,
     FindCoordinatorResponse,
+    InitializeShareGroupStateRequest,
+    InitializeShareGroupStateResponse,
     ListGroupsRequest,
     ListGroupsResponse,
     ReadShareGroupStateRequest,
@@ -227,6 +229,28 @@ def test_a_deleted_topic_leaves_the_groups_share_partition_metadata(tmp_path: Pa
         assert [(t.topic_id, t.topic_name, t.partitions) for t in after.initialized_topics] == \
             [(kept, "cleanup-kept", [0])]
         assert (after.initializing_topics, after.deleting_topics) == ([], [])
+        client.close()
+    finally:
+        broker.kill()
+
+
+def test_state_an_earlier_initialization_left_is_taken_as_initialized(tmp_path: Path) -> None:
+    """An initialization whose outcome was never recorded (its coordinator crashed or moved after the share
+    coordinator took it) is asked for again at a group epoch the share coordinator fences: the partition counts as
+    initialized and is assigned, with the state as it is (not initialized again over it)."""
+    broker = BrokerProcess(tmp_path).start()
+    group, topic = "earlier-group", "earlier-topic"
+    try:
+        client = WireClient(broker.bootstrap)
+        topic_id = _topic(client, topic)
+        _share_state_topic(client, group, topic_id)
+        R = InitializeShareGroupStateRequest
+        answer = client.request(R(group_id=group, topics=[R.InitializeStateData(topic_id=topic_id, partitions=[
+            R.PartitionData(partition=0, state_epoch=100, start_offset=-1)])]), 0, InitializeShareGroupStateResponse)
+        assert answer.results[0].partitions[0].error_code == ErrorCode.NONE
+        before = _read(client, group, topic_id)
+        assert _assigned(_join(client, group, "m1", [topic])) == [0]
+        assert _read(client, group, topic_id) == before and before.state_epoch == 100
         client.close()
     finally:
         broker.kill()
