@@ -26,6 +26,7 @@ from typing import Any, Awaitable, Callable, Coroutine
 
 from pybroker.common.clock import SYSTEM_CLOCK, Clock
 from pybroker.common.config import BrokerConfig
+from pybroker.common.topic import TopicPartition
 from pybroker.controller.metadata import ClusterMetadata, TopicInfo
 from pybroker.coordinator.consumer_group import TopicImage
 from pybroker.coordinator.coordinator import GroupCoordinator
@@ -78,8 +79,9 @@ class ShareService:
     def __init__(self, config: BrokerConfig, metadata: Callable[[], ClusterMetadata], groups: GroupCoordinator,
                  persister: SharePersister, group_configs: GroupConfigStore,
                  write_records: Callable[[list[tuple[int, Record]]], Awaitable[None]],
-                 clock: Clock = SYSTEM_CLOCK) -> None:
+                 records_acquirable: Callable[[TopicPartition], None], clock: Clock = SYSTEM_CLOCK) -> None:
         self.persister = persister
+        self._records_acquirable = records_acquirable
         self._write_records = write_records
         self._metadata = metadata
         self._groups = groups
@@ -366,7 +368,8 @@ class ShareService:
             durable = self._durable[key]
             return await self.persister.write(group_id, durable.topic_id, index, durable.state_epoch,
                                                durable.leader_epoch, start_offset, batches)
-        self._durable[key] = _Durable(info.topic_id, read.state_epoch, leader_epoch, StateWriter(share, write))
+        writer = StateWriter(share, write, lambda: self._records_acquirable(TopicPartition(topic, index)))
+        self._durable[key] = _Durable(info.topic_id, read.state_epoch, leader_epoch, writer)
         if read.start_offset < 0:
             # Initialized by the group coordinator without a start offset: the one share.auto.offset.reset gives now
             # is written before any record is served from it, so a later leader starts there too (with "latest",

@@ -8,6 +8,7 @@ a classic group.
 from __future__ import annotations
 
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.messages import (
@@ -29,6 +30,7 @@ from tests.eventually import eventually
 from tests.integration.test_bad_input import WireClient, metadata_ok
 
 ACCEPT = 1
+RELEASE = 2
 
 
 def _topic(client: WireClient, name: str) -> uuid.UUID:
@@ -83,7 +85,7 @@ def _fetch(client: WireClient, group: str, member: str, epoch: int, topic_id: uu
 
 
 def _acknowledge(client: WireClient, group: str, member: str, epoch: int, topic_id: uuid.UUID, first: int,
-                 last: int) -> ShareAcknowledgeResponse:
+                 last: int, kind: int = ACCEPT) -> ShareAcknowledgeResponse:
     return client.request(ShareAcknowledgeRequest(group_id=group, member_id=member, share_session_epoch=epoch,
                                                   topics=[ShareAcknowledgeRequest.AcknowledgeTopic(
                                                       topic_id=topic_id, partitions=[
@@ -91,7 +93,7 @@ def _acknowledge(client: WireClient, group: str, member: str, epoch: int, topic_
                                                               partition_index=0, acknowledgement_batches=[
                                                                   ShareAcknowledgeRequest.AcknowledgementBatch(
                                                                       first_offset=first, last_offset=last,
-                                                                      acknowledge_types=[ACCEPT])])])]),
+                                                                      acknowledge_types=[kind])])])]),
                           1, ShareAcknowledgeResponse)
 
 
@@ -230,4 +232,32 @@ def test_a_failed_state_write_rolls_the_acknowledgement_back(shared_broker) -> N
                              .acquired_records, "the released records redelivered")
     assert [(a.first_offset, a.last_offset, a.delivery_count) for a in redelivered] == [(0, 2, 2)]
     client.close()
+    assert metadata_ok(shared_broker.bootstrap)
+
+
+def test_a_release_wakes_a_share_fetch_waiting_for_records(shared_broker) -> None:
+    """m2 long-polls (max_wait_ms a minute, past the socket's 10 s timeout) while m1 holds every record; m1's
+    release is answered after its write, and the write wakes m2's fetch, which acquires them at once (it waited
+    out its whole max_wait_ms before: only appends woke it)."""
+    client, waiting = WireClient(shared_broker.bootstrap), WireClient(shared_broker.bootstrap)
+    topic, group = "wire-wake", "wire-wake-group"
+    topic_id = _topic(client, topic)
+    _join(client, group, "m1", [topic])
+    assert _fetch(client, group, "m1", 0, topic_id).error_code == 0  # the share-partition starts at the end (latest)
+    _produce(client, topic, 3)
+    held = eventually(lambda: _fetch(client, group, "m1", 1, topic_id).responses, "records acquired")
+    assert [(a.first_offset, a.last_offset) for a in held[0].partitions[0].acquired_records] == [(0, 2)]
+    _join(waiting, group, "m2", [topic])
+    assert _fetch(waiting, group, "m2", 0, topic_id).responses[0].partitions[0].acquired_records == []  # all held
+    long_poll = ShareFetchRequest(group_id=group, member_id="m2", share_session_epoch=1, max_wait_ms=60_000,
+                                  min_bytes=1, max_records=100, topics=[])
+    with ThreadPoolExecutor(1) as pool:
+        fetched = pool.submit(waiting.request, long_poll, 1, ShareFetchResponse)
+        released = _acknowledge(client, group, "m1", 2, topic_id, 0, 2, RELEASE).responses[0].partitions[0]
+        assert released.error_code == ErrorCode.NONE
+        answer = fetched.result()
+    [acquired] = answer.responses[0].partitions[0].acquired_records
+    assert (acquired.first_offset, acquired.last_offset, acquired.delivery_count) == (0, 2, 2)
+    client.close()
+    waiting.close()
     assert metadata_ok(shared_broker.bootstrap)

@@ -81,9 +81,11 @@ Write = Callable[[int, list[DurableBatch]], Awaitable[ErrorCode]]
 class StateWriter:
     """One share-partition's writes, in order and coalesced (see the module doc)."""
 
-    def __init__(self, share: SharePartition, write: Write) -> None:
+    def __init__(self, share: SharePartition, write: Write, on_freed: Callable[[], None] = lambda: None) -> None:
         self._share = share
         self._write = write
+        self._on_freed = on_freed
+        """Called when a write made released records acquirable: fetches waiting on the partition acquire them."""
         self._lock = asyncio.Lock()
         self._changes = 0
         self._written = 0
@@ -99,8 +101,8 @@ class StateWriter:
             taken, releases = self._changes, self._share.releases
             error = await self._write(self._share.start_offset, durable_batches(self._share))
             self._written, self._last_error = taken, error
-            if error not in RETRIED:
-                self._share.written(releases)
+            if error not in RETRIED and self._share.written(releases):
+                self._on_freed()
             return error
 
     def needs_write(self) -> bool:
