@@ -9,6 +9,8 @@ an acknowledgement was sent: one clock for every process of the machine):
   share-ack        its answer: the error (`error`, None when none)
   share-end        the final drain's end: `complete` false when it gave up with records unaccounted for
   share-leader     the workload saw a new leader of the partition in Metadata
+  share-state-read a broker, become the partition's leader, read its share state (from the broker's log, `at` on
+                   the history's clock): a new leader's term begins there, whenever Metadata showed it
   fault            the nemesis's faults (phase start)
 
 Anomalies:
@@ -100,6 +102,8 @@ def check_share(events: list[dict[str, Any]], limit: int, durable: bool, report:
     for e in events:
         if e["type"] == "share-leader" or (e["type"] == "share-ack" and _code(e["error"]) == NOT_LEADER_OR_FOLLOWER):
             moves[e["partition"]].append(e["t"])
+        elif e["type"] == "share-state-read":
+            moves[e["partition"]].append(e["at"])
     deliveries: dict[Place, list[_Delivery]] = defaultdict(list)
     acks: dict[Place, list[_Ack]] = defaultdict(list)
     produced: dict[Place, float] = {}
