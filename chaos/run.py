@@ -31,7 +31,7 @@ from chaos.history import History, read_jsonl
 from chaos.nemesis import Nemesis
 from chaos.provenance import LogProvenance
 from chaos.share_checker import check_share
-from chaos.share_workload import SHARE_BROKER_CONFIG, ShareWorkload
+from chaos.share_workload import SHARE_BROKER_CONFIG, ShareWorkload, state_reads
 from chaos.watchdog import Bounded, RoundProcessError, run_bounded
 from chaos.workload import CTP_TOPIC, TABLE_TOPIC, TXN_TOPIC, Workload, create_topics, topics_of
 
@@ -197,6 +197,7 @@ def run_round(seed: int, duration: float, *, brokers: int = 3, partitions: int =
         for finding in replicas.compare(root, COMPACTED, uneven):
             report.add("replica_divergent", finding)
         if share is not None:
+            share.record_state_reads(root)
             share.check(history.snapshot(), report)
         verdict = _verdict(report, heal_error, expect_loss)
     except Exception as exc:  # noqa: BLE001 - a round that cannot finish is a verdict too
@@ -348,6 +349,8 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, lambda _signum, _frame: sys.exit(128 + signal.SIGTERM))
     if args.check:
         events = read_jsonl(args.check)
+        if not any(e["type"] == "share-state-read" for e in events):  # a history kept before they were recorded
+            events += state_reads(args.check.parent, events)
         report = check(events, LogProvenance.of_round(args.check.parent).stamp, COMPACTED)
         for start in (e for e in events if e["type"] == "share-start"):  # a round with the share workload
             check_share(events, start["delivery_count_limit"], start["durable"], report)

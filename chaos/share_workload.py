@@ -17,6 +17,7 @@ import asyncio
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -24,6 +25,7 @@ import sys
 import tempfile
 import threading
 import time
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -78,7 +80,7 @@ class ShareWorkload:
         admin.incremental_alter_configs([group])[group].result(SETUP_TIMEOUT_S)
         self.durable = asyncio.run(_serves_share_state(self.cluster.bootstrap))
         self.history.add("share-start", durable=self.durable, members=MEMBERS, partitions=SHARE_PARTITIONS,
-                         delivery_count_limit=DELIVERY_LIMIT, lock_ms=LOCK_MS)
+                         delivery_count_limit=DELIVERY_LIMIT, lock_ms=LOCK_MS, wall=time.time())
         try:
             for _ in range(MEMBERS):
                 self._join()
@@ -123,6 +125,11 @@ class ShareWorkload:
     def check(self, events: list[dict[str, Any]], report: Report) -> None:
         check_share(events, DELIVERY_LIMIT, self.durable, report)
 
+    def record_state_reads(self, root: Path) -> None:
+        """Add each share-partition leader's read of its state, from the stopped brokers' logs, to the history."""
+        for read in state_reads(root, self.history.snapshot()):
+            self.history.add(read.pop("type"), **read)
+
     def _join(self) -> None:
         member = f"m{self._joined}"
         self._joined += 1
@@ -155,7 +162,11 @@ class ShareWorkload:
 
         sent = 0
         while not self.stopping.is_set():
-            producer.produce(SHARE_TOPIC, f"s{sent}".encode(), on_delivery=delivered)
+            value = f"s{sent}"
+            try:
+                producer.produce(SHARE_TOPIC, value.encode(), on_delivery=delivered)
+            except (KafkaException, BufferError) as exc:  # refused locally, e.g. the topic unknown after a restart
+                self.history.add("share-produce-failed", value=value, error=str(exc))
             sent += 1
             producer.poll(PRODUCE_INTERVAL_S)
         producer.flush(30)
@@ -189,3 +200,29 @@ class ShareWorkload:
 async def _serves_share_state(bootstrap: str) -> bool:
     async with KafkaClient(bootstrap) as client:
         return ApiKey.INITIALIZE_SHARE_GROUP_STATE in (await client.connect()).versions.broker
+
+
+STATE_READ = re.compile(r"^\[(?P<when>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\] INFO Share-partition (?P<group>\S+) of "
+                        r"(?P<topic>\S+)-(?P<partition>\d+) read at start offset \d+ \(state epoch \d+, "
+                        r"leader epoch (?P<epoch>\d+)\)")
+
+
+def state_reads(root: Path, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each time a broker became the share-partition's leader and read its state (the broker logs that line before
+    it serves the share-partition), as ``share-state-read`` events at ``at`` on the history's clock: a new leader's
+    term, which the checker counts as a move. The broker's log and the history share the machine's wall clock; the
+    share-start event gives the history's time at a wall time."""
+    start = next((e for e in events if e["type"] == "share-start" and "wall" in e), None)
+    if start is None:
+        return []
+    offset = start["wall"] - start["t"]
+    reads = []
+    for log in sorted(root.glob("broker-*/broker.log")):
+        broker = int(log.parent.name.removeprefix("broker-"))
+        for line in log.read_text(errors="replace").splitlines():
+            found = STATE_READ.match(line)
+            if found and found["group"] == SHARE_GROUP and found["topic"] == SHARE_TOPIC:
+                wall = datetime.strptime(found["when"], "%Y-%m-%d %H:%M:%S,%f").timestamp()
+                reads.append({"type": "share-state-read", "partition": int(found["partition"]), "broker": broker,
+                              "leader_epoch": int(found["epoch"]), "at": round(wall - offset, 3)})
+    return reads

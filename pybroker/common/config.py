@@ -317,6 +317,7 @@ _KEYS: list[ConfigKey] = [
     ConfigKey("group.share.delivery.count.limit", "int", 5, "Delivery attempts of a record to a share group before it is archived.", between(2, 10)),
     ConfigKey("group.share.partition.max.record.locks", "int", 2000, "Records of one share-partition in flight (acquired or waiting for redelivery) at most.", between(100, 10000)),
     ConfigKey("group.share.max.size", "int", 200, "Members of one share group at most.", between(10, 1000)),
+    ConfigKey("group.share.initialize.retry.interval.ms", "int", 30000, "How long the group coordinator waits for a share-partition's state initialization it asked for before asking again (at least offsets.commit.timeout.ms).", at_least(1)),
     ConfigKey("group.share.max.share.sessions", "int", 2000, "Share sessions (share consumers fetching) this broker holds at most.", at_least(1)),
     ConfigKey("share.coordinator.state.topic.num.partitions", "int", 50, "Partitions of __share_group_state, the share coordinator's internal topic.", at_least(1)),
     ConfigKey("share.coordinator.state.topic.replication.factor", "int", 3, "Replication factor of __share_group_state (capped at the live brokers when it is created).", at_least(1)),

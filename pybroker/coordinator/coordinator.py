@@ -345,7 +345,7 @@ class GroupCoordinator:
         groups are tidied up: the other partitions' groups are being served, and a new one whose first commit
         is not replicated yet has no committed offset but must stay."""
         loading = ConsumerLoad(self.consumer)
-        share_loading = ShareLoad(self.share_groups)
+        share_loading = ShareLoad(self.share_groups, now_ms)
         replayed: set[str] = set()
         for entry in entries:
             if isinstance(entry, PendingTxnOffset):

@@ -446,6 +446,12 @@ class ReplicaManager:
                     if not waiters:
                         del self._waiters[key]
 
+    def records_acquirable(self, key: TopicPartition) -> None:
+        """A share-partition on ``key`` made records acquirable again (their release was written): the share
+        fetches waiting there acquire them now, as Kafka completes its delayed share fetches. A plain fetch it wakes
+        reads once more and waits on."""
+        self._wake(key)
+
     def _wake(self, key: TopicPartition) -> None:
         waiters = self._waiters.pop(key, None)
         if waiters:

@@ -104,7 +104,8 @@ class Broker:
                                               tls=self.inter_broker_tls, sasl=self.inter_broker_sasl)
         self.share = ShareService(config, self._started_metadata, self.groups.coordinator, self.share_persister,
                                   FileGroupConfigStore(config.log_dirs[0]) if self.zk_mode is None
-                                  else self.zk_mode.group_configs, self.groups.write, self.clock)
+                                  else self.zk_mode.group_configs, self.groups.write,
+                                  self.replica_manager.records_acquirable, self.clock)
         self.fetch_sessions = FetchSessionCache(config["max.incremental.fetch.session.cache.slots"],
                                                 config["min.incremental.fetch.session.eviction.ms"])
         self.replica_manager.leadership_listeners += [self.groups.on_leadership_change,

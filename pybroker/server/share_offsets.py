@@ -6,15 +6,21 @@ DeleteShareGroupOffsets, answered by the group's coordinator through the share c
   a share-partition with no state has start offset -1 (and lag -1). Without topics, every partition the group was
   ever assigned. The high watermark is this broker's replica's: lag is -1 where this broker holds no replica.
 - Alter sets start offsets, as Kafka's does: only for an empty (or not yet existing, then created) group,
-  NON_EMPTY_GROUP otherwise; each share-partition's state is initialized again at the new start offset with a
-  state epoch above the one held, which fences a partition leader's older copy (it reads the state again).
+  NON_EMPTY_GROUP otherwise; the partitions are recorded as initializing, each share-partition's state is
+  initialized again at the new start offset with a state epoch above the one held, which fences a partition
+  leader's older copy (it reads the state again), and those initialized are recorded as initialized. A failed
+  initialization is the partition's answer and stays recorded as initializing, as in Kafka (a heartbeat initializes
+  it again once ``group.share.initialize.retry.interval.ms`` has passed).
 - Delete deletes the state of the group's share-partitions of the topics named (DeleteShareGroupState), only for
-  an existing empty group: GROUP_ID_NOT_FOUND or NON_EMPTY_GROUP otherwise. The partitions are read from the
-  offset ``share.auto.offset.reset`` gives the next time the group reads them.
+  an existing empty group: GROUP_ID_NOT_FOUND or NON_EMPTY_GROUP otherwise; a topic without state is
+  UNKNOWN_TOPIC_OR_PARTITION. The topic is recorded as deleting first and leaves it once its state is deleted; a
+  failed deletion is the answer, and deleting the topic's offsets again deletes all its partitions' state. The
+  partitions are read from the offset ``share.auto.offset.reset`` gives the next time the group reads them.
 """
 
 from __future__ import annotations
 
+import copy
 import uuid
 from dataclasses import dataclass
 
@@ -52,10 +58,11 @@ class ShareOffsets:
         return ErrorCode.NON_EMPTY_GROUP if must_be_empty and group.members else ErrorCode.NONE
 
     def assigned_topics(self, group_id: str) -> dict[str, list[int]]:
-        """Every partition the group was ever assigned, by topic name (topics deleted since are left out)."""
+        """Every partition whose state the group initialized, by topic name (topics deleted since are left out), as
+        Kafka describes all of a group's offsets."""
         group = self._share.groups.groups.get(group_id)
         out: dict[str, list[int]] = {}
-        for topic_id, partitions in (group.assigned.items() if group is not None else ()):
+        for topic_id, partitions in (group.state_partitions.initialized.items() if group is not None else ()):
             info = self._metadata.topic_by_id(topic_id)
             if info is not None:
                 out[info.name] = sorted(partitions)
@@ -96,27 +103,29 @@ class ShareOffsets:
         if info is None:
             return {index: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION for index in starts}
         group = self._share.groups.empty_group(group_id)
-        out: dict[int, ErrorCode] = {}
-        for index, start in starts.items():
-            if index not in info.partitions:
-                out[index] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                continue
-            if start < 0:
-                out[index] = ErrorCode.INVALID_REQUEST
-                continue
+        state = group.state_partitions
+        wanted = {index: start for index, start in starts.items() if index in info.partitions and start >= 0}
+        out: dict[int, ErrorCode] = {index: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if index not in info.partitions
+                                     else ErrorCode.INVALID_REQUEST for index in starts if index not in wanted}
+        if wanted:
+            before = copy.deepcopy(state)
+            state.initializing.setdefault(info.topic_id, set()).update(wanted)
+            state.initializing_since_ms[info.topic_id] = self._share.now_ms()
+            state.names[info.topic_id] = topic
+            state.deleting.discard(info.topic_id)
+            code = await self._share.write_state(group, before)
+            if code is not ErrorCode.NONE:
+                return {index: out.get(index, code) for index in starts}
+            state = group.state_partitions
+        for index, start in wanted.items():
             summary = await self._share.persister.summary(group_id, info.topic_id, index)
-            if isinstance(summary, ErrorCode):
-                out[index] = summary
-                continue
-            code = await self._share.persister.initialize(group_id, info.topic_id, index,
-                                                          max(summary.state_epoch, 0) + 1, start)
-            out[index] = code
-            if code is ErrorCode.NONE:
-                group.assigned.setdefault(info.topic_id, set()).add(index)
-                group.topic_names[info.topic_id] = topic
+            out[index] = summary if isinstance(summary, ErrorCode) else await self._share.persister.initialize(
+                group_id, info.topic_id, index, max(summary.state_epoch, 0) + 1, start)
+            if out[index] is ErrorCode.NONE:
+                state.initialize_done({info.topic_id: {index}})
                 self._share.forget_partition(group_id, topic, index)
-        await self._share.write_group(group_id)
-        return out
+        written = await self._share.write_answer(group_id)
+        return {index: written if out[index] is ErrorCode.NONE else out[index] for index in starts}
 
     async def delete(self, group_id: str, topic: str) -> ErrorCode:
         """Delete the state of the group's share-partitions of ``topic`` (the group exists and is empty)."""
@@ -124,12 +133,18 @@ class ShareOffsets:
         if info is None:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         group = self._share.groups.groups[group_id]
-        for index in sorted(group.assigned.get(info.topic_id, ())):
+        state = group.state_partitions
+        before = copy.deepcopy(state)
+        partitions = state.delete_topic(info.topic_id, len(info.partitions))
+        if partitions is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        code = await self._share.write_state(group, before)
+        if code is not ErrorCode.NONE:
+            return code
+        for index in sorted(partitions):
             code = await self._share.persister.delete(group_id, info.topic_id, index)
             if code is not ErrorCode.NONE:
                 return code
             self._share.forget_partition(group_id, topic, index)
-        group.assigned.pop(info.topic_id, None)
-        group.topic_names.pop(info.topic_id, None)
-        await self._share.write_group(group_id)
-        return ErrorCode.NONE
+        state.deleted([info.topic_id])
+        return await self._share.write_answer(group_id)

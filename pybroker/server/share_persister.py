@@ -36,16 +36,14 @@ from pybroker.protocol.messages import (
     WriteShareGroupStateResponse,
 )
 from pybroker.protocol.schema import Message
-from pybroker.replication.share.durable import DurableBatch
+from pybroker.replication.share.durable import RETRIED, DurableBatch
 from pybroker.server.broker_connections import BrokerConnections
 from pybroker.server.internal_topic import MetadataSource
 from pybroker.server.share_state_service import ShareStateService
 
 log = logging.getLogger("pybroker.share")
 
-RETRIABLE = frozenset({ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                       ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.NETWORK_EXCEPTION,
-                       ErrorCode.REQUEST_TIMED_OUT})
+RETRIABLE = RETRIED
 BACKOFF_S = (0.05, 0.1, 0.2, 0.5, 1.0)
 M = TypeVar("M", bound=Message)
 

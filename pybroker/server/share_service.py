@@ -1,36 +1,47 @@
 """The broker's share groups (KIP-932): the coordinator side (membership, group configs) and the partition side
 (each share-partition's in-flight state, share sessions), assembled for the handlers.
 
-A share-partition is durable through the share coordinator (``share_persister.py``): the first request that needs
-it on its leader reads its state (start offset, state batches, state epoch) with this broker's leader epoch,
-initializing it from ``share.auto.offset.reset`` when it has none; acknowledgements are answered once a write of
-the state they changed has been taken by the coordinator (``replication/share/durable.py``). A leadership change
-drops the share-partitions of the partition: the next leader reads them again, and its read fences this one's
-writes (FENCED_LEADER_EPOCH), after which its copy is dropped here too. Share groups themselves (epochs, members,
-assignments, the share-partitions they have state in) are written to ``__consumer_offsets`` after each change
+A share-partition is durable through the share coordinator (``share_persister.py``). Its state is initialized by the
+group's coordinator before the partition is ever assigned (``coordinator/share/state_partitions.py``: recorded as
+initializing, InitializeShareGroupState at the group epoch with no start offset, then recorded as initialized; a
+heartbeat that started an initialization waits up to ``INITIALIZE_WAIT_S`` for it, so that a new group's first
+heartbeat already carries its assignment, where Kafka answers at once and assigns at the next heartbeat). The first
+request that needs it on its leader reads its state (start offset, state batches, state epoch) with this broker's
+leader epoch, taking the start offset from ``share.auto.offset.reset`` when none was stored; acknowledgements are
+answered once a write of the state they changed has been taken by the coordinator (``replication/share/durable.py``).
+A leadership change drops the share-partitions of the partition: the next leader reads them again, and its read fences
+this one's writes (FENCED_LEADER_EPOCH), after which its copy is dropped here too. Share groups themselves (epochs,
+members, assignments, the share-partitions they have state in) are written to ``__consumer_offsets`` after each change
 (``coordinator/share/records.py``) and loaded back with their partition of it by the group coordinator.
 """
 
 from __future__ import annotations
 
 import asyncio
+import copy
 import logging
 import uuid
 from dataclasses import dataclass
-from typing import Awaitable, Callable
+from typing import Any, Awaitable, Callable, Coroutine
 
 from pybroker.common.clock import SYSTEM_CLOCK, Clock
 from pybroker.common.config import BrokerConfig
+from pybroker.common.topic import TopicPartition
 from pybroker.controller.metadata import ClusterMetadata, TopicInfo
+from pybroker.coordinator.consumer_group import TopicImage
 from pybroker.coordinator.coordinator import GroupCoordinator
 from pybroker.coordinator.group_base import Record
 from pybroker.coordinator.share import records as share_records
 from pybroker.coordinator.share.configs import GroupConfigStore, ShareConfigs, ShareLimits
+from pybroker.coordinator.runtime import CoordinatorStorageError, NotCoordinatorError
 from pybroker.coordinator.share.group import ShareGroup, ShareGroups
+from pybroker.coordinator.share.state_partitions import Partitions, StatePartitions
 from pybroker.log import PartitionLog
 from pybroker.protocol.error_codes import ErrorCode
+from pybroker.protocol.messages import ShareGroupHeartbeatResponse
 from pybroker.replication.share.durable import DurableBatch, StateWriter, restored
 from pybroker.replication.share.partition import SharePartition
+from pybroker.server.error_mapping import error_code_for
 from pybroker.server.share_persister import SharePersister
 from pybroker.server.share_sessions import ShareSessionCache
 
@@ -41,7 +52,9 @@ SharePartitionKey = tuple[str, str, int]
 """(group id, topic name, partition index)."""
 TICK_S = 1.0
 FENCED = frozenset({ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.FENCED_STATE_EPOCH})
-INITIAL_STATE_EPOCH = 0
+UNINITIALIZED_START_OFFSET = -1
+INITIALIZE_WAIT_S = 1.0
+"""How long a heartbeat that asked for share-partitions to be initialized waits for it before answering."""
 
 
 class ShareStateUnavailable(Exception):
@@ -66,13 +79,16 @@ class ShareService:
     def __init__(self, config: BrokerConfig, metadata: Callable[[], ClusterMetadata], groups: GroupCoordinator,
                  persister: SharePersister, group_configs: GroupConfigStore,
                  write_records: Callable[[list[tuple[int, Record]]], Awaitable[None]],
-                 clock: Clock = SYSTEM_CLOCK) -> None:
+                 records_acquirable: Callable[[TopicPartition], None], clock: Clock = SYSTEM_CLOCK) -> None:
         self.persister = persister
+        self._records_acquirable = records_acquirable
         self._write_records = write_records
         self._metadata = metadata
         self._groups = groups
         self.clock = clock
         self.limits = ShareLimits.from_config(config)
+        self._initialize_retry_ms = max(config["group.share.initialize.retry.interval.ms"],
+                                        config["offsets.commit.timeout.ms"])
         self.configs = ShareConfigs(self.limits, group_configs)
         self.groups = ShareGroups(self.configs.settings(""), self.configs.settings, groups.share_groups)
         self.sessions = ShareSessionCache(self.limits.max_share_sessions)
@@ -91,8 +107,17 @@ class ShareService:
         return asyncio.get_running_loop().create_task(self._expire_members(), name="share-groups")
 
     def _on_topic_change(self, name: str, info: TopicInfo | None) -> None:
-        if info is None:
-            self._forget(lambda key: key[1] == name)
+        """A deleted topic's share-partitions are forgotten here, and the topic leaves the share-partition metadata
+        of the groups this broker coordinates (Kafka's maybeCleanupShareGroupState)."""
+        if info is not None:
+            return
+        self._forget(lambda key: key[1] == name)
+        metadata = self._metadata()
+        for group in list(self.groups.groups.values()):
+            state = group.state_partitions
+            gone = [t for t, known in state.names.items() if known == name and metadata.topic_by_id(t) is None]
+            if state.topics_deleted(gone):
+                self._spawn(self._write_logged(group.group_id), f"share-group-topic-deleted-{group.group_id}")
 
     def _forget(self, which: Callable[[SharePartitionKey], bool]) -> None:
         for key in [key for key in self.partitions if which(key)]:
@@ -112,8 +137,11 @@ class ShareService:
             for session in self.sessions.idle(now, lambda group: self.configs.settings(group).session_timeout_ms):
                 self.member_left(session.group_id, session.member_id)
             for group_id, topic, index in list(self.partitions):
-                if self.expire(group_id, topic, index, now):
-                    self.persist_later(group_id, topic, index)
+                durable = self._durable.get((group_id, topic, index))
+                if self.expire(group_id, topic, index, now) or (durable is not None and durable.writer.needs_write()):
+                    self.persist_later(group_id, topic, index)  # a failed write of released records: again
+            for group_id in {key[0] for key in self.partitions}:
+                self._drop_unused(group_id)
 
     async def write_group(self, group_id: str, deleted: ShareGroup | None = None) -> None:
         """Write what changed in the group's ``__consumer_offsets`` records (all tombstones for ``deleted``), and
@@ -132,6 +160,15 @@ class ShareService:
             group.written = previous
             raise
 
+    async def write_answer(self, group_id: str) -> ErrorCode:
+        """``write_group``, its failure as the error code a group API answers (the next write carries the changes)."""
+        try:
+            await self.write_group(group_id)
+        except (CoordinatorStorageError, NotCoordinatorError) as exc:
+            log.warning("Writing the records of share group %s failed: %s", group_id, exc)
+            return error_code_for(exc)
+        return ErrorCode.NONE
+
     async def _write_logged(self, group_id: str) -> None:
         try:
             await self.write_group(group_id)
@@ -144,11 +181,30 @@ class ShareService:
 
     def member_left(self, group_id: str, member_id: str) -> None:
         """Close the member's share session and release every record it holds on this broker (the new delivery
-        states and counts are written, as Kafka writes its releaseAcquiredRecords)."""
+        states and counts are written, as Kafka writes its releaseAcquiredRecords). When that was the group's last
+        share session here, the group's share-partitions are dropped once those writes are done (Kafka's
+        ShareGroupListener.onGroupEmpty): the next member reads the state again, so a group deleted meanwhile (and
+        perhaps created again) is never served from this broker's copy of its old state."""
         self.sessions.remove(group_id, member_id)
-        for (group, topic, index), share in list(self.partitions.items()):
-            if group == group_id and share.release_member(member_id):
-                self.persist_later(group, topic, index)
+        writes = [self.persist_later(group, topic, index)
+                  for (group, topic, index), share in list(self.partitions.items())
+                  if group == group_id and share.release_member(member_id)]
+        if not self._has_session(group_id) and any(key[0] == group_id for key in self.partitions):
+            self._spawn(self._group_empty(group_id, writes), f"share-group-empty-{group_id}")
+
+    def _has_session(self, group_id: str) -> bool:
+        return any(group == group_id for group, _member in self.sessions.sessions)
+
+    async def _group_empty(self, group_id: str, writes: list[asyncio.Task[None]]) -> None:
+        await asyncio.gather(*writes)
+        self._drop_unused(group_id)
+
+    def _drop_unused(self, group_id: str) -> None:
+        """Drop the group's share-partitions here while it has no share session open, except those whose released
+        records still wait for a write (the expiry loop writes them again, then drops them)."""
+        if not self._has_session(group_id):
+            self._forget(lambda key: key[0] == group_id and key in self.partitions
+                         and not self.partitions[key].unwritten())
 
     def expire(self, group_id: str, topic: str, index: int, now_ms: int) -> int:
         """Release the share-partition's acquisitions whose lock ran out; how many. The caller writes the state
@@ -157,13 +213,59 @@ class ShareService:
         share = self.partitions.get((group_id, topic, index))
         return 0 if share is None else share.expire(now_ms)
 
-    def persist_later(self, group_id: str, topic: str, index: int) -> None:
+    def persist_later(self, group_id: str, topic: str, index: int) -> asyncio.Task[None]:
         """Write the share-partition's state without waiting for it (nothing is answered after it); a failure is
         logged, and the next write carries the state again."""
-        task = asyncio.get_running_loop().create_task(self._persist_logged(group_id, topic, index),
-                                                      name=f"share-state-write-{group_id}-{topic}-{index}")
+        return self._spawn(self._persist_logged(group_id, topic, index),
+                           f"share-state-write-{group_id}-{topic}-{index}")
+
+    def _spawn(self, work: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
+        task = asyncio.get_running_loop().create_task(work, name=name)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
+        return task
+
+    async def after_heartbeat(self, group_id: str, member_id: str, image: TopicImage, full: bool,
+                              response: ShareGroupHeartbeatResponse) -> ShareGroupHeartbeatResponse:
+        """Write the heartbeat's records with the subscribed partitions still without state marked initializing,
+        then have them initialized; when that is done within ``INITIALIZE_WAIT_S`` the member is answered with the
+        assignment that includes them (otherwise a later heartbeat gets it)."""
+        pending = self.groups.to_initialize(group_id, image, self.now_ms(), self._initialize_retry_ms)
+        await self.write_group(group_id)
+        group = self.groups.groups.get(group_id)
+        if not pending or group is None:
+            return response
+        task = self._spawn(self._initialize(group, pending), f"share-state-initialize-{group_id}")
+        done, _ = await asyncio.wait({task}, timeout=INITIALIZE_WAIT_S)
+        again = self.groups.reconcile(group_id, member_id, image, full) if done else None
+        if again is None:
+            return response
+        await self.write_group(group_id)
+        return again
+
+    async def _initialize(self, group: ShareGroup, pending: Partitions) -> None:
+        """InitializeShareGroupState of ``pending`` at the group epoch, then the outcome recorded: initialized
+        (assignable) or, for those that failed, no longer initializing (the next heartbeat asks again). A share
+        coordinator answering FENCED_STATE_EPOCH holds state at this epoch or a later one already: an earlier attempt
+        whose outcome was never recorded (its coordinator crashed or moved) initialized it, and no member could read
+        it since, as it was never assigned."""
+        keys = [(topic_id, index) for topic_id, indexes in sorted(pending.items()) for index in sorted(indexes)]
+        answers = await asyncio.gather(*(self.persister.initialize(group.group_id, topic_id, index,
+                                                                   group.group_epoch, UNINITIALIZED_START_OFFSET)
+                                         for topic_id, index in keys), return_exceptions=True)
+        done: Partitions = {}
+        failed: Partitions = {}
+        for (topic_id, index), answer in zip(keys, answers):
+            (done if answer in (ErrorCode.NONE, ErrorCode.FENCED_STATE_EPOCH) else failed).setdefault(
+                topic_id, set()).add(index)
+        if failed:
+            log.warning("Initializing the state of share group %s failed for %s: %s", group.group_id, failed,
+                        sorted({str(a) for a in answers if a not in (ErrorCode.NONE, ErrorCode.FENCED_STATE_EPOCH)}))
+        if self.groups.groups.get(group.group_id) is not group:  # deleted, or its coordinator moved meanwhile
+            return
+        group.state_partitions.initialize_done(done)
+        group.state_partitions.initialize_failed(failed)
+        await self._write_logged(group.group_id)
 
     async def _persist_logged(self, group_id: str, topic: str, index: int) -> None:
         code = await self.persist(group_id, topic, index)
@@ -173,25 +275,57 @@ class ShareService:
 
     async def delete_group(self, group_id: str) -> ErrorCode:
         """DeleteGroups of a share group: only an empty one, with its configs and its share-partitions' state in
-        ``__share_group_state`` (DeleteShareGroupState of every partition it was ever assigned, first, as Kafka's
-        group coordinator deletes it; a failed deletion is the answer and keeps the group)."""
+        ``__share_group_state``, as Kafka's group coordinator deletes it: its topics are recorded as deleting first,
+        then DeleteShareGroupState is sent for every partition with state (and for those of an earlier deletion that
+        did not finish), and only once all are deleted are the group's tombstones written; the group is forgotten
+        once they are replicated. Any failure is the answer and keeps the group, whose deleting record has the next
+        DeleteGroups delete the same state again."""
         code = self.groups.deletable(group_id)
         if code is not ErrorCode.NONE:
             return code
         group = self.groups.groups[group_id]
-        assigned = group.assigned
+        before = copy.deepcopy(group.state_partitions)
+        partitions = group.state_partitions.delete_all(self._partition_count)
+        code = await self.write_state(group, before)
+        if code is not ErrorCode.NONE:
+            return code
         codes = await asyncio.gather(*(self.persister.delete(group_id, topic_id, index)
-                                       for topic_id, indexes in assigned.items() for index in sorted(indexes)))
+                                       for topic_id, indexes in sorted(partitions.items())
+                                       for index in sorted(indexes)))
         failed = next((c for c in codes if c is not ErrorCode.NONE), None)
         if failed is not None:
             log.warning("Deleting the share-partition state of share group %s failed: %s", group_id, failed.name)
             return failed
-        code = self.groups.delete(group_id)
-        if code is ErrorCode.NONE:
+        code = self.groups.deletable(group_id) if self.groups.groups.get(group_id) is group \
+            else ErrorCode.GROUP_ID_NOT_FOUND
+        if code is not ErrorCode.NONE:  # a member joined, or another deletion won, meanwhile
+            return code
+        del self.groups.groups[group_id]  # no heartbeat may join it while its tombstones are written
+        try:
             await self.write_group(group_id, deleted=group)
-            await self.configs.forget(group_id)
-            self._forget(lambda key: key[0] == group_id)
-        return code
+        except (CoordinatorStorageError, NotCoordinatorError) as exc:
+            log.warning("Writing the tombstones of share group %s failed: %s", group_id, exc)
+            self.groups.groups.setdefault(group_id, group)
+            return error_code_for(exc)
+        await self.configs.forget(group_id)
+        self._forget(lambda key: key[0] == group_id)
+        return ErrorCode.NONE
+
+    async def write_state(self, group: ShareGroup, before: StatePartitions) -> ErrorCode:
+        """Write the group's records after a change of its share-partition metadata (``before`` it); when that
+        fails the change is undone, so that this coordinator goes on as the log says (a partition it took for
+        deleting would otherwise be initialized again, over its state)."""
+        try:
+            await self.write_group(group.group_id)
+        except (CoordinatorStorageError, NotCoordinatorError) as exc:
+            log.warning("Writing the share-partitions of share group %s failed: %s", group.group_id, exc)
+            group.state_partitions = before
+            return error_code_for(exc)
+        return ErrorCode.NONE
+
+    def _partition_count(self, topic_id: uuid.UUID) -> int | None:
+        info = self._metadata().topic_by_id(topic_id)
+        return None if info is None else len(info.partitions)
 
     def forget_partition(self, group_id: str, topic: str, index: int) -> None:
         """Drop this broker's copy of a share-partition whose stored state was changed by an admin: the next use
@@ -220,12 +354,10 @@ class ShareService:
         if info is None:
             raise ShareStateUnavailable(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         read = await self.persister.read(group_id, info.topic_id, index, leader_epoch)
-        if read.error is ErrorCode.INVALID_REQUEST:  # never initialized: start at share.auto.offset.reset
-            code = await self.persister.initialize(group_id, info.topic_id, index, INITIAL_STATE_EPOCH,
-                                                    self._start_offset(group_id, partition_log))
-            if code not in (ErrorCode.NONE, ErrorCode.FENCED_STATE_EPOCH):  # fenced: another initialized it
-                raise ShareStateUnavailable(code)
-            read = await self.persister.read(group_id, info.topic_id, index, leader_epoch)
+        if read.error is ErrorCode.INVALID_REQUEST:
+            # Never initialized: the group's coordinator initializes a partition before assigning it, so no member
+            # of the group was given it yet; Kafka's SharePartition answers such a read UNKNOWN_SERVER_ERROR.
+            raise ShareStateUnavailable(ErrorCode.UNKNOWN_SERVER_ERROR)
         if read.error is not ErrorCode.NONE:
             raise ShareStateUnavailable(read.error)
         start = read.start_offset if read.start_offset >= 0 else self._start_offset(group_id, partition_log)
@@ -236,7 +368,16 @@ class ShareService:
             durable = self._durable[key]
             return await self.persister.write(group_id, durable.topic_id, index, durable.state_epoch,
                                                durable.leader_epoch, start_offset, batches)
-        self._durable[key] = _Durable(info.topic_id, read.state_epoch, leader_epoch, StateWriter(share, write))
+        writer = StateWriter(share, write, lambda: self._records_acquirable(TopicPartition(topic, index)))
+        self._durable[key] = _Durable(info.topic_id, read.state_epoch, leader_epoch, writer)
+        if read.start_offset < 0:
+            # Initialized by the group coordinator without a start offset: the one share.auto.offset.reset gives now
+            # is written before any record is served from it, so a later leader starts there too (with "latest",
+            # reading it again would skip what was produced in between) and the group's offsets show it.
+            code = await self._durable[key].writer.persist()
+            if code is not ErrorCode.NONE:
+                self._durable.pop(key, None)
+                raise ShareStateUnavailable(code)
         self.partitions[key] = share
         log.info("Share-partition %s of %s-%d read at start offset %d (state epoch %d, leader epoch %d)",
                  group_id, topic, index, share.start_offset, read.state_epoch, leader_epoch)
@@ -269,3 +410,4 @@ class ShareService:
             if found is not None:
                 return min(found[0], partition_log.high_watermark)
         return partition_log.high_watermark
+

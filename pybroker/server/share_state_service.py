@@ -11,7 +11,9 @@ coordinators (``coordinator_loads.py``).
 
 Each request is answered per share-partition once its records are held by the in-sync replicas (acks=-1, within
 ``share.coordinator.write.timeout.ms``); a write the ISR did not take in time is COORDINATOR_NOT_AVAILABLE and
-is retried by the partition leader's persister.
+is retried by the partition leader's persister. Its records stay in the log, uncommitted, and in the shard: an
+answer that writes nothing (a read) therefore waits until the high watermark passes the log end, so that no one
+reads a state a leader failure can still take back.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from typing import Any, Callable, Iterable, Iterator, TypeVar
 from pybroker.common.clock import Clock
 from pybroker.common.config import BrokerConfig
 from pybroker.common.io_executor import IoExecutor
+from pybroker.common.topic import TopicPartition
 from pybroker.coordinator.loader import decoded_records
 from pybroker.coordinator.share_state.pruning import SnapshotOffsets
 from pybroker.coordinator.share_state.records import (
@@ -50,6 +53,7 @@ from pybroker.protocol.messages import (
     WriteShareGroupStateResponse,
 )
 from pybroker.records import iter_batches
+from pybroker.replication.errors import ReplicaTimeoutError
 from pybroker.replication.manager import ReplicaManager
 from pybroker.server.coordinator_loads import CoordinatorPartitions, LoadSteps, LogSource
 from pybroker.server.error_mapping import error_code_for
@@ -86,6 +90,7 @@ class ShareStateService:
                                     "min.insync.replicas": str(min(min_isr, factor))},
             replication_timeout_ms=config["share.coordinator.write.timeout.ms"], clock=clock.wall_ms)
         self._replicas = replicas
+        self._write_timeout_s = config["share.coordinator.write.timeout.ms"] / 1000
         self._prune_interval_s = config["share.coordinator.state.topic.prune.interval.ms"] / 1000
         self._cold_interval_s = config["share.coordinator.cold.partition.snapshot.interval.ms"] / 1000
         self.snapshots = SnapshotOffsets()
@@ -166,7 +171,7 @@ class ShareStateService:
         saved = self.shard.saved(key)
         answer = operation()
         if not answer.records:
-            return answer
+            return await self._committed(key, partition, answer)
         try:
             end = self.topic.append(partition, answer.records)
         except Exception as exc:
@@ -176,6 +181,24 @@ class ShareStateService:
             self.snapshots.note(partition, key, record_type(raw_key), value is None, end - len(answer.records) + index)
         try:
             await self.topic.replicated(partition, end)
+        except Exception as exc:
+            return _failed(key, exc)
+        return answer
+
+    async def _committed(self, key: ShareKey, partition: int, answer: Answer) -> Answer:
+        """``answer`` (an operation that wrote nothing) once every record it may reflect is held by the ISR: the
+        shard applies a write's records before they replicate, and a write that timed out leaves them in the log,
+        uncommitted, where a leader failure may still drop them. Kafka's share coordinator answers only from
+        committed state too."""
+        clock = self._time
+        deadline = clock.monotonic() + self._write_timeout_s
+        try:
+            end = self._replicas.leader_partition(SHARE_STATE_TOPIC, partition).log.log_end_offset
+            while self._replicas.leader_partition(SHARE_STATE_TOPIC, partition).log.high_watermark < end:
+                remaining = deadline - clock.monotonic()
+                if remaining <= 0:
+                    raise ReplicaTimeoutError(f"{SHARE_STATE_TOPIC}-{partition} not replicated up to offset {end}")
+                await self._replicas.wait_for_append([TopicPartition(SHARE_STATE_TOPIC, partition)], remaining)
         except Exception as exc:
             return _failed(key, exc)
         return answer
@@ -254,10 +277,10 @@ class ShareStateService:
 
 
 def _failed(key: ShareKey, exc: Exception) -> Answer:
-    """A write that did not reach the ISR: NOT_COORDINATOR when leadership moved, else COORDINATOR_NOT_AVAILABLE
+    """State the ISR does not hold (yet): NOT_COORDINATOR when leadership moved, else COORDINATOR_NOT_AVAILABLE
     (the persister retries both)."""
     code = error_code_for(exc)
-    log.warning("Writing the share state of %s failed: %s", key, code.name)
+    log.warning("The share state of %s is not replicated: %s", key, code.name)
     code = ErrorCode.NOT_COORDINATOR if code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.NOT_COORDINATOR) \
         else ErrorCode.COORDINATOR_NOT_AVAILABLE
     return Answer(code, code.message)

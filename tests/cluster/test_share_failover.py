@@ -10,6 +10,8 @@ acknowledgement is written to it.
 
 from __future__ import annotations
 
+import os
+import signal
 import uuid
 
 from confluent_kafka.admin import AdminClient
@@ -19,11 +21,15 @@ from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.messages import (
     FindCoordinatorRequest,
     FindCoordinatorResponse,
+    InitializeShareGroupStateRequest,
+    InitializeShareGroupStateResponse,
     MetadataRequest,
     MetadataResponse,
     ReadShareGroupStateRequest,
     ReadShareGroupStateResponse,
     ShareFetchRequest,
+    WriteShareGroupStateRequest,
+    WriteShareGroupStateResponse,
 )
 from tests.cluster.conftest import Cluster, running_cluster
 from tests.cluster.test_cluster import create_topic, partition_states, wait_for_full_isr
@@ -139,4 +145,89 @@ def test_share_state_survives_the_leader_and_the_share_coordinator_being_killed(
         assert eventually(lambda: _stored(client, topic_id), "the state read back") == (5, [(5, 9, 0, 0)])
         assert _acknowledge(client, "m2", epoch, topic_id, 5, [ACCEPT] * 5) == ErrorCode.NONE
         assert _stored(client, topic_id) == (10, [])
+        client.close()
+
+
+def test_released_records_wait_until_the_share_coordinator_took_their_delivery_count(tmp_path) -> None:
+    """Chaos seed 17: records released while the share coordinator could not commit a write were delivered again
+    at once, so when the coordinator then lost that write (its leader lost power) a new leader read the older
+    delivery counts and counted them from 1 again. Here the coordinator's follower (S) is stopped, so no write of
+    ``__share_group_state`` (two replicas, min ISR 2) is acknowledged: a record m1 releases (its share session
+    closes) is not delivered to m2 until S is back and the write of its delivery count is taken."""
+    extra = {"share.coordinator.state.topic.num.partitions": "1",
+             "share.coordinator.state.topic.replication.factor": "2", "share.coordinator.state.topic.min.isr": "2",
+             "share.coordinator.write.timeout.ms": "1000"}
+    with running_cluster(tmp_path, extra=extra) as cluster:
+        coordinator = _coordinator(cluster, f"{GROUP}:{topic_id_to_string(uuid.uuid4())}:0", SHARE_KEY)
+        _, replicas, _ = wait_for_full_isr(cluster, "__share_group_state")[0]
+        follower = next(b for b in replicas if b != coordinator)
+        leader = next(b for b in range(3) if b not in replicas)
+        create_topic(cluster, TOPIC, 1, assignment=[[leader, coordinator]])
+        wait_for_full_isr(cluster, TOPIC)
+        client = _broker(cluster, leader)
+        topic_id = client.request(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=TOPIC)]), 12,
+                                  MetadataResponse).topics[0].topic_id
+        _join(cluster, "m1")
+        _join(cluster, "m2")
+        assert _fetch(client, GROUP, "m1", 0, topic_id).error_code == ErrorCode.NONE  # starts at the end: 0
+        _produce(client, TOPIC, 10)
+        acquired, _ = _acquire(client, "m1", topic_id, 1)
+        assert acquired == [(0, 9, 1)]
+        assert _fetch(client, GROUP, "m2", 0, topic_id).error_code == ErrorCode.NONE  # m2's session: nothing yet
+
+        stopped = cluster.brokers[follower].process
+        assert stopped is not None
+        os.kill(stopped.pid, signal.SIGSTOP)
+        try:
+            assert _fetch(client, GROUP, "m1", -1, None).error_code == ErrorCode.NONE  # m1's session closes
+            held = _fetch(client, GROUP, "m2", 1, topic_id).responses
+            assert [a for t in held for p in t.partitions for a in p.acquired_records] == []
+        finally:
+            os.kill(stopped.pid, signal.SIGCONT)
+        redelivered, _ = _acquire(client, "m2", topic_id, 2)
+        assert redelivered == [(0, 9, 2)]
+        assert eventually(lambda: _stored(_broker(cluster, coordinator), topic_id), "the state read back") == \
+            (0, [(0, 9, 0, 1)])  # m2's acquisition is not written: the count m1's release left
+        client.close()
+
+
+def _write(client: WireClient, topic_id: uuid.UUID, start_offset: int,
+           batches: list[tuple[int, int, int, int]]) -> int:
+    W = WriteShareGroupStateRequest
+    return client.request(W(group_id=GROUP, topics=[W.WriteStateData(topic_id=topic_id, partitions=[W.PartitionData(
+        partition=0, state_epoch=0, leader_epoch=0, start_offset=start_offset, state_batches=[
+            W.StateBatch(first_offset=f, last_offset=la, delivery_state=st, delivery_count=c)
+            for f, la, st, c in batches])])]), 0, WriteShareGroupStateResponse).results[0].partitions[0].error_code
+
+
+def test_the_share_coordinator_answers_a_read_from_committed_state_only(tmp_path) -> None:
+    """A write whose records the ISR did not take in time is answered COORDINATOR_NOT_AVAILABLE, but its records
+    stay in the coordinator's log (a leader failure may drop them) and were applied to its state: a read must not
+    answer with them until they are committed, or a share-partition leader would start from state that can still
+    vanish."""
+    extra = {"share.coordinator.state.topic.num.partitions": "1",
+             "share.coordinator.state.topic.replication.factor": "2", "share.coordinator.state.topic.min.isr": "2",
+             "share.coordinator.write.timeout.ms": "1000"}
+    with running_cluster(tmp_path, extra=extra) as cluster:
+        topic_id = uuid.uuid4()  # the share coordinator keys on the id alone
+        coordinator = _coordinator(cluster, f"{GROUP}:{topic_id_to_string(topic_id)}:0", SHARE_KEY)
+        _, replicas, _ = wait_for_full_isr(cluster, "__share_group_state")[0]
+        follower = next(b for b in replicas if b != coordinator)
+        client = _broker(cluster, coordinator)
+        I = InitializeShareGroupStateRequest
+        assert client.request(I(group_id=GROUP, topics=[I.InitializeStateData(topic_id=topic_id, partitions=[
+            I.PartitionData(partition=0, state_epoch=0, start_offset=0)])]), 0,
+            InitializeShareGroupStateResponse).results[0].partitions[0].error_code == ErrorCode.NONE
+        assert _write(client, topic_id, 0, [(0, 4, 0, 1)]) == ErrorCode.NONE
+        assert _stored(client, topic_id) == (0, [(0, 4, 0, 1)])
+
+        stopped = cluster.brokers[follower].process
+        assert stopped is not None
+        os.kill(stopped.pid, signal.SIGSTOP)
+        try:
+            assert _write(client, topic_id, 0, [(0, 4, 0, 2)]) == ErrorCode.COORDINATOR_NOT_AVAILABLE
+            assert _stored(client, topic_id) is None  # not (0, [(0, 4, 0, 2)]): the ISR does not hold it
+        finally:
+            os.kill(stopped.pid, signal.SIGCONT)
+        assert eventually(lambda: _stored(client, topic_id), "the write committed") == (0, [(0, 4, 0, 2)])
         client.close()

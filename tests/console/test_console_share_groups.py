@@ -44,6 +44,13 @@ def test_share_group_members_partitions_and_offsets(console_broker: BrokerProces
         poll_page(page, f"{console.url}/groups", listed)
         page.locator("#groups a", has_text=GROUP).click()
         page.wait_for_load_state()
+        # Partitions are assigned once the group's coordinator has had their state initialized, which a member's
+        # first heartbeat may not wait for (the broker's share coordinator starts with the first share group), and
+        # a start offset is stored once the partition's leader first reads the state for a member's fetch.
+        def started() -> bool:
+            rows = [row.locator("td").all_inner_texts() for row in page.locator("#partitions tr").all()[1:]]
+            return len(rows) == 2 and all(cells[2].isdigit() for cells in rows)
+        poll_page(page, page.url, started)
         assert page.locator("h1").inner_text() == f"Share group {GROUP}"
         assert page.locator("#state").inner_text() == "Stable"
         assert page.locator("#members tr").count() == 4

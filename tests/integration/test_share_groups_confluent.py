@@ -16,7 +16,7 @@ from pybroker.protocol.messages import MetadataRequest, MetadataResponse
 from tests.eventually import eventually
 from tests.integration.broker_process import BrokerProcess
 from tests.integration.test_bad_input import WireClient
-from tests.integration.test_share_groups_wire import _acknowledge, _beat, _fetch
+from tests.integration.test_share_groups_wire import _acknowledge, _fetch, _join
 
 DEADLINE_S = 30
 
@@ -128,7 +128,7 @@ def test_a_lock_timeout_redelivers_to_another_member(broker: BrokerProcess) -> N
     _topic_and_group(broker.bootstrap, "cf-lock", "cf-lock-group", **{"share.record.lock.duration.ms": "1000"})
     _produce(broker.bootstrap, "cf-lock", ["a", "b", "c"])
     holder = WireClient(broker.bootstrap)
-    _beat(holder, "cf-lock-group", "holder", 0, ["cf-lock"])
+    _join(holder, "cf-lock-group", "holder", ["cf-lock"])
     topic_id = holder.request(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name="cf-lock")]), 12,
                               MetadataResponse).topics[0].topic_id
     held = _fetch(holder, "cf-lock-group", "holder", 0, topic_id)

@@ -39,7 +39,7 @@ from tests.eventually import eventually
 from tests.integration.broker_process import BrokerProcess
 from tests.integration.test_bad_input import WireClient
 from tests.integration.test_share_groups_confluent import _consumer, _produce, _topic_and_group
-from tests.integration.test_share_groups_wire import _beat, _fetch
+from tests.integration.test_share_groups_wire import _beat, _fetch, _join
 
 ACCEPT, RELEASE, REJECT = 1, 2, 3
 
@@ -78,7 +78,7 @@ def test_acknowledged_state_survives_a_restart(tmp_path: Path, shutdown: str) ->
         _topic_and_group(broker.bootstrap, topic, group)
         _produce(broker.bootstrap, topic, [f"r{i}" for i in range(10)])
         holder = WireClient(broker.bootstrap)
-        _beat(holder, group, "holder", 0, [topic])
+        _join(holder, group, "holder", [topic])
         topic_id = holder.request(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=topic)]), 12,
                                   MetadataResponse).topics[0].topic_id
         fetched, epoch = _acquire_all(holder, group, topic_id)
@@ -184,7 +184,7 @@ def _holding(client: WireClient, bootstrap: str, topic: str, group: str, count: 
     """A group reading ``topic`` from its start, with ``count`` records produced and all held by member "holder"."""
     _topic_and_group(bootstrap, topic, group, **configs)
     _produce(bootstrap, topic, [f"r{i}" for i in range(count)])
-    _beat(client, group, "holder", 0, [topic])
+    _join(client, group, "holder", [topic])
     topic_id = client.request(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=topic)]), 12,
                               MetadataResponse).topics[0].topic_id
     fetched, _ = _acquire_all(client, group, topic_id)
@@ -213,7 +213,7 @@ def test_releases_and_lock_timeouts_are_written(tmp_path: Path) -> None:
         broker.kill()
         broker.start()
         client = WireClient(broker.bootstrap)
-        _beat(client, "share-left-group", "next", 0, ["share-left"])
+        _join(client, "share-left-group", "next", ["share-left"])
         again = eventually(lambda: _fetch(client, "share-left-group", "next", 0, left_id).responses, "a redelivery")
         assert [(a.first_offset, a.last_offset, a.delivery_count)
                 for a in again[0].partitions[0].acquired_records] == [(0, 2, 2)]

@@ -26,7 +26,7 @@ from pybroker.protocol.messages import (
 from tests.eventually import eventually
 from tests.integration.broker_process import BrokerProcess
 from tests.integration.test_bad_input import WireClient
-from tests.integration.test_share_groups_wire import _beat
+from tests.integration.test_share_groups_wire import _beat, _join
 
 TOPIC, GROUP, PARTITIONS = "share-restart", "share-restart-group", 3
 
@@ -60,7 +60,7 @@ def test_a_share_group_survives_a_restart(tmp_path: Path) -> None:
         created = client.request(CreateTopicsRequest(topics=[CreateTopicsRequest.CreatableTopic(
             name=TOPIC, num_partitions=PARTITIONS, replication_factor=1)]), 7, CreateTopicsResponse)
         topic_id = created.topics[0].topic_id
-        joined = _beat(client, GROUP, "stays", 0, [TOPIC])
+        joined = _join(client, GROUP, "stays", [TOPIC])
         assert joined.error_code == ErrorCode.NONE
         _beat(client, GROUP, "goes", 0, [TOPIC])
         assert _beat(client, GROUP, "goes", -1).error_code == ErrorCode.NONE
@@ -74,7 +74,7 @@ def test_a_share_group_survives_a_restart(tmp_path: Path) -> None:
         eventually(lambda: all(_stored(client, topic_id, p) for p in range(PARTITIONS)),
                    "every share-partition initialized")
         before = eventually(lambda: _describe(client), "the group described")
-        assert _summary(before) == (ErrorCode.NONE, 3, 3,
+        assert _summary(before) == (ErrorCode.NONE, joined.member_epoch + 2, joined.member_epoch + 2,  # join, leave
                                     [("stays", member_epoch, [(TOPIC, (0, 1, 2))])])
         client.close()
 

@@ -8,6 +8,7 @@ a classic group.
 from __future__ import annotations
 
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.messages import (
@@ -29,6 +30,7 @@ from tests.eventually import eventually
 from tests.integration.test_bad_input import WireClient, metadata_ok
 
 ACCEPT = 1
+RELEASE = 2
 
 
 def _topic(client: WireClient, name: str) -> uuid.UUID:
@@ -57,6 +59,22 @@ def _beat(client: WireClient, group: str, member: str, epoch: int,
     return eventually(answered, f"{group}'s coordinator to be loaded")
 
 
+def _join(client: WireClient, group: str, member: str, topics: list[str]) -> ShareGroupHeartbeatResponse:
+    """Join with epoch 0, then heartbeat at the member's epoch until it is assigned partitions: they are assigned
+    only once the group coordinator has had their state initialized, which a first heartbeat may not wait for."""
+    joined = _beat(client, group, member, 0, topics)
+    assert joined.error_code == ErrorCode.NONE, joined
+    last = [joined]
+
+    def assigned() -> ShareGroupHeartbeatResponse | None:
+        if last[-1].assignment is not None and last[-1].assignment.topic_partitions:
+            return last[-1]
+        last.append(_beat(client, group, member, last[-1].member_epoch))
+        return None
+
+    return eventually(assigned, f"{member} of {group} to be assigned partitions")
+
+
 def _fetch(client: WireClient, group: str, member: str, epoch: int, topic_id: uuid.UUID | None,
            acks: list[ShareFetchRequest.AcknowledgementBatch] | None = None) -> ShareFetchResponse:
     topics = [] if topic_id is None else [ShareFetchRequest.FetchTopic(topic_id=topic_id, partitions=[
@@ -67,7 +85,7 @@ def _fetch(client: WireClient, group: str, member: str, epoch: int, topic_id: uu
 
 
 def _acknowledge(client: WireClient, group: str, member: str, epoch: int, topic_id: uuid.UUID, first: int,
-                 last: int) -> ShareAcknowledgeResponse:
+                 last: int, kind: int = ACCEPT) -> ShareAcknowledgeResponse:
     return client.request(ShareAcknowledgeRequest(group_id=group, member_id=member, share_session_epoch=epoch,
                                                   topics=[ShareAcknowledgeRequest.AcknowledgeTopic(
                                                       topic_id=topic_id, partitions=[
@@ -75,7 +93,7 @@ def _acknowledge(client: WireClient, group: str, member: str, epoch: int, topic_
                                                               partition_index=0, acknowledgement_batches=[
                                                                   ShareAcknowledgeRequest.AcknowledgementBatch(
                                                                       first_offset=first, last_offset=last,
-                                                                      acknowledge_types=[ACCEPT])])])]),
+                                                                      acknowledge_types=[kind])])])]),
                           1, ShareAcknowledgeResponse)
 
 
@@ -97,12 +115,11 @@ def _commit(client: WireClient, group: str, topic: str) -> int:
 def test_a_stale_member_epoch_is_fenced(shared_broker) -> None:
     client = WireClient(shared_broker.bootstrap)
     _topic(client, "wire-fence")
-    joined = _beat(client, "wire-fence-group", "m1", 0, ["wire-fence"])
-    assert joined.error_code == 0 and joined.member_epoch == 1
-    assert _beat(client, "wire-fence-group", "m2", 0, ["wire-fence"]).member_epoch == 2
-    fenced = _beat(client, "wire-fence-group", "m1", 2)
+    epoch = _join(client, "wire-fence-group", "m1", ["wire-fence"]).member_epoch  # 2: joined, then assigned
+    assert _beat(client, "wire-fence-group", "m2", 0, ["wire-fence"]).member_epoch == epoch + 1
+    fenced = _beat(client, "wire-fence-group", "m1", epoch + 1)
     assert fenced.error_code == ErrorCode.FENCED_MEMBER_EPOCH
-    assert _beat(client, "wire-fence-group", "m1", 1).member_epoch == 2  # its own epoch still works
+    assert _beat(client, "wire-fence-group", "m1", epoch).member_epoch == epoch + 1  # its own epoch still works
     assert _beat(client, "wire-fence-group", "", 0, ["wire-fence"]).error_code == ErrorCode.INVALID_REQUEST
     client.close()
     assert metadata_ok(shared_broker.bootstrap)
@@ -113,9 +130,9 @@ def test_share_session_epochs_and_records_not_held(shared_broker) -> None:
     topic_id = _topic(client, "wire-session")
     _produce(client, "wire-session", 5)
     group = "wire-session-group"
-    _beat(client, group, "m2", 0, ["wire-session"])
+    _join(client, group, "m2", ["wire-session"])
     assert _fetch(client, group, "m1", 0, topic_id).error_code == ErrorCode.UNKNOWN_MEMBER_ID  # not a member yet
-    _beat(client, group, "m1", 0, ["wire-session"])
+    _join(client, group, "m1", ["wire-session"])
     first = _fetch(client, group, "m1", 0, topic_id)  # share.auto.offset.reset=latest: nothing before the start
     assert first.error_code == 0 and first.responses[0].partitions[0].acquired_records == []
     _produce(client, "wire-session", 3)
@@ -151,9 +168,9 @@ def test_share_requests_for_a_classic_group(shared_broker) -> None:
 def test_classic_requests_for_a_share_group(shared_broker) -> None:
     client = WireClient(shared_broker.bootstrap)
     _topic(client, "wire-share-only")
-    assert _beat(client, "wire-share-only-group", "m1", 0, ["wire-share-only"]).error_code == 0
+    epoch = _join(client, "wire-share-only-group", "m1", ["wire-share-only"]).member_epoch
     assert _commit(client, "wire-share-only-group", "wire-share-only") == ErrorCode.GROUP_ID_NOT_FOUND
-    assert _beat(client, "wire-share-only-group", "m1", 1).member_epoch == 1  # still a share group
+    assert _beat(client, "wire-share-only-group", "m1", epoch).member_epoch == epoch  # still a share group
     client.close()
 
 
@@ -161,7 +178,7 @@ def test_v2_record_limit_and_renew(shared_broker) -> None:
     client = WireClient(shared_broker.bootstrap)
     topic_id = _topic(client, "wire-v2")
     group = "wire-v2-group"
-    _beat(client, group, "m1", 0, ["wire-v2"])
+    _join(client, group, "m1", ["wire-v2"])
     _fetch(client, group, "m1", 0, topic_id)  # the share-partition starts at the end (latest)
     _produce(client, "wire-v2", 10)
 
@@ -194,7 +211,7 @@ def test_a_failed_state_write_rolls_the_acknowledgement_back(shared_broker) -> N
     client = WireClient(shared_broker.bootstrap)
     topic, group = "wire-rollback", "wire-rollback-group"
     topic_id = _topic(client, topic)
-    _beat(client, group, "m1", 0, [topic])
+    _join(client, group, "m1", [topic])
     assert _fetch(client, group, "m1", 0, topic_id).error_code == 0  # the share-partition starts at the end (latest)
     _produce(client, topic, 3)
     held = eventually(lambda: _fetch(client, group, "m1", 1, topic_id).responses, "records acquired")
@@ -207,9 +224,40 @@ def test_a_failed_state_write_rolls_the_acknowledgement_back(shared_broker) -> N
     assert refused.error_code == ErrorCode.INVALID_REQUEST
     again = _acknowledge(client, group, "m1", 3, topic_id, 0, 2).responses[0].partitions[0]
     assert again.error_code == ErrorCode.INVALID_REQUEST  # still held: not INVALID_RECORD_STATE
-    _beat(client, group, "m2", 0, [topic])
-    _beat(client, group, "m1", -1)  # m1 leaves: what it held is released
-    redelivered = _fetch(client, group, "m2", 0, topic_id).responses[0].partitions[0].acquired_records
+    _join(client, group, "m2", [topic])
+    assert _fetch(client, group, "m2", 0, topic_id).responses[0].partitions[0].acquired_records == []  # all held
+    _beat(client, group, "m1", -1)  # m1 leaves: what it held is released, once the write of that is answered
+    epochs = iter(range(1, 1000))  # m2's open session keeps this copy of the share-partition in use
+    redelivered = eventually(lambda: _fetch(client, group, "m2", next(epochs), topic_id).responses[0].partitions[0]
+                             .acquired_records, "the released records redelivered")
     assert [(a.first_offset, a.last_offset, a.delivery_count) for a in redelivered] == [(0, 2, 2)]
     client.close()
+    assert metadata_ok(shared_broker.bootstrap)
+
+
+def test_a_release_wakes_a_share_fetch_waiting_for_records(shared_broker) -> None:
+    """m2 long-polls (max_wait_ms a minute, past the socket's 10 s timeout) while m1 holds every record; m1's
+    release is answered after its write, and the write wakes m2's fetch, which acquires them at once (it waited
+    out its whole max_wait_ms before: only appends woke it)."""
+    client, waiting = WireClient(shared_broker.bootstrap), WireClient(shared_broker.bootstrap)
+    topic, group = "wire-wake", "wire-wake-group"
+    topic_id = _topic(client, topic)
+    _join(client, group, "m1", [topic])
+    assert _fetch(client, group, "m1", 0, topic_id).error_code == 0  # the share-partition starts at the end (latest)
+    _produce(client, topic, 3)
+    held = eventually(lambda: _fetch(client, group, "m1", 1, topic_id).responses, "records acquired")
+    assert [(a.first_offset, a.last_offset) for a in held[0].partitions[0].acquired_records] == [(0, 2)]
+    _join(waiting, group, "m2", [topic])
+    assert _fetch(waiting, group, "m2", 0, topic_id).responses[0].partitions[0].acquired_records == []  # all held
+    long_poll = ShareFetchRequest(group_id=group, member_id="m2", share_session_epoch=1, max_wait_ms=60_000,
+                                  min_bytes=1, max_records=100, topics=[])
+    with ThreadPoolExecutor(1) as pool:
+        fetched = pool.submit(waiting.request, long_poll, 1, ShareFetchResponse)
+        released = _acknowledge(client, group, "m1", 2, topic_id, 0, 2, RELEASE).responses[0].partitions[0]
+        assert released.error_code == ErrorCode.NONE
+        answer = fetched.result()
+    [acquired] = answer.responses[0].partitions[0].acquired_records
+    assert (acquired.first_offset, acquired.last_offset, acquired.delivery_count) == (0, 2, 2)
+    client.close()
+    waiting.close()
     assert metadata_ok(shared_broker.bootstrap)

@@ -17,7 +17,7 @@ from tests.eventually import eventually
 from tests.integration.broker_process import BrokerProcess
 from tests.integration.test_bad_input import WireClient
 from tests.integration.test_share_groups_confluent import _consumer, _poll_some, _produce, _topic_and_group
-from tests.integration.test_share_groups_wire import _beat, _fetch
+from tests.integration.test_share_groups_wire import _fetch, _join
 
 GROUP, TOPIC = "metered-share", "metered-queue"
 PARTITION = {"group": GROUP, "topic": TOPIC, "partition": "0"}
@@ -68,18 +68,23 @@ def test_share_metrics_count_what_a_share_consumer_did(tmp_path: Path) -> None:
                                          else AcknowledgeType.ACCEPT)
                     done += 1
                 consumer.commit_sync()
-        seen = scraped_once(broker, lambda s: acks(s, "Accept") == 3, "three accepted records")
+            # Scraped while the consumer's share session is open: the share-partition (and its series) goes when
+            # the group's last share session on the broker ends, as Kafka drops it on its group-empty event.
+            seen = scraped_once(broker, lambda s: acks(s, "Accept") == 3, "three accepted records")
+            holder = WireClient(broker.bootstrap)  # acquires the two records and then falls silent
+            _join(holder, GROUP, "holder", [TOPIC])
+            topic_id = holder.request(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=TOPIC)]), 12,
+                                      MetadataResponse).topics[0].topic_id
+            assert _fetch(holder, GROUP, "holder", 0, topic_id).responses[0].partitions[0].acquired_records == []
         assert (acks(seen, "Release"), acks(seen, "Reject"), acks(seen, "Renew")) == (1, 1, 0)
         assert value(seen, "pybroker_share_records_acquired_total", **PARTITION) == 5
         assert value(seen, "pybroker_share_records_archived_total", **PARTITION) == 1
         assert value(seen, "kafka_server_sharepartitionmetrics_inflightmessagecount", **PARTITION) == 0
 
         _produce(broker.bootstrap, TOPIC, ["held0", "held1"])
-        holder = WireClient(broker.bootstrap)  # acquires the two records and then falls silent
-        _beat(holder, GROUP, "holder", 0, [TOPIC])
-        topic_id = holder.request(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=TOPIC)]), 12,
-                                  MetadataResponse).topics[0].topic_id
-        held = _fetch(holder, GROUP, "holder", 0, topic_id).responses[0].partitions[0].acquired_records
+        epochs = iter(range(1, 1000))
+        held = eventually(lambda: _fetch(holder, GROUP, "holder", next(epochs), topic_id).responses[0].partitions[0]
+                          .acquired_records, "the holder to acquire the two records")
         assert [(a.first_offset, a.last_offset) for a in held] == [(4, 5)]
         holding = scrape(broker)
         assert value(holding, "kafka_server_sharepartitionmetrics_inflightmessagecount", **PARTITION) == 2
@@ -90,9 +95,9 @@ def test_share_metrics_count_what_a_share_consumer_did(tmp_path: Path) -> None:
             while len(taken) < 2:
                 taken += _poll_some(other)
             other.commit_sync()
+            after = scraped_once(broker, lambda s: acks(s, "Accept") == 5, "five accepted records")
         assert {m.delivery_count() for m in taken} == {2}
         holder.close()
-        after = scraped_once(broker, lambda s: acks(s, "Accept") == 5, "five accepted records")
         assert value(after, "kafka_server_sharepartitionmetrics_acquisitionlocktimeout_total", **PARTITION) == 2
         assert value(after, "pybroker_share_records_acquired_total", **PARTITION) == 9
         assert value(after, "kafka_server_sharepartitionmetrics_inflightmessagecount", **PARTITION) == 0

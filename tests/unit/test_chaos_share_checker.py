@@ -3,11 +3,13 @@ made to show it; a broker fault explains what in-memory share state loses, unles
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 import pytest
 
 from chaos.share_checker import SHARE_ANOMALIES, check_share
+from chaos.share_workload import SHARE_GROUP, SHARE_TOPIC, state_reads
 
 LIMIT = 3
 
@@ -62,6 +64,9 @@ def test_a_clean_history_passes() -> None:
                          deliver("b", 0, 2, 3.0)]),
     ("share_after_ack", [produced(0), deliver("a", 0, 1, 1.0), ack("a", 0, 1, "reject", 1.1),
                          deliver("b", 0, 1, 3.0)]),  # from the start again (state lost): also two holders of count 1
+    ("share_count_back", [produced(0), deliver("a", 0, 1, 1.0), deliver("b", 0, 2, 5.0),
+                          {"type": "share-leader", "t": 6.0, "partition": 0, "leader": 2},
+                          deliver("c", 0, 1, 7.0)]),  # seed 17: the new leader read a count from before b's
     ("share_unacknowledged", [produced(0), deliver("a", 0, 1, 1.0), ack("a", 0, 1, "release", 1.1)]),
     ("share_unacknowledged", [produced(0)]),  # never delivered
 ])
@@ -83,6 +88,10 @@ def test_an_acknowledgement_answered_with_an_error_or_unanswered_is_in_doubt_not
     broker_timeout = "KafkaError{code=REQUEST_TIMED_OUT,val=7,str=\"Broker: Request timed out\"}"
     report = check_share([produced(0), deliver("a", 0, 1, 1.0), ack("a", 0, 1, "accept", 1.1, error=broker_timeout),
                           END], LIMIT, durable=True)  # the share coordinator's write may still commit (seed 1)
+    assert report.clean and report.stats["share_in_doubt"] == 1
+    broken = "KafkaError{code=NETWORK_EXCEPTION,val=13,str=\"Broker: Broker disconnected before response received\"}"
+    report = check_share([produced(0), deliver("a", 0, 1, 1.0), ack("a", 0, 1, "accept", 1.1, error=broken),
+                          END], LIMIT, durable=True)  # the connection to the coordinator broke after the write
     assert report.clean and report.stats["share_in_doubt"] == 1
     killed = [produced(0), deliver("a", 0, 1, 1.0), {**ack("a", 0, 1, "reject", 1.1), "type": "share-acking"}, END]
     report = check_share(killed, LIMIT, durable=True)
@@ -150,4 +159,31 @@ def test_an_unacknowledged_acquisition_a_new_leader_offers_again_is_explained_on
     told = [*again[:3], deliver("b", 0, 1, 3.0), ack("b", 0, 1, "accept", 3.1), {**moved, "t": 3.2}, END]
     assert check_share(told, LIMIT, durable=True).clean
     assert check_share([*again[:2], lost, *told[3:]], LIMIT,
+                       durable=True).counts() == {"share_two_holders": 1}
+
+
+def test_a_new_leaders_read_of_the_state_is_a_move_whenever_metadata_showed_it(tmp_path) -> None:
+    """Chaos seed 6018: the new leader read the share state and handed the records out again 11 ms later, before
+    the old leader refused the first holder's acknowledgement and long before the workload's Metadata poll saw the
+    move. The read, in the broker's log, explains the repeated delivery count; a read before the first delivery
+    does not."""
+    start = {"type": "share-start", "t": 1.0, "wall": 1_000_001.0, "durable": True}
+    history = [start, produced(0), deliver("a", 0, 1, 1.5), deliver("b", 0, 1, 3.0), ack("b", 0, 1, "accept", 3.1),
+               ack("a", 0, 1, "accept", 3.2, error="KafkaError{code=NOT_LEADER_OR_FOLLOWER,val=6}"), END]
+    assert check_share(history, LIMIT, durable=True).counts() == {"share_two_holders": 1}
+
+    def logged(at: float) -> str:  # the history's time `at` as the broker's log line of a read then
+        when = datetime.fromtimestamp(start["wall"] - start["t"] + at).strftime("%Y-%m-%d %H:%M:%S,%f")[:-3]
+        return (f"[{when}] INFO Share-partition {SHARE_GROUP} of {SHARE_TOPIC}-0 read at start offset 0 "
+                f"(state epoch 1, leader epoch 4) (pybroker.share)\n")
+
+    (tmp_path / "broker-2").mkdir()
+    (tmp_path / "broker-2" / "broker.log").write_text("[2026-11-29 09:54:02,000] INFO unrelated (pybroker)\n"
+                                                      + logged(2.9))
+    [read] = state_reads(tmp_path, history)
+    assert (read["partition"], read["broker"], read["leader_epoch"], read["at"]) == (0, 2, 4, 2.9)
+    report = check_share([*history, read], LIMIT, durable=True)
+    assert report.clean and len(report.explained["share_acquisition_not_durable"]) == 1
+    (tmp_path / "broker-2" / "broker.log").write_text(logged(1.2))  # the read came before both deliveries
+    assert check_share([*history, *state_reads(tmp_path, history)], LIMIT,
                        durable=True).counts() == {"share_two_holders": 1}

@@ -28,33 +28,39 @@ Targets = dict[str, dict[uuid.UUID, tuple[int, ...]]]
 
 def assign(subscriptions: Mapping[str, tuple[str, ...]],
            topics: Mapping[str, tuple[uuid.UUID, int]],
-           current: Mapping[str, Mapping[uuid.UUID, Iterable[int]]] | None = None) -> Targets:
+           current: Mapping[str, Mapping[uuid.UUID, Iterable[int]]] | None = None,
+           assignable: Mapping[uuid.UUID, Iterable[int]] | None = None) -> Targets:
     """member id -> topic id -> partitions, for ``subscriptions`` (member id -> topic names) over ``topics`` (name ->
     (topic id, partition count)), kept as close to ``current`` (member id -> topic id -> partitions, the previous
-    target) as balance allows; topics not in ``topics`` (unknown, or deleted) get no partitions."""
+    target) as balance allows; topics not in ``topics`` (unknown, or deleted) get no partitions. With
+    ``assignable`` (topic id -> partitions), only those partitions are handed out (Kafka's
+    withTopicAssignablePartitionsMap: a share group assigns only partitions whose state is initialized)."""
     members = sorted(subscriptions)
     names = {topic_id: name for name, (topic_id, _) in topics.items()}
     counts = {topic_id: count for topic_id, count in topics.values()}
+    allowed = {topic_id: frozenset(p for p in (range(count) if assignable is None else assignable.get(topic_id, ()))
+                                   if 0 <= p < count)
+               for topic_id, count in counts.items()}
     subscribed = {m: {topics[name][0] for name in subscriptions[m] if name in topics} for m in members}
     held: dict[str, dict[uuid.UUID, set[int]]] = {m: {} for m in members}
     for m in members:
         for topic_id, partitions in (current or {}).get(m, {}).items():
             if topic_id in subscribed[m]:
-                held[m][topic_id] = {p for p in partitions if 0 <= p < counts[topic_id]}
+                held[m][topic_id] = {p for p in partitions if p in allowed[topic_id]}
     if len({frozenset(subscriptions[m]) for m in members}) <= 1:
         topic_ids = sorted({t for m in members for t in subscribed[m]}, key=names.__getitem__)
-        _balance_topics(members, topic_ids, counts, held)
+        _balance_topics(members, topic_ids, allowed, held)
     else:
         for topic_id in sorted({t for m in members for t in subscribed[m]}, key=names.__getitem__):
-            _balance_topics([m for m in members if topic_id in subscribed[m]], [topic_id], counts, held)
+            _balance_topics([m for m in members if topic_id in subscribed[m]], [topic_id], allowed, held)
     return {m: {t: tuple(sorted(ps)) for t, ps in sorted(held[m].items(), key=lambda tp: names[tp[0]]) if ps}
             for m in members}
 
 
-def _balance_topics(readers: list[str], topic_ids: list[uuid.UUID], counts: Mapping[uuid.UUID, int],
+def _balance_topics(readers: list[str], topic_ids: list[uuid.UUID], allowed: Mapping[uuid.UUID, frozenset[int]],
                     held: dict[str, dict[uuid.UUID, set[int]]]) -> None:
-    """Balance the partitions of ``topic_ids`` over ``readers`` in place in ``held``."""
-    slots = [(t, p) for t in topic_ids for p in range(counts[t])]
+    """Balance the ``allowed`` partitions of ``topic_ids`` over ``readers`` in place in ``held``."""
+    slots = [(t, p) for t in topic_ids for p in sorted(allowed[t])]
     if not readers or not slots:
         return
     index = {slot: i for i, slot in enumerate(slots)}

@@ -5,7 +5,9 @@ A share group has no revocation step: any number of members may read a partition
 every member's current assignment at once, and a member's epoch is the group's assignment epoch from its next
 heartbeat on (Kafka's ShareGroupMember reconciliation is immediate too). The group epoch rises when a member
 joins, leaves, is fenced by its session timeout, changes its subscription, or a subscribed topic's partition count
-changes; the assignment is then computed again by ``assignor.py``.
+changes; the assignment is then computed again by ``assignor.py``, over the partitions whose share-partition state is
+initialized only (``state_partitions.py``): a partition the coordinator finishes initializing makes a new assignment at
+the next heartbeat, as Kafka's initializedAssignmentPending does.
 
 A group's records in ``__consumer_offsets`` are ``records.py``'s: the caller writes ``records.changes`` of a group
 after each entry point that may have changed it, and the coordinator's load replays them (members restored with a
@@ -21,6 +23,7 @@ from typing import Callable, Mapping
 
 from pybroker.coordinator.consumer_group import TopicImage
 from pybroker.coordinator.share.assignor import assign
+from pybroker.coordinator.share.state_partitions import Partitions, StatePartitions
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.messages import (
     ListGroupsResponse,
@@ -65,11 +68,8 @@ class ShareGroup:
     metadata_hash: int = 0
     """``metadata_hash`` of the subscribed topics when the assignment was computed (a change makes a new one);
     written in ShareGroupMetadataValue, so a loaded group keeps its assignment while its topics stay as they were."""
-    assigned: dict[uuid.UUID, set[int]] = field(default_factory=dict)
-    """Every partition ever assigned to the group: where it may have share-partition state (Kafka's
-    ShareGroupStatePartitionMetadata), deleted with the group."""
-    topic_names: dict[uuid.UUID, str] = field(default_factory=dict)
-    """Names of the topics in ``assigned`` (ShareGroupStatePartitionMetadata names them)."""
+    state_partitions: StatePartitions = field(default_factory=StatePartitions)
+    """The share-partitions with state, being initialized or deleted (Kafka's ShareGroupStatePartitionMetadata)."""
     written: dict[bytes, bytes] = field(default_factory=dict)
     """The group's records as last written to ``__consumer_offsets`` (``records.changes``)."""
 
@@ -134,15 +134,39 @@ class ShareGroups:
             member.rack_id = request.rack_id
         member.deadline_ms = now_ms + settings.session_timeout_ms
         self._refresh(group, image)
-        changed = epoch == 0 or member.member_epoch != group.assignment_epoch
+        return self._answer(group, member, full=epoch == 0), []
+
+    def to_initialize(self, group_id: str, image: TopicImage, now_ms: int, retry_ms: int) -> Partitions:
+        """The subscribed partitions whose state is to be initialized now, marked initializing (Kafka's
+        maybeCreateInitializeShareGroupStateRequest at the end of a heartbeat)."""
+        group = self.groups.get(group_id)
+        if group is None:
+            return {}
+        return group.state_partitions.to_initialize(_subscribed(group, image), now_ms, retry_ms)
+
+    def reconcile(self, group_id: str, member_id: str, image: TopicImage,
+                  full: bool) -> ShareGroupHeartbeatResponse | None:
+        """The member's heartbeat answer again, after partitions were initialized while it waited; None when it is
+        gone."""
+        group = self.groups.get(group_id)
+        member = None if group is None else group.members.get(member_id)
+        if group is None or member is None:
+            return None
+        self._refresh(group, image)
+        return self._answer(group, member, full)
+
+    def _answer(self, group: ShareGroup, member: ShareMember, full: bool) -> ShareGroupHeartbeatResponse:
+        """The member at the group's assignment epoch; its assignment is sent when it joins or it changed."""
+        changed = full or member.member_epoch != group.assignment_epoch
         member.member_epoch = group.assignment_epoch
-        response = ShareGroupHeartbeatResponse(member_id=member_id, member_epoch=member.member_epoch,
-                                               heartbeat_interval_ms=settings.heartbeat_interval_ms)
+        response = ShareGroupHeartbeatResponse(
+            member_id=member.member_id, member_epoch=member.member_epoch,
+            heartbeat_interval_ms=self._group_settings(group.group_id).heartbeat_interval_ms)
         if changed:
             response.assignment = ShareGroupHeartbeatResponse.Assignment(topic_partitions=[
                 ShareGroupHeartbeatResponse.TopicPartitions(topic_id=topic_id, partitions=list(partitions))
                 for topic_id, partitions in member.assignment.items()])
-        return response, []
+        return response
 
     def expire(self, now_ms: int) -> list[tuple[str, str]]:
         """Fence members whose session timed out; the (group, member) pairs removed."""
@@ -213,23 +237,41 @@ class ShareGroups:
         group.group_epoch += 1
 
     def _refresh(self, group: ShareGroup, image: TopicImage) -> None:
-        """A new target assignment when the group epoch moved or a subscribed topic changed size."""
-        topics = {topic: image.topics[topic] for topic in sorted(group.subscribed_topics()) if topic in image.topics}
+        """A new target assignment when the group epoch moved, a subscribed topic changed size, or partitions of a
+        subscribed topic were initialized since the assignment (assigned only once initialized)."""
+        topics = _subscribed(group, image)
         digest = metadata_hash(topics)
-        if digest != group.metadata_hash:
-            group.metadata_hash = digest
-            if group.assignment_epoch == group.group_epoch:
-                group.group_epoch += 1
+        assignable = group.state_partitions.assignable()
+        if (digest != group.metadata_hash or _initialized_pending(group, topics, assignable)) \
+                and group.assignment_epoch == group.group_epoch:
+            group.group_epoch += 1
+        group.metadata_hash = digest
         if group.assignment_epoch == group.group_epoch:
             return
         subscriptions = {m.member_id: m.subscribed for m in group.members.values()}
-        targets = assign(subscriptions, topics, {m.member_id: m.assignment for m in group.members.values()})
+        targets = assign(subscriptions, topics, {m.member_id: m.assignment for m in group.members.values()},
+                         assignable)
         for member in group.members.values():
             member.assignment = targets.get(member.member_id, {})
-            for topic_id, partitions in member.assignment.items():
-                group.assigned.setdefault(topic_id, set()).update(partitions)
-        group.topic_names.update({topic_id: topic for topic, (topic_id, _count) in topics.items()})
         group.assignment_epoch = group.group_epoch
+
+
+def _subscribed(group: ShareGroup, image: TopicImage) -> dict[str, tuple[uuid.UUID, int]]:
+    return {topic: image.topics[topic] for topic in sorted(group.subscribed_topics()) if topic in image.topics}
+
+
+def _initialized_pending(group: ShareGroup, topics: Mapping[str, tuple[uuid.UUID, int]],
+                         assignable: Partitions) -> bool:
+    """Whether the assignment misses initialized partitions of a subscribed topic (Kafka's
+    initializedAssignmentPending)."""
+    if not group.members:
+        return False
+    assigned: Partitions = {}
+    for member in group.members.values():
+        for topic_id, partitions in member.assignment.items():
+            assigned.setdefault(topic_id, set()).update(partitions)
+    return any(topic_id in assignable and assigned.get(topic_id, set()) != assignable[topic_id]
+               for topic_id, _count in topics.values())
 
 
 def metadata_hash(topics: Mapping[str, tuple[uuid.UUID, int]]) -> int:

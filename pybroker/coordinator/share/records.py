@@ -5,7 +5,7 @@
     key v12  ShareGroupTargetAssignmentMetadataKey(group)       value: the assignment epoch
     key v13  ShareGroupTargetAssignmentMemberKey(group, m)      value: the member's target assignment
     key v14  ShareGroupCurrentMemberAssignmentKey(group, m)     value: its epochs, state and assigned partitions
-    key v15  ShareGroupStatePartitionMetadataKey(group)         value: the share-partitions with state
+    key v15  ShareGroupStatePartitionMetadataKey(group)         value: share-partitions being initialized, with state, deleted
 
 Every key is ``int16 version`` + the key struct, every value ``int16 0`` + the value struct; a null value is a
 tombstone. As for consumer groups, the records whose value changed since the last write are written (``changes``),
@@ -23,6 +23,7 @@ from typing import Any
 
 from pybroker.coordinator.group_base import Record
 from pybroker.coordinator.share.group import ShareGroup, ShareMember
+from pybroker.coordinator.share.state_partitions import StatePartitions
 from pybroker.protocol.messages import (
     ShareGroupCurrentMemberAssignmentKey,
     ShareGroupCurrentMemberAssignmentValue,
@@ -90,10 +91,15 @@ def group_records(group: ShareGroup) -> dict[bytes, bytes]:
                 assigned_partitions=[ShareGroupCurrentMemberAssignmentValue.TopicPartitions(topic_id=t,
                                                                                             partitions=list(ps))
                                      for t, ps in sorted(m.assignment.items())]))
+    state = group.state_partitions
     info = ShareGroupStatePartitionMetadataValue.TopicPartitionsInfo
     records[_key(STATE_PARTITION_METADATA, group_id=gid)] = _value(ShareGroupStatePartitionMetadataValue(
-        initialized_topics=[info(topic_id=t, topic_name=group.topic_names.get(t, ""), partitions=sorted(ps))
-                            for t, ps in sorted(group.assigned.items())]))
+        initializing_topics=[info(topic_id=t, topic_name=state.names.get(t, ""), partitions=sorted(ps))
+                             for t, ps in sorted(state.initializing.items())],
+        initialized_topics=[info(topic_id=t, topic_name=state.names.get(t, ""), partitions=sorted(ps))
+                            for t, ps in sorted(state.initialized.items())],
+        deleting_topics=[ShareGroupStatePartitionMetadataValue.TopicInfo(topic_id=t, topic_name=state.names.get(t, ""))
+                         for t in sorted(state.deleting)]))
     records[_key(TARGET_METADATA, group_id=gid)] = _value(
         ShareGroupTargetAssignmentMetadataValue(assignment_epoch=group.assignment_epoch))
     records[_key(METADATA, group_id=gid)] = _value(ShareGroupMetadataValue(epoch=group.group_epoch,
@@ -119,10 +125,13 @@ def decode(key_version: int, key: bytes, value: bytes | None) -> ShareGroupEntry
 
 class ShareLoad:
     """Replays one ``__consumer_offsets`` partition's share-group records into ``groups`` (group id -> group);
-    member records wait until ``finish`` (a member is whole only with its metadata)."""
+    member records wait until ``finish`` (a member is whole only with its metadata). Partitions found initializing
+    count as asked for at ``now_ms`` (Kafka stamps them with the replay time), so they are initialized again by a
+    heartbeat once the retry interval has passed."""
 
-    def __init__(self, groups: dict[str, ShareGroup]) -> None:
+    def __init__(self, groups: dict[str, ShareGroup], now_ms: int) -> None:
         self.groups = groups
+        self.now_ms = now_ms
         self.raw: dict[str, dict[str, dict[int, Any]]] = {}
 
     def apply(self, entry: ShareGroupEntry) -> None:
@@ -147,9 +156,16 @@ class ShareLoad:
         elif entry.key_version == TARGET_METADATA and value is not None:
             group.assignment_epoch = value.assignment_epoch
         elif entry.key_version == STATE_PARTITION_METADATA:
-            topics = [] if value is None else value.initialized_topics
-            group.assigned = {t.topic_id: set(t.partitions) for t in topics}
-            group.topic_names = {t.topic_id: t.topic_name for t in topics}
+            group.state_partitions = StatePartitions() if value is None else self._state(value)
+
+    def _state(self, value: ShareGroupStatePartitionMetadataValue) -> StatePartitions:
+        initializing = {t.topic_id: set(t.partitions) for t in value.initializing_topics}
+        return StatePartitions(
+            initializing=initializing, initializing_since_ms={topic_id: self.now_ms for topic_id in initializing},
+            initialized={t.topic_id: set(t.partitions) for t in value.initialized_topics},
+            deleting={t.topic_id for t in value.deleting_topics},
+            names={**{t.topic_id: t.topic_name for t in value.deleting_topics},
+                   **{t.topic_id: t.topic_name for t in [*value.initializing_topics, *value.initialized_topics]}})
 
     def finish(self, deadline_ms: int) -> list[ShareGroup]:
         """Rebuild the replayed groups' members, each to heartbeat before ``deadline_ms``; the groups."""

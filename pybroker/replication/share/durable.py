@@ -7,7 +7,11 @@ delivered again, and the count it had reached last time it was released or timed
 
 ``StateWriter`` orders a share-partition's writes: one at a time, each carrying the whole window as it is when
 the write starts, so any number of acknowledgements waiting together are made durable by one write, and none
-is answered before a write that includes it has been acknowledged by the coordinator.
+is answered before a write that includes it has been acknowledged by the coordinator. Records released or timed
+out become acquirable again only then too (``SharePartition.written``): a write that fails for want of a
+coordinator (``RETRIED``: it may not be stored, or only later) leaves them pending, for the next write (the share
+service retries while any are). A write the coordinator refused outright (its state was deleted, or the request is
+fenced) frees them as Kafka does on any failure: no later write would carry them.
 """
 
 from __future__ import annotations
@@ -19,7 +23,12 @@ from typing import Awaitable, Callable
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.replication.share.partition import RecordState, SharePartition, Span
 
-__all__ = ["DurableBatch", "StateWriter", "durable_batches", "restored"]
+__all__ = ["RETRIED", "DurableBatch", "StateWriter", "durable_batches", "restored"]
+
+RETRIED = frozenset({ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                     ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.NETWORK_EXCEPTION,
+                     ErrorCode.REQUEST_TIMED_OUT})
+"""Answers of a write that no coordinator took yet (Kafka's PersisterStateManager retries them too)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,9 +81,11 @@ Write = Callable[[int, list[DurableBatch]], Awaitable[ErrorCode]]
 class StateWriter:
     """One share-partition's writes, in order and coalesced (see the module doc)."""
 
-    def __init__(self, share: SharePartition, write: Write) -> None:
+    def __init__(self, share: SharePartition, write: Write, on_freed: Callable[[], None] = lambda: None) -> None:
         self._share = share
         self._write = write
+        self._on_freed = on_freed
+        """Called when a write made released records acquirable: fetches waiting on the partition acquire them."""
         self._lock = asyncio.Lock()
         self._changes = 0
         self._written = 0
@@ -87,7 +98,13 @@ class StateWriter:
         async with self._lock:
             if self._written >= wanted:
                 return self._last_error
-            taken = self._changes
+            taken, releases = self._changes, self._share.releases
             error = await self._write(self._share.start_offset, durable_batches(self._share))
             self._written, self._last_error = taken, error
+            if error not in RETRIED and self._share.written(releases):
+                self._on_freed()
             return error
+
+    def needs_write(self) -> bool:
+        """Whether released records wait for a write and none is under way (to retry one that failed)."""
+        return self._share.unwritten() and not self._lock.locked()

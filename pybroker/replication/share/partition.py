@@ -10,6 +10,12 @@ so a queue read and accepted batch by batch keeps a handful of spans whatever th
 
 Nothing here reads a clock or the log: the caller passes ``now_ms`` and the batch boundaries it read, so tests
 move time by hand. Redelivery is in offset order: the lowest available offset is always acquired first.
+
+A record made available again (released, or its lock ran out) is acquired again only once a state write that
+carries its delivery count has been taken by the share coordinator (``written``): until then it is *pending*,
+Kafka's ongoing state transition. Otherwise a leader that failed before such a write would leave a new leader the
+older count, and the record could be delivered more than ``group.share.delivery.count.limit`` times, with counts
+going back (chaos seed 17). Kafka holds released records so; for an expired lock it does not wait, and we do.
 """
 
 from __future__ import annotations
@@ -47,7 +53,8 @@ class AckType(IntEnum):
 
 @dataclass(slots=True)
 class Span:
-    """Offsets ``first..last`` (inclusive) in one state; ``member_id`` and ``deadline_ms`` only while acquired."""
+    """Offsets ``first..last`` (inclusive) in one state; ``member_id`` and ``deadline_ms`` only while acquired;
+    ``pending`` while available and not yet written (the number of the release that made it available)."""
 
     first: int
     last: int
@@ -55,10 +62,11 @@ class Span:
     delivery_count: int
     member_id: str | None = None
     deadline_ms: int = 0
+    pending: int = 0
 
     def split(self, at: int) -> Span:
         """Cut this span before ``at``; the returned span holds ``at..last``."""
-        tail = Span(at, self.last, self.state, self.delivery_count, self.member_id, self.deadline_ms)
+        tail = Span(at, self.last, self.state, self.delivery_count, self.member_id, self.deadline_ms, self.pending)
         self.last = at - 1
         return tail
 
@@ -95,6 +103,8 @@ class SharePartition:
         self.max_record_locks = max_record_locks
         self.spans: list[Span] = []
         self.counters = ShareCounters()
+        self.releases = 0
+        """How many times offsets were made available again: a write taken when it is ``n`` carries them all."""
 
     # ------------------------------------------------------------------ queries
 
@@ -102,14 +112,18 @@ class SharePartition:
         return self.next_offset - self.start_offset
 
     def fetch_offset(self) -> int:
-        """Where the next read of the log starts: the lowest available offset, else the first never delivered."""
+        """Where the next read of the log starts: the lowest acquirable offset, else the first never delivered."""
         for span in self.spans:
-            if span.state is RecordState.AVAILABLE:
+            if _acquirable(span):
                 return span.first
         return self.next_offset
 
     def has_available(self) -> bool:
-        return any(span.state is RecordState.AVAILABLE for span in self.spans)
+        return any(_acquirable(span) for span in self.spans)
+
+    def unwritten(self) -> bool:
+        """Whether offsets made available again wait for a state write before they may be acquired."""
+        return any(span.pending for span in self.spans)
 
     def can_acquire_new(self) -> bool:
         """Whether records never delivered may be acquired (``group.share.partition.max.record.locks``)."""
@@ -207,7 +221,7 @@ class SharePartition:
         for index in self._cut(self.start_offset, log_start_offset - 1):
             span = self.spans[index]
             if span.state is RecordState.AVAILABLE:
-                span.state = RecordState.ARCHIVED
+                span.state, span.pending = RecordState.ARCHIVED, 0
         self._coalesce()
         self._advance()
 
@@ -229,7 +243,7 @@ class SharePartition:
             span = self.spans[index]
             if span.last >= first:
                 out.append(Span(max(span.first, first), min(span.last, last), span.state, span.delivery_count,
-                                span.member_id, span.deadline_ms))
+                                span.member_id, span.deadline_ms, span.pending))
             index += 1
         return out
 
@@ -250,7 +264,7 @@ class SharePartition:
                         (saved.member_id, saved.delivery_count):
                     continue
                 span.state, span.delivery_count = saved.state, saved.delivery_count
-                span.member_id, span.deadline_ms = saved.member_id, saved.deadline_ms
+                span.member_id, span.deadline_ms, span.pending = saved.member_id, saved.deadline_ms, saved.pending
         self._coalesce()
         self._advance()
 
@@ -259,6 +273,18 @@ class SharePartition:
         self._coalesce()
         self._advance()
 
+    def written(self, releases: int) -> bool:
+        """A state write taken when ``self.releases`` was ``releases`` was acknowledged by the share coordinator:
+        the offsets it carried as available may be acquired again. Whether any may."""
+        freed = False
+        for span in self.spans:
+            if 0 < span.pending <= releases:
+                span.pending = 0
+                freed = True
+        if freed:
+            self._coalesce()
+        return freed
+
     # ------------------------------------------------------------------ internals
 
     def _release(self, span: Span) -> None:
@@ -266,6 +292,9 @@ class SharePartition:
             else RecordState.AVAILABLE
         if span.state is RecordState.ARCHIVED:
             self.counters.archived += span.last - span.first + 1
+        else:
+            self.releases += 1
+            span.pending = self.releases
         span.member_id = None
         span.deadline_ms = 0
 
@@ -277,11 +306,11 @@ class SharePartition:
         count = 0
         for index in self._cut(first, last):
             span = self.spans[index]
-            if room is not None and span.state is RecordState.AVAILABLE and span.last - span.first + 1 > room - count:
+            if room is not None and _acquirable(span) and span.last - span.first + 1 > room - count:
                 if room - count <= 0:
                     break
                 self.spans.insert(index + 1, span.split(span.first + room - count))
-            if span.state is RecordState.AVAILABLE:
+            if _acquirable(span):
                 span.state = RecordState.ACQUIRED
                 span.delivery_count += 1
                 span.member_id = member_id
@@ -369,11 +398,16 @@ class SharePartition:
         self.start_offset = self.spans[0].first if self.spans else self.next_offset
 
 
+def _acquirable(span: Span) -> bool:
+    return span.state is RecordState.AVAILABLE and not span.pending
+
+
 def _mergeable(left: Span, right: Span) -> bool:
     if left.state in _DONE and right.state is left.state:
         return True
     return (left.state is right.state and left.delivery_count == right.delivery_count
-            and left.member_id == right.member_id and left.deadline_ms == right.deadline_ms)
+            and left.member_id == right.member_id and left.deadline_ms == right.deadline_ms
+            and left.pending == right.pending)
 
 
 def _merged(taken: list[Acquired]) -> list[Acquired]:

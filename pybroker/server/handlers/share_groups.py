@@ -8,6 +8,7 @@ for a heartbeat, Describe on the group to describe it.
 
 from __future__ import annotations
 
+from pybroker.coordinator.runtime import CoordinatorStorageError, NotCoordinatorError
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.messages import (
@@ -19,6 +20,7 @@ from pybroker.protocol.messages import (
 from pybroker.security.acl import AclOperation, ResourceType
 from pybroker.server.authorization import OPERATIONS_NOT_REQUESTED, allowed_names, authorize, authorized_operations
 from pybroker.server.context import RequestContext
+from pybroker.server.error_mapping import error_code_for
 from pybroker.server.features import share_groups_enabled
 from pybroker.server.handlers.groups import client_host
 from pybroker.server.registry import api
@@ -44,12 +46,18 @@ async def share_group_heartbeat(ctx: RequestContext,
     if share.is_other_group(request.group_id):
         return ShareGroupHeartbeatResponse(error_code=ErrorCode.GROUP_ID_NOT_FOUND,
                                            error_message=f"Group {request.group_id} is not a share group.")
-    response, left = share.groups.heartbeat(request, ctx.client_id or "", client_host(ctx), groups.topic_image(),
-                                            share.now_ms())
+    image = groups.topic_image()
+    response, left = share.groups.heartbeat(request, ctx.client_id or "", client_host(ctx), image, share.now_ms())
     for member_id in left:
         share.member_left(request.group_id, member_id)
-    await share.write_group(request.group_id)
-    return response
+    try:
+        if response.error_code or left:
+            await share.write_group(request.group_id)
+            return response
+        return await share.after_heartbeat(request.group_id, request.member_id, image, request.member_epoch == 0,
+                                           response)
+    except (CoordinatorStorageError, NotCoordinatorError) as exc:  # the group's records could not be written
+        return ShareGroupHeartbeatResponse(error_code=error_code_for(exc))
 
 
 @api(ApiKey.SHARE_GROUP_DESCRIBE, 1, 1)

@@ -105,3 +105,13 @@ def test_kafka_incremental_homogeneous() -> None:
 def test_kafka_incremental_heterogeneous() -> None:
     _grow_then_shrink([("t1", "t2", "t3"), ("t2",), ("t3",), ("t1", "t2")],
                       {"t1": (T1, 12), "t2": (T2, 8), "t3": (T3, 4)})
+
+
+def test_only_assignable_partitions_are_handed_out() -> None:
+    """A share group assigns only the partitions whose state is initialized (Kafka's assignable partitions map): the
+    others, and a held partition that is not assignable, go to nobody; a topic with none assignable goes to nobody."""
+    topics = {"topic1": (T1, 4), "topic2": (T2, 2)}
+    current = {"A": {T1: (0, 2)}}
+    targets = assign({"A": ("topic1", "topic2"), "B": ("topic1", "topic2")}, topics, current, {T1: {1, 3}})
+    assert targets == {"A": {T1: (1,)}, "B": {T1: (3,)}}
+    assert assign({"A": ("topic1",)}, topics, None, {T1: {0, 1, 2, 3}}) == assign({"A": ("topic1",)}, topics)

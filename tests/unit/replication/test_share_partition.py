@@ -30,6 +30,11 @@ def _acquire(share: SharePartition, member: str, clock: ManualClock, *ranges: tu
     return share.acquire(member, _batches(*ranges), max_records=max_records, lock_ms=LOCK_MS, now_ms=clock.wall_ms())
 
 
+def _written(share: SharePartition) -> None:
+    """The state write that carries every release so far was taken by the share coordinator."""
+    share.written(share.releases)
+
+
 def test_whole_batches_are_acquired_once_then_accepted_and_the_start_offset_moves() -> None:
     clock = ManualClock()
     share = _partition()
@@ -47,6 +52,7 @@ def test_released_records_are_redelivered_first_in_offset_order_with_a_higher_de
     _acquire(share, "a", clock, (0, 9))
     assert share.acknowledge("a", 0, 9, [ACCEPT, RELEASE, ACCEPT, RELEASE] + [ACCEPT] * 6, clock.wall_ms()) \
         is ErrorCode.NONE
+    _written(share)
     assert share.start_offset == 1 and share.fetch_offset() == 1
     assert _acquire(share, "b", clock, (0, 9), (10, 14)) == [Acquired(1, 1, 2), Acquired(3, 3, 2),
                                                               Acquired(10, 14, 1)]
@@ -60,6 +66,8 @@ def test_an_expired_lock_makes_records_available_to_another_member() -> None:
     clock.advance(LOCK_MS / 1000 - 0.001)
     assert _acquire(share, "b", clock, (0, 4)) == []
     clock.advance(0.001)
+    assert _acquire(share, "b", clock, (0, 4)) == []  # expired, but its new count is not written yet
+    _written(share)
     assert _acquire(share, "b", clock, (0, 4)) == [Acquired(0, 4, 2)]
     assert share.acknowledge("a", 0, 4, [ACCEPT], clock.wall_ms()) is ErrorCode.INVALID_RECORD_STATE
     assert share.acknowledge("b", 0, 4, [ACCEPT], clock.wall_ms()) is ErrorCode.NONE
@@ -79,8 +87,11 @@ def test_the_delivery_count_limit_archives_a_record_released_or_timed_out_for_th
     share = _partition(limit=3)
     _acquire(share, "a", clock, (0, 1))
     share.acknowledge("a", 0, 1, [RELEASE], clock.wall_ms())
+    _written(share)
     _acquire(share, "a", clock, (0, 1))
     clock.advance(LOCK_MS / 1000)  # second delivery times out
+    share.expire(clock.wall_ms())
+    _written(share)
     assert _acquire(share, "a", clock, (0, 1)) == [Acquired(0, 1, 3)]
     assert share.acknowledge("a", 0, 0, [ACCEPT], clock.wall_ms()) is ErrorCode.NONE
     assert share.acknowledge("a", 1, 1, [RELEASE], clock.wall_ms()) is ErrorCode.NONE
@@ -118,6 +129,7 @@ def test_the_record_lock_cap_stops_new_batches_but_not_redelivery() -> None:
     assert share.in_flight() == 120 and not share.can_acquire_new()
     assert _acquire(share, "b", clock, (120, 179)) == []
     share.acknowledge("a", 0, 9, [RELEASE], clock.wall_ms())
+    _written(share)
     assert _acquire(share, "b", clock, (0, 59), (60, 119), (120, 179)) == [Acquired(0, 9, 2)]
     share.acknowledge("a", 10, 119, [ACCEPT], clock.wall_ms())
     assert share.start_offset == 0 and share.in_flight() == 120  # 0-9 still held by b
@@ -139,6 +151,7 @@ def test_a_leaving_member_releases_what_it_holds() -> None:
     _acquire(share, "b", clock, (5, 9))
     assert share.release_member("a") == 1
     assert share.acquired_by("a") == 0 and share.acquired_by("b") == 5
+    _written(share)
     assert _acquire(share, "c", clock, (0, 4), (5, 9)) == [Acquired(0, 4, 2)]
 
 
@@ -171,6 +184,8 @@ def test_offsets_the_log_no_longer_holds_are_archived_unless_held() -> None:
     assert share.state_of(0) is None and share.start_offset == 5 and share.fetch_offset() == 10
     share.acknowledge("a", 5, 9, [RELEASE], clock.wall_ms())
     share.skip_to(7)
+    assert share.fetch_offset() == 10  # 7-9 wait for the write of their release
+    _written(share)
     assert share.start_offset == 7 and share.fetch_offset() == 7
     share.skip_to(20)  # past everything ever delivered
     assert share.start_offset == share.next_offset == 20 and share.spans == []
@@ -185,6 +200,7 @@ def test_record_limit_mode_splits_batches_at_max_records() -> None:
     assert share.acquire("b", _batches((5, 9)), max_records=2, lock_ms=LOCK_MS, now_ms=clock.wall_ms(),
                          record_limit=True) == [Acquired(7, 8, 1)]
     share.acknowledge("a", 0, 6, [RELEASE], clock.wall_ms())
+    _written(share)
     assert share.acquire("b", _batches((0, 4), (5, 9)), max_records=3, lock_ms=LOCK_MS, now_ms=clock.wall_ms(),
                          record_limit=True) == [Acquired(0, 2, 2)]
     assert share.state_of(3) == (RecordState.AVAILABLE, 1)
