@@ -16,7 +16,6 @@ that cannot be encoded raises ``EncodeError`` naming the struct, the field(s) an
 
 from __future__ import annotations
 
-import dataclasses
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -185,7 +184,7 @@ def build_writer(cls: type, version: int, fields: list[WireField], flexible: boo
         for t, (name, default) in enumerate(tagged_defaults.items()):
             ns[f"T{t}"] = default
             body.append(f"t{t} = obj.{name}")
-            unchanged.append(f"(t{t} is T{t} or {_equals_default(t, default, ns)})")
+            unchanged.append(f"(t{t} is T{t} or t{t} == T{t})")
         body += [f"if {' and '.join(unchanged)}:", "    buf.append(0)", "else:", "    write_tagged(w, obj)"]
     elif flexible:
         body.append("buf.append(0)")
@@ -196,17 +195,6 @@ def build_writer(cls: type, version: int, fields: list[WireField], flexible: boo
     lines += [f"        {line}" for line in body]
     lines += ["    except FAILURES as e:", f"        raise EncodeError(f{context!r}) from e"]
     return _define("write", lines, ns, cls)
-
-
-def _equals_default(t: int, default: Any, ns: dict[str, Any]) -> str:
-    """``t{t} == T{t}``; for a struct default, the comparison its dataclass ``__eq__`` makes (same class, then its
-    fields as a tuple) inline, against the default's fields taken once: no Python call per tagged struct."""
-    kind = type(default)
-    if not dataclasses.is_dataclass(default) or not kind.__dataclass_params__.eq:  # type: ignore[attr-defined]
-        return f"t{t} == T{t}"
-    names = [f.name for f in dataclasses.fields(default) if f.compare]
-    ns[f"C{t}"], ns[f"K{t}"] = kind, tuple(getattr(default, name) for name in names)
-    return f"(t{t}.__class__ is C{t} and ({''.join(f't{t}.{name}, ' for name in names)}) == K{t})"
 
 
 def _define(name: str, lines: list[str], ns: dict[str, Any], cls: type) -> Callable[..., Any]:
