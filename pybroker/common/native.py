@@ -88,6 +88,9 @@ class _SourceFinder(importlib.abc.MetaPathFinder):
 def check(package_dir: Path = PACKAGE_DIR) -> None:
     """Raise :class:`BuildError` unless the compiled modules in ``package_dir`` are none, or all of them built
     for this Python (and, in a source checkout, not older than their sources)."""
+    checkout = (package_dir.parent / "setup.py").exists()
+    if checkout:
+        _refuse_leftovers(package_dir)
     sources = {module: _source(module, package_dir) for module in COMPILED}
     built = {module: _extensions(source.parent, source.stem) for module, source in sources.items()}
     present = [module for module, paths in built.items() if paths]
@@ -103,7 +106,7 @@ def check(package_dir: Path = PACKAGE_DIR) -> None:
     missing = [module for module in COMPILED if module not in mine] + ([] if group else [GROUP])
     if missing or group is None:
         raise BuildError(f"pybroker's compiled build is partial (no {', '.join(missing)} for this Python): {_FIX}")
-    if (package_dir.parent / "setup.py").exists():  # a checkout, where sources change after the build
+    if checkout:  # where sources change after the build
         built_at = group.stat().st_mtime  # the compiled code (a rebuild leaves unchanged module stubs alone)
         stale = [module for module in mine if sources[module].stat().st_mtime > built_at]
         if stale:
@@ -111,10 +114,24 @@ def check(package_dir: Path = PACKAGE_DIR) -> None:
                              f"{_FIX}")
 
 
+def _refuse_leftovers(package_dir: Path) -> None:
+    """A checkout's extension of a module no longer compiled (an earlier build's, which a rebuild leaves in place)
+    would be imported instead of its source, by either build, without a word."""
+    leftovers = [path for suffix in _NATIVE_SUFFIXES for path in sorted(package_dir.rglob(f"*{suffix}"))
+                 if ".".join((package_dir.name, *path.relative_to(package_dir).with_name(
+                     path.name.split(".")[0]).parts)) not in COMPILED]
+    if leftovers:
+        raise BuildError(f"pybroker's checkout holds compiled modules of an earlier build that are no longer "
+                         f"compiled ({', '.join(str(p.relative_to(package_dir.parent)) for p in leftovers)}): "
+                         f"delete them, then rebuild (`make` / `pip install -e .`)")
+
+
 def install() -> None:
     """At ``import pybroker``: the sources instead of the extensions when pure Python is asked for, else
     :func:`check`."""
     if pure_requested():
+        if (PACKAGE_DIR.parent / "setup.py").exists():
+            _refuse_leftovers(PACKAGE_DIR)
         if not any(isinstance(finder, _SourceFinder) for finder in sys.meta_path):
             sys.meta_path.insert(0, _SourceFinder())
         return

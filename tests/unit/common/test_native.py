@@ -98,3 +98,20 @@ def test_serve_names_the_fix_and_pure_python_runs_the_sources(tmp_path: Path) ->
     served = _serve(tmp_path, **{PURE_ENV: "1"})
     assert served.returncode == 0, served.stderr
     assert "usage:" in served.stdout
+
+
+def test_a_checkouts_extension_of_a_module_no_longer_compiled_is_refused_by_both_builds(tmp_path: Path) -> None:
+    """Dropping a module from the compiled list leaves its extension beside the source, and a rebuild does not
+    remove it: Python would import it instead of the source, in either build, unless refused."""
+    package = package_tree(tmp_path, SUFFIX)
+    leftover = package / "log" / ("segment" + SUFFIX)
+    leftover.write_bytes(b"")
+    check(package)  # installed: a wheel holds only what its build compiled
+    (tmp_path / "setup.py").write_text("")
+    with pytest.raises(BuildError, match=r"no longer compiled \(pybroker/log/segment\..*\): delete them"):
+        check(package)
+    for env in ({}, {PURE_ENV: "1"}):
+        refused = _serve(tmp_path, **env)
+        assert refused.returncode != 0 and "no longer compiled" in refused.stderr, env
+    leftover.unlink()
+    check(package)
