@@ -97,6 +97,17 @@ def _acknowledge(client: WireClient, group: str, member: str, epoch: int, topic_
                           1, ShareAcknowledgeResponse)
 
 
+def _held_by_m1(client: WireClient, topic: str, group: str) -> uuid.UUID:
+    """A new topic whose three records member m1 of ``group`` has acquired (at share session epoch 1); its id."""
+    topic_id = _topic(client, topic)
+    _join(client, group, "m1", [topic])
+    assert _fetch(client, group, "m1", 0, topic_id).error_code == 0  # the share-partition starts at the end (latest)
+    _produce(client, topic, 3)
+    held = eventually(lambda: _fetch(client, group, "m1", 1, topic_id).responses, "records acquired")
+    assert [(a.first_offset, a.last_offset) for a in held[0].partitions[0].acquired_records] == [(0, 2)]
+    return topic_id
+
+
 def _commit(client: WireClient, group: str, topic: str) -> int:
     """A simple (generation -1) OffsetCommit of offset 0 on partition 0, retried while the coordinator loads; its
     error code."""
@@ -210,12 +221,7 @@ def test_a_failed_state_write_rolls_the_acknowledgement_back(shared_broker) -> N
 
     client = WireClient(shared_broker.bootstrap)
     topic, group = "wire-rollback", "wire-rollback-group"
-    topic_id = _topic(client, topic)
-    _join(client, group, "m1", [topic])
-    assert _fetch(client, group, "m1", 0, topic_id).error_code == 0  # the share-partition starts at the end (latest)
-    _produce(client, topic, 3)
-    held = eventually(lambda: _fetch(client, group, "m1", 1, topic_id).responses, "records acquired")
-    assert [(a.first_offset, a.last_offset) for a in held[0].partitions[0].acquired_records] == [(0, 2)]
+    topic_id = _held_by_m1(client, topic, group)
     R = DeleteShareGroupStateRequest
     deleted = client.request(R(group_id=group, topics=[R.DeleteStateData(topic_id=topic_id, partitions=[
         R.PartitionData(partition=0)])]), 0, DeleteShareGroupStateResponse)
@@ -241,12 +247,7 @@ def test_a_release_wakes_a_share_fetch_waiting_for_records(shared_broker) -> Non
     out its whole max_wait_ms before: only appends woke it)."""
     client, waiting = WireClient(shared_broker.bootstrap), WireClient(shared_broker.bootstrap)
     topic, group = "wire-wake", "wire-wake-group"
-    topic_id = _topic(client, topic)
-    _join(client, group, "m1", [topic])
-    assert _fetch(client, group, "m1", 0, topic_id).error_code == 0  # the share-partition starts at the end (latest)
-    _produce(client, topic, 3)
-    held = eventually(lambda: _fetch(client, group, "m1", 1, topic_id).responses, "records acquired")
-    assert [(a.first_offset, a.last_offset) for a in held[0].partitions[0].acquired_records] == [(0, 2)]
+    topic_id = _held_by_m1(client, topic, group)
     _join(waiting, group, "m2", [topic])
     assert _fetch(waiting, group, "m2", 0, topic_id).responses[0].partitions[0].acquired_records == []  # all held
     long_poll = ShareFetchRequest(group_id=group, member_id="m2", share_session_epoch=1, max_wait_ms=60_000,
