@@ -1,6 +1,7 @@
 """Share groups (KIP-932) with confluent-kafka's ShareConsumer (librdkafka 2.16, preview): implicit acceptance,
 explicit release and redelivery, several consumers on one partition never given the same record twice, a lock
-timeout handing a silent member's records to another, and read_committed over transactions."""
+timeout handing a silent member's records to another, read_committed over transactions, and a group starting by
+duration."""
 
 from __future__ import annotations
 
@@ -201,3 +202,21 @@ def test_read_committed_skips_aborted_records_and_waits_for_open_transactions(br
         producer.commit_transaction(20)
         eventually(lambda: read(3), "the record of the transaction committed since")
     assert got == [b"c0", b"c1", b"o0"]
+
+
+def test_auto_offset_reset_by_duration_skips_records_older_than_the_duration(broker: BrokerProcess) -> None:
+    """share.auto.offset.reset=by_duration:PT1H: a new share group starts at the first record whose timestamp is
+    within the last hour (Kafka's ListOffsets by timestamp), so two records stamped two hours ago are skipped."""
+    _topic_and_group(broker.bootstrap, "cf-duration", "cf-duration-group",
+                     **{"share.auto.offset.reset": "by_duration:PT1H"})
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0})
+    two_hours_ago = int(time.time() * 1000) - 2 * 3600 * 1000
+    for value, stamp in (("old0", two_hours_ago), ("old1", two_hours_ago + 1), ("new0", 0), ("new1", 0)):
+        producer.produce("cf-duration", value=value.encode(), timestamp=stamp)  # 0: the producer's clock
+        assert producer.flush(10) == 0
+    with _consumer(broker.bootstrap, "cf-duration-group", explicit=False) as consumer:
+        consumer.subscribe(["cf-duration"])
+        seen: list[tuple[int, bytes]] = []
+        while len(seen) < 2:
+            seen += [(m.offset(), m.value()) for m in _poll_some(consumer)]
+        assert seen == [(2, b"new0"), (3, b"new1")]
