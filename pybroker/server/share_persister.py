@@ -43,7 +43,6 @@ from pybroker.server.share_state_service import ShareStateService
 
 log = logging.getLogger("pybroker.share")
 
-RETRIABLE = RETRIED
 BACKOFF_S = (0.05, 0.1, 0.2, 0.5, 1.0)
 M = TypeVar("M", bound=Message)
 
@@ -140,7 +139,7 @@ class SharePersister:
         while True:
             answer = await self._attempt(key, request, response_type, local)
             error = answer if isinstance(answer, ErrorCode) else code(answer)
-            if error not in RETRIABLE or time.monotonic() >= deadline:
+            if error not in RETRIED or time.monotonic() >= deadline:
                 return answer
             await asyncio.sleep(BACKOFF_S[min(attempt, len(BACKOFF_S) - 1)])
             attempt += 1

@@ -140,8 +140,7 @@ class ShareService:
                 durable = self._durable.get((group_id, topic, index))
                 if self.expire(group_id, topic, index, now) or (durable is not None and durable.writer.needs_write()):
                     self.persist_later(group_id, topic, index)  # a failed write of released records: again
-            for group_id in {key[0] for key in self.partitions}:
-                self._drop_unused(group_id)
+            self._drop_unused({key[0] for key in self.partitions})
 
     async def write_group(self, group_id: str, deleted: ShareGroup | None = None) -> None:
         """Write what changed in the group's ``__consumer_offsets`` records (all tombstones for ``deleted``), and
@@ -197,13 +196,14 @@ class ShareService:
 
     async def _group_empty(self, group_id: str, writes: list[asyncio.Task[None]]) -> None:
         await asyncio.gather(*writes)
-        self._drop_unused(group_id)
+        self._drop_unused({group_id})
 
-    def _drop_unused(self, group_id: str) -> None:
-        """Drop the group's share-partitions here while it has no share session open, except those whose released
-        records still wait for a write (the expiry loop writes them again, then drops them)."""
-        if not self._has_session(group_id):
-            self._forget(lambda key: key[0] == group_id and key in self.partitions
+    def _drop_unused(self, group_ids: set[str]) -> None:
+        """Drop the share-partitions here of those of ``group_ids`` with no share session open, except those whose
+        released records still wait for a write (the expiry loop writes them again, then drops them)."""
+        idle = group_ids - {group for group, _member in self.sessions.sessions}
+        if idle:
+            self._forget(lambda key: key[0] in idle and key in self.partitions
                          and not self.partitions[key].unwritten())
 
     def expire(self, group_id: str, topic: str, index: int, now_ms: int) -> int:

@@ -28,6 +28,7 @@ from pybroker.protocol.messages import (
     ShareFetchRequest,
     ShareFetchResponse,
 )
+from pybroker.replication.share.durable import RETRIED
 from pybroker.replication.share.partition import Acquired, Span
 from pybroker.replication.share.reader import acquire_from_log
 from pybroker.security.acl import AclOperation, ResourceType
@@ -37,7 +38,6 @@ from pybroker.server.error_mapping import error_code_for
 from pybroker.server.features import share_groups_enabled
 from pybroker.server.request_channel import leave_request_queue
 from pybroker.server.registry import api
-from pybroker.server.share_persister import RETRIABLE
 from pybroker.server.share_service import ShareStateUnavailable
 from pybroker.server.share_sessions import INITIAL_EPOCH, SessionContext
 
@@ -242,7 +242,7 @@ async def _acquire(ctx: RequestContext, request: ShareFetchRequest, fetching: It
                                           now_ms=now, record_limit=request.share_acquire_mode == RECORD_LIMIT,
                                           read_committed=share.configs.read_committed(group_id))
         except ShareStateUnavailable as exc:
-            if exc.code not in RETRIABLE:
+            if exc.code not in RETRIED:
                 answer.error = exc.code
             continue  # the share coordinator is loading or moving: nothing acquired this time
         except Exception as exc:
