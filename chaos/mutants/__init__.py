@@ -33,6 +33,7 @@ class Mutant:
     kinds: tuple[str, ...]  # the faults its rounds draw from (faults.py)
     seeds: tuple[int, ...]
     txn: bool = False
+    share: bool = False
     generator: str = "overlapping"
 
     @property
@@ -54,6 +55,8 @@ MUTANTS = (
            txn=True),
     Mutant("failover-misses-restart", "a new controller does not see brokers that restarted before it was elected "
            "(chaos seed 6)", ("controller-bounce",), (11, 12, 13), generator="aimed"),
+    Mutant("released-before-written", "a released or timed-out share record is acquired again before its delivery "
+           "count is written (share chaos seed 17)", ("kill", "power-loss"), (11, 12, 13), share=True),
 )
 BY_NAME = {m.name: m for m in MUTANTS}
 

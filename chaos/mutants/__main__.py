@@ -32,7 +32,8 @@ def main(argv: list[str] | None = None) -> int:
         with planted(mutant) as code_root:
             for seed in mutant.seeds:
                 results.append(bounded_round(seed, args.duration, partitions=args.partitions, with_txn=mutant.txn,
-                                             generator=mutant.generator, kinds=list(mutant.kinds),
+                                             with_share=mutant.share, generator=mutant.generator,
+                                             kinds=list(mutant.kinds),
                                              code_root=code_root, keep_dir=args.keep_dir))
                 if results[-1].caught and not args.every_seed:
                     break
