@@ -30,7 +30,7 @@ from chaos.drain import drain
 from chaos.history import History, read_jsonl
 from chaos.nemesis import Nemesis
 from chaos.provenance import LogProvenance
-from chaos.share_checker import check_share
+from chaos.share_checker import SHARE_ANOMALIES, check_share
 from chaos.share_workload import SHARE_BROKER_CONFIG, ShareWorkload, state_reads
 from chaos.watchdog import Bounded, RoundProcessError, run_bounded
 from chaos.workload import CTP_TOPIC, TABLE_TOPIC, TXN_TOPIC, Workload, create_topics, topics_of
@@ -44,7 +44,9 @@ HARNESS_HANG = "harness hang"
 # 20-round runs took ~100 s in all, heal and drains included), short enough that a hung run goes on.
 ROUND_SLACK_S = 600.0
 COMPACTED = (TABLE_TOPIC,)
-SAFETY = tuple(name for name in ANOMALIES if name != "drain_incomplete")  # drain_incomplete is liveness
+# drain_incomplete and share_unacknowledged are liveness: a drain that gave up
+SAFETY = (*(name for name in ANOMALIES if name != "drain_incomplete"),
+          *(name for name in SHARE_ANOMALIES if name != "share_unacknowledged"))
 
 
 @dataclass
@@ -65,7 +67,7 @@ class RoundResult:
     @property
     def caught(self) -> bool:
         """A safety anomaly was found (what a planted bug must produce)."""
-        return any(self.report.anomalies[name] for name in SAFETY)
+        return any(self.report.anomalies.get(name) for name in SAFETY)
 
 
 def under_replicated(cluster: ChaosCluster, topics: list[str]) -> list[str]:

@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 
 from chaos.mutants import MUTANTS, PatchError, apply_to, planted
+from chaos.checker import Report
+from chaos.run import RoundResult
 
 MAX_CHANGED_LINES = 6
 
@@ -32,3 +34,16 @@ def test_a_patch_that_no_longer_applies_fails_naming_its_mutant(tmp_path: Path) 
     (tmp_path / "pybroker").mkdir()
     with pytest.raises(PatchError, match=MUTANTS[0].name):
         apply_to(MUTANTS[0], tmp_path)
+
+
+def test_a_share_anomaly_catches_a_mutant_and_an_unfinished_share_drain_does_not() -> None:
+    """The share mutant (released-before-written) is caught by the share checker's anomalies, which a round
+    without the share workload never reports."""
+    def result(**anomalies: list[object]) -> RoundResult:
+        report = Report()
+        report.anomalies.update(anomalies)
+        return RoundResult(11, [], "anomalies", report)
+
+    assert result(share_count_back=[{"offset": 0}]).caught
+    assert not result(share_unacknowledged=[{"offset": 0}]).caught
+    assert not result().caught
