@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from chaos.mutants import MUTANTS, PatchError, apply_to, planted
 from chaos.checker import Report
+from chaos.mutants import MUTANTS, PatchError, apply_to, planted
 from chaos.run import RoundResult
 
 MAX_CHANGED_LINES = 6
