@@ -60,6 +60,10 @@ class BrokerProcess(ABC):
         self.process: subprocess.Popen[bytes] | None = None
         #: RLIMIT_NOFILE (soft and hard) of the broker process, as `prlimit --nofile` sets it; None inherits ours
         self.open_files: int | None = None
+        #: the directory the broker starts in (for pybroker: the tree whose package, and compiled modules, it runs)
+        self.cwd = REPO
+        #: environment variables the broker gets beside ours
+        self.env: dict[str, str] = {}
 
     @property
     def bootstrap(self) -> str:
@@ -74,8 +78,9 @@ class BrokerProcess(ABC):
         with open(self.workdir / f"{self.name}.log", "ab") as log:
             started = time.perf_counter()
             try:
-                self.process = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT, cwd=REPO,
-                                                start_new_session=True, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                self.process = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT, cwd=self.cwd,
+                                                start_new_session=True,
+                                                env={**os.environ, **self.env, "PYTHONUNBUFFERED": "1"},
                                                 preexec_fn=None if self.open_files is None else self._limit_open_files)
             except subprocess.SubprocessError as exc:  # the limit could not be set (above our hard limit)
                 raise RuntimeError(f"{self.name} not started with RLIMIT_NOFILE {self.open_files}: {exc}") from None

@@ -454,14 +454,20 @@ def _cost_over_the_window(timed: tuple[list[dict[str, Any]], tuple[float, float,
             "broker_cpu_share": cpu / elapsed, "messages_per_request": sum(o["messages"] for o in outcomes) / requests}
 
 
+def empty_fetch_request(topic_id: uuid.UUID, partition: int) -> FetchRequest:
+    """The Fetch v16 of one empty partition W12's consumers send (librdkafka: no fetch session,
+    fetch.wait.max.ms=0)."""
+    return FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=52428800, isolation_level=0,
+                        session_id=0, session_epoch=-1, topics=[FetchRequest.FetchTopic(topic_id=topic_id, partitions=[
+                            FetchRequest.FetchPartition(partition=partition, fetch_offset=0, log_start_offset=-1,
+                                                        partition_max_bytes=1048576)])])
+
+
 def empty_fetch_exchange() -> tuple[bytes, int]:
     """An empty Fetch v16 of one partition, framed as librdkafka sends it, and the size after the size
     prefix of its empty answer: the exchange whose cost W12's fetch pass measures."""
     topic_id = uuid.UUID(int=1)
-    request = FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=52428800, isolation_level=0,
-                           session_id=0, session_epoch=-1, topics=[FetchRequest.FetchTopic(topic_id=topic_id, partitions=[
-                               FetchRequest.FetchPartition(partition=0, fetch_offset=0, log_start_offset=-1,
-                                                           partition_max_bytes=1048576)])])
+    request = empty_fetch_request(topic_id, 0)
     header = RequestHeader(request_api_key=ApiKey.FETCH, request_api_version=16, correlation_id=0, client_id="rdkafka")
     response = FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=[
         FetchResponse.FetchableTopicResponse(topic_id=topic_id, partitions=[FetchResponse.PartitionData(
