@@ -3,14 +3,17 @@
 W12 lets 8 clients run as fast as the broker answers, so its CPU per request moves with the rate the broker
 happens to reach: at a low rate every request pays its own epoll wake-up and send/receive calls, at a high rate
 one loop pass serves several connections (the same build measured 36-88 µs per empty Fetch at 3-20k requests/s).
-Here one client thread sends W12's frames (the empty Fetch v16 of `empty_fetch_exchange`, or a one-message
+Here one client thread sends W12's frames (the empty Fetch v16 of `empty_fetch_request`, or a one-message
 Produce v9 with acks=-1) on `--connections` raw connections, one partition and at most one request in flight
 each, at `--rates` requests/s spread evenly over time (connection i's requests at i/rate, i/rate + connections/rate,
-...), so every build is measured at the same rate with the same spacing. Over each window it reads the broker's
-utime/stime from /proc and runs `perf stat` on it (task-clock, context switches, system calls); `--record` adds `perf record -g` at the highest rate for the top frames, `--strace` a
-short `strace -c -f` for the system calls by name.
+...), so every build is measured at the same rate with the same spacing (rate 0: closed loop, as W12). Over each
+window it runs `perf stat` on the broker (task-clock, context switches, system calls) and `perf record` for the
+kernel's share of its CPU, and reads its utime+stime from /proc as a check; `--record` adds the top frames at
+the highest rate, `--strace` a short `strace -c -f` for the system calls by name, `--floor` the same frames
+answered by `sink.py --answer`. `--callgrind RATE` instead counts user-space instructions per request (this
+VM's perf has no hardware counters).
 
-    .venv/bin/python -m benchmarks.paced --build pure=.:pure --build compiled=/tmp/tree-with-so -n 3
+    nice -n -10 .venv/bin/python -m benchmarks.paced --build pure=.:pure --build compiled=/tmp/built-tree -n 3
 
 Builds take turns within each repetition, so a spell of load from elsewhere on the machine does not fall on one
 build only. Not a test and not part of `make bench`: it prints a table and writes nothing else.
@@ -279,16 +282,19 @@ def measure(pid: int, pacer: Pacer, seconds: float) -> Sample:
 
 
 def perf_record(pid: int, seconds: float, top: int) -> str:
-    """The broker's top frames (self time, call graphs) over `seconds`."""
+    """The broker's self time over `seconds` by shared object (the interpreter, the compiled modules' library,
+    the kernel, uvloop), then its `top` functions: cpu-clock samples at 1999 Hz (Python here is built without
+    frame pointers, so call graphs would not say more)."""
     with tempfile.TemporaryDirectory() as scratch:
         data = Path(scratch) / "perf.data"
-        subprocess.run([PERF, "record", "-g", "-q", "-o", str(data), "-p", str(pid), "--", "sleep", str(seconds)],
-                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        report = subprocess.run([PERF, "report", "-i", str(data), "--no-children", "--stdio", "-g", "none",
-                                 "--percent-limit", "0.7", "--sort", "dso,symbol"],
-                                check=True, capture_output=True, text=True).stdout
-    lines = [line for line in report.splitlines() if line.strip() and not line.startswith("#")]
-    return "\n".join(lines[:top])
+        subprocess.run([PERF, "record", "-q", "-F", "1999", "-e", "cpu-clock", "-o", str(data), "-p", str(pid),
+                        "--", "sleep", str(seconds)], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        reports = [subprocess.run([PERF, "report", "-i", str(data), "--stdio", "--sort", sort, "-F",
+                                   f"sample,overhead,{sort}"], check=True, capture_output=True, text=True).stdout
+                   for sort in ("dso", "dso,sym")]
+    by_dso, by_symbol = (sorted((line for line in report.splitlines() if line.strip() and not line.startswith("#")),
+                                key=lambda line: -int(line.split()[0])) for report in reports)
+    return "\n".join([*by_dso[:6], *by_symbol[:top]])
 
 
 def strace_counts(pid: int, seconds: float) -> str:
@@ -477,7 +483,7 @@ def main() -> None:
     parser.add_argument("--callgrind", type=float, metavar="RATE",
                         help="instead: user-space instructions per request under callgrind at RATE requests/s")
     parser.add_argument("-n", "--repetitions", type=int, default=3)
-    parser.add_argument("--record", action="store_true", help="perf record -g in the last repetition")
+    parser.add_argument("--record", action="store_true", help="top frames (perf record) in the last repetition")
     parser.add_argument("--top", type=int, default=25, help="frames perf record shows")
     parser.add_argument("--strace", action="store_true", help="strace -c -f for 2 s at the highest rate")
     args = parser.parse_args()
