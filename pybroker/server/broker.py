@@ -41,7 +41,6 @@ from pybroker.server.group_service import GroupService
 from pybroker.server.handlers import ALL_HANDLERS
 from pybroker.server.listeners import advertised_endpoints, inter_broker_tls, listener_specs, unauthenticated_exposure
 from pybroker.server.log_dir_events import LogDirEventAnnouncer
-from pybroker.server.metrics import BrokerMetrics
 from pybroker.server.quota.service import ClientQuotas
 from pybroker.server.telemetry.manager import ClientMetricsManager
 from pybroker.server.sasl_session import SaslAuthenticator
@@ -57,6 +56,7 @@ from pybroker.server.zk_mode import ZkMode
 from pybroker.server.txn_service import TxnService
 
 if TYPE_CHECKING:
+    from pybroker.server.broker_metrics import BrokerMetrics
     from pybroker.server.schema_registry import BrokerSchemaRegistry
 
 log = logging.getLogger("pybroker.server")
@@ -149,8 +149,13 @@ class Broker:
         self.dispatcher = Dispatcher(self.services, handlers)
         self.socket_server = SocketServer(config, self.dispatcher, self.clock)
         self.quotas.follow_ip_quotas(self.socket_server.rates)
-        # Off (None) unless metrics.port is set, so the request path pays nothing for unscraped counters.
-        self.metrics = BrokerMetrics(self.services, self.socket_server) if config["metrics.port"] >= 0 else None
+        # Off (None) unless metrics.port is set, so the request path pays nothing for unscraped counters
+        # and the process does not load prometheus_client.
+        self.metrics: BrokerMetrics | None = None
+        if config["metrics.port"] >= 0:
+            from pybroker.server.broker_metrics import BrokerMetrics
+
+            self.metrics = BrokerMetrics(self.services, self.socket_server)
         self.services.metrics = self.metrics
         if config["schema.registry.listeners"]:
             # Imported only here: the registry's HTTP server and Kafka client cost ~1.3 MiB a broker without it skips.
