@@ -11,11 +11,11 @@ from pybroker.protocol.schema import FieldSpec as F, Message, Struct
 __all__ = ['UpdateFeaturesRequest', 'UpdateFeaturesResponse']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False, eq=False)
 class UpdateFeaturesRequest(Message):
     """Kafka request UpdateFeaturesRequest (API key 57, versions 0-2, flexible 0+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False, eq=False)
     class FeatureUpdateKey(Struct):
         """Struct UpdateFeaturesRequest.FeatureUpdateKey."""
 
@@ -62,11 +62,11 @@ class UpdateFeaturesRequest(Message):
     )
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False, eq=False)
 class UpdateFeaturesResponse(Message):
     """Kafka response UpdateFeaturesResponse (API key 57, versions 0-2, flexible 0+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False, eq=False)
     class UpdatableFeatureResult(Struct):
         """Struct UpdateFeaturesResponse.UpdatableFeatureResult."""
 
