@@ -172,25 +172,35 @@ def _lz4_compress(data: Buffer) -> bytes:
 
 
 def _lz4_decompress(data: Buffer, max_size: int) -> bytes:
-    # lz4.frame.decompress silently ignores bytes after the first frame; use the
-    # incremental decompressor so truncation and trailing frames are handled.
+    # lz4.frame.decompress silently ignores bytes after the first frame; the incremental decompressor
+    # handles truncation and concatenated frames. Its max_length allocates that much output up front (a
+    # 64 MiB bound made a 1 MB batch 5x slower to decompress), so the output is taken a step at a time,
+    # and the limit is checked after each step.
     import lz4.frame
 
     out: list[bytes] = []
     total = 0
-    rest: bytes | memoryview = memoryview(data)
+    frame = lz4.frame.LZ4FrameDecompressor()
+    chunk = frame.decompress(data, max_length=_LZ4_STEP)
     while True:
-        d = lz4.frame.LZ4FrameDecompressor()
-        chunk = d.decompress(rest, max_length=max_size - total + 1 if max_size >= 0 else -1)
         total += len(chunk)
         if 0 <= max_size < total:
             raise _too_large("LZ4", max_size)
         out.append(chunk)
-        if not d.eof:
+        if frame.eof:
+            rest = frame.unused_data  # the next frame, if any
+            if not rest:
+                return b"".join(out)
+            frame = lz4.frame.LZ4FrameDecompressor()
+            chunk = frame.decompress(rest, max_length=_LZ4_STEP)
+        elif frame.needs_input:
             raise CorruptRecordError("truncated lz4 frame")
-        rest = d.unused_data
-        if not rest:
-            return b"".join(out)
+        else:
+            chunk = frame.decompress(b"", max_length=_LZ4_STEP)
+
+
+_LZ4_STEP = 1 << 20
+"""Decompressed bytes taken from the lz4 decompressor at once: a typical batch in one step."""
 
 
 # --------------------------------------------------------------------------- zstd
