@@ -52,12 +52,12 @@ from pybroker.server.services import Services
 from pybroker.server.socket_server import SocketServer
 from pybroker.server import topic_creation
 from pybroker.server.topic_configs import TopicConfigs
-from pybroker.server.zk_mode import ZkMode
 from pybroker.server.txn_service import TxnService
 
 if TYPE_CHECKING:
     from pybroker.server.broker_metrics import BrokerMetrics
     from pybroker.server.schema_registry import BrokerSchemaRegistry
+    from pybroker.server.zk_mode import ZkMode
 
 log = logging.getLogger("pybroker.server")
 
@@ -88,9 +88,14 @@ class Broker:
                                               replica_lag_time_max_ms=config["replica.lag.time.max.ms"])
         self.log_dir_mover = LogDirMover(self.replica_manager, self.io,
                                          lambda: self.config["replica.alter.log.dirs.io.max.bytes.per.second"])
-        self.zk_mode = ZkMode(config, self.replica_manager, self.broker_info, self.validate_topic_configs,
-                              inter_broker_tls=self.inter_broker_tls, inter_broker_sasl=self.inter_broker_sasl) \
-            if config["zookeeper.connect"] else None
+        self.zk_mode: ZkMode | None = None
+        if config["zookeeper.connect"]:
+            # Imported only here: the ZooKeeper session, the controller and its writers (~1 MiB) are not a
+            # single node's on embedded metadata.
+            from pybroker.server.zk_mode import ZkMode
+
+            self.zk_mode = ZkMode(config, self.replica_manager, self.broker_info, self.validate_topic_configs,
+                                  inter_broker_tls=self.inter_broker_tls, inter_broker_sasl=self.inter_broker_sasl)
         if self.zk_mode is not None:
             self.log_manager.dir_failure_listeners.append(LogDirEventAnnouncer(self.zk_mode.zk, self.broker_id))
         self.groups = GroupService(config, self._started_metadata, self.replica_manager, self.log_manager, self.io,

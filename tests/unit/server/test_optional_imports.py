@@ -1,7 +1,7 @@
-"""A broker loads what it may not need only when it does: ZooKeeper's client (kazoo.client) in ZooKeeper mode,
-the schema registry's server (and the Kafka client it uses) and prometheus_client when configured, the
-compression codecs at the first compressed batch, importlib.metadata (email, csv, zipfile) at the first
-outgoing connection. Together they were ~8 MiB of an idle single node's resident memory."""
+"""A broker loads what it may not need only when it does: ZooKeeper's client (kazoo.client) and the ZooKeeper
+controller in ZooKeeper mode, the schema registry's server (and the Kafka client it uses) and prometheus_client
+when configured, the compression codecs at the first compressed batch, importlib.metadata (email, csv, zipfile)
+at the first outgoing connection. Together they were ~8 MiB of an idle single node's resident memory."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[3]
 CONFIGURED_MODULES = ("pybroker.server.schema_registry", "pybroker.schema_registry.service", "pybroker.client.admin",
                       "pybroker.server.broker_metrics", "prometheus_client")
-OPTIONAL_MODULES = ("kazoo.client", *CONFIGURED_MODULES, "snappy", "lz4.frame", "zstandard", "importlib.metadata")
+OPTIONAL_MODULES = ("kazoo.client", "pybroker.server.zk_mode", "pybroker.controller.controller", *CONFIGURED_MODULES,
+                    "snappy", "lz4.frame", "zstandard", "importlib.metadata")
 # Checks the config as `pybroker serve` does, starts and stops the real broker (embedded metadata), then
 # prints which of the optional modules the process holds.
 SCRIPT = """
