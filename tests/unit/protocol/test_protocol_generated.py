@@ -58,7 +58,8 @@ def test_class_attributes_and_struct_access() -> None:
 
 
 def test_repr_and_equality_are_those_of_a_dataclass() -> None:
-    """The generated classes share Struct's __repr__ and __eq__ (not one compiled pair per class): same results."""
+    """The generated classes share Struct's __repr__ (not one compiled per class): same results, and equality is still
+    dataclasses' own."""
     from pybroker.protocol.messages import ApiVersionsRequest, ProduceRequest
 
     partition = ProduceRequest.PartitionProduceData(index=1, records=b"x")
