@@ -366,7 +366,7 @@ def render_message(msg: MessageDef) -> list[str]:
     flex = "none" if msg.flexible_min is None else f"{msg.flexible_min}+"
     key = f"API key {msg.api_key}, " if msg.api_key >= 0 else ""
     out = [
-        "@dataclass(slots=True)",
+        "@dataclass(slots=True, repr=False)",
         f"class {msg.name}(Message):",
         f'    """Kafka {kind} {msg.name} ({key}versions {_range_text(msg.valid)}, '
         f'flexible {flex})."""',
@@ -374,7 +374,7 @@ def render_message(msg: MessageDef) -> list[str]:
     ]
     for sd in msg.structs:
         out += [
-            "    @dataclass(slots=True)",
+            "    @dataclass(slots=True, repr=False)",
             f"    class {sd.name}(Struct):",
             f'        """Struct {msg.name}.{sd.name}."""',
             "",

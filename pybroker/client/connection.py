@@ -11,7 +11,6 @@ import contextlib
 import os
 import socket
 import ssl
-from importlib import metadata
 from typing import TypeVar
 
 from pybroker.client.errors import KafkaConnectionError, KafkaTimeoutError, check
@@ -156,6 +155,8 @@ class Connection:
 
 
 def _software_version() -> str:
+    from importlib import metadata  # (email, csv, zipfile: loaded at the first connection, not by every broker)
+
     try:
         return metadata.version(SOFTWARE_NAME)
     except metadata.PackageNotFoundError:

@@ -22,11 +22,10 @@ import logging
 import os
 import struct
 
-import crc32c
-
 from pybroker.log.checkpoint import fsync_dir
 from pybroker.log.producer_state import BatchMetadata, ProducerStateEntry
 from pybroker.log.segment import filename_prefix, offset_from_filename
+from pybroker.records.crc import crc32c
 
 __all__ = ["SNAPSHOT_SUFFIX", "snapshot_offsets", "write_snapshot", "read_snapshot", "delete_snapshots"]
 
@@ -69,7 +68,7 @@ def write_snapshot(dir_path: str, offset: int, entries: list[ProducerStateEntry]
             (e.batches[-1].last_offset - e.batches[-1].first_offset) if e.batches else 0,
             e.last_timestamp, e.coordinator_epoch,
             NO_OFFSET if e.current_txn_first_offset is None else e.current_txn_first_offset)
-    _CRC.pack_into(body, _VERSION.size, crc32c.crc32c(bytes(body[_ENTRIES_OFFSET:])))
+    _CRC.pack_into(body, _VERSION.size, crc32c(bytes(body[_ENTRIES_OFFSET:])))
     path = snapshot_path(dir_path, offset)
     with open(path + ".tmp", "wb") as f:
         f.write(body)
@@ -89,7 +88,7 @@ def read_snapshot(path: str) -> list[ProducerStateEntry] | None:
         return None
     (version,) = _VERSION.unpack_from(data)
     (crc,) = _CRC.unpack_from(data, _VERSION.size)
-    if version != SNAPSHOT_VERSION or crc != crc32c.crc32c(data[_ENTRIES_OFFSET:]):
+    if version != SNAPSHOT_VERSION or crc != crc32c(data[_ENTRIES_OFFSET:]):
         return None
     first = _ENTRIES_OFFSET + _COUNT.size
     if len(data) < first:

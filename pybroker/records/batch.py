@@ -13,8 +13,6 @@ import struct
 from collections.abc import Iterator
 from typing import NamedTuple
 
-import crc32c
-
 from .compression import decompress
 
 # batch is the documented public home of the layout constants and enums, which live in .constants only to
@@ -56,6 +54,7 @@ from .constants import (
     ControlRecordType,
     TimestampType,
 )
+from .crc import crc32c
 from .constants import __all__ as _constants_all
 from .errors import CorruptRecordError, RecordTooLargeError
 from .record import Record, decode_records
@@ -258,7 +257,7 @@ class RecordBatch:
         end = self._pos + self.size
         if end > len(self._buf) or end < start:
             raise CorruptRecordError("batch extends past the end of the buffer")
-        return crc32c.crc32c(memoryview(self._buf)[start:end])
+        return crc32c(memoryview(self._buf)[start:end])
 
     def is_valid(self) -> bool:
         """True if the batch is structurally sound and its CRC matches."""
@@ -380,7 +379,7 @@ def validate_batch(
     if check_counts and count > last_offset_delta + 1:
         raise CorruptRecordError(f"{count} records cannot fit in offset delta {last_offset_delta}")
     mv = memoryview(buf)
-    crc = crc32c.crc32c(mv[position + ATTRIBUTES_OFFSET : position + size])
+    crc = crc32c(mv[position + ATTRIBUTES_OFFSET : position + size])
     if crc != h[4]:
         raise CorruptRecordError(f"CRC mismatch: stored {h[4]:#010x}, computed {crc:#010x}")
     return RecordBatch(buf, position)
@@ -402,7 +401,7 @@ def set_partition_leader_epoch(buf: bytearray | memoryview, position: int, epoch
 def update_crc(buf: bytearray | memoryview, position: int = 0) -> int:
     """Recompute and store the CRC after a change to a covered field; returns it."""
     size = _I32.unpack_from(buf, position + LENGTH_OFFSET)[0] + LOG_OVERHEAD
-    crc = crc32c.crc32c(memoryview(buf)[position + ATTRIBUTES_OFFSET : position + size])
+    crc = crc32c(memoryview(buf)[position + ATTRIBUTES_OFFSET : position + size])
     _U32.pack_into(buf, position + CRC_OFFSET, crc)
     return crc
 

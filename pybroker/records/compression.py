@@ -1,7 +1,9 @@
 """Compression codecs for the records section of a v2 batch (RECORDS.md §1.5).
 
 Only framing is implemented here; the codecs themselves come from zlib,
-python-snappy, lz4 and zstandard. Output framing matches what the Java client
+python-snappy, lz4 and zstandard, each imported at its first batch: a broker
+whose clients never compress does not map them (python-snappy's cramjam alone
+is ~1.5 MiB of resident memory). Output framing matches what the Java client
 writes so that every client can read batches we build (coordinator records,
 tests), and the readers accept every framing seen in the wild (xerial and raw
 snappy, multi-member gzip, concatenated lz4/zstd frames, zstd frames without a
@@ -13,13 +15,13 @@ from __future__ import annotations
 import struct
 import zlib
 from collections.abc import Callable
-
-import lz4.frame
-import snappy
-import zstandard
+from typing import TYPE_CHECKING
 
 from .constants import Compression
 from .errors import CorruptRecordError, RecordTooLargeError, UnsupportedCompressionError
+
+if TYPE_CHECKING:
+    from zstandard import ZstdDecompressor
 
 __all__ = [
     "compress",
@@ -86,6 +88,8 @@ def _gzip_decompress(data: Buffer, max_size: int) -> bytes:
 
 def xerial_snappy_compress(data: Buffer, block_size: int = XERIAL_BLOCK_SIZE) -> bytes:
     """snappy-java ``SnappyOutputStream`` framing, as the Java client writes it."""
+    import snappy
+
     mv = memoryview(data)
     parts = [XERIAL_HEADER]
     for i in range(0, len(mv), block_size):
@@ -109,9 +113,14 @@ def _raw_snappy_length(block: memoryview) -> int:
 
 def _raw_snappy_decompress(block: memoryview, budget: int) -> bytes:
     """One raw block, its declared length checked against ``budget`` before anything is allocated."""
+    import snappy
+
     if budget >= 0 and _raw_snappy_length(block) > budget:
         raise RecordTooLargeError(f"snappy block declares {_raw_snappy_length(block)} bytes, over the limit")
-    return snappy.decompress(block)
+    try:
+        return snappy.decompress(block)
+    except snappy.UncompressError as exc:
+        raise CorruptRecordError(f"cannot decompress SNAPPY: {exc}") from exc
 
 
 def snappy_decompress(data: Buffer, max_size: int = _UNLIMITED) -> bytes:
@@ -151,6 +160,8 @@ def snappy_decompress(data: Buffer, max_size: int = _UNLIMITED) -> bytes:
 def _lz4_compress(data: Buffer) -> bytes:
     # Kafka's Lz4BlockOutputStream: 64 KiB independent blocks, no checksums and
     # no content size in the frame descriptor.
+    import lz4.frame
+
     return lz4.frame.compress(
         data,
         block_size=lz4.frame.BLOCKSIZE_MAX64KB,
@@ -161,39 +172,61 @@ def _lz4_compress(data: Buffer) -> bytes:
 
 
 def _lz4_decompress(data: Buffer, max_size: int) -> bytes:
-    # lz4.frame.decompress silently ignores bytes after the first frame; use the
-    # incremental decompressor so truncation and trailing frames are handled.
+    # lz4.frame.decompress silently ignores bytes after the first frame; the incremental decompressor
+    # handles truncation and concatenated frames. Its max_length allocates that much output up front (a
+    # 64 MiB bound made a 1 MB batch 5x slower to decompress), so the output is taken a step at a time,
+    # and the limit is checked after each step.
+    import lz4.frame
+
     out: list[bytes] = []
     total = 0
-    rest: bytes | memoryview = memoryview(data)
+    frame = lz4.frame.LZ4FrameDecompressor()
+    chunk = frame.decompress(data, max_length=_LZ4_STEP)
     while True:
-        d = lz4.frame.LZ4FrameDecompressor()
-        chunk = d.decompress(rest, max_length=max_size - total + 1 if max_size >= 0 else -1)
         total += len(chunk)
         if 0 <= max_size < total:
             raise _too_large("LZ4", max_size)
         out.append(chunk)
-        if not d.eof:
+        if frame.eof:
+            rest = frame.unused_data  # the next frame, if any
+            if not rest:
+                return b"".join(out)
+            frame = lz4.frame.LZ4FrameDecompressor()
+            chunk = frame.decompress(rest, max_length=_LZ4_STEP)
+        elif frame.needs_input:
             raise CorruptRecordError("truncated lz4 frame")
-        rest = d.unused_data
-        if not rest:
-            return b"".join(out)
+        else:
+            chunk = frame.decompress(b"", max_length=_LZ4_STEP)
+
+
+_LZ4_STEP = 1 << 20
+"""Decompressed bytes taken from the lz4 decompressor at once: a typical batch in one step."""
 
 
 # --------------------------------------------------------------------------- zstd
 
 
 def _zstd_compress(data: Buffer) -> bytes:
+    import zstandard
+
     return zstandard.ZstdCompressor(level=ZSTD_LEVEL).compress(data)
 
 
 def _zstd_decompress(data: Buffer, max_size: int) -> bytes:
+    import zstandard
+
+    try:
+        return _zstd_frames(zstandard.ZstdDecompressor(), data, max_size)
+    except zstandard.ZstdError as exc:
+        raise CorruptRecordError(f"cannot decompress ZSTD: {exc}") from exc
+
+
+def _zstd_frames(dctx: ZstdDecompressor, data: Buffer, max_size: int) -> bytes:
     # decompressobj works without a content size in the frame header (zstd-jni
     # streaming output); loop to accept concatenated frames.
     out: list[bytes] = []
     total = 0
     rest: bytes | memoryview = memoryview(data)
-    dctx = zstandard.ZstdDecompressor()
     while True:
         d = dctx.decompressobj()
         if max_size < 0:
@@ -256,5 +289,5 @@ def decompress(codec: Compression | int, data: Buffer, max_size: int | None = No
         return fn(data, _UNLIMITED if max_size is None else max_size)
     except (CorruptRecordError, RecordTooLargeError):
         raise
-    except (zlib.error, RuntimeError, snappy.UncompressError, zstandard.ZstdError) as exc:
+    except (zlib.error, RuntimeError) as exc:  # snappy and zstd errors are translated where they are imported
         raise CorruptRecordError(f"cannot decompress {Compression(codec).name}: {exc}") from exc

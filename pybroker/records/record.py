@@ -12,8 +12,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import crc32c
-
 from .compression import compress
 from .constants import (
     ATTRIBUTES_OFFSET,
@@ -35,6 +33,7 @@ from .constants import (
     Compression,
     TimestampType,
 )
+from .crc import crc32c
 from .errors import CorruptRecordError
 from .varint import (
     decode_unsigned_varint,
@@ -332,6 +331,6 @@ def build_batch(
         len(items),
     )
     buf[RECORD_BATCH_OVERHEAD:] = payload
-    crc = crc32c.crc32c(memoryview(buf)[ATTRIBUTES_OFFSET:])
+    crc = crc32c(memoryview(buf)[ATTRIBUTES_OFFSET:])
     buf[CRC_OFFSET : CRC_OFFSET + 4] = crc.to_bytes(4, "big")
     return bytes(buf)

@@ -9,7 +9,7 @@ import asyncio
 import dataclasses
 import logging
 from concurrent.futures import ThreadPoolExecutor
-from typing import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Awaitable, Callable, Mapping
 
 from pybroker.common.clock import SystemClock
 from pybroker.common.config import BrokerConfig
@@ -41,7 +41,6 @@ from pybroker.server.group_service import GroupService
 from pybroker.server.handlers import ALL_HANDLERS
 from pybroker.server.listeners import advertised_endpoints, inter_broker_tls, listener_specs, unauthenticated_exposure
 from pybroker.server.log_dir_events import LogDirEventAnnouncer
-from pybroker.server.metrics import BrokerMetrics
 from pybroker.server.quota.service import ClientQuotas
 from pybroker.server.telemetry.manager import ClientMetricsManager
 from pybroker.server.sasl_session import SaslAuthenticator
@@ -49,13 +48,16 @@ from pybroker.server.share_persister import SharePersister
 from pybroker.server.share_service import ShareService
 from pybroker.server.share_state_service import ShareStateService
 from pybroker.schema_registry.validation import SchemaValidation
-from pybroker.server.schema_registry import BrokerSchemaRegistry
 from pybroker.server.services import Services
 from pybroker.server.socket_server import SocketServer
 from pybroker.server import topic_creation
 from pybroker.server.topic_configs import TopicConfigs
-from pybroker.server.zk_mode import ZkMode
 from pybroker.server.txn_service import TxnService
+
+if TYPE_CHECKING:
+    from pybroker.server.broker_metrics import BrokerMetrics
+    from pybroker.server.schema_registry import BrokerSchemaRegistry
+    from pybroker.server.zk_mode import ZkMode
 
 log = logging.getLogger("pybroker.server")
 
@@ -86,9 +88,14 @@ class Broker:
                                               replica_lag_time_max_ms=config["replica.lag.time.max.ms"])
         self.log_dir_mover = LogDirMover(self.replica_manager, self.io,
                                          lambda: self.config["replica.alter.log.dirs.io.max.bytes.per.second"])
-        self.zk_mode = ZkMode(config, self.replica_manager, self.broker_info, self.validate_topic_configs,
-                              inter_broker_tls=self.inter_broker_tls, inter_broker_sasl=self.inter_broker_sasl) \
-            if config["zookeeper.connect"] else None
+        self.zk_mode: ZkMode | None = None
+        if config["zookeeper.connect"]:
+            # Imported only here: the ZooKeeper session, the controller and its writers (~1 MiB) are not a
+            # single node's on embedded metadata.
+            from pybroker.server.zk_mode import ZkMode
+
+            self.zk_mode = ZkMode(config, self.replica_manager, self.broker_info, self.validate_topic_configs,
+                                  inter_broker_tls=self.inter_broker_tls, inter_broker_sasl=self.inter_broker_sasl)
         if self.zk_mode is not None:
             self.log_manager.dir_failure_listeners.append(LogDirEventAnnouncer(self.zk_mode.zk, self.broker_id))
         self.groups = GroupService(config, self._started_metadata, self.replica_manager, self.log_manager, self.io,
@@ -147,10 +154,18 @@ class Broker:
         self.dispatcher = Dispatcher(self.services, handlers)
         self.socket_server = SocketServer(config, self.dispatcher, self.clock)
         self.quotas.follow_ip_quotas(self.socket_server.rates)
-        # Off (None) unless metrics.port is set, so the request path pays nothing for unscraped counters.
-        self.metrics = BrokerMetrics(self.services, self.socket_server) if config["metrics.port"] >= 0 else None
+        # Off (None) unless metrics.port is set, so the request path pays nothing for unscraped counters
+        # and the process does not load prometheus_client.
+        self.metrics: BrokerMetrics | None = None
+        if config["metrics.port"] >= 0:
+            from pybroker.server.broker_metrics import BrokerMetrics
+
+            self.metrics = BrokerMetrics(self.services, self.socket_server)
         self.services.metrics = self.metrics
         if config["schema.registry.listeners"]:
+            # Imported only here: the registry's HTTP server and Kafka client cost ~1.3 MiB a broker without it skips.
+            from pybroker.server.schema_registry import BrokerSchemaRegistry
+
             self.schema_registry = BrokerSchemaRegistry(self.services, self.broker_info,
                                                         inter_broker_tls=self.inter_broker_tls,
                                                         inter_broker_sasl=self.inter_broker_sasl)

@@ -11,7 +11,6 @@ from pybroker.common.config import BrokerConfig
 from pybroker.server.authorization import build_authorizer
 from pybroker.server.listeners import listener_specs
 from pybroker.server.sasl_session import SaslAuthenticator
-from pybroker.server.schema_registry import registry_listener
 from pybroker.server.socket_server import ConnectionLimits
 from pybroker.server.topic_configs import TopicConfigs
 
@@ -24,4 +23,6 @@ def check_config(config: BrokerConfig) -> None:
     build_authorizer(config)
     ConnectionLimits.from_config(config)
     if config["schema.registry.listeners"]:
+        from pybroker.server.schema_registry import registry_listener  # loaded only for a broker that serves it
+
         registry_listener(config)

@@ -17,7 +17,7 @@ from pybroker.client import errors as client
 from pybroker.common.config import ConfigError
 from pybroker.common.open_files import OpenFilesLimitError
 from pybroker.controller import errors as controller
-from pybroker.controller.controller import NotControllerError, StaleBrokerEpochError
+from pybroker.controller.errors import NotControllerError, StaleBrokerEpochError
 from pybroker.controller.producer_ids import ProducerIdsUnavailableError
 from pybroker.coordinator.runtime import CoordinatorStorageError, NotCoordinatorError
 from pybroker.log import errors as log_errors

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import Awaitable, Callable, Mapping, Protocol
+from typing import TYPE_CHECKING, Awaitable, Callable, Mapping, Protocol
 
 from pybroker.common.clock import Clock
 from pybroker.common.config import BrokerConfig
@@ -37,7 +37,9 @@ from pybroker.server.share_state_service import ShareStateService
 from pybroker.server.telemetry.manager import ClientMetricsManager
 from pybroker.server.topic_configs import TopicConfigs
 from pybroker.server.txn_service import TxnService
-from pybroker.server.zk_mode import ZkMode
+
+if TYPE_CHECKING:
+    from pybroker.server.zk_mode import ZkMode  # imported by a broker in ZooKeeper mode only
 
 
 class ApiRange(Protocol):

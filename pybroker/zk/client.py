@@ -14,18 +14,27 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
-from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import NoNodeError, RolledBackError
-from kazoo.protocol.states import ZnodeStat
+from kazoo.protocol.states import KazooState, ZnodeStat
 
 from pybroker.zk import paths as zp
 from pybroker.zk.events import SESSION_LOST, SESSION_RECONNECTED, EventHandler, EventQueue, Work, ZkEvent
 
+if TYPE_CHECKING:
+    from kazoo.client import KazooClient
+
 log = logging.getLogger("pybroker.zookeeper")
 
 __all__ = ["SESSION_LOST", "SESSION_RECONNECTED", "ZkClient", "ZkEvent", "split_chroot"]
+
+
+def _kazoo_client(hosts: str, timeout_s: float) -> KazooClient:
+    """kazoo.client (and its recipes, ~2.5 MiB) loads only here: a broker on embedded metadata never builds one."""
+    from kazoo.client import KazooClient
+
+    return KazooClient(hosts=hosts, timeout=timeout_s)
 
 
 def split_chroot(connect: str) -> tuple[str, str]:
@@ -50,12 +59,12 @@ class ZkClient:
         self.events.bind(asyncio.get_running_loop())
         if self._chroot:
             await asyncio.to_thread(self._create_chroot)
-        self._kazoo = KazooClient(hosts=self._hosts + self._chroot, timeout=self._session_timeout_s)
+        self._kazoo = _kazoo_client(self._hosts + self._chroot, self._session_timeout_s)
         self._kazoo.add_listener(self._on_state)
         await asyncio.to_thread(self._kazoo.start, self._connection_timeout_s)
 
     def _create_chroot(self) -> None:
-        client = KazooClient(hosts=self._hosts, timeout=self._session_timeout_s)
+        client = _kazoo_client(self._hosts, self._session_timeout_s)
         client.start(self._connection_timeout_s)
         try:
             client.ensure_path(self._chroot)

@@ -11,7 +11,7 @@ from pybroker.protocol.schema import FieldSpec as F, Message
 __all__ = ['AddOffsetsToTxnRequest', 'AddOffsetsToTxnResponse']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class AddOffsetsToTxnRequest(Message):
     """Kafka request AddOffsetsToTxnRequest (API key 25, versions 0-4, flexible 3+)."""
 
@@ -38,7 +38,7 @@ class AddOffsetsToTxnRequest(Message):
     )
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class AddOffsetsToTxnResponse(Message):
     """Kafka response AddOffsetsToTxnResponse (API key 25, versions 0-4, flexible 3+)."""
 

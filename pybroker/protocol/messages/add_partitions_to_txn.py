@@ -11,11 +11,11 @@ from pybroker.protocol.schema import FieldSpec as F, Message, Struct
 __all__ = ['AddPartitionsToTxnRequest', 'AddPartitionsToTxnResponse']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class AddPartitionsToTxnRequest(Message):
     """Kafka request AddPartitionsToTxnRequest (API key 24, versions 0-5, flexible 3+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class AddPartitionsToTxnTransaction(Struct):
         """Struct AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction."""
 
@@ -39,7 +39,7 @@ class AddPartitionsToTxnRequest(Message):
             F('topics', 'Topics', '[]AddPartitionsToTxnTopic', (4, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class AddPartitionsToTxnTopic(Struct):
         """Struct AddPartitionsToTxnRequest.AddPartitionsToTxnTopic."""
 
@@ -79,11 +79,11 @@ class AddPartitionsToTxnRequest(Message):
     )
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class AddPartitionsToTxnResponse(Message):
     """Kafka response AddPartitionsToTxnResponse (API key 24, versions 0-5, flexible 3+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class AddPartitionsToTxnResult(Struct):
         """Struct AddPartitionsToTxnResponse.AddPartitionsToTxnResult."""
 
@@ -97,7 +97,7 @@ class AddPartitionsToTxnResponse(Message):
             F('topic_results', 'TopicResults', '[]AddPartitionsToTxnTopicResult', (4, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class AddPartitionsToTxnTopicResult(Struct):
         """Struct AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult."""
 
@@ -111,7 +111,7 @@ class AddPartitionsToTxnResponse(Message):
             F('results_by_partition', 'ResultsByPartition', '[]AddPartitionsToTxnPartitionResult', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class AddPartitionsToTxnPartitionResult(Struct):
         """Struct AddPartitionsToTxnResponse.AddPartitionsToTxnPartitionResult."""
 

@@ -13,11 +13,11 @@ from pybroker.protocol.schema import FieldSpec as F, Message, Struct, ZERO_UUID
 __all__ = ['AddRaftVoterRequest', 'AddRaftVoterResponse']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class AddRaftVoterRequest(Message):
     """Kafka request AddRaftVoterRequest (API key 80, versions 0-1, flexible 0+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class Listener(Struct):
         """Struct AddRaftVoterRequest.Listener."""
 
@@ -64,7 +64,7 @@ class AddRaftVoterRequest(Message):
     )
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class AddRaftVoterResponse(Message):
     """Kafka response AddRaftVoterResponse (API key 80, versions 0-1, flexible 0+)."""
 

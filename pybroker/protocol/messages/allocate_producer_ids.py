@@ -11,7 +11,7 @@ from pybroker.protocol.schema import FieldSpec as F, Message
 __all__ = ['AllocateProducerIdsRequest', 'AllocateProducerIdsResponse']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class AllocateProducerIdsRequest(Message):
     """Kafka request AllocateProducerIdsRequest (API key 67, versions 0, flexible 0+)."""
 
@@ -32,7 +32,7 @@ class AllocateProducerIdsRequest(Message):
     )
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class AllocateProducerIdsResponse(Message):
     """Kafka response AllocateProducerIdsResponse (API key 67, versions 0, flexible 0+)."""
 

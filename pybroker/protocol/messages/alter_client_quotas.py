@@ -11,11 +11,11 @@ from pybroker.protocol.schema import FieldSpec as F, Message, Struct
 __all__ = ['AlterClientQuotasRequest', 'AlterClientQuotasResponse']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class AlterClientQuotasRequest(Message):
     """Kafka request AlterClientQuotasRequest (API key 49, versions 0-1, flexible 1+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class EntryData(Struct):
         """Struct AlterClientQuotasRequest.EntryData."""
 
@@ -29,7 +29,7 @@ class AlterClientQuotasRequest(Message):
             F('ops', 'Ops', '[]OpData', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class EntityData(Struct):
         """Struct AlterClientQuotasRequest.EntityData."""
 
@@ -43,7 +43,7 @@ class AlterClientQuotasRequest(Message):
             F('entity_name', 'EntityName', 'string', (0, 32767), nullable=(0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class OpData(Struct):
         """Struct AlterClientQuotasRequest.OpData."""
 
@@ -77,11 +77,11 @@ class AlterClientQuotasRequest(Message):
     )
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class AlterClientQuotasResponse(Message):
     """Kafka response AlterClientQuotasResponse (API key 49, versions 0-1, flexible 1+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class EntryData(Struct):
         """Struct AlterClientQuotasResponse.EntryData."""
 
@@ -98,7 +98,7 @@ class AlterClientQuotasResponse(Message):
             F('entity', 'Entity', '[]EntityData', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class EntityData(Struct):
         """Struct AlterClientQuotasResponse.EntityData."""
 

@@ -11,11 +11,11 @@ from pybroker.protocol.schema import FieldSpec as F, Message, Struct
 __all__ = ['AlterConfigsRequest', 'AlterConfigsResponse']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class AlterConfigsRequest(Message):
     """Kafka request AlterConfigsRequest (API key 33, versions 0-2, flexible 2+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class AlterConfigsResource(Struct):
         """Struct AlterConfigsRequest.AlterConfigsResource."""
 
@@ -32,7 +32,7 @@ class AlterConfigsRequest(Message):
             F('configs', 'Configs', '[]AlterableConfig', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class AlterableConfig(Struct):
         """Struct AlterConfigsRequest.AlterableConfig."""
 
@@ -63,11 +63,11 @@ class AlterConfigsRequest(Message):
     )
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class AlterConfigsResponse(Message):
     """Kafka response AlterConfigsResponse (API key 33, versions 0-2, flexible 2+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class AlterConfigsResourceResponse(Struct):
         """Struct AlterConfigsResponse.AlterConfigsResourceResponse."""
 

@@ -13,11 +13,11 @@ from pybroker.protocol.schema import FieldSpec as F, Message, Struct, ZERO_UUID
 __all__ = ['AlterPartitionRequest', 'AlterPartitionResponse']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class AlterPartitionRequest(Message):
     """Kafka request AlterPartitionRequest (API key 56, versions 0-3, flexible 0+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class TopicData(Struct):
         """Struct AlterPartitionRequest.TopicData."""
 
@@ -34,7 +34,7 @@ class AlterPartitionRequest(Message):
             F('partitions', 'Partitions', '[]PartitionData', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class PartitionData(Struct):
         """Struct AlterPartitionRequest.PartitionData."""
 
@@ -61,7 +61,7 @@ class AlterPartitionRequest(Message):
             F('partition_epoch', 'PartitionEpoch', 'int32', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class BrokerState(Struct):
         """Struct AlterPartitionRequest.BrokerState."""
 
@@ -95,11 +95,11 @@ class AlterPartitionRequest(Message):
     )
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class AlterPartitionResponse(Message):
     """Kafka response AlterPartitionResponse (API key 56, versions 0-3, flexible 0+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class TopicData(Struct):
         """Struct AlterPartitionResponse.TopicData."""
 
@@ -116,7 +116,7 @@ class AlterPartitionResponse(Message):
             F('partitions', 'Partitions', '[]PartitionData', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class PartitionData(Struct):
         """Struct AlterPartitionResponse.PartitionData."""
 

@@ -11,11 +11,11 @@ from pybroker.protocol.schema import FieldSpec as F, Message, Struct
 __all__ = ['AlterPartitionReassignmentsRequest', 'AlterPartitionReassignmentsResponse']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class AlterPartitionReassignmentsRequest(Message):
     """Kafka request AlterPartitionReassignmentsRequest (API key 45, versions 0-1, flexible 0+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class ReassignableTopic(Struct):
         """Struct AlterPartitionReassignmentsRequest.ReassignableTopic."""
 
@@ -29,7 +29,7 @@ class AlterPartitionReassignmentsRequest(Message):
             F('partitions', 'Partitions', '[]ReassignablePartition', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class ReassignablePartition(Struct):
         """Struct AlterPartitionReassignmentsRequest.ReassignablePartition."""
 
@@ -65,11 +65,11 @@ class AlterPartitionReassignmentsRequest(Message):
     )
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class AlterPartitionReassignmentsResponse(Message):
     """Kafka response AlterPartitionReassignmentsResponse (API key 45, versions 0-1, flexible 0+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class ReassignableTopicResponse(Struct):
         """Struct AlterPartitionReassignmentsResponse.ReassignableTopicResponse."""
 
@@ -83,7 +83,7 @@ class AlterPartitionReassignmentsResponse(Message):
             F('partitions', 'Partitions', '[]ReassignablePartitionResponse', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class ReassignablePartitionResponse(Struct):
         """Struct AlterPartitionReassignmentsResponse.ReassignablePartitionResponse."""
 

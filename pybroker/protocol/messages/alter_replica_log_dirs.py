@@ -11,11 +11,11 @@ from pybroker.protocol.schema import FieldSpec as F, Message, Struct
 __all__ = ['AlterReplicaLogDirsRequest', 'AlterReplicaLogDirsResponse']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class AlterReplicaLogDirsRequest(Message):
     """Kafka request AlterReplicaLogDirsRequest (API key 34, versions 1-2, flexible 2+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class AlterReplicaLogDir(Struct):
         """Struct AlterReplicaLogDirsRequest.AlterReplicaLogDir."""
 
@@ -29,7 +29,7 @@ class AlterReplicaLogDirsRequest(Message):
             F('topics', 'Topics', '[]AlterReplicaLogDirTopic', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class AlterReplicaLogDirTopic(Struct):
         """Struct AlterReplicaLogDirsRequest.AlterReplicaLogDirTopic."""
 
@@ -57,11 +57,11 @@ class AlterReplicaLogDirsRequest(Message):
     )
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class AlterReplicaLogDirsResponse(Message):
     """Kafka response AlterReplicaLogDirsResponse (API key 34, versions 1-2, flexible 2+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class AlterReplicaLogDirTopicResult(Struct):
         """Struct AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult."""
 
@@ -75,7 +75,7 @@ class AlterReplicaLogDirsResponse(Message):
             F('partitions', 'Partitions', '[]AlterReplicaLogDirPartitionResult', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class AlterReplicaLogDirPartitionResult(Struct):
         """Struct AlterReplicaLogDirsResponse.AlterReplicaLogDirPartitionResult."""
 

@@ -13,11 +13,11 @@ from pybroker.protocol.schema import FieldSpec as F, Message, Struct, ZERO_UUID
 __all__ = ['AlterShareGroupOffsetsRequest', 'AlterShareGroupOffsetsResponse']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class AlterShareGroupOffsetsRequest(Message):
     """Kafka request AlterShareGroupOffsetsRequest (API key 91, versions 0, flexible 0+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class AlterShareGroupOffsetsRequestTopic(Struct):
         """Struct AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestTopic."""
 
@@ -31,7 +31,7 @@ class AlterShareGroupOffsetsRequest(Message):
             F('partitions', 'Partitions', '[]AlterShareGroupOffsetsRequestPartition', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class AlterShareGroupOffsetsRequestPartition(Struct):
         """Struct AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestPartition."""
 
@@ -62,11 +62,11 @@ class AlterShareGroupOffsetsRequest(Message):
     )
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class AlterShareGroupOffsetsResponse(Message):
     """Kafka response AlterShareGroupOffsetsResponse (API key 91, versions 0, flexible 0+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class AlterShareGroupOffsetsResponseTopic(Struct):
         """Struct AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponseTopic."""
 
@@ -83,7 +83,7 @@ class AlterShareGroupOffsetsResponse(Message):
             F('partitions', 'Partitions', '[]AlterShareGroupOffsetsResponsePartition', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class AlterShareGroupOffsetsResponsePartition(Struct):
         """Struct AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponsePartition."""
 

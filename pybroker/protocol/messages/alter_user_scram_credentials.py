@@ -11,11 +11,11 @@ from pybroker.protocol.schema import FieldSpec as F, Message, Struct
 __all__ = ['AlterUserScramCredentialsRequest', 'AlterUserScramCredentialsResponse']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class AlterUserScramCredentialsRequest(Message):
     """Kafka request AlterUserScramCredentialsRequest (API key 51, versions 0, flexible 0+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class ScramCredentialDeletion(Struct):
         """Struct AlterUserScramCredentialsRequest.ScramCredentialDeletion."""
 
@@ -29,7 +29,7 @@ class AlterUserScramCredentialsRequest(Message):
             F('mechanism', 'Mechanism', 'int8', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class ScramCredentialUpsertion(Struct):
         """Struct AlterUserScramCredentialsRequest.ScramCredentialUpsertion."""
 
@@ -69,11 +69,11 @@ class AlterUserScramCredentialsRequest(Message):
     )
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class AlterUserScramCredentialsResponse(Message):
     """Kafka response AlterUserScramCredentialsResponse (API key 51, versions 0, flexible 0+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class AlterUserScramCredentialsResult(Struct):
         """Struct AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult."""
 

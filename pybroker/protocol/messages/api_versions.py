@@ -11,7 +11,7 @@ from pybroker.protocol.schema import FieldSpec as F, Message, Struct
 __all__ = ['ApiVersionsRequest', 'ApiVersionsResponse']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class ApiVersionsRequest(Message):
     """Kafka request ApiVersionsRequest (API key 18, versions 0-4, flexible 3+)."""
 
@@ -32,11 +32,11 @@ class ApiVersionsRequest(Message):
     )
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class ApiVersionsResponse(Message):
     """Kafka response ApiVersionsResponse (API key 18, versions 0-4, flexible 3+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class ApiVersion(Struct):
         """Struct ApiVersionsResponse.ApiVersion."""
 
@@ -53,7 +53,7 @@ class ApiVersionsResponse(Message):
             F('max_version', 'MaxVersion', 'int16', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class SupportedFeatureKey(Struct):
         """Struct ApiVersionsResponse.SupportedFeatureKey."""
 
@@ -70,7 +70,7 @@ class ApiVersionsResponse(Message):
             F('max_version', 'MaxVersion', 'int16', (3, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class FinalizedFeatureKey(Struct):
         """Struct ApiVersionsResponse.FinalizedFeatureKey."""
 

@@ -13,11 +13,11 @@ from pybroker.protocol.schema import FieldSpec as F, Message, Struct, ZERO_UUID
 __all__ = ['AssignReplicasToDirsRequest', 'AssignReplicasToDirsResponse']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class AssignReplicasToDirsRequest(Message):
     """Kafka request AssignReplicasToDirsRequest (API key 73, versions 0, flexible 0+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class DirectoryData(Struct):
         """Struct AssignReplicasToDirsRequest.DirectoryData."""
 
@@ -31,7 +31,7 @@ class AssignReplicasToDirsRequest(Message):
             F('topics', 'Topics', '[]TopicData', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class TopicData(Struct):
         """Struct AssignReplicasToDirsRequest.TopicData."""
 
@@ -45,7 +45,7 @@ class AssignReplicasToDirsRequest(Message):
             F('partitions', 'Partitions', '[]PartitionData', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class PartitionData(Struct):
         """Struct AssignReplicasToDirsRequest.PartitionData."""
 
@@ -76,11 +76,11 @@ class AssignReplicasToDirsRequest(Message):
     )
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class AssignReplicasToDirsResponse(Message):
     """Kafka response AssignReplicasToDirsResponse (API key 73, versions 0, flexible 0+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class DirectoryData(Struct):
         """Struct AssignReplicasToDirsResponse.DirectoryData."""
 
@@ -94,7 +94,7 @@ class AssignReplicasToDirsResponse(Message):
             F('topics', 'Topics', '[]TopicData', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class TopicData(Struct):
         """Struct AssignReplicasToDirsResponse.TopicData."""
 
@@ -108,7 +108,7 @@ class AssignReplicasToDirsResponse(Message):
             F('partitions', 'Partitions', '[]PartitionData', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class PartitionData(Struct):
         """Struct AssignReplicasToDirsResponse.PartitionData."""
 

@@ -13,11 +13,11 @@ from pybroker.protocol.schema import FieldSpec as F, Message, Struct, ZERO_UUID
 __all__ = ['BeginQuorumEpochRequest', 'BeginQuorumEpochResponse']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class BeginQuorumEpochRequest(Message):
     """Kafka request BeginQuorumEpochRequest (API key 53, versions 0-1, flexible 1+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class TopicData(Struct):
         """Struct BeginQuorumEpochRequest.TopicData."""
 
@@ -31,7 +31,7 @@ class BeginQuorumEpochRequest(Message):
             F('partitions', 'Partitions', '[]PartitionData', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class PartitionData(Struct):
         """Struct BeginQuorumEpochRequest.PartitionData."""
 
@@ -51,7 +51,7 @@ class BeginQuorumEpochRequest(Message):
             F('leader_epoch', 'LeaderEpoch', 'int32', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class LeaderEndpoint(Struct):
         """Struct BeginQuorumEpochRequest.LeaderEndpoint."""
 
@@ -91,11 +91,11 @@ class BeginQuorumEpochRequest(Message):
     )
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class BeginQuorumEpochResponse(Message):
     """Kafka response BeginQuorumEpochResponse (API key 53, versions 0-1, flexible 1+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class TopicData(Struct):
         """Struct BeginQuorumEpochResponse.TopicData."""
 
@@ -109,7 +109,7 @@ class BeginQuorumEpochResponse(Message):
             F('partitions', 'Partitions', '[]PartitionData', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class PartitionData(Struct):
         """Struct BeginQuorumEpochResponse.PartitionData."""
 
@@ -129,7 +129,7 @@ class BeginQuorumEpochResponse(Message):
             F('leader_epoch', 'LeaderEpoch', 'int32', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class NodeEndpoint(Struct):
         """Struct BeginQuorumEpochResponse.NodeEndpoint."""
 

@@ -13,7 +13,7 @@ from pybroker.protocol.schema import FieldSpec as F, Message
 __all__ = ['BrokerHeartbeatRequest', 'BrokerHeartbeatResponse']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class BrokerHeartbeatRequest(Message):
     """Kafka request BrokerHeartbeatRequest (API key 63, versions 0-1, flexible 0+)."""
 
@@ -46,7 +46,7 @@ class BrokerHeartbeatRequest(Message):
     )
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class BrokerHeartbeatResponse(Message):
     """Kafka response BrokerHeartbeatResponse (API key 63, versions 0-1, flexible 0+)."""
 

@@ -13,11 +13,11 @@ from pybroker.protocol.schema import FieldSpec as F, Message, Struct, ZERO_UUID
 __all__ = ['BrokerRegistrationRequest', 'BrokerRegistrationResponse']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class BrokerRegistrationRequest(Message):
     """Kafka request BrokerRegistrationRequest (API key 62, versions 0-4, flexible 0+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class Listener(Struct):
         """Struct BrokerRegistrationRequest.Listener."""
 
@@ -37,7 +37,7 @@ class BrokerRegistrationRequest(Message):
             F('security_protocol', 'SecurityProtocol', 'int16', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class Feature(Struct):
         """Struct BrokerRegistrationRequest.Feature."""
 
@@ -94,7 +94,7 @@ class BrokerRegistrationRequest(Message):
     )
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class BrokerRegistrationResponse(Message):
     """Kafka response BrokerRegistrationResponse (API key 62, versions 0-4, flexible 0+)."""
 

@@ -11,7 +11,7 @@ from pybroker.protocol.schema import FieldSpec as F, Message
 __all__ = ['ConsumerGroupCurrentMemberAssignmentKey']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class ConsumerGroupCurrentMemberAssignmentKey(Message):
     """Kafka data ConsumerGroupCurrentMemberAssignmentKey (versions 8, flexible none)."""
 

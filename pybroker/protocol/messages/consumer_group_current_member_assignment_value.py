@@ -13,11 +13,11 @@ from pybroker.protocol.schema import FieldSpec as F, Message, Struct, ZERO_UUID
 __all__ = ['ConsumerGroupCurrentMemberAssignmentValue']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class ConsumerGroupCurrentMemberAssignmentValue(Message):
     """Kafka data ConsumerGroupCurrentMemberAssignmentValue (versions 0, flexible 0+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class TopicPartitions(Struct):
         """Struct ConsumerGroupCurrentMemberAssignmentValue.TopicPartitions."""
 

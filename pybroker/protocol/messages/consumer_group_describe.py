@@ -13,7 +13,7 @@ from pybroker.protocol.schema import FieldSpec as F, Message, Struct, ZERO_UUID
 __all__ = ['ConsumerGroupDescribeRequest', 'ConsumerGroupDescribeResponse']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class ConsumerGroupDescribeRequest(Message):
     """Kafka request ConsumerGroupDescribeRequest (API key 69, versions 0-1, flexible 0+)."""
 
@@ -34,11 +34,11 @@ class ConsumerGroupDescribeRequest(Message):
     )
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class ConsumerGroupDescribeResponse(Message):
     """Kafka response ConsumerGroupDescribeResponse (API key 69, versions 0-1, flexible 0+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class DescribedGroup(Struct):
         """Struct ConsumerGroupDescribeResponse.DescribedGroup."""
 
@@ -73,7 +73,7 @@ class ConsumerGroupDescribeResponse(Message):
             F('authorized_operations', 'AuthorizedOperations', 'int32', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class Member(Struct):
         """Struct ConsumerGroupDescribeResponse.Member."""
 
@@ -114,7 +114,7 @@ class ConsumerGroupDescribeResponse(Message):
             F('member_type', 'MemberType', 'int8', (1, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class TopicPartitions(Struct):
         """Struct ConsumerGroupDescribeResponse.TopicPartitions."""
 
@@ -131,7 +131,7 @@ class ConsumerGroupDescribeResponse(Message):
             F('partitions', 'Partitions', '[]int32', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class Assignment(Struct):
         """Struct ConsumerGroupDescribeResponse.Assignment."""
 

@@ -13,11 +13,11 @@ from pybroker.protocol.schema import FieldSpec as F, Message, Struct, ZERO_UUID
 __all__ = ['ConsumerGroupHeartbeatRequest', 'ConsumerGroupHeartbeatResponse']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class ConsumerGroupHeartbeatRequest(Message):
     """Kafka request ConsumerGroupHeartbeatRequest (API key 68, versions 0-1, flexible 0+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class TopicPartitions(Struct):
         """Struct ConsumerGroupHeartbeatRequest.TopicPartitions."""
 
@@ -81,11 +81,11 @@ class ConsumerGroupHeartbeatRequest(Message):
     )
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class ConsumerGroupHeartbeatResponse(Message):
     """Kafka response ConsumerGroupHeartbeatResponse (API key 68, versions 0-1, flexible 0+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class Assignment(Struct):
         """Struct ConsumerGroupHeartbeatResponse.Assignment."""
 
@@ -96,7 +96,7 @@ class ConsumerGroupHeartbeatResponse(Message):
             F('topic_partitions', 'TopicPartitions', '[]TopicPartitions', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class TopicPartitions(Struct):
         """Struct ConsumerGroupHeartbeatResponse.TopicPartitions."""
 

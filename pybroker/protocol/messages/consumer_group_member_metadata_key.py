@@ -11,7 +11,7 @@ from pybroker.protocol.schema import FieldSpec as F, Message
 __all__ = ['ConsumerGroupMemberMetadataKey']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class ConsumerGroupMemberMetadataKey(Message):
     """Kafka data ConsumerGroupMemberMetadataKey (versions 5, flexible none)."""
 

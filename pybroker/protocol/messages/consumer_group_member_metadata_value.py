@@ -11,11 +11,11 @@ from pybroker.protocol.schema import FieldSpec as F, Message, Struct
 __all__ = ['ConsumerGroupMemberMetadataValue']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class ConsumerGroupMemberMetadataValue(Message):
     """Kafka data ConsumerGroupMemberMetadataValue (versions 0, flexible 0+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class ClassicMemberMetadata(Struct):
         """Struct ConsumerGroupMemberMetadataValue.ClassicMemberMetadata."""
 
@@ -30,7 +30,7 @@ class ConsumerGroupMemberMetadataValue(Message):
             F('supported_protocols', 'SupportedProtocols', '[]ClassicProtocol', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class ClassicProtocol(Struct):
         """Struct ConsumerGroupMemberMetadataValue.ClassicProtocol."""
 

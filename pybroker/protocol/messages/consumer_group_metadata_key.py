@@ -11,7 +11,7 @@ from pybroker.protocol.schema import FieldSpec as F, Message
 __all__ = ['ConsumerGroupMetadataKey']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class ConsumerGroupMetadataKey(Message):
     """Kafka data ConsumerGroupMetadataKey (versions 3, flexible none)."""
 

@@ -11,7 +11,7 @@ from pybroker.protocol.schema import FieldSpec as F, Message
 __all__ = ['ConsumerGroupMetadataValue']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class ConsumerGroupMetadataValue(Message):
     """Kafka data ConsumerGroupMetadataValue (versions 0, flexible 0+)."""
 

@@ -11,7 +11,7 @@ from pybroker.protocol.schema import FieldSpec as F, Message
 __all__ = ['ConsumerGroupPartitionMetadataKey']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class ConsumerGroupPartitionMetadataKey(Message):
     """Kafka data ConsumerGroupPartitionMetadataKey (versions 4, flexible none)."""
 

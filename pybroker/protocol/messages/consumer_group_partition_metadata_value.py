@@ -13,11 +13,11 @@ from pybroker.protocol.schema import FieldSpec as F, Message, Struct, ZERO_UUID
 __all__ = ['ConsumerGroupPartitionMetadataValue']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class ConsumerGroupPartitionMetadataValue(Message):
     """Kafka data ConsumerGroupPartitionMetadataValue (versions 0, flexible 0+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class TopicMetadata(Struct):
         """Struct ConsumerGroupPartitionMetadataValue.TopicMetadata."""
 
@@ -39,7 +39,7 @@ class ConsumerGroupPartitionMetadataValue(Message):
             F('partition_metadata', 'PartitionMetadata', '[]PartitionMetadata', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class PartitionMetadata(Struct):
         """Struct ConsumerGroupPartitionMetadataValue.PartitionMetadata."""
 

@@ -11,7 +11,7 @@ from pybroker.protocol.schema import FieldSpec as F, Message
 __all__ = ['ConsumerGroupTargetAssignmentMemberKey']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class ConsumerGroupTargetAssignmentMemberKey(Message):
     """Kafka data ConsumerGroupTargetAssignmentMemberKey (versions 7, flexible none)."""
 

@@ -11,7 +11,7 @@ from pybroker.protocol.schema import FieldSpec as F, Message
 __all__ = ['ConsumerGroupTargetAssignmentMetadataKey']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class ConsumerGroupTargetAssignmentMetadataKey(Message):
     """Kafka data ConsumerGroupTargetAssignmentMetadataKey (versions 6, flexible none)."""
 

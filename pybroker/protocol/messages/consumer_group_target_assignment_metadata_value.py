@@ -11,7 +11,7 @@ from pybroker.protocol.schema import FieldSpec as F, Message
 __all__ = ['ConsumerGroupTargetAssignmentMetadataValue']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class ConsumerGroupTargetAssignmentMetadataValue(Message):
     """Kafka data ConsumerGroupTargetAssignmentMetadataValue (versions 0, flexible 0+)."""
 

@@ -11,11 +11,11 @@ from pybroker.protocol.schema import FieldSpec as F, Message, Struct
 __all__ = ['ConsumerProtocolAssignment']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class ConsumerProtocolAssignment(Message):
     """Kafka data ConsumerProtocolAssignment (versions 0-3, flexible none)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class TopicPartition(Struct):
         """Struct ConsumerProtocolAssignment.TopicPartition."""
 

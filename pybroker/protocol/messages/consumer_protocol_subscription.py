@@ -11,11 +11,11 @@ from pybroker.protocol.schema import FieldSpec as F, Message, Struct
 __all__ = ['ConsumerProtocolSubscription']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class ConsumerProtocolSubscription(Message):
     """Kafka data ConsumerProtocolSubscription (versions 0-3, flexible none)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class TopicPartition(Struct):
         """Struct ConsumerProtocolSubscription.TopicPartition."""
 

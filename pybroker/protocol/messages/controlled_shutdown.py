@@ -11,7 +11,7 @@ from pybroker.protocol.schema import FieldSpec as F, Message, Struct
 __all__ = ['ControlledShutdownRequest', 'ControlledShutdownResponse']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class ControlledShutdownRequest(Message):
     """Kafka request ControlledShutdownRequest (API key 7, versions 0-3, flexible 3+)."""
 
@@ -32,11 +32,11 @@ class ControlledShutdownRequest(Message):
     )
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class ControlledShutdownResponse(Message):
     """Kafka response ControlledShutdownResponse (API key 7, versions 0-3, flexible 3+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class RemainingPartition(Struct):
         """Struct ControlledShutdownResponse.RemainingPartition."""
 

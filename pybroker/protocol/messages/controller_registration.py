@@ -13,11 +13,11 @@ from pybroker.protocol.schema import FieldSpec as F, Message, Struct, ZERO_UUID
 __all__ = ['ControllerRegistrationRequest', 'ControllerRegistrationResponse']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class ControllerRegistrationRequest(Message):
     """Kafka request ControllerRegistrationRequest (API key 70, versions 0, flexible 0+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class Listener(Struct):
         """Struct ControllerRegistrationRequest.Listener."""
 
@@ -37,7 +37,7 @@ class ControllerRegistrationRequest(Message):
             F('security_protocol', 'SecurityProtocol', 'int16', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class Feature(Struct):
         """Struct ControllerRegistrationRequest.Feature."""
 
@@ -80,7 +80,7 @@ class ControllerRegistrationRequest(Message):
     )
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class ControllerRegistrationResponse(Message):
     """Kafka response ControllerRegistrationResponse (API key 70, versions 0, flexible 0+)."""
 

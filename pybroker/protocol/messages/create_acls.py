@@ -11,11 +11,11 @@ from pybroker.protocol.schema import FieldSpec as F, Message, Struct
 __all__ = ['CreateAclsRequest', 'CreateAclsResponse']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class CreateAclsRequest(Message):
     """Kafka request CreateAclsRequest (API key 30, versions 1-3, flexible 2+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class AclCreation(Struct):
         """Struct CreateAclsRequest.AclCreation."""
 
@@ -58,11 +58,11 @@ class CreateAclsRequest(Message):
     )
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class CreateAclsResponse(Message):
     """Kafka response CreateAclsResponse (API key 30, versions 1-3, flexible 2+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class AclCreationResult(Struct):
         """Struct CreateAclsResponse.AclCreationResult."""
 

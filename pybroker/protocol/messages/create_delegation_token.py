@@ -11,11 +11,11 @@ from pybroker.protocol.schema import FieldSpec as F, Message, Struct
 __all__ = ['CreateDelegationTokenRequest', 'CreateDelegationTokenResponse']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class CreateDelegationTokenRequest(Message):
     """Kafka request CreateDelegationTokenRequest (API key 38, versions 1-3, flexible 2+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class CreatableRenewers(Struct):
         """Struct CreateDelegationTokenRequest.CreatableRenewers."""
 
@@ -55,7 +55,7 @@ class CreateDelegationTokenRequest(Message):
     )
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class CreateDelegationTokenResponse(Message):
     """Kafka response CreateDelegationTokenResponse (API key 38, versions 1-3, flexible 2+)."""
 

@@ -11,11 +11,11 @@ from pybroker.protocol.schema import FieldSpec as F, Message, Struct
 __all__ = ['CreatePartitionsRequest', 'CreatePartitionsResponse']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class CreatePartitionsRequest(Message):
     """Kafka request CreatePartitionsRequest (API key 37, versions 0-3, flexible 2+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class CreatePartitionsTopic(Struct):
         """Struct CreatePartitionsRequest.CreatePartitionsTopic."""
 
@@ -32,7 +32,7 @@ class CreatePartitionsRequest(Message):
             F('assignments', 'Assignments', '[]CreatePartitionsAssignment', (0, 32767), nullable=(0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class CreatePartitionsAssignment(Struct):
         """Struct CreatePartitionsRequest.CreatePartitionsAssignment."""
 
@@ -64,11 +64,11 @@ class CreatePartitionsRequest(Message):
     )
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class CreatePartitionsResponse(Message):
     """Kafka response CreatePartitionsResponse (API key 37, versions 0-3, flexible 2+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class CreatePartitionsTopicResult(Struct):
         """Struct CreatePartitionsResponse.CreatePartitionsTopicResult."""
 

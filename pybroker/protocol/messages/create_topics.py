@@ -13,11 +13,11 @@ from pybroker.protocol.schema import FieldSpec as F, Message, Struct, ZERO_UUID
 __all__ = ['CreateTopicsRequest', 'CreateTopicsResponse']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class CreateTopicsRequest(Message):
     """Kafka request CreateTopicsRequest (API key 19, versions 2-7, flexible 5+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class CreatableTopic(Struct):
         """Struct CreateTopicsRequest.CreatableTopic."""
 
@@ -44,7 +44,7 @@ class CreateTopicsRequest(Message):
             F('configs', 'Configs', '[]CreatableTopicConfig', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class CreatableReplicaAssignment(Struct):
         """Struct CreateTopicsRequest.CreatableReplicaAssignment."""
 
@@ -58,7 +58,7 @@ class CreateTopicsRequest(Message):
             F('broker_ids', 'BrokerIds', '[]int32', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class CreatableTopicConfig(Struct):
         """Struct CreateTopicsRequest.CreatableTopicConfig."""
 
@@ -93,11 +93,11 @@ class CreateTopicsRequest(Message):
     )
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class CreateTopicsResponse(Message):
     """Kafka response CreateTopicsResponse (API key 19, versions 2-7, flexible 5+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class CreatableTopicResult(Struct):
         """Struct CreateTopicsResponse.CreatableTopicResult."""
 
@@ -130,7 +130,7 @@ class CreateTopicsResponse(Message):
             F('configs', 'Configs', '[]CreatableTopicConfigs', (5, 32767), nullable=(5, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class CreatableTopicConfigs(Struct):
         """Struct CreateTopicsResponse.CreatableTopicConfigs."""
 

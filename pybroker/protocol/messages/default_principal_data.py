@@ -11,7 +11,7 @@ from pybroker.protocol.schema import FieldSpec as F, Message
 __all__ = ['DefaultPrincipalData']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class DefaultPrincipalData(Message):
     """Kafka data DefaultPrincipalData (versions 0, flexible 0+)."""
 

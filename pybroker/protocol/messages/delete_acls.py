@@ -11,11 +11,11 @@ from pybroker.protocol.schema import FieldSpec as F, Message, Struct
 __all__ = ['DeleteAclsRequest', 'DeleteAclsResponse']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class DeleteAclsRequest(Message):
     """Kafka request DeleteAclsRequest (API key 31, versions 1-3, flexible 2+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class DeleteAclsFilter(Struct):
         """Struct DeleteAclsRequest.DeleteAclsFilter."""
 
@@ -58,11 +58,11 @@ class DeleteAclsRequest(Message):
     )
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class DeleteAclsResponse(Message):
     """Kafka response DeleteAclsResponse (API key 31, versions 1-3, flexible 2+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class DeleteAclsFilterResult(Struct):
         """Struct DeleteAclsResponse.DeleteAclsFilterResult."""
 
@@ -79,7 +79,7 @@ class DeleteAclsResponse(Message):
             F('matching_acls', 'MatchingAcls', '[]DeleteAclsMatchingAcl', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class DeleteAclsMatchingAcl(Struct):
         """Struct DeleteAclsResponse.DeleteAclsMatchingAcl."""
 

@@ -11,7 +11,7 @@ from pybroker.protocol.schema import FieldSpec as F, Message, Struct
 __all__ = ['DeleteGroupsRequest', 'DeleteGroupsResponse']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class DeleteGroupsRequest(Message):
     """Kafka request DeleteGroupsRequest (API key 42, versions 0-2, flexible 2+)."""
 
@@ -29,11 +29,11 @@ class DeleteGroupsRequest(Message):
     )
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class DeleteGroupsResponse(Message):
     """Kafka response DeleteGroupsResponse (API key 42, versions 0-2, flexible 2+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class DeletableGroupResult(Struct):
         """Struct DeleteGroupsResponse.DeletableGroupResult."""
 

@@ -11,11 +11,11 @@ from pybroker.protocol.schema import FieldSpec as F, Message, Struct
 __all__ = ['DeleteRecordsRequest', 'DeleteRecordsResponse']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class DeleteRecordsRequest(Message):
     """Kafka request DeleteRecordsRequest (API key 21, versions 0-2, flexible 2+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class DeleteRecordsTopic(Struct):
         """Struct DeleteRecordsRequest.DeleteRecordsTopic."""
 
@@ -29,7 +29,7 @@ class DeleteRecordsRequest(Message):
             F('partitions', 'Partitions', '[]DeleteRecordsPartition', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class DeleteRecordsPartition(Struct):
         """Struct DeleteRecordsRequest.DeleteRecordsPartition."""
 
@@ -61,11 +61,11 @@ class DeleteRecordsRequest(Message):
     )
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class DeleteRecordsResponse(Message):
     """Kafka response DeleteRecordsResponse (API key 21, versions 0-2, flexible 2+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class DeleteRecordsTopicResult(Struct):
         """Struct DeleteRecordsResponse.DeleteRecordsTopicResult."""
 
@@ -79,7 +79,7 @@ class DeleteRecordsResponse(Message):
             F('partitions', 'Partitions', '[]DeleteRecordsPartitionResult', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class DeleteRecordsPartitionResult(Struct):
         """Struct DeleteRecordsResponse.DeleteRecordsPartitionResult."""
 

@@ -13,11 +13,11 @@ from pybroker.protocol.schema import FieldSpec as F, Message, Struct, ZERO_UUID
 __all__ = ['DeleteShareGroupOffsetsRequest', 'DeleteShareGroupOffsetsResponse']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class DeleteShareGroupOffsetsRequest(Message):
     """Kafka request DeleteShareGroupOffsetsRequest (API key 92, versions 0, flexible 0+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class DeleteShareGroupOffsetsRequestTopic(Struct):
         """Struct DeleteShareGroupOffsetsRequest.DeleteShareGroupOffsetsRequestTopic."""
 
@@ -45,11 +45,11 @@ class DeleteShareGroupOffsetsRequest(Message):
     )
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class DeleteShareGroupOffsetsResponse(Message):
     """Kafka response DeleteShareGroupOffsetsResponse (API key 92, versions 0, flexible 0+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class DeleteShareGroupOffsetsResponseTopic(Struct):
         """Struct DeleteShareGroupOffsetsResponse.DeleteShareGroupOffsetsResponseTopic."""
 

@@ -13,11 +13,11 @@ from pybroker.protocol.schema import FieldSpec as F, Message, Struct, ZERO_UUID
 __all__ = ['DeleteShareGroupStateRequest', 'DeleteShareGroupStateResponse']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class DeleteShareGroupStateRequest(Message):
     """Kafka request DeleteShareGroupStateRequest (API key 86, versions 0, flexible 0+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class DeleteStateData(Struct):
         """Struct DeleteShareGroupStateRequest.DeleteStateData."""
 
@@ -31,7 +31,7 @@ class DeleteShareGroupStateRequest(Message):
             F('partitions', 'Partitions', '[]PartitionData', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class PartitionData(Struct):
         """Struct DeleteShareGroupStateRequest.PartitionData."""
 
@@ -59,11 +59,11 @@ class DeleteShareGroupStateRequest(Message):
     )
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class DeleteShareGroupStateResponse(Message):
     """Kafka response DeleteShareGroupStateResponse (API key 86, versions 0, flexible 0+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class DeleteStateResult(Struct):
         """Struct DeleteShareGroupStateResponse.DeleteStateResult."""
 
@@ -77,7 +77,7 @@ class DeleteShareGroupStateResponse(Message):
             F('partitions', 'Partitions', '[]PartitionResult', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class PartitionResult(Struct):
         """Struct DeleteShareGroupStateResponse.PartitionResult."""
 

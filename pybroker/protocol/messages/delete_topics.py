@@ -13,11 +13,11 @@ from pybroker.protocol.schema import FieldSpec as F, Message, Struct, ZERO_UUID
 __all__ = ['DeleteTopicsRequest', 'DeleteTopicsResponse']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class DeleteTopicsRequest(Message):
     """Kafka request DeleteTopicsRequest (API key 20, versions 1-6, flexible 4+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class DeleteTopicState(Struct):
         """Struct DeleteTopicsRequest.DeleteTopicState."""
 
@@ -51,11 +51,11 @@ class DeleteTopicsRequest(Message):
     )
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class DeleteTopicsResponse(Message):
     """Kafka response DeleteTopicsResponse (API key 20, versions 1-6, flexible 4+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class DeletableTopicResult(Struct):
         """Struct DeleteTopicsResponse.DeletableTopicResult."""
 

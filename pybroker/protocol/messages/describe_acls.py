@@ -11,7 +11,7 @@ from pybroker.protocol.schema import FieldSpec as F, Message, Struct
 __all__ = ['DescribeAclsRequest', 'DescribeAclsResponse']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class DescribeAclsRequest(Message):
     """Kafka request DescribeAclsRequest (API key 29, versions 1-3, flexible 2+)."""
 
@@ -47,11 +47,11 @@ class DescribeAclsRequest(Message):
     )
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class DescribeAclsResponse(Message):
     """Kafka response DescribeAclsResponse (API key 29, versions 1-3, flexible 2+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class DescribeAclsResource(Struct):
         """Struct DescribeAclsResponse.DescribeAclsResource."""
 
@@ -71,7 +71,7 @@ class DescribeAclsResponse(Message):
             F('acls', 'Acls', '[]AclDescription', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class AclDescription(Struct):
         """Struct DescribeAclsResponse.AclDescription."""
 

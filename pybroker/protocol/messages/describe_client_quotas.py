@@ -11,11 +11,11 @@ from pybroker.protocol.schema import FieldSpec as F, Message, Struct
 __all__ = ['DescribeClientQuotasRequest', 'DescribeClientQuotasResponse']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class DescribeClientQuotasRequest(Message):
     """Kafka request DescribeClientQuotasRequest (API key 48, versions 0-1, flexible 1+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class ComponentData(Struct):
         """Struct DescribeClientQuotasRequest.ComponentData."""
 
@@ -52,11 +52,11 @@ class DescribeClientQuotasRequest(Message):
     )
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class DescribeClientQuotasResponse(Message):
     """Kafka response DescribeClientQuotasResponse (API key 48, versions 0-1, flexible 1+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class EntryData(Struct):
         """Struct DescribeClientQuotasResponse.EntryData."""
 
@@ -70,7 +70,7 @@ class DescribeClientQuotasResponse(Message):
             F('values', 'Values', '[]ValueData', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class EntityData(Struct):
         """Struct DescribeClientQuotasResponse.EntityData."""
 
@@ -84,7 +84,7 @@ class DescribeClientQuotasResponse(Message):
             F('entity_name', 'EntityName', 'string', (0, 32767), nullable=(0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class ValueData(Struct):
         """Struct DescribeClientQuotasResponse.ValueData."""
 

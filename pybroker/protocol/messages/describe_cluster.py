@@ -11,7 +11,7 @@ from pybroker.protocol.schema import FieldSpec as F, Message, Struct
 __all__ = ['DescribeClusterRequest', 'DescribeClusterResponse']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class DescribeClusterRequest(Message):
     """Kafka request DescribeClusterRequest (API key 60, versions 0-2, flexible 0+)."""
 
@@ -35,11 +35,11 @@ class DescribeClusterRequest(Message):
     )
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class DescribeClusterResponse(Message):
     """Kafka response DescribeClusterResponse (API key 60, versions 0-2, flexible 0+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class DescribeClusterBroker(Struct):
         """Struct DescribeClusterResponse.DescribeClusterBroker."""
 

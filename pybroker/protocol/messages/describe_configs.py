@@ -11,11 +11,11 @@ from pybroker.protocol.schema import FieldSpec as F, Message, Struct
 __all__ = ['DescribeConfigsRequest', 'DescribeConfigsResponse']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class DescribeConfigsRequest(Message):
     """Kafka request DescribeConfigsRequest (API key 32, versions 1-4, flexible 4+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class DescribeConfigsResource(Struct):
         """Struct DescribeConfigsRequest.DescribeConfigsResource."""
 
@@ -53,11 +53,11 @@ class DescribeConfigsRequest(Message):
     )
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class DescribeConfigsResponse(Message):
     """Kafka response DescribeConfigsResponse (API key 32, versions 1-4, flexible 4+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class DescribeConfigsResult(Struct):
         """Struct DescribeConfigsResponse.DescribeConfigsResult."""
 
@@ -82,7 +82,7 @@ class DescribeConfigsResponse(Message):
             F('configs', 'Configs', '[]DescribeConfigsResourceResult', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class DescribeConfigsResourceResult(Struct):
         """Struct DescribeConfigsResponse.DescribeConfigsResourceResult."""
 
@@ -115,7 +115,7 @@ class DescribeConfigsResponse(Message):
             F('documentation', 'Documentation', 'string', (3, 32767), nullable=(0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class DescribeConfigsSynonym(Struct):
         """Struct DescribeConfigsResponse.DescribeConfigsSynonym."""
 

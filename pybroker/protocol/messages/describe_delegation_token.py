@@ -11,11 +11,11 @@ from pybroker.protocol.schema import FieldSpec as F, Message, Struct
 __all__ = ['DescribeDelegationTokenRequest', 'DescribeDelegationTokenResponse']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class DescribeDelegationTokenRequest(Message):
     """Kafka request DescribeDelegationTokenRequest (API key 41, versions 1-3, flexible 2+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class DescribeDelegationTokenOwner(Struct):
         """Struct DescribeDelegationTokenRequest.DescribeDelegationTokenOwner."""
 
@@ -44,11 +44,11 @@ class DescribeDelegationTokenRequest(Message):
     )
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class DescribeDelegationTokenResponse(Message):
     """Kafka response DescribeDelegationTokenResponse (API key 41, versions 1-3, flexible 2+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class DescribedDelegationToken(Struct):
         """Struct DescribeDelegationTokenResponse.DescribedDelegationToken."""
 
@@ -86,7 +86,7 @@ class DescribeDelegationTokenResponse(Message):
             F('renewers', 'Renewers', '[]DescribedDelegationTokenRenewer', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class DescribedDelegationTokenRenewer(Struct):
         """Struct DescribeDelegationTokenResponse.DescribedDelegationTokenRenewer."""
 

@@ -11,7 +11,7 @@ from pybroker.protocol.schema import FieldSpec as F, Message, Struct
 __all__ = ['DescribeGroupsRequest', 'DescribeGroupsResponse']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class DescribeGroupsRequest(Message):
     """Kafka request DescribeGroupsRequest (API key 15, versions 0-6, flexible 5+)."""
 
@@ -32,11 +32,11 @@ class DescribeGroupsRequest(Message):
     )
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class DescribeGroupsResponse(Message):
     """Kafka response DescribeGroupsResponse (API key 15, versions 0-6, flexible 5+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class DescribedGroup(Struct):
         """Struct DescribeGroupsResponse.DescribedGroup."""
 
@@ -68,7 +68,7 @@ class DescribeGroupsResponse(Message):
             F('authorized_operations', 'AuthorizedOperations', 'int32', (3, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class DescribedGroupMember(Struct):
         """Struct DescribeGroupsResponse.DescribedGroupMember."""
 

@@ -11,11 +11,11 @@ from pybroker.protocol.schema import FieldSpec as F, Message, Struct
 __all__ = ['DescribeLogDirsRequest', 'DescribeLogDirsResponse']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class DescribeLogDirsRequest(Message):
     """Kafka request DescribeLogDirsRequest (API key 35, versions 1-4, flexible 2+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class DescribableLogDirTopic(Struct):
         """Struct DescribeLogDirsRequest.DescribableLogDirTopic."""
 
@@ -44,11 +44,11 @@ class DescribeLogDirsRequest(Message):
     )
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class DescribeLogDirsResponse(Message):
     """Kafka response DescribeLogDirsResponse (API key 35, versions 1-4, flexible 2+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class DescribeLogDirsResult(Struct):
         """Struct DescribeLogDirsResponse.DescribeLogDirsResult."""
 
@@ -73,7 +73,7 @@ class DescribeLogDirsResponse(Message):
             F('usable_bytes', 'UsableBytes', 'int64', (4, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class DescribeLogDirsTopic(Struct):
         """Struct DescribeLogDirsResponse.DescribeLogDirsTopic."""
 
@@ -87,7 +87,7 @@ class DescribeLogDirsResponse(Message):
             F('partitions', 'Partitions', '[]DescribeLogDirsPartition', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class DescribeLogDirsPartition(Struct):
         """Struct DescribeLogDirsResponse.DescribeLogDirsPartition."""
 

@@ -11,11 +11,11 @@ from pybroker.protocol.schema import FieldSpec as F, Message, Struct
 __all__ = ['DescribeProducersRequest', 'DescribeProducersResponse']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class DescribeProducersRequest(Message):
     """Kafka request DescribeProducersRequest (API key 61, versions 0, flexible 0+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class TopicRequest(Struct):
         """Struct DescribeProducersRequest.TopicRequest."""
 
@@ -43,11 +43,11 @@ class DescribeProducersRequest(Message):
     )
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class DescribeProducersResponse(Message):
     """Kafka response DescribeProducersResponse (API key 61, versions 0, flexible 0+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class TopicResponse(Struct):
         """Struct DescribeProducersResponse.TopicResponse."""
 
@@ -61,7 +61,7 @@ class DescribeProducersResponse(Message):
             F('partitions', 'Partitions', '[]PartitionResponse', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class PartitionResponse(Struct):
         """Struct DescribeProducersResponse.PartitionResponse."""
 
@@ -82,7 +82,7 @@ class DescribeProducersResponse(Message):
             F('active_producers', 'ActiveProducers', '[]ProducerState', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class ProducerState(Struct):
         """Struct DescribeProducersResponse.ProducerState."""
 

@@ -13,11 +13,11 @@ from pybroker.protocol.schema import FieldSpec as F, Message, Struct, ZERO_UUID
 __all__ = ['DescribeQuorumRequest', 'DescribeQuorumResponse']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class DescribeQuorumRequest(Message):
     """Kafka request DescribeQuorumRequest (API key 55, versions 0-2, flexible 0+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class TopicData(Struct):
         """Struct DescribeQuorumRequest.TopicData."""
 
@@ -31,7 +31,7 @@ class DescribeQuorumRequest(Message):
             F('partitions', 'Partitions', '[]PartitionData', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class PartitionData(Struct):
         """Struct DescribeQuorumRequest.PartitionData."""
 
@@ -56,11 +56,11 @@ class DescribeQuorumRequest(Message):
     )
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class DescribeQuorumResponse(Message):
     """Kafka response DescribeQuorumResponse (API key 55, versions 0-2, flexible 0+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class TopicData(Struct):
         """Struct DescribeQuorumResponse.TopicData."""
 
@@ -74,7 +74,7 @@ class DescribeQuorumResponse(Message):
             F('partitions', 'Partitions', '[]PartitionData', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class PartitionData(Struct):
         """Struct DescribeQuorumResponse.PartitionData."""
 
@@ -106,7 +106,7 @@ class DescribeQuorumResponse(Message):
             F('observers', 'Observers', '[]ReplicaState', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class Node(Struct):
         """Struct DescribeQuorumResponse.Node."""
 
@@ -120,7 +120,7 @@ class DescribeQuorumResponse(Message):
             F('listeners', 'Listeners', '[]Listener', (2, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class Listener(Struct):
         """Struct DescribeQuorumResponse.Listener."""
 
@@ -137,7 +137,7 @@ class DescribeQuorumResponse(Message):
             F('port', 'Port', 'uint16', (2, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class ReplicaState(Struct):
         """Struct DescribeQuorumResponse.ReplicaState."""
 

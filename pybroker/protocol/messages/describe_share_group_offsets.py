@@ -13,11 +13,11 @@ from pybroker.protocol.schema import FieldSpec as F, Message, Struct, ZERO_UUID
 __all__ = ['DescribeShareGroupOffsetsRequest', 'DescribeShareGroupOffsetsResponse']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class DescribeShareGroupOffsetsRequest(Message):
     """Kafka request DescribeShareGroupOffsetsRequest (API key 90, versions 0-1, flexible 0+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class DescribeShareGroupOffsetsRequestGroup(Struct):
         """Struct DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup."""
 
@@ -32,7 +32,7 @@ class DescribeShareGroupOffsetsRequest(Message):
             F('topics', 'Topics', '[]DescribeShareGroupOffsetsRequestTopic', (0, 32767), nullable=(0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class DescribeShareGroupOffsetsRequestTopic(Struct):
         """Struct DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestTopic."""
 
@@ -60,11 +60,11 @@ class DescribeShareGroupOffsetsRequest(Message):
     )
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class DescribeShareGroupOffsetsResponse(Message):
     """Kafka response DescribeShareGroupOffsetsResponse (API key 90, versions 0-1, flexible 0+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class DescribeShareGroupOffsetsResponseGroup(Struct):
         """Struct DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup."""
 
@@ -84,7 +84,7 @@ class DescribeShareGroupOffsetsResponse(Message):
             F('error_message', 'ErrorMessage', 'string', (0, 32767), nullable=(0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class DescribeShareGroupOffsetsResponseTopic(Struct):
         """Struct DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseTopic."""
 
@@ -101,7 +101,7 @@ class DescribeShareGroupOffsetsResponse(Message):
             F('partitions', 'Partitions', '[]DescribeShareGroupOffsetsResponsePartition', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class DescribeShareGroupOffsetsResponsePartition(Struct):
         """Struct DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponsePartition."""
 

@@ -13,11 +13,11 @@ from pybroker.protocol.schema import FieldSpec as F, Message, Struct, ZERO_UUID
 __all__ = ['DescribeTopicPartitionsRequest', 'DescribeTopicPartitionsResponse']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class DescribeTopicPartitionsRequest(Message):
     """Kafka request DescribeTopicPartitionsRequest (API key 75, versions 0, flexible 0+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class TopicRequest(Struct):
         """Struct DescribeTopicPartitionsRequest.TopicRequest."""
 
@@ -28,7 +28,7 @@ class DescribeTopicPartitionsRequest(Message):
             F('name', 'Name', 'string', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class Cursor(Struct):
         """Struct DescribeTopicPartitionsRequest.Cursor."""
 
@@ -62,11 +62,11 @@ class DescribeTopicPartitionsRequest(Message):
     )
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class DescribeTopicPartitionsResponse(Message):
     """Kafka response DescribeTopicPartitionsResponse (API key 75, versions 0, flexible 0+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class DescribeTopicPartitionsResponseTopic(Struct):
         """Struct DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic."""
 
@@ -92,7 +92,7 @@ class DescribeTopicPartitionsResponse(Message):
             F('topic_authorized_operations', 'TopicAuthorizedOperations', 'int32', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class DescribeTopicPartitionsResponsePartition(Struct):
         """Struct DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponsePartition."""
 
@@ -127,7 +127,7 @@ class DescribeTopicPartitionsResponse(Message):
             F('offline_replicas', 'OfflineReplicas', '[]int32', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class Cursor(Struct):
         """Struct DescribeTopicPartitionsResponse.Cursor."""
 

@@ -11,7 +11,7 @@ from pybroker.protocol.schema import FieldSpec as F, Message, Struct
 __all__ = ['DescribeTransactionsRequest', 'DescribeTransactionsResponse']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class DescribeTransactionsRequest(Message):
     """Kafka request DescribeTransactionsRequest (API key 65, versions 0, flexible 0+)."""
 
@@ -30,11 +30,11 @@ class DescribeTransactionsRequest(Message):
     )
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class DescribeTransactionsResponse(Message):
     """Kafka response DescribeTransactionsResponse (API key 65, versions 0, flexible 0+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class TransactionState(Struct):
         """Struct DescribeTransactionsResponse.TransactionState."""
 
@@ -68,7 +68,7 @@ class DescribeTransactionsResponse(Message):
             F('topics', 'Topics', '[]TopicData', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class TopicData(Struct):
         """Struct DescribeTransactionsResponse.TopicData."""
 

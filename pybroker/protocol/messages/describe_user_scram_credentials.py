@@ -11,11 +11,11 @@ from pybroker.protocol.schema import FieldSpec as F, Message, Struct
 __all__ = ['DescribeUserScramCredentialsRequest', 'DescribeUserScramCredentialsResponse']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class DescribeUserScramCredentialsRequest(Message):
     """Kafka request DescribeUserScramCredentialsRequest (API key 50, versions 0, flexible 0+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class UserName(Struct):
         """Struct DescribeUserScramCredentialsRequest.UserName."""
 
@@ -40,11 +40,11 @@ class DescribeUserScramCredentialsRequest(Message):
     )
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class DescribeUserScramCredentialsResponse(Message):
     """Kafka response DescribeUserScramCredentialsResponse (API key 50, versions 0, flexible 0+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class DescribeUserScramCredentialsResult(Struct):
         """Struct DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult."""
 
@@ -65,7 +65,7 @@ class DescribeUserScramCredentialsResponse(Message):
             F('credential_infos', 'CredentialInfos', '[]CredentialInfo', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class CredentialInfo(Struct):
         """Struct DescribeUserScramCredentialsResponse.CredentialInfo."""
 

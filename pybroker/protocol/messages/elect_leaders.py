@@ -11,11 +11,11 @@ from pybroker.protocol.schema import FieldSpec as F, Message, Struct
 __all__ = ['ElectLeadersRequest', 'ElectLeadersResponse']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class ElectLeadersRequest(Message):
     """Kafka request ElectLeadersRequest (API key 43, versions 0-2, flexible 2+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class TopicPartitions(Struct):
         """Struct ElectLeadersRequest.TopicPartitions."""
 
@@ -51,11 +51,11 @@ class ElectLeadersRequest(Message):
     )
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class ElectLeadersResponse(Message):
     """Kafka response ElectLeadersResponse (API key 43, versions 0-2, flexible 2+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class ReplicaElectionResult(Struct):
         """Struct ElectLeadersResponse.ReplicaElectionResult."""
 
@@ -69,7 +69,7 @@ class ElectLeadersResponse(Message):
             F('partition_result', 'PartitionResult', '[]PartitionResult', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class PartitionResult(Struct):
         """Struct ElectLeadersResponse.PartitionResult."""
 

@@ -13,11 +13,11 @@ from pybroker.protocol.schema import FieldSpec as F, Message, Struct, ZERO_UUID
 __all__ = ['EndQuorumEpochRequest', 'EndQuorumEpochResponse']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class EndQuorumEpochRequest(Message):
     """Kafka request EndQuorumEpochRequest (API key 54, versions 0-1, flexible 1+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class TopicData(Struct):
         """Struct EndQuorumEpochRequest.TopicData."""
 
@@ -31,7 +31,7 @@ class EndQuorumEpochRequest(Message):
             F('partitions', 'Partitions', '[]PartitionData', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class PartitionData(Struct):
         """Struct EndQuorumEpochRequest.PartitionData."""
 
@@ -54,7 +54,7 @@ class EndQuorumEpochRequest(Message):
             F('preferred_candidates', 'PreferredCandidates', '[]ReplicaInfo', (1, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class ReplicaInfo(Struct):
         """Struct EndQuorumEpochRequest.ReplicaInfo."""
 
@@ -68,7 +68,7 @@ class EndQuorumEpochRequest(Message):
             F('candidate_directory_id', 'CandidateDirectoryId', 'uuid', (1, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class LeaderEndpoint(Struct):
         """Struct EndQuorumEpochRequest.LeaderEndpoint."""
 
@@ -105,11 +105,11 @@ class EndQuorumEpochRequest(Message):
     )
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class EndQuorumEpochResponse(Message):
     """Kafka response EndQuorumEpochResponse (API key 54, versions 0-1, flexible 1+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class TopicData(Struct):
         """Struct EndQuorumEpochResponse.TopicData."""
 
@@ -123,7 +123,7 @@ class EndQuorumEpochResponse(Message):
             F('partitions', 'Partitions', '[]PartitionData', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class PartitionData(Struct):
         """Struct EndQuorumEpochResponse.PartitionData."""
 
@@ -143,7 +143,7 @@ class EndQuorumEpochResponse(Message):
             F('leader_epoch', 'LeaderEpoch', 'int32', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class NodeEndpoint(Struct):
         """Struct EndQuorumEpochResponse.NodeEndpoint."""
 

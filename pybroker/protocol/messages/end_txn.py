@@ -11,7 +11,7 @@ from pybroker.protocol.schema import FieldSpec as F, Message
 __all__ = ['EndTxnRequest', 'EndTxnResponse']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class EndTxnRequest(Message):
     """Kafka request EndTxnRequest (API key 26, versions 0-5, flexible 3+)."""
 
@@ -38,7 +38,7 @@ class EndTxnRequest(Message):
     )
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class EndTxnResponse(Message):
     """Kafka response EndTxnResponse (API key 26, versions 0-5, flexible 3+)."""
 

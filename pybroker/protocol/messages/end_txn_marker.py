@@ -11,7 +11,7 @@ from pybroker.protocol.schema import FieldSpec as F, Message
 __all__ = ['EndTxnMarker']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class EndTxnMarker(Message):
     """Kafka data EndTxnMarker (versions 0, flexible none)."""
 

@@ -11,7 +11,7 @@ from pybroker.protocol.schema import FieldSpec as F, Message
 __all__ = ['EnvelopeRequest', 'EnvelopeResponse']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class EnvelopeRequest(Message):
     """Kafka request EnvelopeRequest (API key 58, versions 0, flexible 0+)."""
 
@@ -36,7 +36,7 @@ class EnvelopeRequest(Message):
     )
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class EnvelopeResponse(Message):
     """Kafka response EnvelopeResponse (API key 58, versions 0, flexible 0+)."""
 

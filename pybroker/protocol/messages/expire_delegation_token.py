@@ -11,7 +11,7 @@ from pybroker.protocol.schema import FieldSpec as F, Message
 __all__ = ['ExpireDelegationTokenRequest', 'ExpireDelegationTokenResponse']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class ExpireDelegationTokenRequest(Message):
     """Kafka request ExpireDelegationTokenRequest (API key 40, versions 1-2, flexible 2+)."""
 
@@ -32,7 +32,7 @@ class ExpireDelegationTokenRequest(Message):
     )
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class ExpireDelegationTokenResponse(Message):
     """Kafka response ExpireDelegationTokenResponse (API key 40, versions 1-2, flexible 2+)."""
 

@@ -13,11 +13,11 @@ from pybroker.protocol.schema import FieldSpec as F, Message, Records, Struct, Z
 __all__ = ['FetchRequest', 'FetchResponse']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class FetchRequest(Message):
     """Kafka request FetchRequest (API key 1, versions 4-18, flexible 12+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class ReplicaState(Struct):
         """Struct FetchRequest.ReplicaState."""
 
@@ -31,7 +31,7 @@ class FetchRequest(Message):
             F('replica_epoch', 'ReplicaEpoch', 'int64', (15, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class FetchTopic(Struct):
         """Struct FetchRequest.FetchTopic."""
 
@@ -48,7 +48,7 @@ class FetchRequest(Message):
             F('partitions', 'Partitions', '[]FetchPartition', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class FetchPartition(Struct):
         """Struct FetchRequest.FetchPartition."""
 
@@ -83,7 +83,7 @@ class FetchRequest(Message):
             F('high_watermark', 'HighWatermark', 'int64', (18, 32767), tag=1, tagged=(18, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class ForgottenTopic(Struct):
         """Struct FetchRequest.ForgottenTopic."""
 
@@ -154,11 +154,11 @@ class FetchRequest(Message):
     )
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class FetchResponse(Message):
     """Kafka response FetchResponse (API key 1, versions 4-18, flexible 12+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class FetchableTopicResponse(Struct):
         """Struct FetchResponse.FetchableTopicResponse."""
 
@@ -175,7 +175,7 @@ class FetchResponse(Message):
             F('partitions', 'Partitions', '[]PartitionData', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class PartitionData(Struct):
         """Struct FetchResponse.PartitionData."""
 
@@ -221,7 +221,7 @@ class FetchResponse(Message):
             F('records', 'Records', 'records', (0, 32767), nullable=(0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class EpochEndOffset(Struct):
         """Struct FetchResponse.EpochEndOffset."""
 
@@ -235,7 +235,7 @@ class FetchResponse(Message):
             F('end_offset', 'EndOffset', 'int64', (12, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class LeaderIdAndEpoch(Struct):
         """Struct FetchResponse.LeaderIdAndEpoch."""
 
@@ -249,7 +249,7 @@ class FetchResponse(Message):
             F('leader_epoch', 'LeaderEpoch', 'int32', (12, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class SnapshotId(Struct):
         """Struct FetchResponse.SnapshotId."""
 
@@ -263,7 +263,7 @@ class FetchResponse(Message):
             F('epoch', 'Epoch', 'int32', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class AbortedTransaction(Struct):
         """Struct FetchResponse.AbortedTransaction."""
 
@@ -277,7 +277,7 @@ class FetchResponse(Message):
             F('first_offset', 'FirstOffset', 'int64', (4, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class NodeEndpoint(Struct):
         """Struct FetchResponse.NodeEndpoint."""
 

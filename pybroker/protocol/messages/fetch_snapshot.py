@@ -13,11 +13,11 @@ from pybroker.protocol.schema import FieldSpec as F, Message, Records, Struct, Z
 __all__ = ['FetchSnapshotRequest', 'FetchSnapshotResponse']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class FetchSnapshotRequest(Message):
     """Kafka request FetchSnapshotRequest (API key 59, versions 0-1, flexible 0+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class TopicSnapshot(Struct):
         """Struct FetchSnapshotRequest.TopicSnapshot."""
 
@@ -31,7 +31,7 @@ class FetchSnapshotRequest(Message):
             F('partitions', 'Partitions', '[]PartitionSnapshot', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class PartitionSnapshot(Struct):
         """Struct FetchSnapshotRequest.PartitionSnapshot."""
 
@@ -54,7 +54,7 @@ class FetchSnapshotRequest(Message):
             F('replica_directory_id', 'ReplicaDirectoryId', 'uuid', (1, 32767), tag=0, tagged=(1, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class SnapshotId(Struct):
         """Struct FetchSnapshotRequest.SnapshotId."""
 
@@ -92,11 +92,11 @@ class FetchSnapshotRequest(Message):
     )
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class FetchSnapshotResponse(Message):
     """Kafka response FetchSnapshotResponse (API key 59, versions 0-1, flexible 0+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class TopicSnapshot(Struct):
         """Struct FetchSnapshotResponse.TopicSnapshot."""
 
@@ -110,7 +110,7 @@ class FetchSnapshotResponse(Message):
             F('partitions', 'Partitions', '[]PartitionSnapshot', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class PartitionSnapshot(Struct):
         """Struct FetchSnapshotResponse.PartitionSnapshot."""
 
@@ -140,7 +140,7 @@ class FetchSnapshotResponse(Message):
             F('unaligned_records', 'UnalignedRecords', 'records', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class SnapshotId(Struct):
         """Struct FetchSnapshotResponse.SnapshotId."""
 
@@ -154,7 +154,7 @@ class FetchSnapshotResponse(Message):
             F('epoch', 'Epoch', 'int32', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class LeaderIdAndEpoch(Struct):
         """Struct FetchSnapshotResponse.LeaderIdAndEpoch."""
 
@@ -168,7 +168,7 @@ class FetchSnapshotResponse(Message):
             F('leader_epoch', 'LeaderEpoch', 'int32', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class NodeEndpoint(Struct):
         """Struct FetchSnapshotResponse.NodeEndpoint."""
 

@@ -11,7 +11,7 @@ from pybroker.protocol.schema import FieldSpec as F, Message, Struct
 __all__ = ['FindCoordinatorRequest', 'FindCoordinatorResponse']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class FindCoordinatorRequest(Message):
     """Kafka request FindCoordinatorRequest (API key 10, versions 0-6, flexible 3+)."""
 
@@ -35,11 +35,11 @@ class FindCoordinatorRequest(Message):
     )
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class FindCoordinatorResponse(Message):
     """Kafka response FindCoordinatorResponse (API key 10, versions 0-6, flexible 3+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class Coordinator(Struct):
         """Struct FindCoordinatorResponse.Coordinator."""
 

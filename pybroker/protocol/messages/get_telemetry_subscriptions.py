@@ -13,7 +13,7 @@ from pybroker.protocol.schema import FieldSpec as F, Message, ZERO_UUID
 __all__ = ['GetTelemetrySubscriptionsRequest', 'GetTelemetrySubscriptionsResponse']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class GetTelemetrySubscriptionsRequest(Message):
     """Kafka request GetTelemetrySubscriptionsRequest (API key 71, versions 0, flexible 0+)."""
 
@@ -31,7 +31,7 @@ class GetTelemetrySubscriptionsRequest(Message):
     )
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class GetTelemetrySubscriptionsResponse(Message):
     """Kafka response GetTelemetrySubscriptionsResponse (API key 71, versions 0, flexible 0+)."""
 

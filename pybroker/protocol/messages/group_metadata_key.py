@@ -11,7 +11,7 @@ from pybroker.protocol.schema import FieldSpec as F, Message
 __all__ = ['GroupMetadataKey']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class GroupMetadataKey(Message):
     """Kafka data GroupMetadataKey (versions 2, flexible none)."""
 

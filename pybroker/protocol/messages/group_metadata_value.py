@@ -11,11 +11,11 @@ from pybroker.protocol.schema import FieldSpec as F, Message, Struct
 __all__ = ['GroupMetadataValue']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class GroupMetadataValue(Message):
     """Kafka data GroupMetadataValue (versions 0-4, flexible 4+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class MemberMetadata(Struct):
         """Struct GroupMetadataValue.MemberMetadata."""
 

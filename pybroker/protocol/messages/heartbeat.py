@@ -11,7 +11,7 @@ from pybroker.protocol.schema import FieldSpec as F, Message
 __all__ = ['HeartbeatRequest', 'HeartbeatResponse']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class HeartbeatRequest(Message):
     """Kafka request HeartbeatRequest (API key 12, versions 0-4, flexible 4+)."""
 
@@ -38,7 +38,7 @@ class HeartbeatRequest(Message):
     )
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class HeartbeatResponse(Message):
     """Kafka response HeartbeatResponse (API key 12, versions 0-4, flexible 4+)."""
 

@@ -11,11 +11,11 @@ from pybroker.protocol.schema import FieldSpec as F, Message, Struct
 __all__ = ['IncrementalAlterConfigsRequest', 'IncrementalAlterConfigsResponse']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class IncrementalAlterConfigsRequest(Message):
     """Kafka request IncrementalAlterConfigsRequest (API key 44, versions 0-1, flexible 1+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class AlterConfigsResource(Struct):
         """Struct IncrementalAlterConfigsRequest.AlterConfigsResource."""
 
@@ -32,7 +32,7 @@ class IncrementalAlterConfigsRequest(Message):
             F('configs', 'Configs', '[]AlterableConfig', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class AlterableConfig(Struct):
         """Struct IncrementalAlterConfigsRequest.AlterableConfig."""
 
@@ -66,11 +66,11 @@ class IncrementalAlterConfigsRequest(Message):
     )
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class IncrementalAlterConfigsResponse(Message):
     """Kafka response IncrementalAlterConfigsResponse (API key 44, versions 0-1, flexible 1+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class AlterConfigsResourceResponse(Struct):
         """Struct IncrementalAlterConfigsResponse.AlterConfigsResourceResponse."""
 

@@ -11,7 +11,7 @@ from pybroker.protocol.schema import FieldSpec as F, Message
 __all__ = ['InitProducerIdRequest', 'InitProducerIdResponse']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class InitProducerIdRequest(Message):
     """Kafka request InitProducerIdRequest (API key 22, versions 0-6, flexible 2+)."""
 
@@ -49,7 +49,7 @@ class InitProducerIdRequest(Message):
     )
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class InitProducerIdResponse(Message):
     """Kafka response InitProducerIdResponse (API key 22, versions 0-6, flexible 2+)."""
 

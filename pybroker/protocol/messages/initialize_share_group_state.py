@@ -13,11 +13,11 @@ from pybroker.protocol.schema import FieldSpec as F, Message, Struct, ZERO_UUID
 __all__ = ['InitializeShareGroupStateRequest', 'InitializeShareGroupStateResponse']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class InitializeShareGroupStateRequest(Message):
     """Kafka request InitializeShareGroupStateRequest (API key 83, versions 0, flexible 0+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class InitializeStateData(Struct):
         """Struct InitializeShareGroupStateRequest.InitializeStateData."""
 
@@ -31,7 +31,7 @@ class InitializeShareGroupStateRequest(Message):
             F('partitions', 'Partitions', '[]PartitionData', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class PartitionData(Struct):
         """Struct InitializeShareGroupStateRequest.PartitionData."""
 
@@ -66,11 +66,11 @@ class InitializeShareGroupStateRequest(Message):
     )
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class InitializeShareGroupStateResponse(Message):
     """Kafka response InitializeShareGroupStateResponse (API key 83, versions 0, flexible 0+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class InitializeStateResult(Struct):
         """Struct InitializeShareGroupStateResponse.InitializeStateResult."""
 
@@ -84,7 +84,7 @@ class InitializeShareGroupStateResponse(Message):
             F('partitions', 'Partitions', '[]PartitionResult', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class PartitionResult(Struct):
         """Struct InitializeShareGroupStateResponse.PartitionResult."""
 

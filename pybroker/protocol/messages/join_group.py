@@ -11,11 +11,11 @@ from pybroker.protocol.schema import FieldSpec as F, Message, Struct
 __all__ = ['JoinGroupRequest', 'JoinGroupResponse']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class JoinGroupRequest(Message):
     """Kafka request JoinGroupRequest (API key 11, versions 0-9, flexible 6+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class JoinGroupRequestProtocol(Struct):
         """Struct JoinGroupRequest.JoinGroupRequestProtocol."""
 
@@ -67,11 +67,11 @@ class JoinGroupRequest(Message):
     )
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class JoinGroupResponse(Message):
     """Kafka response JoinGroupResponse (API key 11, versions 0-9, flexible 6+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class JoinGroupResponseMember(Struct):
         """Struct JoinGroupResponse.JoinGroupResponseMember."""
 

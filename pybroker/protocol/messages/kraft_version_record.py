@@ -11,7 +11,7 @@ from pybroker.protocol.schema import FieldSpec as F, Message
 __all__ = ['KRaftVersionRecord']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class KRaftVersionRecord(Message):
     """Kafka data KRaftVersionRecord (versions 0, flexible 0+)."""
 

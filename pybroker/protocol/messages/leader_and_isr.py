@@ -13,11 +13,11 @@ from pybroker.protocol.schema import FieldSpec as F, Message, Struct, ZERO_UUID
 __all__ = ['LeaderAndIsrRequest', 'LeaderAndIsrResponse']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class LeaderAndIsrRequest(Message):
     """Kafka request LeaderAndIsrRequest (API key 4, versions 0-7, flexible 4+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class LeaderAndIsrTopicState(Struct):
         """Struct LeaderAndIsrRequest.LeaderAndIsrTopicState."""
 
@@ -34,7 +34,7 @@ class LeaderAndIsrRequest(Message):
             F('partition_states', 'PartitionStates', '[]LeaderAndIsrPartitionState', (2, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class LeaderAndIsrLiveLeader(Struct):
         """Struct LeaderAndIsrRequest.LeaderAndIsrLiveLeader."""
 
@@ -51,7 +51,7 @@ class LeaderAndIsrRequest(Message):
             F('port', 'Port', 'int32', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class LeaderAndIsrPartitionState(Struct):
         """Struct LeaderAndIsrRequest.LeaderAndIsrPartitionState."""
 
@@ -134,11 +134,11 @@ class LeaderAndIsrRequest(Message):
     )
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class LeaderAndIsrResponse(Message):
     """Kafka response LeaderAndIsrResponse (API key 4, versions 0-7, flexible 4+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class LeaderAndIsrTopicError(Struct):
         """Struct LeaderAndIsrResponse.LeaderAndIsrTopicError."""
 
@@ -152,7 +152,7 @@ class LeaderAndIsrResponse(Message):
             F('partition_errors', 'PartitionErrors', '[]LeaderAndIsrPartitionError', (5, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class LeaderAndIsrPartitionError(Struct):
         """Struct LeaderAndIsrResponse.LeaderAndIsrPartitionError."""
 

@@ -13,11 +13,11 @@ from pybroker.protocol.schema import FieldSpec as F, Message, Struct, ZERO_UUID
 __all__ = ['LeaderChangeMessage']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class LeaderChangeMessage(Message):
     """Kafka data LeaderChangeMessage (versions 0-1, flexible 0+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class Voter(Struct):
         """Struct LeaderChangeMessage.Voter."""
 

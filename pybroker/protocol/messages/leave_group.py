@@ -11,11 +11,11 @@ from pybroker.protocol.schema import FieldSpec as F, Message, Struct
 __all__ = ['LeaveGroupRequest', 'LeaveGroupResponse']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class LeaveGroupRequest(Message):
     """Kafka request LeaveGroupRequest (API key 13, versions 0-5, flexible 4+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class MemberIdentity(Struct):
         """Struct LeaveGroupRequest.MemberIdentity."""
 
@@ -52,11 +52,11 @@ class LeaveGroupRequest(Message):
     )
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class LeaveGroupResponse(Message):
     """Kafka response LeaveGroupResponse (API key 13, versions 0-5, flexible 4+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class MemberResponse(Struct):
         """Struct LeaveGroupResponse.MemberResponse."""
 

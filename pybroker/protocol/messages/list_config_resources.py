@@ -11,7 +11,7 @@ from pybroker.protocol.schema import FieldSpec as F, Message, Struct
 __all__ = ['ListConfigResourcesRequest', 'ListConfigResourcesResponse']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class ListConfigResourcesRequest(Message):
     """Kafka request ListConfigResourcesRequest (API key 74, versions 0-1, flexible 0+)."""
 
@@ -30,11 +30,11 @@ class ListConfigResourcesRequest(Message):
     )
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class ListConfigResourcesResponse(Message):
     """Kafka response ListConfigResourcesResponse (API key 74, versions 0-1, flexible 0+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class ConfigResource(Struct):
         """Struct ListConfigResourcesResponse.ConfigResource."""
 

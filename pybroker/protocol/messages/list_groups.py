@@ -11,7 +11,7 @@ from pybroker.protocol.schema import FieldSpec as F, Message, Struct
 __all__ = ['ListGroupsRequest', 'ListGroupsResponse']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class ListGroupsRequest(Message):
     """Kafka request ListGroupsRequest (API key 16, versions 0-5, flexible 3+)."""
 
@@ -34,11 +34,11 @@ class ListGroupsRequest(Message):
     )
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class ListGroupsResponse(Message):
     """Kafka response ListGroupsResponse (API key 16, versions 0-5, flexible 3+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class ListedGroup(Struct):
         """Struct ListGroupsResponse.ListedGroup."""
 

@@ -11,11 +11,11 @@ from pybroker.protocol.schema import FieldSpec as F, Message, Struct
 __all__ = ['ListOffsetsRequest', 'ListOffsetsResponse']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class ListOffsetsRequest(Message):
     """Kafka request ListOffsetsRequest (API key 2, versions 1-11, flexible 6+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class ListOffsetsTopic(Struct):
         """Struct ListOffsetsRequest.ListOffsetsTopic."""
 
@@ -29,7 +29,7 @@ class ListOffsetsRequest(Message):
             F('partitions', 'Partitions', '[]ListOffsetsPartition', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class ListOffsetsPartition(Struct):
         """Struct ListOffsetsRequest.ListOffsetsPartition."""
 
@@ -76,11 +76,11 @@ class ListOffsetsRequest(Message):
     )
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class ListOffsetsResponse(Message):
     """Kafka response ListOffsetsResponse (API key 2, versions 1-11, flexible 6+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class ListOffsetsTopicResponse(Struct):
         """Struct ListOffsetsResponse.ListOffsetsTopicResponse."""
 
@@ -94,7 +94,7 @@ class ListOffsetsResponse(Message):
             F('partitions', 'Partitions', '[]ListOffsetsPartitionResponse', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class ListOffsetsPartitionResponse(Struct):
         """Struct ListOffsetsResponse.ListOffsetsPartitionResponse."""
 

@@ -11,11 +11,11 @@ from pybroker.protocol.schema import FieldSpec as F, Message, Struct
 __all__ = ['ListPartitionReassignmentsRequest', 'ListPartitionReassignmentsResponse']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class ListPartitionReassignmentsRequest(Message):
     """Kafka request ListPartitionReassignmentsRequest (API key 46, versions 0, flexible 0+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class ListPartitionReassignmentsTopics(Struct):
         """Struct ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics."""
 
@@ -47,11 +47,11 @@ class ListPartitionReassignmentsRequest(Message):
     )
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class ListPartitionReassignmentsResponse(Message):
     """Kafka response ListPartitionReassignmentsResponse (API key 46, versions 0, flexible 0+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class OngoingTopicReassignment(Struct):
         """Struct ListPartitionReassignmentsResponse.OngoingTopicReassignment."""
 
@@ -65,7 +65,7 @@ class ListPartitionReassignmentsResponse(Message):
             F('partitions', 'Partitions', '[]OngoingPartitionReassignment', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class OngoingPartitionReassignment(Struct):
         """Struct ListPartitionReassignmentsResponse.OngoingPartitionReassignment."""
 

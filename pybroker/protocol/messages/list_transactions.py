@@ -11,7 +11,7 @@ from pybroker.protocol.schema import FieldSpec as F, Message, Struct
 __all__ = ['ListTransactionsRequest', 'ListTransactionsResponse']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class ListTransactionsRequest(Message):
     """Kafka request ListTransactionsRequest (API key 66, versions 0-2, flexible 0+)."""
 
@@ -44,11 +44,11 @@ class ListTransactionsRequest(Message):
     )
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class ListTransactionsResponse(Message):
     """Kafka response ListTransactionsResponse (API key 66, versions 0-2, flexible 0+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class TransactionState(Struct):
         """Struct ListTransactionsResponse.TransactionState."""
 

@@ -13,11 +13,11 @@ from pybroker.protocol.schema import FieldSpec as F, Message, Struct, ZERO_UUID
 __all__ = ['MetadataRequest', 'MetadataResponse']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class MetadataRequest(Message):
     """Kafka request MetadataRequest (API key 3, versions 0-13, flexible 9+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class MetadataRequestTopic(Struct):
         """Struct MetadataRequest.MetadataRequestTopic."""
 
@@ -55,11 +55,11 @@ class MetadataRequest(Message):
     )
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class MetadataResponse(Message):
     """Kafka response MetadataResponse (API key 3, versions 0-13, flexible 9+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class MetadataResponseBroker(Struct):
         """Struct MetadataResponse.MetadataResponseBroker."""
 
@@ -80,7 +80,7 @@ class MetadataResponse(Message):
             F('rack', 'Rack', 'string', (1, 32767), nullable=(1, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class MetadataResponseTopic(Struct):
         """Struct MetadataResponse.MetadataResponseTopic."""
 
@@ -108,7 +108,7 @@ class MetadataResponse(Message):
             F('topic_authorized_operations', 'TopicAuthorizedOperations', 'int32', (8, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class MetadataResponsePartition(Struct):
         """Struct MetadataResponse.MetadataResponsePartition."""
 

@@ -13,11 +13,11 @@ from pybroker.protocol.schema import FieldSpec as F, Message, Struct, ZERO_UUID
 __all__ = ['OffsetCommitRequest', 'OffsetCommitResponse']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class OffsetCommitRequest(Message):
     """Kafka request OffsetCommitRequest (API key 8, versions 2-10, flexible 8+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class OffsetCommitRequestTopic(Struct):
         """Struct OffsetCommitRequest.OffsetCommitRequestTopic."""
 
@@ -34,7 +34,7 @@ class OffsetCommitRequest(Message):
             F('partitions', 'Partitions', '[]OffsetCommitRequestPartition', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class OffsetCommitRequestPartition(Struct):
         """Struct OffsetCommitRequest.OffsetCommitRequestPartition."""
 
@@ -84,11 +84,11 @@ class OffsetCommitRequest(Message):
     )
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class OffsetCommitResponse(Message):
     """Kafka response OffsetCommitResponse (API key 8, versions 2-10, flexible 8+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class OffsetCommitResponseTopic(Struct):
         """Struct OffsetCommitResponse.OffsetCommitResponseTopic."""
 
@@ -105,7 +105,7 @@ class OffsetCommitResponse(Message):
             F('partitions', 'Partitions', '[]OffsetCommitResponsePartition', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class OffsetCommitResponsePartition(Struct):
         """Struct OffsetCommitResponse.OffsetCommitResponsePartition."""
 

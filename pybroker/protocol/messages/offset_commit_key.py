@@ -11,7 +11,7 @@ from pybroker.protocol.schema import FieldSpec as F, Message
 __all__ = ['OffsetCommitKey']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class OffsetCommitKey(Message):
     """Kafka data OffsetCommitKey (versions 0-1, flexible none)."""
 

@@ -11,7 +11,7 @@ from pybroker.protocol.schema import FieldSpec as F, Message
 __all__ = ['OffsetCommitValue']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class OffsetCommitValue(Message):
     """Kafka data OffsetCommitValue (versions 0-4, flexible 4+)."""
 

@@ -11,11 +11,11 @@ from pybroker.protocol.schema import FieldSpec as F, Message, Struct
 __all__ = ['OffsetDeleteRequest', 'OffsetDeleteResponse']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class OffsetDeleteRequest(Message):
     """Kafka request OffsetDeleteRequest (API key 47, versions 0, flexible none)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class OffsetDeleteRequestTopic(Struct):
         """Struct OffsetDeleteRequest.OffsetDeleteRequestTopic."""
 
@@ -29,7 +29,7 @@ class OffsetDeleteRequest(Message):
             F('partitions', 'Partitions', '[]OffsetDeleteRequestPartition', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class OffsetDeleteRequestPartition(Struct):
         """Struct OffsetDeleteRequest.OffsetDeleteRequestPartition."""
 
@@ -57,11 +57,11 @@ class OffsetDeleteRequest(Message):
     )
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class OffsetDeleteResponse(Message):
     """Kafka response OffsetDeleteResponse (API key 47, versions 0, flexible none)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class OffsetDeleteResponseTopic(Struct):
         """Struct OffsetDeleteResponse.OffsetDeleteResponseTopic."""
 
@@ -75,7 +75,7 @@ class OffsetDeleteResponse(Message):
             F('partitions', 'Partitions', '[]OffsetDeleteResponsePartition', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class OffsetDeleteResponsePartition(Struct):
         """Struct OffsetDeleteResponse.OffsetDeleteResponsePartition."""
 

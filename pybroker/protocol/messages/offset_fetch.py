@@ -13,11 +13,11 @@ from pybroker.protocol.schema import FieldSpec as F, Message, Struct, ZERO_UUID
 __all__ = ['OffsetFetchRequest', 'OffsetFetchResponse']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class OffsetFetchRequest(Message):
     """Kafka request OffsetFetchRequest (API key 9, versions 1-10, flexible 6+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class OffsetFetchRequestTopic(Struct):
         """Struct OffsetFetchRequest.OffsetFetchRequestTopic."""
 
@@ -31,7 +31,7 @@ class OffsetFetchRequest(Message):
             F('partition_indexes', 'PartitionIndexes', '[]int32', (0, 7)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class OffsetFetchRequestGroup(Struct):
         """Struct OffsetFetchRequest.OffsetFetchRequestGroup."""
 
@@ -52,7 +52,7 @@ class OffsetFetchRequest(Message):
             F('topics', 'Topics', '[]OffsetFetchRequestTopics', (8, 32767), nullable=(8, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class OffsetFetchRequestTopics(Struct):
         """Struct OffsetFetchRequest.OffsetFetchRequestTopics."""
 
@@ -94,11 +94,11 @@ class OffsetFetchRequest(Message):
     )
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class OffsetFetchResponse(Message):
     """Kafka response OffsetFetchResponse (API key 9, versions 1-10, flexible 6+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class OffsetFetchResponseTopic(Struct):
         """Struct OffsetFetchResponse.OffsetFetchResponseTopic."""
 
@@ -112,7 +112,7 @@ class OffsetFetchResponse(Message):
             F('partitions', 'Partitions', '[]OffsetFetchResponsePartition', (0, 7)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class OffsetFetchResponsePartition(Struct):
         """Struct OffsetFetchResponse.OffsetFetchResponsePartition."""
 
@@ -135,7 +135,7 @@ class OffsetFetchResponse(Message):
             F('error_code', 'ErrorCode', 'int16', (0, 7)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class OffsetFetchResponseGroup(Struct):
         """Struct OffsetFetchResponse.OffsetFetchResponseGroup."""
 
@@ -152,7 +152,7 @@ class OffsetFetchResponse(Message):
             F('error_code', 'ErrorCode', 'int16', (8, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class OffsetFetchResponseTopics(Struct):
         """Struct OffsetFetchResponse.OffsetFetchResponseTopics."""
 
@@ -169,7 +169,7 @@ class OffsetFetchResponse(Message):
             F('partitions', 'Partitions', '[]OffsetFetchResponsePartitions', (8, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class OffsetFetchResponsePartitions(Struct):
         """Struct OffsetFetchResponse.OffsetFetchResponsePartitions."""
 

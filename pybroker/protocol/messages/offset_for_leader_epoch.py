@@ -11,11 +11,11 @@ from pybroker.protocol.schema import FieldSpec as F, Message, Struct
 __all__ = ['OffsetForLeaderEpochRequest', 'OffsetForLeaderEpochResponse']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class OffsetForLeaderEpochRequest(Message):
     """Kafka request OffsetForLeaderEpochRequest (API key 23, versions 2-4, flexible 4+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class OffsetForLeaderTopic(Struct):
         """Struct OffsetForLeaderEpochRequest.OffsetForLeaderTopic."""
 
@@ -29,7 +29,7 @@ class OffsetForLeaderEpochRequest(Message):
             F('partitions', 'Partitions', '[]OffsetForLeaderPartition', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class OffsetForLeaderPartition(Struct):
         """Struct OffsetForLeaderEpochRequest.OffsetForLeaderPartition."""
 
@@ -66,11 +66,11 @@ class OffsetForLeaderEpochRequest(Message):
     )
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class OffsetForLeaderEpochResponse(Message):
     """Kafka response OffsetForLeaderEpochResponse (API key 23, versions 2-4, flexible 4+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class OffsetForLeaderTopicResult(Struct):
         """Struct OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult."""
 
@@ -84,7 +84,7 @@ class OffsetForLeaderEpochResponse(Message):
             F('partitions', 'Partitions', '[]EpochEndOffset', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class EpochEndOffset(Struct):
         """Struct OffsetForLeaderEpochResponse.EpochEndOffset."""
 

@@ -13,11 +13,11 @@ from pybroker.protocol.schema import FieldSpec as F, Message, Records, Struct, Z
 __all__ = ['ProduceRequest', 'ProduceResponse']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class ProduceRequest(Message):
     """Kafka request ProduceRequest (API key 0, versions 3-13, flexible 9+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class TopicProduceData(Struct):
         """Struct ProduceRequest.TopicProduceData."""
 
@@ -34,7 +34,7 @@ class ProduceRequest(Message):
             F('partition_data', 'PartitionData', '[]PartitionProduceData', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class PartitionProduceData(Struct):
         """Struct ProduceRequest.PartitionProduceData."""
 
@@ -73,11 +73,11 @@ class ProduceRequest(Message):
     )
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class ProduceResponse(Message):
     """Kafka response ProduceResponse (API key 0, versions 3-13, flexible 9+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class TopicProduceResponse(Struct):
         """Struct ProduceResponse.TopicProduceResponse."""
 
@@ -94,7 +94,7 @@ class ProduceResponse(Message):
             F('partition_responses', 'PartitionResponses', '[]PartitionProduceResponse', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class PartitionProduceResponse(Struct):
         """Struct ProduceResponse.PartitionProduceResponse."""
 
@@ -129,7 +129,7 @@ class ProduceResponse(Message):
             F('current_leader', 'CurrentLeader', 'LeaderIdAndEpoch', (10, 32767), tag=0, tagged=(10, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class BatchIndexAndErrorMessage(Struct):
         """Struct ProduceResponse.BatchIndexAndErrorMessage."""
 
@@ -144,7 +144,7 @@ class ProduceResponse(Message):
             F('batch_index_error_message', 'BatchIndexErrorMessage', 'string', (8, 32767), nullable=(8, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class LeaderIdAndEpoch(Struct):
         """Struct ProduceResponse.LeaderIdAndEpoch."""
 
@@ -158,7 +158,7 @@ class ProduceResponse(Message):
             F('leader_epoch', 'LeaderEpoch', 'int32', (10, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class NodeEndpoint(Struct):
         """Struct ProduceResponse.NodeEndpoint."""
 

@@ -11,11 +11,11 @@ from pybroker.protocol.schema import FieldSpec as F, Message, Struct
 __all__ = ['ProducerSnapshot']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class ProducerSnapshot(Message):
     """Kafka data ProducerSnapshot (versions 1, flexible none)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class ProducerEntry(Struct):
         """Struct ProducerSnapshot.ProducerEntry."""
 

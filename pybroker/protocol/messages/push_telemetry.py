@@ -13,7 +13,7 @@ from pybroker.protocol.schema import FieldSpec as F, Message, ZERO_UUID
 __all__ = ['PushTelemetryRequest', 'PushTelemetryResponse']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class PushTelemetryRequest(Message):
     """Kafka request PushTelemetryRequest (API key 72, versions 0, flexible 0+)."""
 
@@ -43,7 +43,7 @@ class PushTelemetryRequest(Message):
     )
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class PushTelemetryResponse(Message):
     """Kafka response PushTelemetryResponse (API key 72, versions 0, flexible 0+)."""
 

@@ -13,11 +13,11 @@ from pybroker.protocol.schema import FieldSpec as F, Message, Struct, ZERO_UUID
 __all__ = ['ReadShareGroupStateRequest', 'ReadShareGroupStateResponse']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class ReadShareGroupStateRequest(Message):
     """Kafka request ReadShareGroupStateRequest (API key 84, versions 0, flexible 0+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class ReadStateData(Struct):
         """Struct ReadShareGroupStateRequest.ReadStateData."""
 
@@ -31,7 +31,7 @@ class ReadShareGroupStateRequest(Message):
             F('partitions', 'Partitions', '[]PartitionData', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class PartitionData(Struct):
         """Struct ReadShareGroupStateRequest.PartitionData."""
 
@@ -62,11 +62,11 @@ class ReadShareGroupStateRequest(Message):
     )
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class ReadShareGroupStateResponse(Message):
     """Kafka response ReadShareGroupStateResponse (API key 84, versions 0, flexible 0+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class ReadStateResult(Struct):
         """Struct ReadShareGroupStateResponse.ReadStateResult."""
 
@@ -80,7 +80,7 @@ class ReadShareGroupStateResponse(Message):
             F('partitions', 'Partitions', '[]PartitionResult', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class PartitionResult(Struct):
         """Struct ReadShareGroupStateResponse.PartitionResult."""
 
@@ -107,7 +107,7 @@ class ReadShareGroupStateResponse(Message):
             F('state_batches', 'StateBatches', '[]StateBatch', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class StateBatch(Struct):
         """Struct ReadShareGroupStateResponse.StateBatch."""
 

@@ -13,11 +13,11 @@ from pybroker.protocol.schema import FieldSpec as F, Message, Struct, ZERO_UUID
 __all__ = ['ReadShareGroupStateSummaryRequest', 'ReadShareGroupStateSummaryResponse']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class ReadShareGroupStateSummaryRequest(Message):
     """Kafka request ReadShareGroupStateSummaryRequest (API key 87, versions 0-1, flexible 0+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class ReadStateSummaryData(Struct):
         """Struct ReadShareGroupStateSummaryRequest.ReadStateSummaryData."""
 
@@ -31,7 +31,7 @@ class ReadShareGroupStateSummaryRequest(Message):
             F('partitions', 'Partitions', '[]PartitionData', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class PartitionData(Struct):
         """Struct ReadShareGroupStateSummaryRequest.PartitionData."""
 
@@ -62,11 +62,11 @@ class ReadShareGroupStateSummaryRequest(Message):
     )
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class ReadShareGroupStateSummaryResponse(Message):
     """Kafka response ReadShareGroupStateSummaryResponse (API key 87, versions 0-1, flexible 0+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class ReadStateSummaryResult(Struct):
         """Struct ReadShareGroupStateSummaryResponse.ReadStateSummaryResult."""
 
@@ -80,7 +80,7 @@ class ReadShareGroupStateSummaryResponse(Message):
             F('partitions', 'Partitions', '[]PartitionResult', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class PartitionResult(Struct):
         """Struct ReadShareGroupStateSummaryResponse.PartitionResult."""
 

@@ -13,7 +13,7 @@ from pybroker.protocol.schema import FieldSpec as F, Message, ZERO_UUID
 __all__ = ['RemoveRaftVoterRequest', 'RemoveRaftVoterResponse']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class RemoveRaftVoterRequest(Message):
     """Kafka request RemoveRaftVoterRequest (API key 81, versions 0, flexible 0+)."""
 
@@ -37,7 +37,7 @@ class RemoveRaftVoterRequest(Message):
     )
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class RemoveRaftVoterResponse(Message):
     """Kafka response RemoveRaftVoterResponse (API key 81, versions 0, flexible 0+)."""
 

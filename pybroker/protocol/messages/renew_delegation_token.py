@@ -11,7 +11,7 @@ from pybroker.protocol.schema import FieldSpec as F, Message
 __all__ = ['RenewDelegationTokenRequest', 'RenewDelegationTokenResponse']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class RenewDelegationTokenRequest(Message):
     """Kafka request RenewDelegationTokenRequest (API key 39, versions 1-2, flexible 2+)."""
 
@@ -32,7 +32,7 @@ class RenewDelegationTokenRequest(Message):
     )
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class RenewDelegationTokenResponse(Message):
     """Kafka response RenewDelegationTokenResponse (API key 39, versions 1-2, flexible 2+)."""
 

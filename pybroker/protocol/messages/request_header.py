@@ -11,7 +11,7 @@ from pybroker.protocol.schema import FieldSpec as F, Message
 __all__ = ['RequestHeader']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class RequestHeader(Message):
     """Kafka header RequestHeader (versions 0-2, flexible 2+)."""
 

@@ -11,7 +11,7 @@ from pybroker.protocol.schema import FieldSpec as F, Message
 __all__ = ['ResponseHeader']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class ResponseHeader(Message):
     """Kafka header ResponseHeader (versions 0-1, flexible 1+)."""
 

@@ -11,7 +11,7 @@ from pybroker.protocol.schema import FieldSpec as F, Message
 __all__ = ['SaslAuthenticateRequest', 'SaslAuthenticateResponse']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class SaslAuthenticateRequest(Message):
     """Kafka request SaslAuthenticateRequest (API key 36, versions 0-2, flexible 2+)."""
 
@@ -29,7 +29,7 @@ class SaslAuthenticateRequest(Message):
     )
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class SaslAuthenticateResponse(Message):
     """Kafka response SaslAuthenticateResponse (API key 36, versions 0-2, flexible 2+)."""
 

@@ -11,7 +11,7 @@ from pybroker.protocol.schema import FieldSpec as F, Message
 __all__ = ['SaslHandshakeRequest', 'SaslHandshakeResponse']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class SaslHandshakeRequest(Message):
     """Kafka request SaslHandshakeRequest (API key 17, versions 0-1, flexible none)."""
 
@@ -29,7 +29,7 @@ class SaslHandshakeRequest(Message):
     )
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class SaslHandshakeResponse(Message):
     """Kafka response SaslHandshakeResponse (API key 17, versions 0-1, flexible none)."""
 

@@ -13,11 +13,11 @@ from pybroker.protocol.schema import FieldSpec as F, Message, Struct, ZERO_UUID
 __all__ = ['ShareAcknowledgeRequest', 'ShareAcknowledgeResponse']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class ShareAcknowledgeRequest(Message):
     """Kafka request ShareAcknowledgeRequest (API key 79, versions 1-2, flexible 0+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class AcknowledgeTopic(Struct):
         """Struct ShareAcknowledgeRequest.AcknowledgeTopic."""
 
@@ -31,7 +31,7 @@ class ShareAcknowledgeRequest(Message):
             F('partitions', 'Partitions', '[]AcknowledgePartition', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class AcknowledgePartition(Struct):
         """Struct ShareAcknowledgeRequest.AcknowledgePartition."""
 
@@ -45,7 +45,7 @@ class ShareAcknowledgeRequest(Message):
             F('acknowledgement_batches', 'AcknowledgementBatches', '[]AcknowledgementBatch', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class AcknowledgementBatch(Struct):
         """Struct ShareAcknowledgeRequest.AcknowledgementBatch."""
 
@@ -89,11 +89,11 @@ class ShareAcknowledgeRequest(Message):
     )
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class ShareAcknowledgeResponse(Message):
     """Kafka response ShareAcknowledgeResponse (API key 79, versions 1-2, flexible 0+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class ShareAcknowledgeTopicResponse(Struct):
         """Struct ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse."""
 
@@ -107,7 +107,7 @@ class ShareAcknowledgeResponse(Message):
             F('partitions', 'Partitions', '[]PartitionData', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class PartitionData(Struct):
         """Struct ShareAcknowledgeResponse.PartitionData."""
 
@@ -127,7 +127,7 @@ class ShareAcknowledgeResponse(Message):
             F('current_leader', 'CurrentLeader', 'LeaderIdAndEpoch', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class LeaderIdAndEpoch(Struct):
         """Struct ShareAcknowledgeResponse.LeaderIdAndEpoch."""
 
@@ -141,7 +141,7 @@ class ShareAcknowledgeResponse(Message):
             F('leader_epoch', 'LeaderEpoch', 'int32', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class NodeEndpoint(Struct):
         """Struct ShareAcknowledgeResponse.NodeEndpoint."""
 

@@ -13,11 +13,11 @@ from pybroker.protocol.schema import FieldSpec as F, Message, Records, Struct, Z
 __all__ = ['ShareFetchRequest', 'ShareFetchResponse']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class ShareFetchRequest(Message):
     """Kafka request ShareFetchRequest (API key 78, versions 1-2, flexible 0+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class FetchTopic(Struct):
         """Struct ShareFetchRequest.FetchTopic."""
 
@@ -31,7 +31,7 @@ class ShareFetchRequest(Message):
             F('partitions', 'Partitions', '[]FetchPartition', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class FetchPartition(Struct):
         """Struct ShareFetchRequest.FetchPartition."""
 
@@ -49,7 +49,7 @@ class ShareFetchRequest(Message):
             F('acknowledgement_batches', 'AcknowledgementBatches', '[]AcknowledgementBatch', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class AcknowledgementBatch(Struct):
         """Struct ShareFetchRequest.AcknowledgementBatch."""
 
@@ -66,7 +66,7 @@ class ShareFetchRequest(Message):
             F('acknowledge_types', 'AcknowledgeTypes', '[]int8', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class ForgottenTopic(Struct):
         """Struct ShareFetchRequest.ForgottenTopic."""
 
@@ -131,11 +131,11 @@ class ShareFetchRequest(Message):
     )
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class ShareFetchResponse(Message):
     """Kafka response ShareFetchResponse (API key 78, versions 1-2, flexible 0+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class ShareFetchableTopicResponse(Struct):
         """Struct ShareFetchResponse.ShareFetchableTopicResponse."""
 
@@ -149,7 +149,7 @@ class ShareFetchResponse(Message):
             F('partitions', 'Partitions', '[]PartitionData', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class PartitionData(Struct):
         """Struct ShareFetchResponse.PartitionData."""
 
@@ -182,7 +182,7 @@ class ShareFetchResponse(Message):
             F('acquired_records', 'AcquiredRecords', '[]AcquiredRecords', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class LeaderIdAndEpoch(Struct):
         """Struct ShareFetchResponse.LeaderIdAndEpoch."""
 
@@ -196,7 +196,7 @@ class ShareFetchResponse(Message):
             F('leader_epoch', 'LeaderEpoch', 'int32', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class AcquiredRecords(Struct):
         """Struct ShareFetchResponse.AcquiredRecords."""
 
@@ -213,7 +213,7 @@ class ShareFetchResponse(Message):
             F('delivery_count', 'DeliveryCount', 'int16', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class NodeEndpoint(Struct):
         """Struct ShareFetchResponse.NodeEndpoint."""
 

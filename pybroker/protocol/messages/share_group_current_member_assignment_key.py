@@ -11,7 +11,7 @@ from pybroker.protocol.schema import FieldSpec as F, Message
 __all__ = ['ShareGroupCurrentMemberAssignmentKey']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class ShareGroupCurrentMemberAssignmentKey(Message):
     """Kafka data ShareGroupCurrentMemberAssignmentKey (versions 0, flexible none)."""
 

@@ -13,7 +13,7 @@ from pybroker.protocol.schema import FieldSpec as F, Message, Struct, ZERO_UUID
 __all__ = ['ShareGroupDescribeRequest', 'ShareGroupDescribeResponse']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class ShareGroupDescribeRequest(Message):
     """Kafka request ShareGroupDescribeRequest (API key 77, versions 1, flexible 0+)."""
 
@@ -34,11 +34,11 @@ class ShareGroupDescribeRequest(Message):
     )
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class ShareGroupDescribeResponse(Message):
     """Kafka response ShareGroupDescribeResponse (API key 77, versions 1, flexible 0+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class DescribedGroup(Struct):
         """Struct ShareGroupDescribeResponse.DescribedGroup."""
 
@@ -73,7 +73,7 @@ class ShareGroupDescribeResponse(Message):
             F('authorized_operations', 'AuthorizedOperations', 'int32', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class Member(Struct):
         """Struct ShareGroupDescribeResponse.Member."""
 
@@ -102,7 +102,7 @@ class ShareGroupDescribeResponse(Message):
             F('assignment', 'Assignment', 'Assignment', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class TopicPartitions(Struct):
         """Struct ShareGroupDescribeResponse.TopicPartitions."""
 
@@ -119,7 +119,7 @@ class ShareGroupDescribeResponse(Message):
             F('partitions', 'Partitions', '[]int32', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class Assignment(Struct):
         """Struct ShareGroupDescribeResponse.Assignment."""
 

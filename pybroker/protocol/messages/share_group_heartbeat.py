@@ -13,7 +13,7 @@ from pybroker.protocol.schema import FieldSpec as F, Message, Struct, ZERO_UUID
 __all__ = ['ShareGroupHeartbeatRequest', 'ShareGroupHeartbeatResponse']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class ShareGroupHeartbeatRequest(Message):
     """Kafka request ShareGroupHeartbeatRequest (API key 76, versions 1, flexible 0+)."""
 
@@ -46,11 +46,11 @@ class ShareGroupHeartbeatRequest(Message):
     )
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class ShareGroupHeartbeatResponse(Message):
     """Kafka response ShareGroupHeartbeatResponse (API key 76, versions 1, flexible 0+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class Assignment(Struct):
         """Struct ShareGroupHeartbeatResponse.Assignment."""
 
@@ -61,7 +61,7 @@ class ShareGroupHeartbeatResponse(Message):
             F('topic_partitions', 'TopicPartitions', '[]TopicPartitions', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class TopicPartitions(Struct):
         """Struct ShareGroupHeartbeatResponse.TopicPartitions."""
 

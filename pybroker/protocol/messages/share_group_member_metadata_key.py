@@ -11,7 +11,7 @@ from pybroker.protocol.schema import FieldSpec as F, Message
 __all__ = ['ShareGroupMemberMetadataKey']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class ShareGroupMemberMetadataKey(Message):
     """Kafka data ShareGroupMemberMetadataKey (versions 0, flexible none)."""
 

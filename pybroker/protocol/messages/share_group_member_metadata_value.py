@@ -11,7 +11,7 @@ from pybroker.protocol.schema import FieldSpec as F, Message
 __all__ = ['ShareGroupMemberMetadataValue']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class ShareGroupMemberMetadataValue(Message):
     """Kafka data ShareGroupMemberMetadataValue (versions 0, flexible 0+)."""
 

@@ -11,7 +11,7 @@ from pybroker.protocol.schema import FieldSpec as F, Message
 __all__ = ['ShareGroupMetadataKey']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class ShareGroupMetadataKey(Message):
     """Kafka data ShareGroupMetadataKey (versions 0, flexible none)."""
 

@@ -11,7 +11,7 @@ from pybroker.protocol.schema import FieldSpec as F, Message
 __all__ = ['ShareGroupMetadataValue']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class ShareGroupMetadataValue(Message):
     """Kafka data ShareGroupMetadataValue (versions 0, flexible 0+)."""
 

@@ -11,7 +11,7 @@ from pybroker.protocol.schema import FieldSpec as F, Message
 __all__ = ['ShareGroupStatePartitionMetadataKey']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class ShareGroupStatePartitionMetadataKey(Message):
     """Kafka data ShareGroupStatePartitionMetadataKey (versions 0, flexible none)."""
 

@@ -13,11 +13,11 @@ from pybroker.protocol.schema import FieldSpec as F, Message, Struct, ZERO_UUID
 __all__ = ['ShareGroupStatePartitionMetadataValue']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class ShareGroupStatePartitionMetadataValue(Message):
     """Kafka data ShareGroupStatePartitionMetadataValue (versions 0, flexible 0+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class TopicPartitionsInfo(Struct):
         """Struct ShareGroupStatePartitionMetadataValue.TopicPartitionsInfo."""
 
@@ -34,7 +34,7 @@ class ShareGroupStatePartitionMetadataValue(Message):
             F('partitions', 'Partitions', '[]int32', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class TopicInfo(Struct):
         """Struct ShareGroupStatePartitionMetadataValue.TopicInfo."""
 

@@ -11,7 +11,7 @@ from pybroker.protocol.schema import FieldSpec as F, Message
 __all__ = ['ShareGroupTargetAssignmentMemberKey']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class ShareGroupTargetAssignmentMemberKey(Message):
     """Kafka data ShareGroupTargetAssignmentMemberKey (versions 0, flexible none)."""
 

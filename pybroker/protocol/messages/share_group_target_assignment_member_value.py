@@ -13,11 +13,11 @@ from pybroker.protocol.schema import FieldSpec as F, Message, Struct, ZERO_UUID
 __all__ = ['ShareGroupTargetAssignmentMemberValue']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class ShareGroupTargetAssignmentMemberValue(Message):
     """Kafka data ShareGroupTargetAssignmentMemberValue (versions 0, flexible 0+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class TopicPartition(Struct):
         """Struct ShareGroupTargetAssignmentMemberValue.TopicPartition."""
 

@@ -11,7 +11,7 @@ from pybroker.protocol.schema import FieldSpec as F, Message
 __all__ = ['ShareGroupTargetAssignmentMetadataKey']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class ShareGroupTargetAssignmentMetadataKey(Message):
     """Kafka data ShareGroupTargetAssignmentMetadataKey (versions 0, flexible none)."""
 

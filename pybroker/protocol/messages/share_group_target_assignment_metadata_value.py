@@ -11,7 +11,7 @@ from pybroker.protocol.schema import FieldSpec as F, Message
 __all__ = ['ShareGroupTargetAssignmentMetadataValue']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class ShareGroupTargetAssignmentMetadataValue(Message):
     """Kafka data ShareGroupTargetAssignmentMetadataValue (versions 0, flexible 0+)."""
 

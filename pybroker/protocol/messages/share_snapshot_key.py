@@ -13,7 +13,7 @@ from pybroker.protocol.schema import FieldSpec as F, Message, ZERO_UUID
 __all__ = ['ShareSnapshotKey']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class ShareSnapshotKey(Message):
     """Kafka data ShareSnapshotKey (versions 0, flexible none)."""
 

@@ -11,11 +11,11 @@ from pybroker.protocol.schema import FieldSpec as F, Message, Struct
 __all__ = ['ShareSnapshotValue']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class ShareSnapshotValue(Message):
     """Kafka data ShareSnapshotValue (versions 0, flexible 0+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class StateBatch(Struct):
         """Struct ShareSnapshotValue.StateBatch."""
 

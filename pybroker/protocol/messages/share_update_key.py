@@ -13,7 +13,7 @@ from pybroker.protocol.schema import FieldSpec as F, Message, ZERO_UUID
 __all__ = ['ShareUpdateKey']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class ShareUpdateKey(Message):
     """Kafka data ShareUpdateKey (versions 0, flexible none)."""
 

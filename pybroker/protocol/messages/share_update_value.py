@@ -11,11 +11,11 @@ from pybroker.protocol.schema import FieldSpec as F, Message, Struct
 __all__ = ['ShareUpdateValue']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class ShareUpdateValue(Message):
     """Kafka data ShareUpdateValue (versions 0, flexible 0+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class StateBatch(Struct):
         """Struct ShareUpdateValue.StateBatch."""
 

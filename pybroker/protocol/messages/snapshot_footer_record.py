@@ -11,7 +11,7 @@ from pybroker.protocol.schema import FieldSpec as F, Message
 __all__ = ['SnapshotFooterRecord']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class SnapshotFooterRecord(Message):
     """Kafka data SnapshotFooterRecord (versions 0, flexible 0+)."""
 

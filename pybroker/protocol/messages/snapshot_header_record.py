@@ -11,7 +11,7 @@ from pybroker.protocol.schema import FieldSpec as F, Message
 __all__ = ['SnapshotHeaderRecord']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class SnapshotHeaderRecord(Message):
     """Kafka data SnapshotHeaderRecord (versions 0, flexible 0+)."""
 

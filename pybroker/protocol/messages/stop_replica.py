@@ -11,11 +11,11 @@ from pybroker.protocol.schema import FieldSpec as F, Message, Struct
 __all__ = ['StopReplicaRequest', 'StopReplicaResponse']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class StopReplicaRequest(Message):
     """Kafka request StopReplicaRequest (API key 5, versions 0-4, flexible 2+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class StopReplicaPartitionV0(Struct):
         """Struct StopReplicaRequest.StopReplicaPartitionV0."""
 
@@ -29,7 +29,7 @@ class StopReplicaRequest(Message):
             F('partition_index', 'PartitionIndex', 'int32', (0, 0)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class StopReplicaTopicV1(Struct):
         """Struct StopReplicaRequest.StopReplicaTopicV1."""
 
@@ -43,7 +43,7 @@ class StopReplicaRequest(Message):
             F('partition_indexes', 'PartitionIndexes', '[]int32', (1, 2)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class StopReplicaTopicState(Struct):
         """Struct StopReplicaRequest.StopReplicaTopicState."""
 
@@ -57,7 +57,7 @@ class StopReplicaRequest(Message):
             F('partition_states', 'PartitionStates', '[]StopReplicaPartitionState', (3, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class StopReplicaPartitionState(Struct):
         """Struct StopReplicaRequest.StopReplicaPartitionState."""
 
@@ -109,11 +109,11 @@ class StopReplicaRequest(Message):
     )
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class StopReplicaResponse(Message):
     """Kafka response StopReplicaResponse (API key 5, versions 0-4, flexible 2+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class StopReplicaPartitionError(Struct):
         """Struct StopReplicaResponse.StopReplicaPartitionError."""
 

@@ -11,7 +11,7 @@ from pybroker.protocol.schema import FieldSpec as F, Message, Struct
 __all__ = ['StreamsGroupDescribeRequest', 'StreamsGroupDescribeResponse']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class StreamsGroupDescribeRequest(Message):
     """Kafka request StreamsGroupDescribeRequest (API key 89, versions 0, flexible 0+)."""
 
@@ -32,11 +32,11 @@ class StreamsGroupDescribeRequest(Message):
     )
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class StreamsGroupDescribeResponse(Message):
     """Kafka response StreamsGroupDescribeResponse (API key 89, versions 0, flexible 0+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class DescribedGroup(Struct):
         """Struct StreamsGroupDescribeResponse.DescribedGroup."""
 
@@ -72,7 +72,7 @@ class StreamsGroupDescribeResponse(Message):
             F('authorized_operations', 'AuthorizedOperations', 'int32', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class Topology(Struct):
         """Struct StreamsGroupDescribeResponse.Topology."""
 
@@ -89,7 +89,7 @@ class StreamsGroupDescribeResponse(Message):
             F('subtopologies', 'Subtopologies', '[]Subtopology', (0, 32767), nullable=(0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class Subtopology(Struct):
         """Struct StreamsGroupDescribeResponse.Subtopology."""
 
@@ -114,7 +114,7 @@ class StreamsGroupDescribeResponse(Message):
             F('repartition_source_topics', 'RepartitionSourceTopics', '[]TopicInfo', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class Member(Struct):
         """Struct StreamsGroupDescribeResponse.Member."""
 
@@ -168,7 +168,7 @@ class StreamsGroupDescribeResponse(Message):
             F('is_classic', 'IsClassic', 'bool', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class Endpoint(Struct):
         """Struct StreamsGroupDescribeResponse.Endpoint."""
 
@@ -182,7 +182,7 @@ class StreamsGroupDescribeResponse(Message):
             F('port', 'Port', 'uint16', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class TaskOffset(Struct):
         """Struct StreamsGroupDescribeResponse.TaskOffset."""
 
@@ -199,7 +199,7 @@ class StreamsGroupDescribeResponse(Message):
             F('offset', 'Offset', 'int64', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class Assignment(Struct):
         """Struct StreamsGroupDescribeResponse.Assignment."""
 
@@ -216,7 +216,7 @@ class StreamsGroupDescribeResponse(Message):
             F('warmup_tasks', 'WarmupTasks', '[]TaskIds', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class TaskIds(Struct):
         """Struct StreamsGroupDescribeResponse.TaskIds."""
 
@@ -230,7 +230,7 @@ class StreamsGroupDescribeResponse(Message):
             F('partitions', 'Partitions', '[]int32', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class KeyValue(Struct):
         """Struct StreamsGroupDescribeResponse.KeyValue."""
 
@@ -244,7 +244,7 @@ class StreamsGroupDescribeResponse(Message):
             F('value', 'Value', 'string', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class TopicInfo(Struct):
         """Struct StreamsGroupDescribeResponse.TopicInfo."""
 

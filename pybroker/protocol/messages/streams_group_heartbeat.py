@@ -11,11 +11,11 @@ from pybroker.protocol.schema import FieldSpec as F, Message, Struct
 __all__ = ['StreamsGroupHeartbeatRequest', 'StreamsGroupHeartbeatResponse']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class StreamsGroupHeartbeatRequest(Message):
     """Kafka request StreamsGroupHeartbeatRequest (API key 88, versions 0, flexible 0+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class Topology(Struct):
         """Struct StreamsGroupHeartbeatRequest.Topology."""
 
@@ -30,7 +30,7 @@ class StreamsGroupHeartbeatRequest(Message):
             F('subtopologies', 'Subtopologies', '[]Subtopology', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class Subtopology(Struct):
         """Struct StreamsGroupHeartbeatRequest.Subtopology."""
 
@@ -62,7 +62,7 @@ class StreamsGroupHeartbeatRequest(Message):
             F('copartition_groups', 'CopartitionGroups', '[]CopartitionGroup', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class CopartitionGroup(Struct):
         """Struct StreamsGroupHeartbeatRequest.CopartitionGroup."""
 
@@ -82,7 +82,7 @@ class StreamsGroupHeartbeatRequest(Message):
             F('repartition_source_topics', 'RepartitionSourceTopics', '[]int16', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class KeyValue(Struct):
         """Struct StreamsGroupHeartbeatRequest.KeyValue."""
 
@@ -96,7 +96,7 @@ class StreamsGroupHeartbeatRequest(Message):
             F('value', 'Value', 'string', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class TopicInfo(Struct):
         """Struct StreamsGroupHeartbeatRequest.TopicInfo."""
 
@@ -118,7 +118,7 @@ class StreamsGroupHeartbeatRequest(Message):
             F('topic_configs', 'TopicConfigs', '[]KeyValue', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class Endpoint(Struct):
         """Struct StreamsGroupHeartbeatRequest.Endpoint."""
 
@@ -132,7 +132,7 @@ class StreamsGroupHeartbeatRequest(Message):
             F('port', 'Port', 'uint16', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class TaskOffset(Struct):
         """Struct StreamsGroupHeartbeatRequest.TaskOffset."""
 
@@ -149,7 +149,7 @@ class StreamsGroupHeartbeatRequest(Message):
             F('offset', 'Offset', 'int64', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class TaskIds(Struct):
         """Struct StreamsGroupHeartbeatRequest.TaskIds."""
 
@@ -244,11 +244,11 @@ class StreamsGroupHeartbeatRequest(Message):
     )
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class StreamsGroupHeartbeatResponse(Message):
     """Kafka response StreamsGroupHeartbeatResponse (API key 88, versions 0, flexible 0+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class EndpointToPartitions(Struct):
         """Struct StreamsGroupHeartbeatResponse.EndpointToPartitions."""
 
@@ -267,7 +267,7 @@ class StreamsGroupHeartbeatResponse(Message):
             F('standby_partitions', 'StandbyPartitions', '[]TopicPartition', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class Status(Struct):
         """Struct StreamsGroupHeartbeatResponse.Status."""
 
@@ -281,7 +281,7 @@ class StreamsGroupHeartbeatResponse(Message):
             F('status_detail', 'StatusDetail', 'string', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class TopicPartition(Struct):
         """Struct StreamsGroupHeartbeatResponse.TopicPartition."""
 
@@ -295,7 +295,7 @@ class StreamsGroupHeartbeatResponse(Message):
             F('partitions', 'Partitions', '[]int32', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class TaskIds(Struct):
         """Struct StreamsGroupHeartbeatResponse.TaskIds."""
 
@@ -309,7 +309,7 @@ class StreamsGroupHeartbeatResponse(Message):
             F('partitions', 'Partitions', '[]int32', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class Endpoint(Struct):
         """Struct StreamsGroupHeartbeatResponse.Endpoint."""
 

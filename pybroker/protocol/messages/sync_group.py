@@ -11,11 +11,11 @@ from pybroker.protocol.schema import FieldSpec as F, Message, Struct
 __all__ = ['SyncGroupRequest', 'SyncGroupResponse']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class SyncGroupRequest(Message):
     """Kafka request SyncGroupRequest (API key 14, versions 0-5, flexible 4+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class SyncGroupRequestAssignment(Struct):
         """Struct SyncGroupRequest.SyncGroupRequestAssignment."""
 
@@ -61,7 +61,7 @@ class SyncGroupRequest(Message):
     )
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class SyncGroupResponse(Message):
     """Kafka response SyncGroupResponse (API key 14, versions 0-5, flexible 4+)."""
 

@@ -11,7 +11,7 @@ from pybroker.protocol.schema import FieldSpec as F, Message
 __all__ = ['TransactionLogKey']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class TransactionLogKey(Message):
     """Kafka data TransactionLogKey (versions 0, flexible none)."""
 

@@ -11,11 +11,11 @@ from pybroker.protocol.schema import FieldSpec as F, Message, Struct
 __all__ = ['TransactionLogValue']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class TransactionLogValue(Message):
     """Kafka data TransactionLogValue (versions 0-1, flexible 1+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class PartitionsSchema(Struct):
         """Struct TransactionLogValue.PartitionsSchema."""
 

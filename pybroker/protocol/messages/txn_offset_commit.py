@@ -11,11 +11,11 @@ from pybroker.protocol.schema import FieldSpec as F, Message, Struct
 __all__ = ['TxnOffsetCommitRequest', 'TxnOffsetCommitResponse']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class TxnOffsetCommitRequest(Message):
     """Kafka request TxnOffsetCommitRequest (API key 28, versions 0-5, flexible 3+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class TxnOffsetCommitRequestTopic(Struct):
         """Struct TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic."""
 
@@ -29,7 +29,7 @@ class TxnOffsetCommitRequest(Message):
             F('partitions', 'Partitions', '[]TxnOffsetCommitRequestPartition', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class TxnOffsetCommitRequestPartition(Struct):
         """Struct TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition."""
 
@@ -84,11 +84,11 @@ class TxnOffsetCommitRequest(Message):
     )
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class TxnOffsetCommitResponse(Message):
     """Kafka response TxnOffsetCommitResponse (API key 28, versions 0-5, flexible 3+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class TxnOffsetCommitResponseTopic(Struct):
         """Struct TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic."""
 
@@ -102,7 +102,7 @@ class TxnOffsetCommitResponse(Message):
             F('partitions', 'Partitions', '[]TxnOffsetCommitResponsePartition', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class TxnOffsetCommitResponsePartition(Struct):
         """Struct TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition."""
 

@@ -11,7 +11,7 @@ from pybroker.protocol.schema import FieldSpec as F, Message
 __all__ = ['UnregisterBrokerRequest', 'UnregisterBrokerResponse']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class UnregisterBrokerRequest(Message):
     """Kafka request UnregisterBrokerRequest (API key 64, versions 0, flexible 0+)."""
 
@@ -29,7 +29,7 @@ class UnregisterBrokerRequest(Message):
     )
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class UnregisterBrokerResponse(Message):
     """Kafka response UnregisterBrokerResponse (API key 64, versions 0, flexible 0+)."""
 

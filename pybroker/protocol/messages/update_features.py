@@ -11,11 +11,11 @@ from pybroker.protocol.schema import FieldSpec as F, Message, Struct
 __all__ = ['UpdateFeaturesRequest', 'UpdateFeaturesResponse']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class UpdateFeaturesRequest(Message):
     """Kafka request UpdateFeaturesRequest (API key 57, versions 0-2, flexible 0+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class FeatureUpdateKey(Struct):
         """Struct UpdateFeaturesRequest.FeatureUpdateKey."""
 
@@ -62,11 +62,11 @@ class UpdateFeaturesRequest(Message):
     )
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class UpdateFeaturesResponse(Message):
     """Kafka response UpdateFeaturesResponse (API key 57, versions 0-2, flexible 0+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class UpdatableFeatureResult(Struct):
         """Struct UpdateFeaturesResponse.UpdatableFeatureResult."""
 

@@ -13,11 +13,11 @@ from pybroker.protocol.schema import FieldSpec as F, Message, Struct, ZERO_UUID
 __all__ = ['UpdateMetadataRequest', 'UpdateMetadataResponse']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class UpdateMetadataRequest(Message):
     """Kafka request UpdateMetadataRequest (API key 6, versions 0-8, flexible 6+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class UpdateMetadataTopicState(Struct):
         """Struct UpdateMetadataRequest.UpdateMetadataTopicState."""
 
@@ -34,7 +34,7 @@ class UpdateMetadataRequest(Message):
             F('partition_states', 'PartitionStates', '[]UpdateMetadataPartitionState', (5, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class UpdateMetadataBroker(Struct):
         """Struct UpdateMetadataRequest.UpdateMetadataBroker."""
 
@@ -57,7 +57,7 @@ class UpdateMetadataRequest(Message):
             F('rack', 'Rack', 'string', (2, 32767), nullable=(0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class UpdateMetadataEndpoint(Struct):
         """Struct UpdateMetadataRequest.UpdateMetadataEndpoint."""
 
@@ -77,7 +77,7 @@ class UpdateMetadataRequest(Message):
             F('security_protocol', 'SecurityProtocol', 'int16', (1, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class UpdateMetadataPartitionState(Struct):
         """Struct UpdateMetadataRequest.UpdateMetadataPartitionState."""
 
@@ -148,7 +148,7 @@ class UpdateMetadataRequest(Message):
     )
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class UpdateMetadataResponse(Message):
     """Kafka response UpdateMetadataResponse (API key 6, versions 0-8, flexible 6+)."""
 

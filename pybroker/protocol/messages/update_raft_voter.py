@@ -13,11 +13,11 @@ from pybroker.protocol.schema import FieldSpec as F, Message, Struct, ZERO_UUID
 __all__ = ['UpdateRaftVoterRequest', 'UpdateRaftVoterResponse']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class UpdateRaftVoterRequest(Message):
     """Kafka request UpdateRaftVoterRequest (API key 82, versions 0, flexible 0+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class Listener(Struct):
         """Struct UpdateRaftVoterRequest.Listener."""
 
@@ -34,7 +34,7 @@ class UpdateRaftVoterRequest(Message):
             F('port', 'Port', 'uint16', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class KRaftVersionFeature(Struct):
         """Struct UpdateRaftVoterRequest.KRaftVersionFeature."""
 
@@ -77,11 +77,11 @@ class UpdateRaftVoterRequest(Message):
     )
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class UpdateRaftVoterResponse(Message):
     """Kafka response UpdateRaftVoterResponse (API key 82, versions 0, flexible 0+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class CurrentLeader(Struct):
         """Struct UpdateRaftVoterResponse.CurrentLeader."""
 

@@ -13,11 +13,11 @@ from pybroker.protocol.schema import FieldSpec as F, Message, Struct, ZERO_UUID
 __all__ = ['VoteRequest', 'VoteResponse']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class VoteRequest(Message):
     """Kafka request VoteRequest (API key 52, versions 0-2, flexible 0+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class TopicData(Struct):
         """Struct VoteRequest.TopicData."""
 
@@ -31,7 +31,7 @@ class VoteRequest(Message):
             F('partitions', 'Partitions', '[]PartitionData', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class PartitionData(Struct):
         """Struct VoteRequest.PartitionData."""
 
@@ -83,11 +83,11 @@ class VoteRequest(Message):
     )
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class VoteResponse(Message):
     """Kafka response VoteResponse (API key 52, versions 0-2, flexible 0+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class TopicData(Struct):
         """Struct VoteResponse.TopicData."""
 
@@ -101,7 +101,7 @@ class VoteResponse(Message):
             F('partitions', 'Partitions', '[]PartitionData', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class PartitionData(Struct):
         """Struct VoteResponse.PartitionData."""
 
@@ -124,7 +124,7 @@ class VoteResponse(Message):
             F('vote_granted', 'VoteGranted', 'bool', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class NodeEndpoint(Struct):
         """Struct VoteResponse.NodeEndpoint."""
 

@@ -13,11 +13,11 @@ from pybroker.protocol.schema import FieldSpec as F, Message, Struct, ZERO_UUID
 __all__ = ['VotersRecord']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class VotersRecord(Message):
     """Kafka data VotersRecord (versions 0, flexible 0+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class Voter(Struct):
         """Struct VotersRecord.Voter."""
 
@@ -37,7 +37,7 @@ class VotersRecord(Message):
             F('kraft_version_feature', 'KRaftVersionFeature', 'KRaftVersionFeature', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class Endpoint(Struct):
         """Struct VotersRecord.Endpoint."""
 
@@ -54,7 +54,7 @@ class VotersRecord(Message):
             F('port', 'Port', 'uint16', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class KRaftVersionFeature(Struct):
         """Struct VotersRecord.KRaftVersionFeature."""
 

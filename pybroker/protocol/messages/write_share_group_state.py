@@ -13,11 +13,11 @@ from pybroker.protocol.schema import FieldSpec as F, Message, Struct, ZERO_UUID
 __all__ = ['WriteShareGroupStateRequest', 'WriteShareGroupStateResponse']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class WriteShareGroupStateRequest(Message):
     """Kafka request WriteShareGroupStateRequest (API key 85, versions 0-1, flexible 0+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class WriteStateData(Struct):
         """Struct WriteShareGroupStateRequest.WriteStateData."""
 
@@ -31,7 +31,7 @@ class WriteShareGroupStateRequest(Message):
             F('partitions', 'Partitions', '[]PartitionData', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class PartitionData(Struct):
         """Struct WriteShareGroupStateRequest.PartitionData."""
 
@@ -59,7 +59,7 @@ class WriteShareGroupStateRequest(Message):
             F('state_batches', 'StateBatches', '[]StateBatch', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class StateBatch(Struct):
         """Struct WriteShareGroupStateRequest.StateBatch."""
 
@@ -96,11 +96,11 @@ class WriteShareGroupStateRequest(Message):
     )
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class WriteShareGroupStateResponse(Message):
     """Kafka response WriteShareGroupStateResponse (API key 85, versions 0-1, flexible 0+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class WriteStateResult(Struct):
         """Struct WriteShareGroupStateResponse.WriteStateResult."""
 
@@ -114,7 +114,7 @@ class WriteShareGroupStateResponse(Message):
             F('partitions', 'Partitions', '[]PartitionResult', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class PartitionResult(Struct):
         """Struct WriteShareGroupStateResponse.PartitionResult."""
 

@@ -11,11 +11,11 @@ from pybroker.protocol.schema import FieldSpec as F, Message, Struct
 __all__ = ['WriteTxnMarkersRequest', 'WriteTxnMarkersResponse']
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class WriteTxnMarkersRequest(Message):
     """Kafka request WriteTxnMarkersRequest (API key 27, versions 1-2, flexible 1+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class WritableTxnMarker(Struct):
         """Struct WriteTxnMarkersRequest.WritableTxnMarker."""
 
@@ -43,7 +43,7 @@ class WriteTxnMarkersRequest(Message):
             F('transaction_version', 'TransactionVersion', 'int8', (2, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class WritableTxnMarkerTopic(Struct):
         """Struct WriteTxnMarkersRequest.WritableTxnMarkerTopic."""
 
@@ -71,11 +71,11 @@ class WriteTxnMarkersRequest(Message):
     )
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class WriteTxnMarkersResponse(Message):
     """Kafka response WriteTxnMarkersResponse (API key 27, versions 1-2, flexible 1+)."""
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class WritableTxnMarkerResult(Struct):
         """Struct WriteTxnMarkersResponse.WritableTxnMarkerResult."""
 
@@ -89,7 +89,7 @@ class WriteTxnMarkersResponse(Message):
             F('topics', 'Topics', '[]WritableTxnMarkerTopicResult', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class WritableTxnMarkerTopicResult(Struct):
         """Struct WriteTxnMarkersResponse.WritableTxnMarkerTopicResult."""
 
@@ -103,7 +103,7 @@ class WriteTxnMarkersResponse(Message):
             F('partitions', 'Partitions', '[]WritableTxnMarkerPartitionResult', (0, 32767)),
         )
 
-    @dataclass(slots=True)
+    @dataclass(slots=True, repr=False)
     class WritableTxnMarkerPartitionResult(Struct):
         """Struct WriteTxnMarkersResponse.WritableTxnMarkerPartitionResult."""
 

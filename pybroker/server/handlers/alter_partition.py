@@ -9,7 +9,7 @@ from pybroker.common.topic import TopicPartition
 from pybroker.zk import paths as zp
 from pybroker.controller.alter_partition import RECOVERED, IsrProposal, check_proposal
 from pybroker.controller.context import ControllerContext
-from pybroker.controller.controller import NotControllerError, StaleBrokerEpochError
+from pybroker.controller.errors import NotControllerError, StaleBrokerEpochError
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.messages import AlterPartitionRequest, AlterPartitionResponse

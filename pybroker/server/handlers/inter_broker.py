@@ -23,13 +23,13 @@ controller then treats it as offline, as a replica in a failed log dir.
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 from pybroker.common.ids import BrokerId, LeaderEpoch
 from pybroker.common.log_limit import LogLimiter
 from pybroker.common.open_files import OpenFilesLimitError
 from pybroker.common.topic import topic_name_error
-from pybroker.controller.controller import NotControllerError, StaleBrokerEpochError
-from pybroker.controller.zk_metadata import ZkMetadata
+from pybroker.controller.errors import NotControllerError, StaleBrokerEpochError
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.messages import (
@@ -46,6 +46,9 @@ from pybroker.replication.manager import PartitionRole
 from pybroker.server.context import RequestContext
 from pybroker.server.error_mapping import error_code_for
 from pybroker.server.registry import api
+
+if TYPE_CHECKING:
+    from pybroker.controller.zk_metadata import ZkMetadata
 
 PartitionError = LeaderAndIsrResponse.LeaderAndIsrPartitionError
 NO_EPOCH, EPOCH_DURING_DELETE = -1, -2  # Kafka's LeaderAndIsr.NoEpoch and EpochDuringDelete

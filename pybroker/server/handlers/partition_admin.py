@@ -16,12 +16,11 @@ the request's Java form, which has no equivalent here: none is sent).
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 from pybroker.common.topic import TopicPartition
-from pybroker.controller.controller import NotControllerError, ZkController
 from pybroker.controller.election import ElectionOutcome, ElectionType
-from pybroker.controller.errors import InvalidReplicationFactorError, NoReassignmentInProgressError
+from pybroker.controller.errors import InvalidReplicationFactorError, NoReassignmentInProgressError, NotControllerError
 from pybroker.controller.metadata import TopicInfo
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.error_codes import ErrorCode
@@ -38,6 +37,9 @@ from pybroker.server.authorization import authorize_cluster
 from pybroker.server.context import RequestContext
 from pybroker.server.error_mapping import error_code_for, error_message_for
 from pybroker.server.registry import api
+
+if TYPE_CHECKING:
+    from pybroker.controller.controller import ZkController
 
 PartitionAnswer = tuple[int, str | None]  # error code, error message
 

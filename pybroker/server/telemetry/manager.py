@@ -17,14 +17,13 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Mapping
 
-import crc32c
-
 from pybroker.common.client_metrics import ALL_METRICS, DEFAULT_INTERVAL_MS, InvalidSubscription, Subscription, \
     subscription
 from pybroker.controller.client_metrics_store import ClientMetricsStore
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.records.compression import decompress
 from pybroker.records.constants import Compression
+from pybroker.records.crc import crc32c
 from pybroker.records.errors import CorruptRecordError, RecordTooLargeError
 from pybroker.server.telemetry.series import ClientSeriesStore, InvalidPayload, decode
 
@@ -77,7 +76,7 @@ def _int32(value: int) -> int:
 
 def subscription_id(metrics: tuple[str, ...], push_interval_ms: int, instance_id: uuid.UUID) -> int:
     text = f"[{', '.join(metrics)}]{push_interval_ms}".encode()
-    return _int32(crc32c.crc32c(text) ^ java_uuid_hash(instance_id))
+    return _int32(crc32c(text) ^ java_uuid_hash(instance_id))
 
 
 @dataclass(slots=True)

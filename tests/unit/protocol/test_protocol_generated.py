@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 from pathlib import Path
@@ -54,6 +55,30 @@ def test_class_attributes_and_struct_access() -> None:
     p = MetadataResponse.MetadataResponsePartition()
     assert p.isr_nodes == [] and p.leader_epoch == -1
     assert not hasattr(p, "__dict__")  # slots
+
+
+def test_repr_and_equality_are_those_of_a_dataclass() -> None:
+    """The generated classes share Struct's __repr__ (not one compiled per class): same results, and equality is still
+    dataclasses' own."""
+    from pybroker.protocol.messages import ApiVersionsRequest, ProduceRequest
+
+    partition = ProduceRequest.PartitionProduceData(index=1, records=b"x")
+    request = ProduceRequest(transactional_id="t'x", acks=-1, timeout_ms=5,
+                             topic_data=[ProduceRequest.TopicProduceData(name="a", partition_data=[partition])])
+    assert repr(request) == (
+        "ProduceRequest(transactional_id=\"t'x\", acks=-1, timeout_ms=5, topic_data=[ProduceRequest.TopicProduceData("
+        "name='a', topic_id=UUID('00000000-0000-0000-0000-000000000000'), partition_data=["
+        "ProduceRequest.PartitionProduceData(index=1, records=b'x')])])")
+    assert request == dataclasses.replace(request) and not request != dataclasses.replace(request)
+    assert request != dataclasses.replace(request, acks=1)
+    assert ProduceRequest.PartitionProduceData(index=1) != ProduceRequest.PartitionProduceData(index=2)
+    assert ApiVersionsRequest() == ApiVersionsRequest() and ApiVersionsRequest() != ProduceRequest()
+    assert request.__eq__(object()) is NotImplemented
+    with pytest.raises(TypeError, match="unhashable"):
+        hash(request)
+    nested = ProduceRequest.TopicProduceData(name="a")
+    nested.partition_data.append(nested)  # type: ignore[arg-type]  # a cycle prints as "...", as with dataclasses
+    assert repr(nested).endswith("partition_data=[...])")
 
 
 def test_importing_one_message_loads_only_its_module() -> None:

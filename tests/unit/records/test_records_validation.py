@@ -8,6 +8,7 @@ import time
 import tracemalloc
 import zlib
 
+import lz4.frame
 import pytest
 import snappy
 from kafka.record.default_records import DefaultRecordBatchBuilder
@@ -152,3 +153,18 @@ def test_good_path_builds_no_record_objects(monkeypatch: pytest.MonkeyPatch) -> 
     batch = build_batch([RecordInput(b"k%d" % i, b"v" * i, timestamp=now_ms()) for i in range(100)])
     check(batch, ProducePolicy(compacted=True, timestamp_before_max_ms=60_000, timestamp_after_max_ms=60_000),
           now_ms())
+
+
+def test_lz4_bomb_stops_at_the_limit_without_inflating_it_all() -> None:
+    frames = lz4.frame.LZ4FrameCompressor(block_size=lz4.frame.BLOCKSIZE_MAX64KB, block_linked=False)
+    chunk = bytes(1 << 20)
+    bomb = frames.begin() + b"".join(frames.compress(chunk) for _ in range(1024)) + frames.flush()  # 1 GiB of zeros
+    tracemalloc.start()
+    try:
+        with pytest.raises(RecordTooLargeError):
+            check(raw_batch(bomb, 3, attributes=Compression.LZ4),
+                  ProducePolicy(max_decompressed_bytes=max_decompressed_bytes(1048588)))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 3 * max_decompressed_bytes(1048588)

@@ -4,12 +4,14 @@ on random valid records and on random damage to them. In the compiled build both
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pybroker.common.native import compiled_modules
 from pybroker.records import validation
 from pybroker.records.errors import InvalidRecordError
+from pybroker.records.varint import decode_varint, encode_varint
 from tests.unit.records.test_records_validation_walks import damage, damaged, record, records_section
 
 Outcome = tuple[tuple[int, int, bool], list[tuple[int, int, int]]] | str
@@ -49,3 +51,17 @@ def test_damaged_records_walk_alike(records: list, edits: list, miscount: int) -
     data = damaged(records_section(records), edits)
     count = max(1, len(records) + miscount)
     assert outcome(validation._scan, data, count) == outcome(validation._walk, data, count)
+
+
+@given(st.integers(-(2**31), 2**31 - 1) | st.sampled_from([-8193, -8192, -65, -64, 63, 64, 8191, 8192]),
+       st.binary(max_size=3))
+def test_the_varint_scanner_reads_as_the_codec_does(value: int, after: bytes) -> None:
+    """``_varint`` (one- and two-byte fast paths, then ``_varint_tail``) against the records codec's decoder, in
+    both builds: the compiled build runs ``_varint`` itself, with no inlined copy to compare it to."""
+    data = b"\x07" + encode_varint(value) + after
+    assert validation._varint(data, 1) == decode_varint(data, 1)
+
+
+def test_the_varint_scanner_refuses_a_sixth_byte() -> None:
+    with pytest.raises(InvalidRecordError, match="varint too long"):
+        validation._varint(b"\xff\xff\xff\xff\xff\x01", 0)
