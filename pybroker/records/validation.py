@@ -58,16 +58,16 @@ def vectorized_scan() -> Scan | None:
     """record_scan's walk, or None in the compiled build or when numpy is not installed (every batch is then
     walked here)."""
     if not _vectorized:
-        scan: Scan | None = None
-        if not COMPILED_WALK:
-            try:
-                from .record_scan import scan_records
-            except ImportError:  # numpy is an optional extra
-                pass
-            else:
-                scan = scan_records
-        _vectorized.append(scan)
+        _vectorized.append(None if COMPILED_WALK else _numpy_scan())
     return _vectorized[0]
+
+
+def _numpy_scan() -> Scan | None:
+    try:
+        from .record_scan import scan_records
+    except ImportError:  # numpy is an optional extra
+        return None
+    return scan_records
 
 _MIN_DECOMPRESSED_LIMIT = 64 << 20
 _DECOMPRESSED_LIMIT_FACTOR = 64

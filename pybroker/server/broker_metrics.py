@@ -18,6 +18,7 @@ http.server, wsgiref, email and urllib.request (~2 MiB of a broker's resident me
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 import uuid
@@ -135,14 +136,14 @@ class BrokerMetrics:
             await self._server.wait_closed()
 
     async def _serve_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        # A scraper that leaves mid-request, or sends a head past the limit, gets nothing more.
         try:
-            head = await reader.readuntil(b"\r\n\r\n")
-            status, body, content_type = self._answer(head[:MAX_REQUEST_HEAD_BYTES])
-            writer.write(f"HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {len(body)}\r\n"
-                         f"Connection: close\r\n\r\n".encode() + body)
-            await writer.drain()
-        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
-            pass
+            with contextlib.suppress(asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
+                head = await reader.readuntil(b"\r\n\r\n")
+                status, body, content_type = self._answer(head[:MAX_REQUEST_HEAD_BYTES])
+                writer.write(f"HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {len(body)}"
+                             f"\r\nConnection: close\r\n\r\n".encode() + body)
+                await writer.drain()
         finally:
             writer.close()
 
