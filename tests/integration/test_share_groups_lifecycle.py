@@ -61,11 +61,15 @@ def _topic(client: WireClient, name: str) -> uuid.UUID:
 
 
 def _share_state_topic(client: WireClient, group: str, topic_id: uuid.UUID) -> None:
-    """``__share_group_state`` created and its coordinator loaded (FindCoordinator of a share-partition key)."""
+    """``__share_group_state`` created and the share-partition's coordinator loaded: FindCoordinator names a
+    coordinator as soon as its partition has a leader, before that leader has replayed the partition, so a read
+    (which changes nothing) is asked until it no longer answers COORDINATOR_LOAD_IN_PROGRESS."""
     key = f"{group}:{topic_id_to_string(topic_id)}:0"
     eventually(lambda: client.request(FindCoordinatorRequest(key_type=SHARE_KEY, coordinator_keys=[key]), 6,
                                       FindCoordinatorResponse).coordinators[0].error_code == ErrorCode.NONE,
                "the share coordinator")
+    eventually(lambda: _read(client, group, topic_id).error_code != ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+               "the share coordinator's partition loaded")
 
 
 def _read(client: WireClient, group: str, topic_id: uuid.UUID) -> ReadShareGroupStateResponse.PartitionResult:
