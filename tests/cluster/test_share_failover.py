@@ -63,20 +63,29 @@ def _broker(cluster: Cluster, node_id: int) -> WireClient:
 
 
 def _join(cluster: Cluster, member: str) -> None:
-    """ShareGroupHeartbeat at the group's coordinator, retried while it moves or loads."""
+    """ShareGroupHeartbeat at the group's coordinator (found again while it moves or loads), then at the member's
+    epoch until it is assigned the topic's partition. A partition is assigned only once the share coordinator has
+    initialized its state, which the first heartbeat waits for only a second: a ShareFetch sent before that finds
+    no state, and the share-partition, read later, would start at the end, past the records produced meanwhile."""
     from pybroker.protocol.messages import ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse
 
-    def joined() -> bool:
+    epoch = 0
+
+    def assigned() -> bool:
+        nonlocal epoch
         client = _broker(cluster, _coordinator(cluster, GROUP, GROUP_KEY))
         try:
-            answer = client.request(ShareGroupHeartbeatRequest(group_id=GROUP, member_id=member, member_epoch=0,
+            answer = client.request(ShareGroupHeartbeatRequest(group_id=GROUP, member_id=member, member_epoch=epoch,
                                                                subscribed_topic_names=[TOPIC]), 1,
                                     ShareGroupHeartbeatResponse)
         finally:
             client.close()
-        return answer.error_code == ErrorCode.NONE
+        if answer.error_code != ErrorCode.NONE:
+            return False
+        epoch = answer.member_epoch
+        return answer.assignment is not None and any(t.partitions for t in answer.assignment.topic_partitions)
 
-    eventually(joined, f"{member} to join {GROUP}")
+    eventually(assigned, f"{member} to join {GROUP} and be assigned {TOPIC}")
 
 
 def _acquire(client: WireClient, member: str, topic_id: uuid.UUID, epoch: int = 0) -> tuple[list[tuple[int, int, int]],
