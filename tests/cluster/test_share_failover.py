@@ -200,6 +200,21 @@ def test_released_records_wait_until_the_share_coordinator_took_their_delivery_c
         client.close()
 
 
+def _loaded(client: WireClient, topic_id: uuid.UUID) -> None:
+    """The share coordinator ``client`` talks to has loaded the share-partition's state partition: FindCoordinator
+    names it as soon as the partition has a leader, before that broker has heard it leads (NOT_COORDINATOR) or has
+    replayed the partition (COORDINATOR_LOAD_IN_PROGRESS), so a read (which changes nothing) is asked until it
+    answers otherwise."""
+    R = ReadShareGroupStateRequest
+
+    def answered() -> bool:
+        found = client.request(R(group_id=GROUP, topics=[R.ReadStateData(topic_id=topic_id, partitions=[
+            R.PartitionData(partition=0, leader_epoch=-1)])]), 0, ReadShareGroupStateResponse).results[0].partitions[0]
+        return found.error_code not in (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.NOT_COORDINATOR)
+
+    eventually(answered, "the share coordinator's partition loaded")
+
+
 def _write(client: WireClient, topic_id: uuid.UUID, start_offset: int,
            batches: list[tuple[int, int, int, int]]) -> int:
     W = WriteShareGroupStateRequest
@@ -223,6 +238,7 @@ def test_the_share_coordinator_answers_a_read_from_committed_state_only(tmp_path
         _, replicas, _ = wait_for_full_isr(cluster, "__share_group_state")[0]
         follower = next(b for b in replicas if b != coordinator)
         client = _broker(cluster, coordinator)
+        _loaded(client, topic_id)
         I = InitializeShareGroupStateRequest
         assert client.request(I(group_id=GROUP, topics=[I.InitializeStateData(topic_id=topic_id, partitions=[
             I.PartitionData(partition=0, state_epoch=0, start_offset=0)])]), 0,
