@@ -157,12 +157,14 @@ def read_partition(bootstrap: str, topic: str, expected: int) -> list[bytes]:
             msg = consumer.poll(1)
             if msg is None:
                 continue
-            if msg.error():
-                assert msg.error().code() == KafkaError._PARTITION_EOF, msg.error()
+            if (error := msg.error()) is not None:
+                assert error.code() == KafkaError._PARTITION_EOF, error
                 if len(values) >= expected:
                     return values
                 continue
-            values.append(msg.value())
+            value = msg.value()
+            assert value is not None, f"a null value at offset {msg.offset()}"
+            values.append(value)
     finally:
         consumer.close()
     raise AssertionError(f"timed out with {values}")
@@ -207,5 +209,6 @@ def test_timestamp_errors_name_each_record_as_kafka(shared_broker: BrokerProcess
     assert answer.error_code == ErrorCode.INVALID_TIMESTAMP
     [error] = answer.record_errors
     assert error.batch_index == 0
+    assert error.batch_index_error_message is not None
     assert error.batch_index_error_message.startswith(f"Timestamp {old} of message with offset 0 is out of range. "
                                                       "The timestamp should be within [")
