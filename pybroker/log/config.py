@@ -138,7 +138,8 @@ def _convert(key: str, spec: TopicConfigKey, raw: str) -> Any:
 
 @dataclass(frozen=True)
 class LogConfig:
-    """Settings of one partition log; field names are Kafka's topic keys in snake_case."""
+    """Settings of one partition log; field names are Kafka's topic keys in snake_case. The settings derived
+    from them are cached properties (the config is frozen), since every append asks for some."""
 
     segment_bytes: int = 1073741824
     segment_ms: int = 604800000
@@ -198,7 +199,7 @@ class LogConfig:
                              timestamp_after_max_ms=self.timestamp_after_max_ms,
                              max_decompressed_bytes=max_decompressed_bytes(self.max_message_bytes))
 
-    @property
+    @functools.cached_property
     def log_append_time(self) -> bool:
         """True when the broker stamps its own clock into every appended batch."""
         return self.message_timestamp_type == "LogAppendTime"
@@ -218,17 +219,17 @@ class LogConfig:
             return self.message_timestamp_after_max_ms
         return self.message_timestamp_difference_max_ms
 
-    @property
+    @functools.cached_property
     def delete_enabled(self) -> bool:
         """True when time/size retention applies ("delete" is in cleanup.policy)."""
         return "delete" in self.cleanup_policy.split(",")
 
-    @property
+    @functools.cached_property
     def compact_enabled(self) -> bool:
         """True when "compact" is in cleanup.policy: the log cleaner keeps the latest record per key."""
         return "compact" in self.cleanup_policy.split(",")
 
-    @property
+    @functools.cached_property
     def max_segment_ms(self) -> int:
         """segment.ms, capped by max.compaction.lag.ms on compacted logs (Kafka ``maxSegmentMs``).
 

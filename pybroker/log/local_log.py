@@ -60,8 +60,7 @@ class LocalLog:
     # -- roll -----------------------------------------------------------------------------------
 
     def should_roll(self, size: int, now_ms: int, max_timestamp: int, max_offset: int) -> bool:
-        return self.segments.active.should_roll(size, now_ms, self.config, max_timestamp=max_timestamp,
-                                                max_offset=max_offset)
+        return self.segments.active.should_roll(size, now_ms, self.config, max_timestamp, max_offset)
 
     def roll(self, now_ms: int, new_base: int | None = None) -> tuple[LogSegment, bool]:
         """Start a segment at ``new_base`` (default and at least the LEO); (the active segment, whether

@@ -222,7 +222,8 @@ class LogSegment:
         n = len(records)
         if n == 0:
             return
-        self._load_max_timestamp()
+        if not self._max_timestamp_loaded:
+            self._load_max_timestamp()
         if self._size == 0:
             self._rolling_based_timestamp = largest_timestamp
         position = self._size
@@ -249,8 +250,8 @@ class LogSegment:
         self._bytes_since_last_index_entry += n
         self._next_offset = largest_offset + 1
 
-    def should_roll(self, batch_size: int, now_ms: int, config: LogConfig, *,
-                    max_timestamp: int = -1, max_offset: int | None = None) -> bool:
+    def should_roll(self, batch_size: int, now_ms: int, config: LogConfig, max_timestamp: int = -1,
+                    max_offset: int | None = None) -> bool:
         """Kafka ``LogSegment.shouldRoll``: full (bytes or index), old, or offset overflow."""
         if self._size == 0:
             return False  # rolling an empty segment would recreate the same base offset

@@ -60,9 +60,8 @@ async def append_records(replicas: ReplicaManager, batches: Iterable[PartitionAp
     results = []
     for item in batches:
         try:
-            item.info = _append(replicas, item, required_acks=required_acks, transactional_id=transactional_id,
-                                allow_zstd=allow_zstd, now_ms=now_ms, before_append=before_append,
-                                appended=appended)
+            item.info = _append(replicas, item, required_acks, transactional_id, allow_zstd, now_ms, before_append,
+                                appended)
         except Exception as exc:  # noqa: BLE001 - the partition's answer; the caller maps it to its code
             item.error = exc
         results.append(item)
@@ -75,7 +74,7 @@ async def append_records(replicas: ReplicaManager, batches: Iterable[PartitionAp
     return results
 
 
-def _append(replicas: ReplicaManager, item: PartitionAppend, *, required_acks: int, transactional_id: str | None,
+def _append(replicas: ReplicaManager, item: PartitionAppend, required_acks: int, transactional_id: str | None,
             allow_zstd: bool, now_ms: int, before_append: BeforeAppend | None,
             appended: AppendedStats | None) -> AppendInfo:
     if required_acks not in (0, 1, -1):

@@ -67,6 +67,7 @@ class Dispatcher:
         self._guard = InterBrokerGuard(services.clock)
         self._routes: dict[tuple[int, int], Route] = {}
         self._unsupported_seen: dict[tuple[str | None, str, int], None] = {}  # reported (client, host, API)
+        self._started = False
 
     @property
     def io(self) -> IoExecutor:
@@ -105,8 +106,10 @@ class Dispatcher:
             # Until start-up finished: ApiVersions (stateless, every connection's first) and the SASL
             # exchange are answered, controller requests wait for the registration only, the others
             # for the metadata.
-            if not self._services.serving.is_set() and key not in sasl_gate.BEFORE_START_UP:
-                await self._services.serving.wait()
+            if not self._started:  # start-up ends once: after it, no request asks the event again
+                self._started = self._services.serving.is_set()
+                if not self._started and key not in sasl_gate.BEFORE_START_UP:
+                    await self._services.serving.wait()
         elif not await self._guard.check(context, request):
             limited_log.warning(f"refused-{key}", "Refused %s from %s on listener %s (client id %s)",
                                 type(request).__name__, peer, context.session.listener, header.client_id)

@@ -53,7 +53,8 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
     authorized = allowed_names(ctx, AclOperation.WRITE, ResourceType.TOPIC, (n for n in names if n is not None))
     refused = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED if request.transactional_id is not None and not \
         authorize(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id) else None
-    not_admitted = {} if refused else await _admit_transactional(ctx, request, names, authorized)
+    not_admitted = {} if refused or request.transactional_id is None else \
+        await _admit_transactional(ctx, request, request.transactional_id, names, authorized)
     # Each partition's answer in request order: a refusal now, or the outcome of its append.
     slots: list[list[PartitionResponse | PartitionAppend]] = []
     batches = []
@@ -72,7 +73,7 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
     results = await append_records(
         services.replica_manager, batches, required_acks=request.acks, transactional_id=request.transactional_id,
         allow_zstd=ctx.api_version >= FIRST_ZSTD_VERSION, now_ms=ctx.now_ms,
-        before_append=_checks(ctx),
+        before_append=_checks(ctx) if services.schema_validation.topics else None,
         appended=metrics.record_produce if metrics is not None else None)
     if quota.active():  # producer_byte_rate counts the whole request's bytes, acks=0 included (as Kafka)
         quota.record_produce(request.acks, ctx.request_size, services.clock.wall_ms())
@@ -107,8 +108,9 @@ def _point_to_leaders(ctx: RequestContext, names: list[str | None], response: Pr
 
 
 def _checks(ctx: RequestContext) -> BeforeAppend:
-    """The broker's own check of a valid batch: the topic's schema rules (confluent.{key,value}.schema.validation).
-    A transactional batch's admission (KIP-890) was asked of its coordinator before the appends."""
+    """The broker's own check of a valid batch: the topic's schema rules (confluent.{key,value}.schema.validation),
+    built only while some topic has them. A transactional batch's admission (KIP-890) was asked of its coordinator
+    before the appends."""
     services = ctx.services
 
     def check(topic: str, index: int, batch: RecordBatch, header: BatchHeader) -> None:
@@ -132,12 +134,10 @@ def _topic_name(ctx: RequestContext, topic: ProduceRequest.TopicProduceData) -> 
     return None if info is None else info.name
 
 
-async def _admit_transactional(ctx: RequestContext, request: ProduceRequest, names: list[str | None],
-                               authorized: set[str]) -> dict[TopicPartition, ErrorCode]:
+async def _admit_transactional(ctx: RequestContext, request: ProduceRequest, transactional_id: str,
+                               names: list[str | None], authorized: set[str]) -> dict[TopicPartition, ErrorCode]:
     """The partitions whose transactional batch the coordinator did not admit (TxnService.admit: added for a
     V2 client, verified for a V1 one), with the code each gets; asked once per producer id and epoch."""
-    if request.transactional_id is None:
-        return {}
     metadata = ctx.services.metadata
     by_producer: dict[tuple[ProducerId, ProducerEpoch], list[TopicPartition]] = {}
     for name, topic in zip(names, request.topic_data):
@@ -155,7 +155,7 @@ async def _admit_transactional(ctx: RequestContext, request: ProduceRequest, nam
                 by_producer.setdefault(producer, []).append(TopicPartition(name, data.index))
     not_admitted: dict[TopicPartition, ErrorCode] = {}
     for (producer_id, producer_epoch), partitions in by_producer.items():
-        code = await ctx.services.txns.admit(request.transactional_id, producer_id, producer_epoch, partitions,
+        code = await ctx.services.txns.admit(transactional_id, producer_id, producer_epoch, partitions,
                                              implicit=ctx.api_version >= FIRST_IMPLICIT_ADD_VERSION)
         if code is not ErrorCode.NONE:
             not_admitted.update(dict.fromkeys(partitions, _produce_code(code, ctx.api_version)))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import os
 from pathlib import Path
 
@@ -147,7 +149,7 @@ def test_tombstone_kept_until_delete_retention_then_removed(tmp_path: Path) -> N
 
 
 def test_min_compaction_lag_leaves_recent_segments_dirty(tmp_path: Path) -> None:
-    config = LogConfig(**{**COMPACT.__dict__, "min_compaction_lag_ms": 60_000})
+    config = dataclasses.replace(COMPACT, min_compaction_lag_ms=60_000)
     manager, log = new_log(tmp_path, config)
     updates(log, 100)
     before = read_all(log)
@@ -158,8 +160,8 @@ def test_min_compaction_lag_leaves_recent_segments_dirty(tmp_path: Path) -> None
 
 
 def test_max_compaction_lag_cleans_a_log_below_the_dirty_ratio(tmp_path: Path) -> None:
-    config = LogConfig(**{**COMPACT.__dict__, "min_cleanable_dirty_ratio": 0.99,
-                          "max_compaction_lag_ms": 60_000})
+    config = dataclasses.replace(COMPACT, min_cleanable_dirty_ratio=0.99,
+                                 max_compaction_lag_ms=60_000)
     manager, log = new_log(tmp_path, config)
     for i in range(150):
         append(log, [(f"unique-{i}".encode(), b"v")])
@@ -188,7 +190,7 @@ def test_records_above_the_high_watermark_are_not_cleaned(tmp_path: Path) -> Non
 
 
 def test_dirty_ratio_selects_the_dirtiest_log_and_skips_clean_enough_ones(tmp_path: Path) -> None:
-    config = LogConfig(**{**COMPACT.__dict__, "min_cleanable_dirty_ratio": 0.5})
+    config = dataclasses.replace(COMPACT, min_cleanable_dirty_ratio=0.5)
     manager = LogManager([str(tmp_path)], config)
     slightly = manager.get_or_create_log("slightly", 0, config, now_ms=NOW)
     very = manager.get_or_create_log("very", 0, config, now_ms=NOW)
@@ -310,7 +312,7 @@ def test_swap_above_an_unfinished_cleaned_file_is_discarded_at_recovery(tmp_path
 
 
 def test_retention_during_a_clean_discards_the_stale_result(tmp_path: Path) -> None:
-    config = LogConfig(**{**COMPACT.__dict__, "cleanup_policy": "compact,delete", "retention_bytes": 4096})
+    config = dataclasses.replace(COMPACT, cleanup_policy="compact,delete", retention_bytes=4096)
     manager, log = new_log(tmp_path, config)
     updates(log, 150)
     job = manager.plan_cleaning(NOW)[0]
@@ -359,7 +361,7 @@ def test_deleted_log_discards_the_result(tmp_path: Path) -> None:
 
 def test_compact_delete_applies_time_retention_but_pure_compact_does_not(tmp_path: Path) -> None:
     for policy, expect_deleted in (("compact", False), ("compact,delete", True)):
-        config = LogConfig(**{**COMPACT.__dict__, "cleanup_policy": policy, "retention_ms": 1_000})
+        config = dataclasses.replace(COMPACT, cleanup_policy=policy, retention_ms=1_000)
         manager = LogManager([str(tmp_path / policy)], config)
         log = manager.get_or_create_log("t", 0, config, now_ms=NOW)
         updates(log, 100)
