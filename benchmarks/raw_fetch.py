@@ -3,8 +3,8 @@ decompressed and nothing decoded past each batch's header.
 
 W2's consume rates are the client's: confluent-kafka decompresses and hands out every message in Python
 (0.65-0.9 s of client CPU per million messages of 100 bytes, whichever broker answers), while librdkafka's
-fetcher, ahead of the application with W2's queue settings, waits on the broker for 10-90 ms (pybroker) or
-25-300 ms (Tansu) of round trips per million, so the rates of both brokers move with the client and the
+fetcher, ahead of the application with W2's queue settings, waits on the broker for 7-91 ms (pybroker) or
+20-322 ms (Tansu) of round trips per million, so the rates of both brokers move with the client and the
 machine, not with the broker. This pass times what the broker alone takes: the sum of the round trips (request
 sent to the last byte of its answer read), and the bytes they carried. The requests are librdkafka's (v16, no
 fetch session, `fetch.wait.max.ms` 500, `min.bytes` 1, the partitions in an order that turns by one at each
