@@ -35,6 +35,7 @@ from confluent_kafka.admin import (
     UserScramCredentialUpsertion,
 )
 
+from benchmarks import raw_fetch
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.frame import encode_request, encode_response
 from pybroker.protocol.messages import FetchRequest, FetchResponse
@@ -47,6 +48,9 @@ MIB_BYTES = 1 << 20
 BATCHING = {"linger.ms": 5, "batch.size": 1048576, "acks": 1}
 #: W2's second pass: librdkafka's fetch.max.bytes at its max.partition.fetch.bytes default (1 MiB).
 EQUAL_RESPONSE_BYTES = 1 << 20
+#: W2's raw reads of each topic (benchmarks/raw_fetch.py): a few passes, since one stall of the shared machine
+#: can make up most of a pass that takes a few milliseconds.
+RAW_PASSES = 3
 #: W2's consumers: librdkafka's largest queued.min.messages, so that prefetching never waits on a full queue.
 QUEUED_MIN_MESSAGES = 10_000_000
 
@@ -196,6 +200,12 @@ def produce_consume(p: Params) -> Result:
                               {**security, "fetch.max.bytes": EQUAL_RESPONSE_BYTES})
         extra = {"consume_bounded": bounded.steady, "consume_bounded_total": bounded.total,
                  "fetch_kib_bounded": bounded.fetch_kib}
+        if not security:  # the raw reader speaks PLAINTEXT only
+            raws = [raw_fetch.read_topic(p["bootstrap"], p["topic"], p["partitions"], max_bytes=EQUAL_RESPONSE_BYTES,
+                                         partition_max_bytes=EQUAL_RESPONSE_BYTES, timeout=p["timeout"])
+                    for _ in range(RAW_PASSES)]
+            extra["raw_fetch_mib_s"] = percentile([raw.bytes / MIB_BYTES / max(raw.seconds, 1e-9) for raw in raws], 50)
+            extra["raw_fetch_ms"] = percentile([trip for raw in raws for trip in raw.round_trips], 50) * 1000
     per_message = 1e6 / p["messages"]
     return {**extra, "produce": p["messages"] / produced, "consume": consumed.steady,
             "consume_total": consumed.total, "consume_first_s": consumed.first_s, "fetch_kib": consumed.fetch_kib,

@@ -126,7 +126,11 @@ def w1_w2(bench: Bench, side: str) -> None:
                         (Metric("W2 consume", label + ", responses ≤ 1 MiB: total", "msgs/s", True),
                          "consume_bounded_total"),
                         (Metric("W2 consume", label + ", responses ≤ 1 MiB: received per Fetch request", "KiB",
-                                True), "fetch_kib_bounded"))
+                                True), "fetch_kib_bounded"),
+                        (Metric("W2 consume", label + ", raw Fetch ≤ 1 MiB, no client decoding: served", "MiB/s",
+                                True), "raw_fetch_mib_s"),
+                        (Metric("W2 consume", label + ", raw Fetch ≤ 1 MiB, no client decoding: round trip p50",
+                                "ms", False), "raw_fetch_ms"))
                        if metric.code in wanted}
             for rep in range(bench.args.repetitions):
                 print(f"W1/W2 {label} rep {rep + 1}", file=sys.stderr)

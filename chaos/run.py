@@ -31,7 +31,8 @@ from chaos.history import History, read_jsonl
 from chaos.nemesis import Nemesis
 from chaos.provenance import LogProvenance
 from chaos.share_checker import SHARE_ANOMALIES, check_share
-from chaos.share_workload import SHARE_BROKER_CONFIG, ShareWorkload, state_reads
+from chaos.share_state_log import archived
+from chaos.share_workload import SHARE_BROKER_CONFIG, SHARE_GROUP, ShareWorkload, state_reads
 from chaos.watchdog import Bounded, RoundProcessError, run_bounded
 from chaos.workload import CTP_TOPIC, TABLE_TOPIC, TXN_TOPIC, Workload, create_topics, topics_of
 
@@ -199,7 +200,7 @@ def run_round(seed: int, duration: float, *, brokers: int = 3, partitions: int =
         for finding in replicas.compare(root, COMPACTED, uneven):
             report.add("replica_divergent", finding)
         if share is not None:
-            share.record_state_reads(root)
+            share.record_broker_state(root)
             share.check(history.snapshot(), report)
         verdict = _verdict(report, heal_error, expect_loss)
     except Exception as exc:  # noqa: BLE001 - a round that cannot finish is a verdict too
@@ -353,6 +354,8 @@ def main(argv: list[str] | None = None) -> int:
         events = read_jsonl(args.check)
         if not any(e["type"] == "share-state-read" for e in events):  # a history kept before they were recorded
             events += state_reads(args.check.parent, events)
+        if not any(e["type"] == "share-archived" for e in events):
+            events += archived(args.check.parent, SHARE_GROUP)
         report = check(events, LogProvenance.of_round(args.check.parent).stamp, COMPACTED)
         for start in (e for e in events if e["type"] == "share-start"):  # a round with the share workload
             check_share(events, start["delivery_count_limit"], start["durable"], report)

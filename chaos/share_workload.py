@@ -36,6 +36,7 @@ from chaos.checker import Report
 from chaos.cluster import REPO, ChaosCluster
 from chaos.history import History
 from chaos.share_checker import check_share
+from chaos.share_state_log import archived
 from pybroker.client import KafkaClient
 from pybroker.protocol.api_keys import ApiKey
 
@@ -125,10 +126,11 @@ class ShareWorkload:
     def check(self, events: list[dict[str, Any]], report: Report) -> None:
         check_share(events, DELIVERY_LIMIT, self.durable, report)
 
-    def record_state_reads(self, root: Path) -> None:
-        """Add each share-partition leader's read of its state, from the stopped brokers' logs, to the history."""
-        for read in state_reads(root, self.history.snapshot()):
-            self.history.add(read.pop("type"), **read)
+    def record_broker_state(self, root: Path) -> None:
+        """Add each share-partition leader's read of its state (from the stopped brokers' logs) and the records the
+        share coordinator archived (from their ``__share_group_state``) to the history."""
+        for event in [*state_reads(root, self.history.snapshot()), *archived(root, SHARE_GROUP)]:
+            self.history.add(event.pop("type"), **event)
 
     def _join(self) -> None:
         member = f"m{self._joined}"

@@ -3,13 +3,17 @@ made to show it; a broker fault explains what in-memory share state loses, unles
 
 from __future__ import annotations
 
+import uuid
 from datetime import datetime
 from typing import Any
 
 import pytest
 
 from chaos.share_checker import SHARE_ANOMALIES, check_share
+from chaos.share_state_log import archived
 from chaos.share_workload import SHARE_GROUP, SHARE_TOPIC, state_reads
+from pybroker.coordinator.share_state.records import ShareKey, ShareState, StateBatch, snapshot_record, update_record
+from pybroker.records.record import build_batch
 
 LIMIT = 3
 
@@ -187,3 +191,48 @@ def test_a_new_leaders_read_of_the_state_is_a_move_whenever_metadata_showed_it(t
     (tmp_path / "broker-2" / "broker.log").write_text(logged(1.2))  # the read came before both deliveries
     assert check_share([*history, *state_reads(tmp_path, history)], LIMIT,
                        durable=True).counts() == {"share_two_holders": 1}
+
+
+def test_a_record_the_coordinator_archived_after_deliveries_a_killed_member_held_is_explained_only_then() -> None:
+    """Chaos seed 7401: a record delivered twice and released, its member killed 150 ms later; the coordinator
+    stored it archived with count 3 (the member's consumer had acquired it again in the background), so no member
+    was offered it again and the drain gave up on it."""
+    seen = [produced(0), deliver("a", 0, 1, 1.0), ack("a", 0, 1, "release", 1.1), deliver("a", 0, 2, 2.0),
+            ack("a", 0, 2, "release", 2.1)]
+    killed = {"type": "share-member-killed", "t": 2.2, "member": "a"}
+    stored = {"type": "share-archived", "partition": 0, "first": 0, "last": 5, "dc": LIMIT}
+    drain = {**END, "complete": False}
+    report = check_share([*seen, killed, stored, drain], LIMIT, durable=True)
+    assert report.clean and len(report.explained["share_archived_unseen"]) == 1
+    assert report.stats["share_archived"] == 1
+    unflagged = {"share_unacknowledged": 1}
+    assert check_share([*seen, stored, drain], LIMIT, durable=True).counts() == unflagged  # nobody could hold it
+    assert check_share([{**killed, "t": 1.5}, *seen, stored, drain], LIMIT,
+                       durable=True).counts() == unflagged  # killed before the last delivery seen
+    assert check_share([*seen, killed, {**stored, "dc": 2}, drain], LIMIT,
+                       durable=True).counts() == unflagged  # archived before the limit: not by deliveries
+    assert check_share([*seen, killed, {**stored, "first": 1}, drain], LIMIT,
+                       durable=True).counts() == unflagged  # another offset
+    assert check_share([produced(0), killed, stored, drain], LIMIT,
+                       durable=True).counts() == unflagged  # three unseen deliveries need three kills
+    assert check_share([*seen, killed, stored, drain], LIMIT, durable=False).counts() == unflagged
+
+
+def test_the_archived_offsets_are_read_from_the_longest_copy_of_share_group_state(tmp_path) -> None:
+    topic_id = uuid.uuid4()
+
+    def state(*batches: StateBatch) -> ShareState:
+        return ShareState(snapshot_epoch=0, state_epoch=1, leader_epoch=3, start_offset=0, batches=list(batches))
+
+    ours, theirs = ShareKey(SHARE_GROUP, topic_id, 1), ShareKey("other-group", topic_id, 1)
+    written = [snapshot_record(ours, state(StateBatch(0, 4, 2, 1))),
+               update_record(ours, 0, 3, -1, [StateBatch(5, 6, 4, LIMIT), StateBatch(7, 7, 0, 2)]),
+               snapshot_record(theirs, state(StateBatch(0, 9, 4, LIMIT)))]
+    diverged = [written[0], snapshot_record(ours, state(StateBatch(8, 8, 4, LIMIT)))]  # cut before it healed
+    for broker, records in ((0, written), (1, diverged)):
+        directory = tmp_path / f"broker-{broker}" / "logs" / "__share_group_state-7"
+        directory.mkdir(parents=True)
+        (directory / "00000000000000000000.log").write_bytes(build_batch(records))
+    assert archived(tmp_path, SHARE_GROUP) == [
+        {"type": "share-archived", "partition": 1, "first": 5, "last": 6, "dc": LIMIT}]
+
