@@ -63,20 +63,29 @@ def _broker(cluster: Cluster, node_id: int) -> WireClient:
 
 
 def _join(cluster: Cluster, member: str) -> None:
-    """ShareGroupHeartbeat at the group's coordinator, retried while it moves or loads."""
+    """ShareGroupHeartbeat at the group's coordinator (found again while it moves or loads), then at the member's
+    epoch until it is assigned the topic's partition. A partition is assigned only once the share coordinator has
+    initialized its state, which the first heartbeat waits for only a second: a ShareFetch sent before that finds
+    no state, and the share-partition, read later, would start at the end, past the records produced meanwhile."""
     from pybroker.protocol.messages import ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse
 
-    def joined() -> bool:
+    epoch = 0
+
+    def assigned() -> bool:
+        nonlocal epoch
         client = _broker(cluster, _coordinator(cluster, GROUP, GROUP_KEY))
         try:
-            answer = client.request(ShareGroupHeartbeatRequest(group_id=GROUP, member_id=member, member_epoch=0,
+            answer = client.request(ShareGroupHeartbeatRequest(group_id=GROUP, member_id=member, member_epoch=epoch,
                                                                subscribed_topic_names=[TOPIC]), 1,
                                     ShareGroupHeartbeatResponse)
         finally:
             client.close()
-        return answer.error_code == ErrorCode.NONE
+        if answer.error_code != ErrorCode.NONE:
+            return False
+        epoch = answer.member_epoch
+        return answer.assignment is not None and any(t.partitions for t in answer.assignment.topic_partitions)
 
-    eventually(joined, f"{member} to join {GROUP}")
+    eventually(assigned, f"{member} to join {GROUP} and be assigned {TOPIC}")
 
 
 def _acquire(client: WireClient, member: str, topic_id: uuid.UUID, epoch: int = 0) -> tuple[list[tuple[int, int, int]],
@@ -191,6 +200,21 @@ def test_released_records_wait_until_the_share_coordinator_took_their_delivery_c
         client.close()
 
 
+def _loaded(client: WireClient, topic_id: uuid.UUID) -> None:
+    """The share coordinator ``client`` talks to has loaded the share-partition's state partition: FindCoordinator
+    names it as soon as the partition has a leader, before that broker has heard it leads (NOT_COORDINATOR) or has
+    replayed the partition (COORDINATOR_LOAD_IN_PROGRESS), so a read (which changes nothing) is asked until it
+    answers otherwise."""
+    R = ReadShareGroupStateRequest
+
+    def answered() -> bool:
+        found = client.request(R(group_id=GROUP, topics=[R.ReadStateData(topic_id=topic_id, partitions=[
+            R.PartitionData(partition=0, leader_epoch=-1)])]), 0, ReadShareGroupStateResponse).results[0].partitions[0]
+        return found.error_code not in (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.NOT_COORDINATOR)
+
+    eventually(answered, "the share coordinator's partition loaded")
+
+
 def _write(client: WireClient, topic_id: uuid.UUID, start_offset: int,
            batches: list[tuple[int, int, int, int]]) -> int:
     W = WriteShareGroupStateRequest
@@ -214,6 +238,7 @@ def test_the_share_coordinator_answers_a_read_from_committed_state_only(tmp_path
         _, replicas, _ = wait_for_full_isr(cluster, "__share_group_state")[0]
         follower = next(b for b in replicas if b != coordinator)
         client = _broker(cluster, coordinator)
+        _loaded(client, topic_id)
         I = InitializeShareGroupStateRequest
         assert client.request(I(group_id=GROUP, topics=[I.InitializeStateData(topic_id=topic_id, partitions=[
             I.PartitionData(partition=0, state_epoch=0, start_offset=0)])]), 0,

@@ -27,7 +27,7 @@ from pybroker.protocol.error_codes import ErrorCode
 from pybroker.records import build_batch
 from tests.eventually import eventually
 from tests.cluster.conftest import Cluster
-from tests.cluster.test_cluster import create_topic, partition_states, wait_for_full_isr
+from tests.cluster.test_cluster import PartitionState, create_topic, partition_states, wait_for_full_isr
 from tests.integration.broker_process import BrokerProcess
 from tests.integration.test_bad_input import WireClient
 from tests.integration.test_transactions_v2 import marker_written, write_marker
@@ -144,6 +144,16 @@ def test_a_commit_completes_on_the_new_coordinator_when_the_coordinator_is_kille
     assert sorted(committed) == sorted(_expected(["before", "during", "after"]))
 
 
+def _preferred_leaders(cluster: Cluster, topic: str, partitions: int) -> dict[int, PartitionState] | None:
+    """The partitions' states once every one of ``topic`` is led by its first replica with the whole ISR: nothing
+    auto.leader.rebalance would move. (A broker just restarted answers Metadata without partitions until the
+    controller has told it them.)"""
+    states = partition_states(cluster, topic)
+    settled = len(states) == partitions and all(leader == replicas[0] and sorted(isr) == sorted(replicas)
+                                                for leader, replicas, isr in states.values())
+    return states if settled else None
+
+
 def marker_requests(broker: BrokerProcess) -> dict[int, float]:
     """WriteTxnMarkers requests ``broker`` handled, per version (its /metrics, RequestsPerSec's version tag)."""
     url = re.findall(r"Prometheus metrics on (http://\S+/metrics)", broker.log_text())[-1]
@@ -167,11 +177,21 @@ def test_a_v2_transaction_over_every_broker_is_added_by_the_leaders_and_ends_wit
     wires = {broker_id: WireClient(b.bootstrap) for broker_id, b in enumerate(cluster.brokers)}
     try:
         def coordinator() -> tuple[int] | None:  # a tuple: broker 0 is a coordinator too
+            """The coordinator, once it is the preferred replica of its partition and every partition of
+            __transaction_state (created by the first FindCoordinator) is led by its preferred replica with the
+            whole ISR: the module's previous test restarted the broker it killed, and until auto.leader.rebalance
+            (every 2 s) has handed that broker its partitions back, the coordinator could move away between this
+            test's requests (NOT_COORDINATOR)."""
             answer = wires[0].request(FindCoordinatorRequest(key_type=1, coordinator_keys=["v2-spread"]), 4,
                                       FindCoordinatorResponse).coordinators[0]
-            return (answer.node_id,) if answer.error_code == 0 else None
+            settled = _preferred_leaders(cluster, "__transaction_state", TXN_PARTITIONS)
+            if answer.error_code != 0 or not settled or \
+                    answer.node_id != settled[partition_for("v2-spread", TXN_PARTITIONS)][0]:
+                return None
+            return (answer.node_id,)
 
-        found = eventually(coordinator, "the transaction coordinator")
+        found = eventually(coordinator, "the transaction coordinator, its partitions led by their preferred replicas",
+                           timeout=60)
         assert found is not None
         coordinator_id = found[0]
         txn = wires[coordinator_id]
