@@ -49,10 +49,15 @@ def create_topic(cluster: Cluster, name: str, partitions: int, *, assignment: li
 
 
 def partition_states(cluster: Cluster, topic: str) -> dict[int, PartitionState]:
-    """partition -> (leader, replicas, isr), as a client sees it."""
-    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
-    metadata = admin.list_topics(topic, timeout=10).topics[topic]
-    return {p.id: (p.leader, list(p.replicas), list(p.isrs)) for p in metadata.partitions.values()}
+    """partition -> (leader, replicas, isr), as a client sees it. Asked again while the broker that answers
+    knows no partition of the topic: a broker just restarted has none until the controller's UpdateMetadata, and
+    a caller's ``[0]`` would raise instead of waiting."""
+    def known() -> dict[int, PartitionState]:
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        metadata = admin.list_topics(topic, timeout=10).topics[topic]
+        return {p.id: (p.leader, list(p.replicas), list(p.isrs)) for p in metadata.partitions.values()}
+
+    return eventually(known, f"a broker that knows the partitions of {topic}", timeout=60)
 
 
 def wait_for_full_isr(cluster: Cluster, topic: str, timeout: float = 60) -> dict[int, PartitionState]:
@@ -291,8 +296,11 @@ def test_a_new_controller_takes_over_when_the_controller_is_killed(cluster: Clus
     cluster.brokers[old].kill()
     try:
         new = eventually(lambda: [c for c in [controller_id(cluster)] if c not in (old, -1)], "a new controller")[0]
-        eventually(lambda: AdminClient({"bootstrap.servers": cluster.bootstrap}).list_topics(
-            timeout=10).controller_id == new, "clients to see the new controller")
+        # every live broker, not any one: the admin client below sends CreateTopics to the controller the broker
+        # it asks first names, and a broker the new controller's UpdateMetadata has not reached names the old one
+        eventually(lambda: all(AdminClient({"bootstrap.servers": b.bootstrap}).list_topics(timeout=10).controller_id
+                               == new for b in cluster.brokers if b.process is not None),
+                   "every live broker to name the new controller")
         create_topic(cluster, "after-controller-loss", 2, assignment=[[b for b in range(3) if b != old]] * 2)
         states = eventually(lambda: (s := partition_states(cluster, "after-controller-loss")) and all(
             leader >= 0 for leader, _, _ in s.values()) and s, "leaders for the new topic")
