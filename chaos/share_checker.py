@@ -45,7 +45,9 @@ coordinator that got no answer are in doubt too (REQUEST_TIMED_OUT, NETWORK_EXCE
 COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR: the partition leader's persister retries them and answers the last):
 the write timed out waiting for `__share_group_state` to replicate, or its connection broke after sending, and
 the coordinator's record may still commit (seen in chaos seed 1: a new leader read those accepts from it; seed 18
-of a later run: an accept answered NETWORK_EXCEPTION was in the coordinator's log).
+of a later run: an accept answered NETWORK_EXCEPTION was in the coordinator's log). So is FENCED_LEADER_EPOCH, the
+answer of such a retry when a newer leader of the partition read the state in between (seed 7500: an accept
+answered FENCED_LEADER_EPOCH was stored, at the old leader's epoch, as acknowledged).
 A member's consumer acquires records in the background, so one killed just after a fetch held deliveries its
 application never saw. A record the coordinator stored as archived at the limit, seen delivered fewer times, is
 explained (`share_archived_unseen`) when enough members were killed after its last seen delivery to have held the
@@ -67,8 +69,9 @@ SHARE_ANOMALIES = ("share_over_limit", "share_two_holders", "share_after_ack", "
 FINAL = ("accept", "reject")
 BROKER_CODE = re.compile(r"\bval=(-?\d+)")
 NOT_LEADER_OR_FOLLOWER = 6
-UNANSWERED_WRITE = frozenset({7, 13, 14, 15, 16})
-"""REQUEST_TIMED_OUT, NETWORK_EXCEPTION, COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR."""
+UNANSWERED_WRITE = frozenset({7, 13, 14, 15, 16, 74})
+"""REQUEST_TIMED_OUT, NETWORK_EXCEPTION, COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR,
+and FENCED_LEADER_EPOCH: the answer of a retry, whose first attempt may have committed."""
 
 Place = tuple[int, int]
 """(partition, offset) of the share workload's one topic."""

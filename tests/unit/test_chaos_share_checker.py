@@ -97,6 +97,10 @@ def test_an_acknowledgement_answered_with_an_error_or_unanswered_is_in_doubt_not
     report = check_share([produced(0), deliver("a", 0, 1, 1.0), ack("a", 0, 1, "accept", 1.1, error=broken),
                           END], LIMIT, durable=True)  # the connection to the coordinator broke after the write
     assert report.clean and report.stats["share_in_doubt"] == 1
+    fenced = "KafkaError{code=FENCED_LEADER_EPOCH,val=74,str=\"Broker: Leader epoch is older than broker epoch\"}"
+    report = check_share([produced(0), deliver("a", 0, 1, 1.0), ack("a", 0, 1, "accept", 1.1, error=fenced),
+                          END], LIMIT, durable=True)  # a retry's answer: its first attempt may have committed (7500)
+    assert report.clean and report.stats["share_in_doubt"] == 1
     killed = [produced(0), deliver("a", 0, 1, 1.0), {**ack("a", 0, 1, "reject", 1.1), "type": "share-acking"}, END]
     report = check_share(killed, LIMIT, durable=True)
     assert report.clean and report.stats["share_in_doubt"] == 1
