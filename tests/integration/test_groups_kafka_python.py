@@ -155,13 +155,18 @@ def broker_assignments(admin: KafkaAdminClient, group: str) -> list[set[int]] | 
             for m in described["members"]]
 
 
-def member_assignments(admin: KafkaAdminClient, group: str) -> dict[str, set[int]] | None:
-    """``broker_assignments`` by member id."""
+def member_assignments(admin: KafkaAdminClient, group: str) -> dict[tuple[str, str], set[int]] | None:
+    """``broker_assignments`` by (member id, client id)."""
     described = describe(admin, group)
     if described["group_state"] != "Stable":
         return None
-    return {m["member_id"]: {p for a in m["member_assignment"]["assigned_partitions"] for p in a["partitions"]}
+    return {(m["member_id"], m["client_id"]): {p for a in m["member_assignment"]["assigned_partitions"]
+                                               for p in a["partitions"]}
             for m in described["members"]}
+
+
+STAYING = "kp-staying-member"
+"""The client id of the in-process members, so the group's description tells the child member from them."""
 
 
 def test_killed_member_is_removed_after_session_timeout(group_broker, admin):
@@ -169,13 +174,12 @@ def test_killed_member_is_removed_after_session_timeout(group_broker, admin):
     topic = group = "kp-kill"
     create_topic(group_broker.bootstrap, topic)
     child = ChildMember(CLIENT, group_broker.bootstrap, topic, group, KILL_SESSION_TIMEOUT_MS)
-    members = [Member(group_broker.bootstrap, group, topic) for _ in range(2)]
+    members = [Member(group_broker.bootstrap, group, topic, client_id=STAYING) for _ in range(2)]
     try:
-        # The child's member id: the member the broker gave the partitions the child says it holds.
-        child_id = eventually(lambda: (a := member_assignments(admin, group)) is not None and len(a) == 3
-                              and is_balanced(a.values())
-                              and next((m for m, held in a.items() if held == child.assignment), None),
+        assigned = eventually(lambda: (a := member_assignments(admin, group)) is not None and len(a) == 3
+                              and is_balanced(a.values()) and a,
                               f"balanced 3-member group (child says {child.lines[-3:]})")
+        [child_id] = [member for member in assigned if member[1] != STAYING]  # the child keeps the default id
         child.kill()
         killed_at = time.monotonic()
         # Gone, and its partitions spread over who is left: both in-process members, or one when the other
