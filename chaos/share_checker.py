@@ -48,6 +48,9 @@ the coordinator's record may still commit (seen in chaos seed 1: a new leader re
 of a later run: an accept answered NETWORK_EXCEPTION was in the coordinator's log). So is FENCED_LEADER_EPOCH, the
 answer of such a retry when a newer leader of the partition read the state in between (seed 7500: an accept
 answered FENCED_LEADER_EPOCH was stored, at the old leader's epoch, as acknowledged).
+A record handed to two members with the same delivery count is explained (`share_replaced_leader_delivery`) when
+one of them then had its acknowledgement of it answered FENCED_LEADER_EPOCH: a replaced leader, paused while the
+new one was elected, served it from memory (seed 7610: 21 ms after the new leader's read and delivery).
 A member's consumer acquires records in the background, so one killed just after a fetch held deliveries its
 application never saw. A record the coordinator stored as archived at the limit, seen delivered fewer times, is
 explained (`share_archived_unseen`) when enough members were killed after its last seen delivery to have held the
@@ -69,7 +72,8 @@ SHARE_ANOMALIES = ("share_over_limit", "share_two_holders", "share_after_ack", "
 FINAL = ("accept", "reject")
 BROKER_CODE = re.compile(r"\bval=(-?\d+)")
 NOT_LEADER_OR_FOLLOWER = 6
-UNANSWERED_WRITE = frozenset({7, 13, 14, 15, 16, 74})
+FENCED_LEADER_EPOCH = 74
+UNANSWERED_WRITE = frozenset({7, 13, 14, 15, 16, FENCED_LEADER_EPOCH})
 """REQUEST_TIMED_OUT, NETWORK_EXCEPTION, COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR,
 and FENCED_LEADER_EPOCH: the answer of a retry, whose first attempt may have committed."""
 
@@ -93,6 +97,8 @@ class _Ack:
     ok: bool
     refused: bool
     """Answered with a broker's error code (librdkafka's `val=` above 0): the broker did not apply it."""
+    fenced: bool
+    """Answered FENCED_LEADER_EPOCH: the broker it went to had been replaced as the partition's leader."""
     wall: float
     t: float
 
@@ -133,7 +139,8 @@ def check_share(events: list[dict[str, Any]], limit: int, durable: bool, report:
         elif e["type"] in ("share-acking", "share-ack"):
             answer = e["type"] == "share-ack"
             sent = _Ack(e["member"], e["dc"], e["ack"], answer and e["error"] is None,
-                        answer and _broker_error(e["error"]), e["wall"], e["t"])
+                        answer and _broker_error(e["error"]), answer and _code(e["error"]) == FENCED_LEADER_EPOCH,
+                        e["wall"], e["t"])
             known = acks[(e["partition"], e["offset"])]
             if answer:  # it takes the place of the "about to send" it answers
                 known[:] = [a for a in known if (a.member, a.dc, a.wall) != (sent.member, sent.dc, sent.wall)]
@@ -164,6 +171,8 @@ def check_share(events: list[dict[str, Any]], limit: int, durable: bool, report:
             example = {**where, "delivery_count": d.dc, "members": [first.member, d.member]}
             if durable and _acquisition_forgotten(first, acks.get(place, []), [*faults, *moves[place[0]]], d):
                 report.explain("share_acquisition_not_durable", example)
+            elif durable and any(_from_replaced_leader(held, acks.get(place, [])) for held in (first, d)):
+                report.explain("share_replaced_leader_delivery", example)
             else:
                 judge("share_two_holders", example, first.t, d.t)
         for a in acks.get(place, []):
@@ -255,6 +264,15 @@ def _acquisition_forgotten(first: _Delivery, acks: Iterable[_Ack], losses: list[
     moved = any(first.t <= t <= again.t for t in losses)
     confirmed = any(a.ok and a.member == first.member and a.dc == first.dc and a.wall < again.wall for a in acks)
     return moved and not confirmed
+
+
+def _from_replaced_leader(delivery: _Delivery, acks: Iterable[_Ack]) -> bool:
+    """``delivery`` came from a leader already replaced: its member's acknowledgement of it was answered
+    FENCED_LEADER_EPOCH. A paused leader serves the share fetches queued for it before it learns it lost the
+    partition, from its own memory (acquisitions are not written), while the new leader hands the same records
+    out; only its writes are fenced. Kafka has the same window (ShareFetch carries no leader epoch)."""
+    return any(a.fenced and a.member == delivery.member and a.dc == delivery.dc and a.wall >= delivery.wall
+               for a in acks)
 
 
 def _in_doubt(acks: Iterable[_Ack], delivered: list[_Delivery]) -> bool:

@@ -240,3 +240,18 @@ def test_the_archived_offsets_are_read_from_the_longest_copy_of_share_group_stat
     assert archived(tmp_path, SHARE_GROUP) == [
         {"type": "share-archived", "partition": 1, "first": 5, "last": 6, "dc": LIMIT}]
 
+
+def test_a_delivery_by_a_replaced_leader_is_explained_only_with_its_fenced_acknowledgement() -> None:
+    """Chaos seed 7610: the new leader read the state and handed a released record to m5; 21 ms later the old
+    leader, paused through the election, handed it to m4 with the same count, and m4's release was answered
+    FENCED_LEADER_EPOCH."""
+    fenced = "KafkaError{code=FENCED_LEADER_EPOCH,val=74,str=\"Broker: Leader epoch is older than broker epoch\"}"
+    history = [produced(0), deliver("m1", 0, 1, 1.0), ack("m1", 0, 1, "release", 1.1), deliver("m5", 0, 2, 2.0),
+               deliver("m4", 0, 2, 2.02), ack("m4", 0, 2, "release", 2.03, error=fenced),
+               deliver("m3", 0, 3, 6.0), ack("m3", 0, 3, "accept", 6.1), END]
+    report = check_share(history, LIMIT, durable=True)
+    assert report.clean and len(report.explained["share_replaced_leader_delivery"]) == 1
+    refused = "KafkaError{code=INVALID_RECORD_STATE,val=121,str=\"Broker: The record state is invalid\"}"
+    unfenced = [ack("m4", 0, 2, "release", 2.03, error=refused) if e.get("error") == fenced else e for e in history]
+    assert check_share(unfenced, LIMIT, durable=True).counts() == {"share_two_holders": 1}
+
