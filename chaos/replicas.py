@@ -35,20 +35,21 @@ def partition_dirs(root: Path) -> dict[TopicPartition, dict[int, Path]]:
     return dict(found)
 
 
-def _segments(directory: Path) -> list[Path]:
+def segment_files(directory: Path) -> list[Path]:
+    """A partition directory's ``.log`` segments in offset order."""
     return sorted(directory.glob("*.log"), key=lambda p: int(p.stem))
 
 
 def log_end(directory: Path) -> int:
     """One past the last offset of the last whole batch (the segment's base offset when it is empty)."""
-    for segment in reversed(_segments(directory)):
+    for segment in reversed(segment_files(directory)):
         last = None
         for batch in iter_batches(segment.read_bytes()):
             h = batch.header()
             last = h.base_offset + h.last_offset_delta
         if last is not None:
             return last + 1
-    segments = _segments(directory)
+    segments = segment_files(directory)
     return int(segments[0].stem) if segments else 0
 
 
@@ -76,7 +77,7 @@ def wait_level(root: Path, timeout: float) -> dict[str, dict[int, int]]:
 def records(directory: Path, compacted: bool) -> dict[int, Content]:
     """offset -> what a copy of that record keeps."""
     found: dict[int, Content] = {}
-    for segment in _segments(directory):
+    for segment in segment_files(directory):
         for batch in iter_batches(segment.read_bytes()):
             h = batch.header()
             control = batch.is_control

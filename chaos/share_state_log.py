@@ -15,7 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from chaos.replicas import partition_dirs
+from chaos.replicas import partition_dirs, segment_files
 from pybroker.coordinator.share_state.records import decode_state_record
 from pybroker.records import iter_batches
 from pybroker.replication.share.partition import RecordState
@@ -45,7 +45,7 @@ def archived(root: Path, group: str) -> list[dict[str, Any]]:
 def _records(directory: Path) -> list[tuple[bytes, bytes | None]]:
     """The keyed records of a partition's segments, in offset order."""
     records = []
-    for segment in sorted(directory.glob("*.log"), key=lambda p: int(p.stem)):
+    for segment in segment_files(directory):
         for batch in iter_batches(segment.read_bytes()):
             if batch.is_control:
                 continue

@@ -153,7 +153,7 @@ class _MmapIndex:
     @property
     def is_full(self) -> bool:
         """True when no further entry fits; the segment must roll."""
-        return self._entries >= self._length // self._entry_size
+        return self._entries >= self.max_entries
 
     @property
     def size_in_bytes(self) -> int:
@@ -370,7 +370,7 @@ class TimeIndex(_MmapIndex):
 
     @property
     def is_full(self) -> bool:
-        return self._entries >= self._length // self._entry_size - 1
+        return self._entries >= self.max_entries - 1
 
     def entry(self, slot: int) -> TimestampOffset:
         """Absolute (timestamp, offset) of entry ``slot``."""

@@ -25,7 +25,7 @@ import logging
 import os
 import uuid
 from dataclasses import dataclass
-from typing import Any, AsyncIterator, Callable, Iterator, NoReturn, Sequence, TypeVar, cast
+from typing import Any, AsyncIterator, Callable, Iterator, Sequence, TypeVar, cast
 
 from pybroker.common.io_executor import IoExecutor
 
@@ -71,21 +71,16 @@ def _reports_storage_errors(method: _Method) -> _Method:
         try:
             return method(self, *args, **kwargs)
         except (LogStorageError, OSError) as exc:
-            _report_storage_error(self, exc)
+            error = exc if isinstance(exc, LogStorageError) else LogStorageError(f"I/O error in {self.dir}: {exc}")
+            if error is not exc:
+                error.__cause__ = exc  # the listener tells a full descriptor table from a failed disk by it
+            if self.storage_error_listener is not None and not isinstance(error, SliceUnavailableError):
+                self.storage_error_listener(self, error)
+            if error is exc:
+                raise
+            raise error from exc
 
     return cast(_Method, reporting)
-
-
-def _report_storage_error(log: PartitionLog, exc: LogStorageError | OSError) -> NoReturn:
-    """Tell the log's listener of the error and raise it, an OSError as a LogStorageError caused by it."""
-    error = exc if isinstance(exc, LogStorageError) else LogStorageError(f"I/O error in {log.dir}: {exc}")
-    if error is not exc:
-        error.__cause__ = exc  # the listener tells a full descriptor table from a failed disk by it
-    if log.storage_error_listener is not None and not isinstance(error, SliceUnavailableError):
-        log.storage_error_listener(log, error)
-    if error is exc:
-        raise exc
-    raise error from exc
 
 PARTITION_METADATA_FILE = "partition.metadata"
 
@@ -255,6 +250,7 @@ class PartitionLog:
 
     # -- appends ------------------------------------------------------------------------------
 
+    @_reports_storage_errors
     def append_as_leader(self, batch: bytearray, *, leader_epoch: int, now_ms: int,
                          transaction_version: int = 0) -> AppendInfo:
         """Assign offsets to ONE validated v2 batch, stamp it in place and write it.
@@ -265,13 +261,6 @@ class PartitionLog:
         idempotent retry of a retained batch returns its original offsets (duplicate=True).
         ``transaction_version`` is a transaction marker's (WriteTxnMarkers v2), which decides its epoch check.
         """
-        try:  # no wrapper here: the one call of every produced batch
-            return self._append_as_leader(batch, leader_epoch, now_ms, transaction_version)
-        except (LogStorageError, OSError) as exc:
-            _report_storage_error(self, exc)
-
-    def _append_as_leader(self, batch: bytearray, leader_epoch: int, now_ms: int,
-                          transaction_version: int) -> AppendInfo:
         local = self._local
         local.check_open()
         local.now_ms = now_ms
