@@ -317,7 +317,8 @@ class LogManager:
         that on the loop would hold every client up for as long as the disk takes them (Kafka makes a log
         on a request handler thread). The log is registered on the loop once its files are durable, and
         the caller serves it in that same step. At most half the I/O threads make logs at once, so
-        flushes and cold reads still find threads free while a topic's thousand partitions are made. The caller makes one log at a time per partition (the replica manager sees to it)."""
+        flushes and cold reads still find threads free while a topic's thousand partitions are made.
+        One creation at a time per partition: the replica manager sees to it."""
         tp = self._check_creatable(topic, partition, config)
         if tp in self._creating:
             raise LogError(f"The log of {topic}-{partition} is already being created")

@@ -23,7 +23,8 @@ __all__ = ["create_topic", "create_partitions"]
 
 
 class TopicHost(Protocol):
-    """What topic creation needs of the broker: its id, metadata, descriptor budget and replicas (`services.Services`)."""
+    """What topic creation needs of the broker: its id, metadata, descriptor budget and replicas
+    (`services.Services`)."""
 
     @property
     def broker_id(self) -> int: ...
