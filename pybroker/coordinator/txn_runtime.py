@@ -8,8 +8,8 @@ persisted the same way); then, after the first attempt at the markers, the answe
 delivered (a producer hears of its commit once the decision is on the ISR and its markers were
 sent; a leader that stays unreachable delays no answer, its markers are retried meanwhile).
 
-A change of a transaction's partitions stands only once its record is on the ISR: the runtime tells
-the coordinator (``persisted``), which otherwise puts the metadata back as the log holds it.
+A change of a transaction other than a Prepare stands only once its record is on the ISR: the runtime tells
+the coordinator (``persisted``), which otherwise drops the change.
 
 Three rules keep a marker from ever reaching a log it does not belong in, and a transaction from being
 reported complete before the log says so:
