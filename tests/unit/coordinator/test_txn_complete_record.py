@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from pybroker.coordinator.txn_coordinator import InitResult
+from pybroker.coordinator.txn_coordinator import InitResult, TransactionCoordinator, TxnConfig
 from pybroker.coordinator.txn_records import TV_2, TxnState
 from pybroker.coordinator.txn_runtime import RETRY_BACKOFF_S
 from pybroker.protocol.error_codes import ErrorCode
@@ -183,3 +183,17 @@ def test_a_v2_abort_with_nothing_open_is_complete_only_once_its_record_is_on_the
         assert meta is not None and (meta.state, meta.producer_epoch) == (TxnState.COMPLETE_ABORT, epoch + 2)
 
     asyncio.run(scenario())
+
+
+def test_an_id_whose_change_waits_for_the_isr_does_not_expire() -> None:
+    """Kafka's expiration skips a transactional id with a pending transition: its metadata as logged may be
+    idle past transactional.id.expiration.ms while the change that uses it again is on its way."""
+    coordinator = TransactionCoordinator(TxnConfig(id_expiration_ms=1000, expiration_check_interval_ms=1000))
+    created = coordinator.init_producer_id("w", TXN, TIMEOUT_MS, -1, -1, 1000, 0)
+    coordinator.persisted(created, ok=True)
+    coordinator.tick(0)
+    bump = coordinator.init_producer_id("w", TXN, TIMEOUT_MS, -1, -1, None, 5000)
+    assert coordinator.tick(5000).records == [] and coordinator.describe(TXN) is not None
+    coordinator.persisted(bump, ok=True)
+    meta = coordinator.describe(TXN)
+    assert meta is not None and (meta.producer_epoch, meta.last_update_ms) == (1, 5000)
