@@ -365,19 +365,32 @@ class LogManager:
 
     def delete_log(self, topic: str, partition: int) -> bool:
         """Rename the directory to ``<tp>.<uuid>-delete`` and remove it; False if unknown."""
-        tp = TopicPartition(topic, partition)
-        self.drop_future_log(topic, partition)
+        root = self._delete_unsynced(TopicPartition(topic, partition))
+        if root is not None:
+            fsync_dir(root)
+        return root is not None
+
+    def delete_logs(self, topic: str, partitions: Iterable[int]) -> None:
+        """``delete_log`` of a topic's partitions with one fsync per log dir, not one per partition: a
+        thousand of them on the event loop held every client up for seconds."""
+        roots = {self._delete_unsynced(TopicPartition(topic, partition)) for partition in partitions}
+        for root in roots:
+            if root is not None:
+                fsync_dir(root)
+
+    def _delete_unsynced(self, tp: TopicPartition) -> str | None:
+        """The deletion but for the fsync of the log dir it was in (returned; None if the log was unknown)."""
+        self.drop_future_log(*tp)
         self._offline_logs.discard(tp)
         log = self._logs.pop(tp, None)
         root = self._root_of.pop(tp, None)
         if log is None or root is None:
-            return False
+            return None
         log.delete(rename_to=trash_path(root, tp))
-        fsync_dir(root)
         self._cleaner.forget(tp, root)
         self._flusher.forget(tp)
-        logger.info("Deleted log for %s-%d", topic, partition)
-        return True
+        logger.info("Deleted log for %s-%d", tp[0], tp[1])
+        return root
 
     def update_config(self, topic: str, config: LogConfig) -> None:
         """New config for every partition of ``topic`` (and for ones created later)."""

@@ -293,6 +293,11 @@ class ReplicaManager:
     def stop_replica(self, topic: str, index: int, *, delete: bool, source: str) -> None:
         """Stop replicating a partition, and with ``delete`` remove its log: a deletion is logged at
         WARN with ``source``, what asked for it."""
+        if self._stop(topic, index, delete=delete, source=source):
+            self.log_manager.delete_log(topic, index)
+
+    def _stop(self, topic: str, index: int, *, delete: bool, source: str) -> bool:
+        """`stop_replica` but for the deletion of the log: whether it is to be deleted."""
         key = TopicPartition(topic, index)
         creation = self._creating.get(key)
         if creation is not None:  # `_create_log` sees it when the files are made
@@ -306,11 +311,12 @@ class ReplicaManager:
                 del self._by_topic[topic]
         if partition is not None and partition.is_leader:
             self._notify_leadership(topic, index, partition.leader_epoch, is_leader=False)
+        self._wake(key)
         if partition is not None and delete:
             log.warning("Deleting the log of %s-%d (leader epoch %d): %s", topic, index, partition.leader_epoch,
                         source)
-            self.log_manager.delete_log(topic, index)
-        self._wake(key)
+            return True
+        return False
 
     def _on_log_dir_failure(self, root: str, keys: list[TopicPartition]) -> None:
         """Kafka's handleLogDirFailure: the partitions of a failed log dir stop fetching, their waiting
@@ -337,9 +343,11 @@ class ReplicaManager:
             partition.min_insync_replicas = min_insync_replicas
 
     def remove_topic(self, topic: str) -> None:
+        """Single node: the topic was deleted. Its logs go with one fsync per log dir (`LogManager.delete_logs`)."""
         being_created = [key.partition for key in self._creating if key.topic == topic]
-        for index in [*self._by_topic.get(topic, ()), *being_created]:
-            self.stop_replica(topic, index, delete=True, source=f"topic {topic} was deleted")
+        source = f"topic {topic} was deleted"
+        self.log_manager.delete_logs(topic, [index for index in [*self._by_topic.get(topic, ()), *being_created]
+                                             if self._stop(topic, index, delete=True, source=source)])
 
     async def shutdown(self) -> None:
         fetchers = list(self._fetchers.values())
