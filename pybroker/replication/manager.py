@@ -41,6 +41,7 @@ from pybroker.replication.topic_changes import TopicChanges
 
 log = logging.getLogger("pybroker.replication")
 
+
 class IsrWriter(Protocol):
     async def __call__(self, topic: str, partition: int, *, leader: int, leader_epoch: int, isr: tuple[int, ...],
                        controller_epoch: int, zk_version: int) -> tuple[tuple[int, ...], int] | None:
