@@ -6,6 +6,7 @@ and raises on any delivery or fetch error (the harness records that as n/a with 
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import multiprocessing
@@ -32,6 +33,7 @@ from confluent_kafka.admin import (
     ResourceType,
     ScramCredentialInfo,
     ScramMechanism,
+    UserScramCredentialAlteration,
     UserScramCredentialUpsertion,
 )
 
@@ -121,7 +123,7 @@ class ConsumeTimes:
 
 
 def consume_all(bootstrap: str, topic: str, count: int, partitions: int, timeout: float,
-                client: dict[str, str] | None = None) -> ConsumeTimes:
+                client: dict[str, Any] | None = None) -> ConsumeTimes:
     """Read `count` messages from the beginning of every partition (assign, no group join).
 
     `fetch.queue.backoff.ms=0` stops librdkafka pausing fetches for a second whenever its local queue is
@@ -217,9 +219,9 @@ def produce_consume(p: Params) -> Result:
 def scram_user(p: Params) -> Result:
     """Create SCRAM credentials `user`/`password` for both mechanisms (AlterUserScramCredentials)."""
     admin = AdminClient({"bootstrap.servers": p["bootstrap"]})
-    upsertions = [UserScramCredentialUpsertion(p["user"], ScramCredentialInfo(mechanism, p["iterations"]),
-                                               p["password"].encode())
-                  for mechanism in (ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512)]
+    upsertions: list[UserScramCredentialAlteration] = [
+        UserScramCredentialUpsertion(p["user"], ScramCredentialInfo(mechanism, p["iterations"]), p["password"].encode())
+        for mechanism in (ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512)]
     for future in admin.alter_user_scram_credentials(upsertions).values():
         future.result(p["timeout"])
     return {}
@@ -272,22 +274,23 @@ class _Stats:
 
     def fetches(self, client: Consumer, timeout: float) -> tuple[int, int]:
         """Fetch requests sent and bytes received from the brokers so far."""
-        self._refresh(client, timeout)
-        brokers = [b for b in json.loads(self.latest or "{}")["brokers"].values() if b.get("nodeid", -1) >= 0]
+        report = json.loads(self._refresh(client, timeout))
+        brokers = [b for b in report["brokers"].values() if b.get("nodeid", -1) >= 0]
         return sum(int(b.get("req", {}).get("Fetch", 0)) for b in brokers), sum(int(b["rxbytes"]) for b in brokers)
 
-    def _refresh(self, client: Producer | Consumer, timeout: float) -> None:
+    def _refresh(self, client: Producer | Consumer, timeout: float) -> str:
+        """A statistics report newer than this call."""
         self.latest = None
         deadline = time.monotonic() + timeout
         while self.latest is None:
             if time.monotonic() > deadline:
                 raise RuntimeError("no librdkafka statistics")
             client.poll(0.05)
+        return self.latest
 
     def requests(self, client: Producer | Consumer, api: str, timeout: float) -> int:
         """The `api` requests the client has sent so far, from a statistics report newer than this call."""
-        self._refresh(client, timeout)
-        brokers = json.loads(self.latest)["brokers"].values()
+        brokers = json.loads(self._refresh(client, timeout))["brokers"].values()
         return sum(int(b.get("req", {}).get(api, 0)) for b in brokers)
 
 
@@ -693,6 +696,11 @@ def _rss_mb(pid: int) -> float:
     raise RuntimeError("no VmRSS in /proc status")
 
 
+def _kill(process: subprocess.Popen[bytes]) -> None:
+    process.kill()
+    process.wait()
+
+
 def startup(p: Params) -> Result:
     """W10: a broker from nothing (pybroker: `EmbeddedBroker()`, the testing API; Tansu: its binary) to its
     port accepting connections, then to a first acks=all produce acknowledged on a topic created for it;
@@ -712,7 +720,7 @@ def startup(p: Params) -> Result:
         process = subprocess.Popen([p["tansu"], "broker", "--listener-url", url, "--advertised-listener-url", url,
                                     "--storage-engine", "memory://tansu/"], stdout=subprocess.DEVNULL,
                                    stderr=subprocess.DEVNULL)
-        pid, stop = process.pid, lambda: (process.kill(), process.wait())
+        pid, stop = process.pid, functools.partial(_kill, process)
     try:
         poller.join()
         if not opened:

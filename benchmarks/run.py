@@ -21,6 +21,7 @@ from typing import Any
 import confluent_kafka
 
 from benchmarks.brokers import REPO, TANSU_STORAGE, find_tansu
+from benchmarks import targets
 from benchmarks.report import LIMIT, SIDES, Report
 from benchmarks.workloads import (
     Bench,
@@ -185,8 +186,9 @@ def main(argv: list[str] | None = None) -> int:
             "environment": environment(tansu)}
     args.results_dir.mkdir(parents=True, exist_ok=True)
     path = args.results_dir / f"{started.strftime('%Y%m%dT%H%M%SZ')}.json"
-    path.write_text(json.dumps(report.to_json(meta), indent=2) + "\n")
+    path.write_text(json.dumps({**report.to_json(meta), "targets": targets.judge(report)}, indent=2) + "\n")
     print(report.table())
+    print("\n" + targets.table(report))
     turns = f" ({args.rounds} rounds of {args.repetitions}, sides taking turns)" if args.rounds > 1 else ""
     print(f"\n{meta['seconds']:.0f} s; median of {args.repetitions * args.rounds}{turns} [min–max]; results in {path}")
     return 130 if interrupted else 0

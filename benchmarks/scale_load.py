@@ -169,8 +169,10 @@ def update_metadata_bytes(p: Params) -> Result:
     the state of every partition (from Metadata), encoded at the version pybroker's controller sends (epochs
     and versions are fixed-size fields, so their values do not change the size)."""
     metadata = _admin(p["bootstrap"]).list_topics(timeout=p["timeout"])
+    if any(b.host is None for b in metadata.brokers.values()):
+        raise RuntimeError(f"a broker without a host in {metadata.brokers}")
     brokers = [UpdateMetadataRequest.UpdateMetadataBroker(id=b.id, rack=None, endpoints=[
-        UpdateMetadataRequest.UpdateMetadataEndpoint(port=b.port, host=b.host, listener="PLAINTEXT",
+        UpdateMetadataRequest.UpdateMetadataEndpoint(port=b.port, host=str(b.host), listener="PLAINTEXT",
                                                      security_protocol=SECURITY_PROTOCOL_PLAINTEXT)])
         for b in sorted(metadata.brokers.values(), key=lambda b: b.id)]
     topics = [UpdateMetadataRequest.UpdateMetadataTopicState(

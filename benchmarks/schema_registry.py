@@ -13,15 +13,18 @@ POST /subjects/{s} (schema to version) for ids and schemas registered above.
 from __future__ import annotations
 
 import argparse
+import functools
 import http.client
 import json
 import statistics
 import threading
 import time
-from typing import Callable
+from typing import Any, Callable, TypeVar
 from urllib.parse import urlsplit
 
 from pybroker.testing import EmbeddedBroker
+
+T = TypeVar("T")
 
 
 def schema(client: int, version: int) -> str:
@@ -33,9 +36,12 @@ def schema(client: int, version: int) -> str:
 class Client:
     def __init__(self, url: str) -> None:
         parts = urlsplit(url)
+        if parts.hostname is None:
+            raise ValueError(f"no host in {url!r}")
         self.connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=60)
 
-    def call(self, method: str, path: str, body: object = None) -> object:
+    def call(self, method: str, path: str, body: object = None) -> Any:
+        """The decoded JSON answer."""
         payload = None if body is None else json.dumps(body)
         self.connection.request(method, path, payload, {"Content-Type": "application/vnd.schemaregistry.v1+json"})
         response = self.connection.getresponse()
@@ -62,7 +68,7 @@ def run_clients(count: int, work: Callable[[int, Client, list[float]], None], ur
     return [s for per_client in samples for s in per_client]
 
 
-def timed(samples: list[float], action: Callable[[], object]) -> object:
+def timed(samples: list[float], action: Callable[[], T]) -> T:
     start = time.perf_counter()
     result = action()
     samples.append((time.perf_counter() - start) * 1000)
@@ -89,9 +95,9 @@ def main() -> None:
         ids: dict[int, list[int]] = {}
 
         def register(index: int, client: Client, samples: list[float]) -> None:
-            ids[index] = [timed(samples, lambda v=v: client.call(  # type: ignore[misc]
-                "POST", f"/subjects/bench-{index}/versions", {"schema": schema(index, v)}))["id"]
-                for v in range(args.registrations)]
+            ids[index] = [timed(samples, functools.partial(client.call, "POST", f"/subjects/bench-{index}/versions",
+                                                           {"schema": schema(index, v)}))["id"]
+                          for v in range(args.registrations)]
 
         def by_id(index: int, client: Client, samples: list[float]) -> None:
             mine = ids[index]

@@ -171,7 +171,7 @@ def check(events: Iterable[dict[str, Any]], stamp_of: StampOf | None = None,
 def _superseded(reads: list[dict[str, Any]], compacted: Collection[str]) -> Callable[[dict[str, Any]], bool]:
     """Whether the drain holds a later record of an ack's key in its partition (the cleaner may then have
     removed the ack's record); an ack without an offset is covered by any record of its key."""
-    latest: dict[tuple[str, int, str], int] = {}
+    latest: dict[tuple[str, int, str | None], int] = {}
     for e in reads:
         if e["topic"] in compacted and "key" in e:
             place = (e["topic"], e["partition"], e["key"])
@@ -188,8 +188,9 @@ def _epoch_bumped(places: list[Place], stamp_of: StampOf | None) -> list[list[in
     id, each later copy under a higher epoch; None otherwise (or when the logs cannot say)."""
     if stamp_of is None or len({(topic, partition) for topic, partition, _ in places}) != 1:
         return None
-    stamps = [stamp_of(*place) for place in places]
-    if any(s is None or s.producer_id < 0 for s in stamps):
+    found = [stamp_of(*place) for place in places]
+    stamps = [s for s in found if s is not None]
+    if len(stamps) < len(found) or any(s.producer_id < 0 for s in stamps):
         return None
     if len({s.producer_id for s in stamps}) != 1:
         return None

@@ -10,7 +10,7 @@ import time
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 
 from chaos.history import History
-from chaos.workload import consumer_config
+from chaos.workload import consumer_config, value_text
 
 RETRY_END_OFFSET = (KafkaError._UNKNOWN_PARTITION, KafkaError.NOT_LEADER_FOR_PARTITION,
                     KafkaError.LEADER_NOT_AVAILABLE)
@@ -72,7 +72,7 @@ def drain(history: History, bootstrap: str, topics: list[str], partitions: int, 
             key, place = msg.key(), (str(msg.topic()), int(msg.partition() or 0))
             offset = int(msg.offset() or 0)
             history.add(event, process=process, topic=place[0], partition=place[1], offset=offset,
-                        value=msg.value().decode(), **({"key": key.decode()} if key is not None else {}))
+                        value=value_text(msg), **({"key": key.decode()} if key is not None else {}))
             position[place] = offset + 1
         behind = {f"{t}-{p}": [position[(t, p)], ends[(t, p)]] for t, p in ends if position[(t, p)] < ends[(t, p)]}
         history.add("drain", process=process, complete=not behind and not unknown, behind=behind, unknown=unknown,

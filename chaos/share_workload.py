@@ -37,6 +37,7 @@ from chaos.cluster import REPO, ChaosCluster
 from chaos.history import History
 from chaos.share_checker import check_share
 from chaos.share_state_log import archived
+from chaos.workload import value_text
 from pybroker.client import KafkaClient
 from pybroker.protocol.api_keys import ApiKey
 
@@ -158,9 +159,9 @@ class ShareWorkload:
         def delivered(error: KafkaError | None, message: Message) -> None:
             if error is None:
                 self.history.add("share-produced", partition=message.partition(), offset=message.offset(),
-                                 value=message.value().decode())
+                                 value=value_text(message))
             else:
-                self.history.add("share-produce-failed", value=message.value().decode(), error=str(error))
+                self.history.add("share-produce-failed", value=value_text(message), error=str(error))
 
         sent = 0
         while not self.stopping.is_set():

@@ -19,7 +19,7 @@ import threading
 import time
 from typing import Any, Callable
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from chaos.checker import CTP_PREFIX
@@ -103,6 +103,22 @@ def _flush(producer: Producer, timeout: float) -> int:
     except (KafkaException, SystemError) as exc:
         _kafka_error_of(exc)
         return len(producer)
+
+
+def value_text(message: Message) -> str:
+    """The text of a record the workloads wrote: every one has a value, so a null one is the broker's fault."""
+    value = message.value()
+    if value is None:
+        raise ValueError(f"{message.topic()}-{message.partition()}@{message.offset()} has a null value")
+    return value.decode()
+
+
+def partition_of(message: Message) -> int:
+    """The partition of a consumed record (the client leaves it unset only on error events)."""
+    partition = message.partition()
+    if partition is None:
+        raise ValueError(f"a record of {message.topic()} at offset {message.offset()} has no partition")
+    return partition
 
 
 def consumer_config(bootstrap: str, **extra: Any) -> dict[str, Any]:
@@ -234,7 +250,7 @@ class Workload:
                 msg = consumer.poll(0.2)
                 if msg is not None and msg.error() is None:
                     history.add("poll", process=name, group=group, topic=msg.topic(), partition=msg.partition(),
-                                offset=msg.offset(), value=msg.value().decode())
+                                offset=msg.offset(), value=value_text(msg))
                 if time.monotonic() - since_commit > 1.0:
                     since_commit = time.monotonic()
                     self._commit(name, consumer, topic, group)
@@ -351,11 +367,11 @@ class Workload:
                 if not messages:
                     continue
                 attempt += 1
-                values = [f"{CTP_PREFIX}{attempt}:{m.value().decode()}" for m in messages]
+                values = [f"{CTP_PREFIX}{attempt}:{value_text(m)}" for m in messages]
                 try:
                     producer.begin_transaction()
                     for message, value in zip(messages, values):
-                        producer.produce(CTP_TOPIC, value.encode(), partition=message.partition())
+                        producer.produce(CTP_TOPIC, value.encode(), partition=partition_of(message))
                     producer.send_offsets_to_transaction(consumer.position(consumer.assignment()),
                                                          consumer.consumer_group_metadata(), 15)
                     producer.commit_transaction(15)

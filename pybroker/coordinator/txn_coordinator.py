@@ -15,15 +15,19 @@ Rules of this module (the same as ``coordinator.py``'s):
 3. Errors follow Kafka: a wrong producer id is INVALID_PRODUCER_ID_MAPPING, a wrong epoch is
    PRODUCER_FENCED (INVALID_PRODUCER_EPOCH for requests too old to know it), a request racing a
    commit or abort is CONCURRENT_TRANSACTIONS.
-4. Partitions join a transaction, and InitProducerId's epoch bump stands, only once its record is on
-   the ISR, as Kafka's pending state transitions do: the change keeps the metadata as it was in
-   ``pending`` until the runtime calls ``persisted``, producers are judged by that logged metadata, the
-   id answers CONCURRENT_TRANSACTIONS meanwhile, and a write that failed puts the metadata back.
-   Otherwise a retry found the change made and was told so with nothing on the log: AddPartitions'
-   partitions were forgotten by a failover, EndTxn took the previous transaction's CompleteCommit for a
-   retry, and the partitions never got their marker (chaos round 3003: a committed transaction's record
-   closed by the producer's next ABORT); InitProducerId's retry (KIP-360) got an epoch the next
-   coordinator never heard of, so the producer it should have fenced could go on.
+4. ``transactions`` holds what the log holds. A change other than a Prepare (partitions joining,
+   InitProducerId's epoch bump, the Complete* step after the markers, a V2 abort with nothing open) is
+   made to a copy kept in ``pending`` (Kafka's pendingState and TxnTransitMetadata) and replaces the
+   metadata only once its record is on the ISR, when the runtime calls ``persisted``; a write that
+   failed drops the copy. Meanwhile the id answers CONCURRENT_TRANSACTIONS, and DescribeTransactions,
+   ListTransactions, producers and timers see the metadata as logged. Otherwise a retry found the change
+   made and was told so with nothing on the log: AddPartitions' partitions were forgotten by a failover,
+   EndTxn took the previous transaction's CompleteCommit for a retry, and the partitions never got their
+   marker (chaos round 3003: a committed transaction's record closed by the producer's next ABORT);
+   InitProducerId's retry (KIP-360) got an epoch the next coordinator never heard of, so the producer it
+   should have fenced could go on; a transaction was reported CompleteCommit (and a retried EndTxn told
+   it committed) while its CompleteCommit record waited for the ISR or had failed, with PrepareCommit on
+   the log.
 5. Both transaction protocols at once, per transaction (``TxnMetadata.client_version``): a V1 client
    adds its partitions itself and keeps its epoch; a V2 client (KIP-890 part 2: partitions added by
    the leaders its Produce v12+ reaches, EndTxn v5) has its epoch bumped when the transaction ends,
@@ -90,8 +94,8 @@ class TxnOutcome:
     """(partition of __transaction_state, record)."""
     markers: list[MarkerRequest] = field(default_factory=list)
     pending: dict[str, TxnMetadata] = field(default_factory=dict)
-    """Transactional id -> its metadata before this outcome's change, which waits for ``records`` to be on
-    the ISR (rule 4)."""
+    """Transactional id -> its metadata as this outcome changes it, which replaces the logged metadata once
+    ``records`` are on the ISR (rule 4)."""
 
     def reply(self, waiter: Waiter, response: Any) -> None:
         self.replies.append((waiter, response))
@@ -112,7 +116,7 @@ class TransactionCoordinator:
         self.transactions: dict[str, TxnMetadata] = {}
         self.coordinator_epochs: dict[int, int] = {}  # partition -> leader epoch of __transaction_state
         self.pending: dict[str, TxnMetadata] = {}
-        """Transactional id -> its metadata as the log holds it, while a change waits for the ISR (rule 4)."""
+        """Transactional id -> its metadata as changed, while the change's record waits for the ISR (rule 4)."""
         self._next_abort_check_ms: int | None = None
         self._next_expiration_check_ms: int | None = None
 
@@ -178,16 +182,16 @@ class TransactionCoordinator:
         if meta.producer_epoch >= MAX_EPOCH - 1 and fresh_producer_id is None:
             out.reply(waiter, InitResult(ErrorCode.CONCURRENT_TRANSACTIONS))
             return out
-        self._hold_pending(out, meta)
-        self._bump_epoch(meta, fresh_producer_id)
-        meta.previous_producer_id = meta.next_producer_id = NO_PRODUCER_ID
-        meta.timeout_ms = timeout_ms
-        meta.state = TxnState.EMPTY
-        meta.partitions.clear()
-        meta.start_ms = -1
-        meta.last_update_ms = now_ms
-        self._persist(out, meta)
-        out.reply(waiter, InitResult(ErrorCode.NONE, meta.producer_id, meta.producer_epoch))
+        new = self._transit(out, meta)
+        self._bump_epoch(new, fresh_producer_id)
+        new.previous_producer_id = new.next_producer_id = NO_PRODUCER_ID
+        new.timeout_ms = timeout_ms
+        new.state = TxnState.EMPTY
+        new.partitions.clear()
+        new.start_ms = -1
+        new.last_update_ms = now_ms
+        self._persist(out, new)
+        out.reply(waiter, InitResult(ErrorCode.NONE, new.producer_id, new.producer_epoch))
         return out
 
     def _bump_epoch(self, meta: TxnMetadata, fresh_producer_id: int | None) -> None:
@@ -212,46 +216,46 @@ class TransactionCoordinator:
         out = TxnOutcome()
         wanted = set(partitions)
         meta = self.transactions.get(transactional_id)
-        logged = self.pending.get(transactional_id, meta)
-        error = self._check_producer(logged, producer_id, producer_epoch)
-        if error is ErrorCode.NONE and meta is not None and logged is not None:
+        error = self._check_producer(meta, producer_id, producer_epoch)
+        if error is ErrorCode.NONE and meta is not None:
             if meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
                 error = ErrorCode.CONCURRENT_TRANSACTIONS
             elif verify_only:  # Kafka's answer; the leader tells clients before KIP-890 INVALID_TXN_STATE
-                if logged.state is not TxnState.ONGOING or not wanted <= logged.partitions:
+                if meta.state is not TxnState.ONGOING or not wanted <= meta.partitions:
                     error = ErrorCode.TRANSACTION_ABORTABLE
             elif transactional_id in self.pending:
                 error = ErrorCode.CONCURRENT_TRANSACTIONS
             elif not wanted <= meta.partitions or meta.state is not TxnState.ONGOING:
-                self._hold_pending(out, meta)
-                if meta.state is not TxnState.ONGOING:
-                    meta.partitions.clear()
-                    meta.start_ms = now_ms
-                    meta.state = TxnState.ONGOING
-                    meta.client_version = client_version
-                meta.partitions |= wanted
-                meta.last_update_ms = now_ms
-                self._persist(out, meta)
+                new = self._transit(out, meta)
+                if new.state is not TxnState.ONGOING:
+                    new.partitions.clear()
+                    new.start_ms = now_ms
+                    new.state = TxnState.ONGOING
+                    new.client_version = client_version
+                new.partitions |= wanted
+                new.last_update_ms = now_ms
+                self._persist(out, new)
         out.reply(waiter, error)
         return out
 
-    def _hold_pending(self, out: TxnOutcome, meta: TxnMetadata) -> None:
-        """Keep ``meta`` as the log holds it until the change about to be made is on the ISR (rule 4)."""
-        self.pending[meta.transactional_id] = out.pending[meta.transactional_id] = replace(
+    def _transit(self, out: TxnOutcome, meta: TxnMetadata) -> TxnMetadata:
+        """A copy of ``meta`` to change, pending until its record is on the ISR (rule 4)."""
+        new = self.pending[meta.transactional_id] = out.pending[meta.transactional_id] = replace(
             meta, partitions=set(meta.partitions))
+        return new
 
     def persisted(self, outcome: TxnOutcome, ok: bool) -> None:
-        """The records of an outcome's pending changes are on the ISR (``ok``), or could not be written
-        or replicated: the change stands, or the metadata is put back as the log holds it (rule 4). A
-        change that an unload (and maybe a new load) has replaced since is left alone."""
-        for transactional_id, logged in outcome.pending.items():
-            if self.pending.get(transactional_id) is not logged:
+        """The records of an outcome's pending changes are on the ISR (``ok``): the metadata takes the
+        change; or they could not be written or replicated: the change is dropped (rule 4). A change that
+        an unload (and maybe a new load) has replaced since is left alone."""
+        for transactional_id, new in outcome.pending.items():
+            if self.pending.get(transactional_id) is not new:
                 continue
             del self.pending[transactional_id]
             meta = self.transactions.get(transactional_id)
-            if not ok and meta is not None:
+            if ok and meta is not None:
                 for name in (f.name for f in fields(TxnMetadata)):
-                    setattr(meta, name, getattr(logged, name))
+                    setattr(meta, name, getattr(new, name))
 
     def _check_producer(self, meta: TxnMetadata | None, producer_id: int, producer_epoch: int) -> ErrorCode:
         if meta is None or meta.producer_id != producer_id:
@@ -272,7 +276,7 @@ class TransactionCoordinator:
                                     fresh_producer_id)
         out = TxnOutcome()
         meta = self.transactions.get(transactional_id)
-        error = self._check_producer(self.pending.get(transactional_id, meta), producer_id, producer_epoch)
+        error = self._check_producer(meta, producer_id, producer_epoch)
         if error is ErrorCode.NONE and meta is not None and transactional_id in self.pending:
             error = ErrorCode.CONCURRENT_TRANSACTIONS  # a change of it is not on the log yet (rule 4)
         elif error is ErrorCode.NONE and meta is not None and meta.state is TxnState.ONGOING and meta.bumps_epoch_at_end:
@@ -296,8 +300,7 @@ class TransactionCoordinator:
     def _end_txn_v2(self, waiter: Waiter, transactional_id: str, producer_id: int, producer_epoch: int,
                     commit: bool, now_ms: int, fresh_producer_id: int | None) -> TxnOutcome:
         out = TxnOutcome()
-        # Judged by what the log holds; past the pending check below, that is the metadata itself (rule 4).
-        meta = self.pending.get(transactional_id, self.transactions.get(transactional_id))
+        meta = self.transactions.get(transactional_id)
         if meta is None or producer_id < 0 or producer_id not in (meta.producer_id, meta.previous_producer_id):
             out.reply(waiter, InitResult(ErrorCode.INVALID_PRODUCER_ID_MAPPING))
             return out
@@ -325,14 +328,15 @@ class TransactionCoordinator:
         elif not commit and meta.state in (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT):
             # A V2 client cannot know whether any of its writes reached a leader: aborting nothing is allowed,
             # and bumps the epoch as any end does.
-            meta.last_producer_epoch = meta.producer_epoch
-            meta.producer_epoch += 1
-            meta.client_version = TV_2
-            meta.state = TxnState.COMPLETE_ABORT
-            meta.partitions.clear()
-            meta.last_update_ms = now_ms
-            self._persist(out, meta)
-            out.reply(waiter, InitResult(ErrorCode.NONE, meta.producer_id, meta.producer_epoch))
+            new = self._transit(out, meta)
+            new.last_producer_epoch = new.producer_epoch
+            new.producer_epoch += 1
+            new.client_version = TV_2
+            new.state = TxnState.COMPLETE_ABORT
+            new.partitions.clear()
+            new.last_update_ms = now_ms
+            self._persist(out, new)
+            out.reply(waiter, InitResult(ErrorCode.NONE, new.producer_id, new.producer_epoch))
         elif meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT) and ended == commit:
             out.reply(waiter, InitResult(ErrorCode.CONCURRENT_TRANSACTIONS))
         else:  # a commit with nothing open, the other outcome than the one under way, or a V1 transaction
@@ -366,20 +370,23 @@ class TransactionCoordinator:
                              meta.state is TxnState.PREPARE_COMMIT, tuple(sorted(meta.partitions)), meta.client_version)
 
     def markers_written(self, marker: MarkerRequest, now_ms: int) -> TxnOutcome:
-        """Every marker of ``marker`` is written: complete the transaction."""
+        """Every marker of ``marker`` is written: complete the transaction once the outcome's CompleteCommit
+        or CompleteAbort record is on the ISR (rule 4). An empty outcome when the marker is stale or the
+        Complete* record is already on its way."""
         out = TxnOutcome()
         meta = self.transactions.get(marker.transactional_id)
         expected = TxnState.PREPARE_COMMIT if marker.commit else TxnState.PREPARE_ABORT
         if meta is None or meta.state is not expected or meta.producer_id != marker.producer_id \
-                or meta.producer_epoch != marker.producer_epoch:
+                or meta.producer_epoch != marker.producer_epoch or marker.transactional_id in self.pending:
             return out
-        meta.state = TxnState.COMPLETE_COMMIT if marker.commit else TxnState.COMPLETE_ABORT
-        if meta.next_producer_id >= 0:  # V2, epochs exhausted: the producer goes on with the next id
-            meta.previous_producer_id, meta.producer_id = meta.producer_id, meta.next_producer_id
-            meta.producer_epoch, meta.next_producer_id = 0, NO_PRODUCER_ID
-        meta.partitions.clear()
-        meta.last_update_ms = now_ms
-        self._persist(out, meta)
+        new = self._transit(out, meta)
+        new.state = TxnState.COMPLETE_COMMIT if marker.commit else TxnState.COMPLETE_ABORT
+        if new.next_producer_id >= 0:  # V2, epochs exhausted: the producer goes on with the next id
+            new.previous_producer_id, new.producer_id = new.producer_id, new.next_producer_id
+            new.producer_epoch, new.next_producer_id = 0, NO_PRODUCER_ID
+        new.partitions.clear()
+        new.last_update_ms = now_ms
+        self._persist(out, new)
         return out
 
     # ------------------------------------------------------------------ timers
@@ -411,7 +418,8 @@ class TransactionCoordinator:
         """Forget transactional ids unused for ``transactional.id.expiration.ms`` (tombstones)."""
         idle = (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
         for transactional_id, meta in list(self.transactions.items()):
-            if meta.state in idle and now_ms - meta.last_update_ms >= self.config.id_expiration_ms:
+            if meta.state in idle and now_ms - meta.last_update_ms >= self.config.id_expiration_ms \
+                    and transactional_id not in self.pending:  # Kafka's expiration skips a pending transition
                 del self.transactions[transactional_id]
                 out.records.append((self.partition_of(transactional_id), (txn_key(transactional_id), None)))
 

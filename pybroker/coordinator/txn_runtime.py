@@ -8,10 +8,11 @@ persisted the same way); then, after the first attempt at the markers, the answe
 delivered (a producer hears of its commit once the decision is on the ISR and its markers were
 sent; a leader that stays unreachable delays no answer, its markers are retried meanwhile).
 
-A change of a transaction's partitions stands only once its record is on the ISR: the runtime tells
-the coordinator (``persisted``), which otherwise puts the metadata back as the log holds it.
+A change of a transaction other than a Prepare stands only once its record is on the ISR: the runtime tells
+the coordinator (``persisted``), which otherwise drops the change.
 
-Two rules keep a marker from ever reaching a log it does not belong in:
+Three rules keep a marker from ever reaching a log it does not belong in, and a transaction from being
+reported complete before the log says so:
 
 1. No marker of a transaction is written while a Prepare record of it waits for the ISR (the
    abort check's resend skips it; the outcome that wrote the record writes its markers). If that
@@ -23,6 +24,9 @@ Two rules keep a marker from ever reaching a log it does not belong in:
    (same producer id, epoch, Prepare state and coordinator epoch): a marker made stale by a
    completed transaction, a fenced producer or a moved partition is dropped, so it can never
    close the producer's next transaction.
+3. Once every marker is written, the transaction's Complete* record is appended and the transaction is
+   complete only when the ISR holds it (the coordinator keeps the change pending, rule 4 there); a failed
+   write is retried after the backoff until it succeeds or the partition is unloaded.
 
 The answer of each partition is handled as Kafka's TransactionMarkerRequestCompletionHandler does: a
 written partition (or one whose log cannot take markers: UNSUPPORTED_FOR_MESSAGE_FORMAT, UNSUPPORTED_VERSION)
@@ -176,10 +180,34 @@ class TxnRuntime(CoordinatorRuntime):
                 pending = replace(marker, partitions=failed)
                 await self._clock.sleep(backoff)
                 backoff = min(backoff * 2, RETRY_BACKOFF_MAX_S)
+            await self._complete(marker)
         finally:
             self._marking.discard(marker)
             attempted.set()
-        self.apply(self.txn.markers_written(marker, self._clock.wall_ms()))
+
+    async def _complete(self, marker: MarkerRequest) -> None:
+        """Write the CompleteCommit/CompleteAbort record of a transaction whose markers are all written (rule 3).
+        The transaction is complete once the ISR holds the record; until then it stays pending (the id answers
+        CONCURRENT_TRANSACTIONS). A failed append or ISR wait is retried after the backoff, keeping it pending,
+        as Kafka's marker channel re-queues the append on COORDINATOR_NOT_AVAILABLE; once the partition is
+        unloaded (Kafka's NOT_COORDINATOR) the retry stops and the next coordinator, which loads the Prepare
+        record, writes the markers and the record again."""
+        outcome = self.txn.markers_written(marker, self._clock.wall_ms())
+        transit = outcome.pending.get(marker.transactional_id)
+        backoff = RETRY_BACKOFF_S
+        while transit is not None and self.txn.pending.get(marker.transactional_id) is transit:
+            try:
+                ends = self._persist_records(outcome.records)
+                if self._replicated is not None:
+                    await asyncio.gather(*(self._replicated(p, end) for p, end in ends.items()))
+            except Exception as exc:
+                log.warning("The %s record of transaction %s was not written (%s): retried in %d ms",
+                            transit.state.display_name, marker.transactional_id, exc, backoff * 1000)
+                await self._clock.sleep(backoff)
+                backoff = min(backoff * 2, RETRY_BACKOFF_MAX_S)
+                continue
+            self.txn.persisted(outcome, ok=True)
+            return
 
     def _is_current(self, marker: MarkerRequest) -> bool:
         """The transaction still waits for exactly these markers (rule 2)."""

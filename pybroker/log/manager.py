@@ -27,6 +27,8 @@ cleaner as ``plan_cleaning`` (loop) -> ``CleaningJob.run`` (worker thread) ->
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import logging
 import os
 import shutil
@@ -72,6 +74,7 @@ __all__ = ["CHECKPOINT_FILES", "CLEANER_OFFSET_CHECKPOINT", "HIGH_WATERMARK_CHEC
 logger = logging.getLogger("pybroker.log")
 
 
+
 class LogManager:
     """Opens, creates, deletes, flushes, retains and checkpoints the partition logs."""
 
@@ -89,6 +92,8 @@ class LogManager:
         self._futures = FutureLogs(self._logs, self._root_of, self._dirs, self._cleaner, self.fail_dir_of)
         self._flusher = FlushScheduler(self._logs)
         self._checkpoints = CheckpointPasses()
+        self._creating: dict[TopicPartition, str] = {}  # logs `create_log` is making, and their log dirs
+        self._creation_slots = asyncio.Semaphore(1)  # see attach_executor
         #: Called with a log dir's path and the partitions whose logs it held when it goes offline (the
         #: replica manager's handleLogDirFailure).
         self.dir_failure_listeners: list[Callable[[str, list[TopicPartition]], None]] = []
@@ -292,6 +297,52 @@ class LogManager:
     def get_or_create_log(self, topic: str, partition: int, config: LogConfig | None = None,
                           topic_id: uuid.UUID | None = None, *, now_ms: int | None = None) -> PartitionLog:
         """The existing log, or a new one in the least loaded log dir; records the topic id."""
+        tp = self._check_creatable(topic, partition, config)
+        log = self._logs.get(tp)
+        if log is None:
+            root = self._choose_root()
+            log = _open_new_log(root, topic, partition, self.config_for(topic),
+                                self._now_ms if now_ms is None else now_ms)
+            self._register_new(tp, root, log)
+        if topic_id is not None:
+            _record_topic_id(log, topic_id)
+        return log
+
+    async def create_log(self, topic: str, partition: int, config: LogConfig | None = None,
+                         topic_id: uuid.UUID | None = None, *,
+                         prepare: Callable[[PartitionLog], None] | None = None) -> PartitionLog:
+        """``get_or_create_log`` for a log that does not exist yet, its durable work on the I/O executor:
+        the partition directory and the fsync of its log dir, ``partition.metadata`` and whatever
+        ``prepare`` writes into the new log (the replica's first ``leader-epoch-checkpoint``): five fsyncs
+        that on the loop would hold every client up for as long as the disk takes them (Kafka makes a log
+        on a request handler thread). The log is registered on the loop once its files are durable, and
+        the caller serves it in that same step. At most half the I/O threads make logs at once, so
+        flushes and cold reads still find threads free while a topic's thousand partitions are made.
+        One creation at a time per partition: the replica manager sees to it."""
+        tp = self._check_creatable(topic, partition, config)
+        if tp in self._creating:
+            raise LogError(f"The log of {topic}-{partition} is already being created")
+        io = self._flusher.io
+        if tp in self._logs or io is None:  # nothing to make, or no loop to keep free (start-up, tools)
+            log = self.get_or_create_log(topic, partition, config, topic_id)
+            if prepare is not None:
+                prepare(log)
+            return log
+        root = self._choose_root()
+        self._creating[tp] = root
+        try:
+            async with self._creation_slots:
+                log = await io.run(functools.partial(_make_new_log, root, topic, partition, self.config_for(topic),
+                                                     self._now_ms, topic_id, prepare))
+        finally:
+            del self._creating[tp]
+        if root in self._dirs.offline:  # failed while the files were made: nothing more goes there
+            log.close_handlers()
+            raise LogStorageError(f"The log dir of {topic}-{partition} went offline while its log was created")
+        self._register_new(tp, root, log)
+        return log
+
+    def _check_creatable(self, topic: str, partition: int, config: LogConfig | None) -> TopicPartition:
         error = topic_name_error(topic)
         if error is not None or partition < 0:
             raise IllegalTopicNameError(error or f"Partition {partition} of {topic} is negative")
@@ -300,43 +351,46 @@ class LogManager:
             self._topic_configs[topic] = config
         if tp in self._offline_logs:
             raise LogStorageError(f"The log dir of {topic}-{partition} is offline")
-        log = self._logs.get(tp)
-        if log is None:
-            root = self._dirs.choose([*self._root_of.values(), *self._futures.root_of.values()])
-            path = os.path.join(root, f"{topic}-{partition}")
-            fresh = not os.path.exists(path)
-            log = PartitionLog.open(path, topic, partition, self.config_for(topic),
-                                    now_ms=self._now_ms if now_ms is None else now_ms,
-                                    clean_shutdown=fresh)
-            fsync_dir(root)
-            self._logs[tp] = log
-            self._root_of[tp] = root
-            self._adopt(tp)
-            logger.info("Created log for %s-%d in %s", topic, partition, root)
-        if topic_id is not None:
-            current = log.topic_id
-            if current is not None and current != topic_id:
-                raise LogError(f"Topic id {topic_id} of {topic}-{partition} differs from the "
-                               f"recorded id {current}")
-            if current is None:
-                log.assign_topic_id(topic_id)
-        return log
+        return tp
+
+    def _choose_root(self) -> str:
+        return self._dirs.choose([*self._root_of.values(), *self._futures.root_of.values(),
+                                  *self._creating.values()])
+
+    def _register_new(self, tp: TopicPartition, root: str, log: PartitionLog) -> None:
+        self._logs[tp] = log
+        self._root_of[tp] = root
+        self._adopt(tp)
+        logger.info("Created log for %s-%d in %s", tp[0], tp[1], root)
 
     def delete_log(self, topic: str, partition: int) -> bool:
         """Rename the directory to ``<tp>.<uuid>-delete`` and remove it; False if unknown."""
-        tp = TopicPartition(topic, partition)
-        self.drop_future_log(topic, partition)
+        root = self._delete_unsynced(TopicPartition(topic, partition))
+        if root is not None:
+            fsync_dir(root)
+        return root is not None
+
+    def delete_logs(self, topic: str, partitions: Iterable[int]) -> None:
+        """``delete_log`` of a topic's partitions with one fsync per log dir, not one per partition: a
+        thousand of them on the event loop held every client up for seconds."""
+        roots = {self._delete_unsynced(TopicPartition(topic, partition)) for partition in partitions}
+        for root in roots:
+            if root is not None:
+                fsync_dir(root)
+
+    def _delete_unsynced(self, tp: TopicPartition) -> str | None:
+        """The deletion but for the fsync of the log dir it was in (returned; None if the log was unknown)."""
+        self.drop_future_log(*tp)
         self._offline_logs.discard(tp)
         log = self._logs.pop(tp, None)
         root = self._root_of.pop(tp, None)
         if log is None or root is None:
-            return False
+            return None
         log.delete(rename_to=trash_path(root, tp))
-        fsync_dir(root)
         self._cleaner.forget(tp, root)
         self._flusher.forget(tp)
-        logger.info("Deleted log for %s-%d", topic, partition)
-        return True
+        logger.info("Deleted log for %s-%d", tp[0], tp[1])
+        return root
 
     def update_config(self, topic: str, config: LogConfig) -> None:
         """New config for every partition of ``topic`` (and for ones created later)."""
@@ -350,6 +404,9 @@ class LogManager:
     def attach_executor(self, io: IoExecutor) -> None:
         """From now on fsync on ``io``'s threads (call on the broker's running loop)."""
         self._flusher.io = io
+        # New logs made at once by `create_log`: half the threads, whose other work (flushes, cold reads)
+        # must not queue behind a big topic's creation.
+        self._creation_slots = asyncio.Semaphore(max(1, io.threads // 2))
         for tp in self._logs:
             self._adopt(tp)
 
@@ -446,6 +503,43 @@ class LogManager:
         """``checkpoint`` of the named files with the writes and fsyncs on the I/O executor, one pass at
         a time (Kafka writes each on its own schedule: see the broker's periodic tasks)."""
         self._fail_dirs_of(await self._checkpoints.write(files, self._checkpoint_contents, self._flusher.io))
+
+
+def _open_new_log(root: str, topic: str, partition: int, config: LogConfig, now_ms: int) -> PartitionLog:
+    """Open (a leftover directory is loaded) or create the partition's log under ``root``, the new
+    directory's entry made durable."""
+    path = os.path.join(root, f"{topic}-{partition}")
+    fresh = not os.path.exists(path)
+    log = PartitionLog.open(path, topic, partition, config, now_ms=now_ms, clean_shutdown=fresh)
+    try:
+        fsync_dir(root)
+    except BaseException:
+        log.close_handlers()
+        raise
+    return log
+
+
+def _make_new_log(root: str, topic: str, partition: int, config: LogConfig, now_ms: int,
+                  topic_id: uuid.UUID | None, prepare: Callable[[PartitionLog], None] | None) -> PartitionLog:
+    """`LogManager.create_log`'s part on an I/O thread: the log no one else sees yet, and its files."""
+    log = _open_new_log(root, topic, partition, config, now_ms)
+    try:
+        if topic_id is not None:
+            _record_topic_id(log, topic_id)
+        if prepare is not None:
+            prepare(log)
+    except BaseException:
+        log.close_handlers()
+        raise
+    return log
+
+
+def _record_topic_id(log: PartitionLog, topic_id: uuid.UUID) -> None:
+    current = log.topic_id
+    if current is not None and current != topic_id:
+        raise LogError(f"Topic id {topic_id} of {log.topic}-{log.partition} differs from the recorded id {current}")
+    if current is None:
+        log.assign_topic_id(topic_id)
 
 
 def _outcome(work: Callable[[PartitionLog], None], log: PartitionLog) -> Exception | None:

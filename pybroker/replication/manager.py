@@ -14,6 +14,7 @@ sent through the `IsrWriter` seam (AlterPartition to the controller in productio
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import uuid
 from dataclasses import dataclass
@@ -35,10 +36,10 @@ from pybroker.replication.errors import (
 )
 from pybroker.replication.fetcher import FetcherConfig, ReplicaFetcher
 from pybroker.replication.leader_endpoint import LeaderEndPoint
-from pybroker.replication.partition import Partition, epoch_cache_of
+from pybroker.replication.partition import Partition, epoch_cache_of, write_first_epoch
+from pybroker.replication.topic_changes import TopicChanges
 
 log = logging.getLogger("pybroker.replication")
-
 
 
 class IsrWriter(Protocol):
@@ -47,6 +48,15 @@ class IsrWriter(Protocol):
         """Store the new ISR if the stored state still has `zk_version`; the ISR now stored and its
         version (an earlier write of this leader whose answer was lost may be stored instead), or None
         when the state changed meanwhile (the controller moved leadership: a LeaderAndIsr follows)."""
+
+
+@dataclass(slots=True)
+class _Creation:
+    """A replica whose new log is being made off the loop, and what a StopReplica meanwhile asked."""
+
+    done: asyncio.Future[None]
+    stopped_by: str | None = None
+    delete: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +92,9 @@ class ReplicaManager:
         self._partitions: dict[TopicPartition, Partition] = {}
         self._by_topic: dict[str, dict[int, Partition]] = {}  # the same, per topic: a topic's change is O(its partitions)
         self._waiters: dict[TopicPartition, set[asyncio.Future[None]]] = {}
+        self._creating: dict[TopicPartition, _Creation] = {}
+        self.topic_changes = TopicChanges()
+        """Single node: the topic changes of the embedded metadata, applied in order (`topic_changes.py`)."""
         self._fetchers: dict[int, ReplicaFetcher] = {}
         self._fetcher_addresses: dict[int, tuple[str, int]] = {}
         self._fetcher_config: FetcherConfig | None = None
@@ -104,8 +117,13 @@ class ReplicaManager:
         self._endpoint_factory = endpoint_factory
 
     def partition(self, topic: str, index: int) -> Partition:
-        partition = self._partitions.get(TopicPartition(topic, index))
+        key = TopicPartition(topic, index)
+        partition = self._partitions.get(key)
         if partition is None:
+            if key in self._creating or self.topic_changes.pending(topic):
+                # Kafka's answer for a partition its metadata has but its replica manager does not host yet:
+                # clients refresh their metadata and retry.
+                raise NotLeaderError(f"The replica of {topic}-{index} on broker {self.broker_id} is not ready yet")
             raise UnknownPartitionError(f"This server does not host this topic-partition: {topic}-{index}")
         return partition
 
@@ -161,10 +179,7 @@ class ReplicaManager:
     def become_follower(self, role: PartitionRole, leader_address: tuple[str, int] | None, *, config: LogConfig,
                         min_insync_replicas: int) -> Partition:
         key = TopicPartition(role.topic, role.index)
-        if leader_address is not None and role.leader >= 0 and self._fetcher_config is None:
-            # Refused before anything changes: a partition left at this leader epoch would make the
-            # controller's retry of the same epoch look stale, and no fetching would ever start.
-            raise RuntimeError("replica fetching is not enabled on this broker")
+        self._check_can_follow(role, leader_address)
         partition = self._hosted(role.topic, role.index, role.topic_id, config, min_insync_replicas,
                                  role.leader_epoch)
         was_leader = partition.is_leader
@@ -178,6 +193,60 @@ class ReplicaManager:
         if leader_address is not None and role.leader >= 0:
             self._fetcher_for(role.leader, leader_address).add(key, role.leader_epoch)
         return partition
+
+    def must_create_log(self, topic: str, index: int) -> bool:
+        """Whether serving the partition needs a new log first (the `*_async` role changes make it off the loop)."""
+        return (TopicPartition(topic, index) not in self._partitions and self.log_manager.get_log(topic, index) is None
+                and not self.log_manager.is_offline(topic, index))
+
+    async def become_leader_async(self, topic: str, index: int, topic_id: uuid.UUID, *, leader_epoch: LeaderEpoch,
+                                  replicas: tuple[int, ...], isr: tuple[int, ...], config: LogConfig,
+                                  min_insync_replicas: int) -> Partition:
+        """`become_leader`, a new log made off the event loop first (`_create_log`)."""
+        await self._create_log(topic, index, topic_id, config, leader_epoch)
+        return self.become_leader(topic, index, topic_id, leader_epoch=leader_epoch, replicas=replicas, isr=isr,
+                                  config=config, min_insync_replicas=min_insync_replicas)
+
+    async def apply_role_async(self, role: PartitionRole, leader_address: tuple[str, int] | None, *,
+                               config: LogConfig, min_insync_replicas: int) -> None:
+        """`apply_role`, a new log made off the event loop first (`_create_log`): the LeaderAndIsr answer
+        still comes after the replica's files are durable."""
+        if role.leader != self.broker_id:
+            self._check_can_follow(role, leader_address)
+        await self._create_log(role.topic, role.index, role.topic_id, config,
+                               role.leader_epoch if role.leader == self.broker_id else None)
+        self.apply_role(role, leader_address, config=config, min_insync_replicas=min_insync_replicas)
+
+    async def _create_log(self, topic: str, index: int, topic_id: uuid.UUID, config: LogConfig,
+                          leader_epoch: LeaderEpoch | None) -> None:
+        """Make a replica's new log with its files durable on the I/O executor (`LogManager.create_log`):
+        as a leader, its first `leader-epoch-checkpoint` too, so that the role change that follows on the
+        loop writes nothing. Until then a produce or fetch for it is answered NOT_LEADER_OR_FOLLOWER.
+        A StopReplica meanwhile wins: the new log is deleted if it asked so, and the role is refused."""
+        key = TopicPartition(topic, index)
+        while (earlier := self._creating.get(key)) is not None:  # a repeated LeaderAndIsr: the first one makes it
+            await asyncio.wait((earlier.done,))
+        if not self.must_create_log(topic, index):
+            return
+        creation = _Creation(asyncio.get_running_loop().create_future())
+        self._creating[key] = creation
+        try:
+            prepare = None if leader_epoch is None else functools.partial(write_first_epoch, leader_epoch=leader_epoch)
+            await self.log_manager.create_log(topic, index, config, topic_id, prepare=prepare)
+        finally:
+            del self._creating[key]
+            creation.done.set_result(None)
+        if creation.stopped_by is not None:
+            if creation.delete:
+                log.warning("Deleting the new log of %s-%d: %s", topic, index, creation.stopped_by)
+                self.log_manager.delete_log(topic, index)
+            raise NotLeaderError(f"{topic}-{index} was stopped while its log was created: {creation.stopped_by}")
+
+    def _check_can_follow(self, role: PartitionRole, leader_address: tuple[str, int] | None) -> None:
+        if leader_address is not None and role.leader >= 0 and self._fetcher_config is None:
+            # Refused before anything changes: a partition left at this leader epoch would make the
+            # controller's retry of the same epoch look stale, and no fetching would ever start.
+            raise RuntimeError("replica fetching is not enabled on this broker")
 
     def apply_role(self, role: PartitionRole, leader_address: tuple[str, int] | None, *, config: LogConfig,
                    min_insync_replicas: int) -> None:
@@ -225,7 +294,15 @@ class ReplicaManager:
     def stop_replica(self, topic: str, index: int, *, delete: bool, source: str) -> None:
         """Stop replicating a partition, and with ``delete`` remove its log: a deletion is logged at
         WARN with ``source``, what asked for it."""
+        if self._stop(topic, index, delete=delete, source=source):
+            self.log_manager.delete_log(topic, index)
+
+    def _stop(self, topic: str, index: int, *, delete: bool, source: str) -> bool:
+        """`stop_replica` but for the deletion of the log: whether it is to be deleted."""
         key = TopicPartition(topic, index)
+        creation = self._creating.get(key)
+        if creation is not None:  # `_create_log` sees it when the files are made
+            creation.stopped_by, creation.delete = source, creation.delete or delete
         self._stop_fetching(key)
         partition = self._partitions.pop(key, None)
         if partition is not None:
@@ -235,11 +312,12 @@ class ReplicaManager:
                 del self._by_topic[topic]
         if partition is not None and partition.is_leader:
             self._notify_leadership(topic, index, partition.leader_epoch, is_leader=False)
+        self._wake(key)
         if partition is not None and delete:
             log.warning("Deleting the log of %s-%d (leader epoch %d): %s", topic, index, partition.leader_epoch,
                         source)
-            self.log_manager.delete_log(topic, index)
-        self._wake(key)
+            return True
+        return False
 
     def _on_log_dir_failure(self, root: str, keys: list[TopicPartition]) -> None:
         """Kafka's handleLogDirFailure: the partitions of a failed log dir stop fetching, their waiting
@@ -266,8 +344,11 @@ class ReplicaManager:
             partition.min_insync_replicas = min_insync_replicas
 
     def remove_topic(self, topic: str) -> None:
-        for index in list(self._by_topic.get(topic, ())):
-            self.stop_replica(topic, index, delete=True, source=f"topic {topic} was deleted")
+        """Single node: the topic was deleted. Its logs go with one fsync per log dir (`LogManager.delete_logs`)."""
+        being_created = [key.partition for key in self._creating if key.topic == topic]
+        source = f"topic {topic} was deleted"
+        self.log_manager.delete_logs(topic, [index for index in [*self._by_topic.get(topic, ()), *being_created]
+                                             if self._stop(topic, index, delete=True, source=source)])
 
     async def shutdown(self) -> None:
         fetchers = list(self._fetchers.values())

@@ -55,6 +55,15 @@ def epoch_cache_of(partition_log: PartitionLog) -> EpochCache:
     return cache
 
 
+def write_first_epoch(partition_log: PartitionLog, *, leader_epoch: int) -> None:
+    """Write the `leader-epoch-checkpoint` a new log gets when this broker leads it at `leader_epoch`
+    (what `Partition.make_leader` would write), on an I/O thread before the log is served: the role
+    change on the loop then finds the epoch in place and writes nothing."""
+    cache = epoch_cache_of(partition_log)
+    if cache.assign(leader_epoch, partition_log.log_end_offset):
+        epoch_checkpoint_of(partition_log).write(dict(cache.entries))
+
+
 def latest_epoch_on_disk(partition_log: PartitionLog) -> int:
     """The leader epoch of the log's last batch, for a replica this broker does not serve yet (the
     controller compares logs before it elects one); reads, never writes, the checkpoint."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import logging
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Awaitable, Callable, Mapping
@@ -18,7 +19,7 @@ from pybroker.common.open_files import DescriptorBudget, raise_open_files_limit
 from pybroker.common.listeners import Endpoint
 from pybroker.controller.embedded import EmbeddedMetadata
 from pybroker.controller.errors import InvalidTopicConfigError
-from pybroker.controller.metadata import BrokerInfo, ClusterMetadata, TopicInfo
+from pybroker.controller.metadata import BrokerInfo, ClusterMetadata, PartitionInfo, TopicInfo
 from pybroker.controller.acl_store import AclStore, FileAclStore, ZkAclStore
 from pybroker.controller.client_metrics_store import FileClientMetricsStore
 from pybroker.controller.group_config_store import FileGroupConfigStore
@@ -256,6 +257,7 @@ class Broker:
         if self.schema_registry is not None:
             await self.schema_registry.stop()
         await self.socket_server.stop()
+        self.replica_manager.topic_changes.cancel_all()
         self.groups.close()
         await self.txns.close()
         await self.share_persister.close()
@@ -281,20 +283,45 @@ class Broker:
             # In a cluster only the controller's StopReplica deletes a replica, as in Kafka: an update of
             # the metadata cache never does, so a wrong one cannot cost data.
             if self.zk_mode is None:
-                self.replica_manager.remove_topic(name)
+                self.replica_manager.topic_changes.apply(name, functools.partial(self.replica_manager.remove_topic,
+                                                                                 name))
             if self.metrics is not None:
                 self.metrics.remove_topic(name)
             return
+        if self.zk_mode is None:  # in a cluster, the controller's LeaderAndIsr assigns the roles
+            self.replica_manager.topic_changes.apply(name, functools.partial(self._lead_topic, name, info))
+        else:
+            self.replica_manager.update_config(name, self.topic_configs.log_config(info.configs),
+                                               self.topic_configs.min_insync_replicas(info.configs))
+
+    def _lead_topic(self, name: str, info: TopicInfo) -> Awaitable[None] | None:
+        """Single node: lead the topic's partitions at once when their logs exist; else returns what
+        makes the new logs off the loop (`ReplicaManager.become_leader_async`) and then leads them."""
         log_config = self.topic_configs.log_config(info.configs)
         min_isr = self.topic_configs.min_insync_replicas(info.configs)
-        if self.zk_mode is None:  # in a cluster, the controller's LeaderAndIsr assigns the roles
-            for index, partition in info.partitions.items():
-                if partition.leader == self.broker_id:
-                    self.replica_manager.become_leader(
-                        name, index, info.topic_id, leader_epoch=partition.leader_epoch,
-                        replicas=partition.replicas, isr=partition.isr, config=log_config,
-                        min_insync_replicas=min_isr)
+        led = {index: p for index, p in info.partitions.items() if p.leader == self.broker_id}
+        if any(self.replica_manager.must_create_log(name, index) for index in led):
+            return self._lead_new_logs(name, info, led, log_config, min_isr)
+        for index, partition in led.items():
+            self.replica_manager.become_leader(
+                name, index, info.topic_id, leader_epoch=partition.leader_epoch, replicas=partition.replicas,
+                isr=partition.isr, config=log_config, min_insync_replicas=min_isr)
         self.replica_manager.update_config(name, log_config, min_isr)
+        return None
+
+    async def _lead_new_logs(self, name: str, info: TopicInfo, led: Mapping[int, PartitionInfo],
+                             log_config: LogConfig, min_isr: int) -> None:
+        outcomes = await asyncio.gather(*(
+            self.replica_manager.become_leader_async(
+                name, index, info.topic_id, leader_epoch=partition.leader_epoch, replicas=partition.replicas,
+                isr=partition.isr, config=log_config, min_insync_replicas=min_isr)
+            for index, partition in led.items()), return_exceptions=True)
+        self.replica_manager.update_config(name, log_config, min_isr)
+        failures = [(index, outcome) for index, outcome in zip(led, outcomes) if isinstance(outcome, BaseException)]
+        for index, failure in failures:
+            log.error("Creating the log of %s-%d failed: %s", name, index, failure, exc_info=failure)
+        if failures:
+            raise failures[0][1]
 
     async def auto_create_topic(self, name: str) -> TopicInfo:
         assert self.metadata is not None

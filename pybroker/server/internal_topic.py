@@ -55,6 +55,7 @@ class InternalTopic:
                     "cleanup.policy": "compact", "compression.type": "producer", **self._configs(factor)})
             except TopicExistsError:  # created in the cluster; this broker's metadata has not caught up yet
                 return
+            await self._replicas.topic_changes.settled(self.name)  # single node: its logs are made off the loop
             log.info("Created internal topic %s with %d partitions", self.name, self._partitions)
 
     def leader(self, partition: int) -> int | None:

@@ -4,6 +4,8 @@ CreateTopics, CreatePartitions and the auto-creation of a topic first plan the n
 metadata's ``validate_only`` pass: every check, and in a cluster the replica placement), then admit the
 ones placed on this broker against the budget, and only then create them, with the very placement that
 was admitted. A refusal therefore leaves nothing behind: no metadata, no partition directory, no log.
+On a single node the new partitions' logs are made off the event loop (`replication/topic_changes.py`):
+the answer waits for them, so it still comes after every new partition's files are durable.
 In a cluster the budget checked is that of the broker handling the request; another broker that would run
 out of descriptors answers the LeaderAndIsr of the replicas it cannot open with KAFKA_STORAGE_ERROR, so the
 controller treats them as offline replicas (and elects other leaders), and its log dir stays online.
@@ -15,12 +17,14 @@ from typing import Mapping, Protocol, Sequence
 
 from pybroker.common.open_files import DescriptorBudget
 from pybroker.controller.metadata import ClusterMetadata, TopicInfo
+from pybroker.replication.manager import ReplicaManager
 
 __all__ = ["create_topic", "create_partitions"]
 
 
 class TopicHost(Protocol):
-    """What topic creation needs of the broker: its id, metadata and descriptor budget (`services.Services`)."""
+    """What topic creation needs of the broker: its id, metadata, descriptor budget and replicas
+    (`services.Services`)."""
 
     @property
     def broker_id(self) -> int: ...
@@ -30,6 +34,9 @@ class TopicHost(Protocol):
 
     @property
     def open_files(self) -> DescriptorBudget: ...
+
+    @property
+    def replica_manager(self) -> ReplicaManager: ...
 
 
 def _hosted_here(broker: TopicHost, info: TopicInfo, partitions: Sequence[int]) -> int:
@@ -47,7 +54,9 @@ async def create_topic(broker: TopicHost, name: str, partitions: int, factor: in
     if validate_only:
         return planned
     plan = {p: partition.replicas for p, partition in planned.partitions.items()}
-    return await broker.metadata.create_topic(name, len(plan), factor, configs, plan)
+    created = await broker.metadata.create_topic(name, len(plan), factor, configs, plan)
+    await broker.replica_manager.topic_changes.settled(name)
+    return created
 
 
 async def create_partitions(broker: TopicHost, name: str, total: int, assignments: Sequence[Sequence[int]] | None, *,
@@ -61,4 +70,6 @@ async def create_partitions(broker: TopicHost, name: str, total: int, assignment
                             count_in=not validate_only)
     if validate_only:
         return planned
-    return await broker.metadata.create_partitions(name, total, [planned.partitions[p].replicas for p in added])
+    created = await broker.metadata.create_partitions(name, total, [planned.partitions[p].replicas for p in added])
+    await broker.replica_manager.topic_changes.settled(name)
+    return created

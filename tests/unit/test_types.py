@@ -1,4 +1,4 @@
-"""mypy over pybroker/ (configured in pyproject.toml's [tool.mypy]) as part of the test run.
+"""mypy over pybroker/, benchmarks/ and chaos/ (configured in pyproject.toml's [tool.mypy]) as part of the test run.
 
 attr-defined stays enabled: reading an attribute an exception or message does not have (the
 Fetch handler once read OffsetOutOfRangeError.log_start_offset, which is log_start) fails here

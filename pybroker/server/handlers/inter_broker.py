@@ -17,13 +17,15 @@ KIP-380) and is refused with STALE_BROKER_EPOCH, as Kafka's KafkaApis does; -1 s
 Who may send them at all is checked before they get here (`inter_broker_guard`). Topic names are
 checked again (INVALID_TOPIC_EXCEPTION) before a LeaderAndIsr or StopReplica turns one into a path. A new
 replica past the descriptor budget (``pybroker.common.open_files``) is answered KAFKA_STORAGE_ERROR: the
-controller then treats it as offline, as a replica in a failed log dir.
+controller then treats it as offline, as a replica in a failed log dir. A new replica's log is made off the
+event loop (`ReplicaManager.apply_role_async`), those of one topic at once, and the answer waits for them all.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Awaitable
 
 from pybroker.common.ids import BrokerId, LeaderEpoch
 from pybroker.common.log_limit import LogLimiter
@@ -103,7 +105,8 @@ async def leader_and_isr(ctx: RequestContext, request: LeaderAndIsrRequest) -> L
         configs = await metadata.configs_for(topic.topic_name)
         log_config = services.topic_configs.log_config(configs)
         min_isr = services.topic_configs.min_insync_replicas(configs)
-        errors = []
+        errors: list[PartitionError] = []
+        creations: dict[int, Awaitable[None]] = {}  # position in errors -> the role waiting for its new log
         for state in topic.partition_states:
             code = ErrorCode.NONE
             try:
@@ -121,11 +124,23 @@ async def leader_and_isr(ctx: RequestContext, request: LeaderAndIsrRequest) -> L
                                          BrokerId(state.leader), LeaderEpoch(state.leader_epoch),
                                          tuple(state.replicas), tuple(state.isr),
                                          state.partition_epoch, state.controller_epoch)
-                    services.replica_manager.apply_role(role, leaders.get(state.leader), config=log_config,
-                                                      min_insync_replicas=min_isr)
+                    replicas = services.replica_manager
+                    if replicas.must_create_log(topic.topic_name, state.partition_index):
+                        creations[len(errors)] = replicas.apply_role_async(
+                            role, leaders.get(state.leader), config=log_config, min_insync_replicas=min_isr)
+                    else:
+                        replicas.apply_role(role, leaders.get(state.leader), config=log_config,
+                                            min_insync_replicas=min_isr)
             except Exception as exc:
                 code = error_code_for(exc)
             errors.append(PartitionError(partition_index=state.partition_index, error_code=code))
+        outcomes = await asyncio.gather(*creations.values(), return_exceptions=True)
+        for position, outcome in zip(creations, outcomes):
+            if isinstance(outcome, Exception):
+                errors[position] = PartitionError(partition_index=errors[position].partition_index,
+                                                  error_code=error_code_for(outcome))
+            elif isinstance(outcome, BaseException):
+                raise outcome
         topics.append(LeaderAndIsrResponse.LeaderAndIsrTopicError(topic_id=topic.topic_id, partition_errors=errors))
     return LeaderAndIsrResponse(error_code=0, topics=topics)
 

@@ -37,12 +37,19 @@ def only_reply(outcome: TxnOutcome) -> Any:
     return outcome.replies[0][1]
 
 
+def written(coordinator: TransactionCoordinator, marker: MarkerRequest, now: int) -> TxnOutcome:
+    """Every marker of ``marker`` is written and the Complete* record that follows is on the ISR."""
+    outcome = coordinator.markers_written(marker, now)
+    coordinator.persisted(outcome, ok=True)
+    return outcome
+
+
 def complete(coordinator: TransactionCoordinator, outcome: TxnOutcome, now: int) -> list[MarkerRequest]:
     """What the runtime does after persisting: the records are on the ISR, every marker is written and
-    acknowledged."""
+    acknowledged, and so is the Complete* record."""
     coordinator.persisted(outcome, ok=True)
     for marker in outcome.markers:
-        coordinator.markers_written(marker, now)
+        written(coordinator, marker, now)
     return outcome.markers
 
 
@@ -92,7 +99,7 @@ def test_init_during_an_open_transaction_aborts_it_with_a_bumped_epoch():
     [marker] = outcome.markers
     assert not marker.commit and marker.producer_epoch == first.producer_epoch + 1
     assert marker.partitions == (("out", 0), ("out", 1))
-    coordinator.markers_written(marker, clock.now)
+    written(coordinator, marker, clock.now)
     assert coordinator.describe(TXN).state is TxnState.COMPLETE_ABORT
     retried = init(coordinator, clock, fresh=None)
     assert retried.producer_epoch == first.producer_epoch + 2
@@ -108,7 +115,7 @@ def test_commit_writes_prepare_then_markers_then_complete():
     assert prepared.metadata.partitions == {("out", 0), ("out", 1)}
     [marker] = outcome.markers
     assert marker.commit and marker.producer_id == producer.producer_id
-    done = coordinator.markers_written(marker, clock.now)
+    done = written(coordinator, marker, clock.now)
     completed = decode_txn_record(*done.records[0][1])
     assert completed is not None and completed.metadata is not None
     assert completed.metadata.state is TxnState.COMPLETE_COMMIT and not completed.metadata.partitions
@@ -158,7 +165,7 @@ def test_transaction_past_its_timeout_is_aborted_and_its_producer_fenced():
     outcome = coordinator.tick(clock.advance(TIMEOUT_MS + CONFIG.abort_check_interval_ms))
     [marker] = outcome.markers
     assert not marker.commit and marker.producer_epoch == producer.producer_epoch + 1
-    coordinator.markers_written(marker, clock.now)
+    written(coordinator, marker, clock.now)
     late = coordinator.end_txn("w", TXN, producer.producer_id, producer.producer_epoch, True, clock.now)
     assert only_reply(late) is ErrorCode.PRODUCER_FENCED
     assert coordinator.describe(TXN).state is TxnState.COMPLETE_ABORT
@@ -222,7 +229,7 @@ def test_replayed_state_resends_markers_of_a_recorded_commit_and_aborts_open_one
     assert restarted.describe(TXN).state is TxnState.PREPARE_COMMIT
     [resent] = restarted.tick(clock.now).markers
     assert resent.commit and resent.transactional_id == TXN
-    restarted.markers_written(resent, clock.now)
+    written(restarted, resent, clock.now)
     assert restarted.describe(TXN).state is TxnState.COMPLETE_COMMIT
     [timed_out] = restarted.tick(clock.advance(TIMEOUT_MS + CONFIG.abort_check_interval_ms)).markers
     assert timed_out.transactional_id == "other" and not timed_out.commit
