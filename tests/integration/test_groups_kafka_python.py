@@ -59,7 +59,7 @@ class Member(ConsumerRebalanceListener):
     3.0.12 bug: a join whose SyncGroup answer arrives after ``poll(timeout_ms=50)`` gave up waiting is
     never completed when the rejoin came from the leader's own metadata change. The leader's
     assignment makes its metadata snapshot current, so ``need_rejoin()`` turns false, and neither
-    ``coordinator.poll`` nor ``join_group_async`` look at the join still in flight (the Java client
+    ``coordinator.poll`` nor ``join_group_async`` looks at the join still in flight (the Java client
     loops on ``rejoinNeededOrPending()``): the member keeps polling, never applies its assignment,
     never heartbeats again, and the broker expires it. Such a rejoin follows when the leader assigned
     with an empty snapshot, which kafka-python builds only from a metadata answer that arrives after
