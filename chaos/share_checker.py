@@ -13,6 +13,8 @@ an acknowledgement was sent: one clock for every process of the machine):
                    the history's clock): a new leader's term begins there, whenever Metadata showed it
   share-archived   the share coordinator stored offsets `first`..`last` of the partition as archived after `dc`
                    deliveries (read from `__share_group_state` after the round: share_state_log.py)
+  share-passed     the coordinator's start offset passed offsets `first`..`last` while they were stored available
+                   with count `dc`, `held_ms` after that was first stored (share_state_log.py)
   share-member-killed  the workload killed a member's process
   fault            the nemesis's faults (phase start)
 
@@ -55,7 +57,13 @@ A member's consumer acquires records in the background, so one killed just after
 application never saw. A record the coordinator stored as archived at the limit, seen delivered fewer times, is
 explained (`share_archived_unseen`) when enough members were killed after its last seen delivery to have held the
 unseen ones, one each (seed 7401: delivered twice and released, its member killed 150 ms later, archived with
-count 3).
+count 3). The coordinator may not store that archiving: when the record was the first in flight, the write moves
+the start offset past it instead. A record the start offset passed while stored available with count limit - 1
+(how its acquisition at the limit is stored) at least a lock duration (the share-start's `lock_ms`) after that
+count was first stored had its last lock run out, which archives it (KIP-932: a record whose acquisition lock
+times out at the delivery count limit is archived, not made available); its holder, unseen, cannot have
+acknowledged it. It is explained so under the same condition on kills (seed 8001: released at count 2, a member
+killed 20 ms later, the start offset passed it 3.05 s after count 2 was stored, with a lock of 3 s).
 """
 
 from __future__ import annotations
@@ -126,10 +134,16 @@ def check_share(events: list[dict[str, Any]], limit: int, durable: bool, report:
     produced: dict[Place, float] = {}
     complete = True
     archived: dict[int, list[tuple[int, int, int]]] = defaultdict(list)
+    passed: dict[int, list[tuple[int, int, int, int]]] = defaultdict(list)
     kills: list[float] = []
+    lock_ms: int | None = None
     for e in events:
         if e["type"] == "share-archived":
             archived[e["partition"]].append((e["first"], e["last"], e["dc"]))
+        elif e["type"] == "share-passed":
+            passed[e["partition"]].append((e["first"], e["last"], e["dc"], e["held_ms"]))
+        elif e["type"] == "share-start":
+            lock_ms = e.get("lock_ms")
         elif e["type"] == "share-member-killed":
             kills.append(e["t"])
         elif e["type"] == "share-produced":
@@ -189,26 +203,43 @@ def check_share(events: list[dict[str, Any]], limit: int, durable: bool, report:
         losses[partition]  # every partition may have lost its state in a fault
     restarts = {} if durable else _restarts(losses, deliveries)
     _accounting(report, produced, deliveries, acks, limit, complete, restarts,
-                _Unseen(archived, kills) if durable else _Unseen({}, []))
+                _Unseen(archived, passed, lock_ms, kills) if durable else _Unseen({}, {}, None, []))
     return report
 
 
 @dataclass(frozen=True, slots=True)
 class _Unseen:
-    """What explains deliveries the history cannot show: the coordinator's archived offsets, the members killed."""
+    """What explains deliveries the history cannot show: the coordinator's archived offsets and the offsets its
+    start offset passed, the lock duration, the members killed."""
 
     archived: dict[int, list[tuple[int, int, int]]]
+    passed: dict[int, list[tuple[int, int, int, int]]]
+    """Per partition: (first, last, stored count, held_ms), the ``share-passed`` events."""
+    lock_ms: int | None
     kills: list[float]
 
     def archived_unseen(self, place: Place, produced_at: float, delivered: list[_Delivery], limit: int) -> bool:
-        """The coordinator archived ``place`` at the limit, and the deliveries missing from the history are no more
-        than the members killed after its last seen delivery (each could hold one it had not handed out)."""
-        partition, offset = place
-        if not any(first <= offset <= last and dc >= limit for first, last, dc in self.archived.get(partition, [])):
+        """The coordinator archived ``place`` at the limit (or its last lock at the limit ran out), and the
+        deliveries missing from the history are no more than the members killed after its last seen delivery (each
+        could hold one it had not handed out)."""
+        if not (self._stored_archived(place, limit) or self._expired_at_limit(place, limit)):
             return False
         seen = max((d.dc for d in delivered), default=0)
         since = max((d.t for d in delivered), default=produced_at)
         return limit - seen <= sum(1 for t in self.kills if t >= since)
+
+    def _stored_archived(self, place: Place, limit: int) -> bool:
+        partition, offset = place
+        return any(first <= offset <= last and dc >= limit for first, last, dc in self.archived.get(partition, []))
+
+    def _expired_at_limit(self, place: Place, limit: int) -> bool:
+        """The start offset passed ``place`` while it was stored available with count ``limit - 1``, a lock
+        duration or more after that was first stored: acquired at the limit after that write, and its lock ran out
+        (see the module doc)."""
+        partition, offset = place
+        return self.lock_ms is not None and any(
+            first <= offset <= last and dc == limit - 1 and held_ms >= self.lock_ms
+            for first, last, dc, held_ms in self.passed.get(partition, []))
 
 
 def _restarts(losses: dict[int, list[float]], deliveries: dict[Place, list[_Delivery]]

@@ -36,7 +36,7 @@ from chaos.checker import Report
 from chaos.cluster import REPO, ChaosCluster
 from chaos.history import History
 from chaos.share_checker import check_share
-from chaos.share_state_log import archived
+from chaos.share_state_log import archived, passed
 from chaos.workload import value_text
 from pybroker.client import KafkaClient
 from pybroker.protocol.api_keys import ApiKey
@@ -128,9 +128,11 @@ class ShareWorkload:
         check_share(events, DELIVERY_LIMIT, self.durable, report)
 
     def record_broker_state(self, root: Path) -> None:
-        """Add each share-partition leader's read of its state (from the stopped brokers' logs) and the records the
-        share coordinator archived (from their ``__share_group_state``) to the history."""
-        for event in [*state_reads(root, self.history.snapshot()), *archived(root, SHARE_GROUP)]:
+        """Add each share-partition leader's read of its state (from the stopped brokers' logs), and the records the
+        share coordinator archived and those its start offset passed (from their ``__share_group_state``), to the
+        history."""
+        for event in [*state_reads(root, self.history.snapshot()), *archived(root, SHARE_GROUP),
+                      *passed(root, SHARE_GROUP)]:
             self.history.add(event.pop("type"), **event)
 
     def _join(self) -> None:

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 
 from chaos.share_checker import SHARE_ANOMALIES, check_share
-from chaos.share_state_log import archived
+from chaos.share_state_log import archived, passed
 from chaos.share_workload import SHARE_GROUP, SHARE_TOPIC, state_reads
 from pybroker.coordinator.share_state.records import ShareKey, ShareState, StateBatch, snapshot_record, update_record
-from pybroker.records.record import build_batch
+from pybroker.records.record import RecordInput, build_batch
 
 LIMIT = 3
 
@@ -239,6 +239,62 @@ def test_the_archived_offsets_are_read_from_the_longest_copy_of_share_group_stat
         (directory / "00000000000000000000.log").write_bytes(build_batch(records))
     assert archived(tmp_path, SHARE_GROUP) == [
         {"type": "share-archived", "partition": 1, "first": 5, "last": 6, "dc": LIMIT}]
+
+
+def test_a_record_the_start_offset_passed_a_lock_after_its_last_count_was_stored_is_explained_only_then() -> None:
+    """Chaos seed 8001: offset 1081 released by m14 (count 1) and m20 (count 2); m18, killed 20 ms later, had
+    acquired it a third time in the background, unseen. Its lock ran out 3 s later and archived it, and as it was
+    the first in flight the coordinator's write moved the start offset past it (3054 ms after count 2 was stored)
+    instead of storing it archived; the drain waited for it until it gave up."""
+    start = {"type": "share-start", "t": 0.4, "wall": 1_000_000.4, "durable": True, "delivery_count_limit": LIMIT,
+             "lock_ms": 3000}
+    seen = [start, produced(0, 92.563), deliver("m14", 0, 1, 92.563), ack("m14", 0, 1, "release", 92.617),
+            deliver("m20", 0, 2, 92.664), ack("m20", 0, 2, "release", 92.67)]
+    killed = {"type": "share-member-killed", "t": 92.684, "member": "m18"}
+    stored = {"type": "share-passed", "partition": 0, "first": 0, "last": 0, "dc": LIMIT - 1, "held_ms": 3054}
+    drain = {**END, "complete": False}
+    report = check_share([*seen, killed, stored, drain], LIMIT, durable=True)
+    assert report.clean and len(report.explained["share_archived_unseen"]) == 1, report.summary()
+    assert report.stats["share_archived"] == 1
+    unflagged = {"share_unacknowledged": 1}
+    for changed, why in (([*seen, stored, drain], "nobody could hold it"),
+                         ([*seen, killed, {**stored, "held_ms": 2999}, drain], "passed before a lock could run out"),
+                         ([*seen, killed, {**stored, "dc": LIMIT - 2}, drain], "passed below the limit"),
+                         ([*seen, killed, {**stored, "first": 1, "last": 1}, drain], "another offset"),
+                         ([*seen[1:], killed, stored, drain], "no lock duration known")):
+        assert check_share(changed, LIMIT, durable=True).counts() == unflagged, why
+    assert check_share([*seen, killed, stored, drain], LIMIT, durable=False).counts() == unflagged
+
+
+def _state_log(tmp_path, broker: int, writes: list[tuple[int, tuple[bytes, bytes | None]]]) -> None:
+    """``writes`` (timestamp ms, record) as one batch each in a ``__share_group_state`` partition of ``broker``."""
+    directory = tmp_path / f"broker-{broker}" / "logs" / "__share_group_state-7"
+    directory.mkdir(parents=True)
+    (directory / "00000000000000000000.log").write_bytes(b"".join(
+        build_batch([RecordInput(key, value, timestamp=at)], base_offset=i) for i, (at, (key, value))
+        in enumerate(writes)))
+
+
+def test_the_offsets_the_start_offset_passed_while_stored_available_are_read_with_how_long(tmp_path) -> None:
+    topic_id = uuid.uuid4()
+    ours, theirs = ShareKey(SHARE_GROUP, topic_id, 0), ShareKey("other-group", topic_id, 0)
+
+    def write(start: int, *batches: StateBatch, key: ShareKey = ours) -> tuple[bytes, bytes | None]:
+        return update_record(key, 0, 5, start, list(batches))
+
+    initial = snapshot_record(ours, ShareState(snapshot_epoch=0, state_epoch=1, leader_epoch=5, start_offset=10))
+    _state_log(tmp_path, 0, [
+        (1_000, initial),
+        (1_100, write(10, StateBatch(10, 13, 0, 0))),  # acquired once: stored available, count 0
+        (1_200, write(10, StateBatch(10, 10, 0, 1), StateBatch(11, 13, 0, 0))),  # 10 released
+        (2_000, write(10, StateBatch(10, 10, 0, 2), StateBatch(11, 11, 2, 1), StateBatch(12, 13, 0, 1))),
+        (3_000, write(-1, StateBatch(10, 10, 0, 2), StateBatch(11, 11, 2, 1))),  # the same counts: since 2000
+        (4_000, write(10, StateBatch(10, 10, 0, 9), key=theirs)),
+        (5_054, write(14)),  # 10 archived at its lock's end, 11 acknowledged, 12 and 13 done: passed
+    ])
+    assert passed(tmp_path, SHARE_GROUP) == [
+        {"type": "share-passed", "partition": 0, "first": 10, "last": 10, "dc": 2, "held_ms": 3054},
+        {"type": "share-passed", "partition": 0, "first": 12, "last": 13, "dc": 1, "held_ms": 3054}]
 
 
 def test_a_delivery_by_a_replaced_leader_is_explained_only_with_its_fenced_acknowledgement() -> None:
