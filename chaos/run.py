@@ -31,7 +31,7 @@ from chaos.history import History, read_jsonl
 from chaos.nemesis import Nemesis
 from chaos.provenance import LogProvenance
 from chaos.share_checker import SHARE_ANOMALIES, check_share
-from chaos.share_state_log import archived
+from chaos.share_state_log import archived, passed
 from chaos.share_workload import SHARE_BROKER_CONFIG, SHARE_GROUP, ShareWorkload, state_reads
 from chaos.watchdog import Bounded, RoundProcessError, run_bounded
 from chaos.workload import CTP_TOPIC, TABLE_TOPIC, TXN_TOPIC, Workload, create_topics, topics_of
@@ -356,6 +356,8 @@ def main(argv: list[str] | None = None) -> int:
             events += state_reads(args.check.parent, events)
         if not any(e["type"] == "share-archived" for e in events):
             events += archived(args.check.parent, SHARE_GROUP)
+        if not any(e["type"] == "share-passed" for e in events):
+            events += passed(args.check.parent, SHARE_GROUP)
         report = check(events, LogProvenance.of_round(args.check.parent).stamp, COMPACTED)
         for start in (e for e in events if e["type"] == "share-start"):  # a round with the share workload
             check_share(events, start["delivery_count_limit"], start["durable"], report)
