@@ -274,12 +274,16 @@ class _MmapIndex:
             self._mm = None
         self._closed = True
 
-    def delete(self) -> None:
-        """Unmap and remove the file."""
+    def unmap(self) -> None:
+        """Unmap and forget without trimming: the file is about to go (its log was deleted)."""
         if self._mm is not None:
             self._mm.close()
             self._mm = None
         self._closed = True
+
+    def delete(self) -> None:
+        """Unmap and remove the file."""
+        self.unmap()
         try:
             os.unlink(self.path)
         except FileNotFoundError:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import shutil
 from typing import AsyncIterator, Iterator, Sequence
 
 from pybroker.common.io_executor import IoExecutor
@@ -305,13 +304,13 @@ class LocalLog:
                 segment.close()
         self.closed = True
 
-    def delete(self, rename_to: str | None = None) -> None:
-        """See ``PartitionLog.delete``."""
+    def detach(self, rename_to: str | None = None) -> str:
+        """See ``PartitionLog.detach``."""
         if rename_to is not None:
             os.rename(self.dir, rename_to)
             self.dir = rename_to
-        for segment in self.segments:
-            segment.delete()  # closes descriptors; the unlinks miss after a rename, rmtree does them
-        self.delete_expired_files(self.now_ms, force=True)
+        for segment in [*self.segments, *(pending for _, pending in self._pending_deletes)]:
+            segment.release()
+        self._pending_deletes = []
         self.closed = True
-        shutil.rmtree(self.dir, ignore_errors=True)
+        return self.dir

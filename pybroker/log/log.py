@@ -23,6 +23,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import shutil
 import uuid
 from dataclasses import dataclass
 from typing import Any, AsyncIterator, Callable, Iterator, Sequence, TypeVar, cast
@@ -603,10 +604,16 @@ class PartitionLog:
         nothing more may be written there; errors on the way are ignored."""
         self._local.close_handlers()
 
-    def delete(self, rename_to: str | None = None) -> None:
-        """Close without flushing and remove the directory, renamed to ``rename_to`` first.
+    def detach(self, rename_to: str | None = None) -> str:
+        """The first half of a deletion, cheap enough for the event loop: rename the directory to
+        ``rename_to`` and close the descriptors and index mappings without a flush (a slice still held
+        by a fetch then raises SliceUnavailableError, never reads a reused descriptor). Returns the
+        directory, whose files the caller removes (``delete``, or Kafka's later asyncDelete on a
+        background thread). The rename comes first so that a crash before the removal leaves a
+        ``-delete`` directory that the next startup removes, never a half-deleted partition that would
+        be loaded."""
+        return self._local.detach(rename_to)
 
-        The rename comes first so that a crash mid-way leaves a ``-delete`` directory that
-        the next startup removes, never a half-deleted partition that would be loaded.
-        """
-        self._local.delete(rename_to)
+    def delete(self, rename_to: str | None = None) -> None:
+        """``detach`` and remove the directory at once."""
+        shutil.rmtree(self.detach(rename_to), ignore_errors=True)

@@ -94,6 +94,7 @@ class LogManager:
         self._checkpoints = CheckpointPasses()
         self._creating: dict[TopicPartition, str] = {}  # logs `create_log` is making, and their log dirs
         self._creation_slots = asyncio.Semaphore(1)  # see attach_executor
+        self._removals: set[asyncio.Future[None]] = set()  # deleted logs' files being removed, see delete_logs
         #: Called with a log dir's path and the partitions whose logs it held when it goes offline (the
         #: replica manager's handleLogDirFailure).
         self.dir_failure_listeners: list[Callable[[str, list[TopicPartition]], None]] = []
@@ -364,33 +365,58 @@ class LogManager:
         logger.info("Created log for %s-%d in %s", tp[0], tp[1], root)
 
     def delete_log(self, topic: str, partition: int) -> bool:
-        """Rename the directory to ``<tp>.<uuid>-delete`` and remove it; False if unknown."""
-        root = self._delete_unsynced(TopicPartition(topic, partition))
-        if root is not None:
+        """``delete_logs`` of one log; False if unknown."""
+        return self.delete_logs([TopicPartition(topic, partition)]) == 1
+
+    def delete_logs(self, partitions: Iterable[TopicPartition]) -> int:
+        """Delete logs as Kafka's asyncDelete does; returns how many there were.
+
+        On the loop, what a later request must find done: each log leaves the served set, its descriptors
+        close and its directory is renamed ``<tp>.<uuid>-delete``, and each log dir is fsynced once, not
+        once per log (a thousand fsyncs held every client up for seconds). A topic created again thus gets
+        new directories, and a crash leaves only ``-delete`` ones, which the next start removes. The
+        renamed directories' files are removed on the I/O executor (here without one): a thousand
+        partitions' unlinks held the loop for seconds too."""
+        renamed: dict[str, list[str]] = {}
+        for tp in partitions:
+            detached = self._detach(tp)
+            if detached is not None:
+                renamed.setdefault(detached[0], []).append(detached[1])
+        for root in renamed:
             fsync_dir(root)
-        return root is not None
+        paths = [path for paths in renamed.values() for path in paths]
+        io = self._flusher.io
+        if io is None:
+            _remove_dirs(paths)
+        elif paths:
+            removal = asyncio.ensure_future(io.run(functools.partial(_remove_dirs, paths)))
+            self._removals.add(removal)
+            removal.add_done_callback(self._removed)
+        return len(paths)
 
-    def delete_logs(self, topic: str, partitions: Iterable[int]) -> None:
-        """``delete_log`` of a topic's partitions with one fsync per log dir, not one per partition: a
-        thousand of them on the event loop held every client up for seconds."""
-        roots = {self._delete_unsynced(TopicPartition(topic, partition)) for partition in partitions}
-        for root in roots:
-            if root is not None:
-                fsync_dir(root)
-
-    def _delete_unsynced(self, tp: TopicPartition) -> str | None:
-        """The deletion but for the fsync of the log dir it was in (returned; None if the log was unknown)."""
+    def _detach(self, tp: TopicPartition) -> tuple[str, str] | None:
+        """A log's deletion on the loop: its log dir and the directory it was renamed to (None if unknown)."""
         self.drop_future_log(*tp)
         self._offline_logs.discard(tp)
         log = self._logs.pop(tp, None)
         root = self._root_of.pop(tp, None)
         if log is None or root is None:
             return None
-        log.delete(rename_to=trash_path(root, tp))
+        path = log.detach(rename_to=trash_path(root, tp))
         self._cleaner.forget(tp, root)
         self._flusher.forget(tp)
         logger.info("Deleted log for %s-%d", tp[0], tp[1])
-        return root
+        return root, path
+
+    async def wait_removed(self) -> None:
+        """Wait until the files of the logs deleted so far are gone (whoever must see them gone: tests)."""
+        await asyncio.gather(*self._removals, return_exceptions=True)
+
+    def _removed(self, removal: asyncio.Future[None]) -> None:
+        self._removals.discard(removal)
+        if not removal.cancelled() and removal.exception() is not None:
+            logger.warning("Removing deleted log directories failed (the next start removes them): %s",
+                           removal.exception())
 
     def update_config(self, topic: str, config: LogConfig) -> None:
         """New config for every partition of ``topic`` (and for ones created later)."""
@@ -532,6 +558,12 @@ def _make_new_log(root: str, topic: str, partition: int, config: LogConfig, now_
         log.close_handlers()
         raise
     return log
+
+
+def _remove_dirs(paths: list[str]) -> None:
+    """The files of deleted logs' renamed directories (an I/O thread's part of `LogManager.delete_logs`)."""
+    for path in paths:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def _record_topic_id(log: PartitionLog, topic_id: uuid.UUID) -> None:

@@ -515,9 +515,11 @@ class LogSegment:
                     target.rename(path + DELETED_SUFFIX)
 
     def release(self) -> None:
-        """Close the data file and change nothing on disk (a load that failed half-way); the index mappings
-        are unmapped with their objects."""
+        """Close the data file and unmap the indexes, changing nothing on disk: a load that failed half-way,
+        or a deleted log whose directory is removed as a whole afterwards."""
         self._log.close()
+        self.offset_index.unmap()
+        self.time_index.unmap()
 
     def close(self) -> None:
         """Record the final time-index entry, trim indexes and close the data file."""

@@ -73,6 +73,7 @@ def test_a_replica_stopped_while_its_log_is_made_leaves_no_files(tmp_path: Path)
         with pytest.raises(NotLeaderError):
             await leading
         assert replicas.hosted("t", 0) is None and logs.get_log("t", 0) is None
+        await logs.wait_removed()
         assert not [path.name for path in tmp_path.iterdir() if path.name.startswith("t-0")]
         assert replicas.must_create_log("t", 0)
 
