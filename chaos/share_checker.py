@@ -61,9 +61,11 @@ count 3). The coordinator may not store that archiving: when the record was the 
 the start offset past it instead. A record the start offset passed while stored available with count limit - 1
 (how its acquisition at the limit is stored) at least a lock duration (the share-start's `lock_ms`) after that
 count was first stored had its last lock run out, which archives it (KIP-932: a record whose acquisition lock
-times out at the delivery count limit is archived, not made available); its holder, unseen, cannot have
-acknowledged it. It is explained so under the same condition on kills (seed 8001: released at count 2, a member
-killed 20 ms later, the start offset passed it 3.05 s after count 2 was stored, with a lock of 3 s).
+times out at the delivery count limit is archived, not made available): the leader acquires a released record
+again only once a write that carries its count was taken (pybroker/replication/share/partition.py), so that
+lock began after the write, and its holder, unseen, cannot have acknowledged it. It is explained so under the
+same condition on kills (seed 8001: released at count 2, a member killed 20 ms later, the start offset passed it
+3.05 s after count 2 was stored, with a lock of 3 s).
 """
 
 from __future__ import annotations
