@@ -28,6 +28,7 @@ from confluent_kafka.admin import AdminClient
 
 from chaos.disk import lose_unsynced_writes
 from chaos.proxy import CLIENT, Proxy, ProxyHost
+from pybroker.zk.paths import decode_partition_state
 from tests.cluster.zookeeper import ZooKeeperServer
 
 REPO = Path(__file__).resolve().parents[1]
@@ -206,16 +207,18 @@ class ChaosCluster:
             client.stop()
             client.close()
 
-    def isrs(self) -> tuple[dict[str, tuple[list[int], float]], dict[int, float]]:
-        """Every partition's ISR as its state znode holds it (what the controller elects from) and when that
-        znode was last written, and when each registered broker registered (seconds since the epoch)."""
+    def isrs(self) -> tuple[dict[str, tuple[list[int], float, bool]], dict[int, float]]:
+        """Every partition's ISR as its state znode holds it (what the controller elects from), when that
+        znode was last written and whether it waits for a longest-log election (its members are then only
+        candidates), and when each registered broker registered (seconds since the epoch)."""
         client = self.zk_client()
         try:
             states = {}
             for topic in client.get_children("/brokers/topics"):
                 for partition in client.get_children(f"/brokers/topics/{topic}/partitions"):
                     data, stat = client.get(f"/brokers/topics/{topic}/partitions/{partition}/state")
-                    states[f"{topic}-{partition}"] = (json.loads(data)["isr"], stat.mtime / 1000)
+                    state = decode_partition_state(data, stat.version)
+                    states[f"{topic}-{partition}"] = (list(state.isr), stat.mtime / 1000, state.elect_longest_log)
             registered = {int(b): client.get(f"/brokers/ids/{b}")[1].ctime / 1000
                           for b in client.get_children("/brokers/ids")}
             return states, registered
@@ -239,7 +242,13 @@ class ChaosCluster:
         had not flushed still unflushed, and not as the leader that flushed (round 3017 with the fixes:
         queue-4's only member, whose session had expired and which was then killed and started again, lost
         power with its whole log above its recovery point, and the intact follower outside the ISR truncated
-        to it)."""
+        to it).
+
+        A state waiting for a longest-log election is written after its members registered, but names them
+        only as candidates: every member restarted, and which kept the records only their logs can tell, so
+        none may lose power (round 8103: brokers 1 and 2 lost their logs with their power, broker 0 was
+        killed, the failover wrote ISR [2, 0, 1] waiting, and broker 0, the only one with the records, was
+        powered off as if brokers 1 and 2 held them)."""
         names = {b.broker_id for b in victims}
         now = time.time()
         states, registered = self.isrs()
@@ -250,7 +259,11 @@ class ChaosCluster:
             since = registered.get(broker)
             return since is not None and self.killed_at.get(broker, 0.0) < since < written
 
-        for name, (isr, written) in sorted(states.items()):
+        for name, (isr, written, waiting) in sorted(states.items()):
+            if waiting:
+                if names & set(isr):
+                    return f"{name}: ISR {isr} waits for a longest-log election"
+                continue
             holders = [b for b in isr if b not in names and b in running and member_since(b, written)]
             if holders:
                 continue

@@ -99,15 +99,15 @@ def test_a_power_loss_is_risky_only_when_no_other_isr_member_holds_the_records(t
     brokers = [type("B", (), {"broker_id": i, "alive": True, "paused": False})() for i in range(3)]
     cluster.brokers = brokers  # type: ignore[assignment]
     now = time.time()
-    states: dict[str, tuple[list[int], float]] = {}
+    states: dict[str, tuple[list[int], float, bool]] = {}
     registered = {0: now - 100, 1: now - 100, 2: now - 100}
     monkeypatch.setattr(cluster, "isrs", lambda: (states, registered))
-    states["queue-0"] = ([0, 1], now - 1)
+    states["queue-0"] = ([0, 1], now - 1, False)
     assert cluster.power_loss_risk([brokers[0]]) is None  # broker 1 holds it
     assert cluster.power_loss_risk([brokers[0], brokers[1]]) is not None  # both copies
-    states["queue-0"] = ([0], now - 1)
+    states["queue-0"] = ([0], now - 1, False)
     assert "queue-0" in cluster.power_loss_risk([brokers[0]])  # alone for a second: maybe not flushed yet
-    states["queue-0"] = ([0], now - SOLE_MEMBER_GRACE_S - 1)
+    states["queue-0"] = ([0], now - SOLE_MEMBER_GRACE_S - 1, False)
     assert cluster.power_loss_risk([brokers[0]]) is None  # it has flushed by now (the rule under test)
     cluster.killed_at[0] = now - 3  # but not if it was killed and started again since (round 3017)
     assert cluster.power_loss_risk([brokers[0]]) is not None
@@ -115,15 +115,15 @@ def test_a_power_loss_is_risky_only_when_no_other_isr_member_holds_the_records(t
     registered[0] = now - 2  # nor if its registration is newer than the ISR
     assert cluster.power_loss_risk([brokers[0]]) is not None
     registered[0] = now - 100
-    states["queue-0"] = ([0, 1], now - 1)
+    states["queue-0"] = ([0, 1], now - 1, False)
     cluster.killed_at[1] = now - 9  # broker 1 lost power; the ISR was rewritten
     assert cluster.power_loss_risk([brokers[0]]) is not None  # since, but it is not back
     registered[1] = now - 5  # back, and the ISR written after it registered again: it rejoined
     assert cluster.power_loss_risk([brokers[0]]) is None
-    states["queue-0"] = ([0, 1], now - 6)  # written before it came back: a stale membership
+    states["queue-0"] = ([0, 1], now - 6, False)  # written before it came back: a stale membership
     assert cluster.power_loss_risk([brokers[0]]) is not None
     del cluster.killed_at[1]
-    states["queue-0"] = ([0, 1], now - 1)
+    states["queue-0"] = ([0, 1], now - 1, False)
     brokers[1].alive = False  # killed: its disk is intact, but it leaves the ISR when it comes back
     assert cluster.power_loss_risk([brokers[0]]) is not None
     brokers[1].alive = True  # started again (round 3015): the registration is still the dead process's
