@@ -1,0 +1,60 @@
+"""The `leader-epoch-checkpoint` writes of one LeaderAndIsr, made durable together on an I/O thread.
+
+A replica that leads at a new epoch first makes that epoch durable (Kafka's LeaderEpochFileCache.assign
+flushes the file before Partition.makeLeader lets the partition act as leader), two fsyncs per
+partition. On the event loop a controller moving a thousand leaders to this broker held every client
+up for seconds, so the request's partitions are collected here and written by one call on the broker's
+I/O executor (one thread, so flushes and cold reads still find the others free); each waits for its
+own outcome.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Callable
+
+from pybroker.common.io_executor import IoExecutor
+from pybroker.log.checkpoint import LeaderEpochCheckpointFile
+
+__all__ = ["EpochWrites"]
+
+
+class EpochWrites:
+    def __init__(self, io: IoExecutor | None) -> None:
+        """``io``: None writes on the calling thread (no loop to keep free: tools, tests without a broker)."""
+        self.io = io
+        self._files: list[tuple[LeaderEpochCheckpointFile, dict[int, int], asyncio.Future[None]]] = []
+
+    def add(self, checkpoint: LeaderEpochCheckpointFile, entries: dict[int, int]) -> asyncio.Future[None]:
+        """Queue a write; the future ends when it is durable, or with its OSError."""
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._files.append((checkpoint, entries, done))
+        return done
+
+    async def write(self) -> None:
+        """Write every queued file (call once, after the last `add`)."""
+        files, self._files = self._files, []
+        if not files:
+            return
+        work: Callable[[], list[OSError | None]] = lambda: [_write(cp, entries) for cp, entries, _ in files]
+        try:
+            outcomes = work() if self.io is None else await self.io.run(work)
+        except BaseException as exc:  # the executor was shut down, or this was cancelled: the waiters end too
+            for _, _, done in files:
+                if not done.done():
+                    done.set_exception(OSError(f"leader epoch checkpoints not written: {exc!r}"))
+            raise
+        for (_, _, done), outcome in zip(files, outcomes):
+            if not done.done():
+                if outcome is None:
+                    done.set_result(None)
+                else:
+                    done.set_exception(outcome)
+
+
+def _write(checkpoint: LeaderEpochCheckpointFile, entries: dict[int, int]) -> OSError | None:
+    try:
+        checkpoint.write(entries)
+    except OSError as exc:
+        return exc
+    return None
