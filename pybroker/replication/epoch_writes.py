@@ -26,24 +26,26 @@ class EpochWrites:
         self._files: list[tuple[LeaderEpochCheckpointFile, dict[int, int], asyncio.Future[None]]] = []
 
     def add(self, checkpoint: LeaderEpochCheckpointFile, entries: dict[int, int]) -> asyncio.Future[None]:
-        """Queue a write; the future ends when it is durable, or with its OSError."""
+        """Queue a write; the future ends when it is durable, with its OSError, or cancelled when the write
+        could not be made at all (the broker stops)."""
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._files.append((checkpoint, entries, done))
         return done
 
     async def write(self) -> None:
-        """Write every queued file (call once, after the last `add`)."""
+        """Write every queued file (call once, after the last `add`); a failure ends the waiters, not this."""
         files, self._files = self._files, []
         if not files:
             return
         work: Callable[[], list[OSError | None]] = lambda: [_write(cp, entries) for cp, entries, _ in files]
         try:
             outcomes = work() if self.io is None else await self.io.run(work)
-        except BaseException as exc:  # the executor was shut down, or this was cancelled: the waiters end too
+        except BaseException as exc:  # the executor was shut down, the broker stops: the waiters end unwritten
             for _, _, done in files:
-                if not done.done():
-                    done.set_exception(OSError(f"leader epoch checkpoints not written: {exc!r}"))
-            raise
+                done.cancel()
+            if not isinstance(exc, Exception):
+                raise
+            return
         for (_, _, done), outcome in zip(files, outcomes):
             if not done.done():
                 if outcome is None:

@@ -324,17 +324,19 @@ class ReplicaManager:
     async def _lead_when_written(self, partition: Partition, role: PartitionRole, entries: dict[int, int],
                                  written: asyncio.Future[None]) -> None:
         await asyncio.wait((written,))
-        key = partition.key
+        key, name = partition.key, f"{role.topic}-{role.index}"
         was_leader = key in self._fenced_leaders  # a StopReplica or a failed log dir meanwhile told the listeners
         self._fenced_leaders.discard(key)
-        if self._partitions.get(key) is not partition or partition.log.closed:
-            raise NotLeaderError(f"{role.topic}-{role.index} was stopped while its leader epoch was written")
-        offline = self.log_manager.is_offline(role.topic, role.index)
-        if written.exception() is not None or offline:
-            error = LogStorageError(f"Writing the leader epoch checkpoint of {role.topic}-{role.index} failed: "
-                                    f"{written.exception() or 'its log dir is offline'}")
+        stopped = self._partitions.get(key) is not partition or partition.log.closed or written.cancelled()
+        offline = not stopped and self.log_manager.is_offline(role.topic, role.index)
+        failure = None if stopped else written.exception()
+        if stopped or offline or failure is not None:
             if was_leader:
                 self._notify_leadership(role.topic, role.index, role.leader_epoch, is_leader=False)
+            if stopped:
+                raise NotLeaderError(f"{name} was stopped while its leader epoch was written")
+            error = LogStorageError(f"Writing the leader epoch checkpoint of {name} failed: "
+                                    f"{failure or 'its log dir is offline'}")
             if not offline:
                 self.log_manager.fail_dir_of(partition.log, error)
             raise error

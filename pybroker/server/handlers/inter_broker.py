@@ -104,9 +104,9 @@ async def leader_and_isr(ctx: RequestContext, request: LeaderAndIsrRequest) -> L
     try:
         topics = [await _apply_topic(ctx, metadata, topic, leaders, epoch_writes, later)
                   for topic in request.topic_states]
-    finally:  # even when a topic failed: the replicas fenced so far must not stay fenced
-        await epoch_writes.write()
-        outcomes = await asyncio.gather(*(role for _, _, role in later), return_exceptions=True)
+    finally:  # even when a topic failed or the controller's connection closed: nothing may stay fenced
+        leading = asyncio.ensure_future(_lead_when_durable(epoch_writes, [role for _, _, role in later]))
+        outcomes = await asyncio.shield(leading)
     for (errors, position, _), outcome in zip(later, outcomes):
         _record_outcomes(errors, [(position, outcome)])
     return LeaderAndIsrResponse(error_code=0, topics=topics)
@@ -160,6 +160,14 @@ async def _apply_topic(ctx: RequestContext, metadata: ZkMetadata, topic: LeaderA
     outcomes = await asyncio.gather(*creations.values(), return_exceptions=True)
     _record_outcomes(errors, zip(creations, outcomes))
     return TopicError(topic_id=topic.topic_id, partition_errors=errors)
+
+
+async def _lead_when_durable(writes: EpochWrites, roles: list[Awaitable[None]]) -> list[BaseException | None]:
+    """Write a request's leader epochs, then let the replicas waiting for them lead; a task of its own, which
+    a cancelled request (its connection closed) does not stop half-way."""
+    waiting = [asyncio.ensure_future(role) for role in roles]
+    await writes.write()
+    return await asyncio.gather(*waiting, return_exceptions=True)
 
 
 def _record_outcomes(errors: list[PartitionError], outcomes: Iterable[tuple[int, object]]) -> None:
