@@ -18,6 +18,7 @@ from pybroker.common.clock import SystemClock
 from pybroker.common.ids import BrokerId, LeaderEpoch
 from pybroker.common.io_executor import IoExecutor
 from pybroker.log import LogConfig
+from pybroker.log.errors import LogStorageError
 from pybroker.log.manager import LogManager
 from pybroker.records.record import RecordInput, build_batch
 from pybroker.replication.epoch_writes import EpochWrites
@@ -140,5 +141,37 @@ def test_a_leader_fenced_for_its_new_epoch_keeps_its_coordinators_unless_stopped
         # An epoch bump of a partition it led already is no new election; the stopped one resigned once.
         assert events == [(0, 1, True), (1, 1, True), (1, 2, False)]
         assert replicas.leader_partition("t", 0).leader_epoch == 2
+
+    asyncio.run(_with_held_io(tmp_path, scenario))
+
+
+def test_a_failed_write_takes_the_log_dir_offline(tmp_path: Path) -> None:
+    async def scenario(replicas: ReplicaManager, io: IoExecutor, gate: threading.Event) -> None:
+        failing = _led_once(replicas, 0)
+        (Path(failing.log.dir) / "leader-epoch-checkpoint.tmp").mkdir()  # the write's open fails, even as root
+        gate.set()
+        writes = EpochWrites(io)
+        leading = _later(replicas, _role(0, 0, 3), writes)
+        await writes.write()
+        with pytest.raises(LogStorageError):
+            await leading
+        assert replicas.log_manager.is_offline("t", 0)
+
+    asyncio.run(_with_held_io(tmp_path, scenario))
+
+
+def test_a_write_the_stopping_broker_never_made_leaves_the_replica_unled_and_its_log_dir_online(
+        tmp_path: Path) -> None:
+    async def scenario(replicas: ReplicaManager, io: IoExecutor, gate: threading.Event) -> None:
+        unwritten = _led_once(replicas, 0)
+        stopped_io = IoExecutor(1)
+        stopped_io.shutdown()  # as at the broker's stop: the write cannot be made at all
+        writes = EpochWrites(stopped_io)
+        leading = _later(replicas, _role(0, 0, 3), writes)
+        await writes.write()
+        with pytest.raises(NotLeaderError):
+            await leading
+        assert epoch_checkpoint_of(unwritten.log).read() == {1: 0} and not unwritten.is_leader
+        assert not replicas.log_manager.is_offline("t", 0)
 
     asyncio.run(_with_held_io(tmp_path, scenario))
