@@ -18,6 +18,7 @@ from pybroker.common.clock import SystemClock
 from pybroker.common.ids import BrokerId, LeaderEpoch
 from pybroker.common.io_executor import IoExecutor
 from pybroker.log import LogConfig
+from pybroker.log.checkpoint import LeaderEpochCheckpointFile
 from pybroker.log.errors import LogStorageError
 from pybroker.log.manager import LogManager
 from pybroker.records.record import RecordInput, build_batch
@@ -79,8 +80,9 @@ def test_a_replica_leads_at_its_new_epoch_once_the_checkpoint_is_durable(tmp_pat
         leading = [_later(replicas, _role(index, 0, 3), writes) for index in range(3)]
         submitted = io.submitted
         writing = asyncio.ensure_future(writes.write())
-        await asyncio.sleep(0)  # one turn of the loop: the writes are queued behind the held I/O thread
-        assert io.submitted == submitted + 1  # the three files in one call
+        for _ in range(2):  # two turns of the loop: the write starts its call, which is queued behind the held thread
+            await asyncio.sleep(0)
+        assert io.submitted == submitted + 1  # the three files in one call (half of one thread is one)
         for partition in partitions:
             assert epoch_checkpoint_of(partition.log).read() == {1: 0}
             assert partition.leader_epoch == 3 and not partition.is_leader
@@ -175,3 +177,17 @@ def test_a_write_the_stopping_broker_never_made_leaves_the_replica_unled_and_its
         assert not replicas.log_manager.is_offline("t", 0)
 
     asyncio.run(_with_held_io(tmp_path, scenario))
+
+
+def test_a_request_s_files_are_shared_out_over_half_the_io_threads(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        io = IoExecutor(4)
+        writes = EpochWrites(io)
+        files = [LeaderEpochCheckpointFile(str(tmp_path / f"checkpoint-{n}")) for n in range(5)]
+        written = [writes.add(checkpoint, {n: 10 * n}) for n, checkpoint in enumerate(files)]
+        await writes.write()
+        io.shutdown()
+        assert io.submitted == 2 and all(done.done() and done.exception() is None for done in written)
+        assert [checkpoint.read() for checkpoint in files] == [{n: 10 * n} for n in range(5)]
+
+    asyncio.run(scenario())
