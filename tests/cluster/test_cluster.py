@@ -364,8 +364,17 @@ def test_a_produce_or_fetch_at_a_follower_names_the_leader_and_its_endpoint(clus
     follower = 3 - leader  # the other replica of [1, 2]
     wires = {b: WireClient(cluster.brokers[b].bootstrap) for b in (leader, follower)}
     try:
-        described = wires[leader].request(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=topic)]),
-                                          12, MetadataResponse)
+        # A replica leads or follows once its LeaderAndIsr is handled; its metadata, which names the leader in the
+        # answers, has the topic once the controller's UpdateMetadata, sent after that, is (as in Kafka): wait until
+        # both replicas' answers have the partition and its leader.
+        def described_by(broker: int) -> MetadataResponse | None:
+            answer = wires[broker].request(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=topic)]),
+                                           12, MetadataResponse)
+            partitions = answer.topics[0].partitions
+            return answer if partitions and partitions[0].leader_id == leader else None
+
+        described = eventually(lambda: described_by(follower) and described_by(leader),
+                               "both replicas' metadata to name the partition's leader")
         epoch = described.topics[0].partitions[0].leader_epoch
         endpoint = next((b.host, b.port) for b in described.brokers if b.node_id == leader)
         produce = ProduceRequest(acks=-1, timeout_ms=10000, topic_data=[ProduceRequest.TopicProduceData(

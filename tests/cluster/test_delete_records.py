@@ -5,7 +5,6 @@ REQUEST_TIMED_OUT with the low watermark before the followers moved, then the lo
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Iterator
 
@@ -54,13 +53,11 @@ def test_followers_follow_the_log_start_and_the_answer_waits_for_them(cluster: C
         # The leader moved at once; its followers learn it from their next fetch answer: not yet.
         assert delete(client, {(TOPIC, 0): TARGET}, timeout_ms=0) == {
             (TOPIC, 0): (ErrorCode.REQUEST_TIMED_OUT, 0)}
-        started = time.monotonic()
+        # Answered within its timeout once the followers' next fetches carried the new start (a timeout would
+        # answer REQUEST_TIMED_OUT).
         assert delete(client, {(TOPIC, 0): TARGET}, timeout_ms=30000) == {(TOPIC, 0): (ErrorCode.NONE, TARGET)}
-        waited = time.monotonic() - started
     finally:
         client.close()
-    print(f"DeleteRecords waited {waited * 1000:.0f} ms for the followers")
-    assert waited < 5, f"the followers took {waited:.1f} s"
     assert watermarks(cluster.brokers[LEADER].bootstrap, TOPIC) == (TARGET, COUNT)
 
     # Every replica deletes its segments below the start and checkpoints the start.
