@@ -18,7 +18,7 @@ import functools
 import logging
 import uuid
 from dataclasses import dataclass
-from typing import Callable, Container, Iterable, Protocol
+from typing import Awaitable, Callable, Container, Iterable, Protocol
 
 from pybroker.common.clock import Clock
 from pybroker.common.ids import BrokerId, LeaderEpoch
@@ -36,7 +36,8 @@ from pybroker.replication.errors import (
 )
 from pybroker.replication.fetcher import FetcherConfig, ReplicaFetcher
 from pybroker.replication.leader_endpoint import LeaderEndPoint
-from pybroker.replication.partition import Partition, epoch_cache_of, write_first_epoch
+from pybroker.replication.epoch_writes import EpochWrites
+from pybroker.replication.partition import Partition, epoch_cache_of, epoch_checkpoint_of, write_first_epoch
 from pybroker.replication.topic_changes import TopicChanges
 
 log = logging.getLogger("pybroker.replication")
@@ -93,6 +94,8 @@ class ReplicaManager:
         self._by_topic: dict[str, dict[int, Partition]] = {}  # the same, per topic: a topic's change is O(its partitions)
         self._waiters: dict[TopicPartition, set[asyncio.Future[None]]] = {}
         self._creating: dict[TopicPartition, _Creation] = {}
+        self._role_changes: dict[TopicPartition, asyncio.Future[None]] = {}  # per replica, the last one still running
+        self._fenced_leaders: set[TopicPartition] = set()  # led before their new epoch's checkpoint began
         self.topic_changes = TopicChanges()
         """Single node: the topic changes of the embedded metadata, applied in order (`topic_changes.py`)."""
         self._fetchers: dict[int, ReplicaFetcher] = {}
@@ -164,17 +167,22 @@ class ReplicaManager:
                       replicas: tuple[int, ...], isr: tuple[int, ...], config: LogConfig,
                       min_insync_replicas: int, zk_version: int = 0, controller_epoch: int = 0) -> Partition:
         partition = self._hosted(topic, index, topic_id, config, min_insync_replicas, leader_epoch)
-        was_leader = partition.is_leader
+        self._lead(partition, leader_epoch=leader_epoch, replicas=replicas, isr=isr, zk_version=zk_version,
+                   controller_epoch=controller_epoch, was_leader=partition.is_leader)
+        return partition
+
+    def _lead(self, partition: Partition, *, leader_epoch: LeaderEpoch, replicas: tuple[int, ...],
+              isr: tuple[int, ...], zk_version: int, controller_epoch: int, was_leader: bool,
+              written: dict[int, int] | None = None) -> None:
         self._stop_fetching(partition.key)
         partition.controller_epoch = controller_epoch
         partition.make_leader(leader_epoch=leader_epoch, replicas=replicas, isr=isr, zk_version=zk_version,
-                              now_ms=self._now_ms())
+                              now_ms=self._now_ms(), written=written)
         self._wake(partition.key)
         if not was_leader:
-            self._notify_leadership(topic, index, leader_epoch, is_leader=True)
-        if len(isr) < min_insync_replicas:  # the controller shrank it (its followers died): as soon as we can
+            self._notify_leadership(partition.topic, partition.index, leader_epoch, is_leader=True)
+        if len(isr) < partition.min_insync_replicas:  # the controller shrank it (its followers died): at once
             self._spawn(self._make_durable_logging_failure(partition))
-        return partition
 
     def become_follower(self, role: PartitionRole, leader_address: tuple[str, int] | None, *, config: LogConfig,
                         min_insync_replicas: int) -> Partition:
@@ -242,6 +250,100 @@ class ReplicaManager:
                 self.log_manager.delete_log(topic, index)
             raise NotLeaderError(f"{topic}-{index} was stopped while its log was created: {creation.stopped_by}")
 
+    def must_apply_later(self, role: PartitionRole) -> bool:
+        """Whether an existing replica's role goes through `apply_role_later`: it is to lead at an epoch its
+        `leader-epoch-checkpoint` lacks, or an earlier such change of it is still being applied."""
+        key = TopicPartition(role.topic, role.index)
+        if key in self._role_changes:
+            return True
+        partition = self._partitions.get(key)
+        return (partition is not None and role.leader == self.broker_id
+                and partition.epochs_when_leading(role.leader_epoch) is not None)
+
+    def apply_role_later(self, role: PartitionRole, leader_address: tuple[str, int] | None, *, config: LogConfig,
+                         min_insync_replicas: int, writes: EpochWrites) -> Awaitable[None]:
+        """`apply_role` whose new epoch's checkpoint is queued on ``writes`` (the caller writes a request's
+        together, off the loop) and that leads once it is durable, as Kafka's makeLeader runs after the
+        epoch is flushed; meanwhile the replica is fenced (`Partition.fence`). The replica's role changes
+        apply in the order they came: one arriving while another is pending waits for it."""
+        key = TopicPartition(role.topic, role.index)
+        earlier = self._role_changes.get(key)
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._role_changes[key] = done
+        try:
+            step = None if earlier is not None else self._begin_role(role, leader_address, config,
+                                                                    min_insync_replicas, writes)
+        except BaseException:
+            self._role_change_ended(key, done)
+            raise
+        return self._finish_role(key, done, earlier, step, role, leader_address, config, min_insync_replicas, writes)
+
+    async def _finish_role(self, key: TopicPartition, done: asyncio.Future[None],
+                           earlier: asyncio.Future[None] | None, step: Awaitable[None] | None, role: PartitionRole,
+                           leader_address: tuple[str, int] | None, config: LogConfig, min_isr: int,
+                           writes: EpochWrites) -> None:
+        try:
+            if earlier is not None:
+                await asyncio.wait((earlier,))  # its failure was answered to its own request
+                alone = EpochWrites(writes.io)
+                step = self._begin_role(role, leader_address, config, min_isr, alone)
+                await alone.write()
+            if step is not None:
+                await step
+        finally:
+            self._role_change_ended(key, done)
+
+    def _role_change_ended(self, key: TopicPartition, done: asyncio.Future[None]) -> None:
+        done.set_result(None)
+        if self._role_changes.get(key) is done:
+            del self._role_changes[key]
+
+    def _begin_role(self, role: PartitionRole, leader_address: tuple[str, int] | None, config: LogConfig,
+                    min_isr: int, writes: EpochWrites) -> Awaitable[None] | None:
+        """Apply ``role`` at once if it writes no checkpoint, else fence the replica, queue its write and
+        return what leads once the write is durable."""
+        partition = self._partitions.get(TopicPartition(role.topic, role.index))
+        entries = None
+        if partition is not None and role.leader == self.broker_id and \
+                not self.log_manager.is_offline(role.topic, role.index):
+            entries = partition.epochs_when_leading(role.leader_epoch)
+        if partition is None or entries is None:
+            self.apply_role(role, leader_address, config=config, min_insync_replicas=min_isr)
+            return None
+        log.info("%s-%d: leader at epoch %d once its leader-epoch-checkpoint is written, ISR %s", role.topic,
+                 role.index, role.leader_epoch, list(role.isr))
+        self._hosted(role.topic, role.index, role.topic_id, config, min_isr, role.leader_epoch)
+        if partition.is_leader:
+            self._fenced_leaders.add(partition.key)
+        self._stop_fetching(partition.key)
+        partition.fence(role.leader_epoch)
+        self._wake(partition.key)  # fetches waiting on it answer NOT_LEADER_OR_FOLLOWER now
+        written = writes.add(epoch_checkpoint_of(partition.log), entries)
+        return self._lead_when_written(partition, role, entries, written)
+
+    async def _lead_when_written(self, partition: Partition, role: PartitionRole, entries: dict[int, int],
+                                 written: asyncio.Future[None]) -> None:
+        await asyncio.wait((written,))
+        key, name = partition.key, f"{role.topic}-{role.index}"
+        was_leader = key in self._fenced_leaders  # a StopReplica or a failed log dir meanwhile told the listeners
+        self._fenced_leaders.discard(key)
+        stopped = self._partitions.get(key) is not partition or partition.log.closed or written.cancelled()
+        offline = not stopped and self.log_manager.is_offline(role.topic, role.index)
+        failure = None if stopped else written.exception()
+        if stopped or offline or failure is not None:
+            if was_leader:
+                self._notify_leadership(role.topic, role.index, role.leader_epoch, is_leader=False)
+            if stopped:
+                raise NotLeaderError(f"{name} was stopped while its leader epoch was written")
+            error = LogStorageError(f"Writing the leader epoch checkpoint of {name} failed: "
+                                    f"{failure or 'its log dir is offline'}")
+            if not offline:
+                self.log_manager.fail_dir_of(partition.log, error)
+            raise error
+        self._lead(partition, leader_epoch=role.leader_epoch, replicas=role.replicas, isr=role.isr,
+                   zk_version=role.zk_version, controller_epoch=role.controller_epoch, was_leader=was_leader,
+                   written=entries)
+
     def _check_can_follow(self, role: PartitionRole, leader_address: tuple[str, int] | None) -> None:
         if leader_address is not None and role.leader >= 0 and self._fetcher_config is None:
             # Refused before anything changes: a partition left at this leader epoch would make the
@@ -305,7 +407,8 @@ class ReplicaManager:
             del of_topic[index]
             if not of_topic:
                 del self._by_topic[topic]
-        if partition is not None and partition.is_leader:
+        if partition is not None and (partition.is_leader or key in self._fenced_leaders):
+            self._fenced_leaders.discard(key)
             self._notify_leadership(topic, index, partition.leader_epoch, is_leader=False)
         self._wake(key)
         if partition is not None and delete:
@@ -320,7 +423,8 @@ class ReplicaManager:
         for key in keys:
             self._stop_fetching(key)
             partition = self._partitions.get(key)
-            if partition is not None and partition.is_leader:
+            if partition is not None and (partition.is_leader or key in self._fenced_leaders):
+                self._fenced_leaders.discard(key)
                 self._notify_leadership(key[0], key[1], partition.leader_epoch, is_leader=False)
             self._wake(key)
         log.warning("Partitions %s are offline: their log dir %s failed",

@@ -157,12 +157,31 @@ class Partition:
 
     # Role changes
 
+    def epochs_when_leading(self, leader_epoch: LeaderEpoch) -> dict[int, int] | None:
+        """The `leader-epoch-checkpoint` entries `make_leader` at `leader_epoch` would write now, None
+        when it would write nothing: the replica manager writes them off the loop first."""
+        cache = EpochCache(list(self.epoch_cache.entries))
+        changed = cache.assign(leader_epoch, self.log.log_end_offset)
+        changed |= cache.truncate_from_start(self.log.log_start_offset)
+        return dict(cache.entries) if changed and not self.log.closed else None
+
+    def fence(self, leader_epoch: LeaderEpoch) -> None:
+        """Serve nothing at the coming `leader_epoch` until `make_leader` (its checkpoint is being
+        written): produce and fetch are answered NOT_LEADER_OR_FOLLOWER, the log stays as it is, and a
+        LeaderAndIsr repeating the epoch is stale."""
+        self.leader_id, self.leader_epoch = BrokerId(-1), leader_epoch
+        self.followers = {}
+        self.pending_isr = None
+
     def make_leader(self, *, leader_epoch: LeaderEpoch, replicas: tuple[int, ...], isr: tuple[int, ...],
-                    zk_version: int, now_ms: int) -> None:
+                    zk_version: int, now_ms: int, written: dict[int, int] | None = None) -> None:
+        """Lead at `leader_epoch`; `written`: the checkpoint entries already made durable for it
+        (`epochs_when_leading`), which then is not written again unless the cache came out otherwise."""
         self.leader_id, self.leader_epoch = self.broker_id, leader_epoch
         self.replicas, self.isr, self.zk_version = replicas, isr, zk_version
         self.pending_isr = None
-        self._persist_epochs(changed=self.epoch_cache.assign(leader_epoch, self.log.log_end_offset))
+        self._persist_epochs(changed=self.epoch_cache.assign(leader_epoch, self.log.log_end_offset),
+                             written=written)
         self.followers = {r: rs.initial_follower(r, in_isr=r in isr, now_ms=now_ms)
                           for r in replicas if r != self.broker_id}
         self.maybe_advance_high_watermark()
@@ -286,10 +305,11 @@ class Partition:
 
     # Leader epochs
 
-    def _persist_epochs(self, *, changed: bool) -> None:
+    def _persist_epochs(self, *, changed: bool, written: dict[int, int] | None = None) -> None:
         """Write `leader-epoch-checkpoint` when the epoch cache `changed` or its start lags the log's:
         the log start moves without the partition knowing (retention, DeleteRecords), so every
-        append, truncation and role change catches the cache up with it."""
+        append, truncation and role change catches the cache up with it. Not when the file already
+        holds what the cache now has (`written`)."""
         changed |= self.epoch_cache.truncate_from_start(self.log.log_start_offset)
-        if changed and not self.log.closed:
+        if changed and not self.log.closed and written != dict(self.epoch_cache.entries):
             epoch_checkpoint_of(self.log).write(dict(self.epoch_cache.entries))

@@ -19,13 +19,15 @@ checked again (INVALID_TOPIC_EXCEPTION) before a LeaderAndIsr or StopReplica tur
 replica past the descriptor budget (``pybroker.common.open_files``) is answered KAFKA_STORAGE_ERROR: the
 controller then treats it as offline, as a replica in a failed log dir. A new replica's log is made off the
 event loop (`ReplicaManager.apply_role_async`), those of one topic at once, and the answer waits for them all.
+So does an existing replica's new leader epoch: the request's `leader-epoch-checkpoint` writes go to the I/O
+executor together (`ReplicaManager.apply_role_later`), and each replica leads once its file is durable.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Awaitable
+from typing import TYPE_CHECKING, Awaitable, Iterable
 
 from pybroker.common.ids import BrokerId, LeaderEpoch
 from pybroker.common.log_limit import LogLimiter
@@ -44,6 +46,7 @@ from pybroker.protocol.messages import (
     UpdateMetadataRequest,
     UpdateMetadataResponse,
 )
+from pybroker.replication.epoch_writes import EpochWrites
 from pybroker.replication.manager import PartitionRole
 from pybroker.server.context import RequestContext
 from pybroker.server.error_mapping import error_code_for
@@ -53,6 +56,7 @@ if TYPE_CHECKING:
     from pybroker.controller.zk_metadata import ZkMetadata
 
 PartitionError = LeaderAndIsrResponse.LeaderAndIsrPartitionError
+TopicError = LeaderAndIsrResponse.LeaderAndIsrTopicError
 NO_EPOCH, EPOCH_DURING_DELETE = -1, -2  # Kafka's LeaderAndIsr.NoEpoch and EpochDuringDelete
 limited_log = LogLimiter(logging.getLogger("pybroker.server"))
 
@@ -95,54 +99,85 @@ async def leader_and_isr(ctx: RequestContext, request: LeaderAndIsrRequest) -> L
     assert metadata is not None
     metadata.controller_epoch = request.controller_epoch
     leaders = {leader.broker_id: (leader.host_name, leader.port) for leader in request.live_leaders}
-    topics = []
-    for topic in request.topic_states:
-        if topic_name_error(topic.topic_name):
-            topics.append(LeaderAndIsrResponse.LeaderAndIsrTopicError(topic_id=topic.topic_id, partition_errors=[
-                PartitionError(partition_index=state.partition_index, error_code=ErrorCode.INVALID_TOPIC_EXCEPTION)
-                for state in topic.partition_states]))
-            continue
-        configs = await metadata.configs_for(topic.topic_name)
-        log_config = services.topic_configs.log_config(configs)
-        min_isr = services.topic_configs.min_insync_replicas(configs)
-        errors: list[PartitionError] = []
-        creations: dict[int, Awaitable[None]] = {}  # position in errors -> the role waiting for its new log
-        for state in topic.partition_states:
-            code = ErrorCode.NONE
-            try:
-                hosted = services.replica_manager.hosted(topic.topic_name, state.partition_index)
-                if services.log_manager.is_offline(topic.topic_name, state.partition_index):
-                    code = ErrorCode.KAFKA_STORAGE_ERROR  # Kafka's HostedPartition.Offline, before any epoch check
-                elif hosted is not None and state.leader_epoch <= hosted.leader_epoch:
-                    code = ErrorCode.STALE_CONTROLLER_EPOCH
-                elif services.broker_id not in state.replicas:
-                    code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                elif hosted is None and not _descriptor_for(ctx, topic.topic_name, state.partition_index):
-                    code = ErrorCode.KAFKA_STORAGE_ERROR  # an offline replica: the controller elects around it
-                else:
-                    role = PartitionRole(topic.topic_name, state.partition_index, topic.topic_id,
-                                         BrokerId(state.leader), LeaderEpoch(state.leader_epoch),
-                                         tuple(state.replicas), tuple(state.isr),
-                                         state.partition_epoch, state.controller_epoch)
-                    replicas = services.replica_manager
-                    if replicas.must_create_log(topic.topic_name, state.partition_index):
-                        creations[len(errors)] = replicas.apply_role_async(
-                            role, leaders.get(state.leader), config=log_config, min_insync_replicas=min_isr)
-                    else:
-                        replicas.apply_role(role, leaders.get(state.leader), config=log_config,
-                                            min_insync_replicas=min_isr)
-            except Exception as exc:
-                code = error_code_for(exc)
-            errors.append(PartitionError(partition_index=state.partition_index, error_code=code))
-        outcomes = await asyncio.gather(*creations.values(), return_exceptions=True)
-        for position, outcome in zip(creations, outcomes):
-            if isinstance(outcome, Exception):
-                errors[position] = PartitionError(partition_index=errors[position].partition_index,
-                                                  error_code=error_code_for(outcome))
-            elif isinstance(outcome, BaseException):
-                raise outcome
-        topics.append(LeaderAndIsrResponse.LeaderAndIsrTopicError(topic_id=topic.topic_id, partition_errors=errors))
+    epoch_writes = EpochWrites(services.io)
+    later: list[tuple[list[PartitionError], int, Awaitable[None]]] = []  # roles leading once the writes are durable
+    try:
+        topics = [await _apply_topic(ctx, metadata, topic, leaders, epoch_writes, later)
+                  for topic in request.topic_states]
+    finally:  # even when a topic failed or the controller's connection closed: nothing may stay fenced
+        leading = asyncio.ensure_future(_lead_when_durable(epoch_writes, [role for _, _, role in later]))
+        outcomes = await asyncio.shield(leading)
+    for (errors, position, _), outcome in zip(later, outcomes):
+        _record_outcomes(errors, [(position, outcome)])
     return LeaderAndIsrResponse(error_code=0, topics=topics)
+
+
+async def _apply_topic(ctx: RequestContext, metadata: ZkMetadata, topic: LeaderAndIsrRequest.LeaderAndIsrTopicState,
+                       leaders: dict[int, tuple[str, int]], epoch_writes: EpochWrites,
+                       later: list[tuple[list[PartitionError], int, Awaitable[None]]]) -> TopicError:
+    """One topic's partition states: applied at once, or (a new log, a new leader epoch) queued and awaited."""
+    services = ctx.services
+    if topic_name_error(topic.topic_name):
+        return TopicError(topic_id=topic.topic_id, partition_errors=[
+            PartitionError(partition_index=state.partition_index, error_code=ErrorCode.INVALID_TOPIC_EXCEPTION)
+            for state in topic.partition_states])
+    configs = await metadata.configs_for(topic.topic_name)
+    log_config = services.topic_configs.log_config(configs)
+    min_isr = services.topic_configs.min_insync_replicas(configs)
+    errors: list[PartitionError] = []
+    creations: dict[int, Awaitable[None]] = {}  # position in errors -> the role waiting for its new log
+    for state in topic.partition_states:
+        code = ErrorCode.NONE
+        try:
+            hosted = services.replica_manager.hosted(topic.topic_name, state.partition_index)
+            if services.log_manager.is_offline(topic.topic_name, state.partition_index):
+                code = ErrorCode.KAFKA_STORAGE_ERROR  # Kafka's HostedPartition.Offline, before any epoch check
+            elif hosted is not None and state.leader_epoch <= hosted.leader_epoch:
+                code = ErrorCode.STALE_CONTROLLER_EPOCH
+            elif services.broker_id not in state.replicas:
+                code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            elif hosted is None and not _descriptor_for(ctx, topic.topic_name, state.partition_index):
+                code = ErrorCode.KAFKA_STORAGE_ERROR  # an offline replica: the controller elects around it
+            else:
+                role = PartitionRole(topic.topic_name, state.partition_index, topic.topic_id,
+                                     BrokerId(state.leader), LeaderEpoch(state.leader_epoch),
+                                     tuple(state.replicas), tuple(state.isr),
+                                     state.partition_epoch, state.controller_epoch)
+                replicas = services.replica_manager
+                if replicas.must_create_log(topic.topic_name, state.partition_index):
+                    creations[len(errors)] = replicas.apply_role_async(
+                        role, leaders.get(state.leader), config=log_config, min_insync_replicas=min_isr)
+                elif replicas.must_apply_later(role):
+                    later.append((errors, len(errors), replicas.apply_role_later(
+                        role, leaders.get(state.leader), config=log_config, min_insync_replicas=min_isr,
+                        writes=epoch_writes)))
+                else:
+                    replicas.apply_role(role, leaders.get(state.leader), config=log_config,
+                                        min_insync_replicas=min_isr)
+        except Exception as exc:
+            code = error_code_for(exc)
+        errors.append(PartitionError(partition_index=state.partition_index, error_code=code))
+    outcomes = await asyncio.gather(*creations.values(), return_exceptions=True)
+    _record_outcomes(errors, zip(creations, outcomes))
+    return TopicError(topic_id=topic.topic_id, partition_errors=errors)
+
+
+async def _lead_when_durable(writes: EpochWrites, roles: list[Awaitable[None]]) -> list[BaseException | None]:
+    """Write a request's leader epochs, then let the replicas waiting for them lead; a task of its own, which
+    a cancelled request (its connection closed) does not stop half-way."""
+    waiting = [asyncio.ensure_future(role) for role in roles]
+    await writes.write()
+    return await asyncio.gather(*waiting, return_exceptions=True)
+
+
+def _record_outcomes(errors: list[PartitionError], outcomes: Iterable[tuple[int, object]]) -> None:
+    """The error codes of roles applied after the loop over a topic's partitions (position in ``errors``, outcome)."""
+    for position, outcome in outcomes:
+        if isinstance(outcome, Exception):
+            errors[position] = PartitionError(partition_index=errors[position].partition_index,
+                                              error_code=error_code_for(outcome))
+        elif isinstance(outcome, BaseException):
+            raise outcome
 
 
 @api(ApiKey.UPDATE_METADATA, 7, 8)
