@@ -14,18 +14,17 @@ from typing import Awaitable, Callable
 
 import pytest
 
-from pybroker.common.clock import SystemClock
 from pybroker.common.ids import BrokerId, LeaderEpoch
 from pybroker.common.io_executor import IoExecutor
 from pybroker.log import LogConfig
 from pybroker.log.checkpoint import LeaderEpochCheckpointFile
 from pybroker.log.errors import LogStorageError
-from pybroker.log.manager import LogManager
 from pybroker.records.record import RecordInput, build_batch
 from pybroker.replication.epoch_writes import EpochWrites
 from pybroker.replication.errors import NotLeaderError
 from pybroker.replication.manager import PartitionRole, ReplicaManager
 from pybroker.replication.partition import Partition, epoch_checkpoint_of
+from tests.unit.replication.held_io import with_held_io
 
 CONFIG = LogConfig()
 TOPIC_ID = uuid.UUID(int=9)
@@ -34,21 +33,7 @@ Scenario = Callable[[ReplicaManager, IoExecutor, threading.Event], Awaitable[Non
 
 
 async def _with_held_io(tmp_path: Path, scenario: Scenario) -> None:
-    logs = LogManager([str(tmp_path)], CONFIG)
-    logs.startup(0)
-    io = IoExecutor(1)
-    logs.attach_executor(io)
-    replicas = ReplicaManager(logs, BrokerId(0), SystemClock())
-    gate = threading.Event()
-    held = asyncio.ensure_future(io.run(gate.wait))
-    await asyncio.sleep(0)  # the thread is taken before the scenario begins
-    try:
-        await scenario(replicas, io, gate)
-    finally:
-        gate.set()
-        await held
-        io.shutdown()
-        logs.shutdown()
+    await with_held_io(tmp_path, CONFIG, lambda _logs, io: io, scenario)
 
 
 def _batch() -> bytearray:

@@ -12,33 +12,19 @@ from pathlib import Path
 
 import pytest
 
-from pybroker.common.clock import SystemClock
-from pybroker.common.io_executor import IoExecutor
 from pybroker.log import LogConfig
 from pybroker.log.manager import LogManager
 from pybroker.replication.errors import NotLeaderError, UnknownPartitionError
 from pybroker.replication.manager import ReplicaManager
 from pybroker.replication.partition import epoch_checkpoint_of
+from tests.unit.replication.held_io import with_held_io
 
 CONFIG = LogConfig()
 TOPIC_ID = uuid.UUID(int=7)
 
 
 async def _with_held_io(tmp_path: Path, scenario) -> None:  # type: ignore[no-untyped-def]
-    logs = LogManager([str(tmp_path)], CONFIG)
-    logs.startup(0)
-    io = IoExecutor(1)
-    logs.attach_executor(io)
-    replicas = ReplicaManager(logs, 0, SystemClock())
-    gate = threading.Event()
-    held = asyncio.ensure_future(io.run(gate.wait))
-    try:
-        await scenario(replicas, logs, gate)
-    finally:
-        gate.set()
-        await held
-        io.shutdown()
-        logs.shutdown()
+    await with_held_io(tmp_path, CONFIG, lambda logs, _io: logs, scenario)
 
 
 def _lead(replicas: ReplicaManager) -> asyncio.Future[object]:
