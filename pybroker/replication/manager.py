@@ -500,7 +500,7 @@ class ReplicaManager:
                                                       log_start_offset=log_start_offset)
         if partition.maybe_advance_high_watermark() or start_moved:
             self._wake(partition.key)
-        joining = partition.isr_to_add()
+        joining = partition.isr_to_add(replica_id)
         if joining and not partition.isr_update_pending:
             self._change_isr(partition, partition.isr + joining)
 

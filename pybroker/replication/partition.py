@@ -261,10 +261,18 @@ class Partition:
             self.log.set_high_watermark(target)
         return self.log.high_watermark > before
 
-    def isr_to_add(self) -> tuple[int, ...]:
+    def isr_to_add(self, replica_id: BrokerId) -> tuple[int, ...]:
+        """The follower that just fetched, if it may join: only its own fetch tells what it holds now (Kafka's
+        maybeExpandIsr looks at the fetching replica alone). Another follower's state can be from before its
+        broker restarted with less (chaos round 8302: a follower back from a power loss with an empty log was
+        added to the ISR on the old offset when a third replica fetched, then elected, and 13 committed
+        records were truncated away on every replica)."""
+        state = self.followers.get(replica_id)
+        if state is None or replica_id in self.isr or replica_id not in self.replicas:
+            return ()
         start = self.epoch_cache.start_offset_of_latest()
-        return tuple(r for r, state in self.followers.items() if r not in self.isr and r in self.replicas
-                     and rs.may_join_isr(state, high_watermark=self.log.high_watermark, epoch_start_offset=start))
+        joins = rs.may_join_isr(state, high_watermark=self.log.high_watermark, epoch_start_offset=start)
+        return (replica_id,) if joins else ()
 
     def isr_to_remove(self, now_ms: int, max_lag_ms: int) -> tuple[int, ...]:
         return rs.out_of_sync(self.isr, self.broker_id, self.followers, now_ms=now_ms, max_lag_ms=max_lag_ms)

@@ -88,7 +88,7 @@ class Simulation:
         offset = follower.log.log_end_offset
         self.lead.record_follower_fetch(follower.broker_id, offset, self.now)
         self.lead.maybe_advance_high_watermark()
-        joining = self.lead.isr_to_add()
+        joining = self.lead.isr_to_add(follower.broker_id)
         if joining and not self.lead.isr_update_pending:
             self.start_isr_write(self.lead.isr + joining)
         info = self.lead.log.read(offset, self.rng.choice([200, 1 << 20]))
@@ -216,7 +216,7 @@ def test_a_follower_joining_the_isr_holds_the_high_watermark_while_the_write_is_
     lead.maybe_advance_high_watermark()
     assert lead.log.high_watermark == 1
     lead.record_follower_fetch(2, 1, simulation.now)
-    assert lead.isr_to_add() == (2,)
+    assert lead.isr_to_add(2) == (2,)
     simulation.start_isr_write((0, 1, 2))
     simulation.produce()
     lead.record_follower_fetch(1, lead.log.log_end_offset, simulation.now)
