@@ -47,7 +47,10 @@ def new_consumer(bootstrap: str, group: str, topic: str | None = None, assignor:
                   partition_assignment_strategy=[ASSIGNORS[assignor]], enable_auto_commit=False,
                   auto_offset_reset="earliest")
     config.update(overrides)
-    return KafkaConsumer(*([topic] if topic else []), **config)
+    consumer = KafkaConsumer(*([topic] if topic else []), **config)
+    if topic:  # the topic's metadata before the first join: see Member for the kafka-python 3.0.12 bug it avoids
+        assert topic in consumer.topics()
+    return consumer
 
 
 class Member(ConsumerRebalanceListener):
