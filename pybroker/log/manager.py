@@ -74,7 +74,6 @@ __all__ = ["CHECKPOINT_FILES", "CLEANER_OFFSET_CHECKPOINT", "HIGH_WATERMARK_CHEC
 logger = logging.getLogger("pybroker.log")
 
 
-
 class LogManager:
     """Opens, creates, deletes, flushes, retains and checkpoints the partition logs."""
 

@@ -395,7 +395,7 @@ class ReplicaManager:
 
     def stop_replica(self, topic: str, index: int, *, delete: bool, source: str) -> bool:
         """Stop replicating a partition; whether its log is to be deleted, which the caller does with
-        `delete_logs`, a request's logs together. A deletion is logged at WARN with ``source``, what asked for it."""
+        `LogManager.delete_logs`, a request's logs together. A deletion is logged at WARN with ``source``, what asked for it."""
         key = TopicPartition(topic, index)
         creation = self._creating.get(key)
         if creation is not None:  # `_create_log` sees it when the files are made
@@ -442,17 +442,13 @@ class ReplicaManager:
             partition.log.update_config(config)
             partition.min_insync_replicas = min_insync_replicas
 
-    def delete_logs(self, keys: Iterable[TopicPartition]) -> None:
-        """Delete the logs of stopped replicas: on the loop only what later requests must find done, one fsync
-        per log dir, and their files removed on the I/O executor (`LogManager.delete_logs`)."""
-        self.log_manager.delete_logs(keys)
-
     def remove_topic(self, topic: str) -> None:
-        """Single node: the topic was deleted, and its logs with it (`delete_logs`)."""
+        """Single node: the topic was deleted, and its logs with it (`LogManager.delete_logs`)."""
         being_created = [key.partition for key in self._creating if key.topic == topic]
         source = f"topic {topic} was deleted"
-        self.delete_logs([TopicPartition(topic, index) for index in [*self._by_topic.get(topic, ()), *being_created]
-                          if self.stop_replica(topic, index, delete=True, source=source)])
+        self.log_manager.delete_logs([TopicPartition(topic, index)
+                                      for index in [*self._by_topic.get(topic, ()), *being_created]
+                                      if self.stop_replica(topic, index, delete=True, source=source)])
 
     async def shutdown(self) -> None:
         fetchers = list(self._fetchers.values())

@@ -222,7 +222,7 @@ async def stop_replica(ctx: RequestContext, request: StopReplicaRequest) -> Stop
             if delete:
                 deleted[TopicPartition(topic.topic_name, state.partition_index)] = errors[-1]
     try:  # together: one fsync per log dir, the files removed off the loop
-        replicas.delete_logs(deleted)
+        ctx.services.log_manager.delete_logs(deleted)
     except Exception as exc:
         for error in deleted.values():
             error.error_code = error_code_for(exc)
