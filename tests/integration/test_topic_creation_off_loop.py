@@ -11,9 +11,6 @@ from __future__ import annotations
 
 import select
 from pathlib import Path
-from typing import Iterator
-
-import pytest
 
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.frame import RequestHeader, encode_request
@@ -36,15 +33,6 @@ PARTITIONS = 250
 ANSWERED_WHILE_CREATING = 50
 """Far more than the requests answered while the metadata file is written (before the partitions' logs)."""
 NOT_READY = {ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
-
-
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    process = BrokerProcess(tmp_path_factory.mktemp("creation-off-loop")).start()
-    try:
-        yield process
-    finally:
-        process.kill()
 
 
 def _send_create(client: WireClient, topic: str, partitions: int) -> None:
@@ -75,8 +63,8 @@ def _partition_dirs(broker: BrokerProcess, topic: str) -> list[Path]:
     return [path for path in Path(broker.data_dir, "logs").iterdir() if path.name.startswith(f"{topic}-")]
 
 
-def test_other_clients_are_answered_while_a_topic_is_created(broker: BrokerProcess) -> None:
-    creator, other = WireClient(broker.bootstrap), WireClient(broker.bootstrap)
+def test_other_clients_are_answered_while_a_topic_is_created(shared_broker: BrokerProcess) -> None:
+    creator, other = WireClient(shared_broker.bootstrap), WireClient(shared_broker.bootstrap)
     _send_create(creator, "many-partitions", PARTITIONS)
     answered = 0
     produce_answers = set()
@@ -93,24 +81,24 @@ def test_other_clients_are_answered_while_a_topic_is_created(broker: BrokerProce
     assert produce_answers and produce_answers <= NOT_READY | {ErrorCode.NONE}, produce_answers
     # Answered once every partition is served: the last one takes an acks=all produce at once.
     assert _produce(other, "many-partitions", PARTITIONS - 1).error_code == ErrorCode.NONE
-    assert len(_partition_dirs(broker, "many-partitions")) == PARTITIONS
+    assert len(_partition_dirs(shared_broker, "many-partitions")) == PARTITIONS
     creator.close()
     other.close()
 
 
-def test_a_topic_deleted_while_it_is_created_leaves_no_log_behind(broker: BrokerProcess) -> None:
-    creator, deleter = WireClient(broker.bootstrap), WireClient(broker.bootstrap)
+def test_a_topic_deleted_while_it_is_created_leaves_no_log_behind(shared_broker: BrokerProcess) -> None:
+    creator, deleter = WireClient(shared_broker.bootstrap), WireClient(shared_broker.bootstrap)
     _send_create(creator, "deleted-early", PARTITIONS // 5)
     deleted = eventually(lambda: (answer := deleter.request(DeleteTopicsRequest(
         topic_names=["deleted-early"], timeout_ms=30_000), 4, DeleteTopicsResponse).responses[0]).error_code
         != ErrorCode.UNKNOWN_TOPIC_OR_PARTITION and answer, "the topic in the metadata, to delete it")
     assert deleted.error_code == ErrorCode.NONE, deleted
     assert _create_answer(creator).error_code == ErrorCode.NONE  # created, then deleted: in that order
-    eventually(lambda: not _partition_dirs(broker, "deleted-early"), "the deleted topic's logs removed")
+    eventually(lambda: not _partition_dirs(shared_broker, "deleted-early"), "the deleted topic's logs removed")
     # Created again from scratch: the new logs come after the old ones were deleted.
     _send_create(creator, "deleted-early", 3)
     assert _create_answer(creator).error_code == ErrorCode.NONE
     assert _produce(deleter, "deleted-early", 2).error_code == ErrorCode.NONE
-    assert not [line for line in broker.log_lines if "Traceback" in line or " ERROR " in line]
+    assert not [line for line in shared_broker.log_lines if "Traceback" in line or " ERROR " in line]
     creator.close()
     deleter.close()

@@ -11,9 +11,6 @@ runs here, against 196 to 734 with the change."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Iterator
-
-import pytest
 
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.frame import RequestHeader, encode_request
@@ -31,15 +28,6 @@ from tests.integration.test_topic_creation_off_loop import _create_answer, _prod
 PARTITIONS = 250
 ANSWERED_WHILE_DELETING = 50
 """Far more than the requests answered while the metadata file is written (before the partitions' logs go)."""
-
-
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    process = BrokerProcess(tmp_path_factory.mktemp("deletion-off-loop")).start()
-    try:
-        yield process
-    finally:
-        process.kill()
 
 
 def _topic_dirs(broker: BrokerProcess, topic: str) -> list[Path]:
@@ -68,13 +56,13 @@ def _problems(broker: BrokerProcess) -> list[str]:
     return [line for line in broker.log_lines if "Traceback" in line or " ERROR " in line]
 
 
-def test_other_clients_are_answered_while_a_topic_is_deleted(broker: BrokerProcess) -> None:
-    deleter, other = WireClient(broker.bootstrap), WireClient(broker.bootstrap)
+def test_other_clients_are_answered_while_a_topic_is_deleted(shared_broker: BrokerProcess) -> None:
+    deleter, other = WireClient(shared_broker.bootstrap), WireClient(shared_broker.bootstrap)
     _create(deleter, "deleted-big", PARTITIONS)
-    assert len(_topic_dirs(broker, "deleted-big")) == PARTITIONS
+    assert len(_topic_dirs(shared_broker, "deleted-big")) == PARTITIONS
     _send_delete(deleter, "deleted-big")
     answered = 0
-    while _topic_dirs(broker, "deleted-big"):
+    while _topic_dirs(shared_broker, "deleted-big"):
         version = other.request(ApiVersionsRequest(client_software_name="t", client_software_version="1"), 3,
                                 ApiVersionsResponse)
         assert version.error_code == ErrorCode.NONE
@@ -82,13 +70,13 @@ def test_other_clients_are_answered_while_a_topic_is_deleted(broker: BrokerProce
     result = _delete_answer(deleter)
     assert result.error_code == ErrorCode.NONE, result
     assert answered >= ANSWERED_WHILE_DELETING, f"only {answered} ApiVersions answered while the topic was deleted"
-    assert not _problems(broker)
+    assert not _problems(shared_broker)
     deleter.close()
     other.close()
 
 
-def test_a_topic_created_again_right_after_its_deletion_starts_afresh(broker: BrokerProcess) -> None:
-    client = WireClient(broker.bootstrap)
+def test_a_topic_created_again_right_after_its_deletion_starts_afresh(shared_broker: BrokerProcess) -> None:
+    client = WireClient(shared_broker.bootstrap)
     _create(client, "recreated", PARTITIONS // 5)
     for _ in range(3):
         assert _produce(client, "recreated", 0).error_code == ErrorCode.NONE
@@ -97,7 +85,9 @@ def test_a_topic_created_again_right_after_its_deletion_starts_afresh(broker: Br
     _create(client, "recreated", 2)  # while the old files may still be being removed
     answer = _produce(client, "recreated", 0)
     assert (answer.error_code, answer.base_offset) == (ErrorCode.NONE, 0)  # a new log, not the old one's offset 3
-    eventually(lambda: sorted(path.name for path in _topic_dirs(broker, "recreated")) == ["recreated-0", "recreated-1"],
-               lambda: f"only the new logs left, not {sorted(path.name for path in _topic_dirs(broker, 'recreated'))}")
-    assert not _problems(broker)
+    def left() -> list[str]:
+        return sorted(path.name for path in _topic_dirs(shared_broker, "recreated"))
+
+    eventually(lambda: left() == ["recreated-0", "recreated-1"], lambda: f"only the new logs left, not {left()}")
+    assert not _problems(shared_broker)
     client.close()
