@@ -11,8 +11,9 @@ Layout of each log directory root (Kafka ``LogManager``)::
       <topic>-<partition>.<uuid>-stray   a log the metadata does not give this broker, moved aside at
                                          start-up and kept for the operator (stray_logs.py)
 
-Anything else in the root (``meta.properties``, a metadata store) is left alone. This class keeps the registry of current logs and their dirs and hands the rest to its parts:
-``log_dirs.py`` (the dirs, which failed, where a new log goes), ``future_logs.py`` (AlterReplicaLogDirs),
+Anything else in the root (``meta.properties``, a metadata store) is left alone. This class keeps the
+registry of current logs and their dirs and hands the rest to its parts: ``log_dirs.py`` (the dirs,
+which failed, where a new log goes), ``future_logs.py`` (AlterReplicaLogDirs),
 ``flush_scheduler.py`` (flushes off the loop and their waiters), ``cleaner_manager.py`` (the log
 cleaner's planning and checkpoint) and ``dir_checkpoints.py`` (the checkpoint files).
 
@@ -66,7 +67,6 @@ from pybroker.log.errors import (
 from pybroker.log.flush_scheduler import MAX_CONCURRENT_FLUSHES, FlushScheduler
 from pybroker.log.future_logs import FutureLogs, trash_path
 from pybroker.log.log import PartitionLog
-from pybroker.log.stray_logs import ReplicasOf, stray_path, stray_reason
 from pybroker.log.log_dirs import (
     DELETE_DIR_SUFFIX,
     FUTURE_DIR_SUFFIX,
@@ -75,6 +75,7 @@ from pybroker.log.log_dirs import (
     LogDirStatus,
     parse_partition_dir_name,
 )
+from pybroker.log.stray_logs import ReplicasOf, stray_path, stray_reason
 
 __all__ = ["CHECKPOINT_FILES", "CLEANER_OFFSET_CHECKPOINT", "HIGH_WATERMARK_CHECKPOINT", "LOG_START_OFFSET_CHECKPOINT",
            "LogDirStatus", "LogManager", "MAX_CONCURRENT_FLUSHES", "RECOVERY_POINT_CHECKPOINT",
