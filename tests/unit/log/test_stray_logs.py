@@ -114,10 +114,24 @@ def test_a_log_recording_another_topic_id_is_refused(tmp_path: Path) -> None:
     logs.shutdown()
 
 
-def test_a_stray_directory_name_stays_within_255_characters(tmp_path: Path) -> None:
+def test_a_stray_directory_name_stays_within_255_characters() -> None:
     longest = "x" * 249
     name = suffixed_dir_name(TopicPartition(longest, 123), STRAY_DIR_SUFFIX)
     assert len(name) == 255 and name.endswith(f"-123.{name.split('.')[-1]}") and name.endswith("-stray")
     assert parse_partition_dir_name(name) is None
     assert suffixed_dir_name(TopicPartition("t", 0), STRAY_DIR_SUFFIX).startswith("t-0.")
+
+
+def test_a_log_of_the_longest_topic_name_is_moved_aside_and_deleted(tmp_path: Path) -> None:
+    """``<249 characters>-0.<32 hex>-delete`` is 291 characters: the rename failed ENAMETOOLONG before the
+    names were cut as Kafka cuts them."""
+    longest = "x" * 249
+    logs = _manager([tmp_path])
+    logs.get_or_create_log(longest, 0, topic_id=OLD)
+    logs.get_or_create_log(longest, 1, topic_id=OLD)
+    assert logs.delete_logs([TopicPartition(longest, 0)]) == 1
+    assert len(logs.move_strays(_metadata(NEW, 2), BROKER)) == 1
+    names = _dirs(tmp_path)
+    assert len(names) == 1 and names[0].endswith("-1." + names[0].split(".")[-1]) and len(names[0]) == 255
+    logs.shutdown()
 
