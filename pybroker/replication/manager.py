@@ -156,7 +156,7 @@ class ReplicaManager:
         else:
             on_disk = self.log_manager.get_log(topic, index)
             recorded = None if on_disk is None else on_disk.topic_id
-        if recorded is None or topic_id.int == 0 or recorded == topic_id:
+        if recorded is None or recorded.int == 0 or topic_id.int == 0 or recorded == topic_id:  # zero: no id
             return True
         log.error("[Broker id=%d] Topic ID in memory: %s does not match the topic ID for partition %s-%d received: %s.",
                   self.broker_id, topic_id_to_string(recorded), topic, index, topic_id_to_string(topic_id))
