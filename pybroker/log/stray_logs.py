@@ -10,8 +10,8 @@ start over it would keep the broker down.
 On a single node, whose embedded metadata plays the part of Kafka's KRaft metadata image, such a log is found
 at start-up (``LogManager.move_strays``, Kafka's KRaft log loading with ``isStray``), renamed
 ``<topic>-<partition>.<uuid>-stray`` and no longer served; the topic's partition gets a new, empty log. Its
-data is never deleted: the operator inspects and removes the directory (Kafka, KAFKA-14616 and KAFKA-15605,
-keeps stray logs too). In a ZooKeeper cluster the controller's LeaderAndIsr names the topic id, and a log with
+data is never deleted: the operator inspects and removes the directory, as with Kafka's stray logs (renamed,
+not deleted, since KAFKA-15605 and KAFKA-16234; KAFKA-14616 had deleted them). In a ZooKeeper cluster the controller's LeaderAndIsr names the topic id, and a log with
 another one is refused INCONSISTENT_TOPIC_ID and left as it is, as Kafka's ZooKeeper-mode brokers do.
 """
 
