@@ -15,7 +15,7 @@ import asyncio
 import functools
 import json
 import os
-from typing import Any, Awaitable, Callable, ParamSpec, TypeVar
+from typing import Any, Callable, Coroutine, ParamSpec, TypeVar
 
 __all__ = ["finishes_once_started", "write_json_durably", "write_json_durably_off_loop"]
 
@@ -47,7 +47,7 @@ async def write_json_durably_off_loop(path: str, document: Any) -> None:
     await asyncio.to_thread(write_json_durably, path, document)
 
 
-def finishes_once_started(step: Callable[P, Awaitable[T]]) -> Callable[P, Awaitable[T]]:
+def finishes_once_started(step: Callable[P, Coroutine[Any, Any, T]]) -> Callable[P, Coroutine[Any, Any, T]]:
     """A store's write ``step`` run as a task of its own: cancelling its caller stops the waiting, not the
     step, which ends as if it had been waited for (see the module's docstring)."""
     @functools.wraps(step)
