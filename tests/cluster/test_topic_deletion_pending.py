@@ -78,6 +78,9 @@ def _delete_while_broker_1_is_down(cluster: Cluster, zk: KazooClient) -> tuple[A
     assert _pending(zk) == (True, True)  # broker 1 has not deleted its replica
     refused = _create_refused(admin)
     assert refused.code() == KafkaError.TOPIC_ALREADY_EXISTS, refused
+    with pytest.raises(KafkaException) as again:  # as Kafka's KafkaApis: brokers no longer know the topic
+        admin.delete_topics([TOPIC])[TOPIC].result(30)
+    assert again.value.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART
     eventually(lambda: not _log_dir(cluster, 0).exists(), "the live replica to be deleted")
     assert _pending(zk) == (True, True)
     assert old_dir.is_dir()
