@@ -260,7 +260,8 @@ class ZkController:
             log.info("[Controller id=%d] brokers %s registered", self._broker_id, sorted(new))
         halted = self._deletions.brokers_failed(dead | changed_epoch)
         if halted:
-            log.info("[Controller id=%d] halted deletion of topics %s: a replica's broker went away",
+            log.info("[Controller id=%d] halted deletion of topics %s: a replica's broker went away or "
+                     "registered again before answering",
                      self._broker_id, sorted(halted))
         changed = await self._partitions.elect_offline(ctx.electable() - bounced, bounced) if bounced else set()
         changed |= await self._partitions.elect_offline(ctx.electable())
