@@ -121,22 +121,6 @@ def test_the_abort_check_sends_no_marker_while_the_prepare_record_waits_for_the_
     asyncio.run(scenario())
 
 
-def test_a_failed_isr_wait_fails_the_answer_and_markers_follow_only_once_replicated() -> None:
-    async def scenario() -> None:
-        harness = Harness()
-        pid, epoch = await harness.open_transaction()
-        harness.failing.add(harness.end_offset + 1)
-        with pytest.raises(CoordinatorStorageError):
-            await harness.commit(pid, epoch)
-        assert harness.markers == []
-        harness.clock.advance(RETRY_BACKOFF_MAX_S)  # the runtime waits for the record again, then writes
-        await eventually_async(lambda: harness.markers, "the markers, once the record is replicated")
-        assert [m.commit for m, _ in harness.markers] == [True]
-        assert harness.coordinator.transactions[TXN].state is TxnState.COMPLETE_COMMIT
-
-    asyncio.run(scenario())
-
-
 def test_a_failed_marker_is_retried_after_the_backoff_not_at_the_abort_check() -> None:
     """A marker a leader did not take is sent again after retry.backoff.ms, doubling up to
     retry.backoff.max.ms (Kafka's marker channel re-queues it), not at the next abort check: no tick
