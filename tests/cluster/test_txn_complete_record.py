@@ -125,6 +125,14 @@ def state_replicas(cluster: Cluster, transactional_id: str) -> tuple[int, int, i
     return partition, leader, follower, outside
 
 
+def connected(cluster: Cluster, topic: str, coordinator_id: int, outside_id: int) -> tuple[WireClient, WireClient]:
+    """``topic`` created with its one partition on the broker outside the state partition's replicas; connections
+    to the coordinator and to that partition's leader."""
+    create_topic(cluster, topic, 1, assignment=[[outside_id]])
+    wait_for_full_isr(cluster, topic)
+    return WireClient(cluster.brokers[coordinator_id].bootstrap), WireClient(cluster.brokers[outside_id].bootstrap)
+
+
 def open_transaction(transactional_id: str, topic: str, transaction_version: int, coordinator: WireClient,
                      leader: WireClient) -> tuple[int, int]:
     """InitProducerId, the partition added (V1: AddPartitionsToTxn; V2: by the leader, Produce v12) and one
@@ -166,10 +174,7 @@ def test_a_commit_is_reported_complete_only_once_its_complete_record_is_on_the_i
     v5 bumps the epoch)."""
     transactional_id = topic = f"complete-record-v{transaction_version}"
     partition, coordinator_id, follower_id, outside_id = state_replicas(cluster, transactional_id)
-    create_topic(cluster, topic, 1, assignment=[[outside_id]])
-    wait_for_full_isr(cluster, topic)
-    coordinator, leader = WireClient(cluster.brokers[coordinator_id].bootstrap), WireClient(
-        cluster.brokers[outside_id].bootstrap)
+    coordinator, leader = connected(cluster, topic, coordinator_id, outside_id)
     outside, follower = cluster.brokers[outside_id].process, cluster.brokers[follower_id].process
     assert outside is not None and follower is not None
     pool = ThreadPoolExecutor(1)
@@ -226,10 +231,7 @@ def test_a_prepare_record_the_isr_did_not_take_leaves_the_transaction_ongoing_wi
     Here the state partition's follower is paused while the EndTxn waits."""
     transactional_id = topic = f"prepare-record-v{transaction_version}"
     partition, coordinator_id, follower_id, outside_id = state_replicas(cluster, transactional_id)
-    create_topic(cluster, topic, 1, assignment=[[outside_id]])
-    wait_for_full_isr(cluster, topic)
-    coordinator, leader = WireClient(cluster.brokers[coordinator_id].bootstrap), WireClient(
-        cluster.brokers[outside_id].bootstrap)
+    coordinator, leader = connected(cluster, topic, coordinator_id, outside_id)
     follower = cluster.brokers[follower_id].process
     assert follower is not None
     end_version = 4 if transaction_version == 1 else 5

@@ -16,28 +16,8 @@ from pybroker.coordinator.txn_runtime import RETRY_BACKOFF_MAX_S
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.replication.errors import NotEnoughReplicasError
 from tests.eventually import eventually_async
-from tests.unit.coordinator.test_txn_complete_record import describe, end_v2, listed, open_v2_transaction
+from tests.unit.coordinator.test_txn_complete_record import describe, end_v2, open_v2_transaction
 from tests.unit.coordinator.test_txn_runtime import TXN, Harness
-
-
-def test_a_transaction_is_ongoing_until_its_prepare_record_is_on_the_isr() -> None:
-    async def scenario() -> None:
-        harness = Harness()
-        pid, epoch = await harness.open_transaction()
-        prepare = harness.end_offset + 1
-        harness.held[prepare] = release = asyncio.Event()
-        commit = harness.commit(pid, epoch)
-        await harness.appended(prepare)
-        assert describe(harness) is TxnState.ONGOING and listed(harness, "PrepareCommit") == []
-        await harness.abort_check()
-        assert harness.markers == [] and not commit.done()
-        abort = await harness.call(lambda w, t: harness.coordinator.end_txn(w, TXN, pid, epoch, False, t))
-        assert abort is ErrorCode.CONCURRENT_TRANSACTIONS
-        release.set()
-        assert await commit is ErrorCode.NONE
-        assert [(m.commit, state) for m, state in harness.markers] == [(True, TxnState.PREPARE_COMMIT)]
-
-    asyncio.run(scenario())
 
 
 @pytest.mark.parametrize("failure", ["isr-timeout", "append-refused"])
@@ -107,10 +87,7 @@ def test_a_prepare_whose_partition_moved_meanwhile_answers_not_coordinator_and_w
     async def scenario() -> None:
         harness = Harness()
         pid, epoch = await harness.open_transaction()
-        prepare = harness.end_offset + 1
-        harness.held[prepare] = release = asyncio.Event()
-        commit = harness.commit(pid, epoch)
-        await harness.appended(prepare)
+        commit, release = await harness.commit_held(pid, epoch)
         harness.runtime.unload(harness.coordinator.partition_of(TXN))
         release.set()
         with pytest.raises(NotCoordinatorError):
