@@ -227,7 +227,10 @@ class TransactionCoordinator:
             return out
         error = self._check_producer(meta, producer_id, producer_epoch)
         if error is ErrorCode.NONE and meta is not None:
-            if meta.state in PREPARE_STATES:
+            ending = self.pending.get(transactional_id)
+            # A Prepare on its way counts too, though Kafka's verification ignores pending changes: Kafka's
+            # VerificationGuard then refuses the append if the marker came first; this broker has none.
+            if meta.state in PREPARE_STATES or (ending is not None and ending.state in PREPARE_STATES):
                 error = ErrorCode.CONCURRENT_TRANSACTIONS
             elif verify_only:  # Kafka's answer; the leader tells clients before KIP-890 INVALID_TXN_STATE
                 if meta.state is not TxnState.ONGOING or not wanted <= meta.partitions:

@@ -141,3 +141,13 @@ def test_v2_abort_with_nothing_open_at_the_last_epoch_moves_the_producer_to_a_ne
     complete(coordinator, abort, clock.now)
     meta = coordinator.describe(TXN)
     assert (meta.producer_id, meta.producer_epoch, meta.state) == (5000, 0, TxnState.COMPLETE_ABORT)
+
+
+def test_verification_during_a_prepare_on_its_way_is_concurrent():
+    """A leader's verify-only add while the Prepare waits for the ISR: CONCURRENT_TRANSACTIONS, as once the
+    Prepare is logged (this broker has no VerificationGuard to refuse an append that comes after the marker)."""
+    coordinator, clock, producer = started()
+    pid, epoch = producer.producer_id, producer.producer_epoch
+    coordinator.end_txn("w", TXN, pid, epoch, True, clock.now)
+    verify = coordinator.add_partitions("w", TXN, pid, epoch, [("out", 0)], clock.now, verify_only=True)
+    assert only_reply(verify) is ErrorCode.CONCURRENT_TRANSACTIONS
