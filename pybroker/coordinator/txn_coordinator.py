@@ -140,9 +140,10 @@ class TransactionCoordinator:
         return meta is None or meta.producer_epoch >= MAX_EPOCH - 1
 
     def end_needs_producer_id(self, transactional_id: str) -> bool:
-        """True when a V2 EndTxn's epoch bump would exhaust the epochs: the producer moves to a new id."""
+        """True when a V2 EndTxn finds the epochs exhausted (Kafka's isProducerEpochExhausted, before the bump):
+        the producer moves to a new id."""
         meta = self.transactions.get(transactional_id)
-        return meta is not None and meta.producer_epoch + 1 >= MAX_EPOCH - 1
+        return meta is not None and meta.producer_epoch >= MAX_EPOCH - 1
 
     def next_deadline_ms(self) -> int | None:
         deadlines = [d for d in (self._next_abort_check_ms, self._next_expiration_check_ms) if d is not None]
@@ -377,13 +378,13 @@ class TransactionCoordinator:
         its markers are written only then (rule 4). ``bump``: a V2 end (the epoch bumped, the next producer id
         taken if it is the last epoch); ``fence``: a V1 abort by the coordinator."""
         new = self._transit(out, meta)
+        if bump and meta.producer_epoch >= MAX_EPOCH - 1 and fresh_producer_id is not None:
+            new.next_producer_id = fresh_producer_id  # the bump takes the last epoch, the producer goes on with this
         if bump or fence:
             new.last_producer_epoch = NO_PRODUCER_EPOCH if fence else new.producer_epoch
             new.producer_epoch += 1
         if bump:
             new.client_version = TV_2
-            if new.producer_epoch >= MAX_EPOCH - 1 and fresh_producer_id is not None:
-                new.next_producer_id = fresh_producer_id
         if started_ms is not None:
             new.start_ms = started_ms
         new.state = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT

@@ -365,14 +365,16 @@ def test_v2_end_with_the_last_epoch_moves_the_producer_to_a_new_id():
     coordinator, clock, producer = v2_started([("out", 0)])
     meta = coordinator.transactions[TXN]
     meta.producer_epoch = 32765
+    assert not coordinator.end_needs_producer_id(TXN)  # Kafka's exhausted epochs: 32766 and up
+    meta.producer_epoch = 32766
     assert coordinator.end_needs_producer_id(TXN)
-    outcome = coordinator.end_txn("w", TXN, producer.producer_id, 32765, True, clock.now, bump_epoch=True,
+    outcome = coordinator.end_txn("w", TXN, producer.producer_id, 32766, True, clock.now, bump_epoch=True,
                                   fresh_producer_id=5000)
     assert only_reply(outcome) == InitResult(ErrorCode.NONE, 5000, 0)
     [marker] = complete(coordinator, outcome, clock.now)
-    assert (marker.producer_id, marker.producer_epoch) == (producer.producer_id, 32766)
+    assert (marker.producer_id, marker.producer_epoch) == (producer.producer_id, 32767)
     assert (meta.producer_id, meta.producer_epoch, meta.state) == (5000, 0, TxnState.COMPLETE_COMMIT)
-    retry = coordinator.end_txn("w", TXN, producer.producer_id, 32765, True, clock.now, bump_epoch=True)
+    retry = coordinator.end_txn("w", TXN, producer.producer_id, 32766, True, clock.now, bump_epoch=True)
     assert only_reply(retry) == InitResult(ErrorCode.NONE, 5000, 0)
 
 

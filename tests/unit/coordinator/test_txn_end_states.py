@@ -133,9 +133,9 @@ def test_v2_abort_in_empty_with_the_epoch_before_is_fenced():
 def test_v2_abort_with_nothing_open_at_the_last_epoch_moves_the_producer_to_a_new_id():
     coordinator, clock = TransactionCoordinator(CONFIG), ManualClock()
     producer = init(coordinator, clock)
-    coordinator.transactions[TXN].producer_epoch = 32765
+    coordinator.transactions[TXN].producer_epoch = 32766
     assert coordinator.end_needs_producer_id(TXN)
-    abort = coordinator.end_txn("w", TXN, producer.producer_id, 32765, False, clock.now, bump_epoch=True,
+    abort = coordinator.end_txn("w", TXN, producer.producer_id, 32766, False, clock.now, bump_epoch=True,
                                 fresh_producer_id=5000)
     assert only_reply(abort) == InitResult(ErrorCode.NONE, 5000, 0)
     complete(coordinator, abort, clock.now)
