@@ -24,9 +24,12 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kazoo.client import KazooClient
 
 from pybroker.log.checkpoint import PartitionMetadataFile
+from pybroker.protocol.error_codes import ErrorCode
+from pybroker.protocol.messages import MetadataRequest, MetadataResponse
 from tests.cluster.conftest import Cluster, running_cluster
 from tests.cluster.test_cluster import controller_id, wait_for_full_isr
 from tests.eventually import eventually
+from tests.integration.test_bad_input import WireClient
 
 TOPIC = "going"
 
@@ -58,6 +61,18 @@ def _create_refused(admin: AdminClient) -> KafkaError:
     return error
 
 
+def _auto_created(bootstrap: str) -> int:
+    """The error code of a Metadata request that may auto-create TOPIC: a client retries LEADER_NOT_AVAILABLE,
+    which Kafka's AutoTopicCreationManager answers when the creation finds the topic already there."""
+    client = WireClient(bootstrap)
+    try:
+        answer = client.request(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=TOPIC)],
+                                                allow_auto_topic_creation=True), 9, MetadataResponse)
+    finally:
+        client.close()
+    return int(answer.topics[0].error_code)
+
+
 def _log_dir(cluster: Cluster, broker_id: int) -> Path:
     return cluster.brokers[broker_id].data_dir / "logs" / f"{TOPIC}-0"
 
@@ -78,6 +93,7 @@ def _delete_while_broker_1_is_down(cluster: Cluster, zk: KazooClient) -> tuple[A
     assert _pending(zk) == (True, True)  # broker 1 has not deleted its replica
     refused = _create_refused(admin)
     assert (refused.code(), refused.str()) == (KafkaError.TOPIC_ALREADY_EXISTS, f"Topic '{TOPIC}' already exists.")
+    assert _auto_created(first.bootstrap) == ErrorCode.LEADER_NOT_AVAILABLE
     with pytest.raises(KafkaException) as again:  # as Kafka's KafkaApis: brokers no longer know the topic
         admin.delete_topics([TOPIC])[TOPIC].result(30)
     assert again.value.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART
