@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Awaitable, Callable, Container, Iterable, Protocol
 
 from pybroker.common.clock import Clock
+from pybroker.common.io_executor import IoExecutor
 from pybroker.common.ids import BrokerId, LeaderEpoch
 from pybroker.common.topic import TopicPartition
 from pybroker.log.config import LogConfig
@@ -34,10 +35,10 @@ from pybroker.replication.errors import (
     ReplicaTimeoutError,
     UnknownPartitionError,
 )
-from pybroker.replication.fetcher import FetcherConfig, ReplicaFetcher
+from pybroker.replication.fetcher import EpochWriting, FetcherConfig, ReplicaFetcher
 from pybroker.replication.leader_endpoint import LeaderEndPoint
 from pybroker.replication.epoch_writes import EpochWrites
-from pybroker.replication.partition import Partition, epoch_cache_of, epoch_checkpoint_of, write_first_epoch
+from pybroker.replication.partition import Partition, epoch_cache_of, write_first_epoch
 from pybroker.replication.topic_changes import TopicChanges
 
 log = logging.getLogger("pybroker.replication")
@@ -83,8 +84,11 @@ LeadershipListener = Callable[[str, int, int, bool], None]
 
 class ReplicaManager:
     def __init__(self, log_manager: LogManager, broker_id: BrokerId, clock: Clock, *,
-                 replica_lag_time_max_ms: int = 30000):
+                 replica_lag_time_max_ms: int = 30000, io: IoExecutor | None = None):
+        """``io``: where the fetchers write their replicas' `leader-epoch-checkpoint`; None writes on the loop
+        (tests without a broker)."""
         self.log_manager = log_manager
+        self.io = io
         self.broker_id = broker_id
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
         self.isr_writer: IsrWriter | None = None
@@ -318,7 +322,7 @@ class ReplicaManager:
         self._stop_fetching(partition.key)
         partition.fence(role.leader_epoch)
         self._wake(partition.key)  # fetches waiting on it answer NOT_LEADER_OR_FOLLOWER now
-        written = writes.add(epoch_checkpoint_of(partition.log), entries)
+        written = writes.add(partition.epoch_write(entries))
         return self._lead_when_written(partition, role, entries, written)
 
     async def _lead_when_written(self, partition: Partition, role: PartitionRole, entries: dict[int, int],
@@ -373,7 +377,8 @@ class ReplicaManager:
             if self._fetcher_config is None or self._endpoint_factory is None:
                 raise RuntimeError("replica fetching is not enabled on this broker")
             fetcher = ReplicaFetcher(leader_id, self._endpoint_factory(leader_id, *address), self._fetcher_config,
-                                     self._partitions.get, self._on_follower_append, self.clock)
+                                     self._partitions.get, self._on_follower_append, self.clock,
+                                     EpochWriting(self.io, self._on_epoch_write_failed))
             self._fetchers[leader_id] = fetcher
             self._fetcher_addresses[leader_id] = address
         return fetcher
@@ -392,6 +397,12 @@ class ReplicaManager:
 
     def _on_follower_append(self, key: TopicPartition) -> None:
         self._wake(key)
+
+    def _on_epoch_write_failed(self, partition: Partition, error: OSError) -> None:
+        """A follower's `leader-epoch-checkpoint` could not be written: its log dir fails, as the leader's does."""
+        if self._partitions.get(partition.key) is partition and not partition.log.closed:
+            self.log_manager.fail_dir_of(partition.log, LogStorageError(
+                f"Writing the leader epoch checkpoint of {partition.topic}-{partition.index} failed: {error}"))
 
     def stop_replica(self, topic: str, index: int, *, delete: bool, source: str) -> bool:
         """Stop replicating a partition; whether its log is to be deleted, which the caller does with

@@ -86,7 +86,7 @@ class Broker:
         self._cleaner_threads = ThreadPoolExecutor(max(1, config["log.cleaner.threads"]),
                                                    thread_name_prefix="pybroker-log-cleaner")
         self.replica_manager = ReplicaManager(self.log_manager, self.broker_id, self.clock,
-                                              replica_lag_time_max_ms=config["replica.lag.time.max.ms"])
+                                              replica_lag_time_max_ms=config["replica.lag.time.max.ms"], io=self.io)
         self.log_dir_mover = LogDirMover(self.replica_manager, self.io,
                                          lambda: self.config["replica.alter.log.dirs.io.max.bytes.per.second"])
         self.zk_mode: ZkMode | None = None

@@ -20,7 +20,7 @@ from pybroker.log import LogConfig
 from pybroker.log.checkpoint import LeaderEpochCheckpointFile
 from pybroker.log.errors import LogStorageError
 from pybroker.records.record import RecordInput, build_batch
-from pybroker.replication.epoch_writes import EpochWrites
+from pybroker.replication.epoch_writes import EpochFile, EpochWrites
 from pybroker.replication.errors import NotLeaderError
 from pybroker.replication.manager import PartitionRole, ReplicaManager
 from pybroker.replication.partition import Partition, epoch_checkpoint_of
@@ -169,7 +169,7 @@ def test_a_request_s_files_are_shared_out_over_half_the_io_threads(tmp_path: Pat
         io = IoExecutor(4)
         writes = EpochWrites(io)
         files = [LeaderEpochCheckpointFile(str(tmp_path / f"checkpoint-{n}")) for n in range(5)]
-        written = [writes.add(checkpoint, {n: 10 * n}) for n, checkpoint in enumerate(files)]
+        written = [writes.add(EpochFile().take(checkpoint, {n: 10 * n})) for n, checkpoint in enumerate(files)]
         await writes.write()
         io.shutdown()
         assert io.submitted == 2 and all(done.done() and done.exception() is None for done in written)
