@@ -18,7 +18,7 @@ import functools
 import logging
 import uuid
 from dataclasses import dataclass
-from typing import Awaitable, Callable, Container, Iterable, Protocol
+from typing import Any, Awaitable, Callable, Container, Coroutine, Iterable, Protocol, TypeVar
 
 from pybroker.common.clock import Clock
 from pybroker.common.io_executor import IoExecutor
@@ -80,6 +80,23 @@ NO_LEADER = BrokerId(-1)
 
 LeadershipListener = Callable[[str, int, int, bool], None]
 """``(topic, partition, leader_epoch, is_leader)``"""
+
+
+T = TypeVar("T")
+
+
+def _whole(change: Coroutine[Any, Any, T]) -> asyncio.Future[T]:
+    """A role change that makes a new log, run in a task of its own that a cancelled request (the controller's
+    connection closed) does not stop half-way, with the log made but the replica not served (a request's epoch
+    writes are shielded the same way); its outcome is then nobody's to answer."""
+    task = asyncio.ensure_future(change)
+    task.add_done_callback(_outcome_read)
+    return asyncio.shield(task)
+
+
+def _outcome_read(task: asyncio.Future[Any]) -> None:
+    if not task.cancelled():
+        task.exception()
 
 
 class ReplicaManager:
@@ -211,23 +228,29 @@ class ReplicaManager:
         return (TopicPartition(topic, index) not in self._partitions and self.log_manager.get_log(topic, index) is None
                 and not self.log_manager.is_offline(topic, index))
 
-    async def become_leader_async(self, topic: str, index: int, topic_id: uuid.UUID, *, leader_epoch: LeaderEpoch,
-                                  replicas: tuple[int, ...], isr: tuple[int, ...], config: LogConfig,
-                                  min_insync_replicas: int) -> Partition:
-        """`become_leader`, a new log made off the event loop first (`_create_log`)."""
-        await self._create_log(topic, index, topic_id, config, leader_epoch)
-        return self.become_leader(topic, index, topic_id, leader_epoch=leader_epoch, replicas=replicas, isr=isr,
-                                  config=config, min_insync_replicas=min_insync_replicas)
+    def become_leader_async(self, topic: str, index: int, topic_id: uuid.UUID, *, leader_epoch: LeaderEpoch,
+                            replicas: tuple[int, ...], isr: tuple[int, ...], config: LogConfig,
+                            min_insync_replicas: int) -> Awaitable[Partition]:
+        """`become_leader`, a new log made off the event loop first (`_create_log`), in a task of its own
+        (`_whole`)."""
+        async def create_and_lead() -> Partition:
+            await self._create_log(topic, index, topic_id, config, leader_epoch)
+            return self.become_leader(topic, index, topic_id, leader_epoch=leader_epoch, replicas=replicas, isr=isr,
+                                      config=config, min_insync_replicas=min_insync_replicas)
+        return _whole(create_and_lead())
 
-    async def apply_role_async(self, role: PartitionRole, leader_address: tuple[str, int] | None, *,
-                               config: LogConfig, min_insync_replicas: int) -> None:
+    def apply_role_async(self, role: PartitionRole, leader_address: tuple[str, int] | None, *,
+                         config: LogConfig, min_insync_replicas: int) -> Awaitable[None]:
         """`apply_role`, a new log made off the event loop first (`_create_log`): the LeaderAndIsr answer
-        still comes after the replica's files are durable."""
+        still comes after the replica's files are durable. In a task of its own (`_whole`)."""
         if role.leader != self.broker_id:
             self._check_can_follow(role, leader_address)
-        await self._create_log(role.topic, role.index, role.topic_id, config,
-                               role.leader_epoch if role.leader == self.broker_id else None)
-        self.apply_role(role, leader_address, config=config, min_insync_replicas=min_insync_replicas)
+
+        async def create_and_apply() -> None:
+            await self._create_log(role.topic, role.index, role.topic_id, config,
+                                   role.leader_epoch if role.leader == self.broker_id else None)
+            self.apply_role(role, leader_address, config=config, min_insync_replicas=min_insync_replicas)
+        return _whole(create_and_apply())
 
     async def _create_log(self, topic: str, index: int, topic_id: uuid.UUID, config: LogConfig,
                           leader_epoch: LeaderEpoch | None) -> None:

@@ -37,3 +37,12 @@ async def with_held_io(tmp_path: Path, config: LogConfig, pick: Callable[[LogMan
         await held
         io.shutdown()
         logs.shutdown()
+
+
+async def turns_until(condition: Callable[[], bool], what: str) -> None:
+    """Turns of the loop until ``condition``: for steps the loop alone takes, with no thread or I/O in between."""
+    for _ in range(1000):
+        if condition():
+            return
+        await asyncio.sleep(0)
+    raise AssertionError(f"never: {what}")

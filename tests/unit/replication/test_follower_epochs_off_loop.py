@@ -30,7 +30,7 @@ from pybroker.replication.epoch_writes import EpochFile
 from pybroker.replication.fetcher import FetcherConfig
 from pybroker.replication.manager import PartitionRole, ReplicaManager
 from pybroker.replication.partition import Partition, epoch_checkpoint_of
-from tests.unit.replication.held_io import with_held_io
+from tests.unit.replication.held_io import turns_until, with_held_io
 
 CONFIG = LogConfig()
 TOPIC_ID = uuid.UUID(int=11)
@@ -103,15 +103,6 @@ def _batch(epoch: int, base_offset: int) -> bytes:
     return build_batch([RecordInput(b"k", b"v")], base_offset=base_offset, partition_leader_epoch=epoch)
 
 
-async def _until(condition: Callable[[], bool], what: str) -> None:
-    """Turns of the loop until ``condition``: for steps the loop alone takes, no thread or I/O in between."""
-    for _ in range(1000):
-        if condition():
-            return
-        await asyncio.sleep(0)
-    raise AssertionError(f"never: {what}")
-
-
 def _on_disk(partition: Partition) -> dict[int, int]:
     return epoch_checkpoint_of(partition.log).read()
 
@@ -122,7 +113,7 @@ def test_a_fetched_new_epoch_is_durable_before_its_batches_are_appended(tmp_path
         assert await leader.next_fetch() == {0: 0, 1: 0, 2: 0}
         submitted = io.submitted
         await leader.fetch_answers.put(_answer({index: _batch(2, 0) for index in range(3)}))
-        await _until(lambda: io.submitted > submitted, "the checkpoints to be submitted")
+        await turns_until(lambda: io.submitted > submitted, "the checkpoints to be submitted")
         assert io.submitted == submitted + 1  # the answer's three files in one call (half of one thread is one)
         for partition in partitions:  # the loop runs on, and nothing is appended while the epoch is not durable
             assert partition.log.log_end_offset == 0 and partition.epoch_cache.entries == []
@@ -149,7 +140,7 @@ def test_a_truncation_is_durable_before_the_next_fetch(tmp_path: Path) -> None:
         await leader.epoch_answers.put(OffsetForLeaderEpochResponse(topics=[
             OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult(topic="t", partitions=[
                 OffsetForLeaderEpochResponse.EpochEndOffset(partition=0, leader_epoch=1, end_offset=5)])]))
-        await _until(lambda: io.submitted > submitted, "the truncated checkpoint to be submitted")
+        await turns_until(lambda: io.submitted > submitted, "the truncated checkpoint to be submitted")
         assert partition.log.log_end_offset == 5 and partition.epoch_cache.entries == [(1, 0)]
         assert _on_disk(partition) == {1: 0, 3: 5}  # start-up would cut this entry at the log end
         assert leader.fetches.empty()  # nothing fetched, so nothing appended, before the file lost epoch 3
@@ -169,7 +160,7 @@ def test_a_write_overtaken_by_a_role_change_never_lands_over_it(tmp_path: Path) 
         await leader.next_fetch()
         submitted = io.submitted
         await leader.fetch_answers.put(_answer({0: _batch(2, 0)}))
-        await _until(lambda: io.submitted > submitted, "the fetched epoch's checkpoint to be submitted")
+        await turns_until(lambda: io.submitted > submitted, "the fetched epoch's checkpoint to be submitted")
         # The controller makes this replica lead at epoch 5 while the follower's write of epoch 2 is queued.
         replicas.apply_role(_role(0, 0, 5), None, config=CONFIG, min_insync_replicas=1)
         assert _on_disk(partition) == {5: 0}
