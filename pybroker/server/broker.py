@@ -296,11 +296,11 @@ class Broker:
 
     def _lead_topic(self, name: str, info: TopicInfo) -> Awaitable[None] | None:
         """Single node: lead the topic's partitions at once when their logs exist; else returns what
-        makes the new logs off the loop (`ReplicaManager.become_leader_async`) and then leads them."""
+        makes the new logs off the loop (`RoleChanges.become_leader_async`) and then leads them."""
         log_config = self.topic_configs.log_config(info.configs)
         min_isr = self.topic_configs.min_insync_replicas(info.configs)
         led = {index: p for index, p in info.partitions.items() if p.leader == self.broker_id}
-        if any(self.replica_manager.must_create_log(name, index) for index in led):
+        if any(self.replica_manager.role_changes.must_create_log(name, index) for index in led):
             return self._lead_new_logs(name, info, led, log_config, min_isr)
         for index, partition in led.items():
             self.replica_manager.become_leader(
@@ -312,7 +312,7 @@ class Broker:
     async def _lead_new_logs(self, name: str, info: TopicInfo, led: Mapping[int, PartitionInfo],
                              log_config: LogConfig, min_isr: int) -> None:
         outcomes = await asyncio.gather(*(
-            self.replica_manager.become_leader_async(
+            self.replica_manager.role_changes.become_leader_async(
                 name, index, info.topic_id, leader_epoch=partition.leader_epoch, replicas=partition.replicas,
                 isr=partition.isr, config=log_config, min_insync_replicas=min_isr)
             for index, partition in led.items()), return_exceptions=True)

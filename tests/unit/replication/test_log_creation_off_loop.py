@@ -1,4 +1,4 @@
-"""A new replica's log is made on the I/O executor (`ReplicaManager.become_leader_async`): until it is served
+"""A new replica's log is made on the I/O executor (`RoleChanges.become_leader_async`): until it is served
 the partition answers NOT_LEADER_OR_FOLLOWER, a StopReplica meanwhile wins and leaves no files behind, a
 cancelled request does not stop it half-way, and the served log has its first leader epoch on disk. The I/O thread is held on a gate so each step is seen
 while the creation is still queued, without timing."""
@@ -30,7 +30,7 @@ async def _with_held_io(tmp_path: Path, scenario) -> None:  # type: ignore[no-un
 
 
 def _lead(replicas: ReplicaManager) -> asyncio.Future[object]:
-    return asyncio.ensure_future(replicas.become_leader_async(
+    return asyncio.ensure_future(replicas.role_changes.become_leader_async(
         "t", 0, TOPIC_ID, leader_epoch=3, replicas=(0,), isr=(0,), config=CONFIG, min_insync_replicas=1))
 
 
@@ -38,7 +38,7 @@ def test_a_partition_is_served_once_its_log_is_durable(tmp_path: Path) -> None:
     async def scenario(replicas: ReplicaManager, logs: LogManager, gate: threading.Event) -> None:
         leading = _lead(replicas)
         await asyncio.sleep(0)  # one turn of the loop: the creation is queued behind the held I/O thread
-        assert replicas.must_create_log("t", 0) and not leading.done()
+        assert replicas.role_changes.must_create_log("t", 0) and not leading.done()
         with pytest.raises(NotLeaderError):
             replicas.leader_partition("t", 0)
         with pytest.raises(UnknownPartitionError):
@@ -63,7 +63,7 @@ def test_a_replica_stopped_while_its_log_is_made_leaves_no_files(tmp_path: Path)
         assert replicas.hosted("t", 0) is None and logs.get_log("t", 0) is None
         await logs.wait_removed()
         assert not [path.name for path in tmp_path.iterdir() if path.name.startswith("t-0")]
-        assert replicas.must_create_log("t", 0)
+        assert replicas.role_changes.must_create_log("t", 0)
 
     asyncio.run(_with_held_io(tmp_path, scenario))
 
@@ -75,7 +75,7 @@ def test_a_creation_whose_request_is_cancelled_still_serves_the_replica(tmp_path
         role = PartitionRole("t", 0, TOPIC_ID, BrokerId(0), LeaderEpoch(3), (0,), (0,), 0, 1)
 
         async def leader_and_isr() -> None:
-            await replicas.apply_role_async(role, None, config=CONFIG, min_insync_replicas=1)
+            await replicas.role_changes.apply_role_async(role, None, config=CONFIG, min_insync_replicas=1)
 
         request = asyncio.ensure_future(leader_and_isr())
         await asyncio.sleep(0)  # the creation is queued behind the held I/O thread
