@@ -30,6 +30,7 @@ from pybroker.client.errors import KafkaClientError
 from pybroker.common.clock import Clock
 from pybroker.common.io_executor import IoExecutor
 from pybroker.common.topic import TopicPartition
+from pybroker.log.log import PartitionLog
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.messages import (
     FetchRequest,
@@ -64,7 +65,9 @@ class EpochWriting:
     broker), and whom it tells when a write fails (the replica manager fails the log dir)."""
 
     io: IoExecutor | None
-    on_failure: Callable[[Partition, OSError], None]
+    on_failure: Callable[[Partition, PartitionLog, OSError], None]
+    """Called with the replica, the log its file belonged to when the write was taken (a log dir move may have
+    replaced it since) and the error."""
 
 
 @dataclass(slots=True)
@@ -259,39 +262,39 @@ class ReplicaFetcher:
         """Make durable, together on the I/O executor, the checkpoints of the partitions whose fetched batches
         bring a new epoch; per such partition, the entries written (None: not written, the records wait)."""
         writes = EpochWrites(self._epochs.io)
-        queued: dict[TopicPartition, tuple[Partition, dict[int, int], asyncio.Future[None]]] = {}
+        queued: dict[TopicPartition, tuple[Partition, PartitionLog, dict[int, int], asyncio.Future[None]]] = {}
         for key, data, records in answers:
             if data.error_code != ErrorCode.NONE or not records or not self._current(key, asked.get(key)):
                 continue
             partition = asked[key].partition
             entries = partition.epochs_before_append(records)
             if entries is not None:
-                queued[key] = partition, entries, writes.add(partition.epoch_write(entries))
+                queued[key] = partition, partition.log, entries, writes.add(partition.epoch_write(entries))
         await writes.write()
-        return {key: entries if self._durable(partition, done) else None
-                for key, (partition, entries, done) in queued.items()}
+        return {key: entries if self._durable(partition, written_log, done) else None
+                for key, (partition, written_log, entries, done) in queued.items()}
 
     async def _write_changed_epochs(self) -> None:
         """Write the checkpoints a truncation or a log start move changed (`Partition.take_epoch_write`), and
         those a voided answer left ahead of the cache, before the next step appends anything."""
         writes = EpochWrites(self._epochs.io)
-        queued: list[tuple[Partition, asyncio.Future[None]]] = []
+        queued: list[tuple[Partition, PartitionLog, asyncio.Future[None]]] = []
         for key in self._targets:
             partition = self._partition_of(key)
             write = partition.take_epoch_write() if partition is not None else None
             if partition is not None and write is not None:
-                queued.append((partition, writes.add(write)))
+                queued.append((partition, partition.log, writes.add(write)))
         await writes.write()
-        for partition, done in queued:
-            self._durable(partition, done)
+        for partition, written_log, done in queued:
+            self._durable(partition, written_log, done)
 
-    def _durable(self, partition: Partition, done: asyncio.Future[None]) -> bool:
+    def _durable(self, partition: Partition, written_log: PartitionLog, done: asyncio.Future[None]) -> bool:
         """Whether a write made it; a failed one fails the log dir (`EpochWriting.on_failure`)."""
         if done.cancelled():  # the broker stops
             return False
         failure = done.exception()
         if isinstance(failure, OSError):
-            self._epochs.on_failure(partition, failure)
+            self._epochs.on_failure(partition, written_log, failure)
         return failure is None
 
     def _apply(self, key: TopicPartition, data: FetchResponse.PartitionData, records: bytes, asked: _Asked | None,

@@ -241,10 +241,11 @@ class ReplicaManager:
     def _on_follower_append(self, key: TopicPartition) -> None:
         self._wake(key)
 
-    def _on_epoch_write_failed(self, partition: Partition, error: OSError) -> None:
-        """A follower's `leader-epoch-checkpoint` could not be written: its log dir fails, as the leader's does."""
-        if self._partitions.get(partition.key) is partition and not partition.log.closed:
-            self.log_manager.fail_dir_of(partition.log, LogStorageError(
+    def _on_epoch_write_failed(self, partition: Partition, written_log: PartitionLog, error: OSError) -> None:
+        """A follower's `leader-epoch-checkpoint` could not be written: its log dir fails, as the leader's does;
+        not when the log is gone meanwhile (stopped, or replaced by a log dir move)."""
+        if self._partitions.get(partition.key) is partition and partition.log is written_log and not written_log.closed:
+            self.log_manager.fail_dir_of(written_log, LogStorageError(
                 f"Writing the leader epoch checkpoint of {partition.topic}-{partition.index} failed: {error}"))
 
     def stop_replica(self, topic: str, index: int, *, delete: bool, source: str) -> bool:

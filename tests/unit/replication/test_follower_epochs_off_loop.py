@@ -180,3 +180,19 @@ def test_of_two_writes_of_a_file_the_newer_stands_whichever_runs_last(tmp_path: 
     assert checkpoint.read() == {1: 0, 2: 7}
     file.take(checkpoint, {1: 0}).run()  # taken later: the file follows the cache back (a truncation)
     assert checkpoint.read() == {1: 0}
+
+
+def test_a_fetched_epoch_that_cannot_be_written_fails_the_log_dir_and_appends_nothing(tmp_path: Path) -> None:
+    async def scenario(replicas: ReplicaManager, io: IoExecutor, gate: threading.Event, leader: ScriptedLeader) -> None:
+        gate.set()
+        partition = _follow(replicas, 0, 2)
+        await leader.next_fetch()
+        Path(epoch_checkpoint_of(partition.log).path + ".tmp").mkdir()  # where the write goes first: it fails
+        submitted = io.submitted
+        await leader.fetch_answers.put(_answer({0: _batch(2, 0)}))
+        await turns_until(lambda: io.submitted > submitted, "the checkpoint to be submitted")
+        await io.run(lambda: None)  # after the failed write, on the one I/O thread
+        await turns_until(lambda: replicas.log_manager.is_offline("t", 0), "the log dir to fail")
+        assert partition.log.log_end_offset == 0 and partition.epoch_cache.entries == []
+
+    asyncio.run(_with_held_io(tmp_path, scenario))
