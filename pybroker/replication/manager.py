@@ -22,7 +22,7 @@ from typing import Callable, Container, Iterable, Protocol
 from pybroker.common.clock import Clock
 from pybroker.common.io_executor import IoExecutor
 from pybroker.common.ids import BrokerId, LeaderEpoch
-from pybroker.common.topic import TopicPartition
+from pybroker.common.topic import TopicPartition, topic_id_to_string
 from pybroker.log.config import LogConfig
 from pybroker.log.errors import LogStorageError
 from pybroker.log.log import AppendInfo, PartitionLog
@@ -119,6 +119,26 @@ class ReplicaManager:
 
     def partitions(self) -> Iterable[Partition]:
         return self._partitions.values()
+
+    # A LeaderAndIsr's topic id against the replica's log (ZooKeeper mode)
+
+    def has_consistent_topic_id(self, topic: str, index: int, topic_id: uuid.UUID) -> bool:
+        """Whether a LeaderAndIsr partition state may apply to the replica's log (Kafka's hasConsistentTopicId):
+        False when the log (hosted, or on disk from before a restart) records another topic id, as a log left
+        from a topic deleted and created again while this broker was away does. The caller answers
+        INCONSISTENT_TOPIC_ID and the log stays as it is, unserved, for the operator to move aside, as Kafka's
+        ZooKeeper-mode broker does (see log/stray_logs.py)."""
+        partition = self._partitions.get(TopicPartition(topic, index))
+        if partition is not None:
+            recorded: uuid.UUID | None = partition.topic_id
+        else:
+            on_disk = self.log_manager.get_log(topic, index)
+            recorded = None if on_disk is None else on_disk.topic_id
+        if recorded is None or recorded.int == 0 or topic_id.int == 0 or recorded == topic_id:  # zero: no id
+            return True
+        log.error("[Broker id=%d] Topic ID in memory: %s does not match the topic ID for partition %s-%d received: %s.",
+                  self.broker_id, topic_id_to_string(recorded), topic, index, topic_id_to_string(topic_id))
+        return False
 
     # Roles
 

@@ -10,7 +10,8 @@ import dataclasses
 import functools
 import logging
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Awaitable, Callable, Mapping
+import uuid
+from typing import TYPE_CHECKING, Awaitable, Callable, Mapping, Sequence
 
 from pybroker.common.clock import SystemClock
 from pybroker.common.config import BrokerConfig
@@ -200,6 +201,8 @@ class Broker:
                 self.config.log_dirs[0], self.broker_info(),
                 validate_configs=self.validate_topic_configs,
                 delete_topic_enable=self.config["delete.topic.enable"])
+            # Before any partition is served: a log whose topic id the metadata does not hold is moved aside.
+            self.log_manager.move_strays(functools.partial(_replicas_of, metadata), self.broker_id)
         metadata.add_listener(self._on_topic_change)
         self.services.started_metadata = metadata
         if self.acl_store is not None:
@@ -365,3 +368,9 @@ class Broker:
         for partition in self.replica_manager.partitions():
             partition.log.producer_state.remove_expired(now, expiration_ms)
 
+
+def _replicas_of(metadata: ClusterMetadata, topic_id: uuid.UUID, index: int) -> Sequence[int] | None:
+    """The replicas ``metadata`` gives partition ``index`` of the topic with that id (None: no such partition)."""
+    info = metadata.topic_by_id(topic_id)
+    partition = None if info is None else info.partitions.get(index)
+    return None if partition is None else partition.replicas

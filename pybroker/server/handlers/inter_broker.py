@@ -7,8 +7,10 @@ A request from an older controller epoch than one this broker already obeyed is 
 STALE_CONTROLLER_EPOCH; leader epochs are checked per partition as Kafka's ReplicaManager does: a
 LeaderAndIsr partition state whose leader epoch is not newer than the replica's is skipped and
 answered STALE_CONTROLLER_EPOCH (a new controller re-sends every partition's state), one whose
-replicas do not include this broker UNKNOWN_TOPIC_OR_PARTITION; a StopReplica whose leader epoch is
-older than the replica's is FENCED_LEADER_EPOCH (-1, no epoch, and -2, a topic being deleted, pass).
+replicas do not include this broker UNKNOWN_TOPIC_OR_PARTITION, one whose topic id differs from the one
+the replica's log records INCONSISTENT_TOPIC_ID (the log is left for the operator: log/stray_logs.py); a
+StopReplica whose leader epoch is older than the replica's is FENCED_LEADER_EPOCH (-1, no epoch, and -2, a
+topic being deleted, pass).
 A log a StopReplica deletes is logged at WARN with the controller and address that asked.
 
 Each of the three also carries the broker epoch (the czxid of the registration) the controller sent
@@ -132,6 +134,9 @@ async def _apply_topic(ctx: RequestContext, metadata: ZkMetadata, topic: LeaderA
             hosted = services.replica_manager.hosted(topic.topic_name, state.partition_index)
             if services.log_manager.is_offline(topic.topic_name, state.partition_index):
                 code = ErrorCode.KAFKA_STORAGE_ERROR  # Kafka's HostedPartition.Offline, before any epoch check
+            elif not services.replica_manager.has_consistent_topic_id(topic.topic_name, state.partition_index,
+                                                                      topic.topic_id):
+                code = ErrorCode.INCONSISTENT_TOPIC_ID  # a log left from an earlier topic of this name
             elif hosted is not None and state.leader_epoch <= hosted.leader_epoch:
                 code = ErrorCode.STALE_CONTROLLER_EPOCH
             elif services.broker_id not in state.replicas:
