@@ -9,7 +9,7 @@ them in one fetch answer. The stall is observed by ordering alone: ApiVersions r
 after another until the produce is answered (once broker 1 has appended every batch, so after its checkpoints),
 and those sent after some partition's checkpoint appeared on disk and answered before the last one did were
 answered while the files were being written. With the writes on the loop (before this change) none can be (in
-runs here: 0 of 7-27 answers, the longest round trip 1.1-1.9 s), against 57-194 of 113-226 with the change (the
+runs here: 0 of 7-27 answers, the longest round trip 1.1-1.9 s), against 57-194 of 113-304 with the change (the
 longest 10-66 ms)."""
 
 from __future__ import annotations
