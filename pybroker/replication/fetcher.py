@@ -270,13 +270,15 @@ class ReplicaFetcher:
             entries = partition.epochs_before_append(records)
             if entries is not None:
                 queued[key] = partition, partition.log, entries, writes.add(partition.epoch_write(entries))
+                partition.mark_epochs_unwritten()  # the file is ahead of the cache until the append (or a rewrite)
         await writes.write()
         return {key: entries if self._durable(partition, written_log, done) else None
                 for key, (partition, written_log, entries, done) in queued.items()}
 
     async def _write_changed_epochs(self) -> None:
         """Write the checkpoints a truncation or a log start move changed (`Partition.take_epoch_write`), and
-        those a voided answer left ahead of the cache, before the next step appends anything."""
+        those written for an answer that was then not appended (a role change meanwhile), before the next step
+        appends anything."""
         writes = EpochWrites(self._epochs.io)
         queued: list[tuple[Partition, PartitionLog, asyncio.Future[None]]] = []
         for key in self._targets:
@@ -299,9 +301,7 @@ class ReplicaFetcher:
 
     def _apply(self, key: TopicPartition, data: FetchResponse.PartitionData, records: bytes, asked: _Asked | None,
                written: dict[TopicPartition, dict[int, int] | None]) -> bool:
-        if asked is None or not self._current(key, asked):
-            if key in written and asked is not None and not asked.partition.log.closed:
-                asked.partition.mark_epochs_unwritten()  # the file got epochs its log will not have
+        if asked is None or not self._current(key, asked):  # a file written for it is rewritten (`_write_new_epochs`)
             return True
         partition = asked.partition
         if data.error_code == ErrorCode.NONE:

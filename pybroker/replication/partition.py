@@ -340,7 +340,8 @@ class Partition:
     # Leader epochs
 
     def mark_epochs_unwritten(self) -> None:
-        """The file may hold other entries than the cache (a write for an append that did not happen)."""
+        """The file may hold other entries than the cache: a write for an append not made yet (a role change
+        may void it), so whoever writes next writes the cache, unless the append comes with what was written."""
         self.epochs_unwritten = True
 
     def take_epoch_write(self) -> EpochWrite | None:
