@@ -92,6 +92,7 @@ class RoleChanges:
         self._creating: dict[TopicPartition, _Creation] = {}
         self._pending: dict[TopicPartition, asyncio.Future[None]] = {}  # per replica, the last one still running
         self._fenced_leaders: set[TopicPartition] = set()  # led before their new epoch's checkpoint began
+        self._running: set[asyncio.Future[Any]] = set()  # `_whole`'s tasks: the loop keeps only weak references
 
     # What the replica manager asks
 
@@ -133,7 +134,7 @@ class RoleChanges:
             await self._create_log(topic, index, topic_id, config, leader_epoch)
             return self._replicas.become_leader(topic, index, topic_id, leader_epoch=leader_epoch, replicas=replicas,
                                                 isr=isr, config=config, min_insync_replicas=min_insync_replicas)
-        return _whole(create_and_lead())
+        return self._whole(create_and_lead())
 
     def apply_role_async(self, role: PartitionRole, leader_address: tuple[str, int] | None, *,
                          config: LogConfig, min_insync_replicas: int) -> Awaitable[None]:
@@ -146,7 +147,21 @@ class RoleChanges:
         async def create_and_apply() -> None:
             await self._create_log(role.topic, role.index, role.topic_id, config, role.leader_epoch if leads else None)
             self._replicas.apply_role(role, leader_address, config=config, min_insync_replicas=min_insync_replicas)
-        return _whole(create_and_apply())
+        return self._whole(create_and_apply())
+
+    def _whole(self, change: Coroutine[Any, Any, T]) -> asyncio.Future[T]:
+        """A role change that makes a new log, run in a task of its own that a cancelled request (the controller's
+        connection closed) does not stop half-way, with the log made but the replica not served (a request's epoch
+        writes are shielded the same way); its outcome is then nobody's to answer."""
+        task = asyncio.ensure_future(change)
+        self._running.add(task)
+        task.add_done_callback(self._ended)
+        return asyncio.shield(task)
+
+    def _ended(self, task: asyncio.Future[Any]) -> None:
+        self._running.discard(task)
+        if not task.cancelled():
+            task.exception()  # retrieved: a request still waiting got it through the shield
 
     async def _create_log(self, topic: str, index: int, topic_id: uuid.UUID, config: LogConfig,
                           leader_epoch: LeaderEpoch | None) -> None:
@@ -268,17 +283,3 @@ class RoleChanges:
         replicas.lead(partition, leader_epoch=role.leader_epoch, replicas=role.replicas, isr=role.isr,
                       zk_version=role.zk_version, controller_epoch=role.controller_epoch, was_leader=was_leader,
                       written=entries)
-
-
-def _whole(change: Coroutine[Any, Any, T]) -> asyncio.Future[T]:
-    """A role change that makes a new log, run in a task of its own that a cancelled request (the controller's
-    connection closed) does not stop half-way, with the log made but the replica not served (a request's epoch
-    writes are shielded the same way); its outcome is then nobody's to answer."""
-    task = asyncio.ensure_future(change)
-    task.add_done_callback(_outcome_read)
-    return asyncio.shield(task)
-
-
-def _outcome_read(task: asyncio.Future[Any]) -> None:
-    if not task.cancelled():
-        task.exception()
