@@ -287,6 +287,9 @@ class ReplicaManager:
             log.warning("Deleting the log of %s-%d (leader epoch %d): %s", topic, index, partition.leader_epoch,
                         source)
             return True
+        if delete and self.log_manager.get_log(topic, index) is not None:  # on disk, not hosted since the start
+            log.warning("Deleting the log of %s-%d (not hosted): %s", topic, index, source)
+            return True
         return False
 
     def _on_log_dir_failure(self, root: str, keys: list[TopicPartition]) -> None:
