@@ -28,6 +28,7 @@ from pybroker.log.errors import LogStorageError
 from pybroker.log.log import AppendInfo, PartitionLog
 from pybroker.log.manager import RECOVERY_POINT_CHECKPOINT, LogManager
 from pybroker.records.errors import RecordTooLargeError
+from pybroker.replication.append_queue import AppendQueue
 from pybroker.replication.errors import (
     NotEnoughReplicasAfterAppendError,
     NotLeaderError,
@@ -97,6 +98,7 @@ class ReplicaManager:
         self._role_changes: dict[TopicPartition, asyncio.Future[None]] = {}  # per replica, the last one still running
         self._fenced_leaders: set[TopicPartition] = set()  # led before their new epoch's checkpoint began
         self.topic_changes = TopicChanges()
+        self.append_queue = AppendQueue()  # produce appends waiting behind a big batch checked off the loop
         """Single node: the topic changes of the embedded metadata, applied in order (`topic_changes.py`)."""
         self._fetchers: dict[int, ReplicaFetcher] = {}
         self._fetcher_addresses: dict[int, tuple[str, int]] = {}
