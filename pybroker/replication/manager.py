@@ -98,8 +98,8 @@ class ReplicaManager:
         self._role_changes: dict[TopicPartition, asyncio.Future[None]] = {}  # per replica, the last one still running
         self._fenced_leaders: set[TopicPartition] = set()  # led before their new epoch's checkpoint began
         self.topic_changes = TopicChanges()
-        self.append_queue = AppendQueue()  # produce appends waiting behind a big batch checked off the loop
         """Single node: the topic changes of the embedded metadata, applied in order (`topic_changes.py`)."""
+        self.append_queue = AppendQueue()  # produce appends waiting behind a big batch checked off the loop
         self._fetchers: dict[int, ReplicaFetcher] = {}
         self._fetcher_addresses: dict[int, tuple[str, int]] = {}
         self._fetcher_config: FetcherConfig | None = None
