@@ -180,8 +180,9 @@ def _lz4_decompress(data: Buffer, max_size: int) -> bytes:
 
     out: list[bytes] = []
     total = 0
+    step = _LZ4_STEP if max_size < 0 else min(_LZ4_STEP, max_size + 1)  # a small limit: no MiB past it
     frame = lz4.frame.LZ4FrameDecompressor()
-    chunk = frame.decompress(data, max_length=_LZ4_STEP)
+    chunk = frame.decompress(data, max_length=step)
     while True:
         total += len(chunk)
         if 0 <= max_size < total:
@@ -192,11 +193,11 @@ def _lz4_decompress(data: Buffer, max_size: int) -> bytes:
             if not rest:
                 return b"".join(out)
             frame = lz4.frame.LZ4FrameDecompressor()
-            chunk = frame.decompress(rest, max_length=_LZ4_STEP)
+            chunk = frame.decompress(rest, max_length=step)
         elif frame.needs_input:
             raise CorruptRecordError("truncated lz4 frame")
         else:
-            chunk = frame.decompress(b"", max_length=_LZ4_STEP)
+            chunk = frame.decompress(b"", max_length=step)
 
 
 _LZ4_STEP = 1 << 20
