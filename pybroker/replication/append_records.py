@@ -36,7 +36,7 @@ from pybroker.records.batch import BatchHeader, Compression, RecordBatch, Timest
     validate_batch
 from pybroker.records.constants import COMPRESSION_CODEC_MASK, LOG_OVERHEAD, TRANSACTIONAL_FLAG_MASK
 from pybroker.records.errors import InvalidRecordError, UnsupportedCompressionError
-from pybroker.records.validation import COMPILED_WALK, OverBudget, validate_produced_batch
+from pybroker.records.validation import COMPILED_WALK, OverBudget, ProducePolicy, validate_produced_batch
 from pybroker.replication.errors import InternalTopicError, InvalidRequiredAcksError, TransactionalIdRequiredError
 from pybroker.replication.manager import ReplicaManager
 from pybroker.replication.partition import Partition
@@ -78,20 +78,26 @@ async def append_records(replicas: ReplicaManager, batches: Iterable[PartitionAp
     queue = replicas.append_queue
     for item in batches:
         try:
-            checked = _check(replicas, item, required_acks, transactional_id, allow_zstd)
-            if io is None:
-                item.info = _append(replicas, checked, _validate(checked, now_ms), now_ms, before_append, appended)
+            partition, batch, header = _check(replicas, item, required_acks, transactional_id, allow_zstd)
+            policy = partition.log.config.produce_policy
+            name = f"{item.topic}-{item.index}"
+            if io is None:  # no loop to keep free
+                max_timestamp = validate_produced_batch(batch, policy, now_ms, name, header)
+                item.info = _append(replicas, item, partition, batch, header, max_timestamp, required_acks, now_ms,
+                                    before_append, appended)
+                results.append(item)
+                continue
+            try:
+                checked: int | None = validate_produced_batch(batch, policy, now_ms, name, header, OFF_LOOP_BYTES)
+            except OverBudget:
+                checked = None
+            if checked is not None and not queue.busy(item.topic, item.index):
+                item.info = _append(replicas, item, partition, batch, header, checked, required_acks, now_ms,
+                                    before_append, appended)
             else:
-                try:
-                    max_timestamp: int | None = _validate(checked, now_ms, OFF_LOOP_BYTES)
-                except OverBudget:
-                    max_timestamp = None
-                if max_timestamp is not None and not queue.busy(item.topic, item.index):
-                    item.info = _append(replicas, checked, max_timestamp, now_ms, before_append, appended)
-                else:
-                    previous, turn = queue.join(item.topic, item.index)
-                    later.append(_append_in_turn(replicas, io, checked, max_timestamp, previous, turn, now_ms,
-                                                 before_append, appended))
+                previous, turn = queue.join(item.topic, item.index)
+                later.append(_append_in_turn(replicas, io, item, batch, header, policy, checked, previous, turn,
+                                             required_acks, now_ms, before_append, appended))
         except Exception as exc:  # noqa: BLE001 - the partition's answer; the caller maps it to its code
             item.error = exc
         results.append(item)
@@ -106,20 +112,9 @@ async def append_records(replicas: ReplicaManager, batches: Iterable[PartitionAp
     return results
 
 
-@dataclass(slots=True)
-class _Checked:
-    """A batch past the checks of its framing (`_check`), and what its record checks and append need."""
-
-    item: PartitionAppend
-    records: bytes | bytearray | memoryview
-    partition: Partition
-    batch: RecordBatch
-    header: BatchHeader
-    required_acks: int
-
-
 def _check(replicas: ReplicaManager, item: PartitionAppend, required_acks: int, transactional_id: str | None,
-           allow_zstd: bool) -> _Checked:
+           allow_zstd: bool) -> tuple[Partition, RecordBatch, BatchHeader]:
+    """The checks before the records' (Kafka's appendToLocalLog, then LogValidator's of the batch's framing)."""
     if required_acks not in (0, 1, -1):
         raise InvalidRequiredAcksError()
     if item.topic in INTERNAL_TOPICS:  # Kafka's appendToLocalLog for clients: only coordinators write these
@@ -136,46 +131,43 @@ def _check(replicas: ReplicaManager, item: PartitionAppend, required_acks: int, 
         raise UnsupportedCompressionError("zstd compression needs Produce v7 or later")
     if header.attributes & TRANSACTIONAL_FLAG_MASK and transactional_id is None:
         raise TransactionalIdRequiredError()
-    return _Checked(item, records, partition, batch, header, required_acks)
+    return partition, batch, header
 
 
-def _validate(checked: _Checked, now_ms: int, budget: int = -1, pause: Callable[[], None] | None = None) -> int:
-    """The batch's record checks (its max timestamp); OverBudget past ``budget`` bytes of records."""
-    item = checked.item
-    return validate_produced_batch(checked.batch, checked.partition.log.config.produce_policy, now_ms,
-                                   f"{item.topic}-{item.index}", checked.header, budget, pause)
-
-
-def _append(replicas: ReplicaManager, checked: _Checked, max_timestamp: int, now_ms: int,
+def _append(replicas: ReplicaManager, item: PartitionAppend, partition: Partition, batch: RecordBatch,
+            header: BatchHeader, max_timestamp: int, required_acks: int, now_ms: int,
             before_append: BeforeAppend | None, appended: AppendedStats | None) -> AppendInfo:
-    item, records, header = checked.item, checked.records, checked.header
     if before_append is not None:
-        before_append(item.topic, item.index, checked.batch, header)
-    stamped = bytearray(records)
-    if not checked.partition.log.config.log_append_time:  # Kafka's setMaxTimestamp: the records', not the producer's
+        before_append(item.topic, item.index, batch, header)
+    stamped = bytearray(batch.buffer)
+    if not partition.log.config.log_append_time:  # Kafka's setMaxTimestamp: the records', not the producer's claim
         set_max_timestamp(stamped, 0, TimestampType.CREATE_TIME, max_timestamp)
-    info = replicas.append_to(checked.partition, stamped, required_acks=checked.required_acks, now_ms=now_ms)
+    info = replicas.append_to(partition, stamped, required_acks=required_acks, now_ms=now_ms)
     if appended is not None:
-        appended(item.topic, len(records), header.records_count)
+        appended(item.topic, len(stamped), header.records_count)
     return info
 
 
-async def _append_in_turn(replicas: ReplicaManager, io: IoExecutor, checked: _Checked, max_timestamp: int | None,
-                          previous: asyncio.Future[None] | None, turn: asyncio.Future[None], now_ms: int,
+async def _append_in_turn(replicas: ReplicaManager, io: IoExecutor, item: PartitionAppend, batch: RecordBatch,
+                          header: BatchHeader, policy: ProducePolicy, max_timestamp: int | None,
+                          previous: asyncio.Future[None] | None,
+                          turn: asyncio.Future[None], required_acks: int, now_ms: int,
                           before_append: BeforeAppend | None, appended: AppendedStats | None) -> None:
-    """Check the batch on an I/O thread unless done already (``max_timestamp``), then append it once the
-    appends to its partition that arrived before it are done."""
-    item = checked.item
+    """Check the batch's records on an I/O thread unless done already (``max_timestamp``), then append it
+    once the appends to its partition that arrived before it are done."""
     queue = replicas.append_queue
     try:
         if max_timestamp is None:
             async with queue.checks(io.threads):
-                max_timestamp = await io.run(functools.partial(_validate, checked, now_ms, -1, _let_loop_in))
+                max_timestamp = await io.run(functools.partial(
+                    validate_produced_batch, batch, policy, now_ms, f"{item.topic}-{item.index}", header, -1,
+                    _let_loop_in))
         if previous is not None:
             await asyncio.shield(previous)  # the turn before is not this request's to cancel
         # Looked up again: the partition may have changed hands (or been deleted) while its batch was checked.
-        checked.partition = replicas.leader_partition(item.topic, item.index)
-        item.info = _append(replicas, checked, max_timestamp, now_ms, before_append, appended)
+        partition = replicas.leader_partition(item.topic, item.index)
+        item.info = _append(replicas, item, partition, batch, header, max_timestamp, required_acks, now_ms,
+                            before_append, appended)
     except Exception as exc:  # noqa: BLE001 - the partition's answer; the caller maps it to its code
         item.error = exc
     finally:
