@@ -1,17 +1,22 @@
-"""ZooKeeper mode: a broker that holds the log of a topic deleted while it was down refuses the LeaderAndIsr of
-the topic created again under the same name with INCONSISTENT_TOPIC_ID, as Kafka's ZooKeeper-mode brokers do,
+"""ZooKeeper mode: a broker that holds the log of a deleted topic refuses the LeaderAndIsr of the topic created
+again under the same name with INCONSISTENT_TOPIC_ID, as Kafka's ZooKeeper-mode brokers do,
 logging Kafka's state-change error; the old log stays untouched and the other replica serves the topic. Once
 the operator moves the directory aside (``-stray``) and restarts the broker, it replicates the new topic.
 
 Before this change the refusal was KAFKA_STORAGE_ERROR, which the controller takes for a failed log dir
-("Replicas of reborn-0 on broker 1 are offline"), and the broker logged nothing about the topic id."""
+("Replicas of reborn-0 on broker 1 are offline"), and the broker logged nothing about the topic id.
+
+The controller no longer finishes a deletion while a replica's broker is down (test_topic_deletion_pending.py),
+so the old log is put back by hand here, as a restore from a backup or a disk re-attached would bring it."""
 
 from __future__ import annotations
 
 import re
+import shutil
 from pathlib import Path
 
 from confluent_kafka.admin import AdminClient, NewTopic
+from kazoo.client import KazooClient
 
 from pybroker.common.topic import topic_id_to_string
 from pybroker.log.checkpoint import PartitionMetadataFile
@@ -48,9 +53,18 @@ def test_a_log_left_from_a_deleted_topic_is_refused_inconsistent_topic_id_and_ke
         old_id = PartitionMetadataFile(str(old_dir / "partition.metadata")).read()
         assert old_id is not None
         returning.stop()
+        kept = tmp_path / "kept"
+        shutil.copytree(old_dir, kept)
+        returning.start()
         admin.delete_topics([TOPIC])[TOPIC].result(30)
-        eventually(lambda: TOPIC not in admin.list_topics(timeout=10).topics, f"{TOPIC} to be deleted")
-
+        zk = KazooClient(cluster.zk_connect)
+        zk.start(10)
+        try:
+            eventually(lambda: zk.exists(f"/brokers/topics/{TOPIC}") is None, f"{TOPIC} to be deleted")
+        finally:
+            zk.stop()
+        returning.stop()
+        shutil.copytree(kept, old_dir)
         returning.start()
         admin.create_topics([NewTopic(TOPIC, 1, replica_assignment=[[0, 1]])])[TOPIC].result(30)
         new_dir = first.data_dir / "logs" / f"{TOPIC}-0"

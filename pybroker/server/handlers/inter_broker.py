@@ -20,9 +20,9 @@ Who may send them at all is checked before they get here (`inter_broker_guard`).
 checked again (INVALID_TOPIC_EXCEPTION) before a LeaderAndIsr or StopReplica turns one into a path. A new
 replica past the descriptor budget (``pybroker.common.open_files``) is answered KAFKA_STORAGE_ERROR: the
 controller then treats it as offline, as a replica in a failed log dir. A new replica's log is made off the
-event loop (`ReplicaManager.apply_role_async`), those of one topic at once, and the answer waits for them all.
+event loop (`RoleChanges.apply_role_async`), those of one topic at once, and the answer waits for them all.
 So does an existing replica's new leader epoch: the request's `leader-epoch-checkpoint` writes go to the I/O
-executor together (`ReplicaManager.apply_role_later`), and each replica leads once its file is durable.
+executor together (`RoleChanges.apply_role_later`), and each replica leads once its file is durable.
 """
 
 from __future__ import annotations
@@ -148,17 +148,17 @@ async def _apply_topic(ctx: RequestContext, metadata: ZkMetadata, topic: LeaderA
                                      BrokerId(state.leader), LeaderEpoch(state.leader_epoch),
                                      tuple(state.replicas), tuple(state.isr),
                                      state.partition_epoch, state.controller_epoch)
-                replicas = services.replica_manager
-                if replicas.must_create_log(topic.topic_name, state.partition_index):
-                    creations[len(errors)] = replicas.apply_role_async(
+                changes = services.replica_manager.role_changes
+                if changes.must_create_log(topic.topic_name, state.partition_index):
+                    creations[len(errors)] = changes.apply_role_async(
                         role, leaders.get(state.leader), config=log_config, min_insync_replicas=min_isr)
-                elif replicas.must_apply_later(role):
-                    later.append((errors, len(errors), replicas.apply_role_later(
+                elif changes.must_apply_later(role):
+                    later.append((errors, len(errors), changes.apply_role_later(
                         role, leaders.get(state.leader), config=log_config, min_insync_replicas=min_isr,
                         writes=epoch_writes)))
                 else:
-                    replicas.apply_role(role, leaders.get(state.leader), config=log_config,
-                                        min_insync_replicas=min_isr)
+                    services.replica_manager.apply_role(role, leaders.get(state.leader), config=log_config,
+                                                        min_insync_replicas=min_isr)
         except Exception as exc:
             code = error_code_for(exc)
         errors.append(PartitionError(partition_index=state.partition_index, error_code=code))
