@@ -3,7 +3,8 @@
 Decompressing a 1 MB lz4 batch of compressible records (40 MiB of records here) and walking its records takes
 the broker tens of milliseconds. Done on the loop (before this change), another connection's ApiVersions
 requests, sent one after another while the Produce is outstanding, were answered only while the request's
-bytes were being received: 1 or 2 of them in runs here. On an I/O thread, 96 to 378 (pure build).
+bytes were being received: 1 or 2 of them in runs here, on either build. On an I/O thread, 96 to 378 (pure
+build) and 245 to 1,183 (compiled), 8 once with two test workers on a machine loaded several times over.
 
 A batch checked off the loop must not let a later one overtake it: one connection pipelines a big batch and
 then small ones to the same partition; the log holds them in the order they were sent (with the ordering
@@ -40,8 +41,8 @@ from tests.integration.test_delete_records import create_topic
 
 PRODUCE_VERSION = 9
 MAX_MESSAGE_BYTES = 4 << 20
-ANSWERED_WHILE_CHECKING = 10
-"""Far more than the ApiVersions answered while a big Produce request's bytes are received."""
+ANSWERED_WHILE_CHECKING = 6
+"""Three times the ApiVersions answered while a big Produce request's bytes are received."""
 
 
 def big_batch(codec: Compression, **fields: int) -> bytes:
