@@ -46,6 +46,8 @@ ZSTD_LEVEL = 3  # zstd default, Kafka's compression.zstd.level default
 _GZIP_WBITS = 16 + zlib.MAX_WBITS  # gzip container (header + crc32 trailer)
 _INT32 = struct.Struct(">i")
 _UNLIMITED = -1
+_OUTPUT_STEP = 1 << 20
+"""Decompressed bytes taken from a gzip or lz4 decompressor at once: a typical batch in one step."""
 # zstd has no output limit per call: feed it input in slices this small, so one call can
 # overshoot the limit by at most ~32x this many KiB (a 4-byte RLE block yields 128 KiB).
 _ZSTD_INPUT_SLICE = 256
@@ -65,19 +67,24 @@ def _gzip_compress(data: Buffer) -> bytes:
 
 
 def _gzip_decompress(data: Buffer, max_size: int) -> bytes:
-    # Loop over members: GZIPInputStream accepts concatenated gzip members.
+    # Loop over members: GZIPInputStream accepts concatenated gzip members. The output is taken a step at
+    # a time, as lz4's: zlib assembles one call's output holding the GIL (tens of ms for 40 MiB, during
+    # which the event loop could not run), where the join of the steps lets go of it.
     out: list[bytes] = []
     total = 0
+    step = _OUTPUT_STEP if max_size < 0 else min(_OUTPUT_STEP, max_size + 1)
     rest: bytes | memoryview = memoryview(data)
     while True:
         d = zlib.decompressobj(_GZIP_WBITS)
-        chunk = d.decompress(rest) if max_size < 0 else d.decompress(rest, max_size - total + 1)
-        total += len(chunk)
-        if 0 <= max_size < total:
-            raise _too_large("GZIP", max_size)
-        out.append(chunk)
-        if not d.eof:
-            raise CorruptRecordError("truncated gzip stream")
+        while not d.eof:
+            chunk = d.decompress(rest, step)
+            total += len(chunk)
+            if 0 <= max_size < total:
+                raise _too_large("GZIP", max_size)
+            out.append(chunk)
+            rest = d.unconsumed_tail
+            if not d.eof and len(chunk) < step and not rest:  # all input read, no more output: cut short
+                raise CorruptRecordError("truncated gzip stream")
         rest = d.unused_data
         if not rest:
             return b"".join(out)
@@ -180,8 +187,9 @@ def _lz4_decompress(data: Buffer, max_size: int) -> bytes:
 
     out: list[bytes] = []
     total = 0
+    step = _OUTPUT_STEP if max_size < 0 else min(_OUTPUT_STEP, max_size + 1)  # a small limit: no MiB past it
     frame = lz4.frame.LZ4FrameDecompressor()
-    chunk = frame.decompress(data, max_length=_LZ4_STEP)
+    chunk = frame.decompress(data, max_length=step)
     while True:
         total += len(chunk)
         if 0 <= max_size < total:
@@ -192,15 +200,11 @@ def _lz4_decompress(data: Buffer, max_size: int) -> bytes:
             if not rest:
                 return b"".join(out)
             frame = lz4.frame.LZ4FrameDecompressor()
-            chunk = frame.decompress(rest, max_length=_LZ4_STEP)
+            chunk = frame.decompress(rest, max_length=step)
         elif frame.needs_input:
             raise CorruptRecordError("truncated lz4 frame")
         else:
-            chunk = frame.decompress(b"", max_length=_LZ4_STEP)
-
-
-_LZ4_STEP = 1 << 20
-"""Decompressed bytes taken from the lz4 decompressor at once: a typical batch in one step."""
+            chunk = frame.decompress(b"", max_length=step)
 
 
 # --------------------------------------------------------------------------- zstd

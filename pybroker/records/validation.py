@@ -14,6 +14,11 @@ all of them at produce time, and so does :func:`validate_produced_batch`:
   failure is CORRUPT_MESSAGE;
 - rules about single records (keys on compacted topics, timestamps): INVALID_RECORD or
   INVALID_TIMESTAMP with each record named (KIP-467), see :class:`RecordValidationError`.
+
+A big batch takes milliseconds (decompressing tens of MiB, walking a million records), which the broker
+does not spend on its event loop: with a ``budget`` the check gives up (:class:`OverBudget`) as soon as
+the records to walk are found larger, so the caller can check the batch again on another thread,
+where ``pause`` lets the loop take the GIL back now and then.
 """
 
 from __future__ import annotations
@@ -37,9 +42,9 @@ from .constants import (
     TIMESTAMP_TYPE_MASK,
     TRANSACTIONAL_FLAG_MASK,
 )
-from .errors import InvalidRecordError, RecordValidationError
+from .errors import InvalidRecordError, RecordTooLargeError, RecordValidationError
 
-__all__ = ["ProducePolicy", "validate_produced_batch", "max_decompressed_bytes"]
+__all__ = ["ProducePolicy", "OverBudget", "validate_produced_batch", "max_decompressed_bytes"]
 
 LONG_MAX = 2**63 - 1
 MIN_RECORDS = 80
@@ -94,14 +99,25 @@ class ProducePolicy:
     max_decompressed_bytes: int = _MIN_DECOMPRESSED_LIMIT
 
 
+class OverBudget(Exception):
+    """The batch's records (decompressed) are more bytes than the caller's ``budget``: nothing was decided."""
+
+
+PAUSE_EVERY = 1 << 15
+"""Records walked between two calls of ``pause``: about a millisecond of the compiled walk."""
+
+
 def validate_produced_batch(batch: RecordBatch, policy: ProducePolicy, now_ms: int, partition: str,
-                            header: BatchHeader | None = None) -> int:
+                            header: BatchHeader | None = None, budget: int = -1,
+                            pause: Callable[[], None] | None = None) -> int:
     """Kafka's produce checks of one client batch whose framing and CRC are already checked
     (``header``: its fields, when the caller has unpacked them already).
 
     Returns the largest record timestamp (NO_TIMESTAMP if none), which Kafka writes into the
     header's maxTimestamp rather than trusting the producer's. Raises InvalidRecordError,
-    RecordValidationError, CorruptRecordError or RecordTooLargeError.
+    RecordValidationError, CorruptRecordError or RecordTooLargeError; OverBudget when ``budget`` (>= 0)
+    is less than the records' bytes, having decompressed at most that many. ``pause`` is called every
+    PAUSE_EVERY records walked: compiled code never lets go of the GIL on its own.
     """
     h = batch.header() if header is None else header
     if h.base_offset != 0:
@@ -129,7 +145,9 @@ def validate_produced_batch(batch: RecordBatch, policy: ProducePolicy, now_ms: i
     start = batch.position + RECORD_BATCH_OVERHEAD
     end = batch.position + h.batch_length + LOG_OVERHEAD
     codec = h.attributes & COMPRESSION_CODEC_MASK
-    if codec:
+    if 0 <= budget < (policy.max_decompressed_bytes if codec else end - start):
+        data = _within_budget(codec, memoryview(batch.buffer)[start:end], budget)
+    elif codec:
         data = decompress(codec, memoryview(batch.buffer)[start:end], policy.max_decompressed_bytes)
     else:
         data = bytes(memoryview(batch.buffer)[start:end])
@@ -138,7 +156,7 @@ def validate_produced_batch(batch: RecordBatch, policy: ProducePolicy, now_ms: i
     if count >= MIN_RECORDS and (scan := vectorized_scan()) is not None:
         summary = scan(data, count)
     if summary is None:  # few records, or ones the vectorized walk leaves to this one (which names the fault)
-        summary = _scan(data, count, partition, None)
+        summary = _scan(data, count, partition, None, pause)
     min_delta, max_delta, keyless = summary
 
     append_time = bool(h.attributes & TIMESTAMP_TYPE_MASK)
@@ -155,16 +173,27 @@ def validate_produced_batch(batch: RecordBatch, policy: ProducePolicy, now_ms: i
         bad_timestamps = (low_ts < now_ms - before or high_ts > now_ms + after
                           or append_time and max_ts == NO_TIMESTAMP)
     if (keyless and policy.compacted) or bad_timestamps:
-        _raise_record_errors(data, h.base_timestamp, max_ts if append_time else None, policy, now_ms, partition)
+        _raise_record_errors(data, h.base_timestamp, max_ts if append_time else None, policy, now_ms, partition,
+                             pause)
     return max_ts
 
 
+def _within_budget(codec: int, records: memoryview, budget: int) -> bytes:
+    """The records section, decompressed, if it is at most ``budget`` bytes; else OverBudget."""
+    if not codec:
+        raise OverBudget()
+    try:
+        return decompress(codec, records, budget)
+    except RecordTooLargeError:  # past the budget, not (yet) past the policy's bound
+        raise OverBudget() from None
+
+
 def _raise_record_errors(data: bytes, base_timestamp: int, append_time: int | None,
-                         policy: ProducePolicy, now_ms: int, partition: str) -> None:
+                         policy: ProducePolicy, now_ms: int, partition: str, pause: Callable[[], None] | None) -> None:
     """The slow path, only for a batch already known to break a record rule: LogValidator's
     validateKey then validateTimestamp for each record, every error named with its index."""
     details: list[tuple[int, int, int]] = []
-    _scan(data, -1, partition, details)
+    _scan(data, -1, partition, details, pause)
     before, after = policy.timestamp_before_max_ms, policy.timestamp_after_max_ms
     errors: list[tuple[int, str]] = []
     invalid_timestamp = False
@@ -221,10 +250,11 @@ def _varint_tail(data: bytes, pos: int, first: int, max_bytes: int) -> tuple[int
     raise InvalidRecordError("Found invalid record structure: varint too long")
 
 
-def _walk(data: bytes, count: int, partition: str,
-          details: list[tuple[int, int, int]] | None) -> tuple[int, int, bool]:
+def _walk(data: bytes, count: int, partition: str, details: list[tuple[int, int, int]] | None,
+          pause: Callable[[], None] | None = None) -> tuple[int, int, bool]:
     """Walk ``count`` records (all of them when -1, for the slow path) checking their structure
     as Java's DefaultRecord.readFrom does; -> (min timestamp delta, max timestamp delta, any keyless).
+    ``pause`` is called every PAUSE_EVERY records.
 
     Keys, values and headers are skipped by their sizes, so a record allocates nothing. This is the
     reference; the broker runs ``_scan``, the same walk with every ``_varint`` call written out in place.
@@ -293,6 +323,8 @@ def _walk(data: bytes, count: int, partition: str,
             if details is not None:
                 details.append((ts_delta, key_size, value_size))
             index += 1
+            if pause is not None and index % PAUSE_EVERY == 0:
+                pause()
     except IndexError:
         raise InvalidRecordError("Found invalid record structure") from None
     if pos != n:
@@ -300,7 +332,8 @@ def _walk(data: bytes, count: int, partition: str,
     return min_delta, max_delta, keyless
 
 
-_Walk = Callable[[bytes, int, str, "list[tuple[int, int, int]] | None"], "tuple[int, int, bool]"]
+_Walk = Callable[[bytes, int, str, "list[tuple[int, int, int]] | None", "Callable[[], None] | None"],
+                 "tuple[int, int, bool]"]
 _VARINT_CALL = re.compile(r"(?P<indent> *)(?P<name>\w+), pos = _varint\(data, pos(?:, (?P<max>\d+))?\)")
 # One and two bytes (most sizes, deltas and counts) without a call; longer ones in _varint_tail.
 _VARINT_INLINE = """\

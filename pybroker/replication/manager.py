@@ -28,6 +28,7 @@ from pybroker.log.errors import LogStorageError
 from pybroker.log.log import AppendInfo, PartitionLog
 from pybroker.log.manager import RECOVERY_POINT_CHECKPOINT, LogManager
 from pybroker.records.errors import RecordTooLargeError
+from pybroker.replication.append_queue import AppendQueue
 from pybroker.replication.errors import (
     NotEnoughReplicasAfterAppendError,
     NotLeaderError,
@@ -76,6 +77,7 @@ class ReplicaManager:
         """The LeaderAndIsr role changes that wait for files: a new log, a new leader epoch (`role_changes.py`)."""
         self.topic_changes = TopicChanges()
         """Single node: the topic changes of the embedded metadata, applied in order (`topic_changes.py`)."""
+        self.append_queue = AppendQueue()  # produce appends waiting behind a big batch checked off the loop
         self._fetchers: dict[int, ReplicaFetcher] = {}
         self._fetcher_addresses: dict[int, tuple[str, int]] = {}
         self._fetcher_config: FetcherConfig | None = None

@@ -74,7 +74,7 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
         services.replica_manager, batches, required_acks=request.acks, transactional_id=request.transactional_id,
         allow_zstd=ctx.api_version >= FIRST_ZSTD_VERSION, now_ms=ctx.now_ms,
         before_append=_checks(ctx) if services.schema_validation.topics else None,
-        appended=metrics.record_produce if metrics is not None else None)
+        appended=metrics.record_produce if metrics is not None else None, io=services.io)
     if quota.active():  # producer_byte_rate counts the whole request's bytes, acks=0 included (as Kafka)
         quota.record_produce(request.acks, ctx.request_size, services.clock.wall_ms())
     if request.acks == 0:
