@@ -60,7 +60,7 @@ class Renderer:
         self.layouts: dict[str, str] = {}
         self.classes: dict[type, str] = {}
         self.done: dict[tuple[str, type, int], str] = {}
-        self.sites: list[tuple[str, type, int]] = []  # (top-level key, element class, version)
+        self.sites: list[tuple[str, type | str, int]] = []  # (top-level key, element class or type, version)
         self.top: str = ""
         self.bodies: dict[str, str] = {}  # a function's body -> the name it was written under
 
@@ -70,7 +70,7 @@ class Renderer:
     def cls(self, cls: type) -> str:
         return self.classes.setdefault(cls, "_" + cls.__qualname__.replace(".", "_"))
 
-    def site(self, elem: type, version: int) -> int:
+    def site(self, elem: type | str, version: int) -> int:
         self.sites.append((self.top, elem, version))
         return len(self.sites) - 1
 
@@ -144,8 +144,13 @@ class Renderer:
                     pad = "        "
                 else:
                     pad = "    "
-                if elem in _SIZES or elem in ("string", "bytes", "records"):
-                    # arrays of primitives (forgotten partitions): only the empty one here
+                if elem == "int32":  # forgotten partitions
+                    k = self.site(elem, version)
+                    body += [f"{pad}if n * 4 > end - pos - 1 or n * COST[{k}] > r.budget:",
+                             f"{pad}    raise Unusual()", f"{pad}r.budget -= n * COST[{k}]",
+                             f"{pad}{v} = list(struct.unpack_from(f'>{{n}}i', buf, pos + 1))",
+                             f"{pad}pos += 1 + 4 * n"]
+                elif elem in _SIZES or elem in ("string", "bytes", "records"):
                     body += [f"{pad}if n != 0:", f"{pad}    raise Unusual()", f"{pad}{v}: list[Any] = []", f"{pad}pos += 1"]
                 else:
                     ecls = resolve_struct(owner, elem)
@@ -306,11 +311,11 @@ class Renderer:
             f"MIN_SIZE: Final[list[int]] = [0] * {len(self.sites)}",
             f"COST: Final[list[int]] = [0] * {len(self.sites)}",
             "#: The array sites of each hot (class, version): (site, element class).",
-            "SITES: Final[dict[str, tuple[tuple[int, type], ...]]] = {",
+            "SITES: Final[dict[str, tuple[tuple[int, type | str], ...]]] = {",
         ]
         by_top: dict[str, list[str]] = {}
         for k, (top, elem, _) in enumerate(self.sites):
-            by_top.setdefault(top, []).append(f"({k}, {self.cls(elem)})")
+            by_top.setdefault(top, []).append(f"({k}, {self.cls(elem) if isinstance(elem, type) else repr(elem)})")
         head += [f"    {top!r}: ({', '.join(items)},)," for top, items in by_top.items()]
         head += ["}", "", "", "def uvarint(buf: memoryview, pos: int, end: int) -> tuple[int, int]:",
                  '    """An unsigned varint of at most 5 bytes and the position after it."""',
@@ -342,12 +347,17 @@ class Renderer:
         tail += [f"    '{c}_v{v}': {c}V{v}," for d, c, _, v in tops if d == "read"]
         tail += ["}", "_WRITERS: Final[dict[str, type[_Write]]] = {"]
         tail += [f"    '{c}_v{v}': {c}V{v}," for d, c, _, v in tops if d == "write"]
+        tail += ["}", "#: The typed codecs themselves, by (class, version), for the tests that hold them to the generic ones.",
+                 "TYPED_READ: Final[dict[str, Read]] = {"]
+        tail += [f"    '{c}_v{v}': {fn}," for d, c, fn, v in tops if d == "read"]
+        tail += ["}", "TYPED_WRITE: Final[dict[str, Write]] = {"]
+        tail += [f"    '{c}_v{v}': {fn}," for d, c, fn, v in tops if d == "write"]
         tail += ["}", "_MODULES: Final = frozenset({'pybroker.protocol.messages.fetch', "
                  "'pybroker.protocol.messages.produce'})", "", "",
                  "def codecs(cls: type, version: int, read: Read, write: Write,",
-                 "           element: Callable[[type, int], tuple[int, int]]) -> tuple[Read, Write]:",
+                 "           element: Callable[[type | str, int], tuple[int, int]]) -> tuple[Read, Write]:",
                  '    """``read`` and ``write``, the generic codecs of ``cls`` at ``version``, with the typed ones in front',
-                 "    where there are; ``element(cls, version)`` gives an array element's size and cost.\"\"\"",
+                 "    where there are; ``element(cls or type, version)`` gives an array element's size and cost.\"\"\"",
                  "    key = f'{cls.__qualname__}_v{version}' if cls.__module__ in _MODULES else ''",
                  "    fast_read = _READERS.get(key)", "    fast_write = _WRITERS.get(key)",
                  "    if fast_read is None and fast_write is None:", "        return read, write",

@@ -45,20 +45,20 @@ _ProduceRequest_TopicProduceData: Final = ProduceRequest.TopicProduceData
 _ProduceRequest: Final = ProduceRequest
 _ProduceResponse_LeaderIdAndEpoch: Final = ProduceResponse.LeaderIdAndEpoch
 #: Per array site: the generic plan's element size and cost (schema.py), set by :func:`codecs`.
-MIN_SIZE: Final[list[int]] = [0] * 26
-COST: Final[list[int]] = [0] * 26
+MIN_SIZE: Final[list[int]] = [0] * 32
+COST: Final[list[int]] = [0] * 32
 #: The array sites of each hot (class, version): (site, element class).
-SITES: Final[dict[str, tuple[tuple[int, type], ...]]] = {
-    'FetchRequest_v12': ((0, _FetchRequest_FetchTopic), (1, _FetchRequest_FetchPartition), (2, _FetchRequest_ForgottenTopic),),
-    'FetchRequest_v13': ((3, _FetchRequest_FetchTopic), (4, _FetchRequest_FetchPartition), (5, _FetchRequest_ForgottenTopic),),
-    'FetchRequest_v14': ((6, _FetchRequest_FetchTopic), (7, _FetchRequest_FetchPartition), (8, _FetchRequest_ForgottenTopic),),
-    'FetchRequest_v15': ((9, _FetchRequest_FetchTopic), (10, _FetchRequest_FetchPartition), (11, _FetchRequest_ForgottenTopic),),
-    'FetchRequest_v16': ((12, _FetchRequest_FetchTopic), (13, _FetchRequest_FetchPartition), (14, _FetchRequest_ForgottenTopic),),
-    'FetchRequest_v17': ((15, _FetchRequest_FetchTopic), (16, _FetchRequest_FetchPartition), (17, _FetchRequest_ForgottenTopic),),
-    'ProduceRequest_v9': ((18, _ProduceRequest_TopicProduceData), (19, _ProduceRequest_PartitionProduceData),),
-    'ProduceRequest_v10': ((20, _ProduceRequest_TopicProduceData), (21, _ProduceRequest_PartitionProduceData),),
-    'ProduceRequest_v11': ((22, _ProduceRequest_TopicProduceData), (23, _ProduceRequest_PartitionProduceData),),
-    'ProduceRequest_v12': ((24, _ProduceRequest_TopicProduceData), (25, _ProduceRequest_PartitionProduceData),),
+SITES: Final[dict[str, tuple[tuple[int, type | str], ...]]] = {
+    'FetchRequest_v12': ((0, _FetchRequest_FetchTopic), (1, _FetchRequest_FetchPartition), (2, _FetchRequest_ForgottenTopic), (3, 'int32'),),
+    'FetchRequest_v13': ((4, _FetchRequest_FetchTopic), (5, _FetchRequest_FetchPartition), (6, _FetchRequest_ForgottenTopic), (7, 'int32'),),
+    'FetchRequest_v14': ((8, _FetchRequest_FetchTopic), (9, _FetchRequest_FetchPartition), (10, _FetchRequest_ForgottenTopic), (11, 'int32'),),
+    'FetchRequest_v15': ((12, _FetchRequest_FetchTopic), (13, _FetchRequest_FetchPartition), (14, _FetchRequest_ForgottenTopic), (15, 'int32'),),
+    'FetchRequest_v16': ((16, _FetchRequest_FetchTopic), (17, _FetchRequest_FetchPartition), (18, _FetchRequest_ForgottenTopic), (19, 'int32'),),
+    'FetchRequest_v17': ((20, _FetchRequest_FetchTopic), (21, _FetchRequest_FetchPartition), (22, _FetchRequest_ForgottenTopic), (23, 'int32'),),
+    'ProduceRequest_v9': ((24, _ProduceRequest_TopicProduceData), (25, _ProduceRequest_PartitionProduceData),),
+    'ProduceRequest_v10': ((26, _ProduceRequest_TopicProduceData), (27, _ProduceRequest_PartitionProduceData),),
+    'ProduceRequest_v11': ((28, _ProduceRequest_TopicProduceData), (29, _ProduceRequest_PartitionProduceData),),
+    'ProduceRequest_v12': ((30, _ProduceRequest_TopicProduceData), (31, _ProduceRequest_PartitionProduceData),),
 }
 
 
@@ -130,10 +130,11 @@ def _read_FetchRequest_ForgottenTopic_v12(r: Reader) -> Any:
     n = buf[pos] - 1
     if n < 0 or n >= 0x7F:
         raise Unusual()
-    if n != 0:
+    if n * 4 > end - pos - 1 or n * COST[3] > r.budget:
         raise Unusual()
-    v_partitions: list[Any] = []
-    pos += 1
+    r.budget -= n * COST[3]
+    v_partitions = list(struct.unpack_from(f'>{n}i', buf, pos + 1))
+    pos += 1 + 4 * n
     if buf[pos] != 0:
         raise Unusual()
     r.pos = pos + 1
@@ -185,9 +186,9 @@ def _read_FetchRequest_FetchTopic_v13(r: Reader) -> Any:
     n = buf[pos] - 1
     if n < 0 or n >= 0x7F:
         raise Unusual()
-    if n * MIN_SIZE[4] > end - pos - 1 or n * COST[4] > r.budget:
+    if n * MIN_SIZE[5] > end - pos - 1 or n * COST[5] > r.budget:
         raise Unusual()
-    r.budget -= n * COST[4]
+    r.budget -= n * COST[5]
     r.pos = pos + 1
     v_partitions = [_read_FetchRequest_FetchPartition_v12(r) for _ in range(n)]
     pos = r.pos
@@ -207,10 +208,11 @@ def _read_FetchRequest_ForgottenTopic_v13(r: Reader) -> Any:
     n = buf[pos] - 1
     if n < 0 or n >= 0x7F:
         raise Unusual()
-    if n != 0:
+    if n * 4 > end - pos - 1 or n * COST[7] > r.budget:
         raise Unusual()
-    v_partitions: list[Any] = []
-    pos += 1
+    r.budget -= n * COST[7]
+    v_partitions = list(struct.unpack_from(f'>{n}i', buf, pos + 1))
+    pos += 1 + 4 * n
     if buf[pos] != 0:
         raise Unusual()
     r.pos = pos + 1
@@ -226,18 +228,18 @@ def _read_FetchRequest_v13(r: Reader) -> Any:
     n = buf[pos] - 1
     if n < 0 or n >= 0x7F:
         raise Unusual()
-    if n * MIN_SIZE[3] > end - pos - 1 or n * COST[3] > r.budget:
+    if n * MIN_SIZE[4] > end - pos - 1 or n * COST[4] > r.budget:
         raise Unusual()
-    r.budget -= n * COST[3]
+    r.budget -= n * COST[4]
     r.pos = pos + 1
     v_topics = [_read_FetchRequest_FetchTopic_v13(r) for _ in range(n)]
     pos = r.pos
     n = buf[pos] - 1
     if n < 0 or n >= 0x7F:
         raise Unusual()
-    if n * MIN_SIZE[5] > end - pos - 1 or n * COST[5] > r.budget:
+    if n * MIN_SIZE[6] > end - pos - 1 or n * COST[6] > r.budget:
         raise Unusual()
-    r.budget -= n * COST[5]
+    r.budget -= n * COST[6]
     r.pos = pos + 1
     v_forgotten_topics_data = [_read_FetchRequest_ForgottenTopic_v13(r) for _ in range(n)]
     pos = r.pos
@@ -262,9 +264,9 @@ def _read_FetchRequest_FetchTopic_v14(r: Reader) -> Any:
     n = buf[pos] - 1
     if n < 0 or n >= 0x7F:
         raise Unusual()
-    if n * MIN_SIZE[7] > end - pos - 1 or n * COST[7] > r.budget:
+    if n * MIN_SIZE[9] > end - pos - 1 or n * COST[9] > r.budget:
         raise Unusual()
-    r.budget -= n * COST[7]
+    r.budget -= n * COST[9]
     r.pos = pos + 1
     v_partitions = [_read_FetchRequest_FetchPartition_v12(r) for _ in range(n)]
     pos = r.pos
@@ -272,6 +274,27 @@ def _read_FetchRequest_FetchTopic_v14(r: Reader) -> Any:
         raise Unusual()
     r.pos = pos + 1
     return _FetchRequest_FetchTopic('', v_topic_id, v_partitions)
+
+
+def _read_FetchRequest_ForgottenTopic_v14(r: Reader) -> Any:
+    buf = r.buf
+    end = r.end
+    pos = r.pos
+    v_topic_id, = _S2.unpack_from(buf, pos)
+    pos += 16
+    v_topic_id = uuid_of(v_topic_id)
+    n = buf[pos] - 1
+    if n < 0 or n >= 0x7F:
+        raise Unusual()
+    if n * 4 > end - pos - 1 or n * COST[11] > r.budget:
+        raise Unusual()
+    r.budget -= n * COST[11]
+    v_partitions = list(struct.unpack_from(f'>{n}i', buf, pos + 1))
+    pos += 1 + 4 * n
+    if buf[pos] != 0:
+        raise Unusual()
+    r.pos = pos + 1
+    return _FetchRequest_ForgottenTopic('', v_topic_id, v_partitions)
 
 
 def _read_FetchRequest_v14(r: Reader) -> Any:
@@ -283,20 +306,20 @@ def _read_FetchRequest_v14(r: Reader) -> Any:
     n = buf[pos] - 1
     if n < 0 or n >= 0x7F:
         raise Unusual()
-    if n * MIN_SIZE[6] > end - pos - 1 or n * COST[6] > r.budget:
+    if n * MIN_SIZE[8] > end - pos - 1 or n * COST[8] > r.budget:
         raise Unusual()
-    r.budget -= n * COST[6]
+    r.budget -= n * COST[8]
     r.pos = pos + 1
     v_topics = [_read_FetchRequest_FetchTopic_v14(r) for _ in range(n)]
     pos = r.pos
     n = buf[pos] - 1
     if n < 0 or n >= 0x7F:
         raise Unusual()
-    if n * MIN_SIZE[8] > end - pos - 1 or n * COST[8] > r.budget:
+    if n * MIN_SIZE[10] > end - pos - 1 or n * COST[10] > r.budget:
         raise Unusual()
-    r.budget -= n * COST[8]
+    r.budget -= n * COST[10]
     r.pos = pos + 1
-    v_forgotten_topics_data = [_read_FetchRequest_ForgottenTopic_v13(r) for _ in range(n)]
+    v_forgotten_topics_data = [_read_FetchRequest_ForgottenTopic_v14(r) for _ in range(n)]
     pos = r.pos
     n = buf[pos] - 1
     if n < 0 or n >= 0x7F or pos + 1 + n > end:
@@ -319,9 +342,9 @@ def _read_FetchRequest_FetchTopic_v15(r: Reader) -> Any:
     n = buf[pos] - 1
     if n < 0 or n >= 0x7F:
         raise Unusual()
-    if n * MIN_SIZE[10] > end - pos - 1 or n * COST[10] > r.budget:
+    if n * MIN_SIZE[13] > end - pos - 1 or n * COST[13] > r.budget:
         raise Unusual()
-    r.budget -= n * COST[10]
+    r.budget -= n * COST[13]
     r.pos = pos + 1
     v_partitions = [_read_FetchRequest_FetchPartition_v12(r) for _ in range(n)]
     pos = r.pos
@@ -329,6 +352,27 @@ def _read_FetchRequest_FetchTopic_v15(r: Reader) -> Any:
         raise Unusual()
     r.pos = pos + 1
     return _FetchRequest_FetchTopic('', v_topic_id, v_partitions)
+
+
+def _read_FetchRequest_ForgottenTopic_v15(r: Reader) -> Any:
+    buf = r.buf
+    end = r.end
+    pos = r.pos
+    v_topic_id, = _S2.unpack_from(buf, pos)
+    pos += 16
+    v_topic_id = uuid_of(v_topic_id)
+    n = buf[pos] - 1
+    if n < 0 or n >= 0x7F:
+        raise Unusual()
+    if n * 4 > end - pos - 1 or n * COST[15] > r.budget:
+        raise Unusual()
+    r.budget -= n * COST[15]
+    v_partitions = list(struct.unpack_from(f'>{n}i', buf, pos + 1))
+    pos += 1 + 4 * n
+    if buf[pos] != 0:
+        raise Unusual()
+    r.pos = pos + 1
+    return _FetchRequest_ForgottenTopic('', v_topic_id, v_partitions)
 
 
 def _read_FetchRequest_v15(r: Reader) -> Any:
@@ -340,20 +384,20 @@ def _read_FetchRequest_v15(r: Reader) -> Any:
     n = buf[pos] - 1
     if n < 0 or n >= 0x7F:
         raise Unusual()
-    if n * MIN_SIZE[9] > end - pos - 1 or n * COST[9] > r.budget:
+    if n * MIN_SIZE[12] > end - pos - 1 or n * COST[12] > r.budget:
         raise Unusual()
-    r.budget -= n * COST[9]
+    r.budget -= n * COST[12]
     r.pos = pos + 1
     v_topics = [_read_FetchRequest_FetchTopic_v15(r) for _ in range(n)]
     pos = r.pos
     n = buf[pos] - 1
     if n < 0 or n >= 0x7F:
         raise Unusual()
-    if n * MIN_SIZE[11] > end - pos - 1 or n * COST[11] > r.budget:
+    if n * MIN_SIZE[14] > end - pos - 1 or n * COST[14] > r.budget:
         raise Unusual()
-    r.budget -= n * COST[11]
+    r.budget -= n * COST[14]
     r.pos = pos + 1
-    v_forgotten_topics_data = [_read_FetchRequest_ForgottenTopic_v13(r) for _ in range(n)]
+    v_forgotten_topics_data = [_read_FetchRequest_ForgottenTopic_v15(r) for _ in range(n)]
     pos = r.pos
     n = buf[pos] - 1
     if n < 0 or n >= 0x7F or pos + 1 + n > end:
@@ -376,9 +420,9 @@ def _read_FetchRequest_FetchTopic_v16(r: Reader) -> Any:
     n = buf[pos] - 1
     if n < 0 or n >= 0x7F:
         raise Unusual()
-    if n * MIN_SIZE[13] > end - pos - 1 or n * COST[13] > r.budget:
+    if n * MIN_SIZE[17] > end - pos - 1 or n * COST[17] > r.budget:
         raise Unusual()
-    r.budget -= n * COST[13]
+    r.budget -= n * COST[17]
     r.pos = pos + 1
     v_partitions = [_read_FetchRequest_FetchPartition_v12(r) for _ in range(n)]
     pos = r.pos
@@ -386,6 +430,27 @@ def _read_FetchRequest_FetchTopic_v16(r: Reader) -> Any:
         raise Unusual()
     r.pos = pos + 1
     return _FetchRequest_FetchTopic('', v_topic_id, v_partitions)
+
+
+def _read_FetchRequest_ForgottenTopic_v16(r: Reader) -> Any:
+    buf = r.buf
+    end = r.end
+    pos = r.pos
+    v_topic_id, = _S2.unpack_from(buf, pos)
+    pos += 16
+    v_topic_id = uuid_of(v_topic_id)
+    n = buf[pos] - 1
+    if n < 0 or n >= 0x7F:
+        raise Unusual()
+    if n * 4 > end - pos - 1 or n * COST[19] > r.budget:
+        raise Unusual()
+    r.budget -= n * COST[19]
+    v_partitions = list(struct.unpack_from(f'>{n}i', buf, pos + 1))
+    pos += 1 + 4 * n
+    if buf[pos] != 0:
+        raise Unusual()
+    r.pos = pos + 1
+    return _FetchRequest_ForgottenTopic('', v_topic_id, v_partitions)
 
 
 def _read_FetchRequest_v16(r: Reader) -> Any:
@@ -397,20 +462,20 @@ def _read_FetchRequest_v16(r: Reader) -> Any:
     n = buf[pos] - 1
     if n < 0 or n >= 0x7F:
         raise Unusual()
-    if n * MIN_SIZE[12] > end - pos - 1 or n * COST[12] > r.budget:
+    if n * MIN_SIZE[16] > end - pos - 1 or n * COST[16] > r.budget:
         raise Unusual()
-    r.budget -= n * COST[12]
+    r.budget -= n * COST[16]
     r.pos = pos + 1
     v_topics = [_read_FetchRequest_FetchTopic_v16(r) for _ in range(n)]
     pos = r.pos
     n = buf[pos] - 1
     if n < 0 or n >= 0x7F:
         raise Unusual()
-    if n * MIN_SIZE[14] > end - pos - 1 or n * COST[14] > r.budget:
+    if n * MIN_SIZE[18] > end - pos - 1 or n * COST[18] > r.budget:
         raise Unusual()
-    r.budget -= n * COST[14]
+    r.budget -= n * COST[18]
     r.pos = pos + 1
-    v_forgotten_topics_data = [_read_FetchRequest_ForgottenTopic_v13(r) for _ in range(n)]
+    v_forgotten_topics_data = [_read_FetchRequest_ForgottenTopic_v16(r) for _ in range(n)]
     pos = r.pos
     n = buf[pos] - 1
     if n < 0 or n >= 0x7F or pos + 1 + n > end:
@@ -433,9 +498,9 @@ def _read_FetchRequest_FetchTopic_v17(r: Reader) -> Any:
     n = buf[pos] - 1
     if n < 0 or n >= 0x7F:
         raise Unusual()
-    if n * MIN_SIZE[16] > end - pos - 1 or n * COST[16] > r.budget:
+    if n * MIN_SIZE[21] > end - pos - 1 or n * COST[21] > r.budget:
         raise Unusual()
-    r.budget -= n * COST[16]
+    r.budget -= n * COST[21]
     r.pos = pos + 1
     v_partitions = [_read_FetchRequest_FetchPartition_v12(r) for _ in range(n)]
     pos = r.pos
@@ -443,6 +508,27 @@ def _read_FetchRequest_FetchTopic_v17(r: Reader) -> Any:
         raise Unusual()
     r.pos = pos + 1
     return _FetchRequest_FetchTopic('', v_topic_id, v_partitions)
+
+
+def _read_FetchRequest_ForgottenTopic_v17(r: Reader) -> Any:
+    buf = r.buf
+    end = r.end
+    pos = r.pos
+    v_topic_id, = _S2.unpack_from(buf, pos)
+    pos += 16
+    v_topic_id = uuid_of(v_topic_id)
+    n = buf[pos] - 1
+    if n < 0 or n >= 0x7F:
+        raise Unusual()
+    if n * 4 > end - pos - 1 or n * COST[23] > r.budget:
+        raise Unusual()
+    r.budget -= n * COST[23]
+    v_partitions = list(struct.unpack_from(f'>{n}i', buf, pos + 1))
+    pos += 1 + 4 * n
+    if buf[pos] != 0:
+        raise Unusual()
+    r.pos = pos + 1
+    return _FetchRequest_ForgottenTopic('', v_topic_id, v_partitions)
 
 
 def _read_FetchRequest_v17(r: Reader) -> Any:
@@ -454,20 +540,20 @@ def _read_FetchRequest_v17(r: Reader) -> Any:
     n = buf[pos] - 1
     if n < 0 or n >= 0x7F:
         raise Unusual()
-    if n * MIN_SIZE[15] > end - pos - 1 or n * COST[15] > r.budget:
+    if n * MIN_SIZE[20] > end - pos - 1 or n * COST[20] > r.budget:
         raise Unusual()
-    r.budget -= n * COST[15]
+    r.budget -= n * COST[20]
     r.pos = pos + 1
     v_topics = [_read_FetchRequest_FetchTopic_v17(r) for _ in range(n)]
     pos = r.pos
     n = buf[pos] - 1
     if n < 0 or n >= 0x7F:
         raise Unusual()
-    if n * MIN_SIZE[17] > end - pos - 1 or n * COST[17] > r.budget:
+    if n * MIN_SIZE[22] > end - pos - 1 or n * COST[22] > r.budget:
         raise Unusual()
-    r.budget -= n * COST[17]
+    r.budget -= n * COST[22]
     r.pos = pos + 1
-    v_forgotten_topics_data = [_read_FetchRequest_ForgottenTopic_v13(r) for _ in range(n)]
+    v_forgotten_topics_data = [_read_FetchRequest_ForgottenTopic_v17(r) for _ in range(n)]
     pos = r.pos
     n = buf[pos] - 1
     if n < 0 or n >= 0x7F or pos + 1 + n > end:
@@ -632,9 +718,9 @@ def _read_ProduceRequest_TopicProduceData_v9(r: Reader) -> Any:
     n = buf[pos] - 1
     if n < 0 or n >= 0x7F:
         raise Unusual()
-    if n * MIN_SIZE[19] > end - pos - 1 or n * COST[19] > r.budget:
+    if n * MIN_SIZE[25] > end - pos - 1 or n * COST[25] > r.budget:
         raise Unusual()
-    r.budget -= n * COST[19]
+    r.budget -= n * COST[25]
     r.pos = pos + 1
     v_partition_data = [_read_ProduceRequest_PartitionProduceData_v9(r) for _ in range(n)]
     pos = r.pos
@@ -662,9 +748,9 @@ def _read_ProduceRequest_v9(r: Reader) -> Any:
     n = buf[pos] - 1
     if n < 0 or n >= 0x7F:
         raise Unusual()
-    if n * MIN_SIZE[18] > end - pos - 1 or n * COST[18] > r.budget:
+    if n * MIN_SIZE[24] > end - pos - 1 or n * COST[24] > r.budget:
         raise Unusual()
-    r.budget -= n * COST[18]
+    r.budget -= n * COST[24]
     r.pos = pos + 1
     v_topic_data = [_read_ProduceRequest_TopicProduceData_v9(r) for _ in range(n)]
     pos = r.pos
@@ -686,9 +772,9 @@ def _read_ProduceRequest_TopicProduceData_v10(r: Reader) -> Any:
     n = buf[pos] - 1
     if n < 0 or n >= 0x7F:
         raise Unusual()
-    if n * MIN_SIZE[21] > end - pos - 1 or n * COST[21] > r.budget:
+    if n * MIN_SIZE[27] > end - pos - 1 or n * COST[27] > r.budget:
         raise Unusual()
-    r.budget -= n * COST[21]
+    r.budget -= n * COST[27]
     r.pos = pos + 1
     v_partition_data = [_read_ProduceRequest_PartitionProduceData_v9(r) for _ in range(n)]
     pos = r.pos
@@ -716,9 +802,9 @@ def _read_ProduceRequest_v10(r: Reader) -> Any:
     n = buf[pos] - 1
     if n < 0 or n >= 0x7F:
         raise Unusual()
-    if n * MIN_SIZE[20] > end - pos - 1 or n * COST[20] > r.budget:
+    if n * MIN_SIZE[26] > end - pos - 1 or n * COST[26] > r.budget:
         raise Unusual()
-    r.budget -= n * COST[20]
+    r.budget -= n * COST[26]
     r.pos = pos + 1
     v_topic_data = [_read_ProduceRequest_TopicProduceData_v10(r) for _ in range(n)]
     pos = r.pos
@@ -740,9 +826,9 @@ def _read_ProduceRequest_TopicProduceData_v11(r: Reader) -> Any:
     n = buf[pos] - 1
     if n < 0 or n >= 0x7F:
         raise Unusual()
-    if n * MIN_SIZE[23] > end - pos - 1 or n * COST[23] > r.budget:
+    if n * MIN_SIZE[29] > end - pos - 1 or n * COST[29] > r.budget:
         raise Unusual()
-    r.budget -= n * COST[23]
+    r.budget -= n * COST[29]
     r.pos = pos + 1
     v_partition_data = [_read_ProduceRequest_PartitionProduceData_v9(r) for _ in range(n)]
     pos = r.pos
@@ -770,9 +856,9 @@ def _read_ProduceRequest_v11(r: Reader) -> Any:
     n = buf[pos] - 1
     if n < 0 or n >= 0x7F:
         raise Unusual()
-    if n * MIN_SIZE[22] > end - pos - 1 or n * COST[22] > r.budget:
+    if n * MIN_SIZE[28] > end - pos - 1 or n * COST[28] > r.budget:
         raise Unusual()
-    r.budget -= n * COST[22]
+    r.budget -= n * COST[28]
     r.pos = pos + 1
     v_topic_data = [_read_ProduceRequest_TopicProduceData_v11(r) for _ in range(n)]
     pos = r.pos
@@ -794,9 +880,9 @@ def _read_ProduceRequest_TopicProduceData_v12(r: Reader) -> Any:
     n = buf[pos] - 1
     if n < 0 or n >= 0x7F:
         raise Unusual()
-    if n * MIN_SIZE[25] > end - pos - 1 or n * COST[25] > r.budget:
+    if n * MIN_SIZE[31] > end - pos - 1 or n * COST[31] > r.budget:
         raise Unusual()
-    r.budget -= n * COST[25]
+    r.budget -= n * COST[31]
     r.pos = pos + 1
     v_partition_data = [_read_ProduceRequest_PartitionProduceData_v9(r) for _ in range(n)]
     pos = r.pos
@@ -824,9 +910,9 @@ def _read_ProduceRequest_v12(r: Reader) -> Any:
     n = buf[pos] - 1
     if n < 0 or n >= 0x7F:
         raise Unusual()
-    if n * MIN_SIZE[24] > end - pos - 1 or n * COST[24] > r.budget:
+    if n * MIN_SIZE[30] > end - pos - 1 or n * COST[30] > r.budget:
         raise Unusual()
-    r.budget -= n * COST[24]
+    r.budget -= n * COST[30]
     r.pos = pos + 1
     v_topic_data = [_read_ProduceRequest_TopicProduceData_v12(r) for _ in range(n)]
     pos = r.pos
@@ -1237,13 +1323,38 @@ _WRITERS: Final[dict[str, type[_Write]]] = {
     'ProduceResponse_v11': ProduceResponseV11,
     'ProduceResponse_v12': ProduceResponseV12,
 }
+#: The typed codecs themselves, by (class, version), for the tests that hold them to the generic ones.
+TYPED_READ: Final[dict[str, Read]] = {
+    'FetchRequest_v12': _read_FetchRequest_v12,
+    'FetchRequest_v13': _read_FetchRequest_v13,
+    'FetchRequest_v14': _read_FetchRequest_v14,
+    'FetchRequest_v15': _read_FetchRequest_v15,
+    'FetchRequest_v16': _read_FetchRequest_v16,
+    'FetchRequest_v17': _read_FetchRequest_v17,
+    'ProduceRequest_v9': _read_ProduceRequest_v9,
+    'ProduceRequest_v10': _read_ProduceRequest_v10,
+    'ProduceRequest_v11': _read_ProduceRequest_v11,
+    'ProduceRequest_v12': _read_ProduceRequest_v12,
+}
+TYPED_WRITE: Final[dict[str, Write]] = {
+    'FetchResponse_v12': _write_FetchResponse_v12,
+    'FetchResponse_v13': _write_FetchResponse_v13,
+    'FetchResponse_v14': _write_FetchResponse_v13,
+    'FetchResponse_v15': _write_FetchResponse_v13,
+    'FetchResponse_v16': _write_FetchResponse_v16,
+    'FetchResponse_v17': _write_FetchResponse_v16,
+    'ProduceResponse_v9': _write_ProduceResponse_v9,
+    'ProduceResponse_v10': _write_ProduceResponse_v10,
+    'ProduceResponse_v11': _write_ProduceResponse_v10,
+    'ProduceResponse_v12': _write_ProduceResponse_v10,
+}
 _MODULES: Final = frozenset({'pybroker.protocol.messages.fetch', 'pybroker.protocol.messages.produce'})
 
 
 def codecs(cls: type, version: int, read: Read, write: Write,
-           element: Callable[[type, int], tuple[int, int]]) -> tuple[Read, Write]:
+           element: Callable[[type | str, int], tuple[int, int]]) -> tuple[Read, Write]:
     """``read`` and ``write``, the generic codecs of ``cls`` at ``version``, with the typed ones in front
-    where there are; ``element(cls, version)`` gives an array element's size and cost."""
+    where there are; ``element(cls or type, version)`` gives an array element's size and cost."""
     key = f'{cls.__qualname__}_v{version}' if cls.__module__ in _MODULES else ''
     fast_read = _READERS.get(key)
     fast_write = _WRITERS.get(key)

@@ -380,9 +380,12 @@ def _compile(cls: type, version: int) -> Plan:
     return Plan(cls, version, flexible, min_size, cost, read, write)
 
 
-def _element(cls: type, version: int) -> tuple[int, int]:
-    """What one ``cls`` in a compact array costs the decode: its least size on the wire and its budget share
-    (as ``Elements`` of the generated readers have them)."""
+def _element(cls: type | str, version: int) -> tuple[int, int]:
+    """What one ``cls`` (a struct class, or a fixed-size type) in a compact array costs the decode: its least
+    size on the wire and its budget share (as ``Elements`` of the generated readers and ``_array_codec`` have
+    them)."""
+    if isinstance(cls, str):
+        return _FIXED[cls][2], _COST[cls] + _SLOT_COST
     plan = get_plan(cls, version)
     return plan.min_size or 1, plan.cost + _SLOT_COST
 
