@@ -168,3 +168,20 @@ def test_produce_answers_with_errors_and_leader_hints() -> None:
     cases.append(ProduceResponse(responses=[ProduceResponse.TopicProduceResponse(name=None)]))  # type: ignore[arg-type]
     for case in cases:
         assert _written(plan.write, case, 10) == _written(generic, case, 10), case
+
+
+def test_responses_framed_again_keep_the_version_check() -> None:
+    """frame.py caches a class's body writer per version only once Message.write accepted that version."""
+    from pybroker.protocol.errors import EncodeError
+    from pybroker.protocol.frame import EncodedBody, encode_response_parts
+
+    response = ProduceResponse(responses=[ProduceResponse.TopicProduceResponse(name="t")])
+    for _ in range(2):
+        with pytest.raises(EncodeError, match="does not support version 99"):
+            encode_response_parts(1, 0, 99, response)
+        first = b"".join(bytes(part) for part in encode_response_parts(1, 0, 10, response))  # type: ignore[arg-type]
+        assert first[9:] == response.encode(10)  # size, correlation id, empty tagged fields
+    body = EncodedBody(10, response.encode(10))
+    assert b"".join(bytes(p) for p in encode_response_parts(1, 0, 10, body)) == first  # type: ignore[arg-type]
+    with pytest.raises(EncodeError, match="cannot be sent at version 9"):
+        encode_response_parts(1, 0, 9, body)
