@@ -60,7 +60,10 @@ class Renderer:
         self.layouts: dict[str, str] = {}
         self.classes: dict[type, str] = {}
         self.done: dict[tuple[str, type, int], str] = {}
-        self.sites: list[tuple[str, type | str, int]] = []  # (top-level key, element class or type, version)
+        #: array sites by what their elements are (an element reader's name: the same body, the same fields,
+        #: so the same size and cost at every version that shares it; or a fixed-size type)
+        self.sites: dict[str, int] = {}
+        self.uses: dict[str, dict[int, type | str]] = {}  # top-level key -> its sites and their elements
         self.top: str = ""
         self.bodies: dict[str, str] = {}  # a function's body -> the name it was written under
 
@@ -70,9 +73,21 @@ class Renderer:
     def cls(self, cls: type) -> str:
         return self.classes.setdefault(cls, "_" + cls.__qualname__.replace(".", "_"))
 
-    def site(self, elem: type | str, version: int) -> int:
-        self.sites.append((self.top, elem, version))
-        return len(self.sites) - 1
+    def site(self, elem: type | str, key: str) -> int:
+        k = self.sites.setdefault(key, len(self.sites))
+        self.uses.setdefault(self.top, {})[k] = elem
+        return k
+
+    @staticmethod
+    def runs(regular: list[_Field]) -> list[list[_Field]]:
+        """Consecutive fixed-size fields grouped (one struct call each); every other field alone."""
+        groups: list[list[_Field]] = []
+        for f in regular:
+            if f.spec.type in FORMATS and groups and groups[-1][0].spec.type in FORMATS:
+                groups[-1].append(f)
+            else:
+                groups.append([f])
+        return groups
 
     @staticmethod
     def fields(cls: type, version: int) -> tuple[list[_Field], list[FieldSpec]]:
@@ -101,13 +116,7 @@ class Renderer:
         regular, _ = self.fields(cls, version)
         body = ["    buf = r.buf", "    end = r.end", "    pos = r.pos"]
         values: dict[str, str] = {}
-        groups: list[list[_Field]] = []
-        for f in regular:
-            if f.spec.type in FORMATS and groups and groups[-1][0].spec.type in FORMATS:
-                groups[-1].append(f)
-            else:
-                groups.append([f])
-        for group in groups:
+        for group in self.runs(regular):
             first = group[0]
             typ = first.spec.type
             v = f"v_{first.spec.name}"
@@ -145,7 +154,7 @@ class Renderer:
                 else:
                     pad = "    "
                 if elem == "int32":  # forgotten partitions
-                    k = self.site(elem, version)
+                    k = self.site(elem, elem)
                     body += [f"{pad}if n * 4 > end - pos - 1 or n * COST[{k}] > r.budget:",
                              f"{pad}    raise Unusual()", f"{pad}r.budget -= n * COST[{k}]",
                              f"{pad}{v} = list(struct.unpack_from(f'>{{n}}i', buf, pos + 1))",
@@ -154,11 +163,12 @@ class Renderer:
                     body += [f"{pad}if n != 0:", f"{pad}    raise Unusual()", f"{pad}{v}: list[Any] = []", f"{pad}pos += 1"]
                 else:
                     ecls = resolve_struct(owner, elem)
-                    k = self.site(ecls, version)
+                    read_elem = self.reader(owner, ecls, version)
+                    k = self.site(ecls, read_elem)
                     body += [f"{pad}if n * MIN_SIZE[{k}] > end - pos - 1 or n * COST[{k}] > r.budget:",
                              f"{pad}    raise Unusual()",
                              f"{pad}r.budget -= n * COST[{k}]", f"{pad}r.pos = pos + 1",
-                             f"{pad}{v} = [{self.reader(owner, ecls, version)}(r) for _ in range(n)]",
+                             f"{pad}{v} = [{read_elem}(r) for _ in range(n)]",
                              f"{pad}pos = r.pos"]
             else:
                 raise SystemExit(f"gen_codecs: {cls.__qualname__}.{first.spec.name} ({typ}) at v{version}: "
@@ -202,13 +212,7 @@ class Renderer:
             return self.done[("write", cls, version)]
         regular, tagged = self.fields(cls, version)
         body = ["    buf = w.buf"]
-        groups: list[list[_Field]] = []
-        for f in regular:
-            if f.spec.type in FORMATS and groups and groups[-1][0].spec.type in FORMATS:
-                groups[-1].append(f)
-            else:
-                groups.append([f])
-        for group in groups:
+        for group in self.runs(regular):
             first = group[0]
             typ = first.spec.type
             attr = f"obj.{first.spec.name}"
@@ -313,10 +317,9 @@ class Renderer:
             "#: The array sites of each hot (class, version): (site, element class).",
             "SITES: Final[dict[str, tuple[tuple[int, type | str], ...]]] = {",
         ]
-        by_top: dict[str, list[str]] = {}
-        for k, (top, elem, _) in enumerate(self.sites):
-            by_top.setdefault(top, []).append(f"({k}, {self.cls(elem) if isinstance(elem, type) else repr(elem)})")
-        head += [f"    {top!r}: ({', '.join(items)},)," for top, items in by_top.items()]
+        for top, uses in self.uses.items():
+            items = [f"({k}, {self.cls(elem) if isinstance(elem, type) else repr(elem)})" for k, elem in uses.items()]
+            head += [f"    {top!r}: ({', '.join(items)},),"]
         head += ["}", "", "", "def uvarint(buf: memoryview, pos: int, end: int) -> tuple[int, int]:",
                  '    """An unsigned varint of at most 5 bytes and the position after it."""',
                  "    value = 0", "    shift = 0", "    while shift < 35:", "        if pos >= end:",

@@ -45,20 +45,20 @@ _ProduceRequest_TopicProduceData: Final = ProduceRequest.TopicProduceData
 _ProduceRequest: Final = ProduceRequest
 _ProduceResponse_LeaderIdAndEpoch: Final = ProduceResponse.LeaderIdAndEpoch
 #: Per array site: the generic plan's element size and cost (schema.py), set by :func:`codecs`.
-MIN_SIZE: Final[list[int]] = [0] * 32
-COST: Final[list[int]] = [0] * 32
+MIN_SIZE: Final[list[int]] = [0] * 8
+COST: Final[list[int]] = [0] * 8
 #: The array sites of each hot (class, version): (site, element class).
 SITES: Final[dict[str, tuple[tuple[int, type | str], ...]]] = {
-    'FetchRequest_v12': ((0, _FetchRequest_FetchTopic), (1, _FetchRequest_FetchPartition), (2, _FetchRequest_ForgottenTopic), (3, 'int32'),),
-    'FetchRequest_v13': ((4, _FetchRequest_FetchTopic), (5, _FetchRequest_FetchPartition), (6, _FetchRequest_ForgottenTopic), (7, 'int32'),),
-    'FetchRequest_v14': ((8, _FetchRequest_FetchTopic), (9, _FetchRequest_FetchPartition), (10, _FetchRequest_ForgottenTopic), (11, 'int32'),),
-    'FetchRequest_v15': ((12, _FetchRequest_FetchTopic), (13, _FetchRequest_FetchPartition), (14, _FetchRequest_ForgottenTopic), (15, 'int32'),),
-    'FetchRequest_v16': ((16, _FetchRequest_FetchTopic), (17, _FetchRequest_FetchPartition), (18, _FetchRequest_ForgottenTopic), (19, 'int32'),),
-    'FetchRequest_v17': ((20, _FetchRequest_FetchTopic), (21, _FetchRequest_FetchPartition), (22, _FetchRequest_ForgottenTopic), (23, 'int32'),),
-    'ProduceRequest_v9': ((24, _ProduceRequest_TopicProduceData), (25, _ProduceRequest_PartitionProduceData),),
-    'ProduceRequest_v10': ((26, _ProduceRequest_TopicProduceData), (27, _ProduceRequest_PartitionProduceData),),
-    'ProduceRequest_v11': ((28, _ProduceRequest_TopicProduceData), (29, _ProduceRequest_PartitionProduceData),),
-    'ProduceRequest_v12': ((30, _ProduceRequest_TopicProduceData), (31, _ProduceRequest_PartitionProduceData),),
+    'FetchRequest_v12': ((0, _FetchRequest_FetchPartition), (1, _FetchRequest_FetchTopic), (2, 'int32'), (3, _FetchRequest_ForgottenTopic),),
+    'FetchRequest_v13': ((0, _FetchRequest_FetchPartition), (4, _FetchRequest_FetchTopic), (2, 'int32'), (5, _FetchRequest_ForgottenTopic),),
+    'FetchRequest_v14': ((0, _FetchRequest_FetchPartition), (4, _FetchRequest_FetchTopic), (2, 'int32'), (5, _FetchRequest_ForgottenTopic),),
+    'FetchRequest_v15': ((0, _FetchRequest_FetchPartition), (4, _FetchRequest_FetchTopic), (2, 'int32'), (5, _FetchRequest_ForgottenTopic),),
+    'FetchRequest_v16': ((0, _FetchRequest_FetchPartition), (4, _FetchRequest_FetchTopic), (2, 'int32'), (5, _FetchRequest_ForgottenTopic),),
+    'FetchRequest_v17': ((0, _FetchRequest_FetchPartition), (4, _FetchRequest_FetchTopic), (2, 'int32'), (5, _FetchRequest_ForgottenTopic),),
+    'ProduceRequest_v9': ((6, _ProduceRequest_PartitionProduceData), (7, _ProduceRequest_TopicProduceData),),
+    'ProduceRequest_v10': ((6, _ProduceRequest_PartitionProduceData), (7, _ProduceRequest_TopicProduceData),),
+    'ProduceRequest_v11': ((6, _ProduceRequest_PartitionProduceData), (7, _ProduceRequest_TopicProduceData),),
+    'ProduceRequest_v12': ((6, _ProduceRequest_PartitionProduceData), (7, _ProduceRequest_TopicProduceData),),
 }
 
 
@@ -106,9 +106,9 @@ def _read_FetchRequest_FetchTopic_v12(r: Reader) -> Any:
     n = buf[pos] - 1
     if n < 0 or n >= 0x7F:
         raise Unusual()
-    if n * MIN_SIZE[1] > end - pos - 1 or n * COST[1] > r.budget:
+    if n * MIN_SIZE[0] > end - pos - 1 or n * COST[0] > r.budget:
         raise Unusual()
-    r.budget -= n * COST[1]
+    r.budget -= n * COST[0]
     r.pos = pos + 1
     v_partitions = [_read_FetchRequest_FetchPartition_v12(r) for _ in range(n)]
     pos = r.pos
@@ -130,9 +130,9 @@ def _read_FetchRequest_ForgottenTopic_v12(r: Reader) -> Any:
     n = buf[pos] - 1
     if n < 0 or n >= 0x7F:
         raise Unusual()
-    if n * 4 > end - pos - 1 or n * COST[3] > r.budget:
+    if n * 4 > end - pos - 1 or n * COST[2] > r.budget:
         raise Unusual()
-    r.budget -= n * COST[3]
+    r.budget -= n * COST[2]
     v_partitions = list(struct.unpack_from(f'>{n}i', buf, pos + 1))
     pos += 1 + 4 * n
     if buf[pos] != 0:
@@ -150,18 +150,18 @@ def _read_FetchRequest_v12(r: Reader) -> Any:
     n = buf[pos] - 1
     if n < 0 or n >= 0x7F:
         raise Unusual()
-    if n * MIN_SIZE[0] > end - pos - 1 or n * COST[0] > r.budget:
+    if n * MIN_SIZE[1] > end - pos - 1 or n * COST[1] > r.budget:
         raise Unusual()
-    r.budget -= n * COST[0]
+    r.budget -= n * COST[1]
     r.pos = pos + 1
     v_topics = [_read_FetchRequest_FetchTopic_v12(r) for _ in range(n)]
     pos = r.pos
     n = buf[pos] - 1
     if n < 0 or n >= 0x7F:
         raise Unusual()
-    if n * MIN_SIZE[2] > end - pos - 1 or n * COST[2] > r.budget:
+    if n * MIN_SIZE[3] > end - pos - 1 or n * COST[3] > r.budget:
         raise Unusual()
-    r.budget -= n * COST[2]
+    r.budget -= n * COST[3]
     r.pos = pos + 1
     v_forgotten_topics_data = [_read_FetchRequest_ForgottenTopic_v12(r) for _ in range(n)]
     pos = r.pos
@@ -186,9 +186,9 @@ def _read_FetchRequest_FetchTopic_v13(r: Reader) -> Any:
     n = buf[pos] - 1
     if n < 0 or n >= 0x7F:
         raise Unusual()
-    if n * MIN_SIZE[5] > end - pos - 1 or n * COST[5] > r.budget:
+    if n * MIN_SIZE[0] > end - pos - 1 or n * COST[0] > r.budget:
         raise Unusual()
-    r.budget -= n * COST[5]
+    r.budget -= n * COST[0]
     r.pos = pos + 1
     v_partitions = [_read_FetchRequest_FetchPartition_v12(r) for _ in range(n)]
     pos = r.pos
@@ -208,9 +208,9 @@ def _read_FetchRequest_ForgottenTopic_v13(r: Reader) -> Any:
     n = buf[pos] - 1
     if n < 0 or n >= 0x7F:
         raise Unusual()
-    if n * 4 > end - pos - 1 or n * COST[7] > r.budget:
+    if n * 4 > end - pos - 1 or n * COST[2] > r.budget:
         raise Unusual()
-    r.budget -= n * COST[7]
+    r.budget -= n * COST[2]
     v_partitions = list(struct.unpack_from(f'>{n}i', buf, pos + 1))
     pos += 1 + 4 * n
     if buf[pos] != 0:
@@ -237,9 +237,9 @@ def _read_FetchRequest_v13(r: Reader) -> Any:
     n = buf[pos] - 1
     if n < 0 or n >= 0x7F:
         raise Unusual()
-    if n * MIN_SIZE[6] > end - pos - 1 or n * COST[6] > r.budget:
+    if n * MIN_SIZE[5] > end - pos - 1 or n * COST[5] > r.budget:
         raise Unusual()
-    r.budget -= n * COST[6]
+    r.budget -= n * COST[5]
     r.pos = pos + 1
     v_forgotten_topics_data = [_read_FetchRequest_ForgottenTopic_v13(r) for _ in range(n)]
     pos = r.pos
@@ -254,127 +254,6 @@ def _read_FetchRequest_v13(r: Reader) -> Any:
     return _FetchRequest(None, v_replica_id, _FetchRequest_ReplicaState(), v_max_wait_ms, v_min_bytes, v_max_bytes, v_isolation_level, v_session_id, v_session_epoch, v_topics, v_forgotten_topics_data, v_rack_id)
 
 
-def _read_FetchRequest_FetchTopic_v14(r: Reader) -> Any:
-    buf = r.buf
-    end = r.end
-    pos = r.pos
-    v_topic_id, = _S2.unpack_from(buf, pos)
-    pos += 16
-    v_topic_id = uuid_of(v_topic_id)
-    n = buf[pos] - 1
-    if n < 0 or n >= 0x7F:
-        raise Unusual()
-    if n * MIN_SIZE[9] > end - pos - 1 or n * COST[9] > r.budget:
-        raise Unusual()
-    r.budget -= n * COST[9]
-    r.pos = pos + 1
-    v_partitions = [_read_FetchRequest_FetchPartition_v12(r) for _ in range(n)]
-    pos = r.pos
-    if buf[pos] != 0:
-        raise Unusual()
-    r.pos = pos + 1
-    return _FetchRequest_FetchTopic('', v_topic_id, v_partitions)
-
-
-def _read_FetchRequest_ForgottenTopic_v14(r: Reader) -> Any:
-    buf = r.buf
-    end = r.end
-    pos = r.pos
-    v_topic_id, = _S2.unpack_from(buf, pos)
-    pos += 16
-    v_topic_id = uuid_of(v_topic_id)
-    n = buf[pos] - 1
-    if n < 0 or n >= 0x7F:
-        raise Unusual()
-    if n * 4 > end - pos - 1 or n * COST[11] > r.budget:
-        raise Unusual()
-    r.budget -= n * COST[11]
-    v_partitions = list(struct.unpack_from(f'>{n}i', buf, pos + 1))
-    pos += 1 + 4 * n
-    if buf[pos] != 0:
-        raise Unusual()
-    r.pos = pos + 1
-    return _FetchRequest_ForgottenTopic('', v_topic_id, v_partitions)
-
-
-def _read_FetchRequest_v14(r: Reader) -> Any:
-    buf = r.buf
-    end = r.end
-    pos = r.pos
-    v_replica_id, v_max_wait_ms, v_min_bytes, v_max_bytes, v_isolation_level, v_session_id, v_session_epoch, = _S0.unpack_from(buf, pos)
-    pos += 25
-    n = buf[pos] - 1
-    if n < 0 or n >= 0x7F:
-        raise Unusual()
-    if n * MIN_SIZE[8] > end - pos - 1 or n * COST[8] > r.budget:
-        raise Unusual()
-    r.budget -= n * COST[8]
-    r.pos = pos + 1
-    v_topics = [_read_FetchRequest_FetchTopic_v14(r) for _ in range(n)]
-    pos = r.pos
-    n = buf[pos] - 1
-    if n < 0 or n >= 0x7F:
-        raise Unusual()
-    if n * MIN_SIZE[10] > end - pos - 1 or n * COST[10] > r.budget:
-        raise Unusual()
-    r.budget -= n * COST[10]
-    r.pos = pos + 1
-    v_forgotten_topics_data = [_read_FetchRequest_ForgottenTopic_v14(r) for _ in range(n)]
-    pos = r.pos
-    n = buf[pos] - 1
-    if n < 0 or n >= 0x7F or pos + 1 + n > end:
-        raise Unusual()
-    v_rack_id = str(buf[pos + 1:pos + 1 + n], 'utf-8')
-    pos += 1 + n
-    if buf[pos] != 0:
-        raise Unusual()
-    r.pos = pos + 1
-    return _FetchRequest(None, v_replica_id, _FetchRequest_ReplicaState(), v_max_wait_ms, v_min_bytes, v_max_bytes, v_isolation_level, v_session_id, v_session_epoch, v_topics, v_forgotten_topics_data, v_rack_id)
-
-
-def _read_FetchRequest_FetchTopic_v15(r: Reader) -> Any:
-    buf = r.buf
-    end = r.end
-    pos = r.pos
-    v_topic_id, = _S2.unpack_from(buf, pos)
-    pos += 16
-    v_topic_id = uuid_of(v_topic_id)
-    n = buf[pos] - 1
-    if n < 0 or n >= 0x7F:
-        raise Unusual()
-    if n * MIN_SIZE[13] > end - pos - 1 or n * COST[13] > r.budget:
-        raise Unusual()
-    r.budget -= n * COST[13]
-    r.pos = pos + 1
-    v_partitions = [_read_FetchRequest_FetchPartition_v12(r) for _ in range(n)]
-    pos = r.pos
-    if buf[pos] != 0:
-        raise Unusual()
-    r.pos = pos + 1
-    return _FetchRequest_FetchTopic('', v_topic_id, v_partitions)
-
-
-def _read_FetchRequest_ForgottenTopic_v15(r: Reader) -> Any:
-    buf = r.buf
-    end = r.end
-    pos = r.pos
-    v_topic_id, = _S2.unpack_from(buf, pos)
-    pos += 16
-    v_topic_id = uuid_of(v_topic_id)
-    n = buf[pos] - 1
-    if n < 0 or n >= 0x7F:
-        raise Unusual()
-    if n * 4 > end - pos - 1 or n * COST[15] > r.budget:
-        raise Unusual()
-    r.budget -= n * COST[15]
-    v_partitions = list(struct.unpack_from(f'>{n}i', buf, pos + 1))
-    pos += 1 + 4 * n
-    if buf[pos] != 0:
-        raise Unusual()
-    r.pos = pos + 1
-    return _FetchRequest_ForgottenTopic('', v_topic_id, v_partitions)
-
-
 def _read_FetchRequest_v15(r: Reader) -> Any:
     buf = r.buf
     end = r.end
@@ -384,176 +263,20 @@ def _read_FetchRequest_v15(r: Reader) -> Any:
     n = buf[pos] - 1
     if n < 0 or n >= 0x7F:
         raise Unusual()
-    if n * MIN_SIZE[12] > end - pos - 1 or n * COST[12] > r.budget:
+    if n * MIN_SIZE[4] > end - pos - 1 or n * COST[4] > r.budget:
         raise Unusual()
-    r.budget -= n * COST[12]
+    r.budget -= n * COST[4]
     r.pos = pos + 1
-    v_topics = [_read_FetchRequest_FetchTopic_v15(r) for _ in range(n)]
+    v_topics = [_read_FetchRequest_FetchTopic_v13(r) for _ in range(n)]
     pos = r.pos
     n = buf[pos] - 1
     if n < 0 or n >= 0x7F:
         raise Unusual()
-    if n * MIN_SIZE[14] > end - pos - 1 or n * COST[14] > r.budget:
+    if n * MIN_SIZE[5] > end - pos - 1 or n * COST[5] > r.budget:
         raise Unusual()
-    r.budget -= n * COST[14]
+    r.budget -= n * COST[5]
     r.pos = pos + 1
-    v_forgotten_topics_data = [_read_FetchRequest_ForgottenTopic_v15(r) for _ in range(n)]
-    pos = r.pos
-    n = buf[pos] - 1
-    if n < 0 or n >= 0x7F or pos + 1 + n > end:
-        raise Unusual()
-    v_rack_id = str(buf[pos + 1:pos + 1 + n], 'utf-8')
-    pos += 1 + n
-    if buf[pos] != 0:
-        raise Unusual()
-    r.pos = pos + 1
-    return _FetchRequest(None, -1, _FetchRequest_ReplicaState(), v_max_wait_ms, v_min_bytes, v_max_bytes, v_isolation_level, v_session_id, v_session_epoch, v_topics, v_forgotten_topics_data, v_rack_id)
-
-
-def _read_FetchRequest_FetchTopic_v16(r: Reader) -> Any:
-    buf = r.buf
-    end = r.end
-    pos = r.pos
-    v_topic_id, = _S2.unpack_from(buf, pos)
-    pos += 16
-    v_topic_id = uuid_of(v_topic_id)
-    n = buf[pos] - 1
-    if n < 0 or n >= 0x7F:
-        raise Unusual()
-    if n * MIN_SIZE[17] > end - pos - 1 or n * COST[17] > r.budget:
-        raise Unusual()
-    r.budget -= n * COST[17]
-    r.pos = pos + 1
-    v_partitions = [_read_FetchRequest_FetchPartition_v12(r) for _ in range(n)]
-    pos = r.pos
-    if buf[pos] != 0:
-        raise Unusual()
-    r.pos = pos + 1
-    return _FetchRequest_FetchTopic('', v_topic_id, v_partitions)
-
-
-def _read_FetchRequest_ForgottenTopic_v16(r: Reader) -> Any:
-    buf = r.buf
-    end = r.end
-    pos = r.pos
-    v_topic_id, = _S2.unpack_from(buf, pos)
-    pos += 16
-    v_topic_id = uuid_of(v_topic_id)
-    n = buf[pos] - 1
-    if n < 0 or n >= 0x7F:
-        raise Unusual()
-    if n * 4 > end - pos - 1 or n * COST[19] > r.budget:
-        raise Unusual()
-    r.budget -= n * COST[19]
-    v_partitions = list(struct.unpack_from(f'>{n}i', buf, pos + 1))
-    pos += 1 + 4 * n
-    if buf[pos] != 0:
-        raise Unusual()
-    r.pos = pos + 1
-    return _FetchRequest_ForgottenTopic('', v_topic_id, v_partitions)
-
-
-def _read_FetchRequest_v16(r: Reader) -> Any:
-    buf = r.buf
-    end = r.end
-    pos = r.pos
-    v_max_wait_ms, v_min_bytes, v_max_bytes, v_isolation_level, v_session_id, v_session_epoch, = _S3.unpack_from(buf, pos)
-    pos += 21
-    n = buf[pos] - 1
-    if n < 0 or n >= 0x7F:
-        raise Unusual()
-    if n * MIN_SIZE[16] > end - pos - 1 or n * COST[16] > r.budget:
-        raise Unusual()
-    r.budget -= n * COST[16]
-    r.pos = pos + 1
-    v_topics = [_read_FetchRequest_FetchTopic_v16(r) for _ in range(n)]
-    pos = r.pos
-    n = buf[pos] - 1
-    if n < 0 or n >= 0x7F:
-        raise Unusual()
-    if n * MIN_SIZE[18] > end - pos - 1 or n * COST[18] > r.budget:
-        raise Unusual()
-    r.budget -= n * COST[18]
-    r.pos = pos + 1
-    v_forgotten_topics_data = [_read_FetchRequest_ForgottenTopic_v16(r) for _ in range(n)]
-    pos = r.pos
-    n = buf[pos] - 1
-    if n < 0 or n >= 0x7F or pos + 1 + n > end:
-        raise Unusual()
-    v_rack_id = str(buf[pos + 1:pos + 1 + n], 'utf-8')
-    pos += 1 + n
-    if buf[pos] != 0:
-        raise Unusual()
-    r.pos = pos + 1
-    return _FetchRequest(None, -1, _FetchRequest_ReplicaState(), v_max_wait_ms, v_min_bytes, v_max_bytes, v_isolation_level, v_session_id, v_session_epoch, v_topics, v_forgotten_topics_data, v_rack_id)
-
-
-def _read_FetchRequest_FetchTopic_v17(r: Reader) -> Any:
-    buf = r.buf
-    end = r.end
-    pos = r.pos
-    v_topic_id, = _S2.unpack_from(buf, pos)
-    pos += 16
-    v_topic_id = uuid_of(v_topic_id)
-    n = buf[pos] - 1
-    if n < 0 or n >= 0x7F:
-        raise Unusual()
-    if n * MIN_SIZE[21] > end - pos - 1 or n * COST[21] > r.budget:
-        raise Unusual()
-    r.budget -= n * COST[21]
-    r.pos = pos + 1
-    v_partitions = [_read_FetchRequest_FetchPartition_v12(r) for _ in range(n)]
-    pos = r.pos
-    if buf[pos] != 0:
-        raise Unusual()
-    r.pos = pos + 1
-    return _FetchRequest_FetchTopic('', v_topic_id, v_partitions)
-
-
-def _read_FetchRequest_ForgottenTopic_v17(r: Reader) -> Any:
-    buf = r.buf
-    end = r.end
-    pos = r.pos
-    v_topic_id, = _S2.unpack_from(buf, pos)
-    pos += 16
-    v_topic_id = uuid_of(v_topic_id)
-    n = buf[pos] - 1
-    if n < 0 or n >= 0x7F:
-        raise Unusual()
-    if n * 4 > end - pos - 1 or n * COST[23] > r.budget:
-        raise Unusual()
-    r.budget -= n * COST[23]
-    v_partitions = list(struct.unpack_from(f'>{n}i', buf, pos + 1))
-    pos += 1 + 4 * n
-    if buf[pos] != 0:
-        raise Unusual()
-    r.pos = pos + 1
-    return _FetchRequest_ForgottenTopic('', v_topic_id, v_partitions)
-
-
-def _read_FetchRequest_v17(r: Reader) -> Any:
-    buf = r.buf
-    end = r.end
-    pos = r.pos
-    v_max_wait_ms, v_min_bytes, v_max_bytes, v_isolation_level, v_session_id, v_session_epoch, = _S3.unpack_from(buf, pos)
-    pos += 21
-    n = buf[pos] - 1
-    if n < 0 or n >= 0x7F:
-        raise Unusual()
-    if n * MIN_SIZE[20] > end - pos - 1 or n * COST[20] > r.budget:
-        raise Unusual()
-    r.budget -= n * COST[20]
-    r.pos = pos + 1
-    v_topics = [_read_FetchRequest_FetchTopic_v17(r) for _ in range(n)]
-    pos = r.pos
-    n = buf[pos] - 1
-    if n < 0 or n >= 0x7F:
-        raise Unusual()
-    if n * MIN_SIZE[22] > end - pos - 1 or n * COST[22] > r.budget:
-        raise Unusual()
-    r.budget -= n * COST[22]
-    r.pos = pos + 1
-    v_forgotten_topics_data = [_read_FetchRequest_ForgottenTopic_v17(r) for _ in range(n)]
+    v_forgotten_topics_data = [_read_FetchRequest_ForgottenTopic_v13(r) for _ in range(n)]
     pos = r.pos
     n = buf[pos] - 1
     if n < 0 or n >= 0x7F or pos + 1 + n > end:
@@ -718,9 +441,9 @@ def _read_ProduceRequest_TopicProduceData_v9(r: Reader) -> Any:
     n = buf[pos] - 1
     if n < 0 or n >= 0x7F:
         raise Unusual()
-    if n * MIN_SIZE[25] > end - pos - 1 or n * COST[25] > r.budget:
+    if n * MIN_SIZE[6] > end - pos - 1 or n * COST[6] > r.budget:
         raise Unusual()
-    r.budget -= n * COST[25]
+    r.budget -= n * COST[6]
     r.pos = pos + 1
     v_partition_data = [_read_ProduceRequest_PartitionProduceData_v9(r) for _ in range(n)]
     pos = r.pos
@@ -748,173 +471,11 @@ def _read_ProduceRequest_v9(r: Reader) -> Any:
     n = buf[pos] - 1
     if n < 0 or n >= 0x7F:
         raise Unusual()
-    if n * MIN_SIZE[24] > end - pos - 1 or n * COST[24] > r.budget:
+    if n * MIN_SIZE[7] > end - pos - 1 or n * COST[7] > r.budget:
         raise Unusual()
-    r.budget -= n * COST[24]
+    r.budget -= n * COST[7]
     r.pos = pos + 1
     v_topic_data = [_read_ProduceRequest_TopicProduceData_v9(r) for _ in range(n)]
-    pos = r.pos
-    if buf[pos] != 0:
-        raise Unusual()
-    r.pos = pos + 1
-    return _ProduceRequest(v_transactional_id, v_acks, v_timeout_ms, v_topic_data)
-
-
-def _read_ProduceRequest_TopicProduceData_v10(r: Reader) -> Any:
-    buf = r.buf
-    end = r.end
-    pos = r.pos
-    n = buf[pos] - 1
-    if n < 0 or n >= 0x7F or pos + 1 + n > end:
-        raise Unusual()
-    v_name = str(buf[pos + 1:pos + 1 + n], 'utf-8')
-    pos += 1 + n
-    n = buf[pos] - 1
-    if n < 0 or n >= 0x7F:
-        raise Unusual()
-    if n * MIN_SIZE[27] > end - pos - 1 or n * COST[27] > r.budget:
-        raise Unusual()
-    r.budget -= n * COST[27]
-    r.pos = pos + 1
-    v_partition_data = [_read_ProduceRequest_PartitionProduceData_v9(r) for _ in range(n)]
-    pos = r.pos
-    if buf[pos] != 0:
-        raise Unusual()
-    r.pos = pos + 1
-    return _ProduceRequest_TopicProduceData(v_name, ZERO_UUID, v_partition_data)
-
-
-def _read_ProduceRequest_v10(r: Reader) -> Any:
-    buf = r.buf
-    end = r.end
-    pos = r.pos
-    n = buf[pos] - 1
-    if n < -1 or n >= 0x7F or pos + 1 + n > end:
-        raise Unusual()
-    if n < 0:
-        v_transactional_id = None
-        pos += 1
-    else:
-        v_transactional_id = str(buf[pos + 1:pos + 1 + n], 'utf-8')
-        pos += 1 + n
-    v_acks, v_timeout_ms, = _S8.unpack_from(buf, pos)
-    pos += 6
-    n = buf[pos] - 1
-    if n < 0 or n >= 0x7F:
-        raise Unusual()
-    if n * MIN_SIZE[26] > end - pos - 1 or n * COST[26] > r.budget:
-        raise Unusual()
-    r.budget -= n * COST[26]
-    r.pos = pos + 1
-    v_topic_data = [_read_ProduceRequest_TopicProduceData_v10(r) for _ in range(n)]
-    pos = r.pos
-    if buf[pos] != 0:
-        raise Unusual()
-    r.pos = pos + 1
-    return _ProduceRequest(v_transactional_id, v_acks, v_timeout_ms, v_topic_data)
-
-
-def _read_ProduceRequest_TopicProduceData_v11(r: Reader) -> Any:
-    buf = r.buf
-    end = r.end
-    pos = r.pos
-    n = buf[pos] - 1
-    if n < 0 or n >= 0x7F or pos + 1 + n > end:
-        raise Unusual()
-    v_name = str(buf[pos + 1:pos + 1 + n], 'utf-8')
-    pos += 1 + n
-    n = buf[pos] - 1
-    if n < 0 or n >= 0x7F:
-        raise Unusual()
-    if n * MIN_SIZE[29] > end - pos - 1 or n * COST[29] > r.budget:
-        raise Unusual()
-    r.budget -= n * COST[29]
-    r.pos = pos + 1
-    v_partition_data = [_read_ProduceRequest_PartitionProduceData_v9(r) for _ in range(n)]
-    pos = r.pos
-    if buf[pos] != 0:
-        raise Unusual()
-    r.pos = pos + 1
-    return _ProduceRequest_TopicProduceData(v_name, ZERO_UUID, v_partition_data)
-
-
-def _read_ProduceRequest_v11(r: Reader) -> Any:
-    buf = r.buf
-    end = r.end
-    pos = r.pos
-    n = buf[pos] - 1
-    if n < -1 or n >= 0x7F or pos + 1 + n > end:
-        raise Unusual()
-    if n < 0:
-        v_transactional_id = None
-        pos += 1
-    else:
-        v_transactional_id = str(buf[pos + 1:pos + 1 + n], 'utf-8')
-        pos += 1 + n
-    v_acks, v_timeout_ms, = _S8.unpack_from(buf, pos)
-    pos += 6
-    n = buf[pos] - 1
-    if n < 0 or n >= 0x7F:
-        raise Unusual()
-    if n * MIN_SIZE[28] > end - pos - 1 or n * COST[28] > r.budget:
-        raise Unusual()
-    r.budget -= n * COST[28]
-    r.pos = pos + 1
-    v_topic_data = [_read_ProduceRequest_TopicProduceData_v11(r) for _ in range(n)]
-    pos = r.pos
-    if buf[pos] != 0:
-        raise Unusual()
-    r.pos = pos + 1
-    return _ProduceRequest(v_transactional_id, v_acks, v_timeout_ms, v_topic_data)
-
-
-def _read_ProduceRequest_TopicProduceData_v12(r: Reader) -> Any:
-    buf = r.buf
-    end = r.end
-    pos = r.pos
-    n = buf[pos] - 1
-    if n < 0 or n >= 0x7F or pos + 1 + n > end:
-        raise Unusual()
-    v_name = str(buf[pos + 1:pos + 1 + n], 'utf-8')
-    pos += 1 + n
-    n = buf[pos] - 1
-    if n < 0 or n >= 0x7F:
-        raise Unusual()
-    if n * MIN_SIZE[31] > end - pos - 1 or n * COST[31] > r.budget:
-        raise Unusual()
-    r.budget -= n * COST[31]
-    r.pos = pos + 1
-    v_partition_data = [_read_ProduceRequest_PartitionProduceData_v9(r) for _ in range(n)]
-    pos = r.pos
-    if buf[pos] != 0:
-        raise Unusual()
-    r.pos = pos + 1
-    return _ProduceRequest_TopicProduceData(v_name, ZERO_UUID, v_partition_data)
-
-
-def _read_ProduceRequest_v12(r: Reader) -> Any:
-    buf = r.buf
-    end = r.end
-    pos = r.pos
-    n = buf[pos] - 1
-    if n < -1 or n >= 0x7F or pos + 1 + n > end:
-        raise Unusual()
-    if n < 0:
-        v_transactional_id = None
-        pos += 1
-    else:
-        v_transactional_id = str(buf[pos + 1:pos + 1 + n], 'utf-8')
-        pos += 1 + n
-    v_acks, v_timeout_ms, = _S8.unpack_from(buf, pos)
-    pos += 6
-    n = buf[pos] - 1
-    if n < 0 or n >= 0x7F:
-        raise Unusual()
-    if n * MIN_SIZE[30] > end - pos - 1 or n * COST[30] > r.budget:
-        raise Unusual()
-    r.budget -= n * COST[30]
-    r.pos = pos + 1
-    v_topic_data = [_read_ProduceRequest_TopicProduceData_v12(r) for _ in range(n)]
     pos = r.pos
     if buf[pos] != 0:
         raise Unusual()
@@ -1088,7 +649,7 @@ class FetchRequestV14(_Read):
         pos = r.pos
         budget = r.budget
         try:
-            return _read_FetchRequest_v14(r)
+            return _read_FetchRequest_v13(r)
         except Exception:
             r.pos = pos
             r.budget = budget
@@ -1112,7 +673,7 @@ class FetchRequestV16(_Read):
         pos = r.pos
         budget = r.budget
         try:
-            return _read_FetchRequest_v16(r)
+            return _read_FetchRequest_v15(r)
         except Exception:
             r.pos = pos
             r.budget = budget
@@ -1124,7 +685,7 @@ class FetchRequestV17(_Read):
         pos = r.pos
         budget = r.budget
         try:
-            return _read_FetchRequest_v17(r)
+            return _read_FetchRequest_v15(r)
         except Exception:
             r.pos = pos
             r.budget = budget
@@ -1220,7 +781,7 @@ class ProduceRequestV10(_Read):
         pos = r.pos
         budget = r.budget
         try:
-            return _read_ProduceRequest_v10(r)
+            return _read_ProduceRequest_v9(r)
         except Exception:
             r.pos = pos
             r.budget = budget
@@ -1232,7 +793,7 @@ class ProduceRequestV11(_Read):
         pos = r.pos
         budget = r.budget
         try:
-            return _read_ProduceRequest_v11(r)
+            return _read_ProduceRequest_v9(r)
         except Exception:
             r.pos = pos
             r.budget = budget
@@ -1244,7 +805,7 @@ class ProduceRequestV12(_Read):
         pos = r.pos
         budget = r.budget
         try:
-            return _read_ProduceRequest_v12(r)
+            return _read_ProduceRequest_v9(r)
         except Exception:
             r.pos = pos
             r.budget = budget
@@ -1327,14 +888,14 @@ _WRITERS: Final[dict[str, type[_Write]]] = {
 TYPED_READ: Final[dict[str, Read]] = {
     'FetchRequest_v12': _read_FetchRequest_v12,
     'FetchRequest_v13': _read_FetchRequest_v13,
-    'FetchRequest_v14': _read_FetchRequest_v14,
+    'FetchRequest_v14': _read_FetchRequest_v13,
     'FetchRequest_v15': _read_FetchRequest_v15,
-    'FetchRequest_v16': _read_FetchRequest_v16,
-    'FetchRequest_v17': _read_FetchRequest_v17,
+    'FetchRequest_v16': _read_FetchRequest_v15,
+    'FetchRequest_v17': _read_FetchRequest_v15,
     'ProduceRequest_v9': _read_ProduceRequest_v9,
-    'ProduceRequest_v10': _read_ProduceRequest_v10,
-    'ProduceRequest_v11': _read_ProduceRequest_v11,
-    'ProduceRequest_v12': _read_ProduceRequest_v12,
+    'ProduceRequest_v10': _read_ProduceRequest_v9,
+    'ProduceRequest_v11': _read_ProduceRequest_v9,
+    'ProduceRequest_v12': _read_ProduceRequest_v9,
 }
 TYPED_WRITE: Final[dict[str, Write]] = {
     'FetchResponse_v12': _write_FetchResponse_v12,
