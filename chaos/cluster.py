@@ -30,18 +30,13 @@ from chaos.disk import lose_unsynced_writes
 from chaos.proxy import CLIENT, Proxy, ProxyHost
 from pybroker.zk.paths import decode_partition_state
 from tests.cluster.zookeeper import ZooKeeperServer
+from tests.ports import restartable_port
 
 REPO = Path(__file__).resolve().parents[1]
 CHROOT = "/pybroker"
 SESSION_TIMEOUT_MS = 4000
 REPLICA_LAG_MS = 2000
 SOLE_MEMBER_GRACE_S = 10.0  # for a leader left alone in the ISR to have flushed its log
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def wait_for(condition, what: str, timeout: float, interval: float = 0.2) -> None:
@@ -155,7 +150,7 @@ class ChaosCluster:
             front = self.proxies.add(Proxy(f"b{broker_id}", self.pids))
             zk = self.proxies.add(Proxy(f"zk<-b{broker_id}", self.pids))
             zk.target_port = self.zookeeper.port
-            port = free_port()
+            port = restartable_port()  # a broker comes back on it after each kill
             front.target_port = port
             overrides = {
                 "broker.id": str(broker_id), "listeners": f"PLAINTEXT://127.0.0.1:{port}",

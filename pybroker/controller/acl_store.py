@@ -32,7 +32,7 @@ from typing import Any, Callable, Iterable, Protocol
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
-from pybroker.common.durable_json import write_json_durably_off_loop
+from pybroker.common.durable_json import finishes_once_started, write_json_durably_off_loop
 from pybroker.zk.client import ZkClient, ZkEvent
 from pybroker.security.acl import (
     AccessControlEntry,
@@ -123,6 +123,7 @@ class FileAclStore:
                                       PatternType.parse(item["patternType"]))
             self._authorizer.set_acls(pattern, _entries(item.get("acls", [])))
 
+    @finishes_once_started
     async def update(self, pattern: ResourcePattern, change: Change) -> Entries:
         async with self._lock:
             entries = change(self._authorizer.entries(pattern))

@@ -23,15 +23,20 @@ log = logging.getLogger("pybroker.controller")
 RETRY_BACKOFF_S = 0.1
 
 
+ResponseListener = Callable[[int, Message], None]
+"""``(broker id, response)``: called with every answer a broker gives the controller."""
+
+ResponseCallback = Callable[[Message | None], None]
+"""Called with the answer to one request, or None when it was skipped after an unexpected failure (not
+when its broker was removed: the controller handles a broker's loss itself)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Outgoing:
     request: Message
     version: int
     response_type: type[Message]
-
-
-ResponseListener = Callable[[int, Message], None]
-"""``(broker id, response)``: called with every answer a broker gives the controller."""
+    on_response: ResponseCallback | None = None
 
 
 class _BrokerSender:
@@ -69,6 +74,8 @@ class _BrokerSender:
                                         type(item.request).__name__, code)
                         for listener in self.listeners:
                             listener(self.broker_id, response)
+                        if item.on_response is not None:
+                            item.on_response(response)
                         break
                     except (KafkaClientError, OSError) as exc:
                         log.info("Controller request to broker %d failed (%s); retrying", self.broker_id, exc)
@@ -81,6 +88,8 @@ class _BrokerSender:
                                       type(item.request).__name__, self.broker_id)
                         await self._reset(connection)
                         connection = None
+                        if item.on_response is not None:
+                            item.on_response(None)
                         break
         finally:
             if connection is not None:
@@ -116,10 +125,11 @@ class ControllerChannel:
         if sender is not None:
             sender.stop()
 
-    def send(self, broker_id: int, request: Message, version: int, response_type: type[Message]) -> None:
+    def send(self, broker_id: int, request: Message, version: int, response_type: type[Message],
+             on_response: ResponseCallback | None = None) -> None:
         sender = self._senders.get(broker_id)
         if sender is not None:
-            sender.queue.put_nowait(Outgoing(request, version, response_type))
+            sender.queue.put_nowait(Outgoing(request, version, response_type, on_response))
 
     async def ask(self, broker_id: int, request: Message, version: int, response_type: type[Message], *,
                   timeout_s: float) -> Message:

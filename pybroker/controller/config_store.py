@@ -17,7 +17,7 @@ import os
 import urllib.parse
 from typing import Any, Awaitable, Callable, Generic, Mapping, TypeVar
 
-from pybroker.common.durable_json import write_json_durably_off_loop
+from pybroker.common.durable_json import finishes_once_started, write_json_durably_off_loop
 from pybroker.zk import paths as zp
 from pybroker.controller.config_changes import ConfigChangeFeed, announce_config_change
 from pybroker.zk.client import ZkClient, ZkEvent
@@ -151,6 +151,7 @@ class FileNamedConfigs(NamedConfigs):
             self._cache.configs = {str(n): {str(k): str(v) for k, v in c.items()}
                                    for n, c in document.get(section, {}).items()}
 
+    @finishes_once_started
     async def set_config(self, name: str, config: Mapping[str, str]) -> None:
         """Replace ``name``'s config (empty: remove it), on disk before in memory."""
         async with self._file.writes:

@@ -7,7 +7,8 @@ StopReplica. This module wires the parts and holds the event handlers:
 - zk_writer.py: the one writer, every write fenced by a check of /controller_epoch;
 - election.py (pure) and partition_state.py / replica_state.py: the transitions;
 - requests.py / channel.py: requests to brokers, one ordered sender each;
-- reassignment.py: partition moves.
+- reassignment.py: partition moves;
+- topic_deletion.py: deletions, pending until every replica is deleted.
 
 Each handler re-reads what its watch covers and reconciles the context.
 """
@@ -39,11 +40,13 @@ from pybroker.controller.producer_ids import reserve_block
 from pybroker.controller.log_ends import ask_log_ends
 from pybroker.controller.partition_state import LogEndQuery, PartitionState, PartitionStateMachine, partition_state
 from pybroker.controller.reassignment import Reassignments, Targets
-from pybroker.controller.replica_state import deleted_topic_replicas, offline_followers
+from pybroker.controller.replica_state import offline_followers
 from pybroker.controller.requests import BrokerRequests
+from pybroker.controller.topic_deletion import Sent, TopicDeletions
 from pybroker.zk.client import ZkClient, ZkEvent
 from pybroker.controller.zk_writer import FencedZkWriter, StateConflict
 from pybroker.protocol.error_codes import ErrorCode
+from pybroker.protocol.messages import StopReplicaResponse
 from pybroker.protocol.schema import Message
 
 __all__ = ["NotControllerError", "RebalanceConfig", "StaleBrokerEpochError", "ZkController"]
@@ -87,6 +90,7 @@ class ZkController:
         self._reassignments = Reassignments(self._ctx, self._writer, self._partitions, self._requests, broker_id)
         self._log_dir_failures = LogDirFailures(self._ctx, zk, self._requests, self._partitions, lambda: self.epoch,
                                                 self._publish)
+        self._deletions = TopicDeletions(self._ctx)
         self._channel.response_listeners.append(self._on_broker_response)
         for kind, handler in ((ev.CONTROLLER_CHANGED, self._on_controller_changed),
                               (ev.BROKERS_CHANGED, self._on_brokers_changed),
@@ -189,6 +193,12 @@ class ZkController:
         written: dict[TopicPartition, int] = {}
         for topic in await self._zk.children(zp.BROKER_TOPICS, watch=ev.TOPICS_CHANGED):
             await self._load_topic(topic, written)
+        # Topics queued for deletion leave the context before any election (Kafka's new controller reads
+        # /admin/delete_topics in initializeControllerContext); their deletion starts over below.
+        self._deletions.clear()
+        for topic in await self._zk.children(zp.DELETE_TOPICS, watch=ev.DELETE_TOPICS):
+            if topic in ctx.assignments:
+                self._deletions.enqueue(topic)
         # Brokers that restarted since a partition's state was written are bounced for it, as
         # processBrokerChange would have handled them had this controller seen the old registration.
         restarted = self._partitions.restarted_since_written(written)
@@ -199,7 +209,7 @@ class ZkController:
         changed = await self._partitions.elect_restarted(restarted, ctx.electable())
         changed |= await self._partitions.elect_offline(ctx.electable())
         self._send_changes(set(ctx.states) | changed)
-        self._send_metadata()
+        self._send_metadata(deleted=self._deletions.marked())
         for key in sorted(ctx.reassignments):  # moves a previous controller started
             await self._reassignments.complete_if_caught_up(key)
         await self._on_delete_topics(ZkEvent(ev.DELETE_TOPICS))
@@ -248,6 +258,11 @@ class ZkController:
                      sorted(reregistered))
         if new:
             log.info("[Controller id=%d] brokers %s registered", self._broker_id, sorted(new))
+        halted = self._deletions.brokers_failed(dead | changed_epoch)
+        if halted:
+            log.info("[Controller id=%d] halted deletion of topics %s: a replica's broker went away or "
+                     "registered again before answering",
+                     self._broker_id, sorted(halted))
         changed = await self._partitions.elect_offline(ctx.electable() - bounced, bounced) if bounced else set()
         changed |= await self._partitions.elect_offline(ctx.electable())
         offline = sum(partition_state(ctx, key) == PartitionState.OFFLINE for key in ctx.states)
@@ -258,8 +273,10 @@ class ZkController:
         started = new | changed_epoch
         self._send_changes(changed | ctx.partitions_on(started), brokers)
         if started:
-            self._send_metadata(to=started)
+            self._send_metadata(to=started, deleted=self._deletions.marked())
         self._send_metadata(changed | ctx.partitions_on(dead | started), to=set(brokers) - started)
+        if self._deletions.brokers_started(started):  # Kafka's onBrokerStartup: resumeDeletionForTopics
+            await self._resume_deletions()
 
     # Topics
 
@@ -279,7 +296,8 @@ class ZkController:
         if not self.active:
             return
         created: set[TopicPartition] = set()
-        new_topics = [topic for topic in topics if topic not in self._ctx.assignments]
+        new_topics = [topic for topic in topics
+                      if topic not in self._ctx.assignments and not self._deletions.is_queued(topic)]
         if new_topics:
             log.info("[Controller id=%d] new topics: %s", self._broker_id, sorted(new_topics))
         for topic in new_topics:
@@ -308,18 +326,43 @@ class ZkController:
             self._send_metadata(created)
 
     async def _on_delete_topics(self, _: ZkEvent) -> None:
+        """Queue the topics named in /admin/delete_topics: brokers stop serving them at once, their
+        replicas are deleted, and their znodes go once every replica is (topic_deletion.py)."""
         pending = await self._zk.children(zp.DELETE_TOPICS, watch=ev.DELETE_TOPICS)
-        if not self.active or not pending:
+        if not self.active:
             return
-        deleted: dict[str, list[int]] = {}
+        queued: set[str] = set()
         for topic in pending:
-            if topic in self._ctx.assignments:
-                self._requests.stop_replicas(deleted_topic_replicas(self._ctx, topic), self.epoch)
-                deleted[topic] = sorted(self._ctx.assignments[topic].partitions)
+            if self._deletions.is_queued(topic):
+                continue
+            if topic not in self._ctx.assignments:  # no such topic: the request is dropped, as Kafka does
+                await self._writer.delete(zp.delete_topic_path(topic))
+                continue
+            self._deletions.enqueue(topic)
+            queued.add(topic)
+        if queued:
+            log.info("[Controller id=%d] deleting topics %s", self._broker_id, sorted(queued))
+            self._send_metadata(set(), deleted=self._deletions.marked(queued))
+        await self._resume_deletions()
+
+    async def _resume_deletions(self) -> None:
+        """Kafka's resumeDeletions: remove the topics whose every replica is deleted, and send
+        StopReplica(delete=true) to the replicas of the topics eligible for deletion."""
+        requests, sent, done, halted = self._deletions.next_steps()
+        for topic in done:
             await self._writer.delete(zp.topic_path(topic), zp.topic_config_path(topic), zp.delete_topic_path(topic))
-            self._ctx.forget_topic(topic)
             log.info("[Controller id=%d] deleted topic %s", self._broker_id, topic)
-        self._send_metadata(set(), deleted=deleted)
+        if halted:
+            log.info("[Controller id=%d] halted deletion of topics %s until their replicas' brokers are back",
+                     self._broker_id, sorted(halted))
+        self._requests.stop_replicas(requests, self.epoch, lambda broker_id, response: self._zk.events.submit(
+            lambda: self._on_deletion_answer(broker_id, sent, response)))
+
+    async def _on_deletion_answer(self, broker_id: int, sent: Sent, response: StopReplicaResponse | None) -> None:
+        if not self.active:
+            return
+        self._deletions.answered(broker_id, sent, response)
+        await self._resume_deletions()
 
     # Controlled shutdown and preferred leaders
 

@@ -17,7 +17,7 @@ import os
 import uuid
 from typing import Any, Callable, Mapping, Sequence
 
-from pybroker.common.durable_json import write_json_durably, write_json_durably_off_loop
+from pybroker.common.durable_json import finishes_once_started, write_json_durably, write_json_durably_off_loop
 from pybroker.common.ids import LeaderEpoch, ProducerId
 from pybroker.common.topic import new_topic_id, topic_id_from_string, topic_id_to_string, topic_name_error
 from pybroker.controller.errors import (
@@ -63,6 +63,7 @@ class EmbeddedMetadata(TopicRegistry):
 
     # Writes
 
+    @finishes_once_started
     async def create_topic(self, name: str, num_partitions: int, replication_factor: int,
                            configs: Mapping[str, str],
                            assignments: Mapping[int, Sequence[int]] | None = None,
@@ -90,6 +91,7 @@ class EmbeddedMetadata(TopicRegistry):
                 await self._store(info)
             return info
 
+    @finishes_once_started
     async def delete_topic(self, name: str) -> None:
         async with self._writes:
             if not self._delete_enabled:
@@ -102,6 +104,7 @@ class EmbeddedMetadata(TopicRegistry):
             del self._by_id[info.topic_id]
             self._notify(name, None)
 
+    @finishes_once_started
     async def create_partitions(self, name: str, total: int,
                                 assignments: Sequence[Sequence[int]] | None = None,
                                 *, validate_only: bool = False) -> TopicInfo:
@@ -127,6 +130,7 @@ class EmbeddedMetadata(TopicRegistry):
                 await self._store(new_info)
             return new_info
 
+    @finishes_once_started
     async def alter_topic_configs(self, name: str, configs: Mapping[str, str]) -> TopicInfo:
         async with self._writes:
             info = self._topics.get(name)
@@ -137,6 +141,7 @@ class EmbeddedMetadata(TopicRegistry):
             await self._store(new_info)
             return new_info
 
+    @finishes_once_started
     async def allocate_producer_id(self) -> ProducerId:
         """Hand out ids from blocks reserved on disk first, so a restart never reuses one."""
         async with self._writes:
@@ -147,6 +152,7 @@ class EmbeddedMetadata(TopicRegistry):
             self._next_producer_id += 1
             return ProducerId(producer_id)
 
+    @finishes_once_started
     async def reserve_producer_id_block(self, broker_id: int) -> ProducerIdBlock:
         """AllocateProducerIds on a single node, which is its own controller: only this broker is
         registered, and its blocks come after every id reserved so far."""

@@ -23,6 +23,7 @@ from __future__ import annotations
 from typing import Callable, Mapping, Protocol
 
 from pybroker.common.client_quotas import IP_QUOTA_KEYS, QUOTA_KEYS
+from pybroker.common.durable_json import finishes_once_started
 from pybroker.controller.config_store import ConfigCache, JsonDocument, ZkEntityConfigs, desanitize, sanitize
 from pybroker.zk.client import ZkClient
 
@@ -124,11 +125,13 @@ class FileQuotaStore(_Cache):
             elif ip is not None:
                 self._ips.configs[ip] = quota_keys_of({str(k): str(v) for k, v in config.items()}, IP_QUOTA_KEYS)
 
+    @finishes_once_started
     async def set_quotas(self, entity: Entity, config: Mapping[str, str]) -> None:
         async with self._file.writes:
             await self._write(entity_path(entity), config)
             self._store(entity, config)
 
+    @finishes_once_started
     async def set_ip_quotas(self, ip: str, config: Mapping[str, str]) -> None:
         async with self._file.writes:
             await self._write(f"{IPS}/{ip}", config)

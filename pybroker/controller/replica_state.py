@@ -5,8 +5,9 @@ Kafka tracks each replica's state (NewReplica, OnlineReplica, OfflineReplica, Re
 NonExistentReplica ...); here it follows from the context (a replica is online while its broker is
 registered and the partition assigned to it), so only the transitions that need a request are kept:
 OnlineReplica -> OfflineReplica (a broker in controlled shutdown stops fetching, keeping its log) and
--> ReplicaDeletionStarted (a deleted topic, or a replica a reassignment removed: stop and delete).
-The ISR side of OfflineReplica is `election.controlled_shutdown_election`.
+-> ReplicaDeletionStarted for a replica a reassignment removed (stop and delete). The ISR side of
+OfflineReplica is `election.controlled_shutdown_election`; a deleted topic's replicas go through the
+deletion states in topic_deletion.py.
 """
 
 from __future__ import annotations
@@ -16,9 +17,6 @@ from pybroker.controller.context import ControllerContext
 from pybroker.controller.requests import StopReplicas
 from pybroker.protocol.messages import StopReplicaRequest
 
-NO_LEADER_EPOCH = -2  # a partition without a state: delete whatever epoch the replica has
-
-
 def offline_followers(ctx: ControllerContext, broker_id: int) -> StopReplicas:
     """`broker_id`'s replicas that it does not lead stop fetching (it is shutting down), logs kept."""
     topics: dict[str, list[StopReplicaRequest.StopReplicaPartitionState]] = {}
@@ -27,19 +25,6 @@ def offline_followers(ctx: ControllerContext, broker_id: int) -> StopReplicas:
             topics.setdefault(topic, []).append(StopReplicaRequest.StopReplicaPartitionState(
                 partition_index=p, leader_epoch=state.leader_epoch, delete_partition=False))
     return {broker_id: topics} if topics else {}
-
-
-def deleted_topic_replicas(ctx: ControllerContext, topic: str) -> StopReplicas:
-    """Every replica of a deleted topic stops and deletes its log."""
-    per_broker: StopReplicas = {}
-    for p, replicas in ctx.assignments[topic].partitions.items():
-        state = ctx.states.get(TopicPartition(topic, p))
-        for broker_id in replicas:
-            per_broker.setdefault(broker_id, {}).setdefault(topic, []).append(
-                StopReplicaRequest.StopReplicaPartitionState(
-                    partition_index=p, leader_epoch=NO_LEADER_EPOCH if state is None else state.leader_epoch,
-                    delete_partition=True))
-    return per_broker
 
 
 def removed_replicas(ctx: ControllerContext, key: TopicPartition, dropped: tuple[int, ...]) -> StopReplicas:

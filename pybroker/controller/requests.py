@@ -9,6 +9,9 @@ topic's partitions go with leader -2 (Kafka's LeaderDuringDelete), which makes b
 
 from __future__ import annotations
 
+import functools
+from typing import Callable
+
 from pybroker.common.listeners import SECURITY_PROTOCOL_IDS, Endpoint
 from pybroker.common.topic import TopicPartition
 from pybroker.zk import paths as zp
@@ -22,6 +25,7 @@ from pybroker.protocol.messages import (
     UpdateMetadataRequest,
     UpdateMetadataResponse,
 )
+from pybroker.protocol.schema import Message
 
 LEADER_AND_ISR_VERSION = 6
 UPDATE_METADATA_VERSION = 7
@@ -106,8 +110,10 @@ class BrokerRequests:
                                             broker_epoch=broker.epoch, live_brokers=brokers, topic_states=topics)
             self._channel.send(broker.broker_id, request, UPDATE_METADATA_VERSION, UpdateMetadataResponse)
 
-    def stop_replicas(self, per_broker: StopReplicas, epoch: int) -> None:
-        """StopReplica to each live broker of `per_broker`."""
+    def stop_replicas(self, per_broker: StopReplicas, epoch: int,
+                      on_response: Callable[[int, StopReplicaResponse | None], None] | None = None) -> None:
+        """StopReplica to each live broker of `per_broker`; `on_response` gets each broker's answer (None:
+        the request was skipped after an unexpected failure)."""
         for broker_id, topics in per_broker.items():
             broker = self._ctx.brokers.get(broker_id)
             if broker is not None:
@@ -115,4 +121,10 @@ class BrokerRequests:
                     controller_id=self._controller_id, controller_epoch=epoch, broker_epoch=broker.epoch,
                     topic_states=[StopReplicaRequest.StopReplicaTopicState(topic_name=t, partition_states=p)
                                   for t, p in topics.items()])
-                self._channel.send(broker_id, request, STOP_REPLICA_VERSION, StopReplicaResponse)
+                callback = None if on_response is None else functools.partial(_answered, on_response, broker_id)
+                self._channel.send(broker_id, request, STOP_REPLICA_VERSION, StopReplicaResponse, callback)
+
+
+def _answered(on_response: Callable[[int, StopReplicaResponse | None], None], broker_id: int,
+              response: Message | None) -> None:
+    on_response(broker_id, response if isinstance(response, StopReplicaResponse) else None)

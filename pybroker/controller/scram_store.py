@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import Mapping, Protocol
 
+from pybroker.common.durable_json import finishes_once_started
 from pybroker.controller.config_store import ConfigCache, JsonDocument, ZkEntityConfigs, desanitize, sanitize
 from pybroker.zk.client import ZkClient
 
@@ -60,6 +61,7 @@ class FileScramStore(_Users):
             self._users = ConfigCache({str(u): {str(k): str(v) for k, v in c.items()}
                                        for u, c in document["users"].items()})
 
+    @finishes_once_started
     async def set_user_config(self, user: str, config: Mapping[str, str]) -> None:
         async with self._file.writes:
             await self._file.write({"version": 1, "users": self._users.replaced(user, config)})

@@ -293,7 +293,10 @@ class ZkMetadata(TopicRegistry):
     async def delete_topic(self, name: str) -> None:
         if not self._delete_enabled:
             raise TopicDeletionDisabledError("Topic deletion is disabled.")
-        if name not in self._topics and await self._zk.get(zp.topic_path(name)) is None:
+        if name not in self._topics and (await self._zk.get(zp.topic_path(name)) is None or
+                                         await self._zk.get(zp.delete_topic_path(name)) is not None):
+            # Not in this broker's cache: not created (or not yet heard of), or already being deleted, which
+            # Kafka's KafkaApis answers UNKNOWN_TOPIC_OR_PARTITION too (brokers stop serving it at once).
             raise UnknownTopicError(f"Topic '{name}' does not exist.")
         with contextlib.suppress(NodeExistsError):
             await self._zk.create(zp.delete_topic_path(name))

@@ -15,25 +15,33 @@ Rules of this module (the same as ``coordinator.py``'s):
 3. Errors follow Kafka: a wrong producer id is INVALID_PRODUCER_ID_MAPPING, a wrong epoch is
    PRODUCER_FENCED (INVALID_PRODUCER_EPOCH for requests too old to know it), a request racing a
    commit or abort is CONCURRENT_TRANSACTIONS.
-4. ``transactions`` holds what the log holds. A change other than a Prepare (partitions joining,
-   InitProducerId's epoch bump, the Complete* step after the markers, a V2 abort with nothing open) is
-   made to a copy kept in ``pending`` (Kafka's pendingState and TxnTransitMetadata) and replaces the
-   metadata only once its record is on the ISR, when the runtime calls ``persisted``; a write that
-   failed drops the copy. Meanwhile the id answers CONCURRENT_TRANSACTIONS, and DescribeTransactions,
-   ListTransactions, producers and timers see the metadata as logged. Otherwise a retry found the change
-   made and was told so with nothing on the log: AddPartitions' partitions were forgotten by a failover,
-   EndTxn took the previous transaction's CompleteCommit for a retry, and the partitions never got their
-   marker (chaos round 3003: a committed transaction's record closed by the producer's next ABORT);
-   InitProducerId's retry (KIP-360) got an epoch the next coordinator never heard of, so the producer it
-   should have fenced could go on; a transaction was reported CompleteCommit (and a retried EndTxn told
-   it committed) while its CompleteCommit record waited for the ISR or had failed, with PrepareCommit on
-   the log.
+4. ``transactions`` holds what the log holds. Every change (partitions joining, InitProducerId's epoch
+   bump, the Prepare of an end, the Complete* step after the markers) is made to a copy kept in ``pending``
+   (Kafka's pendingState and TxnTransitMetadata) and replaces the metadata only once its record is on the
+   ISR, when the runtime calls ``persisted``; a write that failed drops the copy, so a Prepare that failed
+   leaves the transaction Ongoing and no marker of it is written (Kafka's endTransaction answers the
+   append's error and sends nothing). Meanwhile the id answers CONCURRENT_TRANSACTIONS, and
+   DescribeTransactions, ListTransactions, producers and timers see the metadata as logged. Otherwise a
+   retry found the change made and was told so with nothing on the log: AddPartitions' partitions were
+   forgotten by a failover, EndTxn took the previous transaction's CompleteCommit for a retry, and the
+   partitions never got their marker (chaos round 3003: a committed transaction's record closed by the
+   producer's next ABORT); InitProducerId's retry (KIP-360) got an epoch the next coordinator never heard of,
+   so the producer it should have fenced could go on; a transaction was reported CompleteCommit (and a
+   retried EndTxn told it committed) while its CompleteCommit record waited for the ISR or had failed, with
+   PrepareCommit on the log.
+   A transaction in PrepareCommit/PrepareAbort counts as changing too: Kafka prepares its Complete* step as
+   soon as the Prepare is logged (or loaded) and keeps it pending through the marker phase, so every
+   request meets the pending check there and is answered CONCURRENT_TRANSACTIONS where Kafka makes that
+   check: first for InitProducerId, AddPartitions and a V2 EndTxn, after the producer id and epoch for a
+   V1 EndTxn (so an EndTxn with the other result is CONCURRENT_TRANSACTIONS, not INVALID_TXN_STATE).
 5. Both transaction protocols at once, per transaction (``TxnMetadata.client_version``): a V1 client
    adds its partitions itself and keeps its epoch; a V2 client (KIP-890 part 2: partitions added by
    the leaders its Produce v12+ reaches, EndTxn v5) has its epoch bumped when the transaction ends,
    the markers carry the bumped epoch (fencing any late write of the ended transaction), and EndTxn
    answers the epoch (or, when the epochs run out, the next producer id at epoch 0) to go on with.
-   A V2 EndTxn retried with the epoch before the bump gets the same answer again.
+   A V2 EndTxn retried with the epoch before the bump gets the same answer again. A V2 abort with nothing
+   open (Empty, or a completed transaction at the current epoch) ends an empty transaction as Kafka does
+   (KIP-890): the epoch is bumped, PrepareAbort with no partitions is logged, then CompleteAbort.
 """
 
 from __future__ import annotations
@@ -59,6 +67,7 @@ from pybroker.protocol.error_codes import ErrorCode
 MAX_EPOCH = 2**15 - 1
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
+PREPARE_STATES = frozenset({TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT})
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,9 +140,10 @@ class TransactionCoordinator:
         return meta is None or meta.producer_epoch >= MAX_EPOCH - 1
 
     def end_needs_producer_id(self, transactional_id: str) -> bool:
-        """True when a V2 EndTxn's epoch bump would exhaust the epochs: the producer moves to a new id."""
+        """True when a V2 EndTxn finds the epochs exhausted (Kafka's isProducerEpochExhausted, before the bump):
+        the producer moves to a new id."""
         meta = self.transactions.get(transactional_id)
-        return meta is not None and meta.producer_epoch + 1 >= MAX_EPOCH - 1
+        return meta is not None and meta.producer_epoch >= MAX_EPOCH - 1
 
     def next_deadline_ms(self) -> int | None:
         deadlines = [d for d in (self._next_abort_check_ms, self._next_expiration_check_ms) if d is not None]
@@ -158,7 +168,7 @@ class TransactionCoordinator:
             meta = self.transactions[transactional_id] = TxnMetadata(
                 transactional_id, fresh_producer_id, NO_PRODUCER_EPOCH, timeout_ms, TxnState.EMPTY,
                 last_update_ms=now_ms)
-        elif transactional_id in self.pending:
+        elif self._changing(meta):  # Kafka checks this first
             out.reply(waiter, InitResult(ErrorCode.CONCURRENT_TRANSACTIONS))
             return out
         if producer_id != NO_PRODUCER_ID and meta.producer_epoch != NO_PRODUCER_EPOCH:  # Kafka: no epoch, any id
@@ -170,9 +180,6 @@ class TransactionCoordinator:
             if producer_id != meta.producer_id or producer_epoch != meta.producer_epoch:
                 out.reply(waiter, InitResult(ErrorCode.PRODUCER_FENCED))
                 return out
-        if meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
-            out.reply(waiter, InitResult(ErrorCode.CONCURRENT_TRANSACTIONS))
-            return out
         if meta.state is TxnState.ONGOING:
             # A new instance of this producer: fence the old one and abort its transaction with
             # the bumped epoch; the client retries and then gets the next epoch.
@@ -216,15 +223,19 @@ class TransactionCoordinator:
         out = TxnOutcome()
         wanted = set(partitions)
         meta = self.transactions.get(transactional_id)
+        if meta is not None and not verify_only and self._changing(meta):
+            out.reply(waiter, ErrorCode.CONCURRENT_TRANSACTIONS)  # Kafka checks this first (KAFKA-18660)
+            return out
         error = self._check_producer(meta, producer_id, producer_epoch)
         if error is ErrorCode.NONE and meta is not None:
-            if meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+            ending = self.pending.get(transactional_id)
+            # A Prepare on its way counts too, though Kafka's verification ignores pending changes: Kafka's
+            # VerificationGuard then refuses the append if the marker came first; this broker has none.
+            if meta.state in PREPARE_STATES or (ending is not None and ending.state in PREPARE_STATES):
                 error = ErrorCode.CONCURRENT_TRANSACTIONS
             elif verify_only:  # Kafka's answer; the leader tells clients before KIP-890 INVALID_TXN_STATE
                 if meta.state is not TxnState.ONGOING or not wanted <= meta.partitions:
                     error = ErrorCode.TRANSACTION_ABORTABLE
-            elif transactional_id in self.pending:
-                error = ErrorCode.CONCURRENT_TRANSACTIONS
             elif not wanted <= meta.partitions or meta.state is not TxnState.ONGOING:
                 new = self._transit(out, meta)
                 if new.state is not TxnState.ONGOING:
@@ -238,24 +249,33 @@ class TransactionCoordinator:
         out.reply(waiter, error)
         return out
 
+    def _changing(self, meta: TxnMetadata) -> bool:
+        """A change of ``meta`` waits for the ISR, or its markers are being written: Kafka's pending transition
+        (rule 4)."""
+        return meta.transactional_id in self.pending or meta.state in PREPARE_STATES
+
     def _transit(self, out: TxnOutcome, meta: TxnMetadata) -> TxnMetadata:
         """A copy of ``meta`` to change, pending until its record is on the ISR (rule 4)."""
         new = self.pending[meta.transactional_id] = out.pending[meta.transactional_id] = replace(
             meta, partitions=set(meta.partitions))
         return new
 
-    def persisted(self, outcome: TxnOutcome, ok: bool) -> None:
+    def persisted(self, outcome: TxnOutcome, ok: bool) -> bool:
         """The records of an outcome's pending changes are on the ISR (``ok``): the metadata takes the
         change; or they could not be written or replicated: the change is dropped (rule 4). A change that
-        an unload (and maybe a new load) has replaced since is left alone."""
+        an unload (and maybe a new load) has replaced since is left alone, and False returned: the partition
+        moved, which Kafka answers NOT_COORDINATOR."""
+        current = True
         for transactional_id, new in outcome.pending.items():
-            if self.pending.get(transactional_id) is not new:
+            meta = self.transactions.get(transactional_id)
+            if self.pending.get(transactional_id) is not new or meta is None:
+                current = False
                 continue
             del self.pending[transactional_id]
-            meta = self.transactions.get(transactional_id)
-            if ok and meta is not None:
+            if ok:
                 for name in (f.name for f in fields(TxnMetadata)):
                     setattr(meta, name, getattr(new, name))
+        return current
 
     def _check_producer(self, meta: TxnMetadata | None, producer_id: int, producer_epoch: int) -> ErrorCode:
         if meta is None or meta.producer_id != producer_id:
@@ -270,15 +290,16 @@ class TransactionCoordinator:
                 commit: bool, now_ms: int, *, bump_epoch: bool = False,
                 fresh_producer_id: ProducerId | None = None) -> TxnOutcome:
         """EndTxn; ``bump_epoch`` for v5 (a V2 client), whose answer carries the producer id and epoch to go
-        on with; ``fresh_producer_id`` is the id to move to if the bumped epoch is the last one."""
+        on with; ``fresh_producer_id`` is the id to move to if the bumped epoch is the last one. The checks and
+        their order are Kafka's endTransactionWithTV1: producer id, epoch, then a change under way."""
         if bump_epoch:
             return self._end_txn_v2(waiter, transactional_id, producer_id, producer_epoch, commit, now_ms,
                                     fresh_producer_id)
         out = TxnOutcome()
         meta = self.transactions.get(transactional_id)
         error = self._check_producer(meta, producer_id, producer_epoch)
-        if error is ErrorCode.NONE and meta is not None and transactional_id in self.pending:
-            error = ErrorCode.CONCURRENT_TRANSACTIONS  # a change of it is not on the log yet (rule 4)
+        if error is ErrorCode.NONE and meta is not None and self._changing(meta):
+            error = ErrorCode.CONCURRENT_TRANSACTIONS  # also the other result than the one under way
         elif error is ErrorCode.NONE and meta is not None and meta.state is TxnState.ONGOING and meta.bumps_epoch_at_end:
             error = ErrorCode.INVALID_TXN_STATE  # a V2 transaction ends with EndTxn v5 (Kafka's check)
         elif error is ErrorCode.NONE and meta is not None:
@@ -289,9 +310,6 @@ class TransactionCoordinator:
                     # A retry of the EndTxn that completed this transaction succeeds again.
                     if (meta.state is TxnState.COMPLETE_COMMIT) != commit:
                         error = ErrorCode.INVALID_TXN_STATE
-                case TxnState.PREPARE_COMMIT | TxnState.PREPARE_ABORT:
-                    same = (meta.state is TxnState.PREPARE_COMMIT) == commit
-                    error = ErrorCode.CONCURRENT_TRANSACTIONS if same else ErrorCode.INVALID_TXN_STATE
                 case _:
                     error = ErrorCode.INVALID_TXN_STATE
         out.reply(waiter, error)
@@ -299,70 +317,81 @@ class TransactionCoordinator:
 
     def _end_txn_v2(self, waiter: Waiter, transactional_id: str, producer_id: int, producer_epoch: int,
                     commit: bool, now_ms: int, fresh_producer_id: int | None) -> TxnOutcome:
+        """Kafka's endTransaction for transactions V2, in its order: a change under way (so a producer that
+        already goes on with the bumped epoch or the next producer id is not fenced by it), the producer id,
+        the epoch (the current one, or the one before the bump for a retry of a completed end), then the
+        state table of KIP-890 (Kafka's TransactionCoordinator): an abort with nothing open ends an empty
+        transaction with an epoch bump, a commit with nothing open or a retry with the other result is
+        INVALID_TXN_STATE."""
         out = TxnOutcome()
         meta = self.transactions.get(transactional_id)
-        if meta is None or producer_id < 0 or producer_id not in (meta.producer_id, meta.previous_producer_id):
+        if meta is None:
             out.reply(waiter, InitResult(ErrorCode.INVALID_PRODUCER_ID_MAPPING))
             return out
-        ended = {TxnState.PREPARE_COMMIT: True, TxnState.COMPLETE_COMMIT: True,
-                 TxnState.PREPARE_ABORT: False, TxnState.COMPLETE_ABORT: False}.get(meta.state)
-        retried = (ended is not None and producer_epoch == meta.last_producer_epoch
-                   and producer_id == (meta.previous_producer_id if meta.producer_epoch == 0 else meta.producer_id))
-        if retried and ended == commit:  # this EndTxn's answer was lost (or a timeout aborted for it)
-            if meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
-                out.reply(waiter, InitResult(ErrorCode.CONCURRENT_TRANSACTIONS))
-            else:
-                out.reply(waiter, InitResult(ErrorCode.NONE, meta.producer_id, meta.producer_epoch))
-            return out
-        if producer_id != meta.producer_id or producer_epoch != meta.producer_epoch:
-            out.reply(waiter, InitResult(ErrorCode.PRODUCER_FENCED))
-            return out
-        if transactional_id in self.pending:  # a change of it is not on the log yet (rule 4)
+        if self._changing(meta):
             out.reply(waiter, InitResult(ErrorCode.CONCURRENT_TRANSACTIONS))
             return out
-        if meta.state is TxnState.ONGOING and meta.bumps_epoch_at_end:
-            self._prepare_end(out, meta, commit=commit, now_ms=now_ms, bump=True, fresh_producer_id=fresh_producer_id)
-            next_id, next_epoch = (meta.producer_id, meta.producer_epoch) if meta.next_producer_id < 0 \
-                else (meta.next_producer_id, 0)
-            out.reply(waiter, InitResult(ErrorCode.NONE, next_id, next_epoch))
-        elif not commit and meta.state in (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT):
-            # A V2 client cannot know whether any of its writes reached a leader: aborting nothing is allowed,
-            # and bumps the epoch as any end does.
-            new = self._transit(out, meta)
-            new.last_producer_epoch = new.producer_epoch
-            new.producer_epoch += 1
-            new.client_version = TV_2
-            new.state = TxnState.COMPLETE_ABORT
-            new.partitions.clear()
-            new.last_update_ms = now_ms
-            self._persist(out, new)
-            out.reply(waiter, InitResult(ErrorCode.NONE, new.producer_id, new.producer_epoch))
-        elif meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT) and ended == commit:
-            out.reply(waiter, InitResult(ErrorCode.CONCURRENT_TRANSACTIONS))
-        else:  # a commit with nothing open, the other outcome than the one under way, or a V1 transaction
-            out.reply(waiter, InitResult(ErrorCode.INVALID_TXN_STATE))
+        completed = meta.state in (TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
+        retry_on_overflow = meta.producer_epoch == 0 and producer_id == meta.previous_producer_id >= 0 \
+            and producer_epoch == meta.last_producer_epoch  # the end that moved the producer to its next id
+        retry_on_bump = producer_id == meta.producer_id and producer_epoch + 1 == meta.producer_epoch
+        retried = completed and (retry_on_bump or retry_on_overflow)
+        if producer_id != meta.producer_id and not retry_on_overflow:
+            answer = InitResult(ErrorCode.INVALID_PRODUCER_ID_MAPPING)
+        elif producer_epoch != meta.producer_epoch and not retried:
+            answer = InitResult(ErrorCode.PRODUCER_FENCED)
+        elif meta.state is TxnState.ONGOING and meta.bumps_epoch_at_end:
+            answer = self._next_producer(self._prepare_end(out, meta, commit=commit, now_ms=now_ms, bump=True,
+                                                           fresh_producer_id=fresh_producer_id))
+        elif retried and commit == (meta.state is TxnState.COMPLETE_COMMIT):  # this end's answer was lost
+            answer = InitResult(ErrorCode.NONE, meta.producer_id, meta.producer_epoch)
+        elif not commit and not retried and (completed or meta.state is TxnState.EMPTY):
+            # A V2 client cannot know whether any of its writes reached a leader: it may abort with nothing
+            # open, which ends an empty transaction as any end does (Kafka's prepareAbortOrCommit with no
+            # partition added: the start time is now).
+            answer = self._next_producer(self._prepare_end(out, meta, commit=False, now_ms=now_ms, bump=True,
+                                                           fresh_producer_id=fresh_producer_id, started_ms=now_ms))
+        else:  # a commit with nothing open, a retry with the other result, or a V1 transaction
+            answer = InitResult(ErrorCode.INVALID_TXN_STATE)
+        out.reply(waiter, answer)
         return out
+
+    @staticmethod
+    def _next_producer(new: TxnMetadata) -> InitResult:
+        """A V2 EndTxn's answer: the bumped epoch, or the next producer id at epoch 0 once the epochs ran out."""
+        if new.next_producer_id < 0:
+            return InitResult(ErrorCode.NONE, new.producer_id, new.producer_epoch)
+        return InitResult(ErrorCode.NONE, new.next_producer_id, 0)
 
     def _fence_and_abort(self, out: TxnOutcome, meta: TxnMetadata, now_ms: int) -> None:
         """Abort ``meta``'s open transaction with a bumped epoch, which fences its producer: V1 bumps, then
-        ends; V2's end bumps anyway."""
-        if meta.bumps_epoch_at_end:
-            self._prepare_end(out, meta, commit=False, now_ms=now_ms, bump=True)
-        else:
-            self._bump_epoch(meta, None)
-            self._prepare_end(out, meta, commit=False, now_ms=now_ms)
+        ends (keeping no last epoch, as Kafka's fence, so the fenced producer's InitProducerId is not taken
+        for a retry); V2's end bumps anyway. The bump is part of the pending Prepare: a fence whose record
+        failed leaves the epoch as logged, and the next attempt bumps from there (Kafka since KAFKA-19367)."""
+        self._prepare_end(out, meta, commit=False, now_ms=now_ms, bump=meta.bumps_epoch_at_end,
+                          fence=not meta.bumps_epoch_at_end)
 
     def _prepare_end(self, out: TxnOutcome, meta: TxnMetadata, *, commit: bool, now_ms: int, bump: bool = False,
-                     fresh_producer_id: int | None = None) -> None:
+                     fence: bool = False, fresh_producer_id: int | None = None,
+                     started_ms: int | None = None) -> TxnMetadata:
+        """The PrepareCommit/PrepareAbort of ``meta``'s transaction, pending until its record is on the ISR;
+        its markers are written only then (rule 4). ``bump``: a V2 end (the epoch bumped, the next producer id
+        taken if it is the last epoch); ``fence``: a V1 abort by the coordinator."""
+        new = self._transit(out, meta)
+        if bump and meta.producer_epoch >= MAX_EPOCH - 1 and fresh_producer_id is not None:
+            new.next_producer_id = fresh_producer_id  # the bump takes the last epoch, the producer goes on with this
+        if bump or fence:
+            new.last_producer_epoch = NO_PRODUCER_EPOCH if fence else new.producer_epoch
+            new.producer_epoch += 1
         if bump:
-            meta.last_producer_epoch = meta.producer_epoch
-            meta.producer_epoch += 1
-            if meta.producer_epoch >= MAX_EPOCH - 1 and fresh_producer_id is not None:
-                meta.next_producer_id = fresh_producer_id
-        meta.state = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
-        meta.last_update_ms = now_ms
-        self._persist(out, meta)
-        out.markers.append(self._marker_request(meta))
+            new.client_version = TV_2
+        if started_ms is not None:
+            new.start_ms = started_ms
+        new.state = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
+        new.last_update_ms = now_ms
+        self._persist(out, new)
+        out.markers.append(self._marker_request(new))
+        return new
 
     def _marker_request(self, meta: TxnMetadata) -> MarkerRequest:
         return MarkerRequest(meta.transactional_id, meta.producer_id, meta.producer_epoch,

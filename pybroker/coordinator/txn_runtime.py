@@ -8,18 +8,19 @@ persisted the same way); then, after the first attempt at the markers, the answe
 delivered (a producer hears of its commit once the decision is on the ISR and its markers were
 sent; a leader that stays unreachable delays no answer, its markers are retried meanwhile).
 
-A change of a transaction other than a Prepare stands only once its record is on the ISR: the runtime tells
-the coordinator (``persisted``), which otherwise drops the change.
+A change of a transaction stands only once its record is on the ISR: the runtime tells the coordinator
+(``persisted``), which otherwise drops the change.
 
 Three rules keep a marker from ever reaching a log it does not belong in, and a transaction from being
 reported complete before the log says so:
 
-1. No marker of a transaction is written while a Prepare record of it waits for the ISR (the
-   abort check's resend skips it; the outcome that wrote the record writes its markers). If that
-   wait fails, the answers fail with
-   ``CoordinatorStorageError`` (the producer retries and gets CONCURRENT_TRANSACTIONS) and the
-   runtime keeps waiting until the record is replicated or the partition is unloaded, so a
-   Prepare that a failover may forget never gets markers.
+1. No marker of a transaction is written before its Prepare record is on the ISR: until then the Prepare is
+   a pending change and the transaction is Ongoing (Kafka's endTransaction sends the markers from the
+   append's callback). If the append or the ISR wait fails, the change is dropped, the transaction stays
+   Ongoing, no marker is written, and the answers fail with ``CoordinatorStorageError`` whose cause the
+   handlers map as Kafka's appendTransactionToLog does (a timeout or too few replicas
+   COORDINATOR_NOT_AVAILABLE, a lost leadership NOT_COORDINATOR); the producer retries the EndTxn. A
+   partition unloaded meanwhile answers NOT_COORDINATOR and leaves the transaction to its next leader.
 2. Just before each write the marker is checked against the coordinator's current state
    (same producer id, epoch, Prepare state and coordinator epoch): a marker made stale by a
    completed transaction, a fenced producer or a moved partition is dropped, so it can never
@@ -44,14 +45,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections import Counter
 from dataclasses import replace
-from typing import Awaitable, Callable
+from typing import Any, Awaitable, Callable
 
 from pybroker.common.clock import Clock
 from pybroker.common.topic import TopicPartition
 from pybroker.coordinator.records import Record
-from pybroker.coordinator.runtime import CoordinatorRuntime, Persist, Replicated, deliver, fail
+from pybroker.coordinator.runtime import (
+    CoordinatorRuntime,
+    CoordinatorStorageError,
+    NotCoordinatorError,
+    Persist,
+    Replicated,
+    deliver,
+)
 from pybroker.coordinator.txn_coordinator import MarkerRequest, TransactionCoordinator, TxnOutcome
 from pybroker.coordinator.txn_records import TxnState
 from pybroker.protocol.error_codes import ErrorCode
@@ -80,8 +87,6 @@ class TxnRuntime(CoordinatorRuntime):
         self._write_markers = write_markers
         self._marking: set[MarkerRequest] = set()
         """Markers being written now, so the abort check's resend does not send them twice at once."""
-        self._awaiting_isr: Counter[str] = Counter()
-        """Transactional ids with a Prepare record not yet held by the ISR (rule 1)."""
         self._fenced: set[MarkerRequest] = set()
         """Markers a leader refused as fenced: not sent again while they stay current."""
 
@@ -90,65 +95,48 @@ class TxnRuntime(CoordinatorRuntime):
             ends = self._persist_records(outcome.records)
         except Exception as exc:
             self.txn.persisted(outcome, ok=False)
-            fail(outcome.replies, exc)
-            return
+            _fail(outcome.replies, exc)
+            ends, outcome = {}, _unchanged(outcome)
         finally:
             self._wake.set()
         if not outcome.markers and (self._replicated is None or not ends):
-            self.txn.persisted(outcome, ok=True)
-            deliver(outcome.replies)
+            if self._settle(outcome):
+                deliver(outcome.replies)
             return
-        prepared = [m.transactional_id for m in outcome.markers] if ends and self._replicated else []
-        self._awaiting_isr.update(prepared)
-        self._spawn(self._finish(ends, outcome, prepared))
+        self._spawn(self._finish(ends, outcome))
 
-    async def _finish(self, ends: dict[int, int], outcome: TxnOutcome, prepared: list[str]) -> None:
+    def _settle(self, outcome: TxnOutcome) -> bool:
+        """The outcome's records are on the ISR: its changes stand, unless the partition moved meanwhile,
+        which fails the answers as Kafka's NOT_COORDINATOR."""
+        if self.txn.persisted(outcome, ok=True):
+            return True
+        _answer_error(outcome.replies, NotCoordinatorError("the partition moved while its record was replicated"))
+        return False
+
+    async def _finish(self, ends: dict[int, int], outcome: TxnOutcome) -> None:
+        """Wait for the ISR, then write the outcome's markers: those of its Prepare records only once these
+        stand (rule 1); the others (the abort check's resends) in any case."""
         try:
-            if prepared:
-                replicated = await self._wait_for_isr(ends, outcome)
-                if not replicated:
-                    return
-            elif self._replicated is not None and ends:
-                try:
-                    await asyncio.gather(*(self._replicated(p, end) for p, end in ends.items()))
-                except Exception as exc:
-                    self.txn.persisted(outcome, ok=False)
-                    fail(outcome.replies, exc)
-                    return
-            self.txn.persisted(outcome, ok=True)
-        finally:
-            self._awaiting_isr.subtract(prepared)
-            self._awaiting_isr += Counter()  # drop ids whose count reached zero
+            if self._replicated is not None and ends:
+                await asyncio.gather(*(self._replicated(p, end) for p, end in ends.items()))
+        except Exception as exc:
+            self.txn.persisted(outcome, ok=False)
+            _fail(outcome.replies, exc)
+            outcome = _unchanged(outcome)
+        else:
+            self._settle(outcome)
         attempts = [asyncio.Event() for _ in outcome.markers]
         writes = [asyncio.ensure_future(self._write(m, attempted)) for m, attempted in zip(outcome.markers, attempts)]
         await asyncio.gather(*(attempted.wait() for attempted in attempts))
         deliver(outcome.replies)  # after the first attempt: a leader that stays away delays no answer
         await asyncio.gather(*writes)
 
-    async def _wait_for_isr(self, ends: dict[int, int], outcome: TxnOutcome) -> bool:
-        """Wait until the ISR holds the outcome's records; on a failure answer the requests with it
-        but go on waiting (rule 1). False when the partition was unloaded meanwhile."""
-        assert self._replicated is not None
-        epochs = {p: self.txn.coordinator_epochs.get(p) for p in ends}
-        failed = False
-        while True:
-            try:
-                await asyncio.gather(*(self._replicated(p, end) for p, end in ends.items()))
-                return True
-            except Exception as exc:
-                if not failed:
-                    fail(outcome.replies, exc)
-                    failed = True
-            if any(self.txn.coordinator_epochs.get(p) != epoch for p, epoch in epochs.items()):
-                return False  # unloaded: the partition's next leader finishes these transactions
-            await self._clock.sleep(RETRY_BACKOFF_MAX_S)
-
     async def _write(self, marker: MarkerRequest, attempted: asyncio.Event) -> None:
         """Write ``marker`` until it is written, fenced or no longer current, setting ``attempted``
-        after the first try; a retry goes to the partitions that failed. Skipped while a Prepare record
-        of the transaction still waits for the ISR: the task waiting for it writes the markers."""
+        after the first try; a retry goes to the partitions that failed. An empty transaction (a V2 abort
+        with nothing open) has no marker to write and is completed at once."""
         self._fenced = {m for m in self._fenced if self._is_current(m)}
-        if marker in self._marking or marker in self._fenced or self._awaiting_isr[marker.transactional_id]:
+        if marker in self._marking or marker in self._fenced:
             attempted.set()
             return
         self._marking.add(marker)
@@ -159,7 +147,7 @@ class TxnRuntime(CoordinatorRuntime):
                 if not self._is_current(marker):
                     return
                 try:
-                    codes = await self._write_markers(pending)
+                    codes = await self._write_markers(pending) if pending.partitions else {}
                 except Exception:
                     log.exception("Writing the markers of transaction %s failed", marker.transactional_id)
                     codes = {tp: ErrorCode.UNKNOWN_SERVER_ERROR for tp in pending.partitions}
@@ -224,3 +212,23 @@ class TxnRuntime(CoordinatorRuntime):
         for partition, record in records:
             by_partition.setdefault(partition, []).append(record)
         return {partition: self._persist(partition, batch) for partition, batch in by_partition.items()}
+
+
+def _unchanged(outcome: TxnOutcome) -> TxnOutcome:
+    """What is left of an outcome whose records failed: its markers of transactions it did not change."""
+    return replace(outcome, pending={}, markers=[m for m in outcome.markers
+                                                 if m.transactional_id not in outcome.pending])
+
+
+def _fail(replies: list[tuple[Any, Any]], exc: Exception) -> None:
+    """``fail`` with the append's error as the cause, which the handlers answer as Kafka maps it."""
+    log.error("Could not persist or replicate transaction records: %s", exc)
+    error = CoordinatorStorageError(str(exc))
+    error.__cause__ = exc
+    _answer_error(replies, error)
+
+
+def _answer_error(replies: list[tuple[Any, Any]], error: Exception) -> None:
+    for waiter, _ in replies:
+        if not waiter.done():
+            waiter.set_exception(error)

@@ -25,6 +25,7 @@ __all__ = [
     "InvalidReadSizeError",
     "InvalidLogConfig",
     "IllegalTopicNameError",
+    "InconsistentTopicIdError",
     "ProducerStateError",
     "OutOfOrderSequenceError",
     "InvalidProducerEpochError",
@@ -97,6 +98,11 @@ class InvalidReadSizeError(LogError, ValueError):
 class IllegalTopicNameError(LogError, ValueError):
     """A log asked for under a name that is not a legal topic name: it would be a path outside the
     log dir (``../x``) or one Kafka could not read back; nothing is created."""
+
+
+class InconsistentTopicIdError(LogError):
+    """The log on disk belongs to another topic of the same name: its ``partition.metadata`` records another
+    topic id than the one asked for (Kafka's InconsistentTopicIdException). The log is left as it is."""
 
 
 class InvalidLogConfig(LogError, ValueError):

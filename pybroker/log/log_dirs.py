@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import uuid
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
@@ -19,16 +20,24 @@ from pybroker.common.topic import TopicPartition
 from pybroker.log.errors import LogDirNotFoundError, LogStorageError
 from pybroker.log.log import PartitionLog
 
-__all__ = ["DELETE_DIR_SUFFIX", "FUTURE_DIR_SUFFIX", "LogDirStatus", "LogDirs", "TopicPartition",
-           "parse_partition_dir_name", "live_logs"]
+__all__ = ["DELETE_DIR_SUFFIX", "FUTURE_DIR_SUFFIX", "STRAY_DIR_SUFFIX", "LogDirStatus", "LogDirs", "TopicPartition",
+           "parse_partition_dir_name", "live_logs", "suffixed_dir_name"]
 
 logger = logging.getLogger("pybroker.log")
 
 DELETE_DIR_SUFFIX = "-delete"
 FUTURE_DIR_SUFFIX = "-future"
-_SKIPPED_DIR_SUFFIXES = (DELETE_DIR_SUFFIX, "-stray", FUTURE_DIR_SUFFIX)
+STRAY_DIR_SUFFIX = "-stray"
+_SKIPPED_DIR_SUFFIXES = (DELETE_DIR_SUFFIX, STRAY_DIR_SUFFIX, FUTURE_DIR_SUFFIX)
 _PARTITION_DIR = re.compile(r"([a-zA-Z0-9._-]+)-(\d+)")
+_MAX_NAME = 255  # a file name's bytes on the file systems Kafka runs on
 
+
+def suffixed_dir_name(tp: TopicPartition, suffix: str) -> str:
+    """``<topic>-<partition>.<uuid>`` + ``suffix``, the topic cut short so that the name stays within 255
+    characters (Kafka's logDirNameWithSuffixCappedLength: a 249-character topic would not fit otherwise)."""
+    tail = f"-{tp[1]}.{uuid.uuid4().hex}{suffix}"
+    return tp[0][: _MAX_NAME - len(tail)] + tail
 
 
 def parse_partition_dir_name(name: str) -> TopicPartition | None:

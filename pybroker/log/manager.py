@@ -8,10 +8,12 @@ Layout of each log directory root (Kafka ``LogManager``)::
       <topic>-<partition>/               one PartitionLog each
       <topic>-<partition>.<uuid>-delete  a deletion in progress (removed at startup)
       <topic>-<partition>.<uuid>-future  a replica moving here from another log dir (future_logs.py)
+      <topic>-<partition>.<uuid>-stray   a log the metadata does not give this broker, moved aside at
+                                         start-up and kept for the operator (stray_logs.py)
 
-Anything else in the root (``meta.properties``, a metadata store, ``*-stray`` directories) is left
-alone. This class keeps the registry of current logs and their dirs and hands the rest to its parts:
-``log_dirs.py`` (the dirs, which failed, where a new log goes), ``future_logs.py`` (AlterReplicaLogDirs),
+Anything else in the root (``meta.properties``, a metadata store) is left alone. This class keeps the
+registry of current logs and their dirs and hands the rest to its parts: ``log_dirs.py`` (the dirs,
+which failed, where a new log goes), ``future_logs.py`` (AlterReplicaLogDirs),
 ``flush_scheduler.py`` (flushes off the loop and their waiters), ``cleaner_manager.py`` (the log
 cleaner's planning and checkpoint) and ``dir_checkpoints.py`` (the checkpoint files).
 
@@ -55,17 +57,25 @@ from pybroker.log.dir_checkpoints import (
     read_checkpoint,
     write_checkpoints,
 )
-from pybroker.log.errors import IllegalTopicNameError, LogError, LogStorageError, SliceUnavailableError
+from pybroker.log.errors import (
+    IllegalTopicNameError,
+    InconsistentTopicIdError,
+    LogError,
+    LogStorageError,
+    SliceUnavailableError,
+)
 from pybroker.log.flush_scheduler import MAX_CONCURRENT_FLUSHES, FlushScheduler
 from pybroker.log.future_logs import FutureLogs, trash_path
 from pybroker.log.log import PartitionLog
 from pybroker.log.log_dirs import (
     DELETE_DIR_SUFFIX,
     FUTURE_DIR_SUFFIX,
+    STRAY_DIR_SUFFIX,
     LogDirs,
     LogDirStatus,
     parse_partition_dir_name,
 )
+from pybroker.log.stray_logs import ReplicasOf, stray_path, stray_reason
 
 __all__ = ["CHECKPOINT_FILES", "CLEANER_OFFSET_CHECKPOINT", "HIGH_WATERMARK_CHECKPOINT", "LOG_START_OFFSET_CHECKPOINT",
            "LogDirStatus", "LogManager", "MAX_CONCURRENT_FLUSHES", "RECOVERY_POINT_CHECKPOINT",
@@ -137,6 +147,10 @@ class LogManager:
                     logger.info("Removing %s, a log deletion that did not finish", path)
                     shutil.rmtree(path, ignore_errors=True)
                     continue
+                if name.endswith(STRAY_DIR_SUFFIX):
+                    logger.warning("Found stray log %s: not loaded, kept for the operator to inspect and remove",
+                                   path)
+                    continue
                 if name.endswith(FUTURE_DIR_SUFFIX):
                     future_of = parse_partition_dir_name(name.rsplit(".", 1)[0])
                     if future_of is not None:
@@ -158,6 +172,29 @@ class LogManager:
                 os.unlink(clean_file)
         for root, path, tp, clean in futures:
             self._futures.load(root, path, tp, self.config_for(tp[0]), clean=clean, now_ms=now_ms)
+
+    def move_strays(self, replicas_of: ReplicasOf, broker_id: int) -> list[str]:
+        """Move aside every loaded log the metadata does not give this broker (``stray_logs.py``), with its
+        future log: each is renamed ``<topic>-<partition>.<uuid>-stray`` and forgotten, and nothing of it is
+        deleted. Call once the metadata is known and before any partition is served (Kafka does it while it
+        loads the logs). Returns the stray directories."""
+        moved: dict[str, list[str]] = {}
+        for tp, log in list(self._logs.items()):
+            reason = stray_reason(log.dir, log.topic_id, tp[1], replicas_of, broker_id)
+            if reason is None:
+                continue
+            logger.info("%s", reason)
+            future, future_root = self._futures.logs.pop(tp, None), self._futures.root_of.pop(tp, None)
+            if future is not None and future_root is not None:
+                moved.setdefault(future_root, []).append(future.detach(rename_to=stray_path(future_root, tp)))
+            found = log.dir
+            detached = self._detach(tp, stray=True)
+            if detached is not None:
+                moved.setdefault(detached[0], []).append(detached[1])
+                logger.warning("Log in %s marked stray and renamed to %s", found, detached[1])
+        for root in moved:
+            fsync_dir(root)
+        return [path for paths in moved.values() for path in paths]
 
     def _in_threads(self, work: Callable[[PartitionLog], None], logs: list[PartitionLog]) -> None:
         """``work`` on every log, ``recovery_threads`` threads per log dir; a storage error is reported here,
@@ -393,18 +430,20 @@ class LogManager:
             removal.add_done_callback(self._removed)
         return len(paths)
 
-    def _detach(self, tp: TopicPartition) -> tuple[str, str] | None:
-        """A log's deletion on the loop: its log dir and the directory it was renamed to (None if unknown)."""
+    def _detach(self, tp: TopicPartition, *, stray: bool = False) -> tuple[str, str] | None:
+        """A log's deletion on the loop, or its move aside as a ``stray`` one: its log dir and the directory
+        it was renamed to (None if unknown)."""
         self.drop_future_log(*tp)
         self._offline_logs.discard(tp)
         log = self._logs.pop(tp, None)
         root = self._root_of.pop(tp, None)
         if log is None or root is None:
             return None
-        path = log.detach(rename_to=trash_path(root, tp))
+        path = log.detach(rename_to=(stray_path if stray else trash_path)(root, tp))
         self._cleaner.forget(tp, root)
         self._flusher.forget(tp)
-        logger.info("Deleted log for %s-%d", tp[0], tp[1])
+        if not stray:
+            logger.info("Deleted log for %s-%d", tp[0], tp[1])
         return root, path
 
     async def wait_removed(self) -> None:
@@ -568,7 +607,8 @@ def _remove_dirs(paths: list[str]) -> None:
 def _record_topic_id(log: PartitionLog, topic_id: uuid.UUID) -> None:
     current = log.topic_id
     if current is not None and current != topic_id:
-        raise LogError(f"Topic id {topic_id} of {log.topic}-{log.partition} differs from the recorded id {current}")
+        raise InconsistentTopicIdError(f"Topic id {topic_id} of {log.topic}-{log.partition} differs from the "
+                                       f"recorded id {current}")
     if current is None:
         log.assign_topic_id(topic_id)
 

@@ -1,22 +1,68 @@
-"""The `leader-epoch-checkpoint` writes of one LeaderAndIsr, made durable together on the I/O executor.
+"""The `leader-epoch-checkpoint` writes of one request or fetch answer, made durable together on the I/O executor.
 
 A replica that leads at a new epoch first makes that epoch durable (Kafka's LeaderEpochFileCache.assign
-flushes the file before Partition.makeLeader lets the partition act as leader), two fsyncs per
-partition. On the event loop a controller moving a thousand leaders to this broker held every client
-up for seconds, so the request's partitions are collected here and written on the broker's I/O executor,
-shared out over at most half its threads as new logs are (flushes and cold reads still find the others
-free); each replica waits for its own file.
+flushes the file before Partition.makeLeader lets the partition act as leader), and so does a follower before
+it appends the batches that bring one: two fsyncs per partition. On the event loop a controller moving a
+thousand leaders to this broker, or one fetch answer after such a move, held every client up for seconds, so
+the partitions are collected here and written on the broker's I/O executor, shared out over at most half its
+threads as new logs are (flushes and cold reads still find the others free); each replica waits for its own file.
+
+One partition's file may be written by the loop and by several I/O threads at once (a follower's truncation
+still being written when a LeaderAndIsr makes it lead): `EpochFile` makes those writes one at a time and lets
+none land over a newer one, as Kafka writes the file under its cache's lock.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
+import threading
+from dataclasses import dataclass
 
 from pybroker.common.io_executor import IoExecutor
 from pybroker.log.checkpoint import LeaderEpochCheckpointFile
 
-__all__ = ["EpochWrites"]
+__all__ = ["EpochFile", "EpochWrite", "EpochWrites"]
+
+
+class EpochFile:
+    """The order of one partition's `leader-epoch-checkpoint` writes: each is numbered when its entries are taken
+    (on the loop, so in the order the cache changed) and one older than what the file already holds is skipped."""
+
+    __slots__ = ("_lock", "_taken", "_written")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._taken = 0
+        self._written = 0
+
+    def take(self, checkpoint: LeaderEpochCheckpointFile, entries: dict[int, int]) -> EpochWrite:
+        """A write of ``entries``, newer than every write taken before."""
+        self._taken += 1
+        return EpochWrite(self, self._taken, checkpoint, entries)
+
+    def write_now(self, checkpoint: LeaderEpochCheckpointFile, entries: dict[int, int]) -> None:
+        """Write ``entries`` on the calling thread (after any write of the file in progress on an I/O thread)."""
+        self.take(checkpoint, entries).run()
+
+    def _run(self, write: EpochWrite) -> None:
+        with self._lock:
+            if write.number <= self._written:  # a newer one is durable already: it stands for this one
+                return
+            write.checkpoint.write(write.entries)
+            self._written = write.number
+
+
+@dataclass(frozen=True, slots=True)
+class EpochWrite:
+    file: EpochFile
+    number: int
+    checkpoint: LeaderEpochCheckpointFile
+    entries: dict[int, int]
+
+    def run(self) -> None:
+        """Write, unless a newer write of the file is durable already; OSError when the write fails."""
+        self.file._run(self)
 
 
 class EpochWrites:
@@ -25,11 +71,11 @@ class EpochWrites:
         self.io = io
         self._files: list[_Queued] = []
 
-    def add(self, checkpoint: LeaderEpochCheckpointFile, entries: dict[int, int]) -> asyncio.Future[None]:
+    def add(self, write: EpochWrite) -> asyncio.Future[None]:
         """Queue a write; the future ends when it is durable, with its OSError, or cancelled when the write
         could not be made at all (the broker stops)."""
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._files.append((checkpoint, entries, done))
+        self._files.append((write, done))
         return done
 
     async def write(self) -> None:
@@ -45,7 +91,7 @@ class EpochWrites:
         try:
             outcomes = await asyncio.gather(*(self.io.run(functools.partial(_write_all, share)) for share in shares))
         except BaseException as exc:  # the executor was shut down, the broker stops: the waiters end unwritten
-            for _, _, done in files:
+            for _, done in files:
                 done.cancel()
             if not isinstance(exc, Exception):
                 raise
@@ -54,15 +100,15 @@ class EpochWrites:
             _settle(share, share_outcomes)
 
 
-_Queued = tuple[LeaderEpochCheckpointFile, dict[int, int], "asyncio.Future[None]"]
+_Queued = tuple[EpochWrite, "asyncio.Future[None]"]
 
 
 def _write_all(files: list[_Queued]) -> list[OSError | None]:
-    return [_write(checkpoint, entries) for checkpoint, entries, _ in files]
+    return [_write(write) for write, _ in files]
 
 
 def _settle(files: list[_Queued], outcomes: list[OSError | None]) -> None:
-    for (_, _, done), outcome in zip(files, outcomes):
+    for (_, done), outcome in zip(files, outcomes):
         if done.done():
             continue
         if outcome is None:
@@ -71,9 +117,9 @@ def _settle(files: list[_Queued], outcomes: list[OSError | None]) -> None:
             done.set_exception(outcome)
 
 
-def _write(checkpoint: LeaderEpochCheckpointFile, entries: dict[int, int]) -> OSError | None:
+def _write(write: EpochWrite) -> OSError | None:
     try:
-        checkpoint.write(entries)
+        write.run()
     except OSError as exc:
         return exc
     return None

@@ -6,23 +6,23 @@ Two waiting rooms (Kafka's delayed-fetch and delayed-produce purgatories in mini
   every high-watermark move, wakes them and they re-read;
 - acks=all produces wait on `wait_for_high_watermark` until the ISR holds their last offset.
 
-In a cluster, the controller's LeaderAndIsr drives `become_leader` / `become_follower`; a follower's
-partitions are fetched by one `ReplicaFetcher` per leader broker. ISR changes decided here are
+In a cluster, the controller's LeaderAndIsr drives `become_leader` / `become_follower` (those that wait for a
+new log or a new leader epoch's checkpoint through `role_changes.py`); a follower's partitions are fetched by
+one `ReplicaFetcher` per leader broker. ISR changes decided here are
 sent through the `IsrWriter` seam (AlterPartition to the controller in production), one per partition at a time.
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import uuid
-from dataclasses import dataclass
-from typing import Awaitable, Callable, Container, Iterable, Protocol
+from typing import Callable, Container, Iterable, Protocol
 
 from pybroker.common.clock import Clock
+from pybroker.common.io_executor import IoExecutor
 from pybroker.common.ids import BrokerId, LeaderEpoch
-from pybroker.common.topic import TopicPartition
+from pybroker.common.topic import TopicPartition, topic_id_to_string
 from pybroker.log.config import LogConfig
 from pybroker.log.errors import LogStorageError
 from pybroker.log.log import AppendInfo, PartitionLog
@@ -34,10 +34,10 @@ from pybroker.replication.errors import (
     ReplicaTimeoutError,
     UnknownPartitionError,
 )
-from pybroker.replication.fetcher import FetcherConfig, ReplicaFetcher
+from pybroker.replication.fetcher import EpochWriting, FetcherConfig, ReplicaFetcher
 from pybroker.replication.leader_endpoint import LeaderEndPoint
-from pybroker.replication.epoch_writes import EpochWrites
-from pybroker.replication.partition import Partition, epoch_cache_of, epoch_checkpoint_of, write_first_epoch
+from pybroker.replication.partition import Partition, epoch_cache_of
+from pybroker.replication.role_changes import PartitionRole, RoleChanges
 from pybroker.replication.topic_changes import TopicChanges
 
 log = logging.getLogger("pybroker.replication")
@@ -51,30 +51,6 @@ class IsrWriter(Protocol):
         when the state changed meanwhile (the controller moved leadership: a LeaderAndIsr follows)."""
 
 
-@dataclass(slots=True)
-class _Creation:
-    """A replica whose new log is being made off the loop, and what a StopReplica meanwhile asked."""
-
-    done: asyncio.Future[None]
-    stopped_by: str | None = None
-    delete: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class PartitionRole:
-    """What the controller says about one partition (a LeaderAndIsr partition state)."""
-
-    topic: str
-    index: int
-    topic_id: uuid.UUID
-    leader: BrokerId
-    leader_epoch: LeaderEpoch
-    replicas: tuple[int, ...]
-    isr: tuple[int, ...]
-    zk_version: int
-    controller_epoch: int
-
-
 NO_LEADER = BrokerId(-1)
 
 LeadershipListener = Callable[[str, int, int, bool], None]
@@ -83,8 +59,11 @@ LeadershipListener = Callable[[str, int, int, bool], None]
 
 class ReplicaManager:
     def __init__(self, log_manager: LogManager, broker_id: BrokerId, clock: Clock, *,
-                 replica_lag_time_max_ms: int = 30000):
+                 replica_lag_time_max_ms: int = 30000, io: IoExecutor | None = None):
+        """``io``: where the fetchers write their replicas' `leader-epoch-checkpoint`; None writes on the loop
+        (tests without a broker)."""
         self.log_manager = log_manager
+        self.io = io
         self.broker_id = broker_id
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
         self.isr_writer: IsrWriter | None = None
@@ -93,9 +72,8 @@ class ReplicaManager:
         self._partitions: dict[TopicPartition, Partition] = {}
         self._by_topic: dict[str, dict[int, Partition]] = {}  # the same, per topic: a topic's change is O(its partitions)
         self._waiters: dict[TopicPartition, set[asyncio.Future[None]]] = {}
-        self._creating: dict[TopicPartition, _Creation] = {}
-        self._role_changes: dict[TopicPartition, asyncio.Future[None]] = {}  # per replica, the last one still running
-        self._fenced_leaders: set[TopicPartition] = set()  # led before their new epoch's checkpoint began
+        self.role_changes = RoleChanges(self)
+        """The LeaderAndIsr role changes that wait for files: a new log, a new leader epoch (`role_changes.py`)."""
         self.topic_changes = TopicChanges()
         """Single node: the topic changes of the embedded metadata, applied in order (`topic_changes.py`)."""
         self._fetchers: dict[int, ReplicaFetcher] = {}
@@ -123,7 +101,7 @@ class ReplicaManager:
         key = TopicPartition(topic, index)
         partition = self._partitions.get(key)
         if partition is None:
-            if key in self._creating or self.topic_changes.pending(topic):
+            if self.role_changes.creating(key) or self.topic_changes.pending(topic):
                 # Kafka's answer for a partition its metadata has but its replica manager does not host yet:
                 # clients refresh their metadata and retry.
                 raise NotLeaderError(f"The replica of {topic}-{index} on broker {self.broker_id} is not ready yet")
@@ -141,6 +119,26 @@ class ReplicaManager:
 
     def partitions(self) -> Iterable[Partition]:
         return self._partitions.values()
+
+    # A LeaderAndIsr's topic id against the replica's log (ZooKeeper mode)
+
+    def has_consistent_topic_id(self, topic: str, index: int, topic_id: uuid.UUID) -> bool:
+        """Whether a LeaderAndIsr partition state may apply to the replica's log (Kafka's hasConsistentTopicId):
+        False when the log (hosted, or on disk from before a restart) records another topic id, as a log left
+        from a topic deleted and created again while this broker was away does. The caller answers
+        INCONSISTENT_TOPIC_ID and the log stays as it is, unserved, for the operator to move aside, as Kafka's
+        ZooKeeper-mode broker does (see log/stray_logs.py)."""
+        partition = self._partitions.get(TopicPartition(topic, index))
+        if partition is not None:
+            recorded: uuid.UUID | None = partition.topic_id
+        else:
+            on_disk = self.log_manager.get_log(topic, index)
+            recorded = None if on_disk is None else on_disk.topic_id
+        if recorded is None or recorded.int == 0 or topic_id.int == 0 or recorded == topic_id:  # zero: no id
+            return True
+        log.error("[Broker id=%d] Topic ID in memory: %s does not match the topic ID for partition %s-%d received: %s.",
+                  self.broker_id, topic_id_to_string(recorded), topic, index, topic_id_to_string(topic_id))
+        return False
 
     # Roles
 
@@ -167,27 +165,28 @@ class ReplicaManager:
                       replicas: tuple[int, ...], isr: tuple[int, ...], config: LogConfig,
                       min_insync_replicas: int, zk_version: int = 0, controller_epoch: int = 0) -> Partition:
         partition = self._hosted(topic, index, topic_id, config, min_insync_replicas, leader_epoch)
-        self._lead(partition, leader_epoch=leader_epoch, replicas=replicas, isr=isr, zk_version=zk_version,
-                   controller_epoch=controller_epoch, was_leader=partition.is_leader)
+        self.lead(partition, leader_epoch=leader_epoch, replicas=replicas, isr=isr, zk_version=zk_version,
+                  controller_epoch=controller_epoch, was_leader=partition.is_leader)
         return partition
 
-    def _lead(self, partition: Partition, *, leader_epoch: LeaderEpoch, replicas: tuple[int, ...],
-              isr: tuple[int, ...], zk_version: int, controller_epoch: int, was_leader: bool,
-              written: dict[int, int] | None = None) -> None:
+    def lead(self, partition: Partition, *, leader_epoch: LeaderEpoch, replicas: tuple[int, ...],
+             isr: tuple[int, ...], zk_version: int, controller_epoch: int, was_leader: bool,
+             written: dict[int, int] | None = None) -> None:
+        """Make a hosted replica the leader at ``leader_epoch``; ``written`` as in `Partition.make_leader`."""
         self._stop_fetching(partition.key)
         partition.controller_epoch = controller_epoch
         partition.make_leader(leader_epoch=leader_epoch, replicas=replicas, isr=isr, zk_version=zk_version,
                               now_ms=self._now_ms(), written=written)
         self._wake(partition.key)
         if not was_leader:
-            self._notify_leadership(partition.topic, partition.index, leader_epoch, is_leader=True)
+            self.notify_leadership(partition.topic, partition.index, leader_epoch, is_leader=True)
         if len(isr) < partition.min_insync_replicas:  # the controller shrank it (its followers died): at once
             self._spawn(self._make_durable_logging_failure(partition))
 
     def become_follower(self, role: PartitionRole, leader_address: tuple[str, int] | None, *, config: LogConfig,
                         min_insync_replicas: int) -> Partition:
         key = TopicPartition(role.topic, role.index)
-        self._check_can_follow(role, leader_address)
+        self.check_can_follow(role, leader_address)
         partition = self._hosted(role.topic, role.index, role.topic_id, config, min_insync_replicas,
                                  role.leader_epoch)
         was_leader = partition.is_leader
@@ -197,154 +196,22 @@ class ReplicaManager:
                                 isr=role.isr, zk_version=role.zk_version)
         self._wake(key)
         if was_leader:
-            self._notify_leadership(role.topic, role.index, role.leader_epoch, is_leader=False)
+            self.notify_leadership(role.topic, role.index, role.leader_epoch, is_leader=False)
         if leader_address is not None and role.leader >= 0:
             self._fetcher_for(role.leader, leader_address).add(key, role.leader_epoch)
         return partition
 
-    def must_create_log(self, topic: str, index: int) -> bool:
-        """Whether serving the partition needs a new log first (the `*_async` role changes make it off the loop)."""
-        return (TopicPartition(topic, index) not in self._partitions and self.log_manager.get_log(topic, index) is None
-                and not self.log_manager.is_offline(topic, index))
-
-    async def become_leader_async(self, topic: str, index: int, topic_id: uuid.UUID, *, leader_epoch: LeaderEpoch,
-                                  replicas: tuple[int, ...], isr: tuple[int, ...], config: LogConfig,
-                                  min_insync_replicas: int) -> Partition:
-        """`become_leader`, a new log made off the event loop first (`_create_log`)."""
-        await self._create_log(topic, index, topic_id, config, leader_epoch)
-        return self.become_leader(topic, index, topic_id, leader_epoch=leader_epoch, replicas=replicas, isr=isr,
-                                  config=config, min_insync_replicas=min_insync_replicas)
-
-    async def apply_role_async(self, role: PartitionRole, leader_address: tuple[str, int] | None, *,
-                               config: LogConfig, min_insync_replicas: int) -> None:
-        """`apply_role`, a new log made off the event loop first (`_create_log`): the LeaderAndIsr answer
-        still comes after the replica's files are durable."""
-        if role.leader != self.broker_id:
-            self._check_can_follow(role, leader_address)
-        await self._create_log(role.topic, role.index, role.topic_id, config,
-                               role.leader_epoch if role.leader == self.broker_id else None)
-        self.apply_role(role, leader_address, config=config, min_insync_replicas=min_insync_replicas)
-
-    async def _create_log(self, topic: str, index: int, topic_id: uuid.UUID, config: LogConfig,
-                          leader_epoch: LeaderEpoch | None) -> None:
-        """Make a replica's new log with its files durable on the I/O executor (`LogManager.create_log`):
-        as a leader, its first `leader-epoch-checkpoint` too, so that the role change that follows on the
-        loop writes nothing. Until then a produce or fetch for it is answered NOT_LEADER_OR_FOLLOWER.
-        A StopReplica meanwhile wins: the new log is deleted if it asked so, and the role is refused."""
-        key = TopicPartition(topic, index)
-        while (earlier := self._creating.get(key)) is not None:  # a repeated LeaderAndIsr: the first one makes it
-            await asyncio.wait((earlier.done,))
-        if not self.must_create_log(topic, index):
-            return
-        creation = _Creation(asyncio.get_running_loop().create_future())
-        self._creating[key] = creation
-        try:
-            prepare = None if leader_epoch is None else functools.partial(write_first_epoch, leader_epoch=leader_epoch)
-            await self.log_manager.create_log(topic, index, config, topic_id, prepare=prepare)
-        finally:
-            del self._creating[key]
-            creation.done.set_result(None)
-        if creation.stopped_by is not None:
-            if creation.delete:
-                log.warning("Deleting the new log of %s-%d: %s", topic, index, creation.stopped_by)
-                self.log_manager.delete_log(topic, index)
-            raise NotLeaderError(f"{topic}-{index} was stopped while its log was created: {creation.stopped_by}")
-
-    def must_apply_later(self, role: PartitionRole) -> bool:
-        """Whether an existing replica's role goes through `apply_role_later`: it is to lead at an epoch its
-        `leader-epoch-checkpoint` lacks, or an earlier such change of it is still being applied."""
-        key = TopicPartition(role.topic, role.index)
-        if key in self._role_changes:
-            return True
-        partition = self._partitions.get(key)
-        return (partition is not None and role.leader == self.broker_id
-                and partition.epochs_when_leading(role.leader_epoch) is not None)
-
-    def apply_role_later(self, role: PartitionRole, leader_address: tuple[str, int] | None, *, config: LogConfig,
-                         min_insync_replicas: int, writes: EpochWrites) -> Awaitable[None]:
-        """`apply_role` whose new epoch's checkpoint is queued on ``writes`` (the caller writes a request's
-        together, off the loop) and that leads once it is durable, as Kafka's makeLeader runs after the
-        epoch is flushed; meanwhile the replica is fenced (`Partition.fence`). The replica's role changes
-        apply in the order they came: one arriving while another is pending waits for it."""
-        key = TopicPartition(role.topic, role.index)
-        earlier = self._role_changes.get(key)
-        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._role_changes[key] = done
-        try:
-            step = None if earlier is not None else self._begin_role(role, leader_address, config,
-                                                                    min_insync_replicas, writes)
-        except BaseException:
-            self._role_change_ended(key, done)
-            raise
-        return self._finish_role(key, done, earlier, step, role, leader_address, config, min_insync_replicas, writes)
-
-    async def _finish_role(self, key: TopicPartition, done: asyncio.Future[None],
-                           earlier: asyncio.Future[None] | None, step: Awaitable[None] | None, role: PartitionRole,
-                           leader_address: tuple[str, int] | None, config: LogConfig, min_isr: int,
-                           writes: EpochWrites) -> None:
-        try:
-            if earlier is not None:
-                await asyncio.wait((earlier,))  # its failure was answered to its own request
-                alone = EpochWrites(writes.io)
-                step = self._begin_role(role, leader_address, config, min_isr, alone)
-                await alone.write()
-            if step is not None:
-                await step
-        finally:
-            self._role_change_ended(key, done)
-
-    def _role_change_ended(self, key: TopicPartition, done: asyncio.Future[None]) -> None:
-        done.set_result(None)
-        if self._role_changes.get(key) is done:
-            del self._role_changes[key]
-
-    def _begin_role(self, role: PartitionRole, leader_address: tuple[str, int] | None, config: LogConfig,
-                    min_isr: int, writes: EpochWrites) -> Awaitable[None] | None:
-        """Apply ``role`` at once if it writes no checkpoint, else fence the replica, queue its write and
-        return what leads once the write is durable."""
-        partition = self._partitions.get(TopicPartition(role.topic, role.index))
-        entries = None
-        if partition is not None and role.leader == self.broker_id and \
-                not self.log_manager.is_offline(role.topic, role.index):
-            entries = partition.epochs_when_leading(role.leader_epoch)
-        if partition is None or entries is None:
-            self.apply_role(role, leader_address, config=config, min_insync_replicas=min_isr)
-            return None
-        log.info("%s-%d: leader at epoch %d once its leader-epoch-checkpoint is written, ISR %s", role.topic,
-                 role.index, role.leader_epoch, list(role.isr))
-        self._hosted(role.topic, role.index, role.topic_id, config, min_isr, role.leader_epoch)
-        if partition.is_leader:
-            self._fenced_leaders.add(partition.key)
+    def fence(self, role: PartitionRole, *, config: LogConfig, min_insync_replicas: int) -> Partition:
+        """Serve nothing of the replica at ``role``'s new epoch until `lead` (`Partition.fence`): it stops
+        fetching, and fetches waiting on it answer NOT_LEADER_OR_FOLLOWER now."""
+        partition = self._hosted(role.topic, role.index, role.topic_id, config, min_insync_replicas,
+                                 role.leader_epoch)
         self._stop_fetching(partition.key)
         partition.fence(role.leader_epoch)
-        self._wake(partition.key)  # fetches waiting on it answer NOT_LEADER_OR_FOLLOWER now
-        written = writes.add(epoch_checkpoint_of(partition.log), entries)
-        return self._lead_when_written(partition, role, entries, written)
+        self._wake(partition.key)
+        return partition
 
-    async def _lead_when_written(self, partition: Partition, role: PartitionRole, entries: dict[int, int],
-                                 written: asyncio.Future[None]) -> None:
-        await asyncio.wait((written,))
-        key, name = partition.key, f"{role.topic}-{role.index}"
-        was_leader = key in self._fenced_leaders  # a StopReplica or a failed log dir meanwhile told the listeners
-        self._fenced_leaders.discard(key)
-        stopped = self._partitions.get(key) is not partition or partition.log.closed or written.cancelled()
-        offline = not stopped and self.log_manager.is_offline(role.topic, role.index)
-        failure = None if stopped else written.exception()
-        if stopped or offline or failure is not None:
-            if was_leader:
-                self._notify_leadership(role.topic, role.index, role.leader_epoch, is_leader=False)
-            if stopped:
-                raise NotLeaderError(f"{name} was stopped while its leader epoch was written")
-            error = LogStorageError(f"Writing the leader epoch checkpoint of {name} failed: "
-                                    f"{failure or 'its log dir is offline'}")
-            if not offline:
-                self.log_manager.fail_dir_of(partition.log, error)
-            raise error
-        self._lead(partition, leader_epoch=role.leader_epoch, replicas=role.replicas, isr=role.isr,
-                   zk_version=role.zk_version, controller_epoch=role.controller_epoch, was_leader=was_leader,
-                   written=entries)
-
-    def _check_can_follow(self, role: PartitionRole, leader_address: tuple[str, int] | None) -> None:
+    def check_can_follow(self, role: PartitionRole, leader_address: tuple[str, int] | None) -> None:
         if leader_address is not None and role.leader >= 0 and self._fetcher_config is None:
             # Refused before anything changes: a partition left at this leader epoch would make the
             # controller's retry of the same epoch look stale, and no fetching would ever start.
@@ -373,7 +240,8 @@ class ReplicaManager:
             if self._fetcher_config is None or self._endpoint_factory is None:
                 raise RuntimeError("replica fetching is not enabled on this broker")
             fetcher = ReplicaFetcher(leader_id, self._endpoint_factory(leader_id, *address), self._fetcher_config,
-                                     self._partitions.get, self._on_follower_append, self.clock)
+                                     self._partitions.get, self._on_follower_append, self.clock,
+                                     EpochWriting(self.io, self._on_epoch_write_failed))
             self._fetchers[leader_id] = fetcher
             self._fetcher_addresses[leader_id] = address
         return fetcher
@@ -393,13 +261,18 @@ class ReplicaManager:
     def _on_follower_append(self, key: TopicPartition) -> None:
         self._wake(key)
 
+    def _on_epoch_write_failed(self, partition: Partition, written_log: PartitionLog, error: OSError) -> None:
+        """A follower's `leader-epoch-checkpoint` could not be written: its log dir fails, as the leader's does;
+        not when the log is gone meanwhile (stopped, or replaced by a log dir move)."""
+        if self._partitions.get(partition.key) is partition and partition.log is written_log and not written_log.closed:
+            self.log_manager.fail_dir_of(written_log, LogStorageError(
+                f"Writing the leader epoch checkpoint of {partition.topic}-{partition.index} failed: {error}"))
+
     def stop_replica(self, topic: str, index: int, *, delete: bool, source: str) -> bool:
         """Stop replicating a partition; whether its log is to be deleted, which the caller does with
         `LogManager.delete_logs`, a request's logs together. A deletion is logged at WARN with ``source``, what asked for it."""
         key = TopicPartition(topic, index)
-        creation = self._creating.get(key)
-        if creation is not None:  # `_create_log` sees it when the files are made
-            creation.stopped_by, creation.delete = source, creation.delete or delete
+        self.role_changes.stopped(key, delete=delete, source=source)
         self._stop_fetching(key)
         partition = self._partitions.pop(key, None)
         if partition is not None:
@@ -407,9 +280,8 @@ class ReplicaManager:
             del of_topic[index]
             if not of_topic:
                 del self._by_topic[topic]
-        if partition is not None and (partition.is_leader or key in self._fenced_leaders):
-            self._fenced_leaders.discard(key)
-            self._notify_leadership(topic, index, partition.leader_epoch, is_leader=False)
+        if partition is not None and (self.role_changes.unfence(key) or partition.is_leader):
+            self.notify_leadership(topic, index, partition.leader_epoch, is_leader=False)
         self._wake(key)
         if partition is not None and delete:
             log.warning("Deleting the log of %s-%d (leader epoch %d): %s", topic, index, partition.leader_epoch,
@@ -423,14 +295,13 @@ class ReplicaManager:
         for key in keys:
             self._stop_fetching(key)
             partition = self._partitions.get(key)
-            if partition is not None and (partition.is_leader or key in self._fenced_leaders):
-                self._fenced_leaders.discard(key)
-                self._notify_leadership(key[0], key[1], partition.leader_epoch, is_leader=False)
+            if partition is not None and (self.role_changes.unfence(key) or partition.is_leader):
+                self.notify_leadership(key[0], key[1], partition.leader_epoch, is_leader=False)
             self._wake(key)
         log.warning("Partitions %s are offline: their log dir %s failed",
                     ", ".join(f"{t}-{i}" for t, i in keys) or "(none)", root)
 
-    def _notify_leadership(self, topic: str, index: int, leader_epoch: int, *, is_leader: bool) -> None:
+    def notify_leadership(self, topic: str, index: int, leader_epoch: int, *, is_leader: bool) -> None:
         for listener in self.leadership_listeners:
             try:
                 listener(topic, index, leader_epoch, is_leader)
@@ -444,7 +315,7 @@ class ReplicaManager:
 
     def remove_topic(self, topic: str) -> None:
         """Single node: the topic was deleted, and its logs with it (`LogManager.delete_logs`)."""
-        being_created = [key.partition for key in self._creating if key.topic == topic]
+        being_created = self.role_changes.being_created(topic)
         source = f"topic {topic} was deleted"
         self.log_manager.delete_logs([TopicPartition(topic, index)
                                       for index in [*self._by_topic.get(topic, ()), *being_created]

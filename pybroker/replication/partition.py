@@ -26,6 +26,7 @@ from pybroker.log.log import AppendInfo, PartitionLog
 from pybroker.records.batch import iter_batches
 from pybroker.replication import replica_state as rs
 from pybroker.replication.epoch_cache import EpochCache
+from pybroker.replication.epoch_writes import EpochFile, EpochWrite
 from pybroker.replication.errors import (
     FencedLeaderEpochError,
     NotEnoughReplicasError,
@@ -116,6 +117,10 @@ class Partition:
     epoch_cache: EpochCache = field(default_factory=EpochCache)
     followers: dict[int, rs.FollowerState] = field(default_factory=dict)
     pending_isr: tuple[int, ...] | None = None
+    epoch_file: EpochFile = field(default_factory=EpochFile)
+    epochs_unwritten: bool = False
+    """The epoch cache changed and its `leader-epoch-checkpoint` does not have it yet: a follower's truncation or
+    log start move, left for its fetcher to write off the loop (`take_epoch_write`)."""
     key: TopicPartition = field(init=False)
     """(topic, index), built once: the append and watermark paths key their waiters by it."""
 
@@ -161,9 +166,13 @@ class Partition:
         """The `leader-epoch-checkpoint` entries `make_leader` at `leader_epoch` would write now, None
         when it would write nothing: the replica manager writes them off the loop first."""
         cache = EpochCache(list(self.epoch_cache.entries))
-        changed = cache.assign(leader_epoch, self.log.log_end_offset)
+        changed = cache.assign(leader_epoch, self.log.log_end_offset) or self.epochs_unwritten
         changed |= cache.truncate_from_start(self.log.log_start_offset)
         return dict(cache.entries) if changed and not self.log.closed else None
+
+    def epoch_write(self, entries: dict[int, int]) -> EpochWrite:
+        """A write of ``entries`` to this replica's `leader-epoch-checkpoint`, ordered after those taken before."""
+        return self.epoch_file.take(epoch_checkpoint_of(self.log), entries)
 
     def fence(self, leader_epoch: LeaderEpoch) -> None:
         """Serve nothing at the coming `leader_epoch` until `make_leader` (its checkpoint is being
@@ -279,20 +288,34 @@ class Partition:
 
     # Follower side
 
+    def epochs_before_append(self, records: bytes) -> dict[int, int] | None:
+        """The `leader-epoch-checkpoint` entries `append_as_follower` of ``records`` must make durable before it
+        appends them (and any change of the cache the file lacks still: nothing is appended while the file lags),
+        None when there are none: the fetcher writes them off the loop first."""
+        cache = EpochCache(list(self.epoch_cache.entries))
+        new_epochs = _assign_fetched(cache, records, self.log.log_end_offset)
+        if not (new_epochs or self.epochs_unwritten) or self.log.closed:
+            return None
+        cache.truncate_from_start(self.log.log_start_offset)
+        return dict(cache.entries)
+
     def append_as_follower(self, records: bytes, *, leader_high_watermark: int, now_ms: int,
-                           leader_log_start_offset: int = -1) -> None:
+                           leader_log_start_offset: int = -1, written: dict[int, int] | None = None,
+                           deferred: bool = False) -> None:
+        """Append what the leader sent. ``written``: the checkpoint entries already made durable for the
+        batches' new epochs (`epochs_before_append`). ``deferred``: a truncation of the cache (a failed append,
+        a moved log start) is left to the caller to write (`take_epoch_write`) rather than written here."""
         if records:
             # The epochs go into the checkpoint before the batches into the log (as Kafka assigns
             # them first), so a crash in between cannot leave the log ahead of its checkpoint.
-            changed = False
-            for batch in iter_batches(records):
-                if batch.base_offset >= self.log.log_end_offset:
-                    changed |= self.epoch_cache.assign(batch.partition_leader_epoch, batch.base_offset)
-            self._persist_epochs(changed=changed)
+            new_epochs = _assign_fetched(self.epoch_cache, records, self.log.log_end_offset)
+            if new_epochs or self.epochs_unwritten or not deferred:
+                self._persist_epochs(changed=new_epochs, written=written)
             try:
                 self.log.append_as_follower(records, now_ms=now_ms)
             except Exception:
-                self._persist_epochs(changed=self.epoch_cache.truncate_from_end(self.log.log_end_offset))
+                self._persist_epochs(changed=self.epoch_cache.truncate_from_end(self.log.log_end_offset),
+                                     deferred=deferred)
                 raise
         # Monotonic: a new leader may report a lower watermark than this replica already saw committed.
         target = min(leader_high_watermark, self.log.log_end_offset)
@@ -301,23 +324,54 @@ class Partition:
         # The leader's log start (DeleteRecords, retention) becomes ours, as Kafka's follower does
         # (maybeIncrementLogStartOffset); never past what this replica knows is committed.
         if self.log.increment_log_start_offset(min(leader_log_start_offset, self.log.high_watermark)):
-            self._persist_epochs(changed=False)
+            self._persist_epochs(changed=False, deferred=deferred)
 
-    def truncate_to(self, offset: int) -> None:
+    def truncate_to(self, offset: int, *, deferred: bool = False) -> None:
+        """Cut the log at ``offset``; ``deferred`` as in `append_as_follower`."""
         if self.log.truncate_to(offset):
-            self._persist_epochs(changed=self.epoch_cache.truncate_from_end(self.log.log_end_offset))
+            self._persist_epochs(changed=self.epoch_cache.truncate_from_end(self.log.log_end_offset),
+                                 deferred=deferred)
 
-    def truncate_fully_and_start_at(self, offset: int) -> None:
+    def truncate_fully_and_start_at(self, offset: int, *, deferred: bool = False) -> None:
+        """Empty the log and restart it at ``offset``; ``deferred`` as in `append_as_follower`."""
         self.log.truncate_fully_and_start_at(offset)
-        self._persist_epochs(changed=self.epoch_cache.clear())
+        self._persist_epochs(changed=self.epoch_cache.clear(), deferred=deferred)
 
     # Leader epochs
 
-    def _persist_epochs(self, *, changed: bool, written: dict[int, int] | None = None) -> None:
+    def mark_epochs_unwritten(self) -> None:
+        """The file may hold other entries than the cache: a write for an append not made yet (a role change
+        may void it), so whoever writes next writes the cache, unless the append comes with what was written."""
+        self.epochs_unwritten = True
+
+    def take_epoch_write(self) -> EpochWrite | None:
+        """The write that brings `leader-epoch-checkpoint` up to the cache, None when it has it already."""
+        if not self.epochs_unwritten or self.log.closed:
+            return None
+        self.epochs_unwritten = False
+        return self.epoch_write(dict(self.epoch_cache.entries))
+
+    def _persist_epochs(self, *, changed: bool, written: dict[int, int] | None = None, deferred: bool = False) -> None:
         """Write `leader-epoch-checkpoint` when the epoch cache `changed` or its start lags the log's:
         the log start moves without the partition knowing (retention, DeleteRecords), so every
         append, truncation and role change catches the cache up with it. Not when the file already
-        holds what the cache now has (`written`)."""
+        holds what the cache now has (`written`); only marked `epochs_unwritten` when `deferred`."""
         changed |= self.epoch_cache.truncate_from_start(self.log.log_start_offset)
-        if changed and not self.log.closed and written != dict(self.epoch_cache.entries):
-            epoch_checkpoint_of(self.log).write(dict(self.epoch_cache.entries))
+        if not (changed or self.epochs_unwritten) or self.log.closed:
+            return
+        if deferred:
+            self.epochs_unwritten = True
+            return
+        entries = dict(self.epoch_cache.entries)
+        if written != entries:
+            self.epoch_file.write_now(epoch_checkpoint_of(self.log), entries)
+        self.epochs_unwritten = False
+
+
+def _assign_fetched(cache: EpochCache, records: bytes, log_end_offset: int) -> bool:
+    """Assign the epochs of the fetched batches past ``log_end_offset``; whether ``cache`` changed."""
+    changed = False
+    for batch in iter_batches(records):
+        if batch.base_offset >= log_end_offset:
+            changed |= cache.assign(batch.partition_leader_epoch, batch.base_offset)
+    return changed

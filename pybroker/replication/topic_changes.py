@@ -2,7 +2,7 @@
 
 On a single node the embedded metadata tells the broker of a topic's creation, change and deletion
 through a synchronous listener, while a new partition's log needs fsyncs that must not run on the
-event loop (`ReplicaManager.become_leader_async`). A change that has to wait for them continues as a
+event loop (`RoleChanges.become_leader_async`). A change that has to wait for them continues as a
 task, and every later change of the same topic waits for that task: a deletion never overtakes the
 creation it follows, and a topic deleted and created again gets its new logs after the old ones are
 gone. A change with nothing to wait for, on a topic with nothing pending, applies at once, as before

@@ -10,7 +10,8 @@ import dataclasses
 import functools
 import logging
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Awaitable, Callable, Mapping
+import uuid
+from typing import TYPE_CHECKING, Awaitable, Callable, Mapping, Sequence
 
 from pybroker.common.clock import SystemClock
 from pybroker.common.config import BrokerConfig
@@ -86,7 +87,7 @@ class Broker:
         self._cleaner_threads = ThreadPoolExecutor(max(1, config["log.cleaner.threads"]),
                                                    thread_name_prefix="pybroker-log-cleaner")
         self.replica_manager = ReplicaManager(self.log_manager, self.broker_id, self.clock,
-                                              replica_lag_time_max_ms=config["replica.lag.time.max.ms"])
+                                              replica_lag_time_max_ms=config["replica.lag.time.max.ms"], io=self.io)
         self.log_dir_mover = LogDirMover(self.replica_manager, self.io,
                                          lambda: self.config["replica.alter.log.dirs.io.max.bytes.per.second"])
         self.zk_mode: ZkMode | None = None
@@ -200,6 +201,8 @@ class Broker:
                 self.config.log_dirs[0], self.broker_info(),
                 validate_configs=self.validate_topic_configs,
                 delete_topic_enable=self.config["delete.topic.enable"])
+            # Before any partition is served: a log whose topic id the metadata does not hold is moved aside.
+            self.log_manager.move_strays(functools.partial(_replicas_of, metadata), self.broker_id)
         metadata.add_listener(self._on_topic_change)
         self.services.started_metadata = metadata
         if self.acl_store is not None:
@@ -296,11 +299,11 @@ class Broker:
 
     def _lead_topic(self, name: str, info: TopicInfo) -> Awaitable[None] | None:
         """Single node: lead the topic's partitions at once when their logs exist; else returns what
-        makes the new logs off the loop (`ReplicaManager.become_leader_async`) and then leads them."""
+        makes the new logs off the loop (`RoleChanges.become_leader_async`) and then leads them."""
         log_config = self.topic_configs.log_config(info.configs)
         min_isr = self.topic_configs.min_insync_replicas(info.configs)
         led = {index: p for index, p in info.partitions.items() if p.leader == self.broker_id}
-        if any(self.replica_manager.must_create_log(name, index) for index in led):
+        if any(self.replica_manager.role_changes.must_create_log(name, index) for index in led):
             return self._lead_new_logs(name, info, led, log_config, min_isr)
         for index, partition in led.items():
             self.replica_manager.become_leader(
@@ -312,7 +315,7 @@ class Broker:
     async def _lead_new_logs(self, name: str, info: TopicInfo, led: Mapping[int, PartitionInfo],
                              log_config: LogConfig, min_isr: int) -> None:
         outcomes = await asyncio.gather(*(
-            self.replica_manager.become_leader_async(
+            self.replica_manager.role_changes.become_leader_async(
                 name, index, info.topic_id, leader_epoch=partition.leader_epoch, replicas=partition.replicas,
                 isr=partition.isr, config=log_config, min_insync_replicas=min_isr)
             for index, partition in led.items()), return_exceptions=True)
@@ -365,3 +368,9 @@ class Broker:
         for partition in self.replica_manager.partitions():
             partition.log.producer_state.remove_expired(now, expiration_ms)
 
+
+def _replicas_of(metadata: ClusterMetadata, topic_id: uuid.UUID, index: int) -> Sequence[int] | None:
+    """The replicas ``metadata`` gives partition ``index`` of the topic with that id (None: no such partition)."""
+    info = metadata.topic_by_id(topic_id)
+    partition = None if info is None else info.partitions.get(index)
+    return None if partition is None else partition.replicas

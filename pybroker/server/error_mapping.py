@@ -50,6 +50,7 @@ CODES: list[tuple[type[BaseException], ErrorCode]] = [
     # Kafka's LogSegment.read throws IllegalArgumentException, which Fetch answers UNKNOWN_SERVER_ERROR.
     (log_errors.InvalidReadSizeError, ErrorCode.UNKNOWN_SERVER_ERROR),
     (log_errors.LogDirNotFoundError, ErrorCode.LOG_DIR_NOT_FOUND),
+    (log_errors.InconsistentTopicIdError, ErrorCode.INCONSISTENT_TOPIC_ID),
     (log_errors.LogError, ErrorCode.KAFKA_STORAGE_ERROR),
     (replication.UnknownPartitionError, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
     (replication.NotLeaderError, ErrorCode.NOT_LEADER_OR_FOLLOWER),

@@ -24,6 +24,7 @@ ones are not.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 from dataclasses import dataclass, field
@@ -32,7 +33,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from kazoo.exceptions import NodeExistsError
 
-from pybroker.common.durable_json import write_json_durably_off_loop
+from pybroker.common.durable_json import finishes_once_started, write_json_durably_off_loop
 from pybroker.protocol.error_codes import ErrorCode
 
 if TYPE_CHECKING:
@@ -164,6 +165,7 @@ class LocalFeatures:
 
     def __init__(self, data_dir: str) -> None:
         self._path = os.path.join(data_dir, FEATURES_FILE)
+        self._writes = asyncio.Lock()
         try:
             with open(self._path, "rb") as handle:
                 data = handle.read()
@@ -172,11 +174,13 @@ class LocalFeatures:
             return
         self.current = FinalizedFeatures(int(json.loads(data)["epoch"]), decode_feature_znode(data))
 
+    @finishes_once_started
     async def write(self, levels: dict[str, int]) -> None:
-        epoch = self.current.epoch + 1
-        document = json.loads(encode_feature_znode(levels))
-        await write_json_durably_off_loop(self._path, {**document, "epoch": epoch})
-        self.current = FinalizedFeatures(epoch, dict(levels))
+        async with self._writes:  # one epoch after another, each on disk before it is current
+            epoch = self.current.epoch + 1
+            document = json.loads(encode_feature_znode(levels))
+            await write_json_durably_off_loop(self._path, {**document, "epoch": epoch})
+            self.current = FinalizedFeatures(epoch, dict(levels))
 
 
 class ZkFeatures:

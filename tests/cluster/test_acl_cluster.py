@@ -21,6 +21,7 @@ from tests.eventually import eventually
 from tests.cluster.conftest import running_cluster
 from tests.cluster.test_cluster import create_topic
 from tests.integration.tls import BOUND
+from tests.ports import restartable_port
 
 JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="broker" '
         'password="broker-secret" user_broker="broker-secret" user_alice="alice-secret";')
@@ -81,12 +82,11 @@ def test_acl_added_on_one_broker_is_enforced_by_all_and_kept_across_restarts(tmp
             zk.stop()
             zk.close()
 
-        for broker in brokers:  # every broker down at once, then each back on its own ports
+        for broker in brokers:  # every broker down at once, then each back (on ports no one else takes meanwhile)
             broker.kill()
         for broker in brokers:
-            ports = _ports(broker)
-            broker.overrides["listeners"] = (f"PLAINTEXT://127.0.0.1:{ports['PLAINTEXT']},"
-                                             f"SASL_PLAINTEXT://127.0.0.1:{ports['SASL_PLAINTEXT']}")
+            broker.overrides["listeners"] = (f"PLAINTEXT://127.0.0.1:{restartable_port()},"
+                                             f"SASL_PLAINTEXT://127.0.0.1:{restartable_port()}")
             broker.start()
         for broker in brokers:
             eventually(lambda: alice_sees(broker, "acl-open") == ErrorCode.NONE,

@@ -7,7 +7,6 @@ current one."""
 from __future__ import annotations
 
 import asyncio
-import socket
 import threading
 import time
 import uuid
@@ -32,6 +31,7 @@ from pybroker.protocol.messages import (
 from tests.cluster.conftest import CHROOT, broker_overrides
 from tests.cluster.zookeeper import ZooKeeperServer
 from tests.integration.broker_process import BrokerProcess
+from tests.ports import restartable_port
 
 
 def test_requests_for_an_older_broker_epoch_are_refused(tmp_path: Path) -> None:
@@ -86,12 +86,6 @@ def test_requests_for_an_older_broker_epoch_are_refused(tmp_path: Path) -> None:
         zookeeper.stop()
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 def test_a_restarted_broker_serves_no_controller_request_before_it_registered(tmp_path: Path) -> None:
     """Chaos seed 103: a restarted broker listens while its previous run's registration has not expired
     yet. A LeaderAndIsr for that registration's broker epoch must not be applied (it found follower
@@ -99,7 +93,7 @@ def test_a_restarted_broker_serves_no_controller_request_before_it_registered(tm
     later request at the same epoch was skipped and the replica never fetched): it waits until this run
     registered and is refused; the same leader epoch at the new broker epoch applies."""
     zookeeper = ZooKeeperServer(tmp_path / "zookeeper").start()
-    port = _free_port()
+    port = restartable_port()
     overrides = {**broker_overrides(0, zookeeper.connect + CHROOT), "listeners": f"PLAINTEXT://127.0.0.1:{port}",
                  "zookeeper.session.timeout.ms": "30000"}  # the old registration is waited for, not refused
     broker = BrokerProcess(tmp_path, overrides)

@@ -55,7 +55,8 @@ def test_topic_lifecycle_through_zookeeper(cluster: Cluster) -> None:
         f"Topic {TOPIC} is marked for deletion.",
         "Note: This will have no impact if delete.topic.enable is not set to true."]
     eventually(lambda: TOPIC not in ok(bootstrap_topics(cluster, "--list")), "the topic's deletion")
-    assert TOPIC not in ok(zk_topics(cluster, "--list"))
+    # its znodes go once every replica answered the controller's StopReplica, a little later
+    eventually(lambda: TOPIC not in ok(zk_topics(cluster, "--list")), "the topic's znodes to go")
 
 
 def test_zookeeper_and_bootstrap_exclude_each_other(cluster: Cluster) -> None:

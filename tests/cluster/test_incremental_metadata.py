@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.eventually import eventually
@@ -17,6 +17,19 @@ def partitions_seen_by(bootstrap: str, topic: str) -> list[int] | None:
     metadata = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10)
     found = metadata.topics.get(topic)
     return None if found is None or found.error is not None else sorted(found.partitions)
+
+
+def created(admin: AdminClient, topic: NewTopic) -> bool:
+    """Whether CreateTopics made `topic`; False while the name's deletion is still pending (the controller removes
+    /brokers/topics/T once every replica deleted its log, a little after brokers stop serving it: Kafka's
+    DeleteTopics answers at that point too, and a client creating the name again at once may be refused)."""
+    try:
+        admin.create_topics([topic])[topic.topic].result(30)
+    except KafkaException as exc:
+        if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+            raise
+        return False
+    return True
 
 
 def test_deleted_and_recreated_topics_in_every_brokers_metadata(tmp_path: Path) -> None:
@@ -32,7 +45,7 @@ def test_deleted_and_recreated_topics_in_every_brokers_metadata(tmp_path: Path) 
             eventually(lambda: partitions_seen_by(broker.bootstrap, "gone") is None, "gone gone from every broker")
             assert partitions_seen_by(broker.bootstrap, "kept") == [0, 1]
 
-        admin.create_topics([NewTopic("gone", 1, 3)])["gone"].result(30)
+        eventually(lambda: created(admin, NewTopic("gone", 1, 3)), "gone created again")
         for broker in cluster.brokers:
             eventually(lambda: partitions_seen_by(broker.bootstrap, "gone") == [0], "the new gone, one partition")
         producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})

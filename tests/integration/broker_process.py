@@ -1,4 +1,4 @@
-"""Run the real broker as a child process on an ephemeral loopback port."""
+"""Run the real broker as a child process on a loopback port it can be restarted on (tests/ports.py)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ import threading
 import time
 from pathlib import Path
 
+from tests.ports import restartable_port
+
 READY = re.compile(r"listening on [^:]+:(\d+)")
 REPO = Path(__file__).resolve().parents[2]
 
@@ -23,7 +25,7 @@ class BrokerProcess:
         """``open_files``: the child's RLIMIT_NOFILE (soft and hard), for tests of running out of descriptors."""
         self.data_dir = data_dir
         self.open_files = open_files
-        self.overrides = {"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(data_dir / "logs"),
+        self.overrides = {"listeners": f"PLAINTEXT://127.0.0.1:{restartable_port()}", "log.dirs": str(data_dir / "logs"),
                           **(overrides or {})}
         self.process: subprocess.Popen[str] | None = None
         self.port: int | None = None
@@ -43,6 +45,7 @@ class BrokerProcess:
                                         cwd=REPO, env={**os.environ, "PYTHONUNBUFFERED": "1"},
                                         preexec_fn=None if self.open_files is None else self._limit_open_files)
         ready = threading.Event()
+        self.port = None  # set by this start's ready line only: a child that exits before it did not start
 
         def pump() -> None:
             assert self.process is not None and self.process.stderr is not None

@@ -27,6 +27,8 @@ from pybroker.protocol.messages import (
     EndTxnResponse,
     InitProducerIdRequest,
     InitProducerIdResponse,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
     MetadataRequest,
     MetadataResponse,
     OffsetFetchRequest,
@@ -42,6 +44,7 @@ from pybroker.protocol.messages import (
 )
 from pybroker.records import build_batch
 from pybroker.controller.metadata import BrokerInfo
+from pybroker.coordinator.records import partition_for
 from pybroker.coordinator.txn_coordinator import MarkerRequest
 from pybroker.coordinator.txn_records import TV_2
 from pybroker.server.txn_markers import MarkerChannel
@@ -92,6 +95,21 @@ def end_txn(client: WireClient, transactional_id: str, producer: tuple[int, int]
                                         producer_epoch=producer[1], committed=commit), version, EndTxnResponse)
 
 
+def state_of(client: WireClient, transactional_id: str) -> str:
+    return client.request(DescribeTransactionsRequest(transactional_ids=[transactional_id]), 0,
+                          DescribeTransactionsResponse).transaction_states[0].transaction_state
+
+
+def state_log_end(client: WireClient, transactional_id: str) -> int:
+    """The high watermark of the transactional id's partition of __transaction_state (50 partitions)."""
+    wanted = ListOffsetsRequest.ListOffsetsPartition(partition_index=partition_for(transactional_id, 50), timestamp=-1)
+    answer = client.request(ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=[
+        ListOffsetsRequest.ListOffsetsTopic(name="__transaction_state", partitions=[wanted])]), 7, ListOffsetsResponse)
+    [found] = answer.topics[0].partitions
+    assert found.error_code == ErrorCode.NONE, ErrorCode(found.error_code).name
+    return found.offset
+
+
 def committed_values(bootstrap: str, partition: int = 0) -> list[bytes]:
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{uuid.uuid4()}",
                          "isolation.level": "read_committed", "auto.offset.reset": "earliest",
@@ -121,6 +139,7 @@ def test_v2_produce_adds_the_partition_and_end_txn_v5_bumps_the_epoch(broker: Br
             "Ongoing", [(TOPIC, [0])])
         ended = end_txn(client, "v2-app", producer, commit=True)
         assert (ended.error_code, ended.producer_id, ended.producer_epoch) == (0, producer[0], producer[1] + 1)
+        eventually(lambda: state_of(client, "v2-app") == "CompleteCommit", "the commit to complete")
         retried = end_txn(client, "v2-app", producer, commit=True)  # the answer was lost: the same one again
         assert (retried.error_code, retried.producer_epoch) == (0, producer[1] + 1)
         # a late write of the ended transaction is fenced; the next one runs at the new epoch from sequence 0
@@ -130,11 +149,32 @@ def test_v2_produce_adds_the_partition_and_end_txn_v5_bumps_the_epoch(broker: Br
         assert produce(client, 12, "v2-app", b"aborted", producer=bumped, sequence=0).error_code == ErrorCode.NONE
         aborted = end_txn(client, "v2-app", bumped, commit=False)
         assert (aborted.error_code, aborted.producer_epoch) == (0, producer[1] + 2)
+        # until then its EndTxn, stale or not, is CONCURRENT_TRANSACTIONS (Kafka's pending CompleteAbort)
+        eventually(lambda: state_of(client, "v2-app") == "CompleteAbort", "the abort to complete")
         stale = end_txn(client, "v2-app", producer, commit=False)
         assert stale.error_code == ErrorCode.PRODUCER_FENCED
     finally:
         client.close()
     assert committed_values(broker.bootstrap) == [b"committed"]
+
+
+def test_a_v2_abort_with_nothing_open_ends_an_empty_transaction_with_the_bumped_epoch(broker: BrokerProcess) -> None:
+    """Kafka 4.x (KIP-890): PrepareAbort with the bumped epoch and no partitions, then CompleteAbort; the
+    coordinator used to write CompleteAbort at once."""
+    client = WireClient(broker.bootstrap)
+    try:
+        producer = init_producer(client, "v2-empty-abort")
+        before = state_log_end(client, "v2-empty-abort")
+        aborted = end_txn(client, "v2-empty-abort", producer, commit=False)
+        assert (aborted.error_code, aborted.producer_id, aborted.producer_epoch) == (0, producer[0], producer[1] + 1)
+        eventually(lambda: state_of(client, "v2-empty-abort") == "CompleteAbort", "the empty abort to complete")
+        assert state_log_end(client, "v2-empty-abort") == before + 2  # PrepareAbort, CompleteAbort
+        again = end_txn(client, "v2-empty-abort", producer, commit=False)  # the answer was lost
+        assert (again.error_code, again.producer_epoch) == (0, producer[1] + 1)
+        commit = end_txn(client, "v2-empty-abort", (producer[0], producer[1] + 1), commit=True)
+        assert commit.error_code == ErrorCode.INVALID_TXN_STATE
+    finally:
+        client.close()
 
 
 def test_v1_transactional_produce_to_a_partition_not_added_is_refused_in_the_clients_terms(

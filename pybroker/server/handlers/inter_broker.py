@@ -7,8 +7,10 @@ A request from an older controller epoch than one this broker already obeyed is 
 STALE_CONTROLLER_EPOCH; leader epochs are checked per partition as Kafka's ReplicaManager does: a
 LeaderAndIsr partition state whose leader epoch is not newer than the replica's is skipped and
 answered STALE_CONTROLLER_EPOCH (a new controller re-sends every partition's state), one whose
-replicas do not include this broker UNKNOWN_TOPIC_OR_PARTITION; a StopReplica whose leader epoch is
-older than the replica's is FENCED_LEADER_EPOCH (-1, no epoch, and -2, a topic being deleted, pass).
+replicas do not include this broker UNKNOWN_TOPIC_OR_PARTITION, one whose topic id differs from the one
+the replica's log records INCONSISTENT_TOPIC_ID (the log is left for the operator: log/stray_logs.py); a
+StopReplica whose leader epoch is older than the replica's is FENCED_LEADER_EPOCH (-1, no epoch, and -2, a
+topic being deleted, pass).
 A log a StopReplica deletes is logged at WARN with the controller and address that asked.
 
 Each of the three also carries the broker epoch (the czxid of the registration) the controller sent
@@ -18,9 +20,9 @@ Who may send them at all is checked before they get here (`inter_broker_guard`).
 checked again (INVALID_TOPIC_EXCEPTION) before a LeaderAndIsr or StopReplica turns one into a path. A new
 replica past the descriptor budget (``pybroker.common.open_files``) is answered KAFKA_STORAGE_ERROR: the
 controller then treats it as offline, as a replica in a failed log dir. A new replica's log is made off the
-event loop (`ReplicaManager.apply_role_async`), those of one topic at once, and the answer waits for them all.
+event loop (`RoleChanges.apply_role_async`), those of one topic at once, and the answer waits for them all.
 So does an existing replica's new leader epoch: the request's `leader-epoch-checkpoint` writes go to the I/O
-executor together (`ReplicaManager.apply_role_later`), and each replica leads once its file is durable.
+executor together (`RoleChanges.apply_role_later`), and each replica leads once its file is durable.
 """
 
 from __future__ import annotations
@@ -132,6 +134,9 @@ async def _apply_topic(ctx: RequestContext, metadata: ZkMetadata, topic: LeaderA
             hosted = services.replica_manager.hosted(topic.topic_name, state.partition_index)
             if services.log_manager.is_offline(topic.topic_name, state.partition_index):
                 code = ErrorCode.KAFKA_STORAGE_ERROR  # Kafka's HostedPartition.Offline, before any epoch check
+            elif not services.replica_manager.has_consistent_topic_id(topic.topic_name, state.partition_index,
+                                                                      topic.topic_id):
+                code = ErrorCode.INCONSISTENT_TOPIC_ID  # a log left from an earlier topic of this name
             elif hosted is not None and state.leader_epoch <= hosted.leader_epoch:
                 code = ErrorCode.STALE_CONTROLLER_EPOCH
             elif services.broker_id not in state.replicas:
@@ -143,17 +148,17 @@ async def _apply_topic(ctx: RequestContext, metadata: ZkMetadata, topic: LeaderA
                                      BrokerId(state.leader), LeaderEpoch(state.leader_epoch),
                                      tuple(state.replicas), tuple(state.isr),
                                      state.partition_epoch, state.controller_epoch)
-                replicas = services.replica_manager
-                if replicas.must_create_log(topic.topic_name, state.partition_index):
-                    creations[len(errors)] = replicas.apply_role_async(
+                changes = services.replica_manager.role_changes
+                if changes.must_create_log(topic.topic_name, state.partition_index):
+                    creations[len(errors)] = changes.apply_role_async(
                         role, leaders.get(state.leader), config=log_config, min_insync_replicas=min_isr)
-                elif replicas.must_apply_later(role):
-                    later.append((errors, len(errors), replicas.apply_role_later(
+                elif changes.must_apply_later(role):
+                    later.append((errors, len(errors), changes.apply_role_later(
                         role, leaders.get(state.leader), config=log_config, min_insync_replicas=min_isr,
                         writes=epoch_writes)))
                 else:
-                    replicas.apply_role(role, leaders.get(state.leader), config=log_config,
-                                        min_insync_replicas=min_isr)
+                    services.replica_manager.apply_role(role, leaders.get(state.leader), config=log_config,
+                                                        min_insync_replicas=min_isr)
         except Exception as exc:
             code = error_code_for(exc)
         errors.append(PartitionError(partition_index=state.partition_index, error_code=code))

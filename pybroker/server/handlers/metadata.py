@@ -133,7 +133,11 @@ async def _lookup(ctx: RequestContext, requested: MetadataRequest.MetadataReques
             info = metadata.topic(requested.name)
             if info is not None:
                 return _describe(info, live)
-            return Topic(error_code=error_code_for(exc), name=requested.name)
+            code = error_code_for(exc)
+            # There but not served (a deletion still pending): Kafka's AutoTopicCreationManager answers
+            # LEADER_NOT_AVAILABLE, which clients retry, for a creation that finds the topic there.
+            return Topic(error_code=ErrorCode.LEADER_NOT_AVAILABLE if code == ErrorCode.TOPIC_ALREADY_EXISTS else code,
+                         name=requested.name)
     return Topic(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name=requested.name)
 
 

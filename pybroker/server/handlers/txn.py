@@ -77,11 +77,34 @@ async def txn_call(ctx: RequestContext, transactional_id: str, operation: Callab
             return service.not_owned_error(transactional_id)
         leave_request_queue()  # an EndTxn waits for its markers
         return await service.call(operation)
-    except CoordinatorStorageError:
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE
+    except CoordinatorStorageError as exc:
+        return append_error(exc.__cause__)
     except Exception as exc:
         code = error_code_for(exc)
         return ErrorCode.COORDINATOR_NOT_AVAILABLE if code is ErrorCode.UNKNOWN_SERVER_ERROR else code
+
+
+APPEND_ERRORS = {
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.MESSAGE_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
+    ErrorCode.RECORD_LIST_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
+}
+"""How Kafka's TransactionStateManager.appendTransactionToLog answers a failed append of __transaction_state
+(a timeout too is COORDINATOR_NOT_AVAILABLE, so the client retries); any other code goes out as it is."""
+
+
+def append_error(cause: BaseException | None) -> ErrorCode:
+    """The answer to a request whose __transaction_state record failed with ``cause``; COORDINATOR_NOT_AVAILABLE
+    when the cause is unknown."""
+    if cause is None:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE
+    code = error_code_for(cause)
+    return APPEND_ERRORS.get(code, code)
 
 
 def _unknown_partitions(ctx: RequestContext, partitions: Iterable[TopicPartition]) -> set[TopicPartition]:

@@ -87,3 +87,49 @@ def test_concurrent_writes_to_one_store_both_reach_the_file(tmp_path: Path) -> N
 
     asyncio.run(both())
     assert set(FileQuotaStore(str(tmp_path)).all()) == {("alice", None), ("bob", None)}
+
+
+async def _cancelled_mid_write(monkeypatch: pytest.MonkeyPatch, first: Callable[[], Awaitable[object]],
+                               second: Callable[[], Awaitable[object]]) -> None:
+    """``first`` cancelled while its thread is inside the file's fsync (its client went away), then ``second``
+    started; the fsync is let go only once ``second`` had its chance to start writing too."""
+    entered, release = threading.Event(), threading.Event()
+
+    def held_fsync(fd: int) -> None:
+        entered.set()
+        release.wait(RELEASE_TIMEOUT_S)
+        REAL_FSYNC(fd)
+
+    monkeypatch.setattr(durable_json.os, "fsync", held_fsync)
+    writing = asyncio.ensure_future(first())
+    while not entered.is_set():
+        await asyncio.sleep(0.001)
+    writing.cancel()
+    following = asyncio.ensure_future(second())
+    for _ in range(20):  # passes of the loop: an unlocked second write reaches its thread in one or two
+        await asyncio.sleep(0)
+    release.set()
+    await following
+
+
+def test_a_write_whose_caller_is_cancelled_finishes_before_the_next_one(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A CreateTopics whose client disconnects mid-write: the write goes on and its topic is created in
+    memory as on disk; the next creation waits for it. CI saw the cancelled step release the lock while its
+    thread still wrote ``pybroker-metadata.json.tmp``: the next write shared that file and its rename failed
+    (KAFKA_STORAGE_ERROR), and the cancelled topic could be on disk but not served."""
+    metadata = EmbeddedMetadata(str(tmp_path), BrokerInfo(0, "127.0.0.1", 9092), validate_configs=lambda _: None)
+
+    asyncio.run(_cancelled_mid_write(monkeypatch, lambda: metadata.create_topic("gone", 1, 1, {}),
+                                     lambda: metadata.create_topic("next", 1, 1, {})))
+    assert metadata.topic("gone") is not None and metadata.topic("next") is not None
+    reloaded = EmbeddedMetadata(str(tmp_path), BrokerInfo(0, "127.0.0.1", 9092), validate_configs=lambda _: None)
+    assert reloaded.topic("gone") is not None and reloaded.topic("next") is not None
+
+
+def test_a_store_write_whose_caller_is_cancelled_is_kept_in_memory_as_on_disk(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    quotas = FileQuotaStore(str(tmp_path))
+    asyncio.run(_cancelled_mid_write(monkeypatch, lambda: quotas.set_quotas(("alice", None), {"producer_byte_rate": "1"}),
+                                     lambda: quotas.set_quotas(("bob", None), {"producer_byte_rate": "2"})))
+    assert set(quotas.all()) == set(FileQuotaStore(str(tmp_path)).all()) == {("alice", None), ("bob", None)}

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pybroker.zk import paths as zp
 from pybroker.controller.context import ControllerContext
 from pybroker.controller.partition_state import PartitionState, partition_state
-from pybroker.controller.replica_state import deleted_topic_replicas, offline_followers, removed_replicas
+from pybroker.controller.replica_state import offline_followers, removed_replicas
 
 
 def broker(broker_id: int) -> zp.BrokerRegistration:
@@ -38,15 +38,6 @@ def test_a_broker_shutting_down_stops_the_replicas_it_follows_and_keeps_their_lo
     leads_all = context()
     leads_all.states[("t", 2)] = zp.LeaderAndIsr(1, 6, (3, 1), 1, 1)
     assert offline_followers(leads_all, 1) == {}  # it leads every replica it hosts: nothing to stop
-
-
-def test_every_replica_of_a_deleted_topic_is_stopped_and_deleted() -> None:
-    ctx = context()
-    del ctx.states[("t", 2)]  # a partition without a state yet: any epoch
-    stops = deleted_topic_replicas(ctx, "t")
-    assert sorted(stops) == [1, 2, 3]
-    assert sorted((s.partition_index, s.leader_epoch) for s in stops[1]["t"]) == [(0, 3), (2, -2)]
-    assert all(s.delete_partition for topics in stops.values() for s in topics["t"])
 
 
 def test_replicas_a_reassignment_dropped_are_deleted() -> None:

@@ -159,8 +159,9 @@ def test_a_v2_commit_is_complete_only_once_its_complete_record_is_on_the_isr() -
 
 
 def test_a_v2_abort_with_nothing_open_is_complete_only_once_its_record_is_on_the_isr() -> None:
-    """The abort a V2 client may send with no transaction open bumps the epoch and writes CompleteAbort at once:
-    held as pending too, and put back as the log holds it when the write fails."""
+    """The abort a V2 client may send with no transaction open bumps the epoch and ends an empty transaction
+    (PrepareAbort, no marker to write, CompleteAbort): held as pending too, and put back as the log holds it
+    when the write fails."""
     async def scenario() -> None:
         harness = Harness()
         pid, epoch = await open_v2_transaction(harness)

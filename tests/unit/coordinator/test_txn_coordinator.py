@@ -99,7 +99,7 @@ def test_init_during_an_open_transaction_aborts_it_with_a_bumped_epoch():
     [marker] = outcome.markers
     assert not marker.commit and marker.producer_epoch == first.producer_epoch + 1
     assert marker.partitions == (("out", 0), ("out", 1))
-    written(coordinator, marker, clock.now)
+    complete(coordinator, outcome, clock.now)
     assert coordinator.describe(TXN).state is TxnState.COMPLETE_ABORT
     retried = init(coordinator, clock, fresh=None)
     assert retried.producer_epoch == first.producer_epoch + 2
@@ -115,6 +115,7 @@ def test_commit_writes_prepare_then_markers_then_complete():
     assert prepared.metadata.partitions == {("out", 0), ("out", 1)}
     [marker] = outcome.markers
     assert marker.commit and marker.producer_id == producer.producer_id
+    coordinator.persisted(outcome, ok=True)  # the PrepareCommit record is on the ISR
     done = written(coordinator, marker, clock.now)
     completed = decode_txn_record(*done.records[0][1])
     assert completed is not None and completed.metadata is not None
@@ -165,7 +166,7 @@ def test_transaction_past_its_timeout_is_aborted_and_its_producer_fenced():
     outcome = coordinator.tick(clock.advance(TIMEOUT_MS + CONFIG.abort_check_interval_ms))
     [marker] = outcome.markers
     assert not marker.commit and marker.producer_epoch == producer.producer_epoch + 1
-    written(coordinator, marker, clock.now)
+    complete(coordinator, outcome, clock.now)
     late = coordinator.end_txn("w", TXN, producer.producer_id, producer.producer_epoch, True, clock.now)
     assert only_reply(late) is ErrorCode.PRODUCER_FENCED
     assert coordinator.describe(TXN).state is TxnState.COMPLETE_ABORT
@@ -315,7 +316,7 @@ def test_v2_end_retried_with_the_old_epoch_gets_the_same_answer_and_a_stale_one_
     retry = coordinator.end_txn("w", TXN, pid, epoch, False, clock.now, bump_epoch=True)
     assert only_reply(retry) == InitResult(ErrorCode.NONE, pid, epoch + 1) and retry.markers == []
     other = coordinator.end_txn("w", TXN, pid, epoch, True, clock.now, bump_epoch=True)
-    assert only_reply(other) == InitResult(ErrorCode.PRODUCER_FENCED)
+    assert only_reply(other) == InitResult(ErrorCode.INVALID_TXN_STATE)  # Kafka's table: CompleteAbort, retried commit
     older = coordinator.end_txn("w", TXN, pid, epoch - 1, False, clock.now, bump_epoch=True)
     assert only_reply(older) == InitResult(ErrorCode.PRODUCER_FENCED)
 
@@ -327,7 +328,8 @@ def test_v2_abort_of_nothing_bumps_the_epoch_and_commit_of_nothing_is_invalid():
     commit = coordinator.end_txn("w", TXN, pid, epoch, True, clock.now, bump_epoch=True)
     assert only_reply(commit) == InitResult(ErrorCode.INVALID_TXN_STATE)
     abort = coordinator.end_txn("w", TXN, pid, epoch, False, clock.now, bump_epoch=True)
-    assert only_reply(abort) == InitResult(ErrorCode.NONE, pid, epoch + 1) and abort.markers == []
+    assert only_reply(abort) == InitResult(ErrorCode.NONE, pid, epoch + 1)
+    assert [m.partitions for m in complete(coordinator, abort, clock.now)] == [()]  # an empty transaction
 
 
 def test_v1_and_v2_transactions_at_once_and_a_v1_end_of_a_v2_transaction_is_refused():
@@ -363,14 +365,16 @@ def test_v2_end_with_the_last_epoch_moves_the_producer_to_a_new_id():
     coordinator, clock, producer = v2_started([("out", 0)])
     meta = coordinator.transactions[TXN]
     meta.producer_epoch = 32765
+    assert not coordinator.end_needs_producer_id(TXN)  # Kafka's exhausted epochs: 32766 and up
+    meta.producer_epoch = 32766
     assert coordinator.end_needs_producer_id(TXN)
-    outcome = coordinator.end_txn("w", TXN, producer.producer_id, 32765, True, clock.now, bump_epoch=True,
+    outcome = coordinator.end_txn("w", TXN, producer.producer_id, 32766, True, clock.now, bump_epoch=True,
                                   fresh_producer_id=5000)
     assert only_reply(outcome) == InitResult(ErrorCode.NONE, 5000, 0)
     [marker] = complete(coordinator, outcome, clock.now)
-    assert (marker.producer_id, marker.producer_epoch) == (producer.producer_id, 32766)
+    assert (marker.producer_id, marker.producer_epoch) == (producer.producer_id, 32767)
     assert (meta.producer_id, meta.producer_epoch, meta.state) == (5000, 0, TxnState.COMPLETE_COMMIT)
-    retry = coordinator.end_txn("w", TXN, producer.producer_id, 32765, True, clock.now, bump_epoch=True)
+    retry = coordinator.end_txn("w", TXN, producer.producer_id, 32766, True, clock.now, bump_epoch=True)
     assert only_reply(retry) == InitResult(ErrorCode.NONE, 5000, 0)
 
 

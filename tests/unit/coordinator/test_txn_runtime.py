@@ -100,38 +100,31 @@ class Harness:
     async def appended(self, end_offset: int) -> None:
         await eventually_async(lambda: self.end_offset >= end_offset, f"the append up to {end_offset}")
 
+    async def commit_held(self, pid: int, epoch: int) -> tuple[asyncio.Future[Any], asyncio.Event]:
+        """A commit whose PrepareCommit record is appended and kept from the ISR until the event is set."""
+        prepare = self.end_offset + 1
+        self.held[prepare] = release = asyncio.Event()
+        commit = self.commit(pid, epoch)
+        await self.appended(prepare)
+        return commit, release
+
 
 def test_the_abort_check_sends_no_marker_while_the_prepare_record_waits_for_the_isr() -> None:
+    """Meanwhile the transaction is Ongoing, as the log says (Kafka's pending PrepareCommit transition), and
+    either end of it is CONCURRENT_TRANSACTIONS."""
     async def scenario() -> None:
         harness = Harness()
         pid, epoch = await harness.open_transaction()
-        prepare = harness.end_offset + 1
-        harness.held[prepare] = release = asyncio.Event()  # the PrepareCommit record
-        commit = harness.commit(pid, epoch)
-        await harness.appended(prepare)
+        commit, release = await harness.commit_held(pid, epoch)
+        assert harness.state() is TxnState.ONGOING
         await harness.abort_check()
         assert harness.markers == [] and not commit.done()
-        retry = await harness.call(lambda w, t: harness.coordinator.end_txn(w, TXN, pid, epoch, True, t))
-        assert retry is ErrorCode.CONCURRENT_TRANSACTIONS
+        for result in (True, False):
+            retry = await harness.call(lambda w, t: harness.coordinator.end_txn(w, TXN, pid, epoch, result, t))
+            assert retry is ErrorCode.CONCURRENT_TRANSACTIONS
         release.set()
         assert await commit is ErrorCode.NONE
         assert [(m.commit, state) for m, state in harness.markers] == [(True, TxnState.PREPARE_COMMIT)]
-        assert harness.coordinator.transactions[TXN].state is TxnState.COMPLETE_COMMIT
-
-    asyncio.run(scenario())
-
-
-def test_a_failed_isr_wait_fails_the_answer_and_markers_follow_only_once_replicated() -> None:
-    async def scenario() -> None:
-        harness = Harness()
-        pid, epoch = await harness.open_transaction()
-        harness.failing.add(harness.end_offset + 1)
-        with pytest.raises(CoordinatorStorageError):
-            await harness.commit(pid, epoch)
-        assert harness.markers == []
-        harness.clock.advance(RETRY_BACKOFF_MAX_S)  # the runtime waits for the record again, then writes
-        await eventually_async(lambda: harness.markers, "the markers, once the record is replicated")
-        assert [m.commit for m, _ in harness.markers] == [True]
         assert harness.coordinator.transactions[TXN].state is TxnState.COMPLETE_COMMIT
 
     asyncio.run(scenario())

@@ -26,7 +26,7 @@ async def with_held_io(tmp_path: Path, config: LogConfig, pick: Callable[[LogMan
     logs.startup(0)
     io = IoExecutor(1)
     logs.attach_executor(io)
-    replicas = ReplicaManager(logs, BrokerId(0), SystemClock())
+    replicas = ReplicaManager(logs, BrokerId(0), SystemClock(), io=io)
     gate = threading.Event()
     held = asyncio.ensure_future(io.run(gate.wait))
     await asyncio.sleep(0)  # the thread is taken before the scenario begins
@@ -37,3 +37,12 @@ async def with_held_io(tmp_path: Path, config: LogConfig, pick: Callable[[LogMan
         await held
         io.shutdown()
         logs.shutdown()
+
+
+async def turns_until(condition: Callable[[], bool], what: str) -> None:
+    """Turns of the loop until ``condition``: for steps the loop alone takes, with no thread or I/O in between."""
+    for _ in range(1000):
+        if condition():
+            return
+        await asyncio.sleep(0)
+    raise AssertionError(f"never: {what}")

@@ -1,5 +1,5 @@
 """An existing replica that is to lead at a new epoch writes its `leader-epoch-checkpoint` on the I/O executor
-(`ReplicaManager.apply_role_later`, the LeaderAndIsr path): meanwhile it is fenced (produce is answered
+(`RoleChanges.apply_role_later`, the LeaderAndIsr path): meanwhile it is fenced (produce is answered
 NOT_LEADER_OR_FOLLOWER, a repeated epoch is stale), it leads only once the file is durable, a request's files
 are written by one call on the executor, and a later role change of the same replica applies after it. The
 I/O thread is held on a gate so each step is seen while the write is still queued, without timing."""
@@ -20,7 +20,7 @@ from pybroker.log import LogConfig
 from pybroker.log.checkpoint import LeaderEpochCheckpointFile
 from pybroker.log.errors import LogStorageError
 from pybroker.records.record import RecordInput, build_batch
-from pybroker.replication.epoch_writes import EpochWrites
+from pybroker.replication.epoch_writes import EpochFile, EpochWrites
 from pybroker.replication.errors import NotLeaderError
 from pybroker.replication.manager import PartitionRole, ReplicaManager
 from pybroker.replication.partition import Partition, epoch_checkpoint_of
@@ -53,8 +53,8 @@ def _led_once(replicas: ReplicaManager, index: int) -> Partition:
 
 
 def _later(replicas: ReplicaManager, role: PartitionRole, writes: EpochWrites) -> asyncio.Future[None]:
-    assert replicas.must_apply_later(role)
-    return asyncio.ensure_future(replicas.apply_role_later(role, None, config=CONFIG, min_insync_replicas=1,
+    assert replicas.role_changes.must_apply_later(role)
+    return asyncio.ensure_future(replicas.role_changes.apply_role_later(role, None, config=CONFIG, min_insync_replicas=1,
                                                            writes=writes))
 
 
@@ -103,7 +103,7 @@ def test_a_later_role_change_of_the_replica_applies_after_the_pending_one(tmp_pa
         await asyncio.gather(writing, leading, following)
         assert partition.leader_epoch == 4 and partition.leader_id == 1
         assert epoch_checkpoint_of(partition.log).read() == {1: 0, 3: 1}
-        assert not replicas.must_apply_later(_role(0, 1, 5))
+        assert not replicas.role_changes.must_apply_later(_role(0, 1, 5))
 
     asyncio.run(_with_held_io(tmp_path, scenario))
 
@@ -169,7 +169,7 @@ def test_a_request_s_files_are_shared_out_over_half_the_io_threads(tmp_path: Pat
         io = IoExecutor(4)
         writes = EpochWrites(io)
         files = [LeaderEpochCheckpointFile(str(tmp_path / f"checkpoint-{n}")) for n in range(5)]
-        written = [writes.add(checkpoint, {n: 10 * n}) for n, checkpoint in enumerate(files)]
+        written = [writes.add(EpochFile().take(checkpoint, {n: 10 * n})) for n, checkpoint in enumerate(files)]
         await writes.write()
         io.shutdown()
         assert io.submitted == 2 and all(done.done() and done.exception() is None for done in written)
