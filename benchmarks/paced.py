@@ -25,6 +25,7 @@ import argparse
 import ctypes
 import math
 import os
+import shutil
 import signal
 import socket
 import statistics
@@ -387,6 +388,9 @@ def run_callgrind(build: Build, args: argparse.Namespace, scratch: Path) -> dict
                     pacer.stop()
                 _callgrind_control(broker.pid, "--instr=off")
                 dump, = set(out.parent.glob(out.name + ".*")) - dumps
+                if args.callgrind_keep is not None:
+                    args.callgrind_keep.mkdir(parents=True, exist_ok=True)
+                    shutil.copy(dump, args.callgrind_keep / f"callgrind.{build.name}.{kind}")
                 lines = dump.read_text().splitlines()
                 events = next(line for line in lines if line.startswith("events:")).split()[1:]
                 totals = next(line for line in lines if line.startswith(("totals:", "summary:"))).split()[1:]
@@ -482,6 +486,8 @@ def main() -> None:
                         help="also the empty Fetch answered with canned bytes by a bare uvloop server")
     parser.add_argument("--callgrind", type=float, metavar="RATE",
                         help="instead: user-space instructions per request under callgrind at RATE requests/s")
+    parser.add_argument("--callgrind-keep", type=Path, metavar="DIR",
+                        help="with --callgrind: copy each dump to DIR (for callgrind_annotate)")
     parser.add_argument("-n", "--repetitions", type=int, default=3)
     parser.add_argument("--record", action="store_true", help="top frames (perf record) in the last repetition")
     parser.add_argument("--top", type=int, default=25, help="frames perf record shows")

@@ -24,7 +24,8 @@ __all__ = ["COMPILED", "GROUP", "PURE_ENV", "BuildError", "install", "pure_reque
            "describe"]
 
 #: The modules setup.py compiles: the synchronous code W1's and W12's profiles rank (the wire primitives the
-#: generated codecs call, framing, record batches and their validation, varints, fetch sessions, the partition).
+#: generated codecs call, the typed codecs of the Fetch and Produce requests and responses, framing, record
+#: batches and their validation, varints, fetch sessions, the partition).
 #: No module with coroutines: compiled too, the connection pump, dispatch, the Produce and Fetch handlers,
 #: ``append_records``, ``fetch_messages`` and the replica manager run 11-12% fewer user instructions per small
 #: request (callgrind: 220k against 250k per empty Fetch, 261k against 296k per one-message Produce) but take no
@@ -35,6 +36,7 @@ __all__ = ["COMPILED", "GROUP", "PURE_ENV", "BuildError", "install", "pure_reque
 #: build costs 48 us per empty Fetch at 18,000 requests/s and 67 us at 10,500.)
 COMPILED: tuple[str, ...] = (
     "pybroker.protocol.primitives",
+    "pybroker.protocol.hot_codecs",
     "pybroker.protocol.frame",
     "pybroker.records.varint",
     "pybroker.records.record",

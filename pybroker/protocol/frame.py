@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import dataclasses
 import struct
+from collections.abc import Callable
+from typing import Any, Final
 
 from pybroker.protocol.api_keys import FLEXIBLE_MIN, REQUEST_VERSIONS
 from pybroker.protocol.errors import DecodeError, EncodeError, FrameTooLarge
 from pybroker.protocol.messages.request_header import RequestHeader
 from pybroker.protocol.messages.response_header import ResponseHeader
 from pybroker.protocol.primitives import BytesLike, FramePart, Reader, Writer
-from pybroker.protocol.schema import Message
+from pybroker.protocol.schema import Message, get_plan
 
 __all__ = [
     "FrameDecoder",
@@ -35,9 +37,17 @@ __all__ = [
 API_VERSIONS_KEY = 18
 CONTROLLED_SHUTDOWN_KEY = 7
 
-_SIZE = struct.Struct(">i")
-_HEADER_V0 = struct.Struct(">ii")  # size, correlation id
-_HEADER_FIXED = struct.Struct(">hhih")  # api key, api version, correlation id, client id length
+# Final: the compiled build keeps them in C statics rather than looking them up in the module's dict per call
+_SIZE: Final = struct.Struct(">i")
+_HEADER_V0: Final = struct.Struct(">ii")  # size, correlation id
+_HEADER_FIXED: Final = struct.Struct(">hhih")  # api key, api version, correlation id, client id length
+_HEADER_FIXED_SIZE: Final = 10
+_REQUEST_VERSIONS: Final = REQUEST_VERSIONS
+_FLEXIBLE_MIN: Final = FLEXIBLE_MIN
+_RequestHeader: Final = RequestHeader
+#: Each message class's body writer at a version it supports (its plan's), once ``Message.write`` has
+#: checked the version: a response skips that interpreted method and the plan lookup.
+_BODY_WRITERS: dict[tuple[type, int], Callable[[Writer, Any], None]] = {}
 
 
 class FrameDecoder:
@@ -122,7 +132,7 @@ def request_header_version(api_key: int, api_version: int) -> int:
     """Request header version: 2 for flexible request versions, else 1; ControlledShutdown v0: 0."""
     if api_key == CONTROLLED_SHUTDOWN_KEY and api_version == 0:
         return 0
-    fmin = FLEXIBLE_MIN.get(api_key)
+    fmin = _FLEXIBLE_MIN.get(api_key)
     return 2 if fmin is not None and api_version >= fmin else 1
 
 
@@ -160,27 +170,31 @@ def _usual_request_header(frame: BytesLike) -> tuple[RequestHeader, int] | None:
     """The header every client sends, in one unpack: a supported key and version, a client id of valid
     UTF-8 within the frame and, in a v2 header, no tagged fields. None for anything else, which the
     generated codec then reads (and rejects) as before."""
+    api_key: int
+    api_version: int
+    correlation_id: int
+    length: int
     try:
         api_key, api_version, correlation_id, length = _HEADER_FIXED.unpack_from(frame, 0)
     except struct.error:
         return None
-    supported = REQUEST_VERSIONS.get(api_key)
+    supported = _REQUEST_VERSIONS.get(api_key)
     if supported is None or not supported[0] <= api_version <= supported[1] or length < -1:
         return None
     header_version = request_header_version(api_key, api_version)
     if header_version == 0:  # no client id
         return None
     flexible = header_version == 2
-    end = _HEADER_FIXED.size + max(length, 0)
+    end = _HEADER_FIXED_SIZE + max(length, 0)
     if end + flexible > len(frame) or (flexible and frame[end] != 0):
         return None
     client_id = None
     if length >= 0:
         try:
-            client_id = str(frame[_HEADER_FIXED.size:end], "utf-8")
+            client_id = str(frame[_HEADER_FIXED_SIZE:end], "utf-8")
         except UnicodeDecodeError:
             return None
-    return RequestHeader(api_key, api_version, correlation_id, client_id), end + flexible
+    return _RequestHeader(api_key, api_version, correlation_id, client_id), end + flexible
 
 
 def decode_response_header(frame: BytesLike, api_key: int,
@@ -245,7 +259,13 @@ def _response_writer(correlation_id: int, api_key: int, api_version: int, msg: M
     buf += _HEADER_V0.pack(0, correlation_id)
     if response_header_version(api_key, api_version) == 1:
         buf.append(0)  # empty tagged-field section
-    msg.write(w, api_version)
+    write = _BODY_WRITERS.get((type(msg), api_version))
+    if write is not None:
+        write(w, msg)
+    else:
+        msg.write(w, api_version)  # checks the version (or writes an EncodedBody)
+        if isinstance(msg, Message) and type(msg).write is Message.write:
+            _BODY_WRITERS[(type(msg), api_version)] = get_plan(type(msg), api_version).write
     _SIZE.pack_into(buf, 0, w.encoded_size - 4)
     return w
 

@@ -358,7 +358,7 @@ def _compile(cls: type, version: int) -> Plan:
         elements = None
         if compact and elem and elem not in _FIXED and elem not in _VARIABLE:  # a compact array of structs
             plan = get_plan(resolve_struct(owner, elem), version)
-            elements = Elements(plan.read, plan.write, plan.min_size or 1, plan.cost + _SLOT_COST)
+            elements = Elements(plan.read, plan.write, *_element(plan.cls, version))
         fields.append(WireField(spec.name, spec.type, pos[spec.name], nullable, read, write, raw_read, raw_write,
                                 elements))
     positioned = {tag: (pos[name], rd) for tag, (name, rd) in tag_readers.items()}
@@ -371,10 +371,23 @@ def _compile(cls: type, version: int) -> Plan:
     def write_tagged(w: Writer, obj: Any) -> None:
         _write_tagged(tagged_rows, w, obj)
 
-    return Plan(cls, version, flexible, min_size, cost,
-                build_reader(cls, fields, flexible, template, factories, read_tagged),
-                build_writer(cls, version, fields, flexible, {name: default for _, name, _, default in tagged},
-                             write_tagged))
+    read = build_reader(cls, fields, flexible, template, factories, read_tagged)
+    write = build_writer(cls, version, fields, flexible, {name: default for _, name, _, default in tagged},
+                         write_tagged)
+    from pybroker.protocol import hot_codecs  # imports the hot messages' modules, which import this one
+
+    read, write = hot_codecs.codecs(cls, version, read, write, _element)
+    return Plan(cls, version, flexible, min_size, cost, read, write)
+
+
+def _element(cls: type | str, version: int) -> tuple[int, int]:
+    """What one ``cls`` (a struct class, or a fixed-size type) in a compact array costs the decode: its least
+    size on the wire and its budget share (as ``Elements`` of the generated readers and ``_array_codec`` have
+    them)."""
+    if isinstance(cls, str):
+        return _FIXED[cls][2], _COST[cls] + _SLOT_COST
+    plan = get_plan(cls, version)
+    return plan.min_size or 1, plan.cost + _SLOT_COST
 
 
 # --------------------------------------------------------------------------- tagged fields
