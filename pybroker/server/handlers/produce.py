@@ -13,6 +13,7 @@ holds the batch (or the request's timeout).
 
 from __future__ import annotations
 
+import asyncio
 
 from pybroker.common.ids import ProducerEpoch, ProducerId
 from pybroker.common.topic import INTERNAL_TOPICS, TopicPartition
@@ -34,6 +35,8 @@ from pybroker.server.registry import api
 from pybroker.server.request_channel import leave_request_queue
 
 PartitionResponse = ProduceResponse.PartitionProduceResponse
+_Producer = tuple[ProducerId, ProducerEpoch]
+_Turn = tuple[tuple[ProducerId, TopicPartition], asyncio.Future[None] | None, asyncio.Future[None]]
 FIRST_ZSTD_VERSION = 7
 FIRST_TRANSACTION_ABORTABLE_VERSION = 11  # KIP-890: the client handles TRANSACTION_ABORTABLE
 FIRST_IMPLICIT_ADD_VERSION = 12  # transactions V2: the coordinator adds the partition to the transaction
@@ -53,28 +56,36 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
     authorized = allowed_names(ctx, AclOperation.WRITE, ResourceType.TOPIC, (n for n in names if n is not None))
     refused = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED if request.transactional_id is not None and not \
         authorize(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id) else None
-    not_admitted = {} if refused or request.transactional_id is None else \
-        await _admit_transactional(ctx, request, request.transactional_id, names, authorized)
-    # Each partition's answer in request order: a refusal now, or the outcome of its append.
-    slots: list[list[PartitionResponse | PartitionAppend]] = []
-    batches = []
-    for name, topic in zip(names, request.topic_data):
-        if name is None:
-            slots.append([_error(data.index, ErrorCode.UNKNOWN_TOPIC_ID, None) for data in topic.partition_data])
-            continue
-        code = refused or (None if name in authorized else ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-        slots.append([_error(data.index, code, None) if code else
-                      _not_admitted(data.index, name, not_admitted[TopicPartition(name, data.index)])
-                      if not_admitted and TopicPartition(name, data.index) in not_admitted
-                      else PartitionAppend(name, data.index, _received(data.records))
-                      for data in topic.partition_data])
-        batches += [slot for slot in slots[-1] if isinstance(slot, PartitionAppend)]
-    metrics = services.metrics
-    results = await append_records(
-        services.replica_manager, batches, required_acks=request.acks, transactional_id=request.transactional_id,
-        allow_zstd=ctx.api_version >= FIRST_ZSTD_VERSION, now_ms=ctx.now_ms,
-        before_append=_checks(ctx) if services.schema_validation.topics else None,
-        appended=metrics.record_produce if metrics is not None else None, io=services.io)
+    turns: list[_Turn] = []
+    try:
+        not_admitted: dict[TopicPartition, ErrorCode] = {}
+        if not refused and request.transactional_id is not None:
+            by_producer = _transactional_batches(ctx, request, names, authorized)
+            turns = _take_turns(ctx, by_producer)  # at arrival: a later request of the producer comes after this one
+            not_admitted = await _admit_transactional(ctx, request.transactional_id, by_producer, turns)
+        # Each partition's answer in request order: a refusal now, or the outcome of its append.
+        slots: list[list[PartitionResponse | PartitionAppend]] = []
+        batches = []
+        for name, topic in zip(names, request.topic_data):
+            if name is None:
+                slots.append([_error(data.index, ErrorCode.UNKNOWN_TOPIC_ID, None) for data in topic.partition_data])
+                continue
+            code = refused or (None if name in authorized else ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+            slots.append([_error(data.index, code, None) if code else
+                          _not_admitted(data.index, name, not_admitted[TopicPartition(name, data.index)])
+                          if not_admitted and TopicPartition(name, data.index) in not_admitted
+                          else PartitionAppend(name, data.index, _received(data.records))
+                          for data in topic.partition_data])
+            batches += [slot for slot in slots[-1] if isinstance(slot, PartitionAppend)]
+        metrics = services.metrics
+        results = await append_records(
+            services.replica_manager, batches, required_acks=request.acks, transactional_id=request.transactional_id,
+            allow_zstd=ctx.api_version >= FIRST_ZSTD_VERSION, now_ms=ctx.now_ms,
+            before_append=_checks(ctx) if services.schema_validation.topics else None,
+            appended=metrics.record_produce if metrics is not None else None, io=services.io)
+    finally:
+        if turns:
+            _end_turns(ctx, turns)
     if quota.active():  # producer_byte_rate counts the whole request's bytes, acks=0 included (as Kafka)
         quota.record_produce(request.acks, ctx.request_size, services.clock.wall_ms())
     if request.acks == 0:
@@ -134,12 +145,12 @@ def _topic_name(ctx: RequestContext, topic: ProduceRequest.TopicProduceData) -> 
     return None if info is None else info.name
 
 
-async def _admit_transactional(ctx: RequestContext, request: ProduceRequest, transactional_id: str,
-                               names: list[str | None], authorized: set[str]) -> dict[TopicPartition, ErrorCode]:
-    """The partitions whose transactional batch the coordinator did not admit (TxnService.admit: added for a
-    V2 client, verified for a V1 one), with the code each gets; asked once per producer id and epoch."""
+def _transactional_batches(ctx: RequestContext, request: ProduceRequest, names: list[str | None],
+                           authorized: set[str]) -> dict[_Producer, list[TopicPartition]]:
+    """Per producer id and epoch, the partitions of the request's transactional batches that the coordinator
+    has to admit; the others are answered by their partition's own checks."""
     metadata = ctx.services.metadata
-    by_producer: dict[tuple[ProducerId, ProducerEpoch], list[TopicPartition]] = {}
+    by_producer: dict[_Producer, list[TopicPartition]] = {}
     for name, topic in zip(names, request.topic_data):
         info = None if name is None or name not in authorized or name in INTERNAL_TOPICS else metadata.topic(name)
         if info is None:
@@ -153,6 +164,34 @@ async def _admit_transactional(ctx: RequestContext, request: ProduceRequest, tra
             if header.attributes & TRANSACTIONAL_FLAG_MASK and header.producer_id >= 0:  # else refused as invalid
                 producer = ProducerId(header.producer_id), ProducerEpoch(header.producer_epoch)
                 by_producer.setdefault(producer, []).append(TopicPartition(name, data.index))
+    return by_producer
+
+
+def _take_turns(ctx: RequestContext, by_producer: dict[_Producer, list[TopicPartition]]) -> list[_Turn]:
+    """This request's turn at each of its producer's partitions, taken when it arrives: the coordinator's
+    answer may take a while, and a request of the same producer arriving meanwhile must not be admitted and
+    appended before it (its batch would come before this one's sequence numbers: OUT_OF_ORDER_SEQUENCE)."""
+    admissions = ctx.services.txns.admissions
+    keys = dict.fromkeys((producer_id, partition) for (producer_id, _), partitions in by_producer.items()
+                         for partition in partitions)
+    return [(key, *admissions.take(key)) for key in keys]
+
+
+def _end_turns(ctx: RequestContext, turns: list[_Turn]) -> None:
+    admissions = ctx.services.txns.admissions
+    for key, previous, turn in turns:
+        admissions.end(key, previous, turn)
+
+
+async def _admit_transactional(ctx: RequestContext, transactional_id: str,
+                               by_producer: dict[_Producer, list[TopicPartition]],
+                               turns: list[_Turn]) -> dict[TopicPartition, ErrorCode]:
+    """Once the producer's earlier requests to these partitions are appended, the partitions whose batch the
+    coordinator did not admit (TxnService.admit: added for a V2 client, verified for a V1 one), with the code
+    each gets; asked once per producer id and epoch."""
+    for _, previous, _ in turns:
+        if previous is not None and not previous.done():
+            await asyncio.shield(previous)  # the earlier request's turn is not this one's to cancel
     not_admitted: dict[TopicPartition, ErrorCode] = {}
     for (producer_id, producer_epoch), partitions in by_producer.items():
         code = await ctx.services.txns.admit(transactional_id, producer_id, producer_epoch, partitions,
