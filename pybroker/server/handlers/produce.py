@@ -60,9 +60,10 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
     try:
         not_admitted: dict[TopicPartition, ErrorCode] = {}
         if not refused and request.transactional_id is not None:
-            by_producer = _transactional_batches(ctx, request, names, authorized)
+            by_producer, unknown = _transactional_batches(ctx, request, names, authorized)
             turns = _take_turns(ctx, by_producer)  # at arrival: a later request of the producer comes after this one
             not_admitted = await _admit_transactional(ctx, request.transactional_id, by_producer, turns)
+            not_admitted.update(dict.fromkeys(unknown, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
         # Each partition's answer in request order: a refusal now, or the outcome of its append.
         slots: list[list[PartitionResponse | PartitionAppend]] = []
         batches = []
@@ -145,26 +146,33 @@ def _topic_name(ctx: RequestContext, topic: ProduceRequest.TopicProduceData) -> 
     return None if info is None else info.name
 
 
-def _transactional_batches(ctx: RequestContext, request: ProduceRequest, names: list[str | None],
-                           authorized: set[str]) -> dict[_Producer, list[TopicPartition]]:
+def _transactional_batches(ctx: RequestContext, request: ProduceRequest, names: list[str | None], authorized: set[str]
+                           ) -> tuple[dict[_Producer, list[TopicPartition]], list[TopicPartition]]:
     """Per producer id and epoch, the partitions of the request's transactional batches that the coordinator
-    has to admit; the others are answered by their partition's own checks."""
+    has to admit; and those this broker leads but its metadata does not know yet (a LeaderAndIsr comes before
+    its UpdateMetadata), which the coordinator would refuse as unknown. The others are answered by their
+    partition's own checks (not led here)."""
     metadata = ctx.services.metadata
+    replicas = ctx.services.replica_manager
     by_producer: dict[_Producer, list[TopicPartition]] = {}
+    unknown: list[TopicPartition] = []
     for name, topic in zip(names, request.topic_data):
-        info = None if name is None or name not in authorized or name in INTERNAL_TOPICS else metadata.topic(name)
-        if info is None:
+        if name is None or name not in authorized or name in INTERNAL_TOPICS:
             continue
-        name = info.name
+        info = metadata.topic(name)
         for data in topic.partition_data:
             records = _received(data.records)
-            if data.index not in info.partitions or records is None or len(records) < BATCH_HEADER.size:
-                continue  # answered by the partition's own checks
+            if records is None or len(records) < BATCH_HEADER.size:
+                continue  # refused as invalid
             header = RecordBatch(records).header()
-            if header.attributes & TRANSACTIONAL_FLAG_MASK and header.producer_id >= 0:  # else refused as invalid
+            if not header.attributes & TRANSACTIONAL_FLAG_MASK or header.producer_id < 0:
+                continue  # not transactional, or refused as invalid
+            if info is not None and data.index in info.partitions:
                 producer = ProducerId(header.producer_id), ProducerEpoch(header.producer_epoch)
-                by_producer.setdefault(producer, []).append(TopicPartition(name, data.index))
-    return by_producer
+                by_producer.setdefault(producer, []).append(TopicPartition(info.name, data.index))
+            elif (hosted := replicas.hosted(name, data.index)) is not None and hosted.is_leader:
+                unknown.append(TopicPartition(name, data.index))
+    return by_producer, unknown
 
 
 def _take_turns(ctx: RequestContext, by_producer: dict[_Producer, list[TopicPartition]]) -> list[_Turn]:
