@@ -9,11 +9,16 @@ MESSAGE_TOO_LARGE); records that break a rule of their topic (no key on a compac
 timestamp out of message.timestamp.*) are named in `record_errors` (KIP-467) with INVALID_RECORD
 or INVALID_TIMESTAMP. acks=0 requests get no response at all; acks=all answers wait until the ISR
 holds the batch (or the request's timeout).
+
+A transactional producer's requests are admitted and appended in the order they arrived: one whose
+admission waits for the coordinator holds back the producer's later ones to the same partitions
+(`TxnService.admissions`), as Kafka, which handles a connection's requests one at a time, would.
 """
 
 from __future__ import annotations
 
 import asyncio
+from typing import Sequence
 
 from pybroker.common.ids import ProducerEpoch, ProducerId
 from pybroker.common.topic import INTERNAL_TOPICS, TopicPartition
@@ -56,7 +61,7 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
     authorized = allowed_names(ctx, AclOperation.WRITE, ResourceType.TOPIC, (n for n in names if n is not None))
     refused = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED if request.transactional_id is not None and not \
         authorize(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id) else None
-    turns: list[_Turn] = []
+    turns: Sequence[_Turn] = ()
     try:
         not_admitted: dict[TopicPartition, ErrorCode] = {}
         if not refused and request.transactional_id is not None:
@@ -185,7 +190,7 @@ def _take_turns(ctx: RequestContext, by_producer: dict[_Producer, list[TopicPart
     return [(key, *admissions.take(key)) for key in keys]
 
 
-def _end_turns(ctx: RequestContext, turns: list[_Turn]) -> None:
+def _end_turns(ctx: RequestContext, turns: Sequence[_Turn]) -> None:
     admissions = ctx.services.txns.admissions
     for key, previous, turn in turns:
         admissions.end(key, previous, turn)
