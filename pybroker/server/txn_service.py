@@ -42,6 +42,7 @@ from pybroker.coordinator.txn_runtime import TxnRuntime
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.messages import TxnOffsetCommitRequest
 from pybroker.records import RecordInput, build_batch, build_end_txn_marker, iter_batches
+from pybroker.replication.append_queue import Turns
 from pybroker.replication.errors import UnknownPartitionError
 from pybroker.replication.manager import ReplicaManager
 from pybroker.server.coordinator_loads import CoordinatorPartitions, LoadSteps, LogSource
@@ -86,6 +87,9 @@ class TxnService:
         self._request_timeout_s = config["request.timeout.ms"] / 1000
         self._offsets_timeout_s = config["offsets.commit.timeout.ms"] / 1000
         self._verify = config["transaction.partition.verification.enable"]
+        self.admissions: Turns[tuple[ProducerId, TopicPartition]] = Turns()
+        """Per producer and partition, the transactional Produce requests being admitted or appended: a later one
+        waits its turn, so the appends keep the order the requests arrived in (Kafka handles one at a time)."""
         self.partitions = CoordinatorPartitions(TXN_TOPIC, logs, io, LoadSteps(
             replay=_replay, apply=self._apply, unload=self.runtime.unload, keys="transactional id(s)",
             epoch="coordinator epoch"))

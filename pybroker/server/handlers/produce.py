@@ -9,10 +9,16 @@ MESSAGE_TOO_LARGE); records that break a rule of their topic (no key on a compac
 timestamp out of message.timestamp.*) are named in `record_errors` (KIP-467) with INVALID_RECORD
 or INVALID_TIMESTAMP. acks=0 requests get no response at all; acks=all answers wait until the ISR
 holds the batch (or the request's timeout).
+
+A transactional producer's requests are admitted and appended in the order they arrived: one whose
+admission waits for the coordinator holds back the producer's later ones to the same partitions
+(`TxnService.admissions`), as Kafka, which handles a connection's requests one at a time, would.
 """
 
 from __future__ import annotations
 
+import asyncio
+from typing import Sequence
 
 from pybroker.common.ids import ProducerEpoch, ProducerId
 from pybroker.common.topic import INTERNAL_TOPICS, TopicPartition
@@ -34,6 +40,8 @@ from pybroker.server.registry import api
 from pybroker.server.request_channel import leave_request_queue
 
 PartitionResponse = ProduceResponse.PartitionProduceResponse
+_Producer = tuple[ProducerId, ProducerEpoch]
+_Turn = tuple[tuple[ProducerId, TopicPartition], asyncio.Future[None] | None, asyncio.Future[None]]
 FIRST_ZSTD_VERSION = 7
 FIRST_TRANSACTION_ABORTABLE_VERSION = 11  # KIP-890: the client handles TRANSACTION_ABORTABLE
 FIRST_IMPLICIT_ADD_VERSION = 12  # transactions V2: the coordinator adds the partition to the transaction
@@ -53,28 +61,37 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
     authorized = allowed_names(ctx, AclOperation.WRITE, ResourceType.TOPIC, (n for n in names if n is not None))
     refused = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED if request.transactional_id is not None and not \
         authorize(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id) else None
-    not_admitted = {} if refused or request.transactional_id is None else \
-        await _admit_transactional(ctx, request, request.transactional_id, names, authorized)
-    # Each partition's answer in request order: a refusal now, or the outcome of its append.
-    slots: list[list[PartitionResponse | PartitionAppend]] = []
-    batches = []
-    for name, topic in zip(names, request.topic_data):
-        if name is None:
-            slots.append([_error(data.index, ErrorCode.UNKNOWN_TOPIC_ID, None) for data in topic.partition_data])
-            continue
-        code = refused or (None if name in authorized else ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-        slots.append([_error(data.index, code, None) if code else
-                      _not_admitted(data.index, name, not_admitted[TopicPartition(name, data.index)])
-                      if not_admitted and TopicPartition(name, data.index) in not_admitted
-                      else PartitionAppend(name, data.index, _received(data.records))
-                      for data in topic.partition_data])
-        batches += [slot for slot in slots[-1] if isinstance(slot, PartitionAppend)]
-    metrics = services.metrics
-    results = await append_records(
-        services.replica_manager, batches, required_acks=request.acks, transactional_id=request.transactional_id,
-        allow_zstd=ctx.api_version >= FIRST_ZSTD_VERSION, now_ms=ctx.now_ms,
-        before_append=_checks(ctx) if services.schema_validation.topics else None,
-        appended=metrics.record_produce if metrics is not None else None, io=services.io)
+    turns: Sequence[_Turn] = ()
+    try:
+        not_admitted: dict[TopicPartition, ErrorCode] = {}
+        if not refused and request.transactional_id is not None:
+            by_producer, unknown = _transactional_batches(ctx, request, names, authorized)
+            turns = _take_turns(ctx, by_producer)  # at arrival: a later request of the producer comes after this one
+            not_admitted = await _admit_transactional(ctx, request.transactional_id, by_producer, turns)
+            not_admitted.update(dict.fromkeys(unknown, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+        # Each partition's answer in request order: a refusal now, or the outcome of its append.
+        slots: list[list[PartitionResponse | PartitionAppend]] = []
+        batches = []
+        for name, topic in zip(names, request.topic_data):
+            if name is None:
+                slots.append([_error(data.index, ErrorCode.UNKNOWN_TOPIC_ID, None) for data in topic.partition_data])
+                continue
+            code = refused or (None if name in authorized else ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+            slots.append([_error(data.index, code, None) if code else
+                          _not_admitted(data.index, name, not_admitted[TopicPartition(name, data.index)])
+                          if not_admitted and TopicPartition(name, data.index) in not_admitted
+                          else PartitionAppend(name, data.index, _received(data.records))
+                          for data in topic.partition_data])
+            batches += [slot for slot in slots[-1] if isinstance(slot, PartitionAppend)]
+        metrics = services.metrics
+        results = await append_records(
+            services.replica_manager, batches, required_acks=request.acks, transactional_id=request.transactional_id,
+            allow_zstd=ctx.api_version >= FIRST_ZSTD_VERSION, now_ms=ctx.now_ms,
+            before_append=_checks(ctx) if services.schema_validation.topics else None,
+            appended=metrics.record_produce if metrics is not None else None, io=services.io)
+    finally:
+        if turns:
+            _end_turns(ctx, turns)
     if quota.active():  # producer_byte_rate counts the whole request's bytes, acks=0 included (as Kafka)
         quota.record_produce(request.acks, ctx.request_size, services.clock.wall_ms())
     if request.acks == 0:
@@ -134,25 +151,60 @@ def _topic_name(ctx: RequestContext, topic: ProduceRequest.TopicProduceData) -> 
     return None if info is None else info.name
 
 
-async def _admit_transactional(ctx: RequestContext, request: ProduceRequest, transactional_id: str,
-                               names: list[str | None], authorized: set[str]) -> dict[TopicPartition, ErrorCode]:
-    """The partitions whose transactional batch the coordinator did not admit (TxnService.admit: added for a
-    V2 client, verified for a V1 one), with the code each gets; asked once per producer id and epoch."""
+def _transactional_batches(ctx: RequestContext, request: ProduceRequest, names: list[str | None], authorized: set[str]
+                           ) -> tuple[dict[_Producer, list[TopicPartition]], list[TopicPartition]]:
+    """Per producer id and epoch, the partitions of the request's transactional batches that the coordinator
+    has to admit; and those this broker leads but its metadata does not know yet (a LeaderAndIsr comes before
+    its UpdateMetadata), which the coordinator would refuse as unknown. The others are answered by their
+    partition's own checks (not led here)."""
     metadata = ctx.services.metadata
-    by_producer: dict[tuple[ProducerId, ProducerEpoch], list[TopicPartition]] = {}
+    replicas = ctx.services.replica_manager
+    by_producer: dict[_Producer, list[TopicPartition]] = {}
+    unknown: list[TopicPartition] = []
     for name, topic in zip(names, request.topic_data):
-        info = None if name is None or name not in authorized or name in INTERNAL_TOPICS else metadata.topic(name)
-        if info is None:
+        if name is None or name not in authorized or name in INTERNAL_TOPICS:
             continue
-        name = info.name
+        info = metadata.topic(name)
         for data in topic.partition_data:
             records = _received(data.records)
-            if data.index not in info.partitions or records is None or len(records) < BATCH_HEADER.size:
-                continue  # answered by the partition's own checks
+            if records is None or len(records) < BATCH_HEADER.size:
+                continue  # refused as invalid
             header = RecordBatch(records).header()
-            if header.attributes & TRANSACTIONAL_FLAG_MASK and header.producer_id >= 0:  # else refused as invalid
+            if not header.attributes & TRANSACTIONAL_FLAG_MASK or header.producer_id < 0:
+                continue  # not transactional, or refused as invalid
+            if info is not None and data.index in info.partitions:
                 producer = ProducerId(header.producer_id), ProducerEpoch(header.producer_epoch)
-                by_producer.setdefault(producer, []).append(TopicPartition(name, data.index))
+                by_producer.setdefault(producer, []).append(TopicPartition(info.name, data.index))
+            elif (hosted := replicas.hosted(name, data.index)) is not None and hosted.is_leader:
+                unknown.append(TopicPartition(name, data.index))
+    return by_producer, unknown
+
+
+def _take_turns(ctx: RequestContext, by_producer: dict[_Producer, list[TopicPartition]]) -> list[_Turn]:
+    """This request's turn at each of its producer's partitions, taken when it arrives: the coordinator's
+    answer may take a while, and a request of the same producer arriving meanwhile must not be admitted and
+    appended before it (its batch would come before this one's sequence numbers: OUT_OF_ORDER_SEQUENCE)."""
+    admissions = ctx.services.txns.admissions
+    keys = dict.fromkeys((producer_id, partition) for (producer_id, _), partitions in by_producer.items()
+                         for partition in partitions)
+    return [(key, *admissions.take(key)) for key in keys]
+
+
+def _end_turns(ctx: RequestContext, turns: Sequence[_Turn]) -> None:
+    admissions = ctx.services.txns.admissions
+    for key, previous, turn in turns:
+        admissions.end(key, previous, turn)
+
+
+async def _admit_transactional(ctx: RequestContext, transactional_id: str,
+                               by_producer: dict[_Producer, list[TopicPartition]],
+                               turns: list[_Turn]) -> dict[TopicPartition, ErrorCode]:
+    """Once the producer's earlier requests to these partitions are appended, the partitions whose batch the
+    coordinator did not admit (TxnService.admit: added for a V2 client, verified for a V1 one), with the code
+    each gets; asked once per producer id and epoch."""
+    for _, previous, _ in turns:
+        if previous is not None and not previous.done():
+            await asyncio.shield(previous)  # the earlier request's turn is not this one's to cancel
     not_admitted: dict[TopicPartition, ErrorCode] = {}
     for (producer_id, producer_epoch), partitions in by_producer.items():
         code = await ctx.services.txns.admit(transactional_id, producer_id, producer_epoch, partitions,
