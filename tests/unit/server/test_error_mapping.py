@@ -44,6 +44,9 @@ NOT_FROM_HANDLERS = {
     "pybroker.client.sasl.SaslConfigError": "client properties (--command-config) only",
     "pybroker.controller.zk_writer.StateConflict": "the controller's own ISR-race signal, caught by its partition state machine",
     "pybroker.records.record_scan._GiveUp": "caught inside record_scan: the pure-Python walk then runs and names the fault",
+    "pybroker.records.validation.OverBudget": "caught by append_records, which checks the batch on an I/O thread instead",
+    "pybroker.protocol.hot_codecs.Unusual": "caught inside the typed codecs: the generic codec reads or writes the "
+                                            "message instead",
     "pybroker.common.client_metrics.InvalidSubscription": "caught by the client-metrics config handler and the "
                                                           "telemetry manager, which answer INVALID_CONFIG/INVALID_REQUEST",
     "pybroker.server.telemetry.series.InvalidPayload": "caught by PushTelemetry, which answers INVALID_RECORD",
