@@ -36,8 +36,9 @@ from tests.integration.test_bad_input import WireClient
 from tests.integration.test_topic_creation_off_loop import _produce
 
 PARTITIONS = 250
-ANSWERED_WHILE_MOVING = 50
-"""Far more than the requests answered before the broker reads the LeaderAndIsr (its 500 fsyncs on the loop)."""
+ANSWERED_WHILE_MOVING = 10
+"""Far more than the 1 request answered while the writes (500 fsyncs) ran on the loop. Off the loop: 175-780 on a
+quiet machine, 24 in a CI run with three test workers on two cores (the pinging client gets less of a core)."""
 VERSION = 7
 
 

@@ -43,7 +43,7 @@ GROUP_KEY, SHARE_KEY = 0, 2
 
 
 def _coordinator(cluster: Cluster, key: str, key_type: int) -> int:
-    """The node id FindCoordinator answers for ``key``, once there is one."""
+    """The node id FindCoordinator answers for ``key``, once there is one that is running."""
     last: list[FindCoordinatorResponse.Coordinator] = []
 
     def found() -> tuple[int] | None:
@@ -53,7 +53,10 @@ def _coordinator(cluster: Cluster, key: str, key_type: int) -> int:
                                      FindCoordinatorResponse).coordinators
         finally:
             client.close()
-        return (last[0].node_id,) if last[0].error_code == ErrorCode.NONE else None  # node 0 is falsy
+        node = last[0].node_id
+        # Right after a kill the answer can still name the killed broker, until its partition's leader moves.
+        running = last[0].error_code == ErrorCode.NONE and cluster.brokers[node].process is not None
+        return (node,) if running else None  # a tuple: node 0 is falsy
 
     return eventually(found, lambda: f"the coordinator of {key} (last answer {last})")[0]
 
