@@ -28,7 +28,12 @@ def test_a_planted_bug_is_caught(name: str) -> None:
     mutant = BY_NAME[name]
     with planted(mutant) as code_root:
         result = run_round(mutant.seeds[0], DURATIONS[name], with_txn=mutant.txn, generator=mutant.generator,
-                           kinds=list(mutant.kinds), code_root=code_root, keep_dir=KEEP)
+                           kinds=list(mutant.kinds), code_root=code_root, keep_dir=KEEP, keep_all=True)
+    if not result.report.anomalies[EXPECTED[name]] and result.kept is not None:
+        for log in sorted(result.kept.glob("broker-*/broker.log")):  # the post-mortem a CI log keeps
+            print(f"--- ISR and role lines of {log.parent.name} ---")
+            print("\n".join(line for line in log.read_text(errors="replace").splitlines()
+                            if "ISR" in line or "leader" in line.lower()))
     assert result.report.anomalies[EXPECTED[name]], f"{name} not caught: {result.verdict}; kept in {result.kept}"
     if result.kept is not None:
         shutil.rmtree(result.kept, ignore_errors=True)  # a caught mutant's round is no failure to look into
