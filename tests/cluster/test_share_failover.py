@@ -97,7 +97,8 @@ def _acquire(client: WireClient, member: str, topic_id: uuid.UUID, epoch: int = 
     def acquired() -> list[tuple[int, int, int]] | None:
         nonlocal epoch
         answer = _fetch(client, GROUP, member, epoch, topic_id)
-        epoch += 1
+        if answer.error_code == ErrorCode.NONE:  # a refused fetch leaves the session's epoch where it was
+            epoch += 1
         partitions = [p for t in answer.responses for p in t.partitions]
         got = [(a.first_offset, a.last_offset, a.delivery_count) for p in partitions for a in p.acquired_records]
         return got or None
