@@ -4,7 +4,7 @@ never a torn one, and the new one survives a power loss once this returns. The b
 `write_json_durably_off_loop`, so two fsyncs never stall the event loop that serves every client.
 
 A store's write is one step: check, write the file, change the state in memory, under the store's lock.
-`finishes_once_started` makes it run to its end even when the request that asked for it is cancelled (its
+`common/uncancellable.finishes_once_started` makes it run to its end even when the request that asked for it is cancelled (its
 client went away): a cancelled step would otherwise release the lock while its thread still writes
 ``path.tmp``, and the next step's write would share that file (one rename then fails, or renames the other's
 half-written file), or leave on disk a change the memory does not hold."""
@@ -12,16 +12,11 @@ half-written file), or leave on disk a change the memory does not hold."""
 from __future__ import annotations
 
 import asyncio
-import functools
 import json
 import os
-from typing import Any, Callable, Coroutine, ParamSpec, TypeVar
+from typing import Any
 
-__all__ = ["finishes_once_started", "write_json_durably", "write_json_durably_off_loop"]
-
-P = ParamSpec("P")
-T = TypeVar("T")
-_RUNNING: set[asyncio.Future[Any]] = set()  # the steps whose callers stopped waiting, kept until they end
+__all__ = ["write_json_durably", "write_json_durably_off_loop"]
 
 
 def write_json_durably(path: str, document: Any) -> None:
@@ -46,20 +41,3 @@ async def write_json_durably_off_loop(path: str, document: Any) -> None:
     of the file."""
     await asyncio.to_thread(write_json_durably, path, document)
 
-
-def finishes_once_started(step: Callable[P, Coroutine[Any, Any, T]]) -> Callable[P, Coroutine[Any, Any, T]]:
-    """A store's write ``step`` run as a task of its own: cancelling its caller stops the waiting, not the
-    step, which ends as if it had been waited for (see the module's docstring)."""
-    @functools.wraps(step)
-    async def run(*args: P.args, **kwargs: P.kwargs) -> T:
-        task = asyncio.ensure_future(step(*args, **kwargs))
-        _RUNNING.add(task)
-        task.add_done_callback(_ended)
-        return await asyncio.shield(task)
-    return run
-
-
-def _ended(task: asyncio.Future[Any]) -> None:
-    _RUNNING.discard(task)
-    if not task.cancelled():
-        task.exception()  # retrieved: a caller that stopped waiting was answered already

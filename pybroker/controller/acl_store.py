@@ -32,7 +32,8 @@ from typing import Any, Callable, Iterable, Protocol
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
-from pybroker.common.durable_json import finishes_once_started, write_json_durably_off_loop
+from pybroker.common.durable_json import write_json_durably_off_loop
+from pybroker.common.uncancellable import finishes_once_started
 from pybroker.zk.client import ZkClient, ZkEvent
 from pybroker.security.acl import (
     AccessControlEntry,

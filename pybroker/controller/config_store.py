@@ -17,7 +17,8 @@ import os
 import urllib.parse
 from typing import Any, Awaitable, Callable, Generic, Mapping, TypeVar
 
-from pybroker.common.durable_json import finishes_once_started, write_json_durably_off_loop
+from pybroker.common.durable_json import write_json_durably_off_loop
+from pybroker.common.uncancellable import finishes_once_started
 from pybroker.zk import paths as zp
 from pybroker.controller.config_changes import ConfigChangeFeed, announce_config_change
 from pybroker.zk.client import ZkClient, ZkEvent

@@ -17,7 +17,8 @@ import os
 import uuid
 from typing import Any, Callable, Mapping, Sequence
 
-from pybroker.common.durable_json import finishes_once_started, write_json_durably, write_json_durably_off_loop
+from pybroker.common.durable_json import write_json_durably, write_json_durably_off_loop
+from pybroker.common.uncancellable import finishes_once_started
 from pybroker.common.ids import LeaderEpoch, ProducerId
 from pybroker.common.topic import new_topic_id, topic_id_from_string, topic_id_to_string, topic_name_error
 from pybroker.controller.errors import (

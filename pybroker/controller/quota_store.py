@@ -23,7 +23,7 @@ from __future__ import annotations
 from typing import Callable, Mapping, Protocol
 
 from pybroker.common.client_quotas import IP_QUOTA_KEYS, QUOTA_KEYS
-from pybroker.common.durable_json import finishes_once_started
+from pybroker.common.uncancellable import finishes_once_started
 from pybroker.controller.config_store import ConfigCache, JsonDocument, ZkEntityConfigs, desanitize, sanitize
 from pybroker.zk.client import ZkClient
 

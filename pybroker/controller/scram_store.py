@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Mapping, Protocol
 
-from pybroker.common.durable_json import finishes_once_started
+from pybroker.common.uncancellable import finishes_once_started
 from pybroker.controller.config_store import ConfigCache, JsonDocument, ZkEntityConfigs, desanitize, sanitize
 from pybroker.zk.client import ZkClient
 

@@ -22,6 +22,7 @@ from typing import Any, Awaitable, Coroutine, Protocol, TypeVar
 
 from pybroker.common.ids import BrokerId, LeaderEpoch
 from pybroker.common.topic import TopicPartition
+from pybroker.common.uncancellable import run_to_end
 from pybroker.log.config import LogConfig
 from pybroker.log.errors import LogStorageError
 from pybroker.log.manager import LogManager
@@ -92,7 +93,6 @@ class RoleChanges:
         self._creating: dict[TopicPartition, _Creation] = {}
         self._pending: dict[TopicPartition, asyncio.Future[None]] = {}  # per replica, the last one still running
         self._fenced_leaders: set[TopicPartition] = set()  # led before their new epoch's checkpoint began
-        self._running: set[asyncio.Future[Any]] = set()  # `_whole`'s tasks: the loop keeps only weak references
 
     # What the replica manager asks
 
@@ -150,18 +150,10 @@ class RoleChanges:
         return self._whole(create_and_apply())
 
     def _whole(self, change: Coroutine[Any, Any, T]) -> asyncio.Future[T]:
-        """A role change that makes a new log, run in a task of its own that a cancelled request (the controller's
-        connection closed) does not stop half-way, with the log made but the replica not served (a request's epoch
+        """A role change that makes a new log, run to its end (`run_to_end`) even when its request is cancelled (the
+        controller's connection closed), so the log is never made with the replica not served (a request's epoch
         writes are shielded the same way); its outcome is then nobody's to answer."""
-        task = asyncio.ensure_future(change)
-        self._running.add(task)
-        task.add_done_callback(self._ended)
-        return asyncio.shield(task)
-
-    def _ended(self, task: asyncio.Future[Any]) -> None:
-        self._running.discard(task)
-        if not task.cancelled():
-            task.exception()  # retrieved: a request still waiting got it through the shield
+        return run_to_end(change)
 
     async def _create_log(self, topic: str, index: int, topic_id: uuid.UUID, config: LogConfig,
                           leader_epoch: LeaderEpoch | None) -> None:

@@ -33,7 +33,8 @@ from typing import TYPE_CHECKING, Protocol
 
 from kazoo.exceptions import NodeExistsError
 
-from pybroker.common.durable_json import finishes_once_started, write_json_durably_off_loop
+from pybroker.common.durable_json import write_json_durably_off_loop
+from pybroker.common.uncancellable import finishes_once_started
 from pybroker.protocol.error_codes import ErrorCode
 
 if TYPE_CHECKING:
