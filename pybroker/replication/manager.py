@@ -15,6 +15,7 @@ sent through the `IsrWriter` seam (AlterPartition to the controller in productio
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import uuid
 from typing import Callable, Container, Iterable, Protocol
@@ -35,6 +36,7 @@ from pybroker.replication.errors import (
     ReplicaTimeoutError,
     UnknownPartitionError,
 )
+from pybroker.replication.epoch_writes import BackgroundEpochWrites, EpochWrite
 from pybroker.replication.fetcher import EpochWriting, FetcherConfig, ReplicaFetcher
 from pybroker.replication.leader_endpoint import LeaderEndPoint
 from pybroker.replication.partition import Partition, epoch_cache_of
@@ -61,10 +63,11 @@ LeadershipListener = Callable[[str, int, int, bool], None]
 class ReplicaManager:
     def __init__(self, log_manager: LogManager, broker_id: BrokerId, clock: Clock, *,
                  replica_lag_time_max_ms: int = 30000, io: IoExecutor | None = None):
-        """``io``: where the fetchers write their replicas' `leader-epoch-checkpoint`; None writes on the loop
-        (tests without a broker)."""
+        """``io``: where the fetchers write their replicas' `leader-epoch-checkpoint`, and the writes nothing waits
+        for (`write_epochs_later`); None writes on the loop (tests without a broker)."""
         self.log_manager = log_manager
         self.io = io
+        self._background_epochs = None if io is None else BackgroundEpochWrites(io)
         self.broker_id = broker_id
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
         self.isr_writer: IsrWriter | None = None
@@ -153,7 +156,7 @@ class ReplicaManager:
         if partition is None:
             log_ = self.log_manager.get_or_create_log(topic, index, config, topic_id)
             partition = Partition(topic, index, topic_id, log_, self.broker_id, NO_LEADER, leader_epoch, (), (),
-                                  min_isr, epoch_cache=epoch_cache_of(log_))
+                                  min_isr, epoch_cache=epoch_cache_of(log_), write_later=self.write_epochs_later)
             self._partitions[key] = partition
             self._by_topic.setdefault(topic, {})[index] = partition
             for listener in self.hosted_listeners:
@@ -264,11 +267,24 @@ class ReplicaManager:
         self._wake(key)
 
     def _on_epoch_write_failed(self, partition: Partition, written_log: PartitionLog, error: OSError) -> None:
-        """A follower's `leader-epoch-checkpoint` could not be written: its log dir fails, as the leader's does;
+        """A follower's or background `leader-epoch-checkpoint` write failed: its log dir fails, as the leader's does;
         not when the log is gone meanwhile (stopped, or replaced by a log dir move)."""
         if self._partitions.get(partition.key) is partition and partition.log is written_log and not written_log.closed:
             self.log_manager.fail_dir_of(written_log, LogStorageError(
                 f"Writing the leader epoch checkpoint of {partition.topic}-{partition.index} failed: {error}"))
+
+    def write_epochs_later(self, partition: Partition, write: EpochWrite) -> None:
+        """Make a `leader-epoch-checkpoint` write nothing waits for in the background (`BackgroundEpochWrites`);
+        its failure fails the log dir of the log it was taken for, if that log is still the replica's."""
+        if self._background_epochs is None:
+            write.run()
+            return
+        self._background_epochs.add(write, functools.partial(self._on_epoch_write_failed, partition, partition.log))
+
+    async def epochs_written(self) -> None:
+        """Return once the background `leader-epoch-checkpoint` writes queued so far are made or failed."""
+        if self._background_epochs is not None:
+            await self._background_epochs.drained()
 
     def stop_replica(self, topic: str, index: int, *, delete: bool, source: str) -> bool:
         """Stop replicating a partition; whether its log is to be deleted, which the caller does with
@@ -331,6 +347,7 @@ class ReplicaManager:
         self._fetchers.clear()
         self._fetcher_addresses.clear()
         await asyncio.gather(*(fetcher.close() for fetcher in fetchers), return_exceptions=True)
+        await self.epochs_written()
         tasks = list(self._isr_tasks)
         for task in tasks:
             task.cancel()

@@ -16,7 +16,7 @@ import logging
 import os
 import uuid
 from dataclasses import dataclass, field
-from typing import Container
+from typing import Callable, Container
 
 from pybroker.common.ids import BrokerId, LeaderEpoch
 from pybroker.common.topic import TopicPartition
@@ -121,6 +121,9 @@ class Partition:
     epochs_unwritten: bool = False
     """The epoch cache changed and its `leader-epoch-checkpoint` does not have it yet: a follower's truncation or
     log start move, left for its fetcher to write off the loop (`take_epoch_write`)."""
+    write_later: Callable[[Partition, EpochWrite], None] | None = None
+    """Where a write nothing waits for goes (only the log start moved, as Kafka's truncateFromStartAsyncFlush): the
+    replica manager's background writes; None writes it at once (tests without a broker)."""
     key: TopicPartition = field(init=False)
     """(topic, index), built once: the append and watermark paths key their waiters by it."""
 
@@ -355,16 +358,20 @@ class Partition:
         """Write `leader-epoch-checkpoint` when the epoch cache `changed` or its start lags the log's:
         the log start moves without the partition knowing (retention, DeleteRecords), so every
         append, truncation and role change catches the cache up with it. Not when the file already
-        holds what the cache now has (`written`); only marked `epochs_unwritten` when `deferred`."""
-        changed |= self.epoch_cache.truncate_from_start(self.log.log_start_offset)
-        if not (changed or self.epochs_unwritten) or self.log.closed:
+        holds what the cache now has (`written`); only marked `epochs_unwritten` when `deferred`; handed to
+        `write_later` when only the start moved."""
+        start_moved = self.epoch_cache.truncate_from_start(self.log.log_start_offset)
+        if not (changed or start_moved or self.epochs_unwritten) or self.log.closed:
             return
         if deferred:
             self.epochs_unwritten = True
             return
         entries = dict(self.epoch_cache.entries)
         if written != entries:
-            self.epoch_file.write_now(epoch_checkpoint_of(self.log), entries)
+            if not (changed or self.epochs_unwritten) and self.write_later is not None:
+                self.write_later(self, self.epoch_write(entries))  # dropped epochs only: start-up cuts a lagging file
+            else:
+                self.epoch_file.write_now(epoch_checkpoint_of(self.log), entries)
         self.epochs_unwritten = False
 
 

@@ -1,0 +1,150 @@
+"""A `leader-epoch-checkpoint` write that only drops epochs below a moved log start (retention, DeleteRecords, a
+log dir move) is made in the background on the I/O executor, as Kafka's truncateFromStartAsyncFlush: the append
+or request that moved the start completes and the epoch cache is right at once, the file follows, and a write
+that fails takes the log dir offline. The I/O thread is held on a gate so each step is seen while the write is
+still queued, without timing: a write made on the loop would be in the file already."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import uuid
+from pathlib import Path
+from typing import Awaitable, Callable
+
+import pytest
+
+from pybroker.common.clock import SystemClock
+from pybroker.common.ids import BrokerId, LeaderEpoch
+from pybroker.common.io_executor import IoExecutor
+from pybroker.log import LogConfig
+from pybroker.log.checkpoint import LeaderEpochCheckpointFile
+from pybroker.log.manager import LogManager
+from pybroker.records.record import RecordInput, build_batch
+from pybroker.replication.log_dir_mover import LogDirMover
+from pybroker.replication.log_requests import delete_records_on_leader, last_offset_for_leader_epoch
+from pybroker.replication.manager import PartitionRole, ReplicaManager
+from pybroker.replication.partition import Partition, epoch_checkpoint_of
+from tests.unit.replication.held_io import with_held_io
+
+CONFIG = LogConfig(segment_bytes=100, retention_bytes=1)  # a segment per batch; retention keeps the active one
+TOPIC_ID = uuid.UUID(int=12)
+
+Scenario = Callable[[ReplicaManager, IoExecutor, threading.Event], Awaitable[None]]
+
+
+def _batch() -> bytearray:
+    return bytearray(build_batch([RecordInput(b"k", b"v")]))
+
+
+def _lead(replicas: ReplicaManager, epoch: int) -> Partition:
+    replicas.apply_role(PartitionRole("t", 0, TOPIC_ID, BrokerId(0), LeaderEpoch(epoch), (0,), (0,), epoch, 1),
+                        None, config=CONFIG, min_insync_replicas=1)
+    return replicas.partition("t", 0)
+
+
+def _two_epochs(replicas: ReplicaManager) -> Partition:
+    """Offsets 0-1 written at epoch 1, offset 2 at epoch 2, each in a segment of its own; all committed."""
+    _lead(replicas, 1)
+    for _ in range(2):
+        replicas.append("t", 0, _batch(), required_acks=1, now_ms=0)
+    partition = _lead(replicas, 2)
+    replicas.append("t", 0, _batch(), required_acks=1, now_ms=0)
+    assert epoch_checkpoint_of(partition.log).read() == {1: 0, 2: 2} and partition.log.high_watermark == 3
+    return partition
+
+
+async def _with_held_io(tmp_path: Path, scenario: Scenario) -> None:
+    await with_held_io(tmp_path, CONFIG, lambda _logs, io: io, scenario)
+
+
+def test_delete_records_answers_with_the_epoch_file_still_queued(tmp_path: Path) -> None:
+    async def scenario(replicas: ReplicaManager, io: IoExecutor, gate: threading.Event) -> None:
+        partition = _two_epochs(replicas)
+        deleted = delete_records_on_leader(replicas, "t", 0, 3, alive={0})
+        assert (deleted.offset, deleted.low_watermark) == (3, 3)
+        assert partition.epoch_cache.entries == [(2, 3)]  # right at once: OffsetForLeaderEpoch answers from it
+        assert last_offset_for_leader_epoch(replicas, "t", 0, 1, -1) == (1, 3)
+        assert epoch_checkpoint_of(partition.log).read() == {1: 0, 2: 2}
+        gate.set()
+        await replicas.epochs_written()
+        assert epoch_checkpoint_of(partition.log).read() == {2: 3}
+
+    asyncio.run(_with_held_io(tmp_path, scenario))
+
+
+def test_an_append_after_retention_moved_the_log_start_writes_the_file_in_the_background(tmp_path: Path) -> None:
+    async def scenario(replicas: ReplicaManager, io: IoExecutor, gate: threading.Event) -> None:
+        partition = _two_epochs(replicas)
+        assert replicas.log_manager.run_retention(0) == 2 and partition.log.log_start_offset == 2
+        replicas.append("t", 0, _batch(), required_acks=1, now_ms=0)
+        replicas.append("t", 0, _batch(), required_acks=1, now_ms=0)  # the same write: one is queued
+        assert partition.epoch_cache.entries == [(2, 2)]
+        assert epoch_checkpoint_of(partition.log).read() == {1: 0, 2: 2}
+        submitted = io.submitted
+        gate.set()
+        await replicas.epochs_written()
+        assert io.submitted == submitted + 1
+        assert epoch_checkpoint_of(partition.log).read() == {2: 2}
+
+    asyncio.run(_with_held_io(tmp_path, scenario))
+
+
+def test_a_background_write_overtaken_by_a_newer_one_never_lands_over_it(tmp_path: Path) -> None:
+    async def scenario(replicas: ReplicaManager, io: IoExecutor, gate: threading.Event) -> None:
+        partition = _two_epochs(replicas)
+        delete_records_on_leader(replicas, "t", 0, 3, alive={0})
+        newer = partition.epoch_write({2: 3, 5: 3})
+        newer.run()  # on this thread, before the queued one gets its turn
+        gate.set()
+        await replicas.epochs_written()
+        assert epoch_checkpoint_of(partition.log).read() == {2: 3, 5: 3}
+
+    asyncio.run(_with_held_io(tmp_path, scenario))
+
+
+def test_a_failed_background_write_takes_the_log_dir_offline(tmp_path: Path) -> None:
+    async def scenario(replicas: ReplicaManager, io: IoExecutor, gate: threading.Event) -> None:
+        partition = _two_epochs(replicas)
+        (Path(partition.log.dir) / "leader-epoch-checkpoint.tmp").mkdir()  # the write's open fails, even as root
+        delete_records_on_leader(replicas, "t", 0, 3, alive={0})
+        assert not replicas.log_manager.is_offline("t", 0)
+        gate.set()
+        await replicas.epochs_written()
+        assert replicas.log_manager.is_offline("t", 0)
+
+    asyncio.run(_with_held_io(tmp_path, scenario))
+
+
+def test_a_log_moved_to_another_dir_gets_its_epoch_file_off_the_loop(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    written_on_io: list[bool] = []
+    write = LeaderEpochCheckpointFile.write
+
+    def recording_write(self: LeaderEpochCheckpointFile, entries: dict[int, int]) -> None:
+        written_on_io.append(IoExecutor.on_io_thread())
+        write(self, entries)
+
+    async def scenario() -> None:
+        source, target = tmp_path / "a", tmp_path / "b"
+        logs = LogManager([str(source), str(target)], CONFIG)
+        logs.startup(0)
+        io = IoExecutor(1)
+        logs.attach_executor(io)
+        replicas = ReplicaManager(logs, BrokerId(0), SystemClock(), io=io)
+        mover = LogDirMover(replicas, io, lambda: 1 << 30)
+        try:
+            partition = _two_epochs(replicas)
+            monkeypatch.setattr(LeaderEpochCheckpointFile, "write", recording_write)
+            mover.move("t", 0, str(target))
+            await asyncio.gather(*mover._tasks.values())
+            await replicas.epochs_written()
+            assert partition.log.dir.startswith(str(target))
+            assert epoch_checkpoint_of(partition.log).read() == {1: 0, 2: 2}
+            assert written_on_io == [True]
+        finally:
+            await mover.shutdown()
+            io.shutdown()
+            logs.shutdown()
+
+    asyncio.run(scenario())
