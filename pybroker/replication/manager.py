@@ -39,7 +39,7 @@ from pybroker.replication.errors import (
 from pybroker.replication.epoch_writes import BackgroundEpochWrites, EpochWrite
 from pybroker.replication.fetcher import EpochWriting, FetcherConfig, ReplicaFetcher
 from pybroker.replication.leader_endpoint import LeaderEndPoint
-from pybroker.replication.partition import Partition, epoch_cache_of
+from pybroker.replication.partition import Partition, epoch_cache_on_disk
 from pybroker.replication.role_changes import PartitionRole, RoleChanges
 from pybroker.replication.topic_changes import TopicChanges
 
@@ -155,8 +155,11 @@ class ReplicaManager:
         partition = self._partitions.get(key)
         if partition is None:
             log_ = self.log_manager.get_or_create_log(topic, index, config, topic_id)
+            cache, stale = epoch_cache_on_disk(log_)
             partition = Partition(topic, index, topic_id, log_, self.broker_id, NO_LEADER, leader_epoch, (), (),
-                                  min_isr, epoch_cache=epoch_cache_of(log_), write_later=self.write_epochs_later)
+                                  min_isr, epoch_cache=cache, write_later=self.write_epochs_later)
+            if stale:
+                self.write_epochs_later(partition, partition.epoch_write(dict(cache.entries)))
             self._partitions[key] = partition
             self._by_topic.setdefault(topic, {})[index] = partition
             for listener in self.hosted_listeners:

@@ -50,7 +50,7 @@ def epoch_cache_of(partition_log: PartitionLog) -> EpochCache:
     """The log's epoch cache as its `leader-epoch-checkpoint` has it, cut to the log's offset range
     (start-up recovery may have dropped a torn tail; retention may have moved the start). When the
     file is missing or corrupt the cache is rebuilt from the batch headers, then written."""
-    cache, stale = _epoch_cache_on_disk(partition_log)
+    cache, stale = epoch_cache_on_disk(partition_log)
     if stale:
         epoch_checkpoint_of(partition_log).write(dict(cache.entries))
     return cache
@@ -68,11 +68,13 @@ def write_first_epoch(partition_log: PartitionLog, *, leader_epoch: int) -> None
 def latest_epoch_on_disk(partition_log: PartitionLog) -> int:
     """The leader epoch of the log's last batch, for a replica this broker does not serve yet (the
     controller compares logs before it elects one); reads, never writes, the checkpoint."""
-    return _epoch_cache_on_disk(partition_log)[0].latest_epoch
+    return epoch_cache_on_disk(partition_log)[0].latest_epoch
 
 
-def _epoch_cache_on_disk(partition_log: PartitionLog) -> tuple[EpochCache, bool]:
-    """The cache and whether the checkpoint must be written again to match it."""
+def epoch_cache_on_disk(partition_log: PartitionLog) -> tuple[EpochCache, bool]:
+    """`epoch_cache_of` without its write: the cache and whether the checkpoint must be written again to match
+    it, which nothing waits for (a file cut or rebuilt again at the next start-up if it lags, as Kafka's
+    LogLoader flushes these in the background)."""
     checkpoint = epoch_checkpoint_of(partition_log)
     log_is_empty = partition_log.size_in_bytes == 0
     stored = _stored_epochs(checkpoint, log_is_empty=log_is_empty)

@@ -103,6 +103,21 @@ def test_a_background_write_overtaken_by_a_newer_one_never_lands_over_it(tmp_pat
     asyncio.run(_with_held_io(tmp_path, scenario))
 
 
+def test_a_stale_file_of_a_log_served_again_is_rewritten_in_the_background(tmp_path: Path) -> None:
+    async def scenario(replicas: ReplicaManager, io: IoExecutor, gate: threading.Event) -> None:
+        partition = _two_epochs(replicas)
+        assert not replicas.stop_replica("t", 0, delete=False, source="test")  # the log stays, as after a restart
+        epoch_checkpoint_of(partition.log).write({1: 0, 2: 2, 3: 7})  # past the log end: a tail lost at a crash
+        served = _lead(replicas, 2)
+        assert served is not partition and served.epoch_cache.entries == [(1, 0), (2, 2)]
+        assert epoch_checkpoint_of(served.log).read() == {1: 0, 2: 2, 3: 7}
+        gate.set()
+        await replicas.epochs_written()
+        assert epoch_checkpoint_of(served.log).read() == {1: 0, 2: 2}
+
+    asyncio.run(_with_held_io(tmp_path, scenario))
+
+
 def test_a_failed_background_write_takes_the_log_dir_offline(tmp_path: Path) -> None:
     async def scenario(replicas: ReplicaManager, io: IoExecutor, gate: threading.Event) -> None:
         partition = _two_epochs(replicas)
