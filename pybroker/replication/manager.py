@@ -284,6 +284,12 @@ class ReplicaManager:
             return
         self._background_epochs.add(write, functools.partial(self._on_epoch_write_failed, partition, partition.log))
 
+    def drop_epochs_below_log_starts(self) -> None:
+        """After a retention pass that deleted segments: every replica's epoch cache drops what its log no
+        longer has (`Partition.drop_epochs_below_log_start`)."""
+        for partition in self._partitions.values():
+            partition.drop_epochs_below_log_start()
+
     async def epochs_written(self) -> None:
         """Return once the background `leader-epoch-checkpoint` writes queued so far are made or failed."""
         if self._background_epochs is not None:

@@ -349,6 +349,12 @@ class Partition:
         may void it), so whoever writes next writes the cache, unless the append comes with what was written."""
         self.epochs_unwritten = True
 
+    def drop_epochs_below_log_start(self) -> None:
+        """Retention moved the log start: the cache drops the epochs below it now (Kafka's
+        maybeIncrementLogStartOffset), not at the next append; the file follows in the background, or with the
+        next write when one is due already (`epochs_unwritten`)."""
+        self._persist_epochs(changed=False, deferred=self.epochs_unwritten)
+
     def take_epoch_write(self) -> EpochWrite | None:
         """The write that brings `leader-epoch-checkpoint` up to the cache, None when it has it already."""
         if not self.epochs_unwritten or self.log.closed:

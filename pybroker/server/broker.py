@@ -350,6 +350,7 @@ class Broker:
         deleted = self.log_manager.run_retention(self.clock.wall_ms())
         if deleted:
             log.info("Retention deleted %d segment(s)", deleted)
+            self.replica_manager.drop_epochs_below_log_starts()
 
     async def _clean(self) -> None:
         """One log-cleaner pass: plan on the loop, segment I/O in threads, swap on the loop."""

@@ -90,6 +90,20 @@ def test_an_append_after_retention_moved_the_log_start_writes_the_file_in_the_ba
     asyncio.run(_with_held_io(tmp_path, scenario))
 
 
+def test_retention_drops_the_epochs_below_the_log_start_without_an_append(tmp_path: Path) -> None:
+    async def scenario(replicas: ReplicaManager, io: IoExecutor, gate: threading.Event) -> None:
+        partition = _two_epochs(replicas)
+        assert replicas.log_manager.run_retention(0) == 2
+        replicas.drop_epochs_below_log_starts()
+        assert partition.epoch_cache.entries == [(2, 2)]
+        assert epoch_checkpoint_of(partition.log).read() == {1: 0, 2: 2}
+        gate.set()
+        await replicas.epochs_written()
+        assert epoch_checkpoint_of(partition.log).read() == {2: 2}
+
+    asyncio.run(_with_held_io(tmp_path, scenario))
+
+
 def test_a_background_write_overtaken_by_a_newer_one_never_lands_over_it(tmp_path: Path) -> None:
     async def scenario(replicas: ReplicaManager, io: IoExecutor, gate: threading.Event) -> None:
         partition = _two_epochs(replicas)
