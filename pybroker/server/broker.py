@@ -175,7 +175,7 @@ class Broker:
         self.bound_port: int | None = None
 
     async def start(self) -> None:
-        self.log_manager.startup(self.clock.wall_ms())
+        self.log_manager.startup(self.clock.wall_ms(), strays_checked=self.zk_mode is None)  # see move_strays below
         self.log_manager.attach_executor(self.io)
         ports = {}
         for spec in self._listener_specs:
