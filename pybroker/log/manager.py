@@ -30,6 +30,7 @@ cleaner as ``plan_cleaning`` (loop) -> ``CleaningJob.run`` (worker thread) ->
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import os
@@ -58,6 +59,7 @@ from pybroker.log.dir_checkpoints import (
     write_checkpoints,
 )
 from pybroker.log.errors import (
+    CorruptLogError,
     IllegalTopicNameError,
     InconsistentTopicIdError,
     LogError,
@@ -169,6 +171,8 @@ class LogManager:
                     path, tp[0], tp[1], self.config_for(tp[0]), now_ms=now_ms,
                     recovery_point=recovery.get(tp, 0), log_start_offset=starts.get(tp, 0),
                     clean_shutdown=clean, high_watermark=hws.get(tp))
+                with contextlib.suppress(CorruptLogError):  # raised again where the topic id is used
+                    loaded.read_topic_id()  # the stray check and each LeaderAndIsr's compare it: read before serving
                 if tp in self._logs:
                     self._second_copies.append((root, loaded))
                     continue

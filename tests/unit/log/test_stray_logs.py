@@ -11,12 +11,16 @@ from typing import Sequence
 import pytest
 
 from logtest_util import NOW, batch
+from pybroker.common.clock import SystemClock
+from pybroker.common.ids import BrokerId
 from pybroker.common.topic import TopicPartition, topic_id_to_string
 from pybroker.log import LogConfig
+from pybroker.log.checkpoint import PartitionMetadataFile
 from pybroker.log.errors import InconsistentTopicIdError, LogError
 from pybroker.log.log_dirs import STRAY_DIR_SUFFIX, parse_partition_dir_name, suffixed_dir_name
 from pybroker.log.manager import LogManager
 from pybroker.log.stray_logs import ReplicasOf
+from pybroker.replication.manager import ReplicaManager
 
 CONFIG = LogConfig()
 OLD, NEW = uuid.uuid4(), uuid.uuid4()
@@ -172,3 +176,20 @@ def test_two_copies_of_a_partition_neither_stray_are_refused(tmp_path: Path) -> 
     with pytest.raises(LogError, match="Duplicate log directories for t-0"):
         logs.move_strays(_metadata(NEW, 1), BROKER)
     assert _dirs(first) == ["t-0"] and _dirs(second) == ["t-0"]  # nothing moved
+
+
+def test_a_leader_and_isr_s_topic_id_check_reads_no_file_after_start_up(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """ZooKeeper mode compares every LeaderAndIsr's topic id with the log's (`ReplicaManager.has_consistent_topic_id`):
+    the id is read while the logs load, before anything is served, not on the loop at the first LeaderAndIsr."""
+    logs = _manager([tmp_path])
+    logs.get_or_create_log("t", 0, topic_id=OLD)
+    logs.shutdown()
+    logs = _manager([tmp_path])
+    reads: list[str] = []
+    read = PartitionMetadataFile.read
+    monkeypatch.setattr(PartitionMetadataFile, "read", lambda self: reads.append(self.path) or read(self))
+    replicas = ReplicaManager(logs, BrokerId(BROKER), SystemClock())
+    assert replicas.has_consistent_topic_id("t", 0, OLD) and not replicas.has_consistent_topic_id("t", 0, NEW)
+    assert reads == []
+    logs.shutdown()
