@@ -267,6 +267,7 @@ class Broker:
         if self.zk_mode is not None:
             await self.zk_mode.stop()
         await self.log_dir_mover.shutdown()
+        await self.replica_manager.epochs_written()  # the background leader-epoch-checkpoint writes, while io runs
         self.io.shutdown()
         self._cleaner_threads.shutdown(cancel_futures=True)  # a running job ends before the logs close
         self.log_manager.shutdown()

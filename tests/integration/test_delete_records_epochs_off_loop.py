@@ -24,7 +24,9 @@ from tests.integration.test_bad_input import WireClient
 from tests.integration.test_topic_creation_off_loop import _create_answer, _send_create
 
 PARTITIONS = 250
-ANSWERED_WHILE_WRITING = 10
+ANSWERED_WHILE_WRITING = 3
+"""None can be while the loop writes the files; 3 leaves room for a loaded machine (3 of 5 seen with two test
+workers here)."""
 TOPIC = "pruned"
 
 
