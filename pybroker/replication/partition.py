@@ -376,11 +376,21 @@ class Partition:
             return
         entries = dict(self.epoch_cache.entries)
         if written != entries:
-            if not (changed or self.epochs_unwritten) and self.write_later is not None:
+            if self.write_later is not None and (not (changed or self.epochs_unwritten)
+                                                 or self._lacks_only_dropped_epochs(written, entries)):
                 self.write_later(self, self.epoch_write(entries))  # dropped epochs only: start-up cuts a lagging file
             else:
                 self.epoch_file.write_now(epoch_checkpoint_of(self.log), entries)
         self.epochs_unwritten = False
+
+    def _lacks_only_dropped_epochs(self, written: dict[int, int] | None, entries: dict[int, int]) -> bool:
+        """Whether a file holding ``written`` differs from ``entries`` only by epochs below the log start (retention
+        moved it while the file was written for a role change or an append)."""
+        if written is None:
+            return False
+        cache = EpochCache.from_batches(sorted(written.items()))
+        cache.truncate_from_start(self.log.log_start_offset)
+        return dict(cache.entries) == entries
 
 
 def _assign_fetched(cache: EpochCache, records: bytes, log_end_offset: int) -> bool:

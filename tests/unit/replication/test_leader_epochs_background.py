@@ -21,6 +21,7 @@ from pybroker.log import LogConfig
 from pybroker.log.checkpoint import LeaderEpochCheckpointFile
 from pybroker.log.manager import LogManager
 from pybroker.records.record import RecordInput, build_batch
+from pybroker.replication.epoch_writes import EpochWrites
 from pybroker.replication.log_dir_mover import LogDirMover
 from pybroker.replication.log_requests import delete_records_on_leader, last_offset_for_leader_epoch
 from pybroker.replication.manager import PartitionRole, ReplicaManager
@@ -172,6 +173,89 @@ def test_a_log_moved_to_another_dir_gets_its_epoch_file_off_the_loop(tmp_path: P
             assert epoch_checkpoint_of(partition.log).read() == {1: 0, 2: 2}
             assert written_on_io == [True]
         finally:
+            await mover.shutdown()
+            io.shutdown()
+            logs.shutdown()
+
+    asyncio.run(scenario())
+
+
+def test_retention_while_a_new_epoch_is_written_never_writes_the_file_without_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A role change writes the new epoch before the cache has it (the replica is fenced meanwhile): a write taken
+    from the cache then, for a log start retention moved, would land over it without the epoch the replica is about
+    to append at."""
+    contents: list[dict[int, int]] = []
+    on_io: list[bool] = []
+    write = LeaderEpochCheckpointFile.write
+
+    def recording_write(self: LeaderEpochCheckpointFile, entries: dict[int, int]) -> None:
+        contents.append(dict(entries))
+        on_io.append(IoExecutor.on_io_thread())
+        write(self, entries)
+
+    async def scenario(replicas: ReplicaManager, io: IoExecutor, gate: threading.Event) -> None:
+        partition = _two_epochs(replicas)
+        role = PartitionRole("t", 0, TOPIC_ID, BrokerId(0), LeaderEpoch(4), (0,), (0,), 4, 1)
+        writes = EpochWrites(io)
+        leading = asyncio.ensure_future(replicas.role_changes.apply_role_later(role, None, config=CONFIG,
+                                                                               min_insync_replicas=1, writes=writes))
+        writing = asyncio.ensure_future(writes.write())
+        await asyncio.sleep(0)
+        assert not partition.is_leader and partition.leader_epoch == 4  # fenced, its file queued
+        monkeypatch.setattr(LeaderEpochCheckpointFile, "write", recording_write)
+        assert replicas.log_manager.run_retention(0) == 2
+        replicas.drop_epochs_below_log_starts()
+        gate.set()
+        await asyncio.gather(writing, leading)
+        await replicas.epochs_written()
+        assert partition.is_leader and epoch_checkpoint_of(partition.log).read() == {2: 2, 4: 3}
+        assert contents[0] == {1: 0, 2: 2, 4: 3} and all(4 in entries for entries in contents), contents
+        assert all(on_io), on_io  # the epochs retention dropped meanwhile too: the new epoch is durable already
+
+    asyncio.run(_with_held_io(tmp_path, scenario))
+
+
+def test_a_log_dir_move_swapping_the_log_while_a_new_epoch_is_written_leaves_the_epoch_in_the_new_file(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The role change's write went to the file of the log swapped out (renamed away meanwhile): the new log's file
+    gets the whole cache when the replica leads, and the failed write of the old file fails no log dir."""
+    entered, release = threading.Event(), threading.Event()
+    write = LeaderEpochCheckpointFile.write
+
+    def held_write(self: LeaderEpochCheckpointFile, entries: dict[int, int]) -> None:
+        if 4 in entries and not release.is_set():  # the role change's, on one of the two I/O threads
+            entered.set()
+            release.wait(10)
+        write(self, entries)
+
+    async def scenario() -> None:
+        source, target = tmp_path / "a", tmp_path / "b"
+        logs = LogManager([str(source), str(target)], CONFIG)
+        logs.startup(0)
+        io = IoExecutor(2)
+        logs.attach_executor(io)
+        replicas = ReplicaManager(logs, BrokerId(0), SystemClock(), io=io)
+        mover = LogDirMover(replicas, io, lambda: 1 << 30)
+        try:
+            partition = _two_epochs(replicas)
+            monkeypatch.setattr(LeaderEpochCheckpointFile, "write", held_write)
+            writes = EpochWrites(io)
+            leading = asyncio.ensure_future(replicas.role_changes.apply_role_later(
+                PartitionRole("t", 0, TOPIC_ID, BrokerId(0), LeaderEpoch(4), (0,), (0,), 4, 1), None, config=CONFIG,
+                min_insync_replicas=1, writes=writes))
+            writing = asyncio.ensure_future(writes.write())
+            assert await asyncio.get_running_loop().run_in_executor(None, entered.wait, 10)
+            mover.move("t", 0, str(target))
+            await asyncio.gather(*mover._tasks.values())  # copied by the other I/O thread, then swapped
+            assert partition.log.dir.startswith(str(target)) and not partition.is_leader
+            release.set()
+            await asyncio.gather(writing, leading)
+            await replicas.epochs_written()
+            assert partition.is_leader and not logs.is_offline("t", 0)
+            assert epoch_checkpoint_of(partition.log).read() == {1: 0, 2: 2, 4: 3}
+        finally:
+            release.set()
             await mover.shutdown()
             io.shutdown()
             logs.shutdown()
