@@ -22,7 +22,7 @@ from typing import Iterator
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 from kazoo.client import KazooClient
 
 from pybroker.log.checkpoint import PartitionMetadataFile
@@ -70,6 +70,13 @@ def _create_refused(admin: AdminClient) -> KafkaError:
     return error
 
 
+def _grow_refused(admin: AdminClient) -> KafkaError:
+    with pytest.raises(KafkaException) as refused:
+        admin.create_partitions([NewPartitions(TOPIC, 2)])[TOPIC].result(30)
+    error: KafkaError = refused.value.args[0]
+    return error
+
+
 def _auto_created(bootstrap: str) -> int:
     """The error code of a Metadata request that may auto-create TOPIC: a client retries LEADER_NOT_AVAILABLE,
     which Kafka's AutoTopicCreationManager answers when the creation finds the topic already there."""
@@ -104,6 +111,8 @@ def _delete_while_broker_1_is_down(cluster: Cluster, zk: KazooClient) -> tuple[A
     assert _pending(zk) == (True, True)  # broker 1 has not deleted its replica
     refused = _create_refused(admin)
     assert (refused.code(), refused.str()) == (KafkaError.TOPIC_ALREADY_EXISTS, f"Topic '{TOPIC}' already exists.")
+    grow = _grow_refused(admin)  # as Kafka's KafkaApis answers CreatePartitions for a topic queued for deletion
+    assert (grow.code(), grow.str()) == (KafkaError.TOPIC_EXCEPTION, "The topic is queued for deletion.")
     assert _auto_created(first.bootstrap) == ErrorCode.LEADER_NOT_AVAILABLE
     with pytest.raises(KafkaException) as again:  # as Kafka's KafkaApis: brokers no longer know the topic
         admin.delete_topics([TOPIC])[TOPIC].result(30)
@@ -217,6 +226,7 @@ def test_a_topic_being_reassigned_is_deleted_once_its_reassignment_ends(
         assert _pending(zk) == (True, True)
         assert TOPIC in admin.list_topics(timeout=10).topics
         assert _create_refused(admin).code() == KafkaError.TOPIC_ALREADY_EXISTS
+        assert _grow_refused(admin).code() == KafkaError.TOPIC_EXCEPTION
 
         cluster.brokers[leader].start()  # the target catches up, the move ends, then the topic goes
         eventually(lambda: _pending(zk) == (False, False), "the deletion to follow the reassignment", timeout=60)
