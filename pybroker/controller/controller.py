@@ -493,7 +493,8 @@ class ZkController:
         live = ctx.electable()
         preferred: dict[int, list[TopicPartition]] = {}
         for key in ctx.states:
-            preferred.setdefault(ctx.replicas(key)[0], []).append(key)
+            if not self._deletions.is_queued(key[0]):  # a topic held for deletion keeps its leaders, as in Kafka
+                preferred.setdefault(ctx.replicas(key)[0], []).append(key)
         changed: set[TopicPartition] = set()
         for broker_id, keys in preferred.items():
             elsewhere = [k for k in keys if ctx.states[k].leader != broker_id]
@@ -520,7 +521,8 @@ class ZkController:
                              partitions: list[TopicPartition] | None) -> dict[TopicPartition, ElectionOutcome]:
         self._check_active()
         live = self._ctx.electable()
-        outcomes = {key: await self._partitions.elect_on_request(key, election_type, live)
+        outcomes = {key: ElectionOutcome.TOPIC_BEING_DELETED if self._deletions.is_queued(key[0]) else
+                    await self._partitions.elect_on_request(key, election_type, live)
                     for key in (sorted(self._ctx.states) if partitions is None else partitions)}
         changed = {key for key, outcome in outcomes.items() if outcome == ElectionOutcome.ELECTED}
         if changed:

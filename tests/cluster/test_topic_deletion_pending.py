@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import ElectionType, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 from kazoo.client import KazooClient
 
@@ -77,6 +77,14 @@ def _grow_refused(admin: AdminClient) -> KafkaError:
     return error
 
 
+def _election(admin: AdminClient) -> tuple[int, str]:
+    """A preferred election of TOPIC-0: its error code and message (Kafka's controller skips a topic queued for
+    deletion: INVALID_TOPIC_EXCEPTION)."""
+    results = admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition(TOPIC, 0)]).result(timeout=30)
+    error = results[TopicPartition(TOPIC, 0)]
+    return error.code(), error.str()
+
+
 def _auto_created(bootstrap: str) -> int:
     """The error code of a Metadata request that may auto-create TOPIC: a client retries LEADER_NOT_AVAILABLE,
     which Kafka's AutoTopicCreationManager answers when the creation finds the topic already there."""
@@ -113,6 +121,7 @@ def _delete_while_broker_1_is_down(cluster: Cluster, zk: KazooClient) -> tuple[A
     assert (refused.code(), refused.str()) == (KafkaError.TOPIC_ALREADY_EXISTS, f"Topic '{TOPIC}' already exists.")
     grow = _grow_refused(admin)  # as Kafka's KafkaApis answers CreatePartitions for a topic queued for deletion
     assert (grow.code(), grow.str()) == (KafkaError.TOPIC_EXCEPTION, "The topic is queued for deletion.")
+    assert _election(admin) == (KafkaError.TOPIC_EXCEPTION, "The topic is being deleted")
     assert _auto_created(first.bootstrap) == ErrorCode.LEADER_NOT_AVAILABLE
     with pytest.raises(KafkaException) as again:  # as Kafka's KafkaApis: brokers no longer know the topic
         admin.delete_topics([TOPIC])[TOPIC].result(30)
@@ -227,6 +236,7 @@ def test_a_topic_being_reassigned_is_deleted_once_its_reassignment_ends(
         assert TOPIC in admin.list_topics(timeout=10).topics
         assert _create_refused(admin).code() == KafkaError.TOPIC_ALREADY_EXISTS
         assert _grow_refused(admin).code() == KafkaError.TOPIC_EXCEPTION
+        assert _election(admin) == (KafkaError.TOPIC_EXCEPTION, "The topic is being deleted")
 
         cluster.brokers[leader].start()  # the target catches up, the move ends, then the topic goes
         eventually(lambda: _pending(zk) == (False, False), "the deletion to follow the reassignment", timeout=60)
