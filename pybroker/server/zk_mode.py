@@ -123,7 +123,7 @@ class ZkMode:
                                       config["leader.imbalance.check.interval.seconds"],
                                       config["leader.imbalance.per.broker.percentage"]),
             inter_broker_listener=self.inter_broker_listener, tls=self._tls,
-            sasl=self._sasl)
+            sasl=self._sasl, delete_topic_enable=config["delete.topic.enable"])
         self.zk.on(SESSION_RECONNECTED, self._on_session_reconnected)
         await self.controller.start()
         return metadata
