@@ -1,16 +1,19 @@
 """Fault schedules: the sequential generator still draws the schedules the smoke's seeds name; the
 overlapping one overlaps faults but never two power losses, nor anything with an exclusive fault; a
-proxy cuts exactly the sources it is told and lets their frozen connections go when released."""
+proxy cuts exactly the sources it is told and lets their frozen connections go when released, and tells a
+broker's connection from a client's although its port lingers in TIME_WAIT from an earlier connection."""
 
 from __future__ import annotations
 
+import os
 import socket
 import threading
 
 import pytest
 
 from chaos.faults import COMPOSITE, SPECS, Fault, schedule
-from chaos.proxy import CLIENT, Proxy, ProxyHost
+from chaos import proxy as proxy_module
+from chaos.proxy import CLIENT, Proxy, ProxyHost, owner_of
 
 
 def test_the_sequential_schedule_of_seed_6_is_kill_two_then_power_loss_of_a_leader() -> None:
@@ -156,3 +159,39 @@ def test_the_heal_starts_again_a_broker_that_exited_after_it_looked(tmp_path) ->
     assert cluster.revive() == [1]
     assert [b.spawned for b in brokers] == [0, 1, 0]
     assert cluster.revive() == []
+
+
+def test_a_connection_from_a_port_lingering_in_time_wait_is_still_its_owners(tmp_path, monkeypatch) -> None:
+    """The kernel hands out an ephemeral port again, to another destination, while an earlier connection from it is
+    in TIME_WAIT (inode 0, no owner). Looked up by its local port alone, a follower's fetch connection whose TIME_WAIT
+    line came first was a client's: a lag fault never froze it and the follower stayed in the ISR (CI, seed 11 of
+    elect-outside-isr). /proc/net/tcp is copied with the TIME_WAIT line first, its order being the kernel's hash."""
+    earlier, target = socket.socket(), socket.socket()
+    for server in (earlier, target):
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+    first = socket.socket()
+    first.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    first.connect(earlier.getsockname())
+    port = first.getsockname()[1]
+    accepted, _ = earlier.accept()
+    first.close()  # closed first by the client: its end lingers in TIME_WAIT
+    accepted.close()
+    live = socket.socket()
+    live.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    live.bind(("127.0.0.1", port))
+    live.connect(target.getsockname())
+    try:
+        with open(proxy_module.TCP_TABLE) as table:
+            header, *lines = table.readlines()
+        local = f"0100007F:{port:04X}"
+        lingering = [line for line in lines if line.split()[1] == local and line.split()[3] == "06"]
+        assert lingering, "no TIME_WAIT line for the port"
+        copy = tmp_path / "tcp"
+        copy.write_text(header + "".join(lingering + [line for line in lines if line not in lingering]))
+        monkeypatch.setattr(proxy_module, "TCP_TABLE", str(copy))
+        assert owner_of(port, target.getsockname()[1], {"b1": os.getpid()}) == "b1"
+        assert owner_of(port, earlier.getsockname()[1], {"b1": os.getpid()}) == CLIENT  # the TIME_WAIT end
+    finally:
+        for sock in (live, earlier, target):
+            sock.close()
