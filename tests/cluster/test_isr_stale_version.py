@@ -1,12 +1,16 @@
-"""A leader whose known ISR version is stale at its own leader epoch still shrinks the ISR. The state znode can
-hold an ISR change the leader never heard of: the controller's ZooKeeper write landed but answered with a lost
-connection, and the leader's retry was refused INVALID_UPDATE_VERSION (the controller re-read the state). No
-LeaderAndIsr follows an ISR change, so a leader proposing again from its stale version was refused for good and
-its lagging followers stayed in the ISR (until their sessions ended and the controller removed them). The
-write whose answer was lost is made here by hand: the state znode set behind the controller's back."""
+"""An ISR change whose ZooKeeper write landed while the controller heard of a lost connection: the state znode
+holds it and the controller's context does not. The write is made here by hand, the state znode set behind the
+controller's back.
+
+- The leader's retry of that change is answered with the stored state (the controller checks what is stored
+  after a version conflict); it was refused INVALID_UPDATE_VERSION, and the leader gave the change up.
+- A leader whose known ISR version is stale at its own leader epoch still shrinks the ISR: no LeaderAndIsr follows
+  an ISR change, so proposing again from its stale version was refused for good and its lagging followers stayed
+  in the ISR (until their sessions ended and the controller removed them)."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 import os
@@ -17,17 +21,36 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from kazoo.client import KazooClient
 
+from pybroker.client.connection import Connection
+from pybroker.protocol.messages import AlterPartitionRequest, AlterPartitionResponse
 from pybroker.zk import paths as zp
 from tests.cluster.conftest import running_cluster
 from tests.eventually import eventually
 
-# A stopped follower leaves the ISR by lag (1 s) long before its session ends (30 s) and the controller
-# removes it: the shrink awaited is the leader's.
-CONFIG = {"replica.lag.time.max.ms": "1000", "zookeeper.session.timeout.ms": "30000"}
+# A stopped follower leaves the ISR by lag (1 s) well before its session ends (10 s, what the test ZooKeeper
+# grants at most) and the controller removes it at a new leader epoch: the shrink awaited is the leader's own.
+CONFIG = {"replica.lag.time.max.ms": "1000", "zookeeper.session.timeout.ms": "10000"}
 SHRINK_WAIT_S = 15.0
 
 
-def test_a_leader_with_a_stale_isr_version_takes_the_stored_one_and_shrinks(tmp_path: Path) -> None:
+def _alter(port: int, request: AlterPartitionRequest) -> AlterPartitionResponse.PartitionData:
+    async def run() -> AlterPartitionResponse:
+        connection = await Connection.open("127.0.0.1", port, client_id="isr-stale-version-test", timeout=10)
+        try:
+            return await connection.send_at(request, 1, AlterPartitionResponse)
+        finally:
+            await connection.close()
+    return asyncio.run(run()).topics[0].partitions[0]
+
+
+def _retry_of(leader: int, broker_epoch: int, known: zp.LeaderAndIsr, isr: tuple[int, ...]) -> AlterPartitionRequest:
+    return AlterPartitionRequest(broker_id=leader, broker_epoch=broker_epoch, topics=[AlterPartitionRequest.TopicData(
+        topic_name="stale", partitions=[AlterPartitionRequest.PartitionData(
+            partition_index=0, leader_epoch=known.leader_epoch, new_isr=list(isr),
+            partition_epoch=known.zk_version)])])
+
+
+def test_a_change_stored_unbeknown_to_the_controller_is_answered_and_a_leader_that_missed_it_shrinks(tmp_path: Path) -> None:
     with running_cluster(tmp_path, extra=CONFIG) as cluster:
         zk = KazooClient(cluster.zk_connect)
         zk.start(10)
@@ -49,6 +72,11 @@ def test_a_leader_with_a_stale_isr_version_takes_the_stored_one_and_shrinks(tmp_
             known = state()
             zk.set(zp.partition_state_path("stale", 0),
                    zp.encode_partition_state(dataclasses.replace(known, isr=(leader, first))), known.zk_version)
+            broker_epoch = zk.get(zp.broker_path(leader))[1].czxid
+            retried = _alter(cluster.brokers[leader].port, _retry_of(leader, broker_epoch, known, (leader, first)))
+            assert (retried.error_code, retried.isr, retried.partition_epoch) == (0, [leader, first],
+                                                                                   known.zk_version + 1)
+            # answered to this request, not to the leader: it still knows the ISR of before at the version of before
             followers = [cluster.brokers[b].process for b in (first, second)]
             for process in followers:
                 assert process is not None
