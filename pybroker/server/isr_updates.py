@@ -12,8 +12,8 @@ INELIGIBLE_REPLICA, ...) ends the attempt: the controller moved on and a LeaderA
 or shrink check proposes again.
 
 INVALID_UPDATE_VERSION at the leader epoch still stored says the state znode holds an ISR this leader does not
-know, at a newer version: a change of its own that landed while the answer was lost and its retry was refused
-(the controller's ZooKeeper write answered with a lost connection). No LeaderAndIsr follows an ISR change, so
+know, at a newer version: a change of its own that landed while it heard of a lost connection only (the
+controller's ZooKeeper write answered so), and that it gave up. No LeaderAndIsr follows an ISR change, so
 proposing again from the stale version is refused for good, and the ISR never shrinks nor grows again (Kafka's
 leader also waits for a LeaderAndIsr then; its ZooKeeper-era leader, which wrote the znode itself, was stuck
 the same way: KAFKA-2729). The leader reads the state znode instead and takes its ISR and version, from which
@@ -69,8 +69,7 @@ class AlterPartitionIsrWriter:
             if answer is not None:
                 controller_id, response = answer
                 if response.error_code == ErrorCode.NONE:
-                    refused = _refusal(response)
-                    if refused == ErrorCode.INVALID_UPDATE_VERSION:
+                    if response.topics[0].partitions[0].error_code == ErrorCode.INVALID_UPDATE_VERSION:
                         return await self._stored(topic, partition, leader_epoch)
                     return self._adopt(topic, partition, leader_epoch, response)
                 problem = f"{ErrorCode(response.error_code).name} from controller {controller_id}"
@@ -111,7 +110,3 @@ class AlterPartitionIsrWriter:
         log.info("ISR change of %s-%d refused for a stale version: the stored ISR is %s at version %d", topic,
                  partition, list(state.isr), state.zk_version)
         return state.isr, state.zk_version
-
-
-def _refusal(response: AlterPartitionResponse) -> int:
-    return response.topics[0].partitions[0].error_code
