@@ -14,6 +14,7 @@ import pytest
 from chaos.faults import COMPOSITE, SPECS, Fault, schedule
 from chaos import proxy as proxy_module
 from chaos.proxy import CLIENT, Proxy, ProxyHost, owner_of
+from tests.eventually import eventually
 
 
 def test_the_sequential_schedule_of_seed_6_is_kill_two_then_power_loss_of_a_leader() -> None:
@@ -177,6 +178,12 @@ def test_a_connection_from_a_port_lingering_in_time_wait_is_still_its_owners(tmp
     accepted, _ = earlier.accept()
     first.close()  # closed first by the client: its end lingers in TIME_WAIT
     accepted.close()
+    local = f"0100007F:{port:04X}"
+
+    def lingering() -> list[str]:
+        with open(proxy_module.TCP_TABLE) as table:
+            return [line for line in table if line.split()[1] == local and line.split()[3] == "06"]
+    eventually(lingering, "the closed connection's end to reach TIME_WAIT")
     live = socket.socket()
     live.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     live.bind(("127.0.0.1", port))
@@ -184,14 +191,34 @@ def test_a_connection_from_a_port_lingering_in_time_wait_is_still_its_owners(tmp
     try:
         with open(proxy_module.TCP_TABLE) as table:
             header, *lines = table.readlines()
-        local = f"0100007F:{port:04X}"
-        lingering = [line for line in lines if line.split()[1] == local and line.split()[3] == "06"]
-        assert lingering, "no TIME_WAIT line for the port"
+        first_lines = lingering()
         copy = tmp_path / "tcp"
-        copy.write_text(header + "".join(lingering + [line for line in lines if line not in lingering]))
+        copy.write_text(header + "".join(first_lines + [line for line in lines if line not in first_lines]))
         monkeypatch.setattr(proxy_module, "TCP_TABLE", str(copy))
         assert owner_of(port, target.getsockname()[1], {"b1": os.getpid()}) == "b1"
         assert owner_of(port, earlier.getsockname()[1], {"b1": os.getpid()}) == CLIENT  # the TIME_WAIT end
     finally:
         for sock in (live, earlier, target):
             sock.close()
+
+
+def test_the_connections_into_a_broker_are_counted_by_the_source_taken_for_each(tmp_path) -> None:
+    from types import SimpleNamespace
+
+    from chaos.cluster import ChaosCluster
+
+    server, port = _echo_server()
+    cluster = ChaosCluster(tmp_path)
+    cluster.proxies = ProxyHost()
+    try:
+        front = cluster.proxies.add(Proxy("b0", lambda: {"b1": os.getpid()}))
+        front.target_port = port
+        mine = socket.create_connection(("127.0.0.1", front.port), 5)
+        mine.settimeout(5)
+        mine.sendall(b"ping")
+        assert mine.recv(4) == b"ping"  # accepted and looked up
+        assert cluster.connections_into(SimpleNamespace(front=front)) == {"b1": 1}  # type: ignore[arg-type]
+        mine.close()
+    finally:
+        cluster.proxies.close()
+        server.close()
