@@ -10,7 +10,6 @@ controller's back.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import json
 import os
@@ -21,26 +20,16 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from kazoo.client import KazooClient
 
-from pybroker.client.connection import Connection
-from pybroker.protocol.messages import AlterPartitionRequest, AlterPartitionResponse
+from pybroker.protocol.messages import AlterPartitionRequest
 from pybroker.zk import paths as zp
 from tests.cluster.conftest import running_cluster
+from tests.cluster.test_alter_partition import alter
 from tests.eventually import eventually
 
 # A stopped follower leaves the ISR by lag (1 s) well before its session ends (10 s, what the test ZooKeeper
 # grants at most) and the controller removes it at a new leader epoch: the shrink awaited is the leader's own.
 CONFIG = {"replica.lag.time.max.ms": "1000", "zookeeper.session.timeout.ms": "10000"}
 SHRINK_WAIT_S = 15.0
-
-
-def _alter(port: int, request: AlterPartitionRequest) -> AlterPartitionResponse.PartitionData:
-    async def run() -> AlterPartitionResponse:
-        connection = await Connection.open("127.0.0.1", port, client_id="isr-stale-version-test", timeout=10)
-        try:
-            return await connection.send_at(request, 1, AlterPartitionResponse)
-        finally:
-            await connection.close()
-    return asyncio.run(run()).topics[0].partitions[0]
 
 
 def _retry_of(leader: int, broker_epoch: int, known: zp.LeaderAndIsr, isr: tuple[int, ...]) -> AlterPartitionRequest:
@@ -50,7 +39,7 @@ def _retry_of(leader: int, broker_epoch: int, known: zp.LeaderAndIsr, isr: tuple
             partition_epoch=known.zk_version)])])
 
 
-def test_a_change_stored_unbeknown_to_the_controller_is_answered_and_a_leader_that_missed_it_shrinks(tmp_path: Path) -> None:
+def test_a_change_stored_unbeknown_to_the_controller_is_answered_and_its_leader_shrinks(tmp_path: Path) -> None:
     with running_cluster(tmp_path, extra=CONFIG) as cluster:
         zk = KazooClient(cluster.zk_connect)
         zk.start(10)
@@ -73,7 +62,8 @@ def test_a_change_stored_unbeknown_to_the_controller_is_answered_and_a_leader_th
             zk.set(zp.partition_state_path("stale", 0),
                    zp.encode_partition_state(dataclasses.replace(known, isr=(leader, first))), known.zk_version)
             broker_epoch = zk.get(zp.broker_path(leader))[1].czxid
-            retried = _alter(cluster.brokers[leader].port, _retry_of(leader, broker_epoch, known, (leader, first)))
+            retried = alter(cluster.brokers[leader].port,
+                            _retry_of(leader, broker_epoch, known, (leader, first))).topics[0].partitions[0]
             assert (retried.error_code, retried.isr, retried.partition_epoch) == (0, [leader, first],
                                                                                    known.zk_version + 1)
             # answered to this request, not to the leader: it still knows the ISR of before at the version of before
