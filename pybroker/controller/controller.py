@@ -436,7 +436,7 @@ class ZkController:
                 try:
                     await self._partitions.write(proposal.key, replace(outcome, controller_epoch=self.epoch))
                 except StateConflict:
-                    outcome = ErrorCode.INVALID_UPDATE_VERSION
+                    outcome = self._applied(broker_id, proposal)
                 else:
                     outcome = self._ctx.states[proposal.key]
                     changed.add(proposal.key)
@@ -448,6 +448,16 @@ class ZkController:
             self._send_metadata(changed)
             await self._release_reassigned_deletions()
         return results
+
+    def _applied(self, broker_id: int, proposal: IsrProposal) -> ErrorCode | zp.LeaderAndIsr:
+        """After a version conflict (the context now has the stored state): the stored state when it is the proposal
+        applied already, else INVALID_UPDATE_VERSION. An earlier write of this proposal may have landed though
+        ZooKeeper answered it with a lost connection, leaving the context behind; Kafka's conditional ZooKeeper
+        update checks the stored data the same way before it calls a conflict one."""
+        stored = check_proposal(self._ctx, broker_id, proposal)
+        if isinstance(stored, zp.LeaderAndIsr) and stored == self._ctx.states[proposal.key]:
+            return stored
+        return ErrorCode.INVALID_UPDATE_VERSION
 
     async def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> zp.ProducerIdBlock:
         """AllocateProducerIds (KIP-730): the next producer-id block, for a live broker's current

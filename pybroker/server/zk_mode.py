@@ -95,7 +95,7 @@ class ZkMode:
         await self.group_configs.start()
         replicas, broker_id = self._replicas, self._broker_id
         replicas.isr_writer = AlterPartitionIsrWriter(
-            self._ask_controller, broker_id, lambda: self.metadata.broker_epoch if self.metadata else -1)
+            self._ask_controller, broker_id, lambda: self.metadata.broker_epoch if self.metadata else -1, self.zk)
         timeout_s = config["replica.socket.timeout.ms"] / 1000
         replicas.enable_fetching(
             FetcherConfig(replica_id=broker_id, max_wait_ms=config["replica.fetch.wait.max.ms"],
