@@ -75,7 +75,7 @@ async def txn_call(ctx: RequestContext, transactional_id: str, operation: Callab
         await service.topic.ensure()
         if not service.owns(transactional_id):
             return service.not_owned_error(transactional_id)
-        leave_request_queue()  # an EndTxn waits for its markers
+        leave_request_queue()  # the record waits for the ISR of __transaction_state
         return await service.call(operation)
     except CoordinatorStorageError as exc:
         return append_error(exc.__cause__)
