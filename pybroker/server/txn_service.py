@@ -47,6 +47,7 @@ from pybroker.replication.errors import UnknownPartitionError
 from pybroker.replication.manager import ReplicaManager
 from pybroker.server.coordinator_loads import CoordinatorPartitions, LoadSteps, LogSource
 from pybroker.server.error_mapping import error_code_for
+from pybroker.server.features import TRANSACTION_VERSION, FeatureStore
 from pybroker.server.group_service import OFFSETS_TOPIC
 from pybroker.server.internal_topic import InternalTopic, MetadataSource
 from pybroker.server.txn_markers import MarkerChannel
@@ -58,7 +59,7 @@ TXN_TOPIC = "__transaction_state"
 
 class TxnService:
     def __init__(self, config: BrokerConfig, broker_id: int, metadata: MetadataSource, replicas: ReplicaManager,
-                 logs: LogSource, io: IoExecutor, groups: GroupCoordinator, clock: Clock, *,
+                 logs: LogSource, io: IoExecutor, groups: GroupCoordinator, clock: Clock, features: FeatureStore, *,
                  zk: ZkClient | None, inter_broker_tls: ssl.SSLContext | None,
                  inter_broker_sasl: SaslCredentials | None) -> None:
         self._broker_id = broker_id
@@ -73,7 +74,7 @@ class TxnService:
             id_expiration_ms=config["transactional.id.expiration.ms"],
             abort_check_interval_ms=config["transaction.abort.timed.out.transaction.cleanup.interval.ms"],
             expiration_check_interval_ms=config["transaction.remove.expired.transaction.cleanup.interval.ms"],
-        ))
+        ), transaction_version=lambda: features.current.levels.get(TRANSACTION_VERSION, 0))
         self.topic = InternalTopic(
             metadata, replicas, TXN_TOPIC, partitions=config["transaction.state.log.num.partitions"],
             replication_factor=config["transaction.state.log.replication.factor"],
