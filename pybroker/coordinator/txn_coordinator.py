@@ -191,7 +191,7 @@ class TransactionCoordinator:
         if meta.state is TxnState.ONGOING:
             # A new instance of this producer: fence the old one and abort its transaction with
             # the bumped epoch; the client retries and then gets the next epoch.
-            self._fence_and_abort(out, meta, now_ms)
+            self._fence_and_abort(out, meta, now_ms, fresh_producer_id)
             out.reply(waiter, InitResult(ErrorCode.CONCURRENT_TRANSACTIONS))
             return out
         if meta.producer_epoch >= MAX_EPOCH - 1 and fresh_producer_id is None:
@@ -371,16 +371,20 @@ class TransactionCoordinator:
             return InitResult(ErrorCode.NONE, new.producer_id, new.producer_epoch)
         return InitResult(ErrorCode.NONE, new.next_producer_id, 0)
 
-    def _fence_and_abort(self, out: TxnOutcome, meta: TxnMetadata, now_ms: int) -> None:
+    def _fence_and_abort(self, out: TxnOutcome, meta: TxnMetadata, now_ms: int,
+                         fresh_producer_id: int | None = None) -> None:
         """Abort ``meta``'s open transaction with a bumped epoch, which fences its producer. The finalized
         transaction.version decides how, not the transaction's client (Kafka passes its server level to
         endTransaction for a fence or a timeout, rule 6): below 2 the V1 way (the epoch bumped, no last epoch
         kept, so the fenced producer's InitProducerId is not taken for a retry; the Prepare a V1 one); at 2
         the V2 end, whose bump is the fence (one bump, KAFKA-19367; the Prepare a V2 one, its markers V2 ones).
         The bump is part of the pending Prepare: a fence whose record failed leaves the epoch as logged, and the
-        next attempt bumps from there."""
+        next attempt bumps from there. A V2 fence of an exhausted epoch moves the producer to
+        ``fresh_producer_id`` as a V2 EndTxn does (KAFKA-20090); InitProducerId's fence has one at hand, the
+        timeout abort none (its abort ends at the last epoch, and the producer's InitProducerId rotates then)."""
         v2 = self.transaction_version() >= TV_2
-        self._prepare_end(out, meta, commit=False, now_ms=now_ms, bump=v2, fence=not v2)
+        self._prepare_end(out, meta, commit=False, now_ms=now_ms, bump=v2, fence=not v2,
+                          fresh_producer_id=fresh_producer_id if v2 else None)
 
     def _prepare_end(self, out: TxnOutcome, meta: TxnMetadata, *, commit: bool, now_ms: int, bump: bool = False,
                      fence: bool = False, fresh_producer_id: int | None = None,

@@ -85,3 +85,22 @@ def test_the_level_is_read_at_each_end_not_when_the_transaction_opened() -> None
     level[0] = TV_2
     [marker] = timed_out(coordinator, clock).markers
     assert marker.transaction_version == TV_2
+
+
+def test_a_v2_fence_of_an_exhausted_epoch_moves_the_producer_to_a_new_id() -> None:
+    """KAFKA-20090: Kafka's V2 endTransaction takes the next producer id for a fence too when the epoch is
+    exhausted (32766 and up), so the abort's CompleteAbort moves the producer to it at epoch 0; a late EndTxn v5
+    abort of the fenced producer is then taken for a retry of that end (retryOnOverflow)."""
+    coordinator, clock, producer = opened(TV_2, TV_2)
+    meta = coordinator.transactions[TXN]
+    meta.producer_epoch = 32766
+    assert coordinator.needs_producer_id(TXN)  # the handler allocates the fresh id
+    outcome = coordinator.init_producer_id("w", TXN, TIMEOUT_MS, -1, -1, 5000, clock.now)
+    assert only_reply(outcome).error is ErrorCode.CONCURRENT_TRANSACTIONS
+    [marker] = complete(coordinator, outcome, clock.now)
+    assert (marker.producer_id, marker.producer_epoch, marker.commit) == (producer.producer_id, 32767, False)
+    assert (meta.producer_id, meta.producer_epoch, meta.state) == (5000, 0, TxnState.COMPLETE_ABORT)
+    late = coordinator.end_txn("w", TXN, producer.producer_id, 32766, False, clock.now, bump_epoch=True)
+    assert only_reply(late) == InitResult(ErrorCode.NONE, 5000, 0)
+    retried = init(coordinator, clock, fresh=None)  # the new producer's InitProducerId, retried
+    assert (retried.error, retried.producer_id, retried.producer_epoch) == (ErrorCode.NONE, 5000, 1)
