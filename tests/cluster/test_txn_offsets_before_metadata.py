@@ -13,8 +13,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from confluent_kafka.admin import AdminClient, NewTopic
-
 from pybroker.controller.requests import UPDATE_METADATA_VERSION
 from pybroker.coordinator.records import partition_for
 from pybroker.protocol.error_codes import ErrorCode
@@ -31,11 +29,9 @@ from pybroker.protocol.messages import (
     UpdateMetadataResponse,
 )
 from pybroker.zk import paths as zp
-from tests.cluster.conftest import CHROOT, broker_overrides
 from tests.cluster.test_inter_broker_forgery import real_identity
-from tests.cluster.zookeeper import ZooKeeperServer
+from tests.cluster.test_txn_produce_before_metadata import zk_broker
 from tests.eventually import eventually
-from tests.integration.broker_process import BrokerProcess
 from tests.integration.test_bad_input import WireClient
 from tests.integration.test_transactions_v2 import init_producer
 
@@ -73,13 +69,7 @@ def state(client: WireClient) -> str:
 
 
 def test_txn_offset_commit_v5_for_an_offsets_partition_unknown_to_metadata_adds_nothing(tmp_path: Path) -> None:
-    zookeeper = ZooKeeperServer(tmp_path / "zookeeper").start()
-    broker = BrokerProcess(tmp_path, broker_overrides(0, zookeeper.connect + CHROOT))
-    try:
-        broker.start()
-        assert broker.port is not None
-        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-        admin.create_topics([NewTopic(TOPIC, num_partitions=1, replication_factor=1)])[TOPIC].result(30)
+    with zk_broker(tmp_path, TOPIC) as (zookeeper, broker, port):
         client = WireClient(broker.bootstrap)
         producer = init_producer(client, TXN)
 
@@ -103,7 +93,7 @@ def test_txn_offset_commit_v5_for_an_offsets_partition_unknown_to_metadata_adds_
         assert ended.error_code == ErrorCode.NONE
         producer = (producer[0], producer[1] + 1)
         eventually(lambda: state(client) == "CompleteCommit", "the first transaction to complete")
-        updated = client.request(forget_partition(broker.port, real_identity(zookeeper),
+        updated = client.request(forget_partition(port, real_identity(zookeeper),
                                                   partition_for(GROUP, OFFSETS_PARTITIONS)),
                                  UPDATE_METADATA_VERSION, UpdateMetadataResponse)
         assert updated.error_code == ErrorCode.NONE
@@ -111,6 +101,3 @@ def test_txn_offset_commit_v5_for_an_offsets_partition_unknown_to_metadata_adds_
         assert commit_offsets() == [ErrorCode.COORDINATOR_NOT_AVAILABLE]
         assert state(client) == "CompleteCommit"  # no partition joined a new transaction
         client.close()
-    finally:
-        broker.kill()
-        zookeeper.stop()
