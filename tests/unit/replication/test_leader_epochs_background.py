@@ -44,6 +44,25 @@ def _lead(replicas: ReplicaManager, epoch: int) -> Partition:
     return replicas.partition("t", 0)
 
 
+async def _with_two_log_dirs(tmp_path: Path, threads: int,
+                             scenario: Callable[[ReplicaManager, LogDirMover, Path], Awaitable[None]]) -> None:
+    """``scenario(replicas, mover, target)`` on a broker's parts with log dirs ``a`` and ``target`` (``b``) and
+    ``threads`` I/O threads."""
+    target = tmp_path / "b"
+    logs = LogManager([str(tmp_path / "a"), str(target)], CONFIG)
+    logs.startup(0)
+    io = IoExecutor(threads)
+    logs.attach_executor(io)
+    replicas = ReplicaManager(logs, BrokerId(0), SystemClock(), io=io)
+    mover = LogDirMover(replicas, io, lambda: 1 << 30)
+    try:
+        await scenario(replicas, mover, target)
+    finally:
+        await mover.shutdown()
+        io.shutdown()
+        logs.shutdown()
+
+
 def _two_epochs(replicas: ReplicaManager) -> Partition:
     """Offsets 0-1 written at epoch 1, offset 2 at epoch 2, each in a segment of its own; all committed."""
     _lead(replicas, 1)
@@ -155,29 +174,17 @@ def test_a_log_moved_to_another_dir_gets_its_epoch_file_off_the_loop(tmp_path: P
         written_on_io.append(IoExecutor.on_io_thread())
         write(self, entries)
 
-    async def scenario() -> None:
-        source, target = tmp_path / "a", tmp_path / "b"
-        logs = LogManager([str(source), str(target)], CONFIG)
-        logs.startup(0)
-        io = IoExecutor(1)
-        logs.attach_executor(io)
-        replicas = ReplicaManager(logs, BrokerId(0), SystemClock(), io=io)
-        mover = LogDirMover(replicas, io, lambda: 1 << 30)
-        try:
-            partition = _two_epochs(replicas)
-            monkeypatch.setattr(LeaderEpochCheckpointFile, "write", recording_write)
-            mover.move("t", 0, str(target))
-            await asyncio.gather(*mover._tasks.values())
-            await replicas.epochs_written()
-            assert partition.log.dir.startswith(str(target))
-            assert epoch_checkpoint_of(partition.log).read() == {1: 0, 2: 2}
-            assert written_on_io == [True]
-        finally:
-            await mover.shutdown()
-            io.shutdown()
-            logs.shutdown()
+    async def scenario(replicas: ReplicaManager, mover: LogDirMover, target: Path) -> None:
+        partition = _two_epochs(replicas)
+        monkeypatch.setattr(LeaderEpochCheckpointFile, "write", recording_write)
+        mover.move("t", 0, str(target))
+        await asyncio.gather(*mover._tasks.values())
+        await replicas.epochs_written()
+        assert partition.log.dir.startswith(str(target))
+        assert epoch_checkpoint_of(partition.log).read() == {1: 0, 2: 2}
+        assert written_on_io == [True]
 
-    asyncio.run(scenario())
+    asyncio.run(_with_two_log_dirs(tmp_path, 1, scenario))
 
 
 def test_retention_while_a_new_epoch_is_written_never_writes_the_file_without_it(
@@ -229,35 +236,24 @@ def test_a_log_dir_move_swapping_the_log_while_a_new_epoch_is_written_leaves_the
             release.wait(10)
         write(self, entries)
 
-    async def scenario() -> None:
-        source, target = tmp_path / "a", tmp_path / "b"
-        logs = LogManager([str(source), str(target)], CONFIG)
-        logs.startup(0)
-        io = IoExecutor(2)
-        logs.attach_executor(io)
-        replicas = ReplicaManager(logs, BrokerId(0), SystemClock(), io=io)
-        mover = LogDirMover(replicas, io, lambda: 1 << 30)
+    async def scenario(replicas: ReplicaManager, mover: LogDirMover, target: Path) -> None:
+        partition = _two_epochs(replicas)
+        monkeypatch.setattr(LeaderEpochCheckpointFile, "write", held_write)
+        writes = EpochWrites(replicas.io)
+        leading = asyncio.ensure_future(replicas.role_changes.apply_role_later(
+            PartitionRole("t", 0, TOPIC_ID, BrokerId(0), LeaderEpoch(4), (0,), (0,), 4, 1), None, config=CONFIG,
+            min_insync_replicas=1, writes=writes))
+        writing = asyncio.ensure_future(writes.write())
         try:
-            partition = _two_epochs(replicas)
-            monkeypatch.setattr(LeaderEpochCheckpointFile, "write", held_write)
-            writes = EpochWrites(io)
-            leading = asyncio.ensure_future(replicas.role_changes.apply_role_later(
-                PartitionRole("t", 0, TOPIC_ID, BrokerId(0), LeaderEpoch(4), (0,), (0,), 4, 1), None, config=CONFIG,
-                min_insync_replicas=1, writes=writes))
-            writing = asyncio.ensure_future(writes.write())
             assert await asyncio.get_running_loop().run_in_executor(None, entered.wait, 10)
             mover.move("t", 0, str(target))
             await asyncio.gather(*mover._tasks.values())  # copied by the other I/O thread, then swapped
             assert partition.log.dir.startswith(str(target)) and not partition.is_leader
-            release.set()
-            await asyncio.gather(writing, leading)
-            await replicas.epochs_written()
-            assert partition.is_leader and not logs.is_offline("t", 0)
-            assert epoch_checkpoint_of(partition.log).read() == {1: 0, 2: 2, 4: 3}
         finally:
             release.set()
-            await mover.shutdown()
-            io.shutdown()
-            logs.shutdown()
+        await asyncio.gather(writing, leading)
+        await replicas.epochs_written()
+        assert partition.is_leader and not replicas.log_manager.is_offline("t", 0)
+        assert epoch_checkpoint_of(partition.log).read() == {1: 0, 2: 2, 4: 3}
 
-    asyncio.run(scenario())
+    asyncio.run(_with_two_log_dirs(tmp_path, 2, scenario))
