@@ -4,10 +4,10 @@ I/O threads (Kafka's truncateFromStartAsyncFlush), not by the request on the loo
 
 One produce puts a record at leader epoch 0 into every partition; DeleteRecords then moves every log start past
 it, which turns each checkpoint's ``0 0`` into ``0 1``. The stall is observed by ordering alone: ApiVersions
-requests are sent on another connection one after another until every file has the new entry, and those sent
-after some file changed and answered before the last one did were answered while the files were being written.
+requests are sent on another connection one after another until the files have the new entry, and those sent
+after some file changed and answered before another did were answered while the files were being written.
 With the writes on the loop (before this change) none can be (in runs here: 0 of 1 answer, its round trip
-3.0-3.5 s), against 31-86 of 33-129 with the change (the longest 19-62 ms)."""
+3.0-3.5 s), against 106-582 of 110-584 with the change (the longest 63-92 ms)."""
 
 from __future__ import annotations
 
@@ -18,15 +18,18 @@ from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.frame import RequestHeader, encode_request
 from pybroker.protocol.messages import DeleteRecordsRequest, DeleteRecordsResponse, ProduceRequest, ProduceResponse
 from pybroker.records.record import RecordInput, build_batch
+from tests.eventually import eventually
 from tests.integration.broker_process import BrokerProcess
 from tests.integration.loop_answers import answered, api_versions_until
 from tests.integration.test_bad_input import WireClient
 from tests.integration.test_topic_creation_off_loop import _create_answer, _send_create
 
 PARTITIONS = 250
-ANSWERED_WHILE_WRITING = 3
-"""None can be while the loop writes the files; 3 leaves room for a loaded machine (3 of 5 seen with two test
-workers here)."""
+ANSWERED_WHILE_WRITING = 10
+SAMPLE = 5
+"""Every 5th file is watched: a stat of each before and after every ApiVersions, few enough to keep the pings
+frequent. An answer between some watched file's replacement and another's is still one given while the files
+were being written, which a loop writing them all in one step cannot give."""
 TOPIC = "pruned"
 
 
@@ -64,16 +67,18 @@ def test_delete_records_of_many_partitions_leaves_the_loop_free_while_their_epoc
         _produce_to_all(client)
         paths = [tmp_path / "logs" / f"{TOPIC}-{index}" / LEADER_EPOCH_CHECKPOINT for index in range(PARTITIONS)]
         assert [LeaderEpochCheckpointFile(str(path)).read() for path in paths] == [{0: 0}] * PARTITIONS
-        inodes = [path.stat().st_ino for path in paths]
+        watched = paths[::SAMPLE]
+        inodes = [path.stat().st_ino for path in watched]
 
         _send_delete_records(deleter)
-        answers = api_versions_until(pinger, lambda: _replaced(paths, inodes) == PARTITIONS and answered(deleter),
-                                     observe=lambda: _replaced(paths, inodes))
+        answers = api_versions_until(pinger, lambda: _replaced(watched, inodes) == len(watched) and answered(deleter),
+                                     observe=lambda: _replaced(watched, inodes))
         deleted = DeleteRecordsResponse.decode(deleter.read_frame()[4:], 1)
         assert [(p.error_code, p.low_watermark) for t in deleted.topics for p in t.partitions] == \
             [(ErrorCode.NONE, 1)] * PARTITIONS
-        assert [LeaderEpochCheckpointFile(str(path)).read() for path in paths] == [{0: 1}] * PARTITIONS
-        while_writing = sum(1 for before, after in answers.observed if before > 0 and after < PARTITIONS)
+        eventually(lambda: [LeaderEpochCheckpointFile(str(path)).read() for path in paths] == [{0: 1}] * PARTITIONS,
+                   "every checkpoint written")
+        while_writing = sum(1 for before, after in answers.observed if before > 0 and after < len(watched))
         assert while_writing >= ANSWERED_WHILE_WRITING, \
             f"{while_writing} of {answers.count} ApiVersions answered while the epoch files were written " \
             f"(longest round trip {answers.longest_ms:.0f} ms)"
