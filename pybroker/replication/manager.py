@@ -36,6 +36,7 @@ from pybroker.replication.errors import (
     ReplicaTimeoutError,
     UnknownPartitionError,
 )
+from pybroker.replication.epoch_cache import EpochCache
 from pybroker.replication.epoch_writes import BackgroundEpochWrites, EpochWrite
 from pybroker.replication.fetcher import EpochWriting, FetcherConfig, ReplicaFetcher
 from pybroker.replication.leader_endpoint import LeaderEndPoint
@@ -68,6 +69,8 @@ class ReplicaManager:
         self.log_manager = log_manager
         self.io = io
         self._background_epochs = None if io is None else BackgroundEpochWrites(io)
+        self._loaded_epochs: dict[TopicPartition, tuple[PartitionLog, EpochCache, bool]] = {}
+        """Per log loaded at start-up: its epoch cache and whether its file is stale (`load_epoch_caches`)."""
         self.broker_id = broker_id
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
         self.isr_writer: IsrWriter | None = None
@@ -155,7 +158,7 @@ class ReplicaManager:
         partition = self._partitions.get(key)
         if partition is None:
             log_ = self.log_manager.get_or_create_log(topic, index, config, topic_id)
-            cache, stale = epoch_cache_on_disk(log_)
+            cache, stale = self._epoch_cache_for(key, log_)
             partition = Partition(topic, index, topic_id, log_, self.broker_id, NO_LEADER, leader_epoch, (), (),
                                   min_isr, epoch_cache=cache, write_later=self.write_epochs_later)
             if stale:
@@ -276,6 +279,23 @@ class ReplicaManager:
             self.log_manager.fail_dir_of(written_log, LogStorageError(
                 f"Writing the leader epoch checkpoint of {partition.topic}-{partition.index} failed: {error}"))
 
+    def load_epoch_caches(self) -> None:
+        """At start-up, before any replica is served: every loaded log's epoch cache from its checkpoint, or from
+        the headers of every batch when it is missing or corrupt (a read of the whole log), as Kafka's LogLoader
+        builds it while it loads the log; the first LeaderAndIsr hosting the replicas then reads nothing."""
+        for log_ in self.log_manager.all_logs():
+            cache, stale = epoch_cache_on_disk(log_)
+            self._loaded_epochs[TopicPartition(log_.topic, log_.partition)] = log_, cache, stale
+
+    def _epoch_cache_for(self, key: TopicPartition, log_: PartitionLog) -> tuple[EpochCache, bool]:
+        """The log's epoch cache as loaded at start-up (cut to a log start retention moved since), else read now;
+        and whether its file is stale."""
+        loaded = self._loaded_epochs.pop(key, None)
+        if loaded is None or loaded[0] is not log_:
+            return epoch_cache_on_disk(log_)
+        _, cache, stale = loaded
+        return cache, cache.truncate_from_start(log_.log_start_offset) or stale
+
     def write_epochs_later(self, partition: Partition, write: EpochWrite) -> None:
         """Make a `leader-epoch-checkpoint` write nothing waits for in the background (`BackgroundEpochWrites`);
         its failure fails the log dir of the log it was taken for, if that log is still the replica's."""
@@ -299,6 +319,8 @@ class ReplicaManager:
         """Stop replicating a partition; whether its log is to be deleted, which the caller does with
         `LogManager.delete_logs`, a request's logs together. A deletion is logged at WARN with ``source``, what asked for it."""
         key = TopicPartition(topic, index)
+        if delete:
+            self._loaded_epochs.pop(key, None)
         self.role_changes.stopped(key, delete=delete, source=source)
         self._stop_fetching(key)
         partition = self._partitions.pop(key, None)

@@ -192,6 +192,7 @@ class Broker:
         self.endpoints = advertised_endpoints(self.listeners, ports)
         metadata: ClusterMetadata
         if self.zk_mode is not None:
+            self.replica_manager.load_epoch_caches()  # before the controller's first LeaderAndIsr can come
             metadata = await self.zk_mode.start()
             self._tasks.append(asyncio.get_running_loop().create_task(self.zk_mode.run_events(), name="zookeeper"))
             self._schedule("isr-expiration", self.config["replica.lag.time.max.ms"] // 2,
@@ -203,6 +204,7 @@ class Broker:
                 delete_topic_enable=self.config["delete.topic.enable"])
             # Before any partition is served: a log whose topic id the metadata does not hold is moved aside.
             self.log_manager.move_strays(functools.partial(_replicas_of, metadata), self.broker_id)
+            self.replica_manager.load_epoch_caches()
         metadata.add_listener(self._on_topic_change)
         self.services.started_metadata = metadata
         if self.acl_store is not None:

@@ -188,7 +188,12 @@ def test_a_leader_and_isr_s_topic_id_check_reads_no_file_after_start_up(tmp_path
     logs = _manager([tmp_path])
     reads: list[str] = []
     read = PartitionMetadataFile.read
-    monkeypatch.setattr(PartitionMetadataFile, "read", lambda self: reads.append(self.path) or read(self))
+
+    def counted_read(self: PartitionMetadataFile) -> uuid.UUID | None:
+        reads.append(self.path)
+        return read(self)
+
+    monkeypatch.setattr(PartitionMetadataFile, "read", counted_read)
     replicas = ReplicaManager(logs, BrokerId(BROKER), SystemClock())
     assert replicas.has_consistent_topic_id("t", 0, OLD) and not replicas.has_consistent_topic_id("t", 0, NEW)
     assert reads == []

@@ -10,7 +10,7 @@ import asyncio
 import threading
 import uuid
 from pathlib import Path
-from typing import Awaitable, Callable
+from typing import Awaitable, Callable, Iterator
 
 import pytest
 
@@ -20,6 +20,7 @@ from pybroker.common.io_executor import IoExecutor
 from pybroker.log import LogConfig
 from pybroker.log.checkpoint import LeaderEpochCheckpointFile
 from pybroker.log.manager import LogManager
+from pybroker.log.segment import LogSegment
 from pybroker.records.record import RecordInput, build_batch
 from pybroker.replication.epoch_writes import EpochWrites
 from pybroker.replication.log_dir_mover import LogDirMover
@@ -257,3 +258,30 @@ def test_a_log_dir_move_swapping_the_log_while_a_new_epoch_is_written_leaves_the
         assert epoch_checkpoint_of(partition.log).read() == {1: 0, 2: 2, 4: 3}
 
     asyncio.run(_with_two_log_dirs(tmp_path, 2, scenario))
+
+
+def test_epoch_caches_loaded_at_start_up_leave_the_first_hosting_no_file_to_read(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A missing checkpoint is rebuilt from every batch header: at start-up (`load_epoch_caches`, before anything is
+    served), not when the first LeaderAndIsr hosts the replica on the loop; the rebuilt file is written after."""
+    async def scenario(replicas: ReplicaManager, io: IoExecutor, gate: threading.Event) -> None:
+        partition = _two_epochs(replicas)
+        assert not replicas.stop_replica("t", 0, delete=False, source="test")
+        Path(epoch_checkpoint_of(partition.log).path).unlink()  # as after a crash, or a damaged file
+        replicas.load_epoch_caches()
+        reads: list[str] = []
+
+        def no_read(self: object) -> Iterator[tuple[int, int]]:
+            reads.append(repr(self))
+            return iter(())
+
+        monkeypatch.setattr(LogSegment, "iter_headers", no_read)
+        monkeypatch.setattr(LeaderEpochCheckpointFile, "read", no_read)
+        served = _lead(replicas, 2)
+        assert served.epoch_cache.entries == [(1, 0), (2, 2)] and reads == []
+        monkeypatch.undo()
+        gate.set()
+        await replicas.epochs_written()
+        assert epoch_checkpoint_of(served.log).read() == {1: 0, 2: 2}
+
+    asyncio.run(_with_held_io(tmp_path, scenario))
