@@ -50,17 +50,18 @@ AppendedStats = Callable[[str, int, int], None]
 
 OFF_LOOP_RECORDS = 16_384 if COMPILED_WALK else 1_024
 """Records a batch checked on the loop holds at most (its header says how many, so a batch of more goes to an
-I/O thread before anything is decompressed). The compiled walk takes 30-50 ns a record on this machine: 0.1 ms
-for 4,096 one-byte records, about 0.6 ms for 16,384; the pure build's numpy walk 0.25 ms for 1,024."""
+I/O thread before anything is decompressed). Measured here: the compiled walk takes 0.6-0.75 ms for 16,384
+one-byte records; the pure build 0.2 ms for 1,024 with numpy's walk, 0.65 ms without numpy."""
 
-OFF_LOOP_BYTES = 1 << 20 if COMPILED_WALK else 64 << 10
+OFF_LOOP_BYTES = 1 << 20 if COMPILED_WALK else 128 << 10
 """Records (decompressed) checked on the loop at most, for lz4, snappy and uncompressed batches: a compressed
 batch is decompressed on the loop up to this many bytes only, then handed to an I/O thread. The hand-off is
-dear: for W1's batches (100-byte records, librdkafka's batch.size of 1 MiB) it cost the loop 100-400 us of CPU
-per batch on this machine (its tasks and futures, the GIL passed back and forth, the loop woken from epoll,
-and buffers kept alive across the wait, so that the next request's is freshly mapped and page-faulted), more
-than checking the batch: 1 MiB of 100-byte records takes the compiled build 0.3-0.45 ms (uncompressed or
-lz4), the pure build 64 KiB 0.2 ms with numpy. A 40 MiB batch took 60-125 ms: that one goes to the thread."""
+dear: for W1's batches (100-byte records, librdkafka's batch.size of 1 MiB) it cost the broker 100-400 us of
+CPU per batch here (tasks and futures, the GIL passed back and forth, the loop woken from epoll, buffers kept
+alive across the wait so that the next request's is freshly mapped and page-faulted), more than the check
+itself: 1 MiB of 100-byte records takes the compiled build 0.3-0.45 ms uncompressed or lz4 (1.3 ms at worst
+on a loaded machine), 128 KiB the pure build 0.3 ms with numpy, 1.1 ms without. A 40 MiB batch took
+60-125 ms: that one goes to the thread."""
 
 SLOW_CODECS = frozenset((Compression.GZIP, Compression.ZSTD))
 """Codecs given a quarter of OFF_LOOP_BYTES: zlib took 0.4-16 ms and zstd 0.4-6 ms to decompress 1 MiB of
