@@ -63,7 +63,7 @@ from pybroker.server.request_channel import (
     RequestQueue,
     RequestSlot,
     Response,
-    enter_request,
+    start_request,
 )
 
 log = logging.getLogger("pybroker.network")
@@ -337,9 +337,8 @@ class KafkaConnection(asyncio.Protocol):
         run it, so a request answered without waiting (most are) is written in this same callback, with
         no task and no extra pass of the loop. A handler that waits goes on in a task of its own."""
         queue = self._queue
-        slot = RequestSlot(queue)
+        slot = RequestSlot(queue, self)
         context = contextvars.copy_context()
-        context.run(enter_request, slot, self)
         queue.requests += 1
         held = 0
         if frame is self._held_frame:
@@ -348,7 +347,7 @@ class KafkaConnection(asyncio.Protocol):
         self._pending.append(request)  # its place in the response order, before anything it runs
         coroutine = self._dispatcher.dispatch(frame, self.peer)
         try:
-            waiting_on = context.run(coroutine.send, None)
+            waiting_on = context.run(start_request, slot, coroutine)
         except StopIteration as stop:
             request.finish(stop.value, None)
         except (KeyboardInterrupt, SystemExit):

@@ -38,6 +38,11 @@ from pybroker.server.registry import api
 from pybroker.server.request_channel import leave_request_queue
 
 PartitionData = FetchResponse.PartitionData
+# A partition's answer starts with these tagged fields at their defaults: shared, not built per partition (three
+# objects fewer per answer). Nothing changes them in place: KIP-951's leader hint replaces current_leader whole.
+_NO_DIVERGING_EPOCH = FetchResponse.EpochEndOffset()
+_NO_LEADER = FetchResponse.LeaderIdAndEpoch()
+_NO_SNAPSHOT = FetchResponse.SnapshotId()
 FIRST_TOPIC_ID_VERSION = 13
 READ_COMMITTED = 1
 FIRST_REPLICA_STATE_VERSION = 15
@@ -122,19 +127,21 @@ def _point_to_leaders(ctx: RequestContext, wanted: list[_Wanted], answers: list[
 
 def _answer(item: _Wanted, read: PartitionRead) -> PartitionData:
     if read.error is not None:  # Kafka answers any failed read with unknown offsets (-1)
-        return PartitionData(partition_index=item.request.partition, error_code=error_code_for(read.error),
-                             high_watermark=-1, last_stable_offset=-1, log_start_offset=-1, records=b"")
+        return _error_data(item, error_code_for(read.error))
     aborted = None if read.aborted is None else [
         FetchResponse.AbortedTransaction(producer_id=producer_id, first_offset=first_offset)
         for producer_id, first_offset in read.aborted]
     return PartitionData(partition_index=item.request.partition, error_code=0, high_watermark=read.high_watermark,
                          last_stable_offset=read.last_stable_offset, log_start_offset=read.log_start_offset,
+                         diverging_epoch=_NO_DIVERGING_EPOCH, current_leader=_NO_LEADER, snapshot_id=_NO_SNAPSHOT,
                          aborted_transactions=aborted, records=read.records)
 
 
-def _error_data(item: _Wanted) -> PartitionData:
-    return PartitionData(partition_index=item.request.partition, error_code=item.error, high_watermark=-1,
-                         last_stable_offset=-1, log_start_offset=-1, records=b"")
+def _error_data(item: _Wanted, error: ErrorCode | None = None) -> PartitionData:
+    return PartitionData(partition_index=item.request.partition, error_code=item.error if error is None else error,
+                         high_watermark=-1, last_stable_offset=-1, log_start_offset=-1,
+                         diverging_epoch=_NO_DIVERGING_EPOCH, current_leader=_NO_LEADER, snapshot_id=_NO_SNAPSHOT,
+                         records=b"")
 
 
 def _authorize(ctx: RequestContext, follower: bool, wanted: list[_Wanted]) -> None:

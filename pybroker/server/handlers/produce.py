@@ -40,6 +40,9 @@ from pybroker.server.registry import api
 from pybroker.server.request_channel import leave_request_queue
 
 PartitionResponse = ProduceResponse.PartitionProduceResponse
+# A partition's answer names no leader unless KIP-951's hint replaces the whole field: one shared default rather
+# than one built per answer (nothing changes it in place).
+_NO_LEADER = ProduceResponse.LeaderIdAndEpoch()
 _Producer = tuple[ProducerId, ProducerEpoch]
 _Turn = tuple[tuple[ProducerId, TopicPartition], asyncio.Future[None] | None, asyncio.Future[None]]
 FIRST_ZSTD_VERSION = 7
@@ -239,7 +242,7 @@ def _answer(item: PartitionAppend) -> PartitionResponse:
         assert item.info is not None
         return PartitionResponse(index=item.index, error_code=0, base_offset=item.info.first_offset,
                                  log_append_time_ms=item.info.log_append_time,
-                                 log_start_offset=item.info.log_start_offset)
+                                 log_start_offset=item.info.log_start_offset, current_leader=_NO_LEADER)
     if isinstance(exc, RecordValidationError):
         response = _error(item.index, ErrorCode.INVALID_TIMESTAMP if exc.invalid_timestamp
                           else ErrorCode.INVALID_RECORD, str(exc))
@@ -250,4 +253,5 @@ def _answer(item: PartitionAppend) -> PartitionResponse:
 
 
 def _error(index: int, code: ErrorCode, message: str | None) -> PartitionResponse:
-    return PartitionResponse(index=index, error_code=code, base_offset=-1, error_message=message)
+    return PartitionResponse(index=index, error_code=code, base_offset=-1, error_message=message,
+                             current_leader=_NO_LEADER)
