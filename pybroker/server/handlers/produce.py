@@ -41,7 +41,9 @@ from pybroker.server.request_channel import leave_request_queue
 
 PartitionResponse = ProduceResponse.PartitionProduceResponse
 # A partition's answer names no leader unless KIP-951's hint replaces the whole field: one shared default rather
-# than one built per answer (nothing changes it in place).
+# than one built per answer (nothing changes it in place). The answers are built with positional arguments, in
+# the generated classes' field order (tests/unit/server/test_answer_layouts.py pins it): on Python 3.11 a keyword
+# call to a class builds and unpacks a dict per call.
 _NO_LEADER = ProduceResponse.LeaderIdAndEpoch()
 _Producer = tuple[ProducerId, ProducerEpoch]
 _Turn = tuple[tuple[ProducerId, TopicPartition], asyncio.Future[None] | None, asyncio.Future[None]]
@@ -101,10 +103,10 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
         return None
     if request.acks == -1:
         await wait_for_acks(services.replica_manager, results, request.timeout_ms, leave_request_queue)
-    response = ProduceResponse(responses=[
-        ProduceResponse.TopicProduceResponse(name=name or "", topic_id=topic.topic_id, partition_responses=[
+    response = ProduceResponse([  # responses, throttle_time_ms
+        ProduceResponse.TopicProduceResponse(name or "", topic.topic_id, [  # name, topic_id, partition_responses
             _answer(slot) if isinstance(slot, PartitionAppend) else slot for slot in of_topic])
-        for name, topic, of_topic in zip(names, request.topic_data, slots)], throttle_time_ms=0)
+        for name, topic, of_topic in zip(names, request.topic_data, slots)], 0)
     if ctx.api_version >= leader_hints.FIRST_PRODUCE_VERSION:
         _point_to_leaders(ctx, names, response)
     return response
@@ -240,9 +242,10 @@ def _answer(item: PartitionAppend) -> PartitionResponse:
     exc = item.error
     if exc is None:
         assert item.info is not None
-        return PartitionResponse(index=item.index, error_code=0, base_offset=item.info.first_offset,
-                                 log_append_time_ms=item.info.log_append_time,
-                                 log_start_offset=item.info.log_start_offset, current_leader=_NO_LEADER)
+        # index, error_code, base_offset, log_append_time_ms, log_start_offset, record_errors, error_message,
+        # current_leader
+        return PartitionResponse(item.index, 0, item.info.first_offset, item.info.log_append_time,
+                                 item.info.log_start_offset, [], None, _NO_LEADER)
     if isinstance(exc, RecordValidationError):
         response = _error(item.index, ErrorCode.INVALID_TIMESTAMP if exc.invalid_timestamp
                           else ErrorCode.INVALID_RECORD, str(exc))
@@ -253,5 +256,4 @@ def _answer(item: PartitionAppend) -> PartitionResponse:
 
 
 def _error(index: int, code: ErrorCode, message: str | None) -> PartitionResponse:
-    return PartitionResponse(index=index, error_code=code, base_offset=-1, error_message=message,
-                             current_leader=_NO_LEADER)
+    return PartitionResponse(index, code, -1, -1, -1, [], message, _NO_LEADER)
