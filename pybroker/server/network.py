@@ -79,9 +79,10 @@ NOTIFY_CHUNK = 16 * 1024
 
 
 @dataclass(eq=False, slots=True)
-class InFlight:
+class InFlight(RequestSlot):
     """A request's place in its connection's response order: the answer its handler's first step
-    gave, or the task running the rest of the handler."""
+    gave, or the task running the rest of the handler. Also its place in the request queue (one
+    object per request, not two)."""
 
     task: asyncio.Task[Response] | None = None
     ready: bool = False
@@ -170,6 +171,7 @@ class KafkaConnection(asyncio.Protocol):
         self._queue = queue if queue is not None else RequestQueue()
         self._pending: collections.deque[InFlight] = collections.deque()
         self._in_backlog = False  # _dispatch_backlog is running (a finished request must not re-enter it)
+        self._reading = False  # data_received is dispatching: it updates reading once, after its frames
         self._backlog: collections.deque[memoryview] = collections.deque()  # decoded, not yet dispatched
         self._out: collections.deque[_Part] = collections.deque()  # rest of the response being written
         self._io: IoExecutor | None = dispatcher.io
@@ -244,13 +246,17 @@ class KafkaConnection(asyncio.Protocol):
             self._account(frames)
         if frames:
             self._received += len(frames)
-            if self._unmute is not None or self._backlog or len(self._pending) + len(frames) > self._max_in_flight \
-                    or self._queue.requests + len(frames) > self._queue.max_requests:
-                self._backlog.extend(frames)
-                self._dispatch_backlog()
-            else:
-                for frame in frames:
-                    self._dispatch(frame)
+            self._reading = True  # the requests answered at once leave reading to the line below
+            try:
+                if self._unmute is not None or self._backlog or len(self._pending) + len(frames) > self._max_in_flight \
+                        or self._queue.requests + len(frames) > self._queue.max_requests:
+                    self._backlog.extend(frames)
+                    self._dispatch_backlog()
+                else:
+                    for frame in frames:
+                        self._dispatch(frame)
+            finally:
+                self._reading = False
         self._update_reading()
 
     def pause_writing(self) -> None:
@@ -337,17 +343,16 @@ class KafkaConnection(asyncio.Protocol):
         run it, so a request answered without waiting (most are) is written in this same callback, with
         no task and no extra pass of the loop. A handler that waits goes on in a task of its own."""
         queue = self._queue
-        slot = RequestSlot(queue, self)
+        request = InFlight(queue, self)
         context = contextvars.copy_context()
         queue.requests += 1
         held = 0
         if frame is self._held_frame:
             held, self._held_frame, self._held_size = self._held_size, None, 0
-        request = InFlight()
         self._pending.append(request)  # its place in the response order, before anything it runs
         coroutine = self._dispatcher.dispatch(frame, self.peer)
         try:
-            waiting_on = context.run(start_request, slot, coroutine)
+            waiting_on = context.run(start_request, request, coroutine)
         except StopIteration as stop:
             request.finish(stop.value, None)
         except (KeyboardInterrupt, SystemExit):
@@ -357,9 +362,9 @@ class KafkaConnection(asyncio.Protocol):
         else:
             task = asyncio.get_running_loop().create_task(_rest(coroutine, waiting_on), context=context)
             request.task = task
-            task.add_done_callback(functools.partial(self._on_task_done, slot, held))
+            task.add_done_callback(functools.partial(self._on_task_done, request, held))
             return
-        self._on_task_done(slot, held, None)
+        self._on_task_done(request, held, None)
 
     def _dispatch_backlog(self) -> None:
         if self._in_backlog:  # a request it started finished at once: the loop below goes on
@@ -426,7 +431,8 @@ class KafkaConnection(asyncio.Protocol):
             return
         if self._backlog:
             self._dispatch_backlog()
-        self._update_reading()
+        if not self._reading:
+            self._update_reading()
 
     def _send(self, frame: list[FramePart]) -> None:
         """Start one response frame: in-memory parts go to the transport, file ranges are queued

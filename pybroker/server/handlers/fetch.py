@@ -166,6 +166,8 @@ def _requested(request: FetchRequest, by_id: bool) -> Requested:
 
 
 def _forgotten(request: FetchRequest, by_id: bool) -> list[PartitionKey]:
+    if not request.forgotten_topics_data:  # the usual request: no comprehension to run
+        return []
     return [(topic.topic_id if by_id else topic.topic, partition)
             for topic in request.forgotten_topics_data for partition in topic.partitions]
 
