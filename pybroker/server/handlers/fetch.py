@@ -83,7 +83,10 @@ async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
     wanted = _resolve(ctx, by_id, context.partitions)
     if services.authorizer is not None:
         _authorize(ctx, follower, wanted)
-    readable = [item.fetch for item in wanted if item.error is ErrorCode.NONE]
+    readable = []  # loops rather than comprehensions: each comprehension is a call of its own on Python 3.11
+    for item in wanted:
+        if item.error is ErrorCode.NONE:
+            readable.append(item.fetch)
     request_limit = request.max_bytes if ctx.api_version >= 3 else 2**31 - 1
     fetch_max_bytes = services.config["fetch.max.bytes"]
     params = FetchParams(replica_id, request.isolation_level == READ_COMMITTED, request.min_bytes,
@@ -93,7 +96,9 @@ async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
                              answered_with_error=len(readable) < len(wanted), on_wait=leave_request_queue)
     result = outcome if isinstance(outcome, FetchResult) else await outcome
     reads = iter(result.reads)
-    answers = [_answer(item, next(reads)) if item.error is ErrorCode.NONE else _error_data(item) for item in wanted]
+    answers = []
+    for item in wanted:
+        answers.append(_answer(item, next(reads)) if item.error is ErrorCode.NONE else _error_data(item))
     # consumer_byte_rate: a throttled consumer gets an empty answer and the session is left as it was
     if quota.record_fetch(follower, result.bytes):
         return FetchResponse(throttle_time_ms=0, error_code=0, responses=[],
@@ -161,8 +166,12 @@ def _authorize(ctx: RequestContext, follower: bool, wanted: list[_Wanted]) -> No
 
 def _requested(request: FetchRequest, by_id: bool) -> Requested:
     """The request's partitions keyed as its version names topics: by id from v13, by name before."""
-    return [((topic.topic_id if by_id else topic.topic, partition.partition), partition)
-            for topic in request.topics for partition in topic.partitions]
+    requested: Requested = []
+    for topic in request.topics:
+        name = topic.topic_id if by_id else topic.topic
+        for partition in topic.partitions:
+            requested.append(((name, partition.partition), partition))
+    return requested
 
 
 def _forgotten(request: FetchRequest, by_id: bool) -> list[PartitionKey]:

@@ -61,9 +61,16 @@ _RETRIED_BY_PRODUCERS = {ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COOR
 @api(ApiKey.PRODUCE, 3, 13)
 async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceResponse | None:
     services = ctx.services
-    names = [_topic_name(ctx, topic) for topic in request.topic_data]
+    # Loops rather than comprehensions here: each comprehension is a call of its own on Python 3.11.
+    names: list[str | None] = []
+    known: list[str] = []
+    for topic in request.topic_data:
+        name = _topic_name(ctx, topic)
+        names.append(name)
+        if name is not None:
+            known.append(name)
     # Kafka's checks: Write on the transactional id for the whole request, Write on each topic.
-    authorized = allowed_names(ctx, AclOperation.WRITE, ResourceType.TOPIC, (n for n in names if n is not None))
+    authorized = allowed_names(ctx, AclOperation.WRITE, ResourceType.TOPIC, known)
     refused = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED if request.transactional_id is not None and not \
         authorize(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id) else None
     turns: Sequence[_Turn] = ()
@@ -78,16 +85,22 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
         slots: list[list[PartitionResponse | PartitionAppend]] = []
         batches = []
         for name, topic in zip(names, request.topic_data):
+            of_topic: list[PartitionResponse | PartitionAppend] = []
+            slots.append(of_topic)
             if name is None:
-                slots.append([_error(data.index, ErrorCode.UNKNOWN_TOPIC_ID, None) for data in topic.partition_data])
+                for data in topic.partition_data:
+                    of_topic.append(_error(data.index, ErrorCode.UNKNOWN_TOPIC_ID, None))
                 continue
             code = refused or (None if name in authorized else ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-            slots.append([_error(data.index, code, None) if code else
-                          _not_admitted(data.index, name, not_admitted[TopicPartition(name, data.index)])
-                          if not_admitted and TopicPartition(name, data.index) in not_admitted
-                          else PartitionAppend(name, data.index, _received(data.records))
-                          for data in topic.partition_data])
-            batches += [slot for slot in slots[-1] if isinstance(slot, PartitionAppend)]
+            for data in topic.partition_data:
+                if code:
+                    of_topic.append(_error(data.index, code, None))
+                elif not_admitted and TopicPartition(name, data.index) in not_admitted:
+                    of_topic.append(_not_admitted(data.index, name, not_admitted[TopicPartition(name, data.index)]))
+                else:
+                    batch = PartitionAppend(name, data.index, _received(data.records))
+                    of_topic.append(batch)
+                    batches.append(batch)
         metrics = services.metrics
         results = await append_records(
             services.replica_manager, batches, required_acks=request.acks, transactional_id=request.transactional_id,
@@ -103,10 +116,14 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
         return None
     if request.acks == -1:
         await wait_for_acks(services.replica_manager, results, request.timeout_ms, leave_request_queue)
-    response = ProduceResponse([  # responses, throttle_time_ms
-        ProduceResponse.TopicProduceResponse(name or "", topic.topic_id, [  # name, topic_id, partition_responses
-            _answer(slot) if isinstance(slot, PartitionAppend) else slot for slot in of_topic])
-        for name, topic, of_topic in zip(names, request.topic_data, slots)], 0)
+    topics = []
+    for name, topic, of_topic in zip(names, request.topic_data, slots):
+        answers = []
+        for slot in of_topic:
+            answers.append(_answer(slot) if isinstance(slot, PartitionAppend) else slot)
+        # name, topic_id, partition_responses
+        topics.append(ProduceResponse.TopicProduceResponse(name or "", topic.topic_id, answers))
+    response = ProduceResponse(topics, 0)  # responses, throttle_time_ms
     if ctx.api_version >= leader_hints.FIRST_PRODUCE_VERSION:
         _point_to_leaders(ctx, names, response)
     return response
