@@ -57,10 +57,11 @@ class FetchParams:
     byte_limit: Callable[[], int]
     """The bytes the fetch may return, asked again at each read: a consumer's quota window moves
     during a long poll."""
+    follower: bool = field(init=False)
+    """``replica_id >= 0``: a field rather than a property, as every read asks it."""
 
-    @property
-    def follower(self) -> bool:
-        return self.replica_id >= 0
+    def __post_init__(self) -> None:
+        self.follower = self.replica_id >= 0
 
 
 @dataclass(slots=True)

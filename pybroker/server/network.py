@@ -45,7 +45,7 @@ import logging
 import os
 import socket
 from dataclasses import dataclass, field
-from typing import Any, Callable, Coroutine, Generator, Protocol, cast
+from typing import Any, Callable, Coroutine, Generator, Protocol
 
 from mypy_extensions import mypyc_attr
 
@@ -88,9 +88,6 @@ class InFlight(RequestSlot):
     ready: bool = False
     value: Response = None
     error: BaseException | None = None
-
-    def finish(self, value: Response, error: BaseException | None) -> None:
-        self.value, self.error, self.ready = value, error, True
 
     def done(self) -> bool:
         return self.ready if self.task is None else self.task.done()
@@ -354,11 +351,11 @@ class KafkaConnection(asyncio.Protocol):
         try:
             waiting_on = context.run(start_request, request, coroutine)
         except StopIteration as stop:
-            request.finish(stop.value, None)
+            request.value, request.ready = stop.value, True  # (no method call: most requests end here)
         except (KeyboardInterrupt, SystemExit):
             raise
         except BaseException as exc:  # as a task would keep it: _write_ready logs it and closes
-            request.finish(None, exc)
+            request.error, request.ready = exc, True
         else:
             task = asyncio.get_running_loop().create_task(_rest(coroutine, waiting_on), context=context)
             request.task = task
@@ -441,7 +438,8 @@ class KafkaConnection(asyncio.Protocol):
         assert transport is not None
         self._active = True
         # A frame's parts are typed with the Spliced protocol; the only one the broker builds is a FileSlice.
-        parts = cast(list[_Part], frame)
+        # (An annotation, not typing.cast: cast is a call and list[_Part] an object built per response.)
+        parts: list[_Part] = frame  # type: ignore[assignment]
         if len(parts) == 1 and not isinstance(parts[0], FileSlice):  # most answers: one buffer
             transport.write(parts[0])
             return
