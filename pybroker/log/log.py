@@ -72,16 +72,24 @@ def _reports_storage_errors(method: _Method) -> _Method:
         try:
             return method(self, *args, **kwargs)
         except (LogStorageError, OSError) as exc:
-            error = exc if isinstance(exc, LogStorageError) else LogStorageError(f"I/O error in {self.dir}: {exc}")
-            if error is not exc:
-                error.__cause__ = exc  # the listener tells a full descriptor table from a failed disk by it
-            if self.storage_error_listener is not None and not isinstance(error, SliceUnavailableError):
-                self.storage_error_listener(self, error)
+            error = _reported(self, exc)
             if error is exc:
                 raise
             raise error from exc
 
     return cast(_Method, reporting)
+
+
+def _reported(log: PartitionLog, exc: LogStorageError | OSError) -> LogStorageError:
+    """``exc`` as a LogStorageError, told to the log's ``storage_error_listener`` (see `_reports_storage_errors`,
+    which the append path, run per Produce, does inline)."""
+    error = exc if isinstance(exc, LogStorageError) else LogStorageError(f"I/O error in {log.dir}: {exc}")
+    if error is not exc:
+        error.__cause__ = exc  # the listener tells a full descriptor table from a failed disk by it
+    if log.storage_error_listener is not None and not isinstance(error, SliceUnavailableError):
+        log.storage_error_listener(log, error)
+    return error
+
 
 PARTITION_METADATA_FILE = "partition.metadata"
 
@@ -117,6 +125,9 @@ class PartitionLog:
                  recovery_point: int, high_watermark: int, now_ms: int) -> None:
         self._local = LocalLog(dir_path, topic, partition, config, segments, log_end_offset=log_end_offset,
                                recovery_point=recovery_point, now_ms=now_ms)
+        #: The log's settings: the local log's, kept here too as a plain attribute (every Produce reads it a few
+        #: times); replaced only by `update_config`.
+        self.config = config
         self._log_start_offset = log_start_offset
         self._high_watermark = max(log_start_offset, min(high_watermark, log_end_offset))
         #: Called instead of a flush when flush.messages is reached (set by the LogManager).
@@ -166,10 +177,6 @@ class PartitionLog:
         return self._local.dir
 
     @property
-    def config(self) -> LogConfig:
-        return self._local.config
-
-    @property
     def log_start_offset(self) -> int:
         return self._log_start_offset
 
@@ -201,7 +208,7 @@ class PartitionLog:
 
     def set_high_watermark(self, offset: int) -> int:
         """Set the HW clamped to [log start, LEO]; returns the value stored."""
-        self._high_watermark = max(self._log_start_offset, min(offset, self.log_end_offset))
+        self._high_watermark = max(self._log_start_offset, min(offset, self._local.log_end_offset))
         self.producer_state.on_high_watermark(self._high_watermark)
         return self._high_watermark
 
@@ -256,13 +263,12 @@ class PartitionLog:
 
     def update_config(self, config: LogConfig) -> None:
         """New settings apply to the next append, roll and retention run."""
-        self._local.config = config
+        self._local.config = self.config = config
         if self.schedule_listener is not None:
             self.schedule_listener(self)
 
     # -- appends ------------------------------------------------------------------------------
 
-    @_reports_storage_errors
     def append_as_leader(self, batch: bytearray, *, leader_epoch: int, now_ms: int,
                          transaction_version: int = 0) -> AppendInfo:
         """Assign offsets to ONE validated v2 batch, stamp it in place and write it.
@@ -272,50 +278,59 @@ class PartitionLog:
         InvalidProducerEpochError or UnknownProducerIdError without writing anything; an
         idempotent retry of a retained batch returns its original offsets (duplicate=True).
         ``transaction_version`` is a transaction marker's (WriteTxnMarkers v2), which decides its epoch check.
+        Reports storage errors as `_reports_storage_errors` does, inline: this runs per Produce.
         """
-        local = self._local
-        local.check_open()
-        local.now_ms = now_ms
-        rb = RecordBatch(batch)
-        size = rb.size
-        if size != len(batch):
-            raise CorruptRecordError(f"expected exactly one batch of {size} bytes, got {len(batch)} bytes")
-        config = local.config
-        h = rb.header()
-        idempotent = h.producer_id >= 0 and h.base_sequence >= 0 and not rb.is_control
-        last_seq = increment_sequence(h.base_sequence, h.last_offset_delta) if idempotent else -1
-        if h.producer_id >= 0 and not idempotent:
-            producer_log.check_unsequenced_epoch(self.producer_state, h, rb, transaction_version)
-        if idempotent:
-            check = self.producer_state.check_and_prepare(h.producer_id, h.producer_epoch,
-                                                          h.base_sequence, last_seq,
-                                                          transactional=rb.is_transactional)
-            if check.kind is SequenceCheck.DUPLICATE and check.duplicate is not None:
-                dup = check.duplicate
-                return AppendInfo(dup.first_offset, dup.last_offset,
-                                  dup.timestamp if config.log_append_time else -1,
-                                  self._log_start_offset, True, dup.timestamp, dup.last_offset)
-        base = local.log_end_offset
-        last = base + h.last_offset_delta
-        set_base_offset(batch, 0, base)
-        set_partition_leader_epoch(batch, 0, leader_epoch)
-        log_append_time = -1
-        max_ts = h.max_timestamp
-        if config.log_append_time:
-            set_log_append_time(batch, 0, now_ms)
-            log_append_time = max_ts = now_ms
-        segment = self._maybe_roll_for(size, now_ms, max_ts, last)
-        segment.append(last, max_ts, last, batch)
-        local.log_end_offset = last + 1
-        if idempotent:
-            self.producer_state.update(h.producer_id, h.producer_epoch, h.base_sequence, last_seq,
-                                       base, last, max_ts, transactional=rb.is_transactional)
-        elif h.producer_id >= 0:  # a batch without a producer id leaves the producer state alone
-            producer_log.apply_batch(self.producer_state, h._replace(base_offset=base, max_timestamp=max_ts),
-                                     rb, segment)
-        if self.unflushed_messages >= config.flush_messages:
-            self._flush_for_messages()
-        return AppendInfo(base, last, log_append_time, self._log_start_offset, False, max_ts, last)
+        try:
+            local = self._local
+            local.check_open()
+            local.now_ms = now_ms
+            rb = RecordBatch(batch)
+            size = rb.size
+            if size != len(batch):
+                raise CorruptRecordError(f"expected exactly one batch of {size} bytes, got {len(batch)} bytes")
+            config = local.config
+            h = rb.header()
+            idempotent = h.producer_id >= 0 and h.base_sequence >= 0 and not rb.is_control
+            last_seq = increment_sequence(h.base_sequence, h.last_offset_delta) if idempotent else -1
+            if h.producer_id >= 0 and not idempotent:
+                producer_log.check_unsequenced_epoch(self.producer_state, h, rb, transaction_version)
+            if idempotent:
+                check = self.producer_state.check_and_prepare(h.producer_id, h.producer_epoch,
+                                                              h.base_sequence, last_seq,
+                                                              transactional=rb.is_transactional)
+                if check.kind is SequenceCheck.DUPLICATE and check.duplicate is not None:
+                    dup = check.duplicate
+                    return AppendInfo(dup.first_offset, dup.last_offset,
+                                      dup.timestamp if config.log_append_time else -1,
+                                      self._log_start_offset, True, dup.timestamp, dup.last_offset)
+            base = local.log_end_offset
+            last = base + h.last_offset_delta
+            set_base_offset(batch, 0, base)
+            set_partition_leader_epoch(batch, 0, leader_epoch)
+            log_append_time = -1
+            max_ts = h.max_timestamp
+            if config.log_append_time:
+                set_log_append_time(batch, 0, now_ms)
+                log_append_time = max_ts = now_ms
+            segment = local.segments.active
+            if segment.should_roll(size, now_ms, config, max_ts, last):
+                segment = self.roll(now_ms, base)
+            segment.append(last, max_ts, last, batch)
+            local.log_end_offset = last + 1
+            if idempotent:
+                self.producer_state.update(h.producer_id, h.producer_epoch, h.base_sequence, last_seq,
+                                           base, last, max_ts, transactional=rb.is_transactional)
+            elif h.producer_id >= 0:  # a batch without a producer id leaves the producer state alone
+                producer_log.apply_batch(self.producer_state, h._replace(base_offset=base, max_timestamp=max_ts),
+                                         rb, segment)
+            if local.log_end_offset - local.recovery_point >= config.flush_messages:  # unflushed_messages
+                self._flush_for_messages()
+            return AppendInfo(base, last, log_append_time, self._log_start_offset, False, max_ts, last)
+        except (LogStorageError, OSError) as exc:
+            error = _reported(self, exc)
+            if error is exc:
+                raise
+            raise error from exc
 
     @_reports_storage_errors
     def append_as_follower(self, batches: bytes | bytearray | memoryview, *,
@@ -431,7 +446,7 @@ class PartitionLog:
         """
         found = self._local.read(fetch_offset, max_bytes, self._log_start_offset, max_offset=max_offset,
                                  min_one_batch=min_one_batch, cached_only=cached_only)
-        return FetchInfo(found, self._log_start_offset, self.log_end_offset, self._high_watermark)
+        return FetchInfo(found, self._log_start_offset, self._local.log_end_offset, self._high_watermark)
 
     def fetch_offset_by_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record with timestamp >= ``timestamp``, else None.

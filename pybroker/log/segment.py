@@ -257,18 +257,20 @@ class LogSegment:
             return False  # rolling an empty segment would recreate the same base offset
         if self._size > config.segment_bytes - batch_size:
             return True
-        if self.time_waited_for_roll(now_ms, max_timestamp) > config.max_segment_ms:
+        # Age measured like Kafka: by record time from the first batch, else by wall time. Inline, as each
+        # append asks; the property only for a segment loaded from disk, whose first batch is not read yet.
+        first = self._rolling_based_timestamp
+        if first is None:
+            first = self.rolling_based_timestamp
+        if first is not None and first >= 0 and max_timestamp >= 0:
+            waited = max_timestamp - first
+        else:
+            waited = now_ms - self.created_ms
+        if waited > config.max_segment_ms:
             return True
         if self.offset_index.is_full or self.time_index.is_full:
             return True
         return max_offset is not None and max_offset - self.base_offset > INT32_MAX
-
-    def time_waited_for_roll(self, now_ms: int, message_timestamp: int = -1) -> int:
-        """Age measured like Kafka: by record time from the first batch, else by wall time."""
-        first = self.rolling_based_timestamp
-        if first is not None and first >= 0 and message_timestamp >= 0:
-            return message_timestamp - first
-        return now_ms - self.created_ms
 
     def read(self, start_offset: int, max_size: int, max_position: int | None = None,
              min_one_batch: bool = True, *, max_offset: int | None = None,
