@@ -128,7 +128,9 @@ class PartitionLog:
         #: The log's settings: the local log's, kept here too as a plain attribute (every Produce reads it a few
         #: times); replaced only by `update_config`.
         self.config = config
-        self._log_start_offset = log_start_offset
+        #: The first visible offset: a plain attribute that only this class moves (retention, DeleteRecords,
+        #: truncation), read by every append.
+        self.log_start_offset = log_start_offset
         self._high_watermark = max(log_start_offset, min(high_watermark, log_end_offset))
         #: Called instead of a flush when flush.messages is reached (set by the LogManager).
         self.flush_requester: Callable[[PartitionLog], None] | None = None
@@ -159,7 +161,7 @@ class PartitionLog:
         return log
 
     def __repr__(self) -> str:
-        return (f"PartitionLog({self.topic}-{self.partition}, start={self._log_start_offset}, "
+        return (f"PartitionLog({self.topic}-{self.partition}, start={self.log_start_offset}, "
                 f"end={self.log_end_offset}, hw={self._high_watermark})")
 
     # -- properties ---------------------------------------------------------------------------
@@ -175,10 +177,6 @@ class PartitionLog:
     @property
     def dir(self) -> str:
         return self._local.dir
-
-    @property
-    def log_start_offset(self) -> int:
-        return self._log_start_offset
 
     @property
     def log_end_offset(self) -> int:
@@ -208,7 +206,7 @@ class PartitionLog:
 
     def set_high_watermark(self, offset: int) -> int:
         """Set the HW clamped to [log start, LEO]; returns the value stored."""
-        self._high_watermark = max(self._log_start_offset, min(offset, self._local.log_end_offset))
+        self._high_watermark = max(self.log_start_offset, min(offset, self._local.log_end_offset))
         self.producer_state.on_high_watermark(self._high_watermark)
         return self._high_watermark
 
@@ -219,7 +217,7 @@ class PartitionLog:
         first_unstable = self.producer_state.first_unstable_offset()
         if first_unstable is None:
             return self._high_watermark
-        return max(self._log_start_offset, min(first_unstable, self._high_watermark))
+        return max(self.log_start_offset, min(first_unstable, self._high_watermark))
 
     @property
     def segments(self) -> list[LogSegment]:
@@ -302,7 +300,7 @@ class PartitionLog:
                     dup = check.duplicate
                     return AppendInfo(dup.first_offset, dup.last_offset,
                                       dup.timestamp if config.log_append_time else -1,
-                                      self._log_start_offset, True, dup.timestamp, dup.last_offset)
+                                      self.log_start_offset, True, dup.timestamp, dup.last_offset)
             base = local.log_end_offset
             last = base + h.last_offset_delta
             set_base_offset(batch, 0, base)
@@ -325,7 +323,7 @@ class PartitionLog:
                                          rb, segment)
             if local.log_end_offset - local.recovery_point >= config.flush_messages:  # unflushed_messages
                 self._flush_for_messages()
-            return AppendInfo(base, last, log_append_time, self._log_start_offset, False, max_ts, last)
+            return AppendInfo(base, last, log_append_time, self.log_start_offset, False, max_ts, last)
         except (LogStorageError, OSError) as exc:
             error = _reported(self, exc)
             if error is exc:
@@ -361,7 +359,7 @@ class PartitionLog:
             parsed.append(rb)
             pos += rb.size
         if not parsed:
-            return AppendInfo(-1, -1, -1, self._log_start_offset, False, -1, -1)
+            return AppendInfo(-1, -1, -1, self.log_start_offset, False, -1, -1)
         max_ts, offset_of_max = -1, -1
         for rb in parsed:
             h = rb.header()
@@ -374,7 +372,7 @@ class PartitionLog:
             producer_log.apply_batch(self.producer_state, h, rb, segment)
         if self.unflushed_messages >= local.config.flush_messages:
             self._flush_for_messages()
-        return AppendInfo(parsed[0].base_offset, parsed[-1].last_offset, -1, self._log_start_offset,
+        return AppendInfo(parsed[0].base_offset, parsed[-1].last_offset, -1, self.log_start_offset,
                           False, max_ts, offset_of_max)
 
     def _flush_for_messages(self) -> None:
@@ -444,9 +442,9 @@ class PartitionLog:
         ``max_offset`` is an exclusive bound (e.g. the high watermark for consumers). With
         ``cached_only`` a page out of the page cache raises ColdReadError (see LogSegment.read).
         """
-        found = self._local.read(fetch_offset, max_bytes, self._log_start_offset, max_offset=max_offset,
+        found = self._local.read(fetch_offset, max_bytes, self.log_start_offset, max_offset=max_offset,
                                  min_one_batch=min_one_batch, cached_only=cached_only)
-        return FetchInfo(found, self._log_start_offset, self._local.log_end_offset, self._high_watermark)
+        return FetchInfo(found, self.log_start_offset, self._local.log_end_offset, self._high_watermark)
 
     def fetch_offset_by_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record with timestamp >= ``timestamp``, else None.
@@ -457,20 +455,20 @@ class PartitionLog:
         """
         self._local.check_open()
         if timestamp == -2:
-            return self._log_start_offset, -1
+            return self.log_start_offset, -1
         if timestamp == -1:
             return self.log_end_offset, -1
         if timestamp == -3:
             found = self.latest_timestamp_offset()
             return None if found[0] < 0 else found
-        return self._local.offset_by_timestamp(timestamp, self._log_start_offset)
+        return self._local.offset_by_timestamp(timestamp, self.log_start_offset)
 
     async def fetch_offset_by_timestamp_off_loop(self, io: IoExecutor, timestamp: int) -> tuple[int, int] | None:
         """``fetch_offset_by_timestamp`` with each segment's scan and batch decoding on ``io``'s
         threads (ListOffsets by timestamp); the segments to search are chosen here, on the loop."""
         if timestamp in (-1, -2, -3):
             return self.fetch_offset_by_timestamp(timestamp)
-        return await self._local.offset_by_timestamp_off_loop(io, timestamp, self._log_start_offset)
+        return await self._local.offset_by_timestamp_off_loop(io, timestamp, self.log_start_offset)
 
     def latest_timestamp_offset(self) -> tuple[int, int]:
         """(offset, timestamp) of the first record with the largest timestamp; (-1, -1) if none."""
@@ -496,7 +494,7 @@ class PartitionLog:
             return True
         new_end = local.truncate_to(offset)
         delete_snapshots(self.dir, above=new_end)
-        self._log_start_offset = min(self._log_start_offset, new_end)
+        self.log_start_offset = min(self.log_start_offset, new_end)
         self._high_watermark = min(self._high_watermark, new_end)
         if self.producer_state.needs_rebuild_after_truncation(new_end):
             self._rebuild_producer_state()
@@ -507,7 +505,7 @@ class PartitionLog:
         """Delete every segment and restart empty at ``offset`` (a follower far behind)."""
         self._local.check_open()
         self._local.truncate_fully_and_start_at(offset)
-        self._log_start_offset = self._high_watermark = offset
+        self.log_start_offset = self._high_watermark = offset
         self.producer_state.clear()
         self.producer_state.truncate_head(offset)
         delete_snapshots(self.dir, above=-1)
@@ -519,7 +517,7 @@ class PartitionLog:
         """Load the newest usable snapshot and replay the batches after it (see ``producer_log.rebuild``)."""
         local = self._local
         producer_log.rebuild(self.producer_state, local.dir, local.segments, log_end_offset=local.log_end_offset,
-                             recovery_point=local.recovery_point, log_start_offset=self._log_start_offset,
+                             recovery_point=local.recovery_point, log_start_offset=self.log_start_offset,
                              high_watermark=self._high_watermark)
 
     def collect_aborted(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
@@ -534,10 +532,10 @@ class PartitionLog:
         ``maybeIncrementLogStartOffset``; nothing below it needs recovering, so the recovery point follows."""
         self._local.check_open()
         if offset > self._high_watermark:
-            raise OffsetOutOfRangeError(offset, self._log_start_offset, self._high_watermark)
-        if offset <= self._log_start_offset:
+            raise OffsetOutOfRangeError(offset, self.log_start_offset, self._high_watermark)
+        if offset <= self.log_start_offset:
             return False
-        self._log_start_offset = offset
+        self.log_start_offset = offset
         self._local.recovery_point = max(self._local.recovery_point, offset)
         self.producer_state.truncate_head(offset)
         logger.info("Incremented log start offset of %s to %d", self.dir, offset)
@@ -586,7 +584,7 @@ class PartitionLog:
         local.check_open()
         local.now_ms = now_ms
         local.delete_expired_files(now_ms)
-        rules = retention_rules(self._log_start_offset, local.config, now_ms, lambda: self.size_in_bytes)
+        rules = retention_rules(self.log_start_offset, local.config, now_ms, lambda: self.size_in_bytes)
         return sum(self._delete_segments(rule) for rule in rules)
 
     def _delete_segments(self, predicate: Predicate) -> int:
@@ -599,15 +597,15 @@ class PartitionLog:
             self.roll(local.now_ms)  # there must always be an active segment
         local.delete_prefix(len(doomed))
         first_base = local.segments.first.base_offset
-        if first_base > self._log_start_offset:
-            self._log_start_offset = first_base
-            self._high_watermark = max(self._high_watermark, self._log_start_offset)
+        if first_base > self.log_start_offset:
+            self.log_start_offset = first_base
+            self._high_watermark = max(self._high_watermark, self.log_start_offset)
             self.producer_state.on_high_watermark(self._high_watermark)
-            local.recovery_point = max(local.recovery_point, self._log_start_offset)
-        self.producer_state.truncate_head(self._log_start_offset)
+            local.recovery_point = max(local.recovery_point, self.log_start_offset)
+        self.producer_state.truncate_head(self.log_start_offset)
         delete_snapshots(self.dir, below=first_base)
         logger.info("Deleted %d segment(s) of %s; log start offset is now %d", len(doomed), self.dir,
-                    self._log_start_offset)
+                    self.log_start_offset)
         return len(doomed)
 
     def close(self) -> None:

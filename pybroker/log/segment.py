@@ -230,9 +230,8 @@ class LogSegment:
         fd = self._log.fileno()
         try:
             written = os.write(fd, records)
-            view = memoryview(records)
             while written < n:  # regular files write fully; this only guards a short write
-                written += os.write(fd, view[written:])
+                written += os.write(fd, memoryview(records)[written:])
         except OSError as exc:
             try:
                 os.ftruncate(fd, position)
@@ -558,7 +557,7 @@ def scan_headers(pread: Callable[[int, int], bytes | bytearray], path: str, star
             chunk, chunk_pos, off = pread(min(_SCAN_CHUNK, end - pos), pos), pos, 0
             if len(chunk) < RECORD_BATCH_OVERHEAD:
                 return
-        h = BatchHeader._make(BATCH_HEADER.unpack_from(chunk, off))
+        h = tuple.__new__(BatchHeader, BATCH_HEADER.unpack_from(chunk, off))  # _make without its Python frame
         if h.batch_length < MIN_BATCH_LENGTH or h.magic != CURRENT_MAGIC or h.last_offset_delta < 0:
             raise CorruptLogError(
                 f"Corrupt batch header in {path} at position {pos}: length "
