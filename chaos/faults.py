@@ -26,7 +26,8 @@ Composite faults (one thread each, steps recorded as `fault-step`):
   clients-cut  every client connection to a broker frozen (brokers and ZooKeeper still reach it);
   share-stall-then-kill
                share rounds only (`--share`): a share-partition leader's writes to its share coordinator
-               frozen while the members release, accept and time out its records, then the leader killed
+               frozen for 8-12 s while the members release, accept and time out its records and poll again
+               (their acknowledgements wait 5 s for the writes), then the leader killed
                with them unwritten (a released record handed out before its new count is written comes
                back with the count gone down: the released-before-written mutant).
 
@@ -101,7 +102,9 @@ SHARE_LEADER_DOWN_S = 2.0  # share-stall-then-kill: how long the killed share-pa
 # Share rounds only (they need the share workload's topic and group): drawn only when the round has it, after
 # the others, so that the other rounds' schedules stay as their seeds drew them.
 SHARE_KINDS = ("share-stall-then-kill",)
-SPECS["share-stall-then-kill"] = Spec(("share",), 4.0, 8.0, extra=SHARE_LEADER_DOWN_S + 2.0)
+# Longer than share.coordinator.write.timeout.ms (5 s), which the members' acknowledgements wait for the frozen
+# writes: they poll again inside the stall.
+SPECS["share-stall-then-kill"] = Spec(("share",), 8.0, 12.0, extra=SHARE_LEADER_DOWN_S + 2.0)
 COMPOSITE = ("lag-then-kill", "lag-then-power-loss", "lag-then-isolate", "failover-mid", "net-and-zk",
              "power-loss-two", "controller-bounce", "clients-cut")
 GENERATORS = ("sequential", "overlapping", "aimed")

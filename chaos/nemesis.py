@@ -147,7 +147,7 @@ def apply(cluster: ChaosCluster, fault: Fault, history: History, rng: random.Ran
     elif kind == "lose-isr":
         detail.update(_lose_isr(cluster, victims[0], hold, history))
     elif kind == "share-stall-then-kill":
-        detail.update(_share_stall_then_kill(cluster, hold, rng, step))
+        detail.update(_share_stall_then_kill(cluster, hold, rng, step, history))
     else:
         raise ValueError(f"unknown fault {kind}")
     history.add("fault", phase="end", id=index, kind=kind, started=start["t"], **detail)
@@ -369,7 +369,8 @@ def _lose_isr(cluster: ChaosCluster, leader: Broker, duration: float, history: H
     return {"lost_bytes": lost, "stale_follower": follower.broker_id}
 
 
-def _share_stall_then_kill(cluster: ChaosCluster, hold: float, rng: random.Random, step: _Steps) -> dict[str, Any]:
+def _share_stall_then_kill(cluster: ChaosCluster, hold: float, rng: random.Random, step: _Steps,
+                           history: History) -> dict[str, Any]:
     """A share-partition's state writes held back, then its leader killed with them unwritten: the leader's
     connections to the share coordinator of one share-partition (the leader of the ``__share_group_state``
     partition that stores it) freeze for the fault's duration while the members go on releasing and accepting
@@ -377,15 +378,19 @@ def _share_stall_then_kill(cluster: ChaosCluster, hold: float, rng: random.Rando
     and the frozen writes are dropped with its connections. A leader that hands a released record out again
     before its new count is written (the released-before-written mutant) leaves the next leader an older
     count: the record comes back with its count gone down. A share-partition whose leader is its coordinator
-    too writes in-process and is not chosen; when every one is so (for LAG_TIMEOUT_S), the fault only waits."""
+    too writes in-process and is not chosen, nor one no member was handed a record of yet (the share consumers
+    take a few seconds to join); when none is left (for LAG_TIMEOUT_S), the fault only waits. The duration should
+    pass share.coordinator.write.timeout.ms (5 s): the members' acknowledgements wait that long for the frozen
+    writes, and only then do they poll what the leader handed out meanwhile."""
     split: list[tuple[int, int, int]] = []
 
     def found() -> bool:
-        split[:] = _share_partitions_apart(cluster)
+        delivered = {e["partition"] for e in history.snapshot() if e["type"] == "share-deliver"}
+        split[:] = [apart for apart in _share_partitions_apart(cluster) if apart[0] in delivered]
         return bool(split)
     _wait(found, LAG_TIMEOUT_S)
     if not split:
-        step("no-share-partition-apart-from-its-coordinator")
+        step("no-share-partition-in-use-apart-from-its-coordinator")
         time.sleep(hold)
         return {"stalled": None}
     partition, leader, coordinator = rng.choice(split)
