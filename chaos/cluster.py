@@ -352,6 +352,14 @@ class ChaosCluster:
         """Both directions between two brokers."""
         return [(a.front, b.name), (b.front, a.name)]
 
+    def connections_into(self, broker: Broker) -> dict[str, int]:
+        """The connections open to `broker` now, counted by the source its proxy took each for: what a cut
+        of one source can freeze (a post-mortem of a fault whose cut seemed to have no effect)."""
+        assert self.proxies is not None
+        counted: Counter[str] = Counter()
+        self.proxies.call(lambda: counted.update(link.source for link in broker.front.links))
+        return dict(counted)
+
     @staticmethod
     def into(broker: Broker, source: Broker) -> list[Link]:
         """The connections `source` opens to `broker` (a follower's fetches from its leader), not the others."""

@@ -210,7 +210,11 @@ def _lag_then(cluster: ChaosCluster, fault: Fault, leader: Broker, step: _Steps)
     cluster.cut(lag)
     try:
         left = _wait(lambda: follower.broker_id not in partition_state(cluster, partition)[2], LAG_TIMEOUT_S)
-        step("lagging" if left else "still-in-isr", follower=follower.broker_id, leader=leader.broker_id)
+        if left:
+            step("lagging", follower=follower.broker_id, leader=leader.broker_id)
+        else:  # which sources the leader's connections were taken for: a follower's never cut reads as "client"
+            step("still-in-isr", follower=follower.broker_id, leader=leader.broker_id,
+                 connections=cluster.connections_into(leader))
         detail: dict[str, Any] = {"follower": follower.broker_id, "left_isr": left}
         how = fault.kind.removeprefix("lag-then-")
         if how == "isolate":

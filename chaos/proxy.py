@@ -23,21 +23,24 @@ CLIENT = "client"  # a connection opened by no known broker process: the workloa
 TCP_TABLE = "/proc/net/tcp"
 
 
-def socket_inode(port: int) -> str | None:
-    """The inode of the IPv4 socket whose local address is 127.0.0.1:`port`, if it still exists."""
-    local = f"0100007F:{port:04X}"
+def socket_inode(port: int, remote_port: int) -> str | None:
+    """The inode of the open IPv4 socket from 127.0.0.1:`port` to 127.0.0.1:`remote_port`, if it still exists.
+    Both ends are matched: the kernel gives an ephemeral port to a new connection while an earlier connection
+    from that port to another address lingers in TIME_WAIT, whose line (inode 0, owned by no process) may come
+    first; matched on the local port alone, a follower's fetch connection was taken for a client's and never cut."""
+    local, remote = f"0100007F:{port:04X}", f"0100007F:{remote_port:04X}"
     with open(TCP_TABLE) as table:
         next(table)
         for line in table:
             fields = line.split()
-            if fields[1] == local:
+            if fields[1] == local and fields[2] == remote and fields[9] != "0":
                 return fields[9]
     return None
 
 
-def owner_of(port: int, pids: dict[str, int]) -> str:
-    """Which of `pids` (name -> pid) holds the client end of a loopback connection from `port`."""
-    inode = socket_inode(port)
+def owner_of(port: int, remote_port: int, pids: dict[str, int]) -> str:
+    """Which of `pids` (name -> pid) holds the client end of a loopback connection from `port` to `remote_port`."""
+    inode = socket_inode(port, remote_port)
     if inode is None:
         return CLIENT
     target = f"socket:[{inode}]"
@@ -94,7 +97,7 @@ class Proxy:
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         peer_port = writer.get_extra_info("peername")[1]
-        source = await asyncio.get_running_loop().run_in_executor(None, owner_of, peer_port, self.pids())
+        source = await asyncio.get_running_loop().run_in_executor(None, owner_of, peer_port, self.port, self.pids())
         link = _Link(source, writer)
         self.links.add(link)
         if self.is_blocked(source) or self.target_port is None:

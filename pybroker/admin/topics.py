@@ -206,7 +206,15 @@ async def create(admin: AdminClient, args: argparse.Namespace, topic: NewTopic |
 
 
 async def list_(admin: AdminClient, args: argparse.Namespace, _: NewTopic | None) -> None:
-    print("\n".join(await matching_topics(admin, args)))
+    names = await matching_topics(admin, args)
+    marked = await marked_for_deletion(admin)
+    print("\n".join(f"{name} - marked for deletion" if name in marked else name for name in names))
+
+
+async def marked_for_deletion(admin: AdminClient) -> set[str]:
+    """With --zookeeper, the topics whose deletion is queued and not complete, which the old ZooKeeper
+    TopicCommand marks in --list and --describe; brokers no longer serve them, so --bootstrap-server lists none."""
+    return await admin.marked_for_deletion() if isinstance(admin, ZkTopicAdmin) else set()
 
 
 async def alter(admin: AdminClient, args: argparse.Namespace, topic: NewTopic | None) -> None:
@@ -229,9 +237,12 @@ async def delete(admin: AdminClient, args: argparse.Namespace, _: NewTopic | Non
     names = await matching_topics(admin, args)
     if not names:
         return
+    marked = await marked_for_deletion(admin)
     for result in (await on_controller(admin, "deleteTopics", lambda: admin.delete_topics(names))).values():
         result.raise_error()
-        if isinstance(admin, ZkTopicAdmin):  # the old ZooKeeper TopicCommand's words
+        if result.name in marked:  # the old ZooKeeper TopicCommand's words from here on
+            print(f"Topic {result.name} is already marked for deletion.")
+        elif isinstance(admin, ZkTopicAdmin):
             print(f"Topic {result.name} is marked for deletion.")
             print("Note: This will have no impact if delete.topic.enable is not set to true.")
 
@@ -242,8 +253,9 @@ async def describe(admin: AdminClient, args: argparse.Namespace, _: NewTopic | N
     configs = await admin.describe_topic_configs(names)
     live_brokers = {b.node_id for b in await admin.describe_cluster()}
     options = DescribeOptions.from_args(args, live_brokers)
+    marked = await marked_for_deletion(admin)
     for name in names:
-        for line in options.lines(described[name], configs.get(name, [])):
+        for line in options.lines(described[name], configs.get(name, []), marked=name in marked):
             print(line)
 
 
@@ -267,24 +279,26 @@ class DescribeOptions:
     def topic_lines(self) -> bool:
         return not (self.under_replicated or self.unavailable or self.under_min_isr or self.at_min_isr)
 
-    def lines(self, topic: TopicDescription, configs: Sequence[ConfigEntry]) -> list[str]:
+    def lines(self, topic: TopicDescription, configs: Sequence[ConfigEntry], *, marked: bool = False) -> list[str]:
+        """The lines for `topic`, each ending `MarkedForDeletion: true` when `marked` (its deletion pending)."""
         overrides = [c for c in configs if not c.is_default]
         lines = []
         if self.topic_lines and (not self.overrides_only or overrides):
             lines.append(topic_line(topic, overrides))
-        if self.overrides_only:
-            return lines
-        min_isr = next((int(c.value) for c in configs if c.name == MIN_ISR_CONFIG and c.value), 1)
-        for partition in topic.partitions:
-            if self.topic_lines or self._selected(partition, len(topic.partitions[0].replicas), min_isr):
-                lines.append(partition_line(topic.name, partition))
-        return lines
+        if not self.overrides_only:
+            min_isr = next((int(c.value) for c in configs if c.name == MIN_ISR_CONFIG and c.value), 1)
+            lines += [partition_line(topic.name, partition) for partition in topic.partitions
+                      if self.topic_lines or self._selected(partition, len(topic.partitions[0].replicas), min_isr)]
+        return [line + MARKED_FOR_DELETION for line in lines] if marked else lines
 
     def _selected(self, p: PartitionInfo, replication_factor: int, min_isr: int) -> bool:
         return (self.under_replicated and len(p.isr) < replication_factor
                 or self.unavailable and (p.leader is None or p.leader not in self.live_brokers)
                 or self.under_min_isr and (p.leader is None or len(p.isr) < min_isr)
                 or self.at_min_isr and len(p.isr) == min_isr)
+
+
+MARKED_FOR_DELETION = "\tMarkedForDeletion: true"
 
 
 def topic_line(topic: TopicDescription, overrides: Sequence[ConfigEntry]) -> str:

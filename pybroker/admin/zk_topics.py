@@ -131,6 +131,11 @@ class ZkTopicAdmin:
         return {name: await self._outcome(name, self._add_partitions(name, total, (assignments or {}).get(name)))
                 for name, total in totals.items()}
 
+    async def marked_for_deletion(self) -> set[str]:
+        """The topics named in /admin/delete_topics: queued, their deletion not complete (Kafka's
+        isTopicMarkedForDeletion)."""
+        return set(await self._zk.children(zp.DELETE_TOPICS))
+
     async def delete_topics(self, names: Sequence[str]) -> dict[str, TopicResult]:
         return {name: await self._outcome(name, self._mark_for_deletion(name)) for name in names}
 

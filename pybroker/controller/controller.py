@@ -70,12 +70,15 @@ class ZkController:
     def __init__(self, zk: ZkClient, broker_id: int, *, socket_timeout_ms: int,
                  unclean_election: bool = False, rebalance: RebalanceConfig = RebalanceConfig(),
                  inter_broker_listener: str = "PLAINTEXT", tls: ssl.SSLContext | None = None,
-                 sasl: SaslCredentials | None = None, log_ends: LogEndQuery | None = None):
+                 sasl: SaslCredentials | None = None, log_ends: LogEndQuery | None = None,
+                 delete_topic_enable: bool = True):
         """``log_ends`` answers for the brokers' logs before a longest-log election; by default the
-        brokers are asked (tests whose brokers are bare registrations give it)."""
+        brokers are asked (tests whose brokers are bare registrations give it). With ``delete_topic_enable``
+        false (delete.topic.enable) entries in /admin/delete_topics are removed without deleting."""
         self._zk = zk
         self._broker_id = broker_id
         self._rebalance = rebalance
+        self._delete_enabled = delete_topic_enable
         self._rebalance_task: asyncio.Task[None] | None = None
         self._log_end_task: asyncio.Task[None] | None = None
         self._elected_generation = 0  # the ZooKeeper session generation this broker was last elected in
@@ -87,10 +90,11 @@ class ZkController:
         self._partitions = PartitionStateMachine(self._ctx, zk, self._writer, unclean_default=unclean_election,
                                                  log_ends=asked)
         self._requests = BrokerRequests(self._ctx, self._channel, broker_id)
-        self._reassignments = Reassignments(self._ctx, self._writer, self._partitions, self._requests, broker_id)
+        self._deletions = TopicDeletions(self._ctx)
+        self._reassignments = Reassignments(self._ctx, self._writer, self._partitions, self._requests, broker_id,
+                                            self._deletions.is_queued)
         self._log_dir_failures = LogDirFailures(self._ctx, zk, self._requests, self._partitions, lambda: self.epoch,
                                                 self._publish)
-        self._deletions = TopicDeletions(self._ctx)
         self._channel.response_listeners.append(self._on_broker_response)
         for kind, handler in ((ev.CONTROLLER_CHANGED, self._on_controller_changed),
                               (ev.BROKERS_CHANGED, self._on_brokers_changed),
@@ -194,10 +198,11 @@ class ZkController:
         for topic in await self._zk.children(zp.BROKER_TOPICS, watch=ev.TOPICS_CHANGED):
             await self._load_topic(topic, written)
         # Topics queued for deletion leave the context before any election (Kafka's new controller reads
-        # /admin/delete_topics in initializeControllerContext); their deletion starts over below.
+        # /admin/delete_topics in initializeControllerContext), unless being reassigned; their deletion starts
+        # over below. With deletion disabled the entries are dropped below.
         self._deletions.clear()
         for topic in await self._zk.children(zp.DELETE_TOPICS, watch=ev.DELETE_TOPICS):
-            if topic in ctx.assignments:
+            if topic in ctx.assignments and self._delete_enabled:
                 self._deletions.enqueue(topic)
         # Brokers that restarted since a partition's state was written are bounced for it, as
         # processBrokerChange would have handled them had this controller seen the old registration.
@@ -212,6 +217,7 @@ class ZkController:
         self._send_metadata(deleted=self._deletions.marked())
         for key in sorted(ctx.reassignments):  # moves a previous controller started
             await self._reassignments.complete_if_caught_up(key)
+        await self._release_reassigned_deletions()
         await self._on_delete_topics(ZkEvent(ev.DELETE_TOPICS))
         await self._on_reassign_partitions(ZkEvent(ev.REASSIGN_PARTITIONS))
         await self._on_preferred_replica_election(ZkEvent(ev.PREFERRED_REPLICA_ELECTION))
@@ -326,24 +332,44 @@ class ZkController:
             self._send_metadata(created)
 
     async def _on_delete_topics(self, _: ZkEvent) -> None:
-        """Queue the topics named in /admin/delete_topics: brokers stop serving them at once, their
-        replicas are deleted, and their znodes go once every replica is (topic_deletion.py)."""
+        """Queue the topics named in /admin/delete_topics: brokers stop serving them at once (a topic being
+        reassigned: once its moves end), their replicas are deleted, and their znodes go once every replica
+        is (topic_deletion.py). With delete.topic.enable=false the entries are removed and nothing is deleted,
+        as Kafka's processTopicDeletion does for entries written straight into ZooKeeper."""
         pending = await self._zk.children(zp.DELETE_TOPICS, watch=ev.DELETE_TOPICS)
         if not self.active:
             return
         queued: set[str] = set()
+        held: set[str] = set()
         for topic in pending:
             if self._deletions.is_queued(topic):
                 continue
             if topic not in self._ctx.assignments:  # no such topic: the request is dropped, as Kafka does
                 await self._writer.delete(zp.delete_topic_path(topic))
-                continue
-            self._deletions.enqueue(topic)
-            queued.add(topic)
+            elif not self._delete_enabled:
+                log.info("[Controller id=%d] removing %s since delete topic is disabled", self._broker_id, topic)
+                await self._writer.delete(zp.delete_topic_path(topic))
+            elif self._deletions.enqueue(topic):
+                queued.add(topic)
+            else:
+                held.add(topic)
+        if held:
+            log.info("[Controller id=%d] halted deletion of topics %s: topic reassignment in progress",
+                     self._broker_id, sorted(held))
         if queued:
             log.info("[Controller id=%d] deleting topics %s", self._broker_id, sorted(queued))
             self._send_metadata(set(), deleted=self._deletions.marked(queued))
         await self._resume_deletions()
+
+    async def _release_reassigned_deletions(self) -> None:
+        """Start deleting the topics held for a reassignment that has ended (Kafka: onPartitionReassignment's
+        resumeDeletionForTopics)."""
+        released = self._deletions.release_reassigned()
+        if released:
+            log.info("[Controller id=%d] reassignment of topics %s ended: deleting them", self._broker_id,
+                     sorted(released))
+            self._send_metadata(set(), deleted=self._deletions.marked(released))
+            await self._resume_deletions()
 
     async def _resume_deletions(self) -> None:
         """Kafka's resumeDeletions: remove the topics whose every replica is deleted, and send
@@ -410,7 +436,7 @@ class ZkController:
                 try:
                     await self._partitions.write(proposal.key, replace(outcome, controller_epoch=self.epoch))
                 except StateConflict:
-                    outcome = ErrorCode.INVALID_UPDATE_VERSION
+                    outcome = self._applied(broker_id, proposal)
                 else:
                     outcome = self._ctx.states[proposal.key]
                     changed.add(proposal.key)
@@ -420,7 +446,18 @@ class ZkController:
             results.append(outcome)
         if changed:
             self._send_metadata(changed)
+            await self._release_reassigned_deletions()
         return results
+
+    def _applied(self, broker_id: int, proposal: IsrProposal) -> ErrorCode | zp.LeaderAndIsr:
+        """After a version conflict (the context now has the stored state): the stored state when it is the proposal
+        applied already, else INVALID_UPDATE_VERSION. An earlier write of this proposal may have landed though
+        ZooKeeper answered it with a lost connection, leaving the context behind; Kafka's conditional ZooKeeper
+        update checks the stored data the same way before it calls a conflict one."""
+        stored = check_proposal(self._ctx, broker_id, proposal)
+        if isinstance(stored, zp.LeaderAndIsr) and stored == self._ctx.states[proposal.key]:
+            return stored
+        return ErrorCode.INVALID_UPDATE_VERSION
 
     async def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> zp.ProducerIdBlock:
         """AllocateProducerIds (KIP-730): the next producer-id block, for a live broker's current
@@ -466,7 +503,8 @@ class ZkController:
         live = ctx.electable()
         preferred: dict[int, list[TopicPartition]] = {}
         for key in ctx.states:
-            preferred.setdefault(ctx.replicas(key)[0], []).append(key)
+            if not self._deletions.is_queued(key[0]):  # a topic held for deletion keeps its leaders, as in Kafka
+                preferred.setdefault(ctx.replicas(key)[0], []).append(key)
         changed: set[TopicPartition] = set()
         for broker_id, keys in preferred.items():
             elsewhere = [k for k in keys if ctx.states[k].leader != broker_id]
@@ -493,7 +531,8 @@ class ZkController:
                              partitions: list[TopicPartition] | None) -> dict[TopicPartition, ElectionOutcome]:
         self._check_active()
         live = self._ctx.electable()
-        outcomes = {key: await self._partitions.elect_on_request(key, election_type, live)
+        outcomes = {key: ElectionOutcome.TOPIC_BEING_DELETED if self._deletions.is_queued(key[0]) else
+                    await self._partitions.elect_on_request(key, election_type, live)
                     for key in (sorted(self._ctx.states) if partitions is None else partitions)}
         changed = {key for key, outcome in outcomes.items() if outcome == ElectionOutcome.ELECTED}
         if changed:

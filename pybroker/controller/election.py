@@ -152,6 +152,7 @@ class ElectionOutcome(Enum):
     PREFERRED_NOT_AVAILABLE = "preferred leader not available"
     NO_ELIGIBLE_LEADER = "no eligible leader"
     UNKNOWN_PARTITION = "unknown partition"
+    TOPIC_BEING_DELETED = "topic being deleted"  # queued for deletion: no election (Kafka's controller skips it)
 
 
 def elect_on_request(election_type: ElectionType, replicas: Sequence[int], leader: int, isr: Sequence[int],

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import logging
 
+from typing import Callable
+
 from pybroker.common.topic import TopicPartition
 from pybroker.zk import paths as zp
 from pybroker.controller.context import ControllerContext
@@ -28,8 +30,10 @@ Targets = dict[TopicPartition, tuple[int, ...] | None]  # None cancels
 
 class Reassignments:
     def __init__(self, ctx: ControllerContext, writer: FencedZkWriter, partitions: PartitionStateMachine,
-                 requests: BrokerRequests, controller_id: int):
+                 requests: BrokerRequests, controller_id: int, queued_for_deletion: Callable[[str], bool]):
+        """A topic queued for deletion is not moved (Kafka's maybeTriggerPartitionReassignment)."""
         self._ctx = ctx
+        self._queued_for_deletion = queued_for_deletion
         self._writer = writer
         self._partitions = partitions
         self._requests = requests
@@ -85,6 +89,10 @@ class Reassignments:
         ctx = self._ctx
         if key not in ctx.states:
             raise UnknownTopicError(f"Topic partition {key[0]}-{key[1]} does not exist.")
+        if self._queued_for_deletion(key[0]):
+            log.info("[Controller id=%d] skipping reassignment of %s-%d since the topic is being deleted", self._id,
+                     *key)
+            raise UnknownTopicError("The partition does not exist.")
         ongoing = ctx.reassignments.get(key)
         if target is None:
             if ongoing is None:

@@ -12,6 +12,11 @@ deleted is sent StopReplica again. Only when every replica is deleted are the to
 broker that was down never keeps the log of a topic that no longer exists, and the name cannot be created
 again meanwhile (/brokers/topics/T is still there: TOPIC_ALREADY_EXISTS). A new controller finds the queue
 in /admin/delete_topics and starts every deletion over.
+
+A topic with a partition being reassigned is queued but held, as Kafka marks it ineligible for deletion
+("topic reassignment in progress"): it stays in the context, served and moving, until its last
+reassignment ends; only then does its deletion start. delete.topic.enable=false is the controller's
+business (controller.py drops the queue's entries unapplied).
 """
 
 from __future__ import annotations
@@ -61,13 +66,16 @@ class TopicDeletions:
     def __init__(self, ctx: ControllerContext):
         self._ctx = ctx
         self._queued: dict[str, TopicDeletion] = {}
+        self._held: set[str] = set()  # queued while reassigned: still in the context
 
     def clear(self) -> None:
         """A new controllership reads the queue from ZooKeeper again."""
         self._queued.clear()
+        self._held.clear()
 
     def is_queued(self, topic: str) -> bool:
-        return topic in self._queued
+        """Queued for deletion, started or held (Kafka's isTopicQueuedUpForDeletion)."""
+        return topic in self._queued or topic in self._held
 
     def marked(self, topics: set[str] | None = None) -> dict[str, list[int]]:
         """The queued topics (of `topics` only when given) with their partition ids, for UpdateMetadata's
@@ -75,8 +83,27 @@ class TopicDeletions:
         return {topic: sorted(d.assignment.partitions) for topic, d in self._queued.items()
                 if topics is None or topic in topics}
 
-    def enqueue(self, topic: str) -> None:
-        """Queue a topic of the context for deletion and take it out of the context."""
+    def enqueue(self, topic: str) -> bool:
+        """Queue a topic of the context for deletion: it leaves the context at once (True), or stays there,
+        held, while one of its partitions is being reassigned (False)."""
+        if any(key[0] == topic for key in self._ctx.reassignments):
+            self._held.add(topic)
+            return False
+        self._start(topic)
+        return True
+
+    def release_reassigned(self) -> set[str]:
+        """Start the deletion of the held topics none of whose partitions is being reassigned any more (Kafka's
+        resumeDeletionForTopics once onPartitionReassignment completes); returns them."""
+        reassigning = {key[0] for key in self._ctx.reassignments}
+        released = self._held - reassigning
+        self._held -= released
+        released &= set(self._ctx.assignments)  # a topic whose znode went meanwhile has nothing left to delete
+        for topic in sorted(released):
+            self._start(topic)
+        return released
+
+    def _start(self, topic: str) -> None:
         self._queued[topic] = TopicDeletion(self._ctx.assignments[topic])
         self._ctx.forget_topic(topic)
 

@@ -305,6 +305,10 @@ class ZkMetadata(TopicRegistry):
     async def create_partitions(self, name: str, total: int,
                                 assignments: Sequence[Sequence[int]] | None = None,
                                 *, validate_only: bool = False) -> TopicInfo:
+        """Add partitions to a topic; one queued for deletion (being deleted, or held while it is reassigned) is
+        refused as Kafka's KafkaApis refuses it, before asking whether it exists."""
+        if await self._zk.get(zp.delete_topic_path(name)) is not None:
+            raise InvalidTopicError("The topic is queued for deletion.")
         node = await self._zk.get(zp.topic_path(name))
         info = self._topics.get(name)
         if node is None or info is None:

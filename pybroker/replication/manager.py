@@ -392,13 +392,14 @@ class ReplicaManager:
         if self.isr_writer is None:
             return
         partition.pending_isr = isr
-        self._spawn(self._write_isr(partition, isr))
+        self._spawn(self._write_isr(partition, isr, partition.leader_epoch, partition.zk_version))
 
-    async def _write_isr(self, partition: Partition, isr: tuple[int, ...]) -> None:
-        """One ISR write; any failure is logged and ends it (the next fetch or shrink check tries again,
-        and the writer recognises a write of ours that landed although its answer was lost)."""
+    async def _write_isr(self, partition: Partition, isr: tuple[int, ...], epoch: int, version: int) -> None:
+        """One ISR write, at the leader epoch and version ``isr`` was decided at (not those of when the task starts:
+        a LeaderAndIsr applied in between would make it a second write at the new epoch, alongside the one its
+        leader decides); any failure is logged and ends it (the next fetch or shrink check tries again, and the
+        writer recognises a write of ours that landed although its answer was lost)."""
         assert self.isr_writer is not None
-        epoch, version = partition.leader_epoch, partition.zk_version
         try:
             if len(isr) < len(partition.isr) and len(isr) < partition.min_insync_replicas:
                 await self._make_acknowledged_durable(partition)

@@ -102,8 +102,9 @@ class Broker:
             self.log_manager.dir_failure_listeners.append(LogDirEventAnnouncer(self.zk_mode.zk, self.broker_id))
         self.groups = GroupService(config, self._started_metadata, self.replica_manager, self.log_manager, self.io,
                                    self.clock)
+        self.features: FeatureStore = LocalFeatures(config.log_dirs[0]) if self.zk_mode is None else self.zk_mode.features
         self.txns = TxnService(config, self.broker_id, self._started_metadata, self.replica_manager,
-                               self.log_manager, self.io, self.groups.coordinator, self.clock,
+                               self.log_manager, self.io, self.groups.coordinator, self.clock, self.features,
                                zk=self.zk_mode.zk if self.zk_mode is not None else None,
                                inter_broker_tls=self.inter_broker_tls, inter_broker_sasl=self.inter_broker_sasl)
         self.share_state = ShareStateService(config, self._started_metadata, self.replica_manager, self.log_manager,
@@ -124,7 +125,6 @@ class Broker:
         # SCRAM credentials: the embedded store is read now, ZooKeeper's once its session is up.
         self.scram_credentials: ScramCredentialStore = \
             FileScramStore(config.log_dirs[0]) if self.zk_mode is None else self.zk_mode.scram_credentials
-        self.features: FeatureStore = LocalFeatures(config.log_dirs[0]) if self.zk_mode is None else self.zk_mode.features
         self.quotas = ClientQuotas(config, FileQuotaStore(config.log_dirs[0]) if self.zk_mode is None
                                    else self.zk_mode.client_quotas, self.clock)
         self.client_metrics = ClientMetricsManager(FileClientMetricsStore(config.log_dirs[0]) if self.zk_mode is None

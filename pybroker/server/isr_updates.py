@@ -8,8 +8,16 @@ STALE_BROKER_EPOCH, a lost connection), the same proposal is sent again with a b
 second, for as long as it takes (Kafka's AlterPartitionManager retries as long, and the leader makes no
 other ISR change meanwhile); an answer whose first copy was lost is safe to ask for again, since the
 controller answers an ISR it already stored with the stored state. A partition-level refusal (FENCED_LEADER_EPOCH,
-INVALID_UPDATE_VERSION, INELIGIBLE_REPLICA, ...) ends the attempt: the controller moved on and a
-LeaderAndIsr follows, or the next fetch or shrink check proposes again.
+INELIGIBLE_REPLICA, ...) ends the attempt: the controller moved on and a LeaderAndIsr follows, or the next fetch
+or shrink check proposes again.
+
+INVALID_UPDATE_VERSION at the leader epoch still stored says the state znode holds an ISR this leader does not
+know, at a newer version: a change of its own that landed while it heard of a lost connection only (the
+controller's ZooKeeper write answered so), and that it gave up. No LeaderAndIsr follows an ISR change, so
+proposing again from the stale version is refused for good, and the ISR never shrinks nor grows again (Kafka's
+leader also waits for a LeaderAndIsr then; its ZooKeeper-era leader, which wrote the znode itself, was stuck
+the same way: KAFKA-2729). The leader reads the state znode instead and takes its ISR and version, from which
+the next fetch or shrink check proposes again.
 """
 
 from __future__ import annotations
@@ -18,10 +26,14 @@ import asyncio
 import logging
 from typing import Awaitable, Callable
 
+from kazoo.exceptions import KazooException
+
 from pybroker.client.errors import KafkaClientError
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.messages import AlterPartitionRequest, AlterPartitionResponse
 from pybroker.protocol.schema import Message
+from pybroker.zk import paths as zp
+from pybroker.zk.client import ZkClient
 
 log = logging.getLogger("pybroker.replication")
 AskController = Callable[[Message, int, type[AlterPartitionResponse], str],
@@ -33,10 +45,12 @@ FIRST_BACKOFF_S, MAX_BACKOFF_S = 0.1, 1.0
 class AlterPartitionIsrWriter:
     """The replica manager's `IsrWriter` in ZooKeeper mode."""
 
-    def __init__(self, ask_controller: AskController, broker_id: int, broker_epoch: Callable[[], int]) -> None:
+    def __init__(self, ask_controller: AskController, broker_id: int, broker_epoch: Callable[[], int],
+                 zk: ZkClient) -> None:
         self._ask = ask_controller
         self._broker_id = broker_id
         self._broker_epoch = broker_epoch
+        self._zk = zk
 
     async def __call__(self, topic: str, partition: int, *, leader: int, leader_epoch: int, isr: tuple[int, ...],
                        controller_epoch: int, zk_version: int) -> tuple[tuple[int, ...], int] | None:
@@ -55,6 +69,8 @@ class AlterPartitionIsrWriter:
             if answer is not None:
                 controller_id, response = answer
                 if response.error_code == ErrorCode.NONE:
+                    if response.topics[0].partitions[0].error_code == ErrorCode.INVALID_UPDATE_VERSION:
+                        return await self._stored(topic, partition, leader_epoch)
                     return self._adopt(topic, partition, leader_epoch, response)
                 problem = f"{ErrorCode(response.error_code).name} from controller {controller_id}"
             attempts += 1
@@ -74,3 +90,23 @@ class AlterPartitionIsrWriter:
         if answer.leader_epoch != leader_epoch:
             return None  # leadership moved meanwhile: a LeaderAndIsr follows
         return tuple(answer.isr), answer.partition_epoch
+
+    async def _stored(self, topic: str, partition: int, leader_epoch: int) -> tuple[tuple[int, ...], int] | None:
+        """The ISR and version in the state znode, when it is still this leader's at ``leader_epoch``; None when it
+        cannot be read or leadership moved (a LeaderAndIsr follows)."""
+        path = zp.partition_state_path(topic, partition)
+        try:
+            await self._zk.sync(path)  # the controller's write is on the quorum; our server may lag behind it
+            node = await self._zk.get(path)
+        except (KazooException, OSError, RuntimeError) as exc:
+            log.info("ISR change of %s-%d refused for a stale version; reading its state failed: %r", topic,
+                     partition, exc)
+            return None
+        if node is None:
+            return None
+        state = zp.decode_partition_state(node[0], node[1].version)
+        if state.leader != self._broker_id or state.leader_epoch != leader_epoch:
+            return None
+        log.info("ISR change of %s-%d refused for a stale version: the stored ISR is %s at version %d", topic,
+                 partition, list(state.isr), state.zk_version)
+        return state.isr, state.zk_version

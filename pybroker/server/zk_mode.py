@@ -95,7 +95,7 @@ class ZkMode:
         await self.group_configs.start()
         replicas, broker_id = self._replicas, self._broker_id
         replicas.isr_writer = AlterPartitionIsrWriter(
-            self._ask_controller, broker_id, lambda: self.metadata.broker_epoch if self.metadata else -1)
+            self._ask_controller, broker_id, lambda: self.metadata.broker_epoch if self.metadata else -1, self.zk)
         timeout_s = config["replica.socket.timeout.ms"] / 1000
         replicas.enable_fetching(
             FetcherConfig(replica_id=broker_id, max_wait_ms=config["replica.fetch.wait.max.ms"],
@@ -123,7 +123,7 @@ class ZkMode:
                                       config["leader.imbalance.check.interval.seconds"],
                                       config["leader.imbalance.per.broker.percentage"]),
             inter_broker_listener=self.inter_broker_listener, tls=self._tls,
-            sasl=self._sasl)
+            sasl=self._sasl, delete_topic_enable=config["delete.topic.enable"])
         self.zk.on(SESSION_RECONNECTED, self._on_session_reconnected)
         await self.controller.start()
         return metadata

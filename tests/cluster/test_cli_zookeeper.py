@@ -1,13 +1,16 @@
 """`pybroker topics --zookeeper` against the real three-broker cluster: the znodes it writes are ones the
-controller acts on (leaders, new partitions, deletion), and its describe matches --bootstrap-server's."""
+controller acts on (leaders, new partitions, deletion), and its describe matches --bootstrap-server's. A
+topic whose deletion is pending is marked in --list and --describe, as the old ZooKeeper TopicCommand did."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 from confluent_kafka import Producer
 
 from tests.eventually import eventually
-from tests.cluster.conftest import Cluster
-from tests.cluster.test_cluster import consume, partition_states, wait_for_full_isr
+from tests.cluster.conftest import Cluster, running_cluster
+from tests.cluster.test_cluster import consume, controller_id, partition_states, wait_for_full_isr
 from tests.integration.test_cli_topics import failed, ok, run
 
 TOPIC = "zk-made"
@@ -62,3 +65,30 @@ def test_topic_lifecycle_through_zookeeper(cluster: Cluster) -> None:
 def test_zookeeper_and_bootstrap_exclude_each_other(cluster: Cluster) -> None:
     assert "Only one of --bootstrap-server or --zookeeper" in failed(
         run("topics", "--zookeeper", cluster.zk_connect, "--bootstrap-server", cluster.bootstrap, "--list"))
+
+
+def test_a_pending_deletion_is_marked_for_deletion(tmp_path: Path) -> None:
+    pending = "pending"
+    with running_cluster(tmp_path, brokers=2) as cluster:
+        controller = controller_id(cluster)
+        away = 1 - controller
+        assert ok(zk_topics(cluster, "--create", "--topic", pending, "--replica-assignment",
+                            f"{controller}:{away}")) == [f"Created topic {pending}."]
+        wait_for_full_isr(cluster, pending)
+        cluster.brokers[away].stop()  # its replica not deleted, the deletion stays pending
+        assert ok(zk_topics(cluster, "--delete", "--topic", pending)) == [
+            f"Topic {pending} is marked for deletion.",
+            "Note: This will have no impact if delete.topic.enable is not set to true."]
+        eventually(lambda: pending not in ok(bootstrap_topics(cluster, "--list")), "brokers to stop serving it")
+
+        assert f"{pending} - marked for deletion" in ok(zk_topics(cluster, "--list"))
+        topic, partition = ok(zk_topics(cluster, "--describe", "--topic", pending))
+        assert topic.startswith(f"Topic: {pending}\t")
+        assert topic.endswith("\tReplicationFactor: 2\tConfigs: \tMarkedForDeletion: true")
+        assert partition.startswith(f"\tTopic: {pending}\tPartition: 0\t")
+        assert partition.endswith("\tMarkedForDeletion: true")
+        assert ok(zk_topics(cluster, "--delete", "--topic", pending)) == [
+            f"Topic {pending} is already marked for deletion."]
+
+        cluster.brokers[away].start()
+        eventually(lambda: pending not in ok(zk_topics(cluster, "--list")), "the deletion to complete")

@@ -5,6 +5,10 @@ clients no longer see it; the deletion resumes when that broker registers again,
 that reads /admin/delete_topics on failover, and the znodes go only once every replica answered its
 StopReplica(delete=true).
 
+A topic being reassigned is held, as Kafka's controller marks it ineligible for deletion: it stays (served,
+its move going on) until the move ends, and only then is deleted. With delete.topic.enable=false the
+controller removes entries written straight into /admin/delete_topics without deleting anything.
+
 Before this change the controller removed the znodes at once: the returning broker kept the old log and
 refused the topic created again meanwhile with INCONSISTENT_TOPIC_ID.
 
@@ -17,13 +21,20 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
-from confluent_kafka import KafkaError, KafkaException
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import ElectionType, KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 from kazoo.client import KazooClient
 
 from pybroker.log.checkpoint import PartitionMetadataFile
 from pybroker.protocol.error_codes import ErrorCode
-from pybroker.protocol.messages import MetadataRequest, MetadataResponse
+from pybroker.protocol.messages import (
+    AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsResponse,
+    ListPartitionReassignmentsRequest,
+    ListPartitionReassignmentsResponse,
+    MetadataRequest,
+    MetadataResponse,
+)
 from tests.cluster.conftest import Cluster, running_cluster
 from tests.cluster.test_cluster import controller_id, wait_for_full_isr
 from tests.eventually import eventually
@@ -57,6 +68,21 @@ def _create_refused(admin: AdminClient) -> KafkaError:
         admin.create_topics([NewTopic(TOPIC, 1, replica_assignment=[[0, 1]])])[TOPIC].result(30)
     error: KafkaError = refused.value.args[0]
     return error
+
+
+def _grow_refused(admin: AdminClient) -> KafkaError:
+    with pytest.raises(KafkaException) as refused:
+        admin.create_partitions([NewPartitions(TOPIC, 2)])[TOPIC].result(30)
+    error: KafkaError = refused.value.args[0]
+    return error
+
+
+def _election(admin: AdminClient) -> tuple[int, str]:
+    """A preferred election of TOPIC-0: its error code and message (Kafka's controller skips a topic queued for
+    deletion: INVALID_TOPIC_EXCEPTION)."""
+    results = admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition(TOPIC, 0)]).result(timeout=30)
+    error = results[TopicPartition(TOPIC, 0)]
+    return error.code(), error.str()
 
 
 def _auto_created(bootstrap: str) -> int:
@@ -93,6 +119,9 @@ def _delete_while_broker_1_is_down(cluster: Cluster, zk: KazooClient) -> tuple[A
     assert _pending(zk) == (True, True)  # broker 1 has not deleted its replica
     refused = _create_refused(admin)
     assert (refused.code(), refused.str()) == (KafkaError.TOPIC_ALREADY_EXISTS, f"Topic '{TOPIC}' already exists.")
+    grow = _grow_refused(admin)  # as Kafka's KafkaApis answers CreatePartitions for a topic queued for deletion
+    assert (grow.code(), grow.str()) == (KafkaError.TOPIC_EXCEPTION, "The topic is queued for deletion.")
+    assert _election(admin) == (KafkaError.TOPIC_EXCEPTION, "The topic is being deleted")
     assert _auto_created(first.bootstrap) == ErrorCode.LEADER_NOT_AVAILABLE
     with pytest.raises(KafkaException) as again:  # as Kafka's KafkaApis: brokers no longer know the topic
         admin.delete_topics([TOPIC])[TOPIC].result(30)
@@ -142,3 +171,75 @@ def test_a_new_controller_resumes_a_pending_deletion(tmp_path: Path, zk_of: list
         cluster.brokers[holders[1]].start()
         eventually(lambda: _pending(zk) == (False, False), "the new controller to complete the deletion")
         assert not _log_dir(cluster, holders[0]).exists()
+
+
+def test_with_deletion_disabled_an_entry_written_into_zookeeper_is_removed_unapplied(
+        tmp_path: Path, zk_of: list[KazooClient]) -> None:
+    with running_cluster(tmp_path, brokers=1, extra={"delete.topic.enable": "false"}) as cluster:
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        admin.create_topics([NewTopic(TOPIC, 1, replica_assignment=[[0]])])[TOPIC].result(30)
+        wait_for_full_isr(cluster, TOPIC)
+        zk = _zk(cluster, zk_of)
+        zk.create(f"/admin/delete_topics/{TOPIC}")  # as AdminZkClient.deleteTopic (TopicCommand --zookeeper)
+        eventually(lambda: zk.exists(f"/admin/delete_topics/{TOPIC}") is None, "the controller to drop the entry")
+        assert _pending(zk) == (True, False)
+        assert TOPIC in admin.list_topics(timeout=10).topics
+        assert _log_dir(cluster, 0).is_dir()
+
+
+def _move(controller: str, target: list[int]) -> int:
+    """AlterPartitionReassignments of TOPIC-0 to `target`, sent to the controller: its error code."""
+    client = WireClient(controller)
+    try:
+        answer = client.request(AlterPartitionReassignmentsRequest(topics=[
+            AlterPartitionReassignmentsRequest.ReassignableTopic(name=TOPIC, partitions=[
+                AlterPartitionReassignmentsRequest.ReassignablePartition(partition_index=0, replicas=target)])]),
+            0, AlterPartitionReassignmentsResponse)
+    finally:
+        client.close()
+    assert answer.error_code == ErrorCode.NONE
+    return int(answer.responses[0].partitions[0].error_code)
+
+
+def _moving(controller: str) -> dict[str, list[int]]:
+    """The ongoing reassignments the controller lists: partition -> replicas."""
+    client = WireClient(controller)
+    try:
+        answer = client.request(ListPartitionReassignmentsRequest(), 0, ListPartitionReassignmentsResponse)
+    finally:
+        client.close()
+    return {f"{t.name}-{p.partition_index}": list(p.replicas) for t in answer.topics for p in t.partitions}
+
+
+def test_a_topic_being_reassigned_is_deleted_once_its_reassignment_ends(
+        tmp_path: Path, zk_of: list[KazooClient]) -> None:
+    with running_cluster(tmp_path, brokers=3) as cluster:
+        controller = controller_id(cluster)
+        leader, target = [b for b in range(3) if b != controller]
+        at_controller = cluster.brokers[controller].bootstrap
+        admin = AdminClient({"bootstrap.servers": at_controller})
+        admin.create_topics([NewTopic(TOPIC, 1, replica_assignment=[[leader]])])[TOPIC].result(30)
+        wait_for_full_isr(cluster, TOPIC)
+        zk = _zk(cluster, zk_of)
+        # The only ISR member is down: the target replica cannot catch up, the move stays in progress.
+        cluster.brokers[leader].stop()
+        assert _move(at_controller, [target]) == ErrorCode.NONE
+        assert _moving(at_controller) == {f"{TOPIC}-0": [target, leader]}
+
+        admin.delete_topics([TOPIC])[TOPIC].result(30)
+        # A topic queued for deletion refuses to be moved (Kafka's maybeTriggerPartitionReassignment): the
+        # controller has taken the deletion.
+        eventually(lambda: _move(at_controller, [target]) == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                   "the controller to queue the deletion")
+        assert _moving(at_controller) == {f"{TOPIC}-0": [target, leader]}  # held: the move goes on
+        assert _pending(zk) == (True, True)
+        assert TOPIC in admin.list_topics(timeout=10).topics
+        assert _create_refused(admin).code() == KafkaError.TOPIC_ALREADY_EXISTS
+        assert _grow_refused(admin).code() == KafkaError.TOPIC_EXCEPTION
+        assert _election(admin) == (KafkaError.TOPIC_EXCEPTION, "The topic is being deleted")
+
+        cluster.brokers[leader].start()  # the target catches up, the move ends, then the topic goes
+        eventually(lambda: _pending(zk) == (False, False), "the deletion to follow the reassignment", timeout=60)
+        assert _moving(at_controller) == {}
+        eventually(lambda: not _log_dir(cluster, leader).exists() and not _log_dir(cluster, target).exists(),
+                   "both replicas to be deleted")

@@ -1,16 +1,20 @@
 """Fault schedules: the sequential generator still draws the schedules the smoke's seeds name; the
 overlapping one overlaps faults but never two power losses, nor anything with an exclusive fault; a
-proxy cuts exactly the sources it is told and lets their frozen connections go when released."""
+proxy cuts exactly the sources it is told and lets their frozen connections go when released, and tells a
+broker's connection from a client's although its port lingers in TIME_WAIT from an earlier connection."""
 
 from __future__ import annotations
 
+import os
 import socket
 import threading
 
 import pytest
 
 from chaos.faults import COMPOSITE, SHARE_KINDS, SPECS, Fault, schedule
-from chaos.proxy import CLIENT, Proxy, ProxyHost
+from chaos import proxy as proxy_module
+from chaos.proxy import CLIENT, Proxy, ProxyHost, owner_of
+from tests.eventually import eventually
 
 
 def test_the_sequential_schedule_of_seed_6_is_kill_two_then_power_loss_of_a_leader() -> None:
@@ -168,3 +172,65 @@ def test_the_heal_starts_again_a_broker_that_exited_after_it_looked(tmp_path) ->
     assert cluster.revive() == [1]
     assert [b.spawned for b in brokers] == [0, 1, 0]
     assert cluster.revive() == []
+
+
+def test_a_connection_from_a_port_lingering_in_time_wait_is_still_its_owners(tmp_path, monkeypatch) -> None:
+    """The kernel hands out an ephemeral port again, to another destination, while an earlier connection from it is
+    in TIME_WAIT (inode 0, no owner). Looked up by its local port alone, a follower's fetch connection whose TIME_WAIT
+    line came first was a client's: a lag fault never froze it and the follower stayed in the ISR (CI, seed 11 of
+    elect-outside-isr). /proc/net/tcp is copied with the TIME_WAIT line first, its order being the kernel's hash."""
+    earlier, target = socket.socket(), socket.socket()
+    for server in (earlier, target):
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+    first = socket.socket()
+    first.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    first.connect(earlier.getsockname())
+    port = first.getsockname()[1]
+    accepted, _ = earlier.accept()
+    first.close()  # closed first by the client: its end lingers in TIME_WAIT
+    accepted.close()
+    local = f"0100007F:{port:04X}"
+
+    def lingering() -> list[str]:
+        with open(proxy_module.TCP_TABLE) as table:
+            return [line for line in table if line.split()[1] == local and line.split()[3] == "06"]
+    eventually(lingering, "the closed connection's end to reach TIME_WAIT")
+    live = socket.socket()
+    live.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    live.bind(("127.0.0.1", port))
+    live.connect(target.getsockname())
+    try:
+        with open(proxy_module.TCP_TABLE) as table:
+            header, *lines = table.readlines()
+        first_lines = lingering()
+        copy = tmp_path / "tcp"
+        copy.write_text(header + "".join(first_lines + [line for line in lines if line not in first_lines]))
+        monkeypatch.setattr(proxy_module, "TCP_TABLE", str(copy))
+        assert owner_of(port, target.getsockname()[1], {"b1": os.getpid()}) == "b1"
+        assert owner_of(port, earlier.getsockname()[1], {"b1": os.getpid()}) == CLIENT  # the TIME_WAIT end
+    finally:
+        for sock in (live, earlier, target):
+            sock.close()
+
+
+def test_the_connections_into_a_broker_are_counted_by_the_source_taken_for_each(tmp_path) -> None:
+    from types import SimpleNamespace
+
+    from chaos.cluster import ChaosCluster
+
+    server, port = _echo_server()
+    cluster = ChaosCluster(tmp_path)
+    cluster.proxies = ProxyHost()
+    try:
+        front = cluster.proxies.add(Proxy("b0", lambda: {"b1": os.getpid()}))
+        front.target_port = port
+        mine = socket.create_connection(("127.0.0.1", front.port), 5)
+        mine.settimeout(5)
+        mine.sendall(b"ping")
+        assert mine.recv(4) == b"ping"  # accepted and looked up
+        assert cluster.connections_into(SimpleNamespace(front=front)) == {"b1": 1}  # type: ignore[arg-type]
+        mine.close()
+    finally:
+        cluster.proxies.close()
+        server.close()

@@ -35,6 +35,7 @@ from pybroker.common.ids import BrokerId, LeaderEpoch
 from pybroker.common.log_limit import LogLimiter
 from pybroker.common.open_files import OpenFilesLimitError
 from pybroker.common.topic import TopicPartition, topic_name_error
+from pybroker.common.uncancellable import run_to_end
 from pybroker.controller.errors import NotControllerError, StaleBrokerEpochError
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.error_codes import ErrorCode
@@ -107,8 +108,7 @@ async def leader_and_isr(ctx: RequestContext, request: LeaderAndIsrRequest) -> L
         topics = [await _apply_topic(ctx, metadata, topic, leaders, epoch_writes, later)
                   for topic in request.topic_states]
     finally:  # even when a topic failed or the controller's connection closed: nothing may stay fenced
-        leading = asyncio.ensure_future(_lead_when_durable(epoch_writes, [role for _, _, role in later]))
-        outcomes = await asyncio.shield(leading)
+        outcomes = await run_to_end(_lead_when_durable(epoch_writes, [role for _, _, role in later]))
     for (errors, position, _), outcome in zip(later, outcomes):
         _record_outcomes(errors, [(position, outcome)])
     return LeaderAndIsrResponse(error_code=0, topics=topics)
@@ -168,8 +168,8 @@ async def _apply_topic(ctx: RequestContext, metadata: ZkMetadata, topic: LeaderA
 
 
 async def _lead_when_durable(writes: EpochWrites, roles: list[Awaitable[None]]) -> list[BaseException | None]:
-    """Write a request's leader epochs, then let the replicas waiting for them lead; a task of its own, which
-    a cancelled request (its connection closed) does not stop half-way."""
+    """Write a request's leader epochs, then let the replicas waiting for them lead; run to its end (`run_to_end`),
+    which a cancelled request (its connection closed) does not stop half-way."""
     waiting = [asyncio.ensure_future(role) for role in roles]
     await writes.write()
     return await asyncio.gather(*waiting, return_exceptions=True)

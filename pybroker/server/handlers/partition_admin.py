@@ -49,7 +49,9 @@ _ELECTION_ERRORS = {
     ElectionOutcome.PREFERRED_NOT_AVAILABLE: ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE,
     ElectionOutcome.NO_ELIGIBLE_LEADER: ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE,
     ElectionOutcome.UNKNOWN_PARTITION: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+    ElectionOutcome.TOPIC_BEING_DELETED: ErrorCode.INVALID_TOPIC_EXCEPTION,
 }
+_ELECTION_MESSAGES = {ElectionOutcome.TOPIC_BEING_DELETED: "The topic is being deleted"}  # Kafka's words
 
 
 def _controller(ctx: RequestContext) -> ZkController | None:
@@ -87,7 +89,7 @@ async def _cluster_elections(controller: ZkController, election_type: ElectionTy
         code = _ELECTION_ERRORS[outcome]
         by_topic.setdefault(topic, []).append(ElectLeadersResponse.PartitionResult(
             partition_id=partition, error_code=code,
-            error_message=None if code == ErrorCode.NONE else ErrorCode(code).message))
+            error_message=None if code == ErrorCode.NONE else _ELECTION_MESSAGES.get(outcome, ErrorCode(code).message)))
     return [ElectLeadersResponse.ReplicaElectionResult(topic=topic, partition_result=results)
             for topic, results in by_topic.items()]
 

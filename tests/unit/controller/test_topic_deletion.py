@@ -1,10 +1,13 @@
 """Topic deletion's replica states (Kafka's TopicDeletionManager): a deletion halts while a replica's broker
 is away or failed to delete it, resumes when that broker registers again, and the topic is done only when
-every replica answered StopReplica(delete=true) without error."""
+every replica answered StopReplica(delete=true) without error. A topic being reassigned is held, left in the
+context, until its last move ends."""
 
 from __future__ import annotations
 
+from pybroker.common.topic import TopicPartition
 from pybroker.controller.context import ControllerContext
+from pybroker.controller.election import Reassignment
 from pybroker.controller.requests import StopReplicas
 from pybroker.controller.topic_deletion import EPOCH_DURING_DELETE, TopicDeletions
 from pybroker.protocol.error_codes import ErrorCode
@@ -106,3 +109,35 @@ def test_an_answer_for_an_earlier_deletion_of_the_same_name_is_ignored() -> None
     for broker_id in (1, 2, 3):
         deletions.answered(broker_id, now, answer((0, ErrorCode.NONE), (1, ErrorCode.NONE)))
     assert deletions.next_steps()[2] == ["t"]
+
+
+def test_a_topic_being_reassigned_is_held_in_the_context_until_its_moves_end() -> None:
+    ctx = context()
+    moving = (TopicPartition("t", 0), TopicPartition("t", 1))
+    for key in moving:
+        ctx.reassignments[key] = Reassignment((3,), ctx.assignments["t"].partitions[key[1]])
+    deletions = TopicDeletions(ctx)
+    assert deletions.enqueue("t") is False
+    assert deletions.is_queued("t")
+    assert "t" in ctx.assignments and ("t", 0) in ctx.states  # still served, still moving
+    assert deletions.marked() == {}
+    assert deletions.next_steps() == ({}, {}, [], set())  # nothing sent: no replica is being deleted
+    del ctx.reassignments[moving[0]]
+    assert deletions.release_reassigned() == set()  # partition 1 still moves
+    assert deletions.next_steps() == ({}, {}, [], set())
+    del ctx.reassignments[moving[1]]
+    assert deletions.release_reassigned() == {"t"}
+    assert "t" not in ctx.assignments and deletions.marked() == {"t": [0, 1]}
+    assert sent_to(deletions.next_steps()[0]) == {1: [0], 2: [0, 1], 3: [1]}
+    assert deletions.release_reassigned() == set()
+
+
+def test_a_held_topic_is_queued_afresh_by_a_new_controllership() -> None:
+    ctx = context()
+    ctx.reassignments[TopicPartition("t", 0)] = Reassignment((3,), (1, 2))
+    deletions = TopicDeletions(ctx)
+    deletions.enqueue("t")
+    deletions.clear()
+    assert not deletions.is_queued("t")
+    del ctx.reassignments[TopicPartition("t", 0)]
+    assert deletions.release_reassigned() == set()
