@@ -19,64 +19,15 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kazoo.client import KazooClient
 
 from pybroker.protocol.error_codes import ErrorCode
-from pybroker.protocol.messages import (
-    CreatePartitionsRequest,
-    CreatePartitionsResponse,
-    CreateTopicsRequest,
-    CreateTopicsResponse,
-    DeleteTopicsRequest,
-    DeleteTopicsResponse,
-)
 from tests.cluster.conftest import Cluster, running_cluster
 from tests.cluster.test_cluster import controller_id, wait_for_full_isr
 from tests.cluster.test_topic_deletion_pending import TOPIC, _move, _moving, _pending
 from tests.eventually import eventually
-from tests.integration.test_bad_input import WireClient
+from tests.integration.admin_wire import create_partitions, create_topics, delete_topics
 
 FREE, ALSO_FREE = "free", "also-free"
 #: longer than any freeze of the controller here: its ZooKeeper session outlives it
 SESSION_TIMEOUT_MS = "30000"
-
-
-def _delete(bootstrap: str, names: list[str], timeout_ms: int) -> dict[str, int]:
-    """DeleteTopics v4 of ``names``: each one's error code."""
-    client = WireClient(bootstrap)
-    client.sock.settimeout(60)  # the old code waited 10 s per topic
-    try:
-        answer = client.request(DeleteTopicsRequest(topic_names=names, timeout_ms=timeout_ms), 4,
-                                DeleteTopicsResponse)
-    finally:
-        client.close()
-    return {r.name: int(r.error_code) for r in answer.responses}
-
-
-def _create(bootstrap: str, name: str, replicas: list[int], timeout_ms: int, validate_only: bool = False) -> int:
-    """CreateTopics v5 of one topic with one partition on ``replicas``: its error code."""
-    client = WireClient(bootstrap)
-    client.sock.settimeout(60)
-    topic = CreateTopicsRequest.CreatableTopic(
-        name=name, num_partitions=-1, replication_factor=-1,
-        assignments=[CreateTopicsRequest.CreatableReplicaAssignment(partition_index=0, broker_ids=replicas)])
-    try:
-        answer = client.request(CreateTopicsRequest(topics=[topic], timeout_ms=timeout_ms, validate_only=validate_only),
-                                5, CreateTopicsResponse)
-    finally:
-        client.close()
-    return int(answer.topics[0].error_code)
-
-
-def _grow(bootstrap: str, name: str, replicas: list[int], timeout_ms: int) -> int:
-    """CreatePartitions v1 adding to ``name`` one partition on ``replicas``: its error code."""
-    client = WireClient(bootstrap)
-    client.sock.settimeout(60)
-    try:
-        answer = client.request(CreatePartitionsRequest(
-            topics=[CreatePartitionsRequest.CreatePartitionsTopic(
-                name=name, count=2, assignments=[CreatePartitionsRequest.CreatePartitionsAssignment(broker_ids=replicas)])],
-            timeout_ms=timeout_ms), 1, CreatePartitionsResponse)
-    finally:
-        client.close()
-    return int(answer.results[0].error_code)
 
 
 def _leaders(cluster: Cluster, broker: int, name: str) -> list[int]:
@@ -101,7 +52,7 @@ def test_a_held_deletion_times_out_and_the_others_of_its_request_do_not_wait(tmp
             cluster.brokers[leader].stop()  # the target cannot catch up: the move stays in progress
             assert _move(at_controller, [target]) == ErrorCode.NONE
 
-            assert _delete(at_controller, [TOPIC, FREE, ALSO_FREE], 2000) == {
+            assert delete_topics(at_controller, [TOPIC, FREE, ALSO_FREE], 2000) == {
                 TOPIC: ErrorCode.REQUEST_TIMED_OUT, FREE: ErrorCode.NONE, ALSO_FREE: ErrorCode.NONE}
             assert _moving(at_controller) == {f"{TOPIC}-0": [target, leader]}  # still held, and going on
             assert _pending(zk) == (True, True)
@@ -110,7 +61,7 @@ def test_a_held_deletion_times_out_and_the_others_of_its_request_do_not_wait(tmp
             def answered_at_once() -> tuple[dict[str, int], dict[str, list[int]]]:
                 """timeout_ms=0 on the held topic (queued already, so tracked again as Kafka does): its answer,
                 and the moves in progress right after it."""
-                codes = _delete(at_controller, [TOPIC], 0)
+                codes = delete_topics(at_controller, [TOPIC], 0)
                 return codes, _moving(at_controller)
 
             with ThreadPoolExecutor(1) as pool:
@@ -130,24 +81,26 @@ def test_creations_whose_leaders_are_not_elected_in_time_time_out(tmp_path: Path
         controller = controller_id(cluster)
         other = 1 - controller
         at_other = cluster.brokers[other].bootstrap
-        assert _create(at_other, "grown", [other], 30000) == ErrorCode.NONE
+        assert create_topics(at_other, {"grown": [[other]]}, 30000) == {"grown": ErrorCode.NONE}
         assert _leaders(cluster, other, "grown") == [other]
         frozen = cluster.brokers[controller].process
         assert frozen is not None
         os.kill(frozen.pid, signal.SIGSTOP)  # nobody elects leaders
         try:
-            created = _create(at_other, "created", [other], 1500)
-            grown = _grow(at_other, "grown", [other], 1500)
-            at_once = _create(at_other, "at-once", [other], 0)
-            validated = _create(at_other, "validated", [other], 30000, validate_only=True)
+            created = create_topics(at_other, {"created": [[other]], "also-created": [[other]]}, 1500)
+            grown = create_partitions(at_other, "grown", 2, [[other]], 1500)
+            at_once = create_topics(at_other, {"at-once": [[other]]}, 0)
+            validated = create_topics(at_other, {"validated": [[other]]}, 30000, validate_only=True)
             unelected = _leaders(cluster, other, "at-once")
         finally:
             os.kill(frozen.pid, signal.SIGCONT)
-        assert (created, grown, at_once, validated) == (
-            ErrorCode.REQUEST_TIMED_OUT, ErrorCode.REQUEST_TIMED_OUT, ErrorCode.NONE, ErrorCode.NONE)
+        assert created == {"created": ErrorCode.REQUEST_TIMED_OUT, "also-created": ErrorCode.REQUEST_TIMED_OUT}
+        assert grown == ErrorCode.REQUEST_TIMED_OUT
+        assert at_once == {"at-once": ErrorCode.NONE}
+        assert validated == {"validated": ErrorCode.NONE}
         assert unelected in ([], [-1])  # answered before its leader was elected
         # The operations went on: once the controller runs again, every new partition gets its leader.
-        expected = {"created": [other], "grown": [other, other], "at-once": [other]}
+        expected = {"created": [other], "also-created": [other], "grown": [other, other], "at-once": [other]}
         eventually(lambda: {name: _leaders(cluster, other, name) for name in expected} == expected,
                    "every new partition to have its leader")
         assert _leaders(cluster, other, "validated") == []
