@@ -108,9 +108,10 @@ class ClusterMetadata(Protocol):
     async def alter_topic_configs(self, name: str, configs: Mapping[str, str]) -> TopicInfo: ...
 
     async def wait_until(self, done: Callable[[], bool], timeout_s: float) -> bool:
-        """Wait, at most ``timeout_s``, until ``done()`` holds of this broker's view (checked after every
-        change of it); whether it holds. The admin requests' timeout_ms waits here, as Kafka's delayed
-        topic operations wait for the metadata cache."""
+        """Wait, at most ``timeout_s``, until ``done()`` (whether the writes made so far are done) holds of
+        this broker's view, checked after every change of it; whether it holds. The admin requests' timeout_ms
+        waits here, as Kafka's delayed topic operations wait for the metadata cache. Where every write is done
+        once made (a single node), there is nothing to wait for: True."""
 
     async def allocate_producer_id(self) -> ProducerId: ...
 

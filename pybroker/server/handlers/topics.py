@@ -59,7 +59,8 @@ async def _timed_out(metadata: ClusterMetadata, done: Mapping[str, Callable[[], 
     answer does not wait (timeout_ms <= 0)."""
     if timeout_ms <= 0 or not done:
         return set()
-    await metadata.wait_until(lambda: all(check() for check in done.values()), timeout_ms / 1000)
+    if await metadata.wait_until(lambda: all(check() for check in done.values()), timeout_ms / 1000):
+        return set()
     return {name for name, check in done.items() if not check()}
 
 
