@@ -15,7 +15,7 @@ import signal
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient
 from kazoo.client import KazooClient
 
 from pybroker.protocol.error_codes import ErrorCode
@@ -42,9 +42,10 @@ def test_a_held_deletion_times_out_and_the_others_of_its_request_do_not_wait(tmp
         controller = controller_id(cluster)
         leader, target = [b for b in range(3) if b != controller]
         at_controller = cluster.brokers[controller].bootstrap
-        admin = AdminClient({"bootstrap.servers": at_controller})
-        for name, replicas in ((TOPIC, [[leader]]), (FREE, [[controller]]), (ALSO_FREE, [[target], [controller]])):
-            admin.create_topics([NewTopic(name, len(replicas), replica_assignment=replicas)], operation_timeout=30)[name].result(30)
+        plans = {TOPIC: [[leader]], FREE: [[controller]], ALSO_FREE: [[target], [controller]]}
+        created = create_topics(at_controller, plans, 30000)
+        assert created == dict.fromkeys((TOPIC, FREE, ALSO_FREE), ErrorCode.NONE)
+        for name in created:
             wait_for_full_isr(cluster, name)
         zk = KazooClient(cluster.zk_connect)
         zk.start(10)

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from confluent_kafka.admin import AdminClient, NewTopic
-
 from pybroker.protocol.error_codes import ErrorCode
 from tests.cluster.conftest import running_cluster
 from tests.cluster.test_cluster import controller_id, partition_states, wait_for_full_isr
 from tests.cluster.test_topic_deletion_pending import TOPIC, _move, _moving
 from tests.eventually import eventually
+from tests.integration.admin_wire import create_topics
 
 IMBALANCED = "imbalanced"
 SKIPPED = "auto leader rebalance skipped"
@@ -27,9 +26,9 @@ def test_no_auto_rebalance_while_a_partition_is_being_reassigned(tmp_path: Path)
         controller = controller_id(cluster)
         stuck, preferred = [b for b in range(3) if b != controller]
         at_controller = cluster.brokers[controller].bootstrap
-        admin = AdminClient({"bootstrap.servers": at_controller})
-        for name, replicas in ((IMBALANCED, [[preferred, controller]]), (TOPIC, [[stuck]])):
-            admin.create_topics([NewTopic(name, 1, replica_assignment=replicas)], operation_timeout=30)[name].result(30)
+        created = create_topics(at_controller, {IMBALANCED: [[preferred, controller]], TOPIC: [[stuck]]}, 30000)
+        assert created == {IMBALANCED: ErrorCode.NONE, TOPIC: ErrorCode.NONE}
+        for name in created:
             wait_for_full_isr(cluster, name)
         cluster.brokers[stuck].stop()  # the only in-sync replica of TOPIC: its move cannot end
         assert _move(at_controller, [preferred]) == ErrorCode.NONE
