@@ -15,6 +15,9 @@ from chaos.workload import consumer_config, value_text
 RETRY_END_OFFSET = (KafkaError._UNKNOWN_PARTITION, KafkaError.NOT_LEADER_FOR_PARTITION,
                     KafkaError.LEADER_NOT_AVAILABLE)
 ISOLATION = {"read": "read_committed", "read-uncommitted": "read_uncommitted"}
+#: how long the read_committed drain waits for open transactions to end (the workload's transaction.timeout.ms
+#: is 30 s: one whose producer died open is aborted by then)
+SETTLE_TIMEOUT = 35.0
 
 
 def _end_offset(consumer: Consumer, partition: TopicPartition, deadline: float) -> int:
@@ -39,6 +42,37 @@ def _end_offset(consumer: Consumer, partition: TopicPartition, deadline: float) 
             raise TimeoutError(f"no end offset for {partition.topic}-{partition.partition}")
 
 
+def _settled_ends(consumer: Consumer, bootstrap: str, ends: dict[tuple[str, int], int],
+                  until: float) -> dict[tuple[str, int], int]:
+    """The read_committed ends once each has reached its partition's high watermark, or as they are at `until`.
+
+    A commit is answered once its Prepare record is replicated, and its markers are written after (as in
+    Kafka), so a transaction committed just before the heal may still hold a partition's LSO back when the
+    drain starts; one whose producer died open is aborted after its transaction timeout. Reading only up to
+    that LSO would take the committed records behind it for lost."""
+    uncommitted = Consumer(consumer_config(bootstrap, **{"group.id": "chaos-drain-settle",
+                                                         "isolation.level": "read_uncommitted"}))
+    try:
+        high = {}
+        for (topic, p) in ends:
+            try:
+                high[(topic, p)] = _end_offset(uncommitted, TopicPartition(topic, p), time.monotonic() + 10)
+            except (KafkaException, TimeoutError):
+                high[(topic, p)] = ends[(topic, p)]
+        while True:
+            behind = [tp for tp in ends if ends[tp] < high[tp]]
+            if not behind or time.monotonic() >= until:
+                return ends
+            time.sleep(0.5)  # polling the LSO until the markers land, not a synchronisation by time
+            for tp in behind:
+                try:
+                    ends[tp] = _end_offset(consumer, TopicPartition(*tp), time.monotonic() + 5)
+                except (KafkaException, TimeoutError):
+                    pass
+    finally:
+        uncommitted.close()
+
+
 def drain(history: History, bootstrap: str, topics: list[str], partitions: int, timeout: float,
           event: str = "read") -> None:
     """Read every partition of `topics` from offset 0 to its end; `event` "read" reads committed data,
@@ -57,6 +91,9 @@ def drain(history: History, bootstrap: str, topics: list[str], partitions: int, 
                     ends[(topic, p)] = _end_offset(consumer, TopicPartition(topic, p), until)
                 except (KafkaException, TimeoutError) as exc:
                     unknown[f"{topic}-{p}"] = str(exc)
+        if event == "read":
+            ends = _settled_ends(consumer, bootstrap, ends, time.monotonic() + SETTLE_TIMEOUT)
+            deadline = max(deadline, time.monotonic() + 10)
         consumer.assign([TopicPartition(t, p, OFFSET_BEGINNING) for t, p in ends])
         position = {tp: 0 for tp in ends}
         while time.monotonic() < deadline and any(position[tp] < ends[tp] for tp in ends):

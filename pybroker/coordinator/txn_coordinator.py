@@ -42,12 +42,17 @@ Rules of this module (the same as ``coordinator.py``'s):
    A V2 EndTxn retried with the epoch before the bump gets the same answer again. A V2 abort with nothing
    open (Empty, or a completed transaction at the current epoch) ends an empty transaction as Kafka does
    (KIP-890): the epoch is bumped, PrepareAbort with no partitions is logged, then CompleteAbort.
+6. A client-initiated end runs as the client's EndTxn version says (v5: V2); an end the coordinator starts
+   itself (the fence of InitProducerId, the timeout abort) runs as the cluster's finalized
+   ``transaction.version`` says, whatever client opened the transaction (Kafka's
+   ``txnManager.transactionVersionLevel()``): at 2 a V1 client's transaction is fenced the V2 way, below 2
+   a V2 client's the V1 way.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields, replace
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from pybroker.common.ids import ProducerEpoch, ProducerId
 from pybroker.coordinator.group import Waiter
@@ -120,8 +125,11 @@ class InitResult:
 
 
 class TransactionCoordinator:
-    def __init__(self, config: TxnConfig) -> None:
+    def __init__(self, config: TxnConfig, transaction_version: Callable[[], int] = lambda: TV_2) -> None:
         self.config = config
+        self.transaction_version = transaction_version
+        """The cluster's finalized ``transaction.version`` (Kafka's TransactionStateManager.transactionVersionLevel):
+        how the ends this coordinator starts itself run (rule 6)."""
         self.transactions: dict[str, TxnMetadata] = {}
         self.coordinator_epochs: dict[int, int] = {}  # partition -> leader epoch of __transaction_state
         self.pending: dict[str, TxnMetadata] = {}
@@ -183,7 +191,7 @@ class TransactionCoordinator:
         if meta.state is TxnState.ONGOING:
             # A new instance of this producer: fence the old one and abort its transaction with
             # the bumped epoch; the client retries and then gets the next epoch.
-            self._fence_and_abort(out, meta, now_ms)
+            self._fence_and_abort(out, meta, now_ms, fresh_producer_id)
             out.reply(waiter, InitResult(ErrorCode.CONCURRENT_TRANSACTIONS))
             return out
         if meta.producer_epoch >= MAX_EPOCH - 1 and fresh_producer_id is None:
@@ -363,13 +371,20 @@ class TransactionCoordinator:
             return InitResult(ErrorCode.NONE, new.producer_id, new.producer_epoch)
         return InitResult(ErrorCode.NONE, new.next_producer_id, 0)
 
-    def _fence_and_abort(self, out: TxnOutcome, meta: TxnMetadata, now_ms: int) -> None:
-        """Abort ``meta``'s open transaction with a bumped epoch, which fences its producer: V1 bumps, then
-        ends (keeping no last epoch, as Kafka's fence, so the fenced producer's InitProducerId is not taken
-        for a retry); V2's end bumps anyway. The bump is part of the pending Prepare: a fence whose record
-        failed leaves the epoch as logged, and the next attempt bumps from there (Kafka since KAFKA-19367)."""
-        self._prepare_end(out, meta, commit=False, now_ms=now_ms, bump=meta.bumps_epoch_at_end,
-                          fence=not meta.bumps_epoch_at_end)
+    def _fence_and_abort(self, out: TxnOutcome, meta: TxnMetadata, now_ms: int,
+                         fresh_producer_id: int | None = None) -> None:
+        """Abort ``meta``'s open transaction with a bumped epoch, which fences its producer. The finalized
+        transaction.version decides how, not the transaction's client (Kafka passes its server level to
+        endTransaction for a fence or a timeout, rule 6): below 2 the V1 way (the epoch bumped, no last epoch
+        kept, so the fenced producer's InitProducerId is not taken for a retry; the Prepare a V1 one); at 2
+        the V2 end, whose bump is the fence (one bump, KAFKA-19367; the Prepare a V2 one, its markers V2 ones).
+        The bump is part of the pending Prepare: a fence whose record failed leaves the epoch as logged, and the
+        next attempt bumps from there. A V2 fence of an exhausted epoch moves the producer to
+        ``fresh_producer_id`` as a V2 EndTxn does (KAFKA-20090); InitProducerId's fence has one at hand, the
+        timeout abort none (its abort ends at the last epoch, and the producer's InitProducerId rotates then)."""
+        v2 = self.transaction_version() >= TV_2
+        self._prepare_end(out, meta, commit=False, now_ms=now_ms, bump=v2, fence=not v2,
+                          fresh_producer_id=fresh_producer_id if v2 else None)
 
     def _prepare_end(self, out: TxnOutcome, meta: TxnMetadata, *, commit: bool, now_ms: int, bump: bool = False,
                      fence: bool = False, fresh_producer_id: int | None = None,
@@ -385,6 +400,8 @@ class TransactionCoordinator:
             new.producer_epoch += 1
         if bump:
             new.client_version = TV_2
+        elif fence:
+            new.client_version = TV_1  # Kafka's endTransactionWithTV1 writes its Prepare as TV_0's
         if started_ms is not None:
             new.start_ms = started_ms
         new.state = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT

@@ -2,11 +2,13 @@
 
 An outcome is applied in three steps, as Kafka's coordinator does: its ``__transaction_state``
 records are appended and the runtime waits until the in-sync replicas hold them; then its
-markers are written (to this broker's partitions and, through WriteTxnMarkers, to other
-leaders; each fully written marker set completes its transaction, whose Complete record is
-persisted the same way); then, after the first attempt at the markers, the answers are
-delivered (a producer hears of its commit once the decision is on the ISR and its markers were
-sent; a leader that stays unreachable delays no answer, its markers are retried meanwhile).
+answers are delivered; then its markers are written in the background (to this broker's partitions
+and, through WriteTxnMarkers, to other leaders; each fully written marker set completes its transaction,
+whose Complete record is persisted the same way). As Kafka's endTransaction answers from the Prepare
+append's callback and hands the markers to its marker channel afterwards, a producer hears of its commit
+once the decision is on the ISR: its records may not be readable (read_committed) yet, and until the
+Complete record is on the ISR the transactional id answers CONCURRENT_TRANSACTIONS to InitProducerId,
+AddPartitionsToTxn and EndTxn.
 
 A change of a transaction stands only once its record is on the ISR: the runtime tells the coordinator
 (``persisted``), which otherwise drops the change.
@@ -125,19 +127,15 @@ class TxnRuntime(CoordinatorRuntime):
             outcome = _unchanged(outcome)
         else:
             self._settle(outcome)
-        attempts = [asyncio.Event() for _ in outcome.markers]
-        writes = [asyncio.ensure_future(self._write(m, attempted)) for m, attempted in zip(outcome.markers, attempts)]
-        await asyncio.gather(*(attempted.wait() for attempted in attempts))
-        deliver(outcome.replies)  # after the first attempt: a leader that stays away delays no answer
-        await asyncio.gather(*writes)
+        deliver(outcome.replies)  # Kafka's endTransaction answers before it hands the markers on
+        await asyncio.gather(*(self._write(marker) for marker in outcome.markers))
 
-    async def _write(self, marker: MarkerRequest, attempted: asyncio.Event) -> None:
-        """Write ``marker`` until it is written, fenced or no longer current, setting ``attempted``
-        after the first try; a retry goes to the partitions that failed. An empty transaction (a V2 abort
-        with nothing open) has no marker to write and is completed at once."""
+    async def _write(self, marker: MarkerRequest) -> None:
+        """Write ``marker`` until it is written, fenced or no longer current; a retry goes to the partitions
+        that failed. An empty transaction (a V2 abort with nothing open) has no marker to write and is
+        completed at once."""
         self._fenced = {m for m in self._fenced if self._is_current(m)}
         if marker in self._marking or marker in self._fenced:
-            attempted.set()
             return
         self._marking.add(marker)
         pending = marker
@@ -151,8 +149,6 @@ class TxnRuntime(CoordinatorRuntime):
                 except Exception:
                     log.exception("Writing the markers of transaction %s failed", marker.transactional_id)
                     codes = {tp: ErrorCode.UNKNOWN_SERVER_ERROR for tp in pending.partitions}
-                finally:
-                    attempted.set()
                 fenced = {tp: code for tp, code in codes.items() if code in FENCED}
                 if fenced:
                     log.info("Markers of transaction %s refused (%s): no more are sent", marker.transactional_id,
@@ -171,7 +167,6 @@ class TxnRuntime(CoordinatorRuntime):
             await self._complete(marker)
         finally:
             self._marking.discard(marker)
-            attempted.set()
 
     async def _complete(self, marker: MarkerRequest) -> None:
         """Write the CompleteCommit/CompleteAbort record of a transaction whose markers are all written (rule 3).

@@ -4,8 +4,9 @@ Supported: `share.version` 0-1 and `transaction.version` 0-2 (Kafka 4.2's ranges
 groups (KIP-932) are served; at 0 (or not finalized) their APIs answer UNSUPPORTED_VERSION, as Kafka 4.2 answers
 them with share groups disabled (they stay listed in ApiVersions). `transaction.version`: At level 2 the Java 4.x producer runs transactions V2
 (KIP-890 part 2: Produce v12+ adds the partitions, EndTxn v5 bumps the epoch); below it the classic flow. The
-coordinator serves both at once, per transaction, so a change of level never strands an open transaction: the
-clients read the new level from ApiVersions on their next connection. `metadata.version` is KRaft-only and
+coordinator serves both at once, each client's EndTxn as its version says, so a change of level never strands an
+open transaction: the clients read the new level from ApiVersions on their next connection. The ends the
+coordinator starts itself (fences, timeout aborts) follow the level, as Kafka's do. `metadata.version` is KRaft-only and
 `group.version` 1 is left out: the consumer group protocol (KIP-848) is served whatever the level says.
 
 Finalized features live where Kafka keeps them in ZooKeeper mode: the `/feature` znode, FeatureZNode JSON v2

@@ -47,6 +47,7 @@ from pybroker.replication.errors import UnknownPartitionError
 from pybroker.replication.manager import ReplicaManager
 from pybroker.server.coordinator_loads import CoordinatorPartitions, LoadSteps, LogSource
 from pybroker.server.error_mapping import error_code_for
+from pybroker.server.features import TRANSACTION_VERSION, FeatureStore
 from pybroker.server.group_service import OFFSETS_TOPIC
 from pybroker.server.internal_topic import InternalTopic, MetadataSource
 from pybroker.server.txn_markers import MarkerChannel
@@ -58,7 +59,7 @@ TXN_TOPIC = "__transaction_state"
 
 class TxnService:
     def __init__(self, config: BrokerConfig, broker_id: int, metadata: MetadataSource, replicas: ReplicaManager,
-                 logs: LogSource, io: IoExecutor, groups: GroupCoordinator, clock: Clock, *,
+                 logs: LogSource, io: IoExecutor, groups: GroupCoordinator, clock: Clock, features: FeatureStore, *,
                  zk: ZkClient | None, inter_broker_tls: ssl.SSLContext | None,
                  inter_broker_sasl: SaslCredentials | None) -> None:
         self._broker_id = broker_id
@@ -73,7 +74,7 @@ class TxnService:
             id_expiration_ms=config["transactional.id.expiration.ms"],
             abort_check_interval_ms=config["transaction.abort.timed.out.transaction.cleanup.interval.ms"],
             expiration_check_interval_ms=config["transaction.remove.expired.transaction.cleanup.interval.ms"],
-        ))
+        ), transaction_version=lambda: features.current.levels.get(TRANSACTION_VERSION, 0))
         self.topic = InternalTopic(
             metadata, replicas, TXN_TOPIC, partitions=config["transaction.state.log.num.partitions"],
             replication_factor=config["transaction.state.log.replication.factor"],
@@ -231,13 +232,18 @@ class TxnService:
         v12+, TxnOffsetCommit v5: ``implicit``, KIP-890 part 2) are added to its transaction; a V1 client's are
         verified to be in it (KIP-890 part 1, ``transaction.partition.verification.enable``), so a late batch
         cannot open a transaction nobody will end (INVALID_TXN_STATE). The coordinator's code is returned;
-        NOT_COORDINATOR or COORDINATOR_NOT_AVAILABLE when it cannot be asked."""
+        NOT_COORDINATOR or COORDINATOR_NOT_AVAILABLE when it cannot be asked. When this broker is the coordinator
+        it checks what it checks for another leader's AddPartitionsToTxn (Kafka's leader always sends one, to
+        itself too): a partition its metadata does not know is UNKNOWN_TOPIC_OR_PARTITION and nothing is added
+        (the group's partition of __consumer_offsets, which TxnOffsetCommit v5 adds, included)."""
         if not implicit and not self._verify:
             return ErrorCode.NONE
         node = self.coordinator_node(transactional_id)
         brokers = {b.broker_id: b for b in self._metadata().brokers()}
         if node == self._broker_id:
-            if not self.owns(transactional_id):
+            if self.unknown_partitions(partitions):
+                code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            elif not self.owns(transactional_id):
                 code = self.not_owned_error(transactional_id)
             else:
                 code = await self.call(lambda waiter, now: self.coordinator.add_partitions(
@@ -249,6 +255,17 @@ class TxnService:
         else:
             code = ErrorCode.COORDINATOR_NOT_AVAILABLE
         return code
+
+    def unknown_partitions(self, partitions: Iterable[TopicPartition]) -> set[TopicPartition]:
+        """The partitions this broker's metadata does not know: Kafka's coordinator answers AddPartitionsToTxn
+        UNKNOWN_TOPIC_OR_PARTITION for them before it looks at the transaction (metadataCache.contains)."""
+        metadata = self._metadata()
+        unknown = set()
+        for topic, index in partitions:
+            info = metadata.topic(topic)
+            if info is None or index not in info.partitions:
+                unknown.add(TopicPartition(topic, index))
+        return unknown
 
     # ------------------------------------------------------------------ TxnOffsetCommit
 

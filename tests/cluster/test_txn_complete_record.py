@@ -100,7 +100,8 @@ def init(wire: WireClient, transactional_id: str, producer: tuple[int, int] = (-
 
 
 def end(bootstrap: str, transactional_id: str, producer: tuple[int, int], version: int) -> EndTxnResponse:
-    """EndTxn (commit) on a connection of its own: the answer waits for the markers' first attempt."""
+    """EndTxn (commit) on a connection of its own: answered once the Prepare record is on the ISR (the markers
+    follow), or with the error of that record."""
     wire = WireClient(bootstrap)
     try:
         return wire.request(EndTxnRequest(transactional_id=transactional_id, producer_id=producer[0],

@@ -13,7 +13,9 @@ controller's identity read from ZooKeeper (as `test_inter_broker_forgery` does).
 from __future__ import annotations
 
 import uuid
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -51,18 +53,28 @@ def lead_partition_one(port: int, identity: tuple[int, int, int], topic_id: uuid
                 partition_epoch=0, replicas=[0], adding_replicas=[], removing_replicas=[], is_new=True)])])
 
 
-def test_a_transactional_batch_for_a_led_partition_unknown_to_metadata_is_refused(tmp_path: Path) -> None:
+@contextmanager
+def zk_broker(tmp_path: Path, topic: str) -> Iterator[tuple[ZooKeeperServer, BrokerProcess, int]]:
+    """ZooKeeper, broker 0 (the controller) with ``topic`` (one partition) created, and the broker's port."""
     zookeeper = ZooKeeperServer(tmp_path / "zookeeper").start()
     broker = BrokerProcess(tmp_path, broker_overrides(0, zookeeper.connect + CHROOT))
     try:
         broker.start()
         assert broker.port is not None
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-        admin.create_topics([NewTopic(TOPIC, num_partitions=1, replication_factor=1)])[TOPIC].result(30)
+        admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1)])[topic].result(30)
+        yield zookeeper, broker, broker.port
+    finally:
+        broker.kill()
+        zookeeper.stop()
+
+
+def test_a_transactional_batch_for_a_led_partition_unknown_to_metadata_is_refused(tmp_path: Path) -> None:
+    with zk_broker(tmp_path, TOPIC) as (zookeeper, broker, port):
         client = WireClient(broker.bootstrap)
         [topic] = client.request(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=TOPIC)]), 12,
                                  MetadataResponse).topics
-        led = client.request(lead_partition_one(broker.port, real_identity(zookeeper), topic.topic_id), 7,
+        led = client.request(lead_partition_one(port, real_identity(zookeeper), topic.topic_id), 7,
                              LeaderAndIsrResponse)
         assert [p.error_code for t in led.topics for p in t.partition_errors] == [ErrorCode.NONE]
 
@@ -79,6 +91,3 @@ def test_a_transactional_batch_for_a_led_partition_unknown_to_metadata_is_refuse
         added = {(t.topic, p) for t in state.topics for p in t.partitions}
         assert (ErrorCode(result.error_code).name, added) == ("UNKNOWN_TOPIC_OR_PARTITION", set())
         client.close()
-    finally:
-        broker.kill()
-        zookeeper.stop()

@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import select
 import struct
-from typing import Iterator
+from typing import Callable, Iterator
 
 import pytest
 
@@ -46,9 +46,17 @@ ANSWERED_WHILE_CHECKING = 6
 
 
 def big_batch(codec: Compression, **fields: int) -> bytes:
-    """40,000 records of 1,008 compressible bytes: 40 MiB of records in 0.5-1.1 MB compressed."""
+    """40,000 records of 1,008 compressible bytes: 40 MiB of records in 0.5-1.1 MB compressed (more records than
+    the loop checks: handed over before anything is decompressed)."""
     return build_batch([RecordInput(b"k%d" % i, os.urandom(8) + b"x" * 1000) for i in range(40_000)],
                        compression=codec, **fields)
+
+
+def few_large_records(codec: Compression) -> bytes:
+    """4,000 records of 10,008 bytes: 40 MiB again, in few enough records that the loop starts decompressing
+    them and hands the batch over once past its byte budget."""
+    return build_batch([RecordInput(b"k%d" % i, os.urandom(8) + b"x" * 10_000) for i in range(4_000)],
+                       compression=codec)
 
 
 def small_batch(value: bytes, **fields: int) -> bytes:
@@ -92,11 +100,14 @@ def new_topic(broker: BrokerProcess, name: str, max_message_bytes: int = MAX_MES
     return name
 
 
-@pytest.mark.parametrize("codec", [Compression.LZ4, Compression.GZIP, Compression.ZSTD])
-def test_other_clients_are_answered_while_a_big_batch_is_checked(broker: BrokerProcess, codec: Compression) -> None:
-    topic = new_topic(broker, f"big-{codec.name.lower()}")
+@pytest.mark.parametrize(("codec", "make"), [(Compression.LZ4, big_batch), (Compression.GZIP, big_batch),
+                                             (Compression.ZSTD, big_batch), (Compression.LZ4, few_large_records),
+                                             (Compression.GZIP, few_large_records)])
+def test_other_clients_are_answered_while_a_big_batch_is_checked(broker: BrokerProcess, codec: Compression,
+                                                                 make: Callable[[Compression], bytes]) -> None:
+    topic = new_topic(broker, f"big-{codec.name.lower()}-{make.__name__.replace('_', '-')}")
     producer, other = WireClient(broker.bootstrap), WireClient(broker.bootstrap)
-    batch = big_batch(codec)
+    batch = make(codec)
     correlation = send_produce(producer, topic, batch)
     count = 0
     while not answered(producer):

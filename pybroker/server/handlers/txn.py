@@ -11,7 +11,7 @@ reached (``TxnService.add_partition``).
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Iterable
+from typing import Any, Callable
 
 from pybroker.common.ids import ProducerEpoch, ProducerId
 from pybroker.common.topic import INTERNAL_TOPICS, TopicPartition
@@ -75,7 +75,7 @@ async def txn_call(ctx: RequestContext, transactional_id: str, operation: Callab
         await service.topic.ensure()
         if not service.owns(transactional_id):
             return service.not_owned_error(transactional_id)
-        leave_request_queue()  # an EndTxn waits for its markers
+        leave_request_queue()  # the record waits for the ISR of __transaction_state
         return await service.call(operation)
     except CoordinatorStorageError as exc:
         return append_error(exc.__cause__)
@@ -107,16 +107,6 @@ def append_error(cause: BaseException | None) -> ErrorCode:
     return APPEND_ERRORS.get(code, code)
 
 
-def _unknown_partitions(ctx: RequestContext, partitions: Iterable[TopicPartition]) -> set[TopicPartition]:
-    metadata = ctx.services.metadata
-    unknown = set()
-    for topic, index in partitions:
-        info = metadata.topic(topic)
-        if info is None or index not in info.partitions:
-            unknown.add(TopicPartition(topic, index))
-    return unknown
-
-
 async def _add_partitions(ctx: RequestContext, txn: AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction,
                           *, verify_only: bool) -> list[AddTopicResult]:
     """One transaction of AddPartitionsToTxn: the same code for every partition (Kafka's rule), except
@@ -132,7 +122,7 @@ async def _add_partitions(ctx: RequestContext, txn: AddPartitionsToTxnRequest.Ad
         writable = allowed_names(ctx, AclOperation.WRITE, ResourceType.TOPIC,
                                  (t.name for t in txn.topics if t.name not in INTERNAL_TOPICS))
         refused = {tp for tp in wanted if tp[0] not in writable}
-    unknown = _unknown_partitions(ctx, [tp for tp in wanted if tp not in refused])
+    unknown = ctx.services.txns.unknown_partitions([tp for tp in wanted if tp not in refused])
     codes: dict[TopicPartition, ErrorCode]
     if unknown or refused:
         codes = {tp: ErrorCode.TOPIC_AUTHORIZATION_FAILED if tp in refused else
@@ -226,7 +216,7 @@ async def txn_offset_commit(ctx: RequestContext, request: TxnOffsetCommitRequest
     the V1 client's AddOffsetsToTxn; v0-4 have it verified to be there (KIP-890 part 1)."""
     wanted = [TopicPartition(t.name, p.partition_index) for t in request.topics for p in t.partitions]
     readable = allowed_names(ctx, AclOperation.READ, ResourceType.TOPIC, (t.name for t in request.topics))
-    unknown = _unknown_partitions(ctx, [tp for tp in wanted if tp[0] in readable])
+    unknown = ctx.services.txns.unknown_partitions([tp for tp in wanted if tp[0] in readable])
     groups = ctx.services.groups
     try:
         await groups.topic.ensure()
@@ -258,7 +248,9 @@ async def _admit_offsets(ctx: RequestContext, request: TxnOffsetCommitRequest, r
     client's (Kafka's CoordinatorPartitionWriter.maybeStartTransactionVerification, under
     ``transaction.partition.verification.enable``), before any offset is written; only when some topic may be
     committed. The codes as Kafka's group coordinator answers them: TRANSACTION_ABORTABLE from v4 and
-    INVALID_TXN_STATE before, a fenced producer INVALID_PRODUCER_EPOCH, a timed-out ask COORDINATOR_NOT_AVAILABLE."""
+    INVALID_TXN_STATE before, a fenced producer INVALID_PRODUCER_EPOCH, a timed-out ask or a partition the
+    transaction coordinator's metadata does not know yet COORDINATOR_NOT_AVAILABLE (GroupCoordinatorService's
+    handleOperationException), which the producer retries."""
     if not any(t.name in readable for t in request.topics):
         return ErrorCode.NONE
     partition = TopicPartition(OFFSETS_TOPIC, ctx.services.groups.coordinator.partition_of(request.group_id))
@@ -269,7 +261,7 @@ async def _admit_offsets(ctx: RequestContext, request: TxnOffsetCommitRequest, r
         return ErrorCode.INVALID_TXN_STATE
     if code is ErrorCode.PRODUCER_FENCED:
         return ErrorCode.INVALID_PRODUCER_EPOCH
-    if code in (ErrorCode.NOT_ENOUGH_REPLICAS, ErrorCode.REQUEST_TIMED_OUT):
+    if code in (ErrorCode.NOT_ENOUGH_REPLICAS, ErrorCode.REQUEST_TIMED_OUT, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION):
         return ErrorCode.COORDINATOR_NOT_AVAILABLE
     return code
 

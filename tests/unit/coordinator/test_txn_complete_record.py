@@ -94,7 +94,8 @@ def test_a_refused_complete_record_is_retried_with_the_backoff() -> None:
         harness = Harness(marker_results=[ErrorCode.NOT_LEADER_OR_FOLLOWER])
         pid, epoch = await harness.open_transaction()
         abort = harness.call(lambda w, t: harness.coordinator.end_txn(w, TXN, pid, epoch, False, t))
-        assert await abort is ErrorCode.NONE  # answered after the first marker attempt, which failed
+        assert await abort is ErrorCode.NONE
+        await harness.first_marker_attempt()  # failed
         harness.refusing = 2  # the CompleteAbort record's first two appends
         harness.clock.advance(RETRY_BACKOFF_S)  # the markers' retry, written
         await eventually_async(lambda: harness.refusing == 1, "the first append of the CompleteAbort record")
@@ -116,7 +117,8 @@ def test_a_coordinator_that_lost_the_partition_stops_retrying_the_complete_recor
     async def scenario() -> None:
         harness = Harness(marker_results=[ErrorCode.NOT_LEADER_OR_FOLLOWER])
         pid, epoch = await harness.open_transaction()
-        assert await harness.commit(pid, epoch) is ErrorCode.NONE  # the first marker attempt failed
+        assert await harness.commit(pid, epoch) is ErrorCode.NONE
+        await harness.first_marker_attempt()  # failed
         harness.refusing = 10**6  # every append from the CompleteCommit record on
         harness.clock.advance(RETRY_BACKOFF_S)
         await eventually_async(lambda: harness.refusing < 10**6, "the first append of the CompleteCommit record")
@@ -175,7 +177,7 @@ def test_a_v2_abort_with_nothing_open_is_complete_only_once_its_record_is_on_the
         assert (await end_v2(harness, pid, epoch + 1, False)).error is ErrorCode.CONCURRENT_TRANSACTIONS
         release.set()
         assert await abort == InitResult(ErrorCode.NONE, pid, epoch + 2)
-        assert describe(harness) is TxnState.COMPLETE_ABORT
+        await harness.completed()
         harness.failing.add(harness.end_offset + 1)
         failed = end_v2(harness, pid, epoch + 2, False)
         await eventually_async(failed.done, "the failed abort's answer")

@@ -13,7 +13,7 @@ import pytest
 from pybroker.common.clock import ManualClock
 from pybroker.coordinator.runtime import CoordinatorStorageError
 from pybroker.coordinator.txn_coordinator import MarkerRequest, TransactionCoordinator, TxnConfig
-from pybroker.coordinator.txn_records import TxnState, decode_txn_record
+from pybroker.coordinator.txn_records import TV_2, TxnState, decode_txn_record
 from pybroker.replication.errors import NotEnoughReplicasError
 from pybroker.coordinator.txn_runtime import RETRY_BACKOFF_MAX_S, RETRY_BACKOFF_S, TxnRuntime
 from pybroker.protocol.error_codes import ErrorCode
@@ -27,7 +27,8 @@ class Harness:
     """A runtime over a fake internal topic whose ISR waits a test can hold back or fail, on a clock that
     moves only when the test says so."""
 
-    def __init__(self, *, marker_results: list[ErrorCode | dict[tuple[str, int], ErrorCode]] | None = None) -> None:
+    def __init__(self, *, marker_results: list[ErrorCode | dict[tuple[str, int], ErrorCode]] | None = None,
+                 transaction_version: int = TV_2) -> None:
         self.clock = ManualClock(wall_ms=1_000_000)
         self.end_offset = 0
         self.held: dict[int, asyncio.Event] = {}  # end offset -> released when set
@@ -38,7 +39,10 @@ class Harness:
         self.markers: list[tuple[MarkerRequest, TxnState]] = []
         self.marker_results = marker_results or []
         """Answers to the next marker writes: one code for every partition sent, or a code per partition."""
-        self.coordinator = TransactionCoordinator(TxnConfig(abort_check_interval_ms=1000))
+        self.markers_held: asyncio.Event | None = None
+        """When set here, marker writes wait until the test sets the event."""
+        self.coordinator = TransactionCoordinator(TxnConfig(abort_check_interval_ms=1000),
+                                                  transaction_version=lambda: transaction_version)
         self.runtime = TxnRuntime(self.coordinator, self._persist, self._write_markers, self.clock,
                                   self._replicated)
 
@@ -66,6 +70,8 @@ class Harness:
 
     async def _write_markers(self, marker: MarkerRequest) -> dict[tuple[str, int], ErrorCode]:
         self.markers.append((marker, self.coordinator.transactions[marker.transactional_id].state))
+        if self.markers_held is not None:
+            await self.markers_held.wait()
         answer = self.marker_results.pop(0) if self.marker_results else ErrorCode.NONE
         return answer if isinstance(answer, dict) else {tp: answer for tp in marker.partitions}
 
@@ -89,6 +95,17 @@ class Harness:
 
     def commit(self, pid: int, epoch: int) -> asyncio.Future[Any]:
         return asyncio.ensure_future(self.call(lambda w, t: self.coordinator.end_txn(w, TXN, pid, epoch, True, t)))
+
+    async def completed(self) -> None:
+        """Wait until the transaction's markers are written and its Complete record stands (the producer's
+        EndTxn is answered before)."""
+        await eventually_async(lambda: self.state() in (TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
+                               and TXN not in self.coordinator.pending, "the transaction to complete")
+
+    async def first_marker_attempt(self) -> None:
+        """Wait until the first attempt at the markers was made and its answer handled."""
+        await eventually_async(lambda: len(self.markers) == 1, "the first marker attempt")
+        await self.quiet()
 
     async def abort_check(self) -> None:
         """Run the coordinator's abort check 1.5 s on, and wait until the runtime finished what it started."""
@@ -124,8 +141,35 @@ def test_the_abort_check_sends_no_marker_while_the_prepare_record_waits_for_the_
             assert retry is ErrorCode.CONCURRENT_TRANSACTIONS
         release.set()
         assert await commit is ErrorCode.NONE
+        await harness.completed()
         assert [(m.commit, state) for m, state in harness.markers] == [(True, TxnState.PREPARE_COMMIT)]
         assert harness.coordinator.transactions[TXN].state is TxnState.COMPLETE_COMMIT
+
+    asyncio.run(scenario())
+
+
+def test_end_txn_is_answered_once_the_prepare_record_is_on_the_isr_before_any_marker_is_written() -> None:
+    """Kafka's endTransaction answers from the Prepare append's callback and hands the markers to its marker
+    channel afterwards; until the Complete record is on the ISR the transaction stays in PrepareCommit and
+    InitProducerId, AddPartitionsToTxn and EndTxn get CONCURRENT_TRANSACTIONS. The answer used to wait for
+    the first attempt at the markers, which a leader that answers slowly held up."""
+    async def scenario() -> None:
+        harness = Harness()
+        harness.markers_held = release = asyncio.Event()
+        pid, epoch = await harness.open_transaction()
+        assert await asyncio.wait_for(harness.commit(pid, epoch), 10) is ErrorCode.NONE
+        await eventually_async(lambda: len(harness.markers) == 1, "the marker write to start")
+        assert harness.state() is TxnState.PREPARE_COMMIT
+        assert await harness.commit(pid, epoch) is ErrorCode.CONCURRENT_TRANSACTIONS
+        add = lambda w, t: harness.coordinator.add_partitions(w, TXN, pid, epoch, [("out", 1)], t)
+        assert await harness.call(add) is ErrorCode.CONCURRENT_TRANSACTIONS
+        init = await harness.call(lambda w, t: harness.coordinator.init_producer_id(w, TXN, TIMEOUT_MS, pid, epoch,
+                                                                                    None, t))
+        assert init.error is ErrorCode.CONCURRENT_TRANSACTIONS
+        release.set()
+        await harness.completed()
+        assert harness.state() is TxnState.COMPLETE_COMMIT
+        assert await harness.call(add) is ErrorCode.NONE
 
     asyncio.run(scenario())
 
@@ -140,7 +184,7 @@ def test_a_failed_marker_is_retried_after_the_backoff_not_at_the_abort_check() -
         harness = Harness(marker_results=[ErrorCode.NOT_LEADER_OR_FOLLOWER] * len(waits) + [ErrorCode.NONE])
         pid, epoch = await harness.open_transaction()
         assert await harness.commit(pid, epoch) is ErrorCode.NONE
-        assert len(harness.markers) == 1  # answered after the first attempt
+        await harness.first_marker_attempt()
         for attempt, wait in enumerate(waits, start=2):
             harness.clock.advance(wait / 2)
             await harness.quiet()
@@ -187,7 +231,8 @@ def test_a_marker_made_stale_by_a_newer_producer_epoch_is_not_written() -> None:
     async def scenario() -> None:
         harness = Harness(marker_results=[ErrorCode.REQUEST_TIMED_OUT])
         pid, epoch = await harness.open_transaction()
-        assert await harness.commit(pid, epoch) is ErrorCode.NONE  # first attempt failed; a retry waits
+        assert await harness.commit(pid, epoch) is ErrorCode.NONE
+        await harness.first_marker_attempt()  # failed; a retry waits
         meta = harness.coordinator.transactions[TXN]
         meta.state, meta.producer_epoch = TxnState.COMPLETE_COMMIT, epoch + 1  # completed elsewhere, then fenced
         harness.clock.advance(0.1)  # past the retry's backoff
@@ -262,6 +307,7 @@ def test_a_producer_epoch_is_bumped_only_once_its_record_is_on_the_isr() -> None
         harness = Harness()
         pid, epoch = await harness.open_transaction()
         assert await harness.commit(pid, epoch) is ErrorCode.NONE
+        await harness.completed()
 
         def init() -> Any:
             return harness.call(lambda w, t: harness.coordinator.init_producer_id(w, TXN, TIMEOUT_MS, pid, epoch,
@@ -308,6 +354,7 @@ def test_requests_wait_while_an_epoch_bump_is_on_its_way_to_the_isr() -> None:
         harness = Harness()
         pid, epoch = await harness.open_transaction()
         assert await harness.commit(pid, epoch) is ErrorCode.NONE
+        await harness.completed()
         bumped = harness.end_offset + 1
         harness.held[bumped] = release = asyncio.Event()
         bump = asyncio.ensure_future(harness.call(lambda w, t: harness.coordinator.init_producer_id(
