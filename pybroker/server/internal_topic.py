@@ -16,10 +16,9 @@ from pybroker.controller.metadata import ClusterMetadata, has_leaders
 from pybroker.coordinator.records import Record
 from pybroker.records import RecordInput, build_batch
 from pybroker.replication.manager import ReplicaManager
+from pybroker.server.topic_creation import LEADERS_WAIT_S
 
 log = logging.getLogger("pybroker.coordinator")
-
-LEADERS_WAIT_S = 10.0
 
 MetadataSource = Callable[[], ClusterMetadata]
 """The broker's metadata, once it has started (services are built before it is)."""

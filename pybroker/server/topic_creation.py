@@ -8,7 +8,7 @@ On a single node the new partitions' logs are made off the event loop (`replicat
 the answer waits for them, so it still comes after every new partition's files are durable.
 In a cluster the controller elects the new partitions' leaders after the write: CreateTopics and
 CreatePartitions wait for them up to their timeout_ms (`handlers/topics.py`); a topic created because a
-client asked for it (auto-creation) waits for them up to `LEADERS_WAIT_S`.
+client asked for it (auto-creation), or a coordinator's internal topic, waits for them up to `LEADERS_WAIT_S`.
 In a cluster the budget checked is that of the broker handling the request; another broker that would run
 out of descriptors answers the LeaderAndIsr of the replicas it cannot open with KAFKA_STORAGE_ERROR, so the
 controller treats them as offline replicas (and elects other leaders), and its log dir stays online.
