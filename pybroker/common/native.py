@@ -34,6 +34,9 @@ __all__ = ["COMPILED", "GROUP", "PURE_ENV", "BuildError", "install", "pure_reque
 #: about 3x the time per instruction of the interpreter's loop, and its attribute lookups on interpreted objects
 #: are not specialized as the interpreter's are. (W12's 1.25x was the rate W12 reached: closed loop, the same
 #: build costs 48 us per empty Fetch at 18,000 requests/s and 67 us at 10,500.)
+#: The message classes stay interpreted dataclasses: mypyc keeps the dataclasses module's ``__init__`` for a
+#: dataclass, so a native one is built more slowly even from compiled code (208 against 146 ns for a six-field
+#: struct), and interpreted handlers read its attributes about 3x as slowly (docs/scaling.md).
 COMPILED: tuple[str, ...] = (
     "pybroker.protocol.primitives",
     "pybroker.protocol.hot_codecs",

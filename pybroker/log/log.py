@@ -128,6 +128,8 @@ class PartitionLog:
         self.schedule_listener: Callable[[PartitionLog], None] | None = None
         self.producer_state = ProducerStateManager()
         self._rebuild_producer_state()
+        self._topic_id: uuid.UUID | None = None
+        self._topic_id_read = False
 
     @classmethod
     def open(cls, dir_path: str, topic: str, partition: int, config: LogConfig, *, now_ms: int,
@@ -236,12 +238,21 @@ class PartitionLog:
 
     @property
     def topic_id(self) -> uuid.UUID | None:
-        """Topic id recorded in ``partition.metadata``, None when absent."""
-        return PartitionMetadataFile(os.path.join(self.dir, PARTITION_METADATA_FILE)).read()
+        """Topic id recorded in ``partition.metadata``, None when absent; read once (only this log writes the
+        file), so a LeaderAndIsr's topic id check after start-up (`read_topic_id`) reads nothing on the loop."""
+        if not self._topic_id_read:
+            self.read_topic_id()
+        return self._topic_id
+
+    def read_topic_id(self) -> None:
+        """Read ``partition.metadata`` now (start-up, before anything is served); CorruptLogError when malformed."""
+        self._topic_id = PartitionMetadataFile(os.path.join(self.dir, PARTITION_METADATA_FILE)).read()
+        self._topic_id_read = True
 
     def assign_topic_id(self, topic_id: uuid.UUID) -> None:
         """Write ``partition.metadata`` (atomically)."""
         PartitionMetadataFile(os.path.join(self.dir, PARTITION_METADATA_FILE)).write(topic_id)
+        self._topic_id, self._topic_id_read = topic_id, True
 
     def update_config(self, config: LogConfig) -> None:
         """New settings apply to the next append, roll and retention run."""

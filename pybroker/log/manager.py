@@ -30,6 +30,7 @@ cleaner as ``plan_cleaning`` (loop) -> ``CleaningJob.run`` (worker thread) ->
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import os
@@ -58,6 +59,7 @@ from pybroker.log.dir_checkpoints import (
     write_checkpoints,
 )
 from pybroker.log.errors import (
+    CorruptLogError,
     IllegalTopicNameError,
     InconsistentTopicIdError,
     LogError,
@@ -102,6 +104,7 @@ class LogManager:
         self._flusher = FlushScheduler(self._logs)
         self._checkpoints = CheckpointPasses()
         self._creating: dict[TopicPartition, str] = {}  # logs `create_log` is making, and their log dirs
+        self._second_copies: list[tuple[str, PartitionLog]] = []  # (root, log): see startup's strays_checked
         self._creation_slots = asyncio.Semaphore(1)  # see attach_executor
         self._removals: set[asyncio.Future[None]] = set()  # deleted logs' files being removed, see delete_logs
         #: Called with a log dir's path and the partitions whose logs it held when it goes offline (the
@@ -122,8 +125,11 @@ class LogManager:
 
     # -- startup and shutdown -----------------------------------------------------------------
 
-    def startup(self, now_ms: int, topic_configs: Mapping[str, LogConfig] | None = None) -> None:
-        """Load every partition directory of every log dir, recovering after an unclean stop."""
+    def startup(self, now_ms: int, topic_configs: Mapping[str, LogConfig] | None = None, *,
+                strays_checked: bool = False) -> None:
+        """Load every partition directory of every log dir, recovering after an unclean stop. Two logs of one
+        partition stop it (LogError), unless ``strays_checked``: then `move_strays` must follow, which sees
+        them first (one may be stray), as Kafka's loadLogs checks isStray before its duplicate check."""
         self._now_ms = now_ms
         self._topic_configs.update(topic_configs or {})
         futures: list[tuple[str, str, TopicPartition, bool]] = []  # (root, path, partition, clean shutdown)
@@ -159,14 +165,18 @@ class LogManager:
                 tp = parse_partition_dir_name(name)
                 if tp is None:
                     continue
-                if tp in self._logs:
-                    raise LogError(f"Duplicate log directories for {tp[0]}-{tp[1]}: {path} and "
-                                   f"{self._logs[tp].dir}")
-                self._logs[tp] = PartitionLog.open(
+                if tp in self._logs and not strays_checked:
+                    raise _duplicate(tp, path, self._logs[tp].dir)
+                loaded = PartitionLog.open(
                     path, tp[0], tp[1], self.config_for(tp[0]), now_ms=now_ms,
                     recovery_point=recovery.get(tp, 0), log_start_offset=starts.get(tp, 0),
                     clean_shutdown=clean, high_watermark=hws.get(tp))
-                self._root_of[tp] = root
+                with contextlib.suppress(CorruptLogError):  # raised again where the topic id is used
+                    loaded.read_topic_id()  # the stray check and each LeaderAndIsr's compare it: read before serving
+                if tp in self._logs:
+                    self._second_copies.append((root, loaded))
+                    continue
+                self._logs[tp], self._root_of[tp] = loaded, root
                 self._adopt(tp)
             if clean:
                 os.unlink(clean_file)
@@ -177,10 +187,22 @@ class LogManager:
         """Move aside every loaded log the metadata does not give this broker (``stray_logs.py``), with its
         future log: each is renamed ``<topic>-<partition>.<uuid>-stray`` and forgotten, and nothing of it is
         deleted. Call once the metadata is known and before any partition is served (Kafka does it while it
-        loads the logs). Returns the stray directories."""
+        loads the logs), and after a `startup` with ``strays_checked``: a second log of a partition loaded then
+        is served if the first is stray, moved aside if it is stray itself, else refused (LogError, Kafka's
+        "Duplicate log directories"). Returns the stray directories."""
+        second_copies, self._second_copies = self._second_copies, []
+        reasons = {log.dir: stray_reason(log.dir, log.topic_id, log.partition, replicas_of, broker_id)
+                   for log in [*self._logs.values(), *(log for _, log in second_copies)]}
+        kept = {tp: log.dir for tp, log in self._logs.items() if reasons[log.dir] is None}
+        for _, log in second_copies:  # a second log of a partition is refused unless it or the first one is stray
+            tp = TopicPartition(log.topic, log.partition)
+            if reasons[log.dir] is None and tp in kept:
+                raise _duplicate(tp, log.dir, kept[tp])
+            if reasons[log.dir] is None:
+                kept[tp] = log.dir
         moved: dict[str, list[str]] = {}
         for tp, log in list(self._logs.items()):
-            reason = stray_reason(log.dir, log.topic_id, tp[1], replicas_of, broker_id)
+            reason = reasons[log.dir]
             if reason is None:
                 continue
             logger.info("%s", reason)
@@ -192,6 +214,15 @@ class LogManager:
             if detached is not None:
                 moved.setdefault(detached[0], []).append(detached[1])
                 logger.warning("Log in %s marked stray and renamed to %s", found, detached[1])
+        for root, log in second_copies:
+            tp, found = TopicPartition(log.topic, log.partition), log.dir
+            if reasons[found] is None:  # the first log of its partition was stray: this one is served
+                self._logs[tp], self._root_of[tp] = log, root
+                self._adopt(tp)
+                continue
+            logger.info("%s", reasons[found])
+            moved.setdefault(root, []).append(log.detach(rename_to=stray_path(root, tp)))
+            logger.warning("Log in %s marked stray and renamed to %s", found, moved[root][-1])
         for root in moved:
             fsync_dir(root)
         return [path for paths in moved.values() for path in paths]
@@ -619,3 +650,7 @@ def _outcome(work: Callable[[PartitionLog], None], log: PartitionLog) -> Excepti
     except Exception as exc:
         return exc
     return None
+
+
+def _duplicate(tp: TopicPartition, path: str, other: str) -> LogError:
+    return LogError(f"Duplicate log directories for {tp[0]}-{tp[1]}: {path} and {other}")

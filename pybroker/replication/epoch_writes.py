@@ -10,6 +10,10 @@ threads as new logs are (flushes and cold reads still find the others free); eac
 One partition's file may be written by the loop and by several I/O threads at once (a follower's truncation
 still being written when a LeaderAndIsr makes it lead): `EpochFile` makes those writes one at a time and lets
 none land over a newer one, as Kafka writes the file under its cache's lock.
+
+A write no step waits for (the log start moved: retention, DeleteRecords, a log dir move) goes to
+`BackgroundEpochWrites`, as Kafka's truncateFromStartAsyncFlush schedules its flush: the cache is right at once,
+and a file that lags at a crash is cut to the log start again at start-up (`partition.epoch_cache_of`).
 """
 
 from __future__ import annotations
@@ -18,11 +22,12 @@ import asyncio
 import functools
 import threading
 from dataclasses import dataclass
+from typing import Callable
 
 from pybroker.common.io_executor import IoExecutor
 from pybroker.log.checkpoint import LeaderEpochCheckpointFile
 
-__all__ = ["EpochFile", "EpochWrite", "EpochWrites"]
+__all__ = ["BackgroundEpochWrites", "EpochFile", "EpochWrite", "EpochWrites"]
 
 
 class EpochFile:
@@ -98,6 +103,42 @@ class EpochWrites:
             return
         for share, share_outcomes in zip(shares, outcomes):
             _settle(share, share_outcomes)
+
+
+class BackgroundEpochWrites:
+    """The writes nothing waits for, made on the I/O executor by one task at a time: the writes queued while
+    one batch is written go together in the next, the latest of each file only (it stands for the older)."""
+
+    def __init__(self, io: IoExecutor) -> None:
+        self.io = io
+        self._queued: dict[EpochFile, tuple[EpochWrite, Callable[[OSError], None]]] = {}
+        self._task: asyncio.Task[None] | None = None
+
+    def add(self, write: EpochWrite, failed: Callable[[OSError], None]) -> None:
+        """Queue ``write`` (taken on the loop, so ordered after every write of its file taken before);
+        ``failed`` is called on the loop with the error when it cannot be made (the owner fails the log dir)."""
+        self._queued[write.file] = write, failed
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._drain(), name="leader-epoch-cache-flush")
+
+    async def drained(self) -> None:
+        """Return once every write queued so far was made or failed."""
+        while self._task is not None:
+            await asyncio.wait((self._task,))
+
+    async def _drain(self) -> None:
+        try:
+            while self._queued:
+                queued, self._queued = list(self._queued.values()), {}
+                writes = EpochWrites(self.io)
+                waiting = [(writes.add(write), failed) for write, failed in queued]
+                await writes.write()
+                for done, failed in waiting:
+                    error = None if done.cancelled() else done.exception()
+                    if isinstance(error, OSError):
+                        failed(error)
+        finally:
+            self._task = None
 
 
 _Queued = tuple[EpochWrite, "asyncio.Future[None]"]

@@ -45,7 +45,9 @@ class FetchPartition:
 
 @dataclass(slots=True)
 class FetchParams:
-    """What the whole fetch asks for (Kafka's FetchParams)."""
+    """What the whole fetch asks for (Kafka's FetchParams). Every fetch builds one, and this one and
+    :class:`PartitionRead` are built with positional arguments: a keyword call to a class builds a dict on
+    Python 3.11."""
 
     replica_id: BrokerId
     """The fetching follower's broker id, or -1 for a consumer."""
@@ -55,10 +57,11 @@ class FetchParams:
     byte_limit: Callable[[], int]
     """The bytes the fetch may return, asked again at each read: a consumer's quota window moves
     during a long poll."""
+    follower: bool = field(init=False)
+    """``replica_id >= 0``: a field rather than a property, as every read asks it."""
 
-    @property
-    def follower(self) -> bool:
-        return self.replica_id >= 0
+    def __post_init__(self) -> None:
+        self.follower = self.replica_id >= 0
 
 
 @dataclass(slots=True)
@@ -208,8 +211,7 @@ def _read_partition(replicas: ReplicaManager, params: FetchParams, wanted: Fetch
         if params.read_committed:
             aborted = [(txn.producer_id, txn.first_offset)
                        for txn in log.collect_aborted(wanted.fetch_offset, last_stable)]
-    return PartitionRead(high_watermark=info.high_watermark, last_stable_offset=last_stable,
-                         log_start_offset=info.log_start_offset, aborted=aborted, records=records)
+    return PartitionRead(None, info.high_watermark, last_stable, info.log_start_offset, aborted, records)
 
 
 def _record_follower_fetch(replicas: ReplicaManager, replica_id: BrokerId, partitions: list[FetchPartition],

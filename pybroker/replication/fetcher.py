@@ -223,7 +223,7 @@ class ReplicaFetcher:
             partition = self._partition_of(key)
             if partition is None or target.truncating or target.out_of_range:
                 continue
-            asked[key] = _Asked(partition, target, partition.log.log_end_offset)
+            asked[key] = _Asked(partition, target, partition.log, partition.log.log_end_offset)
             topics.setdefault(key.topic, []).append(FetchRequest.FetchPartition(
                 partition=key.partition, current_leader_epoch=target.leader_epoch,
                 fetch_offset=partition.log.log_end_offset, log_start_offset=partition.log.log_start_offset,
@@ -255,7 +255,8 @@ class ReplicaFetcher:
         if self._partition_of(key) is not asked.partition:
             return False
         partition = asked.partition
-        return not partition.is_leader and not partition.log.closed and partition.log.log_end_offset == asked.log_end
+        return not partition.is_leader and partition.log is asked.log and not partition.log.closed \
+            and partition.log.log_end_offset == asked.log_end
 
     async def _write_new_epochs(self, answers: list[_Answer], asked: dict[TopicPartition, _Asked]
                                 ) -> dict[TopicPartition, dict[int, int] | None]:
@@ -329,6 +330,9 @@ class _Asked:
 
     partition: Partition
     target: _Target
+    log: PartitionLog
+    """The replica's log when asked: a log dir move swapping it meanwhile voids the answer (its epochs were
+    written to the file of the log swapped out)."""
     log_end: int
 
 

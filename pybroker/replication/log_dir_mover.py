@@ -7,7 +7,11 @@ as a follower copies its leader's (offsets, epochs and producer state kept, the 
 reading the files on the I/O executor, at most replica.alter.log.dirs.io.max.bytes.per.second. When
 the future log's end reaches the current one's it swaps them at once: the check and the swap run on
 the loop with no await between, which is Kafka's partition lock here, so no append can slip in. The
-partition then serves from the new log, and its leader-epoch checkpoint is written there.
+partition then serves from the new log, and its leader-epoch checkpoint is written there in the background
+(`ReplicaManager.write_epochs_later`): until it lands the new dir has none, which start-up rebuilds from the
+batches, and a later write of the file is ordered after it (`epoch_writes.EpochFile`). Not when a write ahead of
+the epoch cache is pending (a role change's new epoch, a follower's fetched one: `Partition.epochs_unwritten`):
+that went to the file swapped out, and the role change or the fetcher then writes the whole cache to the new one.
 
 A truncation of the current log while it is copied (a follower's, after a leader change) restarts the
 copy from the log start: the copied tail could differ from the new one. A segment deleted or
@@ -29,7 +33,6 @@ from pybroker.log.log import PartitionLog
 from pybroker.log.manager import LogManager
 from pybroker.replication.errors import UnknownPartitionError
 from pybroker.replication.manager import ReplicaManager
-from pybroker.replication.partition import epoch_checkpoint_of
 
 logger = logging.getLogger("pybroker.replication")
 
@@ -105,7 +108,9 @@ class LogDirMover:
             future.increment_log_start_offset(min(current.log_start_offset, future.high_watermark))
             if future.log_end_offset == current.log_end_offset:
                 partition.log = self._logs.replace_current_with_future(topic, index)
-                epoch_checkpoint_of(partition.log).write(dict(partition.epoch_cache.entries))
+                if not partition.epochs_unwritten:  # else a write ahead of the cache is pending: the next one is whole
+                    entries = dict(partition.epoch_cache.entries)
+                    self._replicas.write_epochs_later(partition, partition.epoch_write(entries))
                 return
             copied += await self._copy_chunk(current, future)
             await self._throttle(copied, started)

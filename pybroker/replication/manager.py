@@ -15,6 +15,7 @@ sent through the `IsrWriter` seam (AlterPartition to the controller in productio
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import uuid
 from typing import Callable, Container, Iterable, Protocol
@@ -35,9 +36,11 @@ from pybroker.replication.errors import (
     ReplicaTimeoutError,
     UnknownPartitionError,
 )
+from pybroker.replication.epoch_cache import EpochCache
+from pybroker.replication.epoch_writes import BackgroundEpochWrites, EpochWrite
 from pybroker.replication.fetcher import EpochWriting, FetcherConfig, ReplicaFetcher
 from pybroker.replication.leader_endpoint import LeaderEndPoint
-from pybroker.replication.partition import Partition, epoch_cache_of
+from pybroker.replication.partition import Partition, epoch_cache_on_disk
 from pybroker.replication.role_changes import PartitionRole, RoleChanges
 from pybroker.replication.topic_changes import TopicChanges
 
@@ -61,10 +64,13 @@ LeadershipListener = Callable[[str, int, int, bool], None]
 class ReplicaManager:
     def __init__(self, log_manager: LogManager, broker_id: BrokerId, clock: Clock, *,
                  replica_lag_time_max_ms: int = 30000, io: IoExecutor | None = None):
-        """``io``: where the fetchers write their replicas' `leader-epoch-checkpoint`; None writes on the loop
-        (tests without a broker)."""
+        """``io``: where the fetchers write their replicas' `leader-epoch-checkpoint`, and the writes nothing waits
+        for (`write_epochs_later`); None writes on the loop (tests without a broker)."""
         self.log_manager = log_manager
         self.io = io
+        self._background_epochs = None if io is None else BackgroundEpochWrites(io)
+        self._loaded_epochs: dict[TopicPartition, tuple[PartitionLog, EpochCache, bool]] = {}
+        """Per log loaded at start-up: its epoch cache and whether its file is stale (`load_epoch_caches`)."""
         self.broker_id = broker_id
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
         self.isr_writer: IsrWriter | None = None
@@ -152,8 +158,11 @@ class ReplicaManager:
         partition = self._partitions.get(key)
         if partition is None:
             log_ = self.log_manager.get_or_create_log(topic, index, config, topic_id)
+            cache, stale = self._epoch_cache_for(key, log_)
             partition = Partition(topic, index, topic_id, log_, self.broker_id, NO_LEADER, leader_epoch, (), (),
-                                  min_isr, epoch_cache=epoch_cache_of(log_))
+                                  min_isr, epoch_cache=cache, write_later=self.write_epochs_later)
+            if stale:
+                self.write_epochs_later(partition, partition.epoch_write(dict(cache.entries)))
             self._partitions[key] = partition
             self._by_topic.setdefault(topic, {})[index] = partition
             for listener in self.hosted_listeners:
@@ -264,16 +273,54 @@ class ReplicaManager:
         self._wake(key)
 
     def _on_epoch_write_failed(self, partition: Partition, written_log: PartitionLog, error: OSError) -> None:
-        """A follower's `leader-epoch-checkpoint` could not be written: its log dir fails, as the leader's does;
+        """A follower's or background `leader-epoch-checkpoint` write failed: its log dir fails, as the leader's does;
         not when the log is gone meanwhile (stopped, or replaced by a log dir move)."""
         if self._partitions.get(partition.key) is partition and partition.log is written_log and not written_log.closed:
             self.log_manager.fail_dir_of(written_log, LogStorageError(
                 f"Writing the leader epoch checkpoint of {partition.topic}-{partition.index} failed: {error}"))
 
+    def load_epoch_caches(self) -> None:
+        """At start-up, before any replica is served: every loaded log's epoch cache from its checkpoint, or from
+        the headers of every batch when it is missing or corrupt (a read of the whole log), as Kafka's LogLoader
+        builds it while it loads the log; the first LeaderAndIsr hosting the replicas then reads nothing."""
+        for log_ in self.log_manager.all_logs():
+            cache, stale = epoch_cache_on_disk(log_)
+            self._loaded_epochs[TopicPartition(log_.topic, log_.partition)] = log_, cache, stale
+
+    def _epoch_cache_for(self, key: TopicPartition, log_: PartitionLog) -> tuple[EpochCache, bool]:
+        """The log's epoch cache as loaded at start-up (cut to a log start retention moved since), else read now;
+        and whether its file is stale."""
+        loaded = self._loaded_epochs.pop(key, None)
+        if loaded is None or loaded[0] is not log_:
+            return epoch_cache_on_disk(log_)
+        _, cache, stale = loaded
+        return cache, cache.truncate_from_start(log_.log_start_offset) or stale
+
+    def write_epochs_later(self, partition: Partition, write: EpochWrite) -> None:
+        """Make a `leader-epoch-checkpoint` write nothing waits for in the background (`BackgroundEpochWrites`);
+        its failure fails the log dir of the log it was taken for, if that log is still the replica's."""
+        if self._background_epochs is None:
+            write.run()
+            return
+        self._background_epochs.add(write, functools.partial(self._on_epoch_write_failed, partition, partition.log))
+
+    def drop_epochs_below_log_starts(self) -> None:
+        """After a retention pass that deleted segments: every replica's epoch cache drops what its log no
+        longer has (`Partition.drop_epochs_below_log_start`)."""
+        for partition in self._partitions.values():
+            partition.drop_epochs_below_log_start()
+
+    async def epochs_written(self) -> None:
+        """Return once the background `leader-epoch-checkpoint` writes queued so far are made or failed."""
+        if self._background_epochs is not None:
+            await self._background_epochs.drained()
+
     def stop_replica(self, topic: str, index: int, *, delete: bool, source: str) -> bool:
         """Stop replicating a partition; whether its log is to be deleted, which the caller does with
         `LogManager.delete_logs`, a request's logs together. A deletion is logged at WARN with ``source``, what asked for it."""
         key = TopicPartition(topic, index)
+        if delete:
+            self._loaded_epochs.pop(key, None)
         self.role_changes.stopped(key, delete=delete, source=source)
         self._stop_fetching(key)
         partition = self._partitions.pop(key, None)
@@ -331,6 +378,7 @@ class ReplicaManager:
         self._fetchers.clear()
         self._fetcher_addresses.clear()
         await asyncio.gather(*(fetcher.close() for fetcher in fetchers), return_exceptions=True)
+        await self.epochs_written()
         tasks = list(self._isr_tasks)
         for task in tasks:
             task.cancel()

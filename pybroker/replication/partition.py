@@ -16,7 +16,7 @@ import logging
 import os
 import uuid
 from dataclasses import dataclass, field
-from typing import Container
+from typing import Callable, Container
 
 from pybroker.common.ids import BrokerId, LeaderEpoch
 from pybroker.common.topic import TopicPartition
@@ -50,7 +50,7 @@ def epoch_cache_of(partition_log: PartitionLog) -> EpochCache:
     """The log's epoch cache as its `leader-epoch-checkpoint` has it, cut to the log's offset range
     (start-up recovery may have dropped a torn tail; retention may have moved the start). When the
     file is missing or corrupt the cache is rebuilt from the batch headers, then written."""
-    cache, stale = _epoch_cache_on_disk(partition_log)
+    cache, stale = epoch_cache_on_disk(partition_log)
     if stale:
         epoch_checkpoint_of(partition_log).write(dict(cache.entries))
     return cache
@@ -68,11 +68,13 @@ def write_first_epoch(partition_log: PartitionLog, *, leader_epoch: int) -> None
 def latest_epoch_on_disk(partition_log: PartitionLog) -> int:
     """The leader epoch of the log's last batch, for a replica this broker does not serve yet (the
     controller compares logs before it elects one); reads, never writes, the checkpoint."""
-    return _epoch_cache_on_disk(partition_log)[0].latest_epoch
+    return epoch_cache_on_disk(partition_log)[0].latest_epoch
 
 
-def _epoch_cache_on_disk(partition_log: PartitionLog) -> tuple[EpochCache, bool]:
-    """The cache and whether the checkpoint must be written again to match it."""
+def epoch_cache_on_disk(partition_log: PartitionLog) -> tuple[EpochCache, bool]:
+    """`epoch_cache_of` without its write: the cache and whether the checkpoint must be written again to match
+    it, which nothing waits for (a file cut or rebuilt again at the next start-up if it lags, as Kafka's
+    LogLoader flushes these in the background)."""
     checkpoint = epoch_checkpoint_of(partition_log)
     log_is_empty = partition_log.size_in_bytes == 0
     stored = _stored_epochs(checkpoint, log_is_empty=log_is_empty)
@@ -121,6 +123,9 @@ class Partition:
     epochs_unwritten: bool = False
     """The epoch cache changed and its `leader-epoch-checkpoint` does not have it yet: a follower's truncation or
     log start move, left for its fetcher to write off the loop (`take_epoch_write`)."""
+    write_later: Callable[[Partition, EpochWrite], None] | None = None
+    """Where a write nothing waits for goes (only the log start moved, as Kafka's truncateFromStartAsyncFlush): the
+    replica manager's background writes; None writes it at once (tests without a broker)."""
     key: TopicPartition = field(init=False)
     """(topic, index), built once: the append and watermark paths key their waiters by it."""
 
@@ -344,6 +349,12 @@ class Partition:
         may void it), so whoever writes next writes the cache, unless the append comes with what was written."""
         self.epochs_unwritten = True
 
+    def drop_epochs_below_log_start(self) -> None:
+        """Retention moved the log start: the cache drops the epochs below it now (Kafka's
+        maybeIncrementLogStartOffset), not at the next append; the file follows in the background, or with the
+        next write when one is due already (`epochs_unwritten`)."""
+        self._persist_epochs(changed=False, deferred=self.epochs_unwritten)
+
     def take_epoch_write(self) -> EpochWrite | None:
         """The write that brings `leader-epoch-checkpoint` up to the cache, None when it has it already."""
         if not self.epochs_unwritten or self.log.closed:
@@ -355,17 +366,31 @@ class Partition:
         """Write `leader-epoch-checkpoint` when the epoch cache `changed` or its start lags the log's:
         the log start moves without the partition knowing (retention, DeleteRecords), so every
         append, truncation and role change catches the cache up with it. Not when the file already
-        holds what the cache now has (`written`); only marked `epochs_unwritten` when `deferred`."""
-        changed |= self.epoch_cache.truncate_from_start(self.log.log_start_offset)
-        if not (changed or self.epochs_unwritten) or self.log.closed:
+        holds what the cache now has (`written`); only marked `epochs_unwritten` when `deferred`; handed to
+        `write_later` when only the start moved."""
+        start_moved = self.epoch_cache.truncate_from_start(self.log.log_start_offset)
+        if not (changed or start_moved or self.epochs_unwritten) or self.log.closed:
             return
         if deferred:
             self.epochs_unwritten = True
             return
         entries = dict(self.epoch_cache.entries)
         if written != entries:
-            self.epoch_file.write_now(epoch_checkpoint_of(self.log), entries)
+            if self.write_later is not None and (not (changed or self.epochs_unwritten)
+                                                 or self._lacks_only_dropped_epochs(written, entries)):
+                self.write_later(self, self.epoch_write(entries))  # dropped epochs only: start-up cuts a lagging file
+            else:
+                self.epoch_file.write_now(epoch_checkpoint_of(self.log), entries)
         self.epochs_unwritten = False
+
+    def _lacks_only_dropped_epochs(self, written: dict[int, int] | None, entries: dict[int, int]) -> bool:
+        """Whether a file holding ``written`` differs from ``entries`` only by epochs below the log start (retention
+        moved it while the file was written for a role change or an append)."""
+        if written is None:
+            return False
+        cache = EpochCache.from_batches(sorted(written.items()))
+        cache.truncate_from_start(self.log.log_start_offset)
+        return dict(cache.entries) == entries
 
 
 def _assign_fetched(cache: EpochCache, records: bytes, log_end_offset: int) -> bool:

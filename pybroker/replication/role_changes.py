@@ -25,6 +25,7 @@ from pybroker.common.topic import TopicPartition
 from pybroker.common.uncancellable import run_to_end
 from pybroker.log.config import LogConfig
 from pybroker.log.errors import LogStorageError
+from pybroker.log.log import PartitionLog
 from pybroker.log.manager import LogManager
 from pybroker.replication.epoch_writes import EpochWrites
 from pybroker.replication.errors import NotLeaderError
@@ -250,18 +251,21 @@ class RoleChanges:
         if was_leader:
             self._fenced_leaders.add(partition.key)
         written = writes.add(partition.epoch_write(entries))
-        return self._lead_when_written(partition, role, entries, written)
+        partition.mark_epochs_unwritten()  # the file is ahead of the cache: no write from the cache may follow it
+        return self._lead_when_written(partition, role, entries, written, partition.log)
 
     async def _lead_when_written(self, partition: Partition, role: PartitionRole, entries: dict[int, int],
-                                 written: asyncio.Future[None]) -> None:
+                                 written: asyncio.Future[None], written_log: PartitionLog) -> None:
         await asyncio.wait((written,))
         replicas = self._replicas
         name = f"{role.topic}-{role.index}"
         was_leader = self.unfence(partition.key)  # a StopReplica or a failed log dir meanwhile told the listeners
         stopped = replicas.hosted(role.topic, role.index) is not partition or partition.log.closed \
             or written.cancelled()
+        moved = partition.log is not written_log  # a log dir move swapped the log: the file written is not its
         offline = not stopped and replicas.log_manager.is_offline(role.topic, role.index)
-        failure = None if stopped else written.exception()
+        outcome = None if written.cancelled() else written.exception()
+        failure = None if stopped or moved else outcome
         if stopped or offline or failure is not None:
             if was_leader:
                 replicas.notify_leadership(role.topic, role.index, role.leader_epoch, is_leader=False)
@@ -274,4 +278,4 @@ class RoleChanges:
             raise error
         replicas.lead(partition, leader_epoch=role.leader_epoch, replicas=role.replicas, isr=role.isr,
                       zk_version=role.zk_version, controller_epoch=role.controller_epoch, was_leader=was_leader,
-                      written=entries)
+                      written=None if moved else entries)

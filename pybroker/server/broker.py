@@ -175,7 +175,7 @@ class Broker:
         self.bound_port: int | None = None
 
     async def start(self) -> None:
-        self.log_manager.startup(self.clock.wall_ms())
+        self.log_manager.startup(self.clock.wall_ms(), strays_checked=self.zk_mode is None)  # see move_strays below
         self.log_manager.attach_executor(self.io)
         ports = {}
         for spec in self._listener_specs:
@@ -192,6 +192,7 @@ class Broker:
         self.endpoints = advertised_endpoints(self.listeners, ports)
         metadata: ClusterMetadata
         if self.zk_mode is not None:
+            self.replica_manager.load_epoch_caches()  # before the controller's first LeaderAndIsr can come
             metadata = await self.zk_mode.start()
             self._tasks.append(asyncio.get_running_loop().create_task(self.zk_mode.run_events(), name="zookeeper"))
             self._schedule("isr-expiration", self.config["replica.lag.time.max.ms"] // 2,
@@ -203,6 +204,7 @@ class Broker:
                 delete_topic_enable=self.config["delete.topic.enable"])
             # Before any partition is served: a log whose topic id the metadata does not hold is moved aside.
             self.log_manager.move_strays(functools.partial(_replicas_of, metadata), self.broker_id)
+            self.replica_manager.load_epoch_caches()
         metadata.add_listener(self._on_topic_change)
         self.services.started_metadata = metadata
         if self.acl_store is not None:
@@ -267,6 +269,7 @@ class Broker:
         if self.zk_mode is not None:
             await self.zk_mode.stop()
         await self.log_dir_mover.shutdown()
+        await self.replica_manager.epochs_written()  # the background leader-epoch-checkpoint writes, while io runs
         self.io.shutdown()
         self._cleaner_threads.shutdown(cancel_futures=True)  # a running job ends before the logs close
         self.log_manager.shutdown()
@@ -350,6 +353,7 @@ class Broker:
         deleted = self.log_manager.run_retention(self.clock.wall_ms())
         if deleted:
             log.info("Retention deleted %d segment(s)", deleted)
+            self.replica_manager.drop_epochs_below_log_starts()
 
     async def _clean(self) -> None:
         """One log-cleaner pass: plan on the loop, segment I/O in threads, swap on the loop."""

@@ -19,7 +19,7 @@ from pybroker.common.io_executor import IoExecutor
 from pybroker.common.log_limit import LogLimiter
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.error_codes import ErrorCode
-from pybroker.protocol.frame import decode_request_header, encode_response, encode_response_parts
+from pybroker.protocol.frame import decode_request_header_fields, encode_response, encode_response_parts
 from pybroker.protocol.messages import ApiVersionsResponse
 from pybroker.protocol.primitives import Reader
 from pybroker.protocol.schema import Read, decode_budget, get_plan
@@ -80,28 +80,27 @@ class Dispatcher:
             answer = await sasl_gate.before_header(self._services.sasl, session, frame, peer)
             if answer is not None:
                 return answer
-        header, body_offset = decode_request_header(frame)
-        key, version = header.request_api_key, header.request_api_version
+        key, version, correlation_id, client_id, body_offset = decode_request_header_fields(frame)
         route = self._routes.get((key, version))
         if route is None:
             handler = self.handlers.get(key)
             if handler is None:
                 raise CloseConnection(f"unsupported API key {key}")
             if not handler.min_version <= version <= handler.max_version:
-                self._report_unsupported(header.client_id, peer, handler, version)
+                self._report_unsupported(client_id, peer, handler, version)
                 if key == ApiKey.API_VERSIONS:
-                    return self._unsupported_api_versions(header.correlation_id)
+                    return self._unsupported_api_versions(correlation_id)
                 raise CloseConnection(f"unsupported version {version} of {request_name(key)} (key {key})",
                                       logged=True)
             route = self._routes[(key, version)] = _route(handler, version)
         handler, read, budget = route
         request = read(Reader(frame[body_offset:], 0, budget))
-        context = RequestContext(self._services, version, header.correlation_id, header.client_id, peer,
+        context = RequestContext(self._services, version, correlation_id, client_id, peer,
                                  self._services.clock.wall_ms(), session if session is not None else ConnectionSession(),
                                  len(frame))
         if session is not None and session.sasl is not None and \
                 (sasl_refusal := sasl_gate.refusal(session, key, version, request, context.now_ms)):
-            return FinalResponse(encode_response_parts(header.correlation_id, key, version, sasl_refusal))
+            return FinalResponse(encode_response_parts(correlation_id, key, version, sasl_refusal))
         if key not in GUARDED:
             # Until start-up finished: ApiVersions (stateless, every connection's first) and the SASL
             # exchange are answered, controller requests wait for the registration only, the others
@@ -112,9 +111,9 @@ class Dispatcher:
                     await self._services.serving.wait()
         elif not await self._guard.check(context, request):
             limited_log.warning(f"refused-{key}", "Refused %s from %s on listener %s (client id %s)",
-                                type(request).__name__, peer, context.session.listener, header.client_id)
+                                type(request).__name__, peer, context.session.listener, client_id)
             await self._services.clock.sleep(self._services.sasl.failed_delay_ms / 1000)  # each guess costs a delay
-            return FinalResponse(encode_response_parts(header.correlation_id, key, version, refusal(request)))
+            return FinalResponse(encode_response_parts(correlation_id, key, version, refusal(request)))
         metrics = self._services.metrics
         handle = handler.handle if self._services.quotas.managers.enabled else handler.unbounded
         if metrics is None:
@@ -129,7 +128,7 @@ class Dispatcher:
                 metrics.record_fetch(version, request, response)
         if response is None:
             return None
-        parts = encode_response_parts(header.correlation_id, key, version, response)
+        parts = encode_response_parts(correlation_id, key, version, response)
         return FinalResponse(parts) if context.session.close_after_response else parts
 
     def _report_unsupported(self, client_id: str | None, peer: str, handler: ApiHandler, version: int) -> None:

@@ -45,7 +45,7 @@ import logging
 import os
 import socket
 from dataclasses import dataclass, field
-from typing import Any, Callable, Coroutine, Generator, Protocol, cast
+from typing import Any, Callable, Coroutine, Generator, Protocol
 
 from mypy_extensions import mypyc_attr
 
@@ -63,7 +63,7 @@ from pybroker.server.request_channel import (
     RequestQueue,
     RequestSlot,
     Response,
-    enter_request,
+    start_request,
 )
 
 log = logging.getLogger("pybroker.network")
@@ -79,17 +79,15 @@ NOTIFY_CHUNK = 16 * 1024
 
 
 @dataclass(eq=False, slots=True)
-class InFlight:
+class InFlight(RequestSlot):
     """A request's place in its connection's response order: the answer its handler's first step
-    gave, or the task running the rest of the handler."""
+    gave, or the task running the rest of the handler. Also its place in the request queue (one
+    object per request, not two)."""
 
     task: asyncio.Task[Response] | None = None
     ready: bool = False
     value: Response = None
     error: BaseException | None = None
-
-    def finish(self, value: Response, error: BaseException | None) -> None:
-        self.value, self.error, self.ready = value, error, True
 
     def done(self) -> bool:
         return self.ready if self.task is None else self.task.done()
@@ -170,6 +168,7 @@ class KafkaConnection(asyncio.Protocol):
         self._queue = queue if queue is not None else RequestQueue()
         self._pending: collections.deque[InFlight] = collections.deque()
         self._in_backlog = False  # _dispatch_backlog is running (a finished request must not re-enter it)
+        self._reading = False  # data_received is dispatching: it updates reading once, after its frames
         self._backlog: collections.deque[memoryview] = collections.deque()  # decoded, not yet dispatched
         self._out: collections.deque[_Part] = collections.deque()  # rest of the response being written
         self._io: IoExecutor | None = dispatcher.io
@@ -244,13 +243,17 @@ class KafkaConnection(asyncio.Protocol):
             self._account(frames)
         if frames:
             self._received += len(frames)
-            if self._unmute is not None or self._backlog or len(self._pending) + len(frames) > self._max_in_flight \
-                    or self._queue.requests + len(frames) > self._queue.max_requests:
-                self._backlog.extend(frames)
-                self._dispatch_backlog()
-            else:
-                for frame in frames:
-                    self._dispatch(frame)
+            self._reading = True  # the requests answered at once leave reading to the line below
+            try:
+                if self._unmute is not None or self._backlog or len(self._pending) + len(frames) > self._max_in_flight \
+                        or self._queue.requests + len(frames) > self._queue.max_requests:
+                    self._backlog.extend(frames)
+                    self._dispatch_backlog()
+                else:
+                    for frame in frames:
+                        self._dispatch(frame)
+            finally:
+                self._reading = False
         self._update_reading()
 
     def pause_writing(self) -> None:
@@ -337,30 +340,28 @@ class KafkaConnection(asyncio.Protocol):
         run it, so a request answered without waiting (most are) is written in this same callback, with
         no task and no extra pass of the loop. A handler that waits goes on in a task of its own."""
         queue = self._queue
-        slot = RequestSlot(queue)
+        request = InFlight(queue, self)
         context = contextvars.copy_context()
-        context.run(enter_request, slot, self)
         queue.requests += 1
         held = 0
         if frame is self._held_frame:
             held, self._held_frame, self._held_size = self._held_size, None, 0
-        request = InFlight()
         self._pending.append(request)  # its place in the response order, before anything it runs
         coroutine = self._dispatcher.dispatch(frame, self.peer)
         try:
-            waiting_on = context.run(coroutine.send, None)
+            waiting_on = context.run(start_request, request, coroutine)
         except StopIteration as stop:
-            request.finish(stop.value, None)
+            request.value, request.ready = stop.value, True  # (no method call: most requests end here)
         except (KeyboardInterrupt, SystemExit):
             raise
         except BaseException as exc:  # as a task would keep it: _write_ready logs it and closes
-            request.finish(None, exc)
+            request.error, request.ready = exc, True
         else:
             task = asyncio.get_running_loop().create_task(_rest(coroutine, waiting_on), context=context)
             request.task = task
-            task.add_done_callback(functools.partial(self._on_task_done, slot, held))
+            task.add_done_callback(functools.partial(self._on_task_done, request, held))
             return
-        self._on_task_done(slot, held, None)
+        self._on_task_done(request, held, None)
 
     def _dispatch_backlog(self) -> None:
         if self._in_backlog:  # a request it started finished at once: the loop below goes on
@@ -427,7 +428,8 @@ class KafkaConnection(asyncio.Protocol):
             return
         if self._backlog:
             self._dispatch_backlog()
-        self._update_reading()
+        if not self._reading:
+            self._update_reading()
 
     def _send(self, frame: list[FramePart]) -> None:
         """Start one response frame: in-memory parts go to the transport, file ranges are queued
@@ -436,7 +438,8 @@ class KafkaConnection(asyncio.Protocol):
         assert transport is not None
         self._active = True
         # A frame's parts are typed with the Spliced protocol; the only one the broker builds is a FileSlice.
-        parts = cast(list[_Part], frame)
+        # (An annotation, not typing.cast: cast is a call and list[_Part] an object built per response.)
+        parts: list[_Part] = frame  # type: ignore[assignment]
         if len(parts) == 1 and not isinstance(parts[0], FileSlice):  # most answers: one buffer
             transport.write(parts[0])
             return

@@ -3,8 +3,8 @@ response shapes a handler returns, the broker-wide request queue, and the two th
 ask of the connection its request came on without knowing it: leave the request queue while it
 waits for others (`leave_request_queue`), and mute the connection for a quota throttle (`mute_connection`).
 
-The connection of the request being handled is found through context variables that
-`network.KafkaConnection` sets before it runs a handler, so the handlers, the quota code and the
+The connection of the request being handled is found through a context variable that
+`network.KafkaConnection` sets as it runs a handler (`start_request`), so the handlers, the quota code and the
 replica manager's waits need no reference to the network layer.
 """
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Coroutine, Protocol
 
 from pybroker.protocol.primitives import FramePart
 
@@ -85,9 +85,11 @@ class RequestQueue:
 @dataclass(eq=False, slots=True)
 class RequestSlot:
     """A request's place among the ``queued.max.requests`` being handled, given back when it ends
-    or when it starts waiting for something other clients must make happen (`leave_request_queue`)."""
+    or when it starts waiting for something other clients must make happen (`leave_request_queue`);
+    and the connection it came on (`mute_connection`)."""
 
     queue: RequestQueue
+    connection: QueuedConnection | None = None
     held: bool = True
 
     def release(self) -> None:
@@ -98,13 +100,16 @@ class RequestSlot:
                 self.queue.wake()
 
 
+# One variable for both (the slot names its connection): a request sets one, not two.
 _REQUEST_SLOT: contextvars.ContextVar[RequestSlot | None] = contextvars.ContextVar("request_slot", default=None)
-_CONNECTION: contextvars.ContextVar[QueuedConnection | None] = contextvars.ContextVar("connection", default=None)
 
 
-def enter_request(slot: RequestSlot, connection: QueuedConnection) -> None:
+def start_request(slot: RequestSlot, coroutine: Coroutine[Any, Any, Any]) -> Any:
+    """Run in the request's own context (``Context.run``): enter the request, then run the first step of its
+    handler's ``coroutine`` (what it yields; StopIteration with the answer if it needs no wait): one pass
+    into the context for both."""
     _REQUEST_SLOT.set(slot)
-    _CONNECTION.set(connection)
+    return coroutine.send(None)
 
 
 def leave_request_queue() -> None:
@@ -122,6 +127,6 @@ def mute_connection(seconds: float) -> None:
     reads nothing more for ``seconds`` (Kafka mutes the channel until the throttle has passed, so a
     client that ignores throttle_time_ms cannot send around it). Outside a connection's request it
     does nothing."""
-    connection = _CONNECTION.get()
-    if connection is not None:
-        connection.mute(seconds)
+    slot = _REQUEST_SLOT.get()
+    if slot is not None and slot.connection is not None:
+        slot.connection.mute(seconds)

@@ -31,8 +31,16 @@ def answered(client: WireClient) -> bool:
 def api_versions_until_answered(pinger: WireClient, awaited: WireClient,
                                 observe: Callable[[], int] = lambda: 0) -> Answers:
     """ApiVersions on ``pinger``, one after another, until an answer is waiting on ``awaited``."""
+    return api_versions_until(pinger, lambda: answered(awaited), observe)
+
+
+def api_versions_until(pinger: WireClient, done: Callable[[], bool], observe: Callable[[], int] = lambda: 0,
+                       at_most: int = 100_000) -> Answers:
+    """ApiVersions on ``pinger``, one after another, until ``done()`` (at most ``at_most``: a bound on a wait
+    for the broker, never a synchronization)."""
     answers = Answers()
-    while not answered(awaited):
+    while not done():
+        assert answers.count < at_most, f"not done after {answers.count} ApiVersions"
         before = observe()
         sent = time.monotonic()
         version = pinger.request(ApiVersionsRequest(client_software_name="t", client_software_version="1"), 3,

@@ -10,6 +10,7 @@ id") when the topic was deleted, and exited at start-up with that error when it 
 from __future__ import annotations
 
 import shutil
+import uuid
 from pathlib import Path
 
 import pytest
@@ -40,6 +41,14 @@ def _produced(client: WireClient) -> ProduceResponse.PartitionProduceResponse:
                       f"{TOPIC}-0 to be served")
 
 
+def _three_records_then_stop(broker: BrokerProcess, client: WireClient) -> None:
+    _create(client, TOPIC, 1)
+    for _ in range(3):
+        assert _produce(client, TOPIC, 0).error_code == ErrorCode.NONE
+    client.close()
+    broker.stop()
+
+
 def _strays(logs: Path) -> list[Path]:
     return sorted(path for path in logs.iterdir() if path.name.startswith(f"{TOPIC}-0.") and
                   path.name.endswith("-stray"))
@@ -52,11 +61,7 @@ def test_an_old_log_brought_back_by_a_crash_is_moved_aside_and_the_topic_served_
     logs = tmp_path / "logs"
     client = _started(broker)
     try:
-        _create(client, TOPIC, 1)
-        for _ in range(3):
-            assert _produce(client, TOPIC, 0).error_code == ErrorCode.NONE
-        client.close()
-        broker.stop()
+        _three_records_then_stop(broker, client)
         old_id = PartitionMetadataFile(str(logs / f"{TOPIC}-0" / "partition.metadata")).read()
         shutil.copytree(logs / f"{TOPIC}-0", tmp_path / "old")
 
@@ -92,6 +97,29 @@ def test_an_old_log_brought_back_by_a_crash_is_moved_aside_and_the_topic_served_
         assert any(f"Found stray log {stray}: not loaded" in line for line in broker.log_lines[seen:])
         answer = _produced(client)
         assert (answer.error_code, answer.base_offset) == (ErrorCode.NONE, 1)
+    finally:
+        client.close()
+        broker.stop()
+
+
+def test_a_stray_copy_of_a_partition_in_a_second_log_dir_is_moved_aside_before_the_duplicate_check(
+        tmp_path: Path) -> None:
+    """Two log dirs; an old copy of the partition (another topic id: an earlier topic of the name) lies in the
+    dir that does not serve it. Before this change the broker exited at start-up: "Duplicate log directories"."""
+    dirs = [tmp_path / "logs-a", tmp_path / "logs-b"]
+    broker = BrokerProcess(tmp_path, {"log.dirs": ",".join(map(str, dirs))})
+    client = _started(broker)
+    try:
+        _three_records_then_stop(broker, client)
+        [served] = [root for root in dirs if (root / f"{TOPIC}-0").is_dir()]
+        [other] = [root for root in dirs if root != served]
+        shutil.copytree(served / f"{TOPIC}-0", other / f"{TOPIC}-0")
+        PartitionMetadataFile(str(other / f"{TOPIC}-0" / "partition.metadata")).write(uuid.uuid4())
+
+        client = _started(broker)
+        answer = _produced(client)
+        assert (answer.error_code, answer.base_offset) == (ErrorCode.NONE, 3)  # the log served before
+        assert not (other / f"{TOPIC}-0").exists() and len(_strays(other)) == 1 and _strays(served) == []
     finally:
         client.close()
         broker.stop()

@@ -43,6 +43,11 @@ from pybroker.server.registry import api
 from pybroker.server.request_channel import leave_request_queue
 
 PartitionResponse = ProduceResponse.PartitionProduceResponse
+# A partition's answer names no leader unless KIP-951's hint replaces the whole field: one shared default rather
+# than one built per answer (nothing changes it in place). The answers are built with positional arguments, in
+# the generated classes' field order (tests/unit/server/test_answer_layouts.py pins it): on Python 3.11 a keyword
+# call to a class builds and unpacks a dict per call.
+_NO_LEADER = ProduceResponse.LeaderIdAndEpoch()
 _Producer = tuple[ProducerId, ProducerEpoch]
 _Turn = tuple[tuple[ProducerId, TopicPartition], asyncio.Future[None] | None, asyncio.Future[None]]
 FIRST_ZSTD_VERSION = 7
@@ -59,9 +64,16 @@ _RETRIED_BY_PRODUCERS = {ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COOR
 @api(ApiKey.PRODUCE, 3, 13)
 async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceResponse | None:
     services = ctx.services
-    names = [_topic_name(ctx, topic) for topic in request.topic_data]
+    # Loops rather than comprehensions here: each comprehension is a call of its own on Python 3.11.
+    names: list[str | None] = []
+    known: list[str] = []
+    for topic in request.topic_data:
+        name = _topic_name(ctx, topic)
+        names.append(name)
+        if name is not None:
+            known.append(name)
     # Kafka's checks: Write on the transactional id for the whole request, Write on each topic.
-    authorized = allowed_names(ctx, AclOperation.WRITE, ResourceType.TOPIC, (n for n in names if n is not None))
+    authorized = allowed_names(ctx, AclOperation.WRITE, ResourceType.TOPIC, known)
     refused = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED if request.transactional_id is not None and not \
         authorize(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id) else None
     turns: Sequence[_Turn] = ()
@@ -76,16 +88,22 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
         slots: list[list[PartitionResponse | PartitionAppend]] = []
         batches = []
         for name, topic in zip(names, request.topic_data):
+            of_topic: list[PartitionResponse | PartitionAppend] = []
+            slots.append(of_topic)
             if name is None:
-                slots.append([_error(data.index, ErrorCode.UNKNOWN_TOPIC_ID, None) for data in topic.partition_data])
+                for data in topic.partition_data:
+                    of_topic.append(_error(data.index, ErrorCode.UNKNOWN_TOPIC_ID, None))
                 continue
             code = refused or (None if name in authorized else ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-            slots.append([_error(data.index, code, None) if code else
-                          _not_admitted(data.index, name, not_admitted[TopicPartition(name, data.index)])
-                          if not_admitted and TopicPartition(name, data.index) in not_admitted
-                          else PartitionAppend(name, data.index, _received(data.records))
-                          for data in topic.partition_data])
-            batches += [slot for slot in slots[-1] if isinstance(slot, PartitionAppend)]
+            for data in topic.partition_data:
+                if code:
+                    of_topic.append(_error(data.index, code, None))
+                elif not_admitted and TopicPartition(name, data.index) in not_admitted:
+                    of_topic.append(_not_admitted(data.index, name, not_admitted[TopicPartition(name, data.index)]))
+                else:
+                    batch = PartitionAppend(name, data.index, _received(data.records))
+                    of_topic.append(batch)
+                    batches.append(batch)
         metrics = services.metrics
         results = await append_records(
             services.replica_manager, batches, required_acks=request.acks, transactional_id=request.transactional_id,
@@ -101,10 +119,14 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
         return None
     if request.acks == -1:
         await wait_for_acks(services.replica_manager, results, request.timeout_ms, leave_request_queue)
-    response = ProduceResponse(responses=[
-        ProduceResponse.TopicProduceResponse(name=name or "", topic_id=topic.topic_id, partition_responses=[
-            _answer(slot) if isinstance(slot, PartitionAppend) else slot for slot in of_topic])
-        for name, topic, of_topic in zip(names, request.topic_data, slots)], throttle_time_ms=0)
+    topics = []
+    for name, topic, of_topic in zip(names, request.topic_data, slots):
+        answers = []
+        for slot in of_topic:
+            answers.append(_answer(slot) if isinstance(slot, PartitionAppend) else slot)
+        # name, topic_id, partition_responses
+        topics.append(ProduceResponse.TopicProduceResponse(name or "", topic.topic_id, answers))
+    response = ProduceResponse(topics, 0)  # responses, throttle_time_ms
     if ctx.api_version >= leader_hints.FIRST_PRODUCE_VERSION:
         _point_to_leaders(ctx, names, response)
     return response
@@ -242,9 +264,10 @@ def _answer(item: PartitionAppend) -> PartitionResponse:
     exc = item.error
     if exc is None:
         assert item.info is not None
-        return PartitionResponse(index=item.index, error_code=0, base_offset=item.info.first_offset,
-                                 log_append_time_ms=item.info.log_append_time,
-                                 log_start_offset=item.info.log_start_offset)
+        # index, error_code, base_offset, log_append_time_ms, log_start_offset, record_errors, error_message,
+        # current_leader
+        return PartitionResponse(item.index, 0, item.info.first_offset, item.info.log_append_time,
+                                 item.info.log_start_offset, [], None, _NO_LEADER)
     if isinstance(exc, RecordValidationError):
         response = _error(item.index, ErrorCode.INVALID_TIMESTAMP if exc.invalid_timestamp
                           else ErrorCode.INVALID_RECORD, str(exc))
@@ -255,4 +278,4 @@ def _answer(item: PartitionAppend) -> PartitionResponse:
 
 
 def _error(index: int, code: ErrorCode, message: str | None) -> PartitionResponse:
-    return PartitionResponse(index=index, error_code=code, base_offset=-1, error_message=message)
+    return PartitionResponse(index, code, -1, -1, -1, [], message, _NO_LEADER)

@@ -11,12 +11,16 @@ from typing import Sequence
 import pytest
 
 from logtest_util import NOW, batch
+from pybroker.common.clock import SystemClock
+from pybroker.common.ids import BrokerId
 from pybroker.common.topic import TopicPartition, topic_id_to_string
 from pybroker.log import LogConfig
-from pybroker.log.errors import InconsistentTopicIdError
+from pybroker.log.checkpoint import PartitionMetadataFile
+from pybroker.log.errors import InconsistentTopicIdError, LogError
 from pybroker.log.log_dirs import STRAY_DIR_SUFFIX, parse_partition_dir_name, suffixed_dir_name
 from pybroker.log.manager import LogManager
 from pybroker.log.stray_logs import ReplicasOf
+from pybroker.replication.manager import ReplicaManager
 
 CONFIG = LogConfig()
 OLD, NEW = uuid.uuid4(), uuid.uuid4()
@@ -135,3 +139,62 @@ def test_a_log_of_the_longest_topic_name_is_moved_aside_and_deleted(tmp_path: Pa
     assert len(names) == 1 and names[0].endswith("-1." + names[0].split(".")[-1]) and len(names[0]) == 255
     logs.shutdown()
 
+
+
+def _two_copies(tmp_path: Path, first_id: uuid.UUID, second_id: uuid.UUID) -> tuple[Path, Path]:
+    """A log of t-0 in each of two log dirs, with 1 and 2 records, recording the given topic ids."""
+    first, second = tmp_path / "a", tmp_path / "b"
+    for root, topic_id, records in ((first, first_id, 1), (second, second_id, 2)):
+        logs = _manager([root])
+        logs.get_or_create_log("t", 0, topic_id=topic_id).append_as_leader(batch(records), leader_epoch=0, now_ms=NOW)
+        logs.shutdown()
+    return first, second
+
+
+@pytest.mark.parametrize("stray_in", ["a", "b"])
+def test_a_stray_copy_of_a_partition_in_another_log_dir_is_moved_aside_not_taken_for_a_duplicate(
+        tmp_path: Path, stray_in: str) -> None:
+    first, second = _two_copies(tmp_path, *((OLD, NEW) if stray_in == "a" else (NEW, OLD)))
+    logs = LogManager([str(first), str(second)], CONFIG)
+    logs.startup(NOW, strays_checked=True)
+    [moved] = logs.move_strays(_metadata(NEW, 1), BROKER)
+    served = logs.get_log("t", 0)
+    assert served is not None and served.topic_id == NEW
+    assert served.log_end_offset == (2 if stray_in == "a" else 1)
+    assert Path(moved).parent.name == stray_in and Path(moved).name.endswith(STRAY_DIR_SUFFIX)
+    assert logs.log_dir_of("t", 0) == str(second if stray_in == "a" else first)
+    logs.shutdown()
+
+
+def test_two_copies_of_a_partition_neither_stray_are_refused(tmp_path: Path) -> None:
+    first, second = _two_copies(tmp_path, NEW, NEW)
+    logs = LogManager([str(first), str(second)], CONFIG)
+    with pytest.raises(LogError, match="Duplicate log directories for t-0"):
+        logs.startup(NOW)  # no stray check to come (a ZooKeeper-mode broker)
+    logs = LogManager([str(first), str(second)], CONFIG)
+    logs.startup(NOW, strays_checked=True)
+    with pytest.raises(LogError, match="Duplicate log directories for t-0"):
+        logs.move_strays(_metadata(NEW, 1), BROKER)
+    assert _dirs(first) == ["t-0"] and _dirs(second) == ["t-0"]  # nothing moved
+
+
+def test_a_leader_and_isr_s_topic_id_check_reads_no_file_after_start_up(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """ZooKeeper mode compares every LeaderAndIsr's topic id with the log's (`ReplicaManager.has_consistent_topic_id`):
+    the id is read while the logs load, before anything is served, not on the loop at the first LeaderAndIsr."""
+    logs = _manager([tmp_path])
+    logs.get_or_create_log("t", 0, topic_id=OLD)
+    logs.shutdown()
+    logs = _manager([tmp_path])
+    reads: list[str] = []
+    read = PartitionMetadataFile.read
+
+    def counted_read(self: PartitionMetadataFile) -> uuid.UUID | None:
+        reads.append(self.path)
+        return read(self)
+
+    monkeypatch.setattr(PartitionMetadataFile, "read", counted_read)
+    replicas = ReplicaManager(logs, BrokerId(BROKER), SystemClock())
+    assert replicas.has_consistent_topic_id("t", 0, OLD) and not replicas.has_consistent_topic_id("t", 0, NEW)
+    assert reads == []
+    logs.shutdown()

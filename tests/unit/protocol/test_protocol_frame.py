@@ -12,6 +12,7 @@ from pybroker.protocol.errors import DecodeError, FrameTooLarge
 from pybroker.protocol.frame import (
     FrameDecoder,
     decode_request_header,
+    decode_request_header_fields,
     decode_response_header,
     encode_request,
     encode_response,
@@ -183,6 +184,20 @@ def test_usual_header_reads_as_the_codec_does(key: int, version: int, client_id:
     header.write(w, request_header_version(key, version))
     frame = w.getvalue() + b"body"
     assert decode_request_header(frame) == _generic_header(frame)
+    generic, offset = _generic_header(frame)
+    assert decode_request_header_fields(frame) == (key, version, -7, generic.client_id, offset)
+
+
+def test_header_fields_of_any_header_are_the_codecs() -> None:
+    """The dispatcher's reading: the same fields as the header, for a header the one-unpack path leaves to the
+    codec (tagged fields) and for an unknown API key (read as a v1 header)."""
+    tagged = bytes.fromhex("0001 000c 00000009 0001 63 01 00 01 ff".replace(" ", ""))
+    unknown = bytes.fromhex("7fff 0003 00000004 0002 6964".replace(" ", "")) + b"body"
+    for frame in (tagged, unknown):
+        header, offset = decode_request_header(frame)
+        assert decode_request_header_fields(frame) == (header.request_api_key, header.request_api_version,
+                                                       header.correlation_id, header.client_id, offset)
+    assert decode_request_header_fields(unknown) == (0x7FFF, 3, 4, "id", 12)
 
 
 def test_header_with_tagged_fields_or_bad_client_id_goes_through_the_codec() -> None:
