@@ -5,14 +5,17 @@ what Kafka's appendToLocalLog refuses (acks other than 0, 1 and -1, a client wri
 topic, a partition not led here), checks the batch as Kafka's LogValidator does (framing and
 max.message.bytes, then CRC, exactly one batch, zstd only from Produce v7, a transactional batch
 only with a transactional id, then the records at byte level: no Record objects), runs the
-caller's own checks (`BeforeAppend`: schema validation, the transaction verification), sets the
-batch's max timestamp to the records' own and appends it. With flush.messages it then waits until
+caller's own check (`BeforeAppend`: schema validation), sets the batch's max timestamp to the records'
+own and appends it. With flush.messages it then waits until
 the appended offsets are on disk (Kafka's synchronous flush, done off the loop).
 
 A batch of more than OFF_LOOP_RECORDS records, or whose records (decompressed) pass its codec's
 `loop_budget`, is checked on an I/O thread instead: a 1 MB lz4 batch can hold 64 MiB of records, tens
-of milliseconds during which no other client would be served. Its partition's later appends wait
-behind it (`AppendQueue`), so they keep the order the requests arrived in.
+of milliseconds during which no other client would be served. The thread also runs the caller's reading
+of the records (`RecordsCheck`: a partition with one sends batches of more than CALLER_CHECK_RECORDS
+there) and makes the stamped copy that is appended; the loop hears the caller's verdict and appends.
+Its partition's later appends wait behind it (`AppendQueue`), so they keep the order the requests
+arrived in.
 
 `wait_for_acks` is the delayed produce of acks=all: the partitions whose ISR already holds their
 batch answer at once, the others wait for their high watermark (or the request's timeout).
