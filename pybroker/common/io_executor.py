@@ -34,7 +34,8 @@ class IoExecutor:
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix=IO_THREAD_PREFIX)
         # Produced batches too big to check on the loop: half the threads at most, so that flushes and cold
         # reads still find one. A pool of its own queues the rest, which the loop then need not count.
-        self._checks = ThreadPoolExecutor(max_workers=max(1, threads // 2), thread_name_prefix=f"{IO_THREAD_PREFIX}-check")
+        self._checks = ThreadPoolExecutor(max_workers=max(1, threads // 2),
+                                          thread_name_prefix=f"{IO_THREAD_PREFIX}-check")
         self.submitted = 0
         self.running = 0
         # Reads that found their pages out of the page cache and went to an I/O thread, per path

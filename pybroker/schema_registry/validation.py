@@ -150,7 +150,8 @@ class Scanned:
         failing: dict[int, str] = {}
         for side, found in zip(self.sides, self.found):  # in side order: a record keeps its first reason
             for token, records in found.items():
-                reason = token.format(topic=topic) if isinstance(token, str) else validation.reason(state, topic, side, token)
+                reason = (token.format(topic=topic) if isinstance(token, str)
+                          else validation.reason(state, topic, side, token))
                 if reason is not None:
                     for index in records:
                         failing.setdefault(index, reason)
