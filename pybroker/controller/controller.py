@@ -496,8 +496,14 @@ class ZkController:
 
     async def elect_preferred_leaders(self) -> None:
         """Hand leadership back to preferred replicas (the first of each assignment) on every broker
-        whose share of partitions led by someone else exceeds leader.imbalance.per.broker.percentage."""
+        whose share of partitions led by someone else exceeds leader.imbalance.per.broker.percentage. Not
+        while any partition is being reassigned, as Kafka's checkAndTriggerAutoLeaderRebalance: a move
+        elects the leader it ends with."""
         if not self.active:
+            return
+        if self._ctx.reassignments:
+            log.info("[Controller id=%d] auto leader rebalance skipped: %d partition(s) being reassigned",
+                     self._broker_id, len(self._ctx.reassignments))
             return
         ctx = self._ctx
         live = ctx.electable()

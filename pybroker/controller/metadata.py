@@ -60,6 +60,13 @@ class TopicInfo:
         return len(first.replicas) if first else 0
 
 
+def has_leaders(info: TopicInfo | None, partitions: int) -> bool:
+    """Whether the topic has its first ``partitions`` partitions, every one with a leader: a creation is
+    done (Kafka's DelayedCreatePartitions counts the partitions still without one)."""
+    return info is not None and all(p in info.partitions and info.partitions[p].leader >= 0
+                                    for p in range(partitions))
+
+
 TopicListener = Callable[[str, "TopicInfo | None"], None]
 """Called with (name, new info) after a topic changes, and (name, None) after it is deleted."""
 
@@ -86,15 +93,25 @@ class ClusterMetadata(Protocol):
     async def create_topic(self, name: str, num_partitions: int, replication_factor: int,
                            configs: Mapping[str, str],
                            assignments: Mapping[int, Sequence[int]] | None = None,
-                           *, validate_only: bool = False) -> TopicInfo: ...
+                           *, validate_only: bool = False) -> TopicInfo:
+        """Make the topic; in a cluster this returns once the controller was asked to (its leaders follow,
+        see `wait_until` and `has_leaders`)."""
 
-    async def delete_topic(self, name: str) -> None: ...
+    async def delete_topic(self, name: str) -> None:
+        """Start the topic's deletion; in a cluster it leaves this broker's view later (`wait_until`). A
+        deletion started goes on whether or not anyone waits for it."""
 
     async def create_partitions(self, name: str, total: int,
                                 assignments: Sequence[Sequence[int]] | None = None,
                                 *, validate_only: bool = False) -> TopicInfo: ...
 
     async def alter_topic_configs(self, name: str, configs: Mapping[str, str]) -> TopicInfo: ...
+
+    async def wait_until(self, done: Callable[[], bool], timeout_s: float) -> bool:
+        """Wait, at most ``timeout_s``, until ``done()`` (whether the writes made so far are done) holds of
+        this broker's view, checked after every change of it; whether it holds. The admin requests' timeout_ms
+        waits here, as Kafka's delayed topic operations wait for the metadata cache. Where every write is done
+        once made (a single node), there is nothing to wait for: True."""
 
     async def allocate_producer_id(self) -> ProducerId: ...
 

@@ -3,8 +3,9 @@
 Reads come from a cache the controller fills with UpdateMetadata (`apply_update`), plus topic
 configs read from /config/topics and refreshed on /config/changes notifications. Writes go to
 ZooKeeper the way Kafka's AdminZkClient makes them (create /brokers/topics/T, create
-/admin/delete_topics/T, ...) and then wait, bounded, until the controller's reaction reaches this
-broker's cache, so a CreateTopics answer is followed by metadata that shows the topic.
+/admin/delete_topics/T, ...) and return: the controller's reaction reaches this broker's cache later, and
+whoever needs it waits for it with `wait_until` (the admin requests, up to their timeout_ms, as Kafka's
+delayed topic operations do). A write, once started, ends whoever stops waiting for it.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from kazoo.exceptions import BadVersionError, ConnectionLoss, NodeExistsError, O
 from kazoo.protocol.states import ZnodeStat
 
 from pybroker.common.ids import LeaderEpoch, ProducerId
+from pybroker.common.uncancellable import finishes_once_started
 from pybroker.common.topic import ZERO_UUID, new_topic_id, topic_id_to_string, topic_name_error
 from pybroker.zk import paths as zp
 from pybroker.controller.config_changes import ConfigChangeFeed, announce_config_change
@@ -39,7 +41,6 @@ from pybroker.protocol.messages import UpdateMetadataRequest
 
 log = logging.getLogger("pybroker.metadata")
 
-PROPAGATION_WAIT_S = 10.0
 
 
 class ZkMetadata(TopicRegistry):
@@ -231,16 +232,19 @@ class ZkMetadata(TopicRegistry):
             self._by_id[info.topic_id] = info
             self._notify(topic, info)
 
-    async def _wait_until(self, done: Callable[[], bool]) -> None:
-        deadline = time.monotonic() + PROPAGATION_WAIT_S
-        while not done() and (remaining := deadline - time.monotonic()) > 0:
-            try:
+    async def wait_until(self, done: Callable[[], bool], timeout_s: float) -> bool:
+        deadline = time.monotonic() + timeout_s
+        while not done():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._changed.wait(), remaining)
-            except asyncio.TimeoutError:
-                return
+        return True
 
     # Writes
 
+    @finishes_once_started
     async def create_topic(self, name: str, num_partitions: int, replication_factor: int,
                            configs: Mapping[str, str],
                            assignments: Mapping[int, Sequence[int]] | None = None,
@@ -269,8 +273,7 @@ class ZkMetadata(TopicRegistry):
             await self._zk.commit(transaction)
         except NodeExistsError:
             raise TopicExistsError(f"Topic '{name}' already exists.") from None
-        await self._wait_until(lambda: self._has_leaders(name, len(plan)))
-        return self._topics.get(name, info)
+        return info
 
     async def _registered_brokers(self) -> list[tuple[int, str | None]]:
         """(id, rack) of every broker registered in ZooKeeper now: this broker's cache may lag behind."""
@@ -285,11 +288,7 @@ class ZkMetadata(TopicRegistry):
         if self.controller_epoch == 0:  # no UpdateMetadata arrived while ZooKeeper was read
             self._brokers = {**registered, self._me.broker_id: self._me}
 
-    def _has_leaders(self, name: str, partitions: int) -> bool:
-        info = self._topics.get(name)
-        return info is not None and len(info.partitions) >= partitions and all(
-            p.leader >= 0 for p in info.partitions.values())
-
+    @finishes_once_started
     async def delete_topic(self, name: str) -> None:
         if not self._delete_enabled:
             raise TopicDeletionDisabledError("Topic deletion is disabled.")
@@ -300,8 +299,8 @@ class ZkMetadata(TopicRegistry):
             raise UnknownTopicError(f"Topic '{name}' does not exist.")
         with contextlib.suppress(NodeExistsError):
             await self._zk.create(zp.delete_topic_path(name))
-        await self._wait_until(lambda: name not in self._topics)
 
+    @finishes_once_started
     async def create_partitions(self, name: str, total: int,
                                 assignments: Sequence[Sequence[int]] | None = None,
                                 *, validate_only: bool = False) -> TopicInfo:
@@ -325,8 +324,7 @@ class ZkMetadata(TopicRegistry):
             await self._zk.set(zp.topic_path(name), zp.encode_topic(plan, current.topic_id or ""), node[1].version)
         except BadVersionError:
             raise InvalidPartitionsError(f"Topic '{name}' was changed concurrently; retry.") from None
-        await self._wait_until(lambda: self._has_leaders(name, total))
-        return self._topics.get(name, new_info)
+        return new_info
 
     async def alter_topic_configs(self, name: str, configs: Mapping[str, str]) -> TopicInfo:
         if name not in self._topics:

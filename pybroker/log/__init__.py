@@ -8,8 +8,9 @@ Kafka's UnifiedLog: log start, high watermark, LSO, appends, retention) -> ``man
 broker's log dirs). Beside them: ``producer_state`` checks idempotent sequences, ``producer_log`` applies
 batches and markers to it, replays snapshots (``producer_snapshot``) and collects aborted transactions;
 ``retention`` picks the segments to delete; ``checkpoint`` writes the small text files; ``file_slice``
-is what reads hand to the server. The manager's parts: ``log_dirs`` (dirs and their failure),
-``future_logs`` (AlterReplicaLogDirs), ``flush_scheduler`` (flushes off the loop and their waiters),
+is what reads hand to the server. The manager's parts: ``dir_loader`` (the logs found at start-up, strays
+moved aside), ``log_dirs`` (dirs and their failure), ``future_logs`` (AlterReplicaLogDirs),
+``log_deletion`` (deleted logs' directories), ``flush_scheduler`` (flushes off the loop and their waiters),
 ``cleaner_manager`` (the cleaner's planning and checkpoint), ``dir_checkpoints`` (the checkpoint files).
 ``cleaner`` (which logs and segments to compact, the swap) and ``compactor`` (key map, per-batch rules,
 ``.cleaned`` files) implement log compaction. Imports only ``pybroker.records``, ``pybroker.common`` and

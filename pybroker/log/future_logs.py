@@ -23,17 +23,12 @@ from pybroker.log.cleaner_manager import CleanerManager
 from pybroker.log.config import LogConfig
 from pybroker.log.errors import LogError, LogStorageError
 from pybroker.log.log import PartitionLog
-from pybroker.log.log_dirs import DELETE_DIR_SUFFIX, FUTURE_DIR_SUFFIX, LogDirs, suffixed_dir_name
+from pybroker.log.log_deletion import trash_path
+from pybroker.log.log_dirs import FUTURE_DIR_SUFFIX, LogDirs
 
-__all__ = ["FutureLogs", "trash_path"]
+__all__ = ["FutureLogs"]
 
 logger = logging.getLogger("pybroker.log")
-
-
-def trash_path(root: str, tp: TopicPartition) -> str:
-    """Where a log of ``tp`` in ``root`` is renamed to be deleted: a crash mid-way leaves a directory the
-    next startup removes, never a half-deleted partition."""
-    return os.path.join(root, suffixed_dir_name(tp, DELETE_DIR_SUFFIX))
 
 
 class FutureLogs:

@@ -6,14 +6,15 @@ Layout of each log directory root (Kafka ``LogManager``)::
       recovery-point-offset-checkpoint   and the other checkpoint files: see dir_checkpoints.py
       .kafka_cleanshutdown               present only between a clean shutdown and the next start
       <topic>-<partition>/               one PartitionLog each
-      <topic>-<partition>.<uuid>-delete  a deletion in progress (removed at startup)
+      <topic>-<partition>.<uuid>-delete  a deletion in progress (log_deletion.py; removed at startup)
       <topic>-<partition>.<uuid>-future  a replica moving here from another log dir (future_logs.py)
       <topic>-<partition>.<uuid>-stray   a log the metadata does not give this broker, moved aside at
                                          start-up and kept for the operator (stray_logs.py)
 
 Anything else in the root (``meta.properties``, a metadata store) is left alone. This class keeps the
-registry of current logs and their dirs and hands the rest to its parts: ``log_dirs.py`` (the dirs,
-which failed, where a new log goes), ``future_logs.py`` (AlterReplicaLogDirs),
+registry of current logs and their dirs and hands the rest to its parts: ``dir_loader.py`` (the logs
+found at start-up, the stray ones moved aside), ``log_dirs.py`` (the dirs, which failed, where a new log
+goes), ``future_logs.py`` (AlterReplicaLogDirs), ``log_deletion.py`` (deleted logs' directories),
 ``flush_scheduler.py`` (flushes off the loop and their waiters), ``cleaner_manager.py`` (the log
 cleaner's planning and checkpoint) and ``dir_checkpoints.py`` (the checkpoint files).
 
@@ -30,11 +31,9 @@ cleaner as ``plan_cleaning`` (loop) -> ``CleaningJob.run`` (worker thread) ->
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import logging
 import os
-import shutil
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Collection, Iterable, Mapping
@@ -55,11 +54,10 @@ from pybroker.log.dir_checkpoints import (
     RECOVERY_POINT_CHECKPOINT,
     CheckpointPasses,
     checkpoint_contents,
-    read_checkpoint,
     write_checkpoints,
 )
+from pybroker.log.dir_loader import LogDirLoader
 from pybroker.log.errors import (
-    CorruptLogError,
     IllegalTopicNameError,
     InconsistentTopicIdError,
     LogError,
@@ -67,17 +65,11 @@ from pybroker.log.errors import (
     SliceUnavailableError,
 )
 from pybroker.log.flush_scheduler import MAX_CONCURRENT_FLUSHES, FlushScheduler
-from pybroker.log.future_logs import FutureLogs, trash_path
+from pybroker.log.future_logs import FutureLogs
 from pybroker.log.log import PartitionLog
-from pybroker.log.log_dirs import (
-    DELETE_DIR_SUFFIX,
-    FUTURE_DIR_SUFFIX,
-    STRAY_DIR_SUFFIX,
-    LogDirs,
-    LogDirStatus,
-    parse_partition_dir_name,
-)
-from pybroker.log.stray_logs import ReplicasOf, stray_path, stray_reason
+from pybroker.log.log_deletion import DirRemovals, trash_path
+from pybroker.log.log_dirs import LogDirs, LogDirStatus, parse_partition_dir_name
+from pybroker.log.stray_logs import ReplicasOf, stray_path
 
 __all__ = ["CHECKPOINT_FILES", "CLEANER_OFFSET_CHECKPOINT", "HIGH_WATERMARK_CHECKPOINT", "LOG_START_OFFSET_CHECKPOINT",
            "LogDirStatus", "LogManager", "MAX_CONCURRENT_FLUSHES", "RECOVERY_POINT_CHECKPOINT",
@@ -103,10 +95,11 @@ class LogManager:
         self._futures = FutureLogs(self._logs, self._root_of, self._dirs, self._cleaner, self.fail_dir_of)
         self._flusher = FlushScheduler(self._logs)
         self._checkpoints = CheckpointPasses()
+        self._loader = LogDirLoader(self._dirs, self._logs, self._root_of, self._cleaner, self._futures,
+                                    self.config_for, self._adopt)
         self._creating: dict[TopicPartition, str] = {}  # logs `create_log` is making, and their log dirs
-        self._second_copies: list[tuple[str, PartitionLog]] = []  # (root, log): see startup's strays_checked
         self._creation_slots = asyncio.Semaphore(1)  # see attach_executor
-        self._removals: set[asyncio.Future[None]] = set()  # deleted logs' files being removed, see delete_logs
+        self._removals = DirRemovals()  # deleted logs' files being removed, see delete_logs
         #: Called with a log dir's path and the partitions whose logs it held when it goes offline (the
         #: replica manager's handleLogDirFailure).
         self.dir_failure_listeners: list[Callable[[str, list[TopicPartition]], None]] = []
@@ -127,61 +120,13 @@ class LogManager:
 
     def startup(self, now_ms: int, topic_configs: Mapping[str, LogConfig] | None = None, *,
                 strays_checked: bool = False) -> None:
-        """Load every partition directory of every log dir, recovering after an unclean stop. Two logs of one
+        """Load every partition directory of every log dir (``dir_loader.py``), recovering after an unclean
+        stop. Two logs of one
         partition stop it (LogError), unless ``strays_checked``: then `move_strays` must follow, which sees
         them first (one may be stray), as Kafka's loadLogs checks isStray before its duplicate check."""
         self._now_ms = now_ms
         self._topic_configs.update(topic_configs or {})
-        futures: list[tuple[str, str, TopicPartition, bool]] = []  # (root, path, partition, clean shutdown)
-        for root in self._dirs.paths:
-            os.makedirs(root, exist_ok=True)
-            clean_file = os.path.join(root, CLEAN_SHUTDOWN_FILE)
-            clean = os.path.exists(clean_file)
-            recovery = read_checkpoint(os.path.join(root, RECOVERY_POINT_CHECKPOINT))
-            starts = read_checkpoint(os.path.join(root, LOG_START_OFFSET_CHECKPOINT))
-            hws = read_checkpoint(os.path.join(root, HIGH_WATERMARK_CHECKPOINT))
-            self._cleaner.load(root)
-            if os.listdir(root):
-                logger.info("Loading logs from %s (%s shutdown)", root, "clean" if clean else "unclean")
-            else:
-                logger.info("Log directory %s is new and empty", root)
-            for name in sorted(os.listdir(root)):
-                path = os.path.join(root, name)
-                if not os.path.isdir(path):
-                    continue
-                if name.endswith(DELETE_DIR_SUFFIX):
-                    logger.info("Removing %s, a log deletion that did not finish", path)
-                    shutil.rmtree(path, ignore_errors=True)
-                    continue
-                if name.endswith(STRAY_DIR_SUFFIX):
-                    logger.warning("Found stray log %s: not loaded, kept for the operator to inspect and remove",
-                                   path)
-                    continue
-                if name.endswith(FUTURE_DIR_SUFFIX):
-                    future_of = parse_partition_dir_name(name.rsplit(".", 1)[0])
-                    if future_of is not None:
-                        futures.append((root, path, future_of, clean))
-                    continue
-                tp = parse_partition_dir_name(name)
-                if tp is None:
-                    continue
-                if tp in self._logs and not strays_checked:
-                    raise _duplicate(tp, path, self._logs[tp].dir)
-                loaded = PartitionLog.open(
-                    path, tp[0], tp[1], self.config_for(tp[0]), now_ms=now_ms,
-                    recovery_point=recovery.get(tp, 0), log_start_offset=starts.get(tp, 0),
-                    clean_shutdown=clean, high_watermark=hws.get(tp))
-                with contextlib.suppress(CorruptLogError):  # raised again where the topic id is used
-                    loaded.read_topic_id()  # the stray check and each LeaderAndIsr's compare it: read before serving
-                if tp in self._logs:
-                    self._second_copies.append((root, loaded))
-                    continue
-                self._logs[tp], self._root_of[tp] = loaded, root
-                self._adopt(tp)
-            if clean:
-                os.unlink(clean_file)
-        for root, path, tp, clean in futures:
-            self._futures.load(root, path, tp, self.config_for(tp[0]), clean=clean, now_ms=now_ms)
+        self._loader.load(now_ms, strays_checked=strays_checked)
 
     def move_strays(self, replicas_of: ReplicasOf, broker_id: int) -> list[str]:
         """Move aside every loaded log the metadata does not give this broker (``stray_logs.py``), with its
@@ -190,42 +135,7 @@ class LogManager:
         loads the logs), and after a `startup` with ``strays_checked``: a second log of a partition loaded then
         is served if the first is stray, moved aside if it is stray itself, else refused (LogError, Kafka's
         "Duplicate log directories"). Returns the stray directories."""
-        second_copies, self._second_copies = self._second_copies, []
-        reasons = {log.dir: stray_reason(log.dir, log.topic_id, log.partition, replicas_of, broker_id)
-                   for log in [*self._logs.values(), *(log for _, log in second_copies)]}
-        kept = {tp: log.dir for tp, log in self._logs.items() if reasons[log.dir] is None}
-        for _, log in second_copies:  # a second log of a partition is refused unless it or the first one is stray
-            tp = TopicPartition(log.topic, log.partition)
-            if reasons[log.dir] is None and tp in kept:
-                raise _duplicate(tp, log.dir, kept[tp])
-            if reasons[log.dir] is None:
-                kept[tp] = log.dir
-        moved: dict[str, list[str]] = {}
-        for tp, log in list(self._logs.items()):
-            reason = reasons[log.dir]
-            if reason is None:
-                continue
-            logger.info("%s", reason)
-            future, future_root = self._futures.logs.pop(tp, None), self._futures.root_of.pop(tp, None)
-            if future is not None and future_root is not None:
-                moved.setdefault(future_root, []).append(future.detach(rename_to=stray_path(future_root, tp)))
-            found = log.dir
-            detached = self._detach(tp, stray=True)
-            if detached is not None:
-                moved.setdefault(detached[0], []).append(detached[1])
-                logger.warning("Log in %s marked stray and renamed to %s", found, detached[1])
-        for root, log in second_copies:
-            tp, found = TopicPartition(log.topic, log.partition), log.dir
-            if reasons[found] is None:  # the first log of its partition was stray: this one is served
-                self._logs[tp], self._root_of[tp] = log, root
-                self._adopt(tp)
-                continue
-            logger.info("%s", reasons[found])
-            moved.setdefault(root, []).append(log.detach(rename_to=stray_path(root, tp)))
-            logger.warning("Log in %s marked stray and renamed to %s", found, moved[root][-1])
-        for root in moved:
-            fsync_dir(root)
-        return [path for paths in moved.values() for path in paths]
+        return self._loader.move_strays(replicas_of, broker_id, functools.partial(self._detach, stray=True))
 
     def _in_threads(self, work: Callable[[PartitionLog], None], logs: list[PartitionLog]) -> None:
         """``work`` on every log, ``recovery_threads`` threads per log dir; a storage error is reported here,
@@ -452,13 +362,7 @@ class LogManager:
         for root in renamed:
             fsync_dir(root)
         paths = [path for paths in renamed.values() for path in paths]
-        io = self._flusher.io
-        if io is None:
-            _remove_dirs(paths)
-        elif paths:
-            removal = asyncio.ensure_future(io.run(functools.partial(_remove_dirs, paths)))
-            self._removals.add(removal)
-            removal.add_done_callback(self._removed)
+        self._removals.remove(paths, self._flusher.io)
         return len(paths)
 
     def _detach(self, tp: TopicPartition, *, stray: bool = False) -> tuple[str, str] | None:
@@ -479,13 +383,7 @@ class LogManager:
 
     async def wait_removed(self) -> None:
         """Wait until the files of the logs deleted so far are gone (whoever must see them gone: tests)."""
-        await asyncio.gather(*self._removals, return_exceptions=True)
-
-    def _removed(self, removal: asyncio.Future[None]) -> None:
-        self._removals.discard(removal)
-        if not removal.cancelled() and removal.exception() is not None:
-            logger.warning("Removing deleted log directories failed (the next start removes them): %s",
-                           removal.exception())
+        await self._removals.wait_removed()
 
     def update_config(self, topic: str, config: LogConfig) -> None:
         """New config for every partition of ``topic`` (and for ones created later)."""
@@ -629,12 +527,6 @@ def _make_new_log(root: str, topic: str, partition: int, config: LogConfig, now_
     return log
 
 
-def _remove_dirs(paths: list[str]) -> None:
-    """The files of deleted logs' renamed directories (an I/O thread's part of `LogManager.delete_logs`)."""
-    for path in paths:
-        shutil.rmtree(path, ignore_errors=True)
-
-
 def _record_topic_id(log: PartitionLog, topic_id: uuid.UUID) -> None:
     current = log.topic_id
     if current is not None and current != topic_id:
@@ -650,7 +542,3 @@ def _outcome(work: Callable[[PartitionLog], None], log: PartitionLog) -> Excepti
     except Exception as exc:
         return exc
     return None
-
-
-def _duplicate(tp: TopicPartition, path: str, other: str) -> LogError:
-    return LogError(f"Duplicate log directories for {tp[0]}-{tp[1]}: {path} and {other}")

@@ -12,10 +12,11 @@ import logging
 from typing import Callable, Mapping
 
 from pybroker.controller.errors import TopicExistsError
-from pybroker.controller.metadata import ClusterMetadata
+from pybroker.controller.metadata import ClusterMetadata, has_leaders
 from pybroker.coordinator.records import Record
 from pybroker.records import RecordInput, build_batch
 from pybroker.replication.manager import ReplicaManager
+from pybroker.server.topic_creation import LEADERS_WAIT_S
 
 log = logging.getLogger("pybroker.coordinator")
 
@@ -56,6 +57,8 @@ class InternalTopic:
             except TopicExistsError:  # created in the cluster; this broker's metadata has not caught up yet
                 return
             await self._replicas.topic_changes.settled(self.name)  # single node: its logs are made off the loop
+            await metadata.wait_until(lambda: has_leaders(metadata.topic(self.name), self._partitions),
+                                      LEADERS_WAIT_S)  # in a cluster the controller elects them after the write
             log.info("Created internal topic %s with %d partitions", self.name, self._partitions)
 
     def leader(self, partition: int) -> int | None:

@@ -226,7 +226,8 @@ def test_a_topic_being_reassigned_is_deleted_once_its_reassignment_ends(
         assert _move(at_controller, [target]) == ErrorCode.NONE
         assert _moving(at_controller) == {f"{TOPIC}-0": [target, leader]}
 
-        admin.delete_topics([TOPIC])[TOPIC].result(30)
+        # Answered at once: with a timeout the answer would wait for the held deletion (test_admin_timeouts.py).
+        admin.delete_topics([TOPIC], operation_timeout=0)[TOPIC].result(30)
         # A topic queued for deletion refuses to be moved (Kafka's maybeTriggerPartitionReassignment): the
         # controller has taken the deletion.
         eventually(lambda: _move(at_controller, [target]) == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,

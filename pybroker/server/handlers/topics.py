@@ -6,13 +6,22 @@ file) is Kafka's KafkaStorageException: KAFKA_STORAGE_ERROR, not UNKNOWN_SERVER_
 With an authorizer, KafkaApis' checks: CreateTopics needs Create on the cluster or the topic, and only
 topics the principal may DescribeConfigs show their configs; DeleteTopics needs Delete (and a topic
 named by id Describe, else it is unknown); CreatePartitions needs Alter.
+
+The request's timeout_ms applies as in Kafka's ZkAdminManager: every topic of the request is started first;
+with timeout_ms <= 0 (or validate_only) the answer goes at once, NONE for each one started; otherwise it
+waits until every started topic is done in this broker's metadata (created with a leader for every
+partition, or gone), and answers REQUEST_TIMED_OUT for those that are not when timeout_ms has passed (as
+DelayedCreatePartitions and DelayedDeleteTopics do). What was started goes on either way, also when the
+client goes away. On a single node every operation is done once started.
 """
 
 from __future__ import annotations
 
 import uuid
 from collections import Counter
+from typing import Callable, Mapping
 
+from pybroker.controller.metadata import ClusterMetadata, has_leaders
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.messages import (
@@ -45,6 +54,20 @@ def _failure(exc: Exception) -> tuple[ErrorCode, str | None]:
     return error_code_for(exc), error_message_for(exc)
 
 
+async def _timed_out(metadata: ClusterMetadata, done: Mapping[str, Callable[[], bool]], timeout_ms: int) -> set[str]:
+    """The started topics (name -> whether it is done) still not done after ``timeout_ms``; none when the
+    answer does not wait (timeout_ms <= 0)."""
+    if timeout_ms <= 0 or not done:
+        return set()
+    if await metadata.wait_until(lambda: all(check() for check in done.values()), timeout_ms / 1000):
+        return set()
+    return {name for name, check in done.items() if not check()}
+
+
+def _elected(metadata: ClusterMetadata, name: str, partitions: int) -> Callable[[], bool]:
+    return lambda: has_leaders(metadata.topic(name), partitions)
+
+
 @api(ApiKey.CREATE_TOPICS, 2, 7)
 async def create_topics(ctx: RequestContext, request: CreateTopicsRequest) -> CreateTopicsResponse:
     counts = Counter(topic.name for topic in request.topics)
@@ -65,10 +88,17 @@ async def create_topics(ctx: RequestContext, request: CreateTopicsRequest) -> Cr
                                                 error_message="Authorization failed."))
             continue
         results.append(await _create_one(ctx, topic, request.validate_only, mutations))
+    metadata = ctx.services.metadata
+    started = {} if request.validate_only else {
+        r.name: _elected(metadata, r.name, r.num_partitions) for r in results if r.error_code == ErrorCode.NONE}
+    late = await _timed_out(metadata, started, request.timeout_ms)
+    for result in results:
+        if result.name in late:
+            result.error_code, result.error_message = ErrorCode.REQUEST_TIMED_OUT, None
     for result in results:
         if result.name in describable:
             continue
-        if result.error_code == ErrorCode.NONE:  # created, but its configs are not the principal's to see
+        if result.error_code in (ErrorCode.NONE, ErrorCode.REQUEST_TIMED_OUT):  # created, configs not to be seen
             result.configs, result.num_partitions, result.replication_factor = [], -1, -1
             result.topic_config_error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
         elif counts[result.name] > 1 or result.name not in creatable:  # Kafka resets it only after a failed create
@@ -101,7 +131,7 @@ async def _create_one(ctx: RequestContext, topic: CreateTopicsRequest.CreatableT
                                     error_message=THROTTLED)
     try:
         info = await topic_creation.create_topic(services, topic.name, partitions, factor, configs, assignments,
-                                                 validate_only=validate_only)
+                                                 validate_only=validate_only, leaders_wait_s=0)
     except Exception as exc:
         code, message = _failure(exc)
         return CreatableTopicResult(name=topic.name, error_code=code, error_message=message)
@@ -153,7 +183,16 @@ async def delete_topics(ctx: RequestContext, request: DeleteTopicsRequest) -> De
         except Exception as exc:
             result.error_code, result.error_message = _failure(exc)
         results.append(result)
+    started = {r.name: _deleted(metadata, r.name) for r in results if r.name is not None and r.error_code == 0}
+    late = await _timed_out(metadata, started, request.timeout_ms)
+    for result in results:
+        if result.name in late:
+            result.error_code = ErrorCode.REQUEST_TIMED_OUT
     return DeleteTopicsResponse(throttle_time_ms=0, responses=results)
+
+
+def _deleted(metadata: ClusterMetadata, name: str) -> Callable[[], bool]:
+    return lambda: metadata.topic(name) is None
 
 
 @api(ApiKey.CREATE_PARTITIONS, 0, 3)
@@ -179,8 +218,16 @@ async def create_partitions(ctx: RequestContext, request: CreatePartitionsReques
                 continue
             try:
                 await topic_creation.create_partitions(ctx.services, topic.name, topic.count, assignments,
-                                                       validate_only=request.validate_only)
+                                                       validate_only=request.validate_only, leaders_wait_s=0)
             except Exception as exc:
                 result.error_code, result.error_message = _failure(exc)
         results.append(result)
+    metadata = ctx.services.metadata
+    totals = {topic.name: topic.count for topic in request.topics}
+    started = {} if request.validate_only else {
+        r.name: _elected(metadata, r.name, totals[r.name]) for r in results if r.error_code == ErrorCode.NONE}
+    late = await _timed_out(metadata, started, request.timeout_ms)
+    for result in results:
+        if result.name in late:
+            result.error_code, result.error_message = ErrorCode.REQUEST_TIMED_OUT, None
     return CreatePartitionsResponse(throttle_time_ms=0, results=results)
