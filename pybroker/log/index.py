@@ -152,8 +152,8 @@ class _MmapIndex:
 
     @property
     def is_full(self) -> bool:
-        """True when no further entry fits; the segment must roll."""
-        return self._entries >= self.max_entries
+        """True when no further entry fits; the segment must roll. (``max_entries`` inline: each append asks.)"""
+        return self._entries >= self._length // self._entry_size
 
     @property
     def size_in_bytes(self) -> int:
@@ -374,7 +374,7 @@ class TimeIndex(_MmapIndex):
 
     @property
     def is_full(self) -> bool:
-        return self._entries >= self.max_entries - 1
+        return self._entries >= self._length // self._entry_size - 1  # max_entries - 1, inline as above
 
     def entry(self, slot: int) -> TimestampOffset:
         """Absolute (timestamp, offset) of entry ``slot``."""

@@ -72,16 +72,24 @@ def _reports_storage_errors(method: _Method) -> _Method:
         try:
             return method(self, *args, **kwargs)
         except (LogStorageError, OSError) as exc:
-            error = exc if isinstance(exc, LogStorageError) else LogStorageError(f"I/O error in {self.dir}: {exc}")
-            if error is not exc:
-                error.__cause__ = exc  # the listener tells a full descriptor table from a failed disk by it
-            if self.storage_error_listener is not None and not isinstance(error, SliceUnavailableError):
-                self.storage_error_listener(self, error)
+            error = _reported(self, exc)
             if error is exc:
                 raise
             raise error from exc
 
     return cast(_Method, reporting)
+
+
+def _reported(log: PartitionLog, exc: LogStorageError | OSError) -> LogStorageError:
+    """``exc`` as a LogStorageError, told to the log's ``storage_error_listener`` (see `_reports_storage_errors`,
+    which the append path, run per Produce, does inline)."""
+    error = exc if isinstance(exc, LogStorageError) else LogStorageError(f"I/O error in {log.dir}: {exc}")
+    if error is not exc:
+        error.__cause__ = exc  # the listener tells a full descriptor table from a failed disk by it
+    if log.storage_error_listener is not None and not isinstance(error, SliceUnavailableError):
+        log.storage_error_listener(log, error)
+    return error
+
 
 PARTITION_METADATA_FILE = "partition.metadata"
 
@@ -117,7 +125,12 @@ class PartitionLog:
                  recovery_point: int, high_watermark: int, now_ms: int) -> None:
         self._local = LocalLog(dir_path, topic, partition, config, segments, log_end_offset=log_end_offset,
                                recovery_point=recovery_point, now_ms=now_ms)
-        self._log_start_offset = log_start_offset
+        #: The log's settings: the local log's, kept here too as a plain attribute (every Produce reads it a few
+        #: times); replaced only by `update_config`.
+        self.config = config
+        #: The first visible offset: a plain attribute that only this class moves (retention, DeleteRecords,
+        #: truncation), read by every append.
+        self.log_start_offset = log_start_offset
         self._high_watermark = max(log_start_offset, min(high_watermark, log_end_offset))
         #: Called instead of a flush when flush.messages is reached (set by the LogManager).
         self.flush_requester: Callable[[PartitionLog], None] | None = None
@@ -148,7 +161,7 @@ class PartitionLog:
         return log
 
     def __repr__(self) -> str:
-        return (f"PartitionLog({self.topic}-{self.partition}, start={self._log_start_offset}, "
+        return (f"PartitionLog({self.topic}-{self.partition}, start={self.log_start_offset}, "
                 f"end={self.log_end_offset}, hw={self._high_watermark})")
 
     # -- properties ---------------------------------------------------------------------------
@@ -164,14 +177,6 @@ class PartitionLog:
     @property
     def dir(self) -> str:
         return self._local.dir
-
-    @property
-    def config(self) -> LogConfig:
-        return self._local.config
-
-    @property
-    def log_start_offset(self) -> int:
-        return self._log_start_offset
 
     @property
     def log_end_offset(self) -> int:
@@ -201,7 +206,7 @@ class PartitionLog:
 
     def set_high_watermark(self, offset: int) -> int:
         """Set the HW clamped to [log start, LEO]; returns the value stored."""
-        self._high_watermark = max(self._log_start_offset, min(offset, self.log_end_offset))
+        self._high_watermark = max(self.log_start_offset, min(offset, self._local.log_end_offset))
         self.producer_state.on_high_watermark(self._high_watermark)
         return self._high_watermark
 
@@ -212,7 +217,7 @@ class PartitionLog:
         first_unstable = self.producer_state.first_unstable_offset()
         if first_unstable is None:
             return self._high_watermark
-        return max(self._log_start_offset, min(first_unstable, self._high_watermark))
+        return max(self.log_start_offset, min(first_unstable, self._high_watermark))
 
     @property
     def segments(self) -> list[LogSegment]:
@@ -256,13 +261,12 @@ class PartitionLog:
 
     def update_config(self, config: LogConfig) -> None:
         """New settings apply to the next append, roll and retention run."""
-        self._local.config = config
+        self._local.config = self.config = config
         if self.schedule_listener is not None:
             self.schedule_listener(self)
 
     # -- appends ------------------------------------------------------------------------------
 
-    @_reports_storage_errors
     def append_as_leader(self, batch: bytearray, *, leader_epoch: int, now_ms: int,
                          transaction_version: int = 0) -> AppendInfo:
         """Assign offsets to ONE validated v2 batch, stamp it in place and write it.
@@ -272,50 +276,59 @@ class PartitionLog:
         InvalidProducerEpochError or UnknownProducerIdError without writing anything; an
         idempotent retry of a retained batch returns its original offsets (duplicate=True).
         ``transaction_version`` is a transaction marker's (WriteTxnMarkers v2), which decides its epoch check.
+        Reports storage errors as `_reports_storage_errors` does, inline: this runs per Produce.
         """
-        local = self._local
-        local.check_open()
-        local.now_ms = now_ms
-        rb = RecordBatch(batch)
-        size = rb.size
-        if size != len(batch):
-            raise CorruptRecordError(f"expected exactly one batch of {size} bytes, got {len(batch)} bytes")
-        config = local.config
-        h = rb.header()
-        idempotent = h.producer_id >= 0 and h.base_sequence >= 0 and not rb.is_control
-        last_seq = increment_sequence(h.base_sequence, h.last_offset_delta) if idempotent else -1
-        if h.producer_id >= 0 and not idempotent:
-            producer_log.check_unsequenced_epoch(self.producer_state, h, rb, transaction_version)
-        if idempotent:
-            check = self.producer_state.check_and_prepare(h.producer_id, h.producer_epoch,
-                                                          h.base_sequence, last_seq,
-                                                          transactional=rb.is_transactional)
-            if check.kind is SequenceCheck.DUPLICATE and check.duplicate is not None:
-                dup = check.duplicate
-                return AppendInfo(dup.first_offset, dup.last_offset,
-                                  dup.timestamp if config.log_append_time else -1,
-                                  self._log_start_offset, True, dup.timestamp, dup.last_offset)
-        base = local.log_end_offset
-        last = base + h.last_offset_delta
-        set_base_offset(batch, 0, base)
-        set_partition_leader_epoch(batch, 0, leader_epoch)
-        log_append_time = -1
-        max_ts = h.max_timestamp
-        if config.log_append_time:
-            set_log_append_time(batch, 0, now_ms)
-            log_append_time = max_ts = now_ms
-        segment = self._maybe_roll_for(size, now_ms, max_ts, last)
-        segment.append(last, max_ts, last, batch)
-        local.log_end_offset = last + 1
-        if idempotent:
-            self.producer_state.update(h.producer_id, h.producer_epoch, h.base_sequence, last_seq,
-                                       base, last, max_ts, transactional=rb.is_transactional)
-        elif h.producer_id >= 0:  # a batch without a producer id leaves the producer state alone
-            producer_log.apply_batch(self.producer_state, h._replace(base_offset=base, max_timestamp=max_ts),
-                                     rb, segment)
-        if self.unflushed_messages >= config.flush_messages:
-            self._flush_for_messages()
-        return AppendInfo(base, last, log_append_time, self._log_start_offset, False, max_ts, last)
+        try:
+            local = self._local
+            local.check_open()
+            local.now_ms = now_ms
+            rb = RecordBatch(batch)
+            size = rb.size
+            if size != len(batch):
+                raise CorruptRecordError(f"expected exactly one batch of {size} bytes, got {len(batch)} bytes")
+            config = local.config
+            h = rb.header()
+            idempotent = h.producer_id >= 0 and h.base_sequence >= 0 and not rb.is_control
+            last_seq = increment_sequence(h.base_sequence, h.last_offset_delta) if idempotent else -1
+            if h.producer_id >= 0 and not idempotent:
+                producer_log.check_unsequenced_epoch(self.producer_state, h, rb, transaction_version)
+            if idempotent:
+                check = self.producer_state.check_and_prepare(h.producer_id, h.producer_epoch,
+                                                              h.base_sequence, last_seq,
+                                                              transactional=rb.is_transactional)
+                if check.kind is SequenceCheck.DUPLICATE and check.duplicate is not None:
+                    dup = check.duplicate
+                    return AppendInfo(dup.first_offset, dup.last_offset,
+                                      dup.timestamp if config.log_append_time else -1,
+                                      self.log_start_offset, True, dup.timestamp, dup.last_offset)
+            base = local.log_end_offset
+            last = base + h.last_offset_delta
+            set_base_offset(batch, 0, base)
+            set_partition_leader_epoch(batch, 0, leader_epoch)
+            log_append_time = -1
+            max_ts = h.max_timestamp
+            if config.log_append_time:
+                set_log_append_time(batch, 0, now_ms)
+                log_append_time = max_ts = now_ms
+            segment = local.segments.active
+            if segment.should_roll(size, now_ms, config, max_ts, last):
+                segment = self.roll(now_ms, base)
+            segment.append(last, max_ts, last, batch)
+            local.log_end_offset = last + 1
+            if idempotent:
+                self.producer_state.update(h.producer_id, h.producer_epoch, h.base_sequence, last_seq,
+                                           base, last, max_ts, transactional=rb.is_transactional)
+            elif h.producer_id >= 0:  # a batch without a producer id leaves the producer state alone
+                producer_log.apply_batch(self.producer_state, h._replace(base_offset=base, max_timestamp=max_ts),
+                                         rb, segment)
+            if local.log_end_offset - local.recovery_point >= config.flush_messages:  # unflushed_messages
+                self._flush_for_messages()
+            return AppendInfo(base, last, log_append_time, self.log_start_offset, False, max_ts, last)
+        except (LogStorageError, OSError) as exc:
+            error = _reported(self, exc)
+            if error is exc:
+                raise
+            raise error from exc
 
     @_reports_storage_errors
     def append_as_follower(self, batches: bytes | bytearray | memoryview, *,
@@ -346,7 +359,7 @@ class PartitionLog:
             parsed.append(rb)
             pos += rb.size
         if not parsed:
-            return AppendInfo(-1, -1, -1, self._log_start_offset, False, -1, -1)
+            return AppendInfo(-1, -1, -1, self.log_start_offset, False, -1, -1)
         max_ts, offset_of_max = -1, -1
         for rb in parsed:
             h = rb.header()
@@ -359,7 +372,7 @@ class PartitionLog:
             producer_log.apply_batch(self.producer_state, h, rb, segment)
         if self.unflushed_messages >= local.config.flush_messages:
             self._flush_for_messages()
-        return AppendInfo(parsed[0].base_offset, parsed[-1].last_offset, -1, self._log_start_offset,
+        return AppendInfo(parsed[0].base_offset, parsed[-1].last_offset, -1, self.log_start_offset,
                           False, max_ts, offset_of_max)
 
     def _flush_for_messages(self) -> None:
@@ -429,9 +442,9 @@ class PartitionLog:
         ``max_offset`` is an exclusive bound (e.g. the high watermark for consumers). With
         ``cached_only`` a page out of the page cache raises ColdReadError (see LogSegment.read).
         """
-        found = self._local.read(fetch_offset, max_bytes, self._log_start_offset, max_offset=max_offset,
+        found = self._local.read(fetch_offset, max_bytes, self.log_start_offset, max_offset=max_offset,
                                  min_one_batch=min_one_batch, cached_only=cached_only)
-        return FetchInfo(found, self._log_start_offset, self.log_end_offset, self._high_watermark)
+        return FetchInfo(found, self.log_start_offset, self._local.log_end_offset, self._high_watermark)
 
     def fetch_offset_by_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record with timestamp >= ``timestamp``, else None.
@@ -442,20 +455,20 @@ class PartitionLog:
         """
         self._local.check_open()
         if timestamp == -2:
-            return self._log_start_offset, -1
+            return self.log_start_offset, -1
         if timestamp == -1:
             return self.log_end_offset, -1
         if timestamp == -3:
             found = self.latest_timestamp_offset()
             return None if found[0] < 0 else found
-        return self._local.offset_by_timestamp(timestamp, self._log_start_offset)
+        return self._local.offset_by_timestamp(timestamp, self.log_start_offset)
 
     async def fetch_offset_by_timestamp_off_loop(self, io: IoExecutor, timestamp: int) -> tuple[int, int] | None:
         """``fetch_offset_by_timestamp`` with each segment's scan and batch decoding on ``io``'s
         threads (ListOffsets by timestamp); the segments to search are chosen here, on the loop."""
         if timestamp in (-1, -2, -3):
             return self.fetch_offset_by_timestamp(timestamp)
-        return await self._local.offset_by_timestamp_off_loop(io, timestamp, self._log_start_offset)
+        return await self._local.offset_by_timestamp_off_loop(io, timestamp, self.log_start_offset)
 
     def latest_timestamp_offset(self) -> tuple[int, int]:
         """(offset, timestamp) of the first record with the largest timestamp; (-1, -1) if none."""
@@ -481,7 +494,7 @@ class PartitionLog:
             return True
         new_end = local.truncate_to(offset)
         delete_snapshots(self.dir, above=new_end)
-        self._log_start_offset = min(self._log_start_offset, new_end)
+        self.log_start_offset = min(self.log_start_offset, new_end)
         self._high_watermark = min(self._high_watermark, new_end)
         if self.producer_state.needs_rebuild_after_truncation(new_end):
             self._rebuild_producer_state()
@@ -492,7 +505,7 @@ class PartitionLog:
         """Delete every segment and restart empty at ``offset`` (a follower far behind)."""
         self._local.check_open()
         self._local.truncate_fully_and_start_at(offset)
-        self._log_start_offset = self._high_watermark = offset
+        self.log_start_offset = self._high_watermark = offset
         self.producer_state.clear()
         self.producer_state.truncate_head(offset)
         delete_snapshots(self.dir, above=-1)
@@ -504,7 +517,7 @@ class PartitionLog:
         """Load the newest usable snapshot and replay the batches after it (see ``producer_log.rebuild``)."""
         local = self._local
         producer_log.rebuild(self.producer_state, local.dir, local.segments, log_end_offset=local.log_end_offset,
-                             recovery_point=local.recovery_point, log_start_offset=self._log_start_offset,
+                             recovery_point=local.recovery_point, log_start_offset=self.log_start_offset,
                              high_watermark=self._high_watermark)
 
     def collect_aborted(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
@@ -519,10 +532,10 @@ class PartitionLog:
         ``maybeIncrementLogStartOffset``; nothing below it needs recovering, so the recovery point follows."""
         self._local.check_open()
         if offset > self._high_watermark:
-            raise OffsetOutOfRangeError(offset, self._log_start_offset, self._high_watermark)
-        if offset <= self._log_start_offset:
+            raise OffsetOutOfRangeError(offset, self.log_start_offset, self._high_watermark)
+        if offset <= self.log_start_offset:
             return False
-        self._log_start_offset = offset
+        self.log_start_offset = offset
         self._local.recovery_point = max(self._local.recovery_point, offset)
         self.producer_state.truncate_head(offset)
         logger.info("Incremented log start offset of %s to %d", self.dir, offset)
@@ -571,7 +584,7 @@ class PartitionLog:
         local.check_open()
         local.now_ms = now_ms
         local.delete_expired_files(now_ms)
-        rules = retention_rules(self._log_start_offset, local.config, now_ms, lambda: self.size_in_bytes)
+        rules = retention_rules(self.log_start_offset, local.config, now_ms, lambda: self.size_in_bytes)
         return sum(self._delete_segments(rule) for rule in rules)
 
     def _delete_segments(self, predicate: Predicate) -> int:
@@ -584,15 +597,15 @@ class PartitionLog:
             self.roll(local.now_ms)  # there must always be an active segment
         local.delete_prefix(len(doomed))
         first_base = local.segments.first.base_offset
-        if first_base > self._log_start_offset:
-            self._log_start_offset = first_base
-            self._high_watermark = max(self._high_watermark, self._log_start_offset)
+        if first_base > self.log_start_offset:
+            self.log_start_offset = first_base
+            self._high_watermark = max(self._high_watermark, self.log_start_offset)
             self.producer_state.on_high_watermark(self._high_watermark)
-            local.recovery_point = max(local.recovery_point, self._log_start_offset)
-        self.producer_state.truncate_head(self._log_start_offset)
+            local.recovery_point = max(local.recovery_point, self.log_start_offset)
+        self.producer_state.truncate_head(self.log_start_offset)
         delete_snapshots(self.dir, below=first_base)
         logger.info("Deleted %d segment(s) of %s; log start offset is now %d", len(doomed), self.dir,
-                    self._log_start_offset)
+                    self.log_start_offset)
         return len(doomed)
 
     def close(self) -> None:

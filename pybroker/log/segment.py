@@ -230,9 +230,8 @@ class LogSegment:
         fd = self._log.fileno()
         try:
             written = os.write(fd, records)
-            view = memoryview(records)
             while written < n:  # regular files write fully; this only guards a short write
-                written += os.write(fd, view[written:])
+                written += os.write(fd, memoryview(records)[written:])
         except OSError as exc:
             try:
                 os.ftruncate(fd, position)
@@ -257,18 +256,20 @@ class LogSegment:
             return False  # rolling an empty segment would recreate the same base offset
         if self._size > config.segment_bytes - batch_size:
             return True
-        if self.time_waited_for_roll(now_ms, max_timestamp) > config.max_segment_ms:
+        # Age measured like Kafka: by record time from the first batch, else by wall time. Inline, as each
+        # append asks; the property only for a segment loaded from disk, whose first batch is not read yet.
+        first = self._rolling_based_timestamp
+        if first is None:
+            first = self.rolling_based_timestamp
+        if first is not None and first >= 0 and max_timestamp >= 0:
+            waited = max_timestamp - first
+        else:
+            waited = now_ms - self.created_ms
+        if waited > config.max_segment_ms:
             return True
         if self.offset_index.is_full or self.time_index.is_full:
             return True
         return max_offset is not None and max_offset - self.base_offset > INT32_MAX
-
-    def time_waited_for_roll(self, now_ms: int, message_timestamp: int = -1) -> int:
-        """Age measured like Kafka: by record time from the first batch, else by wall time."""
-        first = self.rolling_based_timestamp
-        if first is not None and first >= 0 and message_timestamp >= 0:
-            return message_timestamp - first
-        return now_ms - self.created_ms
 
     def read(self, start_offset: int, max_size: int, max_position: int | None = None,
              min_one_batch: bool = True, *, max_offset: int | None = None,
@@ -556,7 +557,7 @@ def scan_headers(pread: Callable[[int, int], bytes | bytearray], path: str, star
             chunk, chunk_pos, off = pread(min(_SCAN_CHUNK, end - pos), pos), pos, 0
             if len(chunk) < RECORD_BATCH_OVERHEAD:
                 return
-        h = BatchHeader._make(BATCH_HEADER.unpack_from(chunk, off))
+        h = tuple.__new__(BatchHeader, BATCH_HEADER.unpack_from(chunk, off))  # _make without its Python frame
         if h.batch_length < MIN_BATCH_LENGTH or h.magic != CURRENT_MAGIC or h.last_offset_delta < 0:
             raise CorruptLogError(
                 f"Corrupt batch header in {path} at position {pos}: length "

@@ -13,7 +13,7 @@ from typing import Protocol
 
 from pybroker.protocol.errors import DecodeError, EncodeError
 
-__all__ = ["Reader", "Writer", "ZERO_UUID", "uuid_of", "BytesLike", "Spliced", "FramePart", "UNBOUNDED"]
+__all__ = ["Reader", "Writer", "ZERO_UUID", "uuid_of", "share_uuid", "BytesLike", "Spliced", "FramePart", "UNBOUNDED"]
 
 BytesLike = bytes | bytearray | memoryview
 _BYTES_TYPES = (bytes, bytearray, memoryview)
@@ -52,6 +52,15 @@ def uuid_of(raw: bytes) -> uuid.UUID:
             _UUIDS.clear()
         _UUIDS[raw] = found
     return found
+
+
+def share_uuid(value: uuid.UUID) -> None:
+    """Have `uuid_of` answer ``value`` itself for its bytes (until its cache is next cleared): the broker shares
+    its topic ids, so the topic id of a request is the metadata's own object and a lookup by it matches by identity
+    rather than through ``UUID.__eq__``, which runs in Python."""
+    if len(_UUIDS) >= _UUID_CACHE_SIZE:
+        _UUIDS.clear()
+    _UUIDS[value.bytes] = value
 
 _I8 = struct.Struct(">b")
 _I16 = struct.Struct(">h")

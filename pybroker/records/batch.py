@@ -139,7 +139,8 @@ class RecordBatch:
         return self._pos
 
     def header(self) -> BatchHeader:
-        return BatchHeader._make(BATCH_HEADER.unpack_from(self._buf, self._pos))
+        # tuple.__new__, as the named tuple's _make does, without its Python frame: each append reads a header
+        return tuple.__new__(BatchHeader, BATCH_HEADER.unpack_from(self._buf, self._pos))
 
     # --- raw header fields -------------------------------------------------------
     @property

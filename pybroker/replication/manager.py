@@ -34,6 +34,7 @@ from pybroker.replication.errors import (
     NotEnoughReplicasAfterAppendError,
     NotLeaderError,
     ReplicaTimeoutError,
+    ReplicationError,
     UnknownPartitionError,
 )
 from pybroker.replication.epoch_cache import EpochCache
@@ -106,24 +107,33 @@ class ReplicaManager:
         self._endpoint_factory = endpoint_factory
 
     def partition(self, topic: str, index: int) -> Partition:
-        key = TopicPartition(topic, index)
-        partition = self._partitions.get(key)
+        # Looked up per topic, then per index: every Produce and Fetch asks, and a TopicPartition key would be
+        # built (in Python) for each lookup.
+        of_topic = self._by_topic.get(topic)
+        partition = None if of_topic is None else of_topic.get(index)
         if partition is None:
-            if self.role_changes.creating(key) or self.topic_changes.pending(topic):
-                # Kafka's answer for a partition its metadata has but its replica manager does not host yet:
-                # clients refresh their metadata and retry.
-                raise NotLeaderError(f"The replica of {topic}-{index} on broker {self.broker_id} is not ready yet")
-            raise UnknownPartitionError(f"This server does not host this topic-partition: {topic}-{index}")
+            raise self._not_hosted(topic, index)
         return partition
 
     def leader_partition(self, topic: str, index: int) -> Partition:
-        partition = self.partition(topic, index)
+        of_topic = self._by_topic.get(topic)
+        partition = None if of_topic is None else of_topic.get(index)
+        if partition is None:
+            raise self._not_hosted(topic, index)
         if not partition.is_leader:
             raise NotLeaderError(f"Broker {self.broker_id} is not the leader of {topic}-{index}")
         return partition
 
+    def _not_hosted(self, topic: str, index: int) -> ReplicationError:
+        if self.role_changes.creating(TopicPartition(topic, index)) or self.topic_changes.pending(topic):
+            # Kafka's answer for a partition its metadata has but its replica manager does not host yet:
+            # clients refresh their metadata and retry.
+            return NotLeaderError(f"The replica of {topic}-{index} on broker {self.broker_id} is not ready yet")
+        return UnknownPartitionError(f"This server does not host this topic-partition: {topic}-{index}")
+
     def hosted(self, topic: str, index: int) -> Partition | None:
-        return self._partitions.get(TopicPartition(topic, index))
+        of_topic = self._by_topic.get(topic)
+        return None if of_topic is None else of_topic.get(index)
 
     def partitions(self) -> Iterable[Partition]:
         return self._partitions.values()

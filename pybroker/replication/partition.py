@@ -139,7 +139,9 @@ class Partition:
     @property
     def maximal_isr(self) -> tuple[int, ...]:
         """The committed ISR plus the members an in-flight write adds."""
-        pending = self.pending_isr or ()
+        pending = self.pending_isr
+        if not pending:  # no write in flight: every append asks
+            return self.isr
         return self.isr + tuple(r for r in pending if r not in self.isr)
 
     @property
@@ -268,12 +270,10 @@ class Partition:
 
     def maybe_advance_high_watermark(self) -> bool:
         """Apply the high-watermark rule; True when it moved."""
-        before = self.log.high_watermark
-        target = rs.high_watermark(before, self.log.log_end_offset, self.maximal_isr, self.broker_id,
-                                   self.followers)
-        if target > before:
-            self.log.set_high_watermark(target)
-        return self.log.high_watermark > before
+        log = self.log
+        before = log.high_watermark
+        target = rs.high_watermark(before, log.log_end_offset, self.maximal_isr, self.broker_id, self.followers)
+        return target > before and log.set_high_watermark(target) > before
 
     def isr_to_add(self, replica_id: BrokerId) -> tuple[int, ...]:
         """The follower that just fetched, if it may join: only its own fetch tells what it holds now (Kafka's

@@ -27,6 +27,7 @@ from pybroker.controller.group_config_store import FileGroupConfigStore
 from pybroker.controller.quota_store import FileQuotaStore
 from pybroker.controller.scram_store import FileScramStore, ScramCredentialStore
 from pybroker.log.config import LogConfig
+from pybroker.protocol.primitives import share_uuid
 from pybroker.log.manager import (
     HIGH_WATERMARK_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
@@ -285,6 +286,8 @@ class Broker:
 
     def _on_topic_change(self, name: str, info: TopicInfo | None) -> None:
         self.schema_validation.on_topic_change(name, info.configs if info is not None else None)
+        if info is not None:
+            share_uuid(info.topic_id)  # requests then carry the metadata's own topic id object
         if info is None:
             # In a cluster only the controller's StopReplica deletes a replica, as in Kafka: an update of
             # the metadata cache never does, so a wrong one cannot cost data.

@@ -222,6 +222,9 @@ class QuotaManagers:
     fetch: ClientQuotaManager
     request: ClientQuotaManager
     controller_mutation: ControllerMutationQuotaManager
+    enabled: bool = field(init=False, default=False)
+    """Whether any quota is set at all: asked by every request, so a field that `apply` (the managers' only
+    writer) keeps, rather than a property."""
 
     @classmethod
     def create(cls, samples: int, window_s: int) -> "QuotaManagers":
@@ -235,12 +238,6 @@ class QuotaManagers:
     def all(self) -> tuple[ClientQuotaManager, ...]:
         return self.produce, self.fetch, self.request, self.controller_mutation
 
-    @property
-    def enabled(self) -> bool:
-        """Asked by every request: whether any quota is set at all."""
-        return bool(self.produce.enabled_types or self.fetch.enabled_types or self.request.enabled_types
-                    or self.controller_mutation.enabled_types)
-
     def bounded(self, user: str, client_id: str) -> bool:
         """Whether any quota applies to this sanitized user and client id."""
         return any(m.enabled_types and m.limit(m.metric_tags(user, client_id)) is not None for m in self.all)
@@ -252,3 +249,4 @@ class QuotaManagers:
             value = float(text) if text is not None else None
             if manager.overrides.get(entity) != value:
                 manager.update(entity, value)
+        self.enabled = any(m.enabled_types != NO_QUOTAS for m in self.all)
