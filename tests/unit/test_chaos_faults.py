@@ -15,6 +15,7 @@ from chaos.faults import COMPOSITE, SHARE_KINDS, SPECS, Fault, schedule
 from chaos import proxy as proxy_module
 from chaos.proxy import CLIENT, Proxy, ProxyHost, owner_of
 from tests.eventually import eventually
+from tests.ports import restartable_port
 
 
 def test_the_sequential_schedule_of_seed_6_is_kill_two_then_power_loss_of_a_leader() -> None:
@@ -185,6 +186,9 @@ def test_a_connection_from_a_port_lingering_in_time_wait_is_still_its_owners(tmp
         server.listen()
     first = socket.socket()
     first.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    # A port of the kernel's own choosing could be taken, while it lingers, by any connection of the machine to
+    # another destination (CI: the bind below failed EADDRINUSE); one from below the ephemeral range cannot.
+    first.bind(("127.0.0.1", restartable_port()))
     first.connect(earlier.getsockname())
     port = first.getsockname()[1]
     accepted, _ = earlier.accept()
