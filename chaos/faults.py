@@ -23,7 +23,13 @@ Composite faults (one thread each, steps recorded as `fault-step`):
                chaos seed 6: the controller, leading a partition, loses power and registers again before
                the next controller is elected (the dead session's registration and /controller are
                deleted around its restart, so the race it lost "now and then" is lost every time);
-  clients-cut  every client connection to a broker frozen (brokers and ZooKeeper still reach it).
+  clients-cut  every client connection to a broker frozen (brokers and ZooKeeper still reach it);
+  share-stall-then-kill
+               share rounds only (`--share`): a share-partition leader's writes to its share coordinator
+               frozen for 8-12 s while the members release, accept and time out its records and poll again
+               (their acknowledgements wait 5 s for the writes), then the leader killed
+               with them unwritten (a released record handed out before its new count is written comes
+               back with the count gone down: the released-before-written mutant).
 
 Targets named by role are resolved when the fault starts, so the history records which broker it hit.
 A power loss that could take every in-sync copy of an acknowledged write loses it in Kafka too (neither
@@ -92,6 +98,13 @@ SPECS: dict[str, Spec] = {
     "controller-bounce": Spec(("controller",), 1.0, 3.0, extra=SESSION_TIMEOUT_MS / 1000, power_loss=True,
                               exclusive=True),
 }
+SHARE_LEADER_DOWN_S = 2.0  # share-stall-then-kill: how long the killed share-partition leader stays down
+# Share rounds only (they need the share workload's topic and group): drawn only when the round has it, after
+# the others, so that the other rounds' schedules stay as their seeds drew them.
+SHARE_KINDS = ("share-stall-then-kill",)
+# Longer than share.coordinator.write.timeout.ms (5 s), which the members' acknowledgements wait for the frozen
+# writes: they poll again inside the stall.
+SPECS["share-stall-then-kill"] = Spec(("share",), 8.0, 12.0, extra=SHARE_LEADER_DOWN_S + 2.0)
 COMPOSITE = ("lag-then-kill", "lag-then-power-loss", "lag-then-isolate", "failover-mid", "net-and-zk",
              "power-loss-two", "controller-bounce", "clients-cut")
 GENERATORS = ("sequential", "overlapping", "aimed")
@@ -118,13 +131,18 @@ class Fault:
 
 
 def schedule(seed: int, duration: float, kinds: list[str] | None = None, *, generator: str = "sequential",
-             partitions: int = 3) -> list[Fault]:
+             partitions: int = 3, share: bool = False) -> list[Fault]:
+    """The seed's faults; the share-only kinds among the defaults of a round with the share workload (`share`),
+    and never drawn without it."""
+    if not share and set(kinds or ()) & set(SHARE_KINDS):
+        raise ValueError(f"{', '.join(SHARE_KINDS)} need the share workload (--share)")
+    extra = list(SHARE_KINDS) if share else []
     if generator == "sequential":
         return sequential(seed, duration, kinds)
     if generator == "overlapping":
-        return overlapping(seed, duration, partitions, kinds)
+        return overlapping(seed, duration, partitions, kinds or [k for k in SPECS if k not in SHARE_KINDS] + extra)
     if generator == "aimed":
-        return overlapping(seed, duration, partitions, kinds or list(COMPOSITE), overlap=False)
+        return overlapping(seed, duration, partitions, kinds or [*COMPOSITE, *extra], overlap=False)
     raise ValueError(f"unknown schedule generator {generator}")
 
 
@@ -149,7 +167,7 @@ def overlapping(seed: int, duration: float, partitions: int, kinds: list[str] | 
     aimed at a random partition; a power loss waits for the previous one to end, an exclusive fault for
     every fault. Stops at the first fault that would not end 3 s before `duration`."""
     rng = random.Random(seed)
-    names = kinds or list(SPECS)
+    names = kinds or [k for k in SPECS if k not in SHARE_KINDS]
     faults: list[Fault] = []
     at = rng.uniform(2.0, 4.0)
     while True:

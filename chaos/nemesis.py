@@ -16,10 +16,14 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
 from chaos.cluster import Broker, ChaosCluster, Link
-from chaos.faults import Fault
+from chaos.faults import SHARE_LEADER_DOWN_S, Fault
 from chaos.history import History
 from chaos.replicas import log_end
+from chaos.share_state_log import STATE_TOPIC
+from chaos.share_workload import SHARE_GROUP, SHARE_PARTITIONS, SHARE_TOPIC
 from chaos.workload import QUEUE_TOPIC
+from pybroker.coordinator.records import partition_for
+from pybroker.zk.paths import decode_topic
 
 REGISTER_WAIT_S = 30.0
 ACKED_AFTER_SHRINK = 20  # lose-isr: records the two ISR members left take before they lose power
@@ -104,7 +108,8 @@ def _other(cluster: ChaosCluster, rng: random.Random, *exclude: Broker) -> Broke
 def apply(cluster: ChaosCluster, fault: Fault, history: History, rng: random.Random, index: int = 0) -> None:
     """Start `fault`, hold it for its duration, give it back; both ends go to the history."""
     step = _Steps(history, index)
-    victims: list[Broker] = [] if fault.kind == "zk-restart" else [resolve(cluster, fault.target, rng, fault.partition)]
+    victims: list[Broker] = [] if fault.kind in ("zk-restart", "share-stall-then-kill") \
+        else [resolve(cluster, fault.target, rng, fault.partition)]
     if fault.kind in ("kill-two", "net-and-zk"):
         victims.append(_other(cluster, rng, victims[0]))
     start = history.add("fault", phase="start", id=index, **asdict(fault), brokers=[b.broker_id for b in victims])
@@ -141,6 +146,8 @@ def apply(cluster: ChaosCluster, fault: Fault, history: History, rng: random.Ran
         detail.update(_controller_bounce(cluster, fault, victims[0], step))
     elif kind == "lose-isr":
         detail.update(_lose_isr(cluster, victims[0], hold, history))
+    elif kind == "share-stall-then-kill":
+        detail.update(_share_stall_then_kill(cluster, hold, rng, step, history))
     else:
         raise ValueError(f"unknown fault {kind}")
     history.add("fault", phase="end", id=index, kind=kind, started=start["t"], **detail)
@@ -364,3 +371,64 @@ def _lose_isr(cluster: ChaosCluster, leader: Broker, duration: float, history: H
     cluster.restart(leader)
     cluster.restart(other)
     return {"lost_bytes": lost, "stale_follower": follower.broker_id}
+
+
+def _share_stall_then_kill(cluster: ChaosCluster, hold: float, rng: random.Random, step: _Steps,
+                           history: History) -> dict[str, Any]:
+    """A share-partition's state writes held back, then its leader killed with them unwritten: the leader's
+    connections to the share coordinator of one share-partition (the leader of the ``__share_group_state``
+    partition that stores it) freeze for the fault's duration while the members go on releasing and accepting
+    its records and locks run out, so every write of its new states stays pending; then the leader is killed
+    and the frozen writes are dropped with its connections. A leader that hands a released record out again
+    before its new count is written (the released-before-written mutant) leaves the next leader an older
+    count: the record comes back with its count gone down. A share-partition whose leader is its coordinator
+    too writes in-process and is not chosen, nor one no member was handed a record of yet (the share consumers
+    take a few seconds to join); when none is left (for LAG_TIMEOUT_S), the fault only waits. The duration should
+    pass share.coordinator.write.timeout.ms (5 s): the members' acknowledgements wait that long for the frozen
+    writes, and only then do they poll what the leader handed out meanwhile."""
+    split: list[tuple[int, int, int]] = []
+
+    def found() -> bool:
+        delivered = {e["partition"] for e in history.snapshot() if e["type"] == "share-deliver"}
+        split[:] = [apart for apart in _share_partitions_apart(cluster) if apart[0] in delivered]
+        return bool(split)
+    _wait(found, LAG_TIMEOUT_S)
+    if not split:
+        step("no-share-partition-in-use-apart-from-its-coordinator")
+        time.sleep(hold)
+        return {"stalled": None}
+    partition, leader, coordinator = rng.choice(split)
+    stall = cluster.into(cluster.by_id(coordinator), cluster.by_id(leader))
+    cluster.cut(stall)
+    try:
+        step("stalled", partition=partition, leader=leader, coordinator=coordinator)
+        time.sleep(hold)
+        lost = _take_down(cluster, [cluster.by_id(leader)], False, step)
+    finally:
+        cluster.uncut(stall)
+    time.sleep(SHARE_LEADER_DOWN_S)
+    cluster.bring_up(cluster.by_id(leader))
+    return {"stalled": partition, "leader": leader, "coordinator": coordinator, "lost_bytes": lost}
+
+
+def _share_partitions_apart(cluster: ChaosCluster) -> list[tuple[int, int, int]]:
+    """(partition, leader, share coordinator) of the share workload's partitions whose leader is not the
+    leader of the ``__share_group_state`` partition that stores their state (Kafka's SharePartitionKey, as
+    FindCoordinator(SHARE) places it)."""
+    zk = cluster.zk_client()
+    try:
+        topic_id = decode_topic(zk.get(f"/brokers/topics/{SHARE_TOPIC}")[0]).topic_id
+    finally:
+        zk.stop()
+        zk.close()
+    states = len(cluster.admin().list_topics(STATE_TOPIC, timeout=5).topics[STATE_TOPIC].partitions)
+    if not states:  # the share coordinator creates its topic on the group's first use
+        return []
+    apart = []
+    for partition in range(SHARE_PARTITIONS):
+        leader = partition_state(cluster, partition, SHARE_TOPIC)[0]
+        coordinator = partition_state(cluster, partition_for(f"{SHARE_GROUP}:{topic_id}:{partition}", states),
+                                      STATE_TOPIC)[0]
+        if leader >= 0 and coordinator >= 0 and leader != coordinator:
+            apart.append((partition, leader, coordinator))
+    return apart

@@ -134,9 +134,10 @@ def longest_unavailability(events: list[dict[str, Any]]) -> tuple[dict[str, floa
 
 
 def plan_of(seed: int, duration: float, *, partitions: int = 6, expect_loss: bool = False,
-            generator: str = "overlapping", kinds: list[str] | None = None) -> list[faults.Fault]:
+            generator: str = "overlapping", kinds: list[str] | None = None,
+            with_share: bool = False) -> list[faults.Fault]:
     return faults.expected_loss_schedule() if expect_loss else \
-        faults.schedule(seed, duration, kinds, generator=generator, partitions=partitions)
+        faults.schedule(seed, duration, kinds, generator=generator, partitions=partitions, share=with_share)
 
 
 def run_round(seed: int, duration: float, *, brokers: int = 3, partitions: int = 6, expect_loss: bool = False,
@@ -146,7 +147,8 @@ def run_round(seed: int, duration: float, *, brokers: int = 3, partitions: int =
               code_root: Path = REPO, keep_dir: Path | None = None, keep_all: bool = False,
               root: Path | None = None, log=print) -> RoundResult:
     """One round, in this process; `root` is its directory (a new temporary one by default)."""
-    plan = plan_of(seed, duration, partitions=partitions, expect_loss=expect_loss, generator=generator, kinds=kinds)
+    plan = plan_of(seed, duration, partitions=partitions, expect_loss=expect_loss, generator=generator, kinds=kinds,
+                   with_share=with_share)
     log(f"round seed={seed} duration={duration:.0f}s brokers={brokers} partitions={partitions} "
         f"schedule={'expected-loss' if expect_loss else generator} unclean={expect_loss} txn={with_txn}"
         + (f" txn-version={txn_version}" if with_txn else "")
@@ -230,7 +232,7 @@ def bounded_round(seed: int, duration: float, *, bound: float | None = None, kee
     root = Path(tempfile.mkdtemp(prefix=f"chaos-{seed}-"))
     stacks = root / "stacks.txt"
     plan = plan_of(seed, duration, **{k: v for k, v in options.items()
-                                      if k in ("partitions", "expect_loss", "generator", "kinds")})
+                                      if k in ("partitions", "expect_loss", "generator", "kinds", "with_share")})
     try:
         outcome = run_bounded(lambda: run_round(seed, duration, keep_dir=keep_dir, root=root, log=log, **options),
                               bound, stacks)

@@ -56,7 +56,8 @@ MUTANTS = (
     Mutant("failover-misses-restart", "a new controller does not see brokers that restarted before it was elected "
            "(chaos seed 6)", ("controller-bounce",), (11, 12, 13), generator="aimed"),
     Mutant("released-before-written", "a released or timed-out share record is acquired again before its delivery "
-           "count is written (share chaos seed 17)", ("kill", "power-loss"), (11, 12, 13), share=True),
+           "count is written (share chaos seed 17)", ("share-stall-then-kill",), (11, 12, 13), share=True,
+           generator="aimed"),
 )
 BY_NAME = {m.name: m for m in MUTANTS}
 

@@ -15,7 +15,7 @@ import asyncio
 import collections
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable, TypeVar
+from typing import Awaitable, Callable, TypeVar
 
 __all__ = ["IoExecutor", "IO_THREAD_PREFIX"]
 
@@ -32,6 +32,10 @@ class IoExecutor:
             raise ValueError("the I/O executor needs at least one thread")
         self.threads = threads
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix=IO_THREAD_PREFIX)
+        # Produced batches too big to check on the loop: half the threads at most, so that flushes and cold
+        # reads still find one. A pool of its own queues the rest, which the loop then need not count.
+        self._checks = ThreadPoolExecutor(max_workers=max(1, threads // 2),
+                                          thread_name_prefix=f"{IO_THREAD_PREFIX}-check")
         self.submitted = 0
         self.running = 0
         # Reads that found their pages out of the page cache and went to an I/O thread, per path
@@ -47,10 +51,15 @@ class IoExecutor:
         finally:
             self.running -= 1
 
+    def check(self, fn: Callable[[], T]) -> Awaitable[T]:
+        """Run a big batch's check on one of the check threads (awaited: its outcome)."""
+        return asyncio.wrap_future(self._checks.submit(fn))
+
     @staticmethod
     def on_io_thread() -> bool:
         return threading.current_thread().name.startswith(IO_THREAD_PREFIX)
 
     def shutdown(self) -> None:
         """Wait for the calls already submitted (their fsyncs must finish) and stop the threads."""
+        self._checks.shutdown(wait=True)
         self._pool.shutdown(wait=True)

@@ -50,10 +50,6 @@ class Turns(Generic[K]):
 class AppendQueue(Turns[tuple[str, int]]):
     """The appends waiting for each partition that has one waiting; a partition not here appends at once."""
 
-    def __init__(self) -> None:
-        super().__init__()
-        self._checks: asyncio.Semaphore | None = None
-
     def busy(self, topic: str, index: int) -> bool:
         """Whether an append to the partition is still waiting: a new one has to queue behind it."""
         return bool(self._last) and (topic, index) in self._last
@@ -65,9 +61,3 @@ class AppendQueue(Turns[tuple[str, int]]):
     def leave(self, topic: str, index: int, previous: asyncio.Future[None] | None, turn: asyncio.Future[None]) -> None:
         """End this append's turn (`Turns.end`)."""
         self.end((topic, index), previous, turn)
-
-    def checks(self, threads: int) -> asyncio.Semaphore:
-        """Big batches checked at once: half the I/O threads at most, so flushes and cold reads still find one."""
-        if self._checks is None:
-            self._checks = asyncio.Semaphore(max(1, threads // 2))
-        return self._checks

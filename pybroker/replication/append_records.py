@@ -5,14 +5,17 @@ what Kafka's appendToLocalLog refuses (acks other than 0, 1 and -1, a client wri
 topic, a partition not led here), checks the batch as Kafka's LogValidator does (framing and
 max.message.bytes, then CRC, exactly one batch, zstd only from Produce v7, a transactional batch
 only with a transactional id, then the records at byte level: no Record objects), runs the
-caller's own checks (`BeforeAppend`: schema validation, the transaction verification), sets the
-batch's max timestamp to the records' own and appends it. With flush.messages it then waits until
+caller's own check (`BeforeAppend`: schema validation), sets the batch's max timestamp to the records'
+own and appends it. With flush.messages it then waits until
 the appended offsets are on disk (Kafka's synchronous flush, done off the loop).
 
 A batch of more than OFF_LOOP_RECORDS records, or whose records (decompressed) pass its codec's
 `loop_budget`, is checked on an I/O thread instead: a 1 MB lz4 batch can hold 64 MiB of records, tens
-of milliseconds during which no other client would be served. Its partition's later appends wait
-behind it (`AppendQueue`), so they keep the order the requests arrived in.
+of milliseconds during which no other client would be served. The thread also runs the caller's reading
+of the records (`RecordsCheck`: a partition with one sends batches of more than CALLER_CHECK_RECORDS
+there) and makes the stamped copy that is appended; the loop hears the caller's verdict and appends.
+Its partition's later appends wait behind it (`AppendQueue`), so they keep the order the requests
+arrived in.
 
 `wait_for_acks` is the delayed produce of acks=all: the partitions whose ISR already holds their
 batch answer at once, the others wait for their high watermark (or the request's timeout).
@@ -41,9 +44,14 @@ from pybroker.replication.errors import InternalTopicError, InvalidRequiredAcksE
 from pybroker.replication.manager import ReplicaManager
 from pybroker.replication.partition import Partition
 
-BeforeAppend = Callable[[str, int, RecordBatch, BatchHeader], None]
-"""The caller's checks of a valid batch before it is appended ``(topic, partition, batch, header)``:
-raising refuses that partition's batch with the exception."""
+Verdict = Callable[[], None]
+"""Called on the loop just before the append: raising refuses the partition's batch with the exception."""
+RecordsCheck = Callable[[RecordBatch], Verdict]
+"""The caller's reading of a valid batch's records: run on the thread that checks them (the loop's for a small
+batch, an I/O thread's for a big one), so it may read only the batch; what needs the loop's state is left to
+the verdict it returns."""
+BeforeAppend = Callable[[str, int], "RecordsCheck | None"]
+"""The caller's own check of a partition's batches ``(topic, partition)``, or None when it has none."""
 
 AppendedStats = Callable[[str, int, int], None]
 """Told of each append ``(topic, bytes, records)``: Kafka's BytesInPerSec and MessagesInPerSec."""
@@ -63,15 +71,21 @@ itself: 1 MiB of 100-byte records takes the compiled build 0.3-0.45 ms uncompres
 on a loaded machine), 128 KiB the pure build 0.3 ms with numpy, 1.1 ms without. A 40 MiB batch took
 60-125 ms: that one goes to the thread."""
 
+CALLER_CHECK_RECORDS = 256 if COMPILED_WALK else 128
+"""Records a batch whose partition has a caller's check (schema validation, which decodes every record) holds
+at most to be checked on the loop: more, and the batch goes to an I/O thread with its records check. Schema
+validation read 256 records of 100 bytes in 0.42-0.49 ms here compiled (1,024 in 1.8-4.5 ms), 128 in about
+0.5 ms pure (256 in 0.9-2 ms)."""
+
 SLOW_CODECS = frozenset((Compression.GZIP, Compression.ZSTD))
 """Codecs given a quarter of OFF_LOOP_BYTES: zlib took 0.4-16 ms and zstd 0.4-6 ms to decompress 1 MiB of
 records here (lz4 and snappy at most 0.45 ms), each under 1 ms for 256 KiB."""
 
 
-def loop_budget(header: BatchHeader) -> int:
+def loop_budget(header: BatchHeader, caller_check: bool = False) -> int:
     """The records bytes (decompressed) up to which the batch is checked on the event loop: 0 for a batch
-    whose records count alone sends it to an I/O thread."""
-    if header.records_count > OFF_LOOP_RECORDS:
+    whose records count alone sends it to an I/O thread (``caller_check``: a `RecordsCheck` reads them too)."""
+    if header.records_count > (CALLER_CHECK_RECORDS if caller_check else OFF_LOOP_RECORDS):
         return 0
     if header.attributes & COMPRESSION_CODEC_MASK in SLOW_CODECS:
         return OFF_LOOP_BYTES // 4
@@ -104,28 +118,34 @@ async def append_records(replicas: ReplicaManager, batches: Iterable[PartitionAp
             partition, batch, header = _check(replicas, item, required_acks, transactional_id, allow_zstd)
             policy = partition.log.config.produce_policy
             name = f"{item.topic}-{item.index}"
+            records_check = before_append(item.topic, item.index) if before_append is not None else None
             if io is None:  # no loop to keep free
-                max_timestamp = validate_produced_batch(batch, policy, now_ms, name, header)
-                item.info = _append(replicas, item, partition, batch, header, max_timestamp, required_acks, now_ms,
-                                    before_append, appended)
+                ready = _checked(batch, header, policy, now_ms, name, records_check)
+                item.info = _append(replicas, item, partition, ready, required_acks, now_ms, appended)
                 results.append(item)
                 continue
-            try:  # checked: the max timestamp, or None when the records are left to an I/O thread
-                checked: int | None = validate_produced_batch(batch, policy, now_ms, name, header,
-                                                              loop_budget(header))
+            try:  # on the loop within its budget, else the whole check is left to an I/O thread
+                max_timestamp = validate_produced_batch(batch, policy, now_ms, name, header,
+                                                        loop_budget(header, records_check is not None))
             except OverBudget:
-                checked = None
-            if checked is not None and not queue.busy(item.topic, item.index):
-                item.info = _append(replicas, item, partition, batch, header, checked, required_acks, now_ms,
-                                    before_append, appended)
-            else:
                 previous, turn = queue.join(item.topic, item.index)
-                later.append(_append_in_turn(replicas, io, item, batch, header, policy, checked, previous, turn,
-                                             required_acks, now_ms, before_append, appended))
+                later.append(_append_in_turn(replicas, io, item, functools.partial(
+                    _checked, batch, header, policy, now_ms, name, records_check, _let_loop_in), previous, turn,
+                    required_acks, now_ms, appended))
+            else:
+                ready = _stamped(batch, header, policy, max_timestamp, records_check)
+                if queue.busy(item.topic, item.index):
+                    previous, turn = queue.join(item.topic, item.index)
+                    later.append(_append_in_turn(replicas, io, item, ready, previous, turn, required_acks, now_ms,
+                                                 appended))
+                else:
+                    item.info = _append(replicas, item, partition, ready, required_acks, now_ms, appended)
         except Exception as exc:  # noqa: BLE001 - the partition's answer; the caller maps it to its code
             item.error = exc
         results.append(item)
-    if later:
+    if len(later) == 1:  # the usual big request: one batch, awaited without a task
+        await later[0]
+    elif later:
         await asyncio.gather(*later)
     if replicas.log_manager.flushing:
         unflushed = await replicas.log_manager.wait_flushed(
@@ -134,6 +154,32 @@ async def append_records(replicas: ReplicaManager, batches: Iterable[PartitionAp
             if (item.topic, item.index) in unflushed:  # still awaits its acks: their failure would answer
                 item.error = LogStorageError(f"Flush of {item.topic}-{item.index} failed")
     return results
+
+
+@dataclass(slots=True)
+class _Ready:
+    """A checked batch, copied with its max timestamp set, and the caller's verdict still to hear on the loop."""
+
+    stamped: bytearray
+    records_count: int
+    verdict: Verdict | None
+
+
+def _checked(batch: RecordBatch, header: BatchHeader, policy: ProducePolicy, now_ms: int, name: str,
+             records_check: RecordsCheck | None, pause: Callable[[], None] | None = None) -> _Ready:
+    """The whole check of a batch's records, on whichever thread runs it: LogValidator's, the caller's, and
+    the copy that is appended."""
+    max_timestamp = validate_produced_batch(batch, policy, now_ms, name, header, -1, pause)
+    return _stamped(batch, header, policy, max_timestamp, records_check)
+
+
+def _stamped(batch: RecordBatch, header: BatchHeader, policy: ProducePolicy, max_timestamp: int,
+             records_check: RecordsCheck | None) -> _Ready:
+    verdict = records_check(batch) if records_check is not None else None
+    stamped = bytearray(batch.buffer)
+    if not policy.log_append_time:  # Kafka's setMaxTimestamp: the records', not the producer's claim
+        set_max_timestamp(stamped, 0, TimestampType.CREATE_TIME, max_timestamp)
+    return _Ready(stamped, header.records_count, verdict)
 
 
 def _check(replicas: ReplicaManager, item: PartitionAppend, required_acks: int, transactional_id: str | None,
@@ -158,44 +204,33 @@ def _check(replicas: ReplicaManager, item: PartitionAppend, required_acks: int, 
     return partition, batch, header
 
 
-def _append(replicas: ReplicaManager, item: PartitionAppend, partition: Partition, batch: RecordBatch,
-            header: BatchHeader, max_timestamp: int, required_acks: int, now_ms: int,
-            before_append: BeforeAppend | None, appended: AppendedStats | None) -> AppendInfo:
-    if before_append is not None:
-        before_append(item.topic, item.index, batch, header)
-    stamped = bytearray(batch.buffer)
-    if not partition.log.config.log_append_time:  # Kafka's setMaxTimestamp: the records', not the producer's claim
-        set_max_timestamp(stamped, 0, TimestampType.CREATE_TIME, max_timestamp)
-    info = replicas.append_to(partition, stamped, required_acks=required_acks, now_ms=now_ms)
+def _append(replicas: ReplicaManager, item: PartitionAppend, partition: Partition, ready: _Ready,
+            required_acks: int, now_ms: int, appended: AppendedStats | None) -> AppendInfo:
+    if ready.verdict is not None:
+        ready.verdict()
+    info = replicas.append_to(partition, ready.stamped, required_acks=required_acks, now_ms=now_ms)
     if appended is not None:
-        appended(item.topic, len(stamped), header.records_count)
+        appended(item.topic, len(ready.stamped), ready.records_count)
     return info
 
 
-async def _append_in_turn(replicas: ReplicaManager, io: IoExecutor, item: PartitionAppend, batch: RecordBatch,
-                          header: BatchHeader, policy: ProducePolicy, max_timestamp: int | None,
-                          previous: asyncio.Future[None] | None,
+async def _append_in_turn(replicas: ReplicaManager, io: IoExecutor, item: PartitionAppend,
+                          check: _Ready | Callable[[], _Ready], previous: asyncio.Future[None] | None,
                           turn: asyncio.Future[None], required_acks: int, now_ms: int,
-                          before_append: BeforeAppend | None, appended: AppendedStats | None) -> None:
-    """Check the batch's records on an I/O thread unless done already (``max_timestamp``), then append it
-    once the appends to its partition that arrived before it are done."""
-    queue = replicas.append_queue
+                          appended: AppendedStats | None) -> None:
+    """Check the batch on an I/O thread unless done already, then append it once the appends to its partition
+    that arrived before it are done."""
     try:
-        if max_timestamp is None:
-            async with queue.checks(io.threads):
-                max_timestamp = await io.run(functools.partial(
-                    validate_produced_batch, batch, policy, now_ms, f"{item.topic}-{item.index}", header, -1,
-                    _let_loop_in))
-        if previous is not None:
+        ready = check if isinstance(check, _Ready) else await io.check(check)
+        if previous is not None and not previous.done():
             await asyncio.shield(previous)  # the turn before is not this request's to cancel
         # Looked up again: the partition may have changed hands (or been deleted) while its batch was checked.
         partition = replicas.leader_partition(item.topic, item.index)
-        item.info = _append(replicas, item, partition, batch, header, max_timestamp, required_acks, now_ms,
-                            before_append, appended)
+        item.info = _append(replicas, item, partition, ready, required_acks, now_ms, appended)
     except Exception as exc:  # noqa: BLE001 - the partition's answer; the caller maps it to its code
         item.error = exc
     finally:
-        queue.leave(item.topic, item.index, previous, turn)
+        replicas.append_queue.leave(item.topic, item.index, previous, turn)
 
 
 def _let_loop_in() -> None:

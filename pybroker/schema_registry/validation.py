@@ -3,14 +3,16 @@
 value (key) must start with the wire format's magic byte 0 and a schema id registered under the
 topic's subject, else the batch is refused with INVALID_RECORD naming each record (KIP-467).
 
-Topics that do not ask pay one dictionary lookup per produced partition. The ids are looked up in
-this broker's registry view, which follows ``_schemas`` within the reader's next fetch.
+Topics that do not ask pay one dictionary lookup per produced partition. The check is split in two:
+`scan` reads the records (the costly part: a big batch's runs on an I/O thread with its other record
+checks) and keeps each schema id they carry once; `Scanned.judge` then looks each id up in this broker's
+registry view (which follows ``_schemas`` within the reader's next fetch) on the event loop, which owns it.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
 from pybroker.records import RecordBatch
@@ -89,31 +91,11 @@ class SchemaValidation:
         else:
             self.topics.pop(name, None)
 
-    def check(self, topic: str, sides: tuple[Side, ...], batch: RecordBatch) -> None:
-        """RecordValidationError listing each record whose key or value breaks its topic's rule."""
-        state = self.view()
-        problems: list[tuple[int, str]] = []
-        for index, record in enumerate(batch.records()):
-            for side in sides:
-                data = record.key if side.is_key else record.value
-                reason = self._reason(state, topic, side, data)
-                if reason is not None:
-                    problems.append((index, reason))
-                    break
-            if len(problems) >= MAX_ERRORS_LISTED:
-                break
-        if problems:
-            raise RecordValidationError(problems, False)
-
-    def _reason(self, state: RegistryState | None, topic: str, side: Side, data: bytes | None) -> str | None:
+    def reason(self, state: RegistryState | None, topic: str, side: Side, schema_id: int) -> str | None:
+        """Why a record carrying ``schema_id`` breaks the side's rule, or None (one registry lookup per id)."""
         what = "key" if side.is_key else "value"
-        if data is None:
-            return None if not side.is_key else f"Record has no key but topic {topic} validates keys"
-        if len(data) < 5 or data[0] != MAGIC_BYTE:
-            return f"Record {what} does not start with the schema registry's magic byte and a schema id"
         if state is None:
             return f"Topic {topic} validates {what}s, but this broker's schema registry is off or not started"
-        schema_id = int.from_bytes(data[1:5], "big")
         content = state.contents.get(schema_id)
         if content is None:
             return f"Schema id {schema_id} of the record {what} is not registered"
@@ -147,3 +129,57 @@ def _record_name(schema_type: str, schema: str) -> str | None:
     if not isinstance(name, str):
         return None
     return name if "." in name or not namespace else f"{namespace}.{name}"
+
+
+Token = int | str
+"""What a record carries on one side: a schema id to look up, or why it fails without a lookup (``{topic}`` left
+to fill in)."""
+
+
+@dataclass(slots=True)
+class Scanned:
+    """Per side, each token the batch's records carry with the first MAX_ERRORS_LISTED records carrying it:
+    enough to name the first MAX_ERRORS_LISTED failing records, each with its first failing side's reason."""
+
+    sides: tuple[Side, ...]
+    found: list[dict[Token, list[int]]] = field(default_factory=list)
+
+    def judge(self, validation: SchemaValidation, topic: str) -> None:
+        """RecordValidationError listing the records that fail (one registry lookup per distinct id)."""
+        state = validation.view()
+        failing: dict[int, str] = {}
+        for side, found in zip(self.sides, self.found):  # in side order: a record keeps its first reason
+            for token, records in found.items():
+                reason = (token.format(topic=topic) if isinstance(token, str)
+                          else validation.reason(state, topic, side, token))
+                if reason is not None:
+                    for index in records:
+                        failing.setdefault(index, reason)
+        if failing:
+            raise RecordValidationError(sorted(failing.items())[:MAX_ERRORS_LISTED], False)
+
+
+def scan(sides: tuple[Side, ...], batch: RecordBatch) -> Scanned:
+    """The tokens of the batch's records (reads only the batch: safe on any thread)."""
+    scanned = Scanned(sides, [{} for _ in sides])
+    pairs = tuple(zip(sides, scanned.found))
+    for index, record in enumerate(batch.records()):
+        for side, found in pairs:
+            token = _token(side, record.key if side.is_key else record.value)
+            if token is None:
+                continue
+            records = found.get(token)
+            if records is None:
+                found[token] = [index]
+            elif len(records) < MAX_ERRORS_LISTED:
+                records.append(index)
+    return scanned
+
+
+def _token(side: Side, data: bytes | None) -> Token | None:
+    if data is None:
+        return "Record has no key but topic {topic} validates keys" if side.is_key else None
+    if len(data) < 5 or data[0] != MAGIC_BYTE:
+        return f"Record {'key' if side.is_key else 'value'} does not start with the schema registry's magic byte " \
+               "and a schema id"
+    return int.from_bytes(data[1:5], "big")

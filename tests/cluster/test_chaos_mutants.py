@@ -1,9 +1,10 @@
-"""`make chaos-mutants` in small: two planted bugs, each in a copy of pybroker/ the round's brokers run
-from, must be caught by one short round (12-15 s) at a fixed seed. The controller electing a live replica outside
+"""`make chaos-mutants` in small: three planted bugs, each in a copy of pybroker/ the round's brokers run
+from, must be caught by one short round (12-20 s) at a fixed seed. The controller electing a live replica outside
 the ISR needs a follower out of the ISR when its leader goes (the composite lag-then-* faults); abort
 markers written as commits need aborted records in the log (the transactional workload flushes before it
-aborts). Neither was caught by the harness's earlier one-fault-at-a-time schedules and abort right after
-produce."""
+aborts); a released share record handed out again before its new count is written needs that write held back
+while members poll, then the share-partition's leader gone (share-stall-then-kill). None was caught by the
+harness's earlier schedules (one fault at a time, abort right after produce, kills drawn at random)."""
 
 from __future__ import annotations
 
@@ -17,18 +18,21 @@ from chaos.mutants import BY_NAME, planted
 from chaos.run import run_round
 
 KEEP = Path(tempfile.gettempdir()) / "pybroker-chaos-smoke"
-EXPECTED = {"elect-outside-isr": "lost", "abort-as-commit": "aborted_read"}
+EXPECTED = {"elect-outside-isr": "lost", "abort-as-commit": "aborted_read",
+            "released-before-written": "share_count_back"}
 # The shortest rounds that keep each seed's faults: elect-outside-isr's one lag-then-power-loss; two of
-# abort-as-commit's pauses (any aborted transaction read back catches it, faults or not).
-DURATIONS = {"elect-outside-isr": 15.0, "abort-as-commit": 12.0}
+# abort-as-commit's pauses (any aborted transaction read back catches it, faults or not); the one stall of
+# released-before-written.
+DURATIONS = {"elect-outside-isr": 15.0, "abort-as-commit": 12.0, "released-before-written": 20.0}
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_a_planted_bug_is_caught(name: str) -> None:
     mutant = BY_NAME[name]
     with planted(mutant) as code_root:
-        result = run_round(mutant.seeds[0], DURATIONS[name], with_txn=mutant.txn, generator=mutant.generator,
-                           kinds=list(mutant.kinds), code_root=code_root, keep_dir=KEEP, keep_all=True)
+        result = run_round(mutant.seeds[0], DURATIONS[name], with_txn=mutant.txn, with_share=mutant.share,
+                           generator=mutant.generator, kinds=list(mutant.kinds), code_root=code_root, keep_dir=KEEP,
+                           keep_all=True)
     if not result.report.anomalies[EXPECTED[name]] and result.kept is not None:
         for log in sorted(result.kept.glob("broker-*/broker.log")):  # the post-mortem a CI log keeps
             print(f"--- ISR and role lines of {log.parent.name} ---")

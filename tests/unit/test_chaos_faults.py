@@ -11,7 +11,7 @@ import threading
 
 import pytest
 
-from chaos.faults import COMPOSITE, SPECS, Fault, schedule
+from chaos.faults import COMPOSITE, SHARE_KINDS, SPECS, Fault, schedule
 from chaos import proxy as proxy_module
 from chaos.proxy import CLIENT, Proxy, ProxyHost, owner_of
 from tests.eventually import eventually
@@ -42,6 +42,18 @@ def test_aimed_schedules_draw_only_composite_faults_one_after_another() -> None:
     assert all(b.at >= a.end() for a, b in zip(plan, plan[1:]))
     only = schedule(11, 60.0, ["lag-then-kill"], generator="aimed", partitions=6)
     assert only and {f.kind for f in only} == {"lag-then-kill"}
+
+
+def test_share_only_faults_are_drawn_only_for_rounds_with_the_share_workload() -> None:
+    """A round without the share workload has no share-partition to stall: its schedules are the ones its seeds
+    drew before the share faults existed; a share round's defaults include them."""
+    drawn = {f.kind for seed in range(50) for f in schedule(seed, 60.0, generator="overlapping", partitions=6)}
+    assert drawn and not drawn & set(SHARE_KINDS)
+    shared = {f.kind for seed in range(50)
+              for f in schedule(seed, 60.0, generator="overlapping", partitions=6, share=True)}
+    assert set(SHARE_KINDS) <= shared
+    with pytest.raises(ValueError, match="share workload"):
+        schedule(11, 60.0, list(SHARE_KINDS), generator="aimed", partitions=6)
 
 
 def _echo_server() -> tuple[socket.socket, int]:

@@ -311,3 +311,23 @@ def test_a_delivery_by_a_replaced_leader_is_explained_only_with_its_fenced_ackno
     unfenced = [ack("m4", 0, 2, "release", 2.03, error=refused) if e.get("error") == fenced else e for e in history]
     assert check_share(unfenced, LIMIT, durable=True).counts() == {"share_two_holders": 1}
 
+
+
+def test_a_release_handed_out_again_before_its_write_and_lost_with_the_leader_is_flagged() -> None:
+    """share-stall-then-kill on the released-before-written mutant (seed 11): a's release waits for a write that
+    never lands (answered REQUEST_TIMED_OUT, in doubt), b is handed the record with the next count meanwhile, the
+    leader is killed, and the next one reads the count from before the release. The repeat of a's count is what
+    Kafka does too (explained); the count going back is not. With the write awaited before the record is handed
+    out again (the broker as it is), the same fault leaves only the explained repeat."""
+    timed_out = ack("a", 0, 2, "release", 1.5, error='KafkaError{code=REQUEST_TIMED_OUT,val=7}')
+    stalled = {"type": "fault", "phase": "start", "t": 1.0, "kind": "share-stall-then-kill"}
+    read = {"type": "share-state-read", "t": 30.0, "at": 9.0, "partition": 0, "broker": 0, "leader_epoch": 1}
+    mutant = [produced(0), deliver("a", 0, 1, 0.5), ack("a", 0, 1, "release", 0.6), stalled, deliver("a", 0, 2, 1.2),
+              timed_out, deliver("b", 0, 3, 5.0), read, deliver("c", 0, 2, 10.0), ack("c", 0, 2, "accept", 10.1),
+              END]
+    report = check_share(mutant, LIMIT, durable=True)
+    # c's accept, taken after b was handed a higher count, is flagged too
+    assert report.counts() == {"share_count_back": 1, "share_two_holders": 1}, report.summary()
+    assert len(report.explained["share_acquisition_not_durable"]) == 1
+    fixed = [e for e in mutant if not (e["type"] == "share-deliver" and e["member"] == "b")]
+    assert check_share(fixed, LIMIT, durable=True).clean

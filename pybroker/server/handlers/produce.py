@@ -18,6 +18,7 @@ admission waits for the coordinator holds back the producer's later ones to the 
 from __future__ import annotations
 
 import asyncio
+import functools
 from typing import Sequence
 
 from pybroker.common.ids import ProducerEpoch, ProducerId
@@ -26,10 +27,12 @@ from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.messages import ProduceRequest, ProduceResponse
 from pybroker.protocol.schema import Records
-from pybroker.records.batch import BatchHeader, RecordBatch
+from pybroker.records.batch import RecordBatch
 from pybroker.records.constants import BATCH_HEADER, TRANSACTIONAL_FLAG_MASK
 from pybroker.records.errors import RecordValidationError
-from pybroker.replication.append_records import BeforeAppend, PartitionAppend, append_records, wait_for_acks
+from pybroker.replication.append_records import BeforeAppend, PartitionAppend, RecordsCheck, append_records, \
+    wait_for_acks
+from pybroker.schema_registry.validation import scan
 from pybroker.security.acl import AclOperation, ResourceType
 from pybroker.server import leader_hints
 from pybroker.server.authorization import allowed_names, authorize
@@ -148,16 +151,18 @@ def _point_to_leaders(ctx: RequestContext, names: list[str | None], response: Pr
 
 def _checks(ctx: RequestContext) -> BeforeAppend:
     """The broker's own check of a valid batch: the topic's schema rules (confluent.{key,value}.schema.validation),
-    built only while some topic has them. A transactional batch's admission (KIP-890) was asked of its coordinator
-    before the appends."""
-    services = ctx.services
+    built only while some topic has them. Its records are read where the batch's other record checks run (an I/O
+    thread for a big batch), its schema ids looked up in the registry on the loop. A transactional batch's
+    admission (KIP-890) was asked of its coordinator before the appends."""
+    validation = ctx.services.schema_validation
 
-    def check(topic: str, index: int, batch: RecordBatch, header: BatchHeader) -> None:
-        schema_rules = services.schema_validation.topics.get(topic)
-        if schema_rules is not None:
-            services.schema_validation.check(topic, schema_rules, batch)
+    def records_check(topic: str, index: int) -> RecordsCheck | None:
+        sides = validation.topics.get(topic)
+        if sides is None:
+            return None
+        return lambda batch: functools.partial(scan(sides, batch).judge, validation, topic)
 
-    return check
+    return records_check
 
 
 def _received(records: Records | None) -> bytes | bytearray | memoryview | None:

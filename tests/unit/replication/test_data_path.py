@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from pathlib import Path
-from typing import Awaitable, Iterator
+from typing import Awaitable, Callable, Iterator
 
 import pytest
 
@@ -19,7 +19,7 @@ from pybroker.records.batch import Compression, RecordBatch, iter_batches
 from pybroker.records.control import build_end_txn_marker
 from pybroker.records.errors import RecordTooLargeError, UnsupportedCompressionError
 from pybroker.records.record import RecordInput, build_batch
-from pybroker.replication.append_records import PartitionAppend, append_records, wait_for_acks
+from pybroker.replication.append_records import PartitionAppend, RecordsCheck, append_records, wait_for_acks
 from pybroker.replication.errors import (
     InternalTopicError,
     InvalidRequiredAcksError,
@@ -133,9 +133,15 @@ def test_the_callers_checks_refuse_before_the_append_and_appends_are_counted(rep
     lead(replicas)
     seen: list[tuple[str, int, int]] = []
 
-    def refuse_b(topic: str, index: int, records: RecordBatch, header: object) -> None:
-        if any(r.value == b"b" for r in records.records()):
-            raise ValueError("no b")
+    def refuse_b(topic: str, index: int) -> RecordsCheck:
+        def read(records: RecordBatch) -> Callable[[], None]:
+            has_b = any(r.value == b"b" for r in records.records())
+
+            def verdict() -> None:
+                if has_b:
+                    raise ValueError("no b")
+            return verdict
+        return read
 
     results = produce(replicas, PartitionAppend("t", 0, batch(b"a")), PartitionAppend("t", 0, batch(b"b")),
                       before_append=refuse_b, appended=lambda topic, size, count: seen.append((topic, size, count)))
