@@ -9,9 +9,10 @@ librdkafka's ``sasl.username`` / ``sasl.password``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Mapping
+from typing import Mapping, Protocol, TypeVar
 
 from pybroker.client.errors import KafkaClientError, ResponseError, check
+from pybroker.client.versions import NegotiatedVersions
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.messages import (
     SaslAuthenticateRequest,
@@ -19,6 +20,7 @@ from pybroker.protocol.messages import (
     SaslHandshakeRequest,
     SaslHandshakeResponse,
 )
+from pybroker.protocol.schema import Message
 from pybroker.security.sasl import SaslError
 from pybroker.security.sasl.jaas import JaasConfigError, parse_jaas_config
 from pybroker.security.sasl.plain import MECHANISM as PLAIN
@@ -26,8 +28,7 @@ from pybroker.security.sasl.plain import client_token
 from pybroker.security.sasl.scram import MECHANISMS as SCRAM_MECHANISMS
 from pybroker.security.sasl.scram import ScramClient
 
-if TYPE_CHECKING:
-    from pybroker.client.connection import Connection
+M = TypeVar("M", bound=Message)
 
 SASL_PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")
 SUPPORTED = (PLAIN, *SCRAM_MECHANISMS)
@@ -66,7 +67,18 @@ class SaslCredentials:
         return cls(mechanism, username, password)
 
 
-async def authenticate(connection: "Connection", credentials: SaslCredentials) -> int:
+class SaslChannel(Protocol):
+    """What the exchange needs of a connection (connection.py's Connection, which runs it as it opens): the
+    versions it negotiated and a request sent at an explicit version."""
+
+    @property
+    def versions(self) -> NegotiatedVersions: ...
+
+    async def send_at(self, request: Message, version: int, response_type: type[M], *,
+                      timeout: float | None = None) -> M: ...
+
+
+async def authenticate(connection: SaslChannel, credentials: SaslCredentials) -> int:
     """Run the exchange on a fresh connection; the session lifetime the broker granted (ms, 0: none).
     Raises ResponseError (UNSUPPORTED_SASL_MECHANISM, SASL_AUTHENTICATION_FAILED) as the broker answered."""
     handshake = await connection.send_at(SaslHandshakeRequest(mechanism=credentials.mechanism), 1,

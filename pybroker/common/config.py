@@ -10,17 +10,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
-if TYPE_CHECKING:
-    from pybroker.common.listeners import Listeners
+from pybroker.common.config_error import ConfigError
+from pybroker.common.listeners import Listeners, listeners_from_config, parse_listener
 
 LONG_MAX = 2**63 - 1
 INT_MAX = 2**31 - 1
-
-
-class ConfigError(ValueError):
-    """A configuration value that cannot be used; the message names the key."""
 
 
 Validator = Callable[[str, Any], None]
@@ -481,8 +477,6 @@ class BrokerConfig:
                     parse_listener(uri)
                 except ValueError as exc:
                     raise ConfigError(f"Invalid value {uri} for configuration {name}: {exc}") from None
-        from pybroker.common.listeners import listeners_from_config  # it builds on this module
-
         self.listener_set: Listeners = listeners_from_config(self)
 
 
@@ -495,15 +489,3 @@ def _is_listener_override(name: str) -> bool:
         return False
     rest = name[len(LISTENER_PREFIX):].partition(".")[2]
     return rest in CONFIG_KEYS or ".sasl." in f".{rest}" or rest.startswith("sasl.")
-
-
-def parse_listener(uri: str) -> tuple[str, str, int]:
-    """Split `NAME://host:port` into (name, host, port); an empty host means all interfaces."""
-    match = re.fullmatch(r"([A-Za-z0-9_]+)://(\[[^\]]*\]|[^:/]*):(\d+)", uri.strip())
-    if not match:
-        raise ValueError("listener must look like PLAINTEXT://host:port")
-    host = match.group(2).strip("[]")
-    port = int(match.group(3))
-    if port > 65535:
-        raise ValueError(f"port {port} out of range")
-    return match.group(1), host, port

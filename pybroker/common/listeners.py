@@ -11,9 +11,11 @@ wording, so that a broken config fails at start-up with one line naming the key.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+from typing import Any, Protocol
 
-from pybroker.common.config import BrokerConfig, ConfigError, parse_listener
+from pybroker.common.config_error import ConfigError
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 #: Kafka's SecurityProtocol ids, as UpdateMetadata carries them.
@@ -56,6 +58,27 @@ class Listeners:
         return next(e for e in self.advertised if e.listener == listener)
 
 
+class ListenerSettings(Protocol):
+    """The keys these checks read, as config.py's BrokerConfig holds them (typed values, and whether a key
+    was set or is at its default): config.py runs the checks when it is built, so they cannot name it."""
+
+    def __getitem__(self, name: str) -> Any: ...
+
+    def is_set(self, name: str) -> bool: ...
+
+
+def parse_listener(uri: str) -> tuple[str, str, int]:
+    """Split `NAME://host:port` into (name, host, port); an empty host means all interfaces."""
+    match = re.fullmatch(r"([A-Za-z0-9_]+)://(\[[^\]]*\]|[^:/]*):(\d+)", uri.strip())
+    if not match:
+        raise ValueError("listener must look like PLAINTEXT://host:port")
+    host = match.group(2).strip("[]")
+    port = int(match.group(3))
+    if port > 65535:
+        raise ValueError(f"port {port} out of range")
+    return match.group(1), host, port
+
+
 def parse_protocol_map(text: str) -> dict[str, str]:
     """``NAME:PROTOCOL,...``; ConfigError for a malformed entry or an unknown protocol."""
     result: dict[str, str] = {}
@@ -72,7 +95,7 @@ def parse_protocol_map(text: str) -> dict[str, str]:
     return result
 
 
-def listeners_from_config(config: BrokerConfig) -> Listeners:
+def listeners_from_config(config: ListenerSettings) -> Listeners:
     """Kafka's listener checks, in its order; ConfigError with its wording for the first failure."""
     protocol_map = parse_protocol_map(config["listener.security.protocol.map"])
 
@@ -124,7 +147,7 @@ def listeners_from_config(config: BrokerConfig) -> Listeners:
     return Listeners(bound, advertised, protocol_map, inter_broker, control_plane)
 
 
-def _inter_broker_listener(config: BrokerConfig, protocol_map: dict[str, str]) -> str:
+def _inter_broker_listener(config: ListenerSettings, protocol_map: dict[str, str]) -> str:
     name, protocol = config["inter.broker.listener.name"], config["security.inter.broker.protocol"]
     if name is not None and config.is_set("security.inter.broker.protocol"):
         raise ConfigError("Only one of inter.broker.listener.name and security.inter.broker.protocol should be set.")

@@ -2,7 +2,9 @@
 """Typed codecs of the hot messages (tools/gen_codecs.py says why), compiled by mypyc in the compiled
 build and run as they are in the pure one. Each takes the usual case only and raises :class:`Unusual`
 for anything else; :func:`codecs` wraps them so that the generic codec of the same (class, version)
-then starts over from the same position: the same objects, bytes and errors either way."""
+then starts over from the same position: the same objects, bytes and errors either way. The broker's
+dispatcher hands :func:`codecs` to schema.use_typed_codecs: this module imports the message classes,
+which import schema.py, so schema.py does not import it."""
 
 from __future__ import annotations
 

@@ -28,6 +28,7 @@ __all__ = [
     "Message",
     "Plan",
     "get_plan",
+    "use_typed_codecs",
     "resolve_struct",
     "owner_of",
     "is_flexible",
@@ -259,6 +260,21 @@ def _codec(owner: type, typ: str, compact: bool, nullable: bool, version: int,
 _PLANS: dict[tuple[type, int], Plan] = {}
 _OWNERS: dict[type, type] = {}
 
+#: ``typed(cls, version, read, write, element)``: the generic codecs of ``cls`` at ``version`` with typed ones put
+#: in front where there are (``element(cls or type, version)`` gives an array element's size and cost).
+TypedCodecs = Callable[[type, int, Read, Write, Callable[[type | str, int], tuple[int, int]]], tuple[Read, Write]]
+_typed_codecs: TypedCodecs | None = None
+
+
+def use_typed_codecs(typed: TypedCodecs) -> None:
+    """Put ``typed`` in front of every plan from now on; the plans compiled before are dropped, to be compiled
+    again with it. Handed in by the broker (hot_codecs.codecs): its typed codecs import the message classes,
+    which import this module."""
+    global _typed_codecs
+    if typed is not _typed_codecs:
+        _typed_codecs = typed
+        _PLANS.clear()
+
 
 def owner_of(cls: type) -> type:
     """The top-level message class a (possibly nested) struct class belongs to."""
@@ -374,9 +390,8 @@ def _compile(cls: type, version: int) -> Plan:
     read = build_reader(cls, fields, flexible, template, factories, read_tagged)
     write = build_writer(cls, version, fields, flexible, {name: default for _, name, _, default in tagged},
                          write_tagged)
-    from pybroker.protocol import hot_codecs  # imports the hot messages' modules, which import this one
-
-    read, write = hot_codecs.codecs(cls, version, read, write, _element)
+    if _typed_codecs is not None:
+        read, write = _typed_codecs(cls, version, read, write, _element)
     return Plan(cls, version, flexible, min_size, cost, read, write)
 
 

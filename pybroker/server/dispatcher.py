@@ -17,12 +17,13 @@ from typing import Iterable
 from pybroker.common.config import BrokerConfig
 from pybroker.common.io_executor import IoExecutor
 from pybroker.common.log_limit import LogLimiter
+from pybroker.protocol import hot_codecs
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.frame import decode_request_header_fields, encode_response, encode_response_parts
 from pybroker.protocol.messages import ApiVersionsResponse
 from pybroker.protocol.primitives import Reader
-from pybroker.protocol.schema import Read, decode_budget, get_plan
+from pybroker.protocol.schema import Read, decode_budget, get_plan, use_typed_codecs
 from pybroker.server import sasl_gate
 from pybroker.server.sasl_session import SASL_PROTOCOLS
 from pybroker.server.context import ConnectionSession, RequestContext
@@ -62,6 +63,7 @@ def served_handlers(config: BrokerConfig, handlers: Iterable[ApiHandler]) -> dic
 
 class Dispatcher:
     def __init__(self, services: Services, handlers: dict[int, ApiHandler]):
+        use_typed_codecs(hot_codecs.codecs)  # before any route: the Fetch and Produce requests it reads most
         self._services = services
         self.handlers = handlers
         self._guard = InterBrokerGuard(services.clock)

@@ -11,9 +11,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from pybroker.common.config import parse_listener
 from pybroker.common.ids import LeaderEpoch
-from pybroker.common.listeners import Endpoint
+from pybroker.common.listeners import Endpoint, parse_listener
 from pybroker.common.topic import TopicPartition
 
 CLUSTER_ID = "/cluster/id"

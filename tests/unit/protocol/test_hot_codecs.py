@@ -14,7 +14,7 @@ import pytest
 from pybroker.protocol import hot_codecs
 from pybroker.protocol.messages import FetchRequest, FetchResponse, ProduceRequest, ProduceResponse
 from pybroker.protocol.primitives import Reader, Writer
-from pybroker.protocol.schema import Struct, decode_budget, get_plan
+from pybroker.protocol.schema import Read, Struct, Write, decode_budget, get_plan, use_typed_codecs
 from tests.unit.protocol.protocol_samples import sample
 
 READS = [(FetchRequest, v) for v in range(12, 18)] + [(ProduceRequest, v) for v in range(9, 13)]
@@ -51,12 +51,33 @@ def _outcome(read: Any, data: bytes, cls: type) -> tuple[Any, ...]:
         return "error", type(e), str(e)
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _typed_codecs_in_front() -> None:
+    """As the broker's dispatcher puts them when it starts."""
+    use_typed_codecs(hot_codecs.codecs)
+
+
 def test_the_hot_plans_carry_the_typed_codecs() -> None:
     for cls, version in READS:
         assert type(get_plan(cls, version).read).__name__ == f"{cls.__name__}V{version}"
     for cls, version in WRITES:
         assert type(get_plan(cls, version).write).__name__ == f"{cls.__name__}V{version}"
     assert type(get_plan(FetchRequest, 11).read).__name__ == "function"  # not flexible: the generic codec
+
+
+def test_plans_compiled_before_other_typed_codecs_are_compiled_again() -> None:
+    def generic_only(cls: type, version: int, read: Read, write: Write, element: Any) -> tuple[Read, Write]:
+        return read, write
+
+    typed = get_plan(FetchRequest, 12)
+    use_typed_codecs(hot_codecs.codecs)
+    assert get_plan(FetchRequest, 12) is typed  # the same codecs again: the plans stay
+    try:
+        use_typed_codecs(generic_only)
+        assert type(get_plan(FetchRequest, 12).read).__name__ == "function"
+    finally:
+        use_typed_codecs(hot_codecs.codecs)
+    assert type(get_plan(FetchRequest, 12).read).__name__ == "FetchRequestV12"
 
 
 @pytest.mark.parametrize(("cls", "version"), READS)
