@@ -116,8 +116,8 @@ class TxnRuntime(CoordinatorRuntime):
 
     async def _allocate(self, transactional_id: str) -> None:
         """The new producer id a timeout abort at an exhausted epoch moves its producer to (the coordinator's
-        rule 7). Without one the abort waits for the next abort check, as Kafka's abort check gives up on the
-        id allocator's error and finds the transaction timed out again."""
+        rule 7). Without one the abort waits for the next abort check (Kafka's abort check logs the allocator's
+        error as a failed rollback)."""
         fresh: ProducerId | None = None
         try:
             fresh = await self._next_producer_id()

@@ -147,8 +147,7 @@ def test_a_v2_timeout_abort_of_an_exhausted_epoch_waits_for_a_new_id_and_moves_t
 
 def test_a_timeout_abort_without_a_new_id_is_asked_for_again_at_the_next_check() -> None:
     """The id allocation failed (no producer-id block from the controller): nothing is written, the transaction
-    is Ongoing and open to requests again, and the next abort check asks again (Kafka's abort check gives up on
-    the allocator's error and finds the transaction timed out at its next run)."""
+    is Ongoing and open to requests again, and the next abort check asks again."""
     coordinator, clock, producer, _ = exhausted_and_timed_out()
     assert coordinator.producer_id_allocated(TXN, None, clock.now).records == []
     add = coordinator.add_partitions("w", TXN, producer.producer_id, 32766, [("out", 0)], clock.now)
