@@ -47,6 +47,12 @@ Rules of this module (the same as ``coordinator.py``'s):
    ``transaction.version`` says, whatever client opened the transaction (Kafka's
    ``txnManager.transactionVersionLevel()``): at 2 a V1 client's transaction is fenced the V2 way, below 2
    a V2 client's the V1 way.
+7. A V2 end at an exhausted epoch (32766 and up) moves the producer to a new producer id, the coordinator's own
+   ends too (KAFKA-20090: Kafka's endTransaction takes the next id for a fence since PR #21506, whose case is
+   the timeout abort). InitProducerId's handler allocates the id before the fence; the timeout abort, started by
+   the synchronous ``tick``, asks the runtime for one (``TxnOutcome.id_requests``) and writes its PrepareAbort
+   in ``producer_id_allocated``. Meanwhile the transaction counts as changing (Kafka's pending PrepareEpochFence,
+   set before its endTransaction takes the id): requests for it are answered CONCURRENT_TRANSACTIONS.
 """
 
 from __future__ import annotations
@@ -110,6 +116,9 @@ class TxnOutcome:
     pending: dict[str, TxnMetadata] = field(default_factory=dict)
     """Transactional id -> its metadata as this outcome changes it, which replaces the logged metadata once
     ``records`` are on the ISR (rule 4)."""
+    id_requests: list[str] = field(default_factory=list)
+    """Transactional ids whose timeout abort waits for a new producer id (rule 7): the runtime allocates one
+    and hands it to ``producer_id_allocated``."""
 
     def reply(self, waiter: Waiter, response: Any) -> None:
         self.replies.append((waiter, response))
@@ -134,6 +143,8 @@ class TransactionCoordinator:
         self.coordinator_epochs: dict[int, int] = {}  # partition -> leader epoch of __transaction_state
         self.pending: dict[str, TxnMetadata] = {}
         """Transactional id -> its metadata as changed, while the change's record waits for the ISR (rule 4)."""
+        self.allocating: set[str] = set()
+        """Transactional ids whose timeout abort waits for the runtime's new producer id (rule 7)."""
         self._next_abort_check_ms: int | None = None
         self._next_expiration_check_ms: int | None = None
 
@@ -260,7 +271,8 @@ class TransactionCoordinator:
     def _changing(self, meta: TxnMetadata) -> bool:
         """A change of ``meta`` waits for the ISR, or its markers are being written: Kafka's pending transition
         (rule 4)."""
-        return meta.transactional_id in self.pending or meta.state in PREPARE_STATES
+        return meta.transactional_id in self.pending or meta.state in PREPARE_STATES \
+            or meta.transactional_id in self.allocating
 
     def _transit(self, out: TxnOutcome, meta: TxnMetadata) -> TxnMetadata:
         """A copy of ``meta`` to change, pending until its record is on the ISR (rule 4)."""
@@ -380,8 +392,7 @@ class TransactionCoordinator:
         the V2 end, whose bump is the fence (one bump, KAFKA-19367; the Prepare a V2 one, its markers V2 ones).
         The bump is part of the pending Prepare: a fence whose record failed leaves the epoch as logged, and the
         next attempt bumps from there. A V2 fence of an exhausted epoch moves the producer to
-        ``fresh_producer_id`` as a V2 EndTxn does (KAFKA-20090); InitProducerId's fence has one at hand, the
-        timeout abort none (its abort ends at the last epoch, and the producer's InitProducerId rotates then)."""
+        ``fresh_producer_id`` as a V2 EndTxn does (KAFKA-20090, rule 7)."""
         v2 = self.transaction_version() >= TV_2
         self._prepare_end(out, meta, commit=False, now_ms=now_ms, bump=v2, fence=not v2,
                           fresh_producer_id=fresh_producer_id if v2 else None)
@@ -453,12 +464,30 @@ class TransactionCoordinator:
         """Abort transactions open longer than their timeout (fencing their producer), and resend
         the markers of transactions stuck in a Prepare state."""
         for meta in self.transactions.values():
-            if meta.transactional_id in self.pending:
-                continue  # decided once its record is on the ISR or put back (rule 4)
+            if meta.transactional_id in self.pending or meta.transactional_id in self.allocating:
+                continue  # decided once its record is on the ISR or put back (rule 4), or its id came (rule 7)
             if meta.state is TxnState.ONGOING and now_ms >= meta.start_ms + meta.timeout_ms:
-                self._fence_and_abort(out, meta, now_ms)
+                if self.transaction_version() >= TV_2 and meta.producer_epoch >= MAX_EPOCH - 1:
+                    self.allocating.add(meta.transactional_id)
+                    out.id_requests.append(meta.transactional_id)
+                else:
+                    self._fence_and_abort(out, meta, now_ms)
             elif meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
                 out.markers.append(self._marker_request(meta))
+
+    def producer_id_allocated(self, transactional_id: str, fresh_producer_id: ProducerId | None,
+                              now_ms: int) -> TxnOutcome:
+        """The runtime's answer to an id request of the timeout abort (rule 7): the abort's PrepareAbort, which
+        moves the producer to ``fresh_producer_id``. Nothing when no id came (the next abort check asks again) or
+        the partition was unloaded meanwhile (the next coordinator aborts the transaction)."""
+        out = TxnOutcome()
+        if transactional_id not in self.allocating:
+            return out
+        self.allocating.discard(transactional_id)
+        meta = self.transactions.get(transactional_id)
+        if fresh_producer_id is not None and meta is not None and meta.state is TxnState.ONGOING:
+            self._fence_and_abort(out, meta, now_ms, fresh_producer_id)
+        return out
 
     def expire_ids(self, out: TxnOutcome, now_ms: int) -> None:
         """Forget transactional ids unused for ``transactional.id.expiration.ms`` (tombstones)."""
@@ -494,6 +523,7 @@ class TransactionCoordinator:
         for transactional_id in [t for t in self.transactions if self.partition_of(t) == partition]:
             del self.transactions[transactional_id]
             self.pending.pop(transactional_id, None)
+            self.allocating.discard(transactional_id)
         self.coordinator_epochs.pop(partition, None)
         return []
 

@@ -11,7 +11,8 @@ Complete record is on the ISR the transactional id answers CONCURRENT_TRANSACTIO
 AddPartitionsToTxn and EndTxn.
 
 A change of a transaction stands only once its record is on the ISR: the runtime tells the coordinator
-(``persisted``), which otherwise drops the change.
+(``persisted``), which otherwise drops the change. A timeout abort at an exhausted epoch needs a new producer id
+first (KAFKA-20090): the runtime allocates it off the timer and hands it back (``producer_id_allocated``).
 
 Three rules keep a marker from ever reaching a log it does not belong in, and a transaction from being
 reported complete before the log says so:
@@ -51,6 +52,7 @@ from dataclasses import replace
 from typing import Any, Awaitable, Callable
 
 from pybroker.common.clock import Clock
+from pybroker.common.ids import ProducerId
 from pybroker.common.topic import TopicPartition
 from pybroker.coordinator.records import Record
 from pybroker.coordinator.runtime import (
@@ -69,6 +71,8 @@ log = logging.getLogger("pybroker.coordinator")
 
 WriteMarkers = Callable[[MarkerRequest], Awaitable[dict[TopicPartition, ErrorCode]]]
 """Write one marker to every partition of ``partitions``; the leader's answer per partition."""
+NextProducerId = Callable[[], Awaitable[ProducerId]]
+"""A new producer id (from this broker's block of the controller's ids)."""
 
 RETRY_BACKOFF_S = 0.1
 """retry.backoff.ms: the first wait before a failed marker is sent again."""
@@ -83,16 +87,19 @@ FENCED = frozenset({ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.TRANSACTION_COOR
 
 class TxnRuntime(CoordinatorRuntime):
     def __init__(self, coordinator: TransactionCoordinator, persist: Persist, write_markers: WriteMarkers,
-                 clock: Clock, replicated: Replicated | None = None) -> None:
+                 next_producer_id: NextProducerId, clock: Clock, replicated: Replicated | None = None) -> None:
         super().__init__(coordinator, persist, clock, replicated)  # type: ignore[arg-type]  # same timer protocol
         self.txn = coordinator
         self._write_markers = write_markers
+        self._next_producer_id = next_producer_id
         self._marking: set[MarkerRequest] = set()
         """Markers being written now, so the abort check's resend does not send them twice at once."""
         self._fenced: set[MarkerRequest] = set()
         """Markers a leader refused as fenced: not sent again while they stay current."""
 
     def apply(self, outcome: TxnOutcome) -> None:  # type: ignore[override]
+        for transactional_id in outcome.id_requests:
+            self._spawn(self._allocate(transactional_id))
         try:
             ends = self._persist_records(outcome.records)
         except Exception as exc:
@@ -106,6 +113,18 @@ class TxnRuntime(CoordinatorRuntime):
                 deliver(outcome.replies)
             return
         self._spawn(self._finish(ends, outcome))
+
+    async def _allocate(self, transactional_id: str) -> None:
+        """The new producer id a timeout abort at an exhausted epoch moves its producer to (the coordinator's
+        rule 7). Without one the abort waits for the next abort check (Kafka's abort check logs the allocator's
+        error as a failed rollback)."""
+        fresh: ProducerId | None = None
+        try:
+            fresh = await self._next_producer_id()
+        except Exception as exc:
+            log.warning("No new producer id for the timeout abort of transaction %s (%s): tried again at the "
+                        "next abort check", transactional_id, exc)
+        self.apply(self.txn.producer_id_allocated(transactional_id, fresh, self._clock.wall_ms()))
 
     def _settle(self, outcome: TxnOutcome) -> bool:
         """The outcome's records are on the ISR: its changes stand, unless the partition moved meanwhile,

@@ -82,8 +82,8 @@ class TxnService:
                 "segment.bytes": str(config["transaction.state.log.segment.bytes"]),
                 "min.insync.replicas": str(min(config["transaction.state.log.min.isr"], factor))},
             replication_timeout_ms=config["request.timeout.ms"], clock=clock.wall_ms)
-        self.runtime = TxnRuntime(self.coordinator, self.topic.append, self.write_markers, clock,
-                                  self.topic.replicated)
+        self.runtime = TxnRuntime(self.coordinator, self.topic.append, self.write_markers,
+                                  lambda: metadata().allocate_producer_id(), clock, self.topic.replicated)
         self._markers = MarkerChannel(config["request.timeout.ms"], inter_broker_tls, inter_broker_sasl)
         self._request_timeout_s = config["request.timeout.ms"] / 1000
         self._offsets_timeout_s = config["offsets.commit.timeout.ms"] / 1000

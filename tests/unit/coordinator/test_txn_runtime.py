@@ -11,6 +11,7 @@ from typing import Any, Callable
 import pytest
 
 from pybroker.common.clock import ManualClock
+from pybroker.controller.producer_ids import ProducerIdsUnavailableError
 from pybroker.coordinator.runtime import CoordinatorStorageError
 from pybroker.coordinator.txn_coordinator import MarkerRequest, TransactionCoordinator, TxnConfig
 from pybroker.coordinator.txn_records import TV_2, TxnState, decode_txn_record
@@ -41,10 +42,22 @@ class Harness:
         """Answers to the next marker writes: one code for every partition sent, or a code per partition."""
         self.markers_held: asyncio.Event | None = None
         """When set here, marker writes wait until the test sets the event."""
+        self.producer_ids: list[int | Exception] = []
+        """The answers of the next producer-id allocations: an id, or the error the allocation raises."""
+        self.producer_ids_held: asyncio.Event | None = None
+        """When set here, producer-id allocations wait until the test sets the event."""
         self.coordinator = TransactionCoordinator(TxnConfig(abort_check_interval_ms=1000),
                                                   transaction_version=lambda: transaction_version)
-        self.runtime = TxnRuntime(self.coordinator, self._persist, self._write_markers, self.clock,
-                                  self._replicated)
+        self.runtime = TxnRuntime(self.coordinator, self._persist, self._write_markers, self._next_producer_id,
+                                  self.clock, self._replicated)
+
+    async def _next_producer_id(self) -> int:
+        if self.producer_ids_held is not None:
+            await self.producer_ids_held.wait()
+        answer = self.producer_ids.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
 
     def _persist(self, partition: int, records: list[Any]) -> int:
         if self.refusing:
@@ -370,5 +383,38 @@ def test_requests_wait_while_an_epoch_bump_is_on_its_way_to_the_isr() -> None:
         bumped = await bump
         assert (bumped.error, bumped.producer_epoch) == (ErrorCode.NONE, epoch + 1)
         assert await harness.call(add) is ErrorCode.PRODUCER_FENCED
+
+    asyncio.run(scenario())
+
+
+def test_a_timeout_abort_at_an_exhausted_epoch_is_written_once_its_new_producer_id_came() -> None:
+    """KAFKA-20090 (the coordinator's rule 7): the abort check's tick cannot wait for the allocation, so the
+    runtime allocates the id and then writes the PrepareAbort with it; meanwhile the producer's requests are
+    CONCURRENT_TRANSACTIONS. A failed allocation writes nothing and the next abort check asks again."""
+    async def scenario() -> None:
+        harness = Harness()
+        pid, _ = await harness.open_transaction()
+        harness.coordinator.transactions[TXN].producer_epoch = 32766
+        harness.clock.advance(TIMEOUT_MS / 1000)
+        harness.producer_ids = [ProducerIdsUnavailableError("no block yet")]
+        appended = harness.end_offset
+        await harness.abort_check()
+        await harness.quiet()
+        assert (harness.end_offset, harness.state(), harness.markers) == (appended, TxnState.ONGOING, [])
+
+        harness.producer_ids, harness.producer_ids_held = [5000], asyncio.Event()
+        harness.clock.advance(1.5)
+        harness.runtime.apply(harness.coordinator.tick(harness.clock.wall_ms()))
+        await harness.quiet()
+        init = await harness.call(lambda w, t: harness.coordinator.init_producer_id(w, TXN, TIMEOUT_MS, -1, -1,
+                                                                                    7000, t))
+        assert init.error is ErrorCode.CONCURRENT_TRANSACTIONS
+        assert harness.end_offset == appended
+        harness.producer_ids_held.set()
+        await harness.completed()
+        [(marker, _)] = harness.markers
+        assert (marker.producer_id, marker.producer_epoch, marker.commit) == (pid, 32767, False)
+        meta = harness.coordinator.transactions[TXN]
+        assert (meta.producer_id, meta.producer_epoch, meta.state) == (5000, 0, TxnState.COMPLETE_ABORT)
 
     asyncio.run(scenario())

@@ -104,3 +104,69 @@ def test_a_v2_fence_of_an_exhausted_epoch_moves_the_producer_to_a_new_id() -> No
     assert only_reply(late) == InitResult(ErrorCode.NONE, 5000, 0)
     retried = init(coordinator, clock, fresh=None)  # the new producer's InitProducerId, retried
     assert (retried.error, retried.producer_id, retried.producer_epoch) == (ErrorCode.NONE, 5000, 1)
+
+
+def exhausted_and_timed_out(level: int = TV_2) -> tuple[TransactionCoordinator, ManualClock, InitResult, TxnOutcome]:
+    """A transaction at epoch 32766 (the last before an exhausted one) past its timeout, and the abort check."""
+    coordinator, clock, producer = opened(level, TV_2)
+    coordinator.transactions[TXN].producer_epoch = 32766
+    return coordinator, clock, producer, timed_out(coordinator, clock)
+
+
+def test_a_v2_timeout_abort_of_an_exhausted_epoch_waits_for_a_new_id_and_moves_the_producer_to_it() -> None:
+    """KAFKA-20090's case (PR #21506): a transaction timed out at epoch 32766 is fenced with the next producer id,
+    so its CompleteAbort moves the producer to it at epoch 0 and the producer's late EndTxn v5 abort is a retry
+    of that end. The abort check asks for the id first, writing nothing; until it comes the transaction is
+    changing (Kafka's pending PrepareEpochFence) and a later check does not ask again."""
+    coordinator, clock, producer, check = exhausted_and_timed_out()
+    pid = producer.producer_id
+    assert (check.id_requests, check.records, check.markers) == ([TXN], [], [])
+    assert coordinator.describe(TXN).state is TxnState.ONGOING
+    requests = [coordinator.init_producer_id("w", TXN, TIMEOUT_MS, -1, -1, 7000, clock.now),
+                coordinator.end_txn("w", TXN, pid, 32766, False, clock.now, bump_epoch=True, fresh_producer_id=7000),
+                coordinator.end_txn("w", TXN, pid, 32766, False, clock.now),
+                coordinator.add_partitions("w", TXN, pid, 32766, [("out", 1)], clock.now)]
+    for request in requests:
+        answer = only_reply(request)
+        assert getattr(answer, "error", answer) is ErrorCode.CONCURRENT_TRANSACTIONS
+        assert request.records == []
+    assert timed_out(coordinator, clock).id_requests == []
+
+    outcome = coordinator.producer_id_allocated(TXN, 5000, clock.now)
+    [(_, (key, value))] = outcome.records
+    prepare = decode_txn_record(key, value).metadata
+    assert (prepare.state, prepare.producer_id, prepare.producer_epoch, prepare.next_producer_id) == \
+        (TxnState.PREPARE_ABORT, pid, 32767, 5000)
+    [marker] = complete(coordinator, outcome, clock.now)
+    assert (marker.producer_id, marker.producer_epoch, marker.commit) == (pid, 32767, False)
+    meta = coordinator.describe(TXN)
+    assert (meta.producer_id, meta.producer_epoch, meta.state) == (5000, 0, TxnState.COMPLETE_ABORT)
+    late = coordinator.end_txn("w", TXN, pid, 32766, False, clock.now, bump_epoch=True)
+    assert only_reply(late) == InitResult(ErrorCode.NONE, 5000, 0)
+
+
+def test_a_timeout_abort_without_a_new_id_is_asked_for_again_at_the_next_check() -> None:
+    """The id allocation failed (no producer-id block from the controller): nothing is written, the transaction
+    is Ongoing and open to requests again, and the next abort check asks again."""
+    coordinator, clock, producer, _ = exhausted_and_timed_out()
+    assert coordinator.producer_id_allocated(TXN, None, clock.now).records == []
+    add = coordinator.add_partitions("w", TXN, producer.producer_id, 32766, [("out", 0)], clock.now)
+    assert only_reply(add) is ErrorCode.NONE
+    assert timed_out(coordinator, clock).id_requests == [TXN]
+
+
+def test_an_id_that_comes_after_the_partition_moved_writes_nothing() -> None:
+    coordinator, clock, _, _ = exhausted_and_timed_out()
+    coordinator.unload(coordinator.partition_of(TXN))
+    assert coordinator.allocating == set()
+    assert coordinator.producer_id_allocated(TXN, 5000, clock.now) == TxnOutcome()
+
+
+def test_a_timeout_abort_of_an_exhausted_epoch_below_transaction_version_2_needs_no_new_id() -> None:
+    """Kafka's endTransactionWithTV1 takes no next producer id: the V1 fence ends at epoch 32767 at once, and the
+    producer's next InitProducerId moves it to a new id."""
+    coordinator, clock, producer, check = exhausted_and_timed_out(TV_1)
+    assert check.id_requests == []
+    [marker] = complete(coordinator, check, clock.now)
+    assert (marker.producer_id, marker.producer_epoch) == (producer.producer_id, 32767)
+    assert coordinator.needs_producer_id(TXN)
