@@ -332,9 +332,9 @@ class Broker:
         if failures:
             raise failures[0][1]
 
-    async def auto_create_topic(self, name: str) -> TopicInfo:
+    async def auto_create_topic(self, name: str) -> None:
         assert self.metadata is not None
-        return await topic_creation.create_topic(self, name, self.config["num.partitions"],
+        await topic_creation.create_topic(self, name, self.config["num.partitions"],
                                                  self.config["default.replication.factor"], {})
 
     # Background work

@@ -16,9 +16,11 @@ from pybroker.controller.metadata import ClusterMetadata, has_leaders
 from pybroker.coordinator.records import Record
 from pybroker.records import RecordInput, build_batch
 from pybroker.replication.manager import ReplicaManager
-from pybroker.server.topic_creation import LEADERS_WAIT_S
 
 log = logging.getLogger("pybroker.coordinator")
+
+LEADERS_WAIT_S = 10.0
+"""How long a request other than FindCoordinator that creates the topic waits for its leaders."""
 
 MetadataSource = Callable[[], ClusterMetadata]
 """The broker's metadata, once it has started (services are built before it is)."""
@@ -40,8 +42,10 @@ class InternalTopic:
         self._clock = clock
         self._creating: asyncio.Lock | None = None
 
-    async def ensure(self) -> None:
-        """Create the topic if it does not exist yet (one creation however many requests ask)."""
+    async def ensure(self, *, leaders_wait_s: float = LEADERS_WAIT_S) -> None:
+        """Create the topic if it does not exist yet (one creation however many requests ask); the request that
+        creates it waits at most ``leaders_wait_s`` for its leaders. FindCoordinator waits for none, as Kafka's
+        KafkaApis answers COORDINATOR_NOT_AVAILABLE at once after starting the creation, and clients ask again."""
         metadata = self._metadata()
         if metadata.topic(self.name) is not None:
             return
@@ -58,7 +62,7 @@ class InternalTopic:
                 return
             await self._replicas.topic_changes.settled(self.name)  # single node: its logs are made off the loop
             await metadata.wait_until(lambda: has_leaders(metadata.topic(self.name), self._partitions),
-                                      LEADERS_WAIT_S)  # in a cluster the controller elects them after the write
+                                      leaders_wait_s)  # in a cluster the controller elects them after the write
             log.info("Created internal topic %s with %d partitions", self.name, self._partitions)
 
     def leader(self, partition: int) -> int | None:

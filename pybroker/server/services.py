@@ -19,7 +19,7 @@ from pybroker.common.config import BrokerConfig
 from pybroker.common.io_executor import IoExecutor
 from pybroker.common.open_files import DescriptorBudget
 from pybroker.controller.acl_store import AclStore
-from pybroker.controller.metadata import ClusterMetadata, TopicInfo
+from pybroker.controller.metadata import ClusterMetadata
 from pybroker.controller.scram_store import ScramCredentialStore
 from pybroker.log.manager import LogManager
 from pybroker.protocol.messages import FetchRequest, FetchResponse
@@ -79,8 +79,9 @@ class Services:
     topic_configs: TopicConfigs
     validate_topic_configs: Callable[[Mapping[str, str]], None]
     """Raises InvalidTopicConfigError for overrides no topic may have."""
-    auto_create_topic: Callable[[str], Awaitable[TopicInfo]]
-    """Creates a topic with the broker's defaults (auto.create.topics.enable)."""
+    auto_create_topic: Callable[[str], Awaitable[None]]
+    """Creates a topic with the broker's defaults (auto.create.topics.enable); in a cluster, returns once it is
+    written, before its leaders are elected."""
     groups: GroupService
     txns: TxnService
     fetch_sessions: FetchSessionCache

@@ -6,9 +6,10 @@ ones placed on this broker against the budget, and only then create them, with t
 was admitted. A refusal therefore leaves nothing behind: no metadata, no partition directory, no log.
 On a single node the new partitions' logs are made off the event loop (`replication/topic_changes.py`):
 the answer waits for them, so it still comes after every new partition's files are durable.
-In a cluster the controller elects the new partitions' leaders after the write: CreateTopics and
-CreatePartitions wait for them up to their timeout_ms (`handlers/topics.py`); a topic created because a
-client asked for it (auto-creation), or a coordinator's internal topic, waits for them up to `LEADERS_WAIT_S`.
+In a cluster the controller elects the new partitions' leaders after the write, and nothing here waits for them:
+CreateTopics and CreatePartitions wait up to their timeout_ms (`handlers/topics.py`); a topic a Metadata request
+auto-creates is answered LEADER_NOT_AVAILABLE at once, as Kafka's AutoTopicCreationManager answers it (creating with
+timeout 0), and clients ask again.
 In a cluster the budget checked is that of the broker handling the request; another broker that would run
 out of descriptors answers the LeaderAndIsr of the replicas it cannot open with KAFKA_STORAGE_ERROR, so the
 controller treats them as offline replicas (and elects other leaders), and its log dir stays online.
@@ -22,9 +23,7 @@ from pybroker.common.open_files import DescriptorBudget
 from pybroker.controller.metadata import ClusterMetadata, TopicInfo, has_leaders
 from pybroker.replication.manager import ReplicaManager
 
-__all__ = ["create_topic", "create_partitions", "LEADERS_WAIT_S"]
-
-LEADERS_WAIT_S = 10.0
+__all__ = ["create_topic", "create_partitions"]
 
 
 class TopicHost(Protocol):
@@ -50,9 +49,9 @@ def _hosted_here(broker: TopicHost, info: TopicInfo, partitions: Sequence[int]) 
 
 async def create_topic(broker: TopicHost, name: str, partitions: int, factor: int, configs: Mapping[str, str],
                        assignments: Mapping[int, Sequence[int]] | None = None, *,
-                       validate_only: bool = False, leaders_wait_s: float = LEADERS_WAIT_S) -> TopicInfo:
-    """``metadata.create_topic``, refused with OpenFilesLimitError when its partitions would not fit here;
-    then waits, at most ``leaders_wait_s``, for its leaders."""
+                       validate_only: bool = False) -> TopicInfo:
+    """``metadata.create_topic``, refused with OpenFilesLimitError when its partitions would not fit here; the
+    topic as this broker sees it once written and led (in a cluster, as created until then)."""
     assert broker.metadata is not None
     planned = await broker.metadata.create_topic(name, partitions, factor, configs, assignments, validate_only=True)
     broker.open_files.admit(_hosted_here(broker, planned, list(planned.partitions)), f"topic '{name}'",
@@ -62,13 +61,13 @@ async def create_topic(broker: TopicHost, name: str, partitions: int, factor: in
     plan = {p: partition.replicas for p, partition in planned.partitions.items()}
     created = await broker.metadata.create_topic(name, len(plan), factor, configs, plan)
     await broker.replica_manager.topic_changes.settled(name)
-    return await _with_leaders(broker.metadata, created, leaders_wait_s)
+    return _as_seen(broker.metadata, created)
 
 
 async def create_partitions(broker: TopicHost, name: str, total: int, assignments: Sequence[Sequence[int]] | None, *,
-                            validate_only: bool = False, leaders_wait_s: float = LEADERS_WAIT_S) -> TopicInfo:
+                            validate_only: bool = False) -> TopicInfo:
     """``metadata.create_partitions``, refused with OpenFilesLimitError when the new partitions would not fit;
-    then waits, at most ``leaders_wait_s``, for their leaders."""
+    the topic as this broker sees it once written and led (in a cluster, as grown until then)."""
     assert broker.metadata is not None
     current = broker.metadata.topic(name)
     planned = await broker.metadata.create_partitions(name, total, assignments, validate_only=True)
@@ -79,14 +78,11 @@ async def create_partitions(broker: TopicHost, name: str, total: int, assignment
         return planned
     created = await broker.metadata.create_partitions(name, total, [planned.partitions[p].replicas for p in added])
     await broker.replica_manager.topic_changes.settled(name)
-    return await _with_leaders(broker.metadata, created, leaders_wait_s)
+    return _as_seen(broker.metadata, created)
 
 
-async def _with_leaders(metadata: ClusterMetadata, created: TopicInfo, wait_s: float) -> TopicInfo:
-    """The topic as this broker sees it once its partitions have leaders, or as created if they have none
-    after ``wait_s``."""
-    def elected() -> bool:
-        return has_leaders(metadata.topic(created.name), len(created.partitions))
-    if await metadata.wait_until(elected, wait_s):
-        return metadata.topic(created.name) or created
-    return created
+def _as_seen(metadata: ClusterMetadata, created: TopicInfo) -> TopicInfo:
+    """The topic as this broker sees it if every partition written has a leader there (always on a single node),
+    else as written."""
+    seen = metadata.topic(created.name)
+    return seen if seen is not None and has_leaders(seen, len(created.partitions)) else created

@@ -1,7 +1,8 @@
 """Metadata (3): brokers, controller, cluster id and topic/partition leadership.
 
 An unknown topic named in the request is created when both the request (v4+) and
-`auto.create.topics.enable` allow it. An all-topics answer lists the internal topics too, marked
+`auto.create.topics.enable` allow it; in a cluster it is answered LEADER_NOT_AVAILABLE once written, before its
+leaders are elected, as Kafka's AutoTopicCreationManager answers it (clients ask again). An all-topics answer lists the internal topics too, marked
 `is_internal` (clients leave them out by `exclude.internal.topics`), as Kafka's does. Topics are
 asked for by id from v12; v10 and v11 carry the field but, as in Kafka, a request using it (or a
 null name) is refused with INVALID_REQUEST for every topic.
@@ -128,16 +129,18 @@ async def _lookup(ctx: RequestContext, requested: MetadataRequest.MetadataReques
         return Topic(error_code=ErrorCode.INVALID_TOPIC_EXCEPTION, name=requested.name)
     if allow_create and ctx.services.config["auto.create.topics.enable"] and requested.name not in INTERNAL_TOPICS:
         try:
-            return _describe(await ctx.services.auto_create_topic(requested.name), live)
+            await ctx.services.auto_create_topic(requested.name)
         except Exception as exc:  # a racing creation or a policy error: report it for this topic only
-            info = metadata.topic(requested.name)
-            if info is not None:
-                return _describe(info, live)
             code = error_code_for(exc)
-            # There but not served (a deletion still pending): Kafka's AutoTopicCreationManager answers
-            # LEADER_NOT_AVAILABLE, which clients retry, for a creation that finds the topic there.
-            return Topic(error_code=ErrorCode.LEADER_NOT_AVAILABLE if code == ErrorCode.TOPIC_ALREADY_EXISTS else code,
-                         name=requested.name)
+            if code != ErrorCode.TOPIC_ALREADY_EXISTS and metadata.topic(requested.name) is None:
+                return Topic(error_code=code, name=requested.name)
+        info = metadata.topic(requested.name)
+        if info is not None:  # a single node's creation is done once written: the topic is answered with its leaders
+            return _describe(info, live)
+        # Written to ZooKeeper, or found there (another creation, a deletion still pending): as Kafka's
+        # AutoTopicCreationManager, which creates with timeout 0 and waits for no leader, LEADER_NOT_AVAILABLE at
+        # once, which clients retry; the rest of the request is not held up by the election.
+        return Topic(error_code=ErrorCode.LEADER_NOT_AVAILABLE, name=requested.name)
     return Topic(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name=requested.name)
 
 

@@ -131,7 +131,7 @@ async def _create_one(ctx: RequestContext, topic: CreateTopicsRequest.CreatableT
                                     error_message=THROTTLED)
     try:
         info = await topic_creation.create_topic(services, topic.name, partitions, factor, configs, assignments,
-                                                 validate_only=validate_only, leaders_wait_s=0)
+                                                 validate_only=validate_only)
     except Exception as exc:
         code, message = _failure(exc)
         return CreatableTopicResult(name=topic.name, error_code=code, error_message=message)
@@ -218,7 +218,7 @@ async def create_partitions(ctx: RequestContext, request: CreatePartitionsReques
                 continue
             try:
                 await topic_creation.create_partitions(ctx.services, topic.name, topic.count, assignments,
-                                                       validate_only=request.validate_only, leaders_wait_s=0)
+                                                       validate_only=request.validate_only)
             except Exception as exc:
                 result.error_code, result.error_message = _failure(exc)
         results.append(result)
