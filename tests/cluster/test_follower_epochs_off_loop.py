@@ -31,7 +31,10 @@ from tests.integration.loop_answers import api_versions_until_answered
 from tests.integration.test_bad_input import WireClient
 
 PARTITIONS = 250
-ANSWERED_WHILE_WRITING = 10
+ANSWERED_WHILE_WRITING = 4
+"""ApiVersions answered between the follower's first checkpoint file and its last: 57-194 on a quiet machine, 7 in a
+CI run (longest round trip 21 ms: the loop never held, the writes were just over sooner); with the writes on the loop
+(before the change), 0."""
 TOPIC = "followed"
 VERSION = 9
 DEBUGGING_REPLICA = -2
