@@ -5,6 +5,7 @@ acknowledged). A partition whose end cannot be learnt is left out and named in t
 
 from __future__ import annotations
 
+import contextlib
 import time
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
@@ -65,10 +66,8 @@ def _settled_ends(consumer: Consumer, bootstrap: str, ends: dict[tuple[str, int]
                 return ends
             time.sleep(0.5)  # polling the LSO until the markers land, not a synchronisation by time
             for tp in behind:
-                try:
+                with contextlib.suppress(KafkaException, TimeoutError):  # kept as it was, asked again next pass
                     ends[tp] = _end_offset(consumer, TopicPartition(*tp), time.monotonic() + 5)
-                except (KafkaException, TimeoutError):
-                    pass
     finally:
         uncommitted.close()
 

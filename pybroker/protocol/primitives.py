@@ -62,6 +62,7 @@ def share_uuid(value: uuid.UUID) -> None:
         _UUIDS.clear()
     _UUIDS[value.bytes] = value
 
+
 _I8 = struct.Struct(">b")
 _I16 = struct.Struct(">h")
 _U16 = struct.Struct(">H")

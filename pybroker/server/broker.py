@@ -27,13 +27,13 @@ from pybroker.controller.group_config_store import FileGroupConfigStore
 from pybroker.controller.quota_store import FileQuotaStore
 from pybroker.controller.scram_store import FileScramStore, ScramCredentialStore
 from pybroker.log.config import LogConfig
-from pybroker.protocol.primitives import share_uuid
 from pybroker.log.manager import (
     HIGH_WATERMARK_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
     LogManager,
 )
+from pybroker.protocol.primitives import share_uuid
 from pybroker.replication.log_dir_mover import LogDirMover
 from pybroker.replication.manager import ReplicaManager
 from pybroker.server.authorization import build_authorizer
