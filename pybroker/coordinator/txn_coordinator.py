@@ -52,7 +52,14 @@ Rules of this module (the same as ``coordinator.py``'s):
    the timeout abort). InitProducerId's handler allocates the id before the fence; the timeout abort, started by
    the synchronous ``tick``, asks the runtime for one (``TxnOutcome.id_requests``) and writes its PrepareAbort
    in ``producer_id_allocated``. Meanwhile the transaction counts as changing (Kafka's pending PrepareEpochFence,
-   set before its endTransaction takes the id): requests for it are answered CONCURRENT_TRANSACTIONS.
+   set before its endTransaction takes the id): requests for it are answered CONCURRENT_TRANSACTIONS. A V2 end
+   that finds the epoch exhausted without an id (the handler looked before the transaction got there) writes
+   nothing and is answered CONCURRENT_TRANSACTIONS: the retry brings an id.
+8. No epoch goes past 32767 (Short.MaxValue). A transaction open at 32767 (a V1 fence at 32766 then an upgrade
+   to transaction.version 2 and a V2 retry of that end, which Kafka answers with 32767) can only be aborted: an
+   abort there (fence, timeout, EndTxn) keeps the epoch, as Kafka's prepareFenceProducerEpoch and
+   prepareAbortOrCommit do since KAFKA-20090 (PR #21469), and under V2 moves the producer to a new id (PR
+   #21506); a V2 commit there, which Kafka would fail on the overflow, is INVALID_TXN_STATE.
 """
 
 from __future__ import annotations
@@ -201,7 +208,8 @@ class TransactionCoordinator:
                 return out
         if meta.state is TxnState.ONGOING:
             # A new instance of this producer: fence the old one and abort its transaction with
-            # the bumped epoch; the client retries and then gets the next epoch.
+            # the bumped epoch; the client retries and then gets the next epoch. A V2 fence that needs an id
+            # it was not given writes nothing: the retry comes with one (rule 7).
             self._fence_and_abort(out, meta, now_ms, fresh_producer_id)
             out.reply(waiter, InitResult(ErrorCode.CONCURRENT_TRANSACTIONS))
             return out
@@ -360,6 +368,8 @@ class TransactionCoordinator:
             answer = InitResult(ErrorCode.INVALID_PRODUCER_ID_MAPPING)
         elif producer_epoch != meta.producer_epoch and not retried:
             answer = InitResult(ErrorCode.PRODUCER_FENCED)
+        elif meta.state is TxnState.ONGOING and meta.bumps_epoch_at_end and commit and meta.producer_epoch >= MAX_EPOCH:
+            answer = InitResult(ErrorCode.INVALID_TXN_STATE)  # no epoch to bump to; an abort recovers (rule 8)
         elif meta.state is TxnState.ONGOING and meta.bumps_epoch_at_end:
             answer = self._next_producer(self._prepare_end(out, meta, commit=commit, now_ms=now_ms, bump=True,
                                                            fresh_producer_id=fresh_producer_id))
@@ -377,8 +387,11 @@ class TransactionCoordinator:
         return out
 
     @staticmethod
-    def _next_producer(new: TxnMetadata) -> InitResult:
-        """A V2 EndTxn's answer: the bumped epoch, or the next producer id at epoch 0 once the epochs ran out."""
+    def _next_producer(new: TxnMetadata | None) -> InitResult:
+        """A V2 EndTxn's answer: the bumped epoch, or the next producer id at epoch 0 once the epochs ran out;
+        CONCURRENT_TRANSACTIONS when the end waits for a new producer id (``_prepare_end``: the retry brings one)."""
+        if new is None:
+            return InitResult(ErrorCode.CONCURRENT_TRANSACTIONS)
         if new.next_producer_id < 0:
             return InitResult(ErrorCode.NONE, new.producer_id, new.producer_epoch)
         return InitResult(ErrorCode.NONE, new.next_producer_id, 0)
@@ -399,16 +412,23 @@ class TransactionCoordinator:
 
     def _prepare_end(self, out: TxnOutcome, meta: TxnMetadata, *, commit: bool, now_ms: int, bump: bool = False,
                      fence: bool = False, fresh_producer_id: int | None = None,
-                     started_ms: int | None = None) -> TxnMetadata:
+                     started_ms: int | None = None) -> TxnMetadata | None:
         """The PrepareCommit/PrepareAbort of ``meta``'s transaction, pending until its record is on the ISR;
         its markers are written only then (rule 4). ``bump``: a V2 end (the epoch bumped, the next producer id
-        taken if it is the last epoch); ``fence``: a V1 abort by the coordinator."""
+        taken if it is the last epoch); ``fence``: a V1 abort by the coordinator. None, and nothing written, for a
+        V2 end at an exhausted epoch without ``fresh_producer_id`` (rule 7): it would leave the producer at the
+        last epoch with no id to move to. An abort at the last epoch itself keeps it (rule 8)."""
+        next_producer_id = NO_PRODUCER_ID
+        if bump and meta.producer_epoch >= MAX_EPOCH - 1:
+            if fresh_producer_id is None:
+                return None
+            next_producer_id = fresh_producer_id  # the bump takes the last epoch, the producer goes on with this
         new = self._transit(out, meta)
-        if bump and meta.producer_epoch >= MAX_EPOCH - 1 and fresh_producer_id is not None:
-            new.next_producer_id = fresh_producer_id  # the bump takes the last epoch, the producer goes on with this
+        new.next_producer_id = next_producer_id
         if bump or fence:
             new.last_producer_epoch = NO_PRODUCER_EPOCH if fence else new.producer_epoch
-            new.producer_epoch += 1
+            if new.producer_epoch < MAX_EPOCH:
+                new.producer_epoch += 1
         if bump:
             new.client_version = TV_2
         elif fence:
@@ -422,9 +442,14 @@ class TransactionCoordinator:
         return new
 
     def _marker_request(self, meta: TxnMetadata) -> MarkerRequest:
+        """A V2 transaction's markers at the last epoch are sent with the V1 check (not older than the producer's
+        epoch), as Kafka's leaders take a marker at Short.MaxValue (KAFKA-20090, PR #21469): an abort there keeps
+        the epoch (rule 8), and a V2 marker must be above the producer's. After this end the producer moves to
+        its next id, so no later transaction at that epoch can be closed by it."""
+        version = TV_1 if meta.producer_epoch >= MAX_EPOCH else meta.client_version
         return MarkerRequest(meta.transactional_id, meta.producer_id, meta.producer_epoch,
                              self.coordinator_epochs.get(self.partition_of(meta.transactional_id), 0),
-                             meta.state is TxnState.PREPARE_COMMIT, tuple(sorted(meta.partitions)), meta.client_version)
+                             meta.state is TxnState.PREPARE_COMMIT, tuple(sorted(meta.partitions)), version)
 
     def markers_written(self, marker: MarkerRequest, now_ms: int) -> TxnOutcome:
         """Every marker of ``marker`` is written: complete the transaction once the outcome's CompleteCommit
