@@ -20,7 +20,8 @@ from pybroker.replication.manager import ReplicaManager
 log = logging.getLogger("pybroker.coordinator")
 
 LEADERS_WAIT_S = 10.0
-"""How long a request other than FindCoordinator that creates the topic waits for its leaders."""
+"""How long a caller that creates the topic waits for its leaders by default: now only the share-group state's
+(``share_persister``, ``share_state_service``). No request handler waits (``ensure``)."""
 
 MetadataSource = Callable[[], ClusterMetadata]
 """The broker's metadata, once it has started (services are built before it is)."""
@@ -43,9 +44,14 @@ class InternalTopic:
         self._creating: asyncio.Lock | None = None
 
     async def ensure(self, *, leaders_wait_s: float = LEADERS_WAIT_S) -> None:
-        """Create the topic if it does not exist yet (one creation however many requests ask); the request that
-        creates it waits at most ``leaders_wait_s`` for its leaders. FindCoordinator waits for none, as Kafka's
-        KafkaApis answers COORDINATOR_NOT_AVAILABLE at once after starting the creation, and clients ask again."""
+        """Create the topic if it does not exist yet (one creation however many requests ask); the caller that
+        creates it waits at most ``leaders_wait_s`` for its leaders. Request handlers wait for none (0): in Kafka only
+        FindCoordinator creates the topic, and answers COORDINATOR_NOT_AVAILABLE at once after starting the creation;
+        a coordinator request (JoinGroup, OffsetCommit, OffsetFetch, InitProducerId, the transaction and share-group
+        APIs) whose partition is not led and loaded here yet is answered NOT_COORDINATOR (COORDINATOR_LOAD_IN_PROGRESS
+        while loading), as Kafka's group and transaction coordinators answer it, and clients find the coordinator
+        again and retry. Here those requests also start the creation, so a client that skipped FindCoordinator gets
+        through as well; waiting for the election held the request, and the connection's later ones, up to 10 s."""
         metadata = self._metadata()
         if metadata.topic(self.name) is not None:
             return

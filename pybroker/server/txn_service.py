@@ -2,7 +2,8 @@
 and the transaction markers.
 
 The internal topic is created on first use (FindCoordinator for a transactional id, or any
-transactional request), compacted, with ``transaction.state.log.num.partitions`` partitions.
+transactional request, which then answers NOT_COORDINATOR at once: ``internal_topic.InternalTopic.ensure``),
+compacted, with ``transaction.state.log.num.partitions`` partitions.
 Whenever this broker becomes the leader of one of its partitions (at start-up, on creation, or
 after a failover) the partition is replayed into the coordinator, with the new leader epoch as the
 coordinator epoch; transactions found open are then aborted when they time out, and those found
@@ -119,8 +120,8 @@ class TxnService:
         return sum(1 for t in self.coordinator.transactions if self.coordinator.partition_of(t) == partition)
 
     async def call(self, operation: Callable[[Any, int], TxnOutcome]) -> Any:
-        """Run one coordinator operation, creating the internal topic first if needed."""
-        await self.topic.ensure()
+        """Run one coordinator operation. The callers found this broker leading the id's partition, so the internal
+        topic exists: nothing here creates it or waits for its leaders."""
         return await self.runtime.call(operation)  # type: ignore[arg-type]
 
     def coordinator_node(self, transactional_id: str) -> int | None:

@@ -63,7 +63,7 @@ async def coordinate(ctx: RequestContext, group_ids: Iterable[str], operation: C
     storage or topic-creation failures become COORDINATOR_NOT_AVAILABLE."""
     service = ctx.services.groups
     try:
-        await service.topic.ensure()
+        await service.topic.ensure(leaders_wait_s=0)  # not led yet: NOT_COORDINATOR below, as Kafka's
         for group_id in group_ids:
             if not service.owns(group_id):
                 return on_error(service.not_owned_error(group_id))

@@ -8,6 +8,8 @@ instances of the producer and aborting their open transaction.
 
 from __future__ import annotations
 
+import contextlib
+
 from pybroker.common.ids import ProducerEpoch, ProducerId
 from pybroker.controller.embedded import EmbeddedMetadata
 from pybroker.coordinator.txn_coordinator import InitResult
@@ -42,10 +44,18 @@ async def handle(ctx: RequestContext, request: InitProducerIdRequest) -> InitPro
                                          authorize_by_resource_type(ctx, AclOperation.WRITE, ResourceType.TOPIC)):
         return InitProducerIdResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, producer_id=-1,
                                       producer_epoch=-1)
-    coordinator = ctx.services.txns.coordinator
+    txns = ctx.services.txns
+    coordinator = txns.coordinator
+    if transactional_id is not None:
+        with contextlib.suppress(Exception):  # txn_call tries again and answers the failure
+            await txns.topic.ensure(leaders_wait_s=0)
+    # Only for an id this broker coordinates, as Kafka's handleInitProducerId looks the id up first (NOT_COORDINATOR
+    # otherwise, from txn_call): allocating first held the request of a broker that does not coordinate the id
+    # (its internal topic just created, no leader elected) for the controller's producer-id block.
+    wanted = transactional_id is None or (
+        txns.owns(transactional_id) and coordinator.needs_producer_id(transactional_id))
     try:  # COORDINATOR_LOAD_IN_PROGRESS while no producer-id block came from the controller: clients retry
-        fresh = await ctx.services.metadata.allocate_producer_id() \
-            if transactional_id is None or coordinator.needs_producer_id(transactional_id) else None
+        fresh = await ctx.services.metadata.allocate_producer_id() if wanted else None
     except Exception as exc:  # noqa: BLE001 - mapped in one place; unexpected ones are logged there
         return InitProducerIdResponse(error_code=error_code_for(exc), producer_id=-1, producer_epoch=-1)
     if transactional_id is None:
