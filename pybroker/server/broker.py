@@ -19,7 +19,7 @@ from pybroker.common.io_executor import IoExecutor
 from pybroker.common.open_files import DescriptorBudget, raise_open_files_limit
 from pybroker.common.listeners import Endpoint
 from pybroker.controller.embedded import EmbeddedMetadata
-from pybroker.controller.errors import InvalidTopicConfigError
+from pybroker.controller.errors import InvalidTopicConfigError, UnknownTopicError
 from pybroker.controller.metadata import BrokerInfo, ClusterMetadata, PartitionInfo, TopicInfo
 from pybroker.controller.acl_store import AclStore, FileAclStore, ZkAclStore
 from pybroker.controller.client_metrics_store import FileClientMetricsStore
@@ -78,6 +78,8 @@ class Broker:
         self.inter_broker_sasl = self.sasl.inter_broker  # how our own inter-broker clients log in
         self.endpoints: tuple[Endpoint, ...] = ()  # advertised, once the listeners are bound
         self.topic_configs = TopicConfigs(config)
+        self._auto_creating: set[str] = set()
+        """Topics whose auto-creation this broker started and has not finished (Kafka's inflightTopics)."""
         # Before any log is opened: a broker with many partitions needs the hard limit, not the soft one.
         self.open_files = DescriptorBudget(raise_open_files_limit(), config["open.files.headroom"])
         self.log_manager = LogManager(config.log_dirs, self.topic_configs.log_config({}),
@@ -333,9 +335,18 @@ class Broker:
             raise failures[0][1]
 
     async def auto_create_topic(self, name: str) -> None:
+        """Raises UnknownTopicError while an auto-creation of ``name`` this broker started is in flight: Kafka's
+        AutoTopicCreationManager answers a Metadata request for such a topic UNKNOWN_TOPIC_OR_PARTITION (its
+        inflightTopics), not LEADER_NOT_AVAILABLE as it answers the request that created it."""
         assert self.metadata is not None
-        await topic_creation.create_topic(self, name, self.config["num.partitions"],
-                                                 self.config["default.replication.factor"], {})
+        if name in self._auto_creating:
+            raise UnknownTopicError(f"Topic '{name}' is being created")
+        self._auto_creating.add(name)
+        try:
+            await topic_creation.create_topic(self, name, self.config["num.partitions"],
+                                              self.config["default.replication.factor"], {})
+        finally:
+            self._auto_creating.discard(name)
 
     # Background work
 
