@@ -34,15 +34,15 @@ from dataclasses import dataclass
 
 from pybroker.log.config import LogConfig
 from pybroker.log.errors import CorruptLogError
-from pybroker.log.segment import (
+from pybroker.log.file_names import (
     DELETED_SUFFIX,
     INDEX_SUFFIX,
     LOG_SUFFIX,
     TIME_INDEX_SUFFIX,
-    LogSegment,
     filename_prefix,
     offset_from_filename,
 )
+from pybroker.log.segment import LogSegment
 from pybroker.log.txn_index import TXN_INDEX_SUFFIX
 from pybroker.records.constants import BATCH_HEADER, LOG_OVERHEAD, RECORD_BATCH_OVERHEAD
 

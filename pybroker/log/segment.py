@@ -1,7 +1,7 @@
 """One log segment: a ``.log`` data file plus its ``.index``, ``.timeindex`` and ``.txnindex``.
 
 Files. All three are named by the segment's base offset zero-padded to 20 digits in the
-partition directory (``00000000000000368769.log``), Kafka's ``LogFileUtils`` naming. The
+partition directory (``00000000000000368769.log``, see ``file_names.py``). The
 ``.log`` holds v2 record batches back to back exactly as on the wire, with absolute offsets;
 the indexes are described in :mod:`pybroker.log.index` and :mod:`pybroker.log.txn_index` (the
 latter exists only once a transaction was aborted). A segment about to be removed gets the
@@ -22,6 +22,7 @@ import os
 from typing import TYPE_CHECKING, Callable, Iterator
 
 from pybroker.log.errors import ColdReadError, CorruptLogError, InvalidReadSizeError, LogError, LogStorageError
+from pybroker.log.file_names import DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, filename_prefix
 from pybroker.log.file_slice import WARM_CHUNK, FileSlice, LogFile, PageCacheMiss
 from pybroker.log.index import OffsetIndex, TimeIndex
 from pybroker.log.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
@@ -39,31 +40,13 @@ from pybroker.records.errors import RecordsError
 if TYPE_CHECKING:
     from pybroker.log.config import LogConfig
 
-__all__ = ["LogSegment", "filename_prefix", "offset_from_filename", "LOG_SUFFIX", "INDEX_SUFFIX",
-           "TIME_INDEX_SUFFIX", "DELETED_SUFFIX"]
+__all__ = ["LogSegment"]
 
 logger = logging.getLogger("pybroker.log")
 
-LOG_SUFFIX = ".log"
-INDEX_SUFFIX = ".index"
-TIME_INDEX_SUFFIX = ".timeindex"
-DELETED_SUFFIX = ".deleted"
 INT32_MAX = 2**31 - 1
 _SCAN_CHUNK = 8192  # header walks read this much per pread: many small batches per syscall
 _RECOVER_CHUNK = 1 << 20
-
-
-def filename_prefix(offset: int) -> str:
-    """``offset`` zero-padded to 20 digits (Kafka ``LogFileUtils.filenamePrefixFromOffset``)."""
-    return f"{offset:020d}"
-
-
-def offset_from_filename(name: str) -> int:
-    """Base offset encoded in a segment file name; ValueError when it is not one."""
-    prefix = name.split(".", 1)[0]
-    if len(prefix) != 20 or not prefix.isdigit():
-        raise ValueError(f"{name!r} is not a segment file name")
-    return int(prefix)
 
 
 class LogSegment:
