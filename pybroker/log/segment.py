@@ -22,10 +22,17 @@ import os
 from typing import TYPE_CHECKING, Callable, Iterator
 
 from pybroker.log.errors import ColdReadError, CorruptLogError, InvalidReadSizeError, LogError, LogStorageError
-from pybroker.log.file_names import DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, filename_prefix
+from pybroker.log.file_names import (
+    DELETED_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
+    filename_prefix,
+)
 from pybroker.log.file_slice import WARM_CHUNK, FileSlice, LogFile, PageCacheMiss
 from pybroker.log.index import OffsetIndex, TimeIndex
-from pybroker.log.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
+from pybroker.log.txn_index import TransactionIndex
 from pybroker.records.batch import BatchHeader, RecordBatch, validate_batch
 from pybroker.records.constants import (
     BATCH_HEADER,
