@@ -40,9 +40,10 @@ from pybroker.log.errors import (
 )
 from pybroker.log.file_slice import FileSlice
 from pybroker.log.index import OffsetIndex, TimeIndex
-from pybroker.log.log import AppendInfo, FetchInfo, PartitionLog
+from pybroker.log.log import PartitionLog
 from pybroker.log.manager import LogManager
 from pybroker.log.producer_state import ProducerStateManager, SequenceCheck
+from pybroker.log.results import AppendInfo, FetchInfo
 from pybroker.log.segment import LogSegment
 
 __all__ = [

@@ -24,7 +24,6 @@ import logging
 import os
 import shutil
 import uuid
-from dataclasses import dataclass
 from typing import AsyncIterator, Callable, Iterator, Sequence
 
 from pybroker.common.io_executor import IoExecutor
@@ -33,12 +32,12 @@ from pybroker.log import producer_log
 from pybroker.log.checkpoint import PartitionMetadataFile
 from pybroker.log.config import LogConfig
 from pybroker.log.errors import LogStorageError, OffsetOutOfRangeError, UnexpectedAppendOffsetError
-from pybroker.log.file_slice import FileSlice
 from pybroker.log.flush import FlushJob
 from pybroker.log.loader import load_segments
 from pybroker.log.local_log import LocalLog
 from pybroker.log.producer_snapshot import delete_snapshots
 from pybroker.log.producer_state import ProducerStateManager, SequenceCheck
+from pybroker.log.results import AppendInfo, FetchInfo
 from pybroker.log.retention import Predicate, deletable_segments, retention_rules
 from pybroker.log.segment import LogSegment
 from pybroker.log.storage_errors import reported, reports_storage_errors
@@ -54,34 +53,11 @@ from pybroker.records.batch import (
 from pybroker.records.constants import RECORD_BATCH_OVERHEAD
 from pybroker.records.errors import CorruptRecordError
 
-__all__ = ["PartitionLog", "AppendInfo", "FetchInfo"]
+__all__ = ["PartitionLog"]
 
 logger = logging.getLogger("pybroker.log")
 
 PARTITION_METADATA_FILE = "partition.metadata"
-
-
-@dataclass(slots=True)
-class AppendInfo:
-    """Outcome of an append; ``duplicate`` means an idempotent retry answered from state."""
-
-    first_offset: int
-    last_offset: int
-    log_append_time: int  # -1 unless message.timestamp.type=LogAppendTime
-    log_start_offset: int
-    duplicate: bool
-    max_timestamp: int
-    offset_of_max_timestamp: int
-
-
-@dataclass(slots=True)
-class FetchInfo:
-    """Whole batches read from one segment (None when there is nothing to return)."""
-
-    slices: FileSlice | None
-    log_start_offset: int
-    log_end_offset: int
-    high_watermark: int
 
 
 class PartitionLog:
