@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-from typing import AsyncIterator, Iterator, Sequence
+from typing import AsyncIterator, Sequence
 
 from pybroker.common.io_executor import IoExecutor
 
