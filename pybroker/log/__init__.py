@@ -1,11 +1,13 @@
 """Partition logs on local disk, in Kafka's on-disk format.
 
 Layers, smallest first (each module's docstring states its file format):
-``index`` (OffsetIndex/TimeIndex over mmap) -> ``segment`` (.log + indexes) -> ``segments``
+``file_names`` (the segment files' names) and ``index`` (OffsetIndex/TimeIndex over mmap) -> ``header_scan``
+(the walk over a .log file's batch headers, the timestamp search) -> ``segment`` (.log + indexes) -> ``segments``
 (the ordered list and its floor lookup, Kafka's LogSegments) -> ``loader`` (crash recovery passes)
 -> ``local_log`` (LocalLog: roll, read, truncate, flush planning, deletion) -> ``log`` (PartitionLog,
-Kafka's UnifiedLog: log start, high watermark, LSO, appends, retention) -> ``manager`` (all logs of the
-broker's log dirs). Beside them: ``producer_state`` checks idempotent sequences, ``producer_log`` applies
+Kafka's UnifiedLog: log start, high watermark, LSO, appends, retention; it answers ``results``' AppendInfo and
+FetchInfo and reports I/O errors through ``storage_errors``) -> ``manager`` (all logs of the broker's log dirs).
+Beside them: ``producer_state`` checks idempotent sequences, ``producer_log`` applies
 batches and markers to it, replays snapshots (``producer_snapshot``) and collects aborted transactions;
 ``retention`` picks the segments to delete; ``checkpoint`` writes the small text files; ``file_slice``
 is what reads hand to the server. The manager's parts: ``dir_loader`` (the logs found at start-up, strays
@@ -40,9 +42,10 @@ from pybroker.log.errors import (
 )
 from pybroker.log.file_slice import FileSlice
 from pybroker.log.index import OffsetIndex, TimeIndex
-from pybroker.log.log import AppendInfo, FetchInfo, PartitionLog
+from pybroker.log.log import PartitionLog
 from pybroker.log.manager import LogManager
 from pybroker.log.producer_state import ProducerStateManager, SequenceCheck
+from pybroker.log.results import AppendInfo, FetchInfo
 from pybroker.log.segment import LogSegment
 
 __all__ = [

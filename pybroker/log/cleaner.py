@@ -67,7 +67,7 @@ from pybroker.log.compactor import (
     group_segments,
     iter_file_batches,
 )
-from pybroker.log.loader import CLEANED_SUFFIX, SWAP_SUFFIX
+from pybroker.log.file_names import CLEANED_SUFFIX, SWAP_SUFFIX
 from pybroker.log.log import PartitionLog
 from pybroker.log.segment import LogSegment
 from pybroker.log.txn_index import AbortedTxn

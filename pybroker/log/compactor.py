@@ -57,9 +57,8 @@ from dataclasses import dataclass, field
 from typing import Iterable, Iterator, Mapping
 
 from pybroker.log.errors import CorruptLogError
+from pybroker.log.file_names import CLEANED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, filename_prefix
 from pybroker.log.index import OffsetIndex, TimeIndex
-from pybroker.log.loader import CLEANED_SUFFIX
-from pybroker.log.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, filename_prefix
 from pybroker.log.txn_index import AbortedTxn
 from pybroker.records.batch import RecordBatch, update_crc, validate_batch
 from pybroker.records.constants import (

@@ -34,24 +34,24 @@ from dataclasses import dataclass
 
 from pybroker.log.config import LogConfig
 from pybroker.log.errors import CorruptLogError
-from pybroker.log.segment import (
+from pybroker.log.file_names import (
+    CLEANED_SUFFIX,
     DELETED_SUFFIX,
     INDEX_SUFFIX,
     LOG_SUFFIX,
+    SWAP_SUFFIX,
     TIME_INDEX_SUFFIX,
-    LogSegment,
+    TXN_INDEX_SUFFIX,
     filename_prefix,
     offset_from_filename,
 )
-from pybroker.log.txn_index import TXN_INDEX_SUFFIX
+from pybroker.log.segment import LogSegment
 from pybroker.records.constants import BATCH_HEADER, LOG_OVERHEAD, RECORD_BATCH_OVERHEAD
 
-__all__ = ["LoadedLog", "load_segments", "CLEANED_SUFFIX", "SWAP_SUFFIX"]
+__all__ = ["LoadedLog", "load_segments"]
 
 logger = logging.getLogger("pybroker.log")
 
-CLEANED_SUFFIX = ".cleaned"
-SWAP_SUFFIX = ".swap"
 TMP_SUFFIX = ".tmp"
 
 

@@ -13,17 +13,17 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-from typing import AsyncIterator, Iterator, Sequence
+from typing import AsyncIterator, Sequence
 
 from pybroker.common.io_executor import IoExecutor
 
 from pybroker.log.config import LogConfig
 from pybroker.log.errors import LogClosedError, LogError, LogStorageError, OffsetOutOfRangeError
+from pybroker.log.file_names import INDEX_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX, TIME_INDEX_SUFFIX, filename_prefix
 from pybroker.log.file_slice import FileSlice
 from pybroker.log.flush import FlushJob
-from pybroker.log.loader import SWAP_SUFFIX
 from pybroker.log.producer_snapshot import snapshot_offsets, snapshot_path
-from pybroker.log.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment, filename_prefix
+from pybroker.log.segment import LogSegment
 from pybroker.log.segments import LogSegments
 from pybroker.log.txn_index import AbortedTxn
 from pybroker.records.batch import RecordBatch, iter_batches, scan_batches

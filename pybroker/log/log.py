@@ -20,29 +20,27 @@ Not thread-safe.
 
 from __future__ import annotations
 
-import functools
 import logging
 import os
 import shutil
 import uuid
-from dataclasses import dataclass
-from typing import Any, AsyncIterator, Callable, Iterator, Sequence, TypeVar, cast
+from typing import AsyncIterator, Callable, Iterator, Sequence
 
 from pybroker.common.io_executor import IoExecutor
 
 from pybroker.log import producer_log
 from pybroker.log.checkpoint import PartitionMetadataFile
 from pybroker.log.config import LogConfig
-from pybroker.log.errors import LogStorageError, OffsetOutOfRangeError, SliceUnavailableError, \
-    UnexpectedAppendOffsetError
-from pybroker.log.file_slice import FileSlice
+from pybroker.log.errors import LogStorageError, OffsetOutOfRangeError, UnexpectedAppendOffsetError
 from pybroker.log.flush import FlushJob
 from pybroker.log.loader import load_segments
 from pybroker.log.local_log import LocalLog
 from pybroker.log.producer_snapshot import delete_snapshots
 from pybroker.log.producer_state import ProducerStateManager, SequenceCheck
+from pybroker.log.results import AppendInfo, FetchInfo
 from pybroker.log.retention import Predicate, deletable_segments, retention_rules
 from pybroker.log.segment import LogSegment
+from pybroker.log.storage_errors import reported, reports_storage_errors
 from pybroker.log.txn_index import AbortedTxn
 from pybroker.records.batch import (
     RecordBatch,
@@ -55,66 +53,11 @@ from pybroker.records.batch import (
 from pybroker.records.constants import RECORD_BATCH_OVERHEAD
 from pybroker.records.errors import CorruptRecordError
 
-__all__ = ["PartitionLog", "AppendInfo", "FetchInfo"]
+__all__ = ["PartitionLog"]
 
 logger = logging.getLogger("pybroker.log")
 
-_Method = TypeVar("_Method", bound=Callable[..., Any])
-
-
-def _reports_storage_errors(method: _Method) -> _Method:
-    """An I/O error of the log's files (an OSError becomes LogStorageError) is reported to the log's
-    ``storage_error_listener`` before it propagates: the LogManager then takes the log dir offline, as
-    Kafka's LogDirFailureChannel does."""
-
-    @functools.wraps(method)
-    def reporting(self: PartitionLog, *args: Any, **kwargs: Any) -> Any:
-        try:
-            return method(self, *args, **kwargs)
-        except (LogStorageError, OSError) as exc:
-            error = _reported(self, exc)
-            if error is exc:
-                raise
-            raise error from exc
-
-    return cast(_Method, reporting)
-
-
-def _reported(log: PartitionLog, exc: LogStorageError | OSError) -> LogStorageError:
-    """``exc`` as a LogStorageError, told to the log's ``storage_error_listener`` (see `_reports_storage_errors`,
-    which the append path, run per Produce, does inline)."""
-    error = exc if isinstance(exc, LogStorageError) else LogStorageError(f"I/O error in {log.dir}: {exc}")
-    if error is not exc:
-        error.__cause__ = exc  # the listener tells a full descriptor table from a failed disk by it
-    if log.storage_error_listener is not None and not isinstance(error, SliceUnavailableError):
-        log.storage_error_listener(log, error)
-    return error
-
-
 PARTITION_METADATA_FILE = "partition.metadata"
-
-
-@dataclass(slots=True)
-class AppendInfo:
-    """Outcome of an append; ``duplicate`` means an idempotent retry answered from state."""
-
-    first_offset: int
-    last_offset: int
-    log_append_time: int  # -1 unless message.timestamp.type=LogAppendTime
-    log_start_offset: int
-    duplicate: bool
-    max_timestamp: int
-    offset_of_max_timestamp: int
-
-
-@dataclass(slots=True)
-class FetchInfo:
-    """Whole batches read from one segment (None when there is nothing to return)."""
-
-    slices: FileSlice | None
-    log_start_offset: int
-    log_end_offset: int
-    high_watermark: int
 
 
 class PartitionLog:
@@ -276,7 +219,7 @@ class PartitionLog:
         InvalidProducerEpochError or UnknownProducerIdError without writing anything; an
         idempotent retry of a retained batch returns its original offsets (duplicate=True).
         ``transaction_version`` is a transaction marker's (WriteTxnMarkers v2), which decides its epoch check.
-        Reports storage errors as `_reports_storage_errors` does, inline: this runs per Produce.
+        Reports storage errors as `reports_storage_errors` does, inline: this runs per Produce.
         """
         try:
             local = self._local
@@ -325,12 +268,12 @@ class PartitionLog:
                 self._flush_for_messages()
             return AppendInfo(base, last, log_append_time, self.log_start_offset, False, max_ts, last)
         except (LogStorageError, OSError) as exc:
-            error = _reported(self, exc)
+            error = reported(self, exc)
             if error is exc:
                 raise
             raise error from exc
 
-    @_reports_storage_errors
+    @reports_storage_errors
     def append_as_follower(self, batches: bytes | bytearray | memoryview, *,
                            now_ms: int | None = None) -> AppendInfo:
         """Append batches fetched from the leader as-is (offsets already assigned).
@@ -390,7 +333,7 @@ class PartitionLog:
             return self.roll(now_ms, max(first if first is not None else leo, leo))
         return self._local.segments.active
 
-    @_reports_storage_errors
+    @reports_storage_errors
     def roll(self, now_ms: int, new_base: int | None = None) -> LogSegment:
         """Close the active segment for appends and start one at ``new_base`` (default LEO); the
         producer state is snapshotted at the new base."""
@@ -476,7 +419,7 @@ class PartitionLog:
 
     # -- truncation ---------------------------------------------------------------------------
 
-    @_reports_storage_errors
+    @reports_storage_errors
     def truncate_to(self, offset: int) -> bool:
         """Remove everything at or after ``offset`` (follower truncation); False if nothing to do.
 
@@ -500,7 +443,7 @@ class PartitionLog:
             self._rebuild_producer_state()
         return True
 
-    @_reports_storage_errors
+    @reports_storage_errors
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Delete every segment and restart empty at ``offset`` (a follower far behind)."""
         self._local.check_open()
@@ -560,7 +503,7 @@ class PartitionLog:
 
     # -- flush, retention, deletion -----------------------------------------------------------
 
-    @_reports_storage_errors
+    @reports_storage_errors
     def flush(self, up_to: int | None = None, *, now_ms: int | None = None) -> None:
         """fsync every segment holding offsets in [recovery point, up_to) and advance it, on this
         thread (shutdown, tests); the broker runs ``begin_flush``/``FlushJob.run``/``finish_flush``."""
@@ -572,7 +515,7 @@ class PartitionLog:
         """Plan a flush to ``up_to`` (default LEO): open what must be fsynced (loop thread)."""
         return self._local.begin_flush(up_to, now_ms=now_ms)
 
-    @_reports_storage_errors
+    @reports_storage_errors
     def finish_flush(self, job: FlushJob) -> None:
         """Apply a job's fsyncs (loop thread): advance the recovery point unless the log was
         truncated or closed meanwhile; raise its error after marking the directory dirty again."""

@@ -23,8 +23,8 @@ import os
 import struct
 
 from pybroker.log.checkpoint import fsync_dir
+from pybroker.log.file_names import filename_prefix, offset_from_filename
 from pybroker.log.producer_state import BatchMetadata, ProducerStateEntry
-from pybroker.log.segment import filename_prefix, offset_from_filename
 from pybroker.records.crc import crc32c
 
 __all__ = ["SNAPSHOT_SUFFIX", "snapshot_offsets", "write_snapshot", "read_snapshot", "delete_snapshots"]

@@ -1,7 +1,7 @@
 """One log segment: a ``.log`` data file plus its ``.index``, ``.timeindex`` and ``.txnindex``.
 
 Files. All three are named by the segment's base offset zero-padded to 20 digits in the
-partition directory (``00000000000000368769.log``), Kafka's ``LogFileUtils`` naming. The
+partition directory (``00000000000000368769.log``, see ``file_names.py``). The
 ``.log`` holds v2 record batches back to back exactly as on the wire, with absolute offsets;
 the indexes are described in :mod:`pybroker.log.index` and :mod:`pybroker.log.txn_index` (the
 latter exists only once a transaction was aborted). A segment about to be removed gets the
@@ -19,51 +19,34 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import TYPE_CHECKING, Callable, Iterator
+from typing import TYPE_CHECKING, Iterator
 
 from pybroker.log.errors import ColdReadError, CorruptLogError, InvalidReadSizeError, LogError, LogStorageError
-from pybroker.log.file_slice import WARM_CHUNK, FileSlice, LogFile, PageCacheMiss
-from pybroker.log.index import OffsetIndex, TimeIndex
-from pybroker.log.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
-from pybroker.records.batch import BatchHeader, RecordBatch, validate_batch
-from pybroker.records.constants import (
-    BATCH_HEADER,
-    CURRENT_MAGIC,
-    LOG_OVERHEAD,
-    MIN_BATCH_LENGTH,
-    RECORD_BATCH_OVERHEAD,
-    TIMESTAMP_TYPE_MASK,
+from pybroker.log.file_names import (
+    DELETED_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
+    filename_prefix,
 )
+from pybroker.log.file_slice import WARM_CHUNK, FileSlice, LogFile, PageCacheMiss
+from pybroker.log.header_scan import SCAN_CHUNK, TimestampSearch, scan_headers
+from pybroker.log.index import OffsetIndex, TimeIndex
+from pybroker.log.txn_index import TransactionIndex
+from pybroker.records.batch import BatchHeader, RecordBatch, validate_batch
+from pybroker.records.constants import LOG_OVERHEAD, RECORD_BATCH_OVERHEAD, TIMESTAMP_TYPE_MASK
 from pybroker.records.errors import RecordsError
 
 if TYPE_CHECKING:
     from pybroker.log.config import LogConfig
 
-__all__ = ["LogSegment", "filename_prefix", "offset_from_filename", "LOG_SUFFIX", "INDEX_SUFFIX",
-           "TIME_INDEX_SUFFIX", "DELETED_SUFFIX"]
+__all__ = ["LogSegment"]
 
 logger = logging.getLogger("pybroker.log")
 
-LOG_SUFFIX = ".log"
-INDEX_SUFFIX = ".index"
-TIME_INDEX_SUFFIX = ".timeindex"
-DELETED_SUFFIX = ".deleted"
 INT32_MAX = 2**31 - 1
-_SCAN_CHUNK = 8192  # header walks read this much per pread: many small batches per syscall
 _RECOVER_CHUNK = 1 << 20
-
-
-def filename_prefix(offset: int) -> str:
-    """``offset`` zero-padded to 20 digits (Kafka ``LogFileUtils.filenamePrefixFromOffset``)."""
-    return f"{offset:020d}"
-
-
-def offset_from_filename(name: str) -> int:
-    """Base offset encoded in a segment file name; ValueError when it is not one."""
-    prefix = name.split(".", 1)[0]
-    if len(prefix) != 20 or not prefix.isdigit():
-        raise ValueError(f"{name!r} is not a segment file name")
-    return int(prefix)
 
 
 class LogSegment:
@@ -290,7 +273,7 @@ class LogSegment:
         try:
             return self._read(start_offset, max_size, max_position, min_one_batch, max_offset, cached_only)
         except PageCacheMiss as miss:
-            span = min(max(max_size, WARM_CHUNK) + 2 * _SCAN_CHUNK, self._size - miss.position)
+            span = min(max(max_size, WARM_CHUNK) + 2 * SCAN_CHUNK, self._size - miss.position)
             raise ColdReadError(self.log_path, miss.position, self._log.detached_warm(miss.position, span)) from None
 
     def _read(self, start_offset: int, max_size: int, max_position: int | None, min_one_batch: bool,
@@ -543,73 +526,3 @@ class LogSegment:
         self.offset_index.delete()
         self.time_index.delete()
         self.txn_index.delete()
-
-
-def scan_headers(pread: Callable[[int, int], bytes | bytearray], path: str, start: int,
-                 end: int) -> Iterator[tuple[int, BatchHeader]]:
-    """(position, header) of each complete batch in ``[start, end)`` of a ``.log`` file read with
-    ``pread(size, position)``; headers only, ``_SCAN_CHUNK`` bytes per read."""
-    chunk: bytes | bytearray = b""
-    pos, chunk_pos = start, start
-    while pos + RECORD_BATCH_OVERHEAD <= end:
-        off = pos - chunk_pos
-        if off + RECORD_BATCH_OVERHEAD > len(chunk):
-            chunk, chunk_pos, off = pread(min(_SCAN_CHUNK, end - pos), pos), pos, 0
-            if len(chunk) < RECORD_BATCH_OVERHEAD:
-                return
-        h = tuple.__new__(BatchHeader, BATCH_HEADER.unpack_from(chunk, off))  # _make without its Python frame
-        if h.batch_length < MIN_BATCH_LENGTH or h.magic != CURRENT_MAGIC or h.last_offset_delta < 0:
-            raise CorruptLogError(
-                f"Corrupt batch header in {path} at position {pos}: length "
-                f"{h.batch_length}, magic {h.magic}")
-        size = h.batch_length + LOG_OVERHEAD
-        if pos + size > end:
-            return
-        yield pos, h
-        pos += size
-
-
-class TimestampSearch:
-    """A segment's forward scan for the first record with timestamp >= ``timestamp`` at or after
-    ``starting_offset``, from ``position`` to ``end``, on its own descriptor (closed once run, or
-    when collected unrun): any thread, the segment closing meanwhile cannot hand it another file."""
-
-    def __init__(self, path: str, fd: int, position: int, end: int, timestamp: int, starting_offset: int) -> None:
-        self.path = path
-        self._fd: int | None = fd
-        self.position, self.end, self.timestamp, self.starting_offset = position, end, timestamp, starting_offset
-
-    def _pread(self, size: int, position: int) -> bytes:
-        assert self._fd is not None
-        try:
-            return os.pread(self._fd, size, position)
-        except OSError as exc:
-            raise LogStorageError(f"read of {self.path} at {position} failed: {exc}") from exc
-
-    def __call__(self) -> tuple[int, int] | None:
-        try:
-            return self._search()
-        finally:
-            self._close()
-
-    def _search(self) -> tuple[int, int] | None:
-        timestamp, starting_offset = self.timestamp, self.starting_offset
-        for pos, h in scan_headers(self._pread, self.path, self.position, self.end):
-            last = h.base_offset + h.last_offset_delta
-            if h.max_timestamp < timestamp or last < starting_offset:
-                continue
-            try:
-                for rec in RecordBatch(self._pread(h.batch_length + LOG_OVERHEAD, pos)).records():
-                    if rec.timestamp >= timestamp and rec.offset >= starting_offset:
-                        return rec.offset, rec.timestamp
-            except RecordsError:
-                return max(h.base_offset, starting_offset), h.max_timestamp
-        return None
-
-    def _close(self) -> None:
-        if self._fd is not None:
-            fd, self._fd = self._fd, None
-            os.close(fd)
-
-    def __del__(self) -> None:
-        self._close()

@@ -22,9 +22,8 @@ from dataclasses import dataclass
 
 from pybroker.log.errors import CorruptLogError
 
-__all__ = ["AbortedTxn", "TransactionIndex", "TXN_INDEX_SUFFIX"]
+__all__ = ["AbortedTxn", "TransactionIndex"]
 
-TXN_INDEX_SUFFIX = ".txnindex"
 _ENTRY = struct.Struct(">hqqqq")
 ENTRY_SIZE = _ENTRY.size  # 34
 CURRENT_VERSION = 0

@@ -34,7 +34,7 @@ from typing import Awaitable, Callable, Iterable
 from pybroker.common.io_executor import IoExecutor
 from pybroker.common.topic import INTERNAL_TOPICS, TopicPartition
 from pybroker.log.errors import LogStorageError
-from pybroker.log.log import AppendInfo
+from pybroker.log.results import AppendInfo
 from pybroker.records.batch import BatchHeader, Compression, RecordBatch, TimestampType, set_max_timestamp, \
     validate_batch
 from pybroker.records.constants import COMPRESSION_CODEC_MASK, LOG_OVERHEAD, TRANSACTIONAL_FLAG_MASK

@@ -26,8 +26,9 @@ from pybroker.common.ids import BrokerId, LeaderEpoch
 from pybroker.common.topic import TopicPartition, topic_id_to_string
 from pybroker.log.config import LogConfig
 from pybroker.log.errors import LogStorageError
-from pybroker.log.log import AppendInfo, PartitionLog
+from pybroker.log.log import PartitionLog
 from pybroker.log.manager import RECOVERY_POINT_CHECKPOINT, LogManager
+from pybroker.log.results import AppendInfo
 from pybroker.records.errors import RecordTooLargeError
 from pybroker.replication.append_queue import AppendQueue
 from pybroker.replication.errors import (

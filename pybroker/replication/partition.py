@@ -22,7 +22,8 @@ from pybroker.common.ids import BrokerId, LeaderEpoch
 from pybroker.common.topic import TopicPartition
 from pybroker.log.checkpoint import LEADER_EPOCH_CHECKPOINT, LeaderEpochCheckpointFile
 from pybroker.log.errors import CorruptLogError, OffsetOutOfRangeError
-from pybroker.log.log import AppendInfo, PartitionLog
+from pybroker.log.log import PartitionLog
+from pybroker.log.results import AppendInfo
 from pybroker.records.batch import iter_batches
 from pybroker.replication import replica_state as rs
 from pybroker.replication.epoch_cache import EpochCache

@@ -14,8 +14,8 @@ from pybroker.common.config import BrokerConfig, ConfigError
 from pybroker.log import LogConfig, LogManager, PartitionLog
 from pybroker.log.cleaner import CleaningJob
 from pybroker.log.errors import InvalidLogConfig
+from pybroker.log.file_names import filename_prefix
 from pybroker.log.manager import CLEANER_OFFSET_CHECKPOINT
-from pybroker.log.segment import filename_prefix
 from pybroker.records.batch import RecordBatch, validate_batch
 from pybroker.records.constants import Compression
 from pybroker.records.record import Record, RecordInput, build_batch

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from logtest_util import NOW, SMALL, batch, crash, open_log, read_all
-from pybroker.log.segment import filename_prefix
+from pybroker.log.file_names import filename_prefix
 
 
 def _log_with(tmp_path: Path, batches: int, records: int = 2) -> tuple[object, list[bytes]]:

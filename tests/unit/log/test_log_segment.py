@@ -9,7 +9,7 @@ import pytest
 
 from logtest_util import NOW, SMALL, batch
 from pybroker.log import LogConfig, LogSegment
-from pybroker.log.segment import filename_prefix, offset_from_filename
+from pybroker.log.file_names import filename_prefix, offset_from_filename
 from pybroker.records.batch import RecordBatch, iter_batches, set_base_offset
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import uuid
 
-from pybroker.log.log import AppendInfo
+from pybroker.log.results import AppendInfo
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.messages import FetchRequest, FetchResponse, ProduceResponse
 from pybroker.records.errors import RecordValidationError
