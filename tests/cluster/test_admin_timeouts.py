@@ -11,8 +11,8 @@ is down); the leaders not elected are those of topics created while the controll
 A client that goes away does not stop what it asked for (docs/cluster.md): it sends its request with a long
 timeout_ms and closes the connection at once, so the broker sees it gone while the request's first topic is still
 being written to ZooKeeper, and every topic of the request is still created, grown or deleted, as by Kafka's
-ZkAdminManager, which starts them all on the request handler thread whatever the connection does. It fails today at
-each of the three steps (each seen failing alone): the request's handler is cancelled with its connection."""
+ZkAdminManager, which starts them all on the request handler thread whatever the connection does. It failed at each
+of the three steps (each seen failing alone) while the request's handler was cancelled with its connection."""
 
 from __future__ import annotations
 
@@ -21,7 +21,6 @@ import signal
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import pytest
 from confluent_kafka.admin import AdminClient
 from kazoo.client import KazooClient
 
@@ -128,9 +127,6 @@ def _served(cluster: Cluster, name: str) -> list[int] | None:
     return seen[0] if seen[0] and all(leader >= 0 for leader in seen[0]) and seen.count(seen[0]) == len(seen) else None
 
 
-@pytest.mark.xfail(strict=True, reason="the handlers of pybroker/server/handlers/topics.py are cancelled with the "
-                   "connection: the topics of the request not yet written to ZooKeeper (the first one too, cancelled "
-                   "between its validation and its write) are never created, grown or deleted")
 def test_a_client_that_goes_away_does_not_stop_what_it_asked_for(tmp_path: Path) -> None:
     with running_cluster(tmp_path, brokers=2) as cluster:
         at = cluster.brokers[0].bootstrap
