@@ -6,7 +6,13 @@ gone), and names REQUEST_TIMED_OUT those still not done when timeout_ms passed, 
 Before this change each topic waited in turn, a fixed 10 s, and was answered NONE whether or not it was done.
 
 The deletion held here is that of a topic being reassigned (its move cannot end: the only in-sync replica's broker
-is down); the leaders not elected are those of topics created while the controller is frozen (SIGSTOP)."""
+is down); the leaders not elected are those of topics created while the controller is frozen (SIGSTOP).
+
+A client that goes away does not stop what it asked for (docs/cluster.md): it sends its request with a long
+timeout_ms and closes the connection at once, so the broker sees it gone while the request's first topic is still
+being written to ZooKeeper, and every topic of the request is still created, grown or deleted, as by Kafka's
+ZkAdminManager, which starts them all on the request handler thread whatever the connection does. It failed at each
+of the three steps (each seen failing alone) while the request's handler was cancelled with its connection."""
 
 from __future__ import annotations
 
@@ -23,7 +29,15 @@ from tests.cluster.conftest import Cluster, running_cluster
 from tests.cluster.test_cluster import controller_id, wait_for_full_isr
 from tests.cluster.test_topic_deletion_pending import TOPIC, _move, _moving, _pending
 from tests.eventually import eventually
-from tests.integration.admin_wire import create_partitions, create_topics, delete_topics
+from tests.integration.admin_wire import (
+    create_partitions,
+    create_partitions_request,
+    create_topics,
+    create_topics_request,
+    delete_topics,
+    delete_topics_request,
+    send_and_leave,
+)
 
 FREE, ALSO_FREE = "free", "also-free"
 #: longer than any freeze of the controller here: its ZooKeeper session outlives it
@@ -106,3 +120,36 @@ def test_creations_whose_leaders_are_not_elected_in_time_time_out(tmp_path: Path
                    "every new partition to have its leader")
         assert _leaders(cluster, other, "validated") == []
 
+
+def _served(cluster: Cluster, name: str) -> list[int] | None:
+    """The leader of each partition of ``name`` if every broker answers the same ones, all elected (>= 0)."""
+    seen = [_leaders(cluster, broker, name) for broker in range(len(cluster.brokers))]
+    return seen[0] if seen[0] and all(leader >= 0 for leader in seen[0]) and seen.count(seen[0]) == len(seen) else None
+
+
+def test_a_client_that_goes_away_does_not_stop_what_it_asked_for(tmp_path: Path) -> None:
+    with running_cluster(tmp_path, brokers=2) as cluster:
+        at = cluster.brokers[0].bootstrap
+        plans = {f"left-{i}": [[i % 2, 1 - i % 2], [1 - i % 2, i % 2]] for i in range(4)}
+        zk = KazooClient(cluster.zk_connect)
+        zk.start(10)
+        try:
+            send_and_leave(at, create_topics_request(plans, 60000), 5)
+            # About a second here; the wait that fails while the handlers are cancelled, kept short for that.
+            created = eventually(lambda: all(_served(cluster, name) for name in plans) and
+                                 {name: _served(cluster, name) for name in plans}, "every topic created with leaders",
+                                 timeout=15)
+            assert {name: [replicas[0] for replicas in plan] for name, plan in plans.items()} == created
+            assert all(zk.exists(f"/brokers/topics/{name}") for name in plans)
+
+            send_and_leave(at, create_partitions_request("left-0", 3, [[1, 0]], 60000), 1)
+            eventually(lambda: _served(cluster, "left-0") == [0, 1, 1], "left-0 grown to 3 partitions with leaders")
+
+            send_and_leave(at, delete_topics_request(list(plans), 60000), 4)
+            eventually(lambda: not any(zk.exists(f"/brokers/topics/{name}") or zk.exists(f"/admin/delete_topics/{name}")
+                                       for name in plans), "every topic's znodes deleted")
+            eventually(lambda: not any(_leaders(cluster, broker, name) for broker in range(2) for name in plans),
+                       "no broker serving the deleted topics")
+        finally:
+            zk.stop()
+            zk.close()

@@ -67,13 +67,21 @@ def test_preferred_election_moves_leadership_back_after_a_restart(cluster: Clust
     assert "1 replica(s) could not be elected" in unknown.stderr
 
 
-def test_reassignment_moves_a_partition_to_new_brokers(cluster: Cluster, tmp_path: Path) -> None:
-    create_topic(cluster, "moving", 1, assignment=[[0, 1]])
-    wait_for_full_isr(cluster, "moving")
+def topic_with_records(cluster: Cluster, name: str, replicas: list[int]) -> list[bytes]:
+    """A one-partition topic on ``replicas`` holding 1000 acknowledged records: what a move must carry over. Each
+    test makes its own, so that none depends on another having run first (or on the same worker)."""
+    create_topic(cluster, name, 1, assignment=[replicas])
+    wait_for_full_isr(cluster, name)
+    records = [f"r-{i}".encode() for i in range(1000)]
     producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
-    for i in range(1000):
-        producer.produce("moving", f"r-{i}".encode())
+    for record in records:
+        producer.produce(name, record)
     assert producer.flush(30) == 0
+    return records
+
+
+def test_reassignment_moves_a_partition_to_new_brokers(cluster: Cluster, tmp_path: Path) -> None:
+    expected = topic_with_records(cluster, "moving", [0, 1])
 
     topics_file = tmp_path / "topics.json"
     topics_file.write_text(json.dumps({"topics": [{"topic": "moving"}], "version": 1}))
@@ -115,7 +123,6 @@ def test_reassignment_moves_a_partition_to_new_brokers(cluster: Cluster, tmp_pat
                "broker 0 to delete its replica")
 
     # Every record is on the new replicas: read it from each as leader in turn.
-    expected = [f"r-{i}".encode() for i in range(1000)]
     assert consume(cluster, "moving", 1, 1000)[0] == expected
     assert cluster.brokers[leader].stop() == 0  # controlled shutdown hands leadership to the other new replica
     assert consume(cluster, "moving", 1, 1000)[0] == expected
@@ -124,19 +131,20 @@ def test_reassignment_moves_a_partition_to_new_brokers(cluster: Cluster, tmp_pat
 
 
 def test_zookeeper_tooling_can_request_a_reassignment_through_its_znode(cluster: Cluster) -> None:
+    expected = topic_with_records(cluster, "znode-moving", [1, 2])
     zk = KazooClient(cluster.zk_connect)
     zk.start(10)
     try:
         zk.create("/admin/reassign_partitions", json.dumps(
-            {"version": 1, "partitions": [{"topic": "moving", "partition": 0, "replicas": [2, 0]}]}).encode())
+            {"version": 1, "partitions": [{"topic": "znode-moving", "partition": 0, "replicas": [2, 0]}]}).encode())
         eventually(lambda: not zk.exists("/admin/reassign_partitions"), "the controller to take the request")
     finally:
         zk.stop()
         zk.close()
-    leader, replicas, isr = eventually(lambda: (s := partition_states(cluster, "moving")[0])[1] == [2, 0] and
+    leader, replicas, isr = eventually(lambda: (s := partition_states(cluster, "znode-moving")[0])[1] == [2, 0] and
                                        sorted(s[2]) == [0, 2] and s, "the move to [2, 0]", timeout=60)
     assert leader in (0, 2)
-    assert consume(cluster, "moving", 1, 1000)[0] == [f"r-{i}".encode() for i in range(1000)]
+    assert consume(cluster, "znode-moving", 1, 1000)[0] == expected
 
 
 def test_bad_input_is_one_line_and_exit_code_1(tmp_path: Path) -> None:

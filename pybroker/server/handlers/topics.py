@@ -12,7 +12,9 @@ with timeout_ms <= 0 (or validate_only) the answer goes at once, NONE for each o
 waits until every started topic is done in this broker's metadata (created with a leader for every
 partition, or gone), and answers REQUEST_TIMED_OUT for those that are not when timeout_ms has passed (as
 DelayedCreatePartitions and DelayedDeleteTopics do). What was started goes on either way, also when the
-client goes away. On a single node every operation is done once started.
+client goes away: the phase that starts the request's topics runs to its end (`run_to_end`) when the handler is
+cancelled with its connection, as Kafka's handler thread writes them all whatever the connection does. On a
+single node every operation is done once started.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import uuid
 from collections import Counter
 from typing import Callable, Mapping
 
+from pybroker.common.uncancellable import run_to_end
 from pybroker.controller.metadata import ClusterMetadata, has_leaders
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.error_codes import ErrorCode
@@ -71,23 +74,11 @@ def _elected(metadata: ClusterMetadata, name: str, partitions: int) -> Callable[
 @api(ApiKey.CREATE_TOPICS, 2, 7)
 async def create_topics(ctx: RequestContext, request: CreateTopicsRequest) -> CreateTopicsResponse:
     counts = Counter(topic.name for topic in request.topics)
-    mutations = MutationQuota(strict=ctx.api_version >= STRICT_CREATE_TOPICS)
-    results = []
     names = list(counts)
     creatable = set(names) if authorize_cluster(ctx, AclOperation.CREATE) else \
         allowed_names(ctx, AclOperation.CREATE, ResourceType.TOPIC, names)
     describable = allowed_names(ctx, AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, names)
-    for topic in request.topics:
-        if counts[topic.name] > 1:
-            results.append(CreatableTopicResult(name=topic.name, error_code=ErrorCode.INVALID_REQUEST,
-                                                error_message=f"Create topics request from client `{ctx.client_id}` "
-                                                              f"contains multiple entries for the topic {topic.name}"))
-            continue
-        if topic.name not in creatable:
-            results.append(CreatableTopicResult(name=topic.name, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
-                                                error_message="Authorization failed."))
-            continue
-        results.append(await _create_one(ctx, topic, request.validate_only, mutations))
+    results = await run_to_end(_start_creations(ctx, request, counts, creatable))
     metadata = ctx.services.metadata
     started = {} if request.validate_only else {
         r.name: _elected(metadata, r.name, r.num_partitions) for r in results if r.error_code == ErrorCode.NONE}
@@ -104,6 +95,25 @@ async def create_topics(ctx: RequestContext, request: CreateTopicsRequest) -> Cr
         elif counts[result.name] > 1 or result.name not in creatable:  # Kafka resets it only after a failed create
             result.topic_config_error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
     return CreateTopicsResponse(throttle_time_ms=0, topics=results)
+
+
+async def _start_creations(ctx: RequestContext, request: CreateTopicsRequest, counts: Counter[str],
+                           creatable: set[str]) -> list[CreatableTopicResult]:
+    """Each topic of the request checked and, when it may be, created (started, in ZooKeeper mode)."""
+    mutations = MutationQuota(strict=ctx.api_version >= STRICT_CREATE_TOPICS)
+    results = []
+    for topic in request.topics:
+        if counts[topic.name] > 1:
+            results.append(CreatableTopicResult(name=topic.name, error_code=ErrorCode.INVALID_REQUEST,
+                                                error_message=f"Create topics request from client `{ctx.client_id}` "
+                                                              f"contains multiple entries for the topic {topic.name}"))
+            continue
+        if topic.name not in creatable:
+            results.append(CreatableTopicResult(name=topic.name, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                                error_message="Authorization failed."))
+            continue
+        results.append(await _create_one(ctx, topic, request.validate_only, mutations))
+    return results
 
 
 async def _create_one(ctx: RequestContext, topic: CreateTopicsRequest.CreatableTopic,
@@ -148,6 +158,19 @@ async def _create_one(ctx: RequestContext, topic: CreateTopicsRequest.CreatableT
 @api(ApiKey.DELETE_TOPICS, 1, 6)
 async def delete_topics(ctx: RequestContext, request: DeleteTopicsRequest) -> DeleteTopicsResponse:
     metadata = ctx.services.metadata
+    results = await run_to_end(_start_deletions(ctx, request))
+    started = {r.name: _deleted(metadata, r.name) for r in results if r.name is not None and r.error_code == 0}
+    late = await _timed_out(metadata, started, request.timeout_ms)
+    for result in results:
+        if result.name in late:
+            result.error_code = ErrorCode.REQUEST_TIMED_OUT
+    return DeleteTopicsResponse(throttle_time_ms=0, responses=results)
+
+
+async def _start_deletions(ctx: RequestContext,
+                           request: DeleteTopicsRequest) -> list[DeleteTopicsResponse.DeletableTopicResult]:
+    """Each topic of the request checked and, when it may be, deleted (queued, in ZooKeeper mode)."""
+    metadata = ctx.services.metadata
     requested: list[tuple[str | None, uuid.UUID]] = [(t.name, t.topic_id) for t in request.topics] \
         if ctx.api_version >= 6 else [(name, ZERO_UUID) for name in request.topic_names]  # no ids before v6
     mutations = MutationQuota(strict=ctx.api_version >= STRICT_DELETE_TOPICS)
@@ -183,12 +206,7 @@ async def delete_topics(ctx: RequestContext, request: DeleteTopicsRequest) -> De
         except Exception as exc:
             result.error_code, result.error_message = _failure(exc)
         results.append(result)
-    started = {r.name: _deleted(metadata, r.name) for r in results if r.name is not None and r.error_code == 0}
-    late = await _timed_out(metadata, started, request.timeout_ms)
-    for result in results:
-        if result.name in late:
-            result.error_code = ErrorCode.REQUEST_TIMED_OUT
-    return DeleteTopicsResponse(throttle_time_ms=0, responses=results)
+    return results
 
 
 def _deleted(metadata: ClusterMetadata, name: str) -> Callable[[], bool]:
@@ -197,6 +215,21 @@ def _deleted(metadata: ClusterMetadata, name: str) -> Callable[[], bool]:
 
 @api(ApiKey.CREATE_PARTITIONS, 0, 3)
 async def create_partitions(ctx: RequestContext, request: CreatePartitionsRequest) -> CreatePartitionsResponse:
+    results = await run_to_end(_start_growths(ctx, request))
+    metadata = ctx.services.metadata
+    totals = {topic.name: topic.count for topic in request.topics}
+    started = {} if request.validate_only else {
+        r.name: _elected(metadata, r.name, totals[r.name]) for r in results if r.error_code == ErrorCode.NONE}
+    late = await _timed_out(metadata, started, request.timeout_ms)
+    for result in results:
+        if result.name in late:
+            result.error_code, result.error_message = ErrorCode.REQUEST_TIMED_OUT, None
+    return CreatePartitionsResponse(throttle_time_ms=0, results=results)
+
+
+async def _start_growths(ctx: RequestContext, request: CreatePartitionsRequest
+                         ) -> list[CreatePartitionsResponse.CreatePartitionsTopicResult]:
+    """Each topic of the request checked and, when it may be, grown (started, in ZooKeeper mode)."""
     counts = Counter(topic.name for topic in request.topics)
     mutations = MutationQuota(strict=ctx.api_version >= STRICT_CREATE_PARTITIONS)
     results = []
@@ -222,12 +255,4 @@ async def create_partitions(ctx: RequestContext, request: CreatePartitionsReques
             except Exception as exc:
                 result.error_code, result.error_message = _failure(exc)
         results.append(result)
-    metadata = ctx.services.metadata
-    totals = {topic.name: topic.count for topic in request.topics}
-    started = {} if request.validate_only else {
-        r.name: _elected(metadata, r.name, totals[r.name]) for r in results if r.error_code == ErrorCode.NONE}
-    late = await _timed_out(metadata, started, request.timeout_ms)
-    for result in results:
-        if result.name in late:
-            result.error_code, result.error_message = ErrorCode.REQUEST_TIMED_OUT, None
-    return CreatePartitionsResponse(throttle_time_ms=0, results=results)
+    return results
