@@ -33,15 +33,13 @@ from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.messages import (
     DeleteGroupsRequest,
     DeleteGroupsResponse,
-    MetadataRequest,
-    MetadataResponse,
     ShareFetchRequest,
     ShareGroupDescribeRequest,
     ShareGroupDescribeResponse,
 )
 from tests.cluster.conftest import Cluster, running_cluster
 from tests.cluster.test_cluster import create_topic, wait_for_full_isr
-from tests.cluster.test_share_failover import GROUP_KEY, SHARE_KEY, _broker, _coordinator
+from tests.cluster.test_share_failover import GROUP_KEY, SHARE_KEY, _broker, _coordinator, _open, _topic_id
 from tests.eventually import eventually
 from tests.integration.test_bad_input import WireClient
 from tests.integration.test_share_groups_confluent import _produce
@@ -219,12 +217,13 @@ def test_a_group_created_again_is_not_served_from_a_leader_s_copy_of_the_deleted
         create_topic(cluster, topic, 1, assignment=[[leader, third, coordinator]])
         wait_for_full_isr(cluster, topic)
         at_coordinator, at_leader = _broker(cluster, coordinator), _broker(cluster, leader)
-        topic_id = at_leader.request(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=topic)]), 12,
-                                     MetadataResponse).topics[0].topic_id
+        topic_id = _topic_id(at_leader, topic)
+        at_share = _broker(cluster, _coordinator(cluster, f"{group}:{topic_id_to_string(topic_id)}:0", SHARE_KEY))
         epoch = _join(at_coordinator, group, "m1", [topic]).member_epoch
-        assert _acquired(at_leader, group, "m1", topic_id, 0) == []  # starts at the end: 0
+        opened, stored = _open(at_leader, "m1", topic_id, at_share, group)
+        assert stored == (0, [])  # starts at the end: 0
         _produce_wire(at_leader, topic, 10)
-        session = [1]
+        session = [opened]
 
         def acquired() -> list[tuple[int, int, int]]:
             session[0] += 1
@@ -238,9 +237,10 @@ def test_a_group_created_again_is_not_served_from_a_leader_s_copy_of_the_deleted
         assert _delete(at_coordinator, group) is ErrorCode.NONE
 
         _join(at_coordinator, group, "m2", [topic])  # the same id again: a new group, reading from the end
-        assert _acquired(at_leader, group, "m2", topic_id, 0) == []  # 5-9 belonged to the deleted group
+        opened, stored = _open(at_leader, "m2", topic_id, at_share, group)  # 5-9 belonged to the deleted group
+        assert stored == (10, [])
         _produce_wire(at_leader, topic, 1)
-        session[0] = 1
+        session[0] = opened
 
         def acquired_again() -> list[tuple[int, int, int]]:
             session[0] += 1
@@ -249,3 +249,4 @@ def test_a_group_created_again_is_not_served_from_a_leader_s_copy_of_the_deleted
         assert eventually(acquired_again, "m2 to acquire the new record") == [(10, 10, 1)]
         at_coordinator.close()
         at_leader.close()
+        at_share.close()

@@ -28,6 +28,7 @@ from pybroker.protocol.messages import (
     ReadShareGroupStateRequest,
     ReadShareGroupStateResponse,
     ShareFetchRequest,
+    ShareFetchResponse,
     WriteShareGroupStateRequest,
     WriteShareGroupStateResponse,
 )
@@ -91,19 +92,64 @@ def _join(cluster: Cluster, member: str) -> None:
     eventually(assigned, f"{member} to join {GROUP} and be assigned {TOPIC}")
 
 
+def _topic_id(client: WireClient, topic: str) -> uuid.UUID:
+    """The topic's id as the broker ``client`` talks to knows it. A broker learns a new topic from the controller's
+    UpdateMetadata, which may reach it after another broker already answers the topic with a full ISR (and even
+    after its LeaderAndIsr made it the leader): until then it answers an error and the zero id, which ShareFetch
+    would refuse as UNKNOWN_TOPIC_ID at every try."""
+    last: list[MetadataResponse.MetadataResponseTopic] = []
+
+    def known() -> uuid.UUID | None:
+        last[:] = client.request(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=topic)],
+                                                 allow_auto_topic_creation=False), 12, MetadataResponse).topics
+        return last[0].topic_id if last[0].error_code == ErrorCode.NONE else None
+
+    return eventually(known, lambda: f"the id of {topic} at {client.sock.getpeername()} (last answer {last})")
+
+
+def _open(client: WireClient, member: str, topic_id: uuid.UUID, coordinator: WireClient,
+          group: str = GROUP) -> tuple[int, tuple[int, list[tuple[int, int, int, int]]]]:
+    """Open ``member``'s share session at the partition's leader while there is nothing to acquire, fetching until
+    the share-partition has started there: its first read of the state (initialized by the group's coordinator
+    without a start offset) takes the start offset from ``share.auto.offset.reset``, "latest" being the log's end
+    then, and writes it to the share coordinator (``coordinator``) before serving anything. That read may fail (the
+    share coordinator slow to commit under load) and is tried again at the next fetch, and one that ends only after
+    a produce starts past what was produced, as Kafka's share-partition would: a test that produces next waits for
+    the stored start offset, not for the first fetch's answer. The next session epoch, and the state stored."""
+    epoch = 0
+    stored: list[tuple[int, list[tuple[int, int, int, int]]]] = []
+
+    def started() -> bool:
+        nonlocal epoch
+        answer = _fetch(client, group, member, epoch, topic_id)
+        partitions = [p for t in answer.responses for p in t.partitions]
+        assert answer.error_code == ErrorCode.NONE and all(
+            p.error_code == ErrorCode.NONE and not p.acquired_records for p in partitions), answer
+        epoch += 1
+        state = _stored(coordinator, topic_id, group)
+        stored[:] = [] if state is None or state[0] < 0 else [state]
+        return bool(stored)
+
+    eventually(started, f"the share-partition of {group} to start for {member}")
+    return epoch, stored[0]
+
+
 def _acquire(client: WireClient, member: str, topic_id: uuid.UUID, epoch: int = 0) -> tuple[list[tuple[int, int, int]],
                                                                                            int]:
     """The first acquisition of ``member`` in a new share session (the state is read first), and the next epoch."""
+    last: list[ShareFetchResponse] = []
+
     def acquired() -> list[tuple[int, int, int]] | None:
         nonlocal epoch
         answer = _fetch(client, GROUP, member, epoch, topic_id)
+        last[:] = [answer]
         if answer.error_code == ErrorCode.NONE:  # a refused fetch leaves the session's epoch where it was
             epoch += 1
         partitions = [p for t in answer.responses for p in t.partitions]
         got = [(a.first_offset, a.last_offset, a.delivery_count) for p in partitions for a in p.acquired_records]
         return got or None
 
-    return eventually(acquired, f"{member} to acquire records"), epoch
+    return eventually(acquired, lambda: f"{member} to acquire records (last answer {last})"), epoch
 
 
 def _acknowledge(client: WireClient, member: str, epoch: int, topic_id: uuid.UUID, first: int,
@@ -114,9 +160,10 @@ def _acknowledge(client: WireClient, member: str, epoch: int, topic_id: uuid.UUI
     return answer.responses[0].partitions[0].acknowledge_error_code
 
 
-def _stored(client: WireClient, topic_id: uuid.UUID) -> tuple[int, list[tuple[int, int, int, int]]] | None:
+def _stored(client: WireClient, topic_id: uuid.UUID,
+            group: str = GROUP) -> tuple[int, list[tuple[int, int, int, int]]] | None:
     R = ReadShareGroupStateRequest
-    found = client.request(R(group_id=GROUP, topics=[R.ReadStateData(topic_id=topic_id, partitions=[
+    found = client.request(R(group_id=group, topics=[R.ReadStateData(topic_id=topic_id, partitions=[
         R.PartitionData(partition=0, leader_epoch=-1)])]), 0, ReadShareGroupStateResponse).results[0].partitions[0]
     if found.error_code != ErrorCode.NONE:
         return None
@@ -132,13 +179,14 @@ def test_share_state_survives_the_leader_and_the_share_coordinator_being_killed(
         leader, third = [b for b in range(3) if b != coordinator]
         create_topic(cluster, TOPIC, 1, assignment=[[leader, third, coordinator]])
         wait_for_full_isr(cluster, TOPIC)
-        client = _broker(cluster, leader)
-        topic_id = client.request(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=TOPIC)]), 12,
-                                  MetadataResponse).topics[0].topic_id
+        client, at_coordinator = _broker(cluster, leader), _broker(cluster, coordinator)
+        topic_id = _topic_id(client, TOPIC)
         _join(cluster, "m1")
-        assert _fetch(client, GROUP, "m1", 0, topic_id).error_code == ErrorCode.NONE  # starts at the end: 0
+        epoch, stored = _open(client, "m1", topic_id, at_coordinator)
+        at_coordinator.close()
+        assert stored == (0, [])  # starts at the end: 0
         _produce(client, TOPIC, 10)
-        acquired, epoch = _acquire(client, "m1", topic_id, 1)
+        acquired, epoch = _acquire(client, "m1", topic_id, epoch)
         assert acquired == [(0, 9, 1)]
         assert _acknowledge(client, "m1", epoch, topic_id, 0, [ACCEPT] * 4 + [REJECT]) == ErrorCode.NONE
         client.close()
@@ -177,14 +225,14 @@ def test_released_records_wait_until_the_share_coordinator_took_their_delivery_c
         leader = next(b for b in range(3) if b not in replicas)
         create_topic(cluster, TOPIC, 1, assignment=[[leader, coordinator]])
         wait_for_full_isr(cluster, TOPIC)
-        client = _broker(cluster, leader)
-        topic_id = client.request(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=TOPIC)]), 12,
-                                  MetadataResponse).topics[0].topic_id
+        client, at_coordinator = _broker(cluster, leader), _broker(cluster, coordinator)
+        topic_id = _topic_id(client, TOPIC)
         _join(cluster, "m1")
         _join(cluster, "m2")
-        assert _fetch(client, GROUP, "m1", 0, topic_id).error_code == ErrorCode.NONE  # starts at the end: 0
+        epoch, stored = _open(client, "m1", topic_id, at_coordinator)
+        assert stored == (0, [])  # starts at the end: 0
         _produce(client, TOPIC, 10)
-        acquired, _ = _acquire(client, "m1", topic_id, 1)
+        acquired, _ = _acquire(client, "m1", topic_id, epoch)
         assert acquired == [(0, 9, 1)]
         assert _fetch(client, GROUP, "m2", 0, topic_id).error_code == ErrorCode.NONE  # m2's session: nothing yet
 
@@ -199,9 +247,10 @@ def test_released_records_wait_until_the_share_coordinator_took_their_delivery_c
             os.kill(stopped.pid, signal.SIGCONT)
         redelivered, _ = _acquire(client, "m2", topic_id, 2)
         assert redelivered == [(0, 9, 2)]
-        assert eventually(lambda: _stored(_broker(cluster, coordinator), topic_id), "the state read back") == \
+        assert eventually(lambda: _stored(at_coordinator, topic_id), "the state read back") == \
             (0, [(0, 9, 0, 1)])  # m2's acquisition is not written: the count m1's release left
         client.close()
+        at_coordinator.close()
 
 
 def _loaded(client: WireClient, topic_id: uuid.UUID) -> None:
