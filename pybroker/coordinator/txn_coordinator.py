@@ -59,7 +59,8 @@ Rules of this module (the same as ``coordinator.py``'s):
    to transaction.version 2 and a V2 retry of that end, which Kafka answers with 32767) can only be aborted: an
    abort there (fence, timeout, EndTxn) keeps the epoch, as Kafka's prepareFenceProducerEpoch and
    prepareAbortOrCommit do since KAFKA-20090 (PR #21469), and under V2 moves the producer to a new id (PR
-   #21506); a V2 commit there, which Kafka would fail on the overflow, is INVALID_TXN_STATE.
+   #21506); its V2 markers are at the producer's epoch, which a leader takes at 32767 only (that PR's
+   ProducerAppendInfo). A V2 commit there, which Kafka would fail on the overflow, is INVALID_TXN_STATE.
 """
 
 from __future__ import annotations
@@ -442,14 +443,13 @@ class TransactionCoordinator:
         return new
 
     def _marker_request(self, meta: TxnMetadata) -> MarkerRequest:
-        """A V2 transaction's markers at the last epoch are sent with the V1 check (not older than the producer's
-        epoch), as Kafka's leaders take a marker at Short.MaxValue (KAFKA-20090, PR #21469): an abort there keeps
-        the epoch (rule 8), and a V2 marker must be above the producer's. After this end the producer moves to
-        its next id, so no later transaction at that epoch can be closed by it."""
-        version = TV_1 if meta.producer_epoch >= MAX_EPOCH else meta.client_version
+        """The markers of ``meta``'s end, as its client version writes them. A V2 abort at the last epoch keeps
+        it (rule 8), so its V2 markers are at the producer's epoch rather than above: the leaders take those at
+        32767 (``producer_log.check_unsequenced_epoch``, as Kafka's since KAFKA-20090, PR #21469)."""
         return MarkerRequest(meta.transactional_id, meta.producer_id, meta.producer_epoch,
                              self.coordinator_epochs.get(self.partition_of(meta.transactional_id), 0),
-                             meta.state is TxnState.PREPARE_COMMIT, tuple(sorted(meta.partitions)), version)
+                             meta.state is TxnState.PREPARE_COMMIT, tuple(sorted(meta.partitions)),
+                             meta.client_version)
 
     def markers_written(self, marker: MarkerRequest, now_ms: int) -> TxnOutcome:
         """Every marker of ``marker`` is written: complete the transaction once the outcome's CompleteCommit

@@ -26,7 +26,7 @@ from pybroker.records.constants import CONTROL_FLAG_MASK, LOG_OVERHEAD, TRANSACT
 from pybroker.records.control import parse_control_key, parse_end_txn_marker
 from pybroker.records.errors import RecordsError
 
-__all__ = ["FIRST_BUMPED_MARKER_TRANSACTION_VERSION", "apply_batch", "check_unsequenced_epoch", "collect_aborted", "marker_of", "rebuild", "take_snapshot"]
+__all__ = ["FIRST_BUMPED_MARKER_TRANSACTION_VERSION", "LAST_PRODUCER_EPOCH", "apply_batch", "check_unsequenced_epoch", "collect_aborted", "marker_of", "rebuild", "take_snapshot"]
 
 logger = logging.getLogger("pybroker.log")
 
@@ -34,6 +34,9 @@ logger = logging.getLogger("pybroker.log")
 FIRST_BUMPED_MARKER_TRANSACTION_VERSION = 2
 """Transactions V2 (KIP-890 part 2): the coordinator bumps the producer's epoch at the end of every transaction,
 and its markers carry the bumped epoch (WriteTxnMarkers v2's TransactionVersion tells the leader, KIP-1228)."""
+
+LAST_PRODUCER_EPOCH = 2**15 - 1
+"""Short.MaxValue: the producer epoch no bump goes past."""
 
 
 def check_unsequenced_epoch(state: ProducerStateManager, h: BatchHeader, rb: RecordBatch,
@@ -43,15 +46,20 @@ def check_unsequenced_epoch(state: ProducerStateManager, h: BatchHeader, rb: Rec
 
     A marker of a V2 transaction (``transaction_version`` 2) must be above the producer's epoch, not merely
     at it: a V2 producer writes its next transaction at the epoch the last marker carried, so a marker at
-    that epoch is a late one of the transaction before, and would close the open one. The one exception is
+    that epoch is a late one of the transaction before, and would close the open one. One exception is
     the retry of the marker just written (same epoch, no transaction open), which Kafka also lets through
-    (KAFKA-19999), or a coordinator whose answer was lost would never complete its transaction."""
+    (KAFKA-19999), or a coordinator whose answer was lost would never complete its transaction. The other is
+    the last epoch, 32767, which has no epoch above it: the coordinator aborts a transaction open there with
+    that epoch (KAFKA-20090), and Kafka's leaders take its V2 marker at the producer's epoch since PR #21469.
+    After that abort the producer goes on with a new producer id (PR #21506): no later transaction of it runs at
+    that epoch for a late marker to close."""
     entry = state.get(h.producer_id)
     marker = marker_of(rb) if rb.is_control else None
     if entry is not None:
         bumped = marker is not None and transaction_version >= FIRST_BUMPED_MARKER_TRANSACTION_VERSION
         if h.producer_epoch < entry.epoch or (
-                bumped and h.producer_epoch == entry.epoch and entry.current_txn_first_offset is not None):
+                bumped and h.producer_epoch == entry.epoch < LAST_PRODUCER_EPOCH
+                and entry.current_txn_first_offset is not None):
             older = "not above" if bumped else "older than"
             raise InvalidProducerEpochError(
                 f"Batch of producer {h.producer_id} has epoch {h.producer_epoch}, {older} the current epoch "

@@ -15,7 +15,10 @@ import pytest
 from pybroker.coordinator.txn_coordinator import InitResult, TransactionCoordinator, TxnOutcome
 from pybroker.coordinator.txn_records import TV_1, TV_2, TxnState, decode_txn_record
 from pybroker.protocol.error_codes import ErrorCode
+from pybroker.records.control import build_end_txn_marker
 from tests.unit.coordinator.test_txn_coordinator import CONFIG, TIMEOUT_MS, TXN, ManualClock, complete, init, only_reply
+from tests.unit.log.logtest_util import NOW, open_log
+from tests.unit.log.test_log_transactions import append, txn_batch
 
 LAST = 32767
 FRESH = 5000
@@ -80,11 +83,27 @@ def test_a_v2_abort_at_the_last_epoch_keeps_it_and_moves_the_producer_to_a_new_i
     assert (prepare.state, prepare.producer_id, prepare.producer_epoch, prepare.next_producer_id) == \
         (TxnState.PREPARE_ABORT, pid, LAST, FRESH)
     [marker] = complete(coordinator, outcome, clock.now)
-    # At the producer's epoch, so sent with the not-older check a V2 marker (above the epoch) could not pass.
+    # A V2 marker at the producer's epoch, which the leaders take at 32767 (test_log_last_epoch_marker.py).
     assert (marker.producer_id, marker.producer_epoch, marker.commit, marker.transaction_version) == \
-        (pid, LAST, False, TV_1)
+        (pid, LAST, False, TV_2)
     meta = coordinator.describe(TXN)
     assert (meta.producer_id, meta.producer_epoch, meta.state) == (FRESH, 0, TxnState.COMPLETE_ABORT)
+
+
+@pytest.mark.parametrize("end", [fence, timeout, v2_abort])
+def test_the_v2_marker_at_the_last_epoch_closes_the_transaction_on_its_leader(end: End, tmp_path) -> None:
+    """The coordinator's marker, written as its WriteTxnMarkers asks, where the transaction at 32767 wrote."""
+    coordinator, clock, pid = open_at(LAST, TV_2)
+    log = open_log(tmp_path)
+    append(log, txn_batch(pid, 0, epoch=LAST))  # 0-1
+    [marker] = complete(coordinator, end(coordinator, clock, pid, LAST), clock.now)
+    batch = build_end_txn_marker(marker.commit, producer_id=marker.producer_id, producer_epoch=marker.producer_epoch,
+                                 coordinator_epoch=marker.coordinator_epoch, timestamp=NOW)
+    written = log.append_as_leader(bytearray(batch), leader_epoch=0, now_ms=NOW,
+                                   transaction_version=marker.transaction_version)
+    log.set_high_watermark(log.log_end_offset)
+    assert written.first_offset == 2 and log.last_stable_offset == log.log_end_offset == 3
+    log.close()
 
 
 @pytest.mark.parametrize("end", [fence, timeout])
