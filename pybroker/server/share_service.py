@@ -55,14 +55,34 @@ TICK_S = 1.0
 FENCED = frozenset({ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.FENCED_STATE_EPOCH})
 INITIALIZE_WAIT_S = 1.0
 """How long a heartbeat that asked for share-partitions to be initialized waits for it before answering."""
+PERSISTER_ERRORS = {
+    ErrorCode.NOT_COORDINATOR: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.COORDINATOR_NOT_AVAILABLE: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.GROUP_ID_NOT_FOUND: ErrorCode.GROUP_ID_NOT_FOUND,
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+    ErrorCode.FENCED_LEADER_EPOCH: ErrorCode.NOT_LEADER_OR_FOLLOWER,
+    ErrorCode.FENCED_STATE_EPOCH: ErrorCode.NOT_LEADER_OR_FOLLOWER,
+}
+"""The partition's error for a share coordinator answer that failed its load (others: UNKNOWN_SERVER_ERROR)."""
 
 
 class ShareStateUnavailable(Exception):
-    """The share coordinator did not give a share-partition's state; ``code`` is its answer."""
+    """A share-partition's state could not be loaded; ``code`` is the partition's error in ShareFetch (the next
+    request that needs the share-partition reads it again, as Kafka's SharePartitionManager drops a share-partition
+    whose initialization failed and adds the partition to the fetch's erroneous ones)."""
 
     def __init__(self, code: ErrorCode) -> None:
         super().__init__(f"share-partition state unavailable: {code.name}")
         self.code = code
+
+    @classmethod
+    def from_persister(cls, code: ErrorCode) -> ShareStateUnavailable:
+        """The share coordinator's answer (or the persister's last one, once it stopped retrying) as the partition's
+        error, mapped as Kafka's SharePartition.fetchPersisterError maps it: a coordinator not available, loading
+        or moved is COORDINATOR_NOT_AVAILABLE, a fenced state or leader epoch NOT_LEADER_OR_FOLLOWER, anything else
+        but an unknown group or partition UNKNOWN_SERVER_ERROR."""
+        return cls(PERSISTER_ERRORS.get(code, ErrorCode.UNKNOWN_SERVER_ERROR))
 
 
 @dataclass(slots=True)
@@ -356,12 +376,10 @@ class ShareService:
         if info is None:
             raise ShareStateUnavailable(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         read = await self.persister.read(group_id, info.topic_id, index, leader_epoch)
-        if read.error is ErrorCode.INVALID_REQUEST:
-            # Never initialized: the group's coordinator initializes a partition before assigning it, so no member
-            # of the group was given it yet; Kafka's SharePartition answers such a read UNKNOWN_SERVER_ERROR.
-            raise ShareStateUnavailable(ErrorCode.UNKNOWN_SERVER_ERROR)
         if read.error is not ErrorCode.NONE:
-            raise ShareStateUnavailable(read.error)
+            # INVALID_REQUEST (never initialized: the group's coordinator initializes a partition before assigning
+            # it, so no member of the group was given it yet) is UNKNOWN_SERVER_ERROR, as in Kafka.
+            raise ShareStateUnavailable.from_persister(read.error)
         start = read.start_offset if read.start_offset >= 0 else self._start_offset(group_id, partition_log)
         share = restored(start, read.batches, delivery_count_limit=self.limits.delivery_count_limit,
                          max_record_locks=self.limits.partition_max_record_locks)
@@ -379,7 +397,7 @@ class ShareService:
             code = await self._durable[key].writer.persist()
             if code is not ErrorCode.NONE:
                 self._durable.pop(key, None)
-                raise ShareStateUnavailable(code)
+                raise ShareStateUnavailable.from_persister(code)
         self.partitions[key] = share
         log.info("Share-partition %s of %s-%d read at start offset %d (state epoch %d, leader epoch %d)",
                  group_id, topic, index, share.start_offset, read.state_epoch, leader_epoch)
