@@ -1,4 +1,5 @@
-"""A coordinator's compacted internal topic (``__consumer_offsets``, ``__transaction_state``).
+"""A coordinator's compacted internal topic (``__consumer_offsets``, ``__transaction_state``,
+``__share_group_state``).
 
 Kafka creates these on first use, with the replication factor capped at the live brokers; the
 leader of each partition is the coordinator of the keys hashed to it. Coordinator records are
@@ -18,10 +19,6 @@ from pybroker.records import RecordInput, build_batch
 from pybroker.replication.manager import ReplicaManager
 
 log = logging.getLogger("pybroker.coordinator")
-
-LEADERS_WAIT_S = 10.0
-"""How long a caller that creates the topic waits for its leaders by default: now only the share-group state's
-(``share_persister``, ``share_state_service``). No request handler waits (``ensure``)."""
 
 MetadataSource = Callable[[], ClusterMetadata]
 """The broker's metadata, once it has started (services are built before it is)."""
@@ -43,15 +40,16 @@ class InternalTopic:
         self._clock = clock
         self._creating: asyncio.Lock | None = None
 
-    async def ensure(self, *, leaders_wait_s: float = LEADERS_WAIT_S) -> None:
+    async def ensure(self, *, leaders_wait_s: float) -> None:
         """Create the topic if it does not exist yet (one creation however many requests ask); the caller that
         creates it waits at most ``leaders_wait_s`` for its leaders. Request handlers wait for none (0): in Kafka only
         FindCoordinator creates the topic, and answers COORDINATOR_NOT_AVAILABLE at once after starting the creation;
-        a coordinator request (JoinGroup, OffsetCommit, OffsetFetch, InitProducerId, the transaction and share-group
-        APIs) whose partition is not led and loaded here yet is answered NOT_COORDINATOR (COORDINATOR_LOAD_IN_PROGRESS
-        while loading), as Kafka's group and transaction coordinators answer it, and clients find the coordinator
-        again and retry. Here those requests also start the creation, so a client that skipped FindCoordinator gets
-        through as well; waiting for the election held the request, and the connection's later ones, up to 10 s."""
+        a coordinator request (JoinGroup, OffsetCommit, OffsetFetch, InitProducerId, the transaction, share-group and
+        share coordinator APIs) whose partition is not led and loaded here yet is answered NOT_COORDINATOR
+        (COORDINATOR_LOAD_IN_PROGRESS while loading), as Kafka's group and transaction coordinators answer it, and
+        clients (and the share-group state persister) find the coordinator again and retry. Here those requests also
+        start the creation, so a client that skipped FindCoordinator gets through as well; waiting for the election
+        held the request, and the connection's later ones, up to 10 s."""
         metadata = self._metadata()
         if metadata.topic(self.name) is not None:
             return

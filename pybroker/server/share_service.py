@@ -3,9 +3,10 @@
 
 A share-partition is durable through the share coordinator (``share_persister.py``). Its state is initialized by the
 group's coordinator before the partition is ever assigned (``coordinator/share/state_partitions.py``: recorded as
-initializing, InitializeShareGroupState at the group epoch with no start offset, then recorded as initialized; a
-heartbeat that started an initialization waits up to ``INITIALIZE_WAIT_S`` for it, so that a new group's first
-heartbeat already carries its assignment, where Kafka answers at once and assigns at the next heartbeat). The first
+initializing, InitializeShareGroupState at the group epoch with no start offset, or at 0 for a partition added to a
+topic the group already had, then recorded as initialized; a heartbeat that started an initialization waits up to
+``INITIALIZE_WAIT_S`` for it, so that a new group's first heartbeat already carries its assignment, where Kafka
+answers at once and assigns at the next heartbeat). The first
 request that needs it on its leader reads its state (start offset, state batches, state epoch) with this broker's
 leader epoch, taking the start offset from ``share.auto.offset.reset`` when none was stored; acknowledgements are
 answered once a write of the state they changed has been taken by the coordinator (``replication/share/durable.py``).
@@ -35,7 +36,7 @@ from pybroker.coordinator.share import records as share_records
 from pybroker.coordinator.share.configs import GroupConfigStore, ShareConfigs, ShareLimits
 from pybroker.coordinator.runtime import CoordinatorStorageError, NotCoordinatorError
 from pybroker.coordinator.share.group import ShareGroup, ShareGroups
-from pybroker.coordinator.share.state_partitions import Partitions, StatePartitions
+from pybroker.coordinator.share.state_partitions import Initialization, Partitions, StatePartitions
 from pybroker.log import PartitionLog
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.messages import ShareGroupHeartbeatResponse
@@ -52,17 +53,36 @@ SharePartitionKey = tuple[str, str, int]
 """(group id, topic name, partition index)."""
 TICK_S = 1.0
 FENCED = frozenset({ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.FENCED_STATE_EPOCH})
-UNINITIALIZED_START_OFFSET = -1
 INITIALIZE_WAIT_S = 1.0
 """How long a heartbeat that asked for share-partitions to be initialized waits for it before answering."""
+PERSISTER_ERRORS = {
+    ErrorCode.NOT_COORDINATOR: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.COORDINATOR_NOT_AVAILABLE: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.GROUP_ID_NOT_FOUND: ErrorCode.GROUP_ID_NOT_FOUND,
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+    ErrorCode.FENCED_LEADER_EPOCH: ErrorCode.NOT_LEADER_OR_FOLLOWER,
+    ErrorCode.FENCED_STATE_EPOCH: ErrorCode.NOT_LEADER_OR_FOLLOWER,
+}
+"""The partition's error for a share coordinator answer that failed its load (others: UNKNOWN_SERVER_ERROR)."""
 
 
 class ShareStateUnavailable(Exception):
-    """The share coordinator did not give a share-partition's state; ``code`` is its answer."""
+    """A share-partition's state could not be loaded; ``code`` is the partition's error in ShareFetch (the next
+    request that needs the share-partition reads it again, as Kafka's SharePartitionManager drops a share-partition
+    whose initialization failed and adds the partition to the fetch's erroneous ones)."""
 
     def __init__(self, code: ErrorCode) -> None:
         super().__init__(f"share-partition state unavailable: {code.name}")
         self.code = code
+
+    @classmethod
+    def from_persister(cls, code: ErrorCode) -> ShareStateUnavailable:
+        """The share coordinator's answer (or the persister's last one, once it stopped retrying) as the partition's
+        error, mapped as Kafka's SharePartition.fetchPersisterError maps it: a coordinator not available, loading
+        or moved is COORDINATOR_NOT_AVAILABLE, a fenced state or leader epoch NOT_LEADER_OR_FOLLOWER, anything else
+        but an unknown group or partition UNKNOWN_SERVER_ERROR."""
+        return cls(PERSISTER_ERRORS.get(code, ErrorCode.UNKNOWN_SERVER_ERROR))
 
 
 @dataclass(slots=True)
@@ -233,7 +253,7 @@ class ShareService:
         pending = self.groups.to_initialize(group_id, image, self.now_ms(), self._initialize_retry_ms)
         await self.write_group(group_id)
         group = self.groups.groups.get(group_id)
-        if not pending or group is None:
+        if not pending.partitions or group is None:
             return response
         task = self._spawn(self._initialize(group, pending), f"share-state-initialize-{group_id}")
         done, _ = await asyncio.wait({task}, timeout=INITIALIZE_WAIT_S)
@@ -243,15 +263,17 @@ class ShareService:
         await self.write_group(group_id)
         return again
 
-    async def _initialize(self, group: ShareGroup, pending: Partitions) -> None:
-        """InitializeShareGroupState of ``pending`` at the group epoch, then the outcome recorded: initialized
+    async def _initialize(self, group: ShareGroup, pending: Initialization) -> None:
+        """InitializeShareGroupState of ``pending`` at the group epoch (at its start offsets: a partition new to a
+        topic the group already had starts at 0), then the outcome recorded: initialized
         (assignable) or, for those that failed, no longer initializing (the next heartbeat asks again). A share
         coordinator answering FENCED_STATE_EPOCH holds state at this epoch or a later one already: an earlier attempt
         whose outcome was never recorded (its coordinator crashed or moved) initialized it, and no member could read
         it since, as it was never assigned."""
-        keys = [(topic_id, index) for topic_id, indexes in sorted(pending.items()) for index in sorted(indexes)]
+        keys = [(topic_id, index) for topic_id, indexes in sorted(pending.partitions.items())
+                for index in sorted(indexes)]
         answers = await asyncio.gather(*(self.persister.initialize(group.group_id, topic_id, index,
-                                                                   group.group_epoch, UNINITIALIZED_START_OFFSET)
+                                                                   group.group_epoch, pending.start_offset(topic_id))
                                          for topic_id, index in keys), return_exceptions=True)
         done: Partitions = {}
         failed: Partitions = {}
@@ -354,12 +376,10 @@ class ShareService:
         if info is None:
             raise ShareStateUnavailable(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         read = await self.persister.read(group_id, info.topic_id, index, leader_epoch)
-        if read.error is ErrorCode.INVALID_REQUEST:
-            # Never initialized: the group's coordinator initializes a partition before assigning it, so no member
-            # of the group was given it yet; Kafka's SharePartition answers such a read UNKNOWN_SERVER_ERROR.
-            raise ShareStateUnavailable(ErrorCode.UNKNOWN_SERVER_ERROR)
         if read.error is not ErrorCode.NONE:
-            raise ShareStateUnavailable(read.error)
+            # INVALID_REQUEST (never initialized: the group's coordinator initializes a partition before assigning
+            # it, so no member of the group was given it yet) is UNKNOWN_SERVER_ERROR, as in Kafka.
+            raise ShareStateUnavailable.from_persister(read.error)
         start = read.start_offset if read.start_offset >= 0 else self._start_offset(group_id, partition_log)
         share = restored(start, read.batches, delivery_count_limit=self.limits.delivery_count_limit,
                          max_record_locks=self.limits.partition_max_record_locks)
@@ -377,7 +397,7 @@ class ShareService:
             code = await self._durable[key].writer.persist()
             if code is not ErrorCode.NONE:
                 self._durable.pop(key, None)
-                raise ShareStateUnavailable(code)
+                raise ShareStateUnavailable.from_persister(code)
         self.partitions[key] = share
         log.info("Share-partition %s of %s-%d read at start offset %d (state epoch %d, leader epoch %d)",
                  group_id, topic, index, share.start_offset, read.state_epoch, leader_epoch)

@@ -159,9 +159,11 @@ class ShareStateService:
                 log.info("Pruning %s-%d failed: %s", SHARE_STATE_TOPIC, partition, exc)
 
     async def _run(self, key: ShareKey, operation: Operation) -> Answer:
-        """Run ``operation`` on the shard if this broker coordinates ``key``; its records on the ISR first."""
+        """Run ``operation`` on the shard if this broker coordinates ``key``; its records on the ISR first. A request
+        that starts the creation of ``__share_group_state`` gets the not-owned error at once, as the other
+        coordinators answer (``InternalTopic.ensure``); the persister sending it retries."""
         try:
-            await self.topic.ensure()
+            await self.topic.ensure(leaders_wait_s=0)
         except Exception as exc:
             return Answer(ErrorCode.COORDINATOR_NOT_AVAILABLE, str(exc))
         partition = self.partition_of(key)

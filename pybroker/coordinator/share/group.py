@@ -23,7 +23,7 @@ from typing import Callable, Mapping
 
 from pybroker.coordinator.consumer_group import TopicImage
 from pybroker.coordinator.share.assignor import assign
-from pybroker.coordinator.share.state_partitions import Partitions, StatePartitions
+from pybroker.coordinator.share.state_partitions import Initialization, Partitions, StatePartitions
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.messages import (
     ListGroupsResponse,
@@ -136,12 +136,12 @@ class ShareGroups:
         self._refresh(group, image)
         return self._answer(group, member, full=epoch == 0), []
 
-    def to_initialize(self, group_id: str, image: TopicImage, now_ms: int, retry_ms: int) -> Partitions:
-        """The subscribed partitions whose state is to be initialized now, marked initializing (Kafka's
-        maybeCreateInitializeShareGroupStateRequest at the end of a heartbeat)."""
+    def to_initialize(self, group_id: str, image: TopicImage, now_ms: int, retry_ms: int) -> Initialization:
+        """The subscribed partitions whose state is to be initialized now, marked initializing, and their start
+        offsets (Kafka's maybeCreateInitializeShareGroupStateRequest at the end of a heartbeat)."""
         group = self.groups.get(group_id)
         if group is None:
-            return {}
+            return Initialization({})
         return group.state_partitions.to_initialize(_subscribed(group, image), now_ms, retry_ms)
 
     def reconcile(self, group_id: str, member_id: str, image: TopicImage,

@@ -21,10 +21,27 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Mapping
 
-__all__ = ["Partitions", "StatePartitions"]
+__all__ = ["Initialization", "Partitions", "StatePartitions"]
 
 Partitions = dict[uuid.UUID, set[int]]
 """topic id -> partition indexes."""
+UNINITIALIZED_START_OFFSET = -1
+"""InitializeShareGroupState's start offset for "resolve ``share.auto.offset.reset`` when first read"."""
+EARLIEST_START_OFFSET = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Initialization:
+    """The share-partitions to initialize, and where each starts. A topic new to the group starts where
+    ``share.auto.offset.reset`` says when its partitions are first read; a partition added to a topic the group
+    already had (initialized or initializing) starts at 0, as Kafka 4.2's group coordinator initializes it
+    (KAFKA-20742): with "latest" the records produced to it before it is first read would be skipped."""
+
+    partitions: Partitions
+    known_topics: frozenset[uuid.UUID] = frozenset()
+
+    def start_offset(self, topic_id: uuid.UUID) -> int:
+        return EARLIEST_START_OFFSET if topic_id in self.known_topics else UNINITIALIZED_START_OFFSET
 
 
 @dataclass(slots=True)
@@ -38,10 +55,14 @@ class StatePartitions:
     names: dict[uuid.UUID, str] = field(default_factory=dict)
     """Topic names, as the record carries them."""
 
-    def to_initialize(self, topics: Mapping[str, tuple[uuid.UUID, int]], now_ms: int, retry_ms: int) -> Partitions:
+    def to_initialize(self, topics: Mapping[str, tuple[uuid.UUID, int]], now_ms: int,
+                      retry_ms: int) -> Initialization:
         """The partitions of the subscribed ``topics`` (name -> (topic id, partition count)) that are neither
         initialized nor initializing since less than ``retry_ms``, now marked initializing (Kafka's
-        subscribedTopicsChangeMap and addInitializingTopicsRecords); a topic initialized again leaves deleting."""
+        subscribedTopicsChangeMap and addInitializingTopicsRecords); a topic initialized again leaves deleting.
+        The topics known to the group are taken before that marking, as Kafka reads its initialized and
+        initializing topics before replaying the heartbeat's records."""
+        known = frozenset(self.initialized) | frozenset(self.initializing)
         out: Partitions = {}
         for name, (topic_id, count) in sorted(topics.items()):
             covered = set(self.initialized.get(topic_id, ()))
@@ -55,7 +76,7 @@ class StatePartitions:
             self.initializing_since_ms[topic_id] = now_ms
             self.names[topic_id] = name
             self.deleting.discard(topic_id)
-        return out
+        return Initialization(out, known & frozenset(out))
 
     def initialize_done(self, partitions: Partitions) -> None:
         """The share coordinator holds state for ``partitions``: initialized, hence assignable."""

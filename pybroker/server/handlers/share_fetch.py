@@ -28,7 +28,6 @@ from pybroker.protocol.messages import (
     ShareFetchRequest,
     ShareFetchResponse,
 )
-from pybroker.replication.share.durable import RETRIED
 from pybroker.replication.share.partition import Acquired, Span
 from pybroker.replication.share.reader import acquire_from_log
 from pybroker.security.acl import AclOperation, ResourceType
@@ -241,10 +240,9 @@ async def _acquire(ctx: RequestContext, request: ShareFetchRequest, fetching: It
                                           max_bytes=max(max_bytes, 1), max_records=max_records, lock_ms=lock_ms,
                                           now_ms=now, record_limit=request.share_acquire_mode == RECORD_LIMIT,
                                           read_committed=share.configs.read_committed(group_id))
-        except ShareStateUnavailable as exc:
-            if exc.code not in RETRIED:
-                answer.error = exc.code
-            continue  # the share coordinator is loading or moving: nothing acquired this time
+        except ShareStateUnavailable as exc:  # its load failed: the error, and the next fetch reads it again
+            answer.error = exc.code
+            continue
         except Exception as exc:
             answer.error = error_code_for(exc)
             continue

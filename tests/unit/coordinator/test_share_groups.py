@@ -34,7 +34,7 @@ def _beat(groups: ShareGroups, member: str, epoch: int, topics: list[str] | None
                                    "client", "/127.0.0.1", image, now)
     if response.error_code or epoch == -1:
         return response
-    pending = groups.to_initialize("g", image, now, RETRY_MS)
+    pending = groups.to_initialize("g", image, now, RETRY_MS).partitions
     if not pending:
         return response
     groups.groups["g"].state_partitions.initialize_done(pending)
@@ -68,11 +68,12 @@ def test_only_initialized_partitions_are_assigned_and_a_lost_initialization_is_a
     joined, _ = groups.heartbeat(request, "client", "/127.0.0.1", IMAGE, 0)
     assert (joined.member_epoch, _assigned(joined)) == (1, {})
     state = groups.groups["g"].state_partitions
-    assert groups.to_initialize("g", IMAGE, 0, RETRY_MS) == {T1: {0, 1}} and state.initializing == {T1: {0, 1}}
-    assert groups.to_initialize("g", IMAGE, RETRY_MS - 1, RETRY_MS) == {}  # asked for, not answered yet
+    assert groups.to_initialize("g", IMAGE, 0, RETRY_MS).partitions == {T1: {0, 1}}
+    assert state.initializing == {T1: {0, 1}}
+    assert groups.to_initialize("g", IMAGE, RETRY_MS - 1, RETRY_MS).partitions == {}  # asked for, not answered yet
     state.initialize_failed({T1: {1}})
-    assert groups.to_initialize("g", IMAGE, 1, RETRY_MS) == {T1: {1}}  # a failure is asked again at once
-    assert groups.to_initialize("g", IMAGE, 1 + RETRY_MS, RETRY_MS) == {T1: {0, 1}}  # never answered: again
+    assert groups.to_initialize("g", IMAGE, 1, RETRY_MS).partitions == {T1: {1}}  # a failure is asked again at once
+    assert groups.to_initialize("g", IMAGE, 1 + RETRY_MS, RETRY_MS).partitions == {T1: {0, 1}}  # never answered
     state.initialize_done({T1: {0}})
     beat = _beat(groups, "a", 1)
     assert (beat.member_epoch, _assigned(beat)) == (2, {T1: [0]})
@@ -164,12 +165,33 @@ def test_deleting_takes_every_partition_with_state_and_is_carried_out_again() ->
     counts = {T1: 2, T2: 3}
     assert state.delete_all(counts.get) == {T1: {0, 1}, T2: {0, 1, 2}}
     assert (state.initializing, state.initialized, state.deleting) == ({}, {}, {T1, T2})
-    assert state.to_initialize({"t2": (T2, 3)}, now_ms=1, retry_ms=RETRY_MS) == {T2: {0, 1, 2}}
+    assert state.to_initialize({"t2": (T2, 3)}, now_ms=1, retry_ms=RETRY_MS).partitions == {T2: {0, 1, 2}}
     assert state.deleting == {T1}
     state.deleted([T1])
     assert state.deleting == set() and state.delete_all(counts.get) == {T2: {0, 1, 2}}
     assert state.topics_deleted([T2]) and not state.topics_deleted([T2])
     assert (state.deleting, state.names) == (set(), {})
+
+
+def test_partitions_added_to_a_known_topic_start_at_zero_and_a_new_topic_where_auto_offset_reset_says() -> None:
+    """KAFKA-20742: a topic new to the group is initialized without a start offset (-1: share.auto.offset.reset
+    when first read); partitions added to a topic it already has, initialized or initializing, start at 0, so that
+    what is produced to them before they are first read is not skipped. A topic whose state was deleted is new
+    again."""
+    state = StatePartitions()
+    first = state.to_initialize({"t1": (T1, 1)}, now_ms=0, retry_ms=RETRY_MS)
+    assert (first.partitions, first.start_offset(T1)) == ({T1: {0}}, -1)
+    state.initialize_done(first.partitions)
+    grown = state.to_initialize({"t1": (T1, 3), "t2": (T2, 1)}, now_ms=1, retry_ms=RETRY_MS)
+    assert grown.partitions == {T1: {1, 2}, T2: {0}}
+    assert (grown.start_offset(T1), grown.start_offset(T2)) == (0, -1)
+    state.initialize_failed({T1: {2}})  # T1 stays known, T2 (still initializing) is known now
+    again = state.to_initialize({"t1": (T1, 3), "t2": (T2, 2)}, now_ms=2, retry_ms=RETRY_MS)
+    assert (again.partitions, again.start_offset(T1), again.start_offset(T2)) == ({T1: {2}, T2: {1}}, 0, 0)
+    state.initialize_done({T1: {1, 2}, T2: {0, 1}})
+    assert state.delete_topic(T1, 3) == {0, 1, 2}
+    state.deleted([T1])
+    assert state.to_initialize({"t1": (T1, 3)}, now_ms=3, retry_ms=RETRY_MS).start_offset(T1) == -1
 
 
 def test_records_replay_the_group_and_its_tombstones_delete_it() -> None:
