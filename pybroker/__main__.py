@@ -96,6 +96,7 @@ def development_config(overrides: list[str]) -> tuple[BrokerConfig, Path]:
 
 
 def serve_command(config_path: str | None, overrides: list[str]) -> int:
+    from pybroker.common import allocator
     from pybroker.server.config_check import check_config
 
     data_dir = None
@@ -117,6 +118,7 @@ def serve_command(config_path: str | None, overrides: list[str]) -> int:
                                                      key)
     runner = event_loop_runner()
     log.info("Build: %s", native.describe())
+    log.info("Allocator: %s", allocator.tune())
     try:
         return runner(_serve(config))
     except NotImplementedError as exc:
