@@ -13,7 +13,7 @@ import logging
 from typing import Callable, Mapping
 
 from pybroker.controller.errors import TopicExistsError
-from pybroker.controller.metadata import ClusterMetadata, has_leaders
+from pybroker.controller.metadata import ClusterMetadata
 from pybroker.coordinator.records import Record
 from pybroker.records import RecordInput, build_batch
 from pybroker.replication.manager import ReplicaManager
@@ -40,16 +40,16 @@ class InternalTopic:
         self._clock = clock
         self._creating: asyncio.Lock | None = None
 
-    async def ensure(self, *, leaders_wait_s: float) -> None:
-        """Create the topic if it does not exist yet (one creation however many requests ask); the caller that
-        creates it waits at most ``leaders_wait_s`` for its leaders. Request handlers wait for none (0): in Kafka only
-        FindCoordinator creates the topic, and answers COORDINATOR_NOT_AVAILABLE at once after starting the creation;
-        a coordinator request (JoinGroup, OffsetCommit, OffsetFetch, InitProducerId, the transaction, share-group and
-        share coordinator APIs) whose partition is not led and loaded here yet is answered NOT_COORDINATOR
-        (COORDINATOR_LOAD_IN_PROGRESS while loading), as Kafka's group and transaction coordinators answer it, and
-        clients (and the share-group state persister) find the coordinator again and retry. Here those requests also
-        start the creation, so a client that skipped FindCoordinator gets through as well; waiting for the election
-        held the request, and the connection's later ones, up to 10 s."""
+    async def ensure(self) -> None:
+        """Create the topic if it does not exist yet (one creation however many requests ask), without waiting for
+        its leaders to be elected: in Kafka only FindCoordinator creates the topic, and answers
+        COORDINATOR_NOT_AVAILABLE at once after starting the creation; a coordinator request (JoinGroup,
+        OffsetCommit, OffsetFetch, InitProducerId, the transaction, share-group and share coordinator APIs) whose
+        partition is not led and loaded here yet is answered NOT_COORDINATOR (COORDINATOR_LOAD_IN_PROGRESS while
+        loading), as Kafka's group and transaction coordinators answer it, and clients (and the share-group state
+        persister) find the coordinator again and retry. Here those requests also start the creation, so a client
+        that skipped FindCoordinator gets through as well; waiting for the election held the request, and the
+        connection's later ones, up to 10 s."""
         metadata = self._metadata()
         if metadata.topic(self.name) is not None:
             return
@@ -65,8 +65,6 @@ class InternalTopic:
             except TopicExistsError:  # created in the cluster; this broker's metadata has not caught up yet
                 return
             await self._replicas.topic_changes.settled(self.name)  # single node: its logs are made off the loop
-            await metadata.wait_until(lambda: has_leaders(metadata.topic(self.name), self._partitions),
-                                      leaders_wait_s)  # in a cluster the controller elects them after the write
             log.info("Created internal topic %s with %d partitions", self.name, self._partitions)
 
     def leader(self, partition: int) -> int | None:

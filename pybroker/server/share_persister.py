@@ -147,7 +147,7 @@ class SharePersister:
     async def _attempt(self, key: ShareKey, request: Message, response_type: type[M],
                        local: Callable[..., Awaitable[M]]) -> M | ErrorCode:
         try:  # no waiting for the new topic's leaders: COORDINATOR_NOT_AVAILABLE below is retried with a backoff
-            await self._coordinator.topic.ensure(leaders_wait_s=0)
+            await self._coordinator.topic.ensure()
         except Exception as exc:
             log.debug("Creating %s failed: %s", self._coordinator.topic.name, exc)
             return ErrorCode.COORDINATOR_NOT_AVAILABLE

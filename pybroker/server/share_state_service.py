@@ -163,7 +163,7 @@ class ShareStateService:
         that starts the creation of ``__share_group_state`` gets the not-owned error at once, as the other
         coordinators answer (``InternalTopic.ensure``); the persister sending it retries."""
         try:
-            await self.topic.ensure(leaders_wait_s=0)
+            await self.topic.ensure()
         except Exception as exc:
             return Answer(ErrorCode.COORDINATOR_NOT_AVAILABLE, str(exc))
         partition = self.partition_of(key)

@@ -63,7 +63,7 @@ async def coordinate(ctx: RequestContext, group_ids: Iterable[str], operation: C
     storage or topic-creation failures become COORDINATOR_NOT_AVAILABLE."""
     service = ctx.services.groups
     try:
-        await service.topic.ensure(leaders_wait_s=0)  # not led yet: NOT_COORDINATOR below, as Kafka's
+        await service.topic.ensure()  # not led yet: NOT_COORDINATOR below, as Kafka's
         for group_id in group_ids:
             if not service.owns(group_id):
                 return on_error(service.not_owned_error(group_id))
@@ -116,13 +116,13 @@ async def _find_one(ctx: RequestContext, key: str, key_type: int) -> FindCoordin
         return failed(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     if key_type == KEY_TYPE_TRANSACTION:
         try:
-            await services.txns.topic.ensure(leaders_wait_s=0)
+            await services.txns.topic.ensure()
         except Exception as exc:
             return failed(ErrorCode.COORDINATOR_NOT_AVAILABLE, str(exc))
         node_id: int | None = services.txns.coordinator_node(key)
     elif key_type == KEY_TYPE_GROUP:
         try:
-            await services.groups.topic.ensure(leaders_wait_s=0)
+            await services.groups.topic.ensure()
         except Exception as exc:
             return failed(ErrorCode.COORDINATOR_NOT_AVAILABLE, str(exc))
         node_id = services.groups.topic.leader(services.groups.coordinator.partition_of(key))
@@ -135,7 +135,7 @@ async def _find_one(ctx: RequestContext, key: str, key_type: int) -> FindCoordin
         if share_key is None:
             return failed(ErrorCode.INVALID_REQUEST, "Share coordinator keys are groupId:topicId:partition")
         try:
-            await services.share_state.topic.ensure(leaders_wait_s=0)
+            await services.share_state.topic.ensure()
         except Exception as exc:
             return failed(ErrorCode.COORDINATOR_NOT_AVAILABLE, str(exc))
         node_id = services.share_state.coordinator_node(share_key)

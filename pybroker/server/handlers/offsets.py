@@ -124,7 +124,7 @@ async def _offset_commit(ctx: RequestContext, request: OffsetCommitRequest) -> O
 @api(ApiKey.OFFSET_FETCH, 1, 10)
 async def offset_fetch(ctx: RequestContext, request: OffsetFetchRequest) -> OffsetFetchResponse:
     service = ctx.services.groups
-    await service.topic.ensure(leaders_wait_s=0)  # not led yet: NOT_COORDINATOR below, as Kafka's
+    await service.topic.ensure()  # not led yet: NOT_COORDINATOR below, as Kafka's
     coordinator = service.coordinator
     # Kafka's checks: Describe on each group (GROUP_AUTHORIZATION_FAILED), Describe on each topic (its
     # partitions TOPIC_AUTHORIZATION_FAILED; left out when all topics are asked for).

@@ -48,7 +48,7 @@ async def handle(ctx: RequestContext, request: InitProducerIdRequest) -> InitPro
     coordinator = txns.coordinator
     if transactional_id is not None:
         with contextlib.suppress(Exception):  # txn_call tries again and answers the failure
-            await txns.topic.ensure(leaders_wait_s=0)
+            await txns.topic.ensure()
     # Only for an id this broker coordinates, as Kafka's handleInitProducerId looks the id up first (NOT_COORDINATOR
     # otherwise, from txn_call): allocating first held the request of a broker that does not coordinate the id
     # (its internal topic just created, no leader elected) for the controller's producer-id block.

@@ -39,7 +39,7 @@ async def share_group_heartbeat(ctx: RequestContext,
     if names and len(allowed_names(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, names)) != len(set(names)):
         return ShareGroupHeartbeatResponse(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
     groups = ctx.services.groups
-    await groups.topic.ensure(leaders_wait_s=0)  # not led yet: NOT_COORDINATOR below, as Kafka's
+    await groups.topic.ensure()  # not led yet: NOT_COORDINATOR below, as Kafka's
     if request.group_id and not groups.owns(request.group_id):
         return ShareGroupHeartbeatResponse(error_code=groups.not_owned_error(request.group_id))
     share = ctx.services.share

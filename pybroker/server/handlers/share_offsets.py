@@ -46,7 +46,7 @@ async def _group_refusal(ctx: RequestContext, group_id: str, operation: AclOpera
     if not authorize(ctx, operation, ResourceType.GROUP, group_id):
         return ErrorCode.GROUP_AUTHORIZATION_FAILED
     groups = ctx.services.groups
-    await groups.topic.ensure(leaders_wait_s=0)  # not led yet: NOT_COORDINATOR below, as Kafka's
+    await groups.topic.ensure()  # not led yet: NOT_COORDINATOR below, as Kafka's
     if not groups.owns(group_id):
         return groups.not_owned_error(group_id)
     return None

@@ -72,7 +72,7 @@ async def txn_call(ctx: RequestContext, transactional_id: str, operation: Callab
     if from_client and not authorize(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id):
         return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED  # Kafka's check of every transactional call
     try:
-        await service.topic.ensure(leaders_wait_s=0)  # not led yet: NOT_COORDINATOR, as Kafka's getTransactionState
+        await service.topic.ensure()  # not led yet: NOT_COORDINATOR, as Kafka's getTransactionState
         if not service.owns(transactional_id):
             return service.not_owned_error(transactional_id)
         leave_request_queue()  # the record waits for the ISR of __transaction_state
@@ -178,7 +178,7 @@ async def add_offsets_to_txn(ctx: RequestContext, request: AddOffsetsToTxnReques
     if not authorize(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id):
         return AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
     try:
-        await groups.topic.ensure(leaders_wait_s=0)  # only the partition's number is needed here
+        await groups.topic.ensure()  # only the partition's number is needed here
     except Exception:
         return AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
     partition = TopicPartition(OFFSETS_TOPIC, groups.coordinator.partition_of(request.group_id))
@@ -219,7 +219,7 @@ async def txn_offset_commit(ctx: RequestContext, request: TxnOffsetCommitRequest
     unknown = ctx.services.txns.unknown_partitions([tp for tp in wanted if tp[0] in readable])
     groups = ctx.services.groups
     try:
-        await groups.topic.ensure(leaders_wait_s=0)  # the group's partition not led yet: NOT_COORDINATOR below
+        await groups.topic.ensure()  # the group's partition not led yet: NOT_COORDINATOR below
         if not authorize(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
             codes = dict.fromkeys(wanted, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
         elif not authorize(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id):

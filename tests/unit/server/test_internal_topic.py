@@ -28,5 +28,5 @@ def test_an_internal_topic_created_elsewhere_is_not_an_error() -> None:
     metadata = LaggingMetadata()
     topic = InternalTopic(lambda: metadata, None, "__transaction_state", partitions=3, replication_factor=3,  # type: ignore[arg-type]
                           configs=lambda factor: {}, replication_timeout_ms=1000, clock=lambda: 0)
-    asyncio.run(topic.ensure(leaders_wait_s=0))
+    asyncio.run(topic.ensure())
     assert topic.leader(0) is None  # unknown here yet: callers answer COORDINATOR_NOT_AVAILABLE
