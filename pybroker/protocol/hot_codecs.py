@@ -46,6 +46,26 @@ _ProduceRequest_PartitionProduceData: Final = ProduceRequest.PartitionProduceDat
 _ProduceRequest_TopicProduceData: Final = ProduceRequest.TopicProduceData
 _ProduceRequest: Final = ProduceRequest
 _ProduceResponse_LeaderIdAndEpoch: Final = ProduceResponse.LeaderIdAndEpoch
+#: Tagged structs at their defaults, one shared instance each: an answer built with one of them (as the
+#: Fetch and Produce handlers build theirs, through :func:`shared_default`) skips reading its fields.
+#: Nothing may change them in place.
+_FetchResponse_EpochEndOffset_DEFAULT: Final = _FetchResponse_EpochEndOffset()
+_FetchResponse_LeaderIdAndEpoch_DEFAULT: Final = _FetchResponse_LeaderIdAndEpoch()
+_FetchResponse_SnapshotId_DEFAULT: Final = _FetchResponse_SnapshotId()
+_ProduceResponse_LeaderIdAndEpoch_DEFAULT: Final = _ProduceResponse_LeaderIdAndEpoch()
+DEFAULT: Final[dict[type, Any]] = {
+    _FetchResponse_EpochEndOffset: _FetchResponse_EpochEndOffset_DEFAULT,
+    _FetchResponse_LeaderIdAndEpoch: _FetchResponse_LeaderIdAndEpoch_DEFAULT,
+    _FetchResponse_SnapshotId: _FetchResponse_SnapshotId_DEFAULT,
+    _ProduceResponse_LeaderIdAndEpoch: _ProduceResponse_LeaderIdAndEpoch_DEFAULT,
+}
+
+
+def shared_default(cls: type) -> Any:
+    """The shared instance of the tagged struct ``cls`` at its defaults."""
+    return DEFAULT[cls]
+
+
 #: Per array site: the generic plan's element size and cost (schema.py), set by :func:`codecs`.
 MIN_SIZE: Final[list[int]] = [0] * 8
 COST: Final[list[int]] = [0] * 8
@@ -313,13 +333,13 @@ def _write_FetchResponse_PartitionData_v12(w: Writer, obj: Any) -> None:
     buf += _S7.pack(obj.preferred_read_replica)
     w.write_compact_records(obj.records)
     t = obj.diverging_epoch
-    if not (type(t) is _FetchResponse_EpochEndOffset and t.epoch == -1 and t.end_offset == -1):
+    if t is not _FetchResponse_EpochEndOffset_DEFAULT and not (type(t) is _FetchResponse_EpochEndOffset and t.epoch == -1 and t.end_offset == -1):
         raise Unusual()
     t = obj.current_leader
-    if not (type(t) is _FetchResponse_LeaderIdAndEpoch and t.leader_id == -1 and t.leader_epoch == -1):
+    if t is not _FetchResponse_LeaderIdAndEpoch_DEFAULT and not (type(t) is _FetchResponse_LeaderIdAndEpoch and t.leader_id == -1 and t.leader_epoch == -1):
         raise Unusual()
     t = obj.snapshot_id
-    if not (type(t) is _FetchResponse_SnapshotId and t.end_offset == -1 and t.epoch == -1):
+    if t is not _FetchResponse_SnapshotId_DEFAULT and not (type(t) is _FetchResponse_SnapshotId and t.end_offset == -1 and t.epoch == -1):
         raise Unusual()
     buf.append(0)
 
@@ -559,7 +579,7 @@ def _write_ProduceResponse_PartitionProduceResponse_v10(w: Writer, obj: Any) -> 
             _write_ProduceResponse_BatchIndexAndErrorMessage_v9(w, item)
     w.write_compact_string(obj.error_message)
     t = obj.current_leader
-    if not (type(t) is _ProduceResponse_LeaderIdAndEpoch and t.leader_id == -1 and t.leader_epoch == -1):
+    if t is not _ProduceResponse_LeaderIdAndEpoch_DEFAULT and not (type(t) is _ProduceResponse_LeaderIdAndEpoch and t.leader_id == -1 and t.leader_epoch == -1):
         raise Unusual()
     buf.append(0)
 

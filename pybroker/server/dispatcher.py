@@ -42,6 +42,8 @@ MAX_UNSUPPORTED_CLIENTS = 1024
 """Clients whose unsupported versions were reported, remembered so each is reported once (oldest forgotten)."""
 
 
+_FETCH = ApiKey.FETCH  # read once: on Python 3.11 an Enum class's attribute goes through EnumType.__getattr__'s slot
+
 Route = tuple[ApiHandler, Read, int]
 """A served (API key, version): its handler, the generated reader of its request and the request's decode budget."""
 
@@ -126,7 +128,7 @@ class Dispatcher:
                 response = await handle(context, request)
             finally:
                 metrics.observe_request(key, version, started)
-            if key == ApiKey.FETCH and response is not None:
+            if key == _FETCH and response is not None:
                 metrics.record_fetch(version, request, response)
         if response is None:
             return None
