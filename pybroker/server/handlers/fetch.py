@@ -111,7 +111,16 @@ async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
     answers = []
     failed = False  # some partition answers an error: KIP-951 may name its leader
     for item in wanted:
-        data = _answer(item, next(reads)) if item.error is _NONE else _error_data(item)
+        if item.error is not _NONE:
+            data = _error_data(item)
+        elif (read := next(reads)).error is None and read.aborted is None:  # _answer's usual case, inlined
+            # partition_index, error_code, high_watermark, last_stable_offset, log_start_offset, diverging_epoch,
+            # current_leader, snapshot_id, aborted_transactions, preferred_read_replica, records
+            data = PartitionData(item.request.partition, 0, read.high_watermark, read.last_stable_offset,
+                                 read.log_start_offset, _NO_DIVERGING_EPOCH, _NO_LEADER, _NO_SNAPSHOT, None, -1,
+                                 read.records)
+        else:
+            data = _answer(item, read)
         answers.append(data)
         if data.error_code:
             failed = True
@@ -126,7 +135,12 @@ async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
         if not all(included):
             wanted = [item for item, keep in zip(wanted, included) if keep]
             answers = [data for data, keep in zip(answers, included) if keep]
-    response = FetchResponse(0, 0, session_id, _group(wanted, answers))  # throttle time, error code, ...
+    if len(wanted) == 1:  # _group of one partition, inlined
+        item = wanted[0]
+        topics = [FetchableTopicResponse(item.topic, item.topic_id, answers)]
+    else:
+        topics = _group(wanted, answers)
+    response = FetchResponse(0, 0, session_id, topics)  # throttle time, error code, responses
     if failed and ctx.api_version >= leader_hints.FIRST_FETCH_VERSION:
         response.node_endpoints = _point_to_leaders(ctx, wanted, answers)
     return response

@@ -106,7 +106,9 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
                 elif not_admitted and TopicPartition(name, data.index) in not_admitted:
                     of_topic.append(_not_admitted(data.index, name, not_admitted[TopicPartition(name, data.index)]))
                 else:
-                    batch = PartitionAppend(name, data.index, _received(data.records))
+                    records = data.records  # _received, inlined: a decoded batch is a buffer (a range only if sent)
+                    batch = PartitionAppend(name, data.index,
+                                            records if isinstance(records, (bytes, bytearray, memoryview)) else None)
                     of_topic.append(batch)
                     batches.append(batch)
         metrics = services.metrics
@@ -118,7 +120,8 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
     finally:
         if turns:
             _end_turns(ctx, turns)
-    if quota.active():  # producer_byte_rate counts the whole request's bytes, acks=0 included (as Kafka)
+    # producer_byte_rate counts the whole request's bytes, acks=0 included (as Kafka)
+    if quota.REQUEST_QUOTA.get() is not None:
         quota.record_produce(request.acks, ctx.request_size, services.clock.wall_ms())
     if request.acks == 0:
         return None

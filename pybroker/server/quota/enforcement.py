@@ -143,11 +143,6 @@ class _Timed:
 # Hooks for the handlers
 
 
-def active() -> bool:
-    """Whether the current request runs under a client quota (else there is nothing to record)."""
-    return _CURRENT.get() is not None
-
-
 def record_produce(acks: int, size: int, now_ms: int) -> None:
     """Produce: the request's size (header and all, as Kafka's request.sizeInBytes) goes to
     producer_byte_rate (acks=0 is exempt from the request quota, as in Kafka, but not from the byte rate)."""
