@@ -131,11 +131,12 @@ class Renderer:
             elif typ == "string" and first.compact:
                 body += ["    n = buf[pos] - 1", f"    if n < {-1 if first.nullable else 0} or n >= 0x7F or "
                          "pos + 1 + n > end:", "        raise Unusual()"]
+                # an empty string (a rack id, most often) without a view and a decode
                 if first.nullable:
                     body += ["    if n < 0:", f"        {v} = None", "        pos += 1", "    else:",
-                             f"        {v} = str(buf[pos + 1:pos + 1 + n], 'utf-8')", "        pos += 1 + n"]
+                             f"        {v} = str(buf[pos + 1:pos + 1 + n], 'utf-8') if n else ''", "        pos += 1 + n"]
                 else:
-                    body += [f"    {v} = str(buf[pos + 1:pos + 1 + n], 'utf-8')", "    pos += 1 + n"]
+                    body += [f"    {v} = str(buf[pos + 1:pos + 1 + n], 'utf-8') if n else ''", "    pos += 1 + n"]
             elif typ in ("records", "bytes") and first.compact:
                 body += ["    n, pos = uvarint(buf, pos, end)", "    n -= 1",
                          f"    if n < {-1 if first.nullable else 0} or pos + n > end:", "        raise Unusual()"]

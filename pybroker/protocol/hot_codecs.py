@@ -123,7 +123,7 @@ def _read_FetchRequest_FetchTopic_v12(r: Reader) -> Any:
     n = buf[pos] - 1
     if n < 0 or n >= 0x7F or pos + 1 + n > end:
         raise Unusual()
-    v_topic = str(buf[pos + 1:pos + 1 + n], 'utf-8')
+    v_topic = str(buf[pos + 1:pos + 1 + n], 'utf-8') if n else ''
     pos += 1 + n
     n = buf[pos] - 1
     if n < 0 or n >= 0x7F:
@@ -147,7 +147,7 @@ def _read_FetchRequest_ForgottenTopic_v12(r: Reader) -> Any:
     n = buf[pos] - 1
     if n < 0 or n >= 0x7F or pos + 1 + n > end:
         raise Unusual()
-    v_topic = str(buf[pos + 1:pos + 1 + n], 'utf-8')
+    v_topic = str(buf[pos + 1:pos + 1 + n], 'utf-8') if n else ''
     pos += 1 + n
     n = buf[pos] - 1
     if n < 0 or n >= 0x7F:
@@ -190,7 +190,7 @@ def _read_FetchRequest_v12(r: Reader) -> Any:
     n = buf[pos] - 1
     if n < 0 or n >= 0x7F or pos + 1 + n > end:
         raise Unusual()
-    v_rack_id = str(buf[pos + 1:pos + 1 + n], 'utf-8')
+    v_rack_id = str(buf[pos + 1:pos + 1 + n], 'utf-8') if n else ''
     pos += 1 + n
     if buf[pos] != 0:
         raise Unusual()
@@ -268,7 +268,7 @@ def _read_FetchRequest_v13(r: Reader) -> Any:
     n = buf[pos] - 1
     if n < 0 or n >= 0x7F or pos + 1 + n > end:
         raise Unusual()
-    v_rack_id = str(buf[pos + 1:pos + 1 + n], 'utf-8')
+    v_rack_id = str(buf[pos + 1:pos + 1 + n], 'utf-8') if n else ''
     pos += 1 + n
     if buf[pos] != 0:
         raise Unusual()
@@ -303,7 +303,7 @@ def _read_FetchRequest_v15(r: Reader) -> Any:
     n = buf[pos] - 1
     if n < 0 or n >= 0x7F or pos + 1 + n > end:
         raise Unusual()
-    v_rack_id = str(buf[pos + 1:pos + 1 + n], 'utf-8')
+    v_rack_id = str(buf[pos + 1:pos + 1 + n], 'utf-8') if n else ''
     pos += 1 + n
     if buf[pos] != 0:
         raise Unusual()
@@ -458,7 +458,7 @@ def _read_ProduceRequest_TopicProduceData_v9(r: Reader) -> Any:
     n = buf[pos] - 1
     if n < 0 or n >= 0x7F or pos + 1 + n > end:
         raise Unusual()
-    v_name = str(buf[pos + 1:pos + 1 + n], 'utf-8')
+    v_name = str(buf[pos + 1:pos + 1 + n], 'utf-8') if n else ''
     pos += 1 + n
     n = buf[pos] - 1
     if n < 0 or n >= 0x7F:
@@ -486,7 +486,7 @@ def _read_ProduceRequest_v9(r: Reader) -> Any:
         v_transactional_id = None
         pos += 1
     else:
-        v_transactional_id = str(buf[pos + 1:pos + 1 + n], 'utf-8')
+        v_transactional_id = str(buf[pos + 1:pos + 1 + n], 'utf-8') if n else ''
         pos += 1 + n
     v_acks, v_timeout_ms, = _S8.unpack_from(buf, pos)
     pos += 6
