@@ -58,6 +58,7 @@ class Renderer:
     def __init__(self) -> None:
         self.lines: list[str] = []
         self.layouts: dict[str, str] = {}
+        self.defaults: dict[type, str] = {}  # tagged struct classes: the name of their shared default instance
         self.classes: dict[type, str] = {}
         self.done: dict[tuple[str, type, int], str] = {}
         #: array sites by what their elements are (an element reader's name: the same body, the same fields,
@@ -130,11 +131,12 @@ class Renderer:
             elif typ == "string" and first.compact:
                 body += ["    n = buf[pos] - 1", f"    if n < {-1 if first.nullable else 0} or n >= 0x7F or "
                          "pos + 1 + n > end:", "        raise Unusual()"]
+                # an empty string (a rack id, most often) without a view and a decode
                 if first.nullable:
                     body += ["    if n < 0:", f"        {v} = None", "        pos += 1", "    else:",
-                             f"        {v} = str(buf[pos + 1:pos + 1 + n], 'utf-8')", "        pos += 1 + n"]
+                             f"        {v} = str(buf[pos + 1:pos + 1 + n], 'utf-8') if n else ''", "        pos += 1 + n"]
                 else:
-                    body += [f"    {v} = str(buf[pos + 1:pos + 1 + n], 'utf-8')", "    pos += 1 + n"]
+                    body += [f"    {v} = str(buf[pos + 1:pos + 1 + n], 'utf-8') if n else ''", "    pos += 1 + n"]
             elif typ in ("records", "bytes") and first.compact:
                 body += ["    n, pos = uvarint(buf, pos, end)", "    n -= 1",
                          f"    if n < {-1 if first.nullable else 0} or pos + n > end:", "        raise Unusual()"]
@@ -245,12 +247,25 @@ class Renderer:
         # every tagged field at its default: the section is one zero byte (the generic writer writes the rest)
         defaults = {f.name: f for f in dataclasses.fields(cls)}
         for spec in tagged:
-            body += [f"    t = obj.{spec.name}", f"    if not ({self.is_default('t', defaults[spec.name])}):",
+            shared = self.shared_default(defaults[spec.name])
+            test = self.is_default('t', defaults[spec.name])
+            body += [f"    t = obj.{spec.name}",
+                     f"    if {'' if shared is None else f't is not {shared} and '}not ({test}):",
                      "        raise Unusual()"]
         body.append("    buf.append(0)")
         self.done[("write", cls, version)] = written = self.emit(f"def {name}(w: Writer, obj: Any) -> None:", name,
                                                                   body)
         return written
+
+    def shared_default(self, f: dataclasses.Field[Any]) -> str | None:
+        """For a tagged struct field, the module's shared instance of the struct at its defaults (:data:`DEFAULT`):
+        an answer that carries it is known to be at its default without reading its fields."""
+        if f.default is not dataclasses.MISSING:
+            return None
+        made = f.default_factory()  # type: ignore[misc,operator]
+        if not isinstance(made, Struct):
+            return None
+        return self.defaults.setdefault(type(made), self.cls(type(made)) + "_DEFAULT")
 
     def is_default(self, value: str, f: dataclasses.Field[Any]) -> str:
         """An expression true when ``value`` equals ``f``'s default as the generic writer's ``==`` has it."""
@@ -312,6 +327,16 @@ class Renderer:
         ]
         head += [f"{n}: Final = struct.Struct({fmt!r})" for fmt, n in self.layouts.items()]
         head += [f"{n}: Final = {c.__qualname__}" for c, n in self.classes.items()]
+        head += [
+            "#: Tagged structs at their defaults, one shared instance each: an answer built with one of them (as the",
+            "#: Fetch and Produce handlers build theirs, through :func:`shared_default`) skips reading its fields.",
+            "#: Nothing may change them in place.",
+        ]
+        head += [f"{n}: Final = {self.cls(c)}()" for c, n in self.defaults.items()]
+        head += ["DEFAULT: Final[dict[type, Any]] = {"] + [f"    {self.cls(c)}: {n}," for c, n in self.defaults.items()]
+        head += ["}", "", "", "def shared_default(cls: type) -> Any:",
+                 '    """The shared instance of the tagged struct ``cls`` at its defaults."""',
+                 "    return DEFAULT[cls]", "", ""]
         head += [
             "#: Per array site: the generic plan's element size and cost (schema.py), set by :func:`codecs`.",
             f"MIN_SIZE: Final[list[int]] = [0] * {len(self.sites)}",

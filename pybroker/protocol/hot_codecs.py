@@ -46,6 +46,26 @@ _ProduceRequest_PartitionProduceData: Final = ProduceRequest.PartitionProduceDat
 _ProduceRequest_TopicProduceData: Final = ProduceRequest.TopicProduceData
 _ProduceRequest: Final = ProduceRequest
 _ProduceResponse_LeaderIdAndEpoch: Final = ProduceResponse.LeaderIdAndEpoch
+#: Tagged structs at their defaults, one shared instance each: an answer built with one of them (as the
+#: Fetch and Produce handlers build theirs, through :func:`shared_default`) skips reading its fields.
+#: Nothing may change them in place.
+_FetchResponse_EpochEndOffset_DEFAULT: Final = _FetchResponse_EpochEndOffset()
+_FetchResponse_LeaderIdAndEpoch_DEFAULT: Final = _FetchResponse_LeaderIdAndEpoch()
+_FetchResponse_SnapshotId_DEFAULT: Final = _FetchResponse_SnapshotId()
+_ProduceResponse_LeaderIdAndEpoch_DEFAULT: Final = _ProduceResponse_LeaderIdAndEpoch()
+DEFAULT: Final[dict[type, Any]] = {
+    _FetchResponse_EpochEndOffset: _FetchResponse_EpochEndOffset_DEFAULT,
+    _FetchResponse_LeaderIdAndEpoch: _FetchResponse_LeaderIdAndEpoch_DEFAULT,
+    _FetchResponse_SnapshotId: _FetchResponse_SnapshotId_DEFAULT,
+    _ProduceResponse_LeaderIdAndEpoch: _ProduceResponse_LeaderIdAndEpoch_DEFAULT,
+}
+
+
+def shared_default(cls: type) -> Any:
+    """The shared instance of the tagged struct ``cls`` at its defaults."""
+    return DEFAULT[cls]
+
+
 #: Per array site: the generic plan's element size and cost (schema.py), set by :func:`codecs`.
 MIN_SIZE: Final[list[int]] = [0] * 8
 COST: Final[list[int]] = [0] * 8
@@ -103,7 +123,7 @@ def _read_FetchRequest_FetchTopic_v12(r: Reader) -> Any:
     n = buf[pos] - 1
     if n < 0 or n >= 0x7F or pos + 1 + n > end:
         raise Unusual()
-    v_topic = str(buf[pos + 1:pos + 1 + n], 'utf-8')
+    v_topic = str(buf[pos + 1:pos + 1 + n], 'utf-8') if n else ''
     pos += 1 + n
     n = buf[pos] - 1
     if n < 0 or n >= 0x7F:
@@ -127,7 +147,7 @@ def _read_FetchRequest_ForgottenTopic_v12(r: Reader) -> Any:
     n = buf[pos] - 1
     if n < 0 or n >= 0x7F or pos + 1 + n > end:
         raise Unusual()
-    v_topic = str(buf[pos + 1:pos + 1 + n], 'utf-8')
+    v_topic = str(buf[pos + 1:pos + 1 + n], 'utf-8') if n else ''
     pos += 1 + n
     n = buf[pos] - 1
     if n < 0 or n >= 0x7F:
@@ -170,7 +190,7 @@ def _read_FetchRequest_v12(r: Reader) -> Any:
     n = buf[pos] - 1
     if n < 0 or n >= 0x7F or pos + 1 + n > end:
         raise Unusual()
-    v_rack_id = str(buf[pos + 1:pos + 1 + n], 'utf-8')
+    v_rack_id = str(buf[pos + 1:pos + 1 + n], 'utf-8') if n else ''
     pos += 1 + n
     if buf[pos] != 0:
         raise Unusual()
@@ -248,7 +268,7 @@ def _read_FetchRequest_v13(r: Reader) -> Any:
     n = buf[pos] - 1
     if n < 0 or n >= 0x7F or pos + 1 + n > end:
         raise Unusual()
-    v_rack_id = str(buf[pos + 1:pos + 1 + n], 'utf-8')
+    v_rack_id = str(buf[pos + 1:pos + 1 + n], 'utf-8') if n else ''
     pos += 1 + n
     if buf[pos] != 0:
         raise Unusual()
@@ -283,7 +303,7 @@ def _read_FetchRequest_v15(r: Reader) -> Any:
     n = buf[pos] - 1
     if n < 0 or n >= 0x7F or pos + 1 + n > end:
         raise Unusual()
-    v_rack_id = str(buf[pos + 1:pos + 1 + n], 'utf-8')
+    v_rack_id = str(buf[pos + 1:pos + 1 + n], 'utf-8') if n else ''
     pos += 1 + n
     if buf[pos] != 0:
         raise Unusual()
@@ -313,13 +333,13 @@ def _write_FetchResponse_PartitionData_v12(w: Writer, obj: Any) -> None:
     buf += _S7.pack(obj.preferred_read_replica)
     w.write_compact_records(obj.records)
     t = obj.diverging_epoch
-    if not (type(t) is _FetchResponse_EpochEndOffset and t.epoch == -1 and t.end_offset == -1):
+    if t is not _FetchResponse_EpochEndOffset_DEFAULT and not (type(t) is _FetchResponse_EpochEndOffset and t.epoch == -1 and t.end_offset == -1):
         raise Unusual()
     t = obj.current_leader
-    if not (type(t) is _FetchResponse_LeaderIdAndEpoch and t.leader_id == -1 and t.leader_epoch == -1):
+    if t is not _FetchResponse_LeaderIdAndEpoch_DEFAULT and not (type(t) is _FetchResponse_LeaderIdAndEpoch and t.leader_id == -1 and t.leader_epoch == -1):
         raise Unusual()
     t = obj.snapshot_id
-    if not (type(t) is _FetchResponse_SnapshotId and t.end_offset == -1 and t.epoch == -1):
+    if t is not _FetchResponse_SnapshotId_DEFAULT and not (type(t) is _FetchResponse_SnapshotId and t.end_offset == -1 and t.epoch == -1):
         raise Unusual()
     buf.append(0)
 
@@ -438,7 +458,7 @@ def _read_ProduceRequest_TopicProduceData_v9(r: Reader) -> Any:
     n = buf[pos] - 1
     if n < 0 or n >= 0x7F or pos + 1 + n > end:
         raise Unusual()
-    v_name = str(buf[pos + 1:pos + 1 + n], 'utf-8')
+    v_name = str(buf[pos + 1:pos + 1 + n], 'utf-8') if n else ''
     pos += 1 + n
     n = buf[pos] - 1
     if n < 0 or n >= 0x7F:
@@ -466,7 +486,7 @@ def _read_ProduceRequest_v9(r: Reader) -> Any:
         v_transactional_id = None
         pos += 1
     else:
-        v_transactional_id = str(buf[pos + 1:pos + 1 + n], 'utf-8')
+        v_transactional_id = str(buf[pos + 1:pos + 1 + n], 'utf-8') if n else ''
         pos += 1 + n
     v_acks, v_timeout_ms, = _S8.unpack_from(buf, pos)
     pos += 6
@@ -559,7 +579,7 @@ def _write_ProduceResponse_PartitionProduceResponse_v10(w: Writer, obj: Any) -> 
             _write_ProduceResponse_BatchIndexAndErrorMessage_v9(w, item)
     w.write_compact_string(obj.error_message)
     t = obj.current_leader
-    if not (type(t) is _ProduceResponse_LeaderIdAndEpoch and t.leader_id == -1 and t.leader_epoch == -1):
+    if t is not _ProduceResponse_LeaderIdAndEpoch_DEFAULT and not (type(t) is _ProduceResponse_LeaderIdAndEpoch and t.leader_id == -1 and t.leader_epoch == -1):
         raise Unusual()
     buf.append(0)
 

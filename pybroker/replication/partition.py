@@ -273,7 +273,14 @@ class Partition:
         """Apply the high-watermark rule; True when it moved."""
         log = self.log
         before = log.high_watermark
-        target = rs.high_watermark(before, log.log_end_offset, self.maximal_isr, self.broker_id, self.followers)
+        end = log.log_end_offset
+        if end <= before:  # the rule's target is at most the leader's log end: nothing to move
+            return False
+        isr = self.maximal_isr
+        if len(isr) == 1 and isr[0] == self.broker_id:  # the leader alone (every produce to an unreplicated topic)
+            target = end
+        else:
+            target = rs.high_watermark(before, end, isr, self.broker_id, self.followers)
         return target > before and log.set_high_watermark(target) > before
 
     def isr_to_add(self, replica_id: BrokerId) -> tuple[int, ...]:
@@ -369,7 +376,10 @@ class Partition:
         append, truncation and role change catches the cache up with it. Not when the file already
         holds what the cache now has (`written`); only marked `epochs_unwritten` when `deferred`; handed to
         `write_later` when only the start moved."""
-        start_moved = self.epoch_cache.truncate_from_start(self.log.log_start_offset)
+        start = self.log.log_start_offset
+        cached = self.epoch_cache.entries  # (EpochCache.truncate_from_start's own first test, read here: no call
+        # on every append, where the log start has not moved past the first epoch)
+        start_moved = bool(cached) and cached[0][1] < start and self.epoch_cache.truncate_from_start(start)
         if not (changed or start_moved or self.epochs_unwritten) or self.log.closed:
             return
         if deferred:

@@ -141,22 +141,27 @@ async def _rest(coroutine: Coroutine[Any, Any, Response], waiting_on: Any) -> Re
 
 class RequestDispatcher(Protocol):
     """What a connection needs of server/dispatcher.py's Dispatcher. A protocol rather than the class: the
-    compiled build (common/native.py) would check every dispatcher passed in against the class itself."""
+    compiled build (common/native.py) would check every dispatcher passed in against the class itself.
+    ``dispatch`` is called with the connection's session only when the connection was given one."""
 
     @property
     def io(self) -> IoExecutor | None: ...
 
-    def dispatch(self, frame: memoryview, peer: str) -> Coroutine[Any, Any, Response]: ...
+    def dispatch(self, frame: memoryview, peer: str, session: Any = None) -> Coroutine[Any, Any, Response]: ...
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)  # socket_server's connections subclass it
 class KafkaConnection(asyncio.Protocol):
     def __init__(self, dispatcher: RequestDispatcher, *, max_frame_size: int, max_in_flight: int,
                  connections: set["KafkaConnection"], zero_copy: bool = True, queue: RequestQueue | None = None,
-                 frame_limit: Callable[[], int | None] | None = None):
+                 frame_limit: Callable[[], int | None] | None = None, session: Any = None):
         """``frame_limit``, when given, is asked before each read for a lower frame size limit than
-        ``max_frame_size`` that applies now (a SASL connection before it authenticated), or None."""
+        ``max_frame_size`` that applies now (a SASL connection before it authenticated), or None.
+        ``session``, when given, is passed with each request to ``dispatcher.dispatch`` (the connection's
+        listener, principal and SASL state: server/context.py's ConnectionSession)."""
         self._dispatcher = dispatcher
+        self._dispatch_request = dispatcher.dispatch  # bound once: a lookup less per request
+        self.session = session
         self._zero_copy = zero_copy
         self._socket_fd = -1
         self._splicing = False  # zero-copy on a plain socket: file ranges go out by os.sendfile
@@ -254,7 +259,9 @@ class KafkaConnection(asyncio.Protocol):
                         self._dispatch(frame)
             finally:
                 self._reading = False
-        self._update_reading()
+        if self._reading_paused or self._writing_paused or self._waiting_for_memory or self._unmute is not None \
+                or self._backlog or len(self._pending) >= self._max_in_flight:  # else reading goes on as it is
+            self._update_reading()
 
     def pause_writing(self) -> None:
         self._writing_paused = True
@@ -347,7 +354,9 @@ class KafkaConnection(asyncio.Protocol):
         if frame is self._held_frame:
             held, self._held_frame, self._held_size = self._held_size, None, 0
         self._pending.append(request)  # its place in the response order, before anything it runs
-        coroutine = self._dispatcher.dispatch(frame, self.peer)
+        session = self.session
+        coroutine = self._dispatch_request(frame, self.peer) if session is None else \
+            self._dispatch_request(frame, self.peer, session)
         try:
             waiting_on = context.run(start_request, request, coroutine)
         except StopIteration as stop:
@@ -361,7 +370,16 @@ class KafkaConnection(asyncio.Protocol):
             request.task = task
             task.add_done_callback(functools.partial(self._on_task_done, request, held))
             return
-        self._on_task_done(request, held, None)
+        # _on_task_done's work, and RequestSlot.release's, inlined for the requests answered at once: a call is a
+        # frame on Python 3.11
+        if request.held:
+            request.held = False
+            queue.requests -= 1
+            if queue.waiting:
+                queue.wake()
+        if held:
+            queue.release_bytes(held)
+        self._write_ready()
 
     def _dispatch_backlog(self) -> None:
         if self._in_backlog:  # a request it started finished at once: the loop below goes on
@@ -393,9 +411,19 @@ class KafkaConnection(asyncio.Protocol):
                 if self._out:
                     self._pump()
                     continue
-                if not pending or not pending[0].done():
+                if not pending:
                     break
-                cancelled, exc, response = pending.popleft().outcome()
+                head = pending[0]
+                if head.task is None:  # answered by its handler's first step (InFlight.outcome, inlined)
+                    if not head.ready:
+                        break
+                    pending.popleft()
+                    exc, response = head.error, head.value
+                    cancelled = exc is not None and isinstance(exc, asyncio.CancelledError)
+                else:
+                    if not head.task.done():
+                        break
+                    cancelled, exc, response = pending.popleft().outcome()
                 if cancelled:
                     continue
                 if exc is not None:
@@ -414,6 +442,10 @@ class KafkaConnection(asyncio.Protocol):
                     return
                 if isinstance(response, bytes):
                     self._transport.write(response)
+                    self._active = True
+                elif type(response) is list and len(response) == 1 \
+                        and isinstance(part := response[0], (bytes, bytearray, memoryview)):
+                    self._transport.write(part)  # most answers: one buffer (_send's first case, inlined)
                     self._active = True
                 elif response is not None:
                     self._send(response)

@@ -258,7 +258,7 @@ class SocketServer:
     def _new_connection(self, ip: str, spec: ListenerSpec) -> KafkaConnection:
         session = ConnectionSession(spec.endpoint.listener, spec.endpoint.security_protocol)
         limit = spec.sasl_max_receive_size
-        return _TrackedConnection(self, ip, spec, session, _SessionDispatcher(self._dispatcher, session),
+        return _TrackedConnection(self, ip, spec, self._dispatcher, session=session,
                                   max_frame_size=self._max_frame_size, max_in_flight=self._max_in_flight,
                                   connections=self.connections, queue=self.queue, zero_copy=spec.tls is None,
                                   frame_limit=None if limit is None else lambda: _pre_authentication(session, limit))
@@ -334,31 +334,17 @@ def _pre_authentication(session: ConnectionSession, limit: int) -> int | None:
     return None if session.sasl is not None and session.sasl.authenticated else limit
 
 
-class _SessionDispatcher:
-    """The dispatcher as one connection sees it: each of its requests carries the connection's session."""
-
-    def __init__(self, dispatcher: "Dispatcher", session: ConnectionSession) -> None:
-        self._dispatcher = dispatcher
-        self._session = session
-
-    def dispatch(self, frame: memoryview, peer: str) -> Any:
-        return self._dispatcher.dispatch(frame, peer, self._session)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._dispatcher, name)
-
-
 class _TrackedConnection(KafkaConnection):
     """A connection that gives its quota back to the socket server when it closes, and on an SSL
     listener takes its principal from the client's certificate once the handshake is done."""
 
-    def __init__(self, server: SocketServer, ip: str, spec: ListenerSpec, session: ConnectionSession,
-                 *args: object, **kwargs: object) -> None:
+    session: ConnectionSession
+
+    def __init__(self, server: SocketServer, ip: str, spec: ListenerSpec, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         self._server = server
         self._ip = ip
         self._spec = spec
-        self.session = session
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pybroker.common.ids import BrokerId
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.error_codes import ErrorCode
+from pybroker.protocol.hot_codecs import shared_default
 from pybroker.protocol.messages import FetchRequest, FetchResponse
 from pybroker.protocol.primitives import ZERO_UUID
 from pybroker.replication.fetch_messages import FetchParams, FetchPartition, FetchResult, PartitionRead, \
@@ -44,9 +45,15 @@ FetchableTopicResponse = FetchResponse.FetchableTopicResponse
 # The answers of every request are built with positional arguments, in the generated classes' field order
 # (tests/unit/server/test_answer_layouts.py pins it): on Python 3.11 a keyword call to a class builds and
 # unpacks a dict per call, which cost a one-partition Fetch more than its answer's own encoding.
-_NO_DIVERGING_EPOCH = FetchResponse.EpochEndOffset()
-_NO_LEADER = FetchResponse.LeaderIdAndEpoch()
-_NO_SNAPSHOT = FetchResponse.SnapshotId()
+# (The hot codecs own these instances: an answer that carries them is written without reading their fields.)
+_NO_DIVERGING_EPOCH = shared_default(FetchResponse.EpochEndOffset)
+_NO_LEADER = shared_default(FetchResponse.LeaderIdAndEpoch)
+_NO_SNAPSHOT = shared_default(FetchResponse.SnapshotId)
+# Enum members read once, here: on Python 3.11 every attribute read on an Enum class goes through the slot
+# EnumType.__getattr__ installs (about 850 instructions against 100 for a global).
+_NONE = ErrorCode.NONE
+_UNKNOWN_TOPIC_ID = ErrorCode.UNKNOWN_TOPIC_ID
+_UNKNOWN_TOPIC_OR_PARTITION = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 FIRST_TOPIC_ID_VERSION = 13
 READ_COMMITTED = 1
 FIRST_REPLICA_STATE_VERSION = 15
@@ -69,38 +76,56 @@ class _Wanted:
 # when its high watermark moved; this leader does not use it (the follower learns it on the next answer, as before).
 @api(ApiKey.FETCH, 4, 18)
 async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
+    # The small helpers are inlined where a request would call them every time: a call is a frame on Python 3.11.
     services = ctx.services
     sessions = services.fetch_sessions
-    replica_id = _replica_id(ctx, request)
+    # the fetching follower's broker id, or -1 for a consumer (v15+ moved it into ReplicaState)
+    replica_id = BrokerId(request.replica_id if ctx.api_version < FIRST_REPLICA_STATE_VERSION
+                          else request.replica_state.replica_id)
     follower = replica_id >= 0
     by_id = ctx.api_version >= FIRST_TOPIC_ID_VERSION
-    context = sessions.new_context(
-        ctx.now_ms, session_id=request.session_id, epoch=request.session_epoch,
-        privileged=follower, uses_topic_ids=by_id,
-        requested=_requested(request, by_id), forgotten=_forgotten(request, by_id))
-    if context.error is not ErrorCode.NONE:
+    # now, session id, epoch, privileged, uses topic ids, requested, forgotten
+    context = sessions.new_context(ctx.now_ms, request.session_id, request.session_epoch, follower, by_id,
+                                   _requested(request, by_id),
+                                   _forgotten(request, by_id) if request.forgotten_topics_data else [])
+    if context.error is not _NONE:
         return FetchResponse(throttle_time_ms=0, error_code=context.error, session_id=0, responses=[])
     wanted = _resolve(ctx, by_id, context.partitions)
     if services.authorizer is not None:
         _authorize(ctx, follower, wanted)
     readable = []  # loops rather than comprehensions: each comprehension is a call of its own on Python 3.11
     for item in wanted:
-        if item.error is ErrorCode.NONE:
+        if item.error is _NONE:
             readable.append(item.fetch)
     request_limit = request.max_bytes if ctx.api_version >= 3 else 2**31 - 1
-    fetch_max_bytes = services.config["fetch.max.bytes"]
+    limit = min(request_limit, services.config["fetch.max.bytes"])
+    quota_state = quota.REQUEST_QUOTA.get()
     params = FetchParams(replica_id, request.isolation_level == READ_COMMITTED, request.min_bytes,
                          request.max_wait_ms,
-                         lambda: int(min(request_limit, fetch_max_bytes, quota.fetch_max_bytes(follower))))
+                         (lambda: limit) if quota_state is None else
+                         (lambda: int(min(limit, quota.fetch_max_bytes(follower)))))
     outcome = fetch_messages(services.replica_manager, services.io, params, readable,
                              answered_with_error=len(readable) < len(wanted), on_wait=leave_request_queue)
     result = outcome if isinstance(outcome, FetchResult) else await outcome
     reads = iter(result.reads)
     answers = []
+    failed = False  # some partition answers an error: KIP-951 may name its leader
     for item in wanted:
-        answers.append(_answer(item, next(reads)) if item.error is ErrorCode.NONE else _error_data(item))
+        if item.error is not _NONE:
+            data = _error_data(item)
+        elif (read := next(reads)).error is None and read.aborted is None:  # _answer's usual case, inlined
+            # partition_index, error_code, high_watermark, last_stable_offset, log_start_offset, diverging_epoch,
+            # current_leader, snapshot_id, aborted_transactions, preferred_read_replica, records
+            data = PartitionData(item.request.partition, 0, read.high_watermark, read.last_stable_offset,
+                                 read.log_start_offset, _NO_DIVERGING_EPOCH, _NO_LEADER, _NO_SNAPSHOT, None, -1,
+                                 read.records)
+        else:
+            data = _answer(item, read)
+        answers.append(data)
+        if data.error_code:
+            failed = True
     # consumer_byte_rate: a throttled consumer gets an empty answer and the session is left as it was
-    if quota.record_fetch(follower, result.bytes):
+    if quota_state is not None and quota.record_fetch(follower, result.bytes):
         return FetchResponse(throttle_time_ms=0, error_code=0, responses=[],
                              session_id=context.session.id if context.session is not None else 0)
     session_id = INVALID_SESSION_ID
@@ -110,8 +135,13 @@ async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
         if not all(included):
             wanted = [item for item, keep in zip(wanted, included) if keep]
             answers = [data for data, keep in zip(answers, included) if keep]
-    response = FetchResponse(0, 0, session_id, _group(wanted, answers))  # throttle time, error code, ...
-    if ctx.api_version >= leader_hints.FIRST_FETCH_VERSION:
+    if len(wanted) == 1:  # _group of one partition, inlined
+        item = wanted[0]
+        topics = [FetchableTopicResponse(item.topic, item.topic_id, answers)]
+    else:
+        topics = _group(wanted, answers)
+    response = FetchResponse(0, 0, session_id, topics)  # throttle time, error code, responses
+    if failed and ctx.api_version >= leader_hints.FIRST_FETCH_VERSION:
         response.node_endpoints = _point_to_leaders(ctx, wanted, answers)
     return response
 
@@ -175,8 +205,6 @@ def _requested(request: FetchRequest, by_id: bool) -> Requested:
 
 
 def _forgotten(request: FetchRequest, by_id: bool) -> list[PartitionKey]:
-    if not request.forgotten_topics_data:  # the usual request: no comprehension to run
-        return []
     return [(topic.topic_id if by_id else topic.topic, partition)
             for topic in request.forgotten_topics_data for partition in topic.partitions]
 
@@ -184,7 +212,7 @@ def _forgotten(request: FetchRequest, by_id: bool) -> list[PartitionKey]:
 def _resolve(ctx: RequestContext, by_id: bool, partitions: Requested) -> list[_Wanted]:
     """Name each partition's topic; v13+ requests name topics by id only."""
     metadata = ctx.services.metadata
-    error = ErrorCode.UNKNOWN_TOPIC_ID if by_id else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    error = _UNKNOWN_TOPIC_ID if by_id else _UNKNOWN_TOPIC_OR_PARTITION
     wanted = []
     last_topic: str | uuid.UUID | None = None
     info = None
@@ -204,7 +232,7 @@ def _resolve(ctx: RequestContext, by_id: bool, partitions: Requested) -> list[_W
                               FetchPartition(name, partition.partition, partition.fetch_offset,
                                              partition.partition_max_bytes, partition.current_leader_epoch,
                                              partition.log_start_offset),
-                              ErrorCode.NONE if info else error))
+                              _NONE if info else error))
     return wanted
 
 
@@ -213,12 +241,6 @@ def _records_size(data: PartitionData) -> int:
     if records is None:
         return 0
     return len(records) if isinstance(records, (bytes, bytearray, memoryview)) else records.size
-
-
-def _replica_id(ctx: RequestContext, request: FetchRequest) -> BrokerId:
-    """The fetching follower's broker id, or -1 for a consumer (v15+ moved it into ReplicaState)."""
-    return BrokerId(request.replica_id if ctx.api_version < FIRST_REPLICA_STATE_VERSION
-                    else request.replica_state.replica_id)
 
 
 def _group(wanted: list[_Wanted], answers: list[PartitionData]) -> list[FetchableTopicResponse]:

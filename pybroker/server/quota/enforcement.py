@@ -59,6 +59,9 @@ class RequestQuota:
 
 
 _CURRENT: contextvars.ContextVar[RequestQuota | None] = contextvars.ContextVar("request_quota", default=None)
+REQUEST_QUOTA = _CURRENT
+"""The current request's quota state (None: no client quota applies): a handler that reads it once skips the
+hooks below, each a call, when it is None (every request while no quota is configured)."""
 
 
 def enforced(api_key: int, func: HandlerFunc) -> HandlerFunc:
@@ -138,11 +141,6 @@ class _Timed:
 
 
 # Hooks for the handlers
-
-
-def active() -> bool:
-    """Whether the current request runs under a client quota (else there is nothing to record)."""
-    return _CURRENT.get() is not None
 
 
 def record_produce(acks: int, size: int, now_ms: int) -> None:
