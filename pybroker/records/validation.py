@@ -53,7 +53,10 @@ cost per operation outweighs the per-record saving. That module (and numpy) load
 not at the broker's start."""
 COMPILED_WALK = not __file__.endswith(".py")
 """mypyc compiled this module (the compiled build): its walk checks a record in about 30 ns, below numpy's
-175-215 ns at every batch size, so record_scan is not used."""
+175-215 ns at every batch size, so record_scan is not used. It reads ``bytes`` at C speed but anything else
+(the produced batch is a memoryview of the request) through the object protocol: 2,000 against 270 us for
+9,500 records of 100 B, where copying the megabyte out takes 24 us. So this build walks a copy of the records,
+the interpreted one (which indexes a view and bytes alike, within 1-3%) walks them in place."""
 
 Scan = Callable[[bytes | memoryview, int], "tuple[int, int, bool] | None"]
 _vectorized: list[Scan | None] = []  # resolved at the first large batch: record_scan's walk, or None without numpy
@@ -153,8 +156,10 @@ def validate_produced_batch(batch: RecordBatch, policy: ProducePolicy, now_ms: i
         data = _within_budget(codec, memoryview(batch.buffer)[start:end], budget)
     elif codec:
         data = decompress(codec, memoryview(batch.buffer)[start:end], policy.max_decompressed_bytes)
+    elif COMPILED_WALK:
+        data = bytes(memoryview(batch.buffer)[start:end])  # see COMPILED_WALK: mypyc indexes a view 7x slower
     else:
-        data = bytes(memoryview(batch.buffer)[start:end])
+        data = cast(bytes, memoryview(batch.buffer)[start:end])  # the interpreted walks index the view in place
     count = h.records_count
     summary = None
     if count >= MIN_RECORDS and (scan := vectorized_scan()) is not None:
