@@ -33,6 +33,7 @@ LAG_TIMEOUT_S = 15.0
 # How long share-stall-then-kill waits for a share-partition to aim at (share_aim.py): the members' first
 # records came more than 15 s into a loaded round (seed 11 in CI found none then, and said nothing).
 SHARE_AIM_WAIT_S = 30.0
+SHARE_MOVE_AFTER_S = 10.0  # after which a leader is moved though some share-partition is not read yet
 SHARE_READ_WAIT_S = 10.0  # for the members to read a moved share-partition from its new leader
 
 
@@ -392,18 +393,9 @@ def _share_stall_then_kill(cluster: ChaosCluster, hold: float, rng: random.Rando
     the leader handed out meanwhile."""
     chosen, why = _share_aim(cluster, rng, history)
     if chosen is not None and chosen.moved_from is not None:
-        moved_at = history.now()
-        step("moving", partition=chosen.partition, leader=chosen.moved_from, to=chosen.leader,
-             coordinator=chosen.coordinator)
-        try:
-            moved = share_aim.move_leader(cluster.bootstrap, _view_of(cluster, chosen.partition), chosen.leader)
-        except Exception as exc:  # noqa: BLE001 - the reassignment or election refused: skipped, and why
-            moved = f"{type(exc).__name__}: {exc}"
-        if moved is not True:
-            chosen, why = None, f"p{chosen.partition}'s leadership did not move to {chosen.leader} " \
-                                f"in {share_aim.MOVE_TIMEOUT_S:.0f} s{': ' + moved if moved else ''}"
-        elif not _wait(lambda: _read_since(history, chosen.partition, moved_at), SHARE_READ_WAIT_S):
-            step("not-read-since-moved", partition=chosen.partition, leader=chosen.leader)
+        unmoved = _share_move(cluster, chosen, history, step)
+        if unmoved is not None:
+            chosen, why = None, unmoved
     if chosen is None:
         history.add("fault-skipped", id=step.index, kind="share-stall-then-kill", reason=why)
         time.sleep(hold)
@@ -427,6 +419,7 @@ def _share_aim(cluster: ChaosCluster, rng: random.Random, history: History) -> t
     """share_aim.aim, asked again until it finds a share-partition (up to SHARE_AIM_WAIT_S); else why not."""
     found: list[share_aim.Aim | None] = [None]
     why = ["the cluster did not answer"]
+    hurry_at = time.monotonic() + SHARE_MOVE_AFTER_S
 
     def aimed() -> bool:
         read = {e["partition"] for e in history.snapshot() if e["type"] == "share-deliver"}
@@ -436,15 +429,28 @@ def _share_aim(cluster: ChaosCluster, rng: random.Random, history: History) -> t
         except Exception as exc:  # noqa: BLE001 - a cluster in flux; asked again
             why[0] = f"the cluster did not answer: {type(exc).__name__}: {exc}"
             return False
-        found[0] = share_aim.aim(views, read, live, rng)
+        found[0] = share_aim.aim(views, read, live, rng, hurry=time.monotonic() >= hurry_at)
         why[0] = share_aim.unaimed(views, read, live)
         return found[0] is not None
     _wait(aimed, SHARE_AIM_WAIT_S)
     return found[0], why[0]
 
 
-def _view_of(cluster: ChaosCluster, partition: int) -> share_aim.ShareView:
-    return next(v for v in share_aim.share_views(cluster.bootstrap) if v.partition == partition)
+def _share_move(cluster: ChaosCluster, chosen: share_aim.Aim, history: History, step: _Steps) -> str | None:
+    """Move the chosen share-partition's leadership to `chosen.leader`, and wait (up to SHARE_READ_WAIT_S) for the
+    members to read it there; why not, when it did not move."""
+    moved_at = history.now()
+    step("moving", partition=chosen.partition, leader=chosen.moved_from, to=chosen.leader,
+         coordinator=chosen.coordinator)
+    try:
+        view = next(v for v in share_aim.share_views(cluster.bootstrap) if v.partition == chosen.partition)
+        if not share_aim.move_leader(cluster.bootstrap, view, chosen.leader):
+            return f"p{chosen.partition}'s leadership did not move to {chosen.leader} in {share_aim.MOVE_TIMEOUT_S} s"
+    except Exception as exc:  # noqa: BLE001 - the reassignment or the election refused
+        return f"p{chosen.partition}'s leadership not moved to {chosen.leader}: {type(exc).__name__}: {exc}"
+    if not _wait(lambda: _read_since(history, chosen.partition, moved_at), SHARE_READ_WAIT_S):
+        step("not-read-since-moved", partition=chosen.partition, leader=chosen.leader)
+    return None
 
 
 def _read_since(history: History, partition: int, since: float) -> bool:

@@ -50,14 +50,18 @@ class Aim:
     moved_from: int | None = None
 
 
-def aim(views: list[ShareView], read: set[int], live: set[int], rng: random.Random) -> Aim | None:
+def aim(views: list[ShareView], read: set[int], live: set[int], rng: random.Random, *,
+        hurry: bool = False) -> Aim | None:
     """A read share-partition led apart from its coordinator; else one whose leadership can move to a live in-sync
-    replica apart from it; else None (`unaimed` says why)."""
+    replica apart from it, once every share-partition was read (one not read yet may be led apart: a move is a
+    leader change the fault need not add) or when `hurry`; else None (`unaimed` says why)."""
     usable = [v for v in views if v.partition in read and v.leader >= 0 and v.coordinator >= 0]
     apart = [v for v in usable if v.leader != v.coordinator]
     if apart:
         chosen = rng.choice(apart)
         return Aim(chosen.partition, chosen.leader, chosen.coordinator)
+    if not hurry and not {v.partition for v in views} <= read:
+        return None
     movable = [(v, to) for v in usable for to in v.isr if to != v.coordinator and to in live]
     if movable:
         chosen, to = rng.choice(movable)
@@ -74,6 +78,8 @@ def unaimed(views: list[ShareView], read: set[int], live: set[int]) -> str:
     usable = [v for v in views if v.partition in read and v.leader >= 0 and v.coordinator >= 0]
     if not usable:
         return f"share-partitions {sorted(read)} read but without a leader or coordinator now: {views}"
+    if not {v.partition for v in views} <= read:
+        return f"share-partitions {sorted(read)} read, each led by its coordinator, the others not read yet: {usable}"
     return f"every read share-partition led by its coordinator, with no live in-sync replica apart from it: {usable}"
 
 
@@ -123,9 +129,9 @@ async def _move(bootstrap: str, view: ShareView, to: int) -> bool:
     async with KafkaClient(bootstrap, timeout=5.0) as client:
         admin = AdminClient(client)
         if view.replicas[:1] != (to,):
-            errors = await admin.alter_partition_reassignments({tp: moved_replicas(view.replicas, to)})
-            if errors.get(tp) is not None:
-                raise errors[tp]
+            error = (await admin.alter_partition_reassignments({tp: moved_replicas(view.replicas, to)})).get(tp)
+            if error is not None:
+                raise error
         deadline = time.monotonic() + MOVE_TIMEOUT_S
         while time.monotonic() < deadline:
             described = (await admin.describe_topics([SHARE_TOPIC]))[SHARE_TOPIC]
