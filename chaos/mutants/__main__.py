@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
         tally = f"{len(caught)} of {len(results)}" + (f", {len(unexercised)} not exercised" if unexercised else "")
         if not caught:
             missed.append(mutant.name)
-            rows.append(f"| {mutant.name} | {mutant.bug} | {'not exercised' if unexercised else 'not caught'} | "
+            rows.append(f"| {mutant.name} | {mutant.bug} | {'not exercised' if len(unexercised) == len(results) else 'not caught'} | "
                         f"{tally} | {results[-1].outcome if results else 'no round'} |")
         else:
             first = results.index(caught[0]) + 1
