@@ -437,19 +437,26 @@ def _share_aim(cluster: ChaosCluster, rng: random.Random, history: History) -> t
 
 
 def _share_move(cluster: ChaosCluster, chosen: share_aim.Aim, history: History, step: _Steps) -> str | None:
-    """Move the chosen share-partition's leadership to `chosen.leader`, and wait (up to SHARE_READ_WAIT_S) for the
-    members to read it there; why not, when it did not move."""
-    moved_at = history.now()
-    step("moving", partition=chosen.partition, leader=chosen.moved_from, to=chosen.leader,
-         coordinator=chosen.coordinator)
+    """Move the chosen share-partition's leadership to `chosen.leader`; why not, when it did not move. Then wait (up
+    to SHARE_READ_WAIT_S each) for the new leader to read the share-partition's state from its coordinator (its
+    log says so) and for the members to be handed records after that: stalled sooner, the new leader's read of
+    its state is what freezes, it serves nothing in the stall, and the fault tests nothing (seed 11 once stalled
+    1.1 s into the move and caught nothing)."""
+    partition, leader = chosen.partition, chosen.leader
+    log = cluster.by_id(leader).data_dir / "broker.log"
+    mark = log.stat().st_size
+    step("moving", partition=partition, leader=chosen.moved_from, to=leader, coordinator=chosen.coordinator)
     try:
-        view = next(v for v in share_aim.share_views(cluster.bootstrap) if v.partition == chosen.partition)
-        if not share_aim.move_leader(cluster.bootstrap, view, chosen.leader):
-            return f"p{chosen.partition}'s leadership did not move to {chosen.leader} in {share_aim.MOVE_TIMEOUT_S} s"
+        view = next(v for v in share_aim.share_views(cluster.bootstrap) if v.partition == partition)
+        if not share_aim.move_leader(cluster.bootstrap, view, leader):
+            return f"p{partition}'s leadership did not move to {leader} in {share_aim.MOVE_TIMEOUT_S} s"
     except Exception as exc:  # noqa: BLE001 - the reassignment or the election refused
-        return f"p{chosen.partition}'s leadership not moved to {chosen.leader}: {type(exc).__name__}: {exc}"
-    if not _wait(lambda: _read_since(history, chosen.partition, moved_at), SHARE_READ_WAIT_S):
-        step("not-read-since-moved", partition=chosen.partition, leader=chosen.leader)
+        return f"p{partition}'s leadership not moved to {leader}: {type(exc).__name__}: {exc}"
+    if not _wait(lambda: share_aim.state_read_since(log, mark, partition), SHARE_READ_WAIT_S):
+        step("state-not-read-by-new-leader", partition=partition, leader=leader)
+    served_at = history.now()
+    if not _wait(lambda: _read_since(history, partition, served_at), SHARE_READ_WAIT_S):
+        step("not-read-since-moved", partition=partition, leader=leader)
     return None
 
 

@@ -17,9 +17,10 @@ import asyncio
 import random
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 from chaos.share_state_log import STATE_TOPIC
-from chaos.share_workload import SHARE_GROUP, SHARE_TOPIC
+from chaos.share_workload import SHARE_GROUP, SHARE_TOPIC, STATE_READ
 from pybroker.client import KafkaClient
 from pybroker.client.admin import AdminClient, TopicDescription
 from pybroker.client.errors import KafkaClientError
@@ -86,6 +87,16 @@ def unaimed(views: list[ShareView], read: set[int], live: set[int]) -> str:
 def moved_replicas(replicas: tuple[int, ...], to: int) -> list[int]:
     """The assignment reordered so that `to` is its preferred replica (the replica set unchanged)."""
     return [to, *(r for r in replicas if r != to)]
+
+
+def state_read_since(log: Path, mark: int, partition: int) -> bool:
+    """Whether the broker whose log this is read the share-partition's state (it does as its leader, before it serves
+    it) in what it logged past byte `mark`."""
+    with open(log, "rb") as f:
+        f.seek(mark)
+        lines = f.read().decode(errors="replace").splitlines()
+    return any(found is not None and found["group"] == SHARE_GROUP and found["topic"] == SHARE_TOPIC
+               and int(found["partition"]) == partition for found in map(STATE_READ.match, lines))
 
 
 def share_views(bootstrap: str) -> list[ShareView]:

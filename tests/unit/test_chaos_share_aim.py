@@ -13,7 +13,7 @@ import pytest
 import chaos.mutants.__main__ as mutants_main
 from chaos.checker import Report
 from chaos.run import RoundResult, skipped_faults, table
-from chaos.share_aim import Aim, ShareView, aim, moved_replicas, unaimed
+from chaos.share_aim import Aim, ShareView, aim, moved_replicas, state_read_since, unaimed
 
 ALL = {0, 1, 2}
 
@@ -62,6 +62,23 @@ def test_nothing_to_aim_at_says_why() -> None:
 def test_the_moved_assignment_keeps_its_replicas_with_the_new_leader_first() -> None:
     assert moved_replicas((1, 2, 0), 0) == [0, 1, 2]
     assert moved_replicas((1, 2, 0), 1) == [1, 2, 0]
+
+
+def test_a_moved_leaders_read_of_the_state_is_found_in_its_log_past_the_mark(tmp_path: Path) -> None:
+    """The fault stalls a moved share-partition only once its new leader read the state: stalled sooner, that read
+    is what freezes and the leader serves nothing."""
+    line = "[2026-11-30 04:24:28,219] INFO Share-partition chaos-share-group of chaos-share-{} read at start " \
+           "offset 45 (state epoch 3, leader epoch {}) (pybroker.share)\n"
+    log = tmp_path / "broker.log"
+    log.write_text(line.format(0, 1))
+    mark = log.stat().st_size
+    assert not state_read_since(log, mark, 0)
+    with open(log, "a") as f:
+        f.write(line.format(1, 2) + line.replace("chaos-share-group", "other").format(0, 2))
+    assert not state_read_since(log, mark, 0) and state_read_since(log, mark, 1)
+    with open(log, "a") as f:
+        f.write(line.format(0, 3))
+    assert state_read_since(log, mark, 0)
 
 
 def skipped_round(seed: int, caught: bool = False) -> RoundResult:
