@@ -418,7 +418,7 @@ def _share_stall_then_kill(cluster: ChaosCluster, hold: float, rng: random.Rando
 def _share_aim(cluster: ChaosCluster, rng: random.Random, history: History) -> tuple[share_aim.Aim | None, str]:
     """share_aim.aim, asked again until it finds a share-partition (up to SHARE_AIM_WAIT_S); else why not."""
     found: list[share_aim.Aim | None] = [None]
-    why = ["the cluster did not answer"]
+    why = ["not looked yet"]
     hurry_at = time.monotonic() + SHARE_MOVE_AFTER_S
 
     def aimed() -> bool:
@@ -426,11 +426,11 @@ def _share_aim(cluster: ChaosCluster, rng: random.Random, history: History) -> t
         live = {b.broker_id for b in cluster.brokers if b.alive and not b.paused}
         try:
             views = share_aim.share_views(cluster.bootstrap) if read else []
+            found[0] = share_aim.aim(views, read, live, rng, hurry=time.monotonic() >= hurry_at)
+            why[0] = share_aim.unaimed(views, read, live)
         except Exception as exc:  # noqa: BLE001 - a cluster in flux; asked again
-            why[0] = f"the cluster did not answer: {type(exc).__name__}: {exc}"
+            why[0] = f"no answer: {type(exc).__name__}: {exc}"
             return False
-        found[0] = share_aim.aim(views, read, live, rng, hurry=time.monotonic() >= hurry_at)
-        why[0] = share_aim.unaimed(views, read, live)
         return found[0] is not None
     _wait(aimed, SHARE_AIM_WAIT_S)
     return found[0], why[0]
