@@ -447,11 +447,11 @@ def _share_move(cluster: ChaosCluster, chosen: share_aim.Aim, history: History, 
     mark = log.stat().st_size
     step("moving", partition=partition, leader=chosen.moved_from, to=leader, coordinator=chosen.coordinator)
     try:
-        view = next(v for v in share_aim.share_views(cluster.bootstrap) if v.partition == partition)
-        if not share_aim.move_leader(cluster.bootstrap, view, leader):
-            return f"p{partition}'s leadership did not move to {leader} in {share_aim.MOVE_TIMEOUT_S} s"
-    except Exception as exc:  # noqa: BLE001 - the reassignment or the election refused
-        return f"p{partition}'s leadership not moved to {leader}: {type(exc).__name__}: {exc}"
+        unmoved = share_aim.move_leader(cluster.bootstrap, partition, leader)
+    except Exception as exc:  # noqa: BLE001 - no cluster to ask
+        unmoved = f"{type(exc).__name__}: {exc}"
+    if unmoved is not None:
+        return f"p{partition}'s leadership not moved to {leader}: {unmoved}"
     if not _wait(lambda: share_aim.state_read_since(log, mark, partition), SHARE_READ_WAIT_S):
         step("state-not-read-by-new-leader", partition=partition, leader=leader)
     served_at = history.now()

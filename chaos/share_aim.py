@@ -105,10 +105,10 @@ def share_views(bootstrap: str) -> list[ShareView]:
     return asyncio.run(_views(bootstrap))
 
 
-def move_leader(bootstrap: str, view: ShareView, to: int) -> bool:
+def move_leader(bootstrap: str, partition: int, to: int) -> str | None:
     """Make `to` the share-partition's leader: its assignment reordered with `to` first, then a preferred-leader
-    election; whether `to` leads within MOVE_TIMEOUT_S."""
-    return asyncio.run(_move(bootstrap, view, to))
+    election; None once `to` leads, or why it did not within MOVE_TIMEOUT_S."""
+    return asyncio.run(_move(bootstrap, partition, to))
 
 
 async def _views(bootstrap: str) -> list[ShareView]:
@@ -135,21 +135,25 @@ async def _described(admin: AdminClient, topic: str) -> TopicDescription | None:
         return None
 
 
-async def _move(bootstrap: str, view: ShareView, to: int) -> bool:
-    tp = TopicPartition(SHARE_TOPIC, view.partition)
+async def _move(bootstrap: str, partition: int, to: int) -> str | None:
+    tp = TopicPartition(SHARE_TOPIC, partition)
+    why = f"not leader in {MOVE_TIMEOUT_S:.0f} s"
     async with KafkaClient(bootstrap, timeout=5.0) as client:
         admin = AdminClient(client)
-        if view.replicas[:1] != (to,):
-            error = (await admin.alter_partition_reassignments({tp: moved_replicas(view.replicas, to)})).get(tp)
-            if error is not None:
-                raise error
         deadline = time.monotonic() + MOVE_TIMEOUT_S
         while time.monotonic() < deadline:
-            described = (await admin.describe_topics([SHARE_TOPIC]))[SHARE_TOPIC]
-            now = next(p for p in described.partitions if p.partition == view.partition)
-            if now.leader == to:
-                return True
-            if now.replicas[:1] == (to,) and to in now.isr:
-                await admin.elect_leaders(PREFERRED, [tp])  # ELECTION_NOT_NEEDED and the like come back as results
+            try:  # each step again until it shows: a controller moving or loaded answers with errors meanwhile
+                described = (await admin.describe_topics([SHARE_TOPIC]))[SHARE_TOPIC]
+                now = next(p for p in described.partitions if p.partition == partition)
+                if now.leader == to:
+                    return None
+                if now.replicas[:1] != (to,):
+                    error = (await admin.alter_partition_reassignments({tp: moved_replicas(now.replicas, to)})).get(tp)
+                    if error is not None:
+                        raise error
+                elif to in now.isr:  # ELECTION_NOT_NEEDED and the like come back as results, not raised
+                    await admin.elect_leaders(PREFERRED, [tp])
+            except KafkaClientError as exc:
+                why = f"{type(exc).__name__}: {exc}"
             await asyncio.sleep(0.5)
-    return False
+    return why
