@@ -398,7 +398,7 @@ def _share_stall_then_kill(cluster: ChaosCluster, hold: float, rng: random.Rando
             chosen, why = None, unmoved
     if chosen is None:
         history.add("fault-skipped", id=step.index, kind="share-stall-then-kill", reason=why)
-        return {"stalled": None, "skipped": why}  # no hold: its 30 s look already ran past where one would end
+        return {"stalled": None, "skipped": why}  # nothing to hold: ends now (its look may have taken 30 s)
     partition, leader, coordinator = chosen.partition, chosen.leader, chosen.coordinator
     stall = cluster.into(cluster.by_id(coordinator), cluster.by_id(leader))
     cluster.cut(stall)
