@@ -29,7 +29,10 @@ Composite faults (one thread each, steps recorded as `fault-step`):
                frozen for 8-12 s while the members release, accept and time out its records and poll again
                (their acknowledgements wait 5 s for the writes), then the leader killed
                with them unwritten (a released record handed out before its new count is written comes
-               back with the count gone down: the released-before-written mutant).
+               back with the count gone down: the released-before-written mutant). The share-partition is
+               one the members read, led apart from its coordinator; when every read one is led by its
+               coordinator, one's leadership is moved off it first (share_aim.py); when none can be aimed at
+               the fault is skipped and the round's outcome says so (run.py).
 
 Targets named by role are resolved when the fault starts, so the history records which broker it hit.
 A power loss that could take every in-sync copy of an acknowledged write loses it in Kafka too (neither

@@ -60,6 +60,8 @@ class RoundResult:
     unavailable_partitions: dict[str, float] = field(default_factory=dict)
     healed: bool = True
     kept: Path | None = None
+    skipped: list[str] = field(default_factory=list)
+    """The faults that found nothing to aim at and were not applied (``fault-skipped``: kind and why)."""
 
     @property
     def ok(self) -> bool:
@@ -69,6 +71,13 @@ class RoundResult:
     def caught(self) -> bool:
         """A safety anomaly was found (what a planted bug must produce)."""
         return any(self.report.anomalies.get(name) for name in SAFETY)
+
+    @property
+    def outcome(self) -> str:
+        """The verdict, and the faults skipped: a clean round that skipped one did not test what it drew."""
+        if not self.skipped:
+            return self.verdict
+        return f"{self.verdict}; {len(self.skipped)} fault(s) SKIPPED, not exercised: {'; '.join(self.skipped)}"
 
 
 def under_replicated(cluster: ChaosCluster, topics: list[str]) -> list[str]:
@@ -211,7 +220,8 @@ def run_round(seed: int, duration: float, *, brokers: int = 3, partitions: int =
     finally:
         cluster.stop()
     by_kind, by_partition = longest_unavailability(history.snapshot())
-    result = RoundResult(seed, plan, verdict, report, by_kind, by_partition, heal_error is None)
+    result = RoundResult(seed, plan, verdict, report, by_kind, by_partition, heal_error is None,
+                         skipped=skipped_faults(history.snapshot()))
     history.dump(root / "history.jsonl")
     if (result.ok and not keep_all) or keep_dir is None:
         shutil.rmtree(root, ignore_errors=True)
@@ -255,6 +265,11 @@ def bounded_round(seed: int, duration: float, *, bound: float | None = None, kee
     return RoundResult(seed, plan, verdict, Report(), healed=False, kept=kept)
 
 
+def skipped_faults(events: list[dict[str, Any]]) -> list[str]:
+    """Each fault the nemesis skipped (it found nothing to aim at), as "kind: why"."""
+    return [f"{e['kind']}: {e['reason']}" for e in events if e["type"] == "fault-skipped"]
+
+
 def _indent(text: str) -> str:
     return "\n".join(f"    {line}" for line in text.splitlines())
 
@@ -288,7 +303,9 @@ def _log_round(events: list[dict[str, Any]], result: RoundResult, log) -> None:
             log(f"  at {e['t']:5.1f}s brokers {e['brokers']} had exited and were started again")
         elif e["type"] == "fault-error":
             log(f"  at {e['t']:5.1f}s {e['kind']} could not be applied: {e['error']}")
-    log(f"  verdict: {result.verdict}  stats={report.stats}")
+        elif e["type"] == "fault-skipped":
+            log(f"  at {e['t']:5.1f}s FAULT SKIPPED {e['kind']}: {e['reason']}")
+    log(f"  verdict: {result.outcome}  stats={report.stats}")
     if report.explained:
         log("  explained (a client's documented behaviour, not a broker anomaly): "
             + json.dumps({name: len(found) for name, found in report.explained.items()}))
@@ -309,7 +326,7 @@ def table(results: list[RoundResult]) -> str:
         stats = r.report.stats
         txns = f"{stats.get('txns', 0)} ({stats.get('aborted_txns', 0)}/{stats.get('unknown_txns', 0)})"
         worst = max(r.unavailable.values(), default=0.0)
-        lines.append(f"| {r.seed} | {kinds} | {r.verdict} | {stats.get('acked', '')} | {txns} | {worst} |")
+        lines.append(f"| {r.seed} | {kinds} | {r.outcome} | {stats.get('acked', '')} | {txns} | {worst} |")
     by_kind: dict[str, float] = {}
     by_partition: dict[str, float] = {}
     for r in results:

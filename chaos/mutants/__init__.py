@@ -8,7 +8,8 @@ naming the mutant: re-make it against the new code.
 
 `python -m chaos.mutants` (`make chaos-mutants`) runs every mutant's rounds at its fixed seeds until one
 is caught, a safety anomaly found (a heal failure alone is not a catch), and fails unless every mutant
-was caught.
+was caught. A round that skipped a fault it drew (nemesis.py found nothing to aim it at) and caught nothing
+is counted as not exercised, not as a clean round.
 """
 
 from __future__ import annotations

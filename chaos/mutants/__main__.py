@@ -38,11 +38,13 @@ def main(argv: list[str] | None = None) -> int:
                 if results[-1].caught and not args.every_seed:
                     break
         caught = [r for r in results if r.caught]
-        tally = f"{len(caught)} of {len(results)}"
+        # a round that skipped a fault (nothing to aim at) and caught nothing did not test the mutant: not "clean"
+        unexercised = [r for r in results if not r.caught and r.skipped]
+        tally = f"{len(caught)} of {len(results)}" + (f", {len(unexercised)} not exercised" if unexercised else "")
         if not caught:
             missed.append(mutant.name)
-            rows.append(f"| {mutant.name} | {mutant.bug} | not caught | {tally} | "
-                        f"{results[-1].verdict if results else 'no round'} |")
+            rows.append(f"| {mutant.name} | {mutant.bug} | {'not exercised' if len(unexercised) == len(results) else 'not caught'} | "
+                        f"{tally} | {results[-1].outcome if results else 'no round'} |")
         else:
             first = results.index(caught[0]) + 1
             rows.append(f"| {mutant.name} | {mutant.bug} | {first} (seed {caught[0].seed}) | {tally} | "
