@@ -32,6 +32,7 @@ from pybroker.log import producer_log
 from pybroker.log.checkpoint import PartitionMetadataFile
 from pybroker.log.config import LogConfig
 from pybroker.log.errors import LogStorageError, OffsetOutOfRangeError, UnexpectedAppendOffsetError
+from pybroker.log.file_slice import FileSlice
 from pybroker.log.flush import FlushJob
 from pybroker.log.loader import load_segments
 from pybroker.log.local_log import LocalLog
@@ -388,6 +389,21 @@ class PartitionLog:
         found = self._local.read(fetch_offset, max_bytes, self.log_start_offset, max_offset=max_offset,
                                  min_one_batch=min_one_batch, cached_only=cached_only)
         return FetchInfo(found, self.log_start_offset, self._local.log_end_offset, self._high_watermark)
+
+    def read_for_fetch(self, fetch_offset: int, max_bytes: int, follower: bool, read_committed: bool,
+                       min_one_batch: bool, cached_only: bool) -> tuple[FileSlice | None, int, int, int]:
+        """A Fetch's read (`read`), bounded as its reader may see: a follower to the log end, a consumer to the
+        high watermark or, ``read_committed``, to the last stable offset. Answers (records or None, high
+        watermark, last stable offset, log start): one call per partition read, as every Fetch makes one (the
+        properties, `read` and its FetchInfo were a call each on Python 3.11)."""
+        high_watermark = self._high_watermark
+        first_unstable = self.producer_state.first_unstable_offset()  # last_stable_offset, inline
+        last_stable = high_watermark if first_unstable is None else \
+            max(self.log_start_offset, min(first_unstable, high_watermark))
+        max_offset = None if follower else last_stable if read_committed else high_watermark
+        found = self._local.read(fetch_offset, max_bytes, self.log_start_offset, max_offset=max_offset,
+                                 min_one_batch=min_one_batch, cached_only=cached_only)
+        return found, self._high_watermark, last_stable, self.log_start_offset
 
     def fetch_offset_by_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record with timestamp >= ``timestamp``, else None.
