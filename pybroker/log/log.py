@@ -224,7 +224,8 @@ class PartitionLog:
         """
         try:
             local = self._local
-            local.check_open()
+            if local.closed:  # check_open raises; not called on every Produce
+                local.check_open()
             local.now_ms = now_ms
             rb = RecordBatch(batch)
             size = rb.size
