@@ -393,10 +393,8 @@ class PartitionLog:
 
     def read_for_fetch(self, fetch_offset: int, max_bytes: int, follower: bool, read_committed: bool,
                        min_one_batch: bool, cached_only: bool) -> tuple[FileSlice | None, int, int, int]:
-        """A Fetch's read (`read`), bounded as its reader may see: a follower to the log end, a consumer to the
-        high watermark or, ``read_committed``, to the last stable offset. Answers (records or None, high
-        watermark, last stable offset, log start): one call per partition read, as every Fetch makes one (the
-        properties, `read` and its FetchInfo were a call each on Python 3.11)."""
+        """A Fetch's `read`, up to what its reader may see: a follower the log end, a consumer the high watermark
+        or, ``read_committed``, the LSO. (records or None, high watermark, LSO, log start), in one call."""
         high_watermark = self._high_watermark
         first_unstable = self.producer_state.first_unstable_offset()  # last_stable_offset, inline
         last_stable = high_watermark if first_unstable is None else \
