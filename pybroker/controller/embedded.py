@@ -107,7 +107,7 @@ class EmbeddedMetadata(TopicRegistry):
                 raise UnknownTopicError(f"Topic '{name}' does not exist.")
             await self._save(topics={n: i for n, i in self._topics.items() if n != name})
             del self._topics[name]
-            del self._by_id[info.topic_id]
+            self._unindex(info)
             self._notify(name, None)
 
     @finishes_once_started
@@ -185,7 +185,7 @@ class EmbeddedMetadata(TopicRegistry):
     async def _store(self, info: TopicInfo) -> None:
         await self._save(topics={**self._topics, info.name: info})
         self._topics[info.name] = info
-        self._by_id[info.topic_id] = info
+        self._index(info)
         self._notify(info.name, info)
 
     def _load(self) -> tuple[str, int]:
@@ -202,7 +202,7 @@ class EmbeddedMetadata(TopicRegistry):
             info = self._topic_info(name, topic_id_from_string(entry["topic_id"]), entry["partitions"],
                                     dict(entry.get("configs", {})))
             self._topics[name] = info
-            self._by_id[info.topic_id] = info
+            self._index(info)
         return document["cluster_id"], document.get("next_producer_id", 0)
 
     async def _save(self, *, topics: Mapping[str, TopicInfo] | None = None,

@@ -122,7 +122,9 @@ class TopicRegistry:
 
     def __init__(self) -> None:
         self._topics: dict[str, TopicInfo] = {}
-        self._by_id: dict[uuid.UUID, TopicInfo] = {}
+        self._by_id: dict[int, TopicInfo] = {}
+        """Keyed by the id's ``int``: a UUID hashes and compares in Python code, an int in C (every Fetch v13+
+        and Produce v13+ looks its topics up here). Written through `_index`, `_unindex` and `_index_all`."""
         self._listeners: list[TopicListener] = []
 
     def topics(self) -> Mapping[str, TopicInfo]:
@@ -132,7 +134,16 @@ class TopicRegistry:
         return self._topics.get(name)
 
     def topic_by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
-        return self._by_id.get(topic_id)
+        return self._by_id.get(topic_id.int)
+
+    def _index(self, info: TopicInfo) -> None:
+        self._by_id[info.topic_id.int] = info
+
+    def _unindex(self, info: TopicInfo) -> None:
+        del self._by_id[info.topic_id.int]
+
+    def _index_all(self, topics: Mapping[str, TopicInfo]) -> None:
+        self._by_id = {info.topic_id.int: info for info in topics.values()}
 
     def add_listener(self, listener: TopicListener) -> None:
         self._listeners.append(listener)

@@ -186,7 +186,7 @@ class ZkMetadata(TopicRegistry):
                 topics[name] = info
                 changed.append(info)
         self._topics = topics
-        self._by_id = {info.topic_id: info for info in topics.values()}
+        self._index_all(topics)
         self._forget_configs_of_absent(configs)
         for name in removed:
             self._notify(name, None)
@@ -229,7 +229,7 @@ class ZkMetadata(TopicRegistry):
         if info is not None:
             info = TopicInfo(info.name, info.topic_id, info.partitions, self._configs[topic])
             self._topics[topic] = info
-            self._by_id[info.topic_id] = info
+            self._index(info)
             self._notify(topic, info)
 
     async def wait_until(self, done: Callable[[], bool], timeout_s: float) -> bool:

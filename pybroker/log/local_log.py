@@ -85,7 +85,8 @@ class LocalLog:
              min_one_batch: bool = True, cached_only: bool = False) -> FileSlice | None:
         """Whole batches from the one holding ``fetch_offset``, from a single segment (like Kafka); None
         when there is nothing to return. See ``PartitionLog.read``."""
-        self.check_open()
+        if self.closed:  # check_open raises; not called on every Fetch
+            self.check_open()
         if fetch_offset < log_start_offset or fetch_offset > self.log_end_offset:
             raise OffsetOutOfRangeError(fetch_offset, log_start_offset, self.log_end_offset)
         found: FileSlice | None = None

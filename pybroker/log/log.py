@@ -32,6 +32,7 @@ from pybroker.log import producer_log
 from pybroker.log.checkpoint import PartitionMetadataFile
 from pybroker.log.config import LogConfig
 from pybroker.log.errors import LogStorageError, OffsetOutOfRangeError, UnexpectedAppendOffsetError
+from pybroker.log.file_slice import FileSlice
 from pybroker.log.flush import FlushJob
 from pybroker.log.loader import load_segments
 from pybroker.log.local_log import LocalLog
@@ -223,7 +224,8 @@ class PartitionLog:
         """
         try:
             local = self._local
-            local.check_open()
+            if local.closed:  # check_open raises; not called on every Produce
+                local.check_open()
             local.now_ms = now_ms
             rb = RecordBatch(batch)
             size = rb.size
@@ -388,6 +390,19 @@ class PartitionLog:
         found = self._local.read(fetch_offset, max_bytes, self.log_start_offset, max_offset=max_offset,
                                  min_one_batch=min_one_batch, cached_only=cached_only)
         return FetchInfo(found, self.log_start_offset, self._local.log_end_offset, self._high_watermark)
+
+    def read_for_fetch(self, fetch_offset: int, max_bytes: int, follower: bool, read_committed: bool,
+                       min_one_batch: bool, cached_only: bool) -> tuple[FileSlice | None, int, int, int]:
+        """A Fetch's `read`, up to what its reader may see: a follower the log end, a consumer the high watermark
+        or, ``read_committed``, the LSO. (records or None, high watermark, LSO, log start), in one call."""
+        high_watermark = self._high_watermark
+        first_unstable = self.producer_state.first_unstable_offset()  # last_stable_offset, inline
+        last_stable = high_watermark if first_unstable is None else \
+            max(self.log_start_offset, min(first_unstable, high_watermark))
+        max_offset = None if follower else last_stable if read_committed else high_watermark
+        found = self._local.read(fetch_offset, max_bytes, self.log_start_offset, max_offset=max_offset,
+                                 min_one_batch=min_one_batch, cached_only=cached_only)
+        return found, self._high_watermark, last_stable, self.log_start_offset
 
     def fetch_offset_by_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record with timestamp >= ``timestamp``, else None.

@@ -43,11 +43,11 @@ class FetchPartition:
     """A follower's own log start (its DeleteRecords progress); -1 from consumers."""
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class FetchParams:
     """What the whole fetch asks for (Kafka's FetchParams). Every fetch builds one, and this one and
     :class:`PartitionRead` are built with positional arguments: a keyword call to a class builds a dict on
-    Python 3.11."""
+    Python 3.11. The constructor is written out: a dataclass's ``__post_init__`` would be one more call."""
 
     replica_id: BrokerId
     """The fetching follower's broker id, or -1 for a consumer."""
@@ -57,11 +57,17 @@ class FetchParams:
     byte_limit: Callable[[], int]
     """The bytes the fetch may return, asked again at each read: a consumer's quota window moves
     during a long poll."""
-    follower: bool = field(init=False)
+    follower: bool
     """``replica_id >= 0``: a field rather than a property, as every read asks it."""
 
-    def __post_init__(self) -> None:
-        self.follower = self.replica_id >= 0
+    def __init__(self, replica_id: BrokerId, read_committed: bool, min_bytes: int, max_wait_ms: int,
+                 byte_limit: Callable[[], int]) -> None:
+        self.replica_id = replica_id
+        self.read_committed = read_committed
+        self.min_bytes = min_bytes
+        self.max_wait_ms = max_wait_ms
+        self.byte_limit = byte_limit
+        self.follower = replica_id >= 0
 
 
 @dataclass(slots=True)
@@ -174,44 +180,41 @@ def _read_all(replicas: ReplicaManager, params: FetchParams, partitions: list[Fe
     As in Kafka's ReplicaManager, the limit left shrinks by each partition's size but never below 0,
     so only a negative request max_bytes reaches the first partition's read (which rejects it).
     """
-    result = FetchResult()
+    result = FetchResult([], 0, False)
     limit = params.byte_limit()
     for wanted in partitions:
         try:
-            read = _read_partition(replicas, params, wanted, limit, min_one_batch=result.bytes == 0,
-                                   cached_only=cached_only)
+            read = _read_partition(replicas, params, wanted, limit, result.bytes == 0, cached_only)
         except ColdReadError:
             raise
         except Exception as exc:  # noqa: BLE001 - Kafka answers any failed read with unknown offsets (-1)
             read = PartitionRead(error=exc)
             result.has_error = True
-        size = read.size
+        records = read.records  # PartitionRead.size, inline
+        size = records.size if isinstance(records, FileSlice) else len(records)
         limit = max(limit - size, 0)
         result.bytes += size
         result.reads.append(read)
     return result
 
 
-def _read_partition(replicas: ReplicaManager, params: FetchParams, wanted: FetchPartition, budget: int, *,
+def _read_partition(replicas: ReplicaManager, params: FetchParams, wanted: FetchPartition, budget: int,
                     min_one_batch: bool, cached_only: bool) -> PartitionRead:
     partition = replicas.leader_partition(wanted.topic, wanted.index)
     partition.check_leader_epoch(wanted.current_leader_epoch)
     if params.follower:
         partition.check_follower(params.replica_id)
     log = partition.log
-    last_stable = log.last_stable_offset
-    # Followers read up to the log end; consumers up to the high watermark or, read_committed, the LSO.
-    max_offset = None if params.follower else last_stable if params.read_committed else log.high_watermark
-    info = log.read(wanted.fetch_offset, min(wanted.max_bytes, budget), max_offset=max_offset,
-                    min_one_batch=min_one_batch, cached_only=cached_only)
-    aborted: list[tuple[int, int]] | None = [] if params.read_committed else None
-    records: bytes | FileSlice = b""
-    if info.slices is not None:
-        records = info.slices
-        if params.read_committed:
-            aborted = [(txn.producer_id, txn.first_offset)
-                       for txn in log.collect_aborted(wanted.fetch_offset, last_stable)]
-    return PartitionRead(None, info.high_watermark, last_stable, info.log_start_offset, aborted, records)
+    read_committed = params.read_committed
+    found, high_watermark, last_stable, log_start = log.read_for_fetch(
+        wanted.fetch_offset, min(wanted.max_bytes, budget), params.follower, read_committed, min_one_batch,
+        cached_only)
+    if not read_committed:
+        return PartitionRead(None, high_watermark, last_stable, log_start, None, b"" if found is None else found)
+    if found is None:
+        return PartitionRead(None, high_watermark, last_stable, log_start, [], b"")
+    aborted = [(txn.producer_id, txn.first_offset) for txn in log.collect_aborted(wanted.fetch_offset, last_stable)]
+    return PartitionRead(None, high_watermark, last_stable, log_start, aborted, found)
 
 
 def _record_follower_fetch(replicas: ReplicaManager, replica_id: BrokerId, partitions: list[FetchPartition],

@@ -522,7 +522,10 @@ class ReplicaManager:
     def replicated(self, topic: str, index: int, offset: int) -> bool:
         """Whether the high watermark has reached `offset` (an acks=all answer needs no wait). Raises
         NotLeaderError, or NotEnoughReplicasAfterAppendError when it has but the ISR is below min.insync.replicas."""
-        partition = self.leader_partition(topic, index)
+        of_topic = self._by_topic.get(topic)  # leader_partition, inline: every acks=all Produce asks
+        partition = None if of_topic is None else of_topic.get(index)
+        if partition is None or not partition.is_leader:
+            partition = self.leader_partition(topic, index)  # raises
         if partition.log.high_watermark < offset:
             return False
         if len(partition.isr) < partition.min_insync_replicas:

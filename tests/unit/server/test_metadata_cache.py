@@ -38,11 +38,11 @@ class FakeMetadata(TopicRegistry):
 
     def put(self, info: TopicInfo) -> None:
         self._topics[info.name] = info
-        self._by_id[info.topic_id] = info
+        self._index(info)
 
     def drop(self, name: str) -> None:
         info = self._topics.pop(name)
-        del self._by_id[info.topic_id]
+        self._unindex(info)
 
 
 def topic(name: str, partitions: int, *, leader: int = 0, isr: tuple[int, ...] = (0, 1), epoch: int = 0) -> TopicInfo:
