@@ -16,17 +16,24 @@ from tests.ports import restartable_port
 
 READY = re.compile(r"listening on [^:]+:(\d+)")
 REPO = Path(__file__).resolve().parents[2]
+#: Kafka defaults that only make a test wait; a test of one of them passes it in its overrides.
+TESTING_DEFAULTS = {
+    # The coordinator's 3 s wait for more members before a new or emptied classic group's first rebalance
+    # (Kafka's own integration tests set GroupInitialRebalanceDelayMsProp to 0 for the same reason).
+    "group.initial.rebalance.delay.ms": "0",
+}
 
 
 class BrokerProcess:
     """A `pybroker serve` child; its stderr is kept in `log_lines` for assertions about its log."""
 
     def __init__(self, data_dir: Path, overrides: dict[str, str] | None = None, *, open_files: int | None = None):
-        """``open_files``: the child's RLIMIT_NOFILE (soft and hard), for tests of running out of descriptors."""
+        """``overrides`` win over TESTING_DEFAULTS; ``open_files``: the child's RLIMIT_NOFILE (soft and hard), for
+        tests of running out of descriptors."""
         self.data_dir = data_dir
         self.open_files = open_files
         self.overrides = {"listeners": f"PLAINTEXT://127.0.0.1:{restartable_port()}", "log.dirs": str(data_dir / "logs"),
-                          **(overrides or {})}
+                          **TESTING_DEFAULTS, **(overrides or {})}
         self.process: subprocess.Popen[str] | None = None
         self.port: int | None = None
         self.log_lines: list[str] = []
