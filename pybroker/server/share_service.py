@@ -362,13 +362,47 @@ class ShareService:
         share = self.partitions.get(key)
         if share is not None:
             return share
+        return await asyncio.shield(self._load_task(key, partition_log, leader_epoch))
+
+    async def share_partition_within(self, group_id: str, topic: str, index: int, partition_log: PartitionLog,
+                                     leader_epoch: int, timeout_s: float, start: bool = True
+                                     ) -> SharePartition | None:
+        """``share_partition``, but None when its load has not ended within ``timeout_s`` (it goes on: a later
+        request finds it loaded, or loads it again if it failed), when it failed and another request started it, or
+        when it is not loading and ``start`` is false (a fetch starts a load once, as Kafka's, not at each retry).
+        ShareFetch waits for a load no longer than its max wait, as Kafka's: its share-partition initializing is
+        skipped (LEADER_NOT_AVAILABLE) by the requests that find it so, and a failed initialization is the error of
+        the request that started it only, if it came within that request's wait."""
+        key = (group_id, topic, index)
+        share = self.partitions.get(key)
+        if share is not None:
+            return share
+        started = key not in self._loading
+        if started and not start:
+            return None
+        task = self._load_task(key, partition_log, leader_epoch)
+        done, _ = await asyncio.wait({task}, timeout=max(timeout_s, 0.0))
+        if not done or (not started and task.exception() is not None):
+            return None
+        return task.result()
+
+    def _load_task(self, key: SharePartitionKey, partition_log: PartitionLog, leader_epoch: int
+                   ) -> asyncio.Task[SharePartition]:
+        """The load of ``key`` under way, or a new one (one read however many requests ask)."""
         task = self._loading.get(key)
         if task is None:
+            group_id, topic, index = key
             task = self._loading[key] = asyncio.get_running_loop().create_task(
                 self._load(key, partition_log, leader_epoch), name=f"share-state-{group_id}-{topic}-{index}")
-            task.add_done_callback(lambda done: self._loading.pop(key, None) if self._loading.get(key) is done
-                                   else None)
-        return await asyncio.shield(task)
+            task.add_done_callback(lambda done: self._loaded(key, done))
+        return task
+
+    def _loaded(self, key: SharePartitionKey, done: asyncio.Task[SharePartition]) -> None:
+        if self._loading.get(key) is done:
+            self._loading.pop(key, None)
+        failure = None if done.cancelled() else done.exception()  # retrieved even if no request waited for it
+        if failure is not None:  # forgotten: the next request that needs it loads it again
+            log.info("Share-partition %s of %s-%d was not loaded: %s", *key, failure)
 
     async def _load(self, key: SharePartitionKey, partition_log: PartitionLog, leader_epoch: int) -> SharePartition:
         group_id, topic, index = key

@@ -89,9 +89,9 @@ async def share_fetch(ctx: RequestContext, request: ShareFetchRequest) -> ShareF
             share.member_left(group_id, member_id)
         return _fetch_response(ctx, group_id, answers.values())
     fetching = [_resolve(ctx, key) for key in context.session.partitions]
-    await _acquire(ctx, request, fetching)
     clock = share.clock
     deadline = clock.monotonic() + request.max_wait_ms / 1000
+    await _acquire(ctx, request, fetching, deadline, start=True)
     while request.max_wait_ms > 0 and not any(p.acquired or p.error for p in fetching):
         remaining = deadline - clock.monotonic()
         if remaining <= 0:
@@ -102,7 +102,7 @@ async def share_fetch(ctx: RequestContext, request: ShareFetchRequest) -> ShareF
         leave_request_queue()
         await ctx.services.replica_manager.wait_for_append([TopicPartition(p.topic, p.key[1]) for p in fetching if p.topic],
                                                          remaining)
-        await _acquire(ctx, request, fetching)
+        await _acquire(ctx, request, fetching, deadline, start=False)
     for answer in fetching:
         previous = answers.get(answer.key)
         if previous is not None:
@@ -218,8 +218,14 @@ async def _acknowledge(ctx: RequestContext, answer: _Partition, group_id: str, m
     return result
 
 
-async def _acquire(ctx: RequestContext, request: ShareFetchRequest, fetching: Iterable[_Partition]) -> None:
-    """Acquire records on each partition without an error, within the request's byte and record limits."""
+async def _acquire(ctx: RequestContext, request: ShareFetchRequest, fetching: Iterable[_Partition],
+                   deadline: float, start: bool) -> None:
+    """Acquire records on each partition without an error, within the request's byte and record limits. A
+    share-partition whose state is still loading at ``deadline`` (the fetch's max wait) is answered with nothing,
+    as Kafka answers one still initializing: a failed load is the partition's error only in the fetch that started
+    it, if it failed by then (Java's 4.2 share consumer throws IllegalStateException from poll() for
+    COORDINATOR_NOT_AVAILABLE: a load outlasting the fetch must not show it where Kafka would not). A fetch starts
+    the loads it needs at its first try only (``start``), as Kafka's initializes share-partitions once per request."""
     share = ctx.services.share
     group_id = request.group_id
     assert group_id is not None and request.member_id is not None
@@ -231,8 +237,11 @@ async def _acquire(ctx: RequestContext, request: ShareFetchRequest, fetching: It
             continue
         try:
             partition = ctx.services.replica_manager.leader_partition(answer.topic, answer.key[1])
-            state = await share.share_partition(group_id, answer.topic, answer.key[1], partition.log,
-                                                partition.leader_epoch)
+            state = await share.share_partition_within(group_id, answer.topic, answer.key[1], partition.log,
+                                                       partition.leader_epoch, deadline - share.clock.monotonic(),
+                                                       start)
+            if state is None:
+                continue
             now = share.now_ms()
             if share.expire(group_id, answer.topic, answer.key[1], now):
                 share.persist_later(group_id, answer.topic, answer.key[1])
@@ -240,7 +249,7 @@ async def _acquire(ctx: RequestContext, request: ShareFetchRequest, fetching: It
                                           max_bytes=max(max_bytes, 1), max_records=max_records, lock_ms=lock_ms,
                                           now_ms=now, record_limit=request.share_acquire_mode == RECORD_LIMIT,
                                           read_committed=share.configs.read_committed(group_id))
-        except ShareStateUnavailable as exc:  # its load failed: the error, and the next fetch reads it again
+        except ShareStateUnavailable as exc:  # its load failed within the wait: the error; the next fetch reads again
             answer.error = exc.code
             continue
         except Exception as exc:

@@ -52,6 +52,7 @@ final class ShareScenarios {
         scenarios.put("delivery_count_limit_archives", ShareScenarios::deliveryCountLimit);
         scenarios.put("admin_lists_and_describes", ShareScenarios::adminListsAndDescribes);
         scenarios.put("admin_share_group_offsets", ShareScenarios::adminShareGroupOffsets);
+        scenarios.put("poll_through_a_share_load", ShareScenarios::pollThroughAShareLoad);
     }
 
     // ------------------------------------------------------------------ set-up
@@ -304,5 +305,32 @@ final class ShareScenarios {
                     .partitionsToOffsetInfo(group).get();
             check(after.get(tp) == null || after.get(tp).startOffset() == -1, "after deletion " + after);
         }
+    }
+
+    /**
+     * Polls the share group and topic that the system properties share.group and share.topic name (set up by
+     * tests/cluster/test_share_load_java.py, whose share-partition cannot be loaded at first) until share.records
+     * records come: poll() must not throw meanwhile (the 4.2 client throws IllegalStateException for a partition
+     * error it does not expect, such as COORDINATOR_NOT_AVAILABLE). Each poll that threw is reported, and polling
+     * goes on, to show whether the consumer recovers.
+     */
+    static void pollThroughAShareLoad() {
+        String group = System.getProperty("share.group"), topic = System.getProperty("share.topic");
+        int expected = Integer.parseInt(System.getProperty("share.records"));
+        List<String> thrown = new ArrayList<>();
+        List<String> received = new ArrayList<>();
+        try (KafkaShareConsumer<String, String> consumer = consumer(group, false, 100)) {
+            consumer.subscribe(List.of(topic));
+            long end = System.nanoTime() + DEADLINE.toNanos();
+            while (received.size() < expected && System.nanoTime() < end) {
+                try {
+                    received.addAll(values(consumer.poll(Duration.ofMillis(200))));
+                } catch (RuntimeException e) {
+                    thrown.add(e.getClass().getSimpleName() + ": " + e.getMessage());
+                }
+            }
+        }
+        check(thrown.isEmpty(), "poll() threw " + thrown.size() + " times (received " + received + "): " + thrown);
+        check(received.size() == expected, "received " + received + ", expected " + expected + " records");
     }
 }
