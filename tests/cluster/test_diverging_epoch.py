@@ -119,7 +119,8 @@ def test_an_incremental_fetch_session_answers_a_partition_that_only_diverges(
         assert full.session_id != 0 and len(full.responses[0].partitions) == 1
         unchanged = fetch_on(wire, 17, end, new_epoch, full.session_id, 1)
         assert unchanged.responses == []  # nothing new: the partition is left out
-        diverged = fetch_on(wire, 17, end - 1, old_epoch, full.session_id, 2)
+        # at the log end, as before, but with the old epoch: no records and no new offsets, only the divergence
+        diverged = fetch_on(wire, 17, end, old_epoch, full.session_id, 2)
         (data,) = diverged.responses[0].partitions
         assert (data.diverging_epoch.epoch, data.diverging_epoch.end_offset) == (old_epoch, FIRST)
         assert data.high_watermark == end and not data.records
