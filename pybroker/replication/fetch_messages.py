@@ -11,6 +11,10 @@ offsets (they move the ISR and the high watermark). Until ``min_bytes`` are ther
 and ``max_wait_ms`` has not passed, the reads are done again after each append to one of the
 partitions (the long poll); the last read is the answer.
 
+A fetch that sends ``LastFetchedEpoch`` (v12+) is checked against the leader's epoch cache first
+(Kafka's Partition.fetchRecords): when the fetcher's log diverged from the leader's, the partition
+answers the diverging epoch and no records, and the fetch answers at once, as in Kafka.
+
 Every failed read is kept as the exception of its partition; the caller turns it into an error code.
 """
 
@@ -22,8 +26,10 @@ from typing import Any, Callable, Coroutine
 from pybroker.common.io_executor import IoExecutor
 from pybroker.common.ids import BrokerId, LeaderEpoch
 from pybroker.common.topic import TopicPartition
-from pybroker.log.errors import ColdReadError
+from pybroker.log.errors import ColdReadError, OffsetOutOfRangeError
 from pybroker.log.file_slice import FileSlice
+from pybroker.log.log import PartitionLog
+from pybroker.replication.epoch_cache import UNDEFINED_EPOCH, UNDEFINED_OFFSET, EpochCache
 from pybroker.replication.errors import ReplicationError
 from pybroker.replication.manager import ReplicaManager
 
@@ -41,6 +47,8 @@ class FetchPartition:
     current_leader_epoch: int = -1
     log_start_offset: int = -1
     """A follower's own log start (its DeleteRecords progress); -1 from consumers."""
+    last_fetched_epoch: int = -1
+    """v12+: the epoch of the last batch the fetcher holds (KIP-320/KIP-595); -1 when not sent."""
 
 
 @dataclass(slots=True, init=False)
@@ -82,6 +90,8 @@ class PartitionRead:
     aborted: list[tuple[int, int]] | None = None
     """read_committed: the (producer id, first offset) of each aborted transaction in range."""
     records: bytes | FileSlice = b""
+    diverging: tuple[int, int] | None = None
+    """(epoch, end offset) where the fetcher's log left the leader's: no records then (`_diverging_epoch`)."""
 
     @property
     def size(self) -> int:
@@ -133,7 +143,7 @@ def _after_read(replicas: ReplicaManager, io: IoExecutor, params: FetchParams, p
     if params.follower:
         _record_follower_fetch(replicas, params.replica_id, partitions, result)
     if result.bytes < params.min_bytes and not result.has_error and not answered_with_error \
-            and params.max_wait_ms > 0:
+            and params.max_wait_ms > 0 and not _diverged(result):
         return _long_poll(replicas, io, params, partitions, result, on_wait)
     return result
 
@@ -144,7 +154,7 @@ async def _long_poll(replicas: ReplicaManager, io: IoExecutor, params: FetchPara
     min_bytes are there, a read fails or max_wait_ms has passed."""
     deadline = replicas.clock.monotonic() + params.max_wait_ms / 1000
     keys = [TopicPartition(p.topic, p.index) for p in partitions]
-    while result.bytes < params.min_bytes and not result.has_error and keys:
+    while result.bytes < params.min_bytes and not result.has_error and keys and not _diverged(result):
         remaining = deadline - replicas.clock.monotonic()
         if remaining <= 0:
             break
@@ -205,6 +215,11 @@ def _read_partition(replicas: ReplicaManager, params: FetchParams, wanted: Fetch
     if params.follower:
         partition.check_follower(params.replica_id)
     log = partition.log
+    if wanted.last_fetched_epoch >= 0:
+        diverging = _diverging_epoch(partition.epoch_cache, log, wanted)
+        if diverging is not None:
+            return PartitionRead(None, log.high_watermark, log.last_stable_offset, log.log_start_offset, None, b"",
+                                 diverging)
     read_committed = params.read_committed
     found, high_watermark, last_stable, log_start = log.read_for_fetch(
         wanted.fetch_offset, min(wanted.max_bytes, budget), params.follower, read_committed, min_one_batch,
@@ -217,14 +232,37 @@ def _read_partition(replicas: ReplicaManager, params: FetchParams, wanted: Fetch
     return PartitionRead(None, high_watermark, last_stable, log_start, aborted, found)
 
 
+def _diverging_epoch(cache: EpochCache, log: PartitionLog, wanted: FetchPartition) -> tuple[int, int] | None:
+    """Kafka's check of a fetch's ``LastFetchedEpoch``: the largest epoch at or below it on the leader and
+    where it ends, when that epoch is older or ends before the fetch offset (the fetcher holds records the
+    leader does not: it truncates to there); None when the fetcher's log is a prefix of the leader's. An epoch
+    newer than any the leader has, or a fetch offset below the log start, is out of range."""
+    epoch, end_offset = cache.end_offset_for(wanted.last_fetched_epoch, log.log_end_offset)
+    if end_offset == UNDEFINED_OFFSET or epoch == UNDEFINED_EPOCH:
+        raise OffsetOutOfRangeError(wanted.fetch_offset, log.log_start_offset, log.log_end_offset)
+    if wanted.fetch_offset < log.log_start_offset:
+        raise OffsetOutOfRangeError(wanted.fetch_offset, log.log_start_offset, log.log_end_offset)
+    if epoch < wanted.last_fetched_epoch or end_offset < wanted.fetch_offset:
+        return epoch, end_offset
+    return None
+
+
+def _diverged(result: FetchResult) -> bool:
+    """Some partition answers a diverging epoch: the fetch answers at once (asked only before a wait)."""
+    for read in result.reads:
+        if read.diverging is not None:
+            return True
+    return False
+
+
 def _record_follower_fetch(replicas: ReplicaManager, replica_id: BrokerId, partitions: list[FetchPartition],
                            result: FetchResult) -> None:
     """A follower's fetch offsets are its log end offsets: the leader's ISR and watermark use them.
 
     Only offsets the leader could read from count (Kafka's updateFollowerFetchState runs on the read
-    result): an out-of-range or refused fetch says nothing about what the follower holds."""
+    result): an out-of-range, refused or diverging fetch says nothing about what the follower holds."""
     for wanted, read in zip(partitions, result.reads):
-        if read.error is None:
+        if read.error is None and read.diverging is None:
             try:
                 replicas.record_follower_fetch(wanted.topic, wanted.index, replica_id, wanted.fetch_offset,
                                                current_leader_epoch=LeaderEpoch(wanted.current_leader_epoch),

@@ -113,7 +113,8 @@ async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
     for item in wanted:
         if item.error is not _NONE:
             data = _error_data(item)
-        elif (read := next(reads)).error is None and read.aborted is None:  # _answer's usual case, inlined
+        elif (read := next(reads)).error is None and read.aborted is None and read.diverging is None:
+            # _answer's usual case, inlined
             # partition_index, error_code, high_watermark, last_stable_offset, log_start_offset, diverging_epoch,
             # current_leader, snapshot_id, aborted_transactions, preferred_read_replica, records
             data = PartitionData(item.request.partition, 0, read.high_watermark, read.last_stable_offset,
@@ -166,6 +167,11 @@ def _point_to_leaders(ctx: RequestContext, wanted: list[_Wanted], answers: list[
 def _answer(item: _Wanted, read: PartitionRead) -> PartitionData:
     if read.error is not None:  # Kafka answers any failed read with unknown offsets (-1)
         return _error_data(item, error_code_for(read.error))
+    if read.diverging is not None:
+        # KIP-320: where the fetcher's log left the leader's, no records (high watermark and log start as usual)
+        return PartitionData(item.request.partition, 0, read.high_watermark, read.last_stable_offset,
+                             read.log_start_offset, FetchResponse.EpochEndOffset(*read.diverging), _NO_LEADER,
+                             _NO_SNAPSHOT, None, -1, b"")
     aborted = None if read.aborted is None else [
         FetchResponse.AbortedTransaction(producer_id=producer_id, first_offset=first_offset)
         for producer_id, first_offset in read.aborted]
@@ -231,7 +237,7 @@ def _resolve(ctx: RequestContext, by_id: bool, partitions: Requested) -> list[_W
         wanted.append(_Wanted(name, topic_id, key, partition,
                               FetchPartition(name, partition.partition, partition.fetch_offset,
                                              partition.partition_max_bytes, partition.current_leader_epoch,
-                                             partition.log_start_offset),
+                                             partition.log_start_offset, partition.last_fetched_epoch),
                               _NONE if info else error))
     return wanted
 
