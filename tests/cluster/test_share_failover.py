@@ -62,6 +62,21 @@ def _coordinator(cluster: Cluster, key: str, key_type: int) -> int:
     return eventually(found, lambda: f"the coordinator of {key} (last answer {last})")[0]
 
 
+def one_commit_needs_two(write_timeout_ms: int = 1000) -> dict[str, str]:
+    """Broker configs under which no write of ``__share_group_state`` is committed while the follower of its one
+    partition is stopped: two replicas, min ISR 2, and a write given up after ``write_timeout_ms``."""
+    return {"share.coordinator.state.topic.num.partitions": "1",
+            "share.coordinator.state.topic.replication.factor": "2", "share.coordinator.state.topic.min.isr": "2",
+            "share.coordinator.write.timeout.ms": str(write_timeout_ms)}
+
+
+def coordinator_and_follower(cluster: Cluster, key: str) -> tuple[int, int]:
+    """The share coordinator of ``key`` and the other replica of its state partition, once both are in its ISR."""
+    coordinator = _coordinator(cluster, key, SHARE_KEY)
+    _, replicas, _ = wait_for_full_isr(cluster, "__share_group_state")[0]
+    return coordinator, next(b for b in replicas if b != coordinator)
+
+
 def _broker(cluster: Cluster, node_id: int) -> WireClient:
     return WireClient(cluster.brokers[node_id].bootstrap)
 
@@ -217,14 +232,9 @@ def test_released_records_wait_until_the_share_coordinator_took_their_delivery_c
     delivery counts and counted them from 1 again. Here the coordinator's follower (S) is stopped, so no write of
     ``__share_group_state`` (two replicas, min ISR 2) is acknowledged: a record m1 releases (its share session
     closes) is not delivered to m2 until S is back and the write of its delivery count is taken."""
-    extra = {"share.coordinator.state.topic.num.partitions": "1",
-             "share.coordinator.state.topic.replication.factor": "2", "share.coordinator.state.topic.min.isr": "2",
-             "share.coordinator.write.timeout.ms": "1000"}
-    with running_cluster(tmp_path, extra=extra) as cluster:
-        coordinator = _coordinator(cluster, f"{GROUP}:{topic_id_to_string(uuid.uuid4())}:0", SHARE_KEY)
-        _, replicas, _ = wait_for_full_isr(cluster, "__share_group_state")[0]
-        follower = next(b for b in replicas if b != coordinator)
-        leader = next(b for b in range(3) if b not in replicas)
+    with running_cluster(tmp_path, extra=one_commit_needs_two()) as cluster:
+        coordinator, follower = coordinator_and_follower(cluster, f"{GROUP}:{topic_id_to_string(uuid.uuid4())}:0")
+        leader = next(b for b in range(3) if b not in (coordinator, follower))
         create_topic(cluster, TOPIC, 1, assignment=[[leader, coordinator]])
         wait_for_full_isr(cluster, TOPIC)
         client, at_coordinator = _broker(cluster, leader), _broker(cluster, coordinator)
@@ -284,14 +294,9 @@ def test_the_share_coordinator_answers_a_read_from_committed_state_only(tmp_path
     stay in the coordinator's log (a leader failure may drop them) and were applied to its state: a read must not
     answer with them until they are committed, or a share-partition leader would start from state that can still
     vanish."""
-    extra = {"share.coordinator.state.topic.num.partitions": "1",
-             "share.coordinator.state.topic.replication.factor": "2", "share.coordinator.state.topic.min.isr": "2",
-             "share.coordinator.write.timeout.ms": "1000"}
-    with running_cluster(tmp_path, extra=extra) as cluster:
+    with running_cluster(tmp_path, extra=one_commit_needs_two()) as cluster:
         topic_id = uuid.uuid4()  # the share coordinator keys on the id alone
-        coordinator = _coordinator(cluster, f"{GROUP}:{topic_id_to_string(topic_id)}:0", SHARE_KEY)
-        _, replicas, _ = wait_for_full_isr(cluster, "__share_group_state")[0]
-        follower = next(b for b in replicas if b != coordinator)
+        coordinator, follower = coordinator_and_follower(cluster, f"{GROUP}:{topic_id_to_string(topic_id)}:0")
         client = _broker(cluster, coordinator)
         _loaded(client, topic_id)
         I = InitializeShareGroupStateRequest

@@ -25,28 +25,23 @@ from tests.cluster.conftest import running_cluster
 from tests.cluster.test_cluster import create_topic, wait_for_full_isr
 from tests.cluster.test_share_failover import (
     GROUP,
-    SHARE_KEY,
     TOPIC,
     _acquire,
     _broker,
-    _coordinator,
     _join,
     _open,
     _topic_id,
+    coordinator_and_follower,
+    one_commit_needs_two,
 )
 from tests.integration.test_bad_input import WireClient
 from tests.integration.test_share_groups_wire import _fetch, _produce
 
 
 def test_a_load_failed_within_its_fetchs_wait_is_that_fetchs_error_and_the_next_fetch_loads_it_again(tmp_path) -> None:
-    extra = {"share.coordinator.state.topic.num.partitions": "1",
-             "share.coordinator.state.topic.replication.factor": "2", "share.coordinator.state.topic.min.isr": "2",
-             "share.coordinator.write.timeout.ms": "1000"}
-    with running_cluster(tmp_path, extra=extra) as cluster:
-        coordinator = _coordinator(cluster, f"{GROUP}:{topic_id_to_string(uuid.uuid4())}:0", SHARE_KEY)
-        _, replicas, _ = wait_for_full_isr(cluster, "__share_group_state")[0]
-        follower = next(b for b in replicas if b != coordinator)
-        other = next(b for b in range(3) if b not in replicas)
+    with running_cluster(tmp_path, extra=one_commit_needs_two()) as cluster:
+        coordinator, follower = coordinator_and_follower(cluster, f"{GROUP}:{topic_id_to_string(uuid.uuid4())}:0")
+        other = next(b for b in range(3) if b not in (coordinator, follower))
         create_topic(cluster, TOPIC, 1, assignment=[[coordinator, other]])
         wait_for_full_isr(cluster, TOPIC)
         client = _broker(cluster, coordinator)

@@ -25,7 +25,13 @@ from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, C
 from pybroker.common.topic import topic_id_to_string
 from tests.cluster.conftest import running_cluster
 from tests.cluster.test_cluster import create_topic, wait_for_full_isr
-from tests.cluster.test_share_failover import GROUP_KEY, SHARE_KEY, _broker, _coordinator
+from tests.cluster.test_share_failover import (
+    GROUP_KEY,
+    _broker,
+    _coordinator,
+    coordinator_and_follower,
+    one_commit_needs_two,
+)
 from tests.eventually import eventually
 from tests.integration.java_scenarios import JAVA_SOURCES, _parse
 from tests.integration.test_java_client_42 import java42_classpath  # noqa: F401 (the compiled v42 scenarios)
@@ -39,14 +45,10 @@ RECORDS = 3
 
 def test_the_java_share_consumer_polls_through_a_share_partition_load_that_fails_for_a_while(
         tmp_path, java42_classpath: str) -> None:  # noqa: F811
-    extra = {"share.coordinator.state.topic.num.partitions": "1",
-             "share.coordinator.state.topic.replication.factor": "2", "share.coordinator.state.topic.min.isr": "2",
-             "share.coordinator.write.timeout.ms": "1500", "offsets.topic.replication.factor": "1"}
+    extra = {**one_commit_needs_two(1500), "offsets.topic.replication.factor": "1"}
     with running_cluster(tmp_path, extra=extra) as cluster:
-        share_coordinator = _coordinator(cluster, f"g:{topic_id_to_string(uuid.uuid4())}:0", SHARE_KEY)
-        _, replicas, _ = wait_for_full_isr(cluster, "__share_group_state")[0]
-        follower = next(b for b in replicas if b != share_coordinator)
-        other = next(b for b in range(3) if b not in replicas)
+        share_coordinator, follower = coordinator_and_follower(cluster, f"g:{topic_id_to_string(uuid.uuid4())}:0")
+        other = next(b for b in range(3) if b not in (share_coordinator, follower))
         group = next(g for g in (f"share-load-java-{i}" for i in range(100))
                      if _coordinator(cluster, g, GROUP_KEY) != follower)
         create_topic(cluster, TOPIC, 1, assignment=[[share_coordinator, other]])
