@@ -238,9 +238,7 @@ def _diverging_epoch(cache: EpochCache, log: PartitionLog, wanted: FetchPartitio
     leader does not: it truncates to there); None when the fetcher's log is a prefix of the leader's. An epoch
     newer than any the leader has, or a fetch offset below the log start, is out of range."""
     epoch, end_offset = cache.end_offset_for(wanted.last_fetched_epoch, log.log_end_offset)
-    if end_offset == UNDEFINED_OFFSET or epoch == UNDEFINED_EPOCH:
-        raise OffsetOutOfRangeError(wanted.fetch_offset, log.log_start_offset, log.log_end_offset)
-    if wanted.fetch_offset < log.log_start_offset:
+    if end_offset == UNDEFINED_OFFSET or epoch == UNDEFINED_EPOCH or wanted.fetch_offset < log.log_start_offset:
         raise OffsetOutOfRangeError(wanted.fetch_offset, log.log_start_offset, log.log_end_offset)
     if epoch < wanted.last_fetched_epoch or end_offset < wanted.fetch_offset:
         return epoch, end_offset
