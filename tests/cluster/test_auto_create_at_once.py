@@ -12,9 +12,11 @@ The leaders not elected are those of topics created while the controller is froz
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 from pathlib import Path
+from typing import Iterator
 
 from confluent_kafka import KafkaError, Message, Producer
 
@@ -25,7 +27,7 @@ from pybroker.protocol.messages import (
     MetadataRequest,
     MetadataResponse,
 )
-from tests.cluster.conftest import running_cluster
+from tests.cluster.conftest import Cluster, running_cluster
 from tests.cluster.test_admin_timeouts import SESSION_TIMEOUT_MS
 from tests.cluster.test_cluster import controller_id
 from tests.eventually import eventually
@@ -62,22 +64,31 @@ def _leaders(topic: MetadataResponse.MetadataResponseTopic) -> tuple[int, list[i
     return int(topic.error_code), [p.leader_id for p in sorted(topic.partitions, key=lambda p: p.partition_index)]
 
 
+@contextlib.contextmanager
+def controller_frozen(cluster: Cluster, topic: str) -> Iterator[tuple[int, str]]:
+    """In a two-broker cluster: ``topic`` created on the broker that is not the controller, then the controller
+    frozen (SIGSTOP) so that nobody elects a new topic's leaders; yields that other broker's id and address. The
+    controller goes on at the end."""
+    controller = controller_id(cluster)
+    other = 1 - controller
+    at_other = cluster.brokers[other].bootstrap
+    assert create_topics(at_other, {topic: [[other]]}, 30000) == {topic: ErrorCode.NONE}
+    frozen = cluster.brokers[controller].process
+    assert frozen is not None
+    os.kill(frozen.pid, signal.SIGSTOP)
+    try:
+        yield other, at_other
+    finally:
+        os.kill(frozen.pid, signal.SIGCONT)
+
+
 def test_auto_creation_answers_at_once_and_a_retry_sees_the_leaders(tmp_path: Path) -> None:
     with running_cluster(tmp_path, brokers=2, extra={"zookeeper.session.timeout.ms": SESSION_TIMEOUT_MS}) as cluster:
-        controller = controller_id(cluster)
-        other = 1 - controller
-        at_other = cluster.brokers[other].bootstrap
-        assert create_topics(at_other, {PRESENT: [[other]]}, 30000) == {PRESENT: ErrorCode.NONE}
-        frozen = cluster.brokers[controller].process
-        assert frozen is not None
-        os.kill(frozen.pid, signal.SIGSTOP)  # nobody elects leaders
-        try:
+        with controller_frozen(cluster, PRESENT) as (other, at_other):
             first = _metadata(at_other, [PRESENT, FRESH], create=True)
             again = _metadata(at_other, [FRESH], create=True)
             not_created = _metadata(at_other, [FRESH], create=False)
             coordinator = _coordinator(at_other, "a-group")
-        finally:
-            os.kill(frozen.pid, signal.SIGCONT)
         assert _leaders(first[PRESENT]) == (ErrorCode.NONE, [other])  # the rest of the request is answered
         assert _leaders(first[FRESH]) == (ErrorCode.LEADER_NOT_AVAILABLE, [])  # written, not waited for
         assert _leaders(again[FRESH]) == (ErrorCode.LEADER_NOT_AVAILABLE, [])  # found in ZooKeeper, still unknown here

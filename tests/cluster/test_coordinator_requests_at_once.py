@@ -11,8 +11,6 @@ without the internal topics, since only the request that writes the topic waited
 
 from __future__ import annotations
 
-import os
-import signal
 import time
 from pathlib import Path
 from typing import Callable
@@ -37,8 +35,8 @@ from pybroker.protocol.messages import (
 )
 from tests.cluster.conftest import running_cluster
 from tests.cluster.test_admin_timeouts import SESSION_TIMEOUT_MS
-from tests.cluster.test_cluster import controller_id
-from tests.integration.admin_wire import SOCKET_TIMEOUT_S, create_topics
+from tests.cluster.test_auto_create_at_once import controller_frozen
+from tests.integration.admin_wire import SOCKET_TIMEOUT_S
 from tests.integration.test_bad_input import WireClient
 
 TOPIC = "present"
@@ -133,17 +131,8 @@ def commit_a_transaction(bootstrap: str) -> None:
 def test_a_request_that_creates_its_coordinators_topic_is_answered_at_once_and_a_retry_gets_through(
         tmp_path: Path, groups_request: Request, txn_request: Request) -> None:
     with running_cluster(tmp_path, brokers=2, extra={"zookeeper.session.timeout.ms": SESSION_TIMEOUT_MS}) as cluster:
-        controller = controller_id(cluster)
-        other = 1 - controller
-        at_other = cluster.brokers[other].bootstrap
-        assert create_topics(at_other, {TOPIC: [[other]]}, 30000) == {TOPIC: ErrorCode.NONE}
-        frozen = cluster.brokers[controller].process
-        assert frozen is not None
-        os.kill(frozen.pid, signal.SIGSTOP)  # nobody elects the new topics' leaders
-        try:
+        with controller_frozen(cluster, TOPIC) as (_, at_other):  # nobody elects the new topics' leaders
             answers = [timed(at_other, groups_request), timed(at_other, txn_request)]
-        finally:
-            os.kill(frozen.pid, signal.SIGCONT)
         for code, elapsed in answers:
             assert code == ErrorCode.NOT_COORDINATOR
             assert elapsed < AT_ONCE_S
