@@ -497,7 +497,15 @@ final class AdminScenarios {
                 Support.eq(List.of(), Support.values(Support.readAll(topic, 1, "read_committed")), "read_committed after abortTransaction");
 
                 producer.abortTransaction();
-                TransactionDescription after = Support.get(admin.describeTransactions(List.of(txnId)).description(txnId));
+                // The coordinator answers EndTxn once PrepareAbort is logged and writes the markers afterwards (as
+                // Kafka's endTransaction does): the transaction is PREPARE_ABORT until its CompleteAbort is logged.
+                TransactionDescription after;
+                long deadline = System.nanoTime() + Support.DEADLINE.toNanos();
+                while ((after = Support.get(admin.describeTransactions(List.of(txnId)).description(txnId))).state()
+                        == TransactionState.PREPARE_ABORT) {
+                    Support.check(System.nanoTime() < deadline, "still PREPARE_ABORT after %s", Support.DEADLINE);
+                    Thread.sleep(50);
+                }
                 Support.eq(TransactionState.COMPLETE_ABORT, after.state(), "state after the producer's abort");
                 Support.eq(Set.of(), after.topicPartitions(), "partitions after the producer's abort");
             }
