@@ -110,15 +110,15 @@ def state_log_end(client: WireClient, transactional_id: str) -> int:
     return found.offset
 
 
-def committed_values(bootstrap: str, partition: int = 0) -> list[bytes]:
+def committed_values(bootstrap: str, partition: int = 0, topic: str = TOPIC) -> list[bytes]:
     """What a read_committed consumer reads up to the high watermark the partition had when the read began: a
     transaction whose EndTxn was answered may hold the last stable offset back until its marker is written (as
     in Kafka), so an end of partition below that is waited past."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{uuid.uuid4()}",
                          "isolation.level": "read_committed", "auto.offset.reset": "earliest",
                          "enable.partition.eof": True})
-    high = consumer.get_watermark_offsets(TopicPartition(TOPIC, partition), 10)[1]
-    consumer.assign([TopicPartition(TOPIC, partition, 0)])
+    high = consumer.get_watermark_offsets(TopicPartition(topic, partition), 10)[1]
+    consumer.assign([TopicPartition(topic, partition, 0)])
     values: list[bytes] = []
     try:
         while True:

@@ -10,18 +10,13 @@ producer id. read_committed sees every committed transaction and nothing aborted
 
 from __future__ import annotations
 
-import uuid
 from typing import Iterator
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
-
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.messages import (
     AddPartitionsToTxnRequest,
     AddPartitionsToTxnResponse,
-    EndTxnRequest,
-    EndTxnResponse,
     InitProducerIdRequest,
     InitProducerIdResponse,
     ProduceRequest,
@@ -34,7 +29,13 @@ from tests.eventually import eventually
 from tests.integration.broker_process import BrokerProcess
 from tests.integration.groups_common import create_topic
 from tests.integration.test_bad_input import WireClient
-from tests.integration.test_transactions_v2 import init_producer, marker_written, state_of
+from tests.integration.test_transactions_v2 import (
+    committed_values,
+    end_txn,
+    init_producer,
+    marker_written,
+    state_of,
+)
 
 LAST_EPOCH = 32767
 V2_TOPIC = "txn-last-epoch-v2"
@@ -91,37 +92,8 @@ def add_partition(client: WireClient, topic: str, transactional_id: str, produce
     return answer.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code
 
 
-def end_txn(client: WireClient, transactional_id: str, producer: tuple[int, int], commit: bool,
-            version: int) -> EndTxnResponse:
-    return client.request(EndTxnRequest(transactional_id=transactional_id, producer_id=producer[0],
-                                        producer_epoch=producer[1], committed=commit), version, EndTxnResponse)
-
-
 def completed(client: WireClient, transactional_id: str, state: str) -> None:
     eventually(lambda: state_of(client, transactional_id) == state, f"{transactional_id} to reach {state}")
-
-
-def read_committed(bootstrap: str, topic: str) -> list[bytes]:
-    """Every value a read_committed consumer reads up to the end of the partition (its last stable offset, which
-    reaches the high watermark once every marker is written)."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{uuid.uuid4()}",
-                         "isolation.level": "read_committed", "auto.offset.reset": "earliest",
-                         "enable.partition.eof": True})
-    high = consumer.get_watermark_offsets(TopicPartition(topic, 0), 10)[1]
-    consumer.assign([TopicPartition(topic, 0, 0)])
-    values: list[bytes] = []
-    try:
-        while True:
-            message = consumer.poll(10)
-            assert message is not None, "no end of partition within 10 s"
-            if message.error():
-                assert message.error().code() == -191, message.error()  # _PARTITION_EOF
-                if message.offset() >= high:
-                    return values
-                continue
-            values.append(message.value())
-    finally:
-        consumer.close()
 
 
 def test_tv2_end_txn_at_the_exhausted_epoch_moves_the_producer_to_a_new_id(broker: BrokerProcess) -> None:
@@ -158,7 +130,7 @@ def test_tv2_end_txn_at_the_exhausted_epoch_moves_the_producer_to_a_new_id(broke
         completed(client, app, "CompleteCommit")
     finally:
         client.close()
-    assert read_committed(broker.bootstrap, V2_TOPIC) == [b"committed-32764", b"committed-32766",
+    assert committed_values(broker.bootstrap, topic=V2_TOPIC) == [b"committed-32764", b"committed-32766",
                                                           b"committed-next-id"]
 
 
@@ -188,6 +160,7 @@ def test_tv1_fence_at_the_exhausted_epoch_aborts_at_the_last_one_and_the_retry_g
             return None if answer.error_code == ErrorCode.CONCURRENT_TRANSACTIONS else answer
 
         fresh = eventually(retried, "the fencing InitProducerId to go through")
+        assert fresh is not None
         assert (fresh.error_code, fresh.producer_id != pid, fresh.producer_epoch) == (0, True, 0)
         assert end_txn(client, app, producer, commit=True, version=4).error_code \
             == ErrorCode.INVALID_PRODUCER_ID_MAPPING
@@ -201,4 +174,4 @@ def test_tv1_fence_at_the_exhausted_epoch_aborts_at_the_last_one_and_the_retry_g
     finally:
         set_transaction_version(client, 2)
         client.close()
-    assert read_committed(broker.bootstrap, V1_TOPIC) == [b"committed-32765", b"committed-next-id"]
+    assert committed_values(broker.bootstrap, topic=V1_TOPIC) == [b"committed-32765", b"committed-next-id"]
