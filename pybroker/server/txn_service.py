@@ -296,9 +296,26 @@ class TxnService:
         return {tp: errors.get(tp, ErrorCode.NONE) for tp in wanted}
 
 
+OFFSET_WRITE_ERRORS = {
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.UNKNOWN_SERVER_ERROR: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.MESSAGE_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
+    ErrorCode.RECORD_LIST_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
+}
+"""How Kafka's group coordinator answers a TxnOffsetCommit whose offsets could not be written
+(GroupCoordinatorService.handleOperationException): too few replicas or a timeout COORDINATOR_NOT_AVAILABLE and a
+lost leadership NOT_COORDINATOR, both of which the producer retries (librdkafka takes NOT_ENOUGH_REPLICAS for an
+abortable error of the transaction). NOT_ENOUGH_REPLICAS_AFTER_APPEND, which Kafka's runtime never meets (it waits
+for the high watermark itself, and times out), is its timeout here; an unexpected failure is retried too."""
+
+
 def _coordinator_code(code: ErrorCode) -> ErrorCode:
-    """Kafka answers TxnOffsetCommit storage failures as COORDINATOR_NOT_AVAILABLE (the client retries)."""
-    return ErrorCode.COORDINATOR_NOT_AVAILABLE if code is ErrorCode.UNKNOWN_SERVER_ERROR else code
+    return OFFSET_WRITE_ERRORS.get(code, code)
 
 
 def _replay(chunks: Iterable[bytes]) -> Iterator[TxnEntry]:
