@@ -7,7 +7,8 @@ StopReplica(delete=true).
 
 A topic being reassigned is held, as Kafka's controller marks it ineligible for deletion: it stays (served,
 its move going on) until the move ends, and only then is deleted. With delete.topic.enable=false the
-controller removes entries written straight into /admin/delete_topics without deleting anything.
+controller removes entries written straight into /admin/delete_topics without deleting anything. A new
+controller applies both rules to what it finds in ZooKeeper.
 
 Before this change the controller removed the znodes at once: the returning broker kept the old log and
 refused the topic created again meanwhile with INCONSISTENT_TOPIC_ID.
@@ -190,6 +191,16 @@ def test_with_deletion_disabled_an_entry_written_into_zookeeper_is_removed_unapp
         assert TOPIC in admin.list_topics(timeout=10).topics
         assert _log_dir(cluster, 0).is_dir()
 
+        # An entry a new controller finds is dropped too (Kafka's TopicDeletionManager.init).
+        cluster.brokers[0].stop()
+        zk.create(f"/admin/delete_topics/{TOPIC}")
+        cluster.brokers[0].start()
+        eventually(lambda: zk.exists(f"/admin/delete_topics/{TOPIC}") is None,
+                   "the new controller to drop the entry")
+        assert _pending(zk) == (True, False)
+        assert TOPIC in admin.list_topics(timeout=10).topics
+        assert _log_dir(cluster, 0).is_dir()
+
 
 def _move(controller: str, target: list[int]) -> int:
     """AlterPartitionReassignments of TOPIC-0 to `target`, sent to the controller: its error code."""
@@ -243,8 +254,19 @@ def test_a_topic_being_reassigned_is_deleted_once_its_reassignment_ends(
         assert _grow_refused(admin).code() == KafkaError.TOPIC_EXCEPTION
         assert _election(admin) == (KafkaError.TOPIC_EXCEPTION, "The topic is being deleted")
 
+        # A new controller finds the deletion and the move in ZooKeeper and holds the deletion too (Kafka's
+        # fetchTopicDeletionsInProgress: a topic being reassigned is ineligible for deletion).
+        cluster.brokers[controller].stop()
+        at_target = cluster.brokers[target].bootstrap
+        eventually(lambda: controller_id(cluster) == target, "the target's broker to become the controller")
+        # It lists the move once it has read ZooKeeper; the move still going on: the deletion did not end it.
+        eventually(lambda: _moving(at_target) == {f"{TOPIC}-0": [target, leader]},
+                   "the new controller to list the move")
+        assert _move(at_target, [target]) == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        assert _pending(zk) == (True, True)
+
         cluster.brokers[leader].start()  # the target catches up, the move ends, then the topic goes
         eventually(lambda: _pending(zk) == (False, False), "the deletion to follow the reassignment", timeout=60)
-        assert _moving(at_controller) == {}
+        assert _moving(at_target) == {}
         eventually(lambda: not _log_dir(cluster, leader).exists() and not _log_dir(cluster, target).exists(),
                    "both replicas to be deleted")
