@@ -36,7 +36,7 @@ class Cluster:
 def broker_overrides(broker_id: int, zk_connect: str) -> dict[str, str]:
     return {"broker.id": str(broker_id), "zookeeper.connect": zk_connect,
             "zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS), "offsets.topic.num.partitions": "3",
-            "group.initial.rebalance.delay.ms": "0", "replica.fetch.backoff.ms": "100",
+            "replica.fetch.backoff.ms": "100",
             "replica.lag.time.max.ms": "10000", "leader.imbalance.check.interval.seconds": "2",
             "controlled.shutdown.retry.backoff.ms": "500", "metrics.port": "0",
             "transaction.state.log.num.partitions": "3",

@@ -21,6 +21,9 @@ TESTING_DEFAULTS = {
     # The coordinator's 3 s wait for more members before a new or emptied classic group's first rebalance
     # (Kafka's own integration tests set GroupInitialRebalanceDelayMsProp to 0 for the same reason).
     "group.initial.rebalance.delay.ms": "0",
+    # Kafka's 50 partitions of __consumer_offsets, created at a broker's first group; its TestUtils.createBrokerConfig
+    # sets 5 beside the delay above. A test of the count passes its own.
+    "offsets.topic.num.partitions": "5",
 }
 
 

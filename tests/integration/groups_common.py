@@ -17,9 +17,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from tests.integration.broker_process import REPO, BrokerProcess
 
 GROUP_OVERRIDES = {
-    "group.initial.rebalance.delay.ms": "0",
     "group.min.session.timeout.ms": "1000",
-    "offsets.topic.num.partitions": "10",
 }
 PARTITIONS = 6
 MEMBERS = 3

@@ -53,7 +53,7 @@ NOT_SERVED: dict[int, str] = {
 
 @pytest.fixture(scope="module")
 def honesty_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    process = BrokerProcess(tmp_path_factory.mktemp("honesty"), {"group.initial.rebalance.delay.ms": "0"}).start()
+    process = BrokerProcess(tmp_path_factory.mktemp("honesty")).start()
     yield process
     process.kill()
 

@@ -26,7 +26,6 @@ from tests.integration.test_cli_topics import run
 PARTITIONS = 4
 PER_PARTITION = 10
 OVERRIDES = {
-    "group.initial.rebalance.delay.ms": "0",
     "offsets.topic.num.partitions": "4",
     "group.consumer.heartbeat.interval.ms": "300",
     "group.consumer.session.timeout.ms": "6000",

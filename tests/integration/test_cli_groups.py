@@ -26,8 +26,7 @@ OFFSETS_HEADER = re.compile(r"GROUP +TOPIC +PARTITION +CURRENT-OFFSET +LOG-END-O
 
 @pytest.fixture(scope="module")
 def cli_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    """A broker that forms groups at once (no initial rebalance delay), so joins take no 3 s each."""
-    process = BrokerProcess(tmp_path_factory.mktemp("groups"), {"group.initial.rebalance.delay.ms": "0"}).start()
+    process = BrokerProcess(tmp_path_factory.mktemp("groups")).start()
     yield process
     process.kill()
 

@@ -20,7 +20,6 @@ from tests.integration.groups_common import create_topic
 
 PARTITIONS = 3
 OVERRIDES = {
-    "group.initial.rebalance.delay.ms": "0",
     "offsets.topic.num.partitions": "4",
     "group.consumer.heartbeat.interval.ms": "300",
 }

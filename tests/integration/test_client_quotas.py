@@ -7,7 +7,6 @@ import asyncio
 import threading
 import time
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 from confluent_kafka import Consumer, Producer
@@ -146,17 +145,7 @@ def _producers_against(broker: BrokerProcess) -> None:
     assert free_rate > 3 * limited_rate
 
 
-@pytest.fixture
-def broker_without_join_delay(tmp_path: Path) -> Iterator[BrokerProcess]:
-    """Each consumer of the test below is alone in a group of its own: the default 3 s wait for more members before
-    a group's first rebalance (group.initial.rebalance.delay.ms) is time the test would only wait, twice."""
-    process = BrokerProcess(tmp_path, {"group.initial.rebalance.delay.ms": "0"}).start()
-    yield process
-    process.kill()
-
-
-def test_consumer_byte_rate_quota(broker_without_join_delay: BrokerProcess) -> None:
-    broker = broker_without_join_delay
+def test_consumer_byte_rate_quota(broker: BrokerProcess) -> None:
     producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5})
     count = 500  # 5 MB
     for _ in range(count):

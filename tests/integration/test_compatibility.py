@@ -40,8 +40,7 @@ Usage = dict[str, set[int]]  # API name -> versions used
 @pytest.fixture(scope="module")
 def metered(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[BrokerProcess, str]]:
     process = BrokerProcess(tmp_path_factory.mktemp("compatibility"),
-                            {"metrics.port": "0", "group.initial.rebalance.delay.ms": "0",
-                             "offsets.topic.num.partitions": "1"}).start()
+                            {"metrics.port": "0", "offsets.topic.num.partitions": "1"}).start()
     url = re.search(r"(http://\S+/metrics)", process.log_text())
     assert url, process.log_text()
     yield process, url.group(1)

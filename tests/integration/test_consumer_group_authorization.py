@@ -40,7 +40,7 @@ ALICE_TOPIC = "alice.events"
 @pytest.fixture(scope="module")
 def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     process = BrokerProcess(tmp_path_factory.mktemp("kip848-authz"), {
-        **OVERRIDES, "group.initial.rebalance.delay.ms": "0", "offsets.topic.num.partitions": "1"}).start()
+        **OVERRIDES, "offsets.topic.num.partitions": "1"}).start()
     admin = AdminClient(librdkafka(process, "PLAIN", *ADMIN))
     for future in admin.create_topics([NewTopic(t, 2, 1) for t in (ALICE_TOPIC, *SECRET_TOPICS)]).values():
         future.result(timeout=30)

@@ -34,8 +34,7 @@ HEARTBEAT_VERSION = 1  # the first version with SubscribedTopicRegex
 
 @pytest.fixture(scope="module")
 def regex_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    process = BrokerProcess(tmp_path_factory.mktemp("regex"), {"group.initial.rebalance.delay.ms": "0",
-                                                                "offsets.topic.num.partitions": "1"}).start()
+    process = BrokerProcess(tmp_path_factory.mktemp("regex"), {"offsets.topic.num.partitions": "1"}).start()
     yield process
     process.kill()
 

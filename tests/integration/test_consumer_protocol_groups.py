@@ -23,9 +23,7 @@ from tests.integration.test_metrics import METRICS_URL, scrape
 CLIENT = "confluent/848"
 HEARTBEAT_INTERVAL_MS = 500
 OVERRIDES = {
-    "group.initial.rebalance.delay.ms": "0",
     "group.min.session.timeout.ms": "1000",
-    "offsets.topic.num.partitions": "10",
     "group.consumer.heartbeat.interval.ms": str(HEARTBEAT_INTERVAL_MS),
     "group.consumer.session.timeout.ms": "6000",
     "metrics.port": "0",

@@ -32,8 +32,7 @@ def java_classpath(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 @pytest.fixture(scope="module")
 def java_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    # No initial rebalance delay: the group scenarios join and rejoin empty groups several times.
-    process = BrokerProcess(tmp_path_factory.mktemp("java-broker"), {"group.initial.rebalance.delay.ms": "0"}).start()
+    process = BrokerProcess(tmp_path_factory.mktemp("java-broker")).start()
     yield process
     process.kill()
 

@@ -32,7 +32,7 @@ def java42_classpath(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 @pytest.fixture(scope="module")
 def java42_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    process = BrokerProcess(tmp_path_factory.mktemp("java42-broker"), {"group.initial.rebalance.delay.ms": "0"}).start()
+    process = BrokerProcess(tmp_path_factory.mktemp("java42-broker")).start()
     yield process
     process.kill()
 

@@ -324,7 +324,7 @@ def _scene(client: WireClient) -> Scene:
 
 @pytest.fixture
 def nulls_broker(tmp_path) -> Iterator[BrokerProcess]:
-    process = BrokerProcess(tmp_path, {"group.initial.rebalance.delay.ms": "0"}).start()
+    process = BrokerProcess(tmp_path).start()
     yield process
     process.kill()
 

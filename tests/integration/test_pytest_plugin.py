@@ -16,6 +16,9 @@ import pytest
 from pybroker.testing import EmbeddedBroker
 
 pytest_plugins = ["pytester"]
+#: Options of every inner run. The venv's hypothesis and anyio plugins load with any pytest run and have nothing
+#: to do with ours; hypothesis's import alone took 1-4 s of each run (and of each xdist worker).
+INNER = ("-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-p", "no:anyio")
 
 
 def pid_gone(pid: int, timeout: float = 10.0) -> bool:
@@ -56,7 +59,33 @@ def recorded_dirs(directory: Path) -> list[Path]:
     return [Path(path.read_text().split()[2]) for path in sorted(directory.iterdir())]
 
 
-def test_fixtures_options_and_the_log_of_a_failed_test(pytester: pytest.Pytester, record_dir: Path) -> None:
+#: The cluster fixture's inner test: leadership moves off a killed broker.
+CLUSTER_TEST = """
+    import time
+    from confluent_kafka import Producer
+
+    def produce(bootstrap, topic, value):
+        producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+        producer.produce(topic, value)
+        assert producer.flush(30) == 0
+
+    def test_failover(kafka_cluster):
+        kafka_cluster.create_topic("replicated", config={"min.insync.replicas": 2})
+        leader = kafka_cluster.leader("replicated", 0)
+        assert leader in (0, 1, 2)
+        produce(kafka_cluster.bootstrap_servers, "replicated", b"before")
+        kafka_cluster.kill(leader)
+        deadline = time.monotonic() + 30
+        while kafka_cluster.leader("replicated", 0) in (leader, None) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert kafka_cluster.leader("replicated", 0) not in (leader, None)
+        produce(kafka_cluster.bootstrap_servers, "replicated", b"after")
+        assert False, "fails on purpose: its report carries every broker's log"
+"""
+
+
+def test_fixtures_options_the_cluster_fixture_and_the_logs_of_failed_tests(pytester: pytest.Pytester,
+                                                                           record_dir: Path) -> None:
     pytester.makepyfile(test_inner="""
         import pytest
         from confluent_kafka import Consumer, Producer
@@ -119,10 +148,15 @@ def test_fixtures_options_and_the_log_of_a_failed_test(pytester: pytest.Pytester
 
             record(EmbeddedBroker().start(), "left-running")  # never closed: the session's end stops it
     """)
-    result = pytester.runpytest_subprocess("--kafka-broker-config", "num.partitions=3", "-p", "no:cacheprovider")
-    result.assert_outcomes(passed=4, failed=1)
+    pytester.makepyfile(test_cluster=CLUSTER_TEST)  # in the same run: one pytest start-up fewer
+    result = pytester.runpytest_subprocess("--kafka-broker-config", "num.partitions=3", *INNER)
+    result.assert_outcomes(passed=4, failed=2)
     # The failed test's report carries the broker's log from during that test (its CreateTopics).
     result.stdout.re_match_lines([r".*kafka broker log.*", r".*test_fails_on_purpose-.*"], consecutive=False)
+    # The cluster's failover worked, and its failure reports every broker's log.
+    result.stdout.fnmatch_lines(["*fails on purpose: its report carries every broker's log*"])
+    for broker_id in range(3):
+        result.stdout.fnmatch_lines([f"*kafka broker {broker_id} log*"])
     brokers = recorded(record_dir)
     assert len(brokers) == 3  # the session's broker before and after its restart, and the one left running
     assert all(pid_gone(pid, 1.0) for _, pid in brokers), "a broker outlived the pytest run"
@@ -141,7 +175,7 @@ def test_no_fixture_no_broker_and_a_bad_config_option_is_a_usage_error(pytester:
         def test_wants_a_broker(kafka_broker):
             pass
     """)
-    result = pytester.runpytest_subprocess("--kafka-broker-config", "no-equals-sign", "-p", "no:cacheprovider")
+    result = pytester.runpytest_subprocess("--kafka-broker-config", "no-equals-sign", *INNER)
     result.assert_outcomes(passed=1, errors=1)
     result.stdout.fnmatch_lines(["*--kafka-broker-config expects KEY=VALUE*"])
 
@@ -158,8 +192,7 @@ def test_kafka_bootstrap_runs_the_tests_against_an_external_kafka(pytester: pyte
             def test_cluster_is_skipped(kafka_cluster):
                 pass
         """)
-        result = pytester.runpytest_subprocess("--kafka-bootstrap", external.bootstrap_servers,
-                                               "-p", "no:cacheprovider")
+        result = pytester.runpytest_subprocess("--kafka-bootstrap", external.bootstrap_servers, *INNER)
         result.assert_outcomes(passed=1, skipped=1)
         created = AdminClient_topics(external.bootstrap_servers)
         assert any(name.startswith("test_uses_it-") for name in created)
@@ -184,7 +217,7 @@ def test_two_xdist_workers_get_their_own_brokers(pytester: pytest.Pytester, reco
             producer.produce(kafka_topic, b"x")
             assert producer.flush(10) == 0
     """)
-    result = pytester.runpytest_subprocess("-n", "2", "-p", "no:cacheprovider")
+    result = pytester.runpytest_subprocess("-n", "2", *INNER)
     result.assert_outcomes(passed=4)
     brokers = recorded(record_dir)
     assert len(brokers) == 2 and len({address for address, _ in brokers}) == 2
@@ -202,7 +235,7 @@ def test_a_broker_dies_with_a_killed_test_run(pytester: pytest.Pytester, record_
             record(kafka_broker, "broker")
             time.sleep(120)  # the outer test SIGKILLs this run while the broker is up
     """)
-    run = subprocess.Popen([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_hang.py"],
+    run = subprocess.Popen([sys.executable, "-m", "pytest", "-q", *INNER, "test_hang.py"],
                            cwd=pytester.path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 60
@@ -217,33 +250,3 @@ def test_a_broker_dies_with_a_killed_test_run(pytester: pytest.Pytester, record_
     # Nobody is left to remove its temporary directory after a SIGKILL: the test does.
     for path in recorded_dirs(record_dir):
         shutil.rmtree(path, ignore_errors=True)
-
-
-def test_the_cluster_fixture_moves_leadership_off_a_killed_broker(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(test_cluster="""
-        import time
-        from confluent_kafka import Producer
-
-        def produce(bootstrap, topic, value):
-            producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
-            producer.produce(topic, value)
-            assert producer.flush(30) == 0
-
-        def test_failover(kafka_cluster):
-            kafka_cluster.create_topic("replicated", config={"min.insync.replicas": 2})
-            leader = kafka_cluster.leader("replicated", 0)
-            assert leader in (0, 1, 2)
-            produce(kafka_cluster.bootstrap_servers, "replicated", b"before")
-            kafka_cluster.kill(leader)
-            deadline = time.monotonic() + 30
-            while kafka_cluster.leader("replicated", 0) in (leader, None) and time.monotonic() < deadline:
-                time.sleep(0.1)
-            assert kafka_cluster.leader("replicated", 0) not in (leader, None)
-            produce(kafka_cluster.bootstrap_servers, "replicated", b"after")
-            assert False, "fails on purpose: its report carries every broker's log"
-    """)
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
-    result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*fails on purpose*"])
-    for broker_id in range(3):
-        result.stdout.fnmatch_lines([f"*kafka broker {broker_id} log*"])
