@@ -390,15 +390,8 @@ class ShareService:
         started = key not in self._loading
         return Load(self._load_task(key, partition_log, leader_epoch), started)
 
-    async def share_partition(self, group_id: str, topic: str, index: int, partition_log: PartitionLog,
-                              leader_epoch: int) -> SharePartition:
-        """The group's state of a partition this broker leads, read from the share coordinator the first time
-        (one read however many requests ask); raises ``ShareStateUnavailable`` when it cannot be read."""
-        key = (group_id, topic, index)
-        share = self.partitions.get(key)
-        if share is not None:
-            return share
-        return await asyncio.shield(self._load_task(key, partition_log, leader_epoch))
+    def is_loading(self, group_id: str, topic: str, index: int) -> bool:
+        return (group_id, topic, index) in self._loading
 
     def _load_task(self, key: SharePartitionKey, partition_log: PartitionLog, leader_epoch: int
                    ) -> asyncio.Task[SharePartition]:

@@ -1,6 +1,9 @@
-"""A ShareFetch naming several share-partitions not loaded yet starts all their loads at once, as Kafka's
+"""A ShareFetch naming several share-partitions not loaded yet starts all their loads at once, and an
+acknowledgement to a share-partition still loading is answered without waiting for the load, as Kafka's
 SharePartitionManager does: processShareFetch calls maybeInitialize on every share-partition of the fetch before
-the fetch waits in the purgatory (completed when something is acquired, or at its max wait).
+the fetch waits in the purgatory (completed when something is acquired, or at its max wait), and acknowledge
+answers a share-partition it does not hold UNKNOWN_TOPIC_OR_PARTITION and one still initializing
+INVALID_RECORD_STATE (SharePartition.acknowledge finds nothing in its empty cache), never waiting for a load.
 
 The topic is led by one broker (L). ``__share_group_state`` has three partitions of one replica each, one on each
 broker: share-partition A's state is kept by another broker (C), B's by the third (D), so that both loads go over
@@ -26,6 +29,10 @@ from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.messages import (
     ProduceRequest,
     ProduceResponse,
+    ReadShareGroupStateRequest,
+    ReadShareGroupStateResponse,
+    ShareAcknowledgeRequest,
+    ShareAcknowledgeResponse,
     ShareFetchRequest,
     ShareFetchResponse,
 )
@@ -42,6 +49,7 @@ TOPIC, GROUP = "share-loads", "share-loads-group"
 STATE_PARTITIONS = 3
 PARTITIONS = 24
 """Enough partitions for one whose state C keeps and one whose state D keeps, whatever id the topic gets."""
+ACCEPT = 1
 EXTRA = {"share.coordinator.state.topic.num.partitions": str(STATE_PARTITIONS),
          "share.coordinator.state.topic.replication.factor": "1", "share.coordinator.state.topic.min.isr": "1",
          # the persister's wait for C's answer: A's load cannot give up while the test looks
@@ -56,6 +64,7 @@ class Setup:
     a: int  # its state on C
     b: int  # its state on D
     stopped: int  # C's pid
+    at_third: WireClient  # at D
 
 
 @contextmanager
@@ -87,10 +96,12 @@ def _setup(tmp_path: Path) -> Iterator[Setup]:
         process = cluster.brokers[stopped].process
         assert process is not None
         client.sock.settimeout(60)
+        at_third = _broker(cluster, third)
         try:
-            yield Setup(cluster, client, topic_id, a, b, process.pid)
+            yield Setup(cluster, client, topic_id, a, b, process.pid, at_third)
         finally:
             client.close()
+            at_third.close()
 
 
 def test_a_fetch_starts_the_loads_of_its_share_partitions_at_once(tmp_path: Path) -> None:
@@ -104,6 +115,23 @@ def test_a_fetch_starts_the_loads_of_its_share_partitions_at_once(tmp_path: Path
         finally:
             os.kill(setup.stopped, signal.SIGCONT)
         assert answer == {setup.a: (ErrorCode.NONE, []), setup.b: (ErrorCode.NONE, [(0, 2, 1)])}
+
+
+def test_an_acknowledgement_does_not_wait_for_a_load(tmp_path: Path) -> None:
+    """m1 holds B's three records; a fetch adds A to its session, starting A's load, which waits for C. Before, a
+    ShareAcknowledge naming A and B waited for A's load before acknowledging anything; now it is answered while
+    A's load still waits, A refused as Kafka refuses a share-partition still initializing, B's acknowledgement
+    applied and written."""
+    with _setup(tmp_path) as setup:
+        assert _share_fetch(setup, 0, [setup.b], max_wait_ms=15_000) == {setup.b: (ErrorCode.NONE, [(0, 2, 1)])}
+        os.kill(setup.stopped, signal.SIGSTOP)
+        try:
+            assert _share_fetch(setup, 1, [setup.a], max_wait_ms=0) == {}  # A's load starts
+            answer = _share_acknowledge(setup, 2, {setup.a: (0, 0), setup.b: (0, 2)})
+        finally:
+            os.kill(setup.stopped, signal.SIGCONT)
+        assert answer == {setup.a: ErrorCode.INVALID_RECORD_STATE, setup.b: ErrorCode.NONE}
+        assert _start_offset(setup, setup.b) == 3  # B's three records acknowledged: written
 
 
 def _produce(client: WireClient, partition: int, count: int) -> None:
@@ -123,3 +151,24 @@ def _share_fetch(setup: Setup, epoch: int, partitions: list[int],
     return {p.partition_index: (p.error_code, [(a.first_offset, a.last_offset, a.delivery_count)
                                                for a in p.acquired_records])
             for t in answer.responses for p in t.partitions}
+
+
+def _share_acknowledge(setup: Setup, epoch: int, offsets: dict[int, tuple[int, int]]) -> dict[int, ErrorCode]:
+    R = ShareAcknowledgeRequest
+    answer = setup.client.request(R(group_id=GROUP, member_id="m1", share_session_epoch=epoch, topics=[
+        R.AcknowledgeTopic(topic_id=setup.topic_id, partitions=[R.AcknowledgePartition(
+            partition_index=p, acknowledgement_batches=[R.AcknowledgementBatch(
+                first_offset=first, last_offset=last, acknowledge_types=[ACCEPT])])
+            for p, (first, last) in offsets.items()])]), 1, ShareAcknowledgeResponse)
+    assert answer.error_code == ErrorCode.NONE, answer
+    return {p.partition_index: p.error_code for t in answer.responses for p in t.partitions}
+
+
+def _start_offset(setup: Setup, partition: int) -> int:
+    """The start offset D's share coordinator holds for the share-partition."""
+    R = ReadShareGroupStateRequest
+    found = setup.at_third.request(R(group_id=GROUP, topics=[R.ReadStateData(topic_id=setup.topic_id, partitions=[
+        R.PartitionData(partition=partition, leader_epoch=-1)])]), 0,
+        ReadShareGroupStateResponse).results[0].partitions[0]
+    assert found.error_code == ErrorCode.NONE, found
+    return found.start_offset

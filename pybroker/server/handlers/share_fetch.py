@@ -186,18 +186,18 @@ async def _acknowledge(ctx: RequestContext, answer: _Partition, group_id: str, m
                        batches: AckBatches) -> ErrorCode:
     """Apply a partition's acknowledgement batches in order; the first refusal is the partition's answer (later
     batches are still applied, as Kafka applies each batch on its own). What they changed is written to the share
-    coordinator before the answer (a failed write is the answer)."""
+    coordinator before the answer (a failed write is the answer). A share-partition not loaded here is answered at
+    once, without waiting for or starting a load, as Kafka's SharePartitionManager.acknowledge answers: one it does
+    not hold is UNKNOWN_TOPIC_OR_PARTITION, one still initializing INVALID_RECORD_STATE (SharePartition.acknowledge
+    finds no batch in its empty cache). The member holds none of its records here either way: a load makes the
+    records acquired before it available again, so the acknowledgement could only have been refused after it."""
     if answer.error is not ErrorCode.NONE or answer.topic is None:
         return answer.error
     share = ctx.services.share
-    try:
-        partition = ctx.services.replica_manager.leader_partition(answer.topic, answer.key[1])
-        state = await share.share_partition(group_id, answer.topic, answer.key[1], partition.log,
-                                            partition.leader_epoch)
-    except ShareStateUnavailable as exc:
-        return exc.code
-    except Exception as exc:
-        return error_code_for(exc)
+    state = share.partitions.get((group_id, answer.topic, answer.key[1]))
+    if state is None:
+        return ErrorCode.INVALID_RECORD_STATE if share.is_loading(group_id, answer.topic, answer.key[1]) \
+            else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     result = ErrorCode.NONE
     now = share.now_ms()
     expired = share.expire(group_id, answer.topic, answer.key[1], now)
