@@ -3,12 +3,13 @@ acknowledgement to a share-partition still loading is answered without waiting f
 SharePartitionManager does: processShareFetch calls maybeInitialize on every share-partition of the fetch before
 the fetch waits in the purgatory (completed when something is acquired, or at its max wait), and acknowledge
 answers a share-partition it does not hold UNKNOWN_TOPIC_OR_PARTITION and one still initializing
-INVALID_RECORD_STATE (SharePartition.acknowledge finds nothing in its empty cache), never waiting for a load.
+INVALID_RECORD_STATE (SharePartition.acknowledge finds nothing in its empty cache), never waiting for a load; the
+acknowledgements of a request's partitions are applied and written at once, the answer sent when all are done.
 
 The topic is led by one broker (L). ``__share_group_state`` has three partitions of one replica each, one on each
 broker: share-partition A's state is kept by another broker (C), B's by the third (D), so that both loads go over
-the wire. C is stopped (SIGSTOP), so A's load (L's ReadShareGroupState to C) cannot end while it is, and B's can:
-what L answers meanwhile shows whether B's load had to wait for A's.
+the wire. C is stopped (SIGSTOP), so A's load or write (L's request to C) cannot end while it is, and B's can:
+what L answers, or what D holds, meanwhile shows whether B had to wait for A.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import os
 import signal
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -132,6 +134,25 @@ def test_an_acknowledgement_does_not_wait_for_a_load(tmp_path: Path) -> None:
             os.kill(setup.stopped, signal.SIGCONT)
         assert answer == {setup.a: ErrorCode.INVALID_RECORD_STATE, setup.b: ErrorCode.NONE}
         assert _start_offset(setup, setup.b) == 3  # B's three records acknowledged: written
+
+
+def test_the_acknowledgements_of_a_request_are_written_at_once(tmp_path: Path) -> None:
+    """m1 holds records of A and of B; C, which keeps A's state, is stopped. A ShareAcknowledge of A then B is
+    answered once both writes are done, as Kafka's (it answers when every partition's acknowledgement is), but B's
+    write is not held back by A's: before, the partitions were acknowledged one after another, and B's write was
+    sent only once A's had ended."""
+    with _setup(tmp_path) as setup:
+        _produce(setup.client, setup.a, 2)
+        assert _share_fetch(setup, 0, [setup.b], max_wait_ms=15_000) == {setup.b: (ErrorCode.NONE, [(0, 2, 1)])}
+        assert _share_fetch(setup, 1, [setup.a], max_wait_ms=15_000) == {setup.a: (ErrorCode.NONE, [(0, 1, 1)])}
+        with ThreadPoolExecutor(1) as pool:
+            os.kill(setup.stopped, signal.SIGSTOP)
+            try:
+                answer = pool.submit(_share_acknowledge, setup, 2, {setup.a: (0, 1), setup.b: (0, 2)})
+                eventually(lambda: _start_offset(setup, setup.b) == 3, "B's acknowledgement written while A's waits")
+            finally:
+                os.kill(setup.stopped, signal.SIGCONT)
+            assert answer.result() == {setup.a: ErrorCode.NONE, setup.b: ErrorCode.NONE}
 
 
 def _produce(client: WireClient, partition: int, count: int) -> None:

@@ -2,7 +2,8 @@
 
 Served by each partition's leader, where its share-partitions live (``replication/share/partition.py``). A request
 runs in a share session (``share_sessions.py``); its acknowledgements are applied first (and written to the share
-coordinator before they are answered, as Kafka answers after its persister's write), then, for ShareFetch, each
+coordinator before they are answered, as Kafka answers after its persister's write; the partitions are acknowledged
+at once, not one after another, as Kafka answers when every partition's write is done), then, for ShareFetch, each
 partition of the session acquires records for the member (``replication/share/reader.py``), long-polling up to
 max_wait_ms until something is acquired. Closing the session (epoch -1) releases what the member still holds here.
 
@@ -81,10 +82,11 @@ async def share_fetch(ctx: RequestContext, request: ShareFetchRequest) -> ShareF
         return ShareFetchResponse(error_code=context.error)
     assert context.session is not None
     answers: dict[Key, _Partition] = {}
-    for key, batches in requested:
-        if batches:
-            answer = answers[key] = _resolve(ctx, key)
-            answer.ack_error = await _acknowledge(ctx, answer, group_id, member_id, batches)
+    acknowledging = [(answers.setdefault(key, _resolve(ctx, key)), batches) for key, batches in requested if batches]
+    codes = await asyncio.gather(*(_acknowledge(ctx, answer, group_id, member_id, batches)
+                                   for answer, batches in acknowledging))
+    for (answer, _batches), code in zip(acknowledging, codes):
+        answer.ack_error = code
     if context.closing or request.is_renew_ack:
         if context.closing:
             share.member_left(group_id, member_id)
@@ -126,16 +128,17 @@ async def share_acknowledge(ctx: RequestContext, request: ShareAcknowledgeReques
                                                                  share.now_ms())
     if context.error is not ErrorCode.NONE:
         return ShareAcknowledgeResponse(error_code=context.error)
+    named = [(topic.topic_id, partition) for topic in request.topics for partition in topic.partitions]
+    answers = [_resolve(ctx, (topic_id, partition.partition_index)) for topic_id, partition in named]
+    codes = await asyncio.gather(*(_acknowledge(ctx, answer, group_id, member_id, partition.acknowledgement_batches)
+                                   for answer, (_topic_id, partition) in zip(answers, named)))
     topics: dict[uuid.UUID, ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse] = {}
-    for topic in request.topics:
-        for partition in topic.partitions:
-            answer = _resolve(ctx, (topic.topic_id, partition.partition_index))
-            code = await _acknowledge(ctx, answer, group_id, member_id, partition.acknowledgement_batches)
-            entry = topics.setdefault(topic.topic_id, ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse(
-                topic_id=topic.topic_id, partitions=[]))
-            entry.partitions.append(ShareAcknowledgeResponse.PartitionData(
-                partition_index=partition.partition_index, error_code=code,
-                current_leader=ShareAcknowledgeResponse.LeaderIdAndEpoch(*answer.leader)))
+    for answer, (topic_id, partition), code in zip(answers, named, codes):
+        entry = topics.setdefault(topic_id, ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse(
+            topic_id=topic_id, partitions=[]))
+        entry.partitions.append(ShareAcknowledgeResponse.PartitionData(
+            partition_index=partition.partition_index, error_code=code,
+            current_leader=ShareAcknowledgeResponse.LeaderIdAndEpoch(*answer.leader)))
     if context.closing:
         share.member_left(group_id, member_id)
     return ShareAcknowledgeResponse(responses=list(topics.values()),
