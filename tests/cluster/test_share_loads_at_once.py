@@ -31,6 +31,7 @@ from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.messages import (
     ProduceRequest,
     ProduceResponse,
+    ShareGroupHeartbeatResponse,
     ReadShareGroupStateRequest,
     ReadShareGroupStateResponse,
     ShareAcknowledgeRequest,
@@ -45,7 +46,7 @@ from tests.cluster.test_share_failover import GROUP_KEY, SHARE_KEY, _broker, _co
 from tests.eventually import eventually
 from tests.integration.test_bad_input import WireClient
 from tests.integration.test_share_group_configs_durable import group_overrides
-from tests.integration.test_share_groups_wire import _join
+from tests.integration.test_share_groups_wire import _beat
 
 TOPIC, GROUP = "share-loads", "share-loads-group"
 STATE_PARTITIONS = 3
@@ -92,9 +93,7 @@ def _setup(tmp_path: Path) -> Iterator[Setup]:
         eventually(lambda: group_overrides(client, GROUP) == {"share.auto.offset.reset": "earliest"},
                    "L to see the group config")
         _produce(client, b, 3)
-        at_coordinator = _broker(cluster, _coordinator(cluster, GROUP, GROUP_KEY))
-        _join(at_coordinator, GROUP, "m1", [TOPIC])  # every share-partition's state initialized
-        at_coordinator.close()
+        _join(cluster)  # every share-partition's state initialized
         process = cluster.brokers[stopped].process
         assert process is not None
         client.sock.settimeout(60)
@@ -153,6 +152,26 @@ def test_the_acknowledgements_of_a_request_are_written_at_once(tmp_path: Path) -
             finally:
                 os.kill(setup.stopped, signal.SIGCONT)
             assert answer.result() == {setup.a: ErrorCode.NONE, setup.b: ErrorCode.NONE}
+
+
+def _join(cluster: Cluster) -> None:
+    """m1 joins and heartbeats until it is assigned the topic, at the group's coordinator found again at each try:
+    the broker FindCoordinator names may not know yet that it is (NOT_COORDINATOR: ``__consumer_offsets`` was just
+    created)."""
+    last: list[ShareGroupHeartbeatResponse] = []
+
+    def assigned() -> bool:
+        wire = _broker(cluster, _coordinator(cluster, GROUP, GROUP_KEY))
+        try:
+            answer = _beat(wire, GROUP, "m1", last[-1].member_epoch if last else 0, [TOPIC])
+        finally:
+            wire.close()
+        if answer.error_code != ErrorCode.NONE:
+            return False
+        last.append(answer)
+        return answer.assignment is not None and bool(answer.assignment.topic_partitions)
+
+    eventually(assigned, lambda: f"m1 to be assigned {TOPIC} (last answer {last[-1:]})")
 
 
 def _produce(client: WireClient, partition: int, count: int) -> None:
