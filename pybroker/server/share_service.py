@@ -86,6 +86,28 @@ class ShareStateUnavailable(Exception):
 
 
 @dataclass(slots=True)
+class Load:
+    """A share-partition's load as a request found it: ``started`` when that request started it (a failed load is
+    the error of the request that started it only, as Kafka's initialization failure is; the others see the
+    share-partition not yet available)."""
+
+    task: asyncio.Task[SharePartition]
+    started: bool
+
+    def outcome(self) -> SharePartition | None:
+        """The share-partition once loaded; None while loading, or when the load failed and another request started
+        it (or was cancelled: its partition forgotten meanwhile). A failure this request started is raised."""
+        if not self.task.done() or self.task.cancelled():
+            return None
+        failure = self.task.exception()
+        if failure is None:
+            return self.task.result()
+        if self.started:
+            raise failure
+        return None
+
+
+@dataclass(slots=True)
 class _Durable:
     """How a share-partition's state is written: its identity at the coordinator, and its writer."""
 
@@ -354,37 +376,22 @@ class ShareService:
         reads it again."""
         self._forget(lambda key: key == (group_id, topic, index))
 
-    async def share_partition(self, group_id: str, topic: str, index: int, partition_log: PartitionLog,
-                              leader_epoch: int) -> SharePartition:
-        """The group's state of a partition this broker leads, read from the share coordinator the first time
-        (one read however many requests ask); raises ``ShareStateUnavailable`` when it cannot be read."""
-        key = (group_id, topic, index)
-        share = self.partitions.get(key)
-        if share is not None:
-            return share
-        return await asyncio.shield(self._load_task(key, partition_log, leader_epoch))
-
-    async def share_partition_within(self, group_id: str, topic: str, index: int, partition_log: PartitionLog,
-                                     leader_epoch: int, timeout_s: float, start: bool = True
-                                     ) -> SharePartition | None:
-        """``share_partition``, but None when its load has not ended within ``timeout_s`` (it goes on: a later
-        request finds it loaded, or loads it again if it failed), when it failed and another request started it, or
-        when it is not loading and ``start`` is false (a fetch starts a load once, as Kafka's, not at each retry).
-        ShareFetch waits for a load no longer than its max wait, as Kafka's: its share-partition initializing is
-        skipped (LEADER_NOT_AVAILABLE) by the requests that find it so, and a failed initialization is the error of
-        the request that started it only, if it came within that request's wait."""
+    def load(self, group_id: str, topic: str, index: int, partition_log: PartitionLog, leader_epoch: int
+             ) -> SharePartition | Load:
+        """The group's state of a partition this broker leads if it is loaded here, else its load from the share
+        coordinator: the one under way (one read however many requests ask), or one started now. The caller waits
+        for it as long as it may: ShareFetch no longer than its max wait, as Kafka's, whose SharePartitionManager
+        starts the initialization of every share-partition of a fetch at once and answers when the fetch can be
+        answered or its wait is over."""
         key = (group_id, topic, index)
         share = self.partitions.get(key)
         if share is not None:
             return share
         started = key not in self._loading
-        if started and not start:
-            return None
-        task = self._load_task(key, partition_log, leader_epoch)
-        done, _ = await asyncio.wait({task}, timeout=max(timeout_s, 0.0))
-        if not done or (not started and task.exception() is not None):
-            return None
-        return task.result()
+        return Load(self._load_task(key, partition_log, leader_epoch), started)
+
+    def is_loading(self, group_id: str, topic: str, index: int) -> bool:
+        return (group_id, topic, index) in self._loading
 
     def _load_task(self, key: SharePartitionKey, partition_log: PartitionLog, leader_epoch: int
                    ) -> asyncio.Task[SharePartition]:

@@ -2,7 +2,8 @@
 
 Served by each partition's leader, where its share-partitions live (``replication/share/partition.py``). A request
 runs in a share session (``share_sessions.py``); its acknowledgements are applied first (and written to the share
-coordinator before they are answered, as Kafka answers after its persister's write), then, for ShareFetch, each
+coordinator before they are answered, as Kafka answers after its persister's write; the partitions are acknowledged
+at once, not one after another, as Kafka answers when every partition's write is done), then, for ShareFetch, each
 partition of the session acquires records for the member (``replication/share/reader.py``), long-polling up to
 max_wait_ms until something is acquired. Closing the session (epoch -1) releases what the member still holds here.
 
@@ -14,6 +15,7 @@ A group with ``share.isolation.level=read_committed`` reads up to the last stabl
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from dataclasses import dataclass, field
 from typing import Iterable
@@ -37,7 +39,7 @@ from pybroker.server.error_mapping import error_code_for
 from pybroker.server.features import share_groups_enabled
 from pybroker.server.request_channel import leave_request_queue
 from pybroker.server.registry import api
-from pybroker.server.share_service import ShareStateUnavailable
+from pybroker.server.share_service import Load, ShareStateUnavailable
 from pybroker.server.share_sessions import INITIAL_EPOCH, SessionContext
 
 FetchData = ShareFetchResponse.PartitionData
@@ -80,10 +82,11 @@ async def share_fetch(ctx: RequestContext, request: ShareFetchRequest) -> ShareF
         return ShareFetchResponse(error_code=context.error)
     assert context.session is not None
     answers: dict[Key, _Partition] = {}
-    for key, batches in requested:
-        if batches:
-            answer = answers[key] = _resolve(ctx, key)
-            answer.ack_error = await _acknowledge(ctx, answer, group_id, member_id, batches)
+    acknowledging = [(answers.setdefault(key, _resolve(ctx, key)), batches) for key, batches in requested if batches]
+    codes = await asyncio.gather(*(_acknowledge(ctx, answer, group_id, member_id, batches)
+                                   for answer, batches in acknowledging))
+    for (answer, _batches), code in zip(acknowledging, codes):
+        answer.ack_error = code
     if context.closing or request.is_renew_ack:
         if context.closing:
             share.member_left(group_id, member_id)
@@ -91,7 +94,10 @@ async def share_fetch(ctx: RequestContext, request: ShareFetchRequest) -> ShareF
     fetching = [_resolve(ctx, key) for key in context.session.partitions]
     clock = share.clock
     deadline = clock.monotonic() + request.max_wait_ms / 1000
-    await _acquire(ctx, request, fetching, deadline, start=True)
+    loads = _start_loads(ctx, group_id, fetching)
+    if loads:  # one turn of the loop for them: a load that needs no wait (the state at hand) serves even a 0 wait
+        await asyncio.wait({load.task for load in loads.values()}, timeout=0)
+    await _acquire(ctx, request, fetching, loads)
     while request.max_wait_ms > 0 and not any(p.acquired or p.error for p in fetching):
         remaining = deadline - clock.monotonic()
         if remaining <= 0:
@@ -100,9 +106,8 @@ async def share_fetch(ctx: RequestContext, request: ShareFetchRequest) -> ShareF
         if lock_deadlines:
             remaining = min(remaining, max(0.0, (min(lock_deadlines) - share.now_ms()) / 1000) + 0.001)
         leave_request_queue()
-        await ctx.services.replica_manager.wait_for_append([TopicPartition(p.topic, p.key[1]) for p in fetching if p.topic],
-                                                         remaining)
-        await _acquire(ctx, request, fetching, deadline, start=False)
+        await _wait(ctx, fetching, loads, remaining)
+        await _acquire(ctx, request, fetching, loads)
     for answer in fetching:
         previous = answers.get(answer.key)
         if previous is not None:
@@ -123,16 +128,17 @@ async def share_acknowledge(ctx: RequestContext, request: ShareAcknowledgeReques
                                                                  share.now_ms())
     if context.error is not ErrorCode.NONE:
         return ShareAcknowledgeResponse(error_code=context.error)
+    named = [(topic.topic_id, partition) for topic in request.topics for partition in topic.partitions]
+    answers = [_resolve(ctx, (topic_id, partition.partition_index)) for topic_id, partition in named]
+    codes = await asyncio.gather(*(_acknowledge(ctx, answer, group_id, member_id, partition.acknowledgement_batches)
+                                   for answer, (_topic_id, partition) in zip(answers, named)))
     topics: dict[uuid.UUID, ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse] = {}
-    for topic in request.topics:
-        for partition in topic.partitions:
-            answer = _resolve(ctx, (topic.topic_id, partition.partition_index))
-            code = await _acknowledge(ctx, answer, group_id, member_id, partition.acknowledgement_batches)
-            entry = topics.setdefault(topic.topic_id, ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse(
-                topic_id=topic.topic_id, partitions=[]))
-            entry.partitions.append(ShareAcknowledgeResponse.PartitionData(
-                partition_index=partition.partition_index, error_code=code,
-                current_leader=ShareAcknowledgeResponse.LeaderIdAndEpoch(*answer.leader)))
+    for answer, (topic_id, partition), code in zip(answers, named, codes):
+        entry = topics.setdefault(topic_id, ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse(
+            topic_id=topic_id, partitions=[]))
+        entry.partitions.append(ShareAcknowledgeResponse.PartitionData(
+            partition_index=partition.partition_index, error_code=code,
+            current_leader=ShareAcknowledgeResponse.LeaderIdAndEpoch(*answer.leader)))
     if context.closing:
         share.member_left(group_id, member_id)
     return ShareAcknowledgeResponse(responses=list(topics.values()),
@@ -183,18 +189,18 @@ async def _acknowledge(ctx: RequestContext, answer: _Partition, group_id: str, m
                        batches: AckBatches) -> ErrorCode:
     """Apply a partition's acknowledgement batches in order; the first refusal is the partition's answer (later
     batches are still applied, as Kafka applies each batch on its own). What they changed is written to the share
-    coordinator before the answer (a failed write is the answer)."""
+    coordinator before the answer (a failed write is the answer). A share-partition not loaded here is answered at
+    once, without waiting for or starting a load, as Kafka's SharePartitionManager.acknowledge answers: one it does
+    not hold is UNKNOWN_TOPIC_OR_PARTITION, one still initializing INVALID_RECORD_STATE (SharePartition.acknowledge
+    finds no batch in its empty cache). The member holds none of its records here either way: a load makes the
+    records acquired before it available again, so the acknowledgement could only have been refused after it."""
     if answer.error is not ErrorCode.NONE or answer.topic is None:
         return answer.error
     share = ctx.services.share
-    try:
-        partition = ctx.services.replica_manager.leader_partition(answer.topic, answer.key[1])
-        state = await share.share_partition(group_id, answer.topic, answer.key[1], partition.log,
-                                            partition.leader_epoch)
-    except ShareStateUnavailable as exc:
-        return exc.code
-    except Exception as exc:
-        return error_code_for(exc)
+    state = share.partitions.get((group_id, answer.topic, answer.key[1]))
+    if state is None:
+        return ErrorCode.INVALID_RECORD_STATE if share.is_loading(group_id, answer.topic, answer.key[1]) \
+            else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     result = ErrorCode.NONE
     now = share.now_ms()
     expired = share.expire(group_id, answer.topic, answer.key[1], now)
@@ -218,14 +224,47 @@ async def _acknowledge(ctx: RequestContext, answer: _Partition, group_id: str, m
     return result
 
 
+def _start_loads(ctx: RequestContext, group_id: str, fetching: Iterable[_Partition]) -> dict[Key, Load]:
+    """The loads the fetch waits for: of each of its share-partitions not loaded here yet, the one under way or one
+    started now, all at once, as Kafka's SharePartitionManager initializes every share-partition of a fetch before
+    it waits (a fetch starts loads at its start only, not again at each retry)."""
+    share = ctx.services.share
+    loads: dict[Key, Load] = {}
+    for answer in fetching:
+        if answer.error is not ErrorCode.NONE or answer.topic is None:
+            continue
+        try:
+            partition = ctx.services.replica_manager.leader_partition(answer.topic, answer.key[1])
+        except Exception:  # noqa: BLE001 - _acquire answers the partition's error
+            continue
+        found = share.load(group_id, answer.topic, answer.key[1], partition.log, partition.leader_epoch)
+        if isinstance(found, Load):
+            loads[answer.key] = found
+    return loads
+
+
+async def _wait(ctx: RequestContext, fetching: Iterable[_Partition], loads: dict[Key, Load], timeout_s: float) -> None:
+    """Until an append to one of the fetch's partitions, the end of one of the loads it waits for, or ``timeout_s``."""
+    appended = ctx.services.replica_manager.wait_for_append(
+        [TopicPartition(p.topic, p.key[1]) for p in fetching if p.topic], timeout_s)
+    pending = {load.task for load in loads.values() if not load.task.done()}
+    if not pending:
+        await appended
+        return
+    waiter = asyncio.ensure_future(appended)
+    try:
+        await asyncio.wait({waiter, *pending}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        waiter.cancel()
+
+
 async def _acquire(ctx: RequestContext, request: ShareFetchRequest, fetching: Iterable[_Partition],
-                   deadline: float, start: bool) -> None:
+                   loads: dict[Key, Load]) -> None:
     """Acquire records on each partition without an error, within the request's byte and record limits. A
-    share-partition whose state is still loading at ``deadline`` (the fetch's max wait) is answered with nothing,
-    as Kafka answers one still initializing: a failed load is the partition's error only in the fetch that started
-    it, if it failed by then (Java's 4.2 share consumer throws IllegalStateException from poll() for
-    COORDINATOR_NOT_AVAILABLE: a load outlasting the fetch must not show it where Kafka would not). A fetch starts
-    the loads it needs at its first try only (``start``), as Kafka's initializes share-partitions once per request."""
+    share-partition still loading is answered with nothing, as Kafka answers one still initializing: a failed load
+    is the partition's error only in the fetch that started it, if it failed within that fetch's wait (Java's 4.2
+    share consumer throws IllegalStateException from poll() for COORDINATOR_NOT_AVAILABLE: a load outlasting the
+    fetch must not show it where Kafka would not). A load that ended leaves ``loads``."""
     share = ctx.services.share
     group_id = request.group_id
     assert group_id is not None and request.member_id is not None
@@ -237,9 +276,11 @@ async def _acquire(ctx: RequestContext, request: ShareFetchRequest, fetching: It
             continue
         try:
             partition = ctx.services.replica_manager.leader_partition(answer.topic, answer.key[1])
-            state = await share.share_partition_within(group_id, answer.topic, answer.key[1], partition.log,
-                                                       partition.leader_epoch, deadline - share.clock.monotonic(),
-                                                       start)
+            load = loads.get(answer.key)
+            if load is not None and load.task.done():
+                del loads[answer.key]
+            state = share.partitions.get((group_id, answer.topic, answer.key[1])) if load is None \
+                else load.outcome()
             if state is None:
                 continue
             now = share.now_ms()
