@@ -262,3 +262,31 @@ def test_a_release_wakes_a_share_fetch_waiting_for_records(shared_broker) -> Non
     client.close()
     waiting.close()
     assert metadata_ok(shared_broker.bootstrap)
+
+
+def test_a_partition_named_twice_is_acknowledged_once_with_its_last_batches(shared_broker) -> None:
+    """A ShareAcknowledge naming the partition twice (ACCEPT, then RELEASE) and a ShareFetch doing the same in its
+    piggybacked acknowledgements: Kafka's KafkaApis collects the batches into a map by partition, so the last ones
+    are applied and the partition is answered once; the records are released (redelivered), not accepted."""
+    client = WireClient(shared_broker.bootstrap)
+    topic, group = "wire-twice", "wire-twice-group"
+    topic_id = _held_by_m1(client, topic, group)
+    P, B = ShareAcknowledgeRequest.AcknowledgePartition, ShareAcknowledgeRequest.AcknowledgementBatch
+    twice = client.request(ShareAcknowledgeRequest(group_id=group, member_id="m1", share_session_epoch=2, topics=[
+        ShareAcknowledgeRequest.AcknowledgeTopic(topic_id=topic_id, partitions=[
+            P(partition_index=0, acknowledgement_batches=[B(first_offset=0, last_offset=2, acknowledge_types=[kind])])
+            for kind in (ACCEPT, RELEASE)])]), 1, ShareAcknowledgeResponse)
+    assert [[(p.partition_index, p.error_code) for p in t.partitions] for t in twice.responses] == [[(0, 0)]]
+    redelivered = _fetch(client, group, "m1", 3, topic_id).responses[0].partitions[0].acquired_records
+    assert [(a.first_offset, a.last_offset, a.delivery_count) for a in redelivered] == [(0, 2, 2)]
+    FP, FB = ShareFetchRequest.FetchPartition, ShareFetchRequest.AcknowledgementBatch
+    piggybacked = client.request(ShareFetchRequest(
+        group_id=group, member_id="m1", share_session_epoch=4, max_wait_ms=0, min_bytes=1, max_records=100,
+        topics=[ShareFetchRequest.FetchTopic(topic_id=topic_id, partitions=[
+            FP(partition_index=0, acknowledgement_batches=[FB(first_offset=0, last_offset=2, acknowledge_types=[kind])])
+            for kind in (ACCEPT, RELEASE)])]), 1, ShareFetchResponse)
+    [[answer]] = [t.partitions for t in piggybacked.responses]
+    assert answer.acknowledge_error_code == 0
+    assert [(a.first_offset, a.last_offset, a.delivery_count) for a in answer.acquired_records] == [(0, 2, 3)]
+    client.close()
+    assert metadata_ok(shared_broker.bootstrap)

@@ -82,7 +82,8 @@ async def share_fetch(ctx: RequestContext, request: ShareFetchRequest) -> ShareF
         return ShareFetchResponse(error_code=context.error)
     assert context.session is not None
     answers: dict[Key, _Partition] = {}
-    acknowledging = [(answers.setdefault(key, _resolve(ctx, key)), batches) for key, batches in requested if batches]
+    acknowledging = [(answers.setdefault(key, _resolve(ctx, key)), batches)
+                     for key, batches in _last_named(requested).items() if batches]
     codes = await asyncio.gather(*(_acknowledge(ctx, answer, group_id, member_id, batches)
                                    for answer, batches in acknowledging))
     for (answer, _batches), code in zip(acknowledging, codes):
@@ -128,21 +129,28 @@ async def share_acknowledge(ctx: RequestContext, request: ShareAcknowledgeReques
                                                                  share.now_ms())
     if context.error is not ErrorCode.NONE:
         return ShareAcknowledgeResponse(error_code=context.error)
-    named = [(topic.topic_id, partition) for topic in request.topics for partition in topic.partitions]
-    answers = [_resolve(ctx, (topic_id, partition.partition_index)) for topic_id, partition in named]
-    codes = await asyncio.gather(*(_acknowledge(ctx, answer, group_id, member_id, partition.acknowledgement_batches)
-                                   for answer, (_topic_id, partition) in zip(answers, named)))
+    named = _last_named(((topic.topic_id, partition.partition_index), partition.acknowledgement_batches)
+                        for topic in request.topics for partition in topic.partitions)
+    answers = [_resolve(ctx, key) for key in named]
+    codes = await asyncio.gather(*(_acknowledge(ctx, answer, group_id, member_id, batches)
+                                   for answer, batches in zip(answers, named.values())))
     topics: dict[uuid.UUID, ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse] = {}
-    for answer, (topic_id, partition), code in zip(answers, named, codes):
-        entry = topics.setdefault(topic_id, ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse(
-            topic_id=topic_id, partitions=[]))
+    for answer, code in zip(answers, codes):
+        entry = topics.setdefault(answer.key[0], ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse(
+            topic_id=answer.key[0], partitions=[]))
         entry.partitions.append(ShareAcknowledgeResponse.PartitionData(
-            partition_index=partition.partition_index, error_code=code,
+            partition_index=answer.key[1], error_code=code,
             current_leader=ShareAcknowledgeResponse.LeaderIdAndEpoch(*answer.leader)))
     if context.closing:
         share.member_left(group_id, member_id)
     return ShareAcknowledgeResponse(responses=list(topics.values()),
                                     acquisition_lock_timeout_ms=share.configs.lock_duration_ms(group_id))
+
+
+def _last_named(named: Iterable[tuple[Key, AckBatches]]) -> dict[Key, AckBatches]:
+    """Each partition's acknowledgement batches, a partition named twice taking its last batches, as Kafka's
+    KafkaApis collects them into a map by partition: each is acknowledged once (not twice at once) and answered once."""
+    return dict(named)
 
 
 def _refused(ctx: RequestContext, group_id: str, member_id: str, opening: bool) -> tuple[ErrorCode, str] | None:
