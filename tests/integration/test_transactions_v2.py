@@ -110,6 +110,16 @@ def state_log_end(client: WireClient, transactional_id: str) -> int:
     return found.offset
 
 
+def committed_offset(client: WireClient, group: str, topic: str = TOPIC) -> int | None:
+    """The group's committed offset of the topic's partition 0; None while there is none (the commit marker of a
+    transaction's offsets lands after its EndTxn is answered)."""
+    answer = client.request(OffsetFetchRequest(groups=[OffsetFetchRequest.OffsetFetchRequestGroup(
+        group_id=group, topics=[OffsetFetchRequest.OffsetFetchRequestTopics(name=topic, partition_indexes=[0])])]),
+        8, OffsetFetchResponse).groups[0]
+    [offset] = [p.committed_offset for t in answer.topics for p in t.partitions]
+    return offset if offset >= 0 else None
+
+
 def committed_values(bootstrap: str, partition: int = 0, topic: str = TOPIC) -> list[bytes]:
     """What a read_committed consumer reads up to the high watermark the partition had when the read began: a
     transaction whose EndTxn was answered may hold the last stable offset back until its marker is written (as
@@ -235,16 +245,7 @@ def test_v1_txn_offset_commit_without_add_offsets_is_refused_in_the_clients_term
         assert added.error_code == ErrorCode.NONE
         assert commit_offsets(4) == [ErrorCode.NONE]
         assert end_txn(client, "v1-offsets", producer, commit=True, version=4).error_code == ErrorCode.NONE
-
-        def committed() -> int | None:
-            answer = client.request(OffsetFetchRequest(groups=[OffsetFetchRequest.OffsetFetchRequestGroup(
-                group_id=group, topics=[OffsetFetchRequest.OffsetFetchRequestTopics(name=TOPIC,
-                                                                                    partition_indexes=[0])])]),
-                8, OffsetFetchResponse).groups[0]
-            [offset] = [p.committed_offset for t in answer.topics for p in t.partitions]
-            return offset if offset >= 0 else None  # the commit marker lands after EndTxn answers
-
-        assert eventually(committed, "the transaction's offsets") == 5
+        assert eventually(lambda: committed_offset(client, group), "the transaction's offsets") == 5
     finally:
         client.close()
 

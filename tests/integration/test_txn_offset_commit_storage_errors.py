@@ -14,8 +14,6 @@ from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.messages import (
     AddOffsetsToTxnRequest,
     AddOffsetsToTxnResponse,
-    OffsetFetchRequest,
-    OffsetFetchResponse,
     TxnOffsetCommitRequest,
     TxnOffsetCommitResponse,
 )
@@ -24,7 +22,7 @@ from tests.integration.broker_process import BrokerProcess
 from tests.integration.groups_common import create_topic
 from tests.integration.test_bad_input import WireClient
 from tests.integration.test_share_groups_lifecycle import _min_isr
-from tests.integration.test_transactions_v2 import end_txn, init_producer, state_of
+from tests.integration.test_transactions_v2 import committed_offset, end_txn, init_producer, state_of
 
 TOPIC = "consumed"
 GROUP = "txn-offsets-storage"
@@ -62,16 +60,7 @@ def test_txn_offset_commit_refused_for_too_few_replicas_is_coordinator_not_avail
         assert commit_offsets() == ErrorCode.NONE
         assert end_txn(client, TXN, producer, commit=True, version=3).error_code == ErrorCode.NONE
         eventually(lambda: state_of(client, TXN) == "CompleteCommit", "the commit to complete")
-
-        def committed() -> int | None:
-            answer = client.request(OffsetFetchRequest(groups=[OffsetFetchRequest.OffsetFetchRequestGroup(
-                group_id=GROUP, topics=[OffsetFetchRequest.OffsetFetchRequestTopics(name=TOPIC,
-                                                                                    partition_indexes=[0])])]),
-                8, OffsetFetchResponse).groups[0]
-            [offset] = [p.committed_offset for t in answer.topics for p in t.partitions]
-            return offset if offset >= 0 else None  # the commit marker lands after EndTxn answers
-
-        assert eventually(committed, "the transaction's offsets") == 7
+        assert eventually(lambda: committed_offset(client, GROUP, TOPIC), "the transaction's offsets") == 7
     finally:
         client.close()
         broker.kill()
