@@ -62,14 +62,14 @@ class FetchParams:
     read_committed: bool
     min_bytes: int
     max_wait_ms: int
-    byte_limit: Callable[[], int]
-    """The bytes the fetch may return, asked again at each read: a consumer's quota window moves
-    during a long poll."""
+    byte_limit: int | Callable[[], int]
+    """The bytes the fetch may return, or, under a quota, the function asked again at each read: a
+    consumer's quota window moves during a long poll (a function built and called for every fetch otherwise)."""
     follower: bool
     """``replica_id >= 0``: a field rather than a property, as every read asks it."""
 
     def __init__(self, replica_id: BrokerId, read_committed: bool, min_bytes: int, max_wait_ms: int,
-                 byte_limit: Callable[[], int]) -> None:
+                 byte_limit: int | Callable[[], int]) -> None:
         self.replica_id = replica_id
         self.read_committed = read_committed
         self.min_bytes = min_bytes
@@ -125,6 +125,8 @@ def fetch_messages(replicas: ReplicaManager, io: IoExecutor, params: FetchParams
         result = _read_all(replicas, params, partitions, cached_only=True)
     except ColdReadError as cold:
         return _delayed_fetch(replicas, io, params, partitions, cold, answered_with_error, on_wait)
+    if not params.follower and (result.bytes >= params.min_bytes or params.max_wait_ms <= 0):
+        return result  # a consumer's fetch that has enough or asks for no wait: _after_read's answer, with no call
     return _after_read(replicas, io, params, partitions, result, answered_with_error, on_wait)
 
 
@@ -191,7 +193,7 @@ def _read_all(replicas: ReplicaManager, params: FetchParams, partitions: list[Fe
     so only a negative request max_bytes reaches the first partition's read (which rejects it).
     """
     result = FetchResult([], 0, False)
-    limit = params.byte_limit()
+    limit = params.byte_limit if isinstance(params.byte_limit, int) else params.byte_limit()
     for wanted in partitions:
         try:
             read = _read_partition(replicas, params, wanted, limit, result.bytes == 0, cached_only)
