@@ -239,6 +239,10 @@ def _diverging_epoch(cache: EpochCache, log: PartitionLog, wanted: FetchPartitio
     where it ends, when that epoch is older or ends before the fetch offset (the fetcher holds records the
     leader does not: it truncates to there); None when the fetcher's log is a prefix of the leader's. An epoch
     newer than any the leader has, or a fetch offset below the log start, is out of range."""
+    entries = cache.entries
+    if entries and entries[-1][0] == wanted.last_fetched_epoch \
+            and log.log_start_offset <= wanted.fetch_offset <= log.log_end_offset:
+        return None  # the usual case, without the lookup: the fetcher is in the latest epoch, within the log
     epoch, end_offset = cache.end_offset_for(wanted.last_fetched_epoch, log.log_end_offset)
     if end_offset == UNDEFINED_OFFSET or epoch == UNDEFINED_EPOCH or wanted.fetch_offset < log.log_start_offset:
         raise OffsetOutOfRangeError(wanted.fetch_offset, log.log_start_offset, log.log_end_offset)
