@@ -460,6 +460,11 @@ class Writer:
 
     def write_compact_records(self, v: BytesLike | Spliced | None) -> None:
         """Like :meth:`write_compact_bytes`; a :class:`Spliced` range becomes a hole after its length."""
+        if type(v) is bytes:  # a Fetch answer's records read into memory, or none (b""): no isinstance chain
+            self.write_uvarint(len(v) + 1)
+            if v:
+                self.buf += v
+            return
         if v is None or isinstance(v, _BYTES_TYPES):
             self.write_compact_bytes(v)
             return
