@@ -48,6 +48,7 @@ _HEADER_V0: Final = struct.Struct(">ii")  # size, correlation id
 _HEADER_V1_PACK: Final = struct.Struct(">iiB").pack  # size, correlation id, empty tagged-field section
 _HEADER_FIXED: Final = struct.Struct(">hhih")  # api key, api version, correlation id, client id length
 _HEADER_FIXED_UNPACK_FROM: Final = _HEADER_FIXED.unpack_from
+_MEMORYVIEW: Final = memoryview  # compiled, looked up in the builtins module at each use otherwise
 _HEADER_FIXED_SIZE: Final = 10
 _REQUEST_VERSIONS: Final = REQUEST_VERSIONS
 _FLEXIBLE_MIN: Final = FLEXIBLE_MIN
@@ -97,7 +98,7 @@ class FrameDecoder:
         """Consume ``data``; return the payload of every frame it completes."""
         if not isinstance(data, bytes):
             data = bytes(data)  # callers may reuse mutable buffers; our views must not change
-        mv = memoryview(data)
+        mv = _MEMORYVIEW(data)
         n = len(mv)
         pos = 0
         frames: list[memoryview] = []
@@ -109,7 +110,7 @@ class FrameDecoder:
                 pos += take
                 self._need -= take
                 if self._need == 0:
-                    frames.append(memoryview(body))
+                    frames.append(_MEMORYVIEW(body))
                     self._body = None
                 continue
             head = self._head
