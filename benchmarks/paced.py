@@ -11,7 +11,8 @@ window it runs `perf stat` on the broker (task-clock, context switches, system c
 kernel's share of its CPU, and reads its utime+stime from /proc as a check; `--record` adds the top frames at
 the highest rate, `--strace` a short `strace -c -f` for the system calls by name, `--floor` the same frames
 answered by `sink.py --answer`. `--callgrind RATE` instead counts user-space instructions per request (this
-VM's perf has no hardware counters).
+VM's perf has no hardware counters), and those of the request's own path (`request Ir`: under uvloop's read
+callback, without the timers that the whole count spreads over however many requests a loaded machine lets through).
 
     nice -n -10 .venv/bin/python -m benchmarks.paced --build pure=.:pure --build compiled=/tmp/built-tree -n 3
 
@@ -25,6 +26,7 @@ import argparse
 import ctypes
 import math
 import os
+import re
 import shutil
 import signal
 import socket
@@ -59,8 +61,14 @@ from pybroker.records.record import build_batch
 PERF = "/usr/bin/perf"
 #: software events only: under a hypervisor without a virtual PMU (this machine) perf has no instruction counts
 PERF_EVENTS = ("task-clock", "context-switches", "raw_syscalls:sys_enter")
-#: callgrind's counts shown in the table: instructions, first-level instruction and data cache read misses
-CALLGRIND_SHOWN = ("Ir", "I1mr", "D1mr")
+#: callgrind's counts shown in the table: instructions, first-level instruction and data cache read misses, and
+#: the instructions of a request's own path (`READ_CALLBACK`)
+CALLGRIND_SHOWN = ("Ir", "I1mr", "D1mr", "request Ir")
+#: uvloop's read callback, which runs a request from its bytes to its answer's write. The instructions under it per
+#: call leave out the timers and idle callbacks that `Ir` spreads over the window's requests, whose share grows as
+#: fewer are answered: on a loaded machine two runs of the same code differed by 2,000 in `Ir` per Produce and by
+#: less than 800 here.
+READ_CALLBACK = "__pyx_f_6uvloop_4loop___uv_stream_on_read"
 PR_SET_TIMERSLACK = 29
 PRODUCE_VERSION = 9
 FETCH_VERSION = 16
@@ -395,6 +403,7 @@ def run_callgrind(build: Build, args: argparse.Namespace, scratch: Path) -> dict
                 events = next(line for line in lines if line.startswith("events:")).split()[1:]
                 totals = next(line for line in lines if line.startswith(("totals:", "summary:"))).split()[1:]
                 counts = {event: int(total) / answered for event, total in zip(events, totals, strict=False)}
+                counts["request Ir"] = _read_callback_ir(dump)
                 per_request |= {f"{kind} {event}": count for event, count in counts.items()}
                 print(f"  {build.name} {kind} {args.callgrind:.0f}/s under callgrind: {answered} answered; per "
                       f"request: " + ", ".join(f"{event} {count:,.0f}" for event, count in counts.items()),
@@ -403,6 +412,18 @@ def run_callgrind(build: Build, args: argparse.Namespace, scratch: Path) -> dict
                 for conn in conns:
                     conn.close()
     return per_request
+
+
+def _read_callback_ir(dump: Path) -> float:
+    """The instructions per call under `READ_CALLBACK` in a callgrind dump (callgrind_annotate's call tree:
+    each caller's line of it gives its calls and their inclusive count); NaN when no call was recorded."""
+    tree = subprocess.run(["callgrind_annotate", "--tree=calling", "--show=Ir", "--threshold=100", str(dump)],
+                          check=True, capture_output=True, text=True, timeout=300).stdout
+    instructions = calls = 0
+    for match in re.finditer(rf"^\s*([\d,]+) .*>\s+\S*:{READ_CALLBACK} \(([\d,]+)x\)", tree, re.MULTILINE):
+        instructions += int(match[1].replace(",", ""))
+        calls += int(match[2].replace(",", ""))
+    return instructions / calls if calls else math.nan
 
 
 def _callgrind_control(pid: int, option: str) -> None:

@@ -58,6 +58,7 @@ class Renderer:
     def __init__(self) -> None:
         self.lines: list[str] = []
         self.layouts: dict[str, str] = {}
+        self.bound: dict[str, tuple[str, str]] = {}  # a layout's bound method -> (layout, method)
         self.defaults: dict[type, str] = {}  # tagged struct classes: the name of their shared default instance
         self.classes: dict[type, str] = {}
         self.done: dict[tuple[str, type, int], str] = {}
@@ -68,8 +69,12 @@ class Renderer:
         self.top: str = ""
         self.bodies: dict[str, str] = {}  # a function's body -> the name it was written under
 
-    def layout(self, fmt: str) -> str:
-        return self.layouts.setdefault(fmt, f"_S{len(self.layouts)}")
+    def layout(self, fmt: str, method: str) -> str:
+        """The name of a struct layout's bound method, read once at import: compiled, ``_S0.pack(...)`` looks
+        the method up on every call (``PyObject_VectorcallMethod``), a bound one is called directly."""
+        bound = f"{self.layouts.setdefault(fmt, f'_S{len(self.layouts)}')}_{method}"
+        self.bound.setdefault(bound, (self.layouts[fmt], method))
+        return bound
 
     def cls(self, cls: type) -> str:
         return self.classes.setdefault(cls, "_" + cls.__qualname__.replace(".", "_"))
@@ -126,7 +131,7 @@ class Renderer:
                 fmt = ">" + "".join(FORMATS[f.spec.type] for f in group)
                 size = struct.calcsize(fmt)
                 names = ", ".join(f"v_{f.spec.name}" for f in group)
-                body += [f"    {names}, = {self.layout(fmt)}.unpack_from(buf, pos)", f"    pos += {size}"]
+                body += [f"    {names}, = {self.layout(fmt, 'unpack_from')}(buf, pos)", f"    pos += {size}"]
                 body += [f"    v_{f.spec.name} = uuid_of(v_{f.spec.name})" for f in group if f.spec.type == "uuid"]
             elif typ == "string" and first.compact:
                 body += ["    n = buf[pos] - 1", f"    if n < {-1 if first.nullable else 0} or n >= 0x7F or "
@@ -202,8 +207,8 @@ class Renderer:
         made = f.default_factory()  # type: ignore[misc,operator]
         if isinstance(made, list) and not made:
             return "[]"
-        if isinstance(made, Struct):
-            return f"{self.cls(type(made))}()"
+        if isinstance(made, Struct):  # a tagged struct the request leaves out: the shared one at its defaults
+            return self.defaults.setdefault(type(made), self.cls(type(made)) + "_DEFAULT")
         raise SystemExit(f"gen_codecs: {cls.__qualname__}.{f.name}: factory of {made!r}")
 
     # ----------------------------------------------------------------------------------------- writing
@@ -222,7 +227,7 @@ class Renderer:
                 fmt = ">" + "".join(FORMATS[f.spec.type] for f in group)
                 values = [f"uuid_bytes(obj.{f.spec.name})" if f.spec.type == "uuid" else f"obj.{f.spec.name}"
                           for f in group]
-                body.append(f"    buf += {self.layout(fmt)}.pack({', '.join(values)})")
+                body.append(f"    buf += {self.layout(fmt, 'pack')}({', '.join(values)})")
             elif typ in ("string", "bytes", "records") and first.compact:
                 method = {"string": "write_compact_string", "bytes": "write_compact_bytes",
                           "records": "write_compact_records"}[typ]
@@ -326,10 +331,12 @@ class Renderer:
             "",
         ]
         head += [f"{n}: Final = struct.Struct({fmt!r})" for fmt, n in self.layouts.items()]
+        head += [f"{n}: Final = {layout}.{method}" for n, (layout, method) in self.bound.items()]
         head += [f"{n}: Final = {c.__qualname__}" for c, n in self.classes.items()]
         head += [
             "#: Tagged structs at their defaults, one shared instance each: an answer built with one of them (as the",
-            "#: Fetch and Produce handlers build theirs, through :func:`shared_default`) skips reading its fields.",
+            "#: Fetch and Produce handlers build theirs, through :func:`shared_default`) skips reading its fields, and",
+            "#: a request read here that leaves one out carries it (an interpreted constructor fewer per Fetch v12+).",
             "#: Nothing may change them in place.",
         ]
         head += [f"{n}: Final = {self.cls(c)}()" for c, n in self.defaults.items()]

@@ -39,10 +39,16 @@ __all__ = [
 API_VERSIONS_KEY = 18
 CONTROLLED_SHUTDOWN_KEY = 7
 
-# Final: the compiled build keeps them in C statics rather than looking them up in the module's dict per call
+# Final: the compiled build keeps them in C statics rather than looking them up in the module's dict per call.
+# The methods the hot paths call are bound once: compiled, ``_SIZE.pack_into(...)`` looks the method up per call.
 _SIZE: Final = struct.Struct(">i")
+_SIZE_UNPACK_FROM: Final = _SIZE.unpack_from
+_SIZE_PACK_INTO: Final = _SIZE.pack_into
 _HEADER_V0: Final = struct.Struct(">ii")  # size, correlation id
+_HEADER_V1_PACK: Final = struct.Struct(">iiB").pack  # size, correlation id, empty tagged-field section
 _HEADER_FIXED: Final = struct.Struct(">hhih")  # api key, api version, correlation id, client id length
+_HEADER_FIXED_UNPACK_FROM: Final = _HEADER_FIXED.unpack_from
+_MEMORYVIEW: Final = memoryview  # compiled, looked up in the builtins module at each use otherwise
 _HEADER_FIXED_SIZE: Final = 10
 _REQUEST_VERSIONS: Final = REQUEST_VERSIONS
 _FLEXIBLE_MIN: Final = FLEXIBLE_MIN
@@ -92,7 +98,7 @@ class FrameDecoder:
         """Consume ``data``; return the payload of every frame it completes."""
         if not isinstance(data, bytes):
             data = bytes(data)  # callers may reuse mutable buffers; our views must not change
-        mv = memoryview(data)
+        mv = _MEMORYVIEW(data)
         n = len(mv)
         pos = 0
         frames: list[memoryview] = []
@@ -104,12 +110,12 @@ class FrameDecoder:
                 pos += take
                 self._need -= take
                 if self._need == 0:
-                    frames.append(memoryview(body))
+                    frames.append(_MEMORYVIEW(body))
                     self._body = None
                 continue
             head = self._head
             if not head and n - pos >= 4:
-                (size,) = _SIZE.unpack_from(mv, pos)
+                (size,) = _SIZE_UNPACK_FROM(mv, pos)
                 pos += 4
             else:
                 take = min(4 - len(head), n - pos)
@@ -142,7 +148,7 @@ def response_header_version(api_key: int, api_version: int) -> int:
     """Response header version: 1 for flexible versions, else 0; ApiVersions always 0 (KIP-511)."""
     if api_key == API_VERSIONS_KEY:
         return 0
-    fmin = FLEXIBLE_MIN.get(api_key)
+    fmin = _FLEXIBLE_MIN.get(api_key)
     return 1 if fmin is not None and api_version >= fmin else 0
 
 
@@ -197,7 +203,7 @@ def _usual_request_header(frame: BytesLike) -> RequestHeaderFields | None:
     correlation_id: int
     length: int
     try:
-        api_key, api_version, correlation_id, length = _HEADER_FIXED.unpack_from(frame, 0)
+        api_key, api_version, correlation_id, length = _HEADER_FIXED_UNPACK_FROM(frame, 0)
     except struct.error:
         return None
     supported = _REQUEST_VERSIONS.get(api_key)
@@ -278,9 +284,10 @@ class EncodedBody:
 def _response_writer(correlation_id: int, api_key: int, api_version: int, msg: Message | EncodedBody) -> Writer:
     w = Writer()
     buf = w.buf
-    buf += _HEADER_V0.pack(0, correlation_id)
     if response_header_version(api_key, api_version) == 1:
-        buf.append(0)  # empty tagged-field section
+        buf += _HEADER_V1_PACK(0, correlation_id, 0)
+    else:
+        buf += _HEADER_V0.pack(0, correlation_id)
     write = _BODY_WRITERS.get((type(msg), api_version))
     if write is not None:
         write(w, msg)
@@ -288,7 +295,7 @@ def _response_writer(correlation_id: int, api_key: int, api_version: int, msg: M
         msg.write(w, api_version)  # checks the version (or writes an EncodedBody)
         if isinstance(msg, Message) and type(msg).write is Message.write:
             _BODY_WRITERS[(type(msg), api_version)] = get_plan(type(msg), api_version).write
-    _SIZE.pack_into(buf, 0, w.encoded_size - 4)
+    _SIZE_PACK_INTO(buf, 0, w.encoded_size - 4)
     return w
 
 

@@ -34,6 +34,17 @@ _S5: Final = struct.Struct('>ihqqq')
 _S6: Final = struct.Struct('>qq')
 _S7: Final = struct.Struct('>i')
 _S8: Final = struct.Struct('>hi')
+_S0_unpack_from: Final = _S0.unpack_from
+_S1_unpack_from: Final = _S1.unpack_from
+_S2_unpack_from: Final = _S2.unpack_from
+_S3_unpack_from: Final = _S3.unpack_from
+_S4_pack: Final = _S4.pack
+_S5_pack: Final = _S5.pack
+_S6_pack: Final = _S6.pack
+_S7_pack: Final = _S7.pack
+_S2_pack: Final = _S2.pack
+_S8_unpack_from: Final = _S8.unpack_from
+_S7_unpack_from: Final = _S7.unpack_from
 _FetchRequest_FetchPartition: Final = FetchRequest.FetchPartition
 _FetchRequest_FetchTopic: Final = FetchRequest.FetchTopic
 _FetchRequest_ForgottenTopic: Final = FetchRequest.ForgottenTopic
@@ -47,13 +58,16 @@ _ProduceRequest_TopicProduceData: Final = ProduceRequest.TopicProduceData
 _ProduceRequest: Final = ProduceRequest
 _ProduceResponse_LeaderIdAndEpoch: Final = ProduceResponse.LeaderIdAndEpoch
 #: Tagged structs at their defaults, one shared instance each: an answer built with one of them (as the
-#: Fetch and Produce handlers build theirs, through :func:`shared_default`) skips reading its fields.
+#: Fetch and Produce handlers build theirs, through :func:`shared_default`) skips reading its fields, and
+#: a request read here that leaves one out carries it (an interpreted constructor fewer per Fetch v12+).
 #: Nothing may change them in place.
+_FetchRequest_ReplicaState_DEFAULT: Final = _FetchRequest_ReplicaState()
 _FetchResponse_EpochEndOffset_DEFAULT: Final = _FetchResponse_EpochEndOffset()
 _FetchResponse_LeaderIdAndEpoch_DEFAULT: Final = _FetchResponse_LeaderIdAndEpoch()
 _FetchResponse_SnapshotId_DEFAULT: Final = _FetchResponse_SnapshotId()
 _ProduceResponse_LeaderIdAndEpoch_DEFAULT: Final = _ProduceResponse_LeaderIdAndEpoch()
 DEFAULT: Final[dict[type, Any]] = {
+    _FetchRequest_ReplicaState: _FetchRequest_ReplicaState_DEFAULT,
     _FetchResponse_EpochEndOffset: _FetchResponse_EpochEndOffset_DEFAULT,
     _FetchResponse_LeaderIdAndEpoch: _FetchResponse_LeaderIdAndEpoch_DEFAULT,
     _FetchResponse_SnapshotId: _FetchResponse_SnapshotId_DEFAULT,
@@ -108,7 +122,7 @@ def _read_FetchRequest_FetchPartition_v12(r: Reader) -> Any:
     buf = r.buf
     end = r.end
     pos = r.pos
-    v_partition, v_current_leader_epoch, v_fetch_offset, v_last_fetched_epoch, v_log_start_offset, v_partition_max_bytes, = _S1.unpack_from(buf, pos)
+    v_partition, v_current_leader_epoch, v_fetch_offset, v_last_fetched_epoch, v_log_start_offset, v_partition_max_bytes, = _S1_unpack_from(buf, pos)
     pos += 32
     if buf[pos] != 0:
         raise Unusual()
@@ -167,7 +181,7 @@ def _read_FetchRequest_v12(r: Reader) -> Any:
     buf = r.buf
     end = r.end
     pos = r.pos
-    v_replica_id, v_max_wait_ms, v_min_bytes, v_max_bytes, v_isolation_level, v_session_id, v_session_epoch, = _S0.unpack_from(buf, pos)
+    v_replica_id, v_max_wait_ms, v_min_bytes, v_max_bytes, v_isolation_level, v_session_id, v_session_epoch, = _S0_unpack_from(buf, pos)
     pos += 25
     n = buf[pos] - 1
     if n < 0 or n >= 0x7F:
@@ -195,14 +209,14 @@ def _read_FetchRequest_v12(r: Reader) -> Any:
     if buf[pos] != 0:
         raise Unusual()
     r.pos = pos + 1
-    return _FetchRequest(None, v_replica_id, _FetchRequest_ReplicaState(), v_max_wait_ms, v_min_bytes, v_max_bytes, v_isolation_level, v_session_id, v_session_epoch, v_topics, v_forgotten_topics_data, v_rack_id)
+    return _FetchRequest(None, v_replica_id, _FetchRequest_ReplicaState_DEFAULT, v_max_wait_ms, v_min_bytes, v_max_bytes, v_isolation_level, v_session_id, v_session_epoch, v_topics, v_forgotten_topics_data, v_rack_id)
 
 
 def _read_FetchRequest_FetchTopic_v13(r: Reader) -> Any:
     buf = r.buf
     end = r.end
     pos = r.pos
-    v_topic_id, = _S2.unpack_from(buf, pos)
+    v_topic_id, = _S2_unpack_from(buf, pos)
     pos += 16
     v_topic_id = uuid_of(v_topic_id)
     n = buf[pos] - 1
@@ -224,7 +238,7 @@ def _read_FetchRequest_ForgottenTopic_v13(r: Reader) -> Any:
     buf = r.buf
     end = r.end
     pos = r.pos
-    v_topic_id, = _S2.unpack_from(buf, pos)
+    v_topic_id, = _S2_unpack_from(buf, pos)
     pos += 16
     v_topic_id = uuid_of(v_topic_id)
     n = buf[pos] - 1
@@ -245,7 +259,7 @@ def _read_FetchRequest_v13(r: Reader) -> Any:
     buf = r.buf
     end = r.end
     pos = r.pos
-    v_replica_id, v_max_wait_ms, v_min_bytes, v_max_bytes, v_isolation_level, v_session_id, v_session_epoch, = _S0.unpack_from(buf, pos)
+    v_replica_id, v_max_wait_ms, v_min_bytes, v_max_bytes, v_isolation_level, v_session_id, v_session_epoch, = _S0_unpack_from(buf, pos)
     pos += 25
     n = buf[pos] - 1
     if n < 0 or n >= 0x7F:
@@ -273,14 +287,14 @@ def _read_FetchRequest_v13(r: Reader) -> Any:
     if buf[pos] != 0:
         raise Unusual()
     r.pos = pos + 1
-    return _FetchRequest(None, v_replica_id, _FetchRequest_ReplicaState(), v_max_wait_ms, v_min_bytes, v_max_bytes, v_isolation_level, v_session_id, v_session_epoch, v_topics, v_forgotten_topics_data, v_rack_id)
+    return _FetchRequest(None, v_replica_id, _FetchRequest_ReplicaState_DEFAULT, v_max_wait_ms, v_min_bytes, v_max_bytes, v_isolation_level, v_session_id, v_session_epoch, v_topics, v_forgotten_topics_data, v_rack_id)
 
 
 def _read_FetchRequest_v15(r: Reader) -> Any:
     buf = r.buf
     end = r.end
     pos = r.pos
-    v_max_wait_ms, v_min_bytes, v_max_bytes, v_isolation_level, v_session_id, v_session_epoch, = _S3.unpack_from(buf, pos)
+    v_max_wait_ms, v_min_bytes, v_max_bytes, v_isolation_level, v_session_id, v_session_epoch, = _S3_unpack_from(buf, pos)
     pos += 21
     n = buf[pos] - 1
     if n < 0 or n >= 0x7F:
@@ -308,18 +322,18 @@ def _read_FetchRequest_v15(r: Reader) -> Any:
     if buf[pos] != 0:
         raise Unusual()
     r.pos = pos + 1
-    return _FetchRequest(None, -1, _FetchRequest_ReplicaState(), v_max_wait_ms, v_min_bytes, v_max_bytes, v_isolation_level, v_session_id, v_session_epoch, v_topics, v_forgotten_topics_data, v_rack_id)
+    return _FetchRequest(None, -1, _FetchRequest_ReplicaState_DEFAULT, v_max_wait_ms, v_min_bytes, v_max_bytes, v_isolation_level, v_session_id, v_session_epoch, v_topics, v_forgotten_topics_data, v_rack_id)
 
 
 def _write_FetchResponse_AbortedTransaction_v12(w: Writer, obj: Any) -> None:
     buf = w.buf
-    buf += _S6.pack(obj.producer_id, obj.first_offset)
+    buf += _S6_pack(obj.producer_id, obj.first_offset)
     buf.append(0)
 
 
 def _write_FetchResponse_PartitionData_v12(w: Writer, obj: Any) -> None:
     buf = w.buf
-    buf += _S5.pack(obj.partition_index, obj.error_code, obj.high_watermark, obj.last_stable_offset, obj.log_start_offset)
+    buf += _S5_pack(obj.partition_index, obj.error_code, obj.high_watermark, obj.last_stable_offset, obj.log_start_offset)
     items = obj.aborted_transactions
     if items is None:
         buf.append(0)
@@ -330,7 +344,7 @@ def _write_FetchResponse_PartitionData_v12(w: Writer, obj: Any) -> None:
         buf.append(n + 1)
         for item in items:
             _write_FetchResponse_AbortedTransaction_v12(w, item)
-    buf += _S7.pack(obj.preferred_read_replica)
+    buf += _S7_pack(obj.preferred_read_replica)
     w.write_compact_records(obj.records)
     t = obj.diverging_epoch
     if t is not _FetchResponse_EpochEndOffset_DEFAULT and not (type(t) is _FetchResponse_EpochEndOffset and t.epoch == -1 and t.end_offset == -1):
@@ -365,7 +379,7 @@ def _write_FetchResponse_FetchableTopicResponse_v12(w: Writer, obj: Any) -> None
 
 def _write_FetchResponse_v12(w: Writer, obj: Any) -> None:
     buf = w.buf
-    buf += _S4.pack(obj.throttle_time_ms, obj.error_code, obj.session_id)
+    buf += _S4_pack(obj.throttle_time_ms, obj.error_code, obj.session_id)
     items = obj.responses
     if items is None:
         raise Unusual()
@@ -381,7 +395,7 @@ def _write_FetchResponse_v12(w: Writer, obj: Any) -> None:
 
 def _write_FetchResponse_FetchableTopicResponse_v13(w: Writer, obj: Any) -> None:
     buf = w.buf
-    buf += _S2.pack(uuid_bytes(obj.topic_id))
+    buf += _S2_pack(uuid_bytes(obj.topic_id))
     items = obj.partitions
     if items is None:
         raise Unusual()
@@ -397,7 +411,7 @@ def _write_FetchResponse_FetchableTopicResponse_v13(w: Writer, obj: Any) -> None
 
 def _write_FetchResponse_v13(w: Writer, obj: Any) -> None:
     buf = w.buf
-    buf += _S4.pack(obj.throttle_time_ms, obj.error_code, obj.session_id)
+    buf += _S4_pack(obj.throttle_time_ms, obj.error_code, obj.session_id)
     items = obj.responses
     if items is None:
         raise Unusual()
@@ -413,7 +427,7 @@ def _write_FetchResponse_v13(w: Writer, obj: Any) -> None:
 
 def _write_FetchResponse_v16(w: Writer, obj: Any) -> None:
     buf = w.buf
-    buf += _S4.pack(obj.throttle_time_ms, obj.error_code, obj.session_id)
+    buf += _S4_pack(obj.throttle_time_ms, obj.error_code, obj.session_id)
     items = obj.responses
     if items is None:
         raise Unusual()
@@ -434,7 +448,7 @@ def _read_ProduceRequest_PartitionProduceData_v9(r: Reader) -> Any:
     buf = r.buf
     end = r.end
     pos = r.pos
-    v_index, = _S7.unpack_from(buf, pos)
+    v_index, = _S7_unpack_from(buf, pos)
     pos += 4
     n, pos = uvarint(buf, pos, end)
     n -= 1
@@ -488,7 +502,7 @@ def _read_ProduceRequest_v9(r: Reader) -> Any:
     else:
         v_transactional_id = str(buf[pos + 1:pos + 1 + n], 'utf-8') if n else ''
         pos += 1 + n
-    v_acks, v_timeout_ms, = _S8.unpack_from(buf, pos)
+    v_acks, v_timeout_ms, = _S8_unpack_from(buf, pos)
     pos += 6
     n = buf[pos] - 1
     if n < 0 or n >= 0x7F:
@@ -507,14 +521,14 @@ def _read_ProduceRequest_v9(r: Reader) -> Any:
 
 def _write_ProduceResponse_BatchIndexAndErrorMessage_v9(w: Writer, obj: Any) -> None:
     buf = w.buf
-    buf += _S7.pack(obj.batch_index)
+    buf += _S7_pack(obj.batch_index)
     w.write_compact_string(obj.batch_index_error_message)
     buf.append(0)
 
 
 def _write_ProduceResponse_PartitionProduceResponse_v9(w: Writer, obj: Any) -> None:
     buf = w.buf
-    buf += _S5.pack(obj.index, obj.error_code, obj.base_offset, obj.log_append_time_ms, obj.log_start_offset)
+    buf += _S5_pack(obj.index, obj.error_code, obj.base_offset, obj.log_append_time_ms, obj.log_start_offset)
     items = obj.record_errors
     if items is None:
         raise Unusual()
@@ -560,13 +574,13 @@ def _write_ProduceResponse_v9(w: Writer, obj: Any) -> None:
         buf.append(n + 1)
         for item in items:
             _write_ProduceResponse_TopicProduceResponse_v9(w, item)
-    buf += _S7.pack(obj.throttle_time_ms)
+    buf += _S7_pack(obj.throttle_time_ms)
     buf.append(0)
 
 
 def _write_ProduceResponse_PartitionProduceResponse_v10(w: Writer, obj: Any) -> None:
     buf = w.buf
-    buf += _S5.pack(obj.index, obj.error_code, obj.base_offset, obj.log_append_time_ms, obj.log_start_offset)
+    buf += _S5_pack(obj.index, obj.error_code, obj.base_offset, obj.log_append_time_ms, obj.log_start_offset)
     items = obj.record_errors
     if items is None:
         raise Unusual()
@@ -615,7 +629,7 @@ def _write_ProduceResponse_v10(w: Writer, obj: Any) -> None:
         buf.append(n + 1)
         for item in items:
             _write_ProduceResponse_TopicProduceResponse_v10(w, item)
-    buf += _S7.pack(obj.throttle_time_ms)
+    buf += _S7_pack(obj.throttle_time_ms)
     t = obj.node_endpoints
     if not (type(t) is list and len(t) == 0):
         raise Unusual()

@@ -238,12 +238,10 @@ def _let_loop_in() -> None:
     time.sleep(0)
 
 
-async def wait_for_acks(replicas: ReplicaManager, results: list[PartitionAppend], timeout_ms: int,
-                        on_wait: Callable[[], None] = lambda: None) -> None:
-    """acks=all: hold until the ISR has every appended batch (Kafka's delayed produce), or the timeout;
-    a partition that cannot be acknowledged gets its replication error. Partitions already replicated
-    (a single replica, or followers ahead) need no wait, as Kafka's delayed produce completes at once
-    when it can. ``on_wait`` is called before waiting (the request leaves the request queue)."""
+def unreplicated(replicas: ReplicaManager, results: list[PartitionAppend]) -> list[PartitionAppend]:
+    """acks=all: the appended partitions whose ISR does not hold their batch yet; one that cannot be
+    acknowledged gets its replication error. A caller that finds none (a single replica, or followers ahead)
+    answers without `wait_for_acks`, a coroutine it would otherwise build and run for every request."""
     waiting: list[PartitionAppend] = []
     for item in results:
         if item.info is None:
@@ -253,6 +251,16 @@ async def wait_for_acks(replicas: ReplicaManager, results: list[PartitionAppend]
                 waiting.append(item)
         except Exception as exc:  # noqa: BLE001 - answered as that partition's error, as after a wait
             item.error = exc
+    return waiting
+
+
+async def wait_for_acks(replicas: ReplicaManager, results: list[PartitionAppend], timeout_ms: int,
+                        on_wait: Callable[[], None] = lambda: None) -> None:
+    """acks=all: hold until the ISR has every appended batch (Kafka's delayed produce), or the timeout;
+    a partition that cannot be acknowledged gets its replication error. Partitions already replicated
+    need no wait, as Kafka's delayed produce completes at once when it can. ``on_wait`` is called before
+    waiting (the request leaves the request queue)."""
+    waiting = unreplicated(replicas, results)
     if not waiting:
         return
     on_wait()

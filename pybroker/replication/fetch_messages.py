@@ -62,14 +62,14 @@ class FetchParams:
     read_committed: bool
     min_bytes: int
     max_wait_ms: int
-    byte_limit: Callable[[], int]
-    """The bytes the fetch may return, asked again at each read: a consumer's quota window moves
-    during a long poll."""
+    byte_limit: int | Callable[[], int]
+    """The bytes the fetch may return, or, under a quota, the function asked again at each read: a
+    consumer's quota window moves during a long poll (a function built and called for every fetch otherwise)."""
     follower: bool
     """``replica_id >= 0``: a field rather than a property, as every read asks it."""
 
     def __init__(self, replica_id: BrokerId, read_committed: bool, min_bytes: int, max_wait_ms: int,
-                 byte_limit: Callable[[], int]) -> None:
+                 byte_limit: int | Callable[[], int]) -> None:
         self.replica_id = replica_id
         self.read_committed = read_committed
         self.min_bytes = min_bytes
@@ -125,6 +125,8 @@ def fetch_messages(replicas: ReplicaManager, io: IoExecutor, params: FetchParams
         result = _read_all(replicas, params, partitions, cached_only=True)
     except ColdReadError as cold:
         return _delayed_fetch(replicas, io, params, partitions, cold, answered_with_error, on_wait)
+    if not params.follower and (result.bytes >= params.min_bytes or params.max_wait_ms <= 0):
+        return result  # a consumer's fetch that has enough or asks for no wait: _after_read's answer, with no call
     return _after_read(replicas, io, params, partitions, result, answered_with_error, on_wait)
 
 
@@ -191,7 +193,7 @@ def _read_all(replicas: ReplicaManager, params: FetchParams, partitions: list[Fe
     so only a negative request max_bytes reaches the first partition's read (which rejects it).
     """
     result = FetchResult([], 0, False)
-    limit = params.byte_limit()
+    limit = params.byte_limit if isinstance(params.byte_limit, int) else params.byte_limit()
     for wanted in partitions:
         try:
             read = _read_partition(replicas, params, wanted, limit, result.bytes == 0, cached_only)
@@ -237,6 +239,10 @@ def _diverging_epoch(cache: EpochCache, log: PartitionLog, wanted: FetchPartitio
     where it ends, when that epoch is older or ends before the fetch offset (the fetcher holds records the
     leader does not: it truncates to there); None when the fetcher's log is a prefix of the leader's. An epoch
     newer than any the leader has, or a fetch offset below the log start, is out of range."""
+    entries = cache.entries
+    if entries and entries[-1][0] == wanted.last_fetched_epoch \
+            and log.log_start_offset <= wanted.fetch_offset <= log.log_end_offset:
+        return None  # the usual case, without the lookup: the fetcher is in the latest epoch, within the log
     epoch, end_offset = cache.end_offset_for(wanted.last_fetched_epoch, log.log_end_offset)
     if end_offset == UNDEFINED_OFFSET or epoch == UNDEFINED_EPOCH or wanted.fetch_offset < log.log_start_offset:
         raise OffsetOutOfRangeError(wanted.fetch_offset, log.log_start_offset, log.log_end_offset)

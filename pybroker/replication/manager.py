@@ -415,7 +415,7 @@ class ReplicaManager:
         """`append` to a partition the caller already looked up with `leader_partition`."""
         info = partition.append_as_leader(batch, required_acks=required_acks, now_ms=now_ms,
                                           transaction_version=transaction_version)
-        if not info.duplicate:
+        if not info.duplicate and self._waiters:  # usually no fetch waits: no call
             self._wake(partition.key)
         return info
 

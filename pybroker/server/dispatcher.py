@@ -14,7 +14,7 @@ import logging
 import time
 from typing import Iterable
 
-from pybroker.common.clock import SYSTEM_CLOCK
+from pybroker.common.clock import SystemClock
 from pybroker.common.config import BrokerConfig
 from pybroker.common.io_executor import IoExecutor
 from pybroker.common.log_limit import LogLimiter
@@ -73,7 +73,8 @@ class Dispatcher:
         self._routes: dict[tuple[int, int], Route] = {}
         self._unsupported_seen: dict[tuple[str | None, str, int], None] = {}  # reported (client, host, API)
         self._started = False
-        self._system_clock = services.clock is SYSTEM_CLOCK  # its wall_ms read inline: a call fewer per request
+        # its wall_ms read inline: a call fewer per request (the broker has its own SystemClock, not SYSTEM_CLOCK)
+        self._system_clock = type(services.clock) is SystemClock
 
     @property
     def io(self) -> IoExecutor:
@@ -100,7 +101,7 @@ class Dispatcher:
                                       logged=True)
             route = self._routes[(key, version)] = _route(handler, version)
         handler, read, budget = route
-        request = read(Reader(frame[body_offset:], 0, budget))
+        request = read(Reader(frame, body_offset, budget))  # from the body's offset: no view of the body made
         context = RequestContext(self._services, version, correlation_id, client_id, peer,
                                  time.time_ns() // 1_000_000 if self._system_clock else self._services.clock.wall_ms(),
                                  session if session is not None else ConnectionSession(), len(frame))

@@ -60,15 +60,13 @@ FIRST_REPLICA_STATE_VERSION = 15
 
 
 @dataclass(slots=True)
-class _Wanted:
-    """One requested partition, resolved to a topic name (or the error that prevents it)."""
+class _Wanted(FetchPartition):
+    """One requested partition, resolved to a topic name (or the error that prevents it): the read the replica
+    manager is asked for, under the topic's name, and what the answer needs besides. One object per partition
+    rather than two (the read and its request's place): each costs a call of an interpreted ``__init__``."""
 
-    topic: str
-    topic_id: uuid.UUID
-    key: PartitionKey
-    request: FetchRequest.FetchPartition
-    fetch: FetchPartition
-    """The read the replica manager is asked for, under the topic's name."""
+    topic_id: uuid.UUID = ZERO_UUID
+    key: PartitionKey = ("", -1)
     error: ErrorCode = ErrorCode.NONE
 
 
@@ -84,26 +82,31 @@ async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
                           else request.replica_state.replica_id)
     follower = replica_id >= 0
     by_id = ctx.api_version >= FIRST_TOPIC_ID_VERSION
+    # The request's partitions keyed as its version names topics: by id from v13, by name before.
+    requested: Requested = []
+    for topic in request.topics:
+        name = topic.topic_id if by_id else topic.topic
+        for partition in topic.partitions:
+            requested.append(((name, partition.partition), partition))
     # now, session id, epoch, privileged, uses topic ids, requested, forgotten
-    context = sessions.new_context(ctx.now_ms, request.session_id, request.session_epoch, follower, by_id,
-                                   _requested(request, by_id),
+    context = sessions.new_context(ctx.now_ms, request.session_id, request.session_epoch, follower, by_id, requested,
                                    _forgotten(request, by_id) if request.forgotten_topics_data else [])
     if context.error is not _NONE:
         return FetchResponse(throttle_time_ms=0, error_code=context.error, session_id=0, responses=[])
     wanted = _resolve(ctx, by_id, context.partitions)
     if services.authorizer is not None:
         _authorize(ctx, follower, wanted)
-    readable = []  # loops rather than comprehensions: each comprehension is a call of its own on Python 3.11
+    # loops rather than comprehensions: each comprehension is a call of its own on Python 3.11
+    readable: list[FetchPartition] = []
     for item in wanted:
         if item.error is _NONE:
-            readable.append(item.fetch)
+            readable.append(item)
     request_limit = request.max_bytes if ctx.api_version >= 3 else 2**31 - 1
     limit = min(request_limit, services.config["fetch.max.bytes"])
     quota_state = quota.REQUEST_QUOTA.get()
     params = FetchParams(replica_id, request.isolation_level == READ_COMMITTED, request.min_bytes,
                          request.max_wait_ms,
-                         (lambda: limit) if quota_state is None else
-                         (lambda: int(min(limit, quota.fetch_max_bytes(follower)))))
+                         limit if quota_state is None else (lambda: int(min(limit, quota.fetch_max_bytes(follower)))))
     outcome = fetch_messages(services.replica_manager, services.io, params, readable,
                              answered_with_error=len(readable) < len(wanted), on_wait=leave_request_queue)
     result = outcome if isinstance(outcome, FetchResult) else await outcome
@@ -117,7 +120,7 @@ async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
             # _answer's usual case, inlined
             # partition_index, error_code, high_watermark, last_stable_offset, log_start_offset, diverging_epoch,
             # current_leader, snapshot_id, aborted_transactions, preferred_read_replica, records
-            data = PartitionData(item.request.partition, 0, read.high_watermark, read.last_stable_offset,
+            data = PartitionData(item.index, 0, read.high_watermark, read.last_stable_offset,
                                  read.log_start_offset, _NO_DIVERGING_EPOCH, _NO_LEADER, _NO_SNAPSHOT, None, -1,
                                  read.records)
         else:
@@ -169,7 +172,7 @@ def _answer(item: _Wanted, read: PartitionRead) -> PartitionData:
         return _error_data(item, error_code_for(read.error))
     if read.diverging is not None:
         # KIP-320: where the fetcher's log left the leader's, no records (high watermark and log start as usual)
-        return PartitionData(item.request.partition, 0, read.high_watermark, read.last_stable_offset,
+        return PartitionData(item.index, 0, read.high_watermark, read.last_stable_offset,
                              read.log_start_offset, FetchResponse.EpochEndOffset(*read.diverging), _NO_LEADER,
                              _NO_SNAPSHOT, None, -1, b"")
     aborted = None if read.aborted is None else [
@@ -177,13 +180,13 @@ def _answer(item: _Wanted, read: PartitionRead) -> PartitionData:
         for producer_id, first_offset in read.aborted]
     # partition_index, error_code, high_watermark, last_stable_offset, log_start_offset, diverging_epoch,
     # current_leader, snapshot_id, aborted_transactions, preferred_read_replica, records
-    return PartitionData(item.request.partition, 0, read.high_watermark, read.last_stable_offset,
+    return PartitionData(item.index, 0, read.high_watermark, read.last_stable_offset,
                          read.log_start_offset, _NO_DIVERGING_EPOCH, _NO_LEADER, _NO_SNAPSHOT, aborted, -1,
                          read.records)
 
 
 def _error_data(item: _Wanted, error: ErrorCode | None = None) -> PartitionData:
-    return PartitionData(item.request.partition, item.error if error is None else error, -1, -1, -1,
+    return PartitionData(item.index, item.error if error is None else error, -1, -1, -1,
                          _NO_DIVERGING_EPOCH, _NO_LEADER, _NO_SNAPSHOT, [], -1, b"")
 
 
@@ -198,16 +201,6 @@ def _authorize(ctx: RequestContext, follower: bool, wanted: list[_Wanted]) -> No
     for item in wanted:
         if item.error is ErrorCode.NONE and item.topic not in allowed:
             item.error = ErrorCode.TOPIC_AUTHORIZATION_FAILED
-
-
-def _requested(request: FetchRequest, by_id: bool) -> Requested:
-    """The request's partitions keyed as its version names topics: by id from v13, by name before."""
-    requested: Requested = []
-    for topic in request.topics:
-        name = topic.topic_id if by_id else topic.topic
-        for partition in topic.partitions:
-            requested.append(((name, partition.partition), partition))
-    return requested
 
 
 def _forgotten(request: FetchRequest, by_id: bool) -> list[PartitionKey]:
@@ -234,11 +227,9 @@ def _resolve(ctx: RequestContext, by_id: bool, partitions: Requested) -> list[_W
             name, topic_id = "", topic
         else:
             name, topic_id = topic, ZERO_UUID
-        wanted.append(_Wanted(name, topic_id, key, partition,
-                              FetchPartition(name, partition.partition, partition.fetch_offset,
-                                             partition.partition_max_bytes, partition.current_leader_epoch,
-                                             partition.log_start_offset, partition.last_fetched_epoch),
-                              _NONE if info else error))
+        wanted.append(_Wanted(name, partition.partition, partition.fetch_offset, partition.partition_max_bytes,
+                              partition.current_leader_epoch, partition.log_start_offset,
+                              partition.last_fetched_epoch, topic_id, key, _NONE if info else error))
     return wanted
 
 

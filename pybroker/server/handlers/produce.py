@@ -32,7 +32,7 @@ from pybroker.records.batch import RecordBatch
 from pybroker.records.constants import BATCH_HEADER, TRANSACTIONAL_FLAG_MASK
 from pybroker.records.errors import RecordValidationError
 from pybroker.replication.append_records import BeforeAppend, PartitionAppend, RecordsCheck, append_records, \
-    wait_for_acks
+    unreplicated, wait_for_acks
 from pybroker.schema_registry.validation import scan
 from pybroker.security.acl import AclOperation, ResourceType
 from pybroker.server import leader_hints
@@ -73,12 +73,12 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
     names: list[str | None] = []
     known: list[str] = []
     for topic in request.topic_data:
-        name = _topic_name(ctx, topic)
+        name = topic.name if ctx.api_version < FIRST_TOPIC_ID_VERSION else _topic_name(ctx, topic)
         names.append(name)
         if name is not None:
             known.append(name)
     # Kafka's checks: Write on the transactional id for the whole request, Write on each topic.
-    authorized = allowed_names(ctx, _WRITE, _TOPIC, known)
+    authorized = set(known) if services.authorizer is None else allowed_names(ctx, _WRITE, _TOPIC, known)
     refused = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED if request.transactional_id is not None and not \
         authorize(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id) else None
     turns: Sequence[_Turn] = ()
@@ -125,17 +125,29 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
         quota.record_produce(request.acks, ctx.request_size, services.clock.wall_ms())
     if request.acks == 0:
         return None
-    if request.acks == -1:
-        await wait_for_acks(services.replica_manager, results, request.timeout_ms, leave_request_queue)
+    if request.acks == -1 and (waiting := unreplicated(services.replica_manager, results)):
+        await wait_for_acks(services.replica_manager, waiting, request.timeout_ms, leave_request_queue)
     topics = []
+    failed = False  # some partition answers an error: KIP-951 may name its leader
     for name, topic, of_topic in zip(names, request.topic_data, slots):
         answers = []
         for slot in of_topic:
-            answers.append(_answer(slot) if isinstance(slot, PartitionAppend) else slot)
+            if not isinstance(slot, PartitionAppend):
+                answer = slot
+            elif slot.error is None and (info := slot.info) is not None:  # _answer's usual case, inlined
+                # index, error_code, base_offset, log_append_time_ms, log_start_offset, record_errors,
+                # error_message, current_leader
+                answer = PartitionResponse(slot.index, 0, info.first_offset, info.log_append_time,
+                                           info.log_start_offset, [], None, _NO_LEADER)
+            else:
+                answer = _answer(slot)
+            answers.append(answer)
+            if answer.error_code:
+                failed = True
         # name, topic_id, partition_responses
         topics.append(ProduceResponse.TopicProduceResponse(name or "", topic.topic_id, answers))
     response = ProduceResponse(topics, 0)  # responses, throttle_time_ms
-    if ctx.api_version >= leader_hints.FIRST_PRODUCE_VERSION:
+    if failed and ctx.api_version >= leader_hints.FIRST_PRODUCE_VERSION:
         _point_to_leaders(ctx, names, response)
     return response
 
@@ -179,9 +191,8 @@ def _received(records: Records | None) -> bytes | bytearray | memoryview | None:
 
 
 def _topic_name(ctx: RequestContext, topic: ProduceRequest.TopicProduceData) -> str | None:
-    """The topic's name: as sent up to v12, from its id from v13 (None: no topic has that id)."""
-    if ctx.api_version < FIRST_TOPIC_ID_VERSION:
-        return topic.name
+    """The topic's name from its id, as v13+ names topics (None: no topic has that id); up to v12 the handler
+    reads the name sent, with no call."""
     info = ctx.services.metadata.topic_by_id(topic.topic_id)
     return None if info is None else info.name
 

@@ -8,18 +8,24 @@ import uuid
 
 from pybroker.log.results import AppendInfo
 from pybroker.protocol.error_codes import ErrorCode
-from pybroker.protocol.messages import FetchRequest, FetchResponse, ProduceResponse
+from pybroker.protocol.messages import FetchResponse, ProduceResponse
 from pybroker.records.errors import RecordValidationError
 from pybroker.replication.append_records import PartitionAppend
-from pybroker.replication.fetch_messages import FetchParams, FetchPartition, PartitionRead
+from pybroker.replication.fetch_messages import FetchParams, PartitionRead
 from pybroker.server.handlers import fetch, produce
 
 TOPIC_ID = uuid.UUID(int=7)
 
 
 def _wanted(error: ErrorCode = ErrorCode.NONE) -> fetch._Wanted:
-    return fetch._Wanted("t", TOPIC_ID, (TOPIC_ID, 3), FetchRequest.FetchPartition(partition=3, fetch_offset=4),
-                         FetchPartition("t", 3, 4, 100), error)
+    return fetch._Wanted("t", 3, 4, 100, -1, -1, -1, TOPIC_ID, (TOPIC_ID, 3), error)
+
+
+def test_a_wanted_partition_is_built_as_by_name() -> None:
+    """fetch._resolve builds it positionally: the read's fields, then the answer's."""
+    assert _wanted(ErrorCode.UNKNOWN_TOPIC_ID) == fetch._Wanted(
+        topic="t", index=3, fetch_offset=4, max_bytes=100, current_leader_epoch=-1, log_start_offset=-1,
+        last_fetched_epoch=-1, topic_id=TOPIC_ID, key=(TOPIC_ID, 3), error=ErrorCode.UNKNOWN_TOPIC_ID)
 
 
 def test_a_fetched_partition_answers_as_built_by_name() -> None:
