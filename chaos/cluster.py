@@ -141,14 +141,21 @@ class ChaosCluster:
     def pids(self) -> dict[str, int]:
         return {b.name: b.process.pid for b in self.brokers if b.process is not None}
 
+    def broker_pid(self, broker_id: int) -> int | None:
+        return self.pids().get(f"b{broker_id}")
+
+    def zookeeper_pid(self) -> int | None:
+        process = self.zookeeper.process if self.zookeeper is not None else None
+        return process.pid if process is not None else None
+
     def start(self) -> None:
         self.proxies = ProxyHost()
         self.zookeeper = ZooKeeperServer(self.root / "zookeeper").start()
         for broker_id in range(self.size):
             data_dir = self.root / f"broker-{broker_id}"
             data_dir.mkdir(parents=True)
-            front = self.proxies.add(Proxy(f"b{broker_id}", self.pids))
-            zk = self.proxies.add(Proxy(f"zk<-b{broker_id}", self.pids))
+            front = self.proxies.add(Proxy(f"b{broker_id}", self.pids, partial(self.broker_pid, broker_id)))
+            zk = self.proxies.add(Proxy(f"zk<-b{broker_id}", self.pids, self.zookeeper_pid))
             zk.target_port = self.zookeeper.port
             port = restartable_port()  # a broker comes back on it after each kill
             front.target_port = port
@@ -317,8 +324,15 @@ class ChaosCluster:
         with self._zookeeper_lock:
             self._zookeeper_down -= 1
             if self._zookeeper_down == 0:
-                assert self.zookeeper is not None
-                self.zookeeper.start()
+                self._start_zookeeper()
+
+    def _start_zookeeper(self) -> None:
+        """Start ZooKeeper again; on another port if its own was taken meanwhile, which the proxies then
+        forward to (they forward only to ZooKeeper's process, so they would otherwise refuse every connection)."""
+        assert self.zookeeper is not None
+        self.zookeeper.start()
+        for broker in self.brokers:
+            broker.zk.target_port = self.zookeeper.port
 
     def kill(self, broker: Broker) -> None:
         self.killed_at[broker.broker_id] = time.time()
@@ -403,7 +417,7 @@ class ChaosCluster:
         with self._zookeeper_lock:
             self._zookeeper_down = 0
             if self.zookeeper.process is None:
-                self.zookeeper.start()
+                self._start_zookeeper()
         for broker in self.brokers:
             with self._broker_locks[broker.broker_id]:
                 self._down[broker.broker_id] = self._paused[broker.broker_id] = 0

@@ -8,11 +8,19 @@ of its own. A proxy learns which process opened each connection (the peer port's
 link to one peer and keep the rest. A cut link freezes: existing connections stop being forwarded
 and new ones are accepted and left hanging, as when packets are dropped; on heal the frozen
 connections are closed (their streams are unusable) and the peers reconnect.
+
+A proxy forwards only to its own target process: while a broker is down its port is free, and another
+process of the machine may listen on it (round 9401: another process's single broker, a parallel
+test's by all signs, took a killed broker's port, auto-created `queue` with one partition and
+acknowledged four acks=all records at offsets 0-3 that the cluster's queue-0 already held, seen as
+lost and divergent). A connection whose target port is listened on by any other process is closed,
+as if the target were down; the client never learns the stranger's own address either.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import socket
 import threading
@@ -21,6 +29,11 @@ from typing import Callable
 
 CLIENT = "client"  # a connection opened by no known broker process: the workload, the harness
 TCP_TABLE = "/proc/net/tcp"
+TCP6_TABLE = "/proc/net/tcp6"
+LISTEN = "0A"  # /proc/net/tcp's state of a listening socket
+# 127.0.0.1 and 0.0.0.0 as /proc/net/tcp writes them, and as /proc/net/tcp6 does (IPv4-mapped, and ::)
+LOOPBACK_LISTENERS = ("0100007F", "00000000", "0000000000000000FFFF00000100007F", "0" * 32)
+log = logging.getLogger(__name__)
 
 
 def socket_inode(port: int, remote_port: int) -> str | None:
@@ -38,25 +51,64 @@ def socket_inode(port: int, remote_port: int) -> str | None:
     return None
 
 
+def listener_inode(port: int) -> str | None:
+    """The inode of the socket listening on 127.0.0.1:`port` (or on every address), if any: in /proc/net/tcp6
+    when it is an IPv6 socket, as Java's are (ZooKeeper's: ::ffff:127.0.0.1)."""
+    addresses = {f"{address}:{port:04X}" for address in LOOPBACK_LISTENERS}
+    for path in (TCP_TABLE, TCP6_TABLE):
+        try:
+            with open(path) as table:
+                next(table)
+                for line in table:
+                    fields = line.split()
+                    if fields[3] == LISTEN and fields[1] in addresses:
+                        return fields[9]
+        except FileNotFoundError:  # no IPv6
+            continue
+    return None
+
+
+def holds(pid: int, inode: str) -> bool:
+    """Whether process `pid` has the socket `inode` open."""
+    fd_dir = f"/proc/{pid}/fd"
+    try:
+        fds = os.listdir(fd_dir)
+    except OSError:
+        return False
+    target = f"socket:[{inode}]"
+    for fd in fds:
+        try:
+            if os.readlink(f"{fd_dir}/{fd}") == target:
+                return True
+        except OSError:
+            continue
+    return False
+
+
 def owner_of(port: int, remote_port: int, pids: dict[str, int]) -> str:
     """Which of `pids` (name -> pid) holds the client end of a loopback connection from `port` to `remote_port`."""
     inode = socket_inode(port, remote_port)
     if inode is None:
         return CLIENT
-    target = f"socket:[{inode}]"
-    for name, pid in pids.items():
-        fd_dir = f"/proc/{pid}/fd"
-        try:
-            fds = os.listdir(fd_dir)
-        except OSError:
-            continue
-        for fd in fds:
-            try:
-                if os.readlink(f"{fd_dir}/{fd}") == target:
-                    return name
-            except OSError:
-                continue
-    return CLIENT
+    return next((name for name, pid in pids.items() if holds(pid, inode)), CLIENT)
+
+
+def stranger_on(port: int, pid: int | None) -> str | None:
+    """None when process `pid` is the one listening on 127.0.0.1:`port`; otherwise who is, for the log."""
+    inode = listener_inode(port)
+    if inode is None:
+        return "nobody (the listener closed after accepting)"
+    if pid is not None and holds(pid, inode):
+        return None
+    holder = next((int(p) for p in os.listdir("/proc") if p.isdigit() and holds(int(p), inode)), None)
+    if holder is None:
+        return f"socket {inode} of a process that is gone"
+    try:
+        with open(f"/proc/{holder}/cmdline", "rb") as cmdline:
+            command = cmdline.read().replace(b"\0", b" ").decode(errors="replace")[:200]
+    except OSError:
+        command = "?"
+    return f"pid {holder} ({command})"
 
 
 @dataclass(eq=False)
@@ -75,11 +127,14 @@ class _Link:
 
 
 class Proxy:
-    """Forwards 127.0.0.1:`port` to 127.0.0.1:`target_port`, except for sources in `blocked`."""
+    """Forwards 127.0.0.1:`port` to 127.0.0.1:`target_port`, except for sources in `blocked`, when the process
+    `target()` names (None: none running) is the one listening there."""
 
-    def __init__(self, name: str, pids: Callable[[], dict[str, int]]):
+    def __init__(self, name: str, pids: Callable[[], dict[str, int]], target: Callable[[], int | None]):
         self.name = name
         self.pids = pids
+        self.target = target
+        self.strangers = 0  # connections closed because another process listened on the target port
         self.sock = socket.socket()
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.sock.bind(("127.0.0.1", 0))
@@ -102,16 +157,25 @@ class Proxy:
         self.links.add(link)
         if self.is_blocked(source) or self.target_port is None:
             return  # left hanging until heal() closes it
+        loop = asyncio.get_running_loop()
+        port = self.target_port
         try:
-            up_reader, up_writer = await asyncio.wait_for(
-                asyncio.open_connection("127.0.0.1", self.target_port), 5.0)
+            up_reader, up_writer = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", port), 5.0)
         except (OSError, asyncio.TimeoutError):
             self._drop(link)
             return
         link.upstream = up_writer
+        # Checked once connected: the target cannot take the port back while the stranger listens on it.
+        pid = self.target()
+        stranger = await loop.run_in_executor(None, stranger_on, port, pid)
+        if stranger is not None:
+            self.strangers += 1
+            log.warning("proxy %s: port %d is listened on by %s, not by its target (pid %s): connection closed",
+                        self.name, port, stranger, pid)
+            self._drop(link)
+            return
         if self.is_blocked(source):  # cut while connecting
             return
-        loop = asyncio.get_running_loop()
         link.tasks = [loop.create_task(self._pump(link, reader, up_writer)),
                       loop.create_task(self._pump(link, up_reader, writer))]
 

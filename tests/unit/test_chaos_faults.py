@@ -1,12 +1,15 @@
 """Fault schedules: the sequential generator still draws the schedules the smoke's seeds name; the
 overlapping one overlaps faults but never two power losses, nor anything with an exclusive fault; a
 proxy cuts exactly the sources it is told and lets their frozen connections go when released, and tells a
-broker's connection from a client's although its port lingers in TIME_WAIT from an earlier connection."""
+broker's connection from a client's although its port lingers in TIME_WAIT from an earlier connection, and
+forwards only to its own target process."""
 
 from __future__ import annotations
 
 import os
 import socket
+import subprocess
+import sys
 import threading
 
 import pytest
@@ -57,9 +60,10 @@ def test_share_only_faults_are_drawn_only_for_rounds_with_the_share_workload() -
         schedule(11, 60.0, list(SHARE_KINDS), generator="aimed", partitions=6)
 
 
-def _echo_server() -> tuple[socket.socket, int]:
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
+def _echo_server(family: socket.AddressFamily = socket.AF_INET) -> tuple[socket.socket, int]:
+    """An echo server in this process on 127.0.0.1; with AF_INET6, on ::ffff:127.0.0.1, as Java's servers."""
+    server = socket.socket(family)
+    server.bind(("127.0.0.1" if family == socket.AF_INET else "::ffff:127.0.0.1", 0))
     server.listen()
 
     def serve() -> None:
@@ -78,7 +82,7 @@ def test_a_proxy_freezes_a_cut_source_and_closes_its_connections_once_released()
     server, port = _echo_server()
     host = ProxyHost()
     try:
-        proxy = host.add(Proxy("b0", lambda: {}))
+        proxy = host.add(Proxy("b0", lambda: {}, os.getpid))  # the echo server is ours
         proxy.target_port = port
         client = socket.create_connection(("127.0.0.1", proxy.port), 5)
         client.settimeout(5)
@@ -99,6 +103,55 @@ def test_a_proxy_freezes_a_cut_source_and_closes_its_connections_once_released()
         again.settimeout(5)
         again.sendall(b"back")
         assert again.recv(4) == b"back"
+    finally:
+        host.close()
+        server.close()
+
+
+def test_a_proxy_closes_a_connection_when_another_process_listens_on_its_target_port() -> None:
+    """Round 9401: while a broker was down, a parallel test's broker listened on its port and acknowledged the
+    workload's records. Here the echo server is the stranger: this process listens, the target is another."""
+    server, port = _echo_server()
+    other = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+    target: list[int | None] = [other.pid]
+    host = ProxyHost()
+    try:
+        proxy = host.add(Proxy("b0", lambda: {}, lambda: target[0]))
+        proxy.target_port = port
+        for pid in (other.pid, None):  # the target runs (it may be starting) or is down
+            target[0] = pid
+            client = socket.create_connection(("127.0.0.1", proxy.port), 5)
+            client.settimeout(5)
+            client.sendall(b"ping")
+            assert client.recv(4) == b"", f"forwarded to a stranger while the target was {pid}"
+            client.close()
+        assert proxy.strangers == 2
+        target[0] = os.getpid()  # the listener is the target: forwarded
+        client = socket.create_connection(("127.0.0.1", proxy.port), 5)
+        client.settimeout(5)
+        client.sendall(b"ping")
+        assert client.recv(4) == b"ping"
+        client.close()
+    finally:
+        host.close()
+        server.close()
+        other.communicate()
+
+
+def test_a_proxy_forwards_to_its_target_listening_on_an_ipv6_socket_as_zookeeper_does() -> None:
+    """Java listens on ::ffff:127.0.0.1, found in /proc/net/tcp6: the first proxies that checked only
+    /proc/net/tcp refused every connection to ZooKeeper."""
+    server, port = _echo_server(socket.AF_INET6)
+    host = ProxyHost()
+    try:
+        proxy = host.add(Proxy("zk<-b0", lambda: {}, os.getpid))
+        proxy.target_port = port
+        client = socket.create_connection(("127.0.0.1", proxy.port), 5)
+        client.settimeout(5)
+        client.sendall(b"ping")
+        assert client.recv(4) == b"ping"
+        client.close()
+        assert proxy.strangers == 0
     finally:
         host.close()
         server.close()
@@ -227,7 +280,7 @@ def test_the_connections_into_a_broker_are_counted_by_the_source_taken_for_each(
     cluster = ChaosCluster(tmp_path)
     cluster.proxies = ProxyHost()
     try:
-        front = cluster.proxies.add(Proxy("b0", lambda: {"b1": os.getpid()}))
+        front = cluster.proxies.add(Proxy("b0", lambda: {"b1": os.getpid()}, os.getpid))
         front.target_port = port
         mine = socket.create_connection(("127.0.0.1", front.port), 5)
         mine.settimeout(5)
