@@ -3,9 +3,10 @@
 Served by each partition's leader, where its share-partitions live (``replication/share/partition.py``). A request
 runs in a share session (``share_sessions.py``); its acknowledgements are applied first (and written to the share
 coordinator before they are answered, as Kafka answers after its persister's write; the partitions are acknowledged
-at once, not one after another, as Kafka answers when every partition's write is done), then, for ShareFetch, each
-partition of the session acquires records for the member (``replication/share/reader.py``), long-polling up to
-max_wait_ms until something is acquired. Closing the session (epoch -1) releases what the member still holds here.
+at once, not one after another, as Kafka answers when every partition's write is done; a write runs to its end even
+if the client goes away), then, for ShareFetch, each partition of the session acquires records for the member
+(``replication/share/reader.py``), long-polling up to max_wait_ms until something is acquired. Closing the session
+(epoch -1) releases what the member still holds here.
 
 v2 adds the record-limit acquisition mode (KIP-1206: exactly max_records, splitting a batch) and RENEW
 acknowledgements (KIP-1222: the lock of held records starts again); a ShareFetch with IsRenewAck only acknowledges
@@ -22,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 from pybroker.common.topic import TopicPartition
+from pybroker.common.uncancellable import run_to_end
 from pybroker.log.file_slice import FileSlice
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.error_codes import ErrorCode
@@ -31,7 +33,7 @@ from pybroker.protocol.messages import (
     ShareFetchRequest,
     ShareFetchResponse,
 )
-from pybroker.replication.share.partition import Acquired, Span
+from pybroker.replication.share.partition import Acquired, SharePartition, Span
 from pybroker.replication.share.reader import acquire_from_log
 from pybroker.security.acl import AclOperation, ResourceType
 from pybroker.server.authorization import allowed_names, authorize
@@ -40,7 +42,7 @@ from pybroker.server.error_mapping import error_code_for
 from pybroker.server.features import share_groups_enabled
 from pybroker.server.request_channel import leave_request_queue
 from pybroker.server.registry import api
-from pybroker.server.share_service import Load, ShareStateUnavailable
+from pybroker.server.share_service import Load, ShareService, ShareStateUnavailable
 from pybroker.server.share_sessions import INITIAL_EPOCH, SessionContext
 
 FetchData = ShareFetchResponse.PartitionData
@@ -252,12 +254,22 @@ async def _acknowledge(ctx: RequestContext, answer: _Partition, group_id: str, m
             result = code
     if undo or expired:
         leave_request_queue()
-        written = await share.persist(group_id, answer.topic, answer.key[1])
+        written = await run_to_end(_persist_or_roll_back(share, group_id, answer.topic, answer.key[1], state, undo))
         if written is not ErrorCode.NONE:
-            for before in reversed(undo):  # Kafka rolls the acknowledgements back when their write fails
-                state.rollback(before)
             return written
     return result
+
+
+async def _persist_or_roll_back(share: ShareService, group_id: str, topic: str, index: int, state: SharePartition,
+                                undo: list[list[Span]]) -> ErrorCode:
+    """Write the acknowledgements, rolled back if the write fails (as Kafka's SharePartition rolls back its state
+    transitions); run to its end (`run_to_end`) whatever becomes of the request, as Kafka completes an
+    acknowledgement whose client went away: cancelled half-way, they would stay applied here unwritten."""
+    written = await share.persist(group_id, topic, index)
+    if written is not ErrorCode.NONE:
+        for before in reversed(undo):
+            state.rollback(before)
+    return written
 
 
 def _start_loads(ctx: RequestContext, group_id: str, fetching: Iterable[_Partition]) -> dict[Key, Load]:
