@@ -71,10 +71,10 @@ class Setup:
 
 
 @contextmanager
-def _setup(tmp_path: Path) -> Iterator[Setup]:
+def _setup(tmp_path: Path, extra: dict[str, str] = EXTRA) -> Iterator[Setup]:
     """The cluster, the topic with A and B chosen, the group reading from the earliest offset, three records in B,
     and member m1 assigned the topic (the share-partitions' state initialized, none loaded by L yet)."""
-    with running_cluster(tmp_path, extra=EXTRA) as cluster:
+    with running_cluster(tmp_path, extra=extra) as cluster:
         _coordinator(cluster, f"{GROUP}:{topic_id_to_string(uuid.uuid4())}:0", SHARE_KEY)  # creates __share_group_state
         leaders = {p: state[0] for p, state in wait_for_full_isr(cluster, "__share_group_state").items()}
         assert sorted(leaders.values()) == [0, 1, 2], leaders  # one replica each, spread over the brokers

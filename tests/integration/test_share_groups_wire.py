@@ -10,6 +10,8 @@ from __future__ import annotations
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 
+import pytest
+
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.messages import (
     CreateTopicsRequest,
@@ -31,6 +33,7 @@ from tests.integration.test_bad_input import WireClient, metadata_ok
 
 ACCEPT = 1
 RELEASE = 2
+RENEW = 4
 
 
 def _topic(client: WireClient, name: str) -> uuid.UUID:
@@ -290,3 +293,47 @@ def test_a_partition_named_twice_is_acknowledged_once_with_its_last_batches(shar
     assert [(a.first_offset, a.last_offset, a.delivery_count) for a in answer.acquired_records] == [(0, 2, 3)]
     client.close()
     assert metadata_ok(shared_broker.bootstrap)
+
+
+INVALID_BATCHES = {  # each after a valid first batch, which must not be applied either
+    "out of order": [(1, 2, [ACCEPT]), (0, 0, [ACCEPT])],
+    "overlapping": [(0, 1, [ACCEPT]), (0, 2, [ACCEPT])],
+    "last offset below the first": [(0, 0, [ACCEPT]), (2, 1, [ACCEPT])],
+    "no acknowledge type": [(0, 0, [ACCEPT]), (1, 2, [])],
+    "types not one per offset": [(0, 0, [ACCEPT]), (1, 2, [ACCEPT, ACCEPT, ACCEPT])],
+    "unknown acknowledge type": [(0, 0, [ACCEPT]), (1, 2, [5])],
+    "RENEW without IsRenewAck": [(0, 0, [ACCEPT]), (1, 2, [RENEW])],
+}
+
+
+@pytest.mark.parametrize("case", list(INVALID_BATCHES))
+def test_invalid_acknowledgement_batches_refuse_the_partition(shared_broker, case: str) -> None:
+    """A ShareAcknowledge (v2, IsRenewAck false) whose batches Kafka's KafkaApis.validateAcknowledgementBatches
+    refuses: the partition is INVALID_REQUEST and none of its batches is applied (m1 still holds all three records,
+    so accepting them afterwards succeeds). Before, the batches were applied one by one until one was refused."""
+    client = WireClient(shared_broker.bootstrap)
+    index = list(INVALID_BATCHES).index(case)
+    topic, group = f"wire-invalid-{index}", f"wire-invalid-{index}-group"
+    topic_id = _held_by_m1(client, topic, group)
+    R = ShareAcknowledgeRequest
+    refused = client.request(R(group_id=group, member_id="m1", share_session_epoch=2, topics=[R.AcknowledgeTopic(
+        topic_id=topic_id, partitions=[R.AcknowledgePartition(partition_index=0, acknowledgement_batches=[
+            R.AcknowledgementBatch(first_offset=first, last_offset=last, acknowledge_types=types)
+            for first, last, types in INVALID_BATCHES[case]])])]), 2, ShareAcknowledgeResponse)
+    assert refused.error_code == 0 and refused.responses[0].partitions[0].error_code == ErrorCode.INVALID_REQUEST
+    assert _acknowledge(client, group, "m1", 3, topic_id, 0, 2).responses[0].partitions[0].error_code == 0
+    client.close()
+
+
+def test_invalid_acknowledgement_batches_in_a_share_fetch(shared_broker) -> None:
+    """The same validation of a ShareFetch's acknowledgements: overlapping batches are INVALID_REQUEST for the
+    partition, the first batch not applied (before, it was: the records 0-1 were accepted)."""
+    client = WireClient(shared_broker.bootstrap)
+    topic, group = "wire-invalid-fetch", "wire-invalid-fetch-group"
+    topic_id = _held_by_m1(client, topic, group)
+    B = ShareFetchRequest.AcknowledgementBatch
+    answer = _fetch(client, group, "m1", 2, topic_id, [B(first_offset=0, last_offset=1, acknowledge_types=[ACCEPT]),
+                                                      B(first_offset=0, last_offset=2, acknowledge_types=[ACCEPT])])
+    assert answer.responses[0].partitions[0].acknowledge_error_code == ErrorCode.INVALID_REQUEST
+    assert _acknowledge(client, group, "m1", 3, topic_id, 0, 2).responses[0].partitions[0].error_code == 0
+    client.close()

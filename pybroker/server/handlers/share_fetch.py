@@ -3,13 +3,15 @@
 Served by each partition's leader, where its share-partitions live (``replication/share/partition.py``). A request
 runs in a share session (``share_sessions.py``); its acknowledgements are applied first (and written to the share
 coordinator before they are answered, as Kafka answers after its persister's write; the partitions are acknowledged
-at once, not one after another, as Kafka answers when every partition's write is done), then, for ShareFetch, each
-partition of the session acquires records for the member (``replication/share/reader.py``), long-polling up to
-max_wait_ms until something is acquired. Closing the session (epoch -1) releases what the member still holds here.
+at once, not one after another, as Kafka answers when every partition's write is done; a write runs to its end even
+if the client goes away), then, for ShareFetch, each partition of the session acquires records for the member
+(``replication/share/reader.py``), long-polling up to max_wait_ms until something is acquired. Closing the session
+(epoch -1) releases what the member still holds here.
 
 v2 adds the record-limit acquisition mode (KIP-1206: exactly max_records, splitting a batch) and RENEW
 acknowledgements (KIP-1222: the lock of held records starts again); a ShareFetch with IsRenewAck only acknowledges
-(its byte, record and wait limits must be 0, else INVALID_REQUEST), and RENEW in a v1 request is INVALID_REQUEST.
+(its byte, record and wait limits must be 0, else INVALID_REQUEST), and RENEW in a v1 request, or without
+IsRenewAck, makes its partition INVALID_REQUEST.
 A group with ``share.isolation.level=read_committed`` reads up to the last stable offset, aborted records archived.
 """
 
@@ -21,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 from pybroker.common.topic import TopicPartition
+from pybroker.common.uncancellable import run_to_end
 from pybroker.log.file_slice import FileSlice
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.error_codes import ErrorCode
@@ -30,7 +33,7 @@ from pybroker.protocol.messages import (
     ShareFetchRequest,
     ShareFetchResponse,
 )
-from pybroker.replication.share.partition import Acquired, Span
+from pybroker.replication.share.partition import Acquired, SharePartition, Span
 from pybroker.replication.share.reader import acquire_from_log
 from pybroker.security.acl import AclOperation, ResourceType
 from pybroker.server.authorization import allowed_names, authorize
@@ -39,12 +42,14 @@ from pybroker.server.error_mapping import error_code_for
 from pybroker.server.features import share_groups_enabled
 from pybroker.server.request_channel import leave_request_queue
 from pybroker.server.registry import api
-from pybroker.server.share_service import Load, ShareStateUnavailable
+from pybroker.server.share_service import Load, ShareService, ShareStateUnavailable
 from pybroker.server.share_sessions import INITIAL_EPOCH, SessionContext
 
 FetchData = ShareFetchResponse.PartitionData
 RENEW_VERSION = 2
 RECORD_LIMIT = 1
+RENEW_TYPE = 4
+"""KIP-1222's RENEW acknowledge type, valid only in a v2 request with IsRenewAck (v1's types go up to REJECT, 3)."""
 """ShareFetch v2's share_acquire_mode for KIP-1206's record-limit acquisition (0 is batch-optimized)."""
 Key = tuple[uuid.UUID, int]
 AckBatches = list[ShareFetchRequest.AcknowledgementBatch] | list[ShareAcknowledgeRequest.AcknowledgementBatch]
@@ -84,7 +89,7 @@ async def share_fetch(ctx: RequestContext, request: ShareFetchRequest) -> ShareF
     answers: dict[Key, _Partition] = {}
     acknowledging = [(answers.setdefault(key, _resolve(ctx, key)), batches)
                      for key, batches in _last_named(requested).items() if batches]
-    codes = await asyncio.gather(*(_acknowledge(ctx, answer, group_id, member_id, batches)
+    codes = await asyncio.gather(*(_acknowledge(ctx, answer, group_id, member_id, batches, request.is_renew_ack)
                                    for answer, batches in acknowledging))
     for (answer, _batches), code in zip(acknowledging, codes):
         answer.ack_error = code
@@ -132,7 +137,7 @@ async def share_acknowledge(ctx: RequestContext, request: ShareAcknowledgeReques
     named = _last_named(((topic.topic_id, partition.partition_index), partition.acknowledgement_batches)
                         for topic in request.topics for partition in topic.partitions)
     answers = [_resolve(ctx, key) for key in named]
-    codes = await asyncio.gather(*(_acknowledge(ctx, answer, group_id, member_id, batches)
+    codes = await asyncio.gather(*(_acknowledge(ctx, answer, group_id, member_id, batches, request.is_renew_ack)
                                    for answer, batches in zip(answers, named.values())))
     topics: dict[uuid.UUID, ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse] = {}
     for answer, code in zip(answers, codes):
@@ -193,15 +198,40 @@ def _resolve(ctx: RequestContext, key: Key) -> _Partition:
     return answer
 
 
+def _valid_batches(batches: AckBatches, renew_allowed: bool) -> bool:
+    """Whether a partition's acknowledgement batches may be applied, as Kafka's KafkaApis.validateAcknowledgementBatches
+    decides before applying any of them (else the partition is INVALID_REQUEST, none of its batches applied): each
+    batch's last offset not below its first, its first not below the previous batch's last offset, at least one
+    acknowledge type and, when more than one, one per offset, each type known (RENEW only with ``renew_allowed``)."""
+    highest = RENEW_TYPE if renew_allowed else RENEW_TYPE - 1
+    previous_last = -1
+    for batch in batches:
+        types = batch.acknowledge_types
+        if batch.last_offset < batch.first_offset or batch.first_offset < previous_last or not types:
+            return False
+        if len(types) > 1 and len(types) != batch.last_offset - batch.first_offset + 1:
+            return False
+        if any(t < 0 or t > highest for t in types):
+            return False
+        previous_last = batch.last_offset
+    return True
+
+
 async def _acknowledge(ctx: RequestContext, answer: _Partition, group_id: str, member_id: str,
-                       batches: AckBatches) -> ErrorCode:
-    """Apply a partition's acknowledgement batches in order; the first refusal is the partition's answer (later
-    batches are still applied, as Kafka applies each batch on its own). What they changed is written to the share
-    coordinator before the answer (a failed write is the answer). A share-partition not loaded here is answered at
-    once, without waiting for or starting a load, as Kafka's SharePartitionManager.acknowledge answers: one it does
-    not hold is UNKNOWN_TOPIC_OR_PARTITION, one still initializing INVALID_RECORD_STATE (SharePartition.acknowledge
-    finds no batch in its empty cache). The member holds none of its records here either way: a load makes the
-    records acquired before it available again, so the acknowledgement could only have been refused after it."""
+                       batches: AckBatches, is_renew_ack: bool) -> ErrorCode:
+    """Apply a partition's acknowledgement batches in order, once all are found valid (`_valid_batches`); the first
+    refusal is the partition's answer (later batches are still applied, as Kafka applies each batch on its own,
+    e.g. one naming records the member does not hold is INVALID_RECORD_STATE alone). What they changed is written
+    to the share coordinator before the answer (a failed write is the answer). A share-partition not loaded here is
+    answered at once, without waiting for or starting a load, as Kafka's SharePartitionManager.acknowledge answers:
+    one it does not hold is UNKNOWN_TOPIC_OR_PARTITION, one still initializing INVALID_RECORD_STATE
+    (SharePartition.acknowledge finds no batch in its empty cache). The member holds none of its records here
+    either way: a load makes the records acquired before it available again, so the acknowledgement could only have
+    been refused after it."""
+    if answer.error is ErrorCode.UNKNOWN_TOPIC_ID:
+        return answer.error
+    if not _valid_batches(batches, ctx.api_version >= RENEW_VERSION and is_renew_ack):
+        return ErrorCode.INVALID_REQUEST
     if answer.error is not ErrorCode.NONE or answer.topic is None:
         return answer.error
     share = ctx.services.share
@@ -224,12 +254,22 @@ async def _acknowledge(ctx: RequestContext, answer: _Partition, group_id: str, m
             result = code
     if undo or expired:
         leave_request_queue()
-        written = await share.persist(group_id, answer.topic, answer.key[1])
+        written = await run_to_end(_persist_or_roll_back(share, group_id, answer.topic, answer.key[1], state, undo))
         if written is not ErrorCode.NONE:
-            for before in reversed(undo):  # Kafka rolls the acknowledgements back when their write fails
-                state.rollback(before)
             return written
     return result
+
+
+async def _persist_or_roll_back(share: ShareService, group_id: str, topic: str, index: int, state: SharePartition,
+                                undo: list[list[Span]]) -> ErrorCode:
+    """Write the acknowledgements, rolled back if the write fails (as Kafka's SharePartition rolls back its state
+    transitions); run to its end (`run_to_end`) whatever becomes of the request, as Kafka completes an
+    acknowledgement whose client went away: cancelled half-way, they would stay applied here unwritten."""
+    written = await share.persist(group_id, topic, index)
+    if written is not ErrorCode.NONE:
+        for before in reversed(undo):
+            state.rollback(before)
+    return written
 
 
 def _start_loads(ctx: RequestContext, group_id: str, fetching: Iterable[_Partition]) -> dict[Key, Load]:
