@@ -37,7 +37,8 @@ from pybroker.log.errors import LogStorageError
 from pybroker.log.results import AppendInfo
 from pybroker.records.batch import BatchHeader, Compression, RecordBatch, TimestampType, set_max_timestamp, \
     validate_batch
-from pybroker.records.constants import COMPRESSION_CODEC_MASK, LOG_OVERHEAD, TRANSACTIONAL_FLAG_MASK
+from pybroker.records.constants import COMPRESSION_CODEC_MASK, LOG_OVERHEAD, TIMESTAMP_TYPE_MASK, \
+    TRANSACTIONAL_FLAG_MASK
 from pybroker.records.errors import InvalidRecordError, UnsupportedCompressionError
 from pybroker.records.validation import COMPILED_WALK, OverBudget, ProducePolicy, validate_produced_batch
 from pybroker.replication.errors import InternalTopicError, InvalidRequiredAcksError, TransactionalIdRequiredError
@@ -161,7 +162,7 @@ class _Ready:
     """A checked batch, copied with its max timestamp set, and the caller's verdict still to hear on the loop."""
 
     stamped: bytearray
-    records_count: int
+    header: BatchHeader  # the stamped copy's
     verdict: Verdict | None
 
 
@@ -179,7 +180,9 @@ def _stamped(batch: RecordBatch, header: BatchHeader, policy: ProducePolicy, max
     stamped = bytearray(batch.buffer)
     if not policy.log_append_time:  # Kafka's setMaxTimestamp: the records', not the producer's claim
         set_max_timestamp(stamped, 0, TimestampType.CREATE_TIME, max_timestamp)
-    return _Ready(stamped, header.records_count, verdict)
+        if header.max_timestamp != max_timestamp or header.attributes & TIMESTAMP_TYPE_MASK:  # the copy differs
+            header = RecordBatch(stamped).header()
+    return _Ready(stamped, header, verdict)
 
 
 def _check(replicas: ReplicaManager, item: PartitionAppend, required_acks: int, transactional_id: str | None,
@@ -208,9 +211,10 @@ def _append(replicas: ReplicaManager, item: PartitionAppend, partition: Partitio
             required_acks: int, now_ms: int, appended: AppendedStats | None) -> AppendInfo:
     if ready.verdict is not None:
         ready.verdict()
-    info = replicas.append_to(partition, ready.stamped, required_acks=required_acks, now_ms=now_ms)
+    info = replicas.append_to(partition, ready.stamped, required_acks=required_acks, now_ms=now_ms,
+                              header=ready.header)
     if appended is not None:
-        appended(item.topic, len(ready.stamped), ready.records_count)
+        appended(item.topic, len(ready.stamped), ready.header.records_count)
     return info
 
 

@@ -24,7 +24,7 @@ from pybroker.log.checkpoint import LEADER_EPOCH_CHECKPOINT, LeaderEpochCheckpoi
 from pybroker.log.errors import CorruptLogError, OffsetOutOfRangeError
 from pybroker.log.log import PartitionLog
 from pybroker.log.results import AppendInfo
-from pybroker.records.batch import iter_batches
+from pybroker.records.batch import BatchHeader, iter_batches
 from pybroker.replication import replica_state as rs
 from pybroker.replication.epoch_cache import EpochCache
 from pybroker.replication.epoch_writes import EpochFile, EpochWrite
@@ -213,7 +213,7 @@ class Partition:
     # Leader side
 
     def append_as_leader(self, batch: bytearray, *, required_acks: int, now_ms: int,
-                         transaction_version: int = 0) -> AppendInfo:
+                         transaction_version: int = 0, header: BatchHeader | None = None) -> AppendInfo:
         if not self.is_leader:
             raise NotLeaderError(f"Broker {self.broker_id} is not the leader of {self.topic}-{self.index}")
         if required_acks == -1 and len(self.minimal_isr) < self.min_insync_replicas:
@@ -221,7 +221,7 @@ class Partition:
                 f"The size of the current ISR {list(self.minimal_isr)} is insufficient to satisfy the min.isr "
                 f"requirement of {self.min_insync_replicas} for partition {self.topic}-{self.index}")
         info = self.log.append_as_leader(batch, leader_epoch=self.leader_epoch, now_ms=now_ms,
-                                         transaction_version=transaction_version)
+                                         transaction_version=transaction_version, header=header)
         self._persist_epochs(changed=False)
         self.maybe_advance_high_watermark()
         return info
