@@ -151,10 +151,16 @@ class PartitionLog:
         self.set_high_watermark(offset)
 
     def set_high_watermark(self, offset: int) -> int:
-        """Set the HW clamped to [log start, LEO]; returns the value stored."""
-        self._high_watermark = max(self.log_start_offset, min(offset, self._local.log_end_offset))
-        self.producer_state.on_high_watermark(self._high_watermark)
-        return self._high_watermark
+        """Set the HW clamped to [log start, LEO]; returns the value stored. (Comparisons rather than min and
+        max: every acks=all Produce sets it.)"""
+        end = self._local.log_end_offset
+        if offset > end:
+            offset = end
+        if offset < self.log_start_offset:
+            offset = self.log_start_offset
+        self._high_watermark = offset
+        self.producer_state.on_high_watermark(offset)
+        return offset
 
     @property
     def last_stable_offset(self) -> int:
