@@ -241,8 +241,9 @@ class PartitionLog:
             if size != len(batch):
                 raise CorruptRecordError(f"expected exactly one batch of {size} bytes, got {len(batch)} bytes")
             config = local.config
-            control = bool(h.attributes & CONTROL_FLAG_MASK)
-            transactional = bool(h.attributes & TRANSACTIONAL_FLAG_MASK)
+            attributes = h.attributes
+            control = (attributes & CONTROL_FLAG_MASK) != 0
+            transactional = (attributes & TRANSACTIONAL_FLAG_MASK) != 0
             idempotent = h.producer_id >= 0 and h.base_sequence >= 0 and not control
             last_seq = increment_sequence(h.base_sequence, h.last_offset_delta) if idempotent else -1
             if h.producer_id >= 0 and not idempotent:
