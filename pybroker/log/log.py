@@ -44,6 +44,7 @@ from pybroker.log.segment import LogSegment
 from pybroker.log.storage_errors import reported, reports_storage_errors
 from pybroker.log.txn_index import AbortedTxn
 from pybroker.records.batch import (
+    BatchHeader,
     RecordBatch,
     increment_sequence,
     set_base_offset,
@@ -51,7 +52,8 @@ from pybroker.records.batch import (
     set_partition_leader_epoch,
     validate_batch,
 )
-from pybroker.records.constants import RECORD_BATCH_OVERHEAD
+from pybroker.records.constants import CONTROL_FLAG_MASK, LOG_OVERHEAD, RECORD_BATCH_OVERHEAD, \
+    TRANSACTIONAL_FLAG_MASK
 from pybroker.records.errors import CorruptRecordError
 
 __all__ = ["PartitionLog"]
@@ -149,10 +151,16 @@ class PartitionLog:
         self.set_high_watermark(offset)
 
     def set_high_watermark(self, offset: int) -> int:
-        """Set the HW clamped to [log start, LEO]; returns the value stored."""
-        self._high_watermark = max(self.log_start_offset, min(offset, self._local.log_end_offset))
-        self.producer_state.on_high_watermark(self._high_watermark)
-        return self._high_watermark
+        """Set the HW clamped to [log start, LEO]; returns the value stored. (Comparisons rather than min and
+        max: every acks=all Produce sets it.)"""
+        end = self._local.log_end_offset
+        if offset > end:
+            offset = end
+        if offset < self.log_start_offset:
+            offset = self.log_start_offset
+        self._high_watermark = offset
+        self.producer_state.on_high_watermark(offset)
+        return offset
 
     @property
     def last_stable_offset(self) -> int:
@@ -212,7 +220,7 @@ class PartitionLog:
     # -- appends ------------------------------------------------------------------------------
 
     def append_as_leader(self, batch: bytearray, *, leader_epoch: int, now_ms: int,
-                         transaction_version: int = 0) -> AppendInfo:
+                         transaction_version: int = 0, header: BatchHeader | None = None) -> AppendInfo:
         """Assign offsets to ONE validated v2 batch, stamp it in place and write it.
 
         The caller validated the CRC and checked the size against max.message.bytes (the replica
@@ -220,6 +228,7 @@ class PartitionLog:
         InvalidProducerEpochError or UnknownProducerIdError without writing anything; an
         idempotent retry of a retained batch returns its original offsets (duplicate=True).
         ``transaction_version`` is a transaction marker's (WriteTxnMarkers v2), which decides its epoch check.
+        ``header``: the batch's header as it is now, when the caller has unpacked it already (a produce's).
         Reports storage errors as `reports_storage_errors` does, inline: this runs per Produce.
         """
         try:
@@ -227,20 +236,22 @@ class PartitionLog:
             if local.closed:  # check_open raises; not called on every Produce
                 local.check_open()
             local.now_ms = now_ms
-            rb = RecordBatch(batch)
-            size = rb.size
+            h = RecordBatch(batch).header() if header is None else header
+            size = h.batch_length + LOG_OVERHEAD
             if size != len(batch):
                 raise CorruptRecordError(f"expected exactly one batch of {size} bytes, got {len(batch)} bytes")
             config = local.config
-            h = rb.header()
-            idempotent = h.producer_id >= 0 and h.base_sequence >= 0 and not rb.is_control
+            attributes = h.attributes
+            control = (attributes & CONTROL_FLAG_MASK) != 0
+            transactional = (attributes & TRANSACTIONAL_FLAG_MASK) != 0
+            idempotent = h.producer_id >= 0 and h.base_sequence >= 0 and not control
             last_seq = increment_sequence(h.base_sequence, h.last_offset_delta) if idempotent else -1
             if h.producer_id >= 0 and not idempotent:
-                producer_log.check_unsequenced_epoch(self.producer_state, h, rb, transaction_version)
+                producer_log.check_unsequenced_epoch(self.producer_state, h, RecordBatch(batch), transaction_version)
             if idempotent:
                 check = self.producer_state.check_and_prepare(h.producer_id, h.producer_epoch,
                                                               h.base_sequence, last_seq,
-                                                              transactional=rb.is_transactional)
+                                                              transactional=transactional)
                 if check.kind is SequenceCheck.DUPLICATE and check.duplicate is not None:
                     dup = check.duplicate
                     return AppendInfo(dup.first_offset, dup.last_offset,
@@ -262,10 +273,10 @@ class PartitionLog:
             local.log_end_offset = last + 1
             if idempotent:
                 self.producer_state.update(h.producer_id, h.producer_epoch, h.base_sequence, last_seq,
-                                           base, last, max_ts, transactional=rb.is_transactional)
+                                           base, last, max_ts, transactional=transactional)
             elif h.producer_id >= 0:  # a batch without a producer id leaves the producer state alone
                 producer_log.apply_batch(self.producer_state, h._replace(base_offset=base, max_timestamp=max_ts),
-                                         rb, segment)
+                                         RecordBatch(batch), segment)
             if local.log_end_offset - local.recovery_point >= config.flush_messages:  # unflushed_messages
                 self._flush_for_messages()
             return AppendInfo(base, last, log_append_time, self.log_start_offset, False, max_ts, last)

@@ -81,12 +81,12 @@ __all__ = [
 
 Buffer = bytes | bytearray | memoryview
 
-_I8 = struct.Struct(">b")
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
-_U32 = struct.Struct(">I")
-_I64 = struct.Struct(">q")
-_INT32_MAX = 0x7FFFFFFF
+_I8: Final = struct.Struct(">b")
+_I16: Final = struct.Struct(">h")
+_I32: Final = struct.Struct(">i")
+_U32: Final = struct.Struct(">I")
+_I64: Final = struct.Struct(">q")
+_INT32_MAX: Final = 0x7FFFFFFF
 
 
 def increment_sequence(sequence: int, increment: int) -> int:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import struct
 from enum import IntEnum
+from typing import Final
 
 __all__ = [
     "Compression",
@@ -79,44 +80,44 @@ class ControlRecordType(IntEnum):
 # baseOffset, batchLength, partitionLeaderEpoch, magic, crc, attributes,
 # lastOffsetDelta, baseTimestamp, maxTimestamp, producerId, producerEpoch,
 # baseSequence, recordsCount
-BATCH_HEADER = struct.Struct(">qiibIhiqqqhii")
+BATCH_HEADER: Final = struct.Struct(">qiibIhiqqqhii")
 
-BASE_OFFSET_OFFSET = 0
-LENGTH_OFFSET = 8
-PARTITION_LEADER_EPOCH_OFFSET = 12
-MAGIC_OFFSET = 16
-CRC_OFFSET = 17
-ATTRIBUTES_OFFSET = 21
-LAST_OFFSET_DELTA_OFFSET = 23
-BASE_TIMESTAMP_OFFSET = 27
-MAX_TIMESTAMP_OFFSET = 35
-PRODUCER_ID_OFFSET = 43
-PRODUCER_EPOCH_OFFSET = 51
-BASE_SEQUENCE_OFFSET = 53
-RECORDS_COUNT_OFFSET = 57
-RECORDS_OFFSET = 61
+BASE_OFFSET_OFFSET: Final = 0
+LENGTH_OFFSET: Final = 8
+PARTITION_LEADER_EPOCH_OFFSET: Final = 12
+MAGIC_OFFSET: Final = 16
+CRC_OFFSET: Final = 17
+ATTRIBUTES_OFFSET: Final = 21
+LAST_OFFSET_DELTA_OFFSET: Final = 23
+BASE_TIMESTAMP_OFFSET: Final = 27
+MAX_TIMESTAMP_OFFSET: Final = 35
+PRODUCER_ID_OFFSET: Final = 43
+PRODUCER_EPOCH_OFFSET: Final = 51
+BASE_SEQUENCE_OFFSET: Final = 53
+RECORDS_COUNT_OFFSET: Final = 57
+RECORDS_OFFSET: Final = 61
 
-RECORD_BATCH_OVERHEAD = 61
-LOG_OVERHEAD = 12  # baseOffset + batchLength
-MIN_BATCH_LENGTH = RECORD_BATCH_OVERHEAD - LOG_OVERHEAD  # 49
+RECORD_BATCH_OVERHEAD: Final = 61
+LOG_OVERHEAD: Final = 12  # baseOffset + batchLength
+MIN_BATCH_LENGTH: Final = RECORD_BATCH_OVERHEAD - LOG_OVERHEAD  # 49
 # Smallest legal value of the length field for *any* magic (v0 message:
 # crc+magic+attrs+key len+value len); below this the log is garbage.
-MIN_LEGACY_ENTRY_LENGTH = 14
-CURRENT_MAGIC = 2
+MIN_LEGACY_ENTRY_LENGTH: Final = 14
+CURRENT_MAGIC: Final = 2
 
-COMPRESSION_CODEC_MASK = 0x07
-TIMESTAMP_TYPE_MASK = 0x08
-TRANSACTIONAL_FLAG_MASK = 0x10
-CONTROL_FLAG_MASK = 0x20
-DELETE_HORIZON_FLAG_MASK = 0x40
+COMPRESSION_CODEC_MASK: Final = 0x07
+TIMESTAMP_TYPE_MASK: Final = 0x08
+TRANSACTIONAL_FLAG_MASK: Final = 0x10
+CONTROL_FLAG_MASK: Final = 0x20
+DELETE_HORIZON_FLAG_MASK: Final = 0x40
 
-NO_PRODUCER_ID = -1
-NO_PRODUCER_EPOCH = -1
-NO_SEQUENCE = -1
-NO_PARTITION_LEADER_EPOCH = -1
-NO_TIMESTAMP = -1
+NO_PRODUCER_ID: Final = -1
+NO_PRODUCER_EPOCH: Final = -1
+NO_SEQUENCE: Final = -1
+NO_PARTITION_LEADER_EPOCH: Final = -1
+NO_TIMESTAMP: Final = -1
 
 # length varint(5) + attributes(1) + timestampDelta varlong(10) + offsetDelta varint(5)
-MAX_RECORD_OVERHEAD = 21
+MAX_RECORD_OVERHEAD: Final = 21
 
 assert BATCH_HEADER.size == RECORD_BATCH_OVERHEAD

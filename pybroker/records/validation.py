@@ -29,7 +29,7 @@ import linecache
 import re
 import textwrap
 from dataclasses import dataclass
-from typing import Callable, cast
+from typing import Callable, Final, cast
 
 from .batch import BatchHeader, RecordBatch
 from .compression import decompress
@@ -51,7 +51,7 @@ MIN_RECORDS = 80
 """From this many records on the pure build's walk is vectorized (:mod:`.record_scan`): below, numpy's fixed
 cost per operation outweighs the per-record saving. That module (and numpy) loads with the first such batch,
 not at the broker's start."""
-COMPILED_WALK = not __file__.endswith(".py")
+COMPILED_WALK: Final = not __file__.endswith(".py")
 """mypyc compiled this module (the compiled build): its walk checks a record in about 30 ns, below numpy's
 175-215 ns at every batch size, so record_scan is not used. It reads ``bytes`` at C speed but anything else
 (the produced batch is a memoryview of the request) through the object protocol: 2,000 against 270 us for
@@ -162,7 +162,7 @@ def validate_produced_batch(batch: RecordBatch, policy: ProducePolicy, now_ms: i
         data = cast(bytes, memoryview(batch.buffer)[start:end])  # the interpreted walks index the view in place
     count = h.records_count
     summary = None
-    if count >= MIN_RECORDS and (scan := vectorized_scan()) is not None:
+    if not COMPILED_WALK and count >= MIN_RECORDS and (scan := vectorized_scan()) is not None:
         summary = scan(data, count)
     if summary is None:  # few records, or ones the vectorized walk leaves to this one (which names the fault)
         summary = _scan(data, count, partition, None, pause)

@@ -29,6 +29,7 @@ from pybroker.log.errors import LogStorageError
 from pybroker.log.log import PartitionLog
 from pybroker.log.manager import RECOVERY_POINT_CHECKPOINT, LogManager
 from pybroker.log.results import AppendInfo
+from pybroker.records.batch import BatchHeader
 from pybroker.records.errors import RecordTooLargeError
 from pybroker.replication.append_queue import AppendQueue
 from pybroker.replication.errors import (
@@ -411,10 +412,11 @@ class ReplicaManager:
                               transaction_version=transaction_version)
 
     def append_to(self, partition: Partition, batch: bytearray, *, required_acks: int, now_ms: int,
-                  transaction_version: int = 0) -> AppendInfo:
-        """`append` to a partition the caller already looked up with `leader_partition`."""
+                  transaction_version: int = 0, header: BatchHeader | None = None) -> AppendInfo:
+        """`append` to a partition the caller already looked up with `leader_partition` (``header``: the batch's,
+        when the caller has unpacked it)."""
         info = partition.append_as_leader(batch, required_acks=required_acks, now_ms=now_ms,
-                                          transaction_version=transaction_version)
+                                          transaction_version=transaction_version, header=header)
         if not info.duplicate and self._waiters:  # usually no fetch waits: no call
             self._wake(partition.key)
         return info

@@ -24,7 +24,7 @@ from pybroker.log.checkpoint import LEADER_EPOCH_CHECKPOINT, LeaderEpochCheckpoi
 from pybroker.log.errors import CorruptLogError, OffsetOutOfRangeError
 from pybroker.log.log import PartitionLog
 from pybroker.log.results import AppendInfo
-from pybroker.records.batch import iter_batches
+from pybroker.records.batch import BatchHeader, iter_batches
 from pybroker.replication import replica_state as rs
 from pybroker.replication.epoch_cache import EpochCache
 from pybroker.replication.epoch_writes import EpochFile, EpochWrite
@@ -213,7 +213,7 @@ class Partition:
     # Leader side
 
     def append_as_leader(self, batch: bytearray, *, required_acks: int, now_ms: int,
-                         transaction_version: int = 0) -> AppendInfo:
+                         transaction_version: int = 0, header: BatchHeader | None = None) -> AppendInfo:
         if not self.is_leader:
             raise NotLeaderError(f"Broker {self.broker_id} is not the leader of {self.topic}-{self.index}")
         if required_acks == -1 and len(self.minimal_isr) < self.min_insync_replicas:
@@ -221,9 +221,9 @@ class Partition:
                 f"The size of the current ISR {list(self.minimal_isr)} is insufficient to satisfy the min.isr "
                 f"requirement of {self.min_insync_replicas} for partition {self.topic}-{self.index}")
         info = self.log.append_as_leader(batch, leader_epoch=self.leader_epoch, now_ms=now_ms,
-                                         transaction_version=transaction_version)
+                                         transaction_version=transaction_version, header=header)
         self._persist_epochs(changed=False)
-        self.maybe_advance_high_watermark()
+        self.maybe_advance_high_watermark(-1 if info.duplicate else info.last_offset + 1)
         return info
 
     def check_follower(self, replica_id: int) -> None:
@@ -269,11 +269,12 @@ class Partition:
                 low = min(low, state.log_start_offset)
         return low
 
-    def maybe_advance_high_watermark(self) -> bool:
-        """Apply the high-watermark rule; True when it moved."""
+    def maybe_advance_high_watermark(self, log_end_offset: int = -1) -> bool:
+        """Apply the high-watermark rule; True when it moved. ``log_end_offset``: the log's, when the caller
+        knows it (an append: one property read less per Produce)."""
         log = self.log
         before = log.high_watermark
-        end = log.log_end_offset
+        end = log.log_end_offset if log_end_offset < 0 else log_end_offset
         if end <= before:  # the rule's target is at most the leader's log end: nothing to move
             return False
         isr = self.maximal_isr
