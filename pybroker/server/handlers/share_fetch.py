@@ -89,13 +89,11 @@ async def share_fetch(ctx: RequestContext, request: ShareFetchRequest) -> ShareF
     answers: dict[Key, _Partition] = {}
     acknowledging = [(answers.setdefault(key, _resolve(ctx, key)), batches)
                      for key, batches in _last_named(requested).items() if batches]
-    codes = await asyncio.gather(*(_acknowledge(ctx, answer, group_id, member_id, batches, request.is_renew_ack)
-                                   for answer, batches in acknowledging))
+    codes = await run_to_end(_acknowledge_all(ctx, group_id, member_id, acknowledging, request.is_renew_ack,
+                                              context.closing))
     for (answer, _batches), code in zip(acknowledging, codes):
         answer.ack_error = code
     if context.closing or request.is_renew_ack:
-        if context.closing:
-            share.member_left(group_id, member_id)
         return _fetch_response(ctx, group_id, answers.values())
     fetching = [_resolve(ctx, key) for key in context.session.partitions]
     clock = share.clock
@@ -137,8 +135,8 @@ async def share_acknowledge(ctx: RequestContext, request: ShareAcknowledgeReques
     named = _last_named(((topic.topic_id, partition.partition_index), partition.acknowledgement_batches)
                         for topic in request.topics for partition in topic.partitions)
     answers = [_resolve(ctx, key) for key in named]
-    codes = await asyncio.gather(*(_acknowledge(ctx, answer, group_id, member_id, batches, request.is_renew_ack)
-                                   for answer, batches in zip(answers, named.values())))
+    codes = await run_to_end(_acknowledge_all(ctx, group_id, member_id, list(zip(answers, named.values())),
+                                              request.is_renew_ack, context.closing))
     topics: dict[uuid.UUID, ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse] = {}
     for answer, code in zip(answers, codes):
         entry = topics.setdefault(answer.key[0], ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse(
@@ -146,8 +144,6 @@ async def share_acknowledge(ctx: RequestContext, request: ShareAcknowledgeReques
         entry.partitions.append(ShareAcknowledgeResponse.PartitionData(
             partition_index=answer.key[1], error_code=code,
             current_leader=ShareAcknowledgeResponse.LeaderIdAndEpoch(*answer.leader)))
-    if context.closing:
-        share.member_left(group_id, member_id)
     return ShareAcknowledgeResponse(responses=list(topics.values()),
                                     acquisition_lock_timeout_ms=share.configs.lock_duration_ms(group_id))
 
@@ -156,6 +152,21 @@ def _last_named(named: Iterable[tuple[Key, AckBatches]]) -> dict[Key, AckBatches
     """Each partition's acknowledgement batches, a partition named twice taking its last batches, as Kafka's
     KafkaApis collects them into a map by partition: each is acknowledged once (not twice at once) and answered once."""
     return dict(named)
+
+
+async def _acknowledge_all(ctx: RequestContext, group_id: str, member_id: str,
+                           acknowledging: list[tuple[_Partition, AckBatches]], is_renew_ack: bool,
+                           closing: bool) -> list[ErrorCode]:
+    """The request's acknowledgements, all at once, then, when it closes the share session (already gone from the
+    cache), the release of what the member still holds here (``member_left``). Run to its end (`run_to_end`)
+    whatever becomes of the request, as Kafka completes a request whose client went away: cancelled while a write
+    was under way, an acknowledgement would stay applied unwritten, and the member's other records acquired until
+    their locks run out, its session closed."""
+    codes = await asyncio.gather(*(_acknowledge(ctx, answer, group_id, member_id, batches, is_renew_ack)
+                                   for answer, batches in acknowledging))
+    if closing:
+        ctx.services.share.member_left(group_id, member_id)
+    return list(codes)
 
 
 def _refused(ctx: RequestContext, group_id: str, member_id: str, opening: bool) -> tuple[ErrorCode, str] | None:
@@ -254,7 +265,7 @@ async def _acknowledge(ctx: RequestContext, answer: _Partition, group_id: str, m
             result = code
     if undo or expired:
         leave_request_queue()
-        written = await run_to_end(_persist_or_roll_back(share, group_id, answer.topic, answer.key[1], state, undo))
+        written = await _persist_or_roll_back(share, group_id, answer.topic, answer.key[1], state, undo)
         if written is not ErrorCode.NONE:
             return written
     return result
@@ -263,8 +274,7 @@ async def _acknowledge(ctx: RequestContext, answer: _Partition, group_id: str, m
 async def _persist_or_roll_back(share: ShareService, group_id: str, topic: str, index: int, state: SharePartition,
                                 undo: list[list[Span]]) -> ErrorCode:
     """Write the acknowledgements, rolled back if the write fails (as Kafka's SharePartition rolls back its state
-    transitions); run to its end (`run_to_end`) whatever becomes of the request, as Kafka completes an
-    acknowledgement whose client went away: cancelled half-way, they would stay applied here unwritten."""
+    transitions); run to its end with the rest of `_acknowledge_all`."""
     written = await share.persist(group_id, topic, index)
     if written is not ErrorCode.NONE:
         for before in reversed(undo):
