@@ -90,7 +90,7 @@ async def share_fetch(ctx: RequestContext, request: ShareFetchRequest) -> ShareF
     acknowledging = [(answers.setdefault(key, _resolve(ctx, key)), batches)
                      for key, batches in _last_named(requested).items() if batches]
     codes = await run_to_end(_acknowledge_all(ctx, group_id, member_id, acknowledging, request.is_renew_ack,
-                                              context.closing))
+                                              context.closing)) if acknowledging or context.closing else []
     for (answer, _batches), code in zip(acknowledging, codes):
         answer.ack_error = code
     if context.closing or request.is_renew_ack:
@@ -101,8 +101,12 @@ async def share_fetch(ctx: RequestContext, request: ShareFetchRequest) -> ShareF
     loads = _start_loads(ctx, group_id, fetching)
     if loads:  # one turn of the loop for them: a load that needs no wait (the state at hand) serves even a 0 wait
         await asyncio.wait({load.task for load in loads.values()}, timeout=0)
-    await _acquire(ctx, request, fetching, loads)
-    while request.max_wait_ms > 0 and not any(p.acquired or p.error for p in fetching):
+    read_failed = await _acquire(ctx, request, fetching, loads)
+    # As Kafka's SharePartitionManager.processShareFetch and DelayedShareFetch.tryComplete: answered at once only
+    # when every partition has an error from the start; otherwise the fetch waits for records (or a failed read of
+    # a log), a failed load being its partition's error in the answer, not the end of the wait.
+    waiting = not all(p.error for p in fetching)
+    while request.max_wait_ms > 0 and waiting and not read_failed and not any(p.acquired for p in fetching):
         remaining = deadline - clock.monotonic()
         if remaining <= 0:
             break
@@ -111,7 +115,7 @@ async def share_fetch(ctx: RequestContext, request: ShareFetchRequest) -> ShareF
             remaining = min(remaining, max(0.0, (min(lock_deadlines) - share.now_ms()) / 1000) + 0.001)
         leave_request_queue()
         await _wait(ctx, fetching, loads, remaining)
-        await _acquire(ctx, request, fetching, loads)
+        read_failed = await _acquire(ctx, request, fetching, loads)
     for answer in fetching:
         previous = answers.get(answer.key)
         if previous is not None:
@@ -317,12 +321,16 @@ async def _wait(ctx: RequestContext, fetching: Iterable[_Partition], loads: dict
 
 
 async def _acquire(ctx: RequestContext, request: ShareFetchRequest, fetching: Iterable[_Partition],
-                   loads: dict[Key, Load]) -> None:
-    """Acquire records on each partition without an error, within the request's byte and record limits. A
-    share-partition still loading is answered with nothing, as Kafka answers one still initializing: a failed load
-    is the partition's error only in the fetch that started it, if it failed within that fetch's wait (Java's 4.2
-    share consumer throws IllegalStateException from poll() for COORDINATOR_NOT_AVAILABLE: a load outlasting the
-    fetch must not show it where Kafka would not). A load that ended leaves ``loads``."""
+                   loads: dict[Key, Load]) -> bool:
+    """Acquire records on each partition without an error, within the request's byte and record limits; whether
+    a partition's log could not be read (its leadership gone, a read error), which ends the fetch's wait as a log
+    read error completes Kafka's DelayedShareFetch. A share-partition still loading is answered with nothing, as
+    Kafka answers one still initializing: a failed load is the partition's error only in the fetch that started
+    it, if it failed within that fetch's wait (Java's 4.2 share consumer throws IllegalStateException from poll()
+    for COORDINATOR_NOT_AVAILABLE: a load outlasting the fetch must not show it where Kafka would not), and it does
+    not end the wait (Kafka's handleInitializationException only adds the partition to the fetch's erroneous ones).
+    A load that ended leaves ``loads``."""
+    read_failed = False
     share = ctx.services.share
     group_id = request.group_id
     assert group_id is not None and request.member_id is not None
@@ -353,12 +361,14 @@ async def _acquire(ctx: RequestContext, request: ShareFetchRequest, fetching: It
             continue
         except Exception as exc:
             answer.error = error_code_for(exc)
+            read_failed = True
             continue
         if read.acquired:
             answer.records, answer.acquired = read.records, read.acquired
             max_records -= sum(a.last - a.first + 1 for a in read.acquired)
             size = read.records.size if isinstance(read.records, FileSlice) else len(read.records)
             max_bytes -= size
+    return read_failed
 
 
 def _next_lock_deadline(ctx: RequestContext, group_id: str, answer: _Partition) -> int | None:
