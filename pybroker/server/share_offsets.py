@@ -24,6 +24,7 @@ import copy
 import uuid
 from dataclasses import dataclass
 
+from pybroker.common.uncancellable import finishes_once_started
 from pybroker.controller.metadata import ClusterMetadata
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.replication.manager import ReplicaManager
@@ -97,8 +98,11 @@ class ShareOffsets:
             return NO_LAG
         return max(replica.log.high_watermark - start_offset - max(complete, 0), 0)
 
+    @finishes_once_started
     async def alter(self, group_id: str, topic: str, starts: dict[int, int]) -> dict[int, ErrorCode]:
-        """Set the start offsets of the topic's share-partitions (the group is empty; created if missing)."""
+        """Set the start offsets of the topic's share-partitions (the group is empty; created if missing). Runs to
+        its end whatever becomes of the request (as `delete`): its changes to the group's share-partition metadata
+        are written, or undone when that write fails, never left half-way."""
         info = self._metadata.topic(topic)
         if info is None:
             return {index: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION for index in starts}
@@ -127,6 +131,7 @@ class ShareOffsets:
         written = await self._share.write_answer(group_id)
         return {index: written if out[index] is ErrorCode.NONE else out[index] for index in starts}
 
+    @finishes_once_started
     async def delete(self, group_id: str, topic: str) -> ErrorCode:
         """Delete the state of the group's share-partitions of ``topic`` (the group exists and is empty)."""
         info = self._metadata.topic(topic)

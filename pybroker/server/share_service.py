@@ -28,6 +28,7 @@ from typing import Any, Awaitable, Callable, Coroutine
 from pybroker.common.clock import SYSTEM_CLOCK, Clock
 from pybroker.common.config import BrokerConfig
 from pybroker.common.topic import TopicPartition
+from pybroker.common.uncancellable import finishes_once_started
 from pybroker.controller.metadata import ClusterMetadata, TopicInfo
 from pybroker.coordinator.consumer_group import TopicImage
 from pybroker.coordinator.coordinator import GroupCoordinator
@@ -184,9 +185,12 @@ class ShareService:
                     self.persist_later(group_id, topic, index)  # a failed write of released records: again
             self._drop_unused({key[0] for key in self.partitions})
 
+    @finishes_once_started
     async def write_group(self, group_id: str, deleted: ShareGroup | None = None) -> None:
         """Write what changed in the group's ``__consumer_offsets`` records (all tombstones for ``deleted``), and
-        wait for them to be replicated; on failure the next write carries the changes again."""
+        wait for them to be replicated; on failure the next write carries the changes again. Runs to its end
+        whatever becomes of the request that asked for it (its client gone): the records are taken as written
+        before they are, and only the end of the write may give that back."""
         group = deleted if deleted is not None else self.groups.groups.get(group_id)
         if group is None:
             return
@@ -317,13 +321,15 @@ class ShareService:
             log.warning("Writing the state of share-partition %s of %s-%d after a release failed: %s", group_id,
                         topic, index, code.name)
 
+    @finishes_once_started
     async def delete_group(self, group_id: str) -> ErrorCode:
         """DeleteGroups of a share group: only an empty one, with its configs and its share-partitions' state in
         ``__share_group_state``, as Kafka's group coordinator deletes it: its topics are recorded as deleting first,
         then DeleteShareGroupState is sent for every partition with state (and for those of an earlier deletion that
         did not finish), and only once all are deleted are the group's tombstones written; the group is forgotten
         once they are replicated. Any failure is the answer and keeps the group, whose deleting record has the next
-        DeleteGroups delete the same state again."""
+        DeleteGroups delete the same state again. Runs to its end whatever becomes of the request: the group leaves
+        memory before its tombstones are written, and is put back only if that write fails."""
         code = self.groups.deletable(group_id)
         if code is not ErrorCode.NONE:
             return code

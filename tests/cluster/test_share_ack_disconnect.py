@@ -16,6 +16,8 @@ import signal
 import uuid
 from pathlib import Path
 
+import pytest
+
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.frame import encode_request
 from pybroker.protocol.messages import (
@@ -24,6 +26,7 @@ from pybroker.protocol.messages import (
     RequestHeader,
     ShareAcknowledgeRequest,
     ShareAcknowledgeResponse,
+    ShareFetchRequest,
 )
 from tests.cluster.test_share_loads_at_once import ACCEPT, EXTRA, GROUP, Setup, _produce, _setup, _share_fetch
 from tests.eventually import eventually
@@ -80,10 +83,56 @@ def test_an_acknowledgement_whose_client_went_away_is_rolled_back_when_its_write
         assert _start_offset_at_c(setup) == 2
 
 
+@pytest.mark.parametrize("api", [ShareAcknowledgeRequest, ShareFetchRequest])
+def test_a_session_closed_by_a_client_that_went_away_releases_the_members_records(
+        tmp_path: Path, api: type[ShareAcknowledgeRequest] | type[ShareFetchRequest]) -> None:
+    """m1 holds A's four records; with C stopped, a client sends m1's ShareAcknowledge (or ShareFetch) that accepts
+    records 0-1 and closes m1's share session (epoch -1), and closes its connection while the write waits for C.
+    Once C runs again the acknowledgement is written and the closing of the session releases records 2-3: a new
+    session of m1 acquires them again long before their locks would run out. Before, the disconnect cancelled the
+    request after the session was gone but before the release: records 2-3 stayed acquired (seen with
+    ShareAcknowledge: nothing acquired for 20 s)."""
+    extra = {**EXTRA, "group.share.record.lock.duration.ms": "60000"}
+    with _setup(tmp_path, extra) as setup:
+        _produce(setup.client, setup.a, 4)
+        assert _share_fetch(setup, 0, [setup.a], max_wait_ms=15_000) == {setup.a: (ErrorCode.NONE, [(0, 3, 1)])}
+        host, port = setup.client.sock.getpeername()[:2]
+        os.kill(setup.stopped, signal.SIGSTOP)
+        try:
+            gone = WireClient(f"{host}:{port}")
+            closing = _acknowledgement(setup.topic_id, setup.a, -1) if api is ShareAcknowledgeRequest \
+                else _fetch_acknowledgement(setup.topic_id, setup.a, -1)
+            gone.sock.sendall(encode_request(RequestHeader(
+                request_api_key=api.API_KEY, request_api_version=1, correlation_id=1, client_id="gone"), closing, 1))
+            eventually(lambda: _session_error(setup) == ErrorCode.SHARE_SESSION_NOT_FOUND,
+                       "the closing of m1's session to be taken")
+            gone.close()
+        finally:
+            os.kill(setup.stopped, signal.SIGCONT)
+        released = eventually(lambda: _share_fetch(setup, 0, [setup.a], max_wait_ms=0)[setup.a][1],
+                              "records 2-3 to be released by the closing of the session", timeout=20)
+        assert released == [(2, 3, 2)]
+        assert _start_offset_at_c(setup) == 2
+
+
+def _session_error(setup: Setup) -> ErrorCode:
+    """The answer to a ShareAcknowledge of m1 at an epoch its open session never takes (a closed one: no session)."""
+    answer = setup.client.request(ShareAcknowledgeRequest(group_id=GROUP, member_id="m1", share_session_epoch=1000,
+                                                          topics=[]), 1, ShareAcknowledgeResponse)
+    return ErrorCode(answer.error_code)
+
+
 def _acknowledgement(topic_id: uuid.UUID, partition: int, epoch: int) -> ShareAcknowledgeRequest:
     R = ShareAcknowledgeRequest
     return R(group_id=GROUP, member_id="m1", share_session_epoch=epoch, topics=[R.AcknowledgeTopic(
         topic_id=topic_id, partitions=[R.AcknowledgePartition(partition_index=partition, acknowledgement_batches=[
+            R.AcknowledgementBatch(first_offset=0, last_offset=1, acknowledge_types=[ACCEPT])])])])
+
+
+def _fetch_acknowledgement(topic_id: uuid.UUID, partition: int, epoch: int) -> ShareFetchRequest:
+    R = ShareFetchRequest
+    return R(group_id=GROUP, member_id="m1", share_session_epoch=epoch, topics=[R.FetchTopic(
+        topic_id=topic_id, partitions=[R.FetchPartition(partition_index=partition, acknowledgement_batches=[
             R.AcknowledgementBatch(first_offset=0, last_offset=1, acknowledge_types=[ACCEPT])])])])
 
 

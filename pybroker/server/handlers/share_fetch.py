@@ -89,13 +89,11 @@ async def share_fetch(ctx: RequestContext, request: ShareFetchRequest) -> ShareF
     answers: dict[Key, _Partition] = {}
     acknowledging = [(answers.setdefault(key, _resolve(ctx, key)), batches)
                      for key, batches in _last_named(requested).items() if batches]
-    codes = await asyncio.gather(*(_acknowledge(ctx, answer, group_id, member_id, batches, request.is_renew_ack)
-                                   for answer, batches in acknowledging))
+    codes = await run_to_end(_acknowledge_all(ctx, group_id, member_id, acknowledging, request.is_renew_ack,
+                                              context.closing)) if acknowledging or context.closing else []
     for (answer, _batches), code in zip(acknowledging, codes):
         answer.ack_error = code
     if context.closing or request.is_renew_ack:
-        if context.closing:
-            share.member_left(group_id, member_id)
         return _fetch_response(ctx, group_id, answers.values())
     fetching = [_resolve(ctx, key) for key in context.session.partitions]
     clock = share.clock
@@ -103,8 +101,12 @@ async def share_fetch(ctx: RequestContext, request: ShareFetchRequest) -> ShareF
     loads = _start_loads(ctx, group_id, fetching)
     if loads:  # one turn of the loop for them: a load that needs no wait (the state at hand) serves even a 0 wait
         await asyncio.wait({load.task for load in loads.values()}, timeout=0)
-    await _acquire(ctx, request, fetching, loads)
-    while request.max_wait_ms > 0 and not any(p.acquired or p.error for p in fetching):
+    read_failed = await _acquire(ctx, request, fetching, loads)
+    # As Kafka's SharePartitionManager.processShareFetch and DelayedShareFetch.tryComplete: answered at once only
+    # when every partition has an error from the start; otherwise the fetch waits for records (or a failed read of
+    # a log), a failed load being its partition's error in the answer, not the end of the wait.
+    waiting = not all(p.error for p in fetching)
+    while request.max_wait_ms > 0 and waiting and not read_failed and not any(p.acquired for p in fetching):
         remaining = deadline - clock.monotonic()
         if remaining <= 0:
             break
@@ -113,7 +115,7 @@ async def share_fetch(ctx: RequestContext, request: ShareFetchRequest) -> ShareF
             remaining = min(remaining, max(0.0, (min(lock_deadlines) - share.now_ms()) / 1000) + 0.001)
         leave_request_queue()
         await _wait(ctx, fetching, loads, remaining)
-        await _acquire(ctx, request, fetching, loads)
+        read_failed = await _acquire(ctx, request, fetching, loads)
     for answer in fetching:
         previous = answers.get(answer.key)
         if previous is not None:
@@ -137,8 +139,8 @@ async def share_acknowledge(ctx: RequestContext, request: ShareAcknowledgeReques
     named = _last_named(((topic.topic_id, partition.partition_index), partition.acknowledgement_batches)
                         for topic in request.topics for partition in topic.partitions)
     answers = [_resolve(ctx, key) for key in named]
-    codes = await asyncio.gather(*(_acknowledge(ctx, answer, group_id, member_id, batches, request.is_renew_ack)
-                                   for answer, batches in zip(answers, named.values())))
+    codes = await run_to_end(_acknowledge_all(ctx, group_id, member_id, list(zip(answers, named.values())),
+                                              request.is_renew_ack, context.closing))
     topics: dict[uuid.UUID, ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse] = {}
     for answer, code in zip(answers, codes):
         entry = topics.setdefault(answer.key[0], ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse(
@@ -146,8 +148,6 @@ async def share_acknowledge(ctx: RequestContext, request: ShareAcknowledgeReques
         entry.partitions.append(ShareAcknowledgeResponse.PartitionData(
             partition_index=answer.key[1], error_code=code,
             current_leader=ShareAcknowledgeResponse.LeaderIdAndEpoch(*answer.leader)))
-    if context.closing:
-        share.member_left(group_id, member_id)
     return ShareAcknowledgeResponse(responses=list(topics.values()),
                                     acquisition_lock_timeout_ms=share.configs.lock_duration_ms(group_id))
 
@@ -156,6 +156,21 @@ def _last_named(named: Iterable[tuple[Key, AckBatches]]) -> dict[Key, AckBatches
     """Each partition's acknowledgement batches, a partition named twice taking its last batches, as Kafka's
     KafkaApis collects them into a map by partition: each is acknowledged once (not twice at once) and answered once."""
     return dict(named)
+
+
+async def _acknowledge_all(ctx: RequestContext, group_id: str, member_id: str,
+                           acknowledging: list[tuple[_Partition, AckBatches]], is_renew_ack: bool,
+                           closing: bool) -> list[ErrorCode]:
+    """The request's acknowledgements, all at once, then, when it closes the share session (already gone from the
+    cache), the release of what the member still holds here (``member_left``). Run to its end (`run_to_end`)
+    whatever becomes of the request, as Kafka completes a request whose client went away: cancelled while a write
+    was under way, an acknowledgement would stay applied unwritten, and the member's other records acquired until
+    their locks run out, its session closed."""
+    codes = await asyncio.gather(*(_acknowledge(ctx, answer, group_id, member_id, batches, is_renew_ack)
+                                   for answer, batches in acknowledging))
+    if closing:
+        ctx.services.share.member_left(group_id, member_id)
+    return list(codes)
 
 
 def _refused(ctx: RequestContext, group_id: str, member_id: str, opening: bool) -> tuple[ErrorCode, str] | None:
@@ -254,7 +269,7 @@ async def _acknowledge(ctx: RequestContext, answer: _Partition, group_id: str, m
             result = code
     if undo or expired:
         leave_request_queue()
-        written = await run_to_end(_persist_or_roll_back(share, group_id, answer.topic, answer.key[1], state, undo))
+        written = await _persist_or_roll_back(share, group_id, answer.topic, answer.key[1], state, undo)
         if written is not ErrorCode.NONE:
             return written
     return result
@@ -263,8 +278,7 @@ async def _acknowledge(ctx: RequestContext, answer: _Partition, group_id: str, m
 async def _persist_or_roll_back(share: ShareService, group_id: str, topic: str, index: int, state: SharePartition,
                                 undo: list[list[Span]]) -> ErrorCode:
     """Write the acknowledgements, rolled back if the write fails (as Kafka's SharePartition rolls back its state
-    transitions); run to its end (`run_to_end`) whatever becomes of the request, as Kafka completes an
-    acknowledgement whose client went away: cancelled half-way, they would stay applied here unwritten."""
+    transitions); run to its end with the rest of `_acknowledge_all`."""
     written = await share.persist(group_id, topic, index)
     if written is not ErrorCode.NONE:
         for before in reversed(undo):
@@ -307,12 +321,16 @@ async def _wait(ctx: RequestContext, fetching: Iterable[_Partition], loads: dict
 
 
 async def _acquire(ctx: RequestContext, request: ShareFetchRequest, fetching: Iterable[_Partition],
-                   loads: dict[Key, Load]) -> None:
-    """Acquire records on each partition without an error, within the request's byte and record limits. A
-    share-partition still loading is answered with nothing, as Kafka answers one still initializing: a failed load
-    is the partition's error only in the fetch that started it, if it failed within that fetch's wait (Java's 4.2
-    share consumer throws IllegalStateException from poll() for COORDINATOR_NOT_AVAILABLE: a load outlasting the
-    fetch must not show it where Kafka would not). A load that ended leaves ``loads``."""
+                   loads: dict[Key, Load]) -> bool:
+    """Acquire records on each partition without an error, within the request's byte and record limits; whether
+    a partition's log could not be read (its leadership gone, a read error), which ends the fetch's wait as a log
+    read error completes Kafka's DelayedShareFetch. A share-partition still loading is answered with nothing, as
+    Kafka answers one still initializing: a failed load is the partition's error only in the fetch that started
+    it, if it failed within that fetch's wait (Java's 4.2 share consumer throws IllegalStateException from poll()
+    for COORDINATOR_NOT_AVAILABLE: a load outlasting the fetch must not show it where Kafka would not), and it does
+    not end the wait (Kafka's handleInitializationException only adds the partition to the fetch's erroneous ones).
+    A load that ended leaves ``loads``."""
+    read_failed = False
     share = ctx.services.share
     group_id = request.group_id
     assert group_id is not None and request.member_id is not None
@@ -343,12 +361,14 @@ async def _acquire(ctx: RequestContext, request: ShareFetchRequest, fetching: It
             continue
         except Exception as exc:
             answer.error = error_code_for(exc)
+            read_failed = True
             continue
         if read.acquired:
             answer.records, answer.acquired = read.records, read.acquired
             max_records -= sum(a.last - a.first + 1 for a in read.acquired)
             size = read.records.size if isinstance(read.records, FileSlice) else len(read.records)
             max_bytes -= size
+    return read_failed
 
 
 def _next_lock_deadline(ctx: RequestContext, group_id: str, answer: _Partition) -> int | None:
