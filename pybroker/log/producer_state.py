@@ -98,6 +98,11 @@ class ProducerCheckResult:
     duplicate: BatchMetadata | None = None
 
 
+# The answers without a duplicate, built once: every idempotent append gets one (frozen, so shared).
+_NEW = ProducerCheckResult(SequenceCheck.NEW)
+_OK = ProducerCheckResult(SequenceCheck.OK)
+
+
 @dataclass(slots=True)
 class ProducerStateEntry:
     """State of one producer id."""
@@ -162,7 +167,7 @@ class ProducerStateManager:
         entry = self._producers.get(producer_id)
         if entry is None:
             if base_seq == 0:
-                return ProducerCheckResult(SequenceCheck.NEW)
+                return _NEW
             if self._head_truncated or producer_id in self._expired:
                 raise UnknownProducerIdError(
                     f"Found no record of producerId={producer_id} on the broker (its state was removed); "
@@ -187,12 +192,12 @@ class ProducerStateManager:
                 raise OutOfOrderSequenceError(
                     f"Out of order sequence number for producer {producer_id} at epoch {epoch}: "
                     f"{base_seq} (incoming seq. number), {entry.last_seq} (current end sequence number)")
-            return ProducerCheckResult(SequenceCheck.OK)
+            return _OK
         if base_seq != 0:
             raise OutOfOrderSequenceError(
                 f"Invalid sequence number for new epoch of producer {producer_id}: {epoch} "
                 f"(request epoch), {base_seq} (seq. number), {entry.epoch} (current producer epoch)")
-        return ProducerCheckResult(SequenceCheck.OK)
+        return _OK
 
     def update(self, producer_id: int, epoch: int, first_seq: int, last_seq: int,
                first_offset: int, last_offset: int, timestamp: int, *, transactional: bool = False) -> None:
