@@ -188,7 +188,7 @@ class ProducerStateManager:
                     f"{dup.last_offset}): not a retry of it; bump the epoch to start the sequence again")
             if dup is not None:
                 return ProducerCheckResult(SequenceCheck.DUPLICATE, dup)
-            if entry.batches and not in_sequence(entry.last_seq, base_seq):
+            if entry.batches and not in_sequence(entry.batches[-1].last_seq, base_seq):  # last_seq, inline
                 raise OutOfOrderSequenceError(
                     f"Out of order sequence number for producer {producer_id} at epoch {epoch}: "
                     f"{base_seq} (incoming seq. number), {entry.last_seq} (current end sequence number)")
