@@ -110,6 +110,8 @@ class _MmapIndex:
 
     ENTRY: struct.Struct
     KIND = "index"
+    SPARE_ENTRIES = 0  # slots kept free when full (the time index keeps one, see there)
+    is_full: bool  # kept by ``_set_entries``
 
     def __init__(self, path: str, base_offset: int, max_index_size: int = 10485760,
                  *, preallocate: bool = False) -> None:
@@ -122,12 +124,12 @@ class _MmapIndex:
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             self._file_length = os.fstat(fd).st_size  # kept for sanity_check (torn entry)
-            self._entries = self._file_length // self._entry_size
             self._length = self._file_length
+            self._set_entries(self._file_length // self._entry_size)
             if preallocate and self._length != self._max_index_size:
                 os.ftruncate(fd, self._max_index_size)
                 self._length = self._max_index_size
-                self._entries = min(self._entries, self._length // self._entry_size)
+                self._set_entries(min(self._entries, self._length // self._entry_size))
                 if self._file_length == 0:
                     # The first store through a mapping of a never-written ext4 file stalls for ~2.5 ms
                     # (measured here; a pwrite costs ~5 us), which across many new segments starves
@@ -149,11 +151,6 @@ class _MmapIndex:
     def max_entries(self) -> int:
         """Entries that fit in the current mapping (shrinks to ``entries`` once trimmed)."""
         return self._length // self._entry_size
-
-    @property
-    def is_full(self) -> bool:
-        """True when no further entry fits; the segment must roll. (``max_entries`` inline: each append asks.)"""
-        return self._entries >= self._length // self._entry_size
 
     @property
     def size_in_bytes(self) -> int:
@@ -197,8 +194,14 @@ class _MmapIndex:
                 hi = mid - 1
         return lo
 
+    def _set_entries(self, entries: int) -> None:
+        """Every change of the entry count or of the mapping's length ends here: ``is_full`` (True when no
+        further entry fits, the segment must roll) is a plain attribute since every append asks it."""
+        self._entries = entries
+        self.is_full = entries >= self._length // self._entry_size - self.SPARE_ENTRIES
+
     def _truncate_to_entries(self, entries: int) -> None:
-        self._entries = max(0, min(entries, self._entries))
+        self._set_entries(max(0, min(entries, self._entries)))
 
     def _relative(self, offset: int) -> int:
         rel = offset - self.base_offset
@@ -222,7 +225,7 @@ class _MmapIndex:
 
     def reset(self) -> None:
         """Forget every entry and preallocate again, ready for a rebuild (Kafka ``reset``)."""
-        self._entries = 0
+        self._set_entries(0)
         self.resize(self._max_index_size)
 
     def resize(self, new_size: int) -> None:
@@ -239,7 +242,7 @@ class _MmapIndex:
                 self._mm = None
             os.ftruncate(fd, new_len)
             self._length = self._file_length = new_len
-            self._entries = min(self._entries, new_len // self._entry_size)
+            self._set_entries(min(self._entries, new_len // self._entry_size))
             if new_len > 0:
                 self._mm = _FileMapping(fd, new_len, self.path)
         finally:
@@ -332,7 +335,7 @@ class OffsetIndex(_MmapIndex):
         if self.is_full or not 0 <= position <= INT32_MAX:
             return False
         self.ENTRY.pack_into(self._map(), self._entries * self._entry_size, rel, position)
-        self._entries += 1
+        self._set_entries(self._entries + 1)
         return True
 
     def truncate_to(self, offset: int) -> None:
@@ -371,10 +374,7 @@ class TimeIndex(_MmapIndex):
 
     ENTRY = struct.Struct(">qi")
     KIND = "time index"
-
-    @property
-    def is_full(self) -> bool:
-        return self._entries >= self._length // self._entry_size - 1  # max_entries - 1, inline as above
+    SPARE_ENTRIES = 1
 
     def entry(self, slot: int) -> TimestampOffset:
         """Absolute (timestamp, offset) of entry ``slot``."""
@@ -405,7 +405,7 @@ class TimeIndex(_MmapIndex):
         if self._entries >= self.max_entries or (self.is_full and not skip_full_check):
             return False
         self.ENTRY.pack_into(self._map(), self._entries * self._entry_size, timestamp, rel)
-        self._entries += 1
+        self._set_entries(self._entries + 1)
         return True
 
     def truncate_to(self, offset: int) -> None:

@@ -39,7 +39,7 @@ from __future__ import annotations
 import enum
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Mapping, NamedTuple
 
 from pybroker.log.errors import (
     InvalidProducerEpochError,
@@ -69,9 +69,9 @@ class SequenceCheck(enum.Enum):
     DUPLICATE = "duplicate"  # retry of a retained batch: do not write it again
 
 
-@dataclass(frozen=True, slots=True)
-class BatchMetadata:
-    """What is remembered of one appended batch."""
+class BatchMetadata(NamedTuple):
+    """What is remembered of one appended batch. A named tuple, immutable as a frozen dataclass would be,
+    built in a quarter of its time: every idempotent append builds one."""
 
     first_seq: int
     last_seq: int
@@ -96,6 +96,11 @@ class ProducerCheckResult:
 
     kind: SequenceCheck
     duplicate: BatchMetadata | None = None
+
+
+# The answers without a duplicate, built once: every idempotent append gets one (frozen, so shared).
+_NEW = ProducerCheckResult(SequenceCheck.NEW)
+_OK = ProducerCheckResult(SequenceCheck.OK)
 
 
 @dataclass(slots=True)
@@ -162,7 +167,7 @@ class ProducerStateManager:
         entry = self._producers.get(producer_id)
         if entry is None:
             if base_seq == 0:
-                return ProducerCheckResult(SequenceCheck.NEW)
+                return _NEW
             if self._head_truncated or producer_id in self._expired:
                 raise UnknownProducerIdError(
                     f"Found no record of producerId={producer_id} on the broker (its state was removed); "
@@ -183,16 +188,16 @@ class ProducerStateManager:
                     f"{dup.last_offset}): not a retry of it; bump the epoch to start the sequence again")
             if dup is not None:
                 return ProducerCheckResult(SequenceCheck.DUPLICATE, dup)
-            if entry.batches and not in_sequence(entry.last_seq, base_seq):
+            if entry.batches and not in_sequence(entry.batches[-1].last_seq, base_seq):  # last_seq, inline
                 raise OutOfOrderSequenceError(
                     f"Out of order sequence number for producer {producer_id} at epoch {epoch}: "
                     f"{base_seq} (incoming seq. number), {entry.last_seq} (current end sequence number)")
-            return ProducerCheckResult(SequenceCheck.OK)
+            return _OK
         if base_seq != 0:
             raise OutOfOrderSequenceError(
                 f"Invalid sequence number for new epoch of producer {producer_id}: {epoch} "
                 f"(request epoch), {base_seq} (seq. number), {entry.epoch} (current producer epoch)")
-        return ProducerCheckResult(SequenceCheck.OK)
+        return _OK
 
     def update(self, producer_id: int, epoch: int, first_seq: int, last_seq: int,
                first_offset: int, last_offset: int, timestamp: int, *, transactional: bool = False) -> None:

@@ -18,9 +18,17 @@ __all__ = ["LogSegments"]
 class LogSegments:
     """The segment list of one log; only the log that owns it changes it."""
 
+    active: LogSegment  # the last segment, a plain attribute since every append reads it; kept by _changed
+
     def __init__(self, segments: Iterable[LogSegment]) -> None:
         self._segments = list(segments)
         self._bases = [s.base_offset for s in self._segments]
+        self._changed()
+
+    def _changed(self) -> None:
+        """After every change of the list: the last segment is the active one."""
+        if self._segments:
+            self.active = self._segments[-1]
 
     def __len__(self) -> int:
         return len(self._segments)
@@ -34,10 +42,6 @@ class LogSegments:
     def as_list(self) -> list[LogSegment]:
         """A copy, in base-offset order."""
         return list(self._segments)
-
-    @property
-    def active(self) -> LogSegment:
-        return self._segments[-1]
 
     @property
     def first(self) -> LogSegment:
@@ -68,11 +72,13 @@ class LogSegments:
     def append(self, segment: LogSegment) -> None:
         self._segments.append(segment)
         self._bases.append(segment.base_offset)
+        self._changed()
 
     def drop_prefix(self, count: int) -> list[LogSegment]:
         """Remove and return the first ``count`` segments."""
         dropped = self._segments[:count]
         del self._segments[:count], self._bases[:count]
+        self._changed()
         return dropped
 
     def drop_above(self, offset: int) -> list[LogSegment]:
@@ -80,13 +86,16 @@ class LogSegments:
         keep = bisect_right(self._bases, offset)
         dropped = self._segments[keep:]
         del self._segments[keep:], self._bases[keep:]
+        self._changed()
         return dropped
 
     def replace(self, start: int, count: int, segment: LogSegment) -> None:
         """Put ``segment`` in place of the ``count`` segments from ``start`` on."""
         self._segments[start:start + count] = [segment]
         self._bases[start:start + count] = [segment.base_offset]
+        self._changed()
 
     def reset(self, segment: LogSegment) -> None:
         """Replace every segment by ``segment``."""
         self._segments, self._bases = [segment], [segment.base_offset]
+        self._changed()
