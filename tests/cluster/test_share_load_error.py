@@ -141,6 +141,8 @@ def _acknowledge_one(client: WireClient, topic_id: uuid.UUID, epoch: int, partit
 
 def _fetch_waiting(client: WireClient, topic_id: uuid.UUID, epoch: int, max_wait_ms: int,
                    partition: int = 0) -> ShareFetchResponse:
+    """The answer, read with a socket timeout past the fetch's own wait (the answer may come at its end)."""
+    client.sock.settimeout(max_wait_ms / 1000 + 20)
     return client.request(ShareFetchRequest(
         group_id=GROUP, member_id="m1", share_session_epoch=epoch, max_wait_ms=max_wait_ms, min_bytes=1,
         max_records=100, topics=[ShareFetchRequest.FetchTopic(topic_id=topic_id, partitions=[
