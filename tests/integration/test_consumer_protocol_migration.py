@@ -8,7 +8,7 @@ from __future__ import annotations
 import threading
 import time
 
-from confluent_kafka import ConsumerGroupState, ConsumerGroupType
+from confluent_kafka import ConsumerGroupState, ConsumerGroupType, KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, ConsumerGroupDescription
 from kafka import KafkaConsumer, TopicPartition
 from kafka.coordinator.assignors.range import RangePartitionAssignor
@@ -64,6 +64,11 @@ class ClassicMember:
         self._thread.join(15)
 
 
+COORDINATOR_NOT_READY = {KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError.COORDINATOR_NOT_AVAILABLE,
+                         KafkaError.NOT_COORDINATOR}
+"""Answers a describe gets while the group's coordinator is still being found or loaded: retried, as a client does."""
+
+
 class Described:
     """The group as the broker describes it (ConsumerGroupDescribe, DescribeGroups while it is classic).
 
@@ -79,7 +84,12 @@ class Described:
 
     def split(self, sizes: list[int], group_type: ConsumerGroupType) -> bool:
         """The group is Stable, of that type, and its members hold partitions in those numbers, none twice."""
-        self.last = self.client.describe_consumer_groups([self.group])[self.group].result(timeout=15)
+        try:
+            self.last = self.client.describe_consumer_groups([self.group])[self.group].result(timeout=15)
+        except KafkaException as exc:  # COORDINATOR_LOAD_IN_PROGRESS while __consumer_offsets is new: not yet
+            if exc.args[0].code() in COORDINATOR_NOT_READY:
+                return False
+            raise
         if self.last.type != group_type or self.last.state != ConsumerGroupState.STABLE:
             return False
         assignments = [{tp.partition for tp in m.assignment.topic_partitions} for m in self.last.members]
