@@ -17,8 +17,8 @@ there) and makes the stamped copy that is appended; the loop hears the caller's 
 Its partition's later appends wait behind it (`AppendQueue`), so they keep the order the requests
 arrived in.
 
-`wait_for_acks` is the delayed produce of acks=all: the partitions whose ISR already holds their
-batch answer at once, the others wait for their high watermark (or the request's timeout).
+`unreplicated` and `wait_for_acks` are the delayed produce of acks=all: the partitions whose ISR already
+holds their batch answer at once, the others wait for their high watermark (or the request's timeout).
 
 Every failure is kept as the exception of its partition; the caller turns it into an error code.
 """
@@ -262,15 +262,11 @@ def unreplicated(replicas: ReplicaManager, results: list[PartitionAppend]) -> li
     return waiting
 
 
-async def wait_for_acks(replicas: ReplicaManager, results: list[PartitionAppend], timeout_ms: int,
+async def wait_for_acks(replicas: ReplicaManager, waiting: list[PartitionAppend], timeout_ms: int,
                         on_wait: Callable[[], None] = lambda: None) -> None:
-    """acks=all: hold until the ISR has every appended batch (Kafka's delayed produce), or the timeout;
-    a partition that cannot be acknowledged gets its replication error. Partitions already replicated
-    need no wait, as Kafka's delayed produce completes at once when it can. ``on_wait`` is called before
-    waiting (the request leaves the request queue)."""
-    waiting = unreplicated(replicas, results)
-    if not waiting:
-        return
+    """acks=all: hold the partitions `unreplicated` found until the ISR has their batches (Kafka's delayed
+    produce), or the timeout; a partition that cannot be acknowledged gets its replication error. ``on_wait``
+    is called before waiting (the request leaves the request queue)."""
     on_wait()
     outcomes = await asyncio.gather(*(
         replicas.wait_for_high_watermark(item.topic, item.index, item.info.last_offset + 1, timeout_ms / 1000)
