@@ -26,9 +26,12 @@ class LogSegments:
         self._changed()
 
     def _changed(self) -> None:
-        """After every change of the list: the last segment is the active one."""
+        """After every change of the list: the last segment is the active one (none while the list is empty, as a
+        read of the last of an empty list fails, rather than a segment the list no longer holds)."""
         if self._segments:
             self.active = self._segments[-1]
+        elif hasattr(self, "active"):
+            del self.active
 
     def __len__(self) -> int:
         return len(self._segments)
