@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from pathlib import Path
+from typing import Iterator
 
 import pytest
 from confluent_kafka import Consumer, Producer
@@ -24,8 +24,11 @@ VALUE = b"v" * 10_000
 # throttles hold it until that burst leaves the samples (the same arithmetic as Kafka's Rate). Over
 # 20 s that measures anywhere from 0.75 to 1.25 MB/s; with 2 windows the swing is one window's worth.
 WINDOWS = 2
+WINDOW_S = 1  # quota.window.size.seconds, Kafka's default
 WARM_UP_S = 3.0
 MEASURE_S = 20.0
+CONSUMED = 250 * len(VALUE)  # 2.5 MB
+CONSUMER_RATE = 512 * 1024
 
 
 def alter(bootstrap: str, alterations: list, validate_only: bool = False) -> list[ResponseError | None]:
@@ -91,12 +94,18 @@ class _Producing(threading.Thread):
 
     def __init__(self, bootstrap: str, client_id: str, topic: str) -> None:
         super().__init__(daemon=True)
-        self.throttles: list[int] = []
+        self.throttles: list[tuple[float, float]] = []  # (when, throttle_time_ms) of each throttled response
         self.delivered: list[tuple[float, int]] = []
         self.stop = threading.Event()
+        # A queue of 1000 values (10 MB) keeps it flooding; librdkafka's default (100000, 1 GB) would only
+        # be purged at the end.
         self.producer = Producer({"bootstrap.servers": bootstrap, "client.id": client_id, "linger.ms": 5,
-                                  "throttle_cb": lambda event: self.throttles.append(event.throttle_time * 1000)})
+                                  "queue.buffering.max.messages": 1000, "throttle_cb": self._throttled})
         self.topic = topic
+
+    def _throttled(self, event: object) -> None:
+        if event.throttle_time > 0:  # librdkafka also calls back with 0 when a broker stops throttling
+            self.throttles.append((time.monotonic(), event.throttle_time * 1000))
 
     def _delivered(self, error: object, message: object) -> None:
         if error is None:
@@ -109,70 +118,87 @@ class _Producing(threading.Thread):
             except BufferError:
                 self.producer.poll(0.05)
             self.producer.poll(0)
-        self.producer.flush(30)
+
+    def close(self) -> None:
+        """Stop, drop what is still queued (the limited producer's queue would take its own quota time to
+        drain) and close: a producer left open retries its broker after the test killed it."""
+        self.stop.set()
+        self.join(30)
+        self.producer.purge()
+        self.producer.flush(10)
+        self.producer.close()
 
     def rate(self, start: float, end: float) -> float:
         return sum(size for at, size in self.delivered if start <= at < end) / (end - start)
 
 
-def test_producer_held_to_its_byte_rate_beside_an_unthrottled_one(tmp_path: Path) -> None:
-    broker = BrokerProcess(tmp_path, {"quota.window.num": str(WINDOWS)}).start()
+@pytest.fixture(scope="module")
+def windowed_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    process = BrokerProcess(tmp_path_factory.mktemp("quotas"), {"quota.window.num": str(WINDOWS)}).start()
+    yield process
+    process.kill()
+
+
+def test_producer_held_to_its_byte_rate_beside_an_unthrottled_one(windowed_broker: BrokerProcess) -> None:
+    bootstrap = windowed_broker.bootstrap
+    assert alter(bootstrap, [({"client-id": "limited"}, {"producer_byte_rate": MB})]) == [None]
+    limited = _Producing(bootstrap, "limited", "quota-limited")
+    free = _Producing(bootstrap, "free", "quota-free")
     try:
-        _producers_against(broker)
+        limited.start()
+        free.start()
+        started = time.monotonic()
+        time.sleep(WARM_UP_S + MEASURE_S)  # the measurement span itself, not a synchronisation
     finally:
-        broker.kill()
-
-
-def _producers_against(broker: BrokerProcess) -> None:
-    assert alter(broker.bootstrap, [({"client-id": "limited"}, {"producer_byte_rate": MB})]) == [None]
-    limited = _Producing(broker.bootstrap, "limited", "quota-limited")
-    free = _Producing(broker.bootstrap, "free", "quota-free")
-    limited.start()
-    free.start()
-    started = time.monotonic()
-    time.sleep(WARM_UP_S + MEASURE_S)  # the measurement span itself, not a synchronisation
-    limited.stop.set()
-    free.stop.set()
-    limited.join(60)
-    free.join(60)
+        limited.close()
+        free.close()
     start, end = started + WARM_UP_S, started + WARM_UP_S + MEASURE_S
     limited_rate, free_rate = limited.rate(start, end), free.rate(start, end)
+    throttles = [ms for at, ms in limited.throttles if start <= at < end]
     print(f"limited {limited_rate / MB:.3f} MB/s, unthrottled {free_rate / MB:.3f} MB/s, "
-          f"throttle times {min(limited.throttles, default=0):.0f}..{max(limited.throttles, default=0):.0f} ms "
-          f"({len(limited.throttles)} events)")
-    assert 0.9 * MB <= limited_rate <= 1.1 * MB
+          f"throttle times {min(throttles, default=0):.0f}..{max(throttles, default=0):.0f} ms "
+          f"({len(throttles)} in the span)")
+    # The quota holds the limited producer: a load can only slow it further, so only the upper bound is
+    # asserted on the clock (that it is not held below its quota is the throttle arithmetic's, which
+    # tests/unit/server/test_client_quota_manager.py checks against Kafka's figures on a fake clock).
+    assert limited_rate <= 1.1 * MB
+    # held by the broker's throttles, reported to it and not to the unthrottled producer beside it
     assert limited.throttles and not free.throttles
     assert free_rate > 3 * limited_rate
 
 
-def test_consumer_byte_rate_quota(broker: BrokerProcess) -> None:
-    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5})
-    count = 500  # 5 MB
-    for _ in range(count):
+def test_consumer_byte_rate_quota(windowed_broker: BrokerProcess) -> None:
+    bootstrap = windowed_broker.bootstrap
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for _ in range(CONSUMED // len(VALUE)):
         producer.produce("quota-consumed", VALUE)
     assert producer.flush(60) == 0
-    assert alter(broker.bootstrap, [({"client-id": "slow"}, {"consumer_byte_rate": 256 * 1024})]) == [None]
+    assert alter(bootstrap, [({"client-id": "slow"}, {"consumer_byte_rate": CONSUMER_RATE})]) == [None]
 
     def consume(client_id: str) -> tuple[float, list[float]]:
         throttles: list[float] = []
-        consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": f"g-{client_id}",
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{client_id}",
                              "client.id": client_id, "auto.offset.reset": "earliest",
                              "throttle_cb": lambda event: throttles.append(event.throttle_time)})
-        consumer.subscribe(["quota-consumed"])
-        seen, started, deadline = 0, None, time.monotonic() + 120
-        while seen < count and time.monotonic() < deadline:
-            message = consumer.poll(0.5)
-            if message is not None and message.error() is None:
-                started = started or time.monotonic()
-                seen += 1
-        elapsed = time.monotonic() - (started or time.monotonic())
-        consumer.close()
-        assert seen == count
+        try:
+            consumer.subscribe(["quota-consumed"])
+            seen, started, deadline = 0, None, time.monotonic() + 120
+            while seen < CONSUMED and time.monotonic() < deadline:
+                message = consumer.poll(0.5)
+                if message is not None and message.error() is None:
+                    started = started or time.monotonic()
+                    seen += len(message.value())
+            elapsed = time.monotonic() - (started or time.monotonic())
+        finally:
+            consumer.close()
+        assert seen == CONSUMED
         return elapsed, throttles
 
     free_s, free_throttles = consume("fast")
     slow_s, slow_throttles = consume("slow")
-    print(f"5 MB read unthrottled in {free_s:.1f} s, at 256 kB/s in {slow_s:.1f} s")
+    print(f"{CONSUMED / MB:.1f} MB read unthrottled in {free_s:.1f} s, at {CONSUMER_RATE // 1024} kB/s in {slow_s:.1f} s")
     assert slow_throttles and not free_throttles
-    # 11 windows' worth (2.75 MB) may come at once; the rest at the quota: at least 8 s more
-    assert slow_s >= 8.0 and slow_s > 3 * free_s
+    # A fetch reads at most one window's worth and a throttled one answers empty, so the windows never hold more
+    # than the quota: at most two windows' worth is read beyond the rate (the first fetch's, and the window a
+    # recording lands in). A load only makes the read slower.
+    assert slow_s >= CONSUMED / CONSUMER_RATE - 2 * WINDOW_S
