@@ -15,7 +15,6 @@ import struct
 from collections.abc import Iterator
 from typing import Any
 
-import pytest
 
 from pybroker.protocol.api_keys import REQUEST_VERSIONS, ApiKey
 from pybroker.protocol.error_codes import ErrorCode
@@ -49,13 +48,6 @@ NOT_SERVED: dict[int, str] = {
     ApiKey.STREAMS_GROUP_HEARTBEAT: "streams groups (KIP-1071) are not implemented",
     ApiKey.STREAMS_GROUP_DESCRIBE: "streams groups (KIP-1071) are not implemented",
 }
-
-
-@pytest.fixture(scope="module")
-def honesty_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    process = BrokerProcess(tmp_path_factory.mktemp("honesty")).start()
-    yield process
-    process.kill()
 
 
 def advertised(bootstrap: str) -> dict[int, tuple[int, int]]:
@@ -94,15 +86,15 @@ def closes_without_answer(bootstrap: str, api_key: int, version: int) -> bool:
         client.close()
 
 
-def test_every_advertised_version_is_within_kafkas_specs(honesty_broker: BrokerProcess) -> None:
-    for api_key, (low, high) in advertised(honesty_broker.bootstrap).items():
+def test_every_advertised_version_is_within_kafkas_specs(shared_broker: BrokerProcess) -> None:
+    for api_key, (low, high) in advertised(shared_broker.bootstrap).items():
         spec_low, spec_high = REQUEST_VERSIONS[api_key]
         assert spec_low <= low <= high <= spec_high, ApiKey(api_key).name
 
 
-def test_every_advertised_api_and_version_is_answered(honesty_broker: BrokerProcess) -> None:
+def test_every_advertised_api_and_version_is_answered(shared_broker: BrokerProcess) -> None:
     unanswered = []
-    for answer in advertised_answers(honesty_broker.bootstrap):
+    for answer in advertised_answers(shared_broker.bootstrap):
         name = f"{ApiKey(answer.api_key).name} v{answer.version}"
         if answer.failure is not None:
             unanswered.append(f"{name}: {answer.failure}")
@@ -111,20 +103,20 @@ def test_every_advertised_api_and_version_is_answered(honesty_broker: BrokerProc
     assert unanswered == [], "\n".join(unanswered)
 
 
-def test_every_api_key_not_advertised_has_a_reason_and_closes_the_connection(honesty_broker: BrokerProcess) -> None:
-    served = advertised(honesty_broker.bootstrap)
+def test_every_api_key_not_advertised_has_a_reason_and_closes_the_connection(shared_broker: BrokerProcess) -> None:
+    served = advertised(shared_broker.bootstrap)
     missing = sorted(set(ApiKey) - set(served))
     assert [ApiKey(key).name for key in missing if key not in NOT_SERVED] == []
     assert [ApiKey(key).name for key in NOT_SERVED if key in served] == [], "served now: drop its reason"
     still_open = [ApiKey(key).name for key in missing
-                  if not closes_without_answer(honesty_broker.bootstrap, key, REQUEST_VERSIONS[key][0])]
+                  if not closes_without_answer(shared_broker.bootstrap, key, REQUEST_VERSIONS[key][0])]
     assert still_open == []
-    assert metadata_ok(honesty_broker.bootstrap)
+    assert metadata_ok(shared_broker.bootstrap)
 
 
-def test_a_version_past_the_advertised_range_closes_the_connection(honesty_broker: BrokerProcess) -> None:
-    served = advertised(honesty_broker.bootstrap)
+def test_a_version_past_the_advertised_range_closes_the_connection(shared_broker: BrokerProcess) -> None:
+    served = advertised(shared_broker.bootstrap)
     still_open = [ApiKey(key).name for key, (_, high) in served.items()
-                  if key != ApiKey.API_VERSIONS and not closes_without_answer(honesty_broker.bootstrap, key, high + 1)]
+                  if key != ApiKey.API_VERSIONS and not closes_without_answer(shared_broker.bootstrap, key, high + 1)]
     assert still_open == []
-    assert metadata_ok(honesty_broker.bootstrap)
+    assert metadata_ok(shared_broker.bootstrap)

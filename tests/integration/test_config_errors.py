@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from typing import Iterator
 
 import pytest
 
@@ -26,13 +25,6 @@ CASES = [(key.name, value) for key in topic_keys() for value in refused_values(k
 
 def test_every_topic_key_has_bad_values() -> None:
     assert sorted({key.name for key in topic_keys()} - {name for name, _ in CASES}) == []
-
-
-@pytest.fixture(scope="module")
-def config_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    process = BrokerProcess(tmp_path_factory.mktemp("config-errors")).start()
-    yield process
-    process.kill()
 
 
 async def refusals(bootstrap: str) -> dict[tuple[str, str, str], ResponseError | None]:
@@ -54,10 +46,10 @@ async def refusals(bootstrap: str) -> dict[tuple[str, str, str], ResponseError |
     return found
 
 
-def test_bad_topic_values_are_refused_naming_the_key(config_broker: BrokerProcess) -> None:
+def test_bad_topic_values_are_refused_naming_the_key(shared_broker: BrokerProcess) -> None:
     from pybroker.testing.embedded import run_sync
 
-    found = run_sync(lambda: refusals(config_broker.bootstrap))
+    found = run_sync(lambda: refusals(shared_broker.bootstrap))
     wrong = {}
     for (operation, name, value), error in found.items():
         if error is None or error.code != ErrorCode.INVALID_CONFIG or name not in str(error) or "\n" in str(error):
@@ -70,23 +62,23 @@ def cli(*args: str) -> subprocess.CompletedProcess[str]:
                           timeout=60)
 
 
-def test_the_cli_prints_the_refusal_as_one_line(config_broker: BrokerProcess) -> None:
-    created = cli("topics", "--bootstrap-server", config_broker.bootstrap, "--create", "--topic", "cli-bad",
+def test_the_cli_prints_the_refusal_as_one_line(shared_broker: BrokerProcess) -> None:
+    created = cli("topics", "--bootstrap-server", shared_broker.bootstrap, "--create", "--topic", "cli-bad",
                   "--config", "retention.ms=-5")
     assert created.returncode == 1
     assert created.stderr.splitlines() == [
         "Error while executing topic command : Invalid value -5 for configuration retention.ms: "
         "Value must be at least -1"], created.stderr
-    altered = cli("configs", "--bootstrap-server", config_broker.bootstrap, "--alter", "--entity-type", "brokers",
+    altered = cli("configs", "--bootstrap-server", shared_broker.bootstrap, "--alter", "--entity-type", "brokers",
                   "--entity-name", "0", "--add-config", "log.retention.ms=soon")
     assert altered.returncode == 1
     [line] = altered.stderr.splitlines()
     assert "log.retention.ms" in line, line
 
 
-def test_a_broker_key_altered_at_runtime_is_refused_naming_it(config_broker: BrokerProcess) -> None:
+def test_a_broker_key_altered_at_runtime_is_refused_naming_it(shared_broker: BrokerProcess) -> None:
     async def alter(name: str, value: str) -> ResponseError:
-        async with KafkaClient(config_broker.bootstrap, client_id="config-errors") as client:
+        async with KafkaClient(shared_broker.bootstrap, client_id="config-errors") as client:
             with pytest.raises(ResponseError) as refused:
                 await AdminClient(client).incremental_alter_configs(BROKER_RESOURCE, "0", set_configs={name: value},
                                                                     delete_configs=[])

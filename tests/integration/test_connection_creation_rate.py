@@ -7,10 +7,8 @@ connections is what these bound: opening the connections is now the limit."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
 
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.messages import (
@@ -29,13 +27,6 @@ from tests.integration.test_cli_topics import failed, ok, run
 from tests.integration.test_metrics import METRICS_URL, scrape
 
 BURST = 40
-
-
-@pytest.fixture(scope="module")
-def quota_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    process = BrokerProcess(tmp_path_factory.mktemp("ip-quotas")).start()
-    yield process
-    process.kill()
 
 
 ADMIN_SOURCE = "127.0.0.3"  # the admin's connections come from an address no test throttles
@@ -76,16 +67,16 @@ async def burst(port: int, source: str, count: int) -> int:
     return sum(await asyncio.gather(*(served(port, source) for _ in range(count))))
 
 
-def test_ip_quotas_are_set_described_and_close_a_burst_past_them(quota_broker: BrokerProcess) -> None:
-    assert alter_ip(quota_broker, "127.0.0.1", 1).error_code == ErrorCode.NONE
-    assert alter_ip(quota_broker, None, 1000).error_code == ErrorCode.NONE  # the default for other addresses
-    refused = alter_ip(quota_broker, "not-an-ip.invalid", 1)
+def test_ip_quotas_are_set_described_and_close_a_burst_past_them(shared_broker: BrokerProcess) -> None:
+    assert alter_ip(shared_broker, "127.0.0.1", 1).error_code == ErrorCode.NONE
+    assert alter_ip(shared_broker, None, 1000).error_code == ErrorCode.NONE  # the default for other addresses
+    refused = alter_ip(shared_broker, "not-an-ip.invalid", 1)
     assert (refused.error_code, refused.error_message) == \
         (ErrorCode.INVALID_REQUEST, "not-an-ip.invalid is not a valid IP or resolvable host.")
-    described = asyncio.run(admin(quota_broker, DescribeClientQuotasRequest(components=[
+    described = asyncio.run(admin(shared_broker, DescribeClientQuotasRequest(components=[
         DescribeClientQuotasRequest.ComponentData(entity_type="ip", match_type=2, match=None)], strict=False),
         DescribeClientQuotasResponse))
-    combined = asyncio.run(admin(quota_broker, DescribeClientQuotasRequest(components=[
+    combined = asyncio.run(admin(shared_broker, DescribeClientQuotasRequest(components=[
         DescribeClientQuotasRequest.ComponentData(entity_type="ip", match_type=2, match=None),
         DescribeClientQuotasRequest.ComponentData(entity_type="user", match_type=2, match=None)], strict=False),
         DescribeClientQuotasResponse))
@@ -93,19 +84,19 @@ def test_ip_quotas_are_set_described_and_close_a_burst_past_them(quota_broker: B
             for v in entry.values} == {("ip", "127.0.0.1", "connection_creation_rate", 1.0),
                                        ("ip", None, "connection_creation_rate", 1000.0)}  # the default is one too
     assert combined.error_code == ErrorCode.INVALID_REQUEST
-    port = quota_broker.port
+    port = shared_broker.port
     assert port is not None
     answered = asyncio.run(burst(port, "127.0.0.1", BURST))
     assert 0 < answered < BURST / 2, answered  # a fresh address gets about quota.window.num - 1 seconds' worth
     assert asyncio.run(burst(port, "127.0.0.2", BURST)) == BURST  # another address: the default quota
-    assert alter_ip(quota_broker, "127.0.0.1", None).error_code == ErrorCode.NONE
+    assert alter_ip(shared_broker, "127.0.0.1", None).error_code == ErrorCode.NONE
     assert asyncio.run(burst(port, "127.0.0.1", 5)) == 5
-    assert "Traceback" not in quota_broker.log_text()
+    assert "Traceback" not in shared_broker.log_text()
 
 
-def test_pybroker_configs_alters_and_describes_ips(quota_broker: BrokerProcess) -> None:
+def test_pybroker_configs_alters_and_describes_ips(shared_broker: BrokerProcess) -> None:
     def configs(*args: str) -> list[str]:
-        return ok(run("configs", "--bootstrap-server", quota_broker.bootstrap, *args))
+        return ok(run("configs", "--bootstrap-server", shared_broker.bootstrap, *args))
 
     assert configs("--entity-type", "ips", "--entity-name", "127.0.0.9", "--alter", "--add-config",
                    "connection_creation_rate=100") == ["Completed updating config for ip 127.0.0.9."]
@@ -118,15 +109,15 @@ def test_pybroker_configs_alters_and_describes_ips(quota_broker: BrokerProcess) 
     assert configs("--ip", "127.0.0.9", "--alter", "--delete-config", "connection_creation_rate") == \
         ["Completed updating config for ip 127.0.0.9."]
     assert configs("--entity-type", "ips", "--entity-name", "127.0.0.9", "--describe") == []
-    bad_key = run("configs", "--bootstrap-server", quota_broker.bootstrap, "--entity-type", "ips", "--entity-name",
+    bad_key = run("configs", "--bootstrap-server", shared_broker.bootstrap, "--entity-type", "ips", "--entity-name",
                   "127.0.0.9", "--alter", "--add-config", "producer_byte_rate=10")
     assert "Only connection quota configs can be added for 'ips' using --bootstrap-server. Unexpected config " \
            "names: producer_byte_rate" in failed(bad_key)
-    bad_name = run("configs", "--bootstrap-server", quota_broker.bootstrap, "--entity-type", "ips", "--entity-name",
+    bad_name = run("configs", "--bootstrap-server", shared_broker.bootstrap, "--entity-type", "ips", "--entity-name",
                    "no.such.host.invalid", "--alter", "--add-config", "connection_creation_rate=1")
     assert "The entity name for ips must be a valid IP or resolvable host, but it is: no.such.host.invalid" in \
         failed(bad_name)
-    alter_ip(quota_broker, None, None)
+    alter_ip(shared_broker, None, None)
 
 
 def test_a_listener_creation_rate_delays_accepting_instead_of_refusing(tmp_path) -> None:  # type: ignore[no-untyped-def]

@@ -8,7 +8,6 @@ import itertools
 import re
 import struct
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 from kafka import KafkaProducer
@@ -24,13 +23,6 @@ from tests.integration.broker_process import BrokerProcess
 from tests.integration.test_bad_input import WireClient, metadata_ok
 
 SERVED = {handler.api_key: (handler.min_version, handler.max_version) for handler in ALL_HANDLERS}
-
-
-@pytest.fixture(scope="module")
-def old_clients_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    process = BrokerProcess(tmp_path_factory.mktemp("old-clients")).start()
-    yield process
-    process.kill()
 
 
 def warnings_about(broker: BrokerProcess, client_id: str) -> list[str]:
@@ -62,9 +54,9 @@ def logged_so_far(broker: BrokerProcess) -> None:
 
 
 def test_a_produce_at_an_unsupported_version_closes_the_connection_and_names_the_client_once(
-        old_clients_broker: BrokerProcess) -> None:
+        shared_broker: BrokerProcess) -> None:
     """kafka-python pinned to Kafka 0.10.0 sends Produce v2, which Kafka 4 (and pybroker) no longer serve."""
-    producer = KafkaProducer(bootstrap_servers=old_clients_broker.bootstrap, api_version=(0, 10, 0),
+    producer = KafkaProducer(bootstrap_servers=shared_broker.bootstrap, api_version=(0, 10, 0),
                              client_id="legacy-app", retries=2, retry_backoff_ms=50, request_timeout_ms=3000,
                              max_block_ms=5000)
     try:
@@ -73,22 +65,22 @@ def test_a_produce_at_an_unsupported_version_closes_the_connection_and_names_the
     finally:
         producer.close(timeout=5)
     low, high = SERVED[ApiKey.PRODUCE]
-    logged_so_far(old_clients_broker)
-    [line] = warnings_about(old_clients_broker, "legacy-app")  # once, though the client retried
+    logged_so_far(shared_broker)
+    [line] = warnings_about(shared_broker, "legacy-app")  # once, though the client retried
     assert re.search(rf"sent Produce v[0-2], which this broker does not serve \(it serves Produce v{low} to "
                      rf"v{high}\): closing the connection", line), line
-    assert metadata_ok(old_clients_broker.bootstrap)
+    assert metadata_ok(shared_broker.bootstrap)
 
 
 def test_api_versions_from_the_future_is_answered_with_the_range_and_logged_once(
-        old_clients_broker: BrokerProcess) -> None:
+        shared_broker: BrokerProcess) -> None:
     for _ in range(2):
-        response = future_api_versions(old_clients_broker.bootstrap, "future-app")
+        response = future_api_versions(shared_broker.bootstrap, "future-app")
         assert response.error_code == ErrorCode.UNSUPPORTED_VERSION
         assert [(k.api_key, k.min_version, k.max_version) for k in response.api_keys] == \
             [(ApiKey.API_VERSIONS, *SERVED[ApiKey.API_VERSIONS])]
-    logged_so_far(old_clients_broker)
-    [line] = warnings_about(old_clients_broker, "future-app")
+    logged_so_far(shared_broker)
+    [line] = warnings_about(shared_broker, "future-app")
     low, high = SERVED[ApiKey.API_VERSIONS]
     assert f"sent ApiVersions v99, which this broker does not serve (it serves ApiVersions v{low} to v{high}): " \
            "answered UNSUPPORTED_VERSION" in line
@@ -105,5 +97,5 @@ def test_a_broker_open_to_the_network_without_authentication_warns_once(tmp_path
         exposed.kill()
 
 
-def test_a_loopback_broker_does_not_warn(old_clients_broker: BrokerProcess) -> None:
-    assert not [line for line in old_clients_broker.log_lines if "without authentication" in line]
+def test_a_loopback_broker_does_not_warn(shared_broker: BrokerProcess) -> None:
+    assert not [line for line in shared_broker.log_lines if "without authentication" in line]

@@ -7,7 +7,6 @@ scenario's mismatch or stack trace.
 
 from __future__ import annotations
 
-from typing import Iterator
 
 import pytest
 
@@ -31,19 +30,12 @@ def java_classpath(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 
 @pytest.fixture(scope="module")
-def java_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    process = BrokerProcess(tmp_path_factory.mktemp("java-broker")).start()
-    yield process
-    process.kill()
-
-
-@pytest.fixture(scope="module")
 def java_outcomes(request: pytest.FixtureRequest, java_classpath: str,
-                  java_broker: BrokerProcess) -> tuple[dict[str, Outcome], str]:
-    return run_scenarios(request, SCENARIOS, java_classpath, java_broker)
+                  shared_broker: BrokerProcess) -> tuple[dict[str, Outcome], str]:
+    return run_scenarios(request, SCENARIOS, java_classpath, shared_broker)
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
-def test_java_client(scenario: str, java_outcomes: tuple[dict[str, Outcome], str], java_broker: BrokerProcess) -> None:
+def test_java_client(scenario: str, java_outcomes: tuple[dict[str, Outcome], str], shared_broker: BrokerProcess) -> None:
     outcomes, stderr = java_outcomes
-    check_outcome(scenario, outcomes, stderr, java_broker)
+    check_outcome(scenario, outcomes, stderr, shared_broker)

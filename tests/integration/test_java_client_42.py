@@ -9,7 +9,6 @@ Deprecation warnings are allowed in this compilation: the common scenarios use c
 
 from __future__ import annotations
 
-from typing import Iterator
 
 import pytest
 
@@ -31,20 +30,13 @@ def java42_classpath(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 
 @pytest.fixture(scope="module")
-def java42_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    process = BrokerProcess(tmp_path_factory.mktemp("java42-broker")).start()
-    yield process
-    process.kill()
-
-
-@pytest.fixture(scope="module")
 def java42_outcomes(request: pytest.FixtureRequest, java42_classpath: str,
-                    java42_broker: BrokerProcess) -> tuple[dict[str, Outcome], str]:
-    return run_scenarios(request, SCENARIOS, java42_classpath, java42_broker)
+                    shared_broker: BrokerProcess) -> tuple[dict[str, Outcome], str]:
+    return run_scenarios(request, SCENARIOS, java42_classpath, shared_broker)
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
 def test_java_client_42(scenario: str, java42_outcomes: tuple[dict[str, Outcome], str],
-                        java42_broker: BrokerProcess) -> None:
+                        shared_broker: BrokerProcess) -> None:
     outcomes, stderr = java42_outcomes
-    check_outcome(scenario, outcomes, stderr, java42_broker)
+    check_outcome(scenario, outcomes, stderr, shared_broker)

@@ -50,13 +50,11 @@ TOPIC = "v42-topic"
 
 
 @pytest.fixture(scope="module")
-def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WireClient]:
-    broker = BrokerProcess(tmp_path_factory.mktemp("v42")).start()
-    create_topic(broker.bootstrap, TOPIC, partitions=1)
-    wire = WireClient(broker.bootstrap)
+def client(shared_broker: BrokerProcess) -> Iterator[WireClient]:
+    create_topic(shared_broker.bootstrap, TOPIC, partitions=1)
+    wire = WireClient(shared_broker.bootstrap)
     yield wire
     wire.close()
-    broker.kill()
 
 
 def test_list_offsets_v11_earliest_pending_upload_is_no_offset_without_tiered_storage(client: WireClient) -> None:

@@ -18,7 +18,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-import pytest
 
 from pybroker.client.consumer_protocol import encode_assignment, encode_subscription
 from pybroker.common.topic import TopicPartition
@@ -322,13 +321,6 @@ def _scene(client: WireClient) -> Scene:
     return Scene(topic.topic_id, member_id, generation, producer.producer_id, producer.producer_epoch)
 
 
-@pytest.fixture
-def nulls_broker(tmp_path) -> Iterator[BrokerProcess]:
-    process = BrokerProcess(tmp_path).start()
-    yield process
-    process.kill()
-
-
 @dataclass(frozen=True)
 class Answer:
     """One advertised (API, version): the request sent and the decoded answer, or why there is none."""
@@ -365,9 +357,9 @@ def advertised_answers(bootstrap: str) -> Iterator[Answer]:
         client.close()
 
 
-def test_no_advertised_api_answers_null_where_kafka_never_does(nulls_broker: BrokerProcess) -> None:
+def test_no_advertised_api_answers_null_where_kafka_never_does(broker: BrokerProcess) -> None:
     found: list[str] = []
-    for answer in advertised_answers(nulls_broker.bootstrap):
+    for answer in advertised_answers(broker.bootstrap):
         if answer.failure is not None:
             found.append(f"{ApiKey(answer.api_key).name} v{answer.version}: no decodable answer ({answer.failure})")
         else:

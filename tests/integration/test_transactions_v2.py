@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from typing import Iterator
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
@@ -57,11 +56,9 @@ TOPIC = "txn-v2"
 
 
 @pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    process = BrokerProcess(tmp_path_factory.mktemp("txn-v2")).start()
-    create_topic(process.bootstrap, TOPIC, partitions=2)
-    yield process
-    process.kill()
+def broker(shared_broker: BrokerProcess) -> BrokerProcess:
+    create_topic(shared_broker.bootstrap, TOPIC, partitions=2)
+    return shared_broker
 
 
 def init_producer(client: WireClient, transactional_id: str) -> tuple[int, int]:

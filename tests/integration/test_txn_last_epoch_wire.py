@@ -10,7 +10,6 @@ producer id. read_committed sees every committed transaction and nothing aborted
 
 from __future__ import annotations
 
-from typing import Iterator
 
 import pytest
 from pybroker.protocol.error_codes import ErrorCode
@@ -43,12 +42,10 @@ V1_TOPIC = "txn-last-epoch-v1"
 
 
 @pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    process = BrokerProcess(tmp_path_factory.mktemp("txn-last-epoch")).start()
-    create_topic(process.bootstrap, V2_TOPIC, partitions=1)
-    create_topic(process.bootstrap, V1_TOPIC, partitions=1)
-    yield process
-    process.kill()
+def broker(shared_broker: BrokerProcess) -> BrokerProcess:
+    create_topic(shared_broker.bootstrap, V2_TOPIC, partitions=1)
+    create_topic(shared_broker.bootstrap, V1_TOPIC, partitions=1)
+    return shared_broker
 
 
 def set_transaction_version(client: WireClient, level: int) -> None:

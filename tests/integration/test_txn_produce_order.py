@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import struct
 import uuid
-from typing import Iterator
 
 import pytest
 
@@ -30,11 +29,9 @@ Batch = tuple[int, int, bytes]  # partition, base sequence, value
 
 
 @pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    process = BrokerProcess(tmp_path_factory.mktemp("txn-order")).start()
-    create_topic(process.bootstrap, TOPIC, partitions=2)
-    yield process
-    process.kill()
+def broker(shared_broker: BrokerProcess) -> BrokerProcess:
+    create_topic(shared_broker.bootstrap, TOPIC, partitions=2)
+    return shared_broker
 
 
 def produce_request(transactional_id: str, producer: tuple[int, int], batches: list[Batch]) -> ProduceRequest:
