@@ -29,13 +29,18 @@ from tests.cluster.test_cluster import create_topic, partition_states, wait_for_
 from tests.spark.support import require_connector
 from tests.spark.test_archive import submit
 
-MESSAGES = 3000
+MESSAGES = 2000
 BEFORE_KILL = 500  # produced (and partly archived) before the leader dies
 PACE_S = 0.004  # between later messages, so the kill lands mid-stream
+# Offsets per micro-batch: batches keep running through the kill either way (the stream is paced), and each costs
+# the Python fallback 3-5 s of fixed work, so at 400 its catching up after the kill took eight of them.
+PER_TRIGGER = "1000"
 # Spark's driver asks offsets through the Java admin, which keeps a ListOffsets call queued for the leader just
 # killed on that node id (reconnecting, then, once the node leaves the metadata, waiting for it to return) until
-# default.api.timeout.ms (60 s) before Spark retries it. Shorter timeouts keep the test short; the wait is the client's.
-JVM_ADMIN_TIMEOUTS = ["--kafka-option", "default.api.timeout.ms=15000", "--kafka-option", "request.timeout.ms=10000"]
+# default.api.timeout.ms (60 s) before Spark retries it with a new admin. Shorter timeouts keep the test short; the
+# wait is the client's. 8 s: the first attempt always waits it out, the second (Spark makes fetchOffset.numRetries,
+# 3, attempts) starts 8 s after the kill, by when the controller has moved the leader (the sessions expire in 4 s).
+JVM_ADMIN_TIMEOUTS = ["--kafka-option", "default.api.timeout.ms=8000", "--kafka-option", "request.timeout.ms=5000"]
 # From the last acknowledgement to a complete archive.
 CATCH_UP_S = 60
 
@@ -115,7 +120,7 @@ def test_streaming_query_survives_a_leader_kill_and_archives_each_message_once(
     producer.produce(0, BEFORE_KILL)
 
     job = submit(connector, log, ["--bootstrap-servers", cluster.bootstrap, "--topic", topic, "--path", str(path),
-                                  "--checkpoint", str(checkpoint), "--max-offsets-per-trigger", "400",
+                                  "--checkpoint", str(checkpoint), "--max-offsets-per-trigger", PER_TRIGGER,
                                   *(JVM_ADMIN_TIMEOUTS if connector == "jvm" else [])])
     killed: int | None = None
     try:
