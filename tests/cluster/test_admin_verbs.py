@@ -158,20 +158,16 @@ def test_bad_input_is_one_line_and_exit_code_1(tmp_path: Path) -> None:
         assert result.returncode == 1 and len(result.stderr.splitlines()) == 1, (args, result.stderr)
 
 
-def test_a_single_broker_needs_no_election_and_refuses_reassignment(tmp_path: Path) -> None:
-    broker = BrokerProcess(tmp_path).start()
-    try:
-        assert run("topics", "--bootstrap-server", broker.bootstrap, "--create", "--topic", "alone").returncode == 0
-        elected = run("leader-election", "--bootstrap-server", broker.bootstrap, "--election-type", "PREFERRED",
-                      "--all-topic-partitions")
-        # As one-node KRaft Kafka: "every partition" answers leave out those whose leader is already preferred;
-        # the tool says it found nothing to elect.
-        assert (elected.returncode, elected.stdout) == (0, "No partition needed a leader election (PREFERRED): every "
-                                                           "partition already has its preferred leader.\n")
-        plan = tmp_path / "plan.json"
-        plan.write_text(json.dumps({"partitions": [{"topic": "alone", "partition": 0, "replicas": [1]}]}))
-        refused = run("reassign-partitions", "--bootstrap-server", broker.bootstrap, "--execute",
-                      "--reassignment-json-file", str(plan))
-        assert refused.returncode == 1 and "includes broker 1, but no such broker is registered" in refused.stderr
-    finally:
-        broker.kill()
+def test_a_single_broker_needs_no_election_and_refuses_reassignment(broker: BrokerProcess, tmp_path: Path) -> None:
+    assert run("topics", "--bootstrap-server", broker.bootstrap, "--create", "--topic", "alone").returncode == 0
+    elected = run("leader-election", "--bootstrap-server", broker.bootstrap, "--election-type", "PREFERRED",
+                  "--all-topic-partitions")
+    # As one-node KRaft Kafka: "every partition" answers leave out those whose leader is already preferred;
+    # the tool says it found nothing to elect.
+    assert (elected.returncode, elected.stdout) == (0, "No partition needed a leader election (PREFERRED): every "
+                                                       "partition already has its preferred leader.\n")
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"partitions": [{"topic": "alone", "partition": 0, "replicas": [1]}]}))
+    refused = run("reassign-partitions", "--bootstrap-server", broker.bootstrap, "--execute",
+                  "--reassignment-json-file", str(plan))
+    assert refused.returncode == 1 and "includes broker 1, but no such broker is registered" in refused.stderr

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-from pathlib import Path
 from typing import Iterator, Mapping
 
 import pytest
@@ -355,10 +354,10 @@ def test_a_controller_whose_epoch_check_fails_resigns(zookeeper: ZooKeeperServer
 
 
 def test_a_controller_request_failing_unexpectedly_does_not_stop_later_ones(
-        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+        broker: BrokerProcess, caplog: pytest.LogCaptureFixture) -> None:
     """The channel's sender to a broker survives an error outside its retry cases (here the answer is not
-    of the expected type): it logs it and delivers the requests after it."""
-    broker = BrokerProcess(tmp_path).start()  # single-node: answers UpdateMetadata STALE_CONTROLLER_EPOCH
+    of the expected type): it logs it and delivers the requests after it. The broker is single-node: it
+    answers UpdateMetadata STALE_CONTROLLER_EPOCH."""
     request = UpdateMetadataRequest(controller_id=0, controller_epoch=1, broker_epoch=-1, live_brokers=[],
                                     topic_states=[])
 
@@ -378,11 +377,8 @@ def test_a_controller_request_failing_unexpectedly_does_not_stop_later_ones(
             await channel.close()
         assert "Controller request UpdateMetadataRequest to broker 0 failed; skipping it" in caplog.text
 
-    try:
-        with caplog.at_level(logging.INFO, logger="pybroker.controller"):
-            asyncio.run(scenario())
-    finally:
-        broker.kill()
+    with caplog.at_level(logging.INFO, logger="pybroker.controller"):
+        asyncio.run(scenario())
 
 
 def test_restarted_members_never_lead_while_an_isr_member_that_did_not_restart_may_return(
