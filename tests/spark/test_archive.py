@@ -67,7 +67,7 @@ def test_archive_has_every_message_once_after_a_kill_and_restart(connector: str,
     kafka.produce(topic, records(0, 3000))
     path, checkpoint, log = tmp_path / "archive", tmp_path / "checkpoint", tmp_path / "archive.log"
     args = ["--bootstrap-servers", spark_broker.bootstrap, "--topic", topic, "--path", str(path),
-            "--checkpoint", str(checkpoint), "--max-offsets-per-trigger", "700"]
+            "--checkpoint", str(checkpoint), "--max-offsets-per-trigger", "1000"]
     first = submit(connector, log, args)
     try:
         wait_for_commits(first, checkpoint, 2, log)
