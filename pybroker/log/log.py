@@ -47,9 +47,8 @@ from pybroker.records.batch import (
     BatchHeader,
     RecordBatch,
     increment_sequence,
-    set_base_offset,
+    set_base_offset_and_epoch,
     set_log_append_time,
-    set_partition_leader_epoch,
     validate_batch,
 )
 from pybroker.records.constants import CONTROL_FLAG_MASK, LOG_OVERHEAD, RECORD_BATCH_OVERHEAD, \
@@ -259,8 +258,7 @@ class PartitionLog:
                                       self.log_start_offset, True, dup.timestamp, dup.last_offset)
             base = local.log_end_offset
             last = base + h.last_offset_delta
-            set_base_offset(batch, 0, base)
-            set_partition_leader_epoch(batch, 0, leader_epoch)
+            set_base_offset_and_epoch(batch, 0, base, h.batch_length, leader_epoch)
             log_append_time = -1
             max_ts = h.max_timestamp
             if config.log_append_time:

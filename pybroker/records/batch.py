@@ -73,6 +73,7 @@ __all__ = [
     "validate_batch",
     "set_base_offset",
     "set_partition_leader_epoch",
+    "set_base_offset_and_epoch",
     "set_log_append_time",
     "set_max_timestamp",
     "update_crc",
@@ -86,6 +87,7 @@ _I16: Final = struct.Struct(">h")
 _I32: Final = struct.Struct(">i")
 _U32: Final = struct.Struct(">I")
 _I64: Final = struct.Struct(">q")
+_OFFSET_LENGTH_EPOCH: Final = struct.Struct(">qii")  # baseOffset, batchLength, partitionLeaderEpoch: bytes 0-15
 _INT32_MAX: Final = 0x7FFFFFFF
 
 
@@ -402,6 +404,13 @@ def set_base_offset(buf: bytearray | memoryview, position: int, offset: int) -> 
 def set_partition_leader_epoch(buf: bytearray | memoryview, position: int, epoch: int) -> None:
     """Stamp the leader epoch at append time. Not under the CRC."""
     _I32.pack_into(buf, position + PARTITION_LEADER_EPOCH_OFFSET, epoch)
+
+
+def set_base_offset_and_epoch(buf: bytearray | memoryview, position: int, offset: int, batch_length: int,
+                              epoch: int) -> None:
+    """`set_base_offset` and `set_partition_leader_epoch` in one write, as a leader append does both: the batch
+    length between them is written again as ``batch_length`` (the caller's header read it)."""
+    _OFFSET_LENGTH_EPOCH.pack_into(buf, position, offset, batch_length, epoch)
 
 
 def update_crc(buf: bytearray | memoryview, position: int = 0) -> int:

@@ -12,9 +12,12 @@ content size as written by zstd-jni).
 
 from __future__ import annotations
 
+import importlib
 import struct
+import sys
 import zlib
 from collections.abc import Callable
+from types import ModuleType
 from typing import TYPE_CHECKING
 
 from .constants import Compression
@@ -179,32 +182,36 @@ def _lz4_compress(data: Buffer) -> bytes:
 
 
 def _lz4_decompress(data: Buffer, max_size: int) -> bytes:
-    # lz4.frame.decompress silently ignores bytes after the first frame; the incremental decompressor
-    # handles truncation and concatenated frames. Its max_length allocates that much output up front (a
-    # 64 MiB bound made a 1 MB batch 5x slower to decompress), so the output is taken a step at a time,
-    # and the limit is checked after each step.
-    import lz4.frame
-
+    # lz4.frame.decompress silently ignores bytes after the first frame; the chunked decompressor handles
+    # truncation and concatenated frames. Its max_length allocates that much output up front (a 64 MiB bound
+    # made a 1 MB batch 5x slower to decompress), so the output is taken a step at a time, and the limit is
+    # checked after each step. The extension's functions are called directly: LZ4FrameDecompressor, the
+    # Python class over them, copies a memoryview's input to bytes and sets four attributes per call.
+    frame = _lz4_frame()
     out: list[bytes] = []
     total = 0
     step = _OUTPUT_STEP if max_size < 0 else min(_OUTPUT_STEP, max_size + 1)  # a small limit: no MiB past it
-    frame = lz4.frame.LZ4FrameDecompressor()
-    chunk = frame.decompress(data, max_length=step)
+    rest = memoryview(data)
+    context = frame.create_decompression_context()
     while True:
+        chunk, read, end_of_frame = frame.decompress_chunk(context, rest, max_length=step)
         total += len(chunk)
         if 0 <= max_size < total:
             raise _too_large("LZ4", max_size)
         out.append(chunk)
-        if frame.eof:
-            rest = frame.unused_data  # the next frame, if any
-            if not rest:
+        rest = rest[read:]
+        if end_of_frame:
+            if not rest:  # else the next frame
                 return b"".join(out)
-            frame = lz4.frame.LZ4FrameDecompressor()
-            chunk = frame.decompress(rest, max_length=step)
-        elif frame.needs_input:
+            context = frame.create_decompression_context()
+        elif not rest:
             raise CorruptRecordError("truncated lz4 frame")
-        else:
-            chunk = frame.decompress(b"", max_length=step)
+
+
+def _lz4_frame() -> ModuleType:
+    """lz4.frame, imported at the first lz4 batch (an import statement per batch costs a lookup of its own)."""
+    module = sys.modules.get("lz4.frame")
+    return importlib.import_module("lz4.frame") if module is None else module
 
 
 # --------------------------------------------------------------------------- zstd

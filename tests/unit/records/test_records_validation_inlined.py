@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from pybroker.common.native import compiled_modules
 from pybroker.records import validation
 from pybroker.records.errors import InvalidRecordError
-from pybroker.records.varint import decode_varint, encode_varint
+from pybroker.records.varint import decode_varint, decode_varlong, encode_varint, encode_varlong
 from tests.unit.records.test_records_validation_walks import damage, damaged, record, records_section
 
 Outcome = tuple[tuple[int, int, bool], list[tuple[int, int, int]]] | str
@@ -32,7 +32,8 @@ def test_every_varint_call_is_written_out() -> None:
     code = validation._scan.__code__
     assert validation._scan is not validation._walk
     assert "_varint" not in code.co_names and "_varint_tail" in code.co_names
-    assert validation._walk.__code__.co_names.count("_varint") == 1  # one name, eight calls
+    assert "_varlong" not in code.co_names
+    assert validation._walk.__code__.co_names.count("_varint") == 1  # one name, seven calls
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -60,6 +61,15 @@ def test_the_varint_scanner_reads_as_the_codec_does(value: int, after: bytes) ->
     both builds: the compiled build runs ``_varint`` itself, with no inlined copy to compare it to."""
     data = b"\x07" + encode_varint(value) + after
     assert validation._varint(data, 1) == decode_varint(data, 1)
+
+
+@given(st.integers(-(2**63), 2**63 - 1) | st.sampled_from([-8193, -8192, -65, -64, 63, 64, 8191, 8192, 2**62]),
+       st.binary(max_size=3))
+def test_the_timestamp_delta_scanner_reads_as_the_codec_does(value: int, after: bytes) -> None:
+    """``_varlong`` (a record's timestamp delta, up to ten bytes): its value stays a Python int in the compiled
+    build, where the walk's positions and sizes are native 64-bit integers."""
+    data = b"\x07" + encode_varlong(value) + after
+    assert validation._varlong(data, 1) == decode_varlong(data, 1)
 
 
 def test_the_varint_scanner_refuses_a_sixth_byte() -> None:
