@@ -20,6 +20,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.synchronize import Barrier
+from pathlib import Path
 from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
@@ -160,9 +161,23 @@ def consume_all(bootstrap: str, topic: str, count: int, partitions: int, timeout
 
 
 def cpu_seconds(pid: int) -> float:
-    """utime + stime of process `pid` (all its threads), from /proc/<pid>/stat."""
+    """CPU seconds process `pid` has run, all its threads, to the nanosecond: each live thread's run time
+    from /proc/<pid>/task/<tid>/schedstat, plus the threads that have exited, which only the process's
+    utime + stime (10 ms ticks) still count. The ticks alone made W1's lz4 CPU per message move by about
+    15% between samples: 1M messages at 0.07 µs are 7 ticks."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    live_ns = live_ticks = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            run_ns = int((task / "schedstat").read_text().split()[0])
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+        except (FileNotFoundError, ProcessLookupError):  # the thread exited while being read
+            continue
+        live_ns += run_ns
+        live_ticks += int(fields[11]) + int(fields[12])
     user, system = cpu_split(pid)
-    return user + system
+    exited = max(user + system - live_ticks / ticks, 0.0)
+    return live_ns / 1e9 + exited
 
 
 def cpu_split(pid: int) -> tuple[float, float]:

@@ -3,7 +3,7 @@
 `fill` writes the records once; `share` reads them all with `consumers` confluent-kafka ShareConsumers of one new
 share group (threads of this process: librdkafka's poll releases the GIL), implicitly accepting what each poll
 returned; `classic` reads them with one classic Consumer of a new group. Both clock from the first record
-received to the last new one and read the broker's CPU (utime+stime) over the same window, so the group's
+received to the last new one and read the broker's CPU (`load.cpu_seconds`) over the same window, so the group's
 start-up (joins, assignment) is left out of both.
 """
 
