@@ -41,7 +41,7 @@ from pybroker.coordinator.share.state_partitions import Initialization, Partitio
 from pybroker.log import PartitionLog
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.messages import ShareGroupHeartbeatResponse
-from pybroker.replication.share.durable import DurableBatch, StateWriter, restored
+from pybroker.replication.share.durable import DurableBatch, StateWriter, Undo, restored
 from pybroker.replication.share.partition import SharePartition
 from pybroker.server.error_mapping import error_code_for
 from pybroker.server.share_persister import SharePersister
@@ -450,14 +450,17 @@ class ShareService:
                  group_id, topic, index, share.start_offset, read.state_epoch, leader_epoch)
         return share
 
-    async def persist(self, group_id: str, topic: str, index: int) -> ErrorCode:
-        """Write the share-partition's state as it is now; the coordinator's answer. A fenced write means another
-        leader (or a newer state epoch) owns the share-partition: this copy is dropped."""
+    async def persist(self, group_id: str, topic: str, index: int, undo: Undo | None = None) -> ErrorCode:
+        """Write the share-partition's state as it is now; the coordinator's answer. ``undo`` takes the caller's
+        change back if the write fails (``StateWriter.persist``). A fenced write means another leader (or a newer
+        state epoch) owns the share-partition: this copy is dropped."""
         key = (group_id, topic, index)
         durable = self._durable.get(key)
         if durable is None:
+            if undo is not None:
+                undo()
             return ErrorCode.NOT_LEADER_OR_FOLLOWER
-        code = await durable.writer.persist()
+        code = await durable.writer.persist(undo)
         if code in FENCED and self._durable.get(key) is durable:
             log.info("Share-partition %s of %s-%d was fenced (%s): dropped", group_id, topic, index, code.name)
             self._forget(lambda k: k == key)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import Callable, Iterable
 
 from pybroker.common.topic import TopicPartition
 from pybroker.common.uncancellable import run_to_end
@@ -42,7 +42,7 @@ from pybroker.server.error_mapping import error_code_for
 from pybroker.server.features import share_groups_enabled
 from pybroker.server.request_channel import leave_request_queue
 from pybroker.server.registry import api
-from pybroker.server.share_service import Load, ShareService, ShareStateUnavailable
+from pybroker.server.share_service import Load, ShareStateUnavailable
 from pybroker.server.share_sessions import INITIAL_EPOCH, SessionContext
 
 FetchData = ShareFetchResponse.PartitionData
@@ -269,21 +269,20 @@ async def _acknowledge(ctx: RequestContext, answer: _Partition, group_id: str, m
             result = code
     if undo or expired:
         leave_request_queue()
-        written = await _persist_or_roll_back(share, group_id, answer.topic, answer.key[1], state, undo)
+        written = await share.persist(group_id, answer.topic, answer.key[1],
+                                      _rollback(state, undo) if undo else None)
         if written is not ErrorCode.NONE:
             return written
     return result
 
 
-async def _persist_or_roll_back(share: ShareService, group_id: str, topic: str, index: int, state: SharePartition,
-                                undo: list[list[Span]]) -> ErrorCode:
-    """Write the acknowledgements, rolled back if the write fails (as Kafka's SharePartition rolls back its state
-    transitions); run to its end with the rest of `_acknowledge_all`."""
-    written = await share.persist(group_id, topic, index)
-    if written is not ErrorCode.NONE:
+def _rollback(state: SharePartition, undo: list[list[Span]]) -> Callable[[], None]:
+    """Undo a partition's applied acknowledgement batches, last first, should their write fail (as Kafka's
+    SharePartition rolls back its state transitions); the writer calls it, in order with other requests' undoing."""
+    def rollback() -> None:
         for before in reversed(undo):
             state.rollback(before)
-    return written
+    return rollback
 
 
 def _start_loads(ctx: RequestContext, group_id: str, fetching: Iterable[_Partition]) -> dict[Key, Load]:
