@@ -217,7 +217,8 @@ def _valid_batches(batches: AckBatches, renew_allowed: bool) -> bool:
     """Whether a partition's acknowledgement batches may be applied, as Kafka's KafkaApis.validateAcknowledgementBatches
     decides before applying any of them (else the partition is INVALID_REQUEST, none of its batches applied): each
     batch's last offset not below its first, its first not below the previous batch's last offset, at least one
-    acknowledge type and, when more than one, one per offset, each type known (RENEW only with ``renew_allowed``)."""
+    acknowledge type and, when more than one, one per offset, each type known (RENEW only with ``renew_allowed``).
+    A batch may start at the previous batch's last offset: Kafka refuses ``batch.firstOffset < prevEndOffset`` only."""
     highest = RENEW_TYPE if renew_allowed else RENEW_TYPE - 1
     previous_last = -1
     for batch in batches:
@@ -235,9 +236,10 @@ def _valid_batches(batches: AckBatches, renew_allowed: bool) -> bool:
 async def _acknowledge(ctx: RequestContext, answer: _Partition, group_id: str, member_id: str,
                        batches: AckBatches, is_renew_ack: bool) -> ErrorCode:
     """Apply a partition's acknowledgement batches in order, once all are found valid (`_valid_batches`); the first
-    refusal is the partition's answer (later batches are still applied, as Kafka applies each batch on its own,
-    e.g. one naming records the member does not hold is INVALID_RECORD_STATE alone). What they changed is written
-    to the share coordinator before the answer (a failed write is the answer). A share-partition not loaded here is
+    one refused (e.g. naming records the member does not hold: INVALID_RECORD_STATE) is the partition's answer and
+    undoes those applied before it, later ones not tried, as Kafka's SharePartition.acknowledge stops at the first
+    failure and rolls the whole call back. What they changed is written to the share coordinator before the answer
+    (a failed write is the answer, and undoes them). A share-partition not loaded here is
     answered at once, without waiting for or starting a load, as Kafka's SharePartitionManager.acknowledge answers:
     one it does not hold is UNKNOWN_TOPIC_OR_PARTITION, one still initializing INVALID_RECORD_STATE
     (SharePartition.acknowledge finds no batch in its empty cache). The member holds none of its records here
@@ -261,17 +263,18 @@ async def _acknowledge(ctx: RequestContext, answer: _Partition, group_id: str, m
     undo: list[list[Span]] = []
     for batch in batches:
         before = state.held_copy(batch.first_offset, batch.last_offset)
-        code = state.acknowledge(member_id, batch.first_offset, batch.last_offset, batch.acknowledge_types, now,
-                                 renew_lock_ms=renew_lock_ms)
-        if code is ErrorCode.NONE:
-            undo.append(before)
-        if result is ErrorCode.NONE:
-            result = code
+        result = state.acknowledge(member_id, batch.first_offset, batch.last_offset, batch.acknowledge_types, now,
+                                   renew_lock_ms=renew_lock_ms)
+        if result is not ErrorCode.NONE:
+            _rollback(state, undo)()
+            undo.clear()
+            break
+        undo.append(before)
     if undo or expired:
         leave_request_queue()
         written = await share.persist(group_id, answer.topic, answer.key[1],
                                       _rollback(state, undo) if undo else None)
-        if written is not ErrorCode.NONE:
+        if written is not ErrorCode.NONE and result is ErrorCode.NONE:
             return written
     return result
 
