@@ -2,7 +2,7 @@
 ACCEPT of the same held records, both failing, leave the records held under the lock they had before both, neither
 renewed nor accepted. Undone oldest first, the ACCEPT's undoing put back the renewed lock over the older undoing.
 
-Driven through the handler's ``_acknowledge`` (as two requests of one member at once) against a real
+Driven through the handler's ``_apply`` and ``_written`` (as two requests of one member) against a real
 ``SharePartition`` and ``StateWriter``, with a share service reduced to what acknowledging uses and a coordinator
 whose writes are held and then refused."""
 
@@ -19,7 +19,7 @@ from pybroker.protocol.messages import ShareFetchRequest
 from pybroker.replication.share.durable import DurableBatch, StateWriter, Undo
 from pybroker.replication.share.partition import AckType, Acquired, BatchBounds, RecordState, SharePartition
 from pybroker.server.context import RequestContext
-from pybroker.server.handlers.share_fetch import _acknowledge, _Partition
+from pybroker.server.handlers.share_fetch import _apply, _Partition, _written
 
 GROUP, TOPIC, MEMBER = "g", "t", "m1"
 LOCK_MS = 30_000
@@ -46,7 +46,7 @@ class Coordinator:
 
 
 class Share:
-    """What ``_acknowledge`` uses of ``ShareService``, around one share-partition and its writer."""
+    """What ``_apply`` uses of ``ShareService``, around one share-partition and its writer."""
 
     def __init__(self, share: SharePartition, writer: StateWriter, clock: ManualClock) -> None:
         self.partitions = {(GROUP, TOPIC, 0): share}
@@ -89,8 +89,8 @@ def _batch(ack: AckType) -> list[ShareFetchRequest.AcknowledgementBatch]:
 
 
 async def _scenario(*, held_before: bool) -> tuple[SharePartition, list[ErrorCode], Coordinator, int]:
-    """A RENEW then an ACCEPT of offsets 0-4 (v2), their writes refused; with ``held_before`` both wait behind a
-    write already under way (which is taken), so that the next write carries both (merged)."""
+    """A RENEW then an ACCEPT of offsets 0-4 (v2), both applied before either is written, then their write refused;
+    with ``held_before`` it waits behind a write already under way (which is taken)."""
     answers = (ErrorCode.NONE, ErrorCode.UNKNOWN_SERVER_ERROR) if held_before else (ErrorCode.UNKNOWN_SERVER_ERROR,)
     clock, coordinator = ManualClock(), Coordinator(*answers)
     share = SharePartition(0, delivery_count_limit=5, max_record_locks=100)
@@ -101,10 +101,10 @@ async def _scenario(*, held_before: bool) -> tuple[SharePartition, list[ErrorCod
     clock.advance(10)  # a renewal now moves the lock 10 s on
     ctx = _context(Share(share, writer, clock))
     earlier = asyncio.ensure_future(writer.persist()) if held_before else None
-    renew = asyncio.ensure_future(_acknowledge(ctx, _Partition(KEY, TOPIC), GROUP, MEMBER, _batch(AckType.RENEW),
-                                               True))
-    accept = asyncio.ensure_future(_acknowledge(ctx, _Partition(KEY, TOPIC), GROUP, MEMBER, _batch(AckType.ACCEPT),
-                                                False))
+    renew = asyncio.ensure_future(_written(_apply(ctx, _Partition(KEY, TOPIC), GROUP, MEMBER,
+                                                  _batch(AckType.RENEW), True)))
+    accept = asyncio.ensure_future(_written(_apply(ctx, _Partition(KEY, TOPIC), GROUP, MEMBER,
+                                                   _batch(AckType.ACCEPT), False)))
     # both applied (the window moved past the accepted records), a write under way
     await _until(lambda: coordinator.writes == 1 and share.start_offset == 5, renew, accept)
     coordinator.release.set()
@@ -140,11 +140,11 @@ def test_an_acknowledgement_applied_over_a_failing_one_is_not_answered_as_writte
         writer = StateWriter(share, coordinator.write)
         share.acquire(MEMBER, [BatchBounds(0, 9)], max_records=100, lock_ms=LOCK_MS, now_ms=clock.wall_ms())
         ctx = _context(Share(share, writer, clock))
-        renew = asyncio.ensure_future(_acknowledge(ctx, _Partition(KEY, TOPIC), GROUP, MEMBER,
-                                                   _batch(AckType.RENEW), True))
+        renew = asyncio.ensure_future(_written(_apply(ctx, _Partition(KEY, TOPIC), GROUP, MEMBER,
+                                                      _batch(AckType.RENEW), True)))
         await _until(lambda: coordinator.writes == 1, renew)
-        accept = asyncio.ensure_future(_acknowledge(ctx, _Partition(KEY, TOPIC), GROUP, MEMBER,
-                                                    _batch(AckType.ACCEPT), False))
+        accept = asyncio.ensure_future(_written(_apply(ctx, _Partition(KEY, TOPIC), GROUP, MEMBER,
+                                                       _batch(AckType.ACCEPT), False)))
         await _until(lambda: share.start_offset == 5, renew, accept)  # accepted: the window moved past it
         coordinator.release.set()
         return list(await asyncio.gather(renew, accept)), share, coordinator
