@@ -246,11 +246,18 @@ class ShareService:
 
     def _drop_unused(self, group_ids: set[str]) -> None:
         """Drop the share-partitions here of those of ``group_ids`` with no share session open, except those whose
-        released records still wait for a write (the expiry loop writes them again, then drops them)."""
+        released records still wait for a write (the expiry loop writes them again, then drops them) and those with
+        a write under way: a request closing its session writes its acknowledgements before it releases what the
+        member holds, and that release must find the share-partition (else the next leader would deliver the records
+        at their count before this delivery)."""
         idle = group_ids - {group for group, _member in self.sessions.sessions}
         if idle:
             self._forget(lambda key: key[0] in idle and key in self.partitions
-                         and not self.partitions[key].unwritten())
+                         and not self.partitions[key].unwritten() and not self._writing(key))
+
+    def _writing(self, key: SharePartitionKey) -> bool:
+        durable = self._durable.get(key)
+        return durable is not None and durable.writer.writing()
 
     def expire(self, group_id: str, topic: str, index: int, now_ms: int) -> int:
         """Release the share-partition's acquisitions whose lock ran out; how many. The caller writes the state

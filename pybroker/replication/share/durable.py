@@ -125,6 +125,10 @@ class StateWriter:
                 self._on_freed()
             return error
 
+    def writing(self) -> bool:
+        """Whether a write is under way (others may wait behind it)."""
+        return self._lock.locked()
+
     def needs_write(self) -> bool:
         """Whether released records wait for a write and none is under way (to retry one that failed)."""
         return self._share.unwritten() and not self._lock.locked()
