@@ -41,7 +41,7 @@ from pybroker.coordinator.share.state_partitions import Initialization, Partitio
 from pybroker.log import PartitionLog
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.messages import ShareGroupHeartbeatResponse
-from pybroker.replication.share.durable import DurableBatch, StateWriter, restored
+from pybroker.replication.share.durable import DurableBatch, StateWriter, Undo, restored
 from pybroker.replication.share.partition import SharePartition
 from pybroker.server.error_mapping import error_code_for
 from pybroker.server.share_persister import SharePersister
@@ -246,11 +246,18 @@ class ShareService:
 
     def _drop_unused(self, group_ids: set[str]) -> None:
         """Drop the share-partitions here of those of ``group_ids`` with no share session open, except those whose
-        released records still wait for a write (the expiry loop writes them again, then drops them)."""
+        released records still wait for a write (the expiry loop writes them again, then drops them) and those with
+        a write under way: a request closing its session writes its acknowledgements before it releases what the
+        member holds, and that release must find the share-partition (else the next leader would deliver the records
+        at their count before this delivery)."""
         idle = group_ids - {group for group, _member in self.sessions.sessions}
         if idle:
             self._forget(lambda key: key[0] in idle and key in self.partitions
-                         and not self.partitions[key].unwritten())
+                         and not self.partitions[key].unwritten() and not self._writing(key))
+
+    def _writing(self, key: SharePartitionKey) -> bool:
+        durable = self._durable.get(key)
+        return durable is not None and durable.writer.writing()
 
     def expire(self, group_id: str, topic: str, index: int, now_ms: int) -> int:
         """Release the share-partition's acquisitions whose lock ran out; how many. The caller writes the state
@@ -450,14 +457,17 @@ class ShareService:
                  group_id, topic, index, share.start_offset, read.state_epoch, leader_epoch)
         return share
 
-    async def persist(self, group_id: str, topic: str, index: int) -> ErrorCode:
-        """Write the share-partition's state as it is now; the coordinator's answer. A fenced write means another
-        leader (or a newer state epoch) owns the share-partition: this copy is dropped."""
+    async def persist(self, group_id: str, topic: str, index: int, undo: Undo | None = None) -> ErrorCode:
+        """Write the share-partition's state as it is now; the coordinator's answer. ``undo`` takes the caller's
+        change back if the write fails (``StateWriter.persist``). A fenced write means another leader (or a newer
+        state epoch) owns the share-partition: this copy is dropped."""
         key = (group_id, topic, index)
         durable = self._durable.get(key)
         if durable is None:
+            if undo is not None:
+                undo()
             return ErrorCode.NOT_LEADER_OR_FOLLOWER
-        code = await durable.writer.persist()
+        code = await durable.writer.persist(undo)
         if code in FENCED and self._durable.get(key) is durable:
             log.info("Share-partition %s of %s-%d was fenced (%s): dropped", group_id, topic, index, code.name)
             self._forget(lambda k: k == key)

@@ -270,7 +270,9 @@ def test_a_release_wakes_a_share_fetch_waiting_for_records(shared_broker) -> Non
 def test_a_partition_named_twice_is_acknowledged_once_with_its_last_batches(shared_broker) -> None:
     """A ShareAcknowledge naming the partition twice (ACCEPT, then RELEASE) and a ShareFetch doing the same in its
     piggybacked acknowledgements: Kafka's KafkaApis collects the batches into a map by partition, so the last ones
-    are applied and the partition is answered once; the records are released (redelivered), not accepted."""
+    are applied and the partition is answered once; the records are released (redelivered), not accepted. The
+    ShareFetch waits for records: its fetch runs while its acknowledgement is written, and records it released
+    become acquirable only once that write is done (Kafka's ongoing state transition), which ends the wait."""
     client = WireClient(shared_broker.bootstrap)
     topic, group = "wire-twice", "wire-twice-group"
     topic_id = _held_by_m1(client, topic, group)
@@ -284,7 +286,7 @@ def test_a_partition_named_twice_is_acknowledged_once_with_its_last_batches(shar
     assert [(a.first_offset, a.last_offset, a.delivery_count) for a in redelivered] == [(0, 2, 2)]
     FP, FB = ShareFetchRequest.FetchPartition, ShareFetchRequest.AcknowledgementBatch
     piggybacked = client.request(ShareFetchRequest(
-        group_id=group, member_id="m1", share_session_epoch=4, max_wait_ms=0, min_bytes=1, max_records=100,
+        group_id=group, member_id="m1", share_session_epoch=4, max_wait_ms=15_000, min_bytes=1, max_records=100,
         topics=[ShareFetchRequest.FetchTopic(topic_id=topic_id, partitions=[
             FP(partition_index=0, acknowledgement_batches=[FB(first_offset=0, last_offset=2, acknowledge_types=[kind])])
             for kind in (ACCEPT, RELEASE)])]), 1, ShareFetchResponse)

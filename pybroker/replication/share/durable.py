@@ -12,6 +12,12 @@ out become acquirable again only then too (``SharePartition.written``): a write 
 coordinator (``RETRIED``: it may not be stored, or only later) leaves them pending, for the next write (the share
 service retries while any are). A write the coordinator refused outright (its state was deleted, or the request is
 fenced) frees them as Kafka does on any failure: no later write would carry them.
+
+A change made with an ``undo`` (an acknowledgement) is undone when the write carrying it fails. Undoing restores
+the state before the change, so every change not yet written is undone with it, newest first: one made after it, on
+the same records (a RENEW, then an ACCEPT), would otherwise be overwritten by the older undoing and still be
+written as if kept, or would put back the state the older change made. Those later changes are answered with the
+failure too, as their state went with it.
 """
 
 from __future__ import annotations
@@ -76,6 +82,8 @@ def restored(start_offset: int, batches: list[DurableBatch], *, delivery_count_l
 
 Write = Callable[[int, list[DurableBatch]], Awaitable[ErrorCode]]
 """Store (start offset, state batches); the coordinator's answer."""
+Undo = Callable[[], None]
+"""Take a change to the share-partition back (its write failed)."""
 
 
 class StateWriter:
@@ -90,20 +98,36 @@ class StateWriter:
         self._changes = 0
         self._written = 0
         self._last_error = ErrorCode.NONE
+        self._undo: list[tuple[int, Undo]] = []
+        """The changes not yet written that can be undone, oldest first, each with its number."""
 
-    async def persist(self) -> ErrorCode:
-        """Make the share-partition's state as it is now durable; the coordinator's answer of the write."""
+    async def persist(self, undo: Undo | None = None) -> ErrorCode:
+        """Make the share-partition's state as it is now durable; the coordinator's answer of the write. ``undo``
+        takes back the change the caller just made, should its write fail (see the module doc)."""
         self._changes += 1
         wanted = self._changes
+        if undo is not None:
+            self._undo.append((wanted, undo))
         async with self._lock:
             if self._written >= wanted:
                 return self._last_error
             taken, releases = self._changes, self._share.releases
             error = await self._write(self._share.start_offset, durable_batches(self._share))
+            if error is ErrorCode.NONE:
+                self._undo = [(change, step) for change, step in self._undo if change > taken]
+            else:
+                for _change, step in reversed(self._undo):
+                    step()
+                self._undo.clear()
+                taken = self._changes
             self._written, self._last_error = taken, error
             if error not in RETRIED and self._share.written(releases):
                 self._on_freed()
             return error
+
+    def writing(self) -> bool:
+        """Whether a write is under way (others may wait behind it)."""
+        return self._lock.locked()
 
     def needs_write(self) -> bool:
         """Whether released records wait for a write and none is under way (to retry one that failed)."""

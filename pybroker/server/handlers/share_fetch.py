@@ -1,12 +1,12 @@
 """Share consumers' partition APIs (KIP-932): ShareFetch (78) and ShareAcknowledge (79), v1-v2 as Kafka 4.2.
 
 Served by each partition's leader, where its share-partitions live (``replication/share/partition.py``). A request
-runs in a share session (``share_sessions.py``); its acknowledgements are applied first (and written to the share
-coordinator before they are answered, as Kafka answers after its persister's write; the partitions are acknowledged
-at once, not one after another, as Kafka answers when every partition's write is done; a write runs to its end even
-if the client goes away), then, for ShareFetch, each partition of the session acquires records for the member
-(``replication/share/reader.py``), long-polling up to max_wait_ms until something is acquired. Closing the session
-(epoch -1) releases what the member still holds here.
+runs in a share session (``share_sessions.py``); its acknowledgements are applied first, then written to the share
+coordinator, all partitions at once, and answered once written (as Kafka answers after its persister's writes; a
+write runs to its end even if the client goes away). A ShareFetch fetches meanwhile, without waiting for those
+writes, as Kafka's handleShareFetchRequest combines the two: each partition of the session acquires records for the
+member (``replication/share/reader.py``), long-polling up to max_wait_ms until something is acquired, and the answer
+goes once both are done. Closing the session (epoch -1) releases what the member still holds here.
 
 v2 adds the record-limit acquisition mode (KIP-1206: exactly max_records, splitting a batch) and RENEW
 acknowledgements (KIP-1222: the lock of held records starts again); a ShareFetch with IsRenewAck only acknowledges
@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import Awaitable, Callable, Iterable
 
 from pybroker.common.topic import TopicPartition
 from pybroker.common.uncancellable import run_to_end
@@ -42,7 +42,7 @@ from pybroker.server.error_mapping import error_code_for
 from pybroker.server.features import share_groups_enabled
 from pybroker.server.request_channel import leave_request_queue
 from pybroker.server.registry import api
-from pybroker.server.share_service import Load, ShareService, ShareStateUnavailable
+from pybroker.server.share_service import Load, ShareStateUnavailable
 from pybroker.server.share_sessions import INITIAL_EPOCH, SessionContext
 
 FetchData = ShareFetchResponse.PartitionData
@@ -53,6 +53,8 @@ RENEW_TYPE = 4
 """ShareFetch v2's share_acquire_mode for KIP-1206's record-limit acquisition (0 is batch-optimized)."""
 Key = tuple[uuid.UUID, int]
 AckBatches = list[ShareFetchRequest.AcknowledgementBatch] | list[ShareAcknowledgeRequest.AcknowledgementBatch]
+Write = Callable[[], Awaitable[ErrorCode]]
+"""A partition's applied acknowledgements being written: its answer once done."""
 
 
 @dataclass(slots=True)
@@ -89,11 +91,15 @@ async def share_fetch(ctx: RequestContext, request: ShareFetchRequest) -> ShareF
     answers: dict[Key, _Partition] = {}
     acknowledging = [(answers.setdefault(key, _resolve(ctx, key)), batches)
                      for key, batches in _last_named(requested).items() if batches]
-    codes = await run_to_end(_acknowledge_all(ctx, group_id, member_id, acknowledging, request.is_renew_ack,
-                                              context.closing)) if acknowledging or context.closing else []
-    for (answer, _batches), code in zip(acknowledging, codes):
-        answer.ack_error = code
+    applied = [_apply(ctx, answer, group_id, member_id, batches, request.is_renew_ack)
+               for answer, batches in acknowledging]
+    # Applied now, written meanwhile: the fetch does not wait for the writes, the answer does (Kafka's
+    # handleShareFetchRequest combines the acknowledgements' future with the fetch's).
+    written = run_to_end(_write_all(ctx, group_id, member_id, applied, context.closing)) \
+        if applied or context.closing else None
     if context.closing or request.is_renew_ack:
+        for (answer, _batches), code in zip(acknowledging, await written if written is not None else []):
+            answer.ack_error = code
         return _fetch_response(ctx, group_id, answers.values())
     fetching = [_resolve(ctx, key) for key in context.session.partitions]
     clock = share.clock
@@ -116,6 +122,8 @@ async def share_fetch(ctx: RequestContext, request: ShareFetchRequest) -> ShareF
         leave_request_queue()
         await _wait(ctx, fetching, loads, remaining)
         read_failed = await _acquire(ctx, request, fetching, loads)
+    for (answer, _batches), code in zip(acknowledging, await written if written is not None else []):
+        answer.ack_error = code
     for answer in fetching:
         previous = answers.get(answer.key)
         if previous is not None:
@@ -139,8 +147,9 @@ async def share_acknowledge(ctx: RequestContext, request: ShareAcknowledgeReques
     named = _last_named(((topic.topic_id, partition.partition_index), partition.acknowledgement_batches)
                         for topic in request.topics for partition in topic.partitions)
     answers = [_resolve(ctx, key) for key in named]
-    codes = await run_to_end(_acknowledge_all(ctx, group_id, member_id, list(zip(answers, named.values())),
-                                              request.is_renew_ack, context.closing))
+    applied = [_apply(ctx, answer, group_id, member_id, batches, request.is_renew_ack)
+               for answer, batches in zip(answers, named.values())]
+    codes = await run_to_end(_write_all(ctx, group_id, member_id, applied, context.closing))
     topics: dict[uuid.UUID, ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse] = {}
     for answer, code in zip(answers, codes):
         entry = topics.setdefault(answer.key[0], ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse(
@@ -158,19 +167,21 @@ def _last_named(named: Iterable[tuple[Key, AckBatches]]) -> dict[Key, AckBatches
     return dict(named)
 
 
-async def _acknowledge_all(ctx: RequestContext, group_id: str, member_id: str,
-                           acknowledging: list[tuple[_Partition, AckBatches]], is_renew_ack: bool,
-                           closing: bool) -> list[ErrorCode]:
-    """The request's acknowledgements, all at once, then, when it closes the share session (already gone from the
-    cache), the release of what the member still holds here (``member_left``). Run to its end (`run_to_end`)
-    whatever becomes of the request, as Kafka completes a request whose client went away: cancelled while a write
-    was under way, an acknowledgement would stay applied unwritten, and the member's other records acquired until
-    their locks run out, its session closed."""
-    codes = await asyncio.gather(*(_acknowledge(ctx, answer, group_id, member_id, batches, is_renew_ack)
-                                   for answer, batches in acknowledging))
+async def _write_all(ctx: RequestContext, group_id: str, member_id: str, applied: list[ErrorCode | Write],
+                     closing: bool) -> list[ErrorCode]:
+    """The writes of the request's applied acknowledgements (`_apply`), all at once, each partition's answer; then,
+    when the request closes the share session (already gone from the cache), the release of what the member still
+    holds here (``member_left``). Run to its end (`run_to_end`) whatever becomes of the request, as Kafka completes a
+    request whose client went away: cancelled while a write was under way, an acknowledgement would stay applied
+    unwritten, and the member's other records acquired until their locks run out, its session closed."""
+    codes = await asyncio.gather(*(_written(outcome) for outcome in applied))
     if closing:
         ctx.services.share.member_left(group_id, member_id)
     return list(codes)
+
+
+async def _written(outcome: ErrorCode | Write) -> ErrorCode:
+    return outcome if isinstance(outcome, ErrorCode) else await outcome()
 
 
 def _refused(ctx: RequestContext, group_id: str, member_id: str, opening: bool) -> tuple[ErrorCode, str] | None:
@@ -217,7 +228,8 @@ def _valid_batches(batches: AckBatches, renew_allowed: bool) -> bool:
     """Whether a partition's acknowledgement batches may be applied, as Kafka's KafkaApis.validateAcknowledgementBatches
     decides before applying any of them (else the partition is INVALID_REQUEST, none of its batches applied): each
     batch's last offset not below its first, its first not below the previous batch's last offset, at least one
-    acknowledge type and, when more than one, one per offset, each type known (RENEW only with ``renew_allowed``)."""
+    acknowledge type and, when more than one, one per offset, each type known (RENEW only with ``renew_allowed``).
+    A batch may start at the previous batch's last offset: Kafka refuses ``batch.firstOffset < prevEndOffset`` only."""
     highest = RENEW_TYPE if renew_allowed else RENEW_TYPE - 1
     previous_last = -1
     for batch in batches:
@@ -232,12 +244,15 @@ def _valid_batches(batches: AckBatches, renew_allowed: bool) -> bool:
     return True
 
 
-async def _acknowledge(ctx: RequestContext, answer: _Partition, group_id: str, member_id: str,
-                       batches: AckBatches, is_renew_ack: bool) -> ErrorCode:
+def _apply(ctx: RequestContext, answer: _Partition, group_id: str, member_id: str, batches: AckBatches,
+           is_renew_ack: bool) -> ErrorCode | Write:
     """Apply a partition's acknowledgement batches in order, once all are found valid (`_valid_batches`); the first
-    refusal is the partition's answer (later batches are still applied, as Kafka applies each batch on its own,
-    e.g. one naming records the member does not hold is INVALID_RECORD_STATE alone). What they changed is written
-    to the share coordinator before the answer (a failed write is the answer). A share-partition not loaded here is
+    one refused (e.g. naming records the member does not hold: INVALID_RECORD_STATE) is the partition's answer and
+    undoes those applied before it, later ones not tried, as Kafka's SharePartition.acknowledge stops at the first
+    failure and rolls the whole call back. The partition's answer, or, when the share-partition changed, the write
+    of the change to the share coordinator that gives it (a failed write is the answer, and undoes the batches).
+    Applied at once, before the request does anything else (a ShareFetch's fetch sees them), as Kafka's
+    SharePartition changes its in-memory state before it writes. A share-partition not loaded here is
     answered at once, without waiting for or starting a load, as Kafka's SharePartitionManager.acknowledge answers:
     one it does not hold is UNKNOWN_TOPIC_OR_PARTITION, one still initializing INVALID_RECORD_STATE
     (SharePartition.acknowledge finds no batch in its empty cache). The member holds none of its records here
@@ -261,29 +276,32 @@ async def _acknowledge(ctx: RequestContext, answer: _Partition, group_id: str, m
     undo: list[list[Span]] = []
     for batch in batches:
         before = state.held_copy(batch.first_offset, batch.last_offset)
-        code = state.acknowledge(member_id, batch.first_offset, batch.last_offset, batch.acknowledge_types, now,
-                                 renew_lock_ms=renew_lock_ms)
-        if code is ErrorCode.NONE:
-            undo.append(before)
-        if result is ErrorCode.NONE:
-            result = code
-    if undo or expired:
+        result = state.acknowledge(member_id, batch.first_offset, batch.last_offset, batch.acknowledge_types, now,
+                                   renew_lock_ms=renew_lock_ms)
+        if result is not ErrorCode.NONE:
+            _rollback(state, undo)()
+            undo.clear()
+            break
+        undo.append(before)
+    if not undo and not expired:
+        return result
+    topic, index = answer.topic, answer.key[1]
+    rollback = _rollback(state, undo) if undo else None
+
+    async def write() -> ErrorCode:
         leave_request_queue()
-        written = await _persist_or_roll_back(share, group_id, answer.topic, answer.key[1], state, undo)
-        if written is not ErrorCode.NONE:
-            return written
-    return result
+        written = await share.persist(group_id, topic, index, rollback)
+        return written if written is not ErrorCode.NONE and result is ErrorCode.NONE else result
+    return write
 
 
-async def _persist_or_roll_back(share: ShareService, group_id: str, topic: str, index: int, state: SharePartition,
-                                undo: list[list[Span]]) -> ErrorCode:
-    """Write the acknowledgements, rolled back if the write fails (as Kafka's SharePartition rolls back its state
-    transitions); run to its end with the rest of `_acknowledge_all`."""
-    written = await share.persist(group_id, topic, index)
-    if written is not ErrorCode.NONE:
+def _rollback(state: SharePartition, undo: list[list[Span]]) -> Callable[[], None]:
+    """Undo a partition's applied acknowledgement batches, last first, should their write fail (as Kafka's
+    SharePartition rolls back its state transitions); the writer calls it, in order with other requests' undoing."""
+    def rollback() -> None:
         for before in reversed(undo):
             state.rollback(before)
-    return written
+    return rollback
 
 
 def _start_loads(ctx: RequestContext, group_id: str, fetching: Iterable[_Partition]) -> dict[Key, Load]:

@@ -1,0 +1,108 @@
+"""A share-partition is not dropped while its state write is under way. A request that closes its member's share
+session (epoch -1) takes the session out of the cache at once, then writes its acknowledgements, and only then
+releases what the member still holds. The share service's once-a-second pass drops the share-partitions of groups
+with no share session open: before, it dropped one whose closing request's write was still waiting, so the release
+that followed found nothing, and the next leader read the held records at their count before that delivery (they
+were delivered again with count 1, not 2; seen once as a flake of ``test_share_ack_disconnect``).
+
+The set-up of ``test_share_loads_at_once``: the topic is led by L, share-partition A's state is kept by broker C,
+stopped (SIGSTOP) to hold A's write. That the pass ran while the write waited is seen on another group's
+share-partition (B, kept by D): its records, acquired under a one-second lock after the session closed, time out
+in the pass, counted by L's ``kafka_server_sharepartitionmetrics_acquisitionlocktimeout_total``.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+from pybroker.protocol.error_codes import ErrorCode
+from pybroker.protocol.frame import encode_request
+from pybroker.protocol.messages import RequestHeader, ShareAcknowledgeRequest, ShareFetchRequest, ShareFetchResponse
+from tests.cluster.test_share_ack_disconnect import _acknowledgement, _session_error, _start_offset_at_c
+from tests.cluster.test_share_failover import GROUP_KEY, _broker, _coordinator
+from tests.cluster.test_share_loads_at_once import EXTRA, TOPIC, Setup, _produce, _setup, _share_fetch
+from tests.eventually import eventually
+from tests.integration.test_bad_input import WireClient
+from tests.integration.test_share_groups_wire import _beat
+from tests.integration.test_share_metrics import scraped_once, value
+
+TIMER_GROUP = "share-close-timer"
+TIMED_OUT = "kafka_server_sharepartitionmetrics_acquisitionlocktimeout_total"
+
+
+def test_a_share_partition_whose_closing_write_waits_is_not_dropped(tmp_path: Path) -> None:
+    """m1 holds A's four records; with C stopped, m1's ShareAcknowledge accepts 0-1 and closes its session, and its
+    write waits for C. The pass runs meanwhile (B's one-second locks of the other group time out in it). Once C runs
+    again, the closing releases records 2-3, written with their count: m1's next session acquires them with count
+    2 (before, A had been dropped: count 1)."""
+    extra = {**EXTRA, "group.share.record.lock.duration.ms": "60000", "group.share.min.record.lock.duration.ms": "1000",
+             "zookeeper.session.timeout.ms": "30000"}  # C stays registered while it is stopped
+    with _setup(tmp_path, extra) as setup:
+        leader = _leader(setup)
+        _timer_group(setup)
+        _produce(setup.client, setup.a, 4)
+        assert _share_fetch(setup, 0, [setup.a], max_wait_ms=15_000) == {setup.a: (ErrorCode.NONE, [(0, 3, 1)])}
+        host, port = setup.client.sock.getpeername()[:2]
+        os.kill(setup.stopped, signal.SIGSTOP)
+        try:
+            gone = WireClient(f"{host}:{port}")
+            gone.sock.sendall(encode_request(RequestHeader(
+                request_api_key=ShareAcknowledgeRequest.API_KEY, request_api_version=1, correlation_id=1,
+                client_id="closing"), _acknowledgement(setup.topic_id, setup.a, -1), 1))
+            eventually(lambda: _session_error(setup) == ErrorCode.SHARE_SESSION_NOT_FOUND,
+                       "the closing of m1's session to be taken")
+            assert _timer_fetch(setup) == [(0, 2, 1)]  # under a one-second lock
+            scraped_once(setup.cluster.brokers[leader], lambda samples: value(
+                samples, TIMED_OUT, group=TIMER_GROUP, topic=TOPIC, partition=str(setup.b)) == 3,
+                "the pass to time B's records out while A's write waits for C")
+        finally:
+            os.kill(setup.stopped, signal.SIGCONT)
+        gone.close()
+        released = eventually(lambda: _share_fetch(setup, 0, [setup.a], max_wait_ms=0)[setup.a][1],
+                              "records 2-3 to be released by the closing of the session", timeout=20)
+        assert released == [(2, 3, 2)]
+        assert _start_offset_at_c(setup) == 2
+
+
+def _leader(setup: Setup) -> int:
+    port = setup.client.sock.getpeername()[1]
+    return next(i for i, broker in enumerate(setup.cluster.brokers) if broker.port == port)
+
+
+def _timer_group(setup: Setup) -> None:
+    """The other group, reading from the earliest offset under a one-second lock, with member t1 assigned the
+    topic (its share-partitions initialized)."""
+    resource = ConfigResource(ResourceType.GROUP, TIMER_GROUP, incremental_configs=[
+        ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET),
+        ConfigEntry("share.record.lock.duration.ms", "1000", incremental_operation=AlterConfigOpType.SET)])
+    admin = AdminClient({"bootstrap.servers": setup.cluster.bootstrap})
+    admin.incremental_alter_configs([resource])[resource].result(timeout=30)
+    epoch = [0]
+
+    def assigned() -> bool:
+        wire = _broker(setup.cluster, _coordinator(setup.cluster, TIMER_GROUP, GROUP_KEY))
+        try:
+            answer = _beat(wire, TIMER_GROUP, "t1", epoch[0], [TOPIC])
+        finally:
+            wire.close()
+        if answer.error_code != ErrorCode.NONE:
+            return False
+        epoch[0] = answer.member_epoch
+        return answer.assignment is not None and bool(answer.assignment.topic_partitions)
+    eventually(assigned, f"t1 to be assigned {TOPIC}")
+
+
+def _timer_fetch(setup: Setup) -> list[tuple[int, int, int]]:
+    """t1's first ShareFetch of B (a new session): the records it acquired."""
+    R = ShareFetchRequest
+    answer = setup.client.request(R(
+        group_id=TIMER_GROUP, member_id="t1", share_session_epoch=0, max_wait_ms=15_000, min_bytes=1, max_records=100,
+        topics=[R.FetchTopic(topic_id=setup.topic_id, partitions=[R.FetchPartition(partition_index=setup.b)])]),
+        1, ShareFetchResponse)
+    assert answer.error_code == ErrorCode.NONE, answer
+    return [(a.first_offset, a.last_offset, a.delivery_count)
+            for t in answer.responses for p in t.partitions for a in p.acquired_records]

@@ -1,0 +1,154 @@
+"""Acknowledgements whose state writes fail are undone newest first (``durable.StateWriter``): a RENEW and then an
+ACCEPT of the same held records, both failing, leave the records held under the lock they had before both, neither
+renewed nor accepted. Undone oldest first, the ACCEPT's undoing put back the renewed lock over the older undoing.
+
+Driven through the handler's ``_apply`` and ``_written`` (as two requests of one member) against a real
+``SharePartition`` and ``StateWriter``, with a share service reduced to what acknowledging uses and a coordinator
+whose writes are held and then refused."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from types import SimpleNamespace
+from typing import Callable, cast
+
+from pybroker.common.clock import ManualClock
+from pybroker.protocol.error_codes import ErrorCode
+from pybroker.protocol.messages import ShareFetchRequest
+from pybroker.replication.share.durable import DurableBatch, StateWriter, Undo
+from pybroker.replication.share.partition import AckType, Acquired, BatchBounds, RecordState, SharePartition
+from pybroker.server.context import RequestContext
+from pybroker.server.handlers.share_fetch import _apply, _Partition, _written
+
+GROUP, TOPIC, MEMBER = "g", "t", "m1"
+LOCK_MS = 30_000
+KEY = (uuid.uuid4(), 0)
+
+
+class Coordinator:
+    """Holds each write until ``release`` is set, then answers it with the next of ``answers`` (the last one once
+    they run out); counts the writes it was sent."""
+
+    def __init__(self, *answers: ErrorCode) -> None:
+        self.answers = list(answers)
+        self.release = asyncio.Event()
+        self.writes = 0
+        self.stored: list[DurableBatch] | None = None
+
+    async def write(self, _start_offset: int, batches: list[DurableBatch]) -> ErrorCode:
+        self.writes += 1
+        await self.release.wait()
+        error = self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
+        if error is ErrorCode.NONE:
+            self.stored = batches
+        return error
+
+
+class Share:
+    """What ``_apply`` uses of ``ShareService``, around one share-partition and its writer."""
+
+    def __init__(self, share: SharePartition, writer: StateWriter, clock: ManualClock) -> None:
+        self.partitions = {(GROUP, TOPIC, 0): share}
+        self.configs = SimpleNamespace(lock_duration_ms=lambda _group: LOCK_MS)
+        self._writer = writer
+        self._clock = clock
+
+    def now_ms(self) -> int:
+        return self._clock.wall_ms()
+
+    def is_loading(self, *_key: object) -> bool:
+        return False
+
+    def expire(self, group_id: str, topic: str, index: int, now_ms: int) -> int:
+        return self.partitions[(group_id, topic, index)].expire(now_ms)
+
+    async def persist(self, _group_id: str, _topic: str, _index: int, undo: Undo | None = None) -> ErrorCode:
+        return await (self._writer.persist() if undo is None else self._writer.persist(undo))
+
+
+def _context(share: Share) -> RequestContext:
+    """A v2 request's context, with ``share`` as its share service."""
+    return cast(RequestContext, SimpleNamespace(api_version=2, services=SimpleNamespace(share=share)))
+
+
+async def _until(ready: Callable[[], bool], *running: asyncio.Future[ErrorCode]) -> None:
+    """Let the tasks run until ``ready()``; none of them may end meanwhile."""
+    while not ready():
+        assert not any(task.done() for task in running)
+        await asyncio.sleep(0)
+
+
+def _lock_of(share: SharePartition, offset: int) -> int:
+    """When the lock of a held offset runs out."""
+    return share.held_copy(offset, offset)[0].deadline_ms
+
+
+def _batch(ack: AckType) -> list[ShareFetchRequest.AcknowledgementBatch]:
+    return [ShareFetchRequest.AcknowledgementBatch(first_offset=0, last_offset=4, acknowledge_types=[int(ack)])]
+
+
+async def _scenario(*, held_before: bool) -> tuple[SharePartition, list[ErrorCode], Coordinator, int]:
+    """A RENEW then an ACCEPT of offsets 0-4 (v2), both applied before either is written, then their write refused;
+    with ``held_before`` it waits behind a write already under way (which is taken)."""
+    answers = (ErrorCode.NONE, ErrorCode.UNKNOWN_SERVER_ERROR) if held_before else (ErrorCode.UNKNOWN_SERVER_ERROR,)
+    clock, coordinator = ManualClock(), Coordinator(*answers)
+    share = SharePartition(0, delivery_count_limit=5, max_record_locks=100)
+    writer = StateWriter(share, coordinator.write)
+    assert share.acquire(MEMBER, [BatchBounds(0, 9)], max_records=100, lock_ms=LOCK_MS,
+                         now_ms=clock.wall_ms()) == [Acquired(0, 9, 1)]
+    deadline = _lock_of(share, 0)
+    clock.advance(10)  # a renewal now moves the lock 10 s on
+    ctx = _context(Share(share, writer, clock))
+    earlier = asyncio.ensure_future(writer.persist()) if held_before else None
+    renew = asyncio.ensure_future(_written(_apply(ctx, _Partition(KEY, TOPIC), GROUP, MEMBER,
+                                                  _batch(AckType.RENEW), True)))
+    accept = asyncio.ensure_future(_written(_apply(ctx, _Partition(KEY, TOPIC), GROUP, MEMBER,
+                                                   _batch(AckType.ACCEPT), False)))
+    # both applied (the window moved past the accepted records), a write under way
+    await _until(lambda: coordinator.writes == 1 and share.start_offset == 5, renew, accept)
+    coordinator.release.set()
+    codes = list(await asyncio.gather(renew, accept))
+    if earlier is not None:
+        await earlier
+    return share, codes, coordinator, deadline
+
+
+def test_two_failed_acknowledgements_leave_the_records_as_before_both() -> None:
+    share, codes, _coordinator, deadline = asyncio.run(_scenario(held_before=False))
+    assert codes == [ErrorCode.UNKNOWN_SERVER_ERROR, ErrorCode.UNKNOWN_SERVER_ERROR]
+    assert share.state_of(0) == (RecordState.ACQUIRED, 1) and share.state_of(4) == (RecordState.ACQUIRED, 1)
+    assert _lock_of(share, 0) == _lock_of(share, 4) == deadline  # not the renewed lock
+    assert share.start_offset == 0 and share.acquired_by(MEMBER) == 10
+
+
+def test_two_acknowledgements_carried_by_one_failed_write_are_undone_newest_first() -> None:
+    share, codes, coordinator, deadline = asyncio.run(_scenario(held_before=True))
+    assert codes == [ErrorCode.UNKNOWN_SERVER_ERROR, ErrorCode.UNKNOWN_SERVER_ERROR]
+    assert coordinator.writes == 2  # the one under way, then one carrying both acknowledgements
+    assert share.state_of(0) == (RecordState.ACQUIRED, 1)
+    assert _lock_of(share, 0) == _lock_of(share, 4) == deadline
+    assert share.acquired_by(MEMBER) == 10
+
+
+def test_an_acknowledgement_applied_over_a_failing_one_is_not_answered_as_written() -> None:
+    """The ACCEPT came while the RENEW's write was under way; that write fails, and the RENEW is undone under the
+    ACCEPT: the ACCEPT is undone too and answered with the failure, never written as if it had been kept."""
+    async def scenario() -> tuple[list[ErrorCode], SharePartition, Coordinator]:
+        clock, coordinator = ManualClock(), Coordinator(ErrorCode.UNKNOWN_SERVER_ERROR, ErrorCode.NONE)
+        share = SharePartition(0, delivery_count_limit=5, max_record_locks=100)
+        writer = StateWriter(share, coordinator.write)
+        share.acquire(MEMBER, [BatchBounds(0, 9)], max_records=100, lock_ms=LOCK_MS, now_ms=clock.wall_ms())
+        ctx = _context(Share(share, writer, clock))
+        renew = asyncio.ensure_future(_written(_apply(ctx, _Partition(KEY, TOPIC), GROUP, MEMBER,
+                                                      _batch(AckType.RENEW), True)))
+        await _until(lambda: coordinator.writes == 1, renew)
+        accept = asyncio.ensure_future(_written(_apply(ctx, _Partition(KEY, TOPIC), GROUP, MEMBER,
+                                                       _batch(AckType.ACCEPT), False)))
+        await _until(lambda: share.start_offset == 5, renew, accept)  # accepted: the window moved past it
+        coordinator.release.set()
+        return list(await asyncio.gather(renew, accept)), share, coordinator
+    codes, share, coordinator = asyncio.run(scenario())
+    assert codes == [ErrorCode.UNKNOWN_SERVER_ERROR, ErrorCode.UNKNOWN_SERVER_ERROR]
+    assert share.state_of(0) == (RecordState.ACQUIRED, 1) and share.acquired_by(MEMBER) == 10
+    assert coordinator.writes == 1 and coordinator.stored is None  # a second write would have been taken
