@@ -139,6 +139,8 @@ class ShareService:
         self._durable: dict[SharePartitionKey, _Durable] = {}
         self._loading: dict[SharePartitionKey, asyncio.Task[SharePartition]] = {}
         self._background: set[asyncio.Task[None]] = set()
+        self._closing: dict[str, int] = {}
+        """Per group, the requests closing a share session whose release (`member_left`) is still to come."""
 
     def now_ms(self) -> int:
         return self.clock.wall_ms()
@@ -237,6 +239,18 @@ class ShareService:
         if not self._has_session(group_id) and any(key[0] == group_id for key in self.partitions):
             self._spawn(self._group_empty(group_id, writes), f"share-group-empty-{group_id}")
 
+    def session_closing(self, group_id: str) -> None:
+        """A request closing a member's share session has begun (the session is already out of the cache); until
+        its `session_closed`, no share-partition of the group is dropped as unused: the release that follows its
+        writes must find every share-partition holding the member's records, not only those it writes."""
+        self._closing[group_id] = self._closing.get(group_id, 0) + 1
+
+    def session_closed(self, group_id: str) -> None:
+        """The closing request's release (`member_left`) is done."""
+        left = self._closing.pop(group_id) - 1
+        if left:
+            self._closing[group_id] = left
+
     def _has_session(self, group_id: str) -> bool:
         return any(group == group_id for group, _member in self.sessions.sessions)
 
@@ -246,11 +260,12 @@ class ShareService:
 
     def _drop_unused(self, group_ids: set[str]) -> None:
         """Drop the share-partitions here of those of ``group_ids`` with no share session open, except those whose
-        released records still wait for a write (the expiry loop writes them again, then drops them) and those with
-        a write under way: a request closing its session writes its acknowledgements before it releases what the
-        member holds, and that release must find the share-partition (else the next leader would deliver the records
-        at their count before this delivery)."""
-        idle = group_ids - {group for group, _member in self.sessions.sessions}
+        released records still wait for a write (the expiry loop writes them again, then drops them), those with
+        a write under way and those of a group whose session is being closed (`session_closing`): a request closing
+        its session writes its acknowledgements before it releases what the member holds, and that release must
+        find the share-partitions (else the next leader would deliver the records at their count before this
+        delivery)."""
+        idle = group_ids - {group for group, _member in self.sessions.sessions} - self._closing.keys()
         if idle:
             self._forget(lambda key: key[0] in idle and key in self.partitions
                          and not self.partitions[key].unwritten() and not self._writing(key))
@@ -457,21 +472,31 @@ class ShareService:
                  group_id, topic, index, share.start_offset, read.state_epoch, leader_epoch)
         return share
 
-    async def persist(self, group_id: str, topic: str, index: int, undo: Undo | None = None) -> ErrorCode:
-        """Write the share-partition's state as it is now; the coordinator's answer. ``undo`` takes the caller's
-        change back if the write fails (``StateWriter.persist``). A fenced write means another leader (or a newer
-        state epoch) owns the share-partition: this copy is dropped."""
+    async def persist(self, group_id: str, topic: str, index: int) -> ErrorCode:
+        """Write the share-partition's state as it is now; the coordinator's answer."""
+        return await self.changed(group_id, topic, index)()
+
+    def changed(self, group_id: str, topic: str, index: int,
+                undo: Undo | None = None) -> Callable[[], Awaitable[ErrorCode]]:
+        """Count the change the caller just made to the share-partition, before it awaits anything
+        (``StateWriter.changed``); the write that makes it durable, whose answer is the coordinator's. ``undo`` takes
+        the change back if that write fails. A fenced write means another leader (or a newer state epoch) owns the
+        share-partition: this copy is dropped."""
         key = (group_id, topic, index)
         durable = self._durable.get(key)
         if durable is None:
             if undo is not None:
                 undo()
-            return ErrorCode.NOT_LEADER_OR_FOLLOWER
-        code = await durable.writer.persist(undo)
-        if code in FENCED and self._durable.get(key) is durable:
-            log.info("Share-partition %s of %s-%d was fenced (%s): dropped", group_id, topic, index, code.name)
-            self._forget(lambda k: k == key)
-        return code
+            return _answered(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        change = durable.writer.changed(undo)
+
+        async def write() -> ErrorCode:
+            code = await durable.writer.persist(change)
+            if code in FENCED and self._durable.get(key) is durable:
+                log.info("Share-partition %s of %s-%d was fenced (%s): dropped", group_id, topic, index, code.name)
+                self._forget(lambda k: k == key)
+            return code
+        return write
 
     def on_leadership_change(self, topic: str, partition: int, _leader_epoch: int, is_leader: bool) -> None:
         """A partition this broker stops leading (or leads anew) forgets its share-partitions: the next leader
@@ -488,3 +513,10 @@ class ShareService:
                 return min(found[0], partition_log.high_watermark)
         return partition_log.high_watermark
 
+
+
+def _answered(code: ErrorCode) -> Callable[[], Awaitable[ErrorCode]]:
+    """A write that was never needed: its answer is known."""
+    async def answer() -> ErrorCode:
+        return code
+    return answer

@@ -24,13 +24,15 @@ from pybroker.protocol.frame import encode_request
 from pybroker.protocol.messages import RequestHeader, ShareAcknowledgeRequest, ShareFetchRequest, ShareFetchResponse
 from tests.cluster.test_share_ack_disconnect import _acknowledgement, _session_error, _start_offset_at_c
 from tests.cluster.test_share_failover import GROUP_KEY, _broker, _coordinator
-from tests.cluster.test_share_loads_at_once import EXTRA, TOPIC, Setup, _produce, _setup, _share_fetch
+from pybroker.coordinator.share_state.records import ShareKey, partition_of
+from tests.cluster.test_share_loads_at_once import (
+    EXTRA, GROUP, STATE_PARTITIONS, TOPIC, Setup, _produce, _setup, _share_fetch)
 from tests.eventually import eventually
 from tests.integration.test_bad_input import WireClient
 from tests.integration.test_share_groups_wire import _beat
 from tests.integration.test_share_metrics import scraped_once, value
 
-TIMER_GROUP = "share-close-timer"
+TIMER_PREFIX = "share-close-timer"
 TIMED_OUT = "kafka_server_sharepartitionmetrics_acquisitionlocktimeout_total"
 
 
@@ -43,7 +45,7 @@ def test_a_share_partition_whose_closing_write_waits_is_not_dropped(tmp_path: Pa
              "zookeeper.session.timeout.ms": "30000"}  # C stays registered while it is stopped
     with _setup(tmp_path, extra) as setup:
         leader = _leader(setup)
-        _timer_group(setup)
+        timer = _timer_group(setup)
         _produce(setup.client, setup.a, 4)
         assert _share_fetch(setup, 0, [setup.a], max_wait_ms=15_000) == {setup.a: (ErrorCode.NONE, [(0, 3, 1)])}
         host, port = setup.client.sock.getpeername()[:2]
@@ -55,9 +57,9 @@ def test_a_share_partition_whose_closing_write_waits_is_not_dropped(tmp_path: Pa
                 client_id="closing"), _acknowledgement(setup.topic_id, setup.a, -1), 1))
             eventually(lambda: _session_error(setup) == ErrorCode.SHARE_SESSION_NOT_FOUND,
                        "the closing of m1's session to be taken")
-            assert _timer_fetch(setup) == [(0, 2, 1)]  # under a one-second lock
+            assert _timer_fetch(setup, timer) == [(0, 2, 1)]  # under a one-second lock
             scraped_once(setup.cluster.brokers[leader], lambda samples: value(
-                samples, TIMED_OUT, group=TIMER_GROUP, topic=TOPIC, partition=str(setup.b)) == 3,
+                samples, TIMED_OUT, group=timer, topic=TOPIC, partition=str(setup.b)) == 3,
                 "the pass to time B's records out while A's write waits for C")
         finally:
             os.kill(setup.stopped, signal.SIGCONT)
@@ -68,15 +70,60 @@ def test_a_share_partition_whose_closing_write_waits_is_not_dropped(tmp_path: Pa
         assert _start_offset_at_c(setup) == 2
 
 
+def test_the_closing_member_s_other_share_partitions_are_not_dropped_while_its_write_waits(tmp_path: Path) -> None:
+    """As above, but m1 also holds B's three records, which its closing request does not name: B has no write under
+    way, and the pass dropped it while A's write waited, so the release found no B, and B's records came back from
+    its state with count 1. The group's share-partitions are kept until the closing request's release: B's records
+    are released by it, with their count."""
+    extra = {**EXTRA, "group.share.record.lock.duration.ms": "60000", "group.share.min.record.lock.duration.ms": "1000",
+             "zookeeper.session.timeout.ms": "30000"}
+    with _setup(tmp_path, extra) as setup:
+        leader = _leader(setup)
+        timer = _timer_group(setup)
+        _produce(setup.client, setup.a, 4)
+        held = _share_fetch(setup, 0, [setup.a, setup.b], max_wait_ms=15_000)
+        loading = [p for p in (setup.a, setup.b) if not held[p][1]]  # answered once one had records
+        if loading:
+            held.update(_share_fetch(setup, 1, loading, max_wait_ms=15_000))
+        assert held == {setup.a: (ErrorCode.NONE, [(0, 3, 1)]), setup.b: (ErrorCode.NONE, [(0, 2, 1)])}
+        host, port = setup.client.sock.getpeername()[:2]
+        os.kill(setup.stopped, signal.SIGSTOP)
+        try:
+            gone = WireClient(f"{host}:{port}")
+            gone.sock.sendall(encode_request(RequestHeader(
+                request_api_key=ShareAcknowledgeRequest.API_KEY, request_api_version=1, correlation_id=1,
+                client_id="closing"), _acknowledgement(setup.topic_id, setup.a, -1), 1))
+            eventually(lambda: _session_error(setup) == ErrorCode.SHARE_SESSION_NOT_FOUND,
+                       "the closing of m1's session to be taken")
+            assert _timer_fetch(setup, timer) == [(0, 2, 1)]
+            scraped_once(setup.cluster.brokers[leader], lambda samples: value(
+                samples, TIMED_OUT, group=timer, topic=TOPIC, partition=str(setup.b)) == 3,
+                "the pass to time the other group's records of B out while A's write waits for C")
+        finally:
+            os.kill(setup.stopped, signal.SIGCONT)
+        gone.close()
+        released = eventually(lambda: _share_fetch(setup, 0, [setup.a], max_wait_ms=0)[setup.a][1],
+                              "records 2-3 of A to be released by the closing of the session", timeout=20)
+        assert released == [(2, 3, 2)]
+        again = eventually(lambda: _share_fetch(setup, 0, [setup.b], max_wait_ms=0)[setup.b][1],
+                           "B's records to be released by the closing of the session", timeout=20)
+        assert again == [(0, 2, 2)]
+
+
 def _leader(setup: Setup) -> int:
     port = setup.client.sock.getpeername()[1]
     return next(i for i, broker in enumerate(setup.cluster.brokers) if broker.port == port)
 
 
-def _timer_group(setup: Setup) -> None:
+def _timer_group(setup: Setup) -> str:
     """The other group, reading from the earliest offset under a one-second lock, with member t1 assigned the
-    topic (its share-partitions initialized)."""
-    resource = ConfigResource(ResourceType.GROUP, TIMER_GROUP, incremental_configs=[
+    topic (its share-partitions initialized). Its name is chosen so that its B's state is kept where the first
+    group's is, by D: kept by the stopped C, t1's fetch would wait for B's load and get nothing (a third of the
+    topic ids drawn did so with one fixed name)."""
+    state_partition = partition_of(ShareKey(GROUP, setup.topic_id, setup.b), STATE_PARTITIONS)
+    group = next(name for name in (f"{TIMER_PREFIX}-{i}" for i in range(1000))
+                 if partition_of(ShareKey(name, setup.topic_id, setup.b), STATE_PARTITIONS) == state_partition)
+    resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
         ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET),
         ConfigEntry("share.record.lock.duration.ms", "1000", incremental_operation=AlterConfigOpType.SET)])
     admin = AdminClient({"bootstrap.servers": setup.cluster.bootstrap})
@@ -84,9 +131,9 @@ def _timer_group(setup: Setup) -> None:
     epoch = [0]
 
     def assigned() -> bool:
-        wire = _broker(setup.cluster, _coordinator(setup.cluster, TIMER_GROUP, GROUP_KEY))
+        wire = _broker(setup.cluster, _coordinator(setup.cluster, group, GROUP_KEY))
         try:
-            answer = _beat(wire, TIMER_GROUP, "t1", epoch[0], [TOPIC])
+            answer = _beat(wire, group, "t1", epoch[0], [TOPIC])
         finally:
             wire.close()
         if answer.error_code != ErrorCode.NONE:
@@ -94,13 +141,14 @@ def _timer_group(setup: Setup) -> None:
         epoch[0] = answer.member_epoch
         return answer.assignment is not None and bool(answer.assignment.topic_partitions)
     eventually(assigned, f"t1 to be assigned {TOPIC}")
+    return group
 
 
-def _timer_fetch(setup: Setup) -> list[tuple[int, int, int]]:
+def _timer_fetch(setup: Setup, group: str) -> list[tuple[int, int, int]]:
     """t1's first ShareFetch of B (a new session): the records it acquired."""
     R = ShareFetchRequest
     answer = setup.client.request(R(
-        group_id=TIMER_GROUP, member_id="t1", share_session_epoch=0, max_wait_ms=15_000, min_bytes=1, max_records=100,
+        group_id=group, member_id="t1", share_session_epoch=0, max_wait_ms=15_000, min_bytes=1, max_records=100,
         topics=[R.FetchTopic(topic_id=setup.topic_id, partitions=[R.FetchPartition(partition_index=setup.b)])]),
         1, ShareFetchResponse)
     assert answer.error_code == ErrorCode.NONE, answer

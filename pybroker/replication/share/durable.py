@@ -101,13 +101,21 @@ class StateWriter:
         self._undo: list[tuple[int, Undo]] = []
         """The changes not yet written that can be undone, oldest first, each with its number."""
 
-    async def persist(self, undo: Undo | None = None) -> ErrorCode:
-        """Make the share-partition's state as it is now durable; the coordinator's answer of the write. ``undo``
-        takes back the change the caller just made, should its write fail (see the module doc)."""
+    def changed(self, undo: Undo | None = None) -> int:
+        """Count a change the caller just made to the share-partition, with ``undo`` to take it back should its write
+        fail; the number `persist` waits for. Counted in the same step as the change, before anything is awaited: a
+        failing write that ends in between then undoes this change too, newest first, and answers it with the
+        failure (counted later, the older undo would restore the state before it over this change, which would be
+        written and answered as kept)."""
         self._changes += 1
-        wanted = self._changes
         if undo is not None:
-            self._undo.append((wanted, undo))
+            self._undo.append((self._changes, undo))
+        return self._changes
+
+    async def persist(self, change: int | None = None) -> ErrorCode:
+        """Make the share-partition's state durable up to ``change`` (from `changed`; by default, as it is now);
+        the coordinator's answer of the write that carried it (see the module doc)."""
+        wanted = self.changed() if change is None else change
         async with self._lock:
             if self._written >= wanted:
                 return self._last_error
@@ -126,8 +134,8 @@ class StateWriter:
             return error
 
     def writing(self) -> bool:
-        """Whether a write is under way (others may wait behind it)."""
-        return self._lock.locked()
+        """Whether a write is under way or a change is counted for one (its request is still to write it)."""
+        return self._lock.locked() or self._changes > self._written
 
     def needs_write(self) -> bool:
         """Whether released records wait for a write and none is under way (to retry one that failed)."""

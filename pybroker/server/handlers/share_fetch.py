@@ -95,7 +95,7 @@ async def share_fetch(ctx: RequestContext, request: ShareFetchRequest) -> ShareF
                for answer, batches in acknowledging]
     # Applied now, written meanwhile: the fetch does not wait for the writes, the answer does (Kafka's
     # handleShareFetchRequest combines the acknowledgements' future with the fetch's).
-    written = run_to_end(_write_all(ctx, group_id, member_id, applied, context.closing)) \
+    written = _write_all(ctx, group_id, member_id, applied, context.closing) \
         if applied or context.closing else None
     if context.closing or request.is_renew_ack:
         for (answer, _batches), code in zip(acknowledging, await written if written is not None else []):
@@ -149,7 +149,7 @@ async def share_acknowledge(ctx: RequestContext, request: ShareAcknowledgeReques
     answers = [_resolve(ctx, key) for key in named]
     applied = [_apply(ctx, answer, group_id, member_id, batches, request.is_renew_ack)
                for answer, batches in zip(answers, named.values())]
-    codes = await run_to_end(_write_all(ctx, group_id, member_id, applied, context.closing))
+    codes = await _write_all(ctx, group_id, member_id, applied, context.closing)
     topics: dict[uuid.UUID, ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse] = {}
     for answer, code in zip(answers, codes):
         entry = topics.setdefault(answer.key[0], ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse(
@@ -167,17 +167,27 @@ def _last_named(named: Iterable[tuple[Key, AckBatches]]) -> dict[Key, AckBatches
     return dict(named)
 
 
-async def _write_all(ctx: RequestContext, group_id: str, member_id: str, applied: list[ErrorCode | Write],
-                     closing: bool) -> list[ErrorCode]:
+def _write_all(ctx: RequestContext, group_id: str, member_id: str, applied: list[ErrorCode | Write],
+               closing: bool) -> asyncio.Future[list[ErrorCode]]:
     """The writes of the request's applied acknowledgements (`_apply`), all at once, each partition's answer; then,
     when the request closes the share session (already gone from the cache), the release of what the member still
-    holds here (``member_left``). Run to its end (`run_to_end`) whatever becomes of the request, as Kafka completes a
-    request whose client went away: cancelled while a write was under way, an acknowledgement would stay applied
-    unwritten, and the member's other records acquired until their locks run out, its session closed."""
-    codes = await asyncio.gather(*(_written(outcome) for outcome in applied))
+    holds here (``member_left``), the group's share-partitions kept meanwhile (``session_closing``). Run to its end
+    (`run_to_end`) whatever becomes of the request, as Kafka completes a request whose client went away: cancelled
+    while a write was under way, an acknowledgement would stay applied unwritten, and the member's other records
+    acquired until their locks run out, its session closed."""
+    share = ctx.services.share
     if closing:
-        ctx.services.share.member_left(group_id, member_id)
-    return list(codes)
+        share.session_closing(group_id)
+
+    async def write_all() -> list[ErrorCode]:
+        try:
+            codes = await asyncio.gather(*(_written(outcome) for outcome in applied))
+        finally:
+            if closing:
+                share.member_left(group_id, member_id)
+                share.session_closed(group_id)
+        return list(codes)
+    return run_to_end(write_all())
 
 
 async def _written(outcome: ErrorCode | Write) -> ErrorCode:
@@ -285,12 +295,12 @@ def _apply(ctx: RequestContext, answer: _Partition, group_id: str, member_id: st
         undo.append(before)
     if not undo and not expired:
         return result
-    topic, index = answer.topic, answer.key[1]
-    rollback = _rollback(state, undo) if undo else None
+    # Counted with the writer now, not when the write starts: a failing write that ends in between undoes it too.
+    pending = share.changed(group_id, answer.topic, answer.key[1], _rollback(state, undo) if undo else None)
 
     async def write() -> ErrorCode:
         leave_request_queue()
-        written = await share.persist(group_id, topic, index, rollback)
+        written = await pending()
         return written if written is not ErrorCode.NONE and result is ErrorCode.NONE else result
     return write
 

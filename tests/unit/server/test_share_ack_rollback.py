@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from types import SimpleNamespace
-from typing import Callable, cast
+from typing import Awaitable, Callable, cast
 
 from pybroker.common.clock import ManualClock
 from pybroker.protocol.error_codes import ErrorCode
@@ -19,7 +19,7 @@ from pybroker.protocol.messages import ShareFetchRequest
 from pybroker.replication.share.durable import DurableBatch, StateWriter, Undo
 from pybroker.replication.share.partition import AckType, Acquired, BatchBounds, RecordState, SharePartition
 from pybroker.server.context import RequestContext
-from pybroker.server.handlers.share_fetch import _apply, _Partition, _written
+from pybroker.server.handlers.share_fetch import _apply, _Partition, _write_all, _written
 
 GROUP, TOPIC, MEMBER = "g", "t", "m1"
 LOCK_MS = 30_000
@@ -63,8 +63,10 @@ class Share:
     def expire(self, group_id: str, topic: str, index: int, now_ms: int) -> int:
         return self.partitions[(group_id, topic, index)].expire(now_ms)
 
-    async def persist(self, _group_id: str, _topic: str, _index: int, undo: Undo | None = None) -> ErrorCode:
-        return await (self._writer.persist() if undo is None else self._writer.persist(undo))
+    def changed(self, _group_id: str, _topic: str, _index: int,
+                undo: Undo | None = None) -> Callable[[], Awaitable[ErrorCode]]:
+        change = self._writer.changed(undo)
+        return lambda: self._writer.persist(change)
 
 
 def _context(share: Share) -> RequestContext:
@@ -101,6 +103,8 @@ async def _scenario(*, held_before: bool) -> tuple[SharePartition, list[ErrorCod
     clock.advance(10)  # a renewal now moves the lock 10 s on
     ctx = _context(Share(share, writer, clock))
     earlier = asyncio.ensure_future(writer.persist()) if held_before else None
+    if earlier is not None:
+        await _until(lambda: coordinator.writes == 1, earlier)  # under way before either acknowledgement
     renew = asyncio.ensure_future(_written(_apply(ctx, _Partition(KEY, TOPIC), GROUP, MEMBER,
                                                   _batch(AckType.RENEW), True)))
     accept = asyncio.ensure_future(_written(_apply(ctx, _Partition(KEY, TOPIC), GROUP, MEMBER,
@@ -152,3 +156,28 @@ def test_an_acknowledgement_applied_over_a_failing_one_is_not_answered_as_writte
     assert codes == [ErrorCode.UNKNOWN_SERVER_ERROR, ErrorCode.UNKNOWN_SERVER_ERROR]
     assert share.state_of(0) == (RecordState.ACQUIRED, 1) and share.acquired_by(MEMBER) == 10
     assert coordinator.writes == 1 and coordinator.stored is None  # a second write would have been taken
+
+
+def test_an_acknowledgement_counted_when_applied_is_undone_by_a_write_failing_before_its_own_starts() -> None:
+    """As the handlers run them (``_write_all``, run to its end): the ACCEPT's write task has not started when the
+    coordinator's failure of the RENEW's write comes, in the same turn of the loop. The ACCEPT, counted with the
+    writer when it was applied, is undone with the RENEW and answered with the failure; counted only when its write
+    started (after the RENEW's undoing had put back the state from before the RENEW, over the ACCEPT), it was
+    written without its change and answered NONE, the records left held and stored available."""
+    async def scenario() -> tuple[list[ErrorCode], SharePartition, Coordinator]:
+        clock, coordinator = ManualClock(), Coordinator(ErrorCode.UNKNOWN_SERVER_ERROR, ErrorCode.NONE)
+        share = SharePartition(0, delivery_count_limit=5, max_record_locks=100)
+        writer = StateWriter(share, coordinator.write)
+        share.acquire(MEMBER, [BatchBounds(0, 9)], max_records=100, lock_ms=LOCK_MS, now_ms=clock.wall_ms())
+        ctx = _context(Share(share, writer, clock))
+        renew = _write_all(ctx, GROUP, MEMBER, [_apply(ctx, _Partition(KEY, TOPIC), GROUP, MEMBER,
+                                                      _batch(AckType.RENEW), True)], False)
+        await _until(lambda: coordinator.writes == 1)
+        accept = _write_all(ctx, GROUP, MEMBER, [_apply(ctx, _Partition(KEY, TOPIC), GROUP, MEMBER,
+                                                       _batch(AckType.ACCEPT), False)], False)
+        coordinator.release.set()
+        return [*(await renew), *(await accept)], share, coordinator
+    codes, share, coordinator = asyncio.run(scenario())
+    assert codes == [ErrorCode.UNKNOWN_SERVER_ERROR, ErrorCode.UNKNOWN_SERVER_ERROR]
+    assert share.state_of(0) == (RecordState.ACQUIRED, 1) and share.acquired_by(MEMBER) == 10
+    assert coordinator.stored is None  # nothing written as if the ACCEPT had been kept
