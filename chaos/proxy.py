@@ -33,6 +33,7 @@ TCP6_TABLE = "/proc/net/tcp6"
 LISTEN = "0A"  # /proc/net/tcp's state of a listening socket
 # 127.0.0.1 and 0.0.0.0 as /proc/net/tcp writes them, and as /proc/net/tcp6 does (IPv4-mapped, and ::)
 LOOPBACK_LISTENERS = ("0100007F", "00000000", "0000000000000000FFFF00000100007F", "0" * 32)
+UNHELD = "a socket no process holds (a listener outliving its exited process until the kernel releases it)"
 log = logging.getLogger(__name__)
 
 
@@ -102,7 +103,10 @@ def stranger_on(port: int, pid: int | None) -> str | None:
         return None
     holder = next((int(p) for p in os.listdir("/proc") if p.isdigit() and holds(int(p), inode)), None)
     if holder is None:
-        return f"socket {inode} of a process that is gone"
+        # A killed process's listening socket outlives it until the kernel releases it (a zombie's, seen for a
+        # few ms, longer on a loaded machine), still taking connections that no process reads: the target
+        # going down as a rule, not a stranger (no process of the machine could answer on it).
+        return UNHELD
     try:
         with open(f"/proc/{holder}/cmdline", "rb") as cmdline:
             command = cmdline.read().replace(b"\0", b" ").decode(errors="replace")[:200]
@@ -168,6 +172,11 @@ class Proxy:
         # Checked once connected: the target cannot take the port back while the stranger listens on it.
         pid = self.target()
         stranger = await loop.run_in_executor(None, stranger_on, port, pid)
+        if stranger == UNHELD:
+            log.info("proxy %s: port %d is listened on by %s (pid %s): connection closed", self.name, port, stranger,
+                     pid)
+            self._drop(link)
+            return
         if stranger is not None:
             self.strangers += 1
             log.warning("proxy %s: port %d is listened on by %s, not by its target (pid %s): connection closed",

@@ -9,7 +9,9 @@ naming the mutant: re-make it against the new code.
 `python -m chaos.mutants` (`make chaos-mutants`) runs every mutant's rounds at its fixed seeds until one
 is caught, a safety anomaly found (a heal failure alone is not a catch), and fails unless every mutant
 was caught. A round that skipped a fault it drew (nemesis.py found nothing to aim it at) and caught nothing
-is counted as not exercised, not as a clean round.
+is counted as not exercised, not as a clean round. With `--control` each mutant's catching round runs again on
+the unpatched code, which must stay clean: otherwise the catch was the broker's own bug (or a flake), not the
+planted one.
 """
 
 from __future__ import annotations

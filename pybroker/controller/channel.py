@@ -16,6 +16,7 @@ from typing import Callable
 from pybroker.client.connection import Connection
 from pybroker.client.errors import KafkaClientError
 from pybroker.client.sasl import SaslCredentials
+from pybroker.common.clock import SYSTEM_CLOCK, Clock
 from pybroker.protocol.schema import Message
 
 log = logging.getLogger("pybroker.controller")
@@ -41,8 +42,10 @@ class Outgoing:
 
 class _BrokerSender:
     def __init__(self, broker_id: int, host: str, port: int, timeout_s: float, tls: ssl.SSLContext | None,
-                 sasl: SaslCredentials | None = None, listeners: list[ResponseListener] | None = None):
+                 sasl: SaslCredentials | None = None, listeners: list[ResponseListener] | None = None,
+                 clock: Clock = SYSTEM_CLOCK):
         self.broker_id, self.host, self.port = broker_id, host, port
+        self.clock = clock
         self.listeners = listeners if listeners is not None else []
         self.tls = tls
         self.sasl = sasl
@@ -95,18 +98,19 @@ class _BrokerSender:
             if connection is not None:
                 await connection.close()
 
-    @staticmethod
-    async def _reset(connection: Connection | None) -> None:
+    async def _reset(self, connection: Connection | None) -> None:
         """Close a connection that failed, after the retry backoff; the caller opens a new one."""
         if connection is not None:
             with contextlib.suppress(Exception):
                 await connection.close()
-        await asyncio.sleep(RETRY_BACKOFF_S)
+        await self.clock.sleep(RETRY_BACKOFF_S)
 
 
 class ControllerChannel:
-    def __init__(self, timeout_ms: int, tls: ssl.SSLContext | None = None, sasl: SaslCredentials | None = None):
+    def __init__(self, timeout_ms: int, tls: ssl.SSLContext | None = None, sasl: SaslCredentials | None = None,
+                 clock: Clock = SYSTEM_CLOCK):
         self._timeout_s = timeout_ms / 1000
+        self._clock = clock  # the retry backoff's
         self._tls = tls  # the inter-broker listener's
         self._sasl = sasl
         self._senders: dict[int, _BrokerSender] = {}
@@ -118,7 +122,7 @@ class ControllerChannel:
             return
         self.remove_broker(broker_id)
         self._senders[broker_id] = _BrokerSender(broker_id, host, port, self._timeout_s, self._tls, self._sasl,
-                                                 self.response_listeners)
+                                                 self.response_listeners, self._clock)
 
     def remove_broker(self, broker_id: int) -> None:
         sender = self._senders.pop(broker_id, None)

@@ -21,6 +21,7 @@ import ssl
 from dataclasses import dataclass, replace
 
 from pybroker.client.sasl import SaslCredentials
+from pybroker.common.clock import SYSTEM_CLOCK, Clock
 from pybroker.common.topic import TopicPartition
 from pybroker.controller.alter_partition import IsrProposal, check_proposal
 from pybroker.zk import events as ev
@@ -71,11 +72,13 @@ class ZkController:
                  unclean_election: bool = False, rebalance: RebalanceConfig = RebalanceConfig(),
                  inter_broker_listener: str = "PLAINTEXT", tls: ssl.SSLContext | None = None,
                  sasl: SaslCredentials | None = None, log_ends: LogEndQuery | None = None,
-                 delete_topic_enable: bool = True):
+                 delete_topic_enable: bool = True, clock: Clock = SYSTEM_CLOCK):
         """``log_ends`` answers for the brokers' logs before a longest-log election; by default the
         brokers are asked (tests whose brokers are bare registrations give it). With ``delete_topic_enable``
-        false (delete.topic.enable) entries in /admin/delete_topics are removed without deleting."""
+        false (delete.topic.enable) entries in /admin/delete_topics are removed without deleting. ``clock``: the
+        broker's, which the rebalance interval, the log-end retries and the requests' retry backoff wait on."""
         self._zk = zk
+        self._clock = clock
         self._broker_id = broker_id
         self._rebalance = rebalance
         self._delete_enabled = delete_topic_enable
@@ -83,7 +86,7 @@ class ZkController:
         self._log_end_task: asyncio.Task[None] | None = None
         self._elected_generation = 0  # the ZooKeeper session generation this broker was last elected in
         self._listener = inter_broker_listener  # brokers are reached on its endpoints
-        self._channel = ControllerChannel(socket_timeout_ms, tls, sasl)
+        self._channel = ControllerChannel(socket_timeout_ms, tls, sasl, clock)
         self._ctx = ControllerContext()
         self._writer = FencedZkWriter(zk, broker_id, self._on_fenced)
         asked: LogEndQuery = log_ends or (lambda wanted: ask_log_ends(self._channel, wanted))
@@ -475,14 +478,14 @@ class ZkController:
 
     async def _rebalance_periodically(self) -> None:
         while True:
-            await asyncio.sleep(self._rebalance.interval_s)
+            await self._clock.sleep(self._rebalance.interval_s)
             self._zk.submit(self.elect_preferred_leaders)
 
     async def _ask_log_ends_periodically(self) -> None:
         """Partitions waiting to compare their ISR members' logs are elected on the broker change that
         brings the last member back; one whose members did not all answer then is asked again here."""
         while True:
-            await asyncio.sleep(LOG_END_RETRY_S)
+            await self._clock.sleep(LOG_END_RETRY_S)
             if self._partitions.ready_for_longest_log(self._ctx.electable()):
                 self._zk.submit(self._elect_longest_logs)
 

@@ -15,6 +15,7 @@ from typing import Awaitable, Callable
 
 from kazoo.exceptions import BadVersionError, NodeExistsError
 
+from pybroker.common.clock import SYSTEM_CLOCK, Clock
 from pybroker.zk import paths as zp
 from pybroker.controller.errors import MetadataError
 from pybroker.zk.client import ZkClient
@@ -51,9 +52,11 @@ async def reserve_block(zk: ZkClient, broker_id: int) -> zp.ProducerIdBlock:
 class ProducerIdBlocks:
     """A broker's current block of producer ids; `request_block` gets the next one from the controller."""
 
-    def __init__(self, request_block: Callable[[], Awaitable[zp.ProducerIdBlock]], wait_s: float) -> None:
+    def __init__(self, request_block: Callable[[], Awaitable[zp.ProducerIdBlock]], wait_s: float,
+                 clock: Clock = SYSTEM_CLOCK) -> None:
         self._request_block = request_block
         self._wait_s = wait_s
+        self._clock = clock  # the broker's: `wait_s` is measured on it
         self._ids: range = range(0)
         self._next: zp.ProducerIdBlock | None = None
         self._fetching: asyncio.Task[bool] | None = None
@@ -61,14 +64,14 @@ class ProducerIdBlocks:
     async def next_id(self) -> int:
         """The next id; waits at most `wait_s` for a block. Callers that wait together share one request:
         the first to wake takes the block, and the others wait for the next one within their time."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self._wait_s
+        deadline = self._clock.monotonic() + self._wait_s
         while not self._ids:
             if self._next is not None:
                 self._ids, self._next = range(self._next.start, self._next.end + 1), None
                 break
             try:
-                fetched = await asyncio.wait_for(asyncio.shield(self._fetch()), max(deadline - loop.time(), 0))
+                fetched = await self._clock.wait_for(asyncio.shield(self._fetch()),
+                                                     max(deadline - self._clock.monotonic(), 0))
             except asyncio.TimeoutError:
                 fetched = False
             if not fetched and self._next is None and not self._ids:

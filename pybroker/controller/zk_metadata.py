@@ -13,12 +13,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from typing import Callable, Iterable, Mapping, Sequence
 
 from kazoo.exceptions import BadVersionError, ConnectionLoss, NodeExistsError, OperationTimeoutError
 from kazoo.protocol.states import ZnodeStat
 
+from pybroker.common.clock import SYSTEM_CLOCK, Clock
 from pybroker.common.ids import LeaderEpoch, ProducerId
 from pybroker.common.uncancellable import finishes_once_started
 from pybroker.common.topic import ZERO_UUID, new_topic_id, topic_id_to_string, topic_name_error
@@ -41,14 +41,18 @@ from pybroker.protocol.messages import UpdateMetadataRequest
 
 log = logging.getLogger("pybroker.metadata")
 
+REGISTRATION_RETRY_S = 0.5  # how soon a registration ZooKeeper did not take is tried again
+
 
 
 class ZkMetadata(TopicRegistry):
     def __init__(self, zk: ZkClient, me: BrokerInfo, *, validate_configs: Callable[[Mapping[str, str]], None],
                  delete_topic_enable: bool = True, inter_broker_listener: str = "PLAINTEXT",
-                 producer_ids: ProducerIdBlocks | None = None):
-        """``producer_ids`` hands out ids from blocks the controller allocates (AllocateProducerIds)."""
+                 producer_ids: ProducerIdBlocks | None = None, clock: Clock = SYSTEM_CLOCK):
+        """``producer_ids`` hands out ids from blocks the controller allocates (AllocateProducerIds). ``clock``:
+        the broker's, which the registration's retries and the waits for a metadata change wait on."""
         self._zk = zk
+        self._clock = clock
         self._me = me
         self._listener = inter_broker_listener  # other brokers are reached on its endpoints
         self._validate_configs = validate_configs
@@ -81,20 +85,20 @@ class ZkMetadata(TopicRegistry):
         expires it, so wait for that (up to the session timeout) as a restarted Kafka broker must."""
         me = self._me
         path = zp.broker_path(me.broker_id)
-        data = zp.encode_broker(me.host, me.port, me.rack, int(time.time() * 1000), me.endpoints,
+        data = zp.encode_broker(me.host, me.port, me.rack, self._clock.wall_ms(), me.endpoints,
                                 started_epoch=self._started_epoch)
-        deadline = time.monotonic() + wait_s
+        deadline = self._clock.monotonic() + wait_s
         while True:
             try:
                 node = await self._registration(path, data)
             except (ConnectionLoss, OperationTimeoutError):
-                await asyncio.sleep(0.5)  # the session may still be alive: try again (an expiry raises)
+                await self._clock.sleep(REGISTRATION_RETRY_S)  # the session may still be alive (an expiry raises)
                 continue
             if node is None:  # another session's node: a previous run of this broker, until it expires
-                if time.monotonic() >= deadline:
+                if self._clock.monotonic() >= deadline:
                     raise RuntimeError(f"Broker id {me.broker_id} is already registered in ZooKeeper "
                                        f"(another broker is using it)")
-                await asyncio.sleep(0.5)
+                await self._clock.sleep(REGISTRATION_RETRY_S)
                 continue
             self.broker_epoch = node[1].czxid
             if self._started_epoch is None:
@@ -233,13 +237,13 @@ class ZkMetadata(TopicRegistry):
             self._notify(topic, info)
 
     async def wait_until(self, done: Callable[[], bool], timeout_s: float) -> bool:
-        deadline = time.monotonic() + timeout_s
+        deadline = self._clock.monotonic() + timeout_s
         while not done():
-            remaining = deadline - time.monotonic()
+            remaining = deadline - self._clock.monotonic()
             if remaining <= 0:
                 return False
             with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._changed.wait(), remaining)
+                await self._clock.wait_for(self._changed.wait(), remaining)
         return True
 
     # Writes

@@ -100,7 +100,8 @@ class Broker:
             from pybroker.server.zk_mode import ZkMode
 
             self.zk_mode = ZkMode(config, self.replica_manager, self.broker_info, self.validate_topic_configs,
-                                  inter_broker_tls=self.inter_broker_tls, inter_broker_sasl=self.inter_broker_sasl)
+                                  inter_broker_tls=self.inter_broker_tls, inter_broker_sasl=self.inter_broker_sasl,
+                                  clock=self.clock)
         if self.zk_mode is not None:
             self.log_manager.dir_failure_listeners.append(LogDirEventAnnouncer(self.zk_mode.zk, self.broker_id))
         self.groups = GroupService(config, self._started_metadata, self.replica_manager, self.log_manager, self.io,

@@ -21,6 +21,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 from pybroker.client.connection import Connection
 from pybroker.client.errors import KafkaClientError
 from pybroker.client.sasl import SaslCredentials
+from pybroker.common.clock import SYSTEM_CLOCK, Clock
 from pybroker.common.config import BrokerConfig
 from pybroker.zk import paths as zp
 from pybroker.controller.controller import RebalanceConfig, ZkController
@@ -58,7 +59,10 @@ class ZooKeeperStartError(OSError):
 class ZkMode:
     def __init__(self, config: BrokerConfig, replicas: ReplicaManager, broker_info: Callable[[], BrokerInfo],
                  validate_topic_configs: Callable[[Mapping[str, str]], None], *,
-                 inter_broker_tls: ssl.SSLContext | None, inter_broker_sasl: SaslCredentials | None) -> None:
+                 inter_broker_tls: ssl.SSLContext | None, inter_broker_sasl: SaslCredentials | None,
+                 clock: Clock = SYSTEM_CLOCK) -> None:
+        """``clock``: the broker's, which every backoff and deadline here (and the controller's and the
+        registration's) waits on, so a test that drives time drives them too."""
         if config["broker.id"] < 0:
             raise ZooKeeperStartError("broker.id must be set (>= 0) in ZooKeeper mode; "
                                       "generated broker ids are not supported yet")
@@ -69,6 +73,7 @@ class ZkMode:
         self._validate_topic_configs = validate_topic_configs
         self._tls = inter_broker_tls
         self._sasl = inter_broker_sasl
+        self._clock = clock
         self.inter_broker_listener = config.listener_set.inter_broker
         session_ms = config["zookeeper.session.timeout.ms"]
         self.zk = ZkClient(config["zookeeper.connect"], session_timeout_ms=session_ms,
@@ -109,7 +114,9 @@ class ZkMode:
                               delete_topic_enable=config["delete.topic.enable"],
                               inter_broker_listener=self.inter_broker_listener,
                               producer_ids=ProducerIdBlocks(self._request_producer_id_block,
-                                                            config["controller.socket.timeout.ms"] / 1000))
+                                                            config["controller.socket.timeout.ms"] / 1000,
+                                                            self._clock),
+                              clock=self._clock)
         self.metadata = metadata
         try:
             await metadata.start(registration_wait_s=config["zookeeper.session.timeout.ms"] / 1000)
@@ -123,7 +130,7 @@ class ZkMode:
                                       config["leader.imbalance.check.interval.seconds"],
                                       config["leader.imbalance.per.broker.percentage"]),
             inter_broker_listener=self.inter_broker_listener, tls=self._tls,
-            sasl=self._sasl, delete_topic_enable=config["delete.topic.enable"])
+            sasl=self._sasl, delete_topic_enable=config["delete.topic.enable"], clock=self._clock)
         self.zk.on(SESSION_RECONNECTED, self._on_session_reconnected)
         await self.controller.start()
         return metadata
@@ -145,8 +152,8 @@ class ZkMode:
             return
         for attempt in range(1, config["controlled.shutdown.max.retries"] + 1):
             try:
-                remaining = await asyncio.wait_for(self._request_controlled_shutdown(),
-                                                   config["controller.socket.timeout.ms"] / 1000)
+                remaining = await self._clock.wait_for(self._request_controlled_shutdown(),
+                                                       config["controller.socket.timeout.ms"] / 1000)
             except (KafkaClientError, OSError, asyncio.TimeoutError) as exc:
                 log.info("Controlled shutdown attempt %d failed: %s", attempt, exc)
                 remaining = None
@@ -156,7 +163,7 @@ class ZkMode:
                 return
             if remaining:
                 log.info("Controlled shutdown attempt %d: still leading %s", attempt, remaining)
-            await asyncio.sleep(config["controlled.shutdown.retry.backoff.ms"] / 1000)
+            await self._clock.sleep(config["controlled.shutdown.retry.backoff.ms"] / 1000)
         log.warning("Proceeding to do an unclean shutdown as all the controlled shutdown attempts failed")
 
     async def _request_controlled_shutdown(self) -> list[tuple[str, int]] | None:
@@ -178,8 +185,7 @@ class ZkMode:
         with a growing backoff while the controller moves or has not seen this broker's registration
         yet, for at most controller.socket.timeout.ms."""
         assert self.metadata is not None
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self._config["controller.socket.timeout.ms"] / 1000
+        deadline = self._clock.monotonic() + self._config["controller.socket.timeout.ms"] / 1000
         backoff, problem = 0.1, "no controller"
         while True:
             request = AllocateProducerIdsRequest(broker_id=self._broker_id,
@@ -194,9 +200,9 @@ class ZkMode:
                     return zp.ProducerIdBlock(self._broker_id, response.producer_id_start,
                                               response.producer_id_start + response.producer_id_len - 1)
                 problem = f"error {response.error_code} from controller {controller_id}"
-            if loop.time() + backoff > deadline:
+            if self._clock.monotonic() + backoff > deadline:
                 raise ProducerIdsUnavailableError(f"No producer id block from the controller: {problem}")
-            await asyncio.sleep(backoff)
+            await self._clock.sleep(backoff)
             backoff = min(backoff * 2, 1.0)
 
     async def _ask_controller(self, request: Message, version: int, response_class: type[M],

@@ -138,6 +138,28 @@ def test_a_proxy_closes_a_connection_when_another_process_listens_on_its_target_
         other.communicate()
 
 
+def test_a_listener_no_process_holds_is_a_target_going_down_not_a_stranger(monkeypatch) -> None:
+    """A killed broker's listening socket outlives its process for a moment (a zombie's, longer on a loaded
+    machine) and still takes connections: the proxy closes them, as for a stranger, but no stranger is counted
+    or warned about (the every-seed mutant run of 2026-11-30 logged 37 such "process that is gone" warnings)."""
+    server, port = _echo_server()
+    monkeypatch.setattr(proxy_module, "listener_inode", lambda _port: "4294967295")  # an inode nobody holds
+    assert proxy_module.stranger_on(port, os.getpid()) == proxy_module.UNHELD
+    host = ProxyHost()
+    try:
+        proxy = host.add(Proxy("b0", lambda: {}, os.getpid))
+        proxy.target_port = port
+        client = socket.create_connection(("127.0.0.1", proxy.port), 5)
+        client.settimeout(5)
+        client.sendall(b"ping")
+        assert client.recv(4) == b""
+        client.close()
+        assert proxy.strangers == 0
+    finally:
+        host.close()
+        server.close()
+
+
 def test_a_proxy_forwards_to_its_target_listening_on_an_ipv6_socket_as_zookeeper_does() -> None:
     """Java listens on ::ffff:127.0.0.1, found in /proc/net/tcp6: the first proxies that checked only
     /proc/net/tcp refused every connection to ZooKeeper."""

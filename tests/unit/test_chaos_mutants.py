@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import compileall
 import re
+import signal
 from pathlib import Path
 
 import pytest
 
+import chaos.mutants.__main__ as mutants_main
 from chaos.checker import Report
+from chaos.cluster import REPO
 from chaos.mutants import MUTANTS, PatchError, apply_to, planted
 from chaos.run import RoundResult
 
@@ -47,3 +50,28 @@ def test_a_share_anomaly_catches_a_mutant_and_an_unfinished_share_drain_does_not
     assert result(share_count_back=[{"offset": 0}]).caught
     assert not result(share_unacknowledged=[{"offset": 0}]).caught
     assert not result().caught
+
+
+def test_a_control_round_with_a_safety_anomaly_on_the_unpatched_code_fails_the_run(monkeypatch, capsys) -> None:
+    """--control runs the catching round again on the repository's code: the catch is the planted bug's only
+    when that round is clean; one that is not names the mutant and fails the run as a miss does."""
+    rounds: list[tuple[int, Path]] = []
+
+    def fake_round(seed: int, _duration: float, *, code_root: Path, **_options: object) -> RoundResult:
+        rounds.append((seed, code_root))
+        report = Report()
+        if (code_root != REPO and seed == 12) or (code_root == REPO and dirty):
+            report.anomalies["lost"] = [{"offset": 0}]
+        return RoundResult(seed, [], "anomalies" if report.anomalies else "clean", report)
+
+    monkeypatch.setattr(mutants_main, "bounded_round", fake_round)
+    monkeypatch.setattr(signal, "signal", lambda *_args: None)  # main's SIGTERM handler is not this process's
+    mutant = MUTANTS[0]
+    dirty = False
+    assert mutants_main.main(["--only", mutant.name, "--control"]) == 0
+    assert [seed for seed, _ in rounds] == [11, 12, 12] and rounds[-1][1] == REPO  # the control: the catch's seed
+    assert rounds[0][1] != REPO
+    assert "CONTROL NOT CLEAN" not in capsys.readouterr().out
+    dirty = True
+    assert mutants_main.main(["--only", mutant.name, "--control"]) == 1
+    assert f"CONTROL NOT CLEAN (the unpatched code, same round): {mutant.name}" in capsys.readouterr().out

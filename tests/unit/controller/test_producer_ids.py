@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from pybroker.common.clock import ManualClock
 from pybroker.zk import paths as zp
 from pybroker.controller.embedded import EmbeddedMetadata
 from pybroker.controller.errors import BrokerIdNotRegisteredError
@@ -47,12 +48,20 @@ def test_the_next_block_is_asked_for_before_the_current_one_runs_out() -> None:
 
 
 def test_no_block_in_time_is_an_error_and_a_late_block_is_still_used() -> None:
+    """In time on the broker's clock: the wait ends when that clock passes it."""
     async def run() -> None:
         controller = Controller()
         controller.hold.clear()
-        blocks = ProducerIdBlocks(controller.request_block, wait_s=0.05)
+        clock = ManualClock()
+        blocks = ProducerIdBlocks(controller.request_block, wait_s=30, clock=clock)
+        waiting = asyncio.create_task(blocks.next_id())
+        await asyncio.sleep(0)  # the wait starts, its timer on the clock
+        clock.advance(29.9)
+        await asyncio.sleep(0)
+        assert not waiting.done()
+        clock.advance(0.1)
         with pytest.raises(ProducerIdsUnavailableError):
-            await blocks.next_id()
+            await asyncio.wait_for(waiting, 5)
         controller.hold.set()
         assert await blocks.next_id() == 0
         assert controller.requests == 1  # the retry waited for the same request, it did not ask twice
