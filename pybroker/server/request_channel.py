@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import types
 from dataclasses import dataclass, field
-from typing import Any, Coroutine, Protocol
+from typing import Any, Callable, Coroutine, Protocol
 
 from pybroker.protocol.primitives import FramePart
 
@@ -104,12 +105,31 @@ class RequestSlot:
 _REQUEST_SLOT: contextvars.ContextVar[RequestSlot | None] = contextvars.ContextVar("request_slot", default=None)
 
 
-def start_request(slot: RequestSlot, coroutine: Coroutine[Any, Any, Any]) -> Any:
-    """Run in the request's own context (``Context.run``): enter the request, then run the first step of its
-    handler's ``coroutine`` (what it yields; StopIteration with the answer if it needs no wait): one pass
-    into the context for both."""
+@dataclass(slots=True)
+class Waiting:
+    """What `start_request` returns for a request whose handler waits: its coroutine, past its first step, and
+    what that step yielded (the future it waits on)."""
+
+    coroutine: Coroutine[Any, Any, Any]
+    waiting_on: Any
+
+
+_COROUTINE = types.CoroutineType
+
+
+def start_request(slot: RequestSlot, dispatch: Callable[..., Any], frame: memoryview, peer: str, session: Any) -> Any:
+    """Run in the request's own context (``Context.run``): enter the request, then dispatch it and run the first
+    step of the coroutine that answers it, if the dispatcher gave one (``session`` passed only when not None): the
+    answer, or `Waiting` if the handler waits. One pass into the context for all of it."""
     _REQUEST_SLOT.set(slot)
-    return coroutine.send(None)
+    outcome = dispatch(frame, peer) if session is None else dispatch(frame, peer, session)
+    if type(outcome) is not _COROUTINE:
+        return outcome
+    try:
+        waiting_on = outcome.send(None)
+    except StopIteration as stop:
+        return stop.value
+    return Waiting(outcome, waiting_on)
 
 
 def leave_request_queue() -> None:
