@@ -85,10 +85,11 @@ class Dispatcher:
 
     def dispatch(self, frame: memoryview, peer: str, session: ConnectionSession | None = None,
                  after_sasl_gate: bool = False) -> Response | Coroutine[Any, Any, Response]:
-        """The request's answer, or a coroutine that answers it. A handler with a first step of its own
-        (`ApiHandler.immediate`) is called here while nothing else needs a coroutine (no SASL exchange, no
-        inter-broker check, start-up over, no quota, no metrics), so that a request it answers at once, as most
-        fetches are, is answered with no coroutine at all; the connection runs any coroutine's first step at once.
+        """The request's answer, or a coroutine that answers it. While nothing else needs a coroutine (no SASL
+        exchange, no inter-broker check, start-up over, no quota, no metrics), a handler with a first step of its own
+        (`ApiHandler.immediate`) is called here, so that a request it answers at once, as most fetches are, is
+        answered with no coroutine at all, and any other handler's coroutine is only wrapped to encode its answer;
+        the connection runs any coroutine's first step at once.
         ``after_sasl_gate``: called again by `_dispatch_sasl` once the SASL gate let the request through."""
         if session is not None and not after_sasl_gate and session.security_protocol in SASL_PROTOCOLS:
             return self._dispatch_sasl(frame, peer, session)
@@ -111,12 +112,14 @@ class Dispatcher:
         context = RequestContext(services, version, correlation_id, client_id, peer,
                                  time.time_ns() // 1_000_000 if self._system_clock else services.clock.wall_ms(),
                                  session if session is not None else ConnectionSession(), len(frame))
-        immediate = handler.immediate
         if not self._started:  # start-up ends once: after it, no request asks the event again
             self._started = services.serving.is_set()
-        if immediate is None or not self._started or key in GUARDED or context.session.sasl is not None \
-                or services.metrics is not None or services.quotas.managers.enabled:
+        if not self._started or key in GUARDED or context.session.sasl is not None or services.metrics is not None \
+                or services.quotas.managers.enabled:
             return self._handle(handler, key, request, context)
+        immediate = handler.immediate
+        if immediate is None:  # the handler's coroutine, encoded when it is done
+            return self._encode_later(handler.unbounded(context, request), key, context)
         response = immediate(context, request)
         if type(response) is _COROUTINE:
             return self._encode_later(response, key, context)
