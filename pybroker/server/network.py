@@ -63,7 +63,6 @@ from pybroker.server.request_channel import (
     RequestQueue,
     RequestSlot,
     Response,
-    Waiting,
     start_request,
 )
 
@@ -364,9 +363,8 @@ class KafkaConnection(asyncio.Protocol):
         except BaseException as exc:  # as a task would keep it: _write_ready logs it and closes
             request.error, request.ready = exc, True
         else:
-            if type(outcome) is Waiting:
-                task = asyncio.get_running_loop().create_task(_rest(outcome.coroutine, outcome.waiting_on),
-                                                              context=context)
+            if type(outcome) is tuple:  # the handler waits: (its coroutine, what it waits on)
+                task = asyncio.get_running_loop().create_task(_rest(*outcome), context=context)
                 request.task = task
                 task.add_done_callback(functools.partial(self._on_task_done, request, held))
                 return

@@ -105,22 +105,15 @@ class RequestSlot:
 _REQUEST_SLOT: contextvars.ContextVar[RequestSlot | None] = contextvars.ContextVar("request_slot", default=None)
 
 
-@dataclass(slots=True)
-class Waiting:
-    """What `start_request` returns for a request whose handler waits: its coroutine, past its first step, and
-    what that step yielded (the future it waits on)."""
-
-    coroutine: Coroutine[Any, Any, Any]
-    waiting_on: Any
-
-
 _COROUTINE = types.CoroutineType
 
 
 def start_request(slot: RequestSlot, dispatch: Callable[..., Any], frame: memoryview, peer: str, session: Any) -> Any:
     """Run in the request's own context (``Context.run``): enter the request, then dispatch it and run the first
     step of the coroutine that answers it, if the dispatcher gave one (``session`` passed only when not None): the
-    answer, or `Waiting` if the handler waits. One pass into the context for all of it."""
+    answer, or, if the handler waits, a tuple of its coroutine and what that first step yielded (no answer is a
+    tuple; a tuple rather than a class of its own, whose construction would cost a waiting request a Python call).
+    One pass into the context for all of it."""
     _REQUEST_SLOT.set(slot)
     outcome = dispatch(frame, peer) if session is None else dispatch(frame, peer, session)
     if type(outcome) is not _COROUTINE:
@@ -129,7 +122,7 @@ def start_request(slot: RequestSlot, dispatch: Callable[..., Any], frame: memory
         waiting_on = outcome.send(None)
     except StopIteration as stop:
         return stop.value
-    return Waiting(outcome, waiting_on)
+    return outcome, waiting_on
 
 
 def leave_request_queue() -> None:
