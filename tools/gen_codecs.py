@@ -227,7 +227,10 @@ class Renderer:
                 fmt = ">" + "".join(FORMATS[f.spec.type] for f in group)
                 values = [f"uuid_bytes(obj.{f.spec.name})" if f.spec.type == "uuid" else f"obj.{f.spec.name}"
                           for f in group]
-                body.append(f"    buf += {self.layout(fmt, 'pack')}({', '.join(values)})")
+                if fmt == ">16s":  # a uuid alone: its 16 bytes as they are, not packed again into a copy
+                    body.append(f"    buf += {values[0]}")
+                else:
+                    body.append(f"    buf += {self.layout(fmt, 'pack')}({', '.join(values)})")
             elif typ in ("string", "bytes", "records") and first.compact:
                 method = {"string": "write_compact_string", "bytes": "write_compact_bytes",
                           "records": "write_compact_records"}[typ]

@@ -42,7 +42,6 @@ _S4_pack: Final = _S4.pack
 _S5_pack: Final = _S5.pack
 _S6_pack: Final = _S6.pack
 _S7_pack: Final = _S7.pack
-_S2_pack: Final = _S2.pack
 _S8_unpack_from: Final = _S8.unpack_from
 _S7_unpack_from: Final = _S7.unpack_from
 _FetchRequest_FetchPartition: Final = FetchRequest.FetchPartition
@@ -395,7 +394,7 @@ def _write_FetchResponse_v12(w: Writer, obj: Any) -> None:
 
 def _write_FetchResponse_FetchableTopicResponse_v13(w: Writer, obj: Any) -> None:
     buf = w.buf
-    buf += _S2_pack(uuid_bytes(obj.topic_id))
+    buf += uuid_bytes(obj.topic_id)
     items = obj.partitions
     if items is None:
         raise Unusual()

@@ -12,7 +12,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Iterable
+import types
+from typing import Any, Coroutine, Iterable
 
 from pybroker.common.clock import SystemClock
 from pybroker.common.config import BrokerConfig
@@ -43,6 +44,7 @@ MAX_UNSUPPORTED_CLIENTS = 1024
 """Clients whose unsupported versions were reported, remembered so each is reported once (oldest forgotten)."""
 
 
+_COROUTINE = types.CoroutineType
 _FETCH = ApiKey.FETCH  # read once: on Python 3.11 an Enum class's attribute goes through EnumType.__getattr__'s slot
 
 Route = tuple[ApiHandler, Read, int]
@@ -81,12 +83,16 @@ class Dispatcher:
         """The broker's I/O pool: connections read cold file ranges of responses there."""
         return self._services.io
 
-    async def dispatch(self, frame: memoryview, peer: str,
-                       session: ConnectionSession | None = None) -> Response:
-        if session is not None and session.security_protocol in SASL_PROTOCOLS:
-            answer = await sasl_gate.before_header(self._services.sasl, session, frame, peer)
-            if answer is not None:
-                return answer
+    def dispatch(self, frame: memoryview, peer: str, session: ConnectionSession | None = None,
+                 after_sasl_gate: bool = False) -> Response | Coroutine[Any, Any, Response]:
+        """The request's answer, or a coroutine that answers it. While nothing else needs a coroutine (no SASL
+        exchange, no inter-broker check, start-up over, no quota, no metrics), a handler with a first step of its own
+        (`ApiHandler.immediate`) is called here, so that a request it answers at once, as most fetches are, is
+        answered with no coroutine at all, and any other handler's coroutine is only wrapped to encode its answer;
+        the connection runs any coroutine's first step at once.
+        ``after_sasl_gate``: called again by `_dispatch_sasl` once the SASL gate let the request through."""
+        if session is not None and not after_sasl_gate and session.security_protocol in SASL_PROTOCOLS:
+            return self._dispatch_sasl(frame, peer, session)
         key, version, correlation_id, client_id, body_offset = decode_request_header_fields(frame)
         route = self._routes.get((key, version))
         if route is None:
@@ -102,23 +108,55 @@ class Dispatcher:
             route = self._routes[(key, version)] = _route(handler, version)
         handler, read, budget = route
         request = read(Reader(frame, body_offset, budget))  # from the body's offset: no view of the body made
-        context = RequestContext(self._services, version, correlation_id, client_id, peer,
-                                 time.time_ns() // 1_000_000 if self._system_clock else self._services.clock.wall_ms(),
+        services = self._services
+        context = RequestContext(services, version, correlation_id, client_id, peer,
+                                 time.time_ns() // 1_000_000 if self._system_clock else services.clock.wall_ms(),
                                  session if session is not None else ConnectionSession(), len(frame))
-        if session is not None and session.sasl is not None and \
-                (sasl_refusal := sasl_gate.refusal(session, key, version, request, context.now_ms)):
+        if not self._started:  # start-up ends once: after it, no request asks the event again
+            self._started = services.serving.is_set()
+        if not self._started or key in GUARDED or context.session.sasl is not None or services.metrics is not None \
+                or services.quotas.managers.enabled:
+            return self._handle(handler, key, request, context)
+        immediate = handler.immediate
+        if immediate is None:  # the handler's coroutine, encoded when it is done
+            return self._encode_later(handler.unbounded(context, request), key, context)
+        response = immediate(context, request)
+        if type(response) is _COROUTINE:
+            return self._encode_later(response, key, context)
+        if response is None:
+            return None
+        parts = encode_response_parts(correlation_id, key, version, response)
+        return FinalResponse(parts) if context.session.close_after_response else parts
+
+    async def _dispatch_sasl(self, frame: memoryview, peer: str, session: ConnectionSession) -> Response:
+        answer = await sasl_gate.before_header(self._services.sasl, session, frame, peer)
+        if answer is not None:
+            return answer
+        outcome = self.dispatch(frame, peer, session, True)
+        return await outcome if isinstance(outcome, Coroutine) else outcome
+
+    async def _encode_later(self, outcome: Coroutine[Any, Any, Any], key: int, context: RequestContext) -> Response:
+        response = await outcome
+        if response is None:
+            return None
+        parts = encode_response_parts(context.correlation_id, key, context.api_version, response)
+        return FinalResponse(parts) if context.session.close_after_response else parts
+
+    async def _handle(self, handler: ApiHandler, key: int, request: Any, context: RequestContext) -> Response:
+        """The request from the SASL and inter-broker checks on, with the quotas and metrics."""
+        version, correlation_id, session = context.api_version, context.correlation_id, context.session
+        if session.sasl is not None and (sasl_refusal := sasl_gate.refusal(session, key, version, request,
+                                                                            context.now_ms)):
             return FinalResponse(encode_response_parts(correlation_id, key, version, sasl_refusal))
         if key not in GUARDED:
             # Until start-up finished: ApiVersions (stateless, every connection's first) and the SASL
             # exchange are answered, controller requests wait for the registration only, the others
             # for the metadata.
-            if not self._started:  # start-up ends once: after it, no request asks the event again
-                self._started = self._services.serving.is_set()
-                if not self._started and key not in sasl_gate.BEFORE_START_UP:
-                    await self._services.serving.wait()
+            if not self._started and key not in sasl_gate.BEFORE_START_UP:  # (`dispatch` asked the event)
+                await self._services.serving.wait()
         elif not await self._guard.check(context, request):
             limited_log.warning(f"refused-{key}", "Refused %s from %s on listener %s (client id %s)",
-                                type(request).__name__, peer, context.session.listener, client_id)
+                                type(request).__name__, context.client_host, session.listener, context.client_id)
             await self._services.clock.sleep(self._services.sasl.failed_delay_ms / 1000)  # each guess costs a delay
             return FinalResponse(encode_response_parts(correlation_id, key, version, refusal(request)))
         metrics = self._services.metrics
@@ -136,7 +174,7 @@ class Dispatcher:
         if response is None:
             return None
         parts = encode_response_parts(correlation_id, key, version, response)
-        return FinalResponse(parts) if context.session.close_after_response else parts
+        return FinalResponse(parts) if session.close_after_response else parts
 
     def _report_unsupported(self, client_id: str | None, peer: str, handler: ApiHandler, version: int) -> None:
         """One warning per client (client id and address) and API: what it asked for and what is served. Kafka

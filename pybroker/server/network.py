@@ -142,12 +142,14 @@ async def _rest(coroutine: Coroutine[Any, Any, Response], waiting_on: Any) -> Re
 class RequestDispatcher(Protocol):
     """What a connection needs of server/dispatcher.py's Dispatcher. A protocol rather than the class: the
     compiled build (common/native.py) would check every dispatcher passed in against the class itself.
-    ``dispatch`` is called with the connection's session only when the connection was given one."""
+    ``dispatch`` is called with the connection's session only when the connection was given one, and gives the
+    answer or a coroutine that answers."""
 
     @property
     def io(self) -> IoExecutor | None: ...
 
-    def dispatch(self, frame: memoryview, peer: str, session: Any = None) -> Coroutine[Any, Any, Response]: ...
+    def dispatch(self, frame: memoryview, peer: str,
+                 session: Any = None) -> Response | Coroutine[Any, Any, Response]: ...
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)  # socket_server's connections subclass it
@@ -354,22 +356,19 @@ class KafkaConnection(asyncio.Protocol):
         if frame is self._held_frame:
             held, self._held_frame, self._held_size = self._held_size, None, 0
         self._pending.append(request)  # its place in the response order, before anything it runs
-        session = self.session
-        coroutine = self._dispatch_request(frame, self.peer) if session is None else \
-            self._dispatch_request(frame, self.peer, session)
         try:
-            waiting_on = context.run(start_request, request, coroutine)
-        except StopIteration as stop:
-            request.value, request.ready = stop.value, True  # (no method call: most requests end here)
+            outcome = context.run(start_request, request, self._dispatch_request, frame, self.peer, self.session)
         except (KeyboardInterrupt, SystemExit):
             raise
         except BaseException as exc:  # as a task would keep it: _write_ready logs it and closes
             request.error, request.ready = exc, True
         else:
-            task = asyncio.get_running_loop().create_task(_rest(coroutine, waiting_on), context=context)
-            request.task = task
-            task.add_done_callback(functools.partial(self._on_task_done, request, held))
-            return
+            if type(outcome) is tuple:  # the handler waits: (its coroutine, what it waits on)
+                task = asyncio.get_running_loop().create_task(_rest(*outcome), context=context)
+                request.task = task
+                task.add_done_callback(functools.partial(self._on_task_done, request, held))
+                return
+            request.value, request.ready = outcome, True  # (no method call: most requests end here)
         # _on_task_done's work, and RequestSlot.release's, inlined for the requests answered at once: a call is a
         # frame on Python 3.11
         if request.held:

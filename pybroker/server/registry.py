@@ -17,6 +17,8 @@ if TYPE_CHECKING:
     from pybroker.server.context import RequestContext
 
 HandlerFunc = Callable[["RequestContext", Any], Coroutine[Any, Any, Any]]
+ImmediateFunc = Callable[["RequestContext", Any], Any]
+"""A handler's first step as a plain function: its answer, or, when it must wait, a coroutine for the rest."""
 # Filled per API on its first request: messages.REQUEST_CLASSES would load all ~100 message modules at start-up.
 _REQUEST_CLASSES: dict[int, type[Message]] = {}
 
@@ -30,6 +32,10 @@ class ApiHandler:
     handle: HandlerFunc
     #: the handler itself, which the dispatcher calls directly while no quota is set at all
     unbounded: HandlerFunc
+    #: the handler's first step as a plain function, if it has one (`ImmediateFunc`): while no quota is set and
+    #: no metrics are kept, the dispatcher calls it in the read callback, with no coroutine for a request that
+    #: does not wait
+    immediate: ImmediateFunc | None = None
 
     @property
     def request_class(self) -> type[Message]:
@@ -39,10 +45,12 @@ class ApiHandler:
         return found
 
 
-def api(api_key: int, min_version: int, max_version: int) -> Callable[[HandlerFunc], ApiHandler]:
-    """Declare a handler together with the versions it serves; it runs under the client quotas."""
+def api(api_key: int, min_version: int, max_version: int,
+        immediate: ImmediateFunc | None = None) -> Callable[[HandlerFunc], ApiHandler]:
+    """Declare a handler together with the versions it serves; it runs under the client quotas. ``immediate``:
+    the same handler's first step as a plain function (the coroutine awaits what it returns, if it waits)."""
 
     def wrap(func: HandlerFunc) -> ApiHandler:
-        return ApiHandler(api_key, min_version, max_version, enforced(api_key, func), func)
+        return ApiHandler(api_key, min_version, max_version, enforced(api_key, func), func, immediate)
 
     return wrap

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import types
 from dataclasses import dataclass, field
-from typing import Any, Coroutine, Protocol
+from typing import Any, Callable, Coroutine, Protocol
 
 from pybroker.protocol.primitives import FramePart
 
@@ -104,12 +105,24 @@ class RequestSlot:
 _REQUEST_SLOT: contextvars.ContextVar[RequestSlot | None] = contextvars.ContextVar("request_slot", default=None)
 
 
-def start_request(slot: RequestSlot, coroutine: Coroutine[Any, Any, Any]) -> Any:
-    """Run in the request's own context (``Context.run``): enter the request, then run the first step of its
-    handler's ``coroutine`` (what it yields; StopIteration with the answer if it needs no wait): one pass
-    into the context for both."""
+_COROUTINE = types.CoroutineType
+
+
+def start_request(slot: RequestSlot, dispatch: Callable[..., Any], frame: memoryview, peer: str, session: Any) -> Any:
+    """Run in the request's own context (``Context.run``): enter the request, then dispatch it and run the first
+    step of the coroutine that answers it, if the dispatcher gave one (``session`` passed only when not None): the
+    answer, or, if the handler waits, a tuple of its coroutine and what that first step yielded (no answer is a
+    tuple; a tuple rather than a class of its own, whose construction would cost a waiting request a Python call).
+    One pass into the context for all of it."""
     _REQUEST_SLOT.set(slot)
-    return coroutine.send(None)
+    outcome = dispatch(frame, peer) if session is None else dispatch(frame, peer, session)
+    if type(outcome) is not _COROUTINE:
+        return outcome
+    try:
+        waiting_on = outcome.send(None)
+    except StopIteration as stop:
+        return stop.value
+    return outcome, waiting_on
 
 
 def leave_request_queue() -> None:

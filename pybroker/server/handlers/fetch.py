@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
+from typing import Any, Coroutine
 
 from pybroker.common.ids import BrokerId
 from pybroker.protocol.api_keys import ApiKey
@@ -33,7 +34,7 @@ from pybroker.server import leader_hints
 from pybroker.server.authorization import allowed_names, authorize_cluster
 from pybroker.server.context import RequestContext
 from pybroker.server.error_mapping import error_code_for
-from pybroker.server.fetch_sessions import INVALID_SESSION_ID, PartitionKey, Requested
+from pybroker.server.fetch_sessions import INVALID_SESSION_ID, FetchContext, PartitionKey, Requested
 from pybroker.server.quota import enforcement as quota
 from pybroker.server.registry import api
 from pybroker.server.request_channel import leave_request_queue
@@ -70,10 +71,10 @@ class _Wanted(FetchPartition):
     error: ErrorCode = ErrorCode.NONE
 
 
-# v18 (KIP-1166) adds the follower's known high watermark, which only lets a leader end a follower's long poll early
-# when its high watermark moved; this leader does not use it (the follower learns it on the next answer, as before).
-@api(ApiKey.FETCH, 4, 18)
-async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
+def answer(ctx: RequestContext, request: FetchRequest) -> FetchResponse | Coroutine[Any, Any, FetchResponse]:
+    """The fetch's answer when it needs no wait (a consumer's fetch with data, or with no wait asked for), else a
+    coroutine that waits and then answers: the dispatcher calls this in the connection's read callback, and a fetch
+    answered at once costs no coroutine (`handle` is the same for the quota path)."""
     # The small helpers are inlined where a request would call them every time: a call is a frame on Python 3.11.
     services = ctx.services
     sessions = services.fetch_sessions
@@ -109,7 +110,28 @@ async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
                          limit if quota_state is None else (lambda: int(min(limit, quota.fetch_max_bytes(follower)))))
     outcome = fetch_messages(services.replica_manager, services.io, params, readable,
                              answered_with_error=len(readable) < len(wanted), on_wait=leave_request_queue)
-    result = outcome if isinstance(outcome, FetchResult) else await outcome
+    if isinstance(outcome, FetchResult):
+        return _respond(ctx, context, wanted, follower, quota_state is not None, outcome)
+    return _respond_later(ctx, context, wanted, follower, quota_state is not None, outcome)
+
+
+# v18 (KIP-1166) adds the follower's known high watermark, which only lets a leader end a follower's long poll early
+# when its high watermark moved; this leader does not use it (the follower learns it on the next answer, as before).
+@api(ApiKey.FETCH, 4, 18, immediate=answer)
+async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
+    outcome = answer(ctx, request)
+    return outcome if isinstance(outcome, FetchResponse) else await outcome
+
+
+async def _respond_later(ctx: RequestContext, context: FetchContext, wanted: list[_Wanted], follower: bool,
+                         quota_applies: bool, outcome: Coroutine[Any, Any, FetchResult]) -> FetchResponse:
+    return _respond(ctx, context, wanted, follower, quota_applies, await outcome)
+
+
+def _respond(ctx: RequestContext, context: FetchContext, wanted: list[_Wanted], follower: bool, quota_applies: bool,
+             result: FetchResult) -> FetchResponse:
+    """The answer from the reads: each partition's data, the session's part (which partitions it carries), and a
+    throttled consumer's empty answer. ``quota_applies``: a client quota applies to this request."""
     reads = iter(result.reads)
     answers = []
     failed = False  # some partition answers an error: KIP-951 may name its leader
@@ -129,11 +151,12 @@ async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
         if data.error_code:
             failed = True
     # consumer_byte_rate: a throttled consumer gets an empty answer and the session is left as it was
-    if quota_state is not None and quota.record_fetch(follower, result.bytes):
+    if quota_applies and quota.record_fetch(follower, result.bytes):
         return FetchResponse(throttle_time_ms=0, error_code=0, responses=[],
                              session_id=context.session.id if context.session is not None else 0)
     session_id = INVALID_SESSION_ID
     if context.keeps_session:
+        sessions = ctx.services.fetch_sessions
         session_id, included = sessions.complete(
             context, ctx.now_ms, [(item.key, data, _records_size(data)) for item, data in zip(wanted, answers)])
         if not all(included):
