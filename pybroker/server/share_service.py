@@ -42,10 +42,10 @@ from pybroker.log import PartitionLog
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.messages import ShareGroupHeartbeatResponse
 from pybroker.replication.share.durable import DurableBatch, StateWriter, Undo, restored
-from pybroker.replication.share.partition import SharePartition
+from pybroker.replication.share.partition import Acquired, SharePartition
 from pybroker.server.error_mapping import error_code_for
 from pybroker.server.share_persister import SharePersister
-from pybroker.server.share_sessions import ShareSessionCache
+from pybroker.server.share_sessions import ShareSession, ShareSessionCache
 
 
 log = logging.getLogger("pybroker.share")
@@ -66,6 +66,15 @@ PERSISTER_ERRORS = {
     ErrorCode.FENCED_STATE_EPOCH: ErrorCode.NOT_LEADER_OR_FOLLOWER,
 }
 """The partition's error for a share coordinator answer that failed its load (others: UNKNOWN_SERVER_ERROR)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ClosedSession:
+    """A share session a request closed, and what its member held here then, by share-partition (the copy it was
+    held in: one dropped and read again since holds none of it)."""
+
+    session: ShareSession
+    held: dict[SharePartitionKey, tuple[SharePartition, list[Acquired]]]
 
 
 class ShareStateUnavailable(Exception):
@@ -233,9 +242,32 @@ class ShareService:
         ShareGroupListener.onGroupEmpty): the next member reads the state again, so a group deleted meanwhile (and
         perhaps created again) is never served from this broker's copy of its old state."""
         self.sessions.remove(group_id, member_id)
-        writes = [self.persist_later(group, topic, index)
-                  for (group, topic, index), share in list(self.partitions.items())
-                  if group == group_id and share.release_member(member_id)]
+        self._released(group_id, [key for key, share in list(self.partitions.items())
+                                  if key[0] == group_id and share.release_member(member_id)])
+
+    def closing(self, session: ShareSession) -> ClosedSession:
+        """A request closes ``session`` (already out of the cache): what its member holds here now, to release once
+        the request's acknowledgements are written (``closed``)."""
+        member_id = session.member_id
+        return ClosedSession(session, {key: (share, share.held_by(member_id))
+                                       for key, share in self.partitions.items()
+                                       if key[0] == session.group_id and share.acquired_by(member_id)})
+
+    def closed(self, closing: ClosedSession) -> None:
+        """The end of a request that closed a share session, its acknowledgements written: what the member held
+        when the request came is released (Kafka releases it then: releaseSession), as ``member_left`` does. The
+        member may have opened a new session while the write waited: that one stays open, and what it acquired
+        meanwhile stays its own (before, the whole member was taken to have left: the new session was removed)."""
+        session = closing.session
+        self.sessions.remove(session.group_id, session.member_id, session)
+        self._released(session.group_id, [key for key, (share, held) in closing.held.items()
+                                          if self.partitions.get(key) is share
+                                          and share.release_held(session.member_id, held)])
+
+    def _released(self, group_id: str, keys: list[SharePartitionKey]) -> None:
+        """Write the share-partitions ``keys`` of ``group_id``, whose records a member released; when the group has
+        no share session left here, drop its share-partitions once those writes are done."""
+        writes = [self.persist_later(*key) for key in keys]
         if not self._has_session(group_id) and any(key[0] == group_id for key in self.partitions):
             self._spawn(self._group_empty(group_id, writes), f"share-group-empty-{group_id}")
 

@@ -73,8 +73,11 @@ class ShareSessionCache:
             return SessionContext(ErrorCode.INVALID_SHARE_SESSION_EPOCH)
         return self._continue((group_id, member_id), epoch, now_ms)
 
-    def remove(self, group_id: str, member_id: str) -> None:
-        self.sessions.pop((group_id, member_id), None)
+    def remove(self, group_id: str, member_id: str, session: ShareSession | None = None) -> None:
+        """Remove the member's session; with ``session``, only if it is still that one (not one opened since)."""
+        key = (group_id, member_id)
+        if session is None or self.sessions.get(key) is session:
+            self.sessions.pop(key, None)
 
     def idle(self, now_ms: int, idle_ms: Callable[[str], int]) -> list[ShareSession]:
         """Remove and return the sessions unused for longer than ``idle_ms(group)`` (the group's member session

@@ -1,4 +1,5 @@
-"""A share-partition is not dropped while its state write is under way. A request that closes its member's share
+"""A closing request's state write does not cost the member what it did meanwhile. A share-partition is not dropped
+while its state write is under way. A request that closes its member's share
 session (epoch -1) takes the session out of the cache at once, then writes its acknowledgements, and only then
 releases what the member still holds. The share service's once-a-second pass drops the share-partitions of groups
 with no share session open: before, it dropped one whose closing request's write was still waiting, so the release
@@ -8,7 +9,8 @@ were delivered again with count 1, not 2; seen once as a flake of ``test_share_a
 The set-up of ``test_share_loads_at_once``: the topic is led by L, share-partition A's state is kept by broker C,
 stopped (SIGSTOP) to hold A's write. That the pass ran while the write waited is seen on another group's
 share-partition (B, kept by D): its records, acquired under a one-second lock after the session closed, time out
-in the pass, counted by L's ``kafka_server_sharepartitionmetrics_acquisitionlocktimeout_total``.
+in the pass, counted by L's ``kafka_server_sharepartitionmetrics_acquisitionlocktimeout_total``. Nor is a share
+session the member opened while the write waited closed when it ends.
 """
 
 from __future__ import annotations
@@ -20,13 +22,19 @@ from pathlib import Path
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
 from pybroker.protocol.error_codes import ErrorCode
-from pybroker.protocol.frame import encode_request
-from pybroker.protocol.messages import RequestHeader, ShareAcknowledgeRequest, ShareFetchRequest, ShareFetchResponse
+from pybroker.protocol.frame import encode_request, response_header_version
+from pybroker.protocol.messages import (
+    RequestHeader,
+    ShareAcknowledgeRequest,
+    ShareAcknowledgeResponse,
+    ShareFetchRequest,
+    ShareFetchResponse,
+)
 from tests.cluster.test_share_ack_disconnect import _acknowledgement, _session_error, _start_offset_at_c
 from tests.cluster.test_share_failover import GROUP_KEY, _broker, _coordinator
 from pybroker.coordinator.share_state.records import ShareKey, partition_of
 from tests.cluster.test_share_loads_at_once import (
-    EXTRA, GROUP, STATE_PARTITIONS, TOPIC, Setup, _produce, _setup, _share_fetch)
+    EXTRA, GROUP, STATE_PARTITIONS, TOPIC, Setup, _produce, _setup, _share_acknowledge, _share_fetch)
 from tests.eventually import eventually
 from tests.integration.test_bad_input import WireClient
 from tests.integration.test_share_groups_wire import _beat
@@ -108,6 +116,42 @@ def test_the_closing_member_s_other_share_partitions_are_not_dropped_while_its_w
         again = eventually(lambda: _share_fetch(setup, 0, [setup.b], max_wait_ms=0)[setup.b][1],
                            "B's records to be released by the closing of the session", timeout=20)
         assert again == [(0, 2, 2)]
+
+
+def test_a_session_opened_while_the_closing_write_waits_stays_open(tmp_path: Path) -> None:
+    """m1 holds A's four records; with C stopped, m1's ShareAcknowledge accepts 0-1 and closes its session, and its
+    write waits for C. Meanwhile two more records come and m1 opens a new share session (epoch 0), acquiring them.
+    Once C runs again the closing is answered and releases what m1 held when it came, records 2-3, but not 4-5, and
+    the new session goes on: at epoch 1 it acquires 2-3 again, at epoch 2 it accepts 2-5. Before, the end of the
+    closing took m1 as gone: it removed m1's session, the new one (SHARE_SESSION_NOT_FOUND), and released 4-5."""
+    extra = {**EXTRA, "group.share.record.lock.duration.ms": "60000"}
+    with _setup(tmp_path, extra) as setup:
+        _produce(setup.client, setup.a, 4)
+        assert _share_fetch(setup, 0, [setup.a], max_wait_ms=15_000) == {setup.a: (ErrorCode.NONE, [(0, 3, 1)])}
+        host, port = setup.client.sock.getpeername()[:2]
+        closing = WireClient(f"{host}:{port}")
+        closing.sock.settimeout(60)
+        os.kill(setup.stopped, signal.SIGSTOP)
+        try:
+            closing.sock.sendall(encode_request(RequestHeader(
+                request_api_key=ShareAcknowledgeRequest.API_KEY, request_api_version=1, correlation_id=1,
+                client_id="closing"), _acknowledgement(setup.topic_id, setup.a, -1), 1))
+            eventually(lambda: _session_error(setup) == ErrorCode.SHARE_SESSION_NOT_FOUND,
+                       "the closing of m1's session to be taken")
+            _produce(setup.client, setup.a, 2)
+            assert _share_fetch(setup, 0, [setup.a], max_wait_ms=15_000) == {setup.a: (ErrorCode.NONE, [(4, 5, 1)])}
+        finally:
+            os.kill(setup.stopped, signal.SIGCONT)
+        try:
+            frame = closing.read_frame()
+        finally:
+            closing.close()
+        offset = 4 + (1 if response_header_version(ShareAcknowledgeRequest.API_KEY, 1) == 1 else 0)
+        answer = ShareAcknowledgeResponse.decode(frame[offset:], 1)
+        assert [p.error_code for t in answer.responses for p in t.partitions] == [ErrorCode.NONE]
+        assert _share_fetch(setup, 1, [setup.a], max_wait_ms=15_000) == {setup.a: (ErrorCode.NONE, [(2, 3, 2)])}
+        assert _share_acknowledge(setup, 2, {setup.a: (2, 5)}) == {setup.a: ErrorCode.NONE}
+        eventually(lambda: _start_offset_at_c(setup) == 6, "C to hold A's start offset past the accepted records")
 
 
 def _leader(setup: Setup) -> int:

@@ -235,6 +235,30 @@ class SharePartition:
             self._advance()
         return len(held)
 
+    def held_by(self, member_id: str) -> list[Acquired]:
+        """What ``member_id`` holds now, with each range's delivery count (for ``release_held``)."""
+        return [Acquired(span.first, span.last, span.delivery_count) for span in self.spans
+                if span.state is RecordState.ACQUIRED and span.member_id == member_id]
+
+    def release_held(self, member_id: str, held: Iterable[Acquired]) -> int:
+        """Release what of ``held`` (``held_by`` earlier) the member still holds at that delivery count, not what it
+        acquired since (an offset acquired again has a higher count); how many spans were released."""
+        released = 0
+        for item in held:
+            first = max(item.first, self.start_offset)  # below it: done since
+            if first > item.last:
+                continue
+            for index in self._cut(first, item.last):
+                span = self.spans[index]
+                if span.state is RecordState.ACQUIRED and (span.member_id, span.delivery_count) == \
+                        (member_id, item.delivery_count):
+                    self._release(span)
+                    released += 1
+        self._coalesce()
+        if released:
+            self._advance()
+        return released
+
     def held_copy(self, first: int, last: int) -> list[Span]:
         """Copies of the spans of ``first..last`` as they are now (cut to the range), for ``rollback``."""
         out: list[Span] = []

@@ -42,7 +42,7 @@ from pybroker.server.error_mapping import error_code_for
 from pybroker.server.features import share_groups_enabled
 from pybroker.server.request_channel import leave_request_queue
 from pybroker.server.registry import api
-from pybroker.server.share_service import Load, ShareStateUnavailable
+from pybroker.server.share_service import ClosedSession, Load, ShareStateUnavailable
 from pybroker.server.share_sessions import INITIAL_EPOCH, SessionContext
 
 FetchData = ShareFetchResponse.PartitionData
@@ -89,14 +89,14 @@ async def share_fetch(ctx: RequestContext, request: ShareFetchRequest) -> ShareF
         return ShareFetchResponse(error_code=context.error)
     assert context.session is not None
     answers: dict[Key, _Partition] = {}
+    closing = share.closing(context.session) if context.closing else None
     acknowledging = [(answers.setdefault(key, _resolve(ctx, key)), batches)
                      for key, batches in _last_named(requested).items() if batches]
     applied = [_apply(ctx, answer, group_id, member_id, batches, request.is_renew_ack)
                for answer, batches in acknowledging]
     # Applied now, written meanwhile: the fetch does not wait for the writes, the answer does (Kafka's
     # handleShareFetchRequest combines the acknowledgements' future with the fetch's).
-    written = _write_all(ctx, group_id, member_id, applied, context.closing) \
-        if applied or context.closing else None
+    written = _write_all(ctx, applied, closing) if applied or closing else None
     if context.closing or request.is_renew_ack:
         for (answer, _batches), code in zip(acknowledging, await written if written is not None else []):
             answer.ack_error = code
@@ -144,12 +144,13 @@ async def share_acknowledge(ctx: RequestContext, request: ShareAcknowledgeReques
                                                                  share.now_ms())
     if context.error is not ErrorCode.NONE:
         return ShareAcknowledgeResponse(error_code=context.error)
+    closing = share.closing(context.session) if context.closing and context.session is not None else None
     named = _last_named(((topic.topic_id, partition.partition_index), partition.acknowledgement_batches)
                         for topic in request.topics for partition in topic.partitions)
     answers = [_resolve(ctx, key) for key in named]
     applied = [_apply(ctx, answer, group_id, member_id, batches, request.is_renew_ack)
                for answer, batches in zip(answers, named.values())]
-    codes = await _write_all(ctx, group_id, member_id, applied, context.closing)
+    codes = await _write_all(ctx, applied, closing)
     topics: dict[uuid.UUID, ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse] = {}
     for answer, code in zip(answers, codes):
         entry = topics.setdefault(answer.key[0], ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse(
@@ -167,25 +168,26 @@ def _last_named(named: Iterable[tuple[Key, AckBatches]]) -> dict[Key, AckBatches
     return dict(named)
 
 
-def _write_all(ctx: RequestContext, group_id: str, member_id: str, applied: list[ErrorCode | Write],
-               closing: bool) -> asyncio.Future[list[ErrorCode]]:
+def _write_all(ctx: RequestContext, applied: list[ErrorCode | Write],
+               closing: ClosedSession | None) -> asyncio.Future[list[ErrorCode]]:
     """The writes of the request's applied acknowledgements (`_apply`), all at once, each partition's answer; then,
-    when the request closes the share session (already gone from the cache), the release of what the member still
-    holds here (``member_left``), the group's share-partitions kept meanwhile (``session_closing``). Run to its end
-    (`run_to_end`) whatever becomes of the request, as Kafka completes a request whose client went away: cancelled
-    while a write was under way, an acknowledgement would stay applied unwritten, and the member's other records
-    acquired until their locks run out, its session closed."""
+    when the request closes the share session (already gone from the cache), the release of what the member held
+    here when the request came (``ShareService.closed``; taken before the acknowledgements were applied, so those
+    whose write failed, held again, are released too), the group's share-partitions kept meanwhile
+    (``session_closing``). Run to its end (`run_to_end`) whatever becomes of the request, as Kafka completes a
+    request whose client went away: cancelled while a write was under way, an acknowledgement would stay applied
+    unwritten, and the member's other records acquired until their locks run out, its session closed."""
     share = ctx.services.share
-    if closing:
-        share.session_closing(group_id)
+    if closing is not None:
+        share.session_closing(closing.session.group_id)
 
     async def write_all() -> list[ErrorCode]:
         try:
             codes = await asyncio.gather(*(_written(outcome) for outcome in applied))
         finally:
-            if closing:
-                share.member_left(group_id, member_id)
-                share.session_closed(group_id)
+            if closing is not None:
+                share.closed(closing)
+                share.session_closed(closing.session.group_id)
         return list(codes)
     return run_to_end(write_all())
 

@@ -155,6 +155,25 @@ def test_a_leaving_member_releases_what_it_holds() -> None:
     assert _acquire(share, "c", clock, (0, 4), (5, 9)) == [Acquired(0, 4, 2)]
 
 
+def test_releasing_what_a_member_held_leaves_what_it_acquired_since() -> None:
+    """A closed share session's release (``held_by`` when the close came, ``release_held`` once its acknowledgements
+    are written): records accepted meanwhile are done, records acquired since by the member (new ones, or one of the
+    held ones released and acquired again, at a higher count) stay its own."""
+    clock = ManualClock()
+    share = _partition()
+    _acquire(share, "a", clock, (0, 3), (4, 5))
+    held = share.held_by("a")
+    assert held == [Acquired(0, 3, 1), Acquired(4, 5, 1)]
+    assert share.acknowledge("a", 0, 1, [ACCEPT], clock.wall_ms()) is ErrorCode.NONE
+    assert share.acknowledge("a", 5, 5, [RELEASE], clock.wall_ms()) is ErrorCode.NONE
+    _written(share)
+    assert _acquire(share, "a", clock, (5, 5), (6, 7)) == [Acquired(5, 5, 2), Acquired(6, 7, 1)]
+    assert share.release_held("a", held) == 2  # spans 2-3 and 4
+    assert [share.state_of(o) for o in range(2, 8)] == [(RecordState.AVAILABLE, 1)] * 3 + [
+        (RecordState.ACQUIRED, 2)] + [(RecordState.ACQUIRED, 1)] * 2
+    assert share.acquired_by("a") == 3 and share.start_offset == 2
+
+
 def test_control_batches_and_gaps_in_the_log_are_never_delivered() -> None:
     clock = ManualClock()
     share = _partition()

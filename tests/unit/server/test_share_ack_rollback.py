@@ -170,11 +170,11 @@ def test_an_acknowledgement_counted_when_applied_is_undone_by_a_write_failing_be
         writer = StateWriter(share, coordinator.write)
         share.acquire(MEMBER, [BatchBounds(0, 9)], max_records=100, lock_ms=LOCK_MS, now_ms=clock.wall_ms())
         ctx = _context(Share(share, writer, clock))
-        renew = _write_all(ctx, GROUP, MEMBER, [_apply(ctx, _Partition(KEY, TOPIC), GROUP, MEMBER,
-                                                      _batch(AckType.RENEW), True)], False)
+        renew = _write_all(ctx, [_apply(ctx, _Partition(KEY, TOPIC), GROUP, MEMBER, _batch(AckType.RENEW), True)],
+                           None)
         await _until(lambda: coordinator.writes == 1)
-        accept = _write_all(ctx, GROUP, MEMBER, [_apply(ctx, _Partition(KEY, TOPIC), GROUP, MEMBER,
-                                                       _batch(AckType.ACCEPT), False)], False)
+        accept = _write_all(ctx, [_apply(ctx, _Partition(KEY, TOPIC), GROUP, MEMBER, _batch(AckType.ACCEPT), False)],
+                            None)
         coordinator.release.set()
         return [*(await renew), *(await accept)], share, coordinator
     codes, share, coordinator = asyncio.run(scenario())

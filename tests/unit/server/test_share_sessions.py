@@ -39,3 +39,17 @@ def test_an_idle_session_is_dropped_after_the_group_session_timeout() -> None:
     assert cache.idle(45_000, lambda group: 45_000) == []
     assert [s.member_id for s in cache.idle(45_001, lambda group: 45_000)] == ["a"]
     assert cache.fetch_context("g", "a", 1, [], [], 45_001).error is ErrorCode.SHARE_SESSION_NOT_FOUND
+
+
+def test_removing_a_closed_session_leaves_one_opened_since() -> None:
+    """The end of a request that closed a session (its acknowledgements written) removes that session only: the
+    member may have opened a new one while the write waited."""
+    cache = ShareSessionCache(10)
+    cache.fetch_context("g", "m", 0, [(T, 0)], [], 0)
+    closed = cache.acknowledge_context("g", "m", -1, 0)
+    assert closed.closing and closed.session is not None
+    reopened = cache.fetch_context("g", "m", 0, [(T, 0)], [], 0).session
+    cache.remove("g", "m", closed.session)
+    assert cache.sessions[("g", "m")] is reopened
+    cache.remove("g", "m", reopened)
+    assert ("g", "m") not in cache.sessions
