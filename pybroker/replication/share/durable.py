@@ -119,7 +119,7 @@ class StateWriter:
         async with self._lock:
             if self._written >= wanted:
                 return self._last_error
-            taken, releases = self._changes, self._share.releases
+            taken, carried = self._changes, self._share.changes
             error = await self._write(self._share.start_offset, durable_batches(self._share))
             if error is ErrorCode.NONE:
                 self._undo = [(change, step) for change, step in self._undo if change > taken]
@@ -129,7 +129,7 @@ class StateWriter:
                 self._undo.clear()
                 taken = self._changes
             self._written, self._last_error = taken, error
-            if error not in RETRIED and self._share.written(releases):
+            if error not in RETRIED and self._share.written(carried):
                 self._on_freed()
             return error
 

@@ -16,6 +16,11 @@ carries its delivery count has been taken by the share coordinator (``written``)
 Kafka's ongoing state transition. Otherwise a leader that failed before such a write would leave a new leader the
 older count, and the record could be delivered more than ``group.share.delivery.count.limit`` times, with counts
 going back (chaos seed 17). Kafka holds released records so; for an expired lock it does not wait, and we do.
+Likewise records made done (accepted, rejected, archived) stay in the window, pending, until such a write: the start
+offset moves past them only then, as Kafka's SharePartition moves its start offset once the write of the state
+transition succeeds (maybeUpdateCachedStateAndOffsets; until then its canMoveStartOffset finds the transition
+ongoing), so they count against ``max_record_locks`` meanwhile, and a fetch cannot acquire past the cap by records
+whose acknowledgement may yet be undone.
 """
 
 from __future__ import annotations
@@ -54,7 +59,8 @@ class AckType(IntEnum):
 @dataclass(slots=True)
 class Span:
     """Offsets ``first..last`` (inclusive) in one state; ``member_id`` and ``deadline_ms`` only while acquired;
-    ``pending`` while available and not yet written (the number of the release that made it available)."""
+    ``pending`` while the state is not yet written (the number of the change that made it: available, it may not
+    be acquired; done, the start offset stays below it)."""
 
     first: int
     last: int
@@ -103,8 +109,9 @@ class SharePartition:
         self.max_record_locks = max_record_locks
         self.spans: list[Span] = []
         self.counters = ShareCounters()
-        self.releases = 0
-        """How many times offsets were made available again: a write taken when it is ``n`` carries them all."""
+        self.changes = 0
+        """How many changes made offsets pending (available again, or done): a write taken when it is ``n`` carries
+        them all."""
 
     # ------------------------------------------------------------------ queries
 
@@ -122,7 +129,7 @@ class SharePartition:
         return any(_acquirable(span) for span in self.spans)
 
     def unwritten(self) -> bool:
-        """Whether offsets made available again wait for a state write before they may be acquired."""
+        """Whether offsets made available again (or done) wait for a state write to take effect."""
         return any(span.pending for span in self.spans)
 
     def can_acquire_new(self) -> bool:
@@ -297,16 +304,18 @@ class SharePartition:
         self._coalesce()
         self._advance()
 
-    def written(self, releases: int) -> bool:
-        """A state write taken when ``self.releases`` was ``releases`` was acknowledged by the share coordinator:
-        the offsets it carried as available may be acquired again. Whether any may."""
+    def written(self, changes: int) -> bool:
+        """A state write taken when ``self.changes`` was ``changes`` was acknowledged by the share coordinator: the
+        offsets it carried as available may be acquired again, and the start offset moves past those it carried as
+        done. Whether any changed so (a waiting fetch may acquire)."""
         freed = False
         for span in self.spans:
-            if 0 < span.pending <= releases:
+            if 0 < span.pending <= changes:
                 span.pending = 0
                 freed = True
         if freed:
             self._coalesce()
+            self._advance()
         return freed
 
     # ------------------------------------------------------------------ internals
@@ -316,11 +325,14 @@ class SharePartition:
             else RecordState.AVAILABLE
         if span.state is RecordState.ARCHIVED:
             self.counters.archived += span.last - span.first + 1
-        else:
-            self.releases += 1
-            span.pending = self.releases
+        span.pending = self._change()
         span.member_id = None
         span.deadline_ms = 0
+
+    def _change(self) -> int:
+        """The number of a change that waits for a state write (``written``)."""
+        self.changes += 1
+        return self.changes
 
     def _reacquire(self, member_id: str, first: int, last: int, deadline: int, taken: list[Acquired],
                    room: int | None) -> int:
@@ -373,10 +385,12 @@ class SharePartition:
                 span.deadline_ms = renewed_deadline
             elif ack is AckType.ACCEPT:
                 span.state, span.member_id, span.deadline_ms = RecordState.ACKNOWLEDGED, None, 0
+                span.pending = self._change()
             elif ack is AckType.RELEASE:
                 self._release(span)
             else:  # REJECT, and GAP (offsets with no record)
                 span.state, span.member_id, span.deadline_ms = RecordState.ARCHIVED, None, 0
+                span.pending = self._change()
                 if ack is AckType.REJECT:
                     self.counters.archived += span.last - span.first + 1
         self._coalesce()
@@ -413,9 +427,9 @@ class SharePartition:
         self.spans = merged
 
     def _advance(self) -> None:
-        """Move the start offset past the done offsets at the front of the window."""
+        """Move the start offset past the done offsets at the front of the window whose state is written."""
         done = 0
-        while done < len(self.spans) and self.spans[done].state in _DONE:
+        while done < len(self.spans) and self.spans[done].state in _DONE and not self.spans[done].pending:
             done += 1
         if done:
             del self.spans[:done]
@@ -428,7 +442,7 @@ def _acquirable(span: Span) -> bool:
 
 def _mergeable(left: Span, right: Span) -> bool:
     if left.state in _DONE and right.state is left.state:
-        return True
+        return left.pending == right.pending
     return (left.state is right.state and left.delivery_count == right.delivery_count
             and left.member_id == right.member_id and left.deadline_ms == right.deadline_ms
             and left.pending == right.pending)

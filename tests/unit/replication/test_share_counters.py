@@ -19,9 +19,10 @@ def test_counters_follow_each_transition() -> None:
     assert share.counters.acknowledged == {"Accept": 7, "Release": 2, "Reject": 1, "Renew": 0}
     assert (share.counters.acquired, share.counters.archived) == (10, 1)
 
-    share.written(share.releases)  # the release is durable: offsets 3-4 may be delivered again
+    share.written(share.changes)  # the release is durable: offsets 3-4 may be delivered again
     share.acquire("a", [BatchBounds(0, 9)], max_records=100, lock_ms=LOCK_MS, now_ms=0)  # offsets 3-4 again
     assert share.counters.acquired == 12
     assert share.expire(LOCK_MS) == 1  # their second delivery times out: archived at the limit of 2
     assert (share.counters.lock_timeouts, share.counters.archived) == (2, 3)
+    share.written(share.changes)  # the window moves on once all of it is written
     assert share.in_flight() == 0

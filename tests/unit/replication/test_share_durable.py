@@ -152,3 +152,31 @@ def test_a_write_the_coordinator_refuses_outright_frees_the_released_records() -
         assert _acquire(share, "m2", clock) == [Acquired(0, 8, 2)]
 
     asyncio.run(scenario())
+
+
+def test_the_start_offset_moves_past_accepted_records_once_their_write_is_taken() -> None:
+    """As Kafka's SharePartition moves its start offset once the write of an acknowledgement succeeds: until then the
+    accepted records count against the record-lock cap (nothing new may be acquired), the write carries the start
+    offset before them and them as acknowledged, and a failed write undoes the acknowledgement. Before, the start
+    offset moved when the records were accepted, and a concurrent fetch could acquire past the cap."""
+    async def scenario() -> None:
+        clock, coordinator = ManualClock(), Coordinator()
+        share = SharePartition(0, delivery_count_limit=LIMIT, max_record_locks=9)
+        freed: list[int] = []
+        writer = StateWriter(share, coordinator.write, lambda: freed.append(share.start_offset))
+        assert _acquire(share, "m1", clock) == [Acquired(0, 8, 1)]
+        before = share.held_copy(0, 8)
+
+        def undo() -> None:
+            share.rollback(before)
+        assert share.acknowledge("m1", 0, 8, [AckType.ACCEPT], clock.wall_ms()) is ErrorCode.NONE
+        assert share.start_offset == 0 and not share.can_acquire_new()
+        coordinator.error = ErrorCode.COORDINATOR_NOT_AVAILABLE
+        assert await writer.persist(writer.changed(undo)) is ErrorCode.COORDINATOR_NOT_AVAILABLE
+        assert share.acquired_by("m1") == 9 and not share.can_acquire_new() and freed == []
+        assert share.acknowledge("m1", 0, 8, [AckType.ACCEPT], clock.wall_ms()) is ErrorCode.NONE
+        coordinator.error = ErrorCode.NONE
+        assert await writer.persist(writer.changed(undo)) is ErrorCode.NONE
+        assert (coordinator.start_offset, coordinator.batches) == (0, [DurableBatch(0, 8, 2, 1)])
+        assert share.start_offset == 9 and share.can_acquire_new() and freed == [9]
+    asyncio.run(scenario())

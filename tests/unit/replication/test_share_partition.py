@@ -32,7 +32,7 @@ def _acquire(share: SharePartition, member: str, clock: ManualClock, *ranges: tu
 
 def _written(share: SharePartition) -> None:
     """The state write that carries every release so far was taken by the share coordinator."""
-    share.written(share.releases)
+    share.written(share.changes)
 
 
 def test_whole_batches_are_acquired_once_then_accepted_and_the_start_offset_moves() -> None:
@@ -41,8 +41,11 @@ def test_whole_batches_are_acquired_once_then_accepted_and_the_start_offset_move
     assert _acquire(share, "a", clock, (0, 4), (5, 9)) == [Acquired(0, 9, 1)]
     assert _acquire(share, "b", clock, (0, 4), (5, 9)) == []  # held by a: nothing for b
     assert share.acknowledge("a", 0, 4, [ACCEPT], clock.wall_ms()) is ErrorCode.NONE
+    assert share.start_offset == 0  # until a write carries the acknowledgement
+    _written(share)
     assert share.start_offset == 5 and share.next_offset == 10
     assert share.acknowledge("a", 5, 9, [ACCEPT], clock.wall_ms()) is ErrorCode.NONE
+    _written(share)
     assert share.start_offset == 10 and share.spans == []
 
 
@@ -95,6 +98,7 @@ def test_the_delivery_count_limit_archives_a_record_released_or_timed_out_for_th
     assert _acquire(share, "a", clock, (0, 1)) == [Acquired(0, 1, 3)]
     assert share.acknowledge("a", 0, 0, [ACCEPT], clock.wall_ms()) is ErrorCode.NONE
     assert share.acknowledge("a", 1, 1, [RELEASE], clock.wall_ms()) is ErrorCode.NONE
+    _written(share)
     assert share.start_offset == 2 and not share.has_available()  # offset 1 archived, not redelivered
     assert _acquire(share, "a", clock, (0, 1)) == []
 
@@ -119,6 +123,7 @@ def test_reject_and_gap_archive() -> None:
     share = _partition()
     _acquire(share, "a", clock, (0, 2))
     share.acknowledge("a", 0, 2, [REJECT, GAP, ACCEPT], clock.wall_ms())
+    _written(share)
     assert share.start_offset == 3 and share.spans == []
 
 
@@ -134,6 +139,8 @@ def test_the_record_lock_cap_stops_new_batches_but_not_redelivery() -> None:
     share.acknowledge("a", 10, 119, [ACCEPT], clock.wall_ms())
     assert share.start_offset == 0 and share.in_flight() == 120  # 0-9 still held by b
     share.acknowledge("b", 0, 9, [ACCEPT], clock.wall_ms())
+    assert share.start_offset == 0 and _acquire(share, "b", clock, (120, 179)) == []  # their write not taken yet
+    _written(share)
     assert share.start_offset == 120 and _acquire(share, "b", clock, (120, 179)) == [Acquired(120, 179, 1)]
 
 
@@ -181,6 +188,7 @@ def test_control_batches_and_gaps_in_the_log_are_never_delivered() -> None:
     assert share.acquire("a", batches, max_records=100, lock_ms=LOCK_MS, now_ms=clock.wall_ms()) == \
         [Acquired(0, 1, 1), Acquired(5, 6, 1)]
     share.acknowledge("a", 0, 1, [ACCEPT], clock.wall_ms())
+    _written(share)
     assert share.start_offset == 5
     assert share.acknowledge("a", 3, 3, [ACCEPT], clock.wall_ms()) is ErrorCode.INVALID_RECORD_STATE
 
@@ -191,6 +199,7 @@ def test_spans_stay_few_when_batches_are_accepted_in_turn() -> None:
     for first in range(0, 1000, 10):
         _acquire(share, "a", clock, (first, first + 9))
         share.acknowledge("a", first, first + 9, [ACCEPT], clock.wall_ms())
+        _written(share)
     assert share.start_offset == 1000 and share.spans == []
 
 

@@ -78,7 +78,7 @@ def test_the_record_lock_cap_bounds_the_read_and_released_records_are_read_again
     assert log.batches_read == 5 and acquirable_end(share, 25) == 30
     share.release_member("m")
     assert _fetch(log, share, max_records=25).acquired == []  # released, not written yet
-    share.written(share.releases)
+    share.written(share.changes)
     log.batches_read = 0
     assert [(a.first, a.last) for a in _fetch(log, share, max_records=25).acquired] == [(0, 24)]
     assert log.batches_read == 30  # the in-flight window, nothing past the cap
