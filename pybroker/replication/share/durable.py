@@ -120,7 +120,8 @@ class StateWriter:
             if self._written >= wanted:
                 return self._last_error
             taken, carried = self._changes, self._share.changes
-            error = await self._write(self._share.start_offset, durable_batches(self._share))
+            start = self._share.start_once_written()
+            error = await self._write(start, [b for b in durable_batches(self._share) if b.last >= start])
             if error is ErrorCode.NONE:
                 self._undo = [(change, step) for change, step in self._undo if change > taken]
             else:

@@ -128,6 +128,14 @@ class SharePartition:
     def has_available(self) -> bool:
         return any(_acquirable(span) for span in self.spans)
 
+    def start_once_written(self) -> int:
+        """The start offset once every change so far is written: past the done offsets at the front of the window,
+        pending or not (what a write taken now stores, the start offset ``written`` then moves to)."""
+        for span in self.spans:
+            if span.state not in _DONE:
+                return span.first
+        return self.next_offset
+
     def unwritten(self) -> bool:
         """Whether offsets made available again (or done) wait for a state write to take effect."""
         return any(span.pending for span in self.spans)

@@ -156,9 +156,10 @@ def test_a_write_the_coordinator_refuses_outright_frees_the_released_records() -
 
 def test_the_start_offset_moves_past_accepted_records_once_their_write_is_taken() -> None:
     """As Kafka's SharePartition moves its start offset once the write of an acknowledgement succeeds: until then the
-    accepted records count against the record-lock cap (nothing new may be acquired), the write carries the start
-    offset before them and them as acknowledged, and a failed write undoes the acknowledgement. Before, the start
-    offset moved when the records were accepted, and a concurrent fetch could acquire past the cap."""
+    accepted records count against the record-lock cap (nothing new may be acquired), a failed write undoes the
+    acknowledgement, and the write taken stores the start offset past them (where the leader's moves once it is
+    taken; Kafka stores its start offset before them and them as acknowledged, which reads back the same). Before,
+    the start offset moved when the records were accepted, and a concurrent fetch could acquire past the cap."""
     async def scenario() -> None:
         clock, coordinator = ManualClock(), Coordinator()
         share = SharePartition(0, delivery_count_limit=LIMIT, max_record_locks=9)
@@ -177,6 +178,6 @@ def test_the_start_offset_moves_past_accepted_records_once_their_write_is_taken(
         assert share.acknowledge("m1", 0, 8, [AckType.ACCEPT], clock.wall_ms()) is ErrorCode.NONE
         coordinator.error = ErrorCode.NONE
         assert await writer.persist(writer.changed(undo)) is ErrorCode.NONE
-        assert (coordinator.start_offset, coordinator.batches) == (0, [DurableBatch(0, 8, 2, 1)])
+        assert (coordinator.start_offset, coordinator.batches) == (9, [])
         assert share.start_offset == 9 and share.can_acquire_new() and freed == [9]
     asyncio.run(scenario())
