@@ -42,6 +42,8 @@ from tests.integration.test_share_metrics import scraped_once, value
 
 TIMER_PREFIX = "share-close-timer"
 TIMED_OUT = "kafka_server_sharepartitionmetrics_acquisitionlocktimeout_total"
+PASS_EXTRA = {**EXTRA, "group.share.record.lock.duration.ms": "60000", "group.share.min.record.lock.duration.ms": "1000",
+              "zookeeper.session.timeout.ms": "30000"}  # C stays registered while it is stopped
 
 
 def test_a_share_partition_whose_closing_write_waits_is_not_dropped(tmp_path: Path) -> None:
@@ -49,29 +51,11 @@ def test_a_share_partition_whose_closing_write_waits_is_not_dropped(tmp_path: Pa
     write waits for C. The pass runs meanwhile (B's one-second locks of the other group time out in it). Once C runs
     again, the closing releases records 2-3, written with their count: m1's next session acquires them with count
     2 (before, A had been dropped: count 1)."""
-    extra = {**EXTRA, "group.share.record.lock.duration.ms": "60000", "group.share.min.record.lock.duration.ms": "1000",
-             "zookeeper.session.timeout.ms": "30000"}  # C stays registered while it is stopped
-    with _setup(tmp_path, extra) as setup:
-        leader = _leader(setup)
+    with _setup(tmp_path, PASS_EXTRA) as setup:
         timer = _timer_group(setup)
         _produce(setup.client, setup.a, 4)
         assert _share_fetch(setup, 0, [setup.a], max_wait_ms=15_000) == {setup.a: (ErrorCode.NONE, [(0, 3, 1)])}
-        host, port = setup.client.sock.getpeername()[:2]
-        os.kill(setup.stopped, signal.SIGSTOP)
-        try:
-            gone = WireClient(f"{host}:{port}")
-            gone.sock.sendall(encode_request(RequestHeader(
-                request_api_key=ShareAcknowledgeRequest.API_KEY, request_api_version=1, correlation_id=1,
-                client_id="closing"), _acknowledgement(setup.topic_id, setup.a, -1), 1))
-            eventually(lambda: _session_error(setup) == ErrorCode.SHARE_SESSION_NOT_FOUND,
-                       "the closing of m1's session to be taken")
-            assert _timer_fetch(setup, timer) == [(0, 2, 1)]  # under a one-second lock
-            scraped_once(setup.cluster.brokers[leader], lambda samples: value(
-                samples, TIMED_OUT, group=timer, topic=TOPIC, partition=str(setup.b)) == 3,
-                "the pass to time B's records out while A's write waits for C")
-        finally:
-            os.kill(setup.stopped, signal.SIGCONT)
-        gone.close()
+        _close_while_the_pass_runs(setup, timer)
         released = eventually(lambda: _share_fetch(setup, 0, [setup.a], max_wait_ms=0)[setup.a][1],
                               "records 2-3 to be released by the closing of the session", timeout=20)
         assert released == [(2, 3, 2)]
@@ -83,10 +67,7 @@ def test_the_closing_member_s_other_share_partitions_are_not_dropped_while_its_w
     way, and the pass dropped it while A's write waited, so the release found no B, and B's records came back from
     its state with count 1. The group's share-partitions are kept until the closing request's release: B's records
     are released by it, with their count."""
-    extra = {**EXTRA, "group.share.record.lock.duration.ms": "60000", "group.share.min.record.lock.duration.ms": "1000",
-             "zookeeper.session.timeout.ms": "30000"}
-    with _setup(tmp_path, extra) as setup:
-        leader = _leader(setup)
+    with _setup(tmp_path, PASS_EXTRA) as setup:
         timer = _timer_group(setup)
         _produce(setup.client, setup.a, 4)
         held = _share_fetch(setup, 0, [setup.a, setup.b], max_wait_ms=15_000)
@@ -94,22 +75,7 @@ def test_the_closing_member_s_other_share_partitions_are_not_dropped_while_its_w
         if loading:
             held.update(_share_fetch(setup, 1, loading, max_wait_ms=15_000))
         assert held == {setup.a: (ErrorCode.NONE, [(0, 3, 1)]), setup.b: (ErrorCode.NONE, [(0, 2, 1)])}
-        host, port = setup.client.sock.getpeername()[:2]
-        os.kill(setup.stopped, signal.SIGSTOP)
-        try:
-            gone = WireClient(f"{host}:{port}")
-            gone.sock.sendall(encode_request(RequestHeader(
-                request_api_key=ShareAcknowledgeRequest.API_KEY, request_api_version=1, correlation_id=1,
-                client_id="closing"), _acknowledgement(setup.topic_id, setup.a, -1), 1))
-            eventually(lambda: _session_error(setup) == ErrorCode.SHARE_SESSION_NOT_FOUND,
-                       "the closing of m1's session to be taken")
-            assert _timer_fetch(setup, timer) == [(0, 2, 1)]
-            scraped_once(setup.cluster.brokers[leader], lambda samples: value(
-                samples, TIMED_OUT, group=timer, topic=TOPIC, partition=str(setup.b)) == 3,
-                "the pass to time the other group's records of B out while A's write waits for C")
-        finally:
-            os.kill(setup.stopped, signal.SIGCONT)
-        gone.close()
+        _close_while_the_pass_runs(setup, timer)
         released = eventually(lambda: _share_fetch(setup, 0, [setup.a], max_wait_ms=0)[setup.a][1],
                               "records 2-3 of A to be released by the closing of the session", timeout=20)
         assert released == [(2, 3, 2)]
@@ -152,6 +118,29 @@ def test_a_session_opened_while_the_closing_write_waits_stays_open(tmp_path: Pat
         assert _share_fetch(setup, 1, [setup.a], max_wait_ms=15_000) == {setup.a: (ErrorCode.NONE, [(2, 3, 2)])}
         assert _share_acknowledge(setup, 2, {setup.a: (2, 5)}) == {setup.a: ErrorCode.NONE}
         eventually(lambda: _start_offset_at_c(setup) == 6, "C to hold A's start offset past the accepted records")
+
+
+def _close_while_the_pass_runs(setup: Setup, timer: str) -> None:
+    """With C stopped, m1's ShareAcknowledge accepts A's 0-1 and closes its session, from a connection then dropped;
+    its write waits for C while the once-a-second pass runs (seen when the timer group's one-second locks of B time
+    out in it); then C runs again."""
+    leader = _leader(setup)
+    host, port = setup.client.sock.getpeername()[:2]
+    os.kill(setup.stopped, signal.SIGSTOP)
+    try:
+        gone = WireClient(f"{host}:{port}")
+        gone.sock.sendall(encode_request(RequestHeader(
+            request_api_key=ShareAcknowledgeRequest.API_KEY, request_api_version=1, correlation_id=1,
+            client_id="closing"), _acknowledgement(setup.topic_id, setup.a, -1), 1))
+        eventually(lambda: _session_error(setup) == ErrorCode.SHARE_SESSION_NOT_FOUND,
+                   "the closing of m1's session to be taken")
+        assert _timer_fetch(setup, timer) == [(0, 2, 1)]  # under a one-second lock
+        scraped_once(setup.cluster.brokers[leader], lambda samples: value(
+            samples, TIMED_OUT, group=timer, topic=TOPIC, partition=str(setup.b)) == 3,
+            "the pass to time B's records of the timer group out while A's write waits for C")
+    finally:
+        os.kill(setup.stopped, signal.SIGCONT)
+    gone.close()
 
 
 def _leader(setup: Setup) -> int:

@@ -140,15 +140,20 @@ def test_two_acknowledgements_carried_by_one_failed_write_are_undone_newest_firs
     assert share.acquired_by(MEMBER) == 10
 
 
+def _held_ten() -> tuple[Coordinator, SharePartition, RequestContext]:
+    """Offsets 0-9 held by the member; the coordinator fails the first write and takes the next."""
+    clock, coordinator = ManualClock(), Coordinator(ErrorCode.UNKNOWN_SERVER_ERROR, ErrorCode.NONE)
+    share = SharePartition(0, delivery_count_limit=5, max_record_locks=100)
+    writer = StateWriter(share, coordinator.write)
+    share.acquire(MEMBER, [BatchBounds(0, 9)], max_records=100, lock_ms=LOCK_MS, now_ms=clock.wall_ms())
+    return coordinator, share, _context(Share(share, writer, clock))
+
+
 def test_an_acknowledgement_applied_over_a_failing_one_is_not_answered_as_written() -> None:
     """The ACCEPT came while the RENEW's write was under way; that write fails, and the RENEW is undone under the
     ACCEPT: the ACCEPT is undone too and answered with the failure, never written as if it had been kept."""
     async def scenario() -> tuple[list[ErrorCode], SharePartition, Coordinator]:
-        clock, coordinator = ManualClock(), Coordinator(ErrorCode.UNKNOWN_SERVER_ERROR, ErrorCode.NONE)
-        share = SharePartition(0, delivery_count_limit=5, max_record_locks=100)
-        writer = StateWriter(share, coordinator.write)
-        share.acquire(MEMBER, [BatchBounds(0, 9)], max_records=100, lock_ms=LOCK_MS, now_ms=clock.wall_ms())
-        ctx = _context(Share(share, writer, clock))
+        coordinator, share, ctx = _held_ten()
         renew = asyncio.ensure_future(_written(_apply(ctx, _Partition(KEY, TOPIC), GROUP, MEMBER,
                                                       _batch(AckType.RENEW), True)))
         await _until(lambda: coordinator.writes == 1, renew)
@@ -170,11 +175,7 @@ def test_an_acknowledgement_counted_when_applied_is_undone_by_a_write_failing_be
     started (after the RENEW's undoing had put back the state from before the RENEW, over the ACCEPT), it was
     written without its change and answered NONE, the records left held and stored available."""
     async def scenario() -> tuple[list[ErrorCode], SharePartition, Coordinator]:
-        clock, coordinator = ManualClock(), Coordinator(ErrorCode.UNKNOWN_SERVER_ERROR, ErrorCode.NONE)
-        share = SharePartition(0, delivery_count_limit=5, max_record_locks=100)
-        writer = StateWriter(share, coordinator.write)
-        share.acquire(MEMBER, [BatchBounds(0, 9)], max_records=100, lock_ms=LOCK_MS, now_ms=clock.wall_ms())
-        ctx = _context(Share(share, writer, clock))
+        coordinator, share, ctx = _held_ten()
         renew = _write_all(ctx, [_apply(ctx, _Partition(KEY, TOPIC), GROUP, MEMBER, _batch(AckType.RENEW), True)],
                            None)
         await _until(lambda: coordinator.writes == 1)
