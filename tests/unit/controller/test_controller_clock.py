@@ -9,6 +9,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from kazoo.exceptions import NodeExistsError
 
 from pybroker.common.clock import ManualClock
 from pybroker.controller.channel import RETRY_BACKOFF_S, ControllerChannel
@@ -67,27 +68,29 @@ def test_a_failed_controller_request_is_retried_after_the_backoff_on_the_clock()
 
 
 class LingeringRegistration:
-    """The ZooKeeper calls of a registration, with the previous run's node (another session's) in place
-    until `expire` is called."""
+    """The ZooKeeper calls of a registration, as ZooKeeper answers them: the previous run's ephemeral node
+    (another session's) is in place until `expire` removes it; a create while a node is there is refused."""
 
     session_id = 2
 
     def __init__(self) -> None:
-        self.owner = 1
+        self.owner: int | None = 1
         self.reads = 0
 
     def on(self, _kind: str, _handler: Any) -> None:
-        pass
+        """No session event (connection loss, expiry) comes in these tests."""
 
     async def create(self, _path: str, _data: bytes, **_options: Any) -> None:
-        pass
+        if self.owner is not None:
+            raise NodeExistsError()
+        self.owner = self.session_id
 
-    async def get(self, _path: str) -> tuple[bytes, Any]:
+    async def get(self, _path: str) -> tuple[bytes, Any] | None:
         self.reads += 1
-        return b"{}", SimpleNamespace(ephemeralOwner=self.owner, czxid=7)
+        return None if self.owner is None else (b"{}", SimpleNamespace(ephemeralOwner=self.owner, czxid=7))
 
     def expire(self) -> None:
-        self.owner = self.session_id
+        self.owner = None
 
 
 def _metadata(clock: ManualClock) -> tuple[ZkMetadata, LingeringRegistration]:
