@@ -148,8 +148,6 @@ class ShareService:
         self._durable: dict[SharePartitionKey, _Durable] = {}
         self._loading: dict[SharePartitionKey, asyncio.Task[SharePartition]] = {}
         self._background: set[asyncio.Task[None]] = set()
-        self._closing: dict[str, int] = {}
-        """Per group, the requests closing a share session whose release (`member_left`) is still to come."""
 
     def now_ms(self) -> int:
         return self.clock.wall_ms()
@@ -271,18 +269,6 @@ class ShareService:
         if not self._has_session(group_id) and any(key[0] == group_id for key in self.partitions):
             self._spawn(self._group_empty(group_id, writes), f"share-group-empty-{group_id}")
 
-    def session_closing(self, group_id: str) -> None:
-        """A request closing a member's share session has begun (the session is already out of the cache); until
-        its `session_closed`, no share-partition of the group is dropped as unused: the release that follows its
-        writes must find every share-partition holding the member's records, not only those it writes."""
-        self._closing[group_id] = self._closing.get(group_id, 0) + 1
-
-    def session_closed(self, group_id: str) -> None:
-        """The closing request's release (`member_left`) is done."""
-        left = self._closing.pop(group_id) - 1
-        if left:
-            self._closing[group_id] = left
-
     def _has_session(self, group_id: str) -> bool:
         return any(group == group_id for group, _member in self.sessions.sessions)
 
@@ -293,14 +279,17 @@ class ShareService:
     def _drop_unused(self, group_ids: set[str]) -> None:
         """Drop the share-partitions here of those of ``group_ids`` with no share session open, except those whose
         released records still wait for a write (the expiry loop writes them again, then drops them), those with
-        a write under way and those of a group whose session is being closed (`session_closing`): a request closing
-        its session writes its acknowledgements before it releases what the member holds, and that release must
-        find the share-partitions (else the next leader would deliver the records at their count before this
-        delivery)."""
-        idle = group_ids - {group for group, _member in self.sessions.sessions} - self._closing.keys()
+        a write under way and those with records still acquired: a request closing its session (already out of the
+        cache) writes its acknowledgements before it releases what the member holds, on every share-partition of
+        the group, and the release must find them (else the next leader would deliver the records at their count
+        before this delivery); records held otherwise are released when their locks run out, then dropped."""
+        idle = group_ids - {group for group, _member in self.sessions.sessions}
         if idle:
-            self._forget(lambda key: key[0] in idle and key in self.partitions
-                         and not self.partitions[key].unwritten() and not self._writing(key))
+            self._forget(lambda key: key[0] in idle and key in self.partitions and not self._in_use(key))
+
+    def _in_use(self, key: SharePartitionKey) -> bool:
+        share = self.partitions[key]
+        return share.unwritten() or share.next_deadline_ms() is not None or self._writing(key)
 
     def _writing(self, key: SharePartitionKey) -> bool:
         durable = self._durable.get(key)
@@ -544,7 +533,6 @@ class ShareService:
             if found is not None:
                 return min(found[0], partition_log.high_watermark)
         return partition_log.high_watermark
-
 
 
 def _answered(code: ErrorCode) -> Callable[[], Awaitable[ErrorCode]]:

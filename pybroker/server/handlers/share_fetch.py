@@ -173,13 +173,10 @@ def _write_all(ctx: RequestContext, applied: list[ErrorCode | Write],
     """The writes of the request's applied acknowledgements (`_apply`), all at once, each partition's answer; then,
     when the request closes the share session (already gone from the cache), the release of what the member held
     here when the request came (``ShareService.closed``; taken before the acknowledgements were applied, so those
-    whose write failed, held again, are released too), the group's share-partitions kept meanwhile
-    (``session_closing``). Run to its end (`run_to_end`) whatever becomes of the request, as Kafka completes a
+    whose write failed, held again, are released too). Run to its end (`run_to_end`) whatever becomes of the request, as Kafka completes a
     request whose client went away: cancelled while a write was under way, an acknowledgement would stay applied
     unwritten, and the member's other records acquired until their locks run out, its session closed."""
     share = ctx.services.share
-    if closing is not None:
-        share.session_closing(closing.session.group_id)
 
     async def write_all() -> list[ErrorCode]:
         try:
@@ -187,7 +184,6 @@ def _write_all(ctx: RequestContext, applied: list[ErrorCode | Write],
         finally:
             if closing is not None:
                 share.closed(closing)
-                share.session_closed(closing.session.group_id)
         return list(codes)
     return run_to_end(write_all())
 
