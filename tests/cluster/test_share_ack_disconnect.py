@@ -67,9 +67,7 @@ def test_an_acknowledgement_whose_client_went_away_is_rolled_back_when_its_write
         os.kill(setup.stopped, signal.SIGSTOP)
         try:
             gone = WireClient(f"{host}:{port}")
-            gone.sock.sendall(encode_request(RequestHeader(
-                request_api_key=ShareAcknowledgeRequest.API_KEY, request_api_version=1, correlation_id=1,
-                client_id="gone"), _acknowledgement(setup.topic_id, setup.a, 1), 1))
+            _send(gone, _acknowledgement(setup.topic_id, setup.a, 1))
             # applied in L's memory, its write held by C: acknowledging the records again is refused
             first = eventually(member.acknowledge, "the acknowledgement of the client going away to be taken")
             assert first == [ErrorCode.INVALID_RECORD_STATE]
@@ -102,8 +100,7 @@ def test_a_session_closed_by_a_client_that_went_away_releases_the_members_record
             gone = WireClient(f"{host}:{port}")
             closing = _acknowledgement(setup.topic_id, setup.a, -1) if api is ShareAcknowledgeRequest \
                 else _fetch_acknowledgement(setup.topic_id, setup.a, -1)
-            gone.sock.sendall(encode_request(RequestHeader(
-                request_api_key=api.API_KEY, request_api_version=1, correlation_id=1, client_id="gone"), closing, 1))
+            _send(gone, closing)
             eventually(lambda: _session_error(setup) == ErrorCode.SHARE_SESSION_NOT_FOUND,
                        "the closing of m1's session to be taken")
             gone.close()
@@ -120,6 +117,12 @@ def _session_error(setup: Setup) -> ErrorCode:
     answer = setup.client.request(ShareAcknowledgeRequest(group_id=GROUP, member_id="m1", share_session_epoch=1000,
                                                           topics=[]), 1, ShareAcknowledgeResponse)
     return ErrorCode(answer.error_code)
+
+
+def _send(client: WireClient, request: ShareAcknowledgeRequest | ShareFetchRequest) -> None:
+    """Send ``request`` (v1) without reading its answer."""
+    client.sock.sendall(encode_request(RequestHeader(
+        request_api_key=request.API_KEY, request_api_version=1, correlation_id=1, client_id="gone"), request, 1))
 
 
 def _acknowledgement(topic_id: uuid.UUID, partition: int, epoch: int) -> ShareAcknowledgeRequest:

@@ -21,18 +21,17 @@ from pathlib import Path
 
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
+from pybroker.coordinator.share_state.records import ShareKey, partition_of
 from pybroker.protocol.error_codes import ErrorCode
-from pybroker.protocol.frame import encode_request, response_header_version
+from pybroker.protocol.frame import response_header_version
 from pybroker.protocol.messages import (
-    RequestHeader,
     ShareAcknowledgeRequest,
     ShareAcknowledgeResponse,
     ShareFetchRequest,
     ShareFetchResponse,
 )
-from tests.cluster.test_share_ack_disconnect import _acknowledgement, _session_error, _start_offset_at_c
+from tests.cluster.test_share_ack_disconnect import _acknowledgement, _send, _session_error, _start_offset_at_c
 from tests.cluster.test_share_failover import GROUP_KEY, _broker, _coordinator
-from pybroker.coordinator.share_state.records import ShareKey, partition_of
 from tests.cluster.test_share_loads_at_once import (
     EXTRA, GROUP, STATE_PARTITIONS, TOPIC, Setup, _produce, _setup, _share_acknowledge, _share_fetch)
 from tests.eventually import eventually
@@ -99,9 +98,7 @@ def test_a_session_opened_while_the_closing_write_waits_stays_open(tmp_path: Pat
         closing.sock.settimeout(60)
         os.kill(setup.stopped, signal.SIGSTOP)
         try:
-            closing.sock.sendall(encode_request(RequestHeader(
-                request_api_key=ShareAcknowledgeRequest.API_KEY, request_api_version=1, correlation_id=1,
-                client_id="closing"), _acknowledgement(setup.topic_id, setup.a, -1), 1))
+            _send(closing, _acknowledgement(setup.topic_id, setup.a, -1))
             eventually(lambda: _session_error(setup) == ErrorCode.SHARE_SESSION_NOT_FOUND,
                        "the closing of m1's session to be taken")
             _produce(setup.client, setup.a, 2)
@@ -129,9 +126,7 @@ def _close_while_the_pass_runs(setup: Setup, timer: str) -> None:
     os.kill(setup.stopped, signal.SIGSTOP)
     try:
         gone = WireClient(f"{host}:{port}")
-        gone.sock.sendall(encode_request(RequestHeader(
-            request_api_key=ShareAcknowledgeRequest.API_KEY, request_api_version=1, correlation_id=1,
-            client_id="closing"), _acknowledgement(setup.topic_id, setup.a, -1), 1))
+        _send(gone, _acknowledgement(setup.topic_id, setup.a, -1))
         eventually(lambda: _session_error(setup) == ErrorCode.SHARE_SESSION_NOT_FOUND,
                    "the closing of m1's session to be taken")
         assert _timer_fetch(setup, timer) == [(0, 2, 1)]  # under a one-second lock

@@ -145,18 +145,9 @@ def test_a_listener_no_process_holds_is_a_target_going_down_not_a_stranger(monke
     server, port = _echo_server()
     monkeypatch.setattr(proxy_module, "listener_inode", lambda _port: "4294967295")  # an inode nobody holds
     assert proxy_module.stranger_on(port, os.getpid()) == proxy_module.UNHELD
-    host = ProxyHost()
     try:
-        proxy = host.add(Proxy("b0", lambda: {}, os.getpid))
-        proxy.target_port = port
-        client = socket.create_connection(("127.0.0.1", proxy.port), 5)
-        client.settimeout(5)
-        client.sendall(b"ping")
-        assert client.recv(4) == b""
-        client.close()
-        assert proxy.strangers == 0
+        assert _ping_through_a_proxy("b0", port) == (b"", 0)
     finally:
-        host.close()
         server.close()
 
 
@@ -164,19 +155,26 @@ def test_a_proxy_forwards_to_its_target_listening_on_an_ipv6_socket_as_zookeeper
     """Java listens on ::ffff:127.0.0.1, found in /proc/net/tcp6: the first proxies that checked only
     /proc/net/tcp refused every connection to ZooKeeper."""
     server, port = _echo_server(socket.AF_INET6)
+    try:
+        assert _ping_through_a_proxy("zk<-b0", port) == (b"ping", 0)
+    finally:
+        server.close()
+
+
+def _ping_through_a_proxy(name: str, port: int) -> tuple[bytes, int]:
+    """"ping" sent through a proxy of this process's to ``port``: what came back, and the strangers it counted."""
     host = ProxyHost()
     try:
-        proxy = host.add(Proxy("zk<-b0", lambda: {}, os.getpid))
+        proxy = host.add(Proxy(name, lambda: {}, os.getpid))
         proxy.target_port = port
         client = socket.create_connection(("127.0.0.1", proxy.port), 5)
         client.settimeout(5)
         client.sendall(b"ping")
-        assert client.recv(4) == b"ping"
+        answer = client.recv(4)
         client.close()
-        assert proxy.strangers == 0
+        return answer, proxy.strangers
     finally:
         host.close()
-        server.close()
 
 
 def test_a_power_loss_is_risky_only_when_no_other_isr_member_holds_the_records(tmp_path, monkeypatch) -> None:
