@@ -10,7 +10,8 @@ ZooKeeper mode, Kafka's layout (ZkAclStore), so Kafka's tools and brokers read t
   ``TOPIC:<name>`` for a literal pattern, ``/kafka-acl-extended-changes/acl_changes_<seq>`` holding
   ``{"version":1,"resourceType":"TOPIC","name":"..","patternType":"PREFIXED"}``. Every broker
   watches both and re-reads the named pattern; notifications older than 15 minutes are deleted,
-  as Kafka's ZkNodeChangeNotificationListener does.
+  as Kafka's ZkNodeChangeNotificationListener does: their age is the broker's clock (common/clock.py, Kafka's
+  `Time`) less the znode's creation time, which ZooKeeper stamps.
 - Writes are read-modify-write with the znode version (create if absent, set with the version,
   delete with the version when the last ACL goes), retried when another broker won the race.
 
@@ -27,11 +28,11 @@ import asyncio
 import json
 import logging
 import os
-import time
 from typing import Any, Callable, Iterable, Protocol
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
+from pybroker.common.clock import SYSTEM_CLOCK, Clock
 from pybroker.common.durable_json import write_json_durably_off_loop
 from pybroker.common.uncancellable import finishes_once_started
 from pybroker.zk.client import ZkClient, ZkEvent
@@ -147,8 +148,9 @@ class FileAclStore:
 class ZkAclStore:
     """The ZooKeeper store: the whole ACL set read at start, then kept fresh by the change znodes."""
 
-    def __init__(self, zk: ZkClient, authorizer: Authorizer) -> None:
+    def __init__(self, zk: ZkClient, authorizer: Authorizer, clock: Clock = SYSTEM_CLOCK) -> None:
         self._zk = zk
+        self._clock = clock
         self._authorizer = authorizer
         self._seen: dict[str, set[str]] = {LITERAL_CHANGES: set(), EXTENDED_CHANGES: set()}
         self._created_ms: dict[str, int] = {}  # notifications read: path -> creation time, for the purge
@@ -205,7 +207,7 @@ class ZkAclStore:
                     log.warning("Ignoring a malformed ACL change notification %s/%s", root, name)
             seen.intersection_update(children)
         expired = [path for path, created in self._created_ms.items()
-                   if created < time.time() * 1000 - NOTIFICATION_EXPIRY_MS]
+                   if created < self._clock.wall_ms() - NOTIFICATION_EXPIRY_MS]
         for path in expired:
             del self._created_ms[path]
             await self._zk.delete(path)

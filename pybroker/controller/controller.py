@@ -88,7 +88,7 @@ class ZkController:
         self._listener = inter_broker_listener  # brokers are reached on its endpoints
         self._channel = ControllerChannel(socket_timeout_ms, tls, sasl, clock)
         self._ctx = ControllerContext()
-        self._writer = FencedZkWriter(zk, broker_id, self._on_fenced)
+        self._writer = FencedZkWriter(zk, broker_id, self._on_fenced, clock)
         asked: LogEndQuery = log_ends or (lambda wanted: ask_log_ends(self._channel, wanted))
         self._partitions = PartitionStateMachine(self._ctx, zk, self._writer, unclean_default=unclean_election,
                                                  log_ends=asked)

@@ -10,6 +10,9 @@ When a write fails its epoch check, another controller was elected: the writer s
 later write raises NotControllerError without reaching ZooKeeper) and calls `on_fenced` so the
 controller resigns (Kafka's ControllerMovedException). A version conflict on a partition state (a
 leader changed the ISR meanwhile) raises StateConflict with the state now stored instead.
+
+The /controller timestamp is read from the broker's clock (common/clock.py), as Kafka's KafkaZkClient reads its
+`Time`; the ZooKeeper session's own timeouts and retries are kazoo's, on kazoo's timers (zk/client.py).
 """
 
 from __future__ import annotations
@@ -17,11 +20,11 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
-import time
 from typing import Any, Awaitable, Callable
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError
 
+from pybroker.common.clock import SYSTEM_CLOCK, Clock
 from pybroker.common.topic import TopicPartition
 from pybroker.zk import paths as zp
 from pybroker.controller.errors import NotControllerError
@@ -42,8 +45,10 @@ class StateConflict(BadVersionError):
 
 
 class FencedZkWriter:
-    def __init__(self, zk: ZkClient, broker_id: int, on_fenced: Callable[[], Awaitable[None]]):
+    def __init__(self, zk: ZkClient, broker_id: int, on_fenced: Callable[[], Awaitable[None]],
+                 clock: Clock = SYSTEM_CLOCK):
         self._zk = zk
+        self._clock = clock
         self._broker_id = broker_id
         self._on_fenced = on_fenced
         self.epoch = 0
@@ -63,7 +68,7 @@ class FencedZkWriter:
             assert epoch_node is not None
         epoch, version = zp.decode_controller_epoch(epoch_node[0]), epoch_node[1].version
         transaction = self._zk.transaction()
-        transaction.create(zp.CONTROLLER, zp.encode_controller(self._broker_id, int(time.time() * 1000)),
+        transaction.create(zp.CONTROLLER, zp.encode_controller(self._broker_id, self._clock.wall_ms()),
                            ephemeral=True)
         transaction.set_data(zp.CONTROLLER_EPOCH, zp.encode_controller_epoch(epoch + 1), version)
         try:

@@ -138,7 +138,7 @@ class Broker:
         self.acl_store: AclStore | None = None
         if self.authorizer is not None:
             self.acl_store = FileAclStore(config.log_dirs[0], self.authorizer) if self.zk_mode is None \
-                else ZkAclStore(self.zk_mode.zk, self.authorizer)
+                else ZkAclStore(self.zk_mode.zk, self.authorizer, self.clock)
         self.schema_registry: BrokerSchemaRegistry | None = None
         self.schema_validation = SchemaValidation(lambda: self.schema_registry.view()
                                                   if self.schema_registry is not None else None)

@@ -7,6 +7,9 @@ Concurrency notes:
 2. Watches are one-shot (ZooKeeper semantics): a handler re-reads the znode with `watch=` set
    again, which both re-arms the watch and sees any change that raced with the notification.
 3. `zookeeper.connect` may end in a chroot (`host:port/kafka`); it is created if missing, as Kafka does.
+4. The session's timers are kazoo's, not the broker's injected clock (common/clock.py): the session and connection
+   timeouts, kazoo's reconnect backoff and this module's waits for kazoo's start and stop run on real time, as
+   ZooKeeper, another process, measures the session on its own; a ManualClock does not hold them.
 """
 
 from __future__ import annotations
