@@ -121,6 +121,9 @@ class ChaosCluster:
     size: int = 3
     broker_defaults: dict[str, str] = field(default_factory=dict)
     code_root: Path = REPO
+    # the brokers' listeners, one per broker (drawn at start when not given): bounded_round draws them in the
+    # run's process, so that no two rounds of a run, each in a process forked from it, listen on the same ones
+    ports: list[int] = field(default_factory=list)
     zookeeper: ZooKeeperServer | None = None
     brokers: list[Broker] = field(default_factory=list)
     proxies: ProxyHost | None = None
@@ -151,13 +154,13 @@ class ChaosCluster:
     def start(self) -> None:
         self.proxies = ProxyHost()
         self.zookeeper = ZooKeeperServer(self.root / "zookeeper").start()
-        for broker_id in range(self.size):
+        self.ports = self.ports or [restartable_port() for _ in range(self.size)]  # each broker's after every kill
+        for broker_id, port in zip(range(self.size), self.ports, strict=True):
             data_dir = self.root / f"broker-{broker_id}"
             data_dir.mkdir(parents=True)
             front = self.proxies.add(Proxy(f"b{broker_id}", self.pids, partial(self.broker_pid, broker_id)))
             zk = self.proxies.add(Proxy(f"zk<-b{broker_id}", self.pids, self.zookeeper_pid))
             zk.target_port = self.zookeeper.port
-            port = restartable_port()  # a broker comes back on it after each kill
             front.target_port = port
             overrides = {
                 "broker.id": str(broker_id), "listeners": f"PLAINTEXT://127.0.0.1:{port}",

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import random
 import shutil
 import signal
 import sys
@@ -35,6 +36,7 @@ from chaos.share_state_log import archived, passed
 from chaos.share_workload import SHARE_BROKER_CONFIG, SHARE_GROUP, ShareWorkload, state_reads
 from chaos.watchdog import Bounded, RoundProcessError, run_bounded
 from chaos.workload import CTP_TOPIC, TABLE_TOPIC, TXN_TOPIC, Workload, create_topics, topics_of
+from tests.ports import restartable_port
 
 HEALTHY_TIMEOUT = 120.0
 FAULTS_END_TIMEOUT = 90.0  # composite faults may still be in their steps when the schedule's time is up
@@ -154,8 +156,9 @@ def run_round(seed: int, duration: float, *, brokers: int = 3, partitions: int =
               generator: str = "overlapping",
               kinds: list[str] | None = None,
               code_root: Path = REPO, keep_dir: Path | None = None, keep_all: bool = False,
-              root: Path | None = None, log=print) -> RoundResult:
-    """One round, in this process; `root` is its directory (a new temporary one by default)."""
+              root: Path | None = None, ports: list[int] | None = None, log=print) -> RoundResult:
+    """One round, in this process; `root` is its directory (a new temporary one by default), `ports` its brokers'
+    listeners (drawn at the cluster's start by default)."""
     plan = plan_of(seed, duration, partitions=partitions, expect_loss=expect_loss, generator=generator, kinds=kinds,
                    with_share=with_share)
     log(f"round seed={seed} duration={duration:.0f}s brokers={brokers} partitions={partitions} "
@@ -169,7 +172,8 @@ def run_round(seed: int, duration: float, *, brokers: int = 3, partitions: int =
     topics = topics_of(with_txn)
     cluster = ChaosCluster(root, brokers, {"unclean.leader.election.enable": str(expect_loss).lower(),
                                            "log.cleaner.backoff.ms": "1000",
-                                           **(SHARE_BROKER_CONFIG if with_share else {})}, code_root)
+                                           **(SHARE_BROKER_CONFIG if with_share else {})}, code_root,
+                           list(ports or []))
     verdict = "error"
     report = Report()
     heal_error: str | None = None
@@ -237,15 +241,26 @@ def bounded_round(seed: int, duration: float, *, bound: float | None = None, kee
                   log=print, **options: Any) -> RoundResult:
     """`run_round` in a process of its own (watchdog.py): a round that has not ended after `bound` seconds
     (ROUND_SLACK_S past its duration by default) is killed with its clients, brokers and ZooKeeper and
-    reported as a harness hang, with its threads' stacks: no verdict on the brokers, and not clean."""
+    reported as a harness hang, with its threads' stacks: no verdict on the brokers, and not clean.
+
+    The process is forked from this one, so it would inherit this one's `random` state and its place in the
+    test ports' cycle (tests/ports.py): every round of a run would draw the same sequence and listen on the same
+    ports, where an earlier round's broker slow to die may still be. So the brokers' ports are drawn here, where
+    the cycle moves on and the reservations stay held for the rounds after (tests/ports.py's KEPT), and the
+    round's process seeds `random` with the round's seed: a round replayed at its seed draws what it drew."""
     bound = bound if bound is not None else duration + ROUND_SLACK_S
     root = Path(tempfile.mkdtemp(prefix=f"chaos-{seed}-"))
     stacks = root / "stacks.txt"
     plan = plan_of(seed, duration, **{k: v for k, v in options.items()
                                       if k in ("partitions", "expect_loss", "generator", "kinds", "with_share")})
+    ports = [restartable_port() for _ in range(options.get("brokers", 3))]
+
+    def seeded_round() -> RoundResult:
+        random.seed(seed)
+        return run_round(seed, duration, keep_dir=keep_dir, root=root, ports=ports, log=log, **options)
+
     try:
-        outcome = run_bounded(lambda: run_round(seed, duration, keep_dir=keep_dir, root=root, log=log, **options),
-                              bound, stacks)
+        outcome = run_bounded(seeded_round, bound, stacks)
     except RoundProcessError as exc:  # run_round gives its own errors as verdicts: this is the process's
         shutil.rmtree(root, ignore_errors=True)
         return RoundResult(seed, plan, f"error: {exc}", Report(), healed=False)

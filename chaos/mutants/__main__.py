@@ -1,4 +1,5 @@
-"""`python -m chaos.mutants [--only a,b] [--duration 30] [--control]`: each mutant's rounds until one catches it.
+"""`python -m chaos.mutants [--only a,b] [--duration 30] [--seed 11] [--control]`: each mutant's rounds until one
+catches it. Each round's seed is printed with the `python -m chaos` command that replays it on the unpatched code.
 
 With --control, each mutant's catching round (its first seed when none caught it) is run again on the repository's
 own code: a catch is the planted bug's only when that control round is clean of safety anomalies; one that is not
@@ -13,11 +14,20 @@ import sys
 from pathlib import Path
 
 from chaos.cluster import REPO
-from chaos.mutants import BY_NAME, MUTANTS, Mutant, planted
+from chaos.mutants import BY_NAME, MUTANTS, SEED, Mutant, planted
 from chaos.run import HARNESS_HANG, RoundResult, bounded_round
 
 
+def replay(mutant: Mutant, seed: int, args: argparse.Namespace) -> str:
+    """The command that runs this round alone (`python -m chaos` runs the repository's code: the control)."""
+    return (f"python -m chaos --rounds 1 --no-expected-loss --seed {seed} --duration {args.duration:g} "
+            f"--partitions {args.partitions} --schedule {mutant.generator} --kinds {','.join(mutant.kinds)}"
+            + " --txn" * mutant.txn + " --share" * mutant.share)
+
+
 def _round(mutant: Mutant, seed: int, args: argparse.Namespace, code_root: Path) -> RoundResult:
+    print(f"== {mutant.name}{' control' if code_root == REPO else ''} round, seed {seed}; alone on the unpatched code: "
+          f"{replay(mutant, seed, args)}")
     return bounded_round(seed, args.duration, partitions=args.partitions, with_txn=mutant.txn,
                          with_share=mutant.share, generator=mutant.generator, kinds=list(mutant.kinds),
                          code_root=code_root, keep_dir=args.keep_dir)
@@ -28,6 +38,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", help="comma-separated mutant names (default: all)")
     parser.add_argument("--duration", type=float, default=30.0, help="seconds of faults per round")
     parser.add_argument("--partitions", type=int, default=6)
+    parser.add_argument("--seed", type=int, default=SEED,
+                        help="the run's: a mutant's rounds are at seeds derived from it (chaos/mutants/__init__.py)")
     parser.add_argument("--keep-dir", type=Path, default=Path("chaos-runs/mutants"))
     parser.add_argument("--every-seed", action="store_true",
                         help="run each mutant's every seed, not only until the first catch (how often it is caught)")
@@ -44,14 +56,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"== mutant {mutant.name}: {mutant.bug}")
         results: list[RoundResult] = []
         with planted(mutant) as code_root:
-            for seed in mutant.seeds:
+            for seed in mutant.seeds(args.seed):
                 results.append(_round(mutant, seed, args, code_root))
                 if results[-1].caught and not args.every_seed:
                     break
         caught = [r for r in results if r.caught]
         control = ""
         if args.control:
-            seed = caught[0].seed if caught else mutant.seeds[0]
+            seed = caught[0].seed if caught else mutant.seeds(args.seed)[0]
             print(f"== control of {mutant.name}: seed {seed} on the unpatched code")
             result = _round(mutant, seed, args, REPO)
             control = f" seed {seed}: {result.outcome}" + (f" (kept {result.kept})" if result.kept else "") + " |"
