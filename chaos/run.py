@@ -164,7 +164,8 @@ def run_round(seed: int, duration: float, *, brokers: int = 3, partitions: int =
     log(f"round seed={seed} duration={duration:.0f}s brokers={brokers} partitions={partitions} "
         f"schedule={'expected-loss' if expect_loss else generator} unclean={expect_loss} txn={with_txn}"
         + (f" txn-version={txn_version}" if with_txn else "")
-        + ("" if code_root == REPO else f" code={code_root}"))
+        + ("" if code_root == REPO else f" code={code_root}")
+        + (f" ports={','.join(map(str, ports))}" if ports else ""))
     for fault in plan:
         log(f"  {fault.describe()}")
     root = root or Path(tempfile.mkdtemp(prefix=f"chaos-{seed}-"))

@@ -64,7 +64,6 @@ def main(argv: list[str] | None = None) -> int:
         control = ""
         if args.control:
             seed = caught[0].seed if caught else mutant.seeds(args.seed)[0]
-            print(f"== control of {mutant.name}: seed {seed} on the unpatched code")
             result = _round(mutant, seed, args, REPO)
             control = f" seed {seed}: {result.outcome}" + (f" (kept {result.kept})" if result.kept else "") + " |"
             if result.caught or result.verdict.startswith(("error", HARNESS_HANG)):
