@@ -193,14 +193,14 @@ class SharePartition:
                     renew_lock_ms: int | None = None) -> ErrorCode:
         """Apply one AcknowledgementBatch: one type for the whole range, or one per offset. Every offset must be
         acquired by ``member_id`` under a lock still held, else nothing changes and INVALID_RECORD_STATE. RENEW is
-        valid only with ``renew_lock_ms`` (the lock duration; v2 requests)."""
+        valid only with ``renew_lock_ms`` (the lock duration; v2 requests). Not counted in ``counters`` here: the
+        caller counts it once it took effect (its write taken)."""
         allowed = _ACK_TYPES if renew_lock_ms is not None else _ACK_TYPES - {AckType.RENEW}
         if last < first or len(types) not in (1, last - first + 1) or any(t not in allowed for t in types):
             return ErrorCode.INVALID_REQUEST
         self.expire(now_ms)
         if not self._held(member_id, first, last):
             return ErrorCode.INVALID_RECORD_STATE
-        self.counters.on_acknowledge(first, last, types)
         deadline = now_ms + (renew_lock_ms or 0)
         if len(types) == 1:
             self._settle(first, last, AckType(types[0]), deadline)

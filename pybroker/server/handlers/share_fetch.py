@@ -265,7 +265,7 @@ def _apply(ctx: RequestContext, answer: _Partition, group_id: str, member_id: st
     one it does not hold is UNKNOWN_TOPIC_OR_PARTITION, one still initializing INVALID_RECORD_STATE
     (SharePartition.acknowledge finds no batch in its empty cache). The member holds none of its records here
     either way: a load makes the records acquired before it available again, so the acknowledgement could only have
-    been refused after it."""
+    been refused after it. The acknowledgements count in the metrics once written (`_count`)."""
     if answer.error is ErrorCode.UNKNOWN_TOPIC_ID:
         return answer.error
     if not _valid_batches(batches, ctx.api_version >= RENEW_VERSION and is_renew_ack):
@@ -299,8 +299,18 @@ def _apply(ctx: RequestContext, answer: _Partition, group_id: str, member_id: st
     async def write() -> ErrorCode:
         leave_request_queue()
         written = await pending()
+        if written is ErrorCode.NONE and result is ErrorCode.NONE:
+            _count(state, batches)
         return written if written is not ErrorCode.NONE and result is ErrorCode.NONE else result
     return write
+
+
+def _count(state: SharePartition, batches: AckBatches) -> None:
+    """Count a partition's acknowledgements in the metrics once they took effect (their write taken): Kafka's
+    SharePartitionManager.acknowledge records RecordAcknowledgementsPerSec only when the share-partition's
+    acknowledge future completes without an exception, so a refused or rolled-back acknowledgement counts nothing."""
+    for batch in batches:
+        state.counters.on_acknowledge(batch.first_offset, batch.last_offset, batch.acknowledge_types)
 
 
 def _rollback(state: SharePartition, undo: list[list[Span]]) -> Callable[[], None]:
