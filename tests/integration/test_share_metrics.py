@@ -1,7 +1,8 @@
 """Share-group metrics on /metrics after confluent-kafka's ShareConsumer accepted, released and rejected records and a
 silent member's locks timed out: acknowledgements per type, records acquired and archived, lock timeouts, in-flight
 records and the share-group count, labelled by group, topic and partition. Acknowledgements count only once they
-took effect (raw ShareAcknowledge frames: refused, or undone after a failed state write, they count nothing)."""
+took effect (raw ShareAcknowledge frames: refused, or undone after a failed state write, they count nothing), and a
+RENEW is not written."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ from tests.eventually import eventually
 from tests.integration.broker_process import BrokerProcess
 from tests.integration.test_bad_input import WireClient
 from tests.integration.test_share_groups_confluent import _consumer, _poll_some, _produce, _topic_and_group
-from tests.integration.test_share_groups_wire import ACCEPT, _fetch, _held_by_m1, _join
+from tests.integration.test_share_groups_wire import ACCEPT, RENEW, _fetch, _held_by_m1, _join
 
 GROUP, TOPIC = "metered-share", "metered-queue"
 PARTITION = {"group": GROUP, "topic": TOPIC, "partition": "0"}
@@ -161,3 +162,25 @@ def test_acknowledgements_count_only_once_they_took_effect(tmp_path: Path) -> No
     finally:
         broker.kill()
 
+
+def test_a_renewal_is_not_written(tmp_path: Path) -> None:
+    """With the share-partition's state deleted under its leader (every write of it refused), m1 still renews the
+    lock of the records it holds: Kafka's SharePartition persists nothing for a RENEW (acknowledgeCompleteBatch,
+    acknowledgePerOffsetBatchRecords) and answers at once; pybroker wrote the state and answered the write's
+    INVALID_REQUEST. A RENEW with an ACCEPT in one request has only the ACCEPT written, refused and undone: the
+    records are still held (the next ACCEPT is refused by the coordinator again, not INVALID_RECORD_STATE), and
+    only the renewals count."""
+    broker = BrokerProcess(tmp_path, {"metrics.port": "0"}).start()
+    try:
+        client = WireClient(broker.bootstrap)
+        topic_id = _held_by_m1(client, TOPIC, GROUP)
+        _delete_state(client, topic_id)
+        assert _acknowledge_v2(client, 2, topic_id, [(0, 2, [RENEW])], renew=True) is ErrorCode.NONE
+        assert _acknowledge_v2(client, 3, topic_id, [(0, 2, [RENEW, ACCEPT, RENEW])], renew=True) \
+            is ErrorCode.INVALID_REQUEST
+        assert _acknowledge_v2(client, 4, topic_id, [(0, 2, [ACCEPT])]) is ErrorCode.INVALID_REQUEST
+        samples = scrape(broker)
+        assert (acks(samples, "Renew"), acks(samples, "Accept")) == (3, 0)
+        client.close()
+    finally:
+        broker.kill()

@@ -27,7 +27,7 @@ class ShareCounters:
     """Records whose acquisition lock ran out before they were acknowledged."""
     acknowledged: dict[str, int] = field(default_factory=lambda: dict.fromkeys(ACK_TYPE_NAMES.values(), 0))
     """Records acknowledged, per Kafka ackType name: counted by the ShareFetch/ShareAcknowledge handler once the
-    acknowledgement took effect (its state write taken), never for one refused or undone."""
+    acknowledgement took effect (its state write taken, or a RENEW applied), never for one refused or undone."""
 
     def on_acknowledge(self, first: int, last: int, types: Sequence[int]) -> None:
         """Count one applied AcknowledgementBatch: one type for ``first..last``, or one type per offset."""

@@ -15,8 +15,9 @@ fenced) frees them as Kafka does on any failure: no later write would carry them
 
 A change made with an ``undo`` (an acknowledgement) is undone when the write carrying it fails. Undoing restores
 the state before the change, so every change not yet written is undone with it, newest first: one made after it, on
-the same records (a RENEW, then an ACCEPT), would otherwise be overwritten by the older undoing and still be
-written as if kept, or would put back the state the older change made. Those later changes are answered with the
+the same records, would otherwise be overwritten by the older undoing and still be written as if kept, or would put
+back the state the older change made. A RENEW is no such change: it is never written (Kafka persists nothing for
+it), so it has no undo and no failed write takes it back. Those later changes are answered with the
 failure too, as their state went with it.
 """
 
