@@ -1,6 +1,7 @@
 """Counts of what a share-partition did, for the broker's Prometheus metrics (``server/share_metrics.py``).
 
-A ``SharePartition`` owns one ``ShareCounters`` and bumps it where records change hands; the counters live and
+A ``SharePartition`` owns one ``ShareCounters`` and bumps it where records change hands (acknowledgements are
+counted by the handler, once they took effect); the counters live and
 die with the share-partition, as Kafka's SharePartitionMetrics do, and are read when the metrics are scraped.
 Plain integers: the partition code runs on the event loop, and so does a scrape.
 """
@@ -25,7 +26,8 @@ class ShareCounters:
     lock_timeouts: int = 0
     """Records whose acquisition lock ran out before they were acknowledged."""
     acknowledged: dict[str, int] = field(default_factory=lambda: dict.fromkeys(ACK_TYPE_NAMES.values(), 0))
-    """Records acknowledged, per Kafka ackType name."""
+    """Records acknowledged, per Kafka ackType name: counted by the ShareFetch/ShareAcknowledge handler once the
+    acknowledgement took effect (its state write taken, or a RENEW applied), never for one refused or undone."""
 
     def on_acknowledge(self, first: int, last: int, types: Sequence[int]) -> None:
         """Count one applied AcknowledgementBatch: one type for ``first..last``, or one type per offset."""

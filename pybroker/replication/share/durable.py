@@ -10,13 +10,17 @@ the write starts, so any number of acknowledgements waiting together are made du
 is answered before a write that includes it has been acknowledged by the coordinator. Records released or timed
 out become acquirable again only then too (``SharePartition.written``): a write that fails for want of a
 coordinator (``RETRIED``: it may not be stored, or only later) leaves them pending, for the next write (the share
-service retries while any are). A write the coordinator refused outright (its state was deleted, or the request is
-fenced) frees them as Kafka does on any failure: no later write would carry them.
+service retries while any are). Records archived by a lock timeout (or a leaving member) leave the window when such
+a write ends all the same, as Kafka's lock-timeout handler moves its start offset whatever its write's outcome; the
+state is written again until a write is taken (``needs_write``), where Kafka waits for the next acknowledgement's.
+A write the coordinator refused outright (its state was deleted, or the request is fenced) frees them as Kafka does
+on any failure: no later write would carry them.
 
 A change made with an ``undo`` (an acknowledgement) is undone when the write carrying it fails. Undoing restores
 the state before the change, so every change not yet written is undone with it, newest first: one made after it, on
-the same records (a RENEW, then an ACCEPT), would otherwise be overwritten by the older undoing and still be
-written as if kept, or would put back the state the older change made. Those later changes are answered with the
+the same records, would otherwise be overwritten by the older undoing and still be written as if kept, or would put
+back the state the older change made. A RENEW is no such change: it is never written (Kafka persists nothing for
+it), so it has no undo and no failed write takes it back. Those later changes are answered with the
 failure too, as their state went with it.
 """
 
@@ -98,6 +102,8 @@ class StateWriter:
         self._changes = 0
         self._written = 0
         self._last_error = ErrorCode.NONE
+        self._again = False
+        """The last write got no answer and let archived records go unwritten: write again (``needs_write``)."""
         self._undo: list[tuple[int, Undo]] = []
         """The changes not yet written that can be undone, oldest first, each with its number."""
 
@@ -130,14 +136,18 @@ class StateWriter:
                 self._undo.clear()
                 taken = self._changes
             self._written, self._last_error = taken, error
-            if error not in RETRIED and self._share.written(carried):
+            freed = self._share.written(carried, done_only=error in RETRIED)
+            self._again = error in RETRIED and (freed or self._again)
+            if freed:
                 self._on_freed()
             return error
 
     def writing(self) -> bool:
-        """Whether a write is under way or a change is counted for one (its request is still to write it)."""
-        return self._lock.locked() or self._changes > self._written
+        """Whether a write is under way, a change is counted for one (its request is still to write it), or the
+        last one got no answer and is to be made again."""
+        return self._lock.locked() or self._changes > self._written or self._again
 
     def needs_write(self) -> bool:
-        """Whether released records wait for a write and none is under way (to retry one that failed)."""
-        return self._share.unwritten() and not self._lock.locked()
+        """Whether released records wait for a write, or archived ones were let go unwritten, and no write is under
+        way (to retry one that failed)."""
+        return (self._share.unwritten() or self._again) and not self._lock.locked()

@@ -20,7 +20,9 @@ Likewise records made done (accepted, rejected, archived) stay in the window, pe
 offset moves past them only then, as Kafka's SharePartition moves its start offset once the write of the state
 transition succeeds (maybeUpdateCachedStateAndOffsets; until then its canMoveStartOffset finds the transition
 ongoing), so they count against ``max_record_locks`` meanwhile, and a fetch cannot acquire past the cap by records
-whose acknowledgement may yet be undone.
+whose acknowledgement may yet be undone. Records archived with no acknowledgement to undo (a lock timeout, a leaving
+member, at the delivery count limit) leave once their write ends, even unanswered (``written``'s ``done_only``), as
+Kafka's lock-timeout handler moves the start offset whatever its write's outcome.
 """
 
 from __future__ import annotations
@@ -193,14 +195,14 @@ class SharePartition:
                     renew_lock_ms: int | None = None) -> ErrorCode:
         """Apply one AcknowledgementBatch: one type for the whole range, or one per offset. Every offset must be
         acquired by ``member_id`` under a lock still held, else nothing changes and INVALID_RECORD_STATE. RENEW is
-        valid only with ``renew_lock_ms`` (the lock duration; v2 requests)."""
+        valid only with ``renew_lock_ms`` (the lock duration; v2 requests). Not counted in ``counters`` here: the
+        caller counts it once it took effect (its write taken)."""
         allowed = _ACK_TYPES if renew_lock_ms is not None else _ACK_TYPES - {AckType.RENEW}
         if last < first or len(types) not in (1, last - first + 1) or any(t not in allowed for t in types):
             return ErrorCode.INVALID_REQUEST
         self.expire(now_ms)
         if not self._held(member_id, first, last):
             return ErrorCode.INVALID_RECORD_STATE
-        self.counters.on_acknowledge(first, last, types)
         deadline = now_ms + (renew_lock_ms or 0)
         if len(types) == 1:
             self._settle(first, last, AckType(types[0]), deadline)
@@ -312,13 +314,17 @@ class SharePartition:
         self._coalesce()
         self._advance()
 
-    def written(self, changes: int) -> bool:
+    def written(self, changes: int, *, done_only: bool = False) -> bool:
         """A state write taken when ``self.changes`` was ``changes`` was acknowledged by the share coordinator: the
         offsets it carried as available may be acquired again, and the start offset moves past those it carried as
-        done. Whether any changed so (a waiting fetch may acquire)."""
+        done. With ``done_only`` (a write no coordinator answered, which may or may not be stored) only the done ones
+        are let go: the start offset moves past the records a lock timeout or a leaving member archived (a failed
+        write has undone the acknowledged ones), as Kafka's lock-timeout handler moves it once its write ends,
+        answered or not, while records made available again wait for a write that is taken. Whether any changed so
+        (a waiting fetch may acquire)."""
         freed = False
         for span in self.spans:
-            if 0 < span.pending <= changes:
+            if 0 < span.pending <= changes and (not done_only or span.state in _DONE):
                 span.pending = 0
                 freed = True
         if freed:

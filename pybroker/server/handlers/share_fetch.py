@@ -48,10 +48,11 @@ from pybroker.server.share_sessions import INITIAL_EPOCH, SessionContext
 FetchData = ShareFetchResponse.PartitionData
 RENEW_VERSION = 2
 RECORD_LIMIT = 1
+"""ShareFetch v2's share_acquire_mode for KIP-1206's record-limit acquisition (0 is batch-optimized)."""
 RENEW_TYPE = 4
 """KIP-1222's RENEW acknowledge type, valid only in a v2 request with IsRenewAck (v1's types go up to REJECT, 3)."""
-"""ShareFetch v2's share_acquire_mode for KIP-1206's record-limit acquisition (0 is batch-optimized)."""
 Key = tuple[uuid.UUID, int]
+AckBatch = ShareFetchRequest.AcknowledgementBatch | ShareAcknowledgeRequest.AcknowledgementBatch
 AckBatches = list[ShareFetchRequest.AcknowledgementBatch] | list[ShareAcknowledgeRequest.AcknowledgementBatch]
 Write = Callable[[], Awaitable[ErrorCode]]
 """A partition's applied acknowledgements being written: its answer once done."""
@@ -257,8 +258,11 @@ def _apply(ctx: RequestContext, answer: _Partition, group_id: str, member_id: st
     """Apply a partition's acknowledgement batches in order, once all are found valid (`_valid_batches`); the first
     one refused (e.g. naming records the member does not hold: INVALID_RECORD_STATE) is the partition's answer and
     undoes those applied before it, later ones not tried, as Kafka's SharePartition.acknowledge stops at the first
-    failure and rolls the whole call back. The partition's answer, or, when the share-partition changed, the write
-    of the change to the share coordinator that gives it (a failed write is the answer, and undoes the batches).
+    failure and rolls the whole call back (renewals excepted: see `_written_ranges`). The partition's answer, or,
+    when a record's state changed, the write of the change to the share coordinator that gives it (a failed write is
+    the answer, and undoes the batches); renewals alone are answered at once, nothing written. Lock expiries found
+    meanwhile are written apart (``persist_later``), as Kafka writes them from its timer, unless the
+    acknowledgements' write carries them. The acknowledgements count in the metrics once they took effect (`_count`).
     Applied at once, before the request does anything else (a ShareFetch's fetch sees them), as Kafka's
     SharePartition changes its in-memory state before it writes. A share-partition not loaded here is
     answered at once, without waiting for or starting a load, as Kafka's SharePartitionManager.acknowledge answers:
@@ -283,24 +287,59 @@ def _apply(ctx: RequestContext, answer: _Partition, group_id: str, member_id: st
     renew_lock_ms = share.configs.lock_duration_ms(group_id) if ctx.api_version >= RENEW_VERSION else None
     undo: list[list[Span]] = []
     for batch in batches:
-        before = state.held_copy(batch.first_offset, batch.last_offset)
+        before = [span for first, last in _written_ranges(batch) for span in state.held_copy(first, last)]
         result = state.acknowledge(member_id, batch.first_offset, batch.last_offset, batch.acknowledge_types, now,
                                    renew_lock_ms=renew_lock_ms)
         if result is not ErrorCode.NONE:
             _rollback(state, undo)()
             undo.clear()
             break
-        undo.append(before)
-    if not undo and not expired:
+        if before:
+            undo.append(before)
+    if result is not ErrorCode.NONE or not undo:
+        if expired:
+            share.persist_later(group_id, answer.topic, answer.key[1])
+        if result is ErrorCode.NONE:  # only renewals: nothing to write, as Kafka writes nothing for a RENEW
+            _count(state, batches)
         return result
     # Counted with the writer now, not when the write starts: a failing write that ends in between undoes it too.
-    pending = share.changed(group_id, answer.topic, answer.key[1], _rollback(state, undo) if undo else None)
+    pending = share.changed(group_id, answer.topic, answer.key[1], _rollback(state, undo))
 
     async def write() -> ErrorCode:
         leave_request_queue()
         written = await pending()
-        return written if written is not ErrorCode.NONE and result is ErrorCode.NONE else result
+        if written is ErrorCode.NONE:
+            _count(state, batches)
+        return written
     return write
+
+
+def _written_ranges(batch: AckBatch) -> list[tuple[int, int]]:
+    """The runs of a batch's offsets whose acknowledgement changes their state, to be written and undone should that
+    write fail: all but RENEW's, which only restarts a lock. Kafka's SharePartition adds no persister batch for a
+    RENEW (acknowledgeCompleteBatch: "Nothing to persist"), so a failed write, or a later batch of the call refused,
+    leaves the renewal in place."""
+    types = batch.acknowledge_types
+    first, last = batch.first_offset, batch.last_offset
+    if len(types) == 1:
+        return [] if types[0] == RENEW_TYPE else [(first, last)]
+    runs: list[tuple[int, int]] = []
+    for offset, ack_type in zip(range(first, last + 1), types):
+        if ack_type == RENEW_TYPE:
+            continue
+        if runs and runs[-1][1] == offset - 1:
+            runs[-1] = (runs[-1][0], offset)
+        else:
+            runs.append((offset, offset))
+    return runs
+
+
+def _count(state: SharePartition, batches: AckBatches) -> None:
+    """Count a partition's acknowledgements in the metrics once they took effect (written, or renewals): Kafka's
+    SharePartitionManager.acknowledge records RecordAcknowledgementsPerSec only when the share-partition's
+    acknowledge future completes without an exception, so a refused or rolled-back acknowledgement counts nothing."""
+    for batch in batches:
+        state.counters.on_acknowledge(batch.first_offset, batch.last_offset, batch.acknowledge_types)
 
 
 def _rollback(state: SharePartition, undo: list[list[Span]]) -> Callable[[], None]:

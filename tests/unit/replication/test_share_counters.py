@@ -1,6 +1,6 @@
 """A share-partition's counters (read by /metrics): records acquired, acknowledged per type (one type per batch or
-one per offset), archived by REJECT or the delivery count limit, and lock timeouts; refused acknowledgements count
-nothing."""
+one per offset, counted by the handler once the acknowledgement took effect), archived by REJECT or the delivery
+count limit, and lock timeouts; refused acknowledgements count nothing."""
 
 from __future__ import annotations
 
@@ -16,6 +16,8 @@ def test_counters_follow_each_transition() -> None:
     assert share.acknowledge("b", 0, 9, [AckType.ACCEPT], 0) is ErrorCode.INVALID_RECORD_STATE
     types = [AckType.ACCEPT] * 3 + [AckType.RELEASE] * 2 + [AckType.REJECT] + [AckType.ACCEPT] * 4
     assert share.acknowledge("a", 0, 9, types, 0) is ErrorCode.NONE
+    assert share.counters.acknowledged == dict.fromkeys(("Accept", "Release", "Reject", "Renew"), 0)
+    share.counters.on_acknowledge(0, 9, types)  # as the handler counts it, once it took effect
     assert share.counters.acknowledged == {"Accept": 7, "Release": 2, "Reject": 1, "Renew": 0}
     assert (share.counters.acquired, share.counters.archived) == (10, 1)
 

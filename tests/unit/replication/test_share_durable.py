@@ -181,3 +181,28 @@ def test_the_start_offset_moves_past_accepted_records_once_their_write_is_taken(
         assert (coordinator.start_offset, coordinator.batches) == (9, [])
         assert share.start_offset == 9 and share.can_acquire_new() and freed == [9]
     asyncio.run(scenario())
+
+
+def test_records_archived_by_a_lock_timeout_leave_the_window_when_their_write_gets_no_answer() -> None:
+    """Records 0-8 are archived at the delivery count limit when their lock runs out; the write of that gets no
+    answer from a coordinator. They leave the window all the same (start offset 9, room under the record-lock cap),
+    as Kafka's lock-timeout handler moves its start offset once its write ends whatever its outcome; the state is
+    written again until a write is taken, which stores the start offset past them. Before, they held the start
+    offset until a write was taken."""
+    async def scenario() -> None:
+        clock, coordinator = ManualClock(), Coordinator()
+        share = SharePartition(0, delivery_count_limit=1, max_record_locks=9)
+        freed: list[int] = []
+        writer = StateWriter(share, coordinator.write, lambda: freed.append(share.start_offset))
+        assert _acquire(share, "m1", clock) == [Acquired(0, 8, 1)]
+        clock.advance(LOCK_MS / 1000)
+        assert share.expire(clock.wall_ms()) == 1 and share.start_offset == 0 and not share.can_acquire_new()
+        coordinator.error = ErrorCode.COORDINATOR_NOT_AVAILABLE
+        assert await writer.persist() is ErrorCode.COORDINATOR_NOT_AVAILABLE
+        assert share.start_offset == 9 and share.can_acquire_new() and freed == [9]
+        assert writer.needs_write() and writer.writing() and coordinator.start_offset == 0
+        coordinator.error = ErrorCode.NONE
+        assert await writer.persist() is ErrorCode.NONE
+        assert not writer.needs_write() and not writer.writing()
+        assert (coordinator.start_offset, coordinator.batches) == (9, [])
+    asyncio.run(scenario())

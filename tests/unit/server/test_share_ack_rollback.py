@@ -1,6 +1,11 @@
-"""Acknowledgements whose state writes fail are undone newest first (``durable.StateWriter``): a RENEW and then an
-ACCEPT of the same held records, both failing, leave the records held under the lock they had before both, neither
-renewed nor accepted. Undone oldest first, the ACCEPT's undoing put back the renewed lock over the older undoing.
+"""Acknowledgements whose state writes fail are undone newest first (``durable.StateWriter``), and a RENEW is never
+written nor undone, as Kafka's SharePartition persists nothing for it (a persister batch is added for the other
+types only, and only those are rolled back).
+
+A RENEW and then an ACCEPT of the same held records, the ACCEPT's write failing: the RENEW is answered at once,
+nothing written for it; the ACCEPT is undone to the records as it found them, held under the renewed lock (Kafka's
+rollback state carries the renewed lock's timer task). Two ACCEPTs, the second applied while the first's write is
+under way: both undone and answered with the failure, the second never written as if kept.
 
 Driven through the handler's ``_apply`` and ``_written`` (as two requests of one member) against a real
 ``SharePartition`` and ``StateWriter``, with a share service reduced to what acknowledging uses and a coordinator
@@ -91,50 +96,51 @@ def _accepted(share: SharePartition) -> bool:
     return found is not None and found[0] is RecordState.ACKNOWLEDGED
 
 
-def _batch(ack: AckType) -> list[ShareFetchRequest.AcknowledgementBatch]:
-    return [ShareFetchRequest.AcknowledgementBatch(first_offset=0, last_offset=4, acknowledge_types=[int(ack)])]
+def _batch(ack: AckType, first: int = 0, last: int = 4) -> list[ShareFetchRequest.AcknowledgementBatch]:
+    return [ShareFetchRequest.AcknowledgementBatch(first_offset=first, last_offset=last, acknowledge_types=[int(ack)])]
 
 
 async def _scenario(*, held_before: bool) -> tuple[SharePartition, list[ErrorCode], Coordinator, int]:
-    """A RENEW then an ACCEPT of offsets 0-4 (v2), both applied before either is written, then their write refused;
-    with ``held_before`` it waits behind a write already under way (which is taken)."""
+    """A RENEW then an ACCEPT of offsets 0-4 (v2), the ACCEPT's write refused; with ``held_before`` it waits behind a
+    write already under way (which is taken). The lock's deadline after the renewal is returned."""
     answers = (ErrorCode.NONE, ErrorCode.UNKNOWN_SERVER_ERROR) if held_before else (ErrorCode.UNKNOWN_SERVER_ERROR,)
     clock, coordinator = ManualClock(), Coordinator(*answers)
     share = SharePartition(0, delivery_count_limit=5, max_record_locks=100)
     writer = StateWriter(share, coordinator.write)
     assert share.acquire(MEMBER, [BatchBounds(0, 9)], max_records=100, lock_ms=LOCK_MS,
                          now_ms=clock.wall_ms()) == [Acquired(0, 9, 1)]
-    deadline = _lock_of(share, 0)
     clock.advance(10)  # a renewal now moves the lock 10 s on
     ctx = _context(Share(share, writer, clock))
     earlier = asyncio.ensure_future(writer.persist()) if held_before else None
     if earlier is not None:
         await _until(lambda: coordinator.writes == 1, earlier)  # under way before either acknowledgement
-    renew = asyncio.ensure_future(_written(_apply(ctx, _Partition(KEY, TOPIC), GROUP, MEMBER,
-                                                  _batch(AckType.RENEW), True)))
+    renewed = _apply(ctx, _Partition(KEY, TOPIC), GROUP, MEMBER, _batch(AckType.RENEW), True)
+    assert renewed is ErrorCode.NONE  # answered at once: nothing to write
+    deadline = _lock_of(share, 0)
+    assert deadline == clock.wall_ms() + LOCK_MS
     accept = asyncio.ensure_future(_written(_apply(ctx, _Partition(KEY, TOPIC), GROUP, MEMBER,
                                                    _batch(AckType.ACCEPT), False)))
-    # both applied (the records accepted, their write pending), a write under way
-    await _until(lambda: coordinator.writes == 1 and _accepted(share), renew, accept)
+    await _until(lambda: _accepted(share), accept)
     coordinator.release.set()
-    codes = list(await asyncio.gather(renew, accept))
+    codes = [renewed, await accept]
     if earlier is not None:
         await earlier
     return share, codes, coordinator, deadline
 
 
-def test_two_failed_acknowledgements_leave_the_records_as_before_both() -> None:
-    share, codes, _coordinator, deadline = asyncio.run(_scenario(held_before=False))
-    assert codes == [ErrorCode.UNKNOWN_SERVER_ERROR, ErrorCode.UNKNOWN_SERVER_ERROR]
+def test_a_failed_accept_after_a_renewal_keeps_the_renewed_lock() -> None:
+    share, codes, coordinator, deadline = asyncio.run(_scenario(held_before=False))
+    assert codes == [ErrorCode.NONE, ErrorCode.UNKNOWN_SERVER_ERROR]
+    assert coordinator.writes == 1  # the ACCEPT's only
     assert share.state_of(0) == (RecordState.ACQUIRED, 1) and share.state_of(4) == (RecordState.ACQUIRED, 1)
-    assert _lock_of(share, 0) == _lock_of(share, 4) == deadline  # not the renewed lock
+    assert _lock_of(share, 0) == _lock_of(share, 4) == deadline  # the renewed lock, not the one before it
     assert share.start_offset == 0 and share.acquired_by(MEMBER) == 10
 
 
-def test_two_acknowledgements_carried_by_one_failed_write_are_undone_newest_first() -> None:
+def test_a_renewal_waits_for_no_write_under_way() -> None:
     share, codes, coordinator, deadline = asyncio.run(_scenario(held_before=True))
-    assert codes == [ErrorCode.UNKNOWN_SERVER_ERROR, ErrorCode.UNKNOWN_SERVER_ERROR]
-    assert coordinator.writes == 2  # the one under way, then one carrying both acknowledgements
+    assert codes == [ErrorCode.NONE, ErrorCode.UNKNOWN_SERVER_ERROR]
+    assert coordinator.writes == 2  # the one under way, then the ACCEPT's
     assert share.state_of(0) == (RecordState.ACQUIRED, 1)
     assert _lock_of(share, 0) == _lock_of(share, 4) == deadline
     assert share.acquired_by(MEMBER) == 10
@@ -150,18 +156,18 @@ def _held_ten() -> tuple[Coordinator, SharePartition, RequestContext]:
 
 
 def test_an_acknowledgement_applied_over_a_failing_one_is_not_answered_as_written() -> None:
-    """The ACCEPT came while the RENEW's write was under way; that write fails, and the RENEW is undone under the
-    ACCEPT: the ACCEPT is undone too and answered with the failure, never written as if it had been kept."""
+    """The second ACCEPT came while the first's write was under way; that write fails, and the first is undone: the
+    second is undone too and answered with the failure, never written as if it had been kept."""
     async def scenario() -> tuple[list[ErrorCode], SharePartition, Coordinator]:
         coordinator, share, ctx = _held_ten()
-        renew = asyncio.ensure_future(_written(_apply(ctx, _Partition(KEY, TOPIC), GROUP, MEMBER,
-                                                      _batch(AckType.RENEW), True)))
-        await _until(lambda: coordinator.writes == 1, renew)
-        accept = asyncio.ensure_future(_written(_apply(ctx, _Partition(KEY, TOPIC), GROUP, MEMBER,
-                                                       _batch(AckType.ACCEPT), False)))
-        await _until(lambda: _accepted(share), renew, accept)
+        first = asyncio.ensure_future(_written(_apply(ctx, _Partition(KEY, TOPIC), GROUP, MEMBER,
+                                                      _batch(AckType.ACCEPT), False)))
+        await _until(lambda: coordinator.writes == 1, first)
+        second = asyncio.ensure_future(_written(_apply(ctx, _Partition(KEY, TOPIC), GROUP, MEMBER,
+                                                       _batch(AckType.ACCEPT, 5, 9), False)))
+        await _until(lambda: share.state_of(9) == (RecordState.ACKNOWLEDGED, 1), first, second)
         coordinator.release.set()
-        return list(await asyncio.gather(renew, accept)), share, coordinator
+        return list(await asyncio.gather(first, second)), share, coordinator
     codes, share, coordinator = asyncio.run(scenario())
     assert codes == [ErrorCode.UNKNOWN_SERVER_ERROR, ErrorCode.UNKNOWN_SERVER_ERROR]
     assert share.state_of(0) == (RecordState.ACQUIRED, 1) and share.acquired_by(MEMBER) == 10
@@ -169,21 +175,37 @@ def test_an_acknowledgement_applied_over_a_failing_one_is_not_answered_as_writte
 
 
 def test_an_acknowledgement_counted_when_applied_is_undone_by_a_write_failing_before_its_own_starts() -> None:
-    """As the handlers run them (``_write_all``, run to its end): the ACCEPT's write task has not started when the
-    coordinator's failure of the RENEW's write comes, in the same turn of the loop. The ACCEPT, counted with the
-    writer when it was applied, is undone with the RENEW and answered with the failure; counted only when its write
-    started (after the RENEW's undoing had put back the state from before the RENEW, over the ACCEPT), it was
-    written without its change and answered NONE, the records left held and stored available."""
+    """As the handlers run them (``_write_all``, run to its end): the second ACCEPT's write task has not started when
+    the coordinator's failure of the first's write comes, in the same turn of the loop. The second, counted with the
+    writer when it was applied, is undone with the first and answered with the failure; counted only when its write
+    started, it would be written with the first's undoing and answered NONE, though its records are held again."""
     async def scenario() -> tuple[list[ErrorCode], SharePartition, Coordinator]:
         coordinator, share, ctx = _held_ten()
-        renew = _write_all(ctx, [_apply(ctx, _Partition(KEY, TOPIC), GROUP, MEMBER, _batch(AckType.RENEW), True)],
+        first = _write_all(ctx, [_apply(ctx, _Partition(KEY, TOPIC), GROUP, MEMBER, _batch(AckType.ACCEPT), False)],
                            None)
         await _until(lambda: coordinator.writes == 1)
-        accept = _write_all(ctx, [_apply(ctx, _Partition(KEY, TOPIC), GROUP, MEMBER, _batch(AckType.ACCEPT), False)],
-                            None)
+        second = _write_all(ctx, [_apply(ctx, _Partition(KEY, TOPIC), GROUP, MEMBER, _batch(AckType.ACCEPT, 5, 9),
+                                         False)], None)
         coordinator.release.set()
-        return [*(await renew), *(await accept)], share, coordinator
+        return [*(await first), *(await second)], share, coordinator
     codes, share, coordinator = asyncio.run(scenario())
     assert codes == [ErrorCode.UNKNOWN_SERVER_ERROR, ErrorCode.UNKNOWN_SERVER_ERROR]
     assert share.state_of(0) == (RecordState.ACQUIRED, 1) and share.acquired_by(MEMBER) == 10
-    assert coordinator.stored is None  # nothing written as if the ACCEPT had been kept
+    assert coordinator.stored is None  # nothing written as if the second ACCEPT had been kept
+
+
+def test_a_renewal_stays_when_a_later_batch_of_its_request_is_refused() -> None:
+    """A RENEW of 0-4 then an ACCEPT of 20 (never delivered) in one request: the ACCEPT is refused and the request's
+    batches are undone, but the renewal stays, as Kafka's SharePartition.acknowledge rolls back only the persister
+    batches of the call and a RENEW adds none. Nothing is written."""
+    clock, coordinator = ManualClock(), Coordinator(ErrorCode.NONE)
+    share = SharePartition(0, delivery_count_limit=5, max_record_locks=100)
+    ctx = _context(Share(share, StateWriter(share, coordinator.write), clock))
+    share.acquire(MEMBER, [BatchBounds(0, 9)], max_records=100, lock_ms=LOCK_MS, now_ms=clock.wall_ms())
+    acquired_lock = _lock_of(share, 0)
+    clock.advance(10)
+    batches = [*_batch(AckType.RENEW), *_batch(AckType.ACCEPT, 20, 20)]
+    assert _apply(ctx, _Partition(KEY, TOPIC), GROUP, MEMBER, batches, True) is ErrorCode.INVALID_RECORD_STATE
+    assert _lock_of(share, 0) == _lock_of(share, 4) == clock.wall_ms() + LOCK_MS
+    assert _lock_of(share, 5) == acquired_lock  # not renewed: the lock it was acquired with
+    assert coordinator.writes == 0
