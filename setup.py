@@ -1,6 +1,7 @@
 """The compiled build: mypyc turns pybroker.common.native.COMPILED into C extensions where a C compiler is
-present and PYBROKER_PURE_PYTHON is not set; otherwise the same package installs as pure Python. Everything
-else about the package is in pyproject.toml.
+present and PYBROKER_PURE_PYTHON is not set, and the C modules of pybroker.common.native.C_EXTENSIONS (one
+source file each, beside its module) are built with them; otherwise the same package installs as pure Python.
+Everything else about the package is in pyproject.toml.
 
 A compiler that is found but fails stops the install (no partial build is installed).
 """
@@ -13,7 +14,7 @@ import shutil
 import sysconfig
 from pathlib import Path
 
-from setuptools import setup
+from setuptools import Extension, setup
 
 HERE = Path(__file__).resolve().parent
 NATIVE = runpy.run_path(str(HERE / "pybroker" / "common" / "native.py"))
@@ -36,7 +37,11 @@ def ext_modules() -> list[object]:
     # The build environment has none of pybroker's dependencies: their types are Any (the modules compiled
     # here call them through Python), and the modules not compiled are type-checked by the test suite.
     flags = ["--ignore-missing-imports", "--follow-imports=silent"]
-    return list(mypycify([*flags, *paths], group_name=NATIVE["GROUP"].removesuffix("__mypyc"), opt_level="3"))
+    compiled = mypycify([*flags, *paths], group_name=NATIVE["GROUP"].removesuffix("__mypyc"), opt_level="3")
+    written = [Extension(module, [str(Path(*module.split(".")).with_suffix(".c"))])
+               for module in NATIVE["C_EXTENSIONS"]]
+    return [*compiled, *written]
 
 
-setup(ext_modules=ext_modules())
+# The C sources go in the sdist (setuptools adds an extension's sources) but not in the wheel, which holds them built.
+setup(ext_modules=ext_modules(), exclude_package_data={"": ["*.c"]})

@@ -17,7 +17,7 @@ import pytest
 
 import pybroker
 from pybroker.common import native
-from pybroker.common.native import COMPILED, GROUP, PURE_ENV, BuildError, check, compiled_modules
+from pybroker.common.native import C_EXTENSIONS, COMPILED, GROUP, PURE_ENV, BuildError, check, compiled_modules
 
 PACKAGE = Path(pybroker.__file__).parent
 SUFFIX = importlib.machinery.EXTENSION_SUFFIXES[0]
@@ -115,3 +115,30 @@ def test_a_checkouts_extension_of_a_module_no_longer_compiled_is_refused_by_both
         assert refused.returncode != 0 and "no longer compiled" in refused.stderr, env
     leftover.unlink()
     check(package)
+
+
+def test_a_c_module_built_for_another_python_or_missing_leaves_its_caller_on_the_compiled_python(
+        tmp_path: Path) -> None:
+    """The C modules (C_EXTENSIONS) are optional: a checkout holding one for another Python passes (its caller
+    imports nothing and runs the mypyc code), and neither build takes it for a leftover."""
+    package = package_tree(tmp_path, SUFFIX)
+    (tmp_path / "setup.py").write_text("")
+    check(package)  # none built at all
+    for name in C_EXTENSIONS:
+        source = package.joinpath(*name.split(".")[1:])
+        source.with_name(source.name + FOREIGN).write_bytes(b"")
+    check(package)
+    assert _serve(tmp_path, **{PURE_ENV: "1"}).returncode == 0
+
+
+def test_a_checkouts_c_module_built_before_its_source_changed_is_refused(tmp_path: Path) -> None:
+    package = package_tree(tmp_path, SUFFIX)
+    (tmp_path / "setup.py").write_text("")
+    [name] = C_EXTENSIONS
+    source = package.joinpath(*name.split(".")[1:])
+    built = source.with_name(source.name + SUFFIX)
+    built.write_bytes(b"")
+    check(package)
+    os.utime(source.with_suffix(".c"), (built.stat().st_mtime + 10, built.stat().st_mtime + 10))
+    with pytest.raises(BuildError, match=rf"older than their sources \({re.escape(name)}\)"):
+        check(package)

@@ -1,11 +1,14 @@
-"""The vectorized record walk (record_scan) against the Python one it stands in for: on random
-valid batches both give the same summary, and on random damage to them the vectorized walk
-either gives up (the Python walk then decides) or agrees with the Python walk's summary."""
+"""The faster record walks against the Python one they stand in for: the vectorized one (record_scan, the pure
+build's) and the C one (``_walk``, the compiled build's, where it is built). On random valid batches each gives
+the same summary as the Python walk (or leaves the batch to it, in the cases it says it does), and on random
+damage to them each either gives up (the Python walk then decides) or agrees with the Python walk's summary."""
 
 from __future__ import annotations
 
+import importlib
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -17,7 +20,7 @@ from pybroker.records.batch import validate_batch
 from pybroker.records.errors import InvalidRecordError
 from pybroker.records.record import encode_record
 from pybroker.records.record_scan import scan_records
-from pybroker.records.validation import ProducePolicy, _scan, validate_produced_batch
+from pybroker.records.validation import PAUSE_EVERY, ProducePolicy, _scan, validate_produced_batch
 from tests.integration.test_poison_batches import header_with_negative_key_size, raw_batch
 
 NOW = 1_700_000_000_000
@@ -48,28 +51,68 @@ def python_walk(data: bytes, count: int) -> tuple[int, int, bool] | str:
         return str(e)
 
 
+Summary = tuple[int, int, bool] | None
+Record = tuple[int, bytes | None, bytes | None, list[tuple[str, bytes | None]]]
+
+
+def c_walk() -> Callable[[bytes | memoryview, int, Callable[[], None] | None, int], Summary] | None:
+    """``_walk.scan`` where this checkout has it built (the compiled build must: it is what the broker runs)."""
+    try:
+        module = importlib.import_module("pybroker.records._walk")
+    except ImportError:
+        assert not validation.COMPILED_WALK, "the compiled build runs without its C walk"
+        return None
+    assert validation.C_SCAN is module.scan or not validation.COMPILED_WALK
+    scan: Callable[[bytes | memoryview, int, Callable[[], None] | None, int], Summary] = module.scan
+    return scan
+
+
+def numpy_unhandled(record: Record) -> bool:
+    """Records of 8 KiB or more (a three-byte length) and extreme timestamps are left to the Python walk."""
+    delta, key, value, headers = record
+    return not -(2**55) < delta < 2**55 or max(len(f or b"") for f in (key, value, *(v for _, v in headers))) >= 8191
+
+
+def c_unhandled(record: Record) -> bool:
+    """A timestamp delta of ten varint bytes (past 63 bits zig-zag encoded) is left to the Python walk."""
+    return not -(2**62) <= record[0] < 2**62
+
+
+WALKS: list[tuple[str, Callable[[bytes | memoryview, int], Summary], Callable[[Record], bool]]] = [
+    ("vectorized", scan_records, numpy_unhandled)]
+if (_c := c_walk()) is not None:
+    WALKS.append(("C", lambda data, count, scan=_c: scan(data, count, None, PAUSE_EVERY), c_unhandled))
+WALK_NAMES = [name for name, _, _ in WALKS]
+
+
+def fast_walk(name: str) -> tuple[Callable[[bytes | memoryview, int], Summary], Callable[[Record], bool]]:
+    [(walk, unhandled)] = [(walk, unhandled) for known, walk, unhandled in WALKS if known == name]
+    return walk, unhandled
+
+
+@pytest.mark.parametrize("name", WALK_NAMES)
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(record, min_size=1, max_size=90))
-def test_valid_records_summarised_alike(records: list) -> None:
+@given(records=st.lists(record, min_size=1, max_size=90))
+def test_valid_records_summarised_alike(name: str, records: list) -> None:
+    walk, unhandled = fast_walk(name)
     data = records_section(records)
     expected = python_walk(data, len(records))
     assert isinstance(expected, tuple)
-    # It leaves records of 8 KiB or more (a three-byte length) and extreme timestamps to the Python walk.
-    unhandled = any(not -(2**55) < delta < 2**55 or max(len(f or b"") for f in (key, value, *(v for _, v in headers)))
-                    >= 8191 for delta, key, value, headers in records)
-    assert scan_records(data, len(records)) == (None if unhandled else expected)
+    assert walk(data, len(records)) == (None if any(unhandled(r) for r in records) else expected)
 
 
 damage = st.lists(st.tuples(st.sampled_from(["set", "delete", "insert"]), st.floats(0, 1, exclude_max=True),
                             st.integers(0, 255)), min_size=1, max_size=3)
 
 
+@pytest.mark.parametrize("name", WALK_NAMES)
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(record, min_size=1, max_size=70), damage, st.sampled_from([0, 0, 0, -1, 1]))
-def test_damaged_records_never_pass_the_vectorized_walk_alone(records: list, edits: list, miscount: int) -> None:
+@given(records=st.lists(record, min_size=1, max_size=70), edits=damage, miscount=st.sampled_from([0, 0, 0, -1, 1]))
+def test_damaged_records_never_pass_a_faster_walk_alone(name: str, records: list, edits: list, miscount: int) -> None:
+    walk, _ = fast_walk(name)
     data = damaged(records_section(records), edits)
     count = max(1, len(records) + miscount)
-    fast = scan_records(data, count)
+    fast = walk(data, count)
     if fast is not None:
         assert fast == python_walk(data, count)
 
@@ -128,6 +171,48 @@ def test_poison_in_a_large_batch_gets_the_python_walks_answer(poison: bytes, at:
     assert vectorized == verdict()
     if "offset delta" not in vectorized:  # an edit that shifts the offsets of the records after it
         assert vectorized != "passed"
+
+
+needs_c_walk = pytest.mark.skipif(_c is None, reason="the C walk is not built here (pure build)")
+
+
+@needs_c_walk
+@pytest.mark.parametrize("at", [0, 30, 60])
+@pytest.mark.parametrize("poison", POISON)
+def test_the_c_walk_leaves_poison_to_the_python_walk(poison: bytes, at: int) -> None:
+    data = poisoned(poison, at)
+    assert isinstance(python_walk(data, 61), str)
+    assert _c is not None and _c(data, 61, None, PAUSE_EVERY) is None
+
+
+@needs_c_walk
+@pytest.mark.parametrize("deltas", [[1, 2, 3], [0, 2, 3], [0, 1, 1], [0, 1, 64]])
+def test_the_c_walk_leaves_offset_deltas_other_than_the_index_to_the_python_walk(deltas: list[int]) -> None:
+    out = bytearray()
+    for delta in deltas:
+        encode_record(out, delta, 0, None, b"v", [])
+    assert "offset delta" in str(python_walk(bytes(out), 3))
+    assert _c is not None and _c(bytes(out), 3, None, PAUSE_EVERY) is None
+
+
+@needs_c_walk
+def test_the_c_walk_reads_any_buffer_in_place_and_pauses_as_the_python_walk() -> None:
+    """A view of the request (uncompressed batches are not copied) reads as bytes; ``pause`` is called every
+    ``every`` records, and what it raises comes out of the walk."""
+    assert _c is not None
+    data = poisoned(b"", 61)  # 61 good records
+    expected = python_walk(data, 61)
+    assert isinstance(expected, tuple)
+    paused: list[int] = []
+    assert _c(memoryview(bytearray(b"..." + data))[3:], 61, lambda: paused.append(1), 7) == expected
+    assert len(paused) == 61 // 7
+    assert _c(bytearray(data), 61, None, 1) == expected
+
+    def refuse() -> None:
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        _c(data, 61, refuse, 30)
 
 
 def test_without_numpy_large_batches_are_walked_in_python() -> None:
