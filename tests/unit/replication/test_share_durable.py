@@ -12,7 +12,7 @@ import asyncio
 from pybroker.common.clock import ManualClock
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.replication.share.durable import DurableBatch, StateWriter, restored
-from pybroker.replication.share.partition import AckType, Acquired, BatchBounds, SharePartition
+from pybroker.replication.share.partition import AckType, Acquired, BatchBounds, RecordState, SharePartition
 
 LOCK_MS = 3_000
 LIMIT = 3
@@ -205,4 +205,37 @@ def test_records_archived_by_a_lock_timeout_leave_the_window_when_their_write_ge
         assert await writer.persist() is ErrorCode.NONE
         assert not writer.needs_write() and not writer.writing()
         assert (coordinator.start_offset, coordinator.batches) == (9, [])
+    asyncio.run(scenario())
+
+
+def test_an_acknowledgement_undone_by_a_failed_write_is_answered_with_that_failure_not_a_later_writes_answer() -> None:
+    """A write is under way when an ACCEPT of 0-4 is applied and counted; the write fails and undoes the ACCEPT (the
+    records are held again). Before the ACCEPT's own ``persist`` gets the writer, another caller (a lock timeout's
+    or a release's write) takes it and writes, and that write is taken. The ACCEPT is answered with the failure of
+    the write that undid it, as Kafka fails an acknowledgement whose write failed and rolls it back; before, it
+    was answered with the latest write's NONE, its records held again (seen so before the fix)."""
+    async def scenario() -> None:
+        clock = ManualClock()
+        share = SharePartition(0, delivery_count_limit=LIMIT, max_record_locks=100)
+        answers: list[asyncio.Future[ErrorCode]] = []
+
+        async def write(_start: int, _batches: list[DurableBatch]) -> ErrorCode:
+            return await answers.pop(0)
+        writer = StateWriter(share, write)
+        _acquire(share, "m1", clock)
+        first, second = asyncio.get_running_loop().create_future(), asyncio.get_running_loop().create_future()
+        answers.extend([first, second])
+        under_way = asyncio.create_task(writer.persist())
+        await asyncio.sleep(0)
+        before = share.held_copy(0, 4)
+        assert share.acknowledge("m1", 0, 4, [AckType.ACCEPT], clock.wall_ms()) is ErrorCode.NONE
+        accept = writer.changed(lambda: share.rollback(before))
+        first.set_result(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        assert await under_way is ErrorCode.COORDINATOR_NOT_AVAILABLE
+        assert share.state_of(0) == (RecordState.ACQUIRED, 1)  # undone
+        second.set_result(ErrorCode.NONE)
+        assert await writer.persist() is ErrorCode.NONE
+        assert await writer.persist(accept) is ErrorCode.COORDINATOR_NOT_AVAILABLE
+        assert share.state_of(0) == (RecordState.ACQUIRED, 1)
+        assert not writer._outcomes  # nothing waits: the answers kept are let go
     asyncio.run(scenario())
