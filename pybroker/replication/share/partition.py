@@ -221,6 +221,9 @@ class SharePartition:
         self.counters.lock_timeouts += sum(span.last - span.first + 1 for span in expired)
         for span in expired:
             self._release(span)
+        # Counted here: no failed write undoes a lock timeout (acknowledgements are counted once written).
+        self.counters.archived += sum(span.last - span.first + 1 for span in expired
+                                      if span.state is RecordState.ARCHIVED)
         if expired:
             self._coalesce()
             self._advance()
@@ -337,8 +340,6 @@ class SharePartition:
     def _release(self, span: Span) -> None:
         span.state = RecordState.ARCHIVED if span.delivery_count >= self.delivery_count_limit \
             else RecordState.AVAILABLE
-        if span.state is RecordState.ARCHIVED:
-            self.counters.archived += span.last - span.first + 1
         span.pending = self._change()
         span.member_id = None
         span.deadline_ms = 0
@@ -405,8 +406,6 @@ class SharePartition:
             else:  # REJECT, and GAP (offsets with no record)
                 span.state, span.member_id, span.deadline_ms = RecordState.ARCHIVED, None, 0
                 span.pending = self._change()
-                if ack is AckType.REJECT:
-                    self.counters.archived += span.last - span.first + 1
         self._coalesce()
 
     def _cut(self, first: int, last: int) -> range:
