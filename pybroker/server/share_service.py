@@ -269,7 +269,7 @@ class ShareService:
         were, which a failed write puts back: Kafka's rollbackOrProcessStateUpdates rolls a release back to the
         member's acquisition, until its lock runs out); when the group has no share session left here, drop its
         share-partitions once those writes are done."""
-        writes = [self._spawn(self._release_written(key, share, before), f"share-release-write-{key}")
+        writes = [self._spawn(self._release_written(key, share, before), "share-release-write-{}-{}-{}".format(*key))
                   for key, (share, before) in released.items() if before]
         if not self._has_session(group_id) and any(key[0] == group_id for key in self.partitions):
             self._spawn(self._group_empty(group_id, writes), f"share-group-empty-{group_id}")

@@ -11,21 +11,22 @@ is answered before a write that includes it has been acknowledged by the coordin
 out become acquirable again only then too (``SharePartition.written``): a write that fails for want of a
 coordinator (``RETRIED``: it may not be stored, or only later) leaves them pending, for the next write (the share
 service retries while any are). Records archived by a lock timeout (the only changes done without an undo: a
-member's release is undone, see below) leave the window when such a write ends all the same, as Kafka's lock-timeout handler moves its start offset whatever its write's outcome; the
-state is written again until a write is taken (``needs_write``), where Kafka waits for the next acknowledgement's.
+member's release is undone, see below) leave the window when such a write ends all the same, as Kafka's lock-timeout
+handler moves its start offset whatever its write's outcome; the state is written again until a write is taken
+(``needs_write``), where Kafka waits for the next acknowledgement's.
 A write the coordinator refused outright (its state was deleted, or the request is fenced) frees them as Kafka does
 on any failure: no later write would carry them.
 
 A change made with an ``undo`` (an acknowledgement, or the release of what a leaving or closing member held) is
 undone when the write carrying it fails, as Kafka's rollbackOrProcessStateUpdates rolls back both (the released
-records are held by the member again, until their locks run out). Undoing restores
-the state before the change, so every change not yet written is undone with it, newest first: one made after it, on
-the same records, would otherwise be overwritten by the older undoing and still be written as if kept, or would put
-back the state the older change made. A RENEW is no such change: it is never written (Kafka persists nothing for
-it), so it has no undo and no failed write takes it back. Those later changes are answered with the
-failure too, as their state went with it. Each change is answered with the outcome of the write that carried or
-undid it, kept until then (``persist``), even when a later write ended before its caller's turn: Kafka completes
-each acknowledgement's future with its own write's outcome (SharePartition.rollbackOrProcessStateUpdates).
+records are held by the member again, until their locks run out). Undoing restores the state before the change, so
+every change not yet written is undone with it, newest first: one made after it, on the same records, would
+otherwise be overwritten by the older undoing and still be written as if kept, or would put back the state the older
+change made. A RENEW is no such change: it is never written (Kafka persists nothing for it), so it has no undo and
+no failed write takes it back. Those later changes are answered with the failure too, as their state went with it.
+Each change is answered with the outcome of the write that carried or undid it, kept until then (``persist``), even
+when a later write ended before its caller's turn: Kafka completes each acknowledgement's future with its own
+write's outcome (SharePartition.rollbackOrProcessStateUpdates).
 """
 
 from __future__ import annotations
