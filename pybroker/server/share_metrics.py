@@ -48,8 +48,9 @@ class ShareCollector(Collector):
         acquired = CounterMetricFamily("pybroker_share_records_acquired",
                                        "Records handed to share consumers, redeliveries included.",
                                        labels=PARTITION_LABELS)
-        archived = CounterMetricFamily("pybroker_share_records_archived", "Records archived by a REJECT or by "
-                                       "reaching group.share.delivery.count.limit.", labels=PARTITION_LABELS)
+        archived = CounterMetricFamily("pybroker_share_records_archived", "Records archived by a REJECT, or by a "
+                                       "RELEASE or a lock timeout at group.share.delivery.count.limit.",
+                                       labels=PARTITION_LABELS)
         timeouts = CounterMetricFamily("kafka_server_sharepartitionmetrics_acquisitionlocktimeout",
                                        "Records whose acquisition lock expired before they were acknowledged.",
                                        labels=PARTITION_LABELS)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import functools
 import logging
 import uuid
 from dataclasses import dataclass
@@ -42,7 +43,7 @@ from pybroker.log import PartitionLog
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.messages import ShareGroupHeartbeatResponse
 from pybroker.replication.share.durable import DurableBatch, StateWriter, Undo, restored
-from pybroker.replication.share.partition import Acquired, SharePartition
+from pybroker.replication.share.partition import Acquired, SharePartition, Span
 from pybroker.server.error_mapping import error_code_for
 from pybroker.server.share_persister import SharePersister
 from pybroker.server.share_sessions import ShareSession, ShareSessionCache
@@ -240,8 +241,9 @@ class ShareService:
         ShareGroupListener.onGroupEmpty): the next member reads the state again, so a group deleted meanwhile (and
         perhaps created again) is never served from this broker's copy of its old state."""
         self.sessions.remove(group_id, member_id)
-        self._released(group_id, [key for key, share in list(self.partitions.items())
-                                  if key[0] == group_id and share.release_member(member_id)])
+        released = {key: (share, share.release_member(member_id)) for key, share in list(self.partitions.items())
+                    if key[0] == group_id}
+        self._released(group_id, released)
 
     def closing(self, session: ShareSession) -> ClosedSession:
         """A request closes ``session`` (already out of the cache): what its member holds here now, to release once
@@ -258,14 +260,17 @@ class ShareService:
         meanwhile stays its own (before, the whole member was taken to have left: the new session was removed)."""
         session = closing.session
         self.sessions.remove(session.group_id, session.member_id, session)
-        self._released(session.group_id, [key for key, (share, held) in closing.held.items()
-                                          if self.partitions.get(key) is share
-                                          and share.release_held(session.member_id, held)])
+        self._released(session.group_id, {key: (share, share.release_held(session.member_id, held))
+                                          for key, (share, held) in closing.held.items()
+                                          if self.partitions.get(key) is share})
 
-    def _released(self, group_id: str, keys: list[SharePartitionKey]) -> None:
-        """Write the share-partitions ``keys`` of ``group_id``, whose records a member released; when the group has
-        no share session left here, drop its share-partitions once those writes are done."""
-        writes = [self.persist_later(*key) for key in keys]
+    def _released(self, group_id: str, released: dict[SharePartitionKey, tuple[SharePartition, list[Span]]]) -> None:
+        """Write the share-partitions of ``group_id`` whose records a member released (each with the spans as they
+        were, which a failed write puts back: Kafka's rollbackOrProcessStateUpdates rolls a release back to the
+        member's acquisition, until its lock runs out); when the group has no share session left here, drop its
+        share-partitions once those writes are done."""
+        writes = [self._spawn(self._release_written(key, share, before), "share-release-write-{}-{}-{}".format(*key))
+                  for key, (share, before) in released.items() if before]
         if not self._has_session(group_id) and any(key[0] == group_id for key in self.partitions):
             self._spawn(self._group_empty(group_id, writes), f"share-group-empty-{group_id}")
 
@@ -303,9 +308,9 @@ class ShareService:
         return 0 if share is None else share.expire(now_ms)
 
     def persist_later(self, group_id: str, topic: str, index: int) -> asyncio.Task[None]:
-        """Write the share-partition's state without waiting for it (nothing is answered after it); a failure is
-        logged, and the next write carries the state again."""
-        return self._spawn(self._persist_logged(group_id, topic, index),
+        """Write the share-partition's state without waiting for it (nothing is answered after it), the change
+        counted now (``changed``); a failure is logged, and the next write carries the state again."""
+        return self._spawn(self._persist_logged(group_id, topic, index, self.changed(group_id, topic, index)),
                            f"share-state-write-{group_id}-{topic}-{index}")
 
     def _spawn(self, work: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
@@ -358,11 +363,24 @@ class ShareService:
         group.state_partitions.initialize_failed(failed)
         await self._write_logged(group.group_id)
 
-    async def _persist_logged(self, group_id: str, topic: str, index: int) -> None:
-        code = await self.persist(group_id, topic, index)
-        if code is not ErrorCode.NONE:
-            log.warning("Writing the state of share-partition %s of %s-%d after a release failed: %s", group_id,
-                        topic, index, code.name)
+    async def _persist_logged(self, group_id: str, topic: str, index: int,
+                              write: Callable[[], Awaitable[ErrorCode]]) -> None:
+        _log_failed((group_id, topic, index), await write())
+
+    def _release_written(self, key: SharePartitionKey, share: SharePartition,
+                         before: list[Span]) -> Coroutine[Any, Any, None]:
+        """The write of a member's release of ``before`` (counted now, its undo the release's rollback); the records
+        it archived at the delivery count limit are counted once it is taken (a failed write undoes them)."""
+        write = self.changed(*key, functools.partial(share.rollback, before))
+        archived = sum(span.last - span.first + 1 for span in before
+                       if span.delivery_count >= share.delivery_count_limit)
+
+        async def written() -> None:
+            code = await write()
+            _log_failed(key, code)
+            if code is ErrorCode.NONE:
+                share.counters.archived += archived
+        return written()
 
     @finishes_once_started
     async def delete_group(self, group_id: str) -> ErrorCode:
@@ -493,10 +511,6 @@ class ShareService:
                  group_id, topic, index, share.start_offset, read.state_epoch, leader_epoch)
         return share
 
-    async def persist(self, group_id: str, topic: str, index: int) -> ErrorCode:
-        """Write the share-partition's state as it is now; the coordinator's answer."""
-        return await self.changed(group_id, topic, index)()
-
     def changed(self, group_id: str, topic: str, index: int,
                 undo: Undo | None = None) -> Callable[[], Awaitable[ErrorCode]]:
         """Count the change the caller just made to the share-partition, before it awaits anything
@@ -533,6 +547,11 @@ class ShareService:
             if found is not None:
                 return min(found[0], partition_log.high_watermark)
         return partition_log.high_watermark
+
+
+def _log_failed(key: SharePartitionKey, code: ErrorCode) -> None:
+    if code is not ErrorCode.NONE:
+        log.warning("Writing the state of share-partition %s of %s-%d after a release failed: %s", *key, code.name)
 
 
 def _answered(code: ErrorCode) -> Callable[[], Awaitable[ErrorCode]]:

@@ -219,11 +219,16 @@ def test_v2_record_limit_and_renew(shared_broker) -> None:
 def test_a_failed_state_write_rolls_the_acknowledgement_back(shared_broker) -> None:
     """The share coordinator refuses the write of an acknowledgement (here: the share-partition's state was deleted
     under the leader, so the write is INVALID_REQUEST): the acknowledgement is answered with that error and undone,
-    as Kafka's SharePartition rolls back; the records are still the member's, and redelivered once it leaves."""
+    as Kafka's SharePartition rolls back; the records are still the member's. When it leaves, the write of their
+    release is refused too, and the release is rolled back as well (Kafka's rollbackOrProcessStateUpdates): they are
+    redelivered once its lock runs out (a lock timeout goes on whatever its write's outcome, as Kafka's)."""
     from pybroker.protocol.messages import DeleteShareGroupStateRequest, DeleteShareGroupStateResponse
+    from tests.integration.test_share_group_configs_durable import alter_group
 
     client = WireClient(shared_broker.bootstrap)
     topic, group = "wire-rollback", "wire-rollback-group"
+    lock_s = 15  # group.share.min.record.lock.duration.ms's default: m1's lock runs out soonest
+    assert alter_group(client, group, {"share.record.lock.duration.ms": str(lock_s * 1000)}) == ErrorCode.NONE
     topic_id = _held_by_m1(client, topic, group)
     R = DeleteShareGroupStateRequest
     deleted = client.request(R(group_id=group, topics=[R.DeleteStateData(topic_id=topic_id, partitions=[
@@ -235,10 +240,11 @@ def test_a_failed_state_write_rolls_the_acknowledgement_back(shared_broker) -> N
     assert again.error_code == ErrorCode.INVALID_REQUEST  # still held: not INVALID_RECORD_STATE
     _join(client, group, "m2", [topic])
     assert _fetch(client, group, "m2", 0, topic_id).responses[0].partitions[0].acquired_records == []  # all held
-    _beat(client, group, "m1", -1)  # m1 leaves: what it held is released, once the write of that is answered
+    _beat(client, group, "m1", -1)  # m1 leaves: its release is written, refused and rolled back
     epochs = iter(range(1, 1000))  # m2's open session keeps this copy of the share-partition in use
-    redelivered = eventually(lambda: _fetch(client, group, "m2", next(epochs), topic_id).responses[0].partitions[0]
-                             .acquired_records, "the released records redelivered")
+    redelivered = eventually(lambda: [a for t in _fetch(client, group, "m2", next(epochs), topic_id).responses
+                                      for p in t.partitions for a in p.acquired_records],
+                             "the records redelivered once m1's lock ran out", timeout=lock_s + 30)
     assert [(a.first_offset, a.last_offset, a.delivery_count) for a in redelivered] == [(0, 2, 2)]
     client.close()
     assert metadata_ok(shared_broker.bootstrap)

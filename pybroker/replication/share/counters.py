@@ -22,7 +22,9 @@ class ShareCounters:
     acquired: int = 0
     """Records handed to a member (first deliveries and redeliveries)."""
     archived: int = 0
-    """Records archived by a REJECT or by reaching the delivery count limit."""
+    """Records archived by a REJECT, or at the delivery count limit by a RELEASE or a lock timeout. Those of an
+    acknowledgement are counted by the handler once its write is taken (a failed write undoes them); those of a lock
+    timeout where it happens (no failed write undoes it)."""
     lock_timeouts: int = 0
     """Records whose acquisition lock ran out before they were acknowledged."""
     acknowledged: dict[str, int] = field(default_factory=lambda: dict.fromkeys(ACK_TYPE_NAMES.values(), 0))

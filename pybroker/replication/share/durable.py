@@ -10,18 +10,23 @@ the write starts, so any number of acknowledgements waiting together are made du
 is answered before a write that includes it has been acknowledged by the coordinator. Records released or timed
 out become acquirable again only then too (``SharePartition.written``): a write that fails for want of a
 coordinator (``RETRIED``: it may not be stored, or only later) leaves them pending, for the next write (the share
-service retries while any are). Records archived by a lock timeout (or a leaving member) leave the window when such
-a write ends all the same, as Kafka's lock-timeout handler moves its start offset whatever its write's outcome; the
-state is written again until a write is taken (``needs_write``), where Kafka waits for the next acknowledgement's.
+service retries while any are). Records archived by a lock timeout (the only changes done without an undo: a
+member's release is undone, see below) leave the window when such a write ends all the same, as Kafka's lock-timeout
+handler moves its start offset whatever its write's outcome; the state is written again until a write is taken
+(``needs_write``), where Kafka waits for the next acknowledgement's.
 A write the coordinator refused outright (its state was deleted, or the request is fenced) frees them as Kafka does
 on any failure: no later write would carry them.
 
-A change made with an ``undo`` (an acknowledgement) is undone when the write carrying it fails. Undoing restores
-the state before the change, so every change not yet written is undone with it, newest first: one made after it, on
-the same records, would otherwise be overwritten by the older undoing and still be written as if kept, or would put
-back the state the older change made. A RENEW is no such change: it is never written (Kafka persists nothing for
-it), so it has no undo and no failed write takes it back. Those later changes are answered with the
-failure too, as their state went with it.
+A change made with an ``undo`` (an acknowledgement, or the release of what a leaving or closing member held) is
+undone when the write carrying it fails, as Kafka's rollbackOrProcessStateUpdates rolls back both (the released
+records are held by the member again, until their locks run out). Undoing restores the state before the change, so
+every change not yet written is undone with it, newest first: one made after it, on the same records, would
+otherwise be overwritten by the older undoing and still be written as if kept, or would put back the state the older
+change made. A RENEW is no such change: it is never written (Kafka persists nothing for it), so it has no undo and
+no failed write takes it back. Those later changes are answered with the failure too, as their state went with it.
+Each change is answered with the outcome of the write that carried or undid it, kept until then (``persist``), even
+when a later write ended before its caller's turn: Kafka completes each acknowledgement's future with its own
+write's outcome (SharePartition.rollbackOrProcessStateUpdates).
 """
 
 from __future__ import annotations
@@ -101,7 +106,11 @@ class StateWriter:
         self._lock = asyncio.Lock()
         self._changes = 0
         self._written = 0
-        self._last_error = ErrorCode.NONE
+        self._outcomes: list[tuple[int, ErrorCode]] = []
+        """The answers of the writes ended, oldest first, each with the number of the last change it covered (or
+        undid); kept while a change that one covered waits to be answered (`persist`)."""
+        self._waiting: set[int] = set()
+        """The changes counted and not answered yet: each is persisted once, by whoever counted it."""
         self._again = False
         """The last write got no answer and let archived records go unwritten: write again (``needs_write``)."""
         self._undo: list[tuple[int, Undo]] = []
@@ -116,31 +125,51 @@ class StateWriter:
         self._changes += 1
         if undo is not None:
             self._undo.append((self._changes, undo))
+        self._waiting.add(self._changes)
         return self._changes
 
     async def persist(self, change: int | None = None) -> ErrorCode:
         """Make the share-partition's state durable up to ``change`` (from `changed`; by default, as it is now);
-        the coordinator's answer of the write that carried it (see the module doc)."""
+        the coordinator's answer of the write that carried it, or undid it (see the module doc). That write may
+        have ended before this call gets its turn, and a later write since: its answer is the one kept for it,
+        never the latest (an acknowledgement undone by a failed write, answered with a later write's NONE, would
+        be told kept)."""
         wanted = self.changed() if change is None else change
-        async with self._lock:
-            if self._written >= wanted:
-                return self._last_error
-            taken, carried = self._changes, self._share.changes
-            start = self._share.start_once_written()
-            error = await self._write(start, [b for b in durable_batches(self._share) if b.last >= start])
-            if error is ErrorCode.NONE:
-                self._undo = [(change, step) for change, step in self._undo if change > taken]
-            else:
-                for _change, step in reversed(self._undo):
-                    step()
-                self._undo.clear()
-                taken = self._changes
-            self._written, self._last_error = taken, error
-            freed = self._share.written(carried, done_only=error in RETRIED)
-            self._again = error in RETRIED and (freed or self._again)
-            if freed:
-                self._on_freed()
-            return error
+        try:
+            async with self._lock:
+                if self._written < wanted:
+                    await self._write_now()
+                return next(error for through, error in self._outcomes if through >= wanted)
+        finally:
+            self._answered(wanted)
+
+    async def _write_now(self) -> None:
+        """One write of the whole window, its answer kept with the last change it covered or undid."""
+        taken, carried = self._changes, self._share.changes
+        start = self._share.start_once_written()
+        error = await self._write(start, [b for b in durable_batches(self._share) if b.last >= start])
+        if error is ErrorCode.NONE:
+            self._undo = [(change, step) for change, step in self._undo if change > taken]
+        else:
+            for _change, step in reversed(self._undo):
+                step()
+            self._undo.clear()
+            taken = self._changes
+        self._written = taken
+        self._outcomes.append((taken, error))
+        freed = self._share.written(carried, done_only=error in RETRIED)
+        self._again = error in RETRIED and (freed or self._again)
+        if freed:
+            self._on_freed()
+
+    def _answered(self, change: int) -> None:
+        """``change`` was answered: forget the outcomes no change still waiting can need (those before the first
+        write that covered the oldest of them)."""
+        self._waiting.discard(change)
+        oldest = min(self._waiting, default=self._changes + 1)
+        needed = next((i for i, (through, _error) in enumerate(self._outcomes) if through >= oldest),
+                      len(self._outcomes))
+        del self._outcomes[:needed]
 
     def writing(self) -> bool:
         """Whether a write is under way, a change is counted for one (its request is still to write it), or the

@@ -20,15 +20,17 @@ Likewise records made done (accepted, rejected, archived) stay in the window, pe
 offset moves past them only then, as Kafka's SharePartition moves its start offset once the write of the state
 transition succeeds (maybeUpdateCachedStateAndOffsets; until then its canMoveStartOffset finds the transition
 ongoing), so they count against ``max_record_locks`` meanwhile, and a fetch cannot acquire past the cap by records
-whose acknowledgement may yet be undone. Records archived with no acknowledgement to undo (a lock timeout, a leaving
-member, at the delivery count limit) leave once their write ends, even unanswered (``written``'s ``done_only``), as
-Kafka's lock-timeout handler moves the start offset whatever its write's outcome.
+whose acknowledgement may yet be undone. Records archived by a lock timeout at the delivery count limit, which no
+failed write undoes, leave once their write ends, even unanswered (``written``'s ``done_only``), as Kafka's
+lock-timeout handler moves the start offset whatever its write's outcome. A leaving or closing member's records,
+released as a RELEASE releases them (archived at the limit), are held by it again should the write fail, as Kafka
+rolls its releaseAcquiredRecords back.
 """
 
 from __future__ import annotations
 
 import bisect
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import IntEnum
 from typing import Iterable, Sequence
 
@@ -221,6 +223,9 @@ class SharePartition:
         self.counters.lock_timeouts += sum(span.last - span.first + 1 for span in expired)
         for span in expired:
             self._release(span)
+        # Counted here: no failed write undoes a lock timeout (acknowledgements are counted once written).
+        self.counters.archived += sum(span.last - span.first + 1 for span in expired
+                                      if span.state is RecordState.ARCHIVED)
         if expired:
             self._coalesce()
             self._advance()
@@ -242,25 +247,31 @@ class SharePartition:
         self._coalesce()
         self._advance()
 
-    def release_member(self, member_id: str) -> int:
-        """Release what a member holds (it left, or its share session closed): Kafka's releaseAcquiredRecords."""
+    def release_member(self, member_id: str) -> list[Span]:
+        """Release what a member holds (it left, or its share session closed), as Kafka's releaseAcquiredRecords
+        does since KAFKA-19972 (apache/kafka PR #21092, which put back the count KAFKA-17541 had decreased): as a
+        RELEASE, the delivery count kept, archived at the delivery count limit. The spans as they were, for
+        ``rollback`` should the write of the release fail (Kafka's rollbackOrProcessStateUpdates rolls a release
+        back: the records are held again until their locks run out)."""
         held = [span for span in self.spans if span.state is RecordState.ACQUIRED and span.member_id == member_id]
+        before = [replace(span) for span in held]
         for span in held:
             self._release(span)
         if held:
             self._coalesce()
             self._advance()
-        return len(held)
+        return before
 
     def held_by(self, member_id: str) -> list[Acquired]:
         """What ``member_id`` holds now, with each range's delivery count (for ``release_held``)."""
         return [Acquired(span.first, span.last, span.delivery_count) for span in self.spans
                 if span.state is RecordState.ACQUIRED and span.member_id == member_id]
 
-    def release_held(self, member_id: str, held: Iterable[Acquired]) -> int:
+    def release_held(self, member_id: str, held: Iterable[Acquired]) -> list[Span]:
         """Release what of ``held`` (``held_by`` earlier) the member still holds at that delivery count, not what it
-        acquired since (an offset acquired again has a higher count); how many spans were released."""
-        released = 0
+        acquired since (an offset acquired again has a higher count), as ``release_member`` releases; the spans
+        released, as they were (for ``rollback``)."""
+        before: list[Span] = []
         for item in held:
             first = max(item.first, self.start_offset)  # below it: done since
             if first > item.last:
@@ -269,12 +280,12 @@ class SharePartition:
                 span = self.spans[index]
                 if span.state is RecordState.ACQUIRED and (span.member_id, span.delivery_count) == \
                         (member_id, item.delivery_count):
+                    before.append(replace(span))
                     self._release(span)
-                    released += 1
         self._coalesce()
-        if released:
+        if before:
             self._advance()
-        return released
+        return before
 
     def held_copy(self, first: int, last: int) -> list[Span]:
         """Copies of the spans of ``first..last`` as they are now (cut to the range), for ``rollback``."""
@@ -318,8 +329,8 @@ class SharePartition:
         """A state write taken when ``self.changes`` was ``changes`` was acknowledged by the share coordinator: the
         offsets it carried as available may be acquired again, and the start offset moves past those it carried as
         done. With ``done_only`` (a write no coordinator answered, which may or may not be stored) only the done ones
-        are let go: the start offset moves past the records a lock timeout or a leaving member archived (a failed
-        write has undone the acknowledged ones), as Kafka's lock-timeout handler moves it once its write ends,
+        are let go: the start offset moves past the records a lock timeout archived (a failed write has undone the
+        acknowledged and the released ones), as Kafka's lock-timeout handler moves it once its write ends,
         answered or not, while records made available again wait for a write that is taken. Whether any changed so
         (a waiting fetch may acquire)."""
         freed = False
@@ -335,10 +346,10 @@ class SharePartition:
     # ------------------------------------------------------------------ internals
 
     def _release(self, span: Span) -> None:
+        """A lock timeout's, a RELEASE's or a member's release: available with its delivery count, archived at the
+        limit (Kafka's DeliveryCountOps.NO_OP)."""
         span.state = RecordState.ARCHIVED if span.delivery_count >= self.delivery_count_limit \
             else RecordState.AVAILABLE
-        if span.state is RecordState.ARCHIVED:
-            self.counters.archived += span.last - span.first + 1
         span.pending = self._change()
         span.member_id = None
         span.deadline_ms = 0
@@ -405,8 +416,6 @@ class SharePartition:
             else:  # REJECT, and GAP (offsets with no record)
                 span.state, span.member_id, span.deadline_ms = RecordState.ARCHIVED, None, 0
                 span.pending = self._change()
-                if ack is AckType.REJECT:
-                    self.counters.archived += span.last - span.first + 1
         self._coalesce()
 
     def _cut(self, first: int, last: int) -> range:

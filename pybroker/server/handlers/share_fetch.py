@@ -33,7 +33,7 @@ from pybroker.protocol.messages import (
     ShareFetchRequest,
     ShareFetchResponse,
 )
-from pybroker.replication.share.partition import Acquired, SharePartition, Span
+from pybroker.replication.share.partition import AckType, Acquired, SharePartition, Span
 from pybroker.replication.share.reader import acquire_from_log
 from pybroker.security.acl import AclOperation, ResourceType
 from pybroker.server.authorization import allowed_names, authorize
@@ -286,6 +286,7 @@ def _apply(ctx: RequestContext, answer: _Partition, group_id: str, member_id: st
     expired = share.expire(group_id, answer.topic, answer.key[1], now)
     renew_lock_ms = share.configs.lock_duration_ms(group_id) if ctx.api_version >= RENEW_VERSION else None
     undo: list[list[Span]] = []
+    archiving = 0
     for batch in batches:
         before = [span for first, last in _written_ranges(batch) for span in state.held_copy(first, last)]
         result = state.acknowledge(member_id, batch.first_offset, batch.last_offset, batch.acknowledge_types, now,
@@ -296,11 +297,12 @@ def _apply(ctx: RequestContext, answer: _Partition, group_id: str, member_id: st
             break
         if before:
             undo.append(before)
+            archiving += _archiving(batch, before, state.delivery_count_limit)
     if result is not ErrorCode.NONE or not undo:
         if expired:
             share.persist_later(group_id, answer.topic, answer.key[1])
         if result is ErrorCode.NONE:  # only renewals: nothing to write, as Kafka writes nothing for a RENEW
-            _count(state, batches)
+            _count(state, batches, 0)
         return result
     # Counted with the writer now, not when the write starts: a failing write that ends in between undoes it too.
     pending = share.changed(group_id, answer.topic, answer.key[1], _rollback(state, undo))
@@ -309,7 +311,7 @@ def _apply(ctx: RequestContext, answer: _Partition, group_id: str, member_id: st
         leave_request_queue()
         written = await pending()
         if written is ErrorCode.NONE:
-            _count(state, batches)
+            _count(state, batches, archiving)
         return written
     return write
 
@@ -334,12 +336,30 @@ def _written_ranges(batch: AckBatch) -> list[tuple[int, int]]:
     return runs
 
 
-def _count(state: SharePartition, batches: AckBatches) -> None:
-    """Count a partition's acknowledgements in the metrics once they took effect (written, or renewals): Kafka's
-    SharePartitionManager.acknowledge records RecordAcknowledgementsPerSec only when the share-partition's
-    acknowledge future completes without an exception, so a refused or rolled-back acknowledgement counts nothing."""
+def _count(state: SharePartition, batches: AckBatches, archived: int) -> None:
+    """Count a partition's acknowledgements in the metrics once they took effect (written, or renewals), with the
+    ``archived`` records they archived (`_archiving`): Kafka's SharePartitionManager.acknowledge records
+    RecordAcknowledgementsPerSec only when the share-partition's acknowledge future completes without an exception,
+    so a refused or rolled-back acknowledgement counts nothing (and an archiving undone, then done again, once)."""
     for batch in batches:
         state.counters.on_acknowledge(batch.first_offset, batch.last_offset, batch.acknowledge_types)
+    state.counters.archived += archived
+
+
+def _archiving(batch: AckBatch, before: list[Span], limit: int) -> int:
+    """How many records an applied batch archived, from its written offsets as they were held (``before``): those
+    it REJECTs, and those it RELEASEs at the delivery count limit (Kafka's RELEASE makes a record available, archived
+    once its count reached the limit: InFlightState.tryUpdateState with DeliveryCountOps.NO_OP)."""
+    types = batch.acknowledge_types
+    archived = 0
+    for span in before:
+        archives = (AckType.REJECT, AckType.RELEASE) if span.delivery_count >= limit else (AckType.REJECT,)
+        if len(types) == 1:
+            archived += span.last - span.first + 1 if types[0] in archives else 0
+        else:
+            archived += sum(1 for offset in range(span.first, span.last + 1)
+                            if types[offset - batch.first_offset] in archives)
+    return archived
 
 
 def _rollback(state: SharePartition, undo: list[list[Span]]) -> Callable[[], None]:

@@ -12,7 +12,7 @@ import asyncio
 from pybroker.common.clock import ManualClock
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.replication.share.durable import DurableBatch, StateWriter, restored
-from pybroker.replication.share.partition import AckType, Acquired, BatchBounds, SharePartition
+from pybroker.replication.share.partition import AckType, Acquired, BatchBounds, RecordState, SharePartition
 
 LOCK_MS = 3_000
 LIMIT = 3
@@ -135,7 +135,7 @@ def test_a_write_carries_only_the_releases_made_before_it_started() -> None:
 
 
 def test_a_write_the_coordinator_refuses_outright_frees_the_released_records() -> None:
-    """The share-partition's state was deleted under the leader: no write will ever carry the release, so the
+    """The share-partition's state was deleted under the leader: no write will ever carry the lock timeout, so the
     records are not held back for one (Kafka goes ahead on any failed write); a coordinator out of reach is waited
     for."""
     async def scenario() -> None:
@@ -143,7 +143,8 @@ def test_a_write_the_coordinator_refuses_outright_frees_the_released_records() -
         share = SharePartition(0, delivery_count_limit=LIMIT, max_record_locks=100)
         writer = StateWriter(share, coordinator.write)
         _acquire(share, "m1", clock)
-        share.release_member("m1")
+        clock.advance(LOCK_MS / 1000)
+        assert share.expire(clock.wall_ms()) == 1
         coordinator.error = ErrorCode.NETWORK_EXCEPTION
         await writer.persist()
         assert _acquire(share, "m2", clock) == []
@@ -205,4 +206,64 @@ def test_records_archived_by_a_lock_timeout_leave_the_window_when_their_write_ge
         assert await writer.persist() is ErrorCode.NONE
         assert not writer.needs_write() and not writer.writing()
         assert (coordinator.start_offset, coordinator.batches) == (9, [])
+    asyncio.run(scenario())
+
+
+def test_an_acknowledgement_undone_by_a_failed_write_is_answered_with_that_failure_not_a_later_writes_answer() -> None:
+    """A write is under way when an ACCEPT of 0-4 is applied and counted; the write fails and undoes the ACCEPT (the
+    records are held again). Before the ACCEPT's own ``persist`` gets the writer, another caller (a lock timeout's
+    or a release's write) takes it and writes, and that write is taken. The ACCEPT is answered with the failure of
+    the write that undid it, as Kafka fails an acknowledgement whose write failed and rolls it back; before, it
+    was answered with the latest write's NONE, its records held again (seen so before the fix)."""
+    async def scenario() -> None:
+        clock = ManualClock()
+        share = SharePartition(0, delivery_count_limit=LIMIT, max_record_locks=100)
+        answers: list[asyncio.Future[ErrorCode]] = []
+
+        async def write(_start: int, _batches: list[DurableBatch]) -> ErrorCode:
+            return await answers.pop(0)
+        writer = StateWriter(share, write)
+        _acquire(share, "m1", clock)
+        first, second = asyncio.get_running_loop().create_future(), asyncio.get_running_loop().create_future()
+        answers.extend([first, second])
+        under_way = asyncio.create_task(writer.persist())
+        await asyncio.sleep(0)
+        before = share.held_copy(0, 4)
+        assert share.acknowledge("m1", 0, 4, [AckType.ACCEPT], clock.wall_ms()) is ErrorCode.NONE
+        accept = writer.changed(lambda: share.rollback(before))
+        first.set_result(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        assert await under_way is ErrorCode.COORDINATOR_NOT_AVAILABLE
+        assert share.state_of(0) == (RecordState.ACQUIRED, 1)  # undone
+        second.set_result(ErrorCode.NONE)
+        assert await writer.persist() is ErrorCode.NONE
+        assert await writer.persist(accept) is ErrorCode.COORDINATOR_NOT_AVAILABLE
+        assert share.state_of(0) == (RecordState.ACQUIRED, 1)
+        assert not writer._outcomes  # nothing waits: the answers kept are let go
+    asyncio.run(scenario())
+
+
+def test_a_leaving_member_s_release_whose_write_fails_is_rolled_back_to_the_member() -> None:
+    """Records 0-8 are held by m1 at the delivery count limit when it leaves: released as a RELEASE releases them,
+    archived, and written with the release's undo (as the share service writes it). The write fails: the records
+    are held by m1 again, count and lock as before, as Kafka's rollbackOrProcessStateUpdates rolls the release back
+    to the acquisition (before, the archiving stood: the start offset moved past them once the write ended); when
+    the lock runs out, the lock timeout archives them, and that is written."""
+    async def scenario() -> None:
+        clock, coordinator = ManualClock(), Coordinator()
+        share = SharePartition(0, delivery_count_limit=1, max_record_locks=100)
+        writer = StateWriter(share, coordinator.write)
+        assert _acquire(share, "m1", clock) == [Acquired(0, 8, 1)]
+        lock = share.held_copy(0, 0)[0].deadline_ms
+        before = share.release_member("m1")
+        assert share.state_of(0) == (RecordState.ARCHIVED, 1) and _acquire(share, "m2", clock) == []
+        release = writer.changed(lambda: share.rollback(before))
+        coordinator.error = ErrorCode.COORDINATOR_NOT_AVAILABLE
+        assert await writer.persist(release) is ErrorCode.COORDINATOR_NOT_AVAILABLE
+        assert share.state_of(0) == (RecordState.ACQUIRED, 1) and share.acquired_by("m1") == 9
+        assert share.held_copy(0, 8)[0].deadline_ms == lock and not writer.needs_write()
+        clock.advance(LOCK_MS / 1000)
+        assert share.expire(clock.wall_ms()) == 1 and share.counters.archived == 9
+        coordinator.error = ErrorCode.NONE
+        assert await writer.persist() is ErrorCode.NONE
+        assert (share.start_offset, coordinator.start_offset) == (9, 9)
     asyncio.run(scenario())

@@ -156,7 +156,7 @@ def test_a_leaving_member_releases_what_it_holds() -> None:
     share = _partition()
     _acquire(share, "a", clock, (0, 4))
     _acquire(share, "b", clock, (5, 9))
-    assert share.release_member("a") == 1
+    assert [(s.first, s.last, s.member_id, s.delivery_count) for s in share.release_member("a")] == [(0, 4, "a", 1)]
     assert share.acquired_by("a") == 0 and share.acquired_by("b") == 5
     _written(share)
     assert _acquire(share, "c", clock, (0, 4), (5, 9)) == [Acquired(0, 4, 2)]
@@ -175,7 +175,7 @@ def test_releasing_what_a_member_held_leaves_what_it_acquired_since() -> None:
     assert share.acknowledge("a", 5, 5, [RELEASE], clock.wall_ms()) is ErrorCode.NONE
     _written(share)
     assert _acquire(share, "a", clock, (5, 5), (6, 7)) == [Acquired(5, 5, 2), Acquired(6, 7, 1)]
-    assert share.release_held("a", held) == 2  # spans 2-3 and 4
+    assert [(s.first, s.last) for s in share.release_held("a", held)] == [(2, 3), (4, 4)]
     assert [share.state_of(o) for o in range(2, 8)] == [(RecordState.AVAILABLE, 1)] * 3 + [
         (RecordState.ACQUIRED, 2)] + [(RecordState.ACQUIRED, 1)] * 2
     assert share.acquired_by("a") == 3 and share.start_offset == 2

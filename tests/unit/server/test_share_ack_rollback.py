@@ -209,3 +209,29 @@ def test_a_renewal_stays_when_a_later_batch_of_its_request_is_refused() -> None:
     assert _lock_of(share, 0) == _lock_of(share, 4) == clock.wall_ms() + LOCK_MS
     assert _lock_of(share, 5) == acquired_lock  # not renewed: the lock it was acquired with
     assert coordinator.writes == 0
+
+
+def test_records_archived_by_an_acknowledgement_are_counted_once_its_write_is_taken() -> None:
+    """A REJECT of 0 whose write fails is undone, and counts nothing; the same REJECT again, its write taken, counts
+    1 archived. A RELEASE of 1 at the delivery count limit (1 here) archives it, counted once written too. Before,
+    the share-partition counted an archiving when it was applied and a rollback never took it back: 2, then 3
+    (seen so before the fix)."""
+    async def scenario() -> SharePartition:
+        clock, coordinator = ManualClock(), Coordinator(ErrorCode.UNKNOWN_SERVER_ERROR, ErrorCode.NONE)
+        coordinator.release.set()
+        share = SharePartition(0, delivery_count_limit=1, max_record_locks=100)
+        ctx = _context(Share(share, StateWriter(share, coordinator.write), clock))
+        share.acquire(MEMBER, [BatchBounds(0, 9)], max_records=100, lock_ms=LOCK_MS, now_ms=clock.wall_ms())
+        reject = _batch(AckType.REJECT, 0, 0)
+        assert await _written(_apply(ctx, _Partition(KEY, TOPIC), GROUP, MEMBER, reject, False)) \
+            is ErrorCode.UNKNOWN_SERVER_ERROR
+        assert share.state_of(0) == (RecordState.ACQUIRED, 1) and share.counters.archived == 0
+        assert await _written(_apply(ctx, _Partition(KEY, TOPIC), GROUP, MEMBER, reject, False)) is ErrorCode.NONE
+        assert share.counters.archived == 1
+        assert await _written(_apply(ctx, _Partition(KEY, TOPIC), GROUP, MEMBER, _batch(AckType.RELEASE, 1, 1),
+                                     False)) is ErrorCode.NONE
+        assert share.start_offset == 2  # archived at the limit
+        return share
+    share = asyncio.run(scenario())
+    assert share.counters.archived == 2
+    assert share.counters.acknowledged["Reject"] == share.counters.acknowledged["Release"] == 1
