@@ -1,13 +1,44 @@
-"""The brokers every test directory may take: one per test, or one per module."""
+"""The brokers every test directory may take: one per test, or one per module; and how `make test`'s workers
+share the files out."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 import pytest
 
 from tests.integration.broker_process import BrokerProcess
+
+#: Directories whose files share package-scoped fixtures that cost tens of seconds to set up (tests/spark: a local
+#: Spark, a Spark 4.0 process, a broker and 100,000 generated events). Under `--dist loadfile` each is one unit of
+#: work, so one worker sets them up once; shared out file by file, every worker that ran one of its files started
+#: them, and again each time it came back to the directory after another file (pytest tears a package's fixtures
+#: down when the next test is outside it).
+ONE_UNIT = ("tests/spark/",)
+#: Files left out of their directory's unit (and sent out after it: xdist sends the units with the most tests first).
+#: test_avro_decode.py's EmbeddedBroker forks its child with a preexec_fn (pybroker/testing/process.py): in
+#: the child CPython's after-fork hook drops the other threads' locals, py4j's finalizers then shut down the gateway
+#: sockets the child shares with the test process, and the shared Spark session carries on from a new JVM thread
+#: with no active session, where Spark finds no Python data source: the connector tests after it fail
+#: (`pytest tests/spark/test_avro_decode.py tests/spark/test_connectors.py`).
+OWN_UNIT = ("tests/spark/test_avro_decode.py",)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class Scheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            scope = super()._split_scope(nodeid)
+            if scope in OWN_UNIT:
+                return scope
+            return next((unit for unit in ONE_UNIT if nodeid.startswith(unit)), scope)
+
+    return Scheduling(config, log)
 
 
 @pytest.fixture

@@ -22,6 +22,9 @@ JAVA_SOURCES = REPO / "tests" / "java"
 JVM_CLIENTS = REPO.parent / "shared" / "jvm-clients"
 # kafka-clients' runtime dependencies, and log4j2 as its slf4j binding (tests/java/log4j2.properties: warnings to stderr).
 RUNTIME_JARS = ("slf4j-api-", "lz4-java-", "snappy-java-", "zstd-jni-", "log4j-slf4j2-impl-", "log4j-api-", "log4j-core-")
+# javac and the scenarios' JVM live for seconds: with only the C1 compiler and the serial collector they spend less
+# on compiling and collecting (javac of the 4.2 scenarios: 7.5-8.6 s -> 4.1 s, and half the CPU) for the same output.
+SHORT_LIVED_JVM = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
 
 
 @dataclass
@@ -50,8 +53,9 @@ def compile_scenarios(classes: Path, client_jars: list[Path], version_dir: str, 
     assert javac, "javac not found: run tools/install-system-deps.sh (default-jdk-headless)"
     classpath = [*client_jars, *_runtime_classpath()]
     sources = [*sorted(JAVA_SOURCES.glob("*.java")), *sorted((JAVA_SOURCES / version_dir).glob("*.java"))]
-    compiled = subprocess.run([javac, lint, "-Werror", "-d", str(classes), "-cp", ":".join(map(str, classpath)),
-                               *map(str, sources)], capture_output=True, text=True, timeout=120)
+    compiled = subprocess.run([javac, *(f"-J{flag}" for flag in SHORT_LIVED_JVM), lint, "-Werror", "-d", str(classes),
+                               "-cp", ":".join(map(str, classpath)), *map(str, sources)],
+                              capture_output=True, text=True, timeout=120)
     assert compiled.returncode == 0, compiled.stdout + compiled.stderr
     return ":".join(map(str, [classes, *classpath]))
 
@@ -75,7 +79,7 @@ def run_scenarios(request: pytest.FixtureRequest, scenarios: list[str], classpat
     selected = {item.callspec.params["scenario"] for item in request.session.items
                 if item.module is request.module and hasattr(item, "callspec")}
     names = [name for name in scenarios if name in selected]
-    run = subprocess.run(["java", f"-Dlog4j2.configurationFile={JAVA_SOURCES / 'log4j2.properties'}",
+    run = subprocess.run(["java", *SHORT_LIVED_JVM, f"-Dlog4j2.configurationFile={JAVA_SOURCES / 'log4j2.properties'}",
                           "-cp", classpath, "Scenarios", broker.bootstrap, *names],
                          capture_output=True, text=True, timeout=90 + 60 * len(names))
     return _parse(run.stdout), run.stderr

@@ -17,7 +17,7 @@ from pyspark.sql import SparkSession
 
 from tests.integration.broker_process import REPO, BrokerProcess
 from tests.spark import remote
-from tests.spark.support import Kafka, require_connector
+from tests.spark.support import SUBMITTED_DRIVER_JVM, Kafka, require_connector
 
 DAY_MS = 86_400_000
 # Two days before today (UTC): recent enough that the default 7-day retention keeps the records.
@@ -41,7 +41,8 @@ def submit(connector: str, log: Path, job_args: list[str]) -> subprocess.Popen[b
         command = [str(Path(sys.executable).parent / "spark-submit")]
         env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
                "SPARK_JOBS_KAFKA_CONNECTOR": "python"}
-    command += ["--master", "local[2]", "--conf", "spark.ui.enabled=false", "pybroker/spark_jobs/archive.py", *job_args]
+    command += ["--master", "local[2]", "--conf", "spark.ui.enabled=false",
+                "--driver-java-options", SUBMITTED_DRIVER_JVM, "pybroker/spark_jobs/archive.py", *job_args]
     with log.open("ab") as out:
         return subprocess.Popen(command, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT,
                                 start_new_session=True)

@@ -15,7 +15,7 @@ from confluent_kafka.admin import OffsetSpec
 from pybroker.spark_jobs.report import PartitionReport
 from tests.integration.broker_process import REPO, BrokerProcess
 from tests.spark.conftest import EVENTS_TOPIC
-from tests.spark.support import Jobs, Kafka, Message, job_args
+from tests.spark.support import SUBMITTED_DRIVER_JVM, Jobs, Kafka, Message, job_args
 
 
 def run_report(jobs: Jobs, **args: object) -> list[PartitionReport]:
@@ -54,7 +54,8 @@ def test_report_runs_under_spark_submit(kafka: Kafka, spark_broker: BrokerProces
     kafka.produce("submitted", [(f"k{i}".encode(), b"v" * i, now_ms + i) for i in range(50)], partition=1)
     spark_submit = Path(sys.executable).parent / "spark-submit"
     result = subprocess.run(
-        [str(spark_submit), "--master", "local[1]", "--conf", "spark.ui.enabled=false", "pybroker/spark_jobs/report.py",
+        [str(spark_submit), "--master", "local[1]", "--conf", "spark.ui.enabled=false",
+         "--driver-java-options", SUBMITTED_DRIVER_JVM, "pybroker/spark_jobs/report.py",
          "--bootstrap-servers", spark_broker.bootstrap, "--topic", "submitted", "--json"],
         cwd=REPO, capture_output=True, text=True, timeout=300,
         env={**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable})
