@@ -29,7 +29,7 @@ import asyncio
 import functools
 import time
 from dataclasses import dataclass
-from typing import Awaitable, Callable, Iterable
+from typing import Any, Awaitable, Callable, Coroutine, Iterable
 
 from pybroker.common.io_executor import IoExecutor
 from pybroker.common.topic import INTERNAL_TOPICS, TopicPartition
@@ -107,11 +107,15 @@ class PartitionAppend:
     error: Exception | None = None
 
 
-async def append_records(replicas: ReplicaManager, batches: Iterable[PartitionAppend], *, required_acks: int,
-                         transactional_id: str | None, allow_zstd: bool, now_ms: int,
-                         before_append: BeforeAppend | None = None,
-                         appended: AppendedStats | None = None, io: IoExecutor | None = None) -> list[PartitionAppend]:
-    """Append each partition's batch as leader, then wait for flush.messages; the outcomes in order.
+def append_records(replicas: ReplicaManager, batches: Iterable[PartitionAppend], *, required_acks: int,
+                   transactional_id: str | None, allow_zstd: bool, now_ms: int,
+                   before_append: BeforeAppend | None = None, appended: AppendedStats | None = None,
+                   io: IoExecutor | None = None) -> list[PartitionAppend] | Coroutine[Any, Any, list[PartitionAppend]]:
+    """Append each partition's batch as leader, then wait for flush.messages; the outcomes in order. They are
+    returned at once when nothing waits (every batch appended here, no flush.messages), as for most requests,
+    else a coroutine returns them once the batches checked off the loop (or queued behind one) are appended and
+    flushed: the caller makes no coroutine for a request that does not wait. Either way every batch that could
+    be appended here is, before this returns, so the appends keep the order of the calls.
     With ``io``, a big batch is checked on its threads (without it, on the caller's thread)."""
     results = []
     later: list[Awaitable[None]] = []
@@ -146,6 +150,14 @@ async def append_records(replicas: ReplicaManager, batches: Iterable[PartitionAp
         except Exception as exc:  # noqa: BLE001 - the partition's answer; the caller maps it to its code
             item.error = exc
         results.append(item)
+    if later or replicas.log_manager.flushing:
+        return _finish(replicas, results, later)
+    return results
+
+
+async def _finish(replicas: ReplicaManager, results: list[PartitionAppend], later: list[Awaitable[None]]
+                  ) -> list[PartitionAppend]:
+    """The appends that wait their turn (`later`), then flush.messages' wait."""
     if len(later) == 1:  # the usual big request: one batch, awaited without a task
         await later[0]
     elif later:

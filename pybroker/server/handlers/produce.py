@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from typing import Sequence
+import types
+from typing import Any, Coroutine, Sequence
 
 from pybroker.common.ids import ProducerEpoch, ProducerId
 from pybroker.common.topic import INTERNAL_TOPICS, TopicPartition
@@ -53,6 +54,7 @@ _NO_LEADER = shared_default(ProduceResponse.LeaderIdAndEpoch)
 # EnumType.__getattr__ installs (about 850 instructions against 100 for a global).
 _WRITE = AclOperation.WRITE
 _TOPIC = ResourceType.TOPIC
+_COROUTINE = types.CoroutineType
 _Producer = tuple[ProducerId, ProducerEpoch]
 _Turn = tuple[tuple[ProducerId, TopicPartition], asyncio.Future[None] | None, asyncio.Future[None]]
 FIRST_ZSTD_VERSION = 7
@@ -64,11 +66,63 @@ _RETRIED_BY_PRODUCERS = {ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COOR
                          ErrorCode.NETWORK_EXCEPTION, ErrorCode.REQUEST_TIMED_OUT}
 
 
+def answer(ctx: RequestContext, request: ProduceRequest
+           ) -> ProduceResponse | None | Coroutine[Any, Any, ProduceResponse | None]:
+    """The Produce's answer when nothing waits (acks 0 or 1, or acks=all that the ISR already holds: a single
+    replica's partitions; batches checked on the loop; no flush.messages; no transaction to admit), else a
+    coroutine that waits and then answers: the dispatcher calls this in the connection's read callback, so a
+    request answered at once costs no coroutine (`handle` is the same for the quota path). Its batches are
+    appended before this returns either way, in the order the connection's requests arrived."""
+    if request.transactional_id is not None:  # its admission (KIP-890) waits for the coordinator
+        return _transactional(ctx, request)
+    services = ctx.services
+    names, authorized = _topics(ctx, request)
+    slots, batches = _partitions(request, names, authorized, None, {})
+    outcome = _append(ctx, request, batches)
+    if type(outcome) is _COROUTINE:
+        return _answer_appended(ctx, request, names, slots, batches, outcome)
+    return _respond(ctx, request, names, slots, batches)
+
+
 # From v3, as Kafka 4.0 (KIP-896): v0-2 carry message formats v0/v1, which this broker does not write. v12: a
 # transactions V2 client, whose partitions the coordinator adds to its transaction; v13: topic ids (KIP-516).
-@api(ApiKey.PRODUCE, 3, 13)
+@api(ApiKey.PRODUCE, 3, 13, immediate=answer)
 async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceResponse | None:
+    outcome = answer(ctx, request)
+    return outcome if outcome is None or isinstance(outcome, ProduceResponse) else await outcome
+
+
+async def _transactional(ctx: RequestContext, request: ProduceRequest) -> ProduceResponse | None:
+    """A transactional producer's request: Write on the transactional id besides each topic's (Kafka's checks),
+    and its batches admitted by the coordinator before they are appended, in the order of the producer's
+    requests (`_take_turns`)."""
+    assert request.transactional_id is not None
     services = ctx.services
+    names, authorized = _topics(ctx, request)
+    refused = None if authorize(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id) \
+        else ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    turns: Sequence[_Turn] = ()
+    try:
+        not_admitted: dict[TopicPartition, ErrorCode] = {}
+        if not refused:
+            by_producer, unknown = _transactional_batches(ctx, request, names, authorized)
+            turns = _take_turns(ctx, by_producer)  # at arrival: a later request of the producer comes after this one
+            not_admitted = await _admit_transactional(ctx, request.transactional_id, by_producer, turns)
+            not_admitted.update(dict.fromkeys(unknown, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+        slots, batches = _partitions(request, names, authorized, refused, not_admitted)
+        outcome = _append(ctx, request, batches)
+        if type(outcome) is _COROUTINE:
+            await outcome
+    finally:
+        if turns:
+            _end_turns(ctx, turns)
+    response = _respond(ctx, request, names, slots, batches)
+    return response if response is None or isinstance(response, ProduceResponse) else await response
+
+
+def _topics(ctx: RequestContext, request: ProduceRequest) -> tuple[list[str | None], set[str]]:
+    """The request's topic names in order (None: no topic has its id), and those the client may write to (Kafka's
+    check: Write on each topic)."""
     # Loops rather than comprehensions here: each comprehension is a call of its own on Python 3.11.
     names: list[str | None] = []
     known: list[str] = []
@@ -77,56 +131,84 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
         names.append(name)
         if name is not None:
             known.append(name)
-    # Kafka's checks: Write on the transactional id for the whole request, Write on each topic.
-    authorized = set(known) if services.authorizer is None else allowed_names(ctx, _WRITE, _TOPIC, known)
-    refused = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED if request.transactional_id is not None and not \
-        authorize(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id) else None
-    turns: Sequence[_Turn] = ()
-    try:
-        not_admitted: dict[TopicPartition, ErrorCode] = {}
-        if not refused and request.transactional_id is not None:
-            by_producer, unknown = _transactional_batches(ctx, request, names, authorized)
-            turns = _take_turns(ctx, by_producer)  # at arrival: a later request of the producer comes after this one
-            not_admitted = await _admit_transactional(ctx, request.transactional_id, by_producer, turns)
-            not_admitted.update(dict.fromkeys(unknown, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
-        # Each partition's answer in request order: a refusal now, or the outcome of its append.
-        slots: list[list[PartitionResponse | PartitionAppend]] = []
-        batches = []
-        for name, topic in zip(names, request.topic_data):
-            of_topic: list[PartitionResponse | PartitionAppend] = []
-            slots.append(of_topic)
-            if name is None:
-                for data in topic.partition_data:
-                    of_topic.append(_error(data.index, ErrorCode.UNKNOWN_TOPIC_ID, None))
-                continue
-            code = refused or (None if name in authorized else ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+    return names, set(known) if ctx.services.authorizer is None else allowed_names(ctx, _WRITE, _TOPIC, known)
+
+
+def _partitions(request: ProduceRequest, names: list[str | None], authorized: set[str], refused: ErrorCode | None,
+                not_admitted: dict[TopicPartition, ErrorCode]
+                ) -> tuple[list[list[PartitionResponse | PartitionAppend]], list[PartitionAppend]]:
+    """Each partition's answer in request order, a refusal now or the outcome of its append to come; and the
+    batches to append."""
+    slots: list[list[PartitionResponse | PartitionAppend]] = []
+    batches = []
+    for name, topic in zip(names, request.topic_data):
+        of_topic: list[PartitionResponse | PartitionAppend] = []
+        slots.append(of_topic)
+        if name is None:
             for data in topic.partition_data:
-                if code:
-                    of_topic.append(_error(data.index, code, None))
-                elif not_admitted and TopicPartition(name, data.index) in not_admitted:
-                    of_topic.append(_not_admitted(data.index, name, not_admitted[TopicPartition(name, data.index)]))
-                else:
-                    records = data.records  # _received, inlined: a decoded batch is a buffer (a range only if sent)
-                    batch = PartitionAppend(name, data.index,
-                                            records if isinstance(records, (bytes, bytearray, memoryview)) else None)
-                    of_topic.append(batch)
-                    batches.append(batch)
-        metrics = services.metrics
-        results = await append_records(
-            services.replica_manager, batches, required_acks=request.acks, transactional_id=request.transactional_id,
-            allow_zstd=ctx.api_version >= FIRST_ZSTD_VERSION, now_ms=ctx.now_ms,
-            before_append=_checks(ctx) if services.schema_validation.topics else None,
-            appended=metrics.record_produce if metrics is not None else None, io=services.io)
-    finally:
-        if turns:
-            _end_turns(ctx, turns)
+                of_topic.append(_error(data.index, ErrorCode.UNKNOWN_TOPIC_ID, None))
+            continue
+        code = refused or (None if name in authorized else ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+        for data in topic.partition_data:
+            if code:
+                of_topic.append(_error(data.index, code, None))
+            elif not_admitted and TopicPartition(name, data.index) in not_admitted:
+                of_topic.append(_not_admitted(data.index, name, not_admitted[TopicPartition(name, data.index)]))
+            else:
+                records = data.records  # _received, inlined: a decoded batch is a buffer (a range only if sent)
+                batch = PartitionAppend(name, data.index,
+                                        records if isinstance(records, (bytes, bytearray, memoryview)) else None)
+                of_topic.append(batch)
+                batches.append(batch)
+    return slots, batches
+
+
+def _append(ctx: RequestContext, request: ProduceRequest, batches: list[PartitionAppend]
+            ) -> list[PartitionAppend] | Coroutine[Any, Any, list[PartitionAppend]]:
+    services = ctx.services
+    metrics = services.metrics
+    return append_records(
+        services.replica_manager, batches, required_acks=request.acks, transactional_id=request.transactional_id,
+        allow_zstd=ctx.api_version >= FIRST_ZSTD_VERSION, now_ms=ctx.now_ms,
+        before_append=_checks(ctx) if services.schema_validation.topics else None,
+        appended=metrics.record_produce if metrics is not None else None, io=services.io)
+
+
+async def _answer_appended(ctx: RequestContext, request: ProduceRequest, names: list[str | None],
+                           slots: list[list[PartitionResponse | PartitionAppend]], batches: list[PartitionAppend],
+                           appending: Coroutine[Any, Any, list[PartitionAppend]]) -> ProduceResponse | None:
+    """The answer once the appends that wait (a big batch checked off the loop, flush.messages) are done."""
+    await appending
+    response = _respond(ctx, request, names, slots, batches)
+    return response if response is None or isinstance(response, ProduceResponse) else await response
+
+
+def _respond(ctx: RequestContext, request: ProduceRequest, names: list[str | None],
+             slots: list[list[PartitionResponse | PartitionAppend]], batches: list[PartitionAppend]
+             ) -> ProduceResponse | None | Coroutine[Any, Any, ProduceResponse]:
+    """After the appends: the quota's count, then no answer (acks=0), or the answer, at once or (acks=all the ISR
+    does not hold yet) from a coroutine that waits for it."""
+    services = ctx.services
     # producer_byte_rate counts the whole request's bytes, acks=0 included (as Kafka)
     if quota.REQUEST_QUOTA.get() is not None:
         quota.record_produce(request.acks, ctx.request_size, services.clock.wall_ms())
     if request.acks == 0:
         return None
-    if request.acks == -1 and (waiting := unreplicated(services.replica_manager, results)):
-        await wait_for_acks(services.replica_manager, waiting, request.timeout_ms, leave_request_queue)
+    if request.acks == -1 and (waiting := unreplicated(services.replica_manager, batches)):
+        return _answer_replicated(ctx, request, names, slots, waiting)
+    return _response(ctx, request, names, slots)
+
+
+async def _answer_replicated(ctx: RequestContext, request: ProduceRequest, names: list[str | None],
+                             slots: list[list[PartitionResponse | PartitionAppend]],
+                             waiting: list[PartitionAppend]) -> ProduceResponse:
+    """acks=all: the answer once the ISR holds the batches (or the request's timeout)."""
+    await wait_for_acks(ctx.services.replica_manager, waiting, request.timeout_ms, leave_request_queue)
+    return _response(ctx, request, names, slots)
+
+
+def _response(ctx: RequestContext, request: ProduceRequest, names: list[str | None],
+              slots: list[list[PartitionResponse | PartitionAppend]]) -> ProduceResponse:
     topics = []
     failed = False  # some partition answers an error: KIP-951 may name its leader
     for name, topic, of_topic in zip(names, request.topic_data, slots):

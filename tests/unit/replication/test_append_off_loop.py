@@ -24,6 +24,7 @@ from pybroker.records.batch import RecordBatch
 from pybroker.records.record import RecordInput, build_batch
 from pybroker.replication.append_records import CALLER_CHECK_RECORDS, PartitionAppend, RecordsCheck, append_records
 from pybroker.replication.manager import ReplicaManager
+from tests.unit.replication.test_data_path import appended
 
 NOW = 1_700_000_000_000
 CONFIG = LogConfig(segment_bytes=8 << 20, max_message_bytes=4 << 20)
@@ -46,8 +47,9 @@ def batch(count: int) -> bytes:
 
 async def append(replicas: ReplicaManager, io: IoExecutor, records: bytes,
                  check: Callable[[str, int], RecordsCheck | None]) -> PartitionAppend:
-    [item] = await append_records(replicas, [PartitionAppend("t", 0, records)], required_acks=1,
-                                  transactional_id=None, allow_zstd=True, now_ms=NOW, before_append=check, io=io)
+    [item] = await appended(append_records(replicas, [PartitionAppend("t", 0, records)], required_acks=1,
+                                           transactional_id=None, allow_zstd=True, now_ms=NOW, before_append=check,
+                                           io=io))
     return item
 
 

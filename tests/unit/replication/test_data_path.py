@@ -54,8 +54,17 @@ def batch(*values: bytes, **options: object) -> bytes:
 
 def produce(replicas: ReplicaManager, *items: PartitionAppend, acks: int = 1, transactional_id: str | None = None,
             **options: object) -> list[PartitionAppend]:
-    return asyncio.run(append_records(replicas, list(items), required_acks=acks, transactional_id=transactional_id,
-                                      allow_zstd=True, now_ms=NOW, **options))  # type: ignore[arg-type]
+    async def appending() -> list[PartitionAppend]:
+        return await appended(append_records(replicas, list(items), required_acks=acks,
+                                             transactional_id=transactional_id, allow_zstd=True, now_ms=NOW,
+                                             **options))  # type: ignore[arg-type]
+
+    return asyncio.run(appending())
+
+
+async def appended(outcome: list[PartitionAppend] | Awaitable[list[PartitionAppend]]) -> list[PartitionAppend]:
+    """append_records' outcomes, returned at once or by the coroutine it gave when some append waits."""
+    return outcome if isinstance(outcome, list) else await outcome
 
 
 async def fetched(outcome: FetchResult | Awaitable[FetchResult]) -> FetchResult:
@@ -122,8 +131,8 @@ def test_each_refusal_is_its_partitions_own_and_writes_nothing(replicas: Replica
 def test_zstd_needs_the_produce_version_that_allows_it(replicas: ReplicaManager) -> None:
     lead(replicas)
     item = PartitionAppend("t", 0, batch(b"z", compression=Compression.ZSTD))
-    [refused] = asyncio.run(append_records(replicas, [item], required_acks=1, transactional_id=None,
-                                           allow_zstd=False, now_ms=NOW))
+    [refused] = asyncio.run(appended(append_records(replicas, [item], required_acks=1, transactional_id=None,
+                                                    allow_zstd=False, now_ms=NOW)))
     assert isinstance(refused.error, UnsupportedCompressionError)
     [taken] = produce(replicas, PartitionAppend("t", 0, batch(b"z", compression=Compression.ZSTD)))
     assert taken.error is None
@@ -174,12 +183,12 @@ def test_acks_all_waits_for_the_follower_and_times_out_without_it(replicas: Repl
             waits.append(None)
             waiting.set()
 
-        [first] = await append_records(replicas, [PartitionAppend("t", 0, batch(b"a"))], required_acks=-1,
-                                       transactional_id=None, allow_zstd=True, now_ms=NOW)
+        [first] = await appended(append_records(replicas, [PartitionAppend("t", 0, batch(b"a"))], required_acks=-1,
+                                                transactional_id=None, allow_zstd=True, now_ms=NOW))
         await wait_for_acks(replicas, [first], timeout_ms=1, on_wait=on_wait)
         waiting.clear()
-        [second] = await append_records(replicas, [PartitionAppend("t", 0, batch(b"b"))], required_acks=-1,
-                                        transactional_id=None, allow_zstd=True, now_ms=NOW)
+        [second] = await appended(append_records(replicas, [PartitionAppend("t", 0, batch(b"b"))], required_acks=-1,
+                                                 transactional_id=None, allow_zstd=True, now_ms=NOW))
         acked = asyncio.ensure_future(wait_for_acks(replicas, [second], timeout_ms=60_000, on_wait=on_wait))
         await waiting.wait()  # it waits: now the follower fetches everything
         replicas.record_follower_fetch("t", 0, 1, 2, current_leader_epoch=0)
@@ -238,8 +247,8 @@ def test_the_long_poll_answers_after_an_append(replicas: ReplicaManager) -> None
             polling = asyncio.ensure_future(fetched(fetch_messages(
                 replicas, io, FetchParams(-1, False, 1, 60_000, lambda: 1 << 20), [at(0)], on_wait=on_wait)))
             await waiting.wait()
-            await append_records(replicas, [PartitionAppend("t", 0, batch(b"late"))], required_acks=1,
-                                 transactional_id=None, allow_zstd=True, now_ms=NOW)
+            await appended(append_records(replicas, [PartitionAppend("t", 0, batch(b"late"))], required_acks=1,
+                                          transactional_id=None, allow_zstd=True, now_ms=NOW))
             return await polling, waits
         finally:
             io.shutdown()

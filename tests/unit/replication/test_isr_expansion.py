@@ -13,6 +13,7 @@ from pybroker.log.manager import LogManager
 from pybroker.records.record import RecordInput, build_batch
 from pybroker.replication.append_records import PartitionAppend, append_records
 from pybroker.replication.manager import ReplicaManager
+from tests.unit.replication.test_data_path import appended
 
 T = TypeVar("T")
 LAG_MS = 1_000
@@ -62,8 +63,8 @@ def test_only_the_fetching_follower_joins_the_isr(tmp_path: Path) -> None:
     async def scenario() -> None:
         partition = replicas.become_leader("t", 0, uuid.UUID(int=1), leader_epoch=0, replicas=(0, 1, 2),
                                            isr=(0, 1, 2), config=CONFIG, min_insync_replicas=1)
-        await append_records(replicas, [PartitionAppend("t", 0, build_batch([RecordInput(None, b"v")]))],
-                             required_acks=1, transactional_id=None, allow_zstd=True, now_ms=clock.now_ms)
+        await appended(append_records(replicas, [PartitionAppend("t", 0, build_batch([RecordInput(None, b"v")]))],
+                                      required_acks=1, transactional_id=None, allow_zstd=True, now_ms=clock.now_ms))
         for follower in (1, 2):
             replicas.record_follower_fetch("t", 0, follower, 1, current_leader_epoch=0)
         assert partition.log.high_watermark == 1

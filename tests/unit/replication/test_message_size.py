@@ -19,6 +19,7 @@ from pybroker.records.errors import RecordTooLargeError
 from pybroker.records.record import RecordInput, build_batch
 from pybroker.replication.append_records import PartitionAppend, append_records
 from pybroker.replication.manager import ReplicaManager
+from tests.unit.replication.test_data_path import appended
 
 NOW = 1_700_000_000_000
 LIMIT = 1024
@@ -45,8 +46,9 @@ def big_batch() -> bytearray:
 def test_a_produce_past_the_limit_is_refused_before_its_records_are_walked(replicas: ReplicaManager) -> None:
     corrupt = big_batch()
     corrupt[-1] ^= 0xFF  # a bad record (and CRC) too: the size answers first, as Kafka's order has it
-    [refused] = asyncio.run(append_records(replicas, [PartitionAppend("t", 0, bytes(corrupt))], required_acks=1,
-                                           transactional_id=None, allow_zstd=True, now_ms=NOW))
+    [refused] = asyncio.run(appended(append_records(replicas, [PartitionAppend("t", 0, bytes(corrupt))],
+                                                    required_acks=1, transactional_id=None, allow_zstd=True,
+                                                    now_ms=NOW)))
     assert isinstance(refused.error, RecordTooLargeError)
     assert replicas.partition("t", 0).log.log_end_offset == 0
 
