@@ -139,8 +139,8 @@ def _fetch_acknowledgement(topic_id: uuid.UUID, partition: int, epoch: int) -> S
             R.AcknowledgementBatch(first_offset=0, last_offset=1, acknowledge_types=[ACCEPT])])])])
 
 
-def _start_offset_at_c(setup: Setup) -> int:
-    """The start offset C's share coordinator holds for A."""
+def _state_at_c(setup: Setup) -> ReadShareGroupStateResponse.PartitionResult:
+    """What C's share coordinator (the stopped broker, resumed) holds for A."""
     [c] = [b for b in setup.cluster.brokers if b.process is not None and b.process.pid == setup.stopped]
     client = WireClient(c.bootstrap)
     try:
@@ -151,4 +151,9 @@ def _start_offset_at_c(setup: Setup) -> int:
     finally:
         client.close()
     assert found.error_code == ErrorCode.NONE, found
-    return found.start_offset
+    return found
+
+
+def _start_offset_at_c(setup: Setup) -> int:
+    """The start offset C's share coordinator holds for A."""
+    return _state_at_c(setup).start_offset

@@ -19,12 +19,10 @@ from pathlib import Path
 
 from pybroker.protocol.error_codes import ErrorCode
 from pybroker.protocol.messages import (
-    ReadShareGroupStateRequest,
-    ReadShareGroupStateResponse,
     ShareAcknowledgeRequest,
     ShareAcknowledgeResponse,
 )
-from tests.cluster.test_share_failover import _broker
+from tests.cluster.test_share_ack_disconnect import _state_at_c
 from tests.cluster.test_share_fetch_while_acks_written import _leader
 from tests.cluster.test_share_loads_at_once import EXTRA, GROUP, TOPIC, Setup, _produce, _setup, _share_fetch
 from tests.eventually import eventually
@@ -90,21 +88,6 @@ def _renewed(setup: Setup, epoch: list[int]) -> bool:
 
 def _stored(setup: Setup) -> tuple[int, list[tuple[int, int, int, int]]]:
     """The start offset and state batches C's share coordinator holds for A."""
-    found = _read_at_c(setup)
+    found = _state_at_c(setup)
     return found.start_offset, [(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
                                 for b in found.state_batches]
-
-
-def _read_at_c(setup: Setup) -> ReadShareGroupStateResponse.PartitionResult:
-    """What C's share coordinator holds for A."""
-    at_c = _broker(setup.cluster, next(i for i, broker in enumerate(setup.cluster.brokers)
-                                       if broker.process is not None and broker.process.pid == setup.stopped))
-    try:
-        R = ReadShareGroupStateRequest
-        found = at_c.request(R(group_id=GROUP, topics=[R.ReadStateData(topic_id=setup.topic_id, partitions=[
-            R.PartitionData(partition=setup.a, leader_epoch=-1)])]), 0,
-            ReadShareGroupStateResponse).results[0].partitions[0]
-    finally:
-        at_c.close()
-    assert found.error_code == ErrorCode.NONE, found
-    return found
