@@ -16,13 +16,6 @@ from tests.integration.broker_process import BrokerProcess
 #: them, and again each time it came back to the directory after another file (pytest tears a package's fixtures
 #: down when the next test is outside it).
 ONE_UNIT = ("tests/spark/",)
-#: Files left out of their directory's unit (and sent out after it: xdist sends the units with the most tests first).
-#: test_avro_decode.py's EmbeddedBroker forks its child with a preexec_fn (pybroker/testing/process.py): in
-#: the child CPython's after-fork hook drops the other threads' locals, py4j's finalizers then shut down the gateway
-#: sockets the child shares with the test process, and the shared Spark session carries on from a new JVM thread
-#: with no active session, where Spark finds no Python data source: the connector tests after it fail
-#: (`pytest tests/spark/test_avro_decode.py tests/spark/test_connectors.py`).
-OWN_UNIT = ("tests/spark/test_avro_decode.py",)
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -33,10 +26,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
     class Scheduling(LoadFileScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            scope = super()._split_scope(nodeid)
-            if scope in OWN_UNIT:
-                return scope
-            return next((unit for unit in ONE_UNIT if nodeid.startswith(unit)), scope)
+            return next((unit for unit in ONE_UNIT if nodeid.startswith(unit)), super()._split_scope(nodeid))
 
     return Scheduling(config, log)
 

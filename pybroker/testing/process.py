@@ -5,17 +5,20 @@ child asks the kernel (prctl PR_SET_PDEATHSIG) for SIGKILL when the thread that 
 atexit hook kills whatever is still running when the interpreter ends normally. Since the kernel watches
 the forking *thread*, every child is forked by one long-lived spawner thread: a broker started from a
 short-lived thread (a thread pool's, ``asyncio.to_thread``) must not die when that thread ends.
+
+The prctl call is made by a small launcher (``python -I -S -c``) that then execs the real command (the
+setting survives execve), never by a ``preexec_fn``: with one, CPython runs its after-fork handling in the
+forked child, which drops the other threads' states and runs their thread-locals' finalizers there. py4j's
+shut down the gateway sockets the child shares with the parent, and a PySpark session in the test process
+loses its JVM connection.
 """
 
 from __future__ import annotations
 
 import atexit
 import collections
-import ctypes
-import ctypes.util
 import os
 import re
-import signal
 import subprocess
 import sys
 import threading
@@ -23,34 +26,24 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable, Sequence
 
-PR_SET_PDEATHSIG = 1
 LOG_LINES_KEPT = 2000
-
-
-def _load_prctl() -> Callable[..., int] | None:
-    # Looked up before any fork: the child may only make the bare C call (other threads may hold locks).
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        return ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None
-
-
-_PRCTL = _load_prctl()
+#: Run as ``python -I -S -c LAUNCHER parent-pid command...``: SIGKILL when the forking thread exits; exits at
+#: once if the parent already died before the prctl (nobody would signal it then); execs the command.
+LAUNCHER = ("import ctypes, os, sys\n"
+            "ctypes.CDLL(None).prctl(1, 9)\n"  # PR_SET_PDEATHSIG, SIGKILL
+            "if os.getppid() != int(sys.argv[1]):\n"
+            "    os._exit(1)\n"
+            "os.execvp(sys.argv[2], sys.argv[2:])\n")
 _LIVE: set[subprocess.Popen[str]] = set()
 _LIVE_LOCK = threading.Lock()
 _SPAWNER = ThreadPoolExecutor(1, thread_name_prefix="pybroker-testing-spawner")  # its thread lives until exit
 
 
-def _dies_with(parent: int) -> Callable[[], None]:
-    def preexec() -> None:
-        if _PRCTL is not None:
-            _PRCTL(PR_SET_PDEATHSIG, signal.SIGKILL)
-        if os.getppid() != parent:  # the parent died between fork and prctl: nobody would signal us
-            os._exit(1)
-
-    return preexec
+def _dying_with_us(args: Sequence[str]) -> list[str]:
+    """``args`` behind the launcher on Linux; as they are elsewhere (macOS has no prctl)."""
+    if not sys.platform.startswith("linux"):
+        return list(args)
+    return [sys.executable, "-I", "-S", "-c", LAUNCHER, str(os.getpid()), *args]
 
 
 @atexit.register
@@ -75,8 +68,8 @@ class ChildProcess:
         self._done = threading.Event()  # ready matched, or the output ended (the child exited)
         self._callbacks: list[Callable[[], object]] = []
         self.process: subprocess.Popen[str] = _SPAWNER.submit(
-            subprocess.Popen, list(args), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            text=True, cwd=cwd, env=env, preexec_fn=_dies_with(os.getpid()), errors="replace").result()
+            subprocess.Popen, _dying_with_us(args), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL, text=True, cwd=cwd, env=env, errors="replace").result()
         with _LIVE_LOCK:
             _LIVE.add(self.process)
         threading.Thread(target=self._pump, name=f"pybroker-child-{self.process.pid}", daemon=True).start()

@@ -10,7 +10,9 @@ but not committed leaves files outside it).
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 import os
 import signal
 import threading
@@ -159,3 +161,40 @@ def test_streaming_query_survives_a_leader_kill_and_archives_each_message_once(
     wait_for_full_isr(cluster, topic)  # the killed broker rejoins, leaving the cluster whole for the next test
     print(f"\n{connector}: job up (first batch) {job_up - started:.1f} s after the start; leader {leader} killed, "
           f"all {MESSAGES} archived {done_at - killed_at:.1f} s later; test {time.perf_counter() - started:.1f} s")
+
+
+def test_the_python_source_asks_a_moved_leader_again_for_the_log_start(cluster: Cluster,
+                                                                         caplog: pytest.LogCaptureFixture) -> None:
+    """An executor's metadata names the old leader, which answers NOT_LEADER_OR_FOLLOWER: retriable in Kafka
+    (an InvalidMetadataException), so the source refreshes its metadata and asks the new leader."""
+    from confluent_kafka import Consumer, TopicPartition
+    from pybroker.client.admin import AdminClient as Admin
+    from pybroker.client.cluster import KafkaClient
+    from pybroker.common.topic import TopicPartition as AdminPartition
+    from pybroker.spark_jobs.kafka_source.options import source_options
+    from pybroker.spark_jobs.kafka_source.reader import _low_watermark
+
+    topic = "spark-moved-leader"
+    create_topic(cluster, topic, 1, assignment=[[0, 1]])
+    wait_for_full_isr(cluster, topic)
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "moved-leader"})
+    try:
+        assert consumer.list_topics(topic, timeout=10).topics[topic].partitions[0].leader == 0  # cached
+
+        async def move() -> None:
+            async with KafkaClient(cluster.bootstrap) as client:
+                admin = Admin(client)
+                assert not any((await admin.alter_partition_reassignments({AdminPartition(topic, 0): [1, 0]})).values())
+                assert not any((await admin.elect_leaders(0, [AdminPartition(topic, 0)])).values())
+
+        asyncio.run(move())
+        for broker in cluster.brokers[:2]:  # the old leader knows it no longer leads
+            eventually(lambda: partition_states(Cluster(cluster.zookeeper, [broker]), topic)[0][0] == 1,
+                       f"broker {broker.port} to name broker 1 the leader")
+        options = source_options({"subscribe": topic, "kafka.bootstrap.servers": cluster.bootstrap},
+                                 streaming=False)
+        with caplog.at_level(logging.INFO, logger="pybroker.spark_jobs.kafka_source.reader"):
+            assert _low_watermark(consumer, TopicPartition(topic, 0), options) == 0
+        assert any("asking again" in record.getMessage() for record in caplog.records)
+    finally:
+        consumer.close()

@@ -19,8 +19,16 @@ REQUEST_TIMEOUT_S = 30.0
 # librdkafka sends ListOffsets to the leader its lookup found and waits for that broker until the request times
 # out; after a leader's death a new attempt looks the leaders up again and finds the new one.
 ATTEMPT_S = 5.0
-RETRY_LOCALLY = frozenset({KafkaError._TIMED_OUT, KafkaError._TRANSPORT, KafkaError._DESTROY_BROKER,
-                           KafkaError._ALL_BROKERS_DOWN})
+# Broker errors of a leadership on the move that Kafka's clients retry after a metadata refresh (the
+# InvalidMetadataException family: NotLeaderOrFollower, UnknownTopicOrPartition, LeaderNotAvailable,
+# FencedLeaderEpoch, ReplicaNotAvailable; and the RetriableExceptions UnknownLeaderEpoch, KafkaStorage,
+# OffsetNotAvailable). confluent-kafka's KafkaError.retriable() is False for them.
+STALE_METADATA = frozenset({KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.UNKNOWN_TOPIC_OR_PART,
+                            KafkaError.LEADER_NOT_AVAILABLE, KafkaError.FENCED_LEADER_EPOCH,
+                            KafkaError.REPLICA_NOT_AVAILABLE, KafkaError.UNKNOWN_LEADER_EPOCH,
+                            KafkaError.KAFKA_STORAGE_ERROR, KafkaError.OFFSET_NOT_AVAILABLE})
+RETRY_LOCALLY = STALE_METADATA | {KafkaError._TIMED_OUT, KafkaError._TRANSPORT, KafkaError._DESTROY_BROKER,
+                                  KafkaError._ALL_BROKERS_DOWN}
 
 
 class OffsetLookup:

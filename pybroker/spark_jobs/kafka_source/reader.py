@@ -17,6 +17,7 @@ from confluent_kafka import (TIMESTAMP_CREATE_TIME, TIMESTAMP_LOG_APPEND_TIME, C
                              Message, TopicPartition)
 from pyspark.sql.pandas.types import to_arrow_schema
 
+from pybroker.spark_jobs.kafka_source.offsets import STALE_METADATA
 from pybroker.spark_jobs.kafka_source.options import SourceOptions
 from pybroker.spark_jobs.kafka_source.ranges import OffsetRange
 from pybroker.spark_jobs.kafka_source.schema import CREATE_TIME, LOG_APPEND_TIME, source_schema
@@ -28,6 +29,8 @@ WATERMARK_ATTEMPT_S = 3.0
 # Local errors of a broker going away (as its leadership moves): the client carries on with the new leader.
 BROKER_GONE = frozenset({KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaError._DESTROY_BROKER,
                          KafkaError._TIMED_OUT})
+# What a task rides out: the broker gone, or a broker's answer that the leadership moved (new metadata finds it).
+LEADER_MOVED = BROKER_GONE | STALE_METADATA
 TIMESTAMP_TYPES = {TIMESTAMP_CREATE_TIME: CREATE_TIME, TIMESTAMP_LOG_APPEND_TIME: LOG_APPEND_TIME}
 DATA_LOSS_HINT = ("Some data may have been lost because they are not available in Kafka any more; either the data "
                   "was aged out by Kafka or the topic may have been deleted before all the data in the topic was "
@@ -91,7 +94,7 @@ def _read(consumer: Consumer, offsets: OffsetRange, options: SourceOptions) -> I
                                  fail=options.fail_on_data_loss)
                 position = offsets.end
                 break
-            if error is not None and error.code() in BROKER_GONE:
+            if error is not None and error.code() in LEADER_MOVED:
                 continue  # no progress for poll_timeout_ms still ends the task below
             if error is not None:
                 raise RuntimeError(f"Reading {offsets.topic}-{offsets.partition} at offset {position}: {error}")
@@ -124,7 +127,7 @@ def _low_watermark(consumer: Consumer, tp: TopicPartition, options: SourceOption
             return consumer.get_watermark_offsets(tp, timeout=attempt_s, cached=False)[0]
         except KafkaException as exc:
             error = exc.args[0]
-            if time.monotonic() >= deadline or not (error.retriable() or error.code() in BROKER_GONE):
+            if time.monotonic() >= deadline or not (error.retriable() or error.code() in LEADER_MOVED):
                 raise
             log.info("%s-%d: no log start offset yet (%s); asking again with fresh metadata",
                      tp.topic, tp.partition, error.str())
