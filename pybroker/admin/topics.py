@@ -7,7 +7,9 @@ it; failures print `Error while executing topic command : <message>` and exit 1 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import re
+import time
 from dataclasses import dataclass
 from typing import Awaitable, Callable, Sequence
 
@@ -202,7 +204,22 @@ async def create(admin: AdminClient, args: argparse.Namespace, topic: NewTopic |
         if result.error.code == ErrorCode.TOPIC_ALREADY_EXISTS and args.if_not_exists:
             return
         raise result.error
+    if not isinstance(admin, ZkTopicAdmin):
+        await listed_by_bootstrap(admin, topic.name)
     print(f"Created topic {topic.name}.")
+
+
+async def listed_by_bootstrap(admin: AdminClient, name: str) -> None:
+    """Until the broker this tool asks for metadata lists the new topic (bounded by the tool's timeout). The
+    controller answers once its own metadata has the topic; the other brokers learn it from the controller's
+    UpdateMetadata a moment later, and a --describe run right after asks the bootstrap broker: in Kafka's
+    kafka-topics that is a race a script can lose ("does not exist as expected")."""
+    deadline = time.monotonic() + admin.client.timeout
+    pause = 0.01
+    while [t.error_code for t in (await admin.client.metadata([name])).topics] != [ErrorCode.NONE] \
+            and time.monotonic() < deadline:
+        await asyncio.sleep(pause)
+        pause = min(pause * 2, 0.5)
 
 
 async def list_(admin: AdminClient, args: argparse.Namespace, _: NewTopic | None) -> None:
