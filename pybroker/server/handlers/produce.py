@@ -75,7 +75,6 @@ def answer(ctx: RequestContext, request: ProduceRequest
     appended before this returns either way, in the order the connection's requests arrived."""
     if request.transactional_id is not None:  # its admission (KIP-890) waits for the coordinator
         return _transactional(ctx, request)
-    services = ctx.services
     names, authorized = _topics(ctx, request)
     slots, batches = _partitions(request, names, authorized, None, {})
     outcome = _append(ctx, request, batches)
@@ -88,7 +87,12 @@ def answer(ctx: RequestContext, request: ProduceRequest
 # transactions V2 client, whose partitions the coordinator adds to its transaction; v13: topic ids (KIP-516).
 @api(ApiKey.PRODUCE, 3, 13, immediate=answer)
 async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceResponse | None:
-    outcome = answer(ctx, request)
+    return await _settled(answer(ctx, request))
+
+
+async def _settled(outcome: ProduceResponse | None | Coroutine[Any, Any, ProduceResponse | None]
+                  ) -> ProduceResponse | None:
+    """An answer, awaited first if it came as a coroutine (an acks=all wait)."""
     return outcome if outcome is None or isinstance(outcome, ProduceResponse) else await outcome
 
 
@@ -97,7 +101,6 @@ async def _transactional(ctx: RequestContext, request: ProduceRequest) -> Produc
     and its batches admitted by the coordinator before they are appended, in the order of the producer's
     requests (`_take_turns`)."""
     assert request.transactional_id is not None
-    services = ctx.services
     names, authorized = _topics(ctx, request)
     refused = None if authorize(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id) \
         else ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
@@ -117,7 +120,7 @@ async def _transactional(ctx: RequestContext, request: ProduceRequest) -> Produc
         if turns:
             _end_turns(ctx, turns)
     response = _respond(ctx, request, names, slots, batches)
-    return response if response is None or isinstance(response, ProduceResponse) else await response
+    return await _settled(response)
 
 
 def _topics(ctx: RequestContext, request: ProduceRequest) -> tuple[list[str | None], set[str]]:
@@ -180,7 +183,7 @@ async def _answer_appended(ctx: RequestContext, request: ProduceRequest, names: 
     """The answer once the appends that wait (a big batch checked off the loop, flush.messages) are done."""
     await appending
     response = _respond(ctx, request, names, slots, batches)
-    return response if response is None or isinstance(response, ProduceResponse) else await response
+    return await _settled(response)
 
 
 def _respond(ctx: RequestContext, request: ProduceRequest, names: list[str | None],
